@@ -1,0 +1,11 @@
+"""Ignition: serve hybrid LLMs from prepared graphs.
+
+The package root stays lazy on purpose: ``import ignition.helios`` must not pull
+in torch, and the CLI must start without importing the model.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,1 @@
+"""Build-time components: capacity enumeration and the descriptor catalog."""

@@ -1,0 +1,351 @@
+"""The graph catalog: descriptors of prepared physical programs.
+
+A :class:`Descriptor` is the serialized contract between build time and serve
+time. The compiler writes one per prepared program; the runtime checks that it
+can rebuild each one; Helios ranks them. The JSON form is versioned and every
+field is validated on load, so a hand-edited or stale catalog fails with one
+line naming the descriptor and the field rather than deep inside a capture.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+CATALOG_FORMAT = "ignition-catalog"
+CATALOG_VERSION = 1
+PROMPT_ALIGNMENT = 64
+MAX_MIXED_BATCH = 64
+
+
+class CatalogError(ValueError):
+    """A catalog or descriptor that violates the build/runtime contract."""
+
+
+class GraphKind(StrEnum):
+    """Physical program families. State operations arrive with the compiler."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+    SPECULATIVE = "speculative"
+    MIXED = "mixed"
+    SNAPSHOT = "snapshot"
+    RESTORE = "restore"
+
+
+class ValueSource(StrEnum):
+    """Who allocates a program's target rows.
+
+    ``query_length``: the host supplies exact per-lane lengths whose sum fits P.
+    ``speculative_prefix_limit``: the host supplies lane ceilings; the device
+    allocates within P from its own proposal confidence.
+    """
+
+    QUERY_LENGTH = "query_length"
+    SPECULATIVE_PREFIX_LIMIT = "speculative_prefix_limit"
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """One prepared physical program, identified by its capacities.
+
+    ``estimated_duration_ns`` is carried for reports only: :func:`load_catalog`
+    resets it to zero because a cost measured elsewhere says nothing about this
+    device (zero means "unknown" to Helios).
+    """
+
+    kind: GraphKind
+    batch_capacity: int
+    proposal_depth: int
+    token_capacity: int
+    packed_capacity: int
+    prefill_capacity: int = 0
+    confidence_width: int = 0
+    speculation_enabled: bool = False
+    value_source: ValueSource = ValueSource.QUERY_LENGTH
+    estimated_duration_ns: int = 0
+    max_packed_extent: int = field(default=-1)
+
+    def __post_init__(self) -> None:
+        if self.max_packed_extent == -1:
+            object.__setattr__(self, "max_packed_extent", self.expected_packed_extent())
+        validate_descriptor(self)
+
+    @property
+    def is_mixed(self) -> bool:
+        return self.kind is GraphKind.MIXED
+
+    @property
+    def is_device_allocated(self) -> bool:
+        return self.value_source is ValueSource.SPECULATIVE_PREFIX_LIMIT
+
+    @property
+    def name(self) -> str:
+        """A stable, human-readable program id, unique within a catalog."""
+        parts = [self.kind.value]
+        if self.kind in (GraphKind.SPECULATIVE, GraphKind.MIXED):
+            parts.append("spec" if self.speculation_enabled else "plain")
+        parts += [
+            f"b{self.batch_capacity}",
+            f"d{self.proposal_depth}",
+            f"w{self.token_capacity}",
+            f"p{self.packed_capacity}",
+        ]
+        if self.prefill_capacity:
+            parts.append(f"c{self.prefill_capacity}")
+        if self.is_device_allocated:
+            parts.append("dev")
+        return "-".join(parts)
+
+    def cost_key(self) -> tuple[str, int, int, int, int, int, bool, str]:
+        """Identity of a cost entry: active row count never changes it."""
+        return (
+            self.kind.value,
+            self.batch_capacity,
+            self.token_capacity,
+            self.proposal_depth,
+            self.prefill_capacity,
+            self.packed_capacity,
+            self.speculation_enabled,
+            self.value_source.value,
+        )
+
+    def expected_packed_extent(self) -> int:
+        """Largest packed token count the program may see (its capture headroom)."""
+        if self.kind is GraphKind.MIXED:
+            return self.prefill_capacity + (self.batch_capacity - 1) * self.token_capacity
+        return self.packed_capacity
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["kind"] = self.kind.value
+        data["value_source"] = self.value_source.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "descriptor") -> Descriptor:
+        return descriptor_from_json(data, where)
+
+
+_INT_FIELDS = (
+    "batch_capacity",
+    "proposal_depth",
+    "token_capacity",
+    "packed_capacity",
+    "prefill_capacity",
+    "confidence_width",
+    "estimated_duration_ns",
+    "max_packed_extent",
+)
+
+
+_GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
+
+
+def validate_descriptor(d: Descriptor, where: str = "descriptor") -> None:
+    """Check the contract of one descriptor; raise CatalogError naming the field."""
+
+    def fail(name: str, value: object, why: str) -> None:
+        raise CatalogError(f"{where}: field {name!r} = {value!r}: {why}")
+
+    if not isinstance(d.kind, GraphKind):
+        fail("kind", d.kind, f"expected one of {[k.value for k in GraphKind]}")
+    if not isinstance(d.value_source, ValueSource):
+        fail("value_source", d.value_source, f"expected one of {[v.value for v in ValueSource]}")
+    if not isinstance(d.speculation_enabled, bool):
+        fail("speculation_enabled", d.speculation_enabled, "expected a boolean")
+    for name in _INT_FIELDS:
+        value = getattr(d, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            fail(name, value, "expected an integer")
+        if value < 0:
+            fail(name, value, "must be nonnegative")
+    for name in ("batch_capacity", "token_capacity", "packed_capacity"):
+        if getattr(d, name) < 1:
+            fail(name, getattr(d, name), "must be at least 1")
+
+    B, D, W, P = d.batch_capacity, d.proposal_depth, d.token_capacity, d.packed_capacity
+    if P > B * W:
+        fail("packed_capacity", P, f"exceeds batch_capacity x token_capacity = {B * W}")
+    if d.kind in _GENERATION_KINDS and P < B:
+        fail("packed_capacity", P, f"below batch_capacity {B}: every lane keeps its pending token")
+    if W > D + 1 and d.kind in (GraphKind.SPECULATIVE, GraphKind.MIXED) and d.speculation_enabled:
+        fail("token_capacity", W, f"exceeds proposal_depth + 1 = {D + 1}")
+    if d.confidence_width not in (0, D):
+        fail("confidence_width", d.confidence_width, f"must be 0 or proposal_depth {D}")
+
+    if d.kind is GraphKind.MIXED:
+        C = d.prefill_capacity
+        if C < PROMPT_ALIGNMENT or C % PROMPT_ALIGNMENT:
+            fail(
+                "prefill_capacity",
+                C,
+                f"a mixed program needs a positive multiple of {PROMPT_ALIGNMENT}",
+            )
+        if C < W:
+            fail(
+                "prefill_capacity",
+                C,
+                f"below token_capacity {W}: a decode-only population must fit",
+            )
+        if not (2 <= B <= MAX_MIXED_BATCH) or B & (B - 1):
+            fail(
+                "batch_capacity", B, f"a mixed program needs a power of two in 2..{MAX_MIXED_BATCH}"
+            )
+    elif d.prefill_capacity:
+        fail(
+            "prefill_capacity",
+            d.prefill_capacity,
+            f"only mixed programs have one, not {d.kind.value}",
+        )
+
+    if d.kind is GraphKind.DECODE and (W != 1 or D != 0 or d.speculation_enabled):
+        fail("token_capacity", W, "ordinary decode is width one with no proposals")
+    if d.kind in (GraphKind.PREFILL, GraphKind.DECODE) and D:
+        fail("proposal_depth", D, f"{d.kind.value} programs make no proposals")
+    if d.kind in _GENERATION_KINDS and W > 1 and not d.speculation_enabled:
+        fail("token_capacity", W, "width above one needs speculation_enabled")
+    speculative_with_proposals = d.kind is GraphKind.SPECULATIVE and d.speculation_enabled and D > 0
+    if d.is_device_allocated and not speculative_with_proposals:
+        fail(
+            "value_source",
+            d.value_source.value,
+            "device allocation needs a speculative program with proposals",
+        )
+    if d.max_packed_extent != d.expected_packed_extent():
+        fail("max_packed_extent", d.max_packed_extent, f"expected {d.expected_packed_extent()}")
+
+
+def descriptor_from_json(data: Mapping[str, Any], where: str = "descriptor") -> Descriptor:
+    if not isinstance(data, Mapping):
+        raise CatalogError(f"{where}: expected an object, got {type(data).__name__}")
+    known = {f.name for f in fields(Descriptor)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise CatalogError(f"{where}: unknown field {unknown[0]!r}")
+    missing = sorted(known - set(data))
+    if missing:
+        raise CatalogError(f"{where}: field {missing[0]!r} is missing")
+    values = dict(data)
+    try:
+        values["kind"] = GraphKind(values["kind"])
+    except ValueError:
+        raise CatalogError(
+            f"{where}: field 'kind' = {data['kind']!r}: expected one of "
+            f"{[k.value for k in GraphKind]}"
+        ) from None
+    try:
+        values["value_source"] = ValueSource(values["value_source"])
+    except ValueError:
+        raise CatalogError(
+            f"{where}: field 'value_source' = {data['value_source']!r}: expected one of "
+            f"{[v.value for v in ValueSource]}"
+        ) from None
+    try:
+        return Descriptor(**values)
+    except CatalogError as err:
+        raise CatalogError(str(err).replace("descriptor:", f"{where}:", 1)) from None
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A recipe's prepared programs plus the options that produced them."""
+
+    recipe: str
+    options: Mapping[str, Any]
+    descriptors: tuple[Descriptor, ...]
+
+    def __post_init__(self) -> None:
+        seen: dict[str, int] = {}
+        for i, d in enumerate(self.descriptors):
+            if d.name in seen:
+                raise CatalogError(
+                    f"descriptors[{i}]: duplicates descriptors[{seen[d.name]}] ({d.name})"
+                )
+            seen[d.name] = i
+
+    def of_kind(self, kind: GraphKind) -> list[Descriptor]:
+        return [d for d in self.descriptors if d.kind is kind]
+
+    def counts(self) -> dict[str, int]:
+        """Program counts per family, the numbers recipes declare and CI checks."""
+        return count_families(self.descriptors)
+
+    def max_packed_extent(self) -> int:
+        return max((d.max_packed_extent for d in self.descriptors), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": CATALOG_FORMAT,
+            "version": CATALOG_VERSION,
+            "recipe": self.recipe,
+            "options": dict(self.options),
+            "counts": self.counts(),
+            "descriptors": [d.to_json() for d in self.descriptors],
+        }
+
+
+FAMILIES = ("prefill", "decode", "speculative", "mixed_speculative", "mixed_ordinary")
+
+
+def family_of(d: Descriptor) -> str:
+    if d.kind is GraphKind.MIXED:
+        return "mixed_speculative" if d.speculation_enabled else "mixed_ordinary"
+    return d.kind.value
+
+
+def count_families(descriptors: Iterable[Descriptor]) -> dict[str, int]:
+    counts = dict.fromkeys(FAMILIES, 0)
+    for d in descriptors:
+        family = family_of(d)
+        counts[family] = counts.get(family, 0) + 1
+    return counts
+
+
+def catalog_from_json(data: Mapping[str, Any], where: str = "catalog") -> Catalog:
+    """Parse and validate a catalog; every estimated duration starts unknown (zero)."""
+    if not isinstance(data, Mapping):
+        raise CatalogError(f"{where}: expected a JSON object")
+    if data.get("format") != CATALOG_FORMAT:
+        raise CatalogError(
+            f"{where}: field 'format' = {data.get('format')!r}: expected {CATALOG_FORMAT!r}"
+        )
+    if data.get("version") != CATALOG_VERSION:
+        raise CatalogError(
+            f"{where}: field 'version' = {data.get('version')!r}: this build reads version "
+            f"{CATALOG_VERSION}"
+        )
+    for key in ("recipe", "options", "descriptors"):
+        if key not in data:
+            raise CatalogError(f"{where}: field {key!r} is missing")
+    if not isinstance(data["descriptors"], list):
+        raise CatalogError(f"{where}: field 'descriptors' must be a list")
+    descriptors = tuple(
+        replace(descriptor_from_json(item, f"{where}: descriptors[{i}]"), estimated_duration_ns=0)
+        for i, item in enumerate(data["descriptors"])
+    )
+    try:
+        return Catalog(
+            recipe=str(data["recipe"]), options=dict(data["options"]), descriptors=descriptors
+        )
+    except CatalogError as err:
+        raise CatalogError(f"{where}: {err}") from None
+
+
+def save_catalog(catalog: Catalog, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(catalog.to_json(), indent=2) + "\n")
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: no such catalog file") from None
+    except json.JSONDecodeError as err:
+        raise CatalogError(f"{path}: not valid JSON ({err})") from None
+    return catalog_from_json(data, str(path))

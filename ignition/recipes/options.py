@@ -1,0 +1,67 @@
+"""Load-time options: what a user may change about a recipe's capacities.
+
+Options can only *reduce* what a recipe declares (the programs must exist), so
+every field is optional and ``None`` means "the recipe's value". The recipe
+schema validates the options that recipes themselves quote in
+``expected_catalogs`` with the same table, which is why it lives here and not
+in ``components``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SPECULATION_MODES = ("off", "fixed", "adaptive")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """Capacity overrides chosen when building or loading a catalog."""
+
+    mixed_prefill: bool = False
+    concurrency: int | None = None
+    speculative_token_capacity: int | None = None
+    num_draft_tokens: int | None = None
+    max_prefill_chunk: int | None = None
+    speculation: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The options a user set, omitting the ones left to the recipe."""
+        return {k: v for k, v in asdict(self).items() if v is not None and v is not False}
+
+
+OPTION_TYPES: dict[str, type] = {
+    "mixed_prefill": bool,
+    "concurrency": int,
+    "speculative_token_capacity": int,
+    "num_draft_tokens": int,
+    "max_prefill_chunk": int,
+    "speculation": str,
+}
+
+
+def parse_load_options(raw: Mapping[str, Any], where: str) -> LoadOptions:
+    """Build LoadOptions from a mapping, naming the first bad key or value.
+
+    Raises ValueError with ``where`` and the key; callers wrap it in their own
+    error type so that the message names the file it came from.
+    """
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"'{where}' = {raw!r}: expected a mapping of option names to values")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in OPTION_TYPES:
+            raise ValueError(
+                f"'{where}.{key}' = {value!r}: unknown option (known: {', '.join(OPTION_TYPES)})"
+            )
+        expected = OPTION_TYPES[key]
+        if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"'{where}.{key}' = {value!r}: expected an integer")
+        if expected is not int and not isinstance(value, expected):
+            raise ValueError(f"'{where}.{key}' = {value!r}: expected {expected.__name__}")
+        if key == "speculation" and value not in SPECULATION_MODES:
+            raise ValueError(f"'{where}.{key}' = {value!r}: expected one of {SPECULATION_MODES}")
+        values[key] = value
+    return LoadOptions(**values)

@@ -1,0 +1,250 @@
+"""Recipe schema: YAML in, frozen dataclasses out, one-line errors.
+
+A recipe declares what a model family can be prepared with: its capacities
+(concurrency, prompt buckets, draft depth, token envelopes) and the catalog
+sizes those capacities must produce. Raw dicts stop here; everything past this
+module reads typed fields. Every error names the file, the dotted key and the
+offending value, because a recipe is edited by hand and the first thing a user
+needs is where to look.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ignition.recipes.options import SPECULATION_MODES, LoadOptions, parse_load_options
+
+PROMPT_ALIGNMENT = 64
+CATALOG_FAMILIES = ("prefill", "decode", "speculative", "mixed_speculative", "mixed_ordinary")
+
+
+class RecipeError(ValueError):
+    """A recipe file that does not follow the schema."""
+
+
+@dataclass(frozen=True)
+class Supports:
+    mixed_capture: bool
+    speculation: bool
+    vision: bool
+
+
+@dataclass(frozen=True)
+class CapacitySpec:
+    """The largest capacities a recipe prepares; load options may only shrink them."""
+
+    concurrency: int
+    max_prefill_chunk: int
+    prompt_buckets: tuple[int, ...]
+    num_draft_tokens: int
+    completion_token_capacity: int
+    speculative_token_capacity: int
+    kv_page_size: int
+    speculation: str
+
+
+@dataclass(frozen=True)
+class ExpectedCatalog:
+    """Program counts per family that a given set of load options must produce."""
+
+    options: LoadOptions
+    counts: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    aliases: tuple[str, ...]
+    family: str
+    description: str
+    supports: Supports
+    capacity: CapacitySpec
+    expected_catalogs: tuple[ExpectedCatalog, ...]
+    path: Path
+
+    def supports_summary(self) -> str:
+        parts = []
+        if self.supports.mixed_capture:
+            parts.append("mixed capture")
+        if self.supports.speculation:
+            parts.append(f"speculation (D={self.capacity.num_draft_tokens})")
+        if self.supports.vision:
+            parts.append("vision")
+        return ", ".join(parts) or "plain prefill/decode"
+
+
+class _Reader:
+    """Typed access to a YAML mapping that remembers the dotted key for errors."""
+
+    def __init__(self, path: Path, data: Any, key: str = "") -> None:
+        self.path, self.data, self.key = path, data, key
+        if not isinstance(data, Mapping):
+            self.fail(data, "expected a mapping")
+        self._used: set[str] = set()
+
+    def fail(self, value: Any, why: str, key: str | None = None) -> None:
+        name = key if key is not None else self.key or "<top level>"
+        raise RecipeError(f"{self.path}: key '{name}' = {value!r}: {why}")
+
+    def sub(self, key: str) -> str:
+        return f"{self.key}.{key}" if self.key else key
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        self._used.add(key)
+        if key not in self.data:
+            if default is ...:
+                self.fail(None, "required key is missing", self.sub(key))
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if (bool not in kinds and isinstance(value, bool)) or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            self.fail(value, f"expected {names}", self.sub(key))
+        return value
+
+    def child(self, key: str) -> _Reader:
+        self._used.add(key)
+        if key not in self.data:
+            self.fail(None, "required key is missing", self.sub(key))
+        return _Reader(self.path, self.data[key], self.sub(key))
+
+    def finish(self) -> None:
+        for key in self.data:
+            if key not in self._used:
+                self.fail(self.data[key], "unknown key", self.sub(str(key)))
+
+
+def _int_list(r: _Reader, key: str, check: Callable[[int], str | None]) -> tuple[int, ...]:
+    items = r.get(key, list)
+    if not items:
+        r.fail(items, "must not be empty", r.sub(key))
+    for i, item in enumerate(items):
+        if isinstance(item, bool) or not isinstance(item, int):
+            r.fail(item, "expected int", f"{r.sub(key)}[{i}]")
+        why = check(item)
+        if why:
+            r.fail(item, why, f"{r.sub(key)}[{i}]")
+    return tuple(items)
+
+
+def _positive(r: _Reader, key: str, minimum: int = 1, default: Any = ...) -> int:
+    value = r.get(key, int, default)
+    if value < minimum:
+        r.fail(value, f"must be at least {minimum}", r.sub(key))
+    return value
+
+
+def _bucket_rule(value: int) -> str | None:
+    if value <= 0 or value % PROMPT_ALIGNMENT:
+        return f"a prompt bucket must be a positive multiple of {PROMPT_ALIGNMENT}"
+    return None
+
+
+def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
+    buckets = _int_list(r, "prompt_buckets", _bucket_rule)
+    if list(buckets) != sorted(set(buckets)):
+        r.fail(list(buckets), "prompt buckets must be strictly increasing", r.sub("prompt_buckets"))
+    chunk = _positive(r, "max_prefill_chunk")
+    if chunk != buckets[-1]:
+        r.fail(
+            chunk, f"must equal the largest prompt bucket {buckets[-1]}", r.sub("max_prefill_chunk")
+        )
+    page = _positive(r, "kv_page_size")
+    if page & (page - 1):
+        r.fail(page, "must be a power of two", r.sub("kv_page_size"))
+    draft = _positive(r, "num_draft_tokens", minimum=0)
+    if draft and not supports.speculation:
+        r.fail(
+            draft,
+            "a recipe without supports.speculation has no draft tokens",
+            r.sub("num_draft_tokens"),
+        )
+    speculation = r.get("speculation", str, "adaptive" if supports.speculation else "off")
+    if speculation not in SPECULATION_MODES:
+        r.fail(speculation, f"expected one of {SPECULATION_MODES}", r.sub("speculation"))
+    if speculation != "off" and not supports.speculation:
+        r.fail(speculation, "supports.speculation is false", r.sub("speculation"))
+    spec = CapacitySpec(
+        concurrency=_positive(r, "concurrency"),
+        max_prefill_chunk=chunk,
+        prompt_buckets=buckets,
+        num_draft_tokens=draft,
+        completion_token_capacity=_positive(r, "completion_token_capacity", default=8),
+        speculative_token_capacity=_positive(r, "speculative_token_capacity"),
+        kv_page_size=page,
+        speculation=speculation,
+    )
+    r.finish()
+    return spec
+
+
+def parse_recipe(data: Any, path: Path) -> Recipe:
+    """Validate a loaded YAML document; raise RecipeError on the first problem."""
+    top = _Reader(path, data)
+    name = top.get("name", str)
+    aliases = top.get("aliases", list, [])
+    for i, alias in enumerate(aliases):
+        if not isinstance(alias, str) or not alias:
+            top.fail(alias, "an alias must be a non-empty string", f"aliases[{i}]")
+    sup = top.child("supports")
+    supports = Supports(
+        mixed_capture=sup.get("mixed_capture", bool),
+        speculation=sup.get("speculation", bool),
+        vision=sup.get("vision", bool, False),
+    )
+    sup.finish()
+    capacity = _parse_capacity(top.child("capacity"), supports)
+    expected = []
+    for i, raw in enumerate(top.get("expected_catalogs", list, [])):
+        item = _Reader(path, raw, f"expected_catalogs[{i}]")
+        try:
+            options = parse_load_options(item.get("options", dict, {}), item.sub("options"))
+        except ValueError as err:
+            raise RecipeError(f"{path}: key {err}") from None
+        if options.mixed_prefill and not supports.mixed_capture:
+            item.fail(
+                True,
+                "mixed capture asked of a recipe whose supports.mixed_capture is false",
+                item.sub("options.mixed_prefill"),
+            )
+        counts = item.child("counts")
+        parsed = {}
+        for family in counts.data:
+            if family not in CATALOG_FAMILIES:
+                counts.fail(
+                    counts.data[family],
+                    f"unknown family (known: {', '.join(CATALOG_FAMILIES)})",
+                    counts.sub(str(family)),
+                )
+            parsed[family] = _positive(counts, family, minimum=0)
+        counts.finish()
+        item.finish()
+        expected.append(ExpectedCatalog(options=options, counts=parsed))
+    recipe = Recipe(
+        name=name,
+        aliases=tuple(aliases),
+        family=top.get("family", str),
+        description=top.get("description", str, ""),
+        supports=supports,
+        capacity=capacity,
+        expected_catalogs=tuple(expected),
+        path=path,
+    )
+    top.finish()
+    return recipe
+
+
+def load_recipe_file(path: str | Path) -> Recipe:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise RecipeError(f"{path}: no such recipe file") from None
+    except yaml.YAMLError as err:
+        raise RecipeError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+    return parse_recipe(data, path)

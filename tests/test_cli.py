@@ -1,0 +1,125 @@
+"""`ignition recipes` and `ignition catalog`: output, --json, --check and errors."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from click.testing import CliRunner
+
+from ignition.cli import main
+from ignition.recipes.registry import RECIPES_DIR
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_catalog_json_reports_22_speculative_and_20_ordinary_mixed_graphs():
+    result = run("catalog", "--recipe", "qwen3.8-flash", "--mixed-prefill", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["recipe"] == "qwen38"
+    assert data["options"] == {"mixed_prefill": True}
+    assert data["counts"]["mixed_speculative"] == 22
+    assert data["counts"]["mixed_ordinary"] == 20
+    assert len(data["descriptors"]) == sum(data["counts"].values())
+    assert {
+        "kind",
+        "batch_capacity",
+        "proposal_depth",
+        "token_capacity",
+        "packed_capacity",
+        "prefill_capacity",
+        "confidence_width",
+        "speculation_enabled",
+        "value_source",
+        "estimated_duration_ns",
+        "max_packed_extent",
+    } == set(data["descriptors"][0])
+
+
+def test_catalog_json_follows_the_options():
+    result = run("catalog", "--recipe", "qwen38", "--mixed-prefill", "--concurrency", "1", "--json")
+    data = json.loads(result.output)
+    assert data["options"] == {"mixed_prefill": True, "concurrency": 1}
+    assert data["counts"]["mixed_ordinary"] == 0
+
+
+def test_catalog_table_shows_counts_and_capture_headroom():
+    result = run("catalog", "--recipe", "qwen38", "--mixed-prefill")
+    assert result.exit_code == 0, result.output
+    assert "mixed_speculative" in result.output
+    assert "largest packed extent" in result.output
+    assert "4099" in result.output
+
+
+def test_check_passes_for_every_shipped_recipe():
+    for name in ("qwen38", "llama32"):
+        result = run("catalog", "--recipe", name, "--check")
+        assert result.exit_code == 0, result.output
+        assert result.output.startswith("ok")
+
+
+def test_check_fails_naming_the_family_and_both_numbers(tmp_path):
+    data = yaml.safe_load((RECIPES_DIR / "qwen38" / "recipe.yaml").read_text())
+    data["expected_catalogs"][0]["counts"]["mixed_speculative"] = 21
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = run("catalog", "--recipe", str(path), "--check")
+    assert result.exit_code == 1
+    assert "family mixed_speculative" in result.output
+    assert "expects 21" in result.output and "give 22" in result.output
+
+
+def test_check_with_options_needs_a_declared_expectation():
+    result = run("catalog", "--recipe", "qwen38", "--concurrency", "2", "--check")
+    assert result.exit_code == 2
+    assert "declares no counts for options (concurrency=2)" in result.output
+
+
+def test_check_with_declared_options_checks_that_entry():
+    result = run(
+        "catalog", "--recipe", "qwen38", "--mixed-prefill", "--speculation", "fixed", "--check"
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.count("\n") == 1
+
+
+def test_asking_for_more_than_the_recipe_is_a_one_line_error():
+    result = run("catalog", "--recipe", "qwen38", "--concurrency", "8")
+    assert result.exit_code == 2
+    assert "--concurrency = 8" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_mixed_prefill_on_a_dense_recipe_is_an_error():
+    result = run("catalog", "--recipe", "llama3.2-1b", "--mixed-prefill")
+    assert result.exit_code == 2
+    assert "does not declare mixed capture" in result.output
+
+
+def test_unknown_recipe_is_an_error():
+    result = run("catalog", "--recipe", "nope")
+    assert result.exit_code == 2
+    assert "unknown recipe or alias" in result.output
+
+
+def test_recipes_lists_names_aliases_and_support():
+    result = run("recipes", "--json")
+    assert result.exit_code == 0
+    rows = {r["name"]: r for r in json.loads(result.output)}
+    assert rows["qwen38"]["aliases"] == ["qwen3.8-flash"]
+    assert rows["qwen38"]["supports"]["mixed_capture"] is True
+    assert rows["llama32"]["supports"]["mixed_capture"] is False
+    table = run("recipes")
+    assert "qwen3.8-flash" in table.output and "mixed capture" in table.output
+
+
+def test_cli_and_recipes_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, ignition.cli, ignition.components.capacity; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
