@@ -1,0 +1,1 @@
+"""The bundled runtime: bundle loading, resources, the worker and the engine loop."""

@@ -1,0 +1,1 @@
+"""OpenAI-compatible HTTP serving (FastAPI): endpoints, SSE, Prometheus metrics."""
