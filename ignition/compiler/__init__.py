@@ -1,0 +1,1 @@
+"""The graph-capture compiler: program builders per descriptor kind and the build pipeline."""
