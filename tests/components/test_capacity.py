@@ -274,3 +274,30 @@ def test_every_option_combination_follows_the_rules(
                 d.packed_capacity < d.batch_capacity * d.token_capacity
             )
             assert speculation == "adaptive" or not d.is_device_allocated
+
+
+def test_runtime_selection_keeps_the_variant_matching_the_decode_mode():
+    from ignition.components.capacity import select_for_mode
+
+    catalog = plan(mixed_prefill=True)
+    off = select_for_mode(catalog, "off")
+    assert {d.kind for d in off.descriptors} == {
+        GraphKind.PREFILL,
+        GraphKind.DECODE,
+        GraphKind.MIXED,
+    }
+    assert not any(d.speculation_enabled for d in off.descriptors)
+    fixed = select_for_mode(catalog, "fixed")
+    assert GraphKind.DECODE not in {d.kind for d in fixed.descriptors}
+    assert all(d.speculation_enabled for d in fixed.descriptors if d.kind is GraphKind.MIXED)
+    assert not any(d.is_device_allocated for d in fixed.descriptors)
+    adaptive = select_for_mode(catalog, "adaptive", mixed=False)
+    assert any(d.is_device_allocated for d in adaptive.descriptors)
+    assert GraphKind.MIXED not in {d.kind for d in adaptive.descriptors}
+
+
+def test_runtime_selection_needs_decode_programs():
+    from ignition.components.capacity import select_for_mode
+
+    with pytest.raises(CapacityError, match="no decode programs"):
+        select_for_mode(plan(speculation="off"), "fixed")

@@ -1,0 +1,227 @@
+"""One program builder per descriptor kind, over shared typed workspaces.
+
+A builder turns a :class:`Descriptor` into the static inputs a program reads
+(views of the workspace at this program's capacities) and the function that
+runs it. The function has a fixed prologue and epilogue around the model call:
+
+- prologue: decode and verify rows read their pending token from the
+  device-resident ``pending`` buffer, not from the host. That is what lets a
+  second decode frame be queued before the first one's outputs reach the host;
+- epilogue: every row's last emitted token is written back to ``pending``
+  (inactive rows write the scratch row), ready for the next program.
+
+Padding is harmless by design: rows with slot -1 or query length 0 and unused
+token capacity redirect every state write to the state's scratch row, so a
+warm-up or capture with empty inputs mutates no request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ignition.compiler.workspace import Workspace
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.model.model import Qwen38Model
+from ignition.model.packing import PackedCapacity, PackedInputs
+from ignition.model.sampling import SamplingParams
+from ignition.model.speculative import (
+    PromptChunk,
+    RoundCapacity,
+    RoundInputs,
+    RoundOutputs,
+    speculative_round,
+)
+from ignition.model.state import ModelState
+from ignition.model.step import run_step
+
+
+class ProgramError(ValueError):
+    """A descriptor this model cannot build."""
+
+
+@dataclass
+class StepProgramInputs:
+    """Prefill, decode and ordinary mixed programs: one packed step."""
+
+    packed: PackedInputs
+    sampling: SamplingParams
+    is_decode_row: Tensor  # [R] bool rows whose first token comes from ``pending``
+
+
+@dataclass
+class StepProgramOutputs:
+    next_tokens: Tensor  # [R] int64 sampled token per row, -1 inactive or mid-prompt
+
+
+@dataclass
+class RoundProgramInputs:
+    """Complete speculative programs (and speculative mixed ones, with a prompt lane)."""
+
+    round: RoundInputs
+    sampling: SamplingParams
+    is_decode_row: Tensor  # [R] bool
+
+
+@dataclass
+class Program:
+    """What the worker needs to drive one prepared program."""
+
+    descriptor: Descriptor
+    inputs: StepProgramInputs | RoundProgramInputs
+    fn: Callable[[Any], Any]
+
+    @property
+    def is_round(self) -> bool:
+        return isinstance(self.inputs, RoundProgramInputs)
+
+
+def _gather_pending(pending: Tensor, slot_ids: Tensor, scratch_row: int) -> Tensor:
+    rows = torch.where(slot_ids >= 0, slot_ids.long(), scratch_row)
+    return pending[rows]
+
+
+def _store_pending(pending: Tensor, slot_ids: Tensor, tokens: Tensor, scratch_row: int) -> None:
+    """pending[slot] = token for rows that emitted one; everything else hits the scratch row."""
+    rows = torch.where((slot_ids >= 0) & (tokens >= 0), slot_ids.long(), scratch_row)
+    pending.index_copy_(0, rows, torch.where(tokens >= 0, tokens, 0))
+
+
+def _take_pending_first_tokens(
+    packed: PackedInputs, is_decode_row: Tensor, pending: Tensor, scratch_row: int
+) -> None:
+    """token_ids[first token of each decode row] = pending[slot], elementwise per token.
+
+    Written per token rather than per row so that zero-length rows, which share an
+    offset with the next row, can never race it for the same element.
+    """
+    num_tokens, num_rows = packed.token_ids.shape[0], packed.query_lens.shape[0]
+    lens = packed.query_lens.long()
+    ends = torch.cumsum(lens, 0)
+    token = torch.arange(num_tokens, device=lens.device)
+    row = torch.searchsorted(ends, token, right=True)  # [T], R for padding
+    row_c = row.clamp(max=num_rows - 1)
+    is_first = (row < num_rows) & (token == (ends - lens)[row_c])
+    take = is_first & is_decode_row[row_c]
+    from_device = _gather_pending(pending, packed.slot_ids, scratch_row)[row_c]
+    packed.token_ids.copy_(torch.where(take, from_device, packed.token_ids))
+
+
+def step_capacity(d: Descriptor) -> PackedCapacity:
+    if d.kind is GraphKind.PREFILL:
+        return PackedCapacity.mixed(1, 1, d.token_capacity)
+    if d.kind is GraphKind.MIXED:
+        return PackedCapacity.mixed(d.batch_capacity, d.token_capacity, d.prefill_capacity)
+    return PackedCapacity.mixed(d.batch_capacity, d.token_capacity, 0)
+
+
+def round_capacity(d: Descriptor) -> RoundCapacity:
+    return RoundCapacity(
+        batch_capacity=d.batch_capacity,
+        draft_depth=d.proposal_depth,
+        verify_width=d.token_capacity,
+        packed_capacity=d.packed_capacity,
+        prefill_capacity=d.prefill_capacity,
+    )
+
+
+def is_round_program(d: Descriptor) -> bool:
+    return d.speculation_enabled and d.kind in (GraphKind.SPECULATIVE, GraphKind.MIXED)
+
+
+def check_buildable(d: Descriptor, model: Qwen38Model) -> None:
+    """Raise ProgramError when the model cannot run this descriptor."""
+    if d.kind not in (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED):
+        raise ProgramError(f"{d.name}: no program builder for kind {d.kind.value!r}")
+    if is_round_program(d) and d.proposal_depth > 0 and model.mtp is None:
+        raise ProgramError(
+            f"{d.name}: proposal depth {d.proposal_depth} needs an MTP head; "
+            "the checkpoint has mtp_num_layers = 0"
+        )
+    if d.max_packed_extent > model.config.max_position_embeddings:
+        raise ProgramError(
+            f"{d.name}: packed extent {d.max_packed_extent} exceeds the model's "
+            f"max_position_embeddings {model.config.max_position_embeddings}"
+        )
+
+
+def build_program(
+    d: Descriptor, model: Qwen38Model, state: ModelState, workspace: Workspace, pending: Tensor
+) -> Program:
+    """Bind workspace views for ``d`` and close the program function over model and state."""
+    check_buildable(d, model)
+    scratch = state.scratch_row
+    if is_round_program(d):
+        capacity = round_capacity(d)
+        inputs = workspace.round_inputs(capacity, device_allocated=d.is_device_allocated)
+
+        def run_round(x: RoundProgramInputs) -> RoundOutputs:
+            pending_tokens = _gather_pending(pending, x.round.slot_ids, scratch)
+            x.round.pending_tokens.copy_(
+                torch.where(x.is_decode_row, pending_tokens, x.round.pending_tokens)
+            )
+            out = speculative_round(model, state, x.round, capacity, x.sampling, greedy=False)
+            emitted = out.num_emitted
+            last = out.output_tokens.gather(1, (emitted - 1).clamp(min=0)[:, None]).squeeze(1)
+            _store_pending(pending, x.round.slot_ids, torch.where(emitted > 0, last, -1), scratch)
+            return out
+
+        return Program(d, inputs, run_round)
+
+    capacity = step_capacity(d)
+    inputs = workspace.step_inputs(capacity)
+
+    def run_packed_step(x: StepProgramInputs) -> StepProgramOutputs:
+        packed = x.packed
+        _take_pending_first_tokens(packed, x.is_decode_row, pending, scratch)
+        out = run_step(model, state, packed, capacity, x.sampling)
+        _store_pending(pending, packed.slot_ids, out.next_tokens, scratch)
+        return StepProgramOutputs(next_tokens=out.next_tokens)
+
+    return Program(d, inputs, run_packed_step)
+
+
+def clear_inputs(program: Program) -> None:
+    """Reset a program's inputs to an all-padding population (mutates no request)."""
+    x = program.inputs
+    if isinstance(x, RoundProgramInputs):
+        x.round.slot_ids.fill_(-1)
+        x.round.pending_tokens.zero_()
+        if x.round.query_lens is not None:
+            x.round.query_lens.zero_()
+        if x.round.lane_ceilings is not None:
+            x.round.lane_ceilings.zero_()
+        if x.round.prompt is not None:
+            x.round.prompt.lane.fill_(-1)
+            x.round.prompt.length.zero_()
+            x.round.prompt.next_token.fill_(-1)
+    else:
+        x.packed.token_ids.zero_()
+        x.packed.query_lens.zero_()
+        x.packed.slot_ids.fill_(-1)
+        x.packed.prefill_row.fill_(-1)
+        x.packed.prompt_next_token.fill_(-1)
+        x.packed.image_positions.fill_(-1)
+    x.is_decode_row.zero_()
+    x.sampling.temperature.zero_()
+    x.sampling.top_k.zero_()
+    x.sampling.top_p.fill_(1.0)
+    x.sampling.seed.zero_()
+
+
+__all__ = [
+    "Program",
+    "ProgramError",
+    "PromptChunk",
+    "RoundProgramInputs",
+    "StepProgramInputs",
+    "StepProgramOutputs",
+    "build_program",
+    "check_buildable",
+    "clear_inputs",
+    "is_round_program",
+]

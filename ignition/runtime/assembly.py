@@ -1,0 +1,105 @@
+"""Assemble a serving engine from a model and a catalog: state, programs, worker, Helios."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ignition.compiler.capture import PreparedProgram
+from ignition.compiler.prepare import prepare_programs
+from ignition.components.capacity import select_for_mode
+from ignition.components.catalog import Catalog, Descriptor
+from ignition.helios import PolicyConfig, Resources, Scheduler, SpeculationMode
+from ignition.model.model import Qwen38Model
+from ignition.model.state import ModelState
+from ignition.runtime.detokenize import TextDecoder
+from ignition.runtime.engine import Engine
+from ignition.runtime.resources import SlotResources
+from ignition.runtime.stats import EngineStats
+from ignition.runtime.worker import ModelWorker
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    num_slots: int = 4
+    page_size: int = 64
+    max_context_tokens: int = 8192
+    speculation: str = "adaptive"
+    mixed: bool = True
+    max_waiting: int = 64
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    use_graphs: bool | None = None
+
+
+def state_for(
+    model: Qwen38Model, catalog: Catalog, options: RuntimeOptions, device: torch.device
+) -> tuple[ModelState, int]:
+    """Size the caches: every slot can reach the context limit plus one round's lookahead."""
+    lookahead = max(
+        d.token_capacity + d.proposal_depth + 1
+        for d in catalog.descriptors
+        if d.kind.value != "prefill"
+    )
+    per_slot = -(-(options.max_context_tokens + lookahead) // options.page_size)
+    num_pages = per_slot * options.num_slots
+    state = ModelState.allocate(
+        model.config,
+        options.num_slots,
+        num_pages,
+        options.page_size,
+        per_slot,
+        device=device,
+        dtype=next(model.parameters()).dtype,
+    )
+    return state, num_pages
+
+
+def assemble_engine(
+    model: Qwen38Model,
+    catalog: Catalog,
+    decoder: TextDecoder,
+    eos_token_ids: Sequence[int],
+    options: RuntimeOptions,
+    *,
+    stats: EngineStats | None = None,
+    on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
+) -> Engine:
+    device = next(model.parameters()).device
+    selected = select_for_mode(catalog, options.speculation, mixed=options.mixed)
+    if options.max_context_tokens > model.config.max_position_embeddings:
+        raise ValueError(
+            f"max_context_tokens {options.max_context_tokens} exceeds the model's "
+            f"max_position_embeddings {model.config.max_position_embeddings}"
+        )
+    state, num_pages = state_for(model, selected, options, device)
+    programs, _pending = prepare_programs(
+        model,
+        state,
+        selected.descriptors,
+        device,
+        use_graphs=options.use_graphs,
+        on_prepared=on_prepared,
+    )
+    worker = ModelWorker(state, programs, SlotResources(state, num_pages), frozenset(eos_token_ids))
+    mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
+    scheduler = Scheduler(
+        selected,
+        options.policy,
+        resources=Resources(
+            num_request_slots=options.num_slots,
+            num_pages=num_pages,
+            page_size_tokens=options.page_size,
+        ),
+        speculation=mode,
+    )
+    return Engine(
+        scheduler,
+        worker,
+        decoder,
+        max_context_tokens=options.max_context_tokens,
+        eos_token_ids=eos_token_ids,
+        max_waiting=options.max_waiting,
+        stats=stats,
+    )

@@ -1,0 +1,70 @@
+"""KV pages and state rows of the request slots.
+
+Helios decides *how many* pages a request may hold; this class decides *which*
+physical pages. Pages are handed out lazily, as a slot's worst-case length
+grows with each launched frame (the whole verification width plus the draft
+lookahead, since rejected positions are written before they are discarded),
+and come back only through :meth:`release`, which the engine calls after the
+request's last submitted fence has completed.
+"""
+
+from __future__ import annotations
+
+from ignition.model.state import ModelState
+
+
+class ResourceError(RuntimeError):
+    """Out of pages or context: a request asked for more than the runtime holds."""
+
+
+class SlotResources:
+    def __init__(self, state: ModelState, num_pages: int) -> None:
+        self.state = state
+        self.page_size = state.page_size
+        self._free = list(range(num_pages - 1, -1, -1))  # pop() hands out low ids first
+        self._pages: dict[int, list[int]] = {}
+        self._upper_len: dict[int, int] = {}
+
+    @property
+    def num_free_pages(self) -> int:
+        return len(self._free)
+
+    def pages_of(self, slot: int) -> list[int]:
+        return list(self._pages.get(slot, ()))
+
+    def begin(self, slot: int) -> None:
+        """A new request takes ``slot``: fresh recurrent state, no pages, length zero."""
+        self.release(slot)
+        self.state.reset_slot(slot)
+        self._upper_len[slot] = 0
+
+    def reserve(self, slot: int, length: int, lookahead: int) -> None:
+        """The slot's committed length is now at most ``length``; cover ``lookahead`` more."""
+        self._cover(slot, length + lookahead)
+        self._upper_len[slot] = length
+
+    def advance(self, slot: int, max_advance: int, lookahead: int) -> None:
+        """A decode frame may commit up to ``max_advance`` tokens and write ``lookahead``."""
+        length = self._upper_len.get(slot, 0) + max_advance
+        self._cover(slot, length + lookahead)
+        self._upper_len[slot] = length
+
+    def release(self, slot: int) -> None:
+        self._free.extend(reversed(self._pages.pop(slot, [])))
+        self._upper_len.pop(slot, None)
+
+    def _cover(self, slot: int, num_tokens: int) -> None:
+        pages = self._pages.setdefault(slot, [])
+        needed = -(-num_tokens // self.page_size)
+        if needed > self.state.max_pages_per_slot:
+            raise ResourceError(
+                f"slot {slot}: {num_tokens} tokens exceed the per-slot capacity "
+                f"{self.state.capacity_tokens}"
+            )
+        if needed - len(pages) > len(self._free):
+            raise ResourceError(
+                f"slot {slot}: needs {needed - len(pages)} more KV pages, {len(self._free)} free"
+            )
+        if needed > len(pages):
+            pages.extend(self._free.pop() for _ in range(needed - len(pages)))
+            self.state.assign_pages(slot, pages)
