@@ -10,6 +10,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -23,15 +24,30 @@ class _UserError(click.ClickException):
     exit_code = 2
 
 
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Errors that mean "bad input", imported only once a command fails."""
+    from ignition.components.capacity import CapacityError
+    from ignition.components.catalog import CatalogError
+
+    errors: list[type[Exception]] = [RecipeError, CapacityError, CatalogError]
+    try:
+        from ignition.compiler.build import BuildError
+        from ignition.model.config import ConfigError
+        from ignition.model.weights import WeightsError
+        from ignition.runtime.bundle import BundleError
+
+        errors += [BuildError, BundleError, ConfigError, WeightsError]
+    except ImportError:  # torch missing: only the planning commands work
+        pass
+    return tuple(errors)
+
+
 def _fail_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ignition.components.capacity import CapacityError
-        from ignition.components.catalog import CatalogError
-
         try:
             return fn(*args, **kwargs)
-        except (RecipeError, CapacityError, CatalogError) as err:
+        except _user_errors() as err:
             raise _UserError(str(err)) from None
 
     return wrapper
@@ -173,6 +189,255 @@ def catalog_cmd(recipe_name: str, as_json: bool, check: bool, **kwargs: Any) -> 
     from ignition.components.catalog_report import print_catalog_tables
 
     print_catalog_tables(recipe, catalog)
+
+
+@main.command("build")
+@capacity_options
+@click.option(
+    "--weights",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Checkpoint folder (HF layout); default: the embedded tiny checkpoint.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output folder; default: artifacts/<recipe>.",
+)
+@click.option("--copy-weights", is_flag=True, help="Copy the weights into the bundle.")
+@click.option("--device", help="torch device (default: cuda when available, else cpu).")
+@_fail_cleanly
+def build_cmd(
+    recipe_name: str,
+    weights: Path | None,
+    out_dir: Path | None,
+    copy_weights: bool,
+    device: str | None,
+    **kwargs: Any,
+) -> None:
+    """Prepare and validate every program of a recipe; write the bundle."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from ignition.compiler.build import build_bundle
+
+    options = load_options_from(kwargs)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[program]}"),
+    ) as progress:
+        task = progress.add_task("preparing programs", total=None, program="")
+
+        def started(total: int) -> None:
+            progress.update(task, total=total)
+
+        def done(d: Any, reused: bool) -> None:
+            label = f"{d.name} (reused)" if reused else d.name
+            progress.update(task, advance=1, program=label)
+
+        result = build_bundle(
+            recipe_name,
+            options,
+            weights=weights,
+            out_dir=out_dir,
+            copy_weights=copy_weights,
+            device=device,
+            on_program=done,
+            on_start=started,
+        )
+    counts = " ".join(f"{k}={v}" for k, v in result.catalog.counts().items())
+    click.echo(
+        f"built {result.out_dir}: {len(result.catalog.descriptors)} programs ({counts}), "
+        f"{result.num_reused} reused; report: {result.out_dir / 'build_report.md'}"
+    )
+
+
+def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by generate, serve and debug-serve."""
+    options = [
+        click.option(
+            "--artifacts",
+            required=True,
+            type=click.Path(exists=True, file_okay=False),
+            help="A bundle written by `ignition build`.",
+        ),
+        click.option(
+            "--speculation",
+            type=click.Choice(SPECULATION_MODES),
+            help="Decode mode (default: the bundle's).",
+        ),
+        click.option("--no-mixed", is_flag=True, help="Do not use mixed prompt/decode programs."),
+        click.option("--max-context", type=int, help="Context limit per request in tokens."),
+        click.option("--device", help="torch device (default: cuda when available, else cpu)."),
+        click.option("--threads", type=int, help="torch CPU threads."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@main.command("generate")
+@runtime_options
+@click.option("--prompt", required=True, help="Prompt text.")
+@click.option("--max-tokens", type=int, default=64, show_default=True)
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--top-p", type=float, default=1.0, show_default=True)
+@click.option("--top-k", type=int, default=0, show_default=True)
+@click.option("--seed", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Token ids, text and per-step timing.")
+@_fail_cleanly
+def generate_cmd(
+    artifacts: str,
+    speculation: str | None,
+    no_mixed: bool,
+    max_context: int | None,
+    device: str | None,
+    threads: int | None,
+    prompt: str,
+    max_tokens: int,
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    seed: int | None,
+    as_json: bool,
+) -> None:
+    """Generate offline through the same runtime the server uses."""
+    from ignition.generate import generate_once
+    from ignition.serving import ServeOptions
+
+    options = ServeOptions(
+        artifacts=artifacts,
+        speculation=speculation,
+        mixed=not no_mixed,
+        max_context_tokens=max_context,
+        device=device,
+        num_threads=threads,
+    )
+    result = generate_once(
+        options,
+        prompt,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=seed,
+    )
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(result["text"])
+
+
+def _policy(
+    policy: str, terminal_value: float | None, terminal_age_price: float | None, alpha: float | None
+):
+    from ignition.helios.config import policy_from_preset
+
+    return policy_from_preset(
+        policy,
+        terminal_value=terminal_value,
+        terminal_age_price=terminal_age_price,
+        adaptive_verification_alpha=alpha,
+    )
+
+
+@main.command("serve")
+@runtime_options
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option(
+    "--scheduler-policy",
+    type=click.Choice(["balanced", "throughput"]),
+    default="balanced",
+    show_default=True,
+)
+@click.option("--scheduler-terminal-value", type=float)
+@click.option("--scheduler-terminal-age-price", type=float)
+@click.option("--mtp-adaptive-verification-alpha", type=float)
+@click.option(
+    "--max-waiting",
+    type=int,
+    default=64,
+    show_default=True,
+    help="Requests that may wait for a slot before new ones get 503.",
+)
+@_fail_cleanly
+def serve_cmd(
+    artifacts: str,
+    speculation: str | None,
+    no_mixed: bool,
+    max_context: int | None,
+    device: str | None,
+    threads: int | None,
+    host: str,
+    port: int,
+    scheduler_policy: str,
+    scheduler_terminal_value: float | None,
+    scheduler_terminal_age_price: float | None,
+    mtp_adaptive_verification_alpha: float | None,
+    max_waiting: int,
+) -> None:
+    """Serve the OpenAI-compatible API with the Helios scheduler."""
+    from ignition.helios import SchedulerError
+    from ignition.serving import ServeOptions, serve_forever
+
+    try:
+        policy = _policy(
+            scheduler_policy,
+            scheduler_terminal_value,
+            scheduler_terminal_age_price,
+            mtp_adaptive_verification_alpha,
+        )
+    except SchedulerError as err:
+        raise _UserError(str(err)) from None
+    options = ServeOptions(
+        artifacts=artifacts,
+        speculation=speculation,
+        mixed=not no_mixed,
+        max_context_tokens=max_context,
+        policy=policy,
+        max_waiting=max_waiting,
+        device=device,
+        num_threads=threads,
+    )
+    serve_forever(options, host, port, direct=False)
+
+
+@main.command("debug-serve")
+@runtime_options
+@click.option(
+    "--direct",
+    is_flag=True,
+    required=True,
+    help="Use the diagnostic direct scheduler (required: the only debug mode).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@_fail_cleanly
+def debug_serve_cmd(
+    artifacts: str,
+    speculation: str | None,
+    no_mixed: bool,
+    max_context: int | None,
+    device: str | None,
+    threads: int | None,
+    direct: bool,
+    host: str,
+    port: int,
+) -> None:
+    """Serve with the diagnostic scheduler of ignition/direct (decode-round selection only)."""
+    from ignition.serving import ServeOptions, serve_forever
+
+    options = ServeOptions(
+        artifacts=artifacts,
+        speculation=speculation,
+        mixed=not no_mixed,
+        max_context_tokens=max_context,
+        device=device,
+        num_threads=threads,
+    )
+    serve_forever(options, host, port, direct=True)
 
 
 if __name__ == "__main__":

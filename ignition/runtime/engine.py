@@ -123,7 +123,9 @@ class Engine:
         self._by_id: dict[str, RequestHandle] = {}
         self._inflight: collections.deque[_Inflight] = collections.deque()
         self._next_fence = 0
-        self.error: BaseException | None = None
+        # Called after each completed frame with (plan, result): per-step timing for
+        # `ignition generate --json` and test reports, without coupling them to the loop.
+        self.frame_listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []
 
     # -- called from other threads -------------------------------------------------
 
@@ -270,6 +272,8 @@ class Engine:
                 live.num_prompt_consumed += record.num_prompt_tokens
                 self.stats.record_tokens(record.num_prompt_tokens, 0)
         self._publish(frame.fence, tokens, result.records)
+        for listener in self.frame_listeners:
+            listener(frame.plan, result)
 
     def _reap(self) -> None:
         """Free worker state of finished requests once no submitted frame uses them."""
@@ -310,10 +314,16 @@ class Engine:
                 self._emit(live, fence, delta.text, ids)
 
     def _emit(self, live: LiveRequest, fence: Fence, text: str, ids: list[int]) -> None:
-        if not text:
-            return  # stop buffering held it back: nothing visible, no delivery
+        """Hand a burst to the client; only visible text counts as a delivery.
+
+        Ids travel even when stop buffering or an incomplete character holds their text
+        back, so usage counts and token streams stay exact.
+        """
+        if not text and not ids:
+            return
         live.sink(StreamChunk(text, tuple(ids), len(live.prompt_ids), len(live.output_ids), None))
-        self.scheduler.published_output(live.handle, fence)
+        if text:
+            self.scheduler.published_output(live.handle, fence)
 
     def _finish(self, live: LiveRequest, reason: str, notify_scheduler: bool) -> None:
         live.is_done = True

@@ -1,0 +1,258 @@
+"""The build pipeline: recipe -> catalog -> prepared, validated programs -> a bundle.
+
+``ignition build`` writes ``artifacts/<recipe>/``:
+
+- ``catalog.json``: the descriptors (the build/runtime contract);
+- ``manifest.json``: recipe, options, checkpoint hash, package versions, device,
+  and per program its validation time and (on GPU) capture memory;
+- ``tokenizer.json`` / ``tokenizer_config.json``: copied from the checkpoint;
+- the weights: a reference to the checkpoint folder, or a copy (``--copy-weights``);
+- ``build_report.md``: rendered from ``templates/build_report.md.j2``.
+
+CUDA graphs cannot be serialized, so the runtime prepares its programs again
+at load; what a build proves is that every descriptor can be built, captured
+and run on real inputs for this checkpoint. A rebuild whose inputs (recipe
+file, options, checkpoint, package versions, device kind) are unchanged reuses
+the recorded results of programs it already validated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from ignition.compiler.capture import PreparedProgram
+from ignition.compiler.prepare import capture_order, prepare_programs
+from ignition.compiler.programs import check_buildable
+from ignition.compiler.validate import validate_program
+from ignition.components.capacity import plan_catalog
+from ignition.components.catalog import Catalog, Descriptor, save_catalog
+from ignition.model.state import ModelState
+from ignition.model.weights import load_model
+from ignition.recipes import LoadOptions, Recipe, get_recipe
+
+MANIFEST_FORMAT = "ignition-manifest"
+MANIFEST_VERSION = 1
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "assets" / "qwen38-tiny"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+VALIDATION_TEXT = 'def main(argv=None):\n    """Run the command line."""\n    return 0\n'
+SUPPORTED_FAMILIES = ("qwen38",)
+
+
+class BuildError(RuntimeError):
+    """A build that cannot proceed: unsupported family, missing files, a failed program."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    out_dir: Path
+    catalog: Catalog
+    manifest: dict[str, Any]
+    num_reused: int
+
+
+def checkpoint_sha256(path: Path) -> str:
+    """Hash of config, weights and tokenizer files, in name order."""
+    digest = hashlib.sha256()
+    files = sorted(
+        p for p in path.iterdir() if p.suffix in (".json", ".safetensors") and p.is_file()
+    )
+    for file in files:
+        digest.update(file.name.encode())
+        with file.open("rb") as f:
+            for block in iter(lambda f=f: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in ("ignition", "torch", "triton"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _fingerprint(recipe: Recipe, options: LoadOptions, sha: str, device: torch.device) -> str:
+    parts = [
+        recipe.path.read_text(),
+        json.dumps(options.to_json(), sort_keys=True),
+        sha,
+        json.dumps(package_versions(), sort_keys=True),
+        device.type,
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _previous_programs(out_dir: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
+    path = out_dir / "manifest.json"
+    if not path.exists():
+        return {}
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return {}
+    if manifest.get("inputs_fingerprint") != fingerprint:
+        return {}
+    return {p["name"]: p for p in manifest.get("programs", []) if "name" in p}
+
+
+def _sample_tokens(checkpoint: Path) -> list[int]:
+    from tokenizers import Tokenizer
+
+    tokenizer_path = checkpoint / "tokenizer.json"
+    if not tokenizer_path.exists():
+        raise BuildError(f"{checkpoint}: no tokenizer.json beside the weights")
+    return Tokenizer.from_file(str(tokenizer_path)).encode(VALIDATION_TEXT).ids
+
+
+def build_bundle(
+    recipe_name: str,
+    options: LoadOptions,
+    *,
+    weights: Path | None = None,
+    out_dir: Path | None = None,
+    copy_weights: bool = False,
+    device: str | None = None,
+    on_program: Callable[[Descriptor, bool], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> BuildResult:
+    recipe = get_recipe(recipe_name)
+    if recipe.family not in SUPPORTED_FAMILIES:
+        raise BuildError(
+            f"recipe {recipe.name}: model family {recipe.family!r} has no implementation in "
+            f"this build (implemented: {', '.join(SUPPORTED_FAMILIES)}); `ignition catalog` "
+            "still plans its programs"
+        )
+    catalog = plan_catalog(recipe, options)
+    checkpoint = Path(weights) if weights else DEFAULT_CHECKPOINT
+    if not (checkpoint / "config.json").exists():
+        raise BuildError(f"{checkpoint}: not a checkpoint folder (no config.json)")
+    out_dir = Path(out_dir) if out_dir else Path("artifacts") / recipe.name
+    torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    sha = checkpoint_sha256(checkpoint)
+    fingerprint = _fingerprint(recipe, options, sha, torch_device)
+    previous = _previous_programs(out_dir, fingerprint)
+
+    model = load_model(checkpoint, torch_device)
+    for d in catalog.descriptors:
+        check_buildable(d, model)
+    ordered = capture_order(catalog.descriptors)
+    todo = [d for d in ordered if d.name not in previous]
+    if on_start is not None:
+        on_start(len(ordered))
+    for d in ordered:
+        if d.name in previous and on_program is not None:
+            on_program(d, True)
+    results = dict(previous)
+    if todo:
+        results.update(
+            _prepare_and_validate(model, recipe, todo, checkpoint, torch_device, on_program)
+        )
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_catalog(catalog, out_dir / "catalog.json")
+    for name in TOKENIZER_FILES:
+        if (checkpoint / name).exists():
+            shutil.copyfile(checkpoint / name, out_dir / name)
+    weights_ref = _place_weights(checkpoint, out_dir, copy_weights)
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "recipe": recipe.name,
+        "recipe_path": str(recipe.path),
+        "options": options.to_json(),
+        "checkpoint": {"path": weights_ref, "sha256": sha, "copied": copy_weights},
+        "packages": package_versions(),
+        "device": str(torch_device),
+        "captured": torch_device.type == "cuda",
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "inputs_fingerprint": fingerprint,
+        "counts": catalog.counts(),
+        "max_packed_extent": catalog.max_packed_extent(),
+        "runtime": {
+            "num_slots": recipe.capacity.concurrency
+            if options.concurrency is None
+            else options.concurrency,
+            "page_size": recipe.capacity.kv_page_size,
+            "speculation": options.speculation or recipe.capacity.speculation,
+        },
+        "reused": len(ordered) - len(todo),
+        "programs": [results[d.name] for d in ordered],
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    _write_report(manifest, out_dir)
+    return BuildResult(out_dir, catalog, manifest, len(ordered) - len(todo))
+
+
+def _prepare_and_validate(model, recipe: Recipe, todo, checkpoint: Path, device, on_program):
+    page_size = recipe.capacity.kv_page_size
+    max_rows = max(d.batch_capacity for d in todo)
+    max_tokens = max(d.max_packed_extent + d.token_capacity + d.proposal_depth + 1 for d in todo)
+    per_slot = -(-max_tokens // page_size)
+    state = ModelState.allocate(
+        model.config,
+        max_rows,
+        per_slot * max_rows,
+        page_size,
+        per_slot,
+        device=device,
+        dtype=next(model.parameters()).dtype,
+    )
+    sample = _sample_tokens(checkpoint)
+    results: dict[str, dict[str, Any]] = {}
+    captured: dict[str, PreparedProgram] = {}
+
+    def record_capture(d: Descriptor, prepared: PreparedProgram) -> None:
+        captured[d.name] = prepared
+
+    programs, pending = prepare_programs(model, state, todo, device, on_prepared=record_capture)
+    for d in todo:
+        program, prepared = programs[d.name]
+        result = validate_program(
+            program, prepared, state, pending, sample, model.config.vocab_size
+        )
+        results[d.name] = {
+            "name": d.name,
+            **d.to_json(),
+            "validation_ns": result.validation_ns,
+            "capture_bytes": prepared.capture_bytes,
+        }
+        if on_program is not None:
+            on_program(d, False)
+    return results
+
+
+def _place_weights(checkpoint: Path, out_dir: Path, copy: bool) -> str:
+    if not copy:
+        return str(checkpoint.resolve())
+    target = out_dir / "weights"
+    target.mkdir(exist_ok=True)
+    for file in checkpoint.iterdir():
+        if file.suffix in (".json", ".safetensors"):
+            shutil.copyfile(file, target / file.name)
+    return "weights"
+
+
+def _write_report(manifest: dict[str, Any], out_dir: Path) -> None:
+    env = Environment(
+        loader=PackageLoader("ignition", "templates"),
+        undefined=StrictUndefined,
+        trim_blocks=False,
+        keep_trailing_newline=True,
+    )
+    report = env.get_template("build_report.md.j2").render(manifest=manifest)
+    (out_dir / "build_report.md").write_text(report)

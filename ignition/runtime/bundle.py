@@ -1,0 +1,110 @@
+"""Load a built bundle (``artifacts/<recipe>/``) into a ready engine.
+
+Loading checks the contract before any program is prepared: the manifest and
+catalog parse, the checkpoint the build validated is the one found now (same
+hash), and every descriptor is a program this model can build. Each failure is
+one clear error naming the file and what differs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+
+from ignition.compiler.build import MANIFEST_FORMAT, MANIFEST_VERSION, checkpoint_sha256
+from ignition.compiler.programs import ProgramError, check_buildable
+from ignition.components.catalog import Catalog, load_catalog
+from ignition.model.model import Qwen38Model
+from ignition.model.weights import load_model
+
+
+class BundleError(RuntimeError):
+    """A bundle that cannot be served as it is."""
+
+
+@dataclass
+class Bundle:
+    path: Path
+    manifest: dict[str, Any]
+    catalog: Catalog
+    tokenizer: Tokenizer
+    chat_template: str | None
+    eos_token_ids: tuple[int, ...]
+    model: Qwen38Model
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["recipe"])
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text).ids
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BundleError(f"{path}: missing; run `ignition build` first") from None
+    except json.JSONDecodeError as err:
+        raise BundleError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise BundleError(f"{path}: expected a JSON object")
+    return data
+
+
+def _eos_ids(tokenizer: Tokenizer, config: dict[str, Any], model: Qwen38Model) -> tuple[int, ...]:
+    ids = {model.config.eos_token_id} if model.config.eos_token_id is not None else set()
+    eos = config.get("eos_token")
+    if isinstance(eos, str) and tokenizer.token_to_id(eos) is not None:
+        ids.add(tokenizer.token_to_id(eos))
+    return tuple(sorted(i for i in ids if i is not None))
+
+
+def load_bundle(path: str | Path, device: str | None = None) -> Bundle:
+    path = Path(path)
+    manifest = _read_json(path / "manifest.json")
+    if manifest.get("format") != MANIFEST_FORMAT or manifest.get("version") != MANIFEST_VERSION:
+        raise BundleError(
+            f"{path / 'manifest.json'}: format {manifest.get('format')!r} version "
+            f"{manifest.get('version')!r}; this runtime reads {MANIFEST_FORMAT} v{MANIFEST_VERSION}"
+        )
+    catalog = load_catalog(path / "catalog.json")
+    checkpoint = Path(manifest["checkpoint"]["path"])
+    if not checkpoint.is_absolute():
+        checkpoint = path / checkpoint
+    if not (checkpoint / "config.json").exists():
+        raise BundleError(f"{path / 'manifest.json'}: checkpoint {checkpoint} is gone")
+    sha = checkpoint_sha256(checkpoint)
+    built_sha = manifest["checkpoint"]["sha256"]
+    if sha != built_sha:
+        raise BundleError(
+            f"{checkpoint}: sha256 {sha[:12]} differs from the built {built_sha[:12]}; "
+            "rebuild the bundle"
+        )
+    torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = load_model(checkpoint, torch_device)
+    for i, d in enumerate(catalog.descriptors):
+        try:
+            check_buildable(d, model)
+        except ProgramError as err:
+            raise BundleError(f"{path / 'catalog.json'}: descriptors[{i}]: {err}") from None
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    config_path = path / "tokenizer_config.json"
+    tokenizer_config = _read_json(config_path) if config_path.exists() else {}
+    return Bundle(
+        path=path,
+        manifest=manifest,
+        catalog=catalog,
+        tokenizer=tokenizer,
+        chat_template=tokenizer_config.get("chat_template"),
+        eos_token_ids=_eos_ids(tokenizer, tokenizer_config, model),
+        model=model,
+    )

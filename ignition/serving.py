@@ -1,0 +1,83 @@
+"""Glue shared by ``generate``, ``serve`` and ``debug-serve``: bundle -> engine.
+
+It lives above the rooms (like cli.py) because it ties runtime, helios and
+direct together; the CLI stays a thin argument parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ignition.helios.config import PolicyConfig
+from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.bundle import Bundle, load_bundle
+from ignition.runtime.engine import Engine
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    artifacts: str
+    speculation: str | None = None
+    mixed: bool = True
+    max_context_tokens: int | None = None
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    max_waiting: int = 64
+    device: str | None = None
+    num_threads: int | None = None
+
+
+def open_engine(
+    options: ServeOptions, on_program: Callable[[str], None] | None = None
+) -> tuple[Bundle, Engine]:
+    if options.num_threads:
+        torch.set_num_threads(options.num_threads)
+    bundle = load_bundle(options.artifacts, options.device)
+    runtime = bundle.manifest["runtime"]
+    speculation = options.speculation or runtime["speculation"]
+    context = options.max_context_tokens or min(bundle.model.config.max_position_embeddings, 8192)
+    runtime_options = RuntimeOptions(
+        num_slots=runtime["num_slots"],
+        page_size=runtime["page_size"],
+        max_context_tokens=context,
+        speculation=speculation,
+        mixed=options.mixed,
+        max_waiting=options.max_waiting,
+        policy=options.policy,
+    )
+    engine = assemble_engine(
+        bundle.model,
+        bundle.catalog,
+        bundle,
+        bundle.eos_token_ids,
+        runtime_options,
+        on_prepared=(lambda d, _p: on_program(d.name)) if on_program else None,
+    )
+    return bundle, engine
+
+
+def serve_forever(options: ServeOptions, host: str, port: int, direct: bool) -> None:
+    """Prepare the programs, start the engine thread and run uvicorn until interrupted."""
+    import uvicorn
+
+    from ignition.runtime.async_engine import AsyncEngine
+    from ignition.server.app import create_app
+
+    bundle, engine = open_engine(options)
+    if direct:
+        from ignition.direct.scheduler import DirectScheduler
+
+        engine.scheduler = DirectScheduler.replacing(engine.scheduler)
+    bridge = AsyncEngine(
+        engine,
+        model_name=bundle.name,
+        encode=bundle.encode,
+        chat_template=bundle.chat_template,
+    )
+    bridge.start()
+    try:
+        uvicorn.run(create_app(bridge), host=host, port=port, log_level="warning")
+    finally:
+        bridge.stop()

@@ -1,0 +1,140 @@
+"""`ignition build`: a bundle with catalog, manifest, tokenizer and report; reuse; errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ignition.cli import main
+from ignition.components.catalog import load_catalog
+from tests.checkpoints import write_test_checkpoint
+
+BUILD = ["--recipe", "qwen3.8-flash", "--mixed-prefill", "--max-prefill-chunk", "128"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return write_test_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+@pytest.fixture(scope="module")
+def built(checkpoint, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bundle")
+    result = CliRunner().invoke(
+        main, ["build", *BUILD, "--weights", str(checkpoint), "--out", str(out), "--device", "cpu"]
+    )
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_build_writes_the_bundle(built):
+    out, output = built
+    for name in (
+        "catalog.json",
+        "manifest.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "build_report.md",
+    ):
+        assert (out / name).exists(), name
+    catalog = load_catalog(out / "catalog.json")
+    assert catalog.counts()["mixed_speculative"] == 2 * 2 + 2  # buckets 64, 128 at B 2, 4
+    assert f"{len(catalog.descriptors)} programs" in output
+
+
+def test_manifest_records_every_program_with_its_validation_time(built, checkpoint):
+    out, _ = built
+    manifest = json.loads((out / "manifest.json").read_text())
+    catalog = load_catalog(out / "catalog.json")
+    assert [p["name"] for p in manifest["programs"]] == sorted(
+        (d.name for d in catalog.descriptors),
+        key=[p["name"] for p in manifest["programs"]].index,
+    )
+    assert {p["name"] for p in manifest["programs"]} == {d.name for d in catalog.descriptors}
+    assert all(p["validation_ns"] > 0 for p in manifest["programs"])
+    assert manifest["checkpoint"]["path"] == str(checkpoint.resolve())
+    assert len(manifest["checkpoint"]["sha256"]) == 64
+    assert {"python", "torch", "ignition"} <= set(manifest["packages"])
+    assert manifest["options"] == {"mixed_prefill": True, "max_prefill_chunk": 128}
+
+
+def test_programs_are_prepared_largest_first(built):
+    out, _ = built
+    extents = [
+        p["max_packed_extent"] for p in json.loads((out / "manifest.json").read_text())["programs"]
+    ]
+    assert extents == sorted(extents, reverse=True)
+
+
+def test_build_report_lists_the_programs(built):
+    out, _ = built
+    report = (out / "build_report.md").read_text()
+    assert "# Build report: qwen38" in report
+    for program in json.loads((out / "manifest.json").read_text())["programs"]:
+        assert f"`{program['name']}`" in report
+
+
+def test_rebuilding_unchanged_inputs_reuses_every_program(built, checkpoint):
+    out, _ = built
+    result = CliRunner().invoke(
+        main, ["build", *BUILD, "--weights", str(checkpoint), "--out", str(out), "--device", "cpu"]
+    )
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["reused"] == len(manifest["programs"])
+
+
+def test_generate_from_the_bundle_is_identical_across_decode_modes(built):
+    out, _ = built
+    texts = {}
+    for mode in (
+        ["--speculation", "off"],
+        ["--speculation", "fixed"],
+        ["--speculation", "adaptive", "--no-mixed"],
+    ):
+        result = CliRunner().invoke(
+            main,
+            [
+                "generate",
+                "--artifacts",
+                str(out),
+                "--prompt",
+                "def add(a, b):",
+                "--max-tokens",
+                "10",
+                "--json",
+                "--threads",
+                "1",
+                *mode,
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert len(data["token_ids"]) == 10 or data["finish_reason"] == "stop"
+        assert data["steps"] and all(s["device_ms"] > 0 for s in data["steps"])
+        texts[mode[1]] = data["token_ids"]
+    assert texts["off"] == texts["fixed"] == texts["adaptive"]
+
+
+def test_a_dense_recipe_without_a_model_family_is_a_clear_error(checkpoint, tmp_path):
+    result = CliRunner().invoke(
+        main, ["build", "--recipe", "llama32", "--weights", str(checkpoint), "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert "model family 'llama' has no implementation" in result.output
+
+
+def test_a_checkpoint_changed_after_the_build_is_refused(built, tmp_path):
+    import shutil
+
+    out, _ = built
+    manifest = json.loads((out / "manifest.json").read_text())
+    copy = tmp_path / "bundle"
+    shutil.copytree(out, copy)
+    manifest["checkpoint"]["sha256"] = "0" * 64
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, ["generate", "--artifacts", str(copy), "--prompt", "x"])
+    assert result.exit_code == 2
+    assert "rebuild the bundle" in result.output
