@@ -1,0 +1,1 @@
+"""The diagnostic scheduler of `ignition debug-serve --direct`."""

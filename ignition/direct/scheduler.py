@@ -1,0 +1,305 @@
+"""The diagnostic scheduler of ``ignition debug-serve --direct``.
+
+It speaks the Helios interface (admit, plan, commit, complete, publish) so the
+same engine, worker and programs run under it, but it is deliberately plain,
+to tell a runtime bug from a scheduling decision:
+
+- prompts first: while a request has prompt left, the oldest such request gets
+  the smallest prefill bucket that holds the rest of its prompt (or the largest
+  bucket, a chunk), one frame at a time;
+- decode rounds reproduce Helios's selection only in its simplest case: every
+  loaded decode-round program (ordinary decode, or width-one speculative rounds
+  that keep the draft context) competes by served lanes per estimated time; an
+  unmeasured program wins (largest useful batch first) so every bucket gets
+  measured; ties prefer the smaller batch;
+- costs are a 7/8 moving average that reverts to unmeasured 30 s after its
+  last observation.
+
+No speculation with proposals, no mixed programs, no queueing, no service
+prices: those are what Helios is for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.helios import (
+    CompletionRecord,
+    ExecutionTiming,
+    Fence,
+    GeneratedToken,
+    LaneRole,
+    LaneWork,
+    RequestHandle,
+    RequestSpec,
+    Resources,
+    ScheduledPlan,
+    Scheduler,
+    SchedulerError,
+    SelectionReason,
+)
+from ignition.helios.types import ConfidenceSidecar
+
+STALE_AFTER_NS = 30_000_000_000
+
+
+@dataclass
+class MovingAverageCost:
+    """7/8 moving average per program; zero (unknown) once 30 s pass unobserved."""
+
+    estimate_ns: float = 0.0
+    observed_ns: int = -1
+
+    def value(self, now_ns: int) -> float:
+        if self.observed_ns < 0 or now_ns - self.observed_ns > STALE_AFTER_NS:
+            return 0.0
+        return self.estimate_ns
+
+    def observe(self, sample_ns: int, now_ns: int) -> None:
+        if sample_ns <= 0:
+            return
+        fresh = self.value(now_ns) > 0
+        self.estimate_ns = 7 / 8 * self.estimate_ns + sample_ns / 8 if fresh else float(sample_ns)
+        self.observed_ns = now_ns
+
+
+@dataclass
+class _Request:
+    handle: RequestHandle
+    spec: RequestSpec
+    admitted_seq: int
+    prompt_position: int = 0
+    num_output: int = 0
+    is_finished: bool = False
+    is_cancelled: bool = False
+    epoch: int = 0
+    inflight: bool = False
+
+    @property
+    def is_decoder(self) -> bool:
+        return self.prompt_position >= self.spec.num_prompt_tokens
+
+    @property
+    def is_live(self) -> bool:
+        return not (self.is_finished or self.is_cancelled)
+
+    @property
+    def remaining_output(self) -> int:
+        return self.spec.max_output_tokens - self.num_output
+
+
+@dataclass
+class DirectScheduler:
+    catalog: Catalog
+    resources: Resources = field(default_factory=Resources)
+
+    def __post_init__(self) -> None:
+        self.prefills = sorted(
+            (d for d in self.catalog.descriptors if d.kind is GraphKind.PREFILL),
+            key=lambda d: d.token_capacity,
+        )
+        self.rounds = [d for d in self.catalog.descriptors if _is_decode_round(d)]
+        if not self.prefills or not self.rounds:
+            raise SchedulerError(
+                f"{self.catalog.recipe}: the direct scheduler needs prefill programs and "
+                "ordinary or width-one decode programs"
+            )
+        self.costs: dict[str, MovingAverageCost] = {}
+        self.requests: dict[int, _Request] = {}
+        self._generations = [0] * self.resources.num_request_slots
+        self._seq = 0
+        self.now_ns = 0
+        self._inflight: tuple[Fence, ScheduledPlan] | None = None
+        self._last_fence = -1
+
+    @classmethod
+    def replacing(cls, scheduler: Scheduler) -> DirectScheduler:
+        return cls(scheduler.catalog, scheduler.pool.resources)
+
+    # -- requests ------------------------------------------------------------------
+
+    def admit(self, spec: RequestSpec) -> RequestHandle:
+        free = [s for s in range(self.resources.num_request_slots) if s not in self.requests]
+        if not free:
+            raise SchedulerError("no free request slot")
+        slot = free[0]
+        self._generations[slot] += 1
+        handle = RequestHandle(slot, self._generations[slot])
+        self._seq += 1
+        self.requests[slot] = _Request(handle, spec, self._seq)
+        return handle
+
+    def cancel(self, handle: RequestHandle) -> None:
+        r = self._owned(handle)
+        r.is_cancelled = True
+        if not r.inflight:
+            del self.requests[handle.slot]
+
+    def advance_to(self, now_ns: int) -> None:
+        if now_ns < self.now_ns:
+            raise SchedulerError(f"advance_to({now_ns}) moves time backwards")
+        self.now_ns = now_ns
+
+    # -- planning ------------------------------------------------------------------
+
+    def plan(self) -> ScheduledPlan | None:
+        if self._inflight is not None:
+            return None
+        live = sorted(
+            (r for r in self.requests.values() if r.is_live), key=lambda r: r.admitted_seq
+        )
+        prompting = [r for r in live if not r.is_decoder]
+        if prompting:
+            return self._plan_prefill(prompting[0])
+        decoders = [r for r in live if r.remaining_output > 0]
+        return self._plan_decode(decoders) if decoders else None
+
+    def _plan_prefill(self, r: _Request) -> ScheduledPlan:
+        remaining = r.spec.num_prompt_tokens - r.prompt_position
+        fitting = [d for d in self.prefills if d.token_capacity >= remaining]
+        d = fitting[0] if fitting else self.prefills[-1]
+        chunk = min(remaining, d.token_capacity)
+        completes = r.prompt_position + chunk >= r.spec.num_prompt_tokens
+        lane = self._lane(r, LaneRole.PROMPT, chunk, 0, 1 if completes else 0)
+        return self._freeze(d, (lane,), prompt_row=0, value=float(chunk))
+
+    def _plan_decode(self, decoders: list[_Request]) -> ScheduledPlan:
+        def score(d: Descriptor) -> tuple[int, float, int]:
+            served = min(d.batch_capacity, len(decoders))
+            cost = self._cost(d).value(self.now_ns)
+            if cost == 0:
+                return (1, served, -d.batch_capacity)  # unmeasured: explore, useful first
+            return (0, served / cost, -d.batch_capacity)
+
+        d = max(self.rounds, key=score)
+        served = decoders[: d.batch_capacity]
+        lanes = tuple(self._lane(r, LaneRole.DECODE, 0, 1, 1) for r in served)
+        return self._freeze(d, lanes, prompt_row=-1, value=float(len(served)))
+
+    def _lane(self, r: _Request, role: LaneRole, prompt: int, query: int, advance: int) -> LaneWork:
+        return LaneWork(
+            handle=r.handle,
+            epoch=r.epoch,
+            role=role,
+            num_prompt_tokens=prompt,
+            query_length=query,
+            expected_output_tokens=float(advance),
+            expected_deliveries=float(advance),
+            max_advance_tokens=advance,
+            reserved_tokens=prompt + query,
+            value=float(prompt + advance),
+        )
+
+    def _freeze(
+        self, d: Descriptor, lanes: tuple[LaneWork, ...], prompt_row: int, value: float
+    ) -> ScheduledPlan:
+        cost = self._cost(d)
+        estimate = int(cost.value(self.now_ns))
+        return ScheduledPlan(
+            descriptor=d,
+            lanes=lanes,
+            prompt_row=prompt_row,
+            estimated_duration_ns=estimate,
+            observation_age_ns=-1 if cost.observed_ns < 0 else self.now_ns - cost.observed_ns,
+            value_rate=value / max(estimate, 1),
+            log_scale=0.0,
+            reason=SelectionReason.ORDINARY if estimate else SelectionReason.DISCOVERY,
+            requires_empty_window=True,
+            planned_start_ns=self.now_ns,
+            decision_ns=self.now_ns,
+        )
+
+    def commit(self, plan: ScheduledPlan, fence: Fence) -> None:
+        if self._inflight is not None:
+            raise SchedulerError("the direct scheduler runs one frame at a time")
+        if fence.value <= self._last_fence:
+            raise SchedulerError(f"fence {fence.value} is not after {self._last_fence}")
+        for lane in plan.lanes:
+            r = self._owned(lane.handle)
+            if r.epoch != lane.epoch or not r.is_live:
+                raise SchedulerError(f"{lane.handle}: stale plan (epoch {lane.epoch})")
+        for lane in plan.lanes:
+            r = self.requests[lane.handle.slot]
+            r.epoch += 1
+            r.inflight = True
+        self._inflight = (fence, plan)
+        self._last_fence = fence.value
+
+    # -- completion ----------------------------------------------------------------
+
+    def complete(
+        self, fence: Fence, records: Sequence[CompletionRecord], timing: ExecutionTiming
+    ) -> list[GeneratedToken]:
+        if self._inflight is None or self._inflight[0] != fence:
+            raise SchedulerError(f"fence {fence.value} is not in flight")
+        plan = self._inflight[1]
+        if len(records) != len(plan.lanes):
+            raise SchedulerError(f"{len(records)} records for {len(plan.lanes)} lanes")
+        for lane, record in zip(plan.lanes, records, strict=True):
+            if record.handle != lane.handle:
+                raise SchedulerError(f"record for {record.handle} in {lane.handle}'s lane")
+        self._inflight = None
+        self._cost(plan.descriptor).observe(timing.device_ns, self.now_ns)
+        tokens: list[GeneratedToken] = []
+        for lane, record in zip(plan.lanes, records, strict=True):
+            r = self.requests[lane.handle.slot]
+            r.inflight = False
+            r.epoch += 1
+            if r.is_cancelled:
+                del self.requests[lane.handle.slot]
+                continue
+            r.prompt_position += record.num_prompt_tokens
+            ids = record.token_ids[: max(0, r.remaining_output)]
+            first = r.num_output
+            r.num_output += len(ids)
+            context = r.prompt_position + r.num_output
+            if record.is_finished or r.remaining_output <= 0 or context >= r.spec.context_capacity:
+                r.is_finished = True
+            tokens += [
+                GeneratedToken(
+                    r.handle, t, first + k, fence, is_last=r.is_finished and k == len(ids) - 1
+                )
+                for k, t in enumerate(ids)
+            ]
+            if r.is_finished:
+                del self.requests[lane.handle.slot]
+        return tokens
+
+    def complete_packed_round(
+        self,
+        fence: Fence,
+        records: Sequence[CompletionRecord],
+        timing: ExecutionTiming,
+        sidecar: ConfidenceSidecar,
+    ) -> list[GeneratedToken]:
+        return self.complete(fence, records, timing)
+
+    def complete_with_survival(self, fence, records, timing, survival) -> list[GeneratedToken]:
+        return self.complete(fence, records, timing)
+
+    def complete_packed_round_with_survival(
+        self, fence, records, timing, sidecar, survival
+    ) -> list[GeneratedToken]:
+        return self.complete(fence, records, timing)
+
+    def published_output(self, handle: RequestHandle, fence: Fence) -> None:
+        """Publication needs no accounting here: there are no delivery prices."""
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _owned(self, handle: RequestHandle) -> _Request:
+        r = self.requests.get(handle.slot)
+        if r is None or r.handle != handle:
+            raise SchedulerError(f"{handle} does not own its slot")
+        return r
+
+    def _cost(self, d: Descriptor) -> MovingAverageCost:
+        return self.costs.setdefault(d.name, MovingAverageCost())
+
+
+def _is_decode_round(d: Descriptor) -> bool:
+    if d.kind is GraphKind.DECODE:
+        return True
+    return d.kind is GraphKind.SPECULATIVE and d.token_capacity == 1 and d.proposal_depth == 0
