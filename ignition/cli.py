@@ -440,5 +440,18 @@ def debug_serve_cmd(
     serve_forever(options, host, port, direct=True)
 
 
+@main.command("simulate")
+@click.option("--scenario", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Scenario YAML (see examples/scenarios/).")
+@click.option("--json", "as_json", is_flag=True, help="Per-request and per-graph report as JSON.")
+def simulate_cmd(scenario: str, as_json: bool) -> None:
+    """Drive Helios against a simulated device (no model, no torch)."""
+    from ignition.helios.sim import main as simulate_main
+
+    status = simulate_main(["--scenario", scenario, *(["--json"] if as_json else [])])
+    if status:
+        sys.exit(status)
+
+
 if __name__ == "__main__":
     main()

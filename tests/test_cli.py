@@ -123,3 +123,11 @@ def test_cli_and_recipes_do_not_import_torch():
     code = "import sys, ignition.cli, ignition.components.capacity; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_simulate_runs_a_scenario_against_helios():
+    result = run("simulate", "--scenario", "examples/scenarios/h200-mixed.yaml", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["totals"]["output_tokens_per_s"] > 0
+    assert report["requests"] and report["graphs"]

@@ -1,0 +1,13 @@
+"""CPU cost of one Helios decision (plan()) on the full qwen38 catalog.
+
+Run: python benchmarks/helios_plan.py
+Prints p50/p99 CPU time per plan() call for 1, 8 and 64 active requests (the
+measurement lives in ignition.helios.bench so tests and this script share it).
+"""
+
+from __future__ import annotations
+
+import runpy
+
+if __name__ == "__main__":
+    runpy.run_module("ignition.helios.bench", run_name="__main__")

@@ -1,0 +1,44 @@
+"""Helios: selects prepared physical graphs by useful value per execution time.
+
+Pure Python over plain data (no torch): the runtime meets it only through
+descriptors, plans and completion records.
+"""
+
+from __future__ import annotations
+
+from ignition.helios.config import PolicyConfig, SpeculationMode
+from ignition.helios.scheduler import Scheduler
+from ignition.helios.types import (
+    CompletionRecord,
+    ConfidenceSidecar,
+    ExecutionTiming,
+    Fence,
+    GeneratedToken,
+    LaneRole,
+    LaneWork,
+    RequestHandle,
+    RequestSpec,
+    Resources,
+    ScheduledPlan,
+    SchedulerError,
+    SelectionReason,
+)
+
+__all__ = [
+    "CompletionRecord",
+    "ConfidenceSidecar",
+    "ExecutionTiming",
+    "Fence",
+    "GeneratedToken",
+    "LaneRole",
+    "LaneWork",
+    "PolicyConfig",
+    "RequestHandle",
+    "RequestSpec",
+    "Resources",
+    "ScheduledPlan",
+    "Scheduler",
+    "SchedulerError",
+    "SelectionReason",
+    "SpeculationMode",
+]

@@ -1,0 +1,130 @@
+"""Validation of completion records: every lane is checked before anything changes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from ignition.helios.requests import RequestState
+from ignition.helios.types import (
+    CompletionRecord,
+    ConfidenceSidecar,
+    LaneRole,
+    LaneWork,
+    RequestHandle,
+    ScheduledPlan,
+    SchedulerError,
+)
+
+
+def _probability(value: float) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and 0.0 <= value <= 1.0
+
+
+def validate_records(
+    plan: ScheduledPlan,
+    records: Sequence[CompletionRecord],
+    requests: Mapping[RequestHandle, RequestState],
+    sidecar: ConfidenceSidecar | None,
+    survival: Sequence[Sequence[float]] | None,
+) -> None:
+    """Raise SchedulerError naming the first malformed lane; never mutates."""
+    d = plan.descriptor
+    if len(records) != len(plan.lanes):
+        raise SchedulerError(
+            f"{d.name}: {len(records)} completion records for {len(plan.lanes)} lanes"
+        )
+    device = d.is_device_allocated and d.proposal_depth > 0
+    if device and sidecar is None:
+        raise SchedulerError(
+            f"{d.name}: device-allocated rounds complete through complete_packed_round "
+            "with their confidence sidecar"
+        )
+    if sidecar is not None:
+        _validate_sidecar(plan, sidecar)
+    if survival is not None and len(survival) != len(plan.lanes):
+        raise SchedulerError(f"{d.name}: {len(survival)} survival rows for {len(plan.lanes)} lanes")
+    verified_total = 0
+    for i, (lane, record) in enumerate(zip(plan.lanes, records, strict=True)):
+        where = f"{d.name} lane {i} ({lane.handle})"
+        if record.handle != lane.handle:
+            raise SchedulerError(f"{where}: record is for {record.handle}")
+        request = requests.get(lane.handle)
+        orphaned = request is None or not request.is_live
+        count = len(record.token_ids)
+        if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in record.token_ids):
+            raise SchedulerError(f"{where}: token ids must be nonnegative integers")
+        if lane.role is LaneRole.PROMPT:
+            if record.num_prompt_tokens != lane.num_prompt_tokens:
+                raise SchedulerError(
+                    f"{where}: consumed {record.num_prompt_tokens} prompt tokens, "
+                    f"scheduled {lane.num_prompt_tokens}"
+                )
+            if count != lane.max_advance_tokens and not orphaned:
+                raise SchedulerError(
+                    f"{where}: a prompt row publishes {lane.max_advance_tokens} tokens, got {count}"
+                )
+            continue
+        if record.num_prompt_tokens:
+            raise SchedulerError(f"{where}: a decode row consumes no prompt tokens")
+        if orphaned and count == 0 and record.num_verified_tokens == 0:
+            continue  # a cancelled or finished lane may report nothing at all
+        rows = _verified_rows(lane, record, device, where)
+        verified_total += rows
+        if count > rows:
+            raise SchedulerError(f"{where}: {count} tokens exceed {rows} verified rows")
+        if count == 0 and not orphaned:
+            raise SchedulerError(f"{where}: a decode row commits at least one token")
+        if request is not None and not orphaned and count > request.remaining_output:
+            raise SchedulerError(
+                f"{where}: {count} tokens exceed the remaining output {request.remaining_output}"
+            )
+        if survival is not None:
+            row = survival[i]
+            if len(row) > max(0, rows - 1) or not all(_probability(v) for v in row):
+                raise SchedulerError(
+                    f"{where}: survival row must hold probabilities for offered drafts"
+                )
+    if device and verified_total > d.packed_capacity:
+        raise SchedulerError(
+            f"{d.name}: device allocated {verified_total} rows above P = {d.packed_capacity}"
+        )
+
+
+def _verified_rows(lane: LaneWork, record: CompletionRecord, device: bool, where: str) -> int:
+    if not device:
+        if record.num_verified_tokens not in (0, lane.query_length):
+            raise SchedulerError(
+                f"{where}: host fixed {lane.query_length} rows, "
+                f"record says {record.num_verified_tokens}"
+            )
+        return lane.query_length
+    if not 1 <= record.num_verified_tokens <= lane.query_length:
+        raise SchedulerError(
+            f"{where}: device allocation {record.num_verified_tokens} "
+            f"outside 1..{lane.query_length}"
+        )
+    return record.num_verified_tokens
+
+
+def _validate_sidecar(plan: ScheduledPlan, sidecar: ConfidenceSidecar) -> None:
+    d = plan.descriptor
+    if d.confidence_width != d.proposal_depth or d.proposal_depth == 0:
+        raise SchedulerError(f"{d.name}: this program produces no confidence sidecar")
+    if len(sidecar.planes) != 2:
+        raise SchedulerError(
+            f"{d.name}: confidence sidecar needs 2 planes, got {len(sidecar.planes)}"
+        )
+    for p, plane in enumerate(sidecar.planes):
+        if len(plane) < len(plan.lanes):
+            raise SchedulerError(
+                f"{d.name}: sidecar plane {p} has {len(plane)} rows for {len(plan.lanes)} lanes"
+            )
+        for row in plane:
+            if len(row) != d.confidence_width:
+                raise SchedulerError(
+                    f"{d.name}: sidecar rows hold {len(row)} values, confidence_width is "
+                    f"{d.confidence_width}"
+                )
+            if not all(_probability(v) for v in row):
+                raise SchedulerError(f"{d.name}: sidecar values must be valid probabilities")

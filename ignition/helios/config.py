@@ -1,0 +1,104 @@
+"""Policy preferences: the throughput/cadence trade-off Helios maximizes.
+
+These are preferences, not latency bounds and not timing measurements. Zero
+disables the corresponding preference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
+
+from ignition.helios.types import SchedulerError
+
+
+class SpeculationMode(StrEnum):
+    """Fixed width keeps complete prefixes; adaptive lets host or device allocate rows."""
+
+    FIXED = "fixed"
+    ADAPTIVE = "adaptive"
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    output_token_value: float = 64.0  # prompt-value units per output token
+    token_fairness: float = 16.0  # token-rate log-utility coefficient, value/ms
+    delivery_fairness: float = 4.0  # delivery-rate log-utility coefficient, value/ms
+    decode_age_price: float = 0.1  # linear output-age cost, value/ms^2
+    terminal_value: float = 256.0  # value per terminal retirement, prompt-token units
+    terminal_age_price: float = 1.0  # linear terminal-wait cost, value/ms^2
+    adaptation_ms: float = 100.0  # service-price adaptation time
+    estimate_ttl_ns: int = 30_000_000_000  # timing freshness interval
+    adaptive_verification_alpha: float = 1.0  # exponent on prefix survivals
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SchedulerError(f"PolicyConfig.{f.name} = {value!r}: expected a number")
+            if not math.isfinite(value) or value < 0:
+                raise SchedulerError(
+                    f"PolicyConfig.{f.name} = {value!r}: must be finite and nonnegative"
+                )
+        if self.adaptive_verification_alpha <= 0:
+            raise SchedulerError(
+                f"PolicyConfig.adaptive_verification_alpha = "
+                f"{self.adaptive_verification_alpha!r}: must be greater than zero"
+            )
+        if self.adaptation_ms <= 0:
+            raise SchedulerError(
+                f"PolicyConfig.adaptation_ms = {self.adaptation_ms!r}: must be positive"
+            )
+
+    @property
+    def beta(self) -> float:
+        return self.output_token_value
+
+    def with_terminal(
+        self, terminal_value: float | None = None, terminal_age_price: float | None = None
+    ) -> PolicyConfig:
+        """Terminal overrides apply after preset selection (--scheduler-terminal-*)."""
+        changes: dict[str, float] = {}
+        if terminal_value is not None:
+            changes["terminal_value"] = terminal_value
+        if terminal_age_price is not None:
+            changes["terminal_age_price"] = terminal_age_price
+        return replace(self, **changes)
+
+    def with_alpha(self, alpha: float) -> PolicyConfig:
+        return replace(self, adaptive_verification_alpha=alpha)
+
+
+def balanced() -> PolicyConfig:
+    return PolicyConfig()
+
+
+def throughput() -> PolicyConfig:
+    """Keeps token fairness and output value; drops delivery fairness and age price."""
+    return PolicyConfig(delivery_fairness=0.0, decode_age_price=0.0)
+
+
+PRESETS: dict[str, Callable[[], PolicyConfig]] = {"balanced": balanced, "throughput": throughput}
+
+
+def policy_from_preset(
+    name: str,
+    *,
+    terminal_value: float | None = None,
+    terminal_age_price: float | None = None,
+    adaptive_verification_alpha: float | None = None,
+    **overrides: float,
+) -> PolicyConfig:
+    """A preset, then field overrides, then terminal overrides (the CLI's order)."""
+    if name not in PRESETS:
+        raise SchedulerError(f"unknown scheduler policy {name!r}; expected one of {list(PRESETS)}")
+    known = {f.name for f in fields(PolicyConfig)}
+    for key in overrides:
+        if key not in known:
+            raise SchedulerError(f"unknown PolicyConfig field {key!r}")
+    policy = replace(PRESETS[name](), **overrides)
+    if adaptive_verification_alpha is not None:
+        policy = policy.with_alpha(adaptive_verification_alpha)
+    return policy.with_terminal(terminal_value, terminal_age_price)

@@ -1,0 +1,131 @@
+"""Builds one decision's view of the requests, projected to the queue's expected end.
+
+Each queued frame contributes its frozen expected service and estimated duration
+to copies of the request prices, as if it completed as expected; a request with a
+queued expected delivery ages from that expected delivery; output limits and
+positions account for each queued lane's maximum advance. Projection never
+changes stored rates, publishes output or commits state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from ignition.components.catalog import Descriptor
+from ignition.helios.config import PolicyConfig
+from ignition.helios.cost import CostModel
+from ignition.helios.policy import Population
+from ignition.helios.queue import ExecutionQueue
+from ignition.helios.requests import RequestState
+from ignition.helios.service import (
+    Normalizers,
+    Prices,
+    ServiceRates,
+    advance_rates,
+    normalizers,
+    prices,
+)
+from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.utility import Decision, LaneView
+
+
+def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[Descriptor, float]]:
+    """Measured costs (stale ones included) in ms."""
+    out = []
+    for d in descriptors:
+        estimate = costs.estimate_ns(d)
+        if estimate > 0:
+            out.append((d, estimate / 1e6))
+    return out
+
+
+def current_normalizers(
+    descriptors: Sequence[Descriptor], costs: CostModel, requests: Iterable[RequestState]
+) -> Normalizers:
+    live = [r for r in requests if r.is_live]
+    decoders = sum(1 for r in live if r.is_decoder)
+    key = (id(descriptors), costs.version, len(live), decoders)
+    cached = costs.derived.get("normalizers")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    norms = normalizers(measured(descriptors, costs), len(live), decoders)
+    costs.derived["normalizers"] = (key, norms)
+    return norms
+
+
+def _scaled(p: Prices, scale: float) -> Prices:
+    return Prices(p.prefill_token * scale, p.output_token * scale, p.delivery * scale)
+
+
+def build_population(
+    requests: Mapping[RequestHandle, RequestState],
+    queue: ExecutionQueue,
+    descriptors: Sequence[Descriptor],
+    costs: CostModel,
+    policy: PolicyConfig,
+    start_ns: int,
+    max_depth: int,
+) -> tuple[Population, Decision]:
+    norms = current_normalizers(descriptors, costs, requests.values())
+    live = [r for r in requests.values() if r.is_live]
+    rows = []
+    for r in live:
+        rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
+        advance, last_output, blocked = 0, r.last_output_ns, False
+        for frame in queue.frames:
+            lane = frame.plan.lane_of(r.handle)
+            if lane is not None:
+                advance += lane.max_advance_tokens
+                blocked |= lane.role is LaneRole.PROMPT or not r.is_decoder
+                if lane.expected_deliveries > 0:
+                    last_output = frame.expected_end_ns
+            duration_ms = frame.plan.estimated_duration_ns / 1e6
+            if duration_ms > 0 and any(p.handle == r.handle for p in frame.participants):
+                tokens = (
+                    0.0 if lane is None else lane.num_prompt_tokens + lane.expected_output_tokens
+                )
+                rates = advance_rates(
+                    rates,
+                    duration_ms=duration_ms,
+                    tokens=tokens,
+                    deliveries=0.0 if lane is None else lane.expected_deliveries,
+                    norms=norms,
+                    is_decoder=r.is_decoder,
+                    adaptation_ms=policy.adaptation_ms,
+                )
+        if blocked:
+            continue
+        rows.append((r, rates, advance, last_output))
+    raw = [prices(rates, norms, policy, r.is_decoder) for r, rates, _, _ in rows]
+    largest = max([1.0, *(p.largest for p in raw)])
+    scale = 1.0 / largest
+    prompts, decoders = [], []
+    for (r, _, advance, last_output), p in zip(rows, raw, strict=True):
+        age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
+        source = r.spec.proposal_source
+        view = LaneView(
+            handle=r.handle,
+            epoch=r.epoch,
+            is_decoder=r.is_decoder,
+            prompt_position=r.prompt_position,
+            num_prompt_tokens=r.spec.num_prompt_tokens,
+            remaining_output=r.remaining_output - advance,
+            remaining_context=r.remaining_context - advance,
+            prices=_scaled(p, scale),
+            age_ms=age_ms,
+            last_served_seq=r.last_served_seq,
+            survivals=r.acceptance.history(source).survivals(max_depth),
+            forecast=r.forecast.means(max_depth),
+            message_endpoints=r.spec.message_endpoints,
+            image_spans=r.spec.image_spans,
+        )
+        (decoders if r.is_decoder else prompts).append(view)
+    decision = Decision(
+        age_price=policy.decode_age_price * scale,
+        sigma_ms=norms.sigma_ms,
+        num_active_decoders=sum(1 for r in live if r.is_decoder),
+        alpha=policy.adaptive_verification_alpha,
+        log_scale=math.log(scale),
+    )
+    return Population(tuple(prompts), tuple(decoders)), decision

@@ -1,0 +1,86 @@
+"""The execution queue: two frame slots.
+
+Only ordinary decode and complete speculative generation may occupy both. Work
+that needs completion feedback (prefill, mixed, unknown or stale costs, phase
+transitions) drains the window first and admits nothing behind it. There is no
+millisecond cap; an overrun suspends queueing until a completion arrives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ignition.helios.service import Normalizers, ServiceRates
+from ignition.helios.types import RequestHandle, ScheduledPlan
+
+NUM_FRAME_SLOTS = 2
+
+
+@dataclass(frozen=True)
+class Participant:
+    """A resident runnable request recorded at commit; unselected ones get zero service."""
+
+    handle: RequestHandle
+    was_decoder: bool
+
+
+@dataclass
+class Frame:
+    fence: int
+    plan: ScheduledPlan
+    participants: tuple[Participant, ...]
+    norms: Normalizers
+    commit_ns: int
+    expected_start_ns: int
+    needs_feedback: bool
+    was_queued: bool = False
+    projected: dict[RequestHandle, ServiceRates] = field(default_factory=dict)
+
+    @property
+    def expected_end_ns(self) -> int:
+        return self.expected_start_ns + self.plan.estimated_duration_ns
+
+
+class ExecutionQueue:
+    def __init__(self) -> None:
+        self.frames: list[Frame] = []
+        self.is_suspended = False
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.frames
+
+    def expected_end_ns(self, now_ns: int) -> int:
+        return max([now_ns, *(f.expected_end_ns for f in self.frames)])
+
+    def why_closed(self) -> str | None:
+        """Why nothing more may be queued now (None when a queueable frame may join)."""
+        if len(self.frames) >= NUM_FRAME_SLOTS:
+            return "both frame slots are occupied"
+        if any(f.needs_feedback for f in self.frames):
+            return "a queued frame needs completion feedback before another graph is queued"
+        if self.is_suspended:
+            return "queueing is suspended after an overrun until completion feedback"
+        return None
+
+    def note_time(self, now_ns: int) -> None:
+        if self.frames and now_ns > self.frames[0].expected_end_ns:
+            self.is_suspended = True
+
+    def push(self, frame: Frame) -> None:
+        if self.frames:
+            frame.was_queued = True
+            for f in self.frames:
+                f.was_queued = True
+        self.frames.append(frame)
+
+    def head(self) -> Frame | None:
+        return self.frames[0] if self.frames else None
+
+    def pop_head(self) -> Frame:
+        frame = self.frames.pop(0)
+        self.is_suspended = False
+        return frame

@@ -1,0 +1,400 @@
+"""The Helios scheduler: admission, planning, commit, completion and request resources.
+
+``plan()`` is pure; ``commit`` checks ownership, epochs, resources and feedback
+dependencies without rerunning selection; ``complete`` validates every lane before
+it updates costs, acceptance, prices or committed state. A rejected call raises
+SchedulerError and changes no state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Sequence
+from typing import Protocol
+
+from ignition.components.catalog import Catalog, Descriptor
+from ignition.helios.accounting import Publication, apply_lane, charge_service
+from ignition.helios.completion import validate_records
+from ignition.helios.config import PolicyConfig, SpeculationMode
+from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.policy import (
+    QUEUEABLE_KINDS,
+    SCHEDULABLE_KINDS,
+    CatalogIndex,
+    all_candidates,
+    select,
+)
+from ignition.helios.projection import build_population, current_normalizers
+from ignition.helios.queue import ExecutionQueue, Frame, Participant
+from ignition.helios.requests import RequestState, ResourcePool
+from ignition.helios.rounds import ConfidenceForecast
+from ignition.helios.speculation import AcceptanceTracker, PopulationPrior
+from ignition.helios.trace import trace_entry
+from ignition.helios.types import (
+    CompletionRecord,
+    ConfidenceSidecar,
+    ExecutionTiming,
+    Fence,
+    GeneratedToken,
+    LaneRole,
+    LaneWork,
+    RequestHandle,
+    RequestSpec,
+    Resources,
+    ScheduledPlan,
+    SchedulerError,
+    SelectionReason,
+    TraceEntry,
+)
+from ignition.helios.utility import Candidate, Decision
+
+
+class ExplorationLedger(Protocol):
+    """Seam for funded timing refresh and acceptance learning (refresh.py, learning.py).
+
+    ``choose`` may displace the ordinary winner and returns it with the exploration
+    credit it spends; ``record`` sees every validated completion.
+    """
+
+    def choose(
+        self, winner: Candidate, candidates: Sequence[Candidate], now_ns: int
+    ) -> tuple[Candidate, float]: ...
+
+    def record(
+        self, plan: ScheduledPlan, device_ns: int, wall_ns: int, was_queued: bool
+    ) -> None: ...
+
+
+class Scheduler:
+    def __init__(
+        self,
+        catalog: Catalog,
+        policy: PolicyConfig | None = None,
+        *,
+        resources: Resources | None = None,
+        speculation: SpeculationMode = SpeculationMode.ADAPTIVE,
+        ledger: ExplorationLedger | None = None,
+        trace_capacity: int = 4096,
+    ) -> None:
+        self.catalog = catalog
+        self.descriptors = tuple(d for d in catalog.descriptors if d.kind in SCHEDULABLE_KINDS)
+        self.index = CatalogIndex(self.descriptors)
+        self.policy = policy or PolicyConfig()
+        self.speculation = speculation
+        self.ledger = ledger
+        self.costs = CostModel(self.policy.estimate_ttl_ns)
+        self.pool = ResourcePool(resources or Resources())
+        self.requests: dict[RequestHandle, RequestState] = {}
+        self.queue = ExecutionQueue()
+        self.now_ns = 0
+        self.trace: deque[TraceEntry] = deque(maxlen=trace_capacity)
+        self.metrics: Counter[tuple[str, str]] = Counter()
+        self._max_depth = max((d.proposal_depth for d in self.descriptors), default=0)
+        self._acceptance_prior = PopulationPrior()
+        self._forecast_prior = PopulationPrior()
+        self._last_fence = -1
+        self._serve_seq = 0
+        self._publishable: dict[RequestHandle, Publication] = {}
+
+    def configure_policy(self, policy: PolicyConfig) -> None:
+        if self.requests:
+            raise SchedulerError("configure_policy must precede admission")
+        self.policy = policy
+        self.costs.ttl_ns = policy.estimate_ttl_ns
+
+    def seed_cost(self, descriptor: Descriptor, duration_ns: int) -> None:
+        """Preseed a measured cost (a measured synthetic catalog, a warm start)."""
+        self.costs.seed(descriptor, duration_ns, self.now_ns)
+
+    def admit(self, spec: RequestSpec) -> RequestHandle:
+        handle = self.pool.allocate_slot()
+        self.requests[handle] = RequestState(
+            handle=handle,
+            spec=spec,
+            acceptance=AcceptanceTracker(self._acceptance_prior, spec.acceptance_prior),
+            forecast=ConfidenceForecast(self._forecast_prior),
+            admitted_ns=self.now_ns,
+        )
+        return handle
+
+    def cancel(self, handle: RequestHandle) -> None:
+        """Stops selection now; pages and slot stay owned through the last submitted fence."""
+        r = self._owned(handle)
+        if r.is_cancelled:
+            raise SchedulerError(f"{handle} is already cancelled")
+        r.is_cancelled = True
+        r.epoch += 1
+        if not r.inflight:
+            self._release(r)
+
+    def advance_to(self, now_ns: int) -> None:
+        if now_ns < self.now_ns:
+            raise SchedulerError(f"advance_to({now_ns}) moves time backwards from {self.now_ns}")
+        self.now_ns = now_ns
+        self.queue.note_time(now_ns)
+
+    def _needs_feedback(self, d: Descriptor, freshness: Freshness) -> bool:
+        return d.kind not in QUEUEABLE_KINDS or freshness is not Freshness.FRESH
+
+    def plan(self) -> ScheduledPlan | None:
+        if self.queue.why_closed() is not None:
+            return None
+        start_ns = self.queue.expected_end_ns(self.now_ns)
+        population, decision = build_population(
+            self.requests,
+            self.queue,
+            self.descriptors,
+            self.costs,
+            self.policy,
+            start_ns,
+            self._max_depth,
+        )
+        candidates = all_candidates(
+            self.index,
+            population,
+            self.costs,
+            decision,
+            self.now_ns,
+            self.speculation,
+            self._max_depth,
+        )
+        winner = select(candidates)
+        if winner is None:
+            return None
+        credit = 0.0
+        if self.ledger is not None:
+            winner, credit = self.ledger.choose(winner, candidates, self.now_ns)
+        needs = self._needs_feedback(winner.descriptor, winner.freshness)
+        if needs and not self.queue.is_empty:
+            return None  # the winner waits for the window to drain; nothing displaces it
+        return self._freeze(winner, decision, start_ns, needs, credit)
+
+    def _freeze(
+        self, c: Candidate, decision: Decision, start_ns: int, needs: bool, credit: float
+    ) -> ScheduledPlan:
+        """Lanes go in slot order: the dense active lane list the runtime packs."""
+        prompt = c.lanes[c.prompt_row] if c.prompt_row >= 0 else None
+        picks = sorted(c.lanes, key=lambda p: p.view.slot)
+        lanes = tuple(
+            LaneWork(
+                handle=p.view.handle,
+                epoch=p.view.epoch,
+                role=p.role,
+                num_prompt_tokens=p.num_prompt_tokens,
+                query_length=p.query_length,
+                expected_output_tokens=p.expected_output,
+                expected_deliveries=p.expected_deliveries,
+                max_advance_tokens=p.max_advance,
+                reserved_tokens=p.reserved_tokens,
+                value=p.value,
+            )
+            for p in picks
+        )
+        reason = {
+            Freshness.UNKNOWN: SelectionReason.DISCOVERY,
+            Freshness.STALE: SelectionReason.STALE,
+            Freshness.FRESH: SelectionReason.ORDINARY,
+        }[c.freshness]
+        return ScheduledPlan(
+            descriptor=c.descriptor,
+            lanes=lanes,
+            prompt_row=-1 if prompt is None else picks.index(prompt),
+            estimated_duration_ns=c.duration_ns,
+            observation_age_ns=self.costs.observation_age_ns(c.descriptor, self.now_ns),
+            value_rate=c.score,
+            log_scale=decision.log_scale,
+            reason=reason,
+            requires_empty_window=needs,
+            planned_start_ns=start_ns,
+            decision_ns=self.now_ns,
+            exploration_credit=credit,
+        )
+
+    def _owned(self, handle: RequestHandle) -> RequestState:
+        r = self.requests.get(handle)
+        if r is None or not self.pool.is_current(handle):
+            raise SchedulerError(f"{handle} does not own its request slot")
+        return r
+
+    def _inflight_lanes(self, r: RequestState) -> list[LaneWork]:
+        lanes = []
+        for frame in self.queue.frames:
+            lane = frame.plan.lane_of(r.handle)
+            if lane is not None:
+                lanes.append(lane)
+        return lanes
+
+    def _pages_needed(self, r: RequestState, extra: Sequence[LaneWork] = ()) -> int:
+        lanes = [*self._inflight_lanes(r), *extra]
+        return self.pool.pages_for(r.context_tokens + sum(lane.reserved_tokens for lane in lanes))
+
+    def _check_lane(self, lane: LaneWork) -> int:
+        """Validate one lane for commit; returns its page delta."""
+        r = self.requests.get(lane.handle)
+        if r is None or not self.pool.is_current(lane.handle):
+            raise SchedulerError(f"{lane.handle} no longer owns its slot")
+        if not r.is_live:
+            raise SchedulerError(f"{lane.handle} is cancelled or finished")
+        if r.epoch != lane.epoch:
+            raise SchedulerError(f"{lane.handle}: plan epoch {lane.epoch}, request is at {r.epoch}")
+        inflight = self._inflight_lanes(r)
+        if lane.role is LaneRole.PROMPT:
+            if r.is_decoder or inflight:
+                raise SchedulerError(f"{lane.handle}: a prompt row needs an idle prompt request")
+            if r.prompt_position + lane.num_prompt_tokens > r.spec.num_prompt_tokens:
+                raise SchedulerError(f"{lane.handle}: prompt row runs past the prompt")
+        else:
+            if not r.is_decoder or any(x.role is LaneRole.PROMPT for x in inflight):
+                raise SchedulerError(f"{lane.handle}: not a decoder yet (needs prefill feedback)")
+            advance = sum(x.max_advance_tokens for x in inflight)
+            if r.remaining_output - advance < 1:
+                raise SchedulerError(f"{lane.handle}: queued work already reaches its output limit")
+        return self._pages_needed(r, [lane]) - r.num_pages
+
+    def commit(self, plan: ScheduledPlan, fence: Fence) -> None:
+        d = plan.descriptor
+        if fence.value <= self._last_fence:
+            raise SchedulerError(f"fence {fence.value} is not after fence {self._last_fence}")
+        if d not in self.descriptors:
+            raise SchedulerError(f"{d.name} is not a schedulable program of this catalog")
+        needs = plan.requires_empty_window or self._needs_feedback(
+            d, self.costs.freshness(d, self.now_ns)
+        )
+        if not self.queue.is_empty:
+            closed = self.queue.why_closed()
+            if closed is not None:
+                raise SchedulerError(f"cannot queue {d.name}: {closed}")
+            if needs:
+                raise SchedulerError(f"{d.name} needs an empty window and completion feedback")
+        handles = [lane.handle for lane in plan.lanes]
+        if len(set(handles)) != len(handles):
+            raise SchedulerError(f"{d.name}: a request appears in two lanes")
+        deltas = [self._check_lane(lane) for lane in plan.lanes]
+        if sum(deltas) > self.pool.num_free_pages:
+            raise SchedulerError(
+                f"{d.name}: needs {sum(deltas)} KV pages, {self.pool.num_free_pages} free"
+            )
+        self.pool.adjust_pages(sum(deltas))
+        self._serve_seq += 1
+        for lane, delta in zip(plan.lanes, deltas, strict=True):
+            r = self.requests[lane.handle]
+            r.num_pages += delta
+            r.epoch += 1
+            r.last_served_seq = self._serve_seq
+            r.inflight.append(fence.value)
+        participants = tuple(
+            Participant(r.handle, r.is_decoder) for r in self.requests.values() if r.is_live
+        )
+        frame = Frame(
+            fence=fence.value,
+            plan=plan,
+            participants=participants,
+            norms=current_normalizers(self.descriptors, self.costs, self.requests.values()),
+            commit_ns=self.now_ns,
+            expected_start_ns=self.queue.expected_end_ns(self.now_ns),
+            needs_feedback=needs,
+        )
+        self.queue.push(frame)
+        self.costs.note_attempt(d, self.now_ns)
+        self._last_fence = fence.value
+        self.trace.append(trace_entry(plan, fence.value, self.now_ns))
+
+    def complete(
+        self, fence: Fence, records: Sequence[CompletionRecord], timing: ExecutionTiming
+    ) -> list[GeneratedToken]:
+        return self._complete(fence, records, timing, None, None)
+
+    def complete_with_survival(
+        self,
+        fence: Fence,
+        records: Sequence[CompletionRecord],
+        timing: ExecutionTiming,
+        survival: Sequence[Sequence[float]],
+    ) -> list[GeneratedToken]:
+        return self._complete(fence, records, timing, None, survival)
+
+    def complete_packed_round(
+        self,
+        fence: Fence,
+        records: Sequence[CompletionRecord],
+        timing: ExecutionTiming,
+        sidecar: ConfidenceSidecar,
+    ) -> list[GeneratedToken]:
+        return self._complete(fence, records, timing, sidecar, None)
+
+    def complete_packed_round_with_survival(
+        self,
+        fence: Fence,
+        records: Sequence[CompletionRecord],
+        timing: ExecutionTiming,
+        sidecar: ConfidenceSidecar,
+        survival: Sequence[Sequence[float]],
+    ) -> list[GeneratedToken]:
+        return self._complete(fence, records, timing, sidecar, survival)
+
+    def _complete(self, fence, records, timing, sidecar, survival) -> list[GeneratedToken]:
+        head = self.queue.head()
+        if head is None or head.fence != fence.value:
+            expected = "none" if head is None else head.fence
+            raise SchedulerError(f"fence {fence.value} is not the oldest in flight ({expected})")
+        validate_records(head.plan, records, self.requests, sidecar, survival)
+        frame = self.queue.pop_head()
+        plan = frame.plan
+        d = plan.descriptor
+        if timing.device_ns > 0:
+            self.costs.observe(d, timing.device_ns - timing.readiness_stall_ns, self.now_ns)
+        reason = plan.reason.value
+        self.metrics[("flare_scheduler_executions_total", reason)] += 1
+        self.metrics[("flare_scheduler_execution_nanoseconds_total", reason)] += timing.device_ns
+        self._publishable = charge_service(
+            frame,
+            records,
+            timing,
+            self.requests,
+            self.policy,
+            lambda: current_normalizers(self.descriptors, self.costs, self.requests.values()),
+        )
+        tokens: list[GeneratedToken] = []
+        for i, (lane, record) in enumerate(zip(plan.lanes, records, strict=True)):
+            r = self.requests[lane.handle]
+            r.inflight.remove(fence.value)
+            r.epoch += 1
+            if r.is_live:
+                tokens += apply_lane(r, plan, i, record, fence, sidecar, survival, self.now_ns)
+            if not r.is_live and not r.inflight:
+                self._release(r)
+            elif r.handle in self.requests:
+                new_pages = self._pages_needed(r)
+                self.pool.adjust_pages(new_pages - r.num_pages)
+                r.num_pages = new_pages
+        if self.ledger is not None:
+            self.ledger.record(plan, timing.device_ns, timing.wall_ns, frame.was_queued)
+        return tokens
+
+    def published_output(self, handle: RequestHandle, fence: Fence) -> None:
+        """The first visible publication for a fence turns its zero deliveries into one."""
+        pub = self._publishable.get(handle)
+        if pub is None or pub.fence != fence.value:
+            raise SchedulerError(f"{handle} has no pending publication for fence {fence.value}")
+        r = self.requests.get(handle)
+        if r is not None and r.is_live:
+            r.last_output_ns = self.now_ns
+        if pub.is_published:
+            return
+        pub.is_published = True
+        if r is None or r.is_cancelled or pub.duration_ms <= 0:
+            return
+        if pub.had_history and r.rates.delivery_rate is not None:
+            r.rates.delivery_rate += (1 - pub.decay) / pub.duration_ms
+        else:
+            r.rates.delivery_rate = 1.0 / pub.duration_ms
+
+    def _release(self, r: RequestState) -> None:
+        self.pool.adjust_pages(-r.num_pages)
+        r.num_pages = 0
+        self.pool.release_slot(r.handle)
+        del self.requests[r.handle]
+
+    @property
+    def num_inflight(self) -> int:
+        return len(self.queue)

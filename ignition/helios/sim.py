@@ -1,0 +1,281 @@
+"""Drives the real Scheduler against a simulated device.
+
+The device executes committed frames one after another (two may be queued),
+each taking its graph duration times a lognormal noise factor. Speculative lanes
+accept drafts position by position with the request's conditional acceptance
+probabilities; device-allocated rounds allocate their rows by true joint prefix
+probability and report a confidence sidecar. Every published burst is reported
+back through ``published_output`` at its completion time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ignition.components.catalog import Descriptor
+from ignition.helios.scenario import Scenario, ScenarioError, SimRequest, load_scenario
+from ignition.helios.scheduler import Scheduler
+from ignition.helios.trace import trace_to_json
+from ignition.helios.types import (
+    CompletionRecord,
+    ConfidenceSidecar,
+    ExecutionTiming,
+    Fence,
+    LaneRole,
+    RequestHandle,
+    RequestSpec,
+    ScheduledPlan,
+)
+
+NS_PER_MS = 1_000_000
+
+
+@dataclass
+class _Stream:
+    index: int
+    request: SimRequest
+    handle: RequestHandle | None = None
+    remaining_output: int = 0
+    first_output_ms: float | None = None
+    finish_ms: float | None = None
+    deliveries: list[tuple[float, int]] = field(default_factory=list)
+
+    @property
+    def joint(self) -> list[float]:
+        out, p = [], 1.0
+        for q in self.request.acceptance:
+            p *= q
+            out.append(p)
+        return out
+
+
+@dataclass
+class _Running:
+    fence: int
+    plan: ScheduledPlan
+    commit_ns: int
+    end_ns: int
+    device_ns: int
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.rng = random.Random(scenario.seed)
+        self.scheduler = Scheduler(
+            scenario.catalog,
+            scenario.policy,
+            resources=scenario.resources,
+            speculation=scenario.speculation,
+        )
+        if scenario.preseed_costs:
+            for d in self.scheduler.descriptors:
+                self.scheduler.seed_cost(d, self._nominal_ns(d))
+        order = sorted(range(len(scenario.requests)), key=lambda i: scenario.requests[i].arrival_ms)
+        self.streams = [_Stream(i, scenario.requests[i]) for i in order]
+        self.by_handle: dict[RequestHandle, _Stream] = {}
+        self.graphs: dict[str, list[float]] = {}
+        self.prompt_tokens = 0
+        self.output_tokens = 0
+
+    def _nominal_ns(self, d: Descriptor) -> int:
+        return max(1, round(self.scenario.durations.duration_ms(d) * NS_PER_MS))
+
+    def _sample_ns(self, d: Descriptor) -> int:
+        noise = math.exp(self.rng.gauss(0.0, self.scenario.noise_sigma))
+        return max(1, round(self._nominal_ns(d) * noise))
+
+    def run(self) -> dict[str, Any]:
+        end_ns = round(self.scenario.end_ms * NS_PER_MS)
+        pending = list(self.streams)
+        running: list[_Running] = []
+        now, device_free, fence = 0, 0, 0
+        while now <= end_ns:
+            while pending and pending[0].request.arrival_ms * NS_PER_MS <= now:
+                if not self.scheduler.pool.can_allocate_slot():
+                    break
+                self._admit(pending.pop(0))
+            self.scheduler.advance_to(now)
+            while True:
+                plan = self.scheduler.plan()
+                if plan is None:
+                    break
+                fence += 1
+                self.scheduler.commit(plan, Fence(fence))
+                start = max(now, device_free)
+                duration = self._sample_ns(plan.descriptor)
+                device_free = start + duration
+                running.append(_Running(fence, plan, now, device_free, duration))
+            arrivals = [round(s.request.arrival_ms * NS_PER_MS) for s in pending[:1]]
+            upcoming = [r.end_ns for r in running[:1]] + [a for a in arrivals if a > now]
+            if not upcoming:
+                break
+            now = min(upcoming)
+            if running and running[0].end_ns <= now:
+                self.scheduler.advance_to(now)
+                self._complete(running.pop(0), now)
+        return self.report(min(now, end_ns))
+
+    def _admit(self, stream: _Stream) -> None:
+        r = stream.request
+        spec = RequestSpec(
+            num_prompt_tokens=r.prompt_tokens,
+            max_output_tokens=r.output_tokens,
+            message_endpoints=r.message_endpoints,
+            acceptance_prior=r.acceptance_prior,
+        )
+        stream.handle = self.scheduler.admit(spec)
+        stream.remaining_output = r.output_tokens
+        self.by_handle[stream.handle] = stream
+
+    def _accepted(self, stream: _Stream, rows: int) -> int:
+        accepted = 0
+        for p in stream.request.acceptance[: rows - 1]:
+            if self.rng.random() >= p:
+                break
+            accepted += 1
+        return accepted
+
+    def _device_rows(self, plan: ScheduledPlan) -> list[int]:
+        """Device allocation: the best causal frontier by joint prefix probability."""
+        rows = [1] * len(plan.lanes)
+        frontier = []
+        for i, lane in enumerate(plan.lanes):
+            joint = self.by_handle[lane.handle].joint
+            for depth in range(1, lane.query_length):
+                p = joint[depth - 1] if depth <= len(joint) else 0.0
+                frontier.append((-p, depth, lane.handle.slot, i))
+        for _, _, _, i in sorted(frontier)[: plan.descriptor.packed_capacity - len(rows)]:
+            rows[i] += 1
+        return rows
+
+    def _complete(self, run: _Running, now: int) -> None:
+        plan = run.plan
+        d = plan.descriptor
+        device = d.is_device_allocated and d.proposal_depth > 0
+        rows = self._device_rows(plan) if device else [lane.query_length for lane in plan.lanes]
+        records = []
+        for lane, q in zip(plan.lanes, rows, strict=True):
+            stream = self.by_handle[lane.handle]
+            if lane.role is LaneRole.PROMPT:
+                count = lane.max_advance_tokens if stream.remaining_output > 0 else 0
+                self.prompt_tokens += lane.num_prompt_tokens
+                records.append(CompletionRecord(lane.handle, lane.num_prompt_tokens, (1,) * count))
+            else:
+                count = min(stream.remaining_output, 1 + self._accepted(stream, q))
+                records.append(
+                    CompletionRecord(
+                        lane.handle, 0, (1,) * count, num_verified_tokens=q if device else 0
+                    )
+                )
+            stream.remaining_output -= count
+            self.output_tokens += count
+        timing = ExecutionTiming(device_ns=run.device_ns, wall_ns=now - run.commit_ns)
+        if device:
+            width = d.proposal_depth
+            joint = [self._padded(self.by_handle[lane.handle].joint, width) for lane in plan.lanes]
+            cond = [
+                self._padded(list(self.by_handle[lane.handle].request.acceptance), width)
+                for lane in plan.lanes
+            ]
+            sidecar = ConfidenceSidecar((tuple(joint), tuple(cond)))
+            tokens = self.scheduler.complete_packed_round(
+                Fence(run.fence), records, timing, sidecar
+            )
+        else:
+            tokens = self.scheduler.complete(Fence(run.fence), records, timing)
+        self.graphs.setdefault(d.name, []).append(run.device_ns / NS_PER_MS)
+        published: dict[RequestHandle, int] = {}
+        for token in tokens:
+            published[token.handle] = published.get(token.handle, 0) + 1
+        t_ms = now / NS_PER_MS
+        for handle, count in published.items():
+            self.scheduler.published_output(handle, Fence(run.fence))
+            stream = self.by_handle[handle]
+            stream.deliveries.append((t_ms, count))
+            if stream.first_output_ms is None:
+                stream.first_output_ms = t_ms
+            if stream.remaining_output <= 0 and stream.finish_ms is None:
+                stream.finish_ms = t_ms
+
+    @staticmethod
+    def _padded(values: Sequence[float], width: int) -> tuple[float, ...]:
+        return tuple((list(values) + [0.0] * width)[:width])
+
+    def report(self, end_ns: int) -> dict[str, Any]:
+        seconds = max(end_ns, 1) / 1e9
+        requests = [
+            {
+                "id": s.index,
+                "arrival_ms": s.request.arrival_ms,
+                "first_output_ms": s.first_output_ms,
+                "deliveries": [[round(t, 6), n] for t, n in s.deliveries],
+                "finish_ms": s.finish_ms,
+            }
+            for s in sorted(self.streams, key=lambda s: s.index)
+        ]
+        graphs = [
+            {"graph": name, "executions": len(ms), "total_ms": round(sum(ms), 6)}
+            for name, ms in sorted(self.graphs.items())
+        ]
+        return {
+            "requests": requests,
+            "graphs": graphs,
+            "totals": {
+                "end_ms": end_ns / NS_PER_MS,
+                "prompt_tokens_per_s": self.prompt_tokens / seconds,
+                "output_tokens_per_s": self.output_tokens / seconds,
+            },
+            "trace": [trace_to_json(e) for e in self.scheduler.trace],
+        }
+
+
+def simulate(scenario: Scenario) -> dict[str, Any]:
+    return Simulation(scenario).run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ignition simulate --scenario FILE.yaml [--json]`` (the CLI delegates here)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="ignition simulate")
+    parser.add_argument("--scenario", required=True)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        report = simulate(load_scenario(args.scenario))
+    except ScenarioError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_summary(report))
+    return 0
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    totals = report["totals"]
+    lines = [
+        f"simulated {totals['end_ms']:.1f} ms: "
+        f"{totals['prompt_tokens_per_s']:.0f} prompt tok/s, "
+        f"{totals['output_tokens_per_s']:.0f} output tok/s"
+    ]
+    for g in report["graphs"]:
+        lines.append(f"  {g['graph']:<40} {g['executions']:>6} runs {g['total_ms']:>10.1f} ms")
+    for r in report["requests"]:
+        lines.append(
+            f"  request {r['id']:>3}: first output {r['first_output_ms']} ms, "
+            f"{len(r['deliveries'])} deliveries, finished {r['finish_ms']}"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""Acceptance estimates: per-request, per-source prefix survival means.
+
+s_d estimates the probability that the first d drafts of a round are all
+accepted. Accepted prefixes supply ones, a rejection supplies zeros to the longer
+offered prefixes, termination censors the remaining suffix, and width-one rounds
+supply nothing. Estimates start at a population prior with weight two, cap at
+128, and age with a half-life of 128 generated tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+INITIAL_WEIGHT = 2.0
+MAX_WEIGHT = 128.0
+HALF_LIFE_TOKENS = 128.0
+POPULATION_STEP = 1.0 / 64.0
+OPTIMISM_LOG = math.log(20.0)
+
+
+@dataclass
+class PopulationPrior:
+    """A population mean per depth that starts at 0.5^d and moves 1/64 toward data."""
+
+    means: list[float] = field(default_factory=list)
+
+    def mean(self, depth: int) -> float:
+        while len(self.means) < depth:
+            self.means.append(0.5 ** (len(self.means) + 1))
+        return self.means[depth - 1]
+
+    def observe(self, depth: int, value: float) -> None:
+        current = self.mean(depth)
+        self.means[depth - 1] = current + (value - current) * POPULATION_STEP
+
+
+@dataclass
+class PrefixEstimate:
+    mean: float
+    weight: float = INITIAL_WEIGHT
+
+    def age(self, num_tokens: int) -> None:
+        if num_tokens > 0:
+            self.weight *= 0.5 ** (num_tokens / HALF_LIFE_TOKENS)
+
+    def observe(self, value: float) -> None:
+        new_weight = self.weight + 1.0
+        self.mean += (value - self.mean) / new_weight
+        self.weight = min(MAX_WEIGHT, new_weight)
+
+    def optimistic(self) -> float:
+        """The bounded optimistic estimate funded learning uses."""
+        return min(1.0, self.mean + math.sqrt(OPTIMISM_LOG / (2.0 * max(self.weight, 1e-9))))
+
+
+class PrefixHistory:
+    """Per-depth estimates for one request and one source (or one forecast)."""
+
+    def __init__(self, prior: PopulationPrior, preseed: Sequence[float] = ()) -> None:
+        self._prior = prior
+        self._estimates: list[PrefixEstimate] = [PrefixEstimate(float(p)) for p in preseed]
+        self._survivals: dict[int, tuple[float, ...]] = {}  # planning reads far more than data
+
+    def _at(self, depth: int) -> PrefixEstimate:
+        while len(self._estimates) < depth:
+            self._estimates.append(PrefixEstimate(self._prior.mean(len(self._estimates) + 1)))
+        return self._estimates[depth - 1]
+
+    def survivals(self, max_depth: int) -> tuple[float, ...]:
+        """s_1..s_max_depth, made nonincreasing (a longer prefix never survives more)."""
+        found = self._survivals.get(max_depth)
+        if found is not None:
+            return found
+        out: list[float] = []
+        ceiling = 1.0
+        for depth in range(1, max_depth + 1):
+            ceiling = min(ceiling, max(0.0, self._at(depth).mean))
+            out.append(ceiling)
+        found = self._survivals[max_depth] = tuple(out)
+        return found
+
+    def optimistic(self, depth: int) -> float:
+        return self._at(depth).optimistic()
+
+    def weight(self, depth: int) -> float:
+        return self._at(depth).weight
+
+    def age(self, num_tokens: int) -> None:
+        for estimate in self._estimates:
+            estimate.age(num_tokens)
+
+    def observe(self, depth: int, value: float) -> None:
+        self._survivals.clear()
+        self._at(depth).observe(value)
+        self._prior.observe(depth, value)
+
+
+class AcceptanceTracker:
+    """Acceptance histories of one request, one per proposal source."""
+
+    def __init__(self, prior: PopulationPrior, preseed: Sequence[float] = ()) -> None:
+        self._prior = prior
+        self._preseed = tuple(preseed)
+        self._by_source: dict[str, PrefixHistory] = {}
+
+    def history(self, source: str) -> PrefixHistory:
+        found = self._by_source.get(source)
+        if found is None:
+            found = self._by_source[source] = PrefixHistory(self._prior, self._preseed)
+        return found
+
+    def observe_round(
+        self,
+        source: str,
+        *,
+        num_offered_drafts: int,
+        num_accepted_drafts: int,
+        is_terminated: bool,
+        survival: Sequence[float] | None = None,
+        num_generated_tokens: int = 0,
+    ) -> None:
+        """Update from one completed round; width-one rounds (no drafts) supply nothing."""
+        history = self.history(source)
+        history.age(num_generated_tokens)
+        if num_offered_drafts <= 0:
+            return
+        if survival is not None:
+            for depth, value in enumerate(survival[:num_offered_drafts], start=1):
+                history.observe(depth, min(1.0, max(0.0, float(value))))
+            return
+        for depth in range(1, num_accepted_drafts + 1):
+            history.observe(depth, 1.0)
+        if is_terminated:
+            return
+        for depth in range(num_accepted_drafts + 1, num_offered_drafts + 1):
+            history.observe(depth, 0.0)
+
+
+def expected_output(survivals: Sequence[float], query_length: int, alpha: float) -> float:
+    """1 + sum(s_1..s_(q-1)) with each s raised to alpha."""
+    total = 1.0
+    for s in survivals[: max(0, query_length - 1)]:
+        total += s**alpha
+    return total

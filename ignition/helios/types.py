@@ -1,0 +1,235 @@
+"""Plain data that crosses the scheduler's boundary: requests, plans, completions.
+
+Everything here is immutable so that a plan, once returned by ``plan()``, can be
+committed later (or never) without the scheduler's state leaking into it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ignition.components.catalog import Descriptor, GraphKind
+
+
+class SchedulerError(ValueError):
+    """A rejected scheduler call; the scheduler's state is unchanged."""
+
+
+@dataclass(frozen=True, order=True)
+class RequestHandle:
+    """A request slot plus the generation that owns it; slot reuse bumps the generation,
+    so a cancelled handle can never be confused with its slot's next owner."""
+
+    slot: int
+    generation: int
+
+
+@dataclass(frozen=True, order=True)
+class Fence:
+    """Identity of one submitted frame; fences are committed in increasing order."""
+
+    value: int
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """What admission needs to know about a request.
+
+    ``message_endpoints`` are prompt positions where a message ends (exploration stops
+    there); ``image_spans`` are atomic ``[start, end)`` placeholder spans that no prefill
+    chunk may split. ``acceptance_prior`` preseeds per-depth acceptance means.
+    """
+
+    num_prompt_tokens: int
+    max_output_tokens: int
+    context_capacity: int = 1 << 20
+    message_endpoints: tuple[int, ...] = ()
+    image_spans: tuple[tuple[int, int], ...] = ()
+    proposal_source: str = "mtp"
+    acceptance_prior: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.num_prompt_tokens < 1:
+            raise SchedulerError(f"num_prompt_tokens = {self.num_prompt_tokens}: must be >= 1")
+        if self.max_output_tokens < 1:
+            raise SchedulerError(f"max_output_tokens = {self.max_output_tokens}: must be >= 1")
+        if self.context_capacity < self.num_prompt_tokens + 1:
+            raise SchedulerError(
+                f"context_capacity = {self.context_capacity}: below prompt + one output token"
+            )
+        for start, end in self.image_spans:
+            if not 0 <= start < end <= self.num_prompt_tokens:
+                raise SchedulerError(f"image span ({start}, {end}) outside the prompt")
+        for p in self.acceptance_prior:
+            if not (math.isfinite(p) and 0.0 <= p <= 1.0):
+                raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Execution resources the scheduler hands out: request slots and KV pages."""
+
+    num_request_slots: int = 64
+    num_pages: int = 1 << 16
+    page_size_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.num_request_slots <= 64:
+            raise SchedulerError(
+                f"num_request_slots = {self.num_request_slots}: selection is bounded to 64"
+            )
+        if self.num_pages < 1 or self.page_size_tokens < 1:
+            raise SchedulerError("num_pages and page_size_tokens must be positive")
+
+
+class LaneRole(StrEnum):
+    PROMPT = "prompt"
+    DECODE = "decode"
+
+
+class SelectionReason(StrEnum):
+    ORDINARY = "ordinary"
+    DISCOVERY = "discovery"
+    STALE = "stale"
+
+
+@dataclass(frozen=True)
+class LaneWork:
+    """The logical work of one lane, frozen at plan time.
+
+    ``query_length`` is the host-fixed target rows (pending token + drafts) for
+    ``query_length`` programs, and the device ceiling for ``speculative_prefix_limit``
+    programs. ``max_advance_tokens`` bounds committed output so queued frames keep
+    output limits and positions honest.
+    """
+
+    handle: RequestHandle
+    epoch: int
+    role: LaneRole
+    num_prompt_tokens: int
+    query_length: int
+    expected_output_tokens: float
+    expected_deliveries: float
+    max_advance_tokens: int
+    reserved_tokens: int
+    value: float
+
+    @property
+    def completes_prompt(self) -> bool:
+        return self.role is LaneRole.PROMPT and self.max_advance_tokens > 0
+
+
+@dataclass(frozen=True)
+class ScheduledPlan:
+    """A frozen selection: physical shape, logical lane work, epochs, duration, score."""
+
+    descriptor: Descriptor
+    lanes: tuple[LaneWork, ...]
+    prompt_row: int
+    estimated_duration_ns: int
+    observation_age_ns: int
+    value_rate: float
+    log_scale: float
+    reason: SelectionReason
+    requires_empty_window: bool
+    planned_start_ns: int
+    decision_ns: int
+    exploration_credit: float = 0.0
+
+    @property
+    def kind(self) -> GraphKind:
+        return self.descriptor.kind
+
+    @property
+    def expected_end_ns(self) -> int:
+        return self.planned_start_ns + self.estimated_duration_ns
+
+    def selection_value_rate(self) -> float:
+        """The scaled score; multiply by exp(-selection_log_scale()) for value units."""
+        return self.value_rate
+
+    def selection_log_scale(self) -> float:
+        return self.log_scale
+
+    def lane_of(self, handle: RequestHandle) -> LaneWork | None:
+        for lane in self.lanes:
+            if lane.handle == handle:
+                return lane
+        return None
+
+
+@dataclass(frozen=True)
+class CompletionRecord:
+    """What the device reports for one lane.
+
+    ``num_verified_tokens`` is the device's allocation for ``speculative_prefix_limit``
+    programs (0 when the host fixed the lengths). ``is_finished`` marks validated
+    termination (stop token or stop sequence); output limits finish a request anyway.
+    """
+
+    handle: RequestHandle
+    num_prompt_tokens: int = 0
+    token_ids: tuple[int, ...] = ()
+    is_finished: bool = False
+    num_verified_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ExecutionTiming:
+    """``device_ns``: the maximum rank-local replay interval (0 = missing);
+    ``wall_ns``: host dispatch through observed completion; ``readiness_stall_ns``:
+    exposed embedding-delivery delay removed from cost samples only."""
+
+    device_ns: int
+    wall_ns: int = 0
+    readiness_stall_ns: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.device_ns, self.wall_ns, self.readiness_stall_ns) < 0:
+            raise SchedulerError("execution timing intervals must be nonnegative")
+
+
+@dataclass(frozen=True)
+class ConfidenceSidecar:
+    """The FP32 sidecar of a confidence-producing program, shape [2, request_slots, D].
+
+    Plane 0 holds joint prefix probabilities (what the device allocated by); plane 1
+    holds per-position conditional confidences. Only rank zero's copy drives the host.
+    """
+
+    planes: tuple[tuple[tuple[float, ...], ...], tuple[tuple[float, ...], ...]]
+
+    def joint_prefix(self, lane_index: int) -> tuple[float, ...]:
+        return self.planes[0][lane_index]
+
+
+@dataclass(frozen=True)
+class GeneratedToken:
+    handle: RequestHandle
+    token_id: int
+    output_index: int
+    fence: Fence
+    is_last: bool = False
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One committed plan, as the decision trace reports it."""
+
+    fence: int
+    time_ns: int
+    kind: str
+    batch_capacity: int
+    proposal_depth: int
+    token_capacity: int
+    packed_capacity: int
+    prefill_capacity: int
+    lanes: tuple[dict, ...] = field(default_factory=tuple)
+    estimated_duration_ns: int = 0
+    observation_age_ns: int = -1
+    value_rate: float = 0.0
+    log_scale: float = 0.0
+    reason: str = SelectionReason.ORDINARY.value
+    exploration_credit: float = 0.0

@@ -1,0 +1,236 @@
+"""Value arithmetic: lane values, the value-rate objective and candidate ranking.
+
+For a ready inference graph of duration T (ms), selection maximizes
+
+    (sum of expected priced token and delivery service
+     + sum over served decoders of c * sigma_i * (A_i + T)) / T
+    - T / 2 * sum over active decoders of c.
+
+All values of one decision carry a common positive scale (``log_scale``) so a
+long-starved request's large price stays representable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ignition.components.catalog import Descriptor
+from ignition.helios.cost import Freshness
+from ignition.helios.service import Prices
+from ignition.helios.types import LaneRole, RequestHandle
+
+RELATIVE_TIE = 1e-9
+
+
+@dataclass(slots=True)
+class LaneView:
+    """A request as one decision sees it: projected to the queue's expected end.
+
+    Treated as immutable; not frozen only because frozen construction is slow and
+    every decision builds one per request.
+    """
+
+    handle: RequestHandle
+    epoch: int
+    is_decoder: bool
+    prompt_position: int
+    num_prompt_tokens: int
+    remaining_output: int
+    remaining_context: int
+    prices: Prices  # already scaled
+    age_ms: float
+    last_served_seq: int
+    survivals: tuple[float, ...] = ()
+    forecast: tuple[float, ...] = ()
+    message_endpoints: tuple[int, ...] = ()
+    image_spans: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def slot(self) -> int:
+        return self.handle.slot
+
+    @property
+    def remaining_prompt(self) -> int:
+        return self.num_prompt_tokens - self.prompt_position
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Quantities shared by every candidate of one decision (already scaled)."""
+
+    age_price: float  # c, scaled
+    sigma_ms: float | None
+    num_active_decoders: int
+    alpha: float
+    log_scale: float
+
+    def age_value(self, age_ms: float, duration_ms: float) -> float:
+        if self.sigma_ms is None or self.age_price == 0:
+            return 0.0
+        return self.age_price * self.sigma_ms * (age_ms + duration_ms)
+
+    def waiting_cost(self, duration_ms: float) -> float:
+        return duration_ms / 2.0 * self.age_price * self.num_active_decoders
+
+
+@dataclass(slots=True)
+class LanePick:
+    view: LaneView
+    role: LaneRole
+    num_prompt_tokens: int = 0
+    query_length: int = 1
+    expected_output: float = 0.0
+    expected_deliveries: float = 0.0
+    max_advance: int = 0
+    reserved_tokens: int = 0
+    value: float = 0.0
+
+
+@dataclass(slots=True, eq=False)
+class Candidate:
+    """One graph with its best cohort. Lanes are built lazily: most candidates lose, and
+    ranking needs only their value, lane count and logical-work identity."""
+
+    descriptor: Descriptor
+    duration_ns: int
+    freshness: Freshness
+    total_value: float
+    num_lanes: int
+    work_key: tuple
+    build: Callable[[], tuple[list[LanePick], int]]
+    score: float = 0.0
+    exploration_credit: float = 0.0
+    built: tuple[list[LanePick], int] | None = None
+
+    @property
+    def lanes(self) -> list[LanePick]:
+        if self.built is None:
+            self.built = self.build()
+        return self.built[0]
+
+    @property
+    def prompt_row(self) -> int:
+        if self.built is None:
+            self.built = self.build()
+        return self.built[1]
+
+    @property
+    def is_indeterminate(self) -> bool:
+        return self.freshness is Freshness.UNKNOWN
+
+    @property
+    def duration_ms(self) -> float:
+        return self.duration_ns / 1e6
+
+    def physical_padding(self) -> int:
+        d = self.descriptor
+        rows = sum(lane.query_length if lane.role is LaneRole.DECODE else 0 for lane in self.lanes)
+        prompt = sum(lane.num_prompt_tokens for lane in self.lanes)
+        capacity = d.packed_capacity + d.prefill_capacity
+        return max(0, capacity - rows - prompt) + (d.batch_capacity - len(self.lanes))
+
+
+def consumable_tokens(view: LaneView, capacity: int) -> int:
+    """Prompt tokens one row of ``capacity`` can consume: prompt length and atomic image
+    spans restrict the logical work (a span never splits across chunks)."""
+    start = view.prompt_position
+    end = min(view.num_prompt_tokens, start + capacity)
+    for span_start, span_end in view.image_spans:
+        if span_start < end < span_end:
+            end = span_start
+    return max(0, end - start)
+
+
+def tokens_to_endpoint(view: LaneView) -> int:
+    """Tokens up to the next message endpoint or the prompt end."""
+    start = view.prompt_position
+    later = [e for e in view.message_endpoints if e > start]
+    return min([*later, view.num_prompt_tokens]) - start
+
+
+def prompt_lane(view: LaneView, num_tokens: int) -> LanePick:
+    """A prefill row earns its consumed tokens and at most one output token."""
+    completes = view.prompt_position + num_tokens >= view.num_prompt_tokens
+    value = view.prices.prefill_token * num_tokens
+    if completes:
+        value += view.prices.output_token
+    return LanePick(
+        view=view,
+        role=LaneRole.PROMPT,
+        num_prompt_tokens=num_tokens,
+        query_length=0,
+        expected_output=1.0 if completes else 0.0,
+        expected_deliveries=0.0,
+        max_advance=1 if completes else 0,
+        reserved_tokens=num_tokens + (1 if completes else 0),
+        value=value,
+    )
+
+
+def decode_lane(
+    view: LaneView,
+    decision: Decision,
+    duration_ms: float,
+    query_length: int,
+    expected_output: float,
+    reserved_tokens: int,
+) -> LanePick:
+    value = (
+        view.prices.output_token * expected_output
+        + view.prices.delivery
+        + decision.age_value(view.age_ms, duration_ms)
+    )
+    return LanePick(
+        view=view,
+        role=LaneRole.DECODE,
+        query_length=query_length,
+        expected_output=expected_output,
+        expected_deliveries=1.0,
+        max_advance=query_length,
+        reserved_tokens=reserved_tokens,
+        value=value,
+    )
+
+
+def finish(candidate: Candidate, decision: Decision) -> Candidate:
+    """Score a candidate; an unknown duration scores its work optimistically."""
+    if candidate.is_indeterminate:
+        candidate.score = candidate.total_value
+    else:
+        t = candidate.duration_ms
+        candidate.score = candidate.total_value / t - decision.waiting_cost(t)
+    return candidate
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= RELATIVE_TIE * max(1.0, abs(a), abs(b))
+
+
+def compare(a: Candidate, b: Candidate) -> int:
+    """Negative when ``a`` ranks before ``b``.
+
+    Indeterminate before determinate; then value; equal values prefer shorter known
+    time, more served requests, less recently used requests, smaller padding.
+    """
+    if a.is_indeterminate != b.is_indeterminate:
+        return -1 if a.is_indeterminate else 1
+    if not _close(a.score, b.score):
+        return -1 if a.score > b.score else 1
+    if a.duration_ns != b.duration_ns and not (a.is_indeterminate and b.is_indeterminate):
+        return -1 if a.duration_ns < b.duration_ns else 1
+    if a.num_lanes != b.num_lanes:
+        return -1 if a.num_lanes > b.num_lanes else 1
+    recency_a = sorted((lane.view.last_served_seq for lane in a.lanes), reverse=True)
+    recency_b = sorted((lane.view.last_served_seq for lane in b.lanes), reverse=True)
+    if recency_a != recency_b:
+        return -1 if recency_a < recency_b else 1
+    pad_a, pad_b = a.physical_padding(), b.physical_padding()
+    if pad_a != pad_b:
+        return -1 if pad_a < pad_b else 1
+    return 0
+
+
+def lane_order_key(view: LaneView, value: float) -> tuple[float, int, int]:
+    """Highest value first; equal values prefer less recently served, then lower slot."""
+    return (-value, view.last_served_seq, view.slot)

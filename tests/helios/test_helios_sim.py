@@ -1,0 +1,114 @@
+"""The simulator drives the real Scheduler; the seed's startup traces hold on its catalog."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ignition.helios.scenario import ScenarioError, load_scenario, scenario_from_dict
+from ignition.helios.sim import main, simulate
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+STARTUP = yaml.safe_load((SCENARIOS / "startup.yaml").read_text())
+
+
+def startup(num_requests: int, accepted: int, preseeded: bool) -> dict:
+    data = copy.deepcopy(STARTUP)
+    acceptance = [1.0] * accepted + [0.0] * (7 - accepted)
+    data["requests"] = [
+        {
+            "count": num_requests,
+            "prompt_tokens": 64,
+            "output_tokens": 4000,
+            "acceptance": acceptance,
+            "acceptance_prior": acceptance if preseeded else [],
+        }
+    ]
+    return simulate(scenario_from_dict(data))
+
+
+def delivered_between(request: dict, start_ms: float, end_ms: float) -> int:
+    return sum(n for t, n in request["deliveries"] if start_ms < t <= end_ms)
+
+
+CASES = [(n, a, p) for n in (5, 16) for a in (0, 3, 7) for p in (False, True)]
+
+
+@pytest.mark.parametrize(("num_requests", "accepted", "preseeded"), CASES)
+def test_startup_trace_bounds(num_requests, accepted, preseeded):
+    report = startup(num_requests, accepted, preseeded)
+    requests = report["requests"]
+    assert all(r["first_output_ms"] is not None and r["first_output_ms"] <= 100 for r in requests)
+    for r in requests:
+        times = [t for t, _ in r["deliveries"]]
+        assert max(b - a for a, b in itertools.pairwise(times)) < 150
+    started = max(r["first_output_ms"] for r in requests)
+    later = [e["time_ns"] / 1e6 for e in report["trace"] if e["time_ns"] / 1e6 >= started]
+    assert len(later) > 100
+    end = later[100]
+    progress = [delivered_between(r, started, end) for r in requests]
+    assert min(progress) > 0
+    assert max(progress) - min(progress) <= 8
+
+
+def test_the_report_has_requests_graphs_totals_and_the_decision_trace():
+    report = startup(5, 3, False)
+    json.dumps(report)
+    assert {"requests", "graphs", "totals", "trace"} <= set(report)
+    entry = report["trace"][0]
+    for key in (
+        "time_ns",
+        "kind",
+        "batch_capacity",
+        "proposal_depth",
+        "token_capacity",
+        "packed_capacity",
+        "prefill_capacity",
+        "lanes",
+        "estimated_duration_ns",
+        "observation_age_ns",
+        "value_rate",
+        "log_scale",
+        "reason",
+        "exploration_credit",
+    ):
+        assert key in entry
+    executions = sum(g["executions"] for g in report["graphs"])
+    in_flight = len(report["trace"]) - executions
+    assert 0 <= in_flight <= 2
+
+
+def test_a_recipe_catalog_discovers_its_graphs_and_finishes_every_request():
+    report = simulate(load_scenario(SCENARIOS / "h200-mixed.yaml"))
+    assert all(r["finish_ms"] is not None for r in report["requests"])
+    reasons = {e["reason"] for e in report["trace"]}
+    assert "discovery" in reasons and "ordinary" in reasons
+
+
+def test_the_command_prints_json(capsys):
+    assert main(["--scenario", str(SCENARIOS / "startup.yaml"), "--json"]) == 0
+    assert "requests" in json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key"),
+    [
+        (lambda d: d["requests"][0].pop("prompt_tokens"), "requests[0].prompt_tokens"),
+        (lambda d: d.update(colour="red"), "scenario.colour"),
+        (lambda d: d["requests"][0].update(acceptance=[1.5]), "requests[0].acceptance[0]"),
+        (lambda d: d["durations"]["formula"].update(decode={"slope": 1}), "formula.decode.slope"),
+        (lambda d: d["catalog"]["grid"].update(vision={}), "catalog.grid.vision"),
+        (lambda d: d.update(end_ms="soon"), "scenario.end_ms"),
+        (lambda d: d.update(policy={"preset": "fast"}), "policy"),
+    ],
+)
+def test_a_malformed_scenario_fails_naming_the_key(mutate, key):
+    data = copy.deepcopy(STARTUP)
+    mutate(data)
+    with pytest.raises(ScenarioError, match=key.replace("[", r"\[").replace("]", r"\]")):
+        scenario_from_dict(data)
