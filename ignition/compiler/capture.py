@@ -89,6 +89,10 @@ class PreparedProgram:
     def run(self) -> Tree:
         if self.graph is not None:
             self.graph.replay()
+        elif self.outputs is None:
+            # Eager programs allocate their output buffers on the first run, so loading a
+            # catalog on CPU costs no warm-up; later runs write into the same buffers.
+            self.outputs = map_tensors(self.fn(self.inputs), lambda t: t.clone())
         else:
             copy_into(self.outputs, self.fn(self.inputs))
         return self.outputs
@@ -109,12 +113,11 @@ class GraphCapturer:
         self._pool: Any = None
 
     def prepare(self, name: str, fn: Callable[[Tree], Tree], inputs: Tree) -> PreparedProgram:
-        """Warm up, then capture (CUDA) or keep the eager function (CPU)."""
+        """Warm up and capture (CUDA), or keep the eager function (CPU, no warm-up)."""
+        if not self.use_graphs:
+            return PreparedProgram(name, fn, inputs, outputs=None)
         with torch.no_grad():
-            outputs = fn(inputs)  # warm-up, and the eager program's output buffers
-            if not self.use_graphs:
-                outputs = map_tensors(outputs, lambda t: t.clone())
-                return PreparedProgram(name, fn, inputs, outputs)
+            fn(inputs)  # warm-up outside the graph: allocator and autotuning side effects
             torch.cuda.synchronize(self.device)
             before = torch.cuda.memory_reserved(self.device)
             graph = torch.cuda.CUDAGraph()

@@ -19,6 +19,7 @@ the last submitted fence.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from ignition.helios import (
     ExecutionTiming,
     Fence,
     GeneratedToken,
+    LaneRole,
     RequestHandle,
     RequestSpec,
     ScheduledPlan,
@@ -42,6 +44,7 @@ from ignition.runtime.requests import GenerationRequest, QueueFullError, Request
 from ignition.runtime.stats import EngineStats
 
 Sink = Callable[[StreamChunk], None]
+log = logging.getLogger("ignition.engine")
 
 
 @dataclass
@@ -175,8 +178,12 @@ class Engine:
             except SchedulerError:
                 break  # needs an empty window: drain the queue, then replan
             self._next_fence += 1
-            pending = self.worker.launch(plan, fence, self.live)
-            self._inflight.append(_Inflight(fence, plan, pending))
+            try:
+                pending = self.worker.launch(plan, fence, self.live)
+            except Exception as err:  # a failed frame fails its requests, not the server
+                self._fail_frame(fence, plan, err)
+            else:
+                self._inflight.append(_Inflight(fence, plan, pending))
             progressed = True
         if self._inflight:
             self._complete_oldest()
@@ -244,7 +251,11 @@ class Engine:
 
     def _complete_oldest(self) -> None:
         frame = self._inflight.popleft()
-        result = self.worker.wait(frame.pending)
+        try:
+            result = self.worker.wait(frame.pending)
+        except Exception as err:
+            self._fail_frame(frame.fence, frame.plan, err)
+            return
         self.scheduler.advance_to(self._now_ns())
         kind = frame.plan.descriptor.kind.value
         self.stats.record_execution(kind, result.timing.device_ns)
@@ -274,6 +285,34 @@ class Engine:
         self._publish(frame.fence, tokens, result.records)
         for listener in self.frame_listeners:
             listener(frame.plan, result)
+
+    def _fail_frame(self, fence: Fence, plan: ScheduledPlan, err: Exception) -> None:
+        """End every request of a frame that could not execute, then retire the frame.
+
+        The requests are cancelled first, so Helios accepts records without tokens for
+        them; zero device time records no cost observation.
+        """
+        message = f"{plan.descriptor.name} failed: {type(err).__name__}: {err}"
+        log.error("fence %d: %s", fence.value, message, exc_info=err)
+        for lane in plan.lanes:
+            live = self.live.get(lane.handle)
+            if live is not None and not live.is_done:
+                self._finish(live, "error", notify_scheduler=True, error=message)
+        records = tuple(
+            CompletionRecord(
+                lane.handle, lane.num_prompt_tokens if lane.role is LaneRole.PROMPT else 0
+            )
+            for lane in plan.lanes
+        )
+        timing = ExecutionTiming(device_ns=0)
+        d = plan.descriptor
+        if d.is_device_allocated and d.proposal_depth > 0:
+            empty = tuple((0.0,) * d.proposal_depth for _ in plan.lanes)
+            self.scheduler.complete_packed_round(
+                fence, records, timing, ConfidenceSidecar(planes=(empty, empty))
+            )
+        else:
+            self.scheduler.complete(fence, records, timing)
 
     def _reap(self) -> None:
         """Free worker state of finished requests once no submitted frame uses them."""
@@ -325,9 +364,13 @@ class Engine:
         if text:
             self.scheduler.published_output(live.handle, fence)
 
-    def _finish(self, live: LiveRequest, reason: str, notify_scheduler: bool) -> None:
+    def _finish(
+        self, live: LiveRequest, reason: str, notify_scheduler: bool, error: str | None = None
+    ) -> None:
         live.is_done = True
         if notify_scheduler:
             self.scheduler.cancel(live.handle)
         self.stats.record_finished(reason)
-        live.sink(StreamChunk("", (), len(live.prompt_ids), len(live.output_ids), reason))
+        live.sink(
+            StreamChunk("", (), len(live.prompt_ids), len(live.output_ids), reason, error)
+        )

@@ -61,7 +61,8 @@ class StreamChunk:
     """One published burst: visible text, its token ids, and running usage counts.
 
     ``finish_reason`` is set on the last chunk: ``stop`` (end of sequence or a stop
-    string), ``length`` (max_tokens or context), ``abort`` (cancelled).
+    string), ``length`` (max_tokens or context), ``abort`` (cancelled) or ``error``
+    (execution failed; ``error`` says why, and no other request is affected).
     """
 
     text: str
@@ -69,3 +70,4 @@ class StreamChunk:
     num_prompt_tokens: int
     num_output_tokens: int
     finish_reason: str | None = None
+    error: str | None = None

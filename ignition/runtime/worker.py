@@ -140,7 +140,7 @@ class ModelWorker:
             end = start + len(chunk)
             next_token = live.prompt_ids[end] if end < len(live.prompt_ids) else -1
             self._prompt_cursor[lane.handle] = end
-            self.resources.reserve(slot, end, lookahead=1 + d.proposal_depth + d.token_capacity)
+            self.resources.reserve(slot, end, lookahead=1)
             self._bind_prompt(program, row, slot, chunk, next_token)
             return
         self.resources.advance(slot, lane.query_length, lookahead=d.proposal_depth + 1)

@@ -158,7 +158,7 @@ def create_app(engine: EngineClient) -> FastAPI:
         result = await _collect_or_cancel(raw, _collect(request, stream, relay, chat, body.model))
         if result is None:
             return Response(status_code=499)
-        return JSONResponse(result)
+        return JSONResponse(result, status_code=500 if "error" in result else 200)
 
     def _build_request(
         body: CompletionRequest | ChatCompletionRequest, prompt_ids: list[int], chat: bool
@@ -250,6 +250,8 @@ async def _collect(request, rest, relay, chat: bool, model: str | None) -> dict[
         text += chunk.text
         finish = chunk.finish_reason or finish
         last = chunk
+    if last is not None and last.error:
+        return error_body(last.error, "server_error")
     num_prompt = last.num_prompt_tokens if last else len(request.prompt_ids)
     num_output = last.num_output_tokens if last else 0
     return {
@@ -285,6 +287,9 @@ async def _sse(request, rest, relay, chat: bool, include_usage: bool, model):
     last = None
     async for chunk in _chunks(rest, relay):
         last = chunk
+        if chunk.error:
+            yield f"data: {json.dumps(error_body(chunk.error, 'server_error'))}\n\n"
+            break
         if not chunk.text and chunk.finish_reason is None:
             continue
         payload = {**base, "choices": [_choice(chat, chunk.text, chunk.finish_reason, True)]}

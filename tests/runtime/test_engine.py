@@ -122,3 +122,25 @@ def test_mixed_programs_serve_a_prompt_beside_decoders():
     assert a[-1].finish_reason == b[-1].finish_reason == "length"
     assert text_of(b) == Letters().decode(expected_tokens([7] * 700, 3, stop_at_eos=False))
     assert set(worker.frames) >= {"prefill", "decode"}
+
+
+def test_a_failing_frame_fails_its_requests_and_the_engine_goes_on():
+    engine, worker = make_engine()
+    real_launch = worker.launch
+    calls = {"n": 0}
+
+    def flaky_launch(plan, fence, live):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("device fault")
+        return real_launch(plan, fence, live)
+
+    worker.launch = flaky_launch
+    failed = submit(engine, "a", [1, 2, 3], max_tokens=4, ignore_eos=True)
+    engine.run_until_idle()
+    later = submit(engine, "b", [1, 2, 3], max_tokens=4, ignore_eos=True)
+    engine.run_until_idle()
+    assert failed[-1].finish_reason == "error"
+    assert "device fault" in failed[-1].error
+    assert later[-1].finish_reason == "length"
+    assert engine.stats.snapshot().finished_by_reason == {"error": 1, "length": 1}

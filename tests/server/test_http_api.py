@@ -248,3 +248,32 @@ def test_models_health_and_metrics():
     assert "flare_speculative_draft_tokens_total 3.0" in text
     assert 'flare_speculative_accepted_tokens_per_position_total{position="2"} 1.0' in text
     assert "flare_time_to_first_token_seconds_count 1.0" in text
+
+
+class FailingEngine(ScriptedEngine):
+    """The frame serving this request fails after two chunks."""
+
+    async def _stream(self, request: GenerationRequest):
+        yield StreamChunk("one ", (1,), 1, 1)
+        yield StreamChunk("", (), 1, 1, "error", "decode-b1 failed: RuntimeError: boom")
+
+
+def test_a_failed_request_is_a_500_with_the_reason():
+    async def go():
+        async with client(FailingEngine()) as c:
+            return await c.post("/v1/completions", json={"prompt": "x"})
+
+    r = run(go())
+    assert r.status_code == 500
+    assert r.json()["error"]["type"] == "server_error"
+    assert "boom" in r.json()["error"]["message"]
+
+
+def test_a_failed_stream_ends_with_an_error_event_and_done():
+    async def go():
+        async with client(FailingEngine()) as c:
+            return await c.post("/v1/completions", json={"prompt": "x", "stream": True})
+
+    lines = [line for line in run(go()).text.split("\n") if line]
+    assert lines[-1] == "data: [DONE]"
+    assert "boom" in json.loads(lines[-2][6:])["error"]["message"]

@@ -1,0 +1,292 @@
+"""A real `ignition serve` process, four request slots, a 4096-token prefill capacity.
+
+For ordinary, fixed-width and adaptive speculative execution the server must give
+complete responses for concurrent long prompts, two and four decode streams, a long
+prompt arriving during decode, short/long prompt contention, and cancellation followed
+by slot reuse. Each test prints actual prompt/output token counts, client SSE arrival
+gaps and the server's graph-counter deltas. SSE gaps are not GPU execution times.
+
+The model is a small random checkpoint: requests set ``ignore_eos`` so that output
+lengths are exact whatever the weights sample.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.checkpoints import write_test_checkpoint
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+LONG_PROMPT = "def handler(request):\n    return request.args\n" * 170  # > 3000 tokens
+SHORT_PROMPT = "import os\n"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    checkpoint = write_test_checkpoint(tmp_path_factory.mktemp("checkpoint"))
+    out = tmp_path_factory.mktemp("bundle")
+    command = [
+        sys.executable,
+        "-m",
+        "ignition.cli",
+        "build",
+        "--recipe",
+        "qwen3.8-flash",
+        "--mixed-prefill",
+        "--weights",
+        str(checkpoint),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+    ]
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module", params=["off", "fixed", "adaptive"])
+def server(request, bundle):
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "ignition.cli",
+        "serve",
+        "--artifacts",
+        str(bundle),
+        "--port",
+        str(port),
+        "--speculation",
+        request.param,
+        "--threads",
+        "1",
+        "--max-context",
+        "6144",
+    ]
+    log = open(bundle / f"server-{request.param}.log", "w")  # noqa: SIM115
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"server exited: {(bundle / f'server-{request.param}.log').read_text()}"
+            )
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    else:
+        process.kill()
+        raise RuntimeError("server did not become healthy")
+    print(f"\n[{request.param}] server on {url}")
+    yield url, request.param
+    process.terminate()
+    process.wait(timeout=30)
+    log.close()
+
+
+def graph_counters(url: str) -> dict[str, float]:
+    text = httpx.get(f"{url}/metrics").text
+    pattern = r'^flare_scheduler_executions_total\{kind="(\w+)"\} ([0-9.e+]+)$'
+    return {kind: float(v) for kind, v in re.findall(pattern, text, re.M)}
+
+
+def counter(url: str, name: str) -> float:
+    match = re.search(rf"^{name} ([0-9.e+]+)$", httpx.get(f"{url}/metrics").text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def report(label: str, url: str, before: dict[str, float], results: list[dict]) -> None:
+    after = graph_counters(url)
+    delta = {k: int(after.get(k, 0) - before.get(k, 0)) for k in after}
+    for r in results:
+        gaps = r.get("gaps_ms", [])
+        gap_text = f" max SSE gap {max(gaps):.1f} ms" if gaps else ""
+        print(
+            f"  {label}: prompt={r['prompt_tokens']} output={r['completion_tokens']}"
+            f" finish={r['finish_reason']}{gap_text}"
+        )
+    print(f"  {label}: graph executions {delta}")
+
+
+def stream_completion(url: str, prompt: str, max_tokens: int, cancel_after: int | None = None):
+    """One streamed completion; returns counts, text and client-side SSE arrival gaps."""
+    payload = {
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream_options": {"include_usage": True},
+    }
+    text, gaps, last, finish, usage, events = "", [], None, None, None, 0
+    with httpx.stream("POST", f"{url}/v1/completions", json=payload, timeout=300) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            now = time.monotonic()
+            if last is not None:
+                gaps.append((now - last) * 1000)
+            last = now
+            if line == "data: [DONE]":
+                break
+            event = json.loads(line[6:])
+            if event.get("usage"):
+                usage = event["usage"]
+            for choice in event["choices"]:
+                text += choice["text"]
+                finish = choice["finish_reason"] or finish
+            events += 1
+            if cancel_after is not None and events >= cancel_after:
+                return {
+                    "prompt_tokens": -1,
+                    "completion_tokens": events,
+                    "text": text,
+                    "finish_reason": "client-cancelled",
+                    "gaps_ms": gaps,
+                }
+    return {
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+        "text": text,
+        "finish_reason": finish,
+        "gaps_ms": gaps,
+    }
+
+
+def complete(url: str, prompt: str, max_tokens: int) -> dict:
+    response = httpx.post(
+        f"{url}/v1/completions",
+        timeout=300,
+        json={"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0},
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    return {
+        **body["usage"],
+        "finish_reason": body["choices"][0]["finish_reason"],
+        "text": body["choices"][0]["text"],
+    }
+
+
+def test_concurrent_long_prompts_complete(server):
+    url, mode = server
+    before = graph_counters(url)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda p: complete(url, p, 8), [LONG_PROMPT, LONG_PROMPT + "x"]))
+    report(f"{mode} long prompts", url, before, results)
+    for r in results:
+        assert r["prompt_tokens"] > 3000
+        assert r["completion_tokens"] == 8 and r["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("num_streams", [2, 4])
+def test_decode_streams_complete(server, num_streams):
+    url, mode = server
+    before = graph_counters(url)
+    prompts = [f"{SHORT_PROMPT}# stream {i}\n" for i in range(num_streams)]
+    with ThreadPoolExecutor(num_streams) as pool:
+        results = list(pool.map(lambda p: stream_completion(url, p, 24), prompts))
+    report(f"{mode} {num_streams} streams", url, before, results)
+    for r in results:
+        assert r["completion_tokens"] == 24 and r["finish_reason"] == "length"
+
+
+def test_long_prompt_arriving_during_decode_completes(server):
+    url, mode = server
+    before = graph_counters(url)
+    with ThreadPoolExecutor(3) as pool:
+        streams = [pool.submit(stream_completion, url, f"{SHORT_PROMPT}{i}", 40) for i in range(2)]
+        time.sleep(0.5)
+        late = pool.submit(complete, url, LONG_PROMPT, 6)
+        results = [f.result() for f in streams] + [late.result()]
+    report(f"{mode} long prompt during decode", url, before, results)
+    assert [r["completion_tokens"] for r in results] == [40, 40, 6]
+
+
+def test_short_and_long_prompts_contend_and_both_complete(server):
+    url, mode = server
+    before = graph_counters(url)
+    with ThreadPoolExecutor(2) as pool:
+        long = pool.submit(stream_completion, url, LONG_PROMPT, 12)
+        short = pool.submit(stream_completion, url, SHORT_PROMPT, 12)
+        results = [long.result(), short.result()]
+    report(f"{mode} short/long contention", url, before, results)
+    assert all(r["completion_tokens"] == 12 for r in results)
+
+
+def test_cancellation_frees_the_slot_for_reuse(server):
+    url, mode = server
+    before = graph_counters(url)
+    aborted = counter(url, r'flare_requests_total\{finish_reason="abort"\}')
+    with ThreadPoolExecutor(4) as pool:
+        # Fill all four slots with long generations, then drop one client mid-stream.
+        long_runs = [
+            pool.submit(stream_completion, url, f"{SHORT_PROMPT}{i}", 400) for i in range(3)
+        ]
+        cancelled = stream_completion(url, SHORT_PROMPT, 400, cancel_after=3)
+        reused = complete(url, "x = 1\n", 5)  # needs the cancelled request's slot
+        results = [cancelled, reused] + [f.result() for f in long_runs]
+    report(f"{mode} cancel + reuse", url, before, results)
+    assert reused["completion_tokens"] == 5
+    assert all(r["completion_tokens"] == 400 for r in results[2:])
+    deadline = time.monotonic() + 10
+    while counter(url, r'flare_requests_total\{finish_reason="abort"\}') <= aborted:
+        assert time.monotonic() < deadline, "the disconnect never cancelled the request"
+        time.sleep(0.1)
+
+
+def test_the_official_openai_client_works(server):
+    url, mode = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=120)
+    models = client.models.list()
+    assert models.data[0].id == "qwen38"
+    completion = client.completions.create(
+        model="qwen38",
+        prompt=SHORT_PROMPT,
+        max_tokens=5,
+        temperature=0,
+        extra_body={"ignore_eos": True},
+    )
+    assert completion.usage.completion_tokens == 5
+    chunks = list(
+        client.chat.completions.create(
+            model="qwen38",
+            messages=[{"role": "user", "content": "hello"}],
+            max_tokens=6,
+            temperature=0,
+            stream=True,
+            extra_body={"ignore_eos": True},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].choices[0].finish_reason == "length"
+    print(f"  {mode} openai client: chat streamed {len(chunks)} chunks, {len(text)} chars")
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model="qwen38", prompt="x", max_tokens=0)
+    assert "max_tokens" in str(info.value)
