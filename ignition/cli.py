@@ -277,6 +277,21 @@ def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def _serve_options(runtime: dict[str, Any], **extra: Any):
+    """ServeOptions from the shared runtime options plus command-specific fields."""
+    from ignition.serving import ServeOptions
+
+    return ServeOptions(
+        artifacts=runtime["artifacts"],
+        speculation=runtime["speculation"],
+        mixed=not runtime["no_mixed"],
+        max_context_tokens=runtime["max_context"],
+        device=runtime["device"],
+        num_threads=runtime["threads"],
+        **extra,
+    )
+
+
 @main.command("generate")
 @runtime_options
 @click.option("--prompt", required=True, help="Prompt text.")
@@ -288,12 +303,6 @@ def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--json", "as_json", is_flag=True, help="Token ids, text and per-step timing.")
 @_fail_cleanly
 def generate_cmd(
-    artifacts: str,
-    speculation: str | None,
-    no_mixed: bool,
-    max_context: int | None,
-    device: str | None,
-    threads: int | None,
     prompt: str,
     max_tokens: int,
     temperature: float,
@@ -301,21 +310,13 @@ def generate_cmd(
     top_k: int,
     seed: int | None,
     as_json: bool,
+    **runtime: Any,
 ) -> None:
     """Generate offline through the same runtime the server uses."""
     from ignition.generate import generate_once
-    from ignition.serving import ServeOptions
 
-    options = ServeOptions(
-        artifacts=artifacts,
-        speculation=speculation,
-        mixed=not no_mixed,
-        max_context_tokens=max_context,
-        device=device,
-        num_threads=threads,
-    )
     result = generate_once(
-        options,
+        _serve_options(runtime),
         prompt,
         max_tokens=max_tokens,
         temperature=temperature,
@@ -323,23 +324,7 @@ def generate_cmd(
         top_k=top_k,
         seed=seed,
     )
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    else:
-        click.echo(result["text"])
-
-
-def _policy(
-    policy: str, terminal_value: float | None, terminal_age_price: float | None, alpha: float | None
-):
-    from ignition.helios.config import policy_from_preset
-
-    return policy_from_preset(
-        policy,
-        terminal_value=terminal_value,
-        terminal_age_price=terminal_age_price,
-        adaptive_verification_alpha=alpha,
-    )
+    click.echo(json.dumps(result, indent=2) if as_json else result["text"])
 
 
 @main.command("serve")
@@ -364,12 +349,6 @@ def _policy(
 )
 @_fail_cleanly
 def serve_cmd(
-    artifacts: str,
-    speculation: str | None,
-    no_mixed: bool,
-    max_context: int | None,
-    device: str | None,
-    threads: int | None,
     host: str,
     port: int,
     scheduler_policy: str,
@@ -377,30 +356,23 @@ def serve_cmd(
     scheduler_terminal_age_price: float | None,
     mtp_adaptive_verification_alpha: float | None,
     max_waiting: int,
+    **runtime: Any,
 ) -> None:
     """Serve the OpenAI-compatible API with the Helios scheduler."""
     from ignition.helios import SchedulerError
-    from ignition.serving import ServeOptions, serve_forever
+    from ignition.helios.config import policy_from_preset
+    from ignition.serving import serve_forever
 
     try:
-        policy = _policy(
+        policy = policy_from_preset(
             scheduler_policy,
-            scheduler_terminal_value,
-            scheduler_terminal_age_price,
-            mtp_adaptive_verification_alpha,
+            terminal_value=scheduler_terminal_value,
+            terminal_age_price=scheduler_terminal_age_price,
+            adaptive_verification_alpha=mtp_adaptive_verification_alpha,
         )
     except SchedulerError as err:
         raise _UserError(str(err)) from None
-    options = ServeOptions(
-        artifacts=artifacts,
-        speculation=speculation,
-        mixed=not no_mixed,
-        max_context_tokens=max_context,
-        policy=policy,
-        max_waiting=max_waiting,
-        device=device,
-        num_threads=threads,
-    )
+    options = _serve_options(runtime, policy=policy, max_waiting=max_waiting)
     serve_forever(options, host, port, direct=False)
 
 
@@ -415,34 +387,20 @@ def serve_cmd(
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True)
 @_fail_cleanly
-def debug_serve_cmd(
-    artifacts: str,
-    speculation: str | None,
-    no_mixed: bool,
-    max_context: int | None,
-    device: str | None,
-    threads: int | None,
-    direct: bool,
-    host: str,
-    port: int,
-) -> None:
+def debug_serve_cmd(direct: bool, host: str, port: int, **runtime: Any) -> None:
     """Serve with the diagnostic scheduler of ignition/direct (decode-round selection only)."""
-    from ignition.serving import ServeOptions, serve_forever
+    from ignition.serving import serve_forever
 
-    options = ServeOptions(
-        artifacts=artifacts,
-        speculation=speculation,
-        mixed=not no_mixed,
-        max_context_tokens=max_context,
-        device=device,
-        num_threads=threads,
-    )
-    serve_forever(options, host, port, direct=True)
+    serve_forever(_serve_options(runtime), host, port, direct=direct)
 
 
 @main.command("simulate")
-@click.option("--scenario", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Scenario YAML (see examples/scenarios/).")
+@click.option(
+    "--scenario",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Scenario YAML (see examples/scenarios/).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Per-request and per-graph report as JSON.")
 def simulate_cmd(scenario: str, as_json: bool) -> None:
     """Drive Helios against a simulated device (no model, no torch)."""

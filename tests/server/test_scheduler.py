@@ -13,20 +13,15 @@ lengths are exact whatever the weights sample.
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
-from tests.checkpoints import write_test_checkpoint
+from tests.server.conftest import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -34,79 +29,11 @@ LONG_PROMPT = "def handler(request):\n    return request.args\n" * 170  # > 3000
 SHORT_PROMPT = "import os\n"
 
 
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory) -> Path:
-    checkpoint = write_test_checkpoint(tmp_path_factory.mktemp("checkpoint"))
-    out = tmp_path_factory.mktemp("bundle")
-    command = [
-        sys.executable,
-        "-m",
-        "ignition.cli",
-        "build",
-        "--recipe",
-        "qwen3.8-flash",
-        "--mixed-prefill",
-        "--weights",
-        str(checkpoint),
-        "--out",
-        str(out),
-        "--device",
-        "cpu",
-    ]
-    subprocess.run(command, check=True, capture_output=True, timeout=600)
-    return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module", params=["off", "fixed", "adaptive"])
 def server(request, bundle):
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "ignition.cli",
-        "serve",
-        "--artifacts",
-        str(bundle),
-        "--port",
-        str(port),
-        "--speculation",
-        request.param,
-        "--threads",
-        "1",
-        "--max-context",
-        "6144",
-    ]
-    log = open(bundle / f"server-{request.param}.log", "w")  # noqa: SIM115
-    process = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"server exited: {(bundle / f'server-{request.param}.log').read_text()}"
-            )
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.25)
-    else:
-        process.kill()
-        raise RuntimeError("server did not become healthy")
-    print(f"\n[{request.param}] server on {url}")
-    yield url, request.param
-    process.terminate()
-    process.wait(timeout=30)
-    log.close()
+    with running_server(bundle, "serve", "--speculation", request.param) as url:
+        print(f"\n[{request.param}] server on {url}")
+        yield url, request.param
 
 
 def graph_counters(url: str) -> dict[str, float]:

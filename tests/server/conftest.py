@@ -1,0 +1,92 @@
+"""A built bundle of a small random checkpoint, and real server processes over it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.checkpoints import write_test_checkpoint
+
+
+@pytest.fixture(scope="session")
+def bundle(tmp_path_factory) -> Path:
+    """qwen38 with --mixed-prefill: four request slots, a 4096-token prefill capacity."""
+    checkpoint = write_test_checkpoint(tmp_path_factory.mktemp("checkpoint"))
+    out = tmp_path_factory.mktemp("bundle")
+    command = [
+        sys.executable,
+        "-m",
+        "ignition.cli",
+        "build",
+        "--recipe",
+        "qwen3.8-flash",
+        "--mixed-prefill",
+        "--weights",
+        str(checkpoint),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+    ]
+    subprocess.run(command, check=True, capture_output=True, timeout=900)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(bundle: Path, command: str, *args: str) -> Iterator[str]:
+    """Start `ignition <command>` on a free loopback port; yield its URL once healthy."""
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "ignition.cli",
+        command,
+        "--artifacts",
+        str(bundle),
+        "--port",
+        str(port),
+        "--threads",
+        "1",
+        "--max-context",
+        "6144",
+        *args,
+    ]
+    log_path = bundle / f"server-{port}.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 300
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"server exited early:\n{log_path.read_text()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError("server did not become healthy within 300 s")
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                        break
+                time.sleep(0.25)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
