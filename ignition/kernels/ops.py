@@ -1,0 +1,37 @@
+"""The public kernel ops: ``ignition.kernels.ops.<name>(...)`` dispatches per call.
+
+Each name is bound to its reference's signature and docstring (the reference is the op's
+specification); see ``dispatch`` for how the backend is chosen.
+
+Layouts: the Triton kernels take arbitrary strides except that every tensor must be contiguous
+in its last dimension (paged caches also per page and over [Hkv, Dh] for ``write_paged_kv``);
+their launchers raise ValueError naming the tensor otherwise, before touching any state. Each
+``ignition/kernels/<op>/triton.py`` also exposes ``launch_<op>(..., outputs)`` writing into
+preallocated buffers, for static-buffer programs and CUDA graphs.
+"""
+
+from __future__ import annotations
+
+from ignition.kernels.dispatch import KernelOp, register
+
+packed_paged_attention = register(KernelOp("packed_paged_attention", "paged_attention"))
+write_paged_kv = register(KernelOp("write_paged_kv", "paged_attention"))
+chunk_gated_delta_rule = register(KernelOp("chunk_gated_delta_rule", "gated_delta_rule"))
+recurrent_gated_delta_rule = register(KernelOp("recurrent_gated_delta_rule", "gated_delta_rule"))
+causal_conv1d_prefill = register(KernelOp("causal_conv1d_prefill", "causal_conv1d"))
+causal_conv1d_update = register(KernelOp("causal_conv1d_update", "causal_conv1d"))
+allocate_speculative_prefixes = register(
+    KernelOp("allocate_speculative_prefixes", "speculative_allocation")
+)
+rejection_verify = register(KernelOp("rejection_verify", "rejection_verify"))
+
+__all__ = [
+    "allocate_speculative_prefixes",
+    "causal_conv1d_prefill",
+    "causal_conv1d_update",
+    "chunk_gated_delta_rule",
+    "packed_paged_attention",
+    "recurrent_gated_delta_rule",
+    "rejection_verify",
+    "write_paged_kv",
+]
