@@ -1,0 +1,283 @@
+"""The Qwen3.8 Flash configuration, read from a Hugging Face config.json.
+
+Every dimension of the model comes from here, so the same code serves the tiny
+test checkpoint and a full-size one. Validation happens once, when the config is
+built; an error names the file, the key and the offending value so that a bad
+checkpoint fails at load rather than deep inside a matmul.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+LAYER_KINDS = ("gdn", "qsa")
+
+
+class ConfigError(ValueError):
+    """A config.json that does not describe a valid Qwen3.8 Flash model.
+
+    ``detail`` is the message without its source prefix, so a loader can re-attribute
+    an error raised while the dataclass validates itself to the file it came from.
+    """
+
+    def __init__(self, source: str, detail: str) -> None:
+        super().__init__(f"{source}: {detail}")
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """The optional vision encoder block; the encoder itself arrives later."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    patch_size: int
+    in_channels: int = 3
+
+
+@dataclass(frozen=True)
+class Qwen38Config:
+    """Every dimension of a Qwen3.8 Flash checkpoint, validated when built."""
+
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    layer_types: tuple[str, ...]
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rotary_dim: int
+    rope_theta: float
+    linear_num_heads: int
+    linear_key_head_dim: int
+    linear_value_head_dim: int
+    conv_kernel: int
+    num_experts: int
+    num_experts_per_tok: int
+    moe_intermediate_size: int
+    shared_expert_intermediate_size: int
+    hc_streams: int
+    ple_dim: int
+    mtp_num_layers: int
+    vision: VisionConfig | None
+    rms_norm_eps: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    bos_token_id: int | None = None
+    eos_token_id: int | tuple[int, ...] | None = None
+    pad_token_id: int | None = None
+    image_token_id: int | None = None
+    torch_dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def num_gdn_layers(self) -> int:
+        return sum(kind == "gdn" for kind in self.layer_types)
+
+    @property
+    def num_qsa_layers(self) -> int:
+        return sum(kind == "qsa" for kind in self.layer_types)
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the GDN depthwise conv: q, k and v side by side."""
+        heads = self.linear_num_heads
+        return heads * (2 * self.linear_key_head_dim + self.linear_value_head_dim)
+
+    @property
+    def mtp_intermediate_size(self) -> int:
+        """The MTP head's dense SwiGLU is as wide as the shared expert."""
+        return self.shared_expert_intermediate_size
+
+    def layer_slot(self, layer_index: int) -> int:
+        """Index of a layer among layers of its own kind (its row in stacked state)."""
+        kind = self.layer_types[layer_index]
+        return sum(k == kind for k in self.layer_types[:layer_index])
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["layer_types"] = list(self.layer_types)
+        if isinstance(self.eos_token_id, tuple):
+            out["eos_token_id"] = list(self.eos_token_id)
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], source: str = "<dict>") -> Qwen38Config:
+        known = {f.name for f in fields(cls)}
+        required = sorted(f.name for f in fields(cls) if f.default is MISSING)
+        for key in required:
+            if key not in raw:
+                raise ConfigError(source, f"missing key {key!r}")
+        values = {k: v for k, v in raw.items() if k in known}
+        values["layer_types"] = _as_layer_types(raw["layer_types"], source)
+        values["vision"] = _as_vision(raw["vision"], source)
+        if isinstance(values.get("eos_token_id"), list):
+            values["eos_token_id"] = tuple(values["eos_token_id"])
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(source, exc.detail) from None
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> Qwen38Config:
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(str(path), "file not found") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(str(path), f"not valid JSON ({exc})") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(str(path), f"top level must be an object, not {type(raw).__name__}")
+        return cls.from_dict(raw, source=str(path))
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> Qwen38Config:
+        """Three GDN layers then one QSA layer at hidden 64: fast enough for CPU tests."""
+        values: dict[str, Any] = dict(
+            vocab_size=128,
+            hidden_size=64,
+            num_hidden_layers=4,
+            layer_types=("gdn", "gdn", "gdn", "qsa"),
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            rotary_dim=8,
+            rope_theta=10000.0,
+            linear_num_heads=2,
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+            conv_kernel=4,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=32,
+            hc_streams=2,
+            ple_dim=8,
+            mtp_num_layers=1,
+            vision=None,
+            rms_norm_eps=1e-6,
+            max_position_embeddings=4096,
+            tie_word_embeddings=False,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+            image_token_id=3,
+        )
+        values.update(overrides)
+        if "layer_types" in overrides and "num_hidden_layers" not in overrides:
+            values["num_hidden_layers"] = len(values["layer_types"])
+        return cls.from_dict(values, source="<tiny>")
+
+
+def _as_layer_types(value: Any, source: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not value:
+        raise ConfigError(source, f"key 'layer_types' = {value!r}: must be a non-empty list")
+    for kind in value:
+        if kind not in LAYER_KINDS:
+            raise ConfigError(
+                source, f"key 'layer_types' has {kind!r}; expected one of {LAYER_KINDS}"
+            )
+    return tuple(value)
+
+
+def _as_vision(value: Any, source: str) -> VisionConfig | None:
+    if value is None or isinstance(value, VisionConfig):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfigError(source, f"key 'vision' = {value!r}: must be null or an object")
+    names = {f.name for f in fields(VisionConfig)}
+    try:
+        vision = VisionConfig(**{k: v for k, v in value.items() if k in names})
+    except TypeError as exc:
+        raise ConfigError(source, f"key 'vision' is incomplete ({exc})") from exc
+    for f in fields(VisionConfig):
+        got = getattr(vision, f.name)
+        if not isinstance(got, int) or isinstance(got, bool) or got <= 0:
+            raise ConfigError(source, f"key 'vision.{f.name}' = {got!r}: must be a positive int")
+    return vision
+
+
+_POSITIVE_INTS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "linear_num_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "conv_kernel",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "hc_streams",
+    "max_position_embeddings",
+)
+_NON_NEGATIVE_INTS = ("rotary_dim", "ple_dim", "mtp_num_layers")
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _validate(config: Qwen38Config) -> None:
+    def fail(key: str, value: Any, why: str) -> None:
+        raise ConfigError("<config>", f"key {key!r} = {value!r}: {why}")
+
+    for key in _POSITIVE_INTS:
+        value = getattr(config, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            fail(key, value, "must be a positive integer")
+    for key in _NON_NEGATIVE_INTS:
+        value = getattr(config, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            fail(key, value, "must be a non-negative integer")
+    for key in ("rope_theta", "rms_norm_eps"):
+        value = getattr(config, key)
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            fail(key, value, "must be a positive number")
+    if not isinstance(config.tie_word_embeddings, bool):
+        fail("tie_word_embeddings", config.tie_word_embeddings, "must be true or false")
+    if len(config.layer_types) != config.num_hidden_layers:
+        fail(
+            "layer_types",
+            list(config.layer_types),
+            f"has {len(config.layer_types)} entries but num_hidden_layers is "
+            f"{config.num_hidden_layers}",
+        )
+    if config.conv_kernel < 2:
+        fail("conv_kernel", config.conv_kernel, "must be at least 2 (the window keeps K - 1)")
+    if config.num_attention_heads % config.num_key_value_heads:
+        fail(
+            "num_key_value_heads",
+            config.num_key_value_heads,
+            f"must divide num_attention_heads ({config.num_attention_heads})",
+        )
+    if config.rotary_dim > config.head_dim or config.rotary_dim % 2:
+        fail("rotary_dim", config.rotary_dim, f"must be even and <= head_dim ({config.head_dim})")
+    if config.num_experts_per_tok > config.num_experts:
+        fail(
+            "num_experts_per_tok",
+            config.num_experts_per_tok,
+            f"must be <= num_experts ({config.num_experts})",
+        )
+    if config.torch_dtype not in _DTYPES:
+        fail("torch_dtype", config.torch_dtype, f"must be one of {_DTYPES}")
+    for key in ("bos_token_id", "pad_token_id", "image_token_id"):
+        value = getattr(config, key)
+        if value is not None and not (isinstance(value, int) and 0 <= value < config.vocab_size):
+            fail(key, value, f"must be null or a token id below vocab_size ({config.vocab_size})")
+    eos = config.eos_token_id
+    eos_ids = eos if isinstance(eos, tuple) else () if eos is None else (eos,)
+    for token in eos_ids:
+        if not isinstance(token, int) or not 0 <= token < config.vocab_size:
+            fail("eos_token_id", eos, f"ids must be below vocab_size ({config.vocab_size})")

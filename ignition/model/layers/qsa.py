@@ -1,0 +1,68 @@
+"""QSA: query-gated softmax attention over a paged KV cache.
+
+Grouped-query heads, RMSNorm on q and k, a partial rotary embedding and an elementwise
+output gate sigmoid(W_g x) applied to the attention output before o_proj. Every packed row,
+prompt or decode, goes through one varlen paged attention call: the row's phase is only its
+query length and cached length.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ignition.kernels import ops
+from ignition.model.config import Qwen38Config
+from ignition.model.layers.norm import RMSNorm
+from ignition.model.layers.rope import PartialRotary
+from ignition.model.packing import PackedMeta
+
+
+class QueryGatedAttention(nn.Module):
+    def __init__(self, config: Qwen38Config) -> None:
+        super().__init__()
+        hidden, head_dim = config.hidden_size, config.head_dim
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = head_dim
+        self.q_proj = nn.Linear(hidden, self.num_heads * head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, self.num_kv_heads * head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, self.num_kv_heads * head_dim, bias=False)
+        self.g_proj = nn.Linear(hidden, self.num_heads * head_dim, bias=False)
+        self.o_proj = nn.Linear(self.num_heads * head_dim, hidden, bias=False)
+        self.q_norm = RMSNorm(head_dim, config.rms_norm_eps)
+        self.k_norm = RMSNorm(head_dim, config.rms_norm_eps)
+        self.rotary = PartialRotary(head_dim, config.rotary_dim, config.rope_theta)
+
+    def forward(
+        self,
+        x: Tensor,
+        meta: PackedMeta,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        kv_slots: Tensor | None = None,
+    ) -> Tensor:
+        """x [T, hidden] -> [T, hidden]; writes this call's keys/values at ``kv_slots``.
+
+        ``kv_slots`` defaults to the meta's; the MTP head passes a narrower mapping so that only
+        absorbed positions overwrite its draft context.
+        """
+        num_tokens = x.shape[0]
+        q = self.q_norm(self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim))
+        k = self.k_norm(self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim))
+        v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
+        q = self.rotary(q, meta.positions)
+        k = self.rotary(k, meta.positions)
+        slots = meta.kv_slots if kv_slots is None else kv_slots
+        ops.write_paged_kv(k, v, k_cache, v_cache, slots)
+        attn = ops.packed_paged_attention(
+            q,
+            k_cache,
+            v_cache,
+            meta.page_table,
+            meta.cu_query_lens,
+            meta.context_lens,
+            self.head_dim**-0.5,
+        )  # [T, H, Dh]
+        gate = torch.sigmoid(self.g_proj(x).float()).to(x.dtype)
+        return self.o_proj(attn.reshape(num_tokens, -1) * gate)

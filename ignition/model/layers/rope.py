@@ -1,0 +1,33 @@
+"""Partial rotary position embedding: only the first rotary_dim channels of a head rotate."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class PartialRotary:
+    """Rotates the leading ``rotary_dim`` channels of each head (half-split convention)."""
+
+    def __init__(self, head_dim: int, rotary_dim: int, theta: float) -> None:
+        self.head_dim = head_dim
+        self.rotary_dim = rotary_dim
+        # Explicit CPU: a model built under torch.device("meta") (checkpoint loading) still
+        # needs real frequencies; they are not weights, so to_empty would not restore them.
+        steps = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device="cpu")
+        exponents = steps / max(rotary_dim, 1)
+        self.inv_freq = (1.0 / (theta**exponents)).float()  # [rotary_dim / 2]
+
+    def __call__(self, x: Tensor, positions: Tensor) -> Tensor:
+        """x [tokens, heads, head_dim]; positions [tokens] int."""
+        if self.rotary_dim == 0:
+            return x
+        inv_freq = self.inv_freq.to(x.device)
+        angles = positions.float()[:, None] * inv_freq[None, :]  # [tokens, rotary_dim / 2]
+        cos = angles.cos()[:, None, :]
+        sin = angles.sin()[:, None, :]
+        half = self.rotary_dim // 2
+        rot = x[..., : self.rotary_dim].float()
+        first, second = rot[..., :half], rot[..., half:]
+        rotated = torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
+        return torch.cat([rotated.to(x.dtype), x[..., self.rotary_dim :]], dim=-1)

@@ -1,0 +1,167 @@
+"""Qwen3.8 Flash: the packed mixed forward over prompt and decode/verify rows.
+
+One flat token array goes through embeddings, every decoder layer, the final norm and the
+vocabulary projection once; only GDN splits its operands into a prompt workspace (chunked
+path) and a decode workspace (recurrent path with one state per position), and QSA runs one
+varlen paged attention over all rows. The forward mutates nothing but KV pages at the
+packed tokens' own positions; :meth:`Qwen38Model.commit` then applies the prompt's full
+extent and each decode row's accepted prefix, and :meth:`absorb_draft_context` feeds the
+committed positions to the MTP head. Separating the three is what lets a speculative round
+reject drafts without touching state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ignition.model.config import Qwen38Config
+from ignition.model.layers.decoder import DecoderLayer
+from ignition.model.layers.gdn import GdnUpdate
+from ignition.model.layers.norm import RMSNorm
+from ignition.model.layers.ple import PerLayerEmbedding
+from ignition.model.mtp import MtpHead
+from ignition.model.packing import PackedCapacity, PackedInputs, PackedMeta
+from ignition.model.state import ModelState
+
+
+@dataclass
+class TargetOutput:
+    """What one packed target forward produced, before anything is committed."""
+
+    meta: PackedMeta
+    state: ModelState  # the state the forward read and the commit will write
+    logits: Tensor  # [T, vocab] fp32
+    hidden: Tensor  # [T, hidden] final-normed, the MTP head's input
+    gdn_updates: list[GdnUpdate]
+
+
+class Qwen38Model(nn.Module):
+    def __init__(self, config: Qwen38Config) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.ple = PerLayerEmbedding(config) if config.ple_dim else None
+        self.layers = nn.ModuleList(
+            DecoderLayer(config, i) for i in range(config.num_hidden_layers)
+        )
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.tie_weights()
+        self.mtp = MtpHead(config) if config.mtp_num_layers else None
+
+    def tie_weights(self) -> None:
+        """Share the embedding with lm_head when tied (again after ``to_empty``, which unties)."""
+        if self.config.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def embed(self, inputs: PackedInputs, meta: PackedMeta) -> Tensor:
+        """Token embeddings with image features written at the prompt's packed offset."""
+        embeds = self.embed_tokens(inputs.token_ids)  # [T, hidden]
+        num_tokens = embeds.shape[0]
+        image_pos = inputs.image_positions.long()
+        if image_pos.numel() == 0:
+            return embeds
+        is_used = (image_pos >= 0) & (image_pos < meta.prompt_len.long()) & meta.has_prompt
+        packed = meta.cu_query_lens[meta.prompt_row].long() + image_pos
+        index = torch.where(is_used, packed, num_tokens)
+        padded = torch.cat([embeds, embeds.new_zeros(1, embeds.shape[1])])
+        padded[index] = inputs.image_features.to(embeds.dtype)
+        return padded[:num_tokens]
+
+    def forward_packed(
+        self, inputs: PackedInputs, capacity: PackedCapacity, state: ModelState
+    ) -> TargetOutput:
+        meta = PackedMeta.build(
+            capacity, inputs.query_lens, inputs.slot_ids, inputs.prefill_row, state
+        )
+        x = self.embed(inputs, meta)
+        ple = self.ple(inputs.token_ids) if self.ple is not None else None
+        streams = x[:, None, :].expand(-1, self.config.hc_streams, -1).contiguous()
+        updates = []
+        for i, layer in enumerate(self.layers):
+            streams, update = layer(streams, None if ple is None else ple[:, i], meta, state)
+            if update is not None:
+                updates.append(update)
+        hidden = self.norm(streams.sum(1))
+        logits = self.lm_head(hidden).float()
+        return TargetOutput(meta, state, logits, hidden, updates)
+
+    @torch.no_grad()
+    def commit(self, out: TargetOutput, decode_commit_lens: Tensor) -> None:
+        """Apply the prompt chunk in full and each decode row's first ``decode_commit_lens``.
+
+        decode_commit_lens [R] int: positions kept per decode row (accepted drafts + the
+        pending token); 0, the prompt row and inactive rows keep their state. Rows that keep
+        nothing are redirected to the scratch row, so no branch depends on the data.
+        """
+        meta, state = out.meta, out.state
+        commit_lens = torch.minimum(decode_commit_lens.long(), meta.decode_lens)
+        is_kept = commit_lens > 0
+        decode_rows = torch.where(is_kept, meta.state_rows, meta.scratch_row)
+        position = (commit_lens - 1).clamp(min=0)
+        row_index = torch.arange(commit_lens.shape[0], device=commit_lens.device)
+        prompt_row = meta.prompt_state_row
+        for g, update in enumerate(out.gdn_updates):
+            state.gdn_state[g, decode_rows] = update.decode_states[row_index, position]
+            state.conv_window[g, decode_rows] = update.decode_windows[row_index, position]
+            state.gdn_state[g, prompt_row] = update.prompt_state
+            state.conv_window[g, prompt_row] = update.prompt_window
+        seq_lens = state.seq_lens.clone()
+        seq_lens[decode_rows] += commit_lens.to(seq_lens.dtype)
+        seq_lens[prompt_row] += meta.prompt_len[0]
+        seq_lens[meta.scratch_row] = 0
+        state.seq_lens.copy_(seq_lens)
+
+    def absorb_draft_context(
+        self, out: TargetOutput, next_tokens: Tensor, absorb_lens: Tensor
+    ) -> None:
+        """Run the MTP head over each row's first ``absorb_lens`` positions with true inputs.
+
+        next_tokens [T]: the token following each packed position (the shifted row, then the
+        sampled / replacement token). Rewrites the MTP KV at those positions and keeps the MTP
+        hidden of each row's last absorbed position, where the next round's first draft starts.
+        """
+        if self.mtp is None:
+            return
+        meta, state = out.meta, out.state
+        lens = absorb_lens.long()
+        row = meta.token_row.clamp(max=lens.shape[0] - 1)
+        is_absorbed = meta.is_token_valid & (meta.token_offset < lens[row])
+        kv_slots = torch.where(is_absorbed, meta.kv_slots, -1)
+        g = self.mtp(self.embed_tokens(next_tokens.clamp(min=0)), out.hidden, meta, state, kv_slots)
+        last = (meta.cu_query_lens[:-1].long() + lens - 1).clamp(min=0)
+        rows = torch.where(lens > 0, meta.state_rows, meta.scratch_row)
+        state.mtp_hidden[rows] = g[last].to(state.mtp_hidden.dtype)
+
+    def draft_logits(self, mtp_hidden: Tensor) -> Tensor:
+        """MTP hidden [N, hidden] -> draft logits [N, vocab] through the shared lm_head."""
+        assert self.mtp is not None
+        return self.lm_head(self.mtp.norm(mtp_hidden)).float()
+
+    def draft_step(
+        self,
+        tokens: Tensor,
+        mtp_hidden: Tensor,
+        slot_ids: Tensor,
+        position_offset: int,
+        state: ModelState,
+    ) -> Tensor:
+        """One recursive MTP step for every row at position committed + ``position_offset``.
+
+        tokens [B] the previous draft, mtp_hidden [B, hidden] its MTP hidden, slot_ids [B]
+        (-1 inactive). Writes draft KV there (overwritten when the position is verified) and
+        returns the new MTP hidden [B, hidden].
+        """
+        assert self.mtp is not None
+        num_rows = tokens.shape[0]
+        capacity = PackedCapacity(num_rows, 1, 0, num_rows)
+        # Every lane keeps query length 1 so that packed index == lane; inactive lanes (slot -1)
+        # are redirected to the scratch row and write no KV.
+        ones = torch.ones(num_rows, dtype=torch.int32, device=tokens.device)
+        no_prompt = torch.full((1,), -1, dtype=torch.int32, device=tokens.device)
+        meta = PackedMeta.build(capacity, ones, slot_ids, no_prompt, state, position_offset)
+        embeds = self.embed_tokens(tokens.clamp(min=0))
+        return self.mtp(embeds, mtp_hidden, meta, state, meta.kv_slots)

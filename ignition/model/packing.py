@@ -1,0 +1,240 @@
+"""The packed layout: static-capacity inputs and the per-token metadata derived from them.
+
+All rows' tokens sit back to back in one flat array. A row's packed offset is the prefix sum
+of the query lengths before it, independent of which request slot the row serves. At most
+one row, ``prefill_row``, is a prompt chunk; every other active row is a decode/verify row
+of at most ``decode_width`` tokens. Everything in :class:`PackedMeta` is computed on the
+device from the input buffers, without host synchronisation, so a compiler can capture it.
+
+Padding is harmless by construction: tokens past the packed total map to KV slot -1 and to
+the gather sentinel (an appended zero row), and rows with query length 0 (or slot -1) have
+their state updates redirected to the state's scratch row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ignition.model.state import ModelState
+
+
+@dataclass(frozen=True)
+class PackedCapacity:
+    """Static extents of one packed program."""
+
+    batch_capacity: int  # R physical rows
+    decode_width: int  # W tokens per decode/verify row
+    prefill_capacity: int  # prompt tokens of the prompt row (0: no prompt row)
+    token_capacity: int  # T packed tokens
+
+    @classmethod
+    def mixed(cls, batch_capacity: int, decode_width: int, prefill_capacity: int) -> PackedCapacity:
+        """A prompt row plus decoders: prefill_capacity + (R - 1) * W packed tokens."""
+        if prefill_capacity and prefill_capacity < decode_width:
+            raise ValueError(
+                f"prefill_capacity {prefill_capacity} < decode_width {decode_width}: a "
+                "decode-only population would not fit"
+            )
+        tokens = (
+            prefill_capacity + (batch_capacity - 1) * decode_width
+            if prefill_capacity
+            else batch_capacity * decode_width
+        )
+        return cls(batch_capacity, decode_width, prefill_capacity, tokens)
+
+    @classmethod
+    def ragged(cls, batch_capacity: int, decode_width: int, packed_capacity: int) -> PackedCapacity:
+        """Decode/verify rows only, sharing ``packed_capacity`` (P) tokens."""
+        if not batch_capacity <= packed_capacity <= batch_capacity * decode_width:
+            raise ValueError(
+                f"packed capacity {packed_capacity} must lie in [B, B*W] = "
+                f"[{batch_capacity}, {batch_capacity * decode_width}]"
+            )
+        return cls(batch_capacity, decode_width, 0, packed_capacity)
+
+
+@dataclass
+class PackedInputs:
+    """The device buffers one packed program reads; shapes fixed by a PackedCapacity."""
+
+    token_ids: Tensor  # [T] int64
+    query_lens: Tensor  # [R] int32
+    slot_ids: Tensor  # [R] int32 state row per packed row, -1 = inactive
+    prefill_row: Tensor  # [1] int32 index of the prompt row, -1 = none
+    prompt_next_token: Tensor  # [1] int64 token after the prompt chunk; -1 = the sampled one
+    image_features: Tensor  # [I, hidden] vision features for the prompt row
+    image_positions: Tensor  # [I] int32 prompt-relative position of each feature, -1 = unused
+
+    @classmethod
+    def build(
+        cls,
+        capacity: PackedCapacity,
+        rows: Sequence[Sequence[int]],
+        slot_ids: Sequence[int],
+        prefill_row: int = -1,
+        prompt_next_token: int = -1,
+        hidden_size: int = 1,
+        image_features: Tensor | None = None,
+        image_positions: Sequence[int] = (),
+        max_image_tokens: int = 0,
+        device: torch.device | str = "cpu",
+    ) -> PackedInputs:
+        """Pack host rows (token lists) into capacity-sized buffers; a test and runtime helper."""
+        if len(rows) != len(slot_ids) or len(rows) > capacity.batch_capacity:
+            raise ValueError(
+                f"{len(rows)} rows with {len(slot_ids)} slot ids for batch capacity "
+                f"{capacity.batch_capacity}"
+            )
+        for index, row in enumerate(rows):
+            limit = capacity.prefill_capacity if index == prefill_row else capacity.decode_width
+            if len(row) > limit:
+                kind = "prompt" if index == prefill_row else "decode"
+                raise ValueError(f"{kind} row {index} has {len(row)} tokens, capacity {limit}")
+        total = sum(len(row) for row in rows)
+        if total > capacity.token_capacity:
+            raise ValueError(f"{total} packed tokens exceed capacity {capacity.token_capacity}")
+        if prefill_row >= len(rows):
+            raise ValueError(f"prefill_row {prefill_row} names no row ({len(rows)} rows)")
+        tokens = torch.zeros(capacity.token_capacity, dtype=torch.int64)
+        flat = [t for row in rows for t in row]
+        tokens[: len(flat)] = torch.tensor(flat, dtype=torch.int64)
+        query_lens = torch.zeros(capacity.batch_capacity, dtype=torch.int32)
+        query_lens[: len(rows)] = torch.tensor([len(r) for r in rows], dtype=torch.int32)
+        slots = torch.full((capacity.batch_capacity,), -1, dtype=torch.int32)
+        slots[: len(rows)] = torch.tensor(list(slot_ids), dtype=torch.int32)
+        num_image = max(max_image_tokens, len(image_positions))
+        features = torch.zeros(num_image, hidden_size)
+        positions = torch.full((num_image,), -1, dtype=torch.int32)
+        if image_positions:
+            if image_features is None or image_features.shape[0] != len(image_positions):
+                raise ValueError("image_features must have one row per image position")
+            features = torch.zeros(num_image, image_features.shape[1], dtype=image_features.dtype)
+            features[: len(image_positions)] = image_features
+            positions[: len(image_positions)] = torch.tensor(image_positions, dtype=torch.int32)
+        return cls(
+            token_ids=tokens.to(device),
+            query_lens=query_lens.to(device),
+            slot_ids=slots.to(device),
+            prefill_row=torch.tensor([prefill_row], dtype=torch.int32, device=device),
+            prompt_next_token=torch.tensor([prompt_next_token], dtype=torch.int64, device=device),
+            image_features=features.to(device),
+            image_positions=positions.to(device),
+        )
+
+
+@dataclass
+class PackedMeta:
+    """Per-token and per-row metadata of one packed program, derived on the device."""
+
+    capacity: PackedCapacity
+    query_lens: Tensor  # [R] int32
+    cu_query_lens: Tensor  # [R + 1] int32
+    token_row: Tensor  # [T] int64 row of each token, R for padding
+    token_offset: Tensor  # [T] int64 index of the token inside its row
+    is_token_valid: Tensor  # [T] bool
+    positions: Tensor  # [T] int64 absolute sequence position (0 for padding)
+    state_rows: Tensor  # [R] int64 state row per packed row (scratch row when inactive)
+    context_lens: Tensor  # [R] int32 cached + query length
+    page_table: Tensor  # [R, max_pages] int32
+    kv_slots: Tensor  # [T] int32 flat KV slot, -1 = no write
+    has_prompt: Tensor  # [] bool
+    prompt_row: Tensor  # [] int64 (clamped to 0 when absent)
+    prompt_len: Tensor  # [1] int32
+    prompt_index: Tensor  # [prefill_capacity] int64 packed index, T = sentinel
+    decode_lens: Tensor  # [R] int64 query length of decode rows (0 for the prompt row)
+    decode_index: Tensor  # [R, W] int64 packed index, T = sentinel
+    scratch_row: int
+
+    @classmethod
+    def build(
+        cls,
+        capacity: PackedCapacity,
+        query_lens: Tensor,
+        slot_ids: Tensor,
+        prefill_row: Tensor,
+        state: ModelState,
+        position_offset: int = 0,
+    ) -> PackedMeta:
+        """``position_offset`` shifts positions past the committed length (MTP draft steps)."""
+        device = query_lens.device
+        num_rows, num_tokens = capacity.batch_capacity, capacity.token_capacity
+        lens = query_lens.long()
+        cu = torch.zeros(num_rows + 1, dtype=torch.int64, device=device)
+        cu[1:] = torch.cumsum(lens, 0)
+        token = torch.arange(num_tokens, device=device)
+        token_row = torch.searchsorted(cu[1:], token, right=True)  # [T], R past the total
+        is_valid = token_row < num_rows
+        row_clamped = token_row.clamp(max=num_rows - 1)
+        token_offset = torch.where(is_valid, token - cu[row_clamped], 0)
+
+        is_row_active = (slot_ids >= 0) & (lens > 0)
+        state_rows = torch.where(is_row_active, slot_ids.long(), state.scratch_row)
+        cached = state.seq_lens[state_rows].long() + position_offset  # [R]
+        positions = torch.where(is_valid, cached[row_clamped] + token_offset, 0)
+        context_lens = (cached + lens).to(torch.int32)
+        page_table = state.page_table[state_rows]  # [R, max_pages]
+
+        page_size = state.page_size
+        page_col = (positions // page_size).clamp(max=state.max_pages_per_slot - 1)
+        page = page_table[row_clamped, page_col].long()
+        is_in_pages = positions < state.capacity_tokens
+        is_written = is_valid & is_row_active[row_clamped] & is_in_pages & (page >= 0)
+        kv_slots = torch.where(is_written, page * page_size + positions % page_size, -1)
+
+        prompt_row = prefill_row[0].long().clamp(min=0)
+        has_prompt = (prefill_row[0] >= 0) & is_row_active[prompt_row]
+        has_prompt &= capacity.prefill_capacity > 0  # a program without a prompt workspace
+        prompt_len = torch.where(has_prompt, lens[prompt_row], 0).to(torch.int32).reshape(1)
+        prompt_pos = torch.arange(capacity.prefill_capacity, device=device)
+        prompt_index = torch.where(
+            prompt_pos < prompt_len.long(), cu[prompt_row] + prompt_pos, num_tokens
+        )
+        is_prompt_row = (torch.arange(num_rows, device=device) == prompt_row) & has_prompt
+        decode_lens = torch.where(is_prompt_row | ~is_row_active, 0, lens)
+        width = torch.arange(capacity.decode_width, device=device)
+        decode_index = torch.where(
+            width[None, :] < decode_lens[:, None], cu[:-1, None] + width[None, :], num_tokens
+        )
+        return cls(
+            capacity=capacity,
+            query_lens=query_lens,
+            cu_query_lens=cu.to(torch.int32),
+            token_row=token_row,
+            token_offset=token_offset,
+            is_token_valid=is_valid,
+            positions=positions,
+            state_rows=state_rows,
+            context_lens=context_lens,
+            page_table=page_table,
+            kv_slots=kv_slots.to(torch.int32),
+            has_prompt=has_prompt,
+            prompt_row=prompt_row,
+            prompt_len=prompt_len,
+            prompt_index=prompt_index,
+            decode_lens=decode_lens,
+            decode_index=decode_index,
+            scratch_row=state.scratch_row,
+        )
+
+    @property
+    def prompt_state_row(self) -> Tensor:
+        """State row of the prompt: its slot, or the scratch row when there is no prompt."""
+        return torch.where(self.has_prompt, self.state_rows[self.prompt_row], self.scratch_row)
+
+
+def gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    """x[index] where index == len(x) reads a zero row (the padding sentinel)."""
+    padded = torch.cat([x, x.new_zeros(1, *x.shape[1:])], dim=0)
+    return padded[index]
+
+
+def scatter_rows(padded_out: Tensor, index: Tensor, values: Tensor) -> None:
+    """padded_out[index] = values; padded_out has one extra row that absorbs the sentinel."""
+    flat_index = index.reshape(-1)
+    padded_out[flat_index] = values.reshape(flat_index.shape[0], *values.shape[index.dim() :]).to(
+        padded_out.dtype
+    )

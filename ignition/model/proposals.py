@@ -1,0 +1,86 @@
+"""Proposals and target-row allocation of a speculative round.
+
+Proposals are D MTP drafts with their distributions q (draft 1 from the MTP hidden kept at
+the last absorbed position, drafts 2..D by recursive single-token MTP steps), or supplied copy
+proposals with q one-hot. Allocation either takes host query lengths or runs the device
+confidence allocation within P; both return the FP32 confidence sidecar [2, B, D].
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ignition.kernels import ops
+from ignition.model.model import Qwen38Model
+from ignition.model.sampling import (
+    RandomStream,
+    SamplingParams,
+    exponential_noise,
+    sample_from,
+    target_distribution,
+)
+from ignition.model.state import ModelState
+
+
+def propose(
+    model: Qwen38Model,
+    state: ModelState,
+    pending_tokens: Tensor,
+    slot_ids: Tensor,
+    supplied_drafts: Tensor | None,
+    depth: int,
+    params: SamplingParams,
+    start_pos: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """(draft tokens [B, D], draft distributions [B, D, V]); lanes with slot -1 draft nothing."""
+    num_rows = pending_tokens.shape[0]
+    vocab = model.config.vocab_size
+    device = pending_tokens.device
+    if supplied_drafts is not None:
+        drafts = supplied_drafts.long()
+        return drafts, torch.nn.functional.one_hot(drafts.clamp(min=0), vocab).float()
+    drafts = torch.zeros(num_rows, depth, dtype=torch.int64, device=device)
+    dists = torch.zeros(num_rows, depth, vocab, dtype=torch.float32, device=device)
+    rows = torch.where(slot_ids >= 0, slot_ids.long(), state.scratch_row)
+    mtp_hidden = state.mtp_hidden[rows]
+    previous = pending_tokens.long()
+    is_greedy = params.temperature <= 0
+    for k in range(depth):
+        if k > 0:
+            # Draft k+1 comes from position S + k, fed the previous draft and its MTP hidden.
+            mtp_hidden = model.draft_step(previous, mtp_hidden, slot_ids, k - 1, state)
+        logits = model.draft_logits(mtp_hidden)
+        # Greedy lanes draft the argmax but keep the softmax as q: it is their confidence.
+        q = torch.where(
+            is_greedy[:, None], torch.softmax(logits, -1), target_distribution(logits, params)
+        )
+        noise = exponential_noise(params.seed, RandomStream.DRAFT, start_pos + k + 1, vocab)
+        previous = torch.where(is_greedy, logits.argmax(-1), sample_from(q, noise))
+        drafts[:, k] = previous
+        dists[:, k] = q
+    return drafts, dists
+
+
+def allocate(
+    slot_ids: Tensor,
+    lane_ceilings: Tensor | None,
+    query_lens: Tensor | None,
+    packed_capacity: int,
+    token_probs: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """(query lengths [B] int32, confidence sidecar [2, B, D] fp32); slot -1 lanes get 0."""
+    is_active = slot_ids >= 0
+    if (lane_ceilings is None) == (query_lens is None):
+        raise ValueError("give exactly one of lane_ceilings (device) and query_lens (host)")
+    if lane_ceilings is not None:
+        ceilings = torch.where(is_active, lane_ceilings, 0).to(torch.int32)
+        return ops.allocate_speculative_prefixes(token_probs, ceilings, packed_capacity)
+    query_lens = torch.where(is_active, query_lens, 0).to(torch.int32)
+    if int(query_lens.sum()) > packed_capacity:
+        raise ValueError(
+            f"host query lengths {query_lens.tolist()} exceed packed capacity {packed_capacity}"
+        )
+    probs = torch.where(is_active[:, None], token_probs, 0.0)
+    confidence = torch.stack([probs, probs.cumprod(dim=1)])
+    return query_lens, confidence

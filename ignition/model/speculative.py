@@ -1,0 +1,265 @@
+"""The complete speculative round: propose, allocate, verify, accept, commit, absorb.
+
+One function over fixed capacities B (request rows), D (proposal depth), W (verify width per
+row, pending token included) and P (packed target tokens), so a compiler can capture it as
+one program. Each active lane holds a committed length S and a pending token at position S:
+
+1. proposal: D MTP drafts (draft 1 from the MTP hidden kept at the last absorbed position,
+   drafts 2..D by recursive single-token MTP steps) with their distributions q, or supplied
+   copy proposals (q one-hot);
+2. allocation: host query lengths, or the device confidence allocation within P given lane
+   ceilings; either way the FP32 confidence sidecar [2, B, D];
+3. verification: one packed target forward over every lane's pending token and its
+   allocated drafts;
+4. acceptance through ``rejection_verify`` (greedy or sampled), survival products included;
+5. commit: GDN state and conv window at the accepted length, lengths advanced; KV past the
+   accepted length is simply not counted;
+6. draft-context absorption of the committed positions by the MTP head.
+
+A fully rejected round therefore leaves exactly the state of a round that never proposed.
+
+A mixed program adds one prompt lane: its chunk is packed at the lane's offset (prefix sums,
+like every lane), it proposes nothing, commits its whole chunk and samples its first output
+token when the chunk ends the prompt; the target forward is shared with the other lanes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ignition.kernels import ops
+from ignition.model.model import Qwen38Model
+from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
+from ignition.model.proposals import allocate, propose
+from ignition.model.sampling import (
+    RandomStream,
+    SamplingParams,
+    exponential_noise,
+    sample,
+    seeded_uniform,
+    target_distribution,
+)
+from ignition.model.state import ModelState
+from ignition.model.step import next_token_per_position
+
+
+@dataclass(frozen=True)
+class RoundCapacity:
+    """Static extents B/D/W/P of one speculative program (+ the mixed prompt capacity)."""
+
+    batch_capacity: int
+    draft_depth: int
+    verify_width: int
+    packed_capacity: int
+    prefill_capacity: int = 0
+
+    def __post_init__(self) -> None:
+        b, d, w, p = self.batch_capacity, self.draft_depth, self.verify_width, self.packed_capacity
+        if b <= 0 or d < 0 or w <= 0 or self.prefill_capacity < 0:
+            raise ValueError(f"round capacity needs B > 0, D >= 0, W > 0; got B={b} D={d} W={w}")
+        if not b <= p <= b * w:
+            raise ValueError(f"round capacity P={p} must lie in [B, B*W] = [{b}, {b * w}]")
+
+    @property
+    def packed(self) -> PackedCapacity:
+        """Verification layout: decode lanes share P, the prompt lane adds its own capacity."""
+        return PackedCapacity(
+            self.batch_capacity,
+            self.verify_width,
+            self.prefill_capacity,
+            self.packed_capacity + self.prefill_capacity,
+        )
+
+
+@dataclass
+class PromptChunk:
+    """The prompt lane of a mixed program (buffers sized by the prefill capacity)."""
+
+    lane: Tensor  # [1] int32 index in the lane list, -1 = no prompt lane
+    token_ids: Tensor  # [prefill_capacity] int64
+    length: Tensor  # [1] int32 tokens of this chunk
+    next_token: Tensor  # [1] int64 prompt token after the chunk, -1 = sample the first output
+
+    @classmethod
+    def build(
+        cls, lane: int, tokens: list[int], prefill_capacity: int, next_token: int = -1
+    ) -> PromptChunk:
+        if len(tokens) > prefill_capacity:
+            raise ValueError(f"prompt chunk of {len(tokens)} tokens > capacity {prefill_capacity}")
+        buffer = torch.zeros(prefill_capacity, dtype=torch.int64)
+        buffer[: len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
+        return cls(
+            lane=torch.tensor([lane], dtype=torch.int32),
+            token_ids=buffer,
+            length=torch.tensor([len(tokens)], dtype=torch.int32),
+            next_token=torch.tensor([next_token], dtype=torch.int64),
+        )
+
+
+@dataclass
+class RoundInputs:
+    """Per-lane inputs. Exactly one of ``lane_ceilings`` (device allocation) and
+    ``query_lens`` (host allocation) is given; ``supplied_drafts`` replaces MTP proposals."""
+
+    pending_tokens: Tensor  # [B] int64
+    slot_ids: Tensor  # [B] int32, -1 = inactive lane
+    lane_ceilings: Tensor | None = None  # [B] int32 min(D + 1, W, request limit)
+    query_lens: Tensor | None = None  # [B] int32 1 + drafts to verify
+    supplied_drafts: Tensor | None = None  # [B, D] int64 copy proposals
+    prompt: PromptChunk | None = None  # the mixed program's prompt lane
+
+
+@dataclass
+class RoundOutputs:
+    output_tokens: Tensor  # [B, W] int64 accepted drafts, then replacement/bonus, then -1
+    num_accepted: Tensor  # [B] int32
+    query_lens: Tensor  # [B] int32 verified positions per lane (the chunk for the prompt lane)
+    draft_tokens: Tensor  # [B, D] int64
+    confidence: Tensor  # [2, B, D] fp32 per-position and joint prefix draft probabilities
+    survival: Tensor  # [B, D] fp32 cumulative min(1, p/q) over offered drafts
+
+    @property
+    def num_emitted(self) -> Tensor:
+        """[B] tokens each lane emits: accepted drafts + 1, 0 for inactive lanes."""
+        return (self.output_tokens >= 0).sum(-1)
+
+
+def _pack_verify_inputs(
+    inputs: RoundInputs,
+    capacity: RoundCapacity,
+    drafts: Tensor,
+    query_lens: Tensor,
+    is_prompt_lane: Tensor,
+) -> PackedInputs:
+    """Every lane's pending token and allocated drafts (or the prompt chunk), by prefix sums."""
+    num_rows, width = capacity.batch_capacity, capacity.verify_width
+    num_tokens = capacity.packed.token_capacity
+    device = drafts.device
+    row_tokens = torch.zeros(num_rows, width, dtype=torch.int64, device=device)
+    row_tokens[:, 0] = inputs.pending_tokens
+    num_offered = min(width - 1, capacity.draft_depth)
+    row_tokens[:, 1 : 1 + num_offered] = drafts[:, :num_offered]
+    lens = query_lens.long()
+    cu = torch.cumsum(lens, 0) - lens
+    decode_lens = torch.where(is_prompt_lane, 0, lens)
+    column = torch.arange(width, device=device)
+    index = torch.where(column[None, :] < decode_lens[:, None], cu[:, None] + column, num_tokens)
+    tokens = torch.zeros(num_tokens + 1, dtype=torch.int64, device=device)
+    tokens[index.reshape(-1)] = row_tokens.reshape(-1)
+    prefill_row = torch.full((1,), -1, dtype=torch.int32, device=device)
+    next_token = torch.full((1,), -1, dtype=torch.int64, device=device)
+    if inputs.prompt is not None:
+        prompt = inputs.prompt
+        has_prompt = is_prompt_lane.any()
+        lane = prompt.lane.long().clamp(min=0)
+        offsets = torch.arange(capacity.prefill_capacity, device=device)
+        valid = (offsets < prompt.length.long()) & has_prompt
+        tokens[torch.where(valid, cu[lane] + offsets, num_tokens)] = prompt.token_ids
+        prefill_row = torch.where(has_prompt, prompt.lane, -1).to(torch.int32)
+        next_token = prompt.next_token.long()
+    return PackedInputs(
+        token_ids=tokens[:-1],
+        query_lens=query_lens.to(torch.int32),
+        slot_ids=inputs.slot_ids.to(torch.int32),
+        prefill_row=prefill_row,
+        prompt_next_token=next_token,
+        image_features=torch.zeros(0, 1, device=device),
+        image_positions=torch.zeros(0, dtype=torch.int32, device=device),
+    )
+
+
+@torch.no_grad()
+def speculative_round(
+    model: Qwen38Model,
+    state: ModelState,
+    inputs: RoundInputs,
+    capacity: RoundCapacity,
+    params: SamplingParams,
+    greedy: bool,
+) -> RoundOutputs:
+    """Run one complete round; ``greedy`` selects argmax acceptance for every speculative lane."""
+    num_rows, width = capacity.batch_capacity, capacity.verify_width
+    vocab = model.config.vocab_size
+    device = inputs.pending_tokens.device
+    lane_index = torch.arange(num_rows, device=device)
+    is_prompt_lane = torch.zeros(num_rows, dtype=torch.bool, device=device)
+    if inputs.prompt is not None:
+        if capacity.prefill_capacity == 0:
+            raise ValueError("a prompt lane needs a round capacity with prefill_capacity > 0")
+        prompt = inputs.prompt
+        is_prompt_lane = (lane_index == prompt.lane.long()) & (prompt.length > 0)
+        is_prompt_lane &= inputs.slot_ids >= 0
+    is_active = inputs.slot_ids >= 0
+    # The prompt lane proposes nothing and takes no share of P.
+    spec_slots = torch.where(is_prompt_lane, -1, inputs.slot_ids)
+    rows = torch.where(is_active, inputs.slot_ids.long(), state.scratch_row)
+    start_pos = state.seq_lens[rows].long()  # the pending token's position S
+
+    drafts, dists = propose(
+        model,
+        state,
+        inputs.pending_tokens,
+        spec_slots,
+        inputs.supplied_drafts,
+        capacity.draft_depth,
+        params,
+        start_pos,
+    )
+    token_probs = dists.gather(-1, drafts.clamp(min=0)[..., None]).squeeze(-1)  # [B, D]
+    spec_lens, confidence = allocate(
+        spec_slots, inputs.lane_ceilings, inputs.query_lens, capacity.packed_capacity, token_probs
+    )
+    spec_lens = spec_lens.clamp(max=min(width, capacity.draft_depth + 1))
+    query_lens = spec_lens
+    if inputs.prompt is not None:
+        query_lens = torch.where(is_prompt_lane, inputs.prompt.length, spec_lens)
+
+    verify = _pack_verify_inputs(inputs, capacity, drafts, query_lens, is_prompt_lane)
+    out = model.forward_packed(verify, capacity.packed, state)
+    meta = out.meta
+    logits = gather_rows(out.logits, meta.decode_index)  # [B, W, V]
+    per_position = params.rows(lane_index.repeat_interleave(width))
+    target_probs = target_distribution(logits.reshape(-1, vocab), per_position)
+    target_probs = target_probs.reshape(num_rows, width, vocab)
+    uniforms = seeded_uniform(params.seed, RandomStream.ACCEPT, start_pos, width)
+    noise = exponential_noise(params.seed, RandomStream.RESAMPLE, start_pos, vocab)
+    if capacity.draft_depth == 0:
+        drafts = drafts.new_zeros(num_rows, 1)
+        dists = dists.new_zeros(num_rows, 1, vocab)
+    num_accepted, output_tokens, survival = ops.rejection_verify(
+        drafts, dists, target_probs, spec_lens, uniforms, noise, greedy
+    )
+    survival = survival[:, : capacity.draft_depth]
+
+    last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [B]
+    prompt_token = sample(out.logits[last], params, meta.positions[last] + 1)
+    first_output = torch.where(is_prompt_lane, prompt_token, output_tokens[:, 0])
+    chunk_next = verify.prompt_next_token[0]
+    # A prompt lane emits its first output token only when its chunk ends the prompt.
+    output_tokens[:, 0] = torch.where(is_prompt_lane & (chunk_next >= 0), -1, first_output)
+
+    commit_lens = torch.where(spec_lens > 0, num_accepted.long() + 1, 0)
+    model.commit(out, commit_lens)
+    row = meta.token_row.clamp(max=num_rows - 1)
+    # A speculative lane's position j is followed by its j-th output (accepted drafts, then the
+    # new token); the prompt lane's by the next prompt token, then the chunk's successor.
+    following = output_tokens[row, meta.token_offset.clamp(max=width - 1)]
+    if inputs.prompt is not None:
+        row_next = torch.where(chunk_next >= 0, chunk_next, first_output)
+        in_prompt = next_token_per_position(
+            verify.token_ids, meta.cu_query_lens, meta.token_row, row_next
+        )
+        following = torch.where(is_prompt_lane[row], in_prompt, following)
+    absorb_lens = torch.where(is_prompt_lane, query_lens.long(), commit_lens)
+    model.absorb_draft_context(out, following, absorb_lens)
+    return RoundOutputs(
+        output_tokens=output_tokens,
+        num_accepted=num_accepted,
+        query_lens=query_lens,
+        draft_tokens=drafts[:, : capacity.draft_depth],
+        confidence=confidence,
+        survival=survival,
+    )

@@ -1,0 +1,68 @@
+"""The ordinary (non-speculative) packed step: forward, sample, commit everything, absorb.
+
+A prompt row commits its whole chunk and samples at its last token (the first output token
+when the chunk ends the prompt); a decode row commits all of its query tokens and samples
+after the last one. The MTP head then absorbs every committed position, which is the draft
+context a width-one program maintains for later speculative rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ignition.model.model import Qwen38Model, TargetOutput
+from ignition.model.packing import PackedCapacity, PackedInputs
+from ignition.model.sampling import SamplingParams, sample
+from ignition.model.state import ModelState
+
+
+@dataclass
+class StepOutput:
+    next_tokens: Tensor  # [R] int64 sampled after each row's last token; -1 for inactive rows
+    # and for a prompt chunk that does not end its prompt
+    target: TargetOutput
+
+
+def next_token_per_position(
+    token_ids: Tensor, cu_query_lens: Tensor, token_row: Tensor, row_next: Tensor
+) -> Tensor:
+    """[T] the token after each packed position: the row's next token, or row_next at its end."""
+    num_tokens = token_ids.shape[0]
+    shifted = torch.cat([token_ids[1:], token_ids.new_zeros(1)])
+    row = token_row.clamp(max=row_next.shape[0] - 1)
+    is_row_end = torch.arange(num_tokens, device=token_ids.device) == (
+        cu_query_lens[1:].long()[row] - 1
+    )
+    return torch.where(is_row_end, row_next[row], shifted)
+
+
+@torch.no_grad()
+def run_step(
+    model: Qwen38Model,
+    state: ModelState,
+    inputs: PackedInputs,
+    capacity: PackedCapacity,
+    params: SamplingParams,
+) -> StepOutput:
+    out = model.forward_packed(inputs, capacity, state)
+    meta = out.meta
+    is_active = (inputs.query_lens > 0) & (inputs.slot_ids >= 0)
+    last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [R]
+    sampled = sample(out.logits[last], params, meta.positions[last] + 1)
+    next_tokens = torch.where(is_active, sampled, -1)
+    model.commit(out, meta.decode_lens)
+
+    prompt_next = inputs.prompt_next_token[0]
+    is_prompt = torch.arange(capacity.batch_capacity, device=last.device) == meta.prompt_row
+    is_continued = is_prompt & meta.has_prompt & (prompt_next >= 0)
+    row_next = torch.where(is_continued, prompt_next, next_tokens)
+    following = next_token_per_position(
+        inputs.token_ids, meta.cu_query_lens, meta.token_row, row_next
+    )
+    absorb_lens = torch.where(is_active, inputs.query_lens.long(), 0)
+    model.absorb_draft_context(out, following, absorb_lens)
+    # A prompt chunk that does not end its prompt emits nothing.
+    return StepOutput(torch.where(is_continued, -1, next_tokens), out)

@@ -1,0 +1,70 @@
+"""Shared fixtures: the tiny config, a random model of it and a fresh paged state."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from ignition.kernels import use_backend
+from ignition.model.config import Qwen38Config
+from ignition.model.model import Qwen38Model
+from ignition.model.state import ModelState, contiguous_pages
+from ignition.model.weights import random_model
+
+if not torch.cuda.is_available():
+    # triton reads this when an op's triton module is first imported (lazily, at first use),
+    # so the Triton-backend model tests run through the interpreter on CPU.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+NUM_SLOTS = 4
+PAGE_SIZE = 8
+MAX_PAGES_PER_SLOT = 8
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """Tiny matmuls lose more to thread hand-offs than they gain on CI's shared 2 cores."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True)
+def reference_kernels():
+    """The model tests pin the reference kernels: they test the model, not the backends."""
+    with use_backend("reference"):
+        yield
+
+
+@pytest.fixture(scope="session")
+def config() -> Qwen38Config:
+    return Qwen38Config.tiny()
+
+
+@pytest.fixture(scope="session")
+def model(config: Qwen38Config) -> Qwen38Model:
+    torch.manual_seed(0)
+    return random_model(config, seed=0)
+
+
+def new_state(
+    config: Qwen38Config, num_slots: int = NUM_SLOTS, device: torch.device | str = "cpu"
+) -> ModelState:
+    state = ModelState.allocate(
+        config,
+        num_slots=num_slots,
+        num_pages=num_slots * MAX_PAGES_PER_SLOT,
+        page_size=PAGE_SIZE,
+        max_pages_per_slot=MAX_PAGES_PER_SLOT,
+        device=device,
+    )
+    contiguous_pages(state)
+    return state
+
+
+@pytest.fixture
+def state(config: Qwen38Config) -> ModelState:
+    return new_state(config)

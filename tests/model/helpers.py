@@ -1,0 +1,89 @@
+"""Drivers shared by the model tests: prompts and greedy decoding through run_step."""
+
+from __future__ import annotations
+
+import torch
+
+from ignition.model.model import Qwen38Model
+from ignition.model.packing import PackedCapacity, PackedInputs
+from ignition.model.sampling import SamplingParams
+from ignition.model.state import ModelState
+from ignition.model.step import StepOutput, run_step
+
+PROMPT_CAPACITY = 64
+
+
+def prefill(
+    model: Qwen38Model, state: ModelState, slot: int, prompt: list[int], chunk: int = 64
+) -> int:
+    """Consume ``prompt`` into ``slot`` in chunks; returns the first sampled (greedy) token."""
+    capacity = PackedCapacity.mixed(1, 1, PROMPT_CAPACITY)
+    token = -1
+    for start in range(0, len(prompt), chunk):
+        piece = prompt[start : start + chunk]
+        is_last = start + chunk >= len(prompt)
+        inputs = PackedInputs.build(
+            capacity,
+            [piece],
+            [slot],
+            prefill_row=0,
+            prompt_next_token=-1 if is_last else prompt[start + chunk],
+        )
+        token = int(
+            run_step(model, state, inputs, capacity, SamplingParams.greedy(1)).next_tokens[0]
+        )
+    return token
+
+
+def decode_rows(
+    model: Qwen38Model,
+    state: ModelState,
+    rows: list[list[int]],
+    slots: list[int],
+    width: int,
+    batch_capacity: int | None = None,
+) -> StepOutput:
+    capacity = PackedCapacity.mixed(batch_capacity or len(rows), width, 0)
+    device = state.seq_lens.device
+    inputs = PackedInputs.build(capacity, rows, slots, device=device)
+    greedy = SamplingParams.greedy(capacity.batch_capacity, device=device)
+    return run_step(model, state, inputs, capacity, greedy)
+
+
+def greedy_generate(
+    model: Qwen38Model, state: ModelState, slot: int, prompt: list[int], num_tokens: int
+) -> list[int]:
+    """Reference decoding: one token per step, no speculation."""
+    tokens = [prefill(model, state, slot, prompt)]
+    while len(tokens) < num_tokens:
+        out = decode_rows(model, state, [[tokens[-1]]], [slot], width=1)
+        tokens.append(int(out.next_tokens[0]))
+    return tokens
+
+
+def committed_kv(state: ModelState, name: str) -> list[torch.Tensor]:
+    """Per slot, the cache entries at its committed positions (what a later step can read)."""
+    cache = getattr(state, name)  # [layers, pages, page_size, Hkv, Dh]
+    flat = cache.flatten(1, 2)
+    entries = []
+    for slot in range(state.num_slots):
+        positions = torch.arange(int(state.seq_lens[slot]))
+        pages = state.page_table[slot, positions // state.page_size].long()
+        entries.append(flat[:, pages * state.page_size + positions % state.page_size])
+    return entries
+
+
+def assert_states_equal(a: ModelState, b: ModelState, atol: float = 1e-5) -> None:
+    """Every per-slot tensor and the committed KV entries agree (scratch row excluded).
+
+    Cache entries past a slot's committed length are not state: nothing reads them before
+    they are rewritten.
+    """
+    slots = slice(0, a.num_slots)
+    assert torch.equal(a.seq_lens[slots], b.seq_lens[slots])
+    torch.testing.assert_close(a.gdn_state[:, slots], b.gdn_state[:, slots], atol=atol, rtol=0)
+    torch.testing.assert_close(a.conv_window[:, slots], b.conv_window[:, slots], atol=atol, rtol=0)
+    torch.testing.assert_close(a.mtp_hidden[slots], b.mtp_hidden[slots], atol=atol, rtol=0)
+    for name in ("k_cache", "v_cache", "mtp_k_cache", "mtp_v_cache"):
+        for got, expected in zip(committed_kv(a, name), committed_kv(b, name), strict=True):
+            torch.testing.assert_close(got, expected, atol=atol, rtol=0)

@@ -1,0 +1,73 @@
+"""Sampling: temperature, top-k, top-p and per-request seeds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ignition.model.sampling import SamplingParams, sample, target_distribution
+
+VOCAB = 64
+
+
+def _logits(num_rows: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(num_rows, VOCAB, generator=torch.Generator().manual_seed(seed)) * 2
+
+
+def test_the_same_seed_gives_the_same_tokens():
+    logits = _logits(6)
+    params = SamplingParams.build([1.0] * 6, seed=[7] * 6)
+    positions = torch.arange(6)
+    assert torch.equal(sample(logits, params, positions), sample(logits, params, positions))
+
+
+def test_a_row_draw_does_not_depend_on_its_batch_neighbours():
+    logits = _logits(4)
+    params = SamplingParams.build([0.8] * 4, seed=[1, 2, 3, 4])
+    positions = torch.tensor([5, 9, 2, 30])
+    together = sample(logits, params, positions)
+    alone = sample(logits[2:3], params.rows(torch.tensor([2])), positions[2:3])
+    assert together[2] == alone[0]
+
+
+def test_different_seeds_give_different_token_streams():
+    logits = _logits(1).expand(64, -1)
+    positions = torch.arange(64)
+    first = sample(logits, SamplingParams.build([1.0] * 64, seed=[1] * 64), positions)
+    second = sample(logits, SamplingParams.build([1.0] * 64, seed=[2] * 64), positions)
+    assert not torch.equal(first, second)
+
+
+def test_temperature_zero_is_argmax():
+    logits = _logits(5)
+    tokens = sample(logits, SamplingParams.greedy(5), torch.arange(5))
+    assert torch.equal(tokens, logits.argmax(-1))
+
+
+def test_top_k_keeps_only_the_k_most_likely_tokens():
+    logits = _logits(3)
+    probs = target_distribution(logits, SamplingParams.build([1.0] * 3, top_k=[1, 4, 0]))
+    assert (probs[0] > 0).sum() == 1 and probs[0].argmax() == logits[0].argmax()
+    assert set(probs[1].nonzero().flatten().tolist()) == set(logits[1].topk(4).indices.tolist())
+    assert (probs[2] > 0).sum() == VOCAB
+
+
+def test_top_p_keeps_the_smallest_prefix_reaching_p():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    probs = target_distribution(logits, SamplingParams.build([1.0], top_p=[0.7]))
+    torch.testing.assert_close(probs, torch.tensor([[0.625, 0.375, 0.0, 0.0]]))
+
+
+def test_sampled_tokens_follow_the_distribution():
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.1]])).expand(4000, -1)
+    params = SamplingParams.build([1.0] * 4000, seed=[11] * 4000)
+    tokens = sample(logits, params, torch.arange(4000))
+    freq = torch.bincount(tokens, minlength=3).float() / 4000
+    assert (freq - torch.tensor([0.6, 0.3, 0.1])).abs().sum() / 2 < 0.03  # total variation
+
+
+def test_invalid_parameters_are_rejected():
+    with pytest.raises(ValueError, match="top_p"):
+        SamplingParams.build([1.0], top_p=[0.0])
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingParams.build([-1.0])
