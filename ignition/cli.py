@@ -206,6 +206,7 @@ def catalog_cmd(recipe_name: str, as_json: bool, check: bool, **kwargs: Any) -> 
 )
 @click.option("--copy-weights", is_flag=True, help="Copy the weights into the bundle.")
 @click.option("--device", help="torch device (default: cuda when available, else cpu).")
+@click.option("--threads", type=int, help="torch CPU threads (default on CPU: 1).")
 @_fail_cleanly
 def build_cmd(
     recipe_name: str,
@@ -213,6 +214,7 @@ def build_cmd(
     out_dir: Path | None,
     copy_weights: bool,
     device: str | None,
+    threads: int | None,
     **kwargs: Any,
 ) -> None:
     """Prepare and validate every program of a recipe; write the bundle."""
@@ -243,6 +245,7 @@ def build_cmd(
             out_dir=out_dir,
             copy_weights=copy_weights,
             device=device,
+            threads=threads,
             on_program=done,
             on_start=started,
         )

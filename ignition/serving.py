@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
-
+from ignition.compiler.device import configure_threads, resolve_device
 from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.bundle import Bundle, load_bundle
@@ -32,8 +31,7 @@ class ServeOptions:
 def open_engine(
     options: ServeOptions, on_program: Callable[[str], None] | None = None
 ) -> tuple[Bundle, Engine]:
-    if options.num_threads:
-        torch.set_num_threads(options.num_threads)
+    configure_threads(resolve_device(options.device), options.num_threads)
     bundle = load_bundle(options.artifacts, options.device)
     runtime = bundle.manifest["runtime"]
     speculation = options.speculation or runtime["speculation"]

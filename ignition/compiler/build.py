@@ -33,6 +33,7 @@ import torch
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ignition.compiler.capture import PreparedProgram
+from ignition.compiler.device import configure_threads, resolve_device
 from ignition.compiler.prepare import capture_order, prepare_programs
 from ignition.compiler.programs import check_buildable
 from ignition.compiler.validate import validate_program
@@ -127,6 +128,7 @@ def build_bundle(
     out_dir: Path | None = None,
     copy_weights: bool = False,
     device: str | None = None,
+    threads: int | None = None,
     on_program: Callable[[Descriptor, bool], None] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> BuildResult:
@@ -142,7 +144,8 @@ def build_bundle(
     if not (checkpoint / "config.json").exists():
         raise BuildError(f"{checkpoint}: not a checkpoint folder (no config.json)")
     out_dir = Path(out_dir) if out_dir else Path("artifacts") / recipe.name
-    torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch_device = resolve_device(device)
+    configure_threads(torch_device, threads)
     sha = checkpoint_sha256(checkpoint)
     fingerprint = _fingerprint(recipe, options, sha, torch_device)
     previous = _previous_programs(out_dir, fingerprint)

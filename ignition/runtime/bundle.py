@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from tokenizers import Tokenizer
 
 from ignition.compiler.build import MANIFEST_FORMAT, MANIFEST_VERSION, checkpoint_sha256
+from ignition.compiler.device import resolve_device
 from ignition.compiler.programs import ProgramError, check_buildable
 from ignition.components.catalog import Catalog, load_catalog
 from ignition.model.model import Qwen38Model
@@ -89,7 +89,7 @@ def load_bundle(path: str | Path, device: str | None = None) -> Bundle:
             f"{checkpoint}: sha256 {sha[:12]} differs from the built {built_sha[:12]}; "
             "rebuild the bundle"
         )
-    torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch_device = resolve_device(device)
     model = load_model(checkpoint, torch_device)
     for i, d in enumerate(catalog.descriptors):
         try:
