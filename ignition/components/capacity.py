@@ -307,15 +307,14 @@ def select_for_mode(catalog: Catalog, speculation: str, mixed: bool = True) -> C
     def keep(d: Descriptor) -> bool:
         if d.kind is GraphKind.PREFILL:
             return True
+        if d.kind is GraphKind.DECODE:
+            return not speculative
         if d.kind is GraphKind.MIXED and not mixed:
             return False
-        if d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED):
-            if d.speculation_enabled != speculative and d.kind is not GraphKind.DECODE:
-                return False
-            if d.kind is GraphKind.DECODE and speculative:
-                return False
-            return speculation == "adaptive" or not d.is_device_allocated
-        return True
+        if d.kind in (GraphKind.SPECULATIVE, GraphKind.MIXED):
+            allocation_ok = speculation == "adaptive" or not d.is_device_allocated
+            return d.speculation_enabled == speculative and allocation_ok
+        return True  # state operations serve every mode
 
     kept = tuple(d for d in catalog.descriptors if keep(d))
     if not any(d.kind is not GraphKind.PREFILL for d in kept):

@@ -241,7 +241,8 @@ class Engine:
                 del self._waiting[i]
                 self._finish_unadmitted(request, sink)
                 return
-        live = self.live.get(self._by_id.get(request_id))  # type: ignore[arg-type]
+        handle = self._by_id.get(request_id)
+        live = self.live.get(handle) if handle is not None else None
         if live is not None and not live.is_done:
             self._finish(live, "abort", notify_scheduler=True)
 
@@ -371,6 +372,4 @@ class Engine:
         if notify_scheduler:
             self.scheduler.cancel(live.handle)
         self.stats.record_finished(reason)
-        live.sink(
-            StreamChunk("", (), len(live.prompt_ids), len(live.output_ids), reason, error)
-        )
+        live.sink(StreamChunk("", (), len(live.prompt_ids), len(live.output_ids), reason, error))
