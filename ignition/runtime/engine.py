@@ -219,11 +219,17 @@ class Engine:
     def _admit_waiting(self) -> None:
         while self._waiting:
             request, sink = self._waiting[0]
-            spec = RequestSpec(
-                num_prompt_tokens=len(request.prompt_ids),
-                max_output_tokens=request.sampling.max_tokens,
-                context_capacity=self.max_context_tokens,
-            )
+            try:
+                spec = RequestSpec(
+                    num_prompt_tokens=len(request.prompt_ids),
+                    max_output_tokens=request.sampling.max_tokens,
+                    context_capacity=self.max_context_tokens,
+                )
+            except SchedulerError as err:  # a request Helios can never serve
+                self._waiting.popleft()
+                self.stats.record_finished("error")
+                sink(StreamChunk("", (), len(request.prompt_ids), 0, "error", str(err)))
+                continue
             try:
                 handle = self.scheduler.admit(spec)
             except SchedulerError:
