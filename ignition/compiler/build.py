@@ -32,11 +32,12 @@ from typing import Any
 import torch
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from ignition.compiler.capture import PreparedProgram
+from ignition.compiler.capture import GraphCapturer
 from ignition.compiler.device import configure_threads, resolve_device
 from ignition.compiler.prepare import capture_order, prepare_programs
 from ignition.compiler.programs import check_buildable
-from ignition.compiler.validate import validate_program
+from ignition.compiler.state_ops import StateOperations
+from ignition.compiler.validate import validate_program, validate_state_operations
 from ignition.components.capacity import plan_catalog
 from ignition.components.catalog import Catalog, Descriptor, save_catalog
 from ignition.model.state import ModelState
@@ -195,34 +196,40 @@ def build_bundle(
         },
         "reused": len(ordered) - len(todo),
         "programs": [results[d.name] for d in ordered],
+        "state_operations": _validate_state_operations(
+            model, recipe.capacity.kv_page_size, torch_device
+        ),
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     _write_report(manifest, out_dir)
     return BuildResult(out_dir, catalog, manifest, len(ordered) - len(todo))
 
 
-def _prepare_and_validate(model, recipe: Recipe, todo, checkpoint: Path, device, on_program):
-    page_size = recipe.capacity.kv_page_size
-    max_rows = max(d.batch_capacity for d in todo)
-    max_tokens = max(d.max_packed_extent + d.token_capacity + d.proposal_depth + 1 for d in todo)
+def _validation_state(model, page_size: int, descriptors, device) -> ModelState:
+    """Slots for the widest program (at least two, for state operations), each with room for
+    the largest packed extent plus one round's lookahead, and the scratch page at the end."""
+    num_slots = max(2, max((d.batch_capacity for d in descriptors), default=1))
+    max_tokens = max(
+        (d.max_packed_extent + d.token_capacity + d.proposal_depth + 1 for d in descriptors),
+        default=page_size,
+    )
     per_slot = -(-max_tokens // page_size)
-    state = ModelState.allocate(
+    return ModelState.allocate(
         model.config,
-        max_rows,
-        per_slot * max_rows,
+        num_slots,
+        per_slot * num_slots + 1,
         page_size,
         per_slot,
         device=device,
         dtype=next(model.parameters()).dtype,
     )
+
+
+def _prepare_and_validate(model, recipe: Recipe, todo, checkpoint: Path, device, on_program):
+    state = _validation_state(model, recipe.capacity.kv_page_size, todo, device)
     sample = _sample_tokens(checkpoint)
     results: dict[str, dict[str, Any]] = {}
-    captured: dict[str, PreparedProgram] = {}
-
-    def record_capture(d: Descriptor, prepared: PreparedProgram) -> None:
-        captured[d.name] = prepared
-
-    programs, pending = prepare_programs(model, state, todo, device, on_prepared=record_capture)
+    programs, pending = prepare_programs(model, state, todo, device)
     for d in todo:
         program, prepared = programs[d.name]
         result = validate_program(
@@ -237,6 +244,24 @@ def _prepare_and_validate(model, recipe: Recipe, todo, checkpoint: Path, device,
         if on_program is not None:
             on_program(d, False)
     return results
+
+
+def _validate_state_operations(model, page_size: int, device) -> list[dict[str, Any]]:
+    """Snapshot and restore, prepared over a small state and checked to round-trip."""
+    state = _validation_state(model, page_size, (), device)
+    ops = StateOperations(state, num_rows=1, capturer=GraphCapturer(device))
+    prepared = {
+        ops.snapshot_program.name: ops.snapshot_program,
+        ops.restore_program.name: ops.restore_program,
+    }
+    return [
+        {
+            "name": result.name,
+            "validation_ns": result.validation_ns,
+            "capture_bytes": prepared[result.name].capture_bytes,
+        }
+        for result in validate_state_operations(ops)
+    ]
 
 
 def _place_weights(checkpoint: Path, out_dir: Path, copy: bool) -> str:

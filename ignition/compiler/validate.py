@@ -141,3 +141,42 @@ def _check_outputs(
     if prompt_row >= 0:
         emitted[prompt_row] = 0
     return emitted
+
+
+def validate_state_operations(ops) -> list[ValidationResult]:
+    """Snapshot slot 0 holding random state, restore it into slot 1, and compare them."""
+    state = ops.state
+    if state.num_slots < 2:
+        raise ValidationError("state operations need two validation slots")
+    per_slot = state.max_pages_per_slot
+    state.assign_pages(0, list(range(0, per_slot)))
+    state.assign_pages(1, list(range(per_slot, 2 * per_slot)))
+    length = per_slot * state.page_size - 1  # every page, the last one partial
+    state.seq_lens[0] = length
+    generator = torch.Generator().manual_seed(0)
+    pages = torch.arange(per_slot, device=state.seq_lens.device)
+    caches = [
+        c for c in (state.k_cache, state.v_cache, state.mtp_k_cache, state.mtp_v_cache) if c.numel()
+    ]
+    pieces = [state.gdn_state[:, 0], state.conv_window[:, 0], state.mtp_hidden[0]]
+    pieces += [cache[:, :per_slot] for cache in caches]
+    for piece in pieces:
+        piece.copy_(torch.randn(piece.shape, generator=generator).to(piece))
+    expected = [piece.clone() for piece in pieces]
+    snapshot_ns = ops.snapshot(slot=0, row=0)
+    state.reset_slot(0)
+    for cache in caches:
+        cache[:, :per_slot].zero_()
+    restore_ns = ops.restore(slot=1, row=0)
+    restored = [state.gdn_state[:, 1], state.conv_window[:, 1], state.mtp_hidden[1]]
+    restored += [cache[:, pages + per_slot] for cache in caches]
+    if int(state.seq_lens[1]) != length or not all(
+        torch.equal(got, want) for got, want in zip(restored, expected, strict=True)
+    ):
+        raise ValidationError("restore did not reproduce the snapshotted slot")
+    for slot in (0, 1):
+        state.reset_slot(slot)
+    return [
+        ValidationResult(ops.snapshot_program.name, snapshot_ns, 0),
+        ValidationResult(ops.restore_program.name, restore_ns, 0),
+    ]

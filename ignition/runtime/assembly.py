@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ignition.compiler.capture import PreparedProgram
+from ignition.compiler.capture import GraphCapturer, PreparedProgram
 from ignition.compiler.prepare import prepare_programs
+from ignition.compiler.state_ops import StateOperations
 from ignition.components.capacity import select_for_mode
-from ignition.components.catalog import Catalog, Descriptor
+from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import PolicyConfig, Resources, Scheduler, SpeculationMode
 from ignition.model.model import Qwen38Model
 from ignition.model.state import ModelState
@@ -36,18 +37,22 @@ class RuntimeOptions:
 def state_for(
     model: Qwen38Model, catalog: Catalog, options: RuntimeOptions, device: torch.device
 ) -> tuple[ModelState, int]:
-    """Size the caches: every slot can reach the context limit plus one round's lookahead."""
+    """Size the caches: every slot can reach the context limit plus one round's lookahead.
+
+    Returns the state and the number of pages requests may own; the state holds one more,
+    the scratch page state operations redirect unassigned copies to.
+    """
     lookahead = max(
         d.token_capacity + d.proposal_depth + 1
         for d in catalog.descriptors
-        if d.kind.value != "prefill"
+        if d.kind is not GraphKind.PREFILL
     )
     per_slot = -(-(options.max_context_tokens + lookahead) // options.page_size)
     num_pages = per_slot * options.num_slots
     state = ModelState.allocate(
         model.config,
         options.num_slots,
-        num_pages,
+        num_pages + 1,
         options.page_size,
         per_slot,
         device=device,
@@ -82,7 +87,12 @@ def assemble_engine(
         use_graphs=options.use_graphs,
         on_prepared=on_prepared,
     )
-    worker = ModelWorker(state, programs, SlotResources(state, num_pages), frozenset(eos_token_ids))
+    state_ops = StateOperations(
+        state, num_rows=options.num_slots, capturer=GraphCapturer(device, options.use_graphs)
+    )
+    worker = ModelWorker(
+        state, programs, SlotResources(state, num_pages), frozenset(eos_token_ids), state_ops
+    )
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     scheduler = Scheduler(
         selected,

@@ -23,6 +23,7 @@ import torch
 
 from ignition.compiler.capture import PreparedProgram, map_tensors, timed_run
 from ignition.compiler.programs import Program, RoundProgramInputs, clear_inputs
+from ignition.compiler.state_ops import StateOperations
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.state import ModelState
@@ -59,11 +60,14 @@ class ModelWorker:
         programs: dict[str, tuple[Program, PreparedProgram]],
         resources: SlotResources,
         eos_token_ids: frozenset[int],
+        state_ops: StateOperations | None = None,
     ) -> None:
         self.state = state
         self.programs = programs
         self.resources = resources
         self.eos_token_ids = eos_token_ids
+        # Snapshot/restore programs, ready for the prerequisite work Helios will schedule.
+        self.state_ops = state_ops
         self._prompt_cursor: dict[RequestHandle, int] = {}
 
     # -- Worker protocol -----------------------------------------------------------

@@ -138,3 +138,12 @@ def test_a_checkpoint_changed_after_the_build_is_refused(built, tmp_path):
     result = CliRunner().invoke(main, ["generate", "--artifacts", str(copy), "--prompt", "x"])
     assert result.exit_code == 2
     assert "rebuild the bundle" in result.output
+
+
+def test_state_operations_are_validated_and_reported(built):
+    out, _ = built
+    manifest = json.loads((out / "manifest.json").read_text())
+    names = [p["name"] for p in manifest["state_operations"]]
+    assert names == ["snapshot-b1-d0-w1-p1", "restore-b1-d0-w1-p1"]
+    assert all(p["validation_ns"] > 0 for p in manifest["state_operations"])
+    assert "## State operations" in (out / "build_report.md").read_text()

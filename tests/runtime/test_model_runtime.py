@@ -124,3 +124,22 @@ def test_eos_finishes_with_stop_and_frees_pages(model, catalog):
     assert tokens == eos_free[:3]
     assert chunks[-1].finish_reason == "stop"
     assert engine.worker.resources.pages_of(0) == []
+
+
+def test_the_runtime_keeps_snapshot_restore_ready_and_a_scratch_page_free(model, catalog):
+    options = RuntimeOptions(num_slots=2, page_size=64, max_context_tokens=512)
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    worker = engine.worker
+    state = worker.state
+    scratch = state.k_cache.shape[1] - 1
+    assert worker.resources.num_free_pages == scratch  # the scratch page is never handed out
+    worker.resources.begin(0)
+    worker.resources.reserve(0, 100, lookahead=1)
+    state.seq_lens[0] = 100
+    state.gdn_state[:, 0].fill_(0.5)
+    worker.state_ops.snapshot(slot=0, row=1)
+    worker.resources.begin(1)
+    worker.resources.reserve(1, 100, lookahead=1)
+    worker.state_ops.restore(slot=1, row=1)
+    assert int(state.seq_lens[1]) == 100
+    assert torch.equal(state.gdn_state[:, 1], state.gdn_state[:, 0])

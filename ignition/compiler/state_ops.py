@@ -1,0 +1,177 @@
+"""State operations: snapshot a request slot's complete state, restore it into a slot.
+
+Both are static-shape programs (captured like any other on a GPU): the slot and
+the snapshot row are device inputs, and every copy is an indexed tensor copy
+with no host synchronisation. A snapshot row holds everything a continuation
+needs: the committed length, the GDN recurrent state and convolution window,
+the MTP hidden state and the content of every page the slot's page table
+names (whole pages, so partial pages are preserved), for the target and the
+MTP caches alike.
+
+Restore writes into the pages the target slot's page table already names; the
+runtime assigns them first. Page-table entries still unassigned (-1) redirect
+their copy to the state's scratch page, which no request ever owns, so the
+program has no data-dependent branch.
+
+Helios does not schedule state operations yet (prerequisites arrive with a
+later issue); the build prepares and validates them and the runtime holds them
+ready beside the inference programs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ignition.compiler.capture import timed_run
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.model.state import ModelState
+
+SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
+RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
+
+
+@dataclass
+class StateOpInputs:
+    slot: Tensor  # [1] int32 request slot
+    row: Tensor  # [1] int32 snapshot row
+
+
+@dataclass
+class SnapshotStore:
+    """Preallocated snapshot rows, each with room for a slot's every page."""
+
+    seq_lens: Tensor  # [rows] int32
+    gdn_state: Tensor  # [gdn_layers, rows, H, Dk, Dv] fp32
+    conv_window: Tensor  # [gdn_layers, rows, C, K - 1]
+    mtp_hidden: Tensor  # [rows, hidden]
+    caches: tuple[Tensor, ...]  # k, v, mtp_k, mtp_v: [layers, rows * max_pages, page, Hkv, Dh]
+
+    @classmethod
+    def allocate(cls, state: ModelState, num_rows: int) -> SnapshotStore:
+        if num_rows < 1:
+            raise ValueError(f"a snapshot store needs at least one row, got {num_rows}")
+        per_row = state.max_pages_per_slot
+
+        def rows_like(t: Tensor) -> Tensor:  # [layers, slots + 1, ...] -> [layers, rows, ...]
+            return torch.zeros(t.shape[0], num_rows, *t.shape[2:], dtype=t.dtype, device=t.device)
+
+        def pages_like(cache: Tensor) -> Tensor:
+            shape = (cache.shape[0], num_rows * per_row, *cache.shape[2:])
+            return torch.zeros(shape, dtype=cache.dtype, device=cache.device)
+
+        return cls(
+            seq_lens=torch.zeros(num_rows, dtype=torch.int32, device=state.seq_lens.device),
+            gdn_state=rows_like(state.gdn_state),
+            conv_window=rows_like(state.conv_window),
+            mtp_hidden=torch.zeros(
+                num_rows,
+                state.mtp_hidden.shape[1],
+                dtype=state.mtp_hidden.dtype,
+                device=state.mtp_hidden.device,
+            ),
+            caches=tuple(pages_like(c) for c in _caches(state)),
+        )
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.seq_lens.shape[0])
+
+
+def _caches(state: ModelState) -> tuple[Tensor, ...]:
+    return (state.k_cache, state.v_cache, state.mtp_k_cache, state.mtp_v_cache)
+
+
+def _store_pages(state: ModelState, row: Tensor) -> Tensor:
+    per_row = state.max_pages_per_slot
+    return row.long() * per_row + torch.arange(per_row, device=row.device)
+
+
+def snapshot_program(state: ModelState, store: SnapshotStore):
+    """fn(inputs): copy slot ``inputs.slot`` into snapshot row ``inputs.row``."""
+
+    def run_snapshot(x: StateOpInputs) -> Tensor:
+        slot, row = x.slot.long(), x.row.long()
+        store.seq_lens.index_copy_(0, row, state.seq_lens[slot])
+        store.gdn_state.index_copy_(1, row, state.gdn_state[:, slot])
+        store.conv_window.index_copy_(1, row, state.conv_window[:, slot])
+        store.mtp_hidden.index_copy_(0, row, state.mtp_hidden[slot])
+        pages = state.page_table[slot[0]].long()  # [max_pages], -1 unassigned
+        source = torch.where(pages >= 0, pages, state_scratch_page(state))
+        target = _store_pages(state, row)
+        for cache, saved in zip(_caches(state), store.caches, strict=True):
+            saved.index_copy_(1, target, cache[:, source])
+        return store.seq_lens[row]
+
+    return run_snapshot
+
+
+def restore_program(state: ModelState, store: SnapshotStore):
+    """fn(inputs): write snapshot row ``inputs.row`` into slot ``inputs.slot``'s pages."""
+
+    def run_restore(x: StateOpInputs) -> Tensor:
+        slot, row = x.slot.long(), x.row.long()
+        state.seq_lens.index_copy_(0, slot, store.seq_lens[row])
+        state.gdn_state.index_copy_(1, slot, store.gdn_state[:, row])
+        state.conv_window.index_copy_(1, slot, store.conv_window[:, row])
+        state.mtp_hidden.index_copy_(0, slot, store.mtp_hidden[row])
+        pages = state.page_table[slot[0]].long()
+        target = torch.where(pages >= 0, pages, state_scratch_page(state))
+        source = _store_pages(state, row)
+        for cache, saved in zip(_caches(state), store.caches, strict=True):
+            cache.index_copy_(1, target, saved[:, source])
+        return state.seq_lens[slot]
+
+    return run_restore
+
+
+def state_scratch_page(state: ModelState) -> int:
+    """The last KV page: reserved by the runtime, never handed to a request."""
+    num_pages = state.k_cache.shape[1] if state.k_cache.numel() else state.mtp_k_cache.shape[1]
+    return num_pages - 1
+
+
+def state_op_inputs(device: torch.device) -> StateOpInputs:
+    return StateOpInputs(
+        slot=torch.zeros(1, dtype=torch.int32, device=device),
+        row=torch.zeros(1, dtype=torch.int32, device=device),
+    )
+
+
+class StateOperations:
+    """The prepared snapshot and restore programs over one state and one store."""
+
+    def __init__(self, state: ModelState, num_rows: int, capturer) -> None:
+        device = state.seq_lens.device
+        self.state = state
+        self.store = SnapshotStore.allocate(state, num_rows)
+        self._snapshot_inputs = state_op_inputs(device)
+        self._restore_inputs = state_op_inputs(device)
+        self.snapshot_program = capturer.prepare(
+            SNAPSHOT.name, snapshot_program(state, self.store), self._snapshot_inputs
+        )
+        self.restore_program = capturer.prepare(
+            RESTORE.name, restore_program(state, self.store), self._restore_inputs
+        )
+
+    def snapshot(self, slot: int, row: int) -> int:
+        """Copy ``slot`` into snapshot ``row``; returns the measured interval in ns."""
+        self._check(slot, row)
+        self._snapshot_inputs.slot.fill_(slot)
+        self._snapshot_inputs.row.fill_(row)
+        return timed_run(self.snapshot_program)[1]
+
+    def restore(self, slot: int, row: int) -> int:
+        """Write ``row`` into ``slot``, whose pages the caller has assigned; returns ns."""
+        self._check(slot, row)
+        self._restore_inputs.slot.fill_(slot)
+        self._restore_inputs.row.fill_(row)
+        return timed_run(self.restore_program)[1]
+
+    def _check(self, slot: int, row: int) -> None:
+        if not 0 <= slot < self.state.num_slots:
+            raise ValueError(f"slot {slot} outside [0, {self.state.num_slots})")
+        if not 0 <= row < self.store.num_rows:
+            raise ValueError(f"snapshot row {row} outside [0, {self.store.num_rows})")
