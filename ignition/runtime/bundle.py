@@ -61,7 +61,13 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _eos_ids(tokenizer: Tokenizer, config: dict[str, Any], model: Qwen38Model) -> tuple[int, ...]:
-    ids = {model.config.eos_token_id} if model.config.eos_token_id is not None else set()
+    configured = model.config.eos_token_id  # an id or, as Hugging Face allows, a list of ids
+    if configured is None:
+        ids: set[int] = set()
+    elif isinstance(configured, int):
+        ids = {configured}
+    else:
+        ids = {int(i) for i in configured}
     eos = config.get("eos_token")
     if isinstance(eos, str) and tokenizer.token_to_id(eos) is not None:
         ids.add(tokenizer.token_to_id(eos))
