@@ -164,7 +164,9 @@ def forward_train(model: Qwen38Model, token_ids: Tensor) -> TrainOutput:
     return TrainOutput(logits, mtp_logits, router_probs)
 
 
-def _mtp_forward(model: Qwen38Model, hidden: Tensor, next_embeds: Tensor, positions: Tensor):
+def _mtp_forward(
+    model: Qwen38Model, hidden: Tensor, next_embeds: Tensor, positions: Tensor
+) -> Tensor:
     """hidden, next_embeds [B, T', hidden] -> draft logits [B, T', vocab] (teacher forced)."""
     mtp = model.mtp
     assert mtp is not None

@@ -37,9 +37,7 @@ def test_training_logits_equal_packed_forward_logits(model, prompt, served):
     out, _ = served
     with torch.no_grad():
         trained = forward_train(model, torch.tensor([prompt]))
-    torch.testing.assert_close(
-        trained.logits[0], out.target.logits[:PROMPT_LEN], atol=ATOL, rtol=0
-    )
+    torch.testing.assert_close(trained.logits[0], out.target.logits[:PROMPT_LEN], atol=ATOL, rtol=0)
 
 
 def test_training_mtp_logits_equal_the_served_draft_logits(model, prompt, served):
@@ -95,7 +93,9 @@ def test_twenty_training_steps_lower_both_losses(config):
 
 def test_every_trained_parameter_gets_a_gradient(config):
     model = random_model(config, seed=2).train()
-    tokens = torch.randint(0, config.vocab_size, (2, 64), generator=torch.Generator().manual_seed(0))
+    tokens = torch.randint(
+        0, config.vocab_size, (2, 64), generator=torch.Generator().manual_seed(0)
+    )
     training_losses(model, tokens).total.backward()
     missing = [name for name, p in model.named_parameters() if p.grad is None]
     assert missing == []
