@@ -116,11 +116,14 @@ def test_recipes_lists_names_aliases_and_support():
     assert "qwen3.8-flash" in table.output and "mixed capture" in table.output
 
 
-def test_cli_and_recipes_do_not_import_torch():
+def test_cli_recipes_and_helios_do_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, ignition.cli, ignition.components.capacity; print('torch' in sys.modules)"
+    code = (
+        "import sys, ignition.cli, ignition.components.capacity, ignition.helios, "
+        "ignition.helios.sim; print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

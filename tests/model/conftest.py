@@ -23,15 +23,6 @@ PAGE_SIZE = 8
 MAX_PAGES_PER_SLOT = 8
 
 
-@pytest.fixture(scope="session", autouse=True)
-def one_torch_thread():
-    """Tiny matmuls lose more to thread hand-offs than they gain on CI's shared 2 cores."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(autouse=True)
 def reference_kernels():
     """The model tests pin the reference kernels: they test the model, not the backends."""

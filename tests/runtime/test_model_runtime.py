@@ -43,12 +43,9 @@ def catalog():
 
 
 @pytest.fixture(autouse=True)
-def reference_kernels_one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
+def reference_kernels():
     with use_backend("reference"):
         yield
-    torch.set_num_threads(previous)
 
 
 PROMPTS = {

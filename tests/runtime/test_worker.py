@@ -36,7 +36,6 @@ class Chars:
 
 @pytest.fixture(scope="module")
 def setup():
-    torch.set_num_threads(1)
     with use_backend("reference"):
         model = random_model(Qwen38Config.tiny(), seed=1)
         catalog = select_for_mode(

@@ -24,12 +24,9 @@ PROMPT = 'import os\n\n\ndef join(a, *p):\n    """Join two or more pathname comp
 
 
 @pytest.fixture(autouse=True)
-def reference_kernels_on_one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
+def reference_kernels():
     with use_backend("reference"):
         yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")

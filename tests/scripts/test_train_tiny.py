@@ -47,13 +47,9 @@ SPECIAL_IDS = {name: i for i, name in enumerate(SPECIAL_TOKENS)}
 
 
 @pytest.fixture(autouse=True)
-def reference_kernels_on_one_thread():
-    """Tiny matmuls lose more to thread hand-offs than they gain on CI's shared 2 cores."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
+def reference_kernels():
     with use_backend("reference"):
         yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")
