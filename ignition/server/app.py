@@ -151,11 +151,20 @@ def create_app(engine: EngineClient) -> FastAPI:
         relay = _Relay(metrics, time.monotonic())
         if body.stream:
             return StreamingResponse(
-                _sse(request, stream, relay, chat, body.include_usage, body.model),
+                _sse(
+                    request,
+                    stream,
+                    relay,
+                    chat,
+                    body.include_usage,
+                    body.model or engine.model_name,
+                ),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        result = await _collect_or_cancel(raw, _collect(request, stream, relay, chat, body.model))
+        result = await _collect_or_cancel(
+            raw, _collect(request, stream, relay, chat, body.model or engine.model_name)
+        )
         if result is None:
             return Response(status_code=499)
         return JSONResponse(result, status_code=500 if "error" in result else 200)

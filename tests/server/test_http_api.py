@@ -81,6 +81,7 @@ def test_completion_returns_text_and_usage():
     assert r.status_code == 200
     body = r.json()
     assert body["object"] == "text_completion"
+    assert body["model"] == "scripted"  # the served model when the request names none
     assert body["choices"][0]["text"] == "one two three four "
     assert body["choices"][0]["finish_reason"] == "stop"
     assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
