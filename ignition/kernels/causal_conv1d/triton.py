@@ -43,6 +43,29 @@ def _load_history(
 
 
 @triton.jit
+def _conv_silu(
+    x_ptr, window_ptr, weight_ptr, bias_ptr, positions, channels, mask_c, num_inputs,
+    stride_x_pos, stride_w_c, stride_window_c,
+    HAS_BIAS: tl.constexpr,
+    TAPS: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """SiLU(sum over taps of weight[c, tap] * history[p + tap, c] + bias[c]) as fp32 [P, C]."""
+    acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
+    for tap in tl.static_range(TAPS):
+        weight = tl.load(weight_ptr + channels * stride_w_c + tap, mask=mask_c, other=0.0)
+        values = _load_history(
+            x_ptr, window_ptr, positions + tap, channels, mask_c, num_inputs,
+            stride_x_pos, stride_window_c, TAPS,
+        )  # fmt: skip
+        acc += values * weight.to(tl.float32)[None, :]
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + channels, mask=mask_c, other=0.0).to(tl.float32)[None, :]
+    return acc * tl.sigmoid(acc)
+
+
+@triton.jit
 def _causal_conv1d_prefill_kernel(
     x_ptr, weight_ptr, bias_ptr, window_ptr, length_ptr, y_ptr, final_window_ptr,
     num_tokens, num_channels,
@@ -58,17 +81,10 @@ def _causal_conv1d_prefill_kernel(
     positions = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     length = tl.load(length_ptr)
 
-    acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
-    for tap in tl.static_range(TAPS):
-        weight = tl.load(weight_ptr + channels * stride_w_c + tap, mask=mask_c, other=0.0)
-        values = _load_history(
-            x_ptr, window_ptr, positions + tap, channels, mask_c, num_tokens,
-            stride_x_t, stride_window_c, TAPS,
-        )  # fmt: skip
-        acc += values * weight.to(tl.float32)[None, :]
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + channels, mask=mask_c, other=0.0).to(tl.float32)[None, :]
-    y = acc * tl.sigmoid(acc)
+    y = _conv_silu(
+        x_ptr, window_ptr, weight_ptr, bias_ptr, positions, channels, mask_c, num_tokens,
+        stride_x_t, stride_w_c, stride_window_c, HAS_BIAS, TAPS, BLOCK_T, BLOCK_C,
+    )  # fmt: skip
     y = tl.where((positions < length)[:, None], y, 0.0)
     mask_y = (positions < num_tokens)[:, None] & mask_c[None, :]
     y_offs = positions[:, None] * stride_y_t + channels[None, :]
@@ -106,17 +122,10 @@ def _causal_conv1d_update_kernel(
     x_row = x_ptr + row * stride_x_r
     window_row = window_ptr + row * stride_window_r
 
-    acc = tl.zeros((BLOCK_W, BLOCK_C), dtype=tl.float32)
-    for tap in tl.static_range(TAPS):
-        weight = tl.load(weight_ptr + channels * stride_w_c + tap, mask=mask_c, other=0.0)
-        values = _load_history(
-            x_row, window_row, positions + tap, channels, mask_c, width,
-            stride_x_w, stride_window_c, TAPS,
-        )  # fmt: skip
-        acc += values * weight.to(tl.float32)[None, :]
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + channels, mask=mask_c, other=0.0).to(tl.float32)[None, :]
-    y = acc * tl.sigmoid(acc)
+    y = _conv_silu(
+        x_row, window_row, weight_ptr, bias_ptr, positions, channels, mask_c, width,
+        stride_x_w, stride_w_c, stride_window_c, HAS_BIAS, TAPS, BLOCK_W, BLOCK_C,
+    )  # fmt: skip
     y_offs = row * stride_y_r + positions[:, None] * stride_y_w + channels[None, :]
     tl.store(y_ptr + y_offs, y.to(y_ptr.dtype.element_ty), mask=mask_out)
 
