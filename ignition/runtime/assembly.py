@@ -32,6 +32,8 @@ class RuntimeOptions:
     max_waiting: int = 64
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     use_graphs: bool | None = None
+    checkpoint_extra_work_fraction: float = 0.05
+    snapshot_rows: int = 4  # retained-checkpoint rows; 0 turns retention off
 
 
 def state_for(
