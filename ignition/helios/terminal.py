@@ -64,3 +64,14 @@ def saved_waiting(age_price: float, stop_ms: float, total_ms: float) -> float:
     if total_ms <= stop_ms:
         return 0.0
     return age_price * (total_ms * total_ms - stop_ms * stop_ms) / 2.0
+
+
+@dataclass(frozen=True)
+class TerminalView:
+    """A request awaiting terminal retirement, as one decision sees it."""
+
+    handle: object  # RequestHandle (kept loose: types imports nothing from here)
+    epoch: int
+    age_ms: float
+    checkpoint_tokens: int
+    last_served_seq: int
