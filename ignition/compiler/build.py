@@ -5,7 +5,9 @@
 - ``catalog.json``: the descriptors (the build/runtime contract);
 - ``manifest.json``: recipe, options, checkpoint hash, package versions, device,
   and per program its validation time and (on GPU) capture memory;
-- ``tokenizer.json`` / ``tokenizer_config.json``: copied from the checkpoint;
+- ``tokenizer.json`` / ``tokenizer_config.json``, and ``chat_template.jinja``,
+  ``additional_chat_templates/`` and ``generation_config.json`` where present:
+  copied from the checkpoint;
 - the weights: a reference to the checkpoint folder, or a copy (``--copy-weights``);
 - ``build_report.md``: rendered from ``templates/build_report.md.j2``.
 
@@ -47,7 +49,13 @@ from ignition.recipes import LoadOptions, Recipe, get_recipe
 MANIFEST_FORMAT = "ignition-manifest"
 MANIFEST_VERSION = 1
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "assets" / "qwen38-tiny"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "generation_config.json",
+)
+TEMPLATE_DIRS = ("additional_chat_templates",)
 VALIDATION_TEXT = 'def main(argv=None):\n    """Run the command line."""\n    return 0\n'
 SUPPORTED_FAMILIES = ("qwen38",)
 
@@ -169,9 +177,17 @@ def build_bundle(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     save_catalog(catalog, out_dir / "catalog.json")
-    for name in TOKENIZER_FILES:
+    for name in TOKENIZER_FILES:  # a rebuild drops what the checkpoint no longer has
         if (checkpoint / name).exists():
             shutil.copyfile(checkpoint / name, out_dir / name)
+        else:
+            (out_dir / name).unlink(missing_ok=True)
+    for name in TEMPLATE_DIRS:
+        if (out_dir / name).resolve() == (checkpoint / name).resolve():
+            continue  # building into the checkpoint folder: the templates are already there
+        shutil.rmtree(out_dir / name, ignore_errors=True)
+        if (checkpoint / name).is_dir():
+            shutil.copytree(checkpoint / name, out_dir / name)
     weights_ref = _place_weights(checkpoint, out_dir, copy_weights)
     manifest = {
         "format": MANIFEST_FORMAT,
