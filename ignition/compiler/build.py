@@ -72,6 +72,25 @@ class BuildResult:
     num_reused: int
 
 
+def copy_tokenizer_files(checkpoint: Path, out_dir: Path) -> None:
+    """Copy the tokenizer, chat templates and generation config the runtime reads.
+
+    A rebuild into the same folder drops files the checkpoint no longer has, so a
+    removed chat template does not live on in the bundle.
+    """
+    if out_dir.resolve() == checkpoint.resolve():
+        return  # building into the checkpoint folder: everything is already there
+    for name in TOKENIZER_FILES:
+        if (checkpoint / name).is_file():
+            shutil.copyfile(checkpoint / name, out_dir / name)
+        else:
+            (out_dir / name).unlink(missing_ok=True)
+    for name in TEMPLATE_DIRS:
+        shutil.rmtree(out_dir / name, ignore_errors=True)
+        if (checkpoint / name).is_dir():
+            shutil.copytree(checkpoint / name, out_dir / name)
+
+
 def checkpoint_sha256(path: Path) -> str:
     """Hash of config, weights and tokenizer files, in name order."""
     digest = hashlib.sha256()
@@ -177,17 +196,7 @@ def build_bundle(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     save_catalog(catalog, out_dir / "catalog.json")
-    for name in TOKENIZER_FILES:  # a rebuild drops what the checkpoint no longer has
-        if (checkpoint / name).exists():
-            shutil.copyfile(checkpoint / name, out_dir / name)
-        else:
-            (out_dir / name).unlink(missing_ok=True)
-    for name in TEMPLATE_DIRS:
-        if (out_dir / name).resolve() == (checkpoint / name).resolve():
-            continue  # building into the checkpoint folder: the templates are already there
-        shutil.rmtree(out_dir / name, ignore_errors=True)
-        if (checkpoint / name).is_dir():
-            shutil.copytree(checkpoint / name, out_dir / name)
+    copy_tokenizer_files(checkpoint, out_dir)
     weights_ref = _place_weights(checkpoint, out_dir, copy_weights)
     manifest = {
         "format": MANIFEST_FORMAT,
