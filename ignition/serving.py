@@ -70,7 +70,7 @@ def serve_forever(options: ServeOptions, host: str, port: int, direct: bool) -> 
         from ignition.direct.scheduler import DirectScheduler
 
         engine.scheduler = DirectScheduler.replacing(engine.scheduler)
-    chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered)
+    chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
     problem = chat.problem()
     if problem is not None:  # completions still serve; each chat request gets this as a 400
         print(f"warning: {problem}", file=sys.stderr)

@@ -60,6 +60,15 @@ class Bundle:
         """Tokenize rendered chats; the template already wrote any special tokens."""
         return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
+    def split_tokens(self) -> list[str]:
+        """Added tokens the tokenizer splits out before anything else, untouched by whitespace
+        stripping or normalization (what the chat offsets may rely on)."""
+        return [
+            t.content
+            for t in self.tokenizer.get_added_tokens_decoder().values()
+            if not (t.lstrip or t.rstrip or t.single_word or t.normalized)
+        ]
+
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 

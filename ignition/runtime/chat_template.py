@@ -10,35 +10,25 @@ or a syntax error in the template itself) becomes a :class:`ChatTemplateError`,
 which the server answers with a 400: a bad template never crashes the server or
 affects another request.
 
-Message end offsets are exact by construction. For message ``i`` the renderer
-renders ``messages[:i + 1]`` alone (no generation prompt), tokenizes it and
-reports the length of the longest common prefix of those ids and the prompt's
-ids. So ``prompt_ids[:offset]`` is always token-for-token what tokenizing that
-conversation prefix on its own gives, which is what a later request sharing the
-prefix will produce. Where a BPE merge crosses the boundary (the last
-characters of message ``i`` and the first of message ``i + 1`` become one token
-in the prompt) the offset stops before the merged token instead of splitting
-it; with the usual special-token separators (``<|im_end|>``) no merge crosses
-and the offset is the prefix's full length. A prefix the template refuses to
-render on its own (some templates require a user message) keeps the previous
-message's offset, a point known to lie before message ``i`` ends.
+``render`` also reports where each message ends in the prompt's tokens, for
+checkpoint retention; chat_offsets.py defines that offset and how it stays
+exact when a BPE merge crosses a message boundary.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jinja2
 
+from ignition.runtime.chat_offsets import EncodeBatch, message_end_offsets
 from ignition.runtime.chat_sandbox import chat_environment, plain_data
 from ignition.runtime.chat_template_files import ChatTemplates
 
 RESERVED_VARIABLES = ("messages", "tools", "add_generation_prompt")
-
-EncodeBatch = Callable[[Sequence[str]], list[list[int]]]
 
 
 class ChatTemplateError(ValueError):
@@ -80,25 +70,25 @@ def _template_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
 class ChatRenderer:
     """Renders conversations with a checkpoint's templates and tokenizes them.
 
     ``encode_batch`` tokenizes without adding special tokens: the template
     already writes ``bos_token`` where the model wants one, as with
-    transformers' ``apply_chat_template(tokenize=True)``.
+    transformers' ``apply_chat_template(tokenize=True)``. ``split_tokens`` are the
+    tokenizer's added tokens that it splits out before tokenizing the text between
+    them; they only make the offsets cheaper (chat_offsets.py), never different.
     """
 
-    def __init__(self, templates: ChatTemplates, encode_batch: EncodeBatch) -> None:
+    def __init__(
+        self,
+        templates: ChatTemplates,
+        encode_batch: EncodeBatch,
+        split_tokens: Sequence[str] = (),
+    ) -> None:
         self.templates = templates
         self._encode_batch = encode_batch
+        self._split_tokens = tuple(split_tokens)
         self._env = chat_environment()
         self._compiled: dict[str, jinja2.Template | ChatTemplateError] = {}
 
@@ -146,7 +136,7 @@ class ChatRenderer:
         add_generation_prompt: bool = True,
         template_kwargs: Mapping[str, Any] | None = None,
     ) -> RenderedChat:
-        """Render, tokenize, and find each message's end offset (module docstring)."""
+        """Render, tokenize, and find each message's end offset (chat_offsets.py)."""
         template, variables = self._prepare(tools, template_kwargs)
         chat = [_template_message(m) for m in messages]
         text = self._render(template, chat, variables, add_generation_prompt)
@@ -156,16 +146,11 @@ class ChatRenderer:
                 prefixes.append(self._render(template, chat[: i + 1], variables, False))
             except ChatTemplateError:
                 prefixes.append(None)
-        distinct = list(dict.fromkeys([text, *(p for p in prefixes if p is not None)]))
-        encoded = dict(zip(distinct, self._encode_batch(distinct), strict=True))
-        prompt_ids = encoded[text]
-        offsets: list[int] = []
-        for prefix in prefixes:
-            if prefix is None:
-                offsets.append(offsets[-1] if offsets else 0)
-            else:
-                offsets.append(_common_prefix(encoded[prefix], prompt_ids))
-        return RenderedChat(text, tuple(prompt_ids), tuple(offsets))
+        prompt_ids = self._encode_batch([text])[0]
+        offsets = message_end_offsets(
+            text, prompt_ids, prefixes, self._encode_batch, self._split_tokens
+        )
+        return RenderedChat(text, tuple(prompt_ids), offsets)
 
     def _prepare(
         self,

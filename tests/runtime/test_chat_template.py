@@ -7,7 +7,7 @@ from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
-from tokenizers import Tokenizer, models, processors
+from tokenizers import AddedToken, Tokenizer, models, processors
 
 from ignition.runtime.bundle import Bundle
 from ignition.runtime.chat_template import ChatRenderer, ChatTemplateError
@@ -163,3 +163,11 @@ def test_rendered_prompts_get_no_special_tokens_beyond_what_the_template_writes(
     bundle = SimpleNamespace(tokenizer=tokenizer)
     assert tokenizer.encode("hi").ids == [0, 1]
     assert Bundle.encode_rendered(bundle, ["hi"]) == [[1]]
+
+
+def test_only_added_tokens_matched_verbatim_are_offered_as_split_points():
+    tokenizer = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    tokenizer.add_special_tokens([AddedToken("<|im_end|>", normalized=False)])
+    tokenizer.add_special_tokens([AddedToken("<mask>", lstrip=True, normalized=False)])
+    tokenizer.add_tokens([AddedToken("word", normalized=True)])
+    assert Bundle.split_tokens(SimpleNamespace(tokenizer=tokenizer)) == ["<|im_end|>"]
