@@ -110,7 +110,7 @@ class StateTables:
         policy: PolicyConfig,
     ) -> None:
         self.population = population
-        self.inference = [d for d in inference if d.kind is not GraphKind.SPECULATIVE]
+        self.inference = list(inference)
         self.costs = costs
         self.decision = decision
         scale = math.exp(decision.log_scale)
@@ -147,7 +147,7 @@ def _pair_inputs(
         values = [_prompt_value(v, following)[0] for v in prompt_rows]
         ready = [_prompt_value(v, following)[0] for v in ready_prompts]
         cases.append((values, ready, None, prompt_rows, ready_prompts))
-    elif following.kind is GraphKind.DECODE:
+    elif following.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE):
         values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
         ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
         cases.append((values, ready, None, decode_rows, ready_decoders))

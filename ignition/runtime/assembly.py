@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from ignition.compiler.capture import GraphCapturer, PreparedProgram
 from ignition.compiler.prepare import prepare_programs
-from ignition.compiler.state_ops import StateOperations
+from ignition.compiler.state_ops import RESTORE, SNAPSHOT, StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import PolicyConfig, Resources, Scheduler, SpeculationMode
 from ignition.model.model import Qwen38Model
 from ignition.model.state import ModelState
+from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.resources import SlotResources
@@ -90,14 +91,18 @@ def assemble_engine(
         on_prepared=on_prepared,
     )
     state_ops = StateOperations(
-        state, num_rows=options.num_slots, capturer=GraphCapturer(device, options.use_graphs)
+        state,
+        num_rows=max(1, options.snapshot_rows),
+        capturer=GraphCapturer(device, options.use_graphs),
     )
     worker = ModelWorker(
         state, programs, SlotResources(state, num_pages), frozenset(eos_token_ids), state_ops
     )
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
+    # Helios schedules the state programs (restore, snapshots) beside inference.
+    schedulable = replace(selected, descriptors=(*selected.descriptors, SNAPSHOT, RESTORE))
     scheduler = Scheduler(
-        selected,
+        schedulable,
         options.policy,
         resources=Resources(
             num_request_slots=options.num_slots,
@@ -114,4 +119,5 @@ def assemble_engine(
         eos_token_ids=eos_token_ids,
         max_waiting=options.max_waiting,
         stats=stats,
+        checkpoints=CheckpointCache(options.snapshot_rows, options.checkpoint_extra_work_fraction),
     )

@@ -24,6 +24,7 @@ import torch
 from ignition.compiler.capture import PreparedProgram, map_tensors, timed_run
 from ignition.compiler.programs import Program, RoundProgramInputs, clear_inputs
 from ignition.compiler.state_ops import StateOperations
+from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.state import ModelState
@@ -46,6 +47,15 @@ class _Launched:
     eos: tuple[frozenset[int], ...]
 
 
+@dataclass
+class _StateLaunched:
+    """A state-operation frame: copies run at launch (they are tiny indexed copies)."""
+
+    plan: ScheduledPlan
+    device_ns: int
+    wall_ns: int
+
+
 def request_seed(request_id: str, seed: int | None) -> int:
     """A request's sampling seed: the one asked for, or a stable hash of its id."""
     if seed is not None:
@@ -66,7 +76,7 @@ class ModelWorker:
         self.programs = programs
         self.resources = resources
         self.eos_token_ids = eos_token_ids
-        # Snapshot/restore programs, ready for the prerequisite work Helios will schedule.
+        # Snapshot/restore programs: the prerequisites and terminal work Helios schedules.
         self.state_ops = state_ops
         self._prompt_cursor: dict[RequestHandle, int] = {}
 
@@ -75,6 +85,8 @@ class ModelWorker:
     def launch(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> _Launched:
+        if plan.descriptor.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
+            return self._launch_state(plan, fence, live)
         name = plan.descriptor.name
         if name not in self.programs:
             raise WorkerError(f"fence {fence.value}: no prepared program {name}")
@@ -95,7 +107,10 @@ class ModelWorker:
         wall_ns = time.perf_counter_ns() - began
         return _Launched(plan, program, outputs, device_ns, wall_ns, plan.lanes, tuple(eos))
 
-    def wait(self, launched: _Launched) -> FrameResult:
+    def wait(self, launched: _Launched | _StateLaunched) -> FrameResult:
+        if isinstance(launched, _StateLaunched):
+            records = tuple(CompletionRecord(lane.handle) for lane in launched.plan.lanes)
+            return FrameResult(records, ExecutionTiming(launched.device_ns, launched.wall_ns))
         if launched.program.is_round:
             return self._round_result(launched)
         return self._step_result(launched)
@@ -103,6 +118,37 @@ class ModelWorker:
     def release(self, handle: RequestHandle) -> None:
         self._prompt_cursor.pop(handle, None)
         self.resources.release(handle.slot)
+
+    def _launch_state(
+        self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
+    ) -> _StateLaunched:
+        """Restore rows into fresh slots, or copy slots into their snapshot rows.
+
+        The engine names each lane's row (``LiveRequest.state_row``); a capture without
+        one (aliased, or skipped because its cost expired) copies nothing.
+        """
+        if self.state_ops is None:
+            raise WorkerError(f"fence {fence.value}: no prepared state operations")
+        began = time.perf_counter_ns()
+        device_ns = 0
+        for lane in plan.lanes:
+            row = live[lane.handle].state_row
+            slot = lane.handle.slot
+            if lane.role is LaneRole.RESTORE:
+                if row is None:
+                    raise WorkerError(f"fence {fence.value}: restore of {lane.handle} has no row")
+                self.resources.begin(slot)
+                self.resources.reserve(slot, lane.checkpoint_tokens, lookahead=1)
+                device_ns += self.state_ops.restore(slot, row)
+                self._prompt_cursor[lane.handle] = lane.checkpoint_tokens
+            elif row is not None:
+                # A stop inside an accepted speculative burst commits past the published
+                # output: capture only a state whose length is exactly the checkpoint's.
+                if int(self.state.seq_lens[slot]) != lane.checkpoint_tokens:
+                    live[lane.handle].state_ok = False
+                    continue
+                device_ns += self.state_ops.snapshot(slot, row)
+        return _StateLaunched(plan, device_ns, time.perf_counter_ns() - began)
 
     # -- inputs --------------------------------------------------------------------
 
