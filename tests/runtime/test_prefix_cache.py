@@ -1,0 +1,90 @@
+"""Prefix caching of hybrid state through the real model runtime (CPU, tiny model):
+a second turn that repeats the first conversation restores a retained checkpoint as a
+prerequisite, prefills only the rest, and produces the same greedy tokens as with
+retention off."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ignition.components.capacity import plan_catalog
+from ignition.kernels.dispatch import use_backend
+from ignition.model.config import Qwen38Config
+from ignition.recipes import LoadOptions, get_recipe
+from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.model.weights import random_model
+from tests.runtime.test_model_runtime import EOS, CharDecoder
+
+USER_1 = [(7 * i + 3) % 120 + 4 for i in range(150)]
+TURN_1 = [*USER_1, 60, 61, 62]  # the user message, then a generation prompt
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return random_model(Qwen38Config.tiny(), seed=3)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return plan_catalog(
+        get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=256)
+    )
+
+
+@pytest.fixture(autouse=True)
+def reference_kernels():
+    with use_backend("reference"):
+        yield
+
+
+def _run(engine, name, prompt, ends, max_tokens=8):
+    out = {"ids": [], "cached": 0, "finish": None}
+
+    def sink(chunk):
+        out["ids"].extend(chunk.token_ids)
+        out["cached"] = chunk.num_cached_tokens
+        if chunk.finish_reason:
+            out["finish"] = chunk.finish_reason
+
+    sampling = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+    engine.submit(GenerationRequest(name, tuple(prompt), sampling, tuple(ends)), sink)
+    engine.run_until_idle(max_steps=4000)
+    return out
+
+
+def _two_turns(model, catalog, snapshot_rows: int, speculation: str):
+    options = RuntimeOptions(
+        num_slots=4,
+        page_size=64,
+        max_context_tokens=1024,
+        speculation=speculation,
+        mixed=True,
+        snapshot_rows=snapshot_rows,
+    )
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    first = _run(engine, "turn-1", TURN_1, [len(USER_1)])
+    turn_2 = [*TURN_1, *first["ids"], 70, *range(10, 40), 60, 61, 62]
+    ends = [len(USER_1), len(TURN_1) + len(first["ids"]) + 1, len(turn_2) - 3]
+    second = _run(engine, "turn-2", turn_2, ends)
+    return first, second, turn_2, engine
+
+
+@pytest.mark.parametrize("speculation", ["off", "adaptive"])
+def test_second_turn_restores_the_shared_prefix_with_identical_greedy_output(
+    model, catalog, speculation
+):
+    off_1, off_2, _, _ = _two_turns(model, catalog, 0, speculation)
+    on_1, on_2, turn_2, engine = _two_turns(model, catalog, 4, speculation)
+    assert on_1["ids"] == off_1["ids"] and on_2["ids"] == off_2["ids"]
+    assert off_2["cached"] == 0
+    shared = len(TURN_1) + len(on_1["ids"])  # the whole first conversation
+    assert on_2["cached"] >= 0.9 * shared, (on_2["cached"], shared)
+    stats = engine.stats.snapshot()
+    assert stats.prefix_cache_hits == 1
+    assert stats.prefix_cache_restored_tokens == on_2["cached"]
+    assert stats.executions_by_kind.get("restore") == 1
+    assert on_2["finish"] == "length"
+    print(speculation, "cached", on_2["cached"], "of", shared, dict(stats.executions_by_kind))
