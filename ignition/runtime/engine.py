@@ -133,7 +133,7 @@ class Engine:
         self._by_id: dict[str, RequestHandle] = {}
         self._inflight: collections.deque[_Inflight] = collections.deque()
         self._next_fence = 0
-        self.retention = RetentionHooks(scheduler, checkpoints, self.stats)
+        self.retention = RetentionHooks(lambda: self.scheduler, checkpoints, self.stats)
         # Called after each completed frame with (plan, result): per-step timing for
         # `ignition generate --json` and test reports, without coupling them to the loop.
         self.frame_listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []
@@ -228,7 +228,7 @@ class Engine:
     def _admit_waiting(self) -> None:
         while self._waiting:
             request, sink = self._waiting[0]
-            if not self.scheduler.pool.can_allocate_slot():
+            if not self.retention.can_admit():
                 return  # no free slot yet; stays first in line
             admission = self.retention.admit(request, self._now_ns())
             try:
@@ -256,6 +256,7 @@ class Engine:
             detokenizer = IncrementalDetokenizer(
                 self.decoder, request.sampling.stop, request.prompt_ids
             )
+            self.retention.admitted(admission)
             live = LiveRequest(request, handle, sink, detokenizer)
             live.num_cached_tokens = admission.restore_tokens
             self.live[handle] = live

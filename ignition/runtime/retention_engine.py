@@ -12,7 +12,7 @@ precedes the client's next turn) or is retired at once without one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, Scheduler
@@ -24,18 +24,36 @@ from ignition.runtime.stats import EngineStats
 
 
 class RetentionHooks:
+    """``scheduler`` is read through a getter: the diagnostic direct scheduler can replace
+    Helios after assembly, and it schedules no state operations (retention is then off)."""
+
     def __init__(
-        self, scheduler: Scheduler, cache: CheckpointCache | None, stats: EngineStats
+        self,
+        scheduler: Callable[[], Scheduler],
+        cache: CheckpointCache | None,
+        stats: EngineStats,
     ) -> None:
-        self.scheduler = scheduler
-        self.cache = cache if cache is not None and cache.is_enabled else None
+        self._scheduler = scheduler
+        self._helios = scheduler()
+        self._cache = cache if cache is not None and cache.is_enabled else None
         self.stats = stats
-        self._snapshot = next(
-            (d for d in scheduler.state_descriptors if d.kind is GraphKind.SNAPSHOT), None
-        )
-        has_restore = any(d.kind is GraphKind.RESTORE for d in scheduler.state_descriptors)
+        state = getattr(self._helios, "state_descriptors", ())
+        self._snapshot = next((d for d in state if d.kind is GraphKind.SNAPSHOT), None)
+        has_restore = any(d.kind is GraphKind.RESTORE for d in state)
         if self._snapshot is None or not has_restore:
-            self.cache = None  # retention needs both prepared state programs
+            self._cache = None  # retention needs both prepared state programs
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._helios
+
+    @property
+    def cache(self) -> CheckpointCache | None:
+        return self._cache if self._scheduler() is self._helios else None
+
+    def can_admit(self) -> bool:
+        """Admission (and its row arming) only when Helios has a free slot for it."""
+        return self.cache is None or self._helios.pool.can_allocate_slot()
 
     # -- costs ---------------------------------------------------------------------
 
@@ -73,10 +91,12 @@ class RetentionHooks:
             self.capture_costs(),
             now_ns,
         )
-        self.stats.record_prefix_cache(
-            queries=1, hits=1 if admission.restore_tokens else 0, tokens=admission.restore_tokens
-        )
         return admission
+
+    def admitted(self, admission: Admission) -> None:
+        if self.cache is not None:
+            tokens = admission.restore_tokens
+            self.stats.record_prefix_cache(queries=1, hits=1 if tokens else 0, tokens=tokens)
 
     def before_launch(self, plan: ScheduledPlan, live: Mapping[RequestHandle, object]) -> None:
         if self.cache is None or plan.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
@@ -126,6 +146,8 @@ class RetentionHooks:
 
     def hold_for_terminal(self, live, now_ns: int) -> bool:
         """Whether a just-finished request waits for its terminal snapshot."""
+        if self.cache is None:
+            return False
         r = self.scheduler.requests.get(live.handle)
         if r is None or not r.is_terminal_pending:
             return False
@@ -139,6 +161,8 @@ class RetentionHooks:
 
     def drop_terminal(self, live) -> None:
         """A request finished without waiting for a terminal snapshot (a stop string)."""
+        if self.cache is None:
+            return
         r = self.scheduler.requests.get(live.handle)
         if r is not None and r.is_terminal_pending and live.pending_finish is None:
             self.scheduler.retire_without_snapshot(live.handle)
