@@ -48,7 +48,9 @@ def open_engine(
         max_waiting=options.max_waiting,
         policy=options.policy,
         checkpoint_extra_work_fraction=options.checkpoint_extra_work_fraction,
-        snapshot_rows=runtime["num_slots"] if options.snapshot_rows is None else options.snapshot_rows,
+        snapshot_rows=runtime["num_slots"]
+        if options.snapshot_rows is None
+        else options.snapshot_rows,
     )
     engine = assemble_engine(
         bundle.model,

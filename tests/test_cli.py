@@ -146,9 +146,7 @@ def test_simulate_runs_a_scenario_against_helios():
     ],
 )
 @pytest.mark.parametrize("bad", ["-1", "nan", "inf"])
-def test_bad_values_of_the_new_serve_flags_fail_with_one_line_naming_the_flag(
-    tmp_path, flag, bad
-):
+def test_bad_values_of_the_new_serve_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, bad):
     result = run("serve", "--artifacts", str(tmp_path), flag, bad)
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]

@@ -156,7 +156,9 @@ def best_pair_cohort(
     if not (math.isfinite(waiting) and waiting >= 0):
         raise SchedulerError(f"waiting coefficient {waiting!r}: must be finite and nonnegative")
     pin_value = pinned.value if pinned is not None else 0.0
-    prerequisite_rows = shape.prerequisite_rows - (1 if pinned is not None and pinned.enabled else 0)
+    prerequisite_rows = shape.prerequisite_rows - (
+        1 if pinned is not None and pinned.enabled else 0
+    )
     following_rows = shape.following_rows - (1 if pinned is not None else 0)
     if prerequisite_rows < 0 or following_rows < 0:
         return None

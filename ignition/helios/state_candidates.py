@@ -155,9 +155,7 @@ def _pair_inputs(
         dec_values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
         ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
         cases.append((dec_values, ready, None, decode_rows, ready_decoders))  # prompt absent
-        best_ready = max(
-            (_prompt_value(v, following)[0] for v in ready_prompts), default=None
-        )
+        best_ready = max((_prompt_value(v, following)[0] for v in ready_prompts), default=None)
         if best_ready is not None:  # prompt already ready
             pin = PinnedRow(best_ready, enabled=False)
             cases.append((dec_values, ready, pin, decode_rows, ready_decoders))
@@ -214,7 +212,9 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
         order = sorted(range(len(terminal)), key=lambda i: -contributions[i].prefix)
         chosen = order[: d.batch_capacity]
         value = sum(contributions[i].prefix for i in chosen)
-        probe = Candidate(d, costs.estimate_ns(d), freshness, value, len(chosen), (), lambda: ([], -1))
+        probe = Candidate(
+            d, costs.estimate_ns(d), freshness, value, len(chosen), (), lambda: ([], -1)
+        )
         finish(probe, decision)
         consider(probe.score, [], [terminal[i] for i in chosen], value)
     for following in tables.inference if enabled else ():
@@ -267,4 +267,3 @@ def _terminal_pick(row: TerminalView) -> LanePick:
         last_served_seq=row.last_served_seq,
     )
     return LanePick(view=view, role=LaneRole.TERMINAL, query_length=0, value=0.0)
-

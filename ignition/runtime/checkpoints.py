@@ -97,7 +97,9 @@ class CheckpointCache:
             state.reading = True
             self.counters.hits += 1
             self.counters.restored_tokens += match.num_tokens
-        allowance = plan_captures(message_ends, len(prompt), state.restore_tokens, costs, self.fraction)
+        allowance = plan_captures(
+            message_ends, len(prompt), state.restore_tokens, costs, self.fraction
+        )
         state.allowance = allowance
         ends = []
         for point in sorted(allowance.points, key=lambda p: p.is_extra):  # the anchor first

@@ -41,8 +41,8 @@ from ignition.helios import (
 from ignition.helios.types import ConfidenceSidecar
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
-from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.requests import GenerationRequest, QueueFullError, RequestError, StreamChunk
+from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
 
 Sink = Callable[[StreamChunk], None]

@@ -96,14 +96,26 @@ class _EngineCollector(Collector):
         )
         # Prefix caching of hybrid state: retained complete-state checkpoints.
         for name, help_text, value in (
-            ("flare_prefix_cache_queries", "Admissions matched against retained checkpoints",
-             s.prefix_cache_queries),
-            ("flare_prefix_cache_hits", "Admissions that restored a retained checkpoint",
-             s.prefix_cache_hits),
-            ("flare_prefix_cache_restored_tokens", "Prompt tokens restored instead of prefilled",
-             s.prefix_cache_restored_tokens),
-            ("flare_prefix_cache_evictions", "Retained checkpoints evicted for a new capture",
-             s.prefix_cache_evictions),
+            (
+                "flare_prefix_cache_queries",
+                "Admissions matched against retained checkpoints",
+                s.prefix_cache_queries,
+            ),
+            (
+                "flare_prefix_cache_hits",
+                "Admissions that restored a retained checkpoint",
+                s.prefix_cache_hits,
+            ),
+            (
+                "flare_prefix_cache_restored_tokens",
+                "Prompt tokens restored instead of prefilled",
+                s.prefix_cache_restored_tokens,
+            ),
+            (
+                "flare_prefix_cache_evictions",
+                "Retained checkpoints evicted for a new capture",
+                s.prefix_cache_evictions,
+            ),
         ):
             yield CounterMetricFamily(name, help_text, value=value)
         yield GaugeMetricFamily(

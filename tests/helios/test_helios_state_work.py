@@ -118,12 +118,10 @@ def _decoder_and_capture(snapshot_ms: float):
 
 
 @pytest.mark.parametrize(("snapshot_ms", "wins"), [(0.2, True), (40.0, False)])
-def test_enabling_a_shared_decode_batch_wins_only_with_sufficient_sequence_value(
-    snapshot_ms, wins
-):
+def test_enabling_a_shared_decode_batch_wins_only_with_sufficient_sequence_value(snapshot_ms, wins):
     """A separate test varies snapshot cost to check that enabling a shared decode batch
     wins only when the complete sequence has sufficient value per time."""
-    s, a, b = _decoder_and_capture(snapshot_ms)
+    s, a, _ = _decoder_and_capture(snapshot_ms)
     plan = s.plan()
     assert plan is not None
     assert (plan.kind is GraphKind.SNAPSHOT) == wins
@@ -185,7 +183,7 @@ def test_terminal_age_makes_a_waiting_retirement_win():
     """terminal_value + terminal_age_price * sigma * (A + T): age accumulates from
     validated completion until the retirement outranks decode."""
     policy = policy_from_preset("balanced", terminal_value=0.0, terminal_age_price=1.0)
-    s, driver, t, d = _terminal_pending(policy)
+    s, driver, t, _ = _terminal_pending(policy)
     assert s.plan().kind is GraphKind.DECODE
     for _ in range(200):
         plan = driver.step()
@@ -213,9 +211,9 @@ def test_terminal_age_coefficient_enters_every_candidates_waiting_cost():
     plan = with_terminal.plan()
     assert plan.kind is GraphKind.DECODE
     # The same decode plan without the pending retirement.
-    with_terminal.retire_without_snapshot(next(iter(
-        h for h, r in with_terminal.requests.items() if r.is_terminal_pending
-    )))
+    with_terminal.retire_without_snapshot(
+        next(iter(h for h, r in with_terminal.requests.items() if r.is_terminal_pending))
+    )
     alone = with_terminal.plan()
     assert alone.kind is GraphKind.DECODE and alone.descriptor == plan.descriptor
     unscaled = (alone.value_rate - plan.value_rate) / math.exp(plan.log_scale)

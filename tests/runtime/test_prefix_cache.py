@@ -11,10 +11,10 @@ import torch
 from ignition.components.capacity import plan_catalog
 from ignition.kernels.dispatch import use_backend
 from ignition.model.config import Qwen38Config
+from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.requests import GenerationRequest, SamplingParams
-from ignition.model.weights import random_model
 from tests.runtime.test_model_runtime import EOS, CharDecoder
 
 USER_1 = [(7 * i + 3) % 120 + 4 for i in range(150)]
@@ -77,7 +77,7 @@ def test_second_turn_restores_the_shared_prefix_with_identical_greedy_output(
     model, catalog, speculation
 ):
     off_1, off_2, _, _ = _two_turns(model, catalog, 0, speculation)
-    on_1, on_2, turn_2, engine = _two_turns(model, catalog, 4, speculation)
+    on_1, on_2, _, engine = _two_turns(model, catalog, 4, speculation)
     assert on_1["ids"] == off_1["ids"] and on_2["ids"] == off_2["ids"]
     assert off_2["cached"] == 0
     shared = len(TURN_1) + len(on_1["ids"])  # the whole first conversation
