@@ -277,3 +277,23 @@ def test_a_stale_state_plan_is_refused_at_commit():
     s.cancel(h)
     with pytest.raises(SchedulerError):
         s.commit(plan, Fence(1))
+
+
+def test_a_restore_enables_the_prompt_row_of_a_following_mixed_graph():
+    """For a prerequisite followed by mixed inference the prompt can be enabled by it;
+    the ready decoder shares the following graph."""
+    from tests.helios.helios_helpers import mixed
+
+    costs = {prefill(64): 3.0, decode(1): 2.0, mixed(2, 64): 2.5, SNAPSHOT: 0.3, RESTORE: 0.3}
+    s = scheduler(list(costs), costs)
+    driver = Driver(s)
+    a = s.admit(request(prompt=64, output=1000))
+    _run_until_decoder(driver, a)
+    b = s.admit(request(prompt=100, output=8, restore_tokens=40))
+    first = driver.step()
+    assert first.kind is GraphKind.RESTORE and first.lane_of(b) is not None
+    following = s.plan()
+    assert following.kind is GraphKind.MIXED
+    assert following.lane_of(b).role is LaneRole.PROMPT
+    assert following.lane_of(b).num_prompt_tokens == 60
+    assert following.lane_of(a).role is LaneRole.DECODE

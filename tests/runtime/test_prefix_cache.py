@@ -88,3 +88,36 @@ def test_second_turn_restores_the_shared_prefix_with_identical_greedy_output(
     assert stats.executions_by_kind.get("restore") == 1
     assert on_2["finish"] == "length"
     print(speculation, "cached", on_2["cached"], "of", shared, dict(stats.executions_by_kind))
+
+
+def test_cancellation_mid_copy_keeps_the_row_until_completion_and_leaks_none(model, catalog):
+    """Armed destinations and in-flight copies retain their rows through GPU completion
+    and cancellation; afterwards nothing stays armed or copying."""
+    from ignition.components.catalog import GraphKind
+    from ignition.runtime.snapshot_rows import RowState
+
+    options = RuntimeOptions(
+        num_slots=4, page_size=64, max_context_tokens=1024, speculation="off", snapshot_rows=2
+    )
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    rows = engine.retention.cache.rows
+    seen = {}
+    wait = engine.worker.wait
+
+    def wait_cancelling(launched):
+        plan = launched.plan
+        if plan.kind is GraphKind.SNAPSHOT and "state" not in seen:
+            copying = [r.index for r in rows.rows if r.state is RowState.COPYING]
+            engine._cancel("victim")  # the client leaves while the copy runs
+            seen["state"] = [rows.rows[i].state for i in copying]
+        return wait(launched)
+
+    engine.worker.wait = wait_cancelling
+    finish = _run(engine, "victim", TURN_1, [len(USER_1)])["finish"]
+    assert finish == "abort"
+    assert seen["state"] == [RowState.COPYING]  # still owned after the cancellation
+    assert rows.count(RowState.ARMED) == rows.count(RowState.COPYING) == 0
+    assert rows.count(RowState.RETAINED) == 0  # cancellation suppressed publication
+    # The rows serve the next request normally.
+    again = _run(engine, "next", TURN_1, [len(USER_1)])
+    assert again["finish"] == "length" and rows.count(RowState.RETAINED) >= 1
