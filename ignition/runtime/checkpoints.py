@@ -36,7 +36,6 @@ class RequestCheckpoints:
     restore_row: int = -1
     restore_tokens: int = 0
     allowance: CheckpointAllowance | None = None
-    destinations: dict[int, Destination] = field(default_factory=dict)  # end -> row
     roles: dict[int, CheckpointRole] = field(default_factory=dict)
     reading: bool = False  # a restore of restore_row is in flight
     terminal: Destination | None = None
@@ -101,17 +100,17 @@ class CheckpointCache:
             message_ends, len(prompt), state.restore_tokens, costs, self.fraction
         )
         state.allowance = allowance
+        anchor = next((p for p in allowance.points if not p.is_extra), None)
+        if anchor is not None:
+            self.rows.guard(owner)  # keeps a free row for the anchor from optional captures
         ends = []
-        for point in sorted(allowance.points, key=lambda p: p.is_extra):  # the anchor first
-            dest = self.rows.arm(
-                prompt[: point.end], point.role, owner, now_ns, optional=point.is_extra
-            )
-            if dest is None:
+        for point in allowance.points:
+            if not self.rows.can_obtain(prompt[: point.end], owner, optional=point.is_extra):
                 continue  # no obtainable destination: no cut there
-            state.destinations[point.end] = dest
+            if self.rows.holds(prompt[: point.end]):
+                continue  # already retained (or being copied): nothing to capture
             state.roles[point.end] = point.role
-            if not dest.aliased:
-                ends.append(point.end)
+            ends.append(point.end)
         return Admission(state.restore_tokens, tuple(sorted(ends)), True)
 
     # -- restore -------------------------------------------------------------------
@@ -130,18 +129,25 @@ class CheckpointCache:
 
     # -- captures ------------------------------------------------------------------
 
-    def capture_row(self, owner: object, end: int, cost_is_fresh: bool) -> int | None:
-        """The destination of the capture at ``end``, now submitted; None to skip.
+    def capture_row(self, owner: object, end: int, cost_is_fresh: bool, now_ns: int) -> int | None:
+        """Arm and submit the destination of the capture at ``end``; None skips the copy.
 
-        An extra capture whose cost expired after its split was dispatched is skipped.
+        Destinations are armed when the copy is submitted, not at admission, so rows are
+        held only while a copy is pending. An extra capture whose cost expired after its
+        split was dispatched is skipped, and so is one whose destination is no longer
+        obtainable or whose prefix another request retained meanwhile (an alias).
         """
         state = self.requests[owner]
-        dest = state.destinations.pop(end, None)
-        if dest is None or dest.aliased:
+        role = state.roles.pop(end, None)
+        if role is None:
             return None
-        if state.roles.get(end) is not CheckpointRole.ANCHOR and not cost_is_fresh:
-            self.rows.skip(dest.row)
+        if role is not CheckpointRole.ANCHOR and not cost_is_fresh:
             self.counters.skipped_copies += 1
+            return None
+        optional = role is not CheckpointRole.ANCHOR
+        dest = self.rows.arm(state.prompt[:end], role, owner, now_ns, optional=optional)
+        if dest is None or dest.aliased:
+            self.counters.skipped_copies += dest is None
             return None
         self.rows.begin_copy(dest.row)
         return dest.row

@@ -113,7 +113,9 @@ class RetentionHooks:
             if lane.role is LaneRole.RESTORE:
                 row = self.cache.restore_row(owner)
             elif lane.role is LaneRole.SNAPSHOT:
-                row = self.cache.capture_row(owner, lane.checkpoint_tokens, fresh)
+                row = self.cache.capture_row(
+                    owner, lane.checkpoint_tokens, fresh, self.scheduler.now_ns
+                )
             else:
                 row = self.cache.terminal_row(owner)
             request.state_row = row  # type: ignore[attr-defined]

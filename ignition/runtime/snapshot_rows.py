@@ -13,7 +13,11 @@ second capture of a prefix that is already retained (or already being copied)
 aliases that row instead of taking another. Eviction compares eligible victims by
 demand recency (the last admission that matched or created it), checkpoint role and
 endpoint length, in that order; the least recently demanded, least valuable,
-shortest checkpoint goes first. A row *guarded* for a later anchor is skipped by
+shortest checkpoint goes first. Creation counts as demand, except for a checkpoint
+that is a strict prefix of another one held: only requests that diverge between the
+two can want it, so only its own matches count (a conversation's earlier anchors go
+before another conversation's latest checkpoint, which keeps cyclic multi-turn
+workloads from evicting each conversation just before its next turn). A row *guarded* for a later anchor is skipped by
 optional captures; mandatory work may revoke an unused guard.
 """
 
@@ -51,7 +55,8 @@ class Row:
     tokens: tuple[int, ...] = ()
     role: CheckpointRole = CheckpointRole.EARLIER_MESSAGE
     owner: object = None  # the request whose copy armed it
-    demand_ns: int = 0
+    demand_ns: int = 0  # creation or the last match, whichever is later
+    hit_ns: int = 0  # the last admission that matched it
     readers: int = 0  # in-flight restores reading the row
     guard_owner: object = None
     cancelled: bool = False
@@ -60,8 +65,11 @@ class Row:
     def length(self) -> int:
         return len(self.tokens)
 
-    def victim_key(self) -> tuple[int, int, int, int]:
-        return (self.demand_ns, int(self.role), self.length, self.index)
+    def victim_key(self, superseded: bool = False) -> tuple[int, int, int, int]:
+        """A checkpoint that is a strict prefix of another retained one is demanded only
+        by requests that diverge in between, so only its matches count as demand."""
+        demand = self.hit_ns if superseded else self.demand_ns
+        return (demand, int(self.role), self.length, self.index)
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,7 @@ class SnapshotRows:
                 best = row
         if best is None:
             return None
-        best.demand_ns = now_ns
+        best.demand_ns = best.hit_ns = now_ns
         return Match(best.index, best.length)
 
     def begin_read(self, row: int) -> None:
@@ -141,8 +149,17 @@ class SnapshotRows:
             if group:
                 return group[0]
         if retained:
-            return min(retained, key=Row.victim_key)
+            held = [r.tokens for r in self.rows if r.state is not RowState.FREE]
+
+            def superseded(r: Row) -> bool:
+                return any(len(t) > r.length and t[: r.length] == r.tokens for t in held)
+
+            return min(retained, key=lambda r: r.victim_key(superseded(r)))
         return others[0] if others else None
+
+    def holds(self, tokens: Sequence[int]) -> bool:
+        """Whether a row already holds (or is copying) exactly this prefix."""
+        return prefix_key(tokens) in self._by_key
 
     def can_obtain(self, tokens: Sequence[int], owner: object, optional: bool = True) -> bool:
         return prefix_key(tokens) in self._by_key or self._victim(owner, optional) is not None
@@ -177,6 +194,8 @@ class SnapshotRows:
         row.state, row.key, row.tokens = RowState.ARMED, key, tuple(tokens)
         row.role, row.owner, row.demand_ns, row.cancelled = role, owner, now_ns, False
         self._by_key[key] = row.index
+        if not optional:
+            self.unguard(owner)  # the anchor has its destination: its guard is done
         return Destination(row.index, aliased=False)
 
     def guard(self, owner: object) -> int | None:

@@ -139,3 +139,13 @@ def test_a_copy_skipped_after_its_split_frees_the_destination():
     _no_leak(rows)
     with pytest.raises(SnapshotRowError, match="not armed"):
         rows.skip(dest.row)
+
+
+def test_a_superseded_prefix_goes_before_another_conversations_latest_checkpoint():
+    rows = SnapshotRows(3)
+    other = _publish(rows, (9, 9, 9), CheckpointRole.TERMINAL, "b", 1)
+    anchor = _publish(rows, (1, 2), CheckpointRole.ANCHOR, "a", 5)
+    _publish(rows, (1, 2, 3, 4), CheckpointRole.TERMINAL, "a", 6)
+    dest = rows.arm((7,), CheckpointRole.ANCHOR, "c", 7)
+    assert dest.row == anchor  # created later, but superseded by (1, 2, 3, 4)
+    assert rows.rows[other].state is RowState.RETAINED
