@@ -134,8 +134,10 @@ def run(args, snapshot_rows: int) -> dict:
             if chunk.finish_reason:
                 done.append(turn)
                 if turn.index + 1 < args.turns:
-                    user = tuple(900 + (turn.conversation * 7 + turn.index * 11 + i) % 900
-                                 for i in range(args.user_tokens))
+                    user = tuple(
+                        900 + (turn.conversation * 7 + turn.index * 11 + i) % 900
+                        for i in range(args.user_tokens)
+                    )
                     history = (*turn.prompt, *turn.output, 3)
                     prompt = (*history, *user, 1, 2)
                     ends = (*turn.ends, len(history), len(history) + len(user))
@@ -148,8 +150,9 @@ def run(args, snapshot_rows: int) -> dict:
     while arrivals or engine.has_work:
         while arrivals and arrivals[0][0] <= clock.now_ns:
             _, _, turn = heapq.heappop(arrivals)
-            sampling = SamplingParams(max_tokens=args.output_tokens, temperature=0.0,
-                                      ignore_eos=True)
+            sampling = SamplingParams(
+                max_tokens=args.output_tokens, temperature=0.0, ignore_eos=True
+            )
             request = GenerationRequest(
                 f"c{turn.conversation}t{turn.index}", turn.prompt, sampling, turn.ends
             )
@@ -184,8 +187,11 @@ def main() -> None:
     args = parser.parse_args()
     for rows in (0, args.snapshot_rows):
         result = run(args, rows)
-        print("  ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
-                        for k, v in result.items()))
+        print(
+            "  ".join(
+                f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()
+            )
+        )
 
 
 if __name__ == "__main__":

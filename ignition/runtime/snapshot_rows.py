@@ -17,8 +17,9 @@ shortest checkpoint goes first. Creation counts as demand, except for a checkpoi
 that is a strict prefix of another one held: only requests that diverge between the
 two can want it, so only its own matches count (a conversation's earlier anchors go
 before another conversation's latest checkpoint, which keeps cyclic multi-turn
-workloads from evicting each conversation just before its next turn). A row *guarded* for a later anchor is skipped by
-optional captures; mandatory work may revoke an unused guard.
+workloads from evicting each conversation just before its next turn). A row
+*guarded* for a later anchor is skipped by optional captures; mandatory work may
+revoke an unused guard.
 """
 
 from __future__ import annotations
