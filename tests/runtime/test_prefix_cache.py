@@ -121,3 +121,31 @@ def test_cancellation_mid_copy_keeps_the_row_until_completion_and_leaks_none(mod
     # The rows serve the next request normally.
     again = _run(engine, "next", TURN_1, [len(USER_1)])
     assert again["finish"] == "length" and rows.count(RowState.RETAINED) >= 1
+
+
+def test_the_terminal_snapshot_and_its_publication_precede_the_visible_finish(model, catalog):
+    """Successful snapshot completion and cache publication precede admission of an
+    immediate continuation: the finish reaches the client only after them."""
+    from ignition.runtime.snapshot_rows import RowState
+
+    options = RuntimeOptions(
+        num_slots=4, page_size=64, max_context_tokens=1024, speculation="off", snapshot_rows=4
+    )
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    rows = engine.retention.cache.rows
+    events = []
+    engine.frame_listeners.append(
+        lambda plan, _: events.append(("frame", tuple(lane.role.value for lane in plan.lanes)))
+    )
+
+    def sink(chunk):
+        if chunk.finish_reason:
+            retained = [r.length for r in rows.rows if r.state is RowState.RETAINED]
+            events.append(("finish", max(retained, default=0)))
+
+    sampling = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+    engine.submit(GenerationRequest("a", tuple(TURN_1), sampling, (len(USER_1),)), sink)
+    engine.run_until_idle(max_steps=4000)
+    (finish,) = [e for e in events if e[0] == "finish"]
+    assert finish[1] == len(TURN_1) + 6 - 1  # the terminal checkpoint is already published
+    assert ("frame", ("terminal",)) in events

@@ -314,3 +314,19 @@ def test_a_failed_stream_ends_with_an_error_event_and_done():
     lines = [line for line in run(go()).text.split("\n") if line]
     assert lines[-1] == "data: [DONE]"
     assert "boom" in json.loads(lines[-2][6:])["error"]["message"]
+
+
+def test_metrics_count_prefix_cache_hits_restored_tokens_and_evictions():
+    engine = ScriptedEngine()
+    engine.stats.record_prefix_cache(queries=3, hits=2, tokens=700)
+    engine.stats.set_prefix_cache_evictions(5)
+
+    async def go():
+        async with client(engine) as c:
+            return await c.get("/metrics")
+
+    text = run(go()).text
+    assert "flare_prefix_cache_queries_total 3.0" in text
+    assert "flare_prefix_cache_hits_total 2.0" in text
+    assert "flare_prefix_cache_restored_tokens_total 700.0" in text
+    assert "flare_prefix_cache_evictions_total 5.0" in text
