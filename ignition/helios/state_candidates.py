@@ -207,7 +207,7 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
         if best is None or score > best[0] or (score == best[0] and count > best[1]):
             best = (score, count, lanes, retire, value)
 
-    if terminal and not enabled:  # terminal retirement alone
+    if terminal:  # terminal retirement alone (a pair needs a newly ready row)
         contributions = tables.terminal_contributions(terminal, t_ms, t_ms)
         order = sorted(range(len(terminal)), key=lambda i: -contributions[i].prefix)
         chosen = order[: d.batch_capacity]

@@ -153,6 +153,11 @@ class RetentionHooks:
         r = self.scheduler.requests.get(live.handle)
         if r is None or not r.is_terminal_pending:
             return False
+        policy = self.scheduler.policy
+        if policy.terminal_value == 0 and policy.terminal_age_price == 0:
+            # Terminal retirement is worth nothing: never hold a response for it.
+            self.scheduler.retire_without_snapshot(live.handle)
+            return False
         tokens = (*live.prompt_ids, *live.output_ids[:-1])
         if self.cache is not None and self.cache.arm_terminal(
             live.request.request_id, tokens, self._estimate_ns(self._snapshot), now_ns
