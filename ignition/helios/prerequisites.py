@@ -163,29 +163,38 @@ def best_pair_cohort(
     if prerequisite_rows < 0 or following_rows < 0:
         return None
     e_order, r_order = _descending(enabled), _descending(ready)
-    t_order = sorted(range(len(terminal)), key=lambda i: (-terminal[i].sequence, i))
     e_sum, r_sum = _prefix_sums(enabled, e_order), _prefix_sums(ready, r_order)
-    t_seq = _prefix_sums([t.sequence for t in terminal], t_order)
-    t_pre = _prefix_sums([t.prefix for t in terminal], t_order)
+    # The score is the larger of the sequence rate and the prefix rate; for a fixed count
+    # of terminal rows the first is maximized by the largest sequence contributions, the
+    # second by the largest prefix contributions, so trying both orderings is exact.
+    # (With one terminal age price the two orderings coincide.)
+    orderings = []
+    for key in ("sequence", "prefix"):
+        order = sorted(range(len(terminal)), key=lambda i, k=key: (-getattr(terminal[i], k), i))
+        seq = _prefix_sums([t.sequence for t in terminal], order)
+        pre = _prefix_sums([t.prefix for t in terminal], order)
+        orderings.append((order, seq, pre))
     k_min = 0 if pinned is not None and pinned.enabled else 1
     k_max = min(len(enabled), prerequisite_rows, following_rows)
-    best: tuple[float, int, int, int, int, int] | None = None
+    best: tuple[float, int, int, int, int, int, int] | None = None
     for k in range(k_min, k_max + 1):
         r = min(following_rows - k, len(ready))
         t = min(prerequisite_rows - k, len(terminal))
         extra = min(prerequisite_rows - k - t, len(enabled) - k)
-        value = pin_value + e_sum[k] + r_sum[r] + t_seq[t]
-        score = sequence_score(shape, value, t_pre[t], t > 0, waiting)
         advanced = k + r + t + extra + (1 if pinned is not None else 0)
-        if (
-            best is None
-            or (not _close(score, best[0]) and score > best[0])
-            or (_close(score, best[0]) and advanced > best[1])
-        ):
-            best = (score, advanced, k, r, t, extra)
+        for o, (_, seq, pre) in enumerate(orderings):
+            value = pin_value + e_sum[k] + r_sum[r] + seq[t]
+            score = sequence_score(shape, value, pre[t], t > 0, waiting)
+            if (
+                best is None
+                or (not _close(score, best[0]) and score > best[0])
+                or (_close(score, best[0]) and advanced > best[1])
+            ):
+                best = (score, advanced, k, r, t, extra, o)
     if best is None:
         return None
-    score, advanced, k, r, t, extra = best
+    score, advanced, k, r, t, extra, o = best
+    t_order, t_seq, t_pre = orderings[o]
     return PairChoice(
         enabled=tuple(e_order[:k]),
         ready=tuple(r_order[:r]),
