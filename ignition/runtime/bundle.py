@@ -19,7 +19,7 @@ from ignition.compiler.build import MANIFEST_FORMAT, MANIFEST_VERSION, checkpoin
 from ignition.compiler.device import resolve_device
 from ignition.compiler.programs import ProgramError, check_buildable
 from ignition.components.catalog import Catalog, load_catalog
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.weights import load_model
 
 
@@ -35,7 +35,7 @@ class Bundle:
     tokenizer: Tokenizer
     chat_template: str | None
     eos_token_ids: tuple[int, ...]
-    model: Qwen38Model
+    model: HybridModel
 
     @property
     def name(self) -> str:
@@ -60,7 +60,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _eos_ids(tokenizer: Tokenizer, config: dict[str, Any], model: Qwen38Model) -> tuple[int, ...]:
+def _eos_ids(tokenizer: Tokenizer, config: dict[str, Any], model: HybridModel) -> tuple[int, ...]:
     configured = model.config.eos_token_id  # an id or, as Hugging Face allows, a list of ids
     if configured is None:
         ids: set[int] = set()
