@@ -105,10 +105,7 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loa
     model.tie_weights()
     layout = family.layout(model, frozenset(located))
     _load_layout(model, path, located, layout, strict_dtype=family.name == "qwen38")
-    notes = family.load_notes(config, raw)
-    if config.mtp_num_layers == 0 and family.drafts_with_mtp:
-        notes.append(f"{path}: no mtp.* tensors: the MTP head is absent, so speculation is off")
-    return LoadedCheckpoint(model.eval(), family, notes)
+    return LoadedCheckpoint(model.eval(), family, family.load_notes(config, raw))
 
 
 def load_model(path: str | Path, device: torch.device | str = "cpu") -> HybridModel:

@@ -54,7 +54,6 @@ class ModelFamily:
     model_types: tuple[str, ...] = ()  # config.json ``model_type`` values this family reads
     recipe: str = ""  # the recipe that serves it when ``ignition build`` names none
     description: str = ""
-    drafts_with_mtp: bool = True  # False: the family never has a draft head (no note needed)
 
     def model_class(self) -> type[nn.Module]:
         from ignition.model.model import HybridModel

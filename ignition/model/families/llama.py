@@ -25,7 +25,6 @@ class LlamaFamily(ModelFamily):
     model_types = ("llama",)
     recipe = "llama32"
     description = "Llama 3.x dense GQA transformer (attention only, no draft head)"
-    drafts_with_mtp = False
 
     def parse_config(
         self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
