@@ -11,6 +11,7 @@ tokenizer rides along so that ``ignition build`` can validate on real text.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,11 +132,10 @@ def write_qwen35(path: Path, variant: Variant = Variant()) -> torch.nn.Module:
     model.to(DTYPES[variant.dtype]).save_pretrained(path, max_shard_size="100KB" if variant.sharded else "5GB")
     model.float()
     _copy_tokenizer(path)
-    tensors_path = path / "model.safetensors"
     if variant.mtp:
         _add_mtp(path, model, variant)
     if variant.fused_experts:
-        _fuse_experts(tensors_path)
+        rewrite_tensors(path, fuse_experts)
     return model
 
 
@@ -173,16 +173,36 @@ def _add_mtp(path: Path, model: torch.nn.Module, variant: Variant) -> None:
         index.write_text(json.dumps(data, indent=2))
 
 
-def _fuse_experts(tensors_path: Path) -> None:
-    """Rewrite per-expert tensors as the fused [E, 2I, H] gate_up_proj / [E, H, I] down_proj."""
-    tensors = load_file(tensors_path)
-    prefixes = sorted({k.split(".experts.")[0] for k in tensors if ".experts." in k})
-    for prefix in prefixes:
-        count = 1 + max(
-            int(k.split(".experts.")[1].split(".")[0])
-            for k in tensors
-            if k.startswith(prefix + ".experts.")
-        )
+def rewrite_tensors(path: Path, edit) -> None:
+    """Apply ``edit`` to every tensor of the checkpoint (one dict), then write it back as the
+    same number of shards with a fresh index (a single file stays a single file)."""
+    index = path / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    else:
+        files = sorted(p.name for p in path.glob("*.safetensors"))
+    tensors: dict[str, torch.Tensor] = {}
+    for name in files:
+        tensors.update(load_file(path / name))
+        (path / name).unlink()
+    edit(tensors)
+    names = sorted(tensors)
+    if not index.exists():
+        save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+        return
+    shards = [f"model-{i + 1:05d}-of-{len(files):05d}.safetensors" for i in range(len(files))]
+    weight_map = {name: shards[i % len(shards)] for i, name in enumerate(names)}
+    for shard in shards:
+        part = {n: tensors[n].contiguous() for n in names if weight_map[n] == shard}
+        save_file(part, str(path / shard), metadata={"format": "pt"})
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=2))
+
+
+def fuse_experts(tensors: dict[str, torch.Tensor]) -> None:
+    """Per-expert tensors -> the fused [E, 2I, H] gate_up_proj and [E, H, I] down_proj."""
+    per_expert = [m for k in tensors if (m := re.match(r"(.*)\.experts\.(\d+)\.", k))]
+    for prefix in sorted({m.group(1) for m in per_expert}):
+        count = 1 + max(int(m.group(2)) for m in per_expert if m.group(1) == prefix)
         gate_up, down = [], []
         for e in range(count):
             base = f"{prefix}.experts.{e}"
@@ -191,7 +211,6 @@ def _fuse_experts(tensors_path: Path) -> None:
             down.append(tensors.pop(f"{base}.down_proj.weight"))
         tensors[f"{prefix}.experts.gate_up_proj"] = torch.stack(gate_up)
         tensors[f"{prefix}.experts.down_proj"] = torch.stack(down)
-    save_file(tensors, str(tensors_path), metadata={"format": "pt"})
 
 
 def write_llama(path: Path, seed: int = 0) -> torch.nn.Module:
