@@ -228,9 +228,10 @@ def build_cmd(
     """Prepare and validate every program of a recipe; write the bundle."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from ignition.compiler.build import build_bundle
+    from ignition.compiler.build import DEFAULT_CHECKPOINT, build_bundle, resolve_recipe
 
     options = load_options_from(kwargs)
+    resolve_recipe(recipe_name, weights or DEFAULT_CHECKPOINT)  # a mismatch fails before any bar
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
