@@ -63,7 +63,7 @@ class Qwen35Family(ModelFamily):
         head_dim = r.int("head_dim", hidden // num_heads)
         rope = r.rope()
         rope_type = rope.get("rope_type", "default")
-        if rope_type != "default":
+        if rope_type not in ("default", "mrope"):  # text positions make mrope plain rope
             raise ConfigError(
                 source, f"key '{prefix}rope_parameters.rope_type' = {rope_type!r}: expected default"
             )
