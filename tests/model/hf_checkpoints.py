@@ -243,3 +243,22 @@ def write_llama(path: Path, seed: int = 0) -> torch.nn.Module:
     model.save_pretrained(path)
     _copy_tokenizer(path)
     return model
+
+
+def write_qwen3_next(path: Path, seed: int = 0) -> torch.nn.Module:
+    """Save a tiny Qwen3-Next (text-only, every layer MoE, no MTP head)."""
+    import transformers as tf
+
+    text = text_config(moe=True, tie=False)
+    text.pop("mtp_num_hidden_layers")
+    text["rope_parameters"] = {
+        "rope_type": "default",
+        "rope_theta": 10000.0,
+        "partial_rotary_factor": 0.5,
+    }
+    torch.manual_seed(seed)
+    model = tf.Qwen3NextForCausalLM(tf.Qwen3NextConfig(**text)).eval()
+    randomize(model, seed, zero_centred=True)
+    model.save_pretrained(path)
+    _copy_tokenizer(path)
+    return model

@@ -14,7 +14,7 @@ from typing import Any
 from ignition.model.config import ConfigError
 from ignition.model.families.base import ModelFamily
 
-BUILTIN_MODULES = ("qwen38", "qwen3_5", "llama")
+BUILTIN_MODULES = ("qwen38", "qwen3_5", "qwen3_next", "llama")
 # The seed's own checkpoints predate the model_type key; they are Qwen3.8 Flash.
 DEFAULT_MODEL_TYPE = "qwen38"
 
