@@ -11,8 +11,8 @@ both at batch 1 and 4 with greedy decoding and end-of-sequence ignored:
     .venv/bin/python benchmarks/vs_transformers.py [--threads N] [--prompt-tokens P]
         [--new-tokens N] [--repeats R]
 
-Both sides run with the same torch thread count; Ignition serves with Helios' throughput preset. transformers is the test extra's; the
-Ignition runtime never imports it.
+Both sides run with the same torch thread count; Ignition serves with Helios' throughput
+preset. transformers is the test extra's; the Ignition runtime never imports it.
 """
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ def best_of(repeats: int, run) -> float:
     return min(times)
 
 
-def time_ignition(bundle: Path, prompts: list[list[int]], new_tokens: int, repeats: int, threads: int):
+def time_ignition(
+    bundle: Path, prompts: list[list[int]], new_tokens: int, repeats: int, threads: int
+):
     from ignition.helios.config import policy_from_preset
     from ignition.runtime.requests import GenerationRequest, SamplingParams
     from ignition.serving import ServeOptions, open_engine
@@ -138,7 +140,9 @@ def main() -> None:
         f"random Qwen3.5, {num_params / 1e6:.1f}M parameters, fp32, CPU, {args.threads} "
         f"thread(s); prompt {args.prompt_tokens} tokens, {args.new_tokens} new tokens, greedy"
     )
-    print(f"{'batch':>5} {'phase':>8} {'ignition tok/s':>15} {'transformers tok/s':>19} {'ratio':>6}")
+    print(
+        f"{'batch':>5} {'phase':>8} {'ignition tok/s':>15} {'transformers tok/s':>19} {'ratio':>6}"
+    )
     generator = torch.Generator().manual_seed(1)
     for batch in (1, 4):
         prompts = torch.randint(5, 4096, (batch, args.prompt_tokens), generator=generator).tolist()

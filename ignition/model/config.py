@@ -4,9 +4,9 @@ Every dimension of the model comes from here, so the same code serves the tiny
 test checkpoint and a full-size one. Qwen3.8 Flash checkpoints store this dataclass as their
 config.json; other families (``ignition.model.families``) parse their published config.json
 into it, switching off what they lack (hyper-connections, per-layer embeddings, the MoE) and
-on what they add (zero-centred norms, fewer GDN key heads than value heads, a dense MLP). Validation happens once, when the config is
-built; an error names the file, the key and the offending value so that a bad
-checkpoint fails at load rather than deep inside a matmul.
+on what they add (zero-centred norms, fewer GDN key heads than value heads, a dense MLP).
+Validation happens once, when the config is built; an error names the file, the key and the
+offending value so that a bad checkpoint fails at load rather than deep inside a matmul.
 """
 
 from __future__ import annotations

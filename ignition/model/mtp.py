@@ -27,7 +27,9 @@ class MtpLayer(nn.Module):
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
         self.self_attn = QueryGatedAttention(config)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
+        self.post_attention_layernorm = RMSNorm(
+            config.hidden_size, config.rms_norm_eps, config.norm_offset
+        )
         self.mlp = (
             make_mlp(config, "moe")
             if config.mtp_mlp_kind == "moe"

@@ -125,7 +125,8 @@ def test_a_recipe_without_a_model_family_is_a_clear_error(checkpoint, tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(text.replace("name: llama32", "name: mamba2"))
     result = CliRunner().invoke(
-        main, ["build", "--recipe", str(recipe), "--weights", str(checkpoint), "--out", str(tmp_path)]
+        main,
+        ["build", "--recipe", str(recipe), "--weights", str(checkpoint), "--out", str(tmp_path)],
     )
     assert result.exit_code == 2
     assert "model family 'mamba' has no implementation" in result.output

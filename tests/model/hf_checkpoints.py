@@ -111,7 +111,11 @@ def write_qwen35(path: Path, variant: Variant = Variant()) -> torch.nn.Module:
 
     text = text_config(variant.moe, variant.tie_word_embeddings)
     if variant.multimodal:
-        cls = tf.Qwen3_5MoeForConditionalGeneration if variant.moe else tf.Qwen3_5ForConditionalGeneration
+        cls = (
+            tf.Qwen3_5MoeForConditionalGeneration
+            if variant.moe
+            else tf.Qwen3_5ForConditionalGeneration
+        )
         config_cls = tf.Qwen3_5MoeConfig if variant.moe else tf.Qwen3_5Config
         config = config_cls(
             text_config=text,
@@ -129,7 +133,9 @@ def write_qwen35(path: Path, variant: Variant = Variant()) -> torch.nn.Module:
     torch.manual_seed(variant.seed)
     model = cls(config).eval()
     randomize(model, variant.seed, zero_centred=True)
-    model.to(DTYPES[variant.dtype]).save_pretrained(path, max_shard_size="100KB" if variant.sharded else "5GB")
+    model.to(DTYPES[variant.dtype]).save_pretrained(
+        path, max_shard_size="100KB" if variant.sharded else "5GB"
+    )
     model.float()
     _copy_tokenizer(path)
     if variant.mtp:
@@ -160,7 +166,9 @@ def _add_mtp(path: Path, model: torch.nn.Module, variant: Variant) -> None:
     hidden = text.hidden_size
     generator = torch.Generator().manual_seed(variant.seed + 2)
     tensors = {f"mtp.layers.0.{k}": v for k, v in layer.state_dict().items()}
-    tensors["mtp.fc.weight"] = torch.randn(hidden, 2 * hidden, generator=generator) / (2 * hidden) ** 0.5
+    tensors["mtp.fc.weight"] = (
+        torch.randn(hidden, 2 * hidden, generator=generator) / (2 * hidden) ** 0.5
+    )
     for norm in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
         tensors[f"mtp.{norm}.weight"] = torch.randn(hidden, generator=generator) * 0.2
     dtype = DTYPES[variant.dtype]
@@ -206,7 +214,10 @@ def fuse_experts(tensors: dict[str, torch.Tensor]) -> None:
         gate_up, down = [], []
         for e in range(count):
             base = f"{prefix}.experts.{e}"
-            gate, up = tensors.pop(f"{base}.gate_proj.weight"), tensors.pop(f"{base}.up_proj.weight")
+            gate, up = (
+                tensors.pop(f"{base}.gate_proj.weight"),
+                tensors.pop(f"{base}.up_proj.weight"),
+            )
             gate_up.append(torch.cat([gate, up], 0))
             down.append(tensors.pop(f"{base}.down_proj.weight"))
         tensors[f"{prefix}.experts.gate_up_proj"] = torch.stack(gate_up)

@@ -16,7 +16,7 @@ from tests.model.test_qwen35_parity import PROMPT, prefill_logits, reference_log
 
 pytest.importorskip("transformers")
 
-from tests.model.conftest import new_state  # noqa: E402
+from tests.model.conftest import new_state
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,9 @@ def test_missing_config_key_names_the_file_and_the_nested_key(editable):
     raw = json.loads((editable / "config.json").read_text())
     del raw["text_config"]["linear_num_value_heads"]
     (editable / "config.json").write_text(json.dumps(raw))
-    with pytest.raises(ConfigError, match=r"config.json: missing key 'text_config.linear_num_value"):
+    with pytest.raises(
+        ConfigError, match=r"config.json: missing key 'text_config.linear_num_value"
+    ):
         load_checkpoint(editable)
 
 

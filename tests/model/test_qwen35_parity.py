@@ -12,8 +12,8 @@ from ignition.model.sampling import SamplingParams
 from ignition.model.step import run_step
 from ignition.model.weights import load_checkpoint
 from tests.model.conftest import new_state
-from tests.model.hf_checkpoints import Variant, write_qwen35
 from tests.model.helpers import decode_rows
+from tests.model.hf_checkpoints import Variant, write_qwen35
 
 pytest.importorskip("transformers")
 
@@ -92,4 +92,6 @@ def test_speculative_verification_rows_match_transformers(pair):
     out = decode_rows(model, state, rows, [0, 1], width=4)
     for r, (context, row) in enumerate(zip([PROMPT, PROMPT[:9]], rows, strict=True)):
         expected = reference_logits(reference, context + row)[len(context) :]
-        torch.testing.assert_close(out.target.logits[4 * r : 4 * r + 4], expected, atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            out.target.logits[4 * r : 4 * r + 4], expected, atol=ATOL, rtol=0
+        )

@@ -81,7 +81,7 @@ def require(raw: Mapping[str, Any], key: str, source: str, kind: type | tuple = 
         raise ConfigError(source, f"missing key {key!r}")
     value = raw[key]
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         names = " or ".join(k.__name__ for k in kinds)
         raise ConfigError(source, f"key {key!r} = {value!r}: expected {names}")
     return value

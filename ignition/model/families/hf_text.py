@@ -37,7 +37,8 @@ class TextReader:
         try:
             value = require(self.text, key, self.source, int)
         except ConfigError as exc:
-            raise ConfigError(self.source, exc.detail.replace(repr(key), repr(self.prefix + key)))
+            detail = exc.detail.replace(repr(key), repr(self.prefix + key))
+            raise ConfigError(self.source, detail) from None
         if value <= 0:
             raise ConfigError(self.source, f"key '{self.prefix}{key}' = {value}: must be positive")
         return value

@@ -39,7 +39,8 @@ class LlamaFamily(ModelFamily):
         rope_type = rope.get("rope_type", "default")
         if rope_type not in ("default", "llama3"):
             raise ConfigError(
-                source, f"key 'rope_parameters.rope_type' = {rope_type!r}: expected default or llama3"
+                source,
+                f"key 'rope_parameters.rope_type' = {rope_type!r}: expected default or llama3",
             )
         scaling = None
         if rope_type == "llama3":

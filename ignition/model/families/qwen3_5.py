@@ -130,8 +130,10 @@ class Qwen35Family(ModelFamily):
 
     def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:
         config: Qwen38Config = model.config
-        trunk = NESTED_PREFIX if any(n.startswith(NESTED_PREFIX) for n in tensor_names) else (
-            FLAT_PREFIX
+        trunk = (
+            NESTED_PREFIX
+            if any(n.startswith(NESTED_PREFIX) for n in tensor_names)
+            else (FLAT_PREFIX)
         )
         sources = {
             name: _source(name, tuple(param.shape), trunk, config, tensor_names)
@@ -216,7 +218,7 @@ def _source(
 ) -> TensorSource:
     """Where internal parameter ``name`` comes from in a Qwen3.5 checkpoint."""
     full = name if name.startswith(("lm_head.", "mtp.")) else trunk + name
-    base, _, leaf = full.rpartition(".")
+    base = full.rpartition(".")[0]
     block, _, module = base.rpartition(".")
     hidden = config.hidden_size
     if block.endswith(".linear_attn") and module in ("q_proj", "k_proj", "v_proj"):
@@ -258,7 +260,9 @@ def _fused_expert_source(
     if proj == "down_proj":
         return TensorSource((found,), ((size, hidden, width),), _expert(index))
     start = 0 if proj == "gate_proj" else width
-    return TensorSource((found,), ((size, 2 * width, hidden),), _expert(index, start, start + width))
+    return TensorSource(
+        (found,), ((size, 2 * width, hidden),), _expert(index, start, start + width)
+    )
 
 
 QWEN3_5 = register(Qwen35Family())

@@ -47,7 +47,7 @@ class Qwen3NextFamily(Qwen35MoeFamily):
         layout = super().layout(model, tensor_names)
         config: Qwen38Config = model.config
         sources = dict(layout.sources)
-        for name, param in model.named_parameters():
+        for name, _ in model.named_parameters():
             match = _GDN_PARAM.match(name if name.startswith("mtp.") else f"model.{name}")
             if match:
                 sources[name] = _grouped_source(match["block"], match["proj"], config)

@@ -50,7 +50,9 @@ class DecoderLayer(nn.Module):
         self.kind = config.layer_types[layer_index]
         self.state_index = config.layer_slot(layer_index)  # row in the stacked state of its kind
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
+        self.post_attention_layernorm = RMSNorm(
+            config.hidden_size, config.rms_norm_eps, config.norm_offset
+        )
         if self.kind == "gdn":
             self.linear_attn = GatedDeltaNet(config)
         else:

@@ -2,9 +2,9 @@
 
 Grouped-query heads, RMSNorm on q and k, a partial rotary embedding and an elementwise
 output gate sigmoid(W_g x) applied to the attention output before o_proj. Families without
-the q/k norms or the gate (Llama) switch them off in the config; the rest is shared. Every packed row,
-prompt or decode, goes through one varlen paged attention call: the row's phase is only its
-query length and cached length.
+the q/k norms or the gate (Llama) switch them off in the config; the rest is shared. Every
+packed row, prompt or decode, goes through one varlen paged attention call: the row's phase
+is only its query length and cached length.
 """
 
 from __future__ import annotations
