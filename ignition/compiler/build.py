@@ -199,6 +199,7 @@ def build_bundle(
         "version": MANIFEST_VERSION,
         "recipe": recipe.name,
         "recipe_path": str(recipe.path),
+        "family": loaded.family.name,
         "options": options.to_json(),
         "checkpoint": {"path": weights_ref, "sha256": sha, "copied": copy_weights},
         "packages": package_versions(),

@@ -59,7 +59,10 @@ def qwen35(request, tmp_path_factory):
 def test_build_without_recipe_uses_the_checkpoints_family(qwen35):
     bundle, _ = qwen35
     manifest = json.loads((bundle / "manifest.json").read_text())
-    assert manifest["recipe"] in ("qwen35", "qwen35-moe")
+    assert (manifest["family"], manifest["recipe"]) in (
+        ("qwen3_5", "qwen35"),
+        ("qwen3_5_moe", "qwen35-moe"),
+    )
     assert manifest["runtime"]["speculation"] == "adaptive"
 
 

@@ -50,6 +50,12 @@ def test_checkpoint_without_mtp_tensors_has_no_draft_head(editable):
     assert load_checkpoint(editable).model.mtp is None
 
 
+def test_tied_checkpoint_shares_the_embedding_with_the_head(tmp_path):
+    write_qwen35(tmp_path, Variant(tie_word_embeddings=True, mtp=False))
+    model = load_checkpoint(tmp_path).model
+    assert model.lm_head.weight is model.embed_tokens.weight
+
+
 def test_vision_tensors_are_skipped_with_one_note(dense):
     notes = load_checkpoint(dense).notes
     assert len(notes) == 1 and "model.visual.*" in notes[0]

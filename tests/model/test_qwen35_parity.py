@@ -25,6 +25,7 @@ VARIANTS = {
     "dense": Variant(),
     "moe": Variant(moe=True),
     "dense-text-only": Variant(multimodal=False, seed=1),
+    "dense-tied": Variant(tie_word_embeddings=True, mtp=False, seed=3),
     "moe-fused-experts-sharded": Variant(moe=True, fused_experts=True, sharded=True, seed=2),
 }
 
