@@ -80,6 +80,18 @@ def test_half_precision_checkpoints_load_in_their_dtype(tmp_path, dtype):
     torch.testing.assert_close(ours.float(), expected, atol=0.1, rtol=0.05)
 
 
+def test_a_half_precision_checkpoint_may_keep_some_tensors_in_fp32(tmp_path):
+    write_qwen35(tmp_path, Variant(dtype="bfloat16", mtp=False, seed=6))
+    name = "model.language_model.layers.0.linear_attn.A_log"
+
+    def widen(tensors):
+        tensors[name] = tensors[name].float()
+
+    rewrite_tensors(tmp_path, widen)
+    model = load_checkpoint(tmp_path).model
+    assert model.layers[0].linear_attn.A_log.dtype == torch.bfloat16
+
+
 def test_unknown_model_type_is_named(dense, tmp_path):
     raw = json.loads((dense / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**raw, "model_type": "qwen9"}))
