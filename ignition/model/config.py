@@ -100,6 +100,9 @@ class Qwen38Config:
     attn_output_gate: bool = True
     qk_norm: bool = True
     rope_scaling: RopeScaling | None = None
+    # True: a recursive draft step reads the previous MTP output after the MTP's final norm
+    # (Qwen3.5 / Qwen3-Next, whose MTP returns normed states); False: before it (Qwen3.8).
+    mtp_feeds_normed_hidden: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)

@@ -169,4 +169,6 @@ class HybridModel(nn.Module):
         no_prompt = torch.full((1,), -1, dtype=torch.int32, device=tokens.device)
         meta = PackedMeta.build(capacity, ones, slot_ids, no_prompt, state, position_offset)
         embeds = self.embed_tokens(tokens.clamp(min=0))
+        if self.config.mtp_feeds_normed_hidden:
+            mtp_hidden = self.mtp.norm(mtp_hidden)
         return self.mtp(embeds, mtp_hidden, meta, state, meta.kv_slots)

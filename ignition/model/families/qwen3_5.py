@@ -8,6 +8,8 @@ decoder layer. Tensors differ from the shared modules in four fused projections,
 layout splits: ``in_proj_qkv`` (q, k, v rows in that order), ``q_proj`` (per head, the query
 then the output gate), and fused experts (``gate_up_proj`` [E, 2I, H] gate rows first,
 ``down_proj`` [E, H, I]) when a checkpoint stores them that way instead of per expert.
+The MTP layer's output is final-normed before it feeds the next recursive draft, as the
+published head returns normed states.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class Qwen35Family(ModelFamily):
             tie_word_embeddings=bool(outer_tie),
             torch_dtype=as_dtype(raw, source, as_dtype(text, source)),
             norm_offset=1.0,
+            mtp_feeds_normed_hidden=True,
             image_token_id=raw.get("image_token_id"),
             **r.token_ids(raw),
         )
