@@ -132,6 +132,7 @@ def _load_layout(
     """Check every source tensor (presence, shape, dtype) and leftovers, then copy."""
     dtype = _DTYPES[model.config.torch_dtype]
     used: Counter[str] = Counter()
+    shard_names: dict[Path, set[str]] = {}
     for source in layout.sources.values():
         for name, shape in zip(source.names, source.shapes, strict=True):
             if name not in located:
@@ -143,6 +144,10 @@ def _load_layout(
                 continue
             used[name] += 1
             with safe_open(located[name], framework="pt") as handle:
+                if located[name] not in shard_names:
+                    shard_names[located[name]] = set(handle.keys())
+                if name not in shard_names[located[name]]:  # an index naming the wrong shard
+                    raise WeightsError(f"{located[name]}: the index places {name!r} here; absent")
                 piece = handle.get_slice(name)
                 got_shape = tuple(piece.get_shape())
                 got_dtype = _safetensors_dtype(piece.get_dtype())

@@ -92,6 +92,18 @@ def test_a_half_precision_checkpoint_may_keep_some_tensors_in_fp32(tmp_path):
     assert model.layers[0].linear_attn.A_log.dtype == torch.bfloat16
 
 
+def test_an_index_naming_the_wrong_shard_is_named(tmp_path):
+    write_qwen35(tmp_path, Variant(sharded=True, mtp=False, seed=7))
+    index_path = tmp_path / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    name = "model.language_model.norm.weight"
+    shards = sorted(set(index["weight_map"].values()))
+    index["weight_map"][name] = next(s for s in shards if s != index["weight_map"][name])
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(WeightsError, match=rf"the index places '{name}' here; absent"):
+        load_checkpoint(tmp_path)
+
+
 def test_unknown_model_type_is_named(dense, tmp_path):
     raw = json.loads((dense / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**raw, "model_type": "qwen9"}))
