@@ -133,11 +133,8 @@ class Qwen35Family(ModelFamily):
 
     def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:
         config: Qwen38Config = model.config
-        trunk = (
-            NESTED_PREFIX
-            if any(n.startswith(NESTED_PREFIX) for n in tensor_names)
-            else (FLAT_PREFIX)
-        )
+        is_nested = any(n.startswith(NESTED_PREFIX) for n in tensor_names)
+        trunk = NESTED_PREFIX if is_nested else FLAT_PREFIX
         sources = {
             name: _source(name, tuple(param.shape), trunk, config, tensor_names)
             for name, param in model.named_parameters()
