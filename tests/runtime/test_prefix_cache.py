@@ -123,10 +123,19 @@ def test_cancellation_mid_copy_keeps_the_row_until_completion_and_leaks_none(mod
     assert again["finish"] == "length" and rows.count(RowState.RETAINED) >= 1
 
 
-def test_the_terminal_snapshot_and_its_publication_precede_the_visible_finish(model, catalog):
+def test_the_terminal_snapshot_and_its_publication_precede_the_visible_finish(
+    model, catalog, monkeypatch
+):
     """Successful snapshot completion and cache publication precede admission of an
-    immediate continuation: the finish reaches the client only after them."""
+    immediate continuation: the finish reaches the client only after them.
+
+    Funding depends on measured times (test_retention.py covers it); here every terminal
+    capture is funded so that only the ordering is under test.
+    """
+    from ignition.runtime.retention import CheckpointAllowance
     from ignition.runtime.snapshot_rows import RowState
+
+    monkeypatch.setattr(CheckpointAllowance, "try_terminal", lambda self, cost_ns: True)
 
     options = RuntimeOptions(
         num_slots=4, page_size=64, max_context_tokens=1024, speculation="off", snapshot_rows=4
