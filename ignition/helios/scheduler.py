@@ -77,7 +77,14 @@ class Scheduler:
         trace_capacity: int = 4096,
     ) -> None:
         self.catalog = catalog
-        self.descriptors = tuple(d for d in catalog.descriptors if d.kind in SCHEDULABLE_KINDS)
+        # Device confidence allocation requires adaptive selection: a fixed-mode scheduler
+        # never offers a device-allocated program, whatever catalog it is handed.
+        self.descriptors = tuple(
+            d
+            for d in catalog.descriptors
+            if d.kind in SCHEDULABLE_KINDS
+            and not (speculation is SpeculationMode.FIXED and d.is_device_allocated)
+        )
         self.index = CatalogIndex(self.descriptors)
         self.policy = policy or PolicyConfig()
         self.speculation = speculation

@@ -314,7 +314,7 @@ class Engine:
         timing = ExecutionTiming(device_ns=0)
         d = plan.descriptor
         if d.is_device_allocated and d.proposal_depth > 0:
-            empty = tuple((0.0,) * d.proposal_depth for _ in plan.lanes)
+            empty = tuple((0.0,) * d.proposal_depth for _ in range(d.batch_capacity))
             self.scheduler.complete_packed_round(
                 fence, records, timing, ConfidenceSidecar(planes=(empty, empty))
             )
