@@ -20,6 +20,7 @@ request subsets.
 from __future__ import annotations
 
 import bisect
+import copy
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -230,25 +231,41 @@ class LaneTable:
     does not bind, a graph's best cohort is a prefix of that order.
     """
 
-    def __init__(self, views: Sequence[LaneView], decision: Decision, max_depth: int) -> None:
+    def __init__(
+        self,
+        views: Sequence[LaneView],
+        decision: Decision,
+        max_depth: int,
+        survivals: Sequence[tuple[float, ...]] | None = None,
+    ) -> None:
+        """``survivals`` replaces the views' own (acceptance learning scores probes with
+        optimistic estimates); views carrying them are made only when a cohort needs one."""
         self.views = list(views)
         self.decision = decision
-        self._fixed: list[float] = []  # delivery price + age value at T = 0
+        self._survivals = survivals
+        self._twins: dict[int, LaneView] = {}
+        self.fixed: list[float] = []  # delivery price + age value at T = 0
         self._outputs: list[list[float]] = []  # [q] -> expected output with q rows
-        for v in self.views:
-            self._fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
+        for i, v in enumerate(self.views):
+            self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
             outputs, total = [0.0, 1.0], 1.0
+            own = v.survivals if survivals is None else survivals[i]
             for depth in range(max_depth):
-                s = v.survivals[depth] if depth < len(v.survivals) else 0.0
+                s = own[depth] if depth < len(own) else 0.0
                 total += s**decision.alpha
                 outputs.append(total)
             self._outputs.append(outputs)
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
 
-    def _ceiling(self, i: int, cap: int) -> int:
-        v = self.views[i]
-        return max(1, min(cap, v.remaining_output, v.remaining_context))
+    def _view(self, i: int) -> LaneView:
+        if self._survivals is None:
+            return self.views[i]
+        twin = self._twins.get(i)
+        if twin is None:
+            twin = self._twins[i] = copy.copy(self.views[i])
+            twin.survivals = self._survivals[i]
+        return twin
 
     def order(self, cap: int) -> list[tuple[int, int, float]]:
         """(view index, ceiling, value without the duration term), best first."""
@@ -259,7 +276,7 @@ class LaneTable:
                 if v.remaining_output < 1:
                     continue
                 ceiling = max(1, min(cap, v.remaining_output, v.remaining_context))
-                value = self._fixed[i] + v.prices.output_token * self._outputs[i][ceiling]
+                value = self.fixed[i] + v.prices.output_token * self._outputs[i][ceiling]
                 keyed.append(((-value, v.last_served_seq, v.slot), (i, ceiling, value)))
             keyed.sort(key=lambda pair: pair[0])
             found = self._orders[cap] = [row for _, row in keyed]
@@ -289,7 +306,7 @@ class LaneTable:
         if not top:
             return None
         if rows > budget:
-            views = self.views
+            views = [self._view(i) for i in range(len(self.views))]
             if mode is SpeculationMode.ADAPTIVE or d.is_device_allocated:
                 views = self._leaders(cap, min(max_lanes, budget), duration_ms)
             picks = speculative_cohort(
@@ -323,7 +340,7 @@ class LaneTable:
         chosen = {i for i, _, _ in full[:length]}
         chosen |= {i for i, _, _ in self.order(1)[:length]}
         chosen |= {i for i, _, _ in per_row}
-        return [self.views[i] for i in sorted(chosen)]
+        return [self._view(i) for i in sorted(chosen)]
 
     def _pick(self, i: int, ceiling: int, d: Descriptor, duration_ms: float, budget: int):
         view = self.views[i]

@@ -8,31 +8,42 @@ SchedulerError and changes no state.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import replace
 
 from ignition.components.catalog import Catalog, Descriptor
 from ignition.helios.accounting import Publication, apply_lane, charge_service
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.learning import acceptance_learning_ledger, choose_probe
 from ignition.helios.policy import (
     QUEUEABLE_KINDS,
     SCHEDULABLE_KINDS,
     CatalogIndex,
+    active_descriptors,
     all_candidates,
+    build_tables,
     select,
 )
 from ignition.helios.projection import build_population, current_normalizers
-from ignition.helios.queue import ExecutionQueue, Frame, Participant
+from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
+from ignition.helios.refresh import (
+    CreditLedger,
+    choose_refresh,
+    credited_ns,
+    episode_ns,
+    timing_refresh_ledger,
+)
 from ignition.helios.requests import RequestState, ResourcePool
 from ignition.helios.rounds import ConfidenceForecast
-from ignition.helios.speculation import AcceptanceTracker, PopulationPrior
+from ignition.helios.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import (
     CompletionRecord,
     ConfidenceSidecar,
+    ExecutionClass,
     ExecutionTiming,
     Fence,
     GeneratedToken,
@@ -48,24 +59,12 @@ from ignition.helios.types import (
 )
 from ignition.helios.utility import Candidate, Decision
 
-
-class ExplorationLedger(Protocol):
-    """Seam for funded timing refresh and acceptance learning (refresh.py, learning.py).
-
-    ``choose`` may displace the ordinary winner and returns it with the exploration
-    credit it spends; ``record`` sees every validated completion.
-    """
-
-    def choose(
-        self, winner: Candidate, candidates: Sequence[Candidate], now_ns: int
-    ) -> tuple[Candidate, float]: ...
-
-    def record(
-        self, plan: ScheduledPlan, device_ns: int, wall_ns: int, was_queued: bool
-    ) -> None: ...
+EXPLORATION = (ExecutionClass.TIMING_REFRESH, ExecutionClass.ACCEPTANCE_LEARNING)
 
 
 class Scheduler:
+    """Helios; satisfies :class:`ignition.helios.protocol.SchedulerProtocol`."""
+
     def __init__(
         self,
         catalog: Catalog,
@@ -73,7 +72,6 @@ class Scheduler:
         *,
         resources: Resources | None = None,
         speculation: SpeculationMode = SpeculationMode.ADAPTIVE,
-        ledger: ExplorationLedger | None = None,
         trace_capacity: int = 4096,
     ) -> None:
         self.catalog = catalog
@@ -88,18 +86,23 @@ class Scheduler:
         self.index = CatalogIndex(self.descriptors)
         self.policy = policy or PolicyConfig()
         self.speculation = speculation
-        self.ledger = ledger
+        self.refresh: CreditLedger = timing_refresh_ledger()
+        self.learning: CreditLedger = acceptance_learning_ledger()
+        self._totals = {c: [0, 0] for c in ExecutionClass}  # executions, nanoseconds
         self.costs = CostModel(self.policy.estimate_ttl_ns)
         self.pool = ResourcePool(resources or Resources())
         self.requests: dict[RequestHandle, RequestState] = {}
         self.queue = ExecutionQueue()
         self.now_ns = 0
         self.trace: deque[TraceEntry] = deque(maxlen=trace_capacity)
-        self.metrics: Counter[tuple[str, str]] = Counter()
         self._max_depth = max((d.proposal_depth for d in self.descriptors), default=0)
         self._acceptance_prior = PopulationPrior()
         self._forecast_prior = PopulationPrior()
         self._last_fence = -1
+        # Bumped by every call that changes what a decision sees, except time; a probe
+        # search that found nothing is not repeated until it (or a cost) changes.
+        self._changes = 0
+        self._no_probe_at: tuple[int, int] | None = None
         self._serve_seq = 0
         self._publishable: dict[RequestHandle, Publication] = {}
 
@@ -108,6 +111,7 @@ class Scheduler:
             raise SchedulerError("configure_policy must precede admission")
         self.policy = policy
         self.costs.ttl_ns = policy.estimate_ttl_ns
+        self._changes += 1
 
     def seed_cost(self, descriptor: Descriptor, duration_ns: int) -> None:
         """Preseed a measured cost (a measured synthetic catalog, a warm start)."""
@@ -122,6 +126,7 @@ class Scheduler:
             forecast=ConfidenceForecast(self._forecast_prior),
             admitted_ns=self.now_ns,
         )
+        self._changes += 1
         return handle
 
     def cancel(self, handle: RequestHandle) -> None:
@@ -133,6 +138,8 @@ class Scheduler:
         r.epoch += 1
         if not r.inflight:
             self._release(r)
+        self._changes += 1
+        self._note_idle()
 
     def advance_to(self, now_ns: int) -> None:
         if now_ns < self.now_ns:
@@ -156,28 +163,69 @@ class Scheduler:
             start_ns,
             self._max_depth,
         )
+        tables = build_tables(self.index, population, decision, self._max_depth)
+        shapes = active_descriptors(self.index, population)
         candidates = all_candidates(
-            self.index,
-            population,
-            self.costs,
-            decision,
-            self.now_ns,
-            self.speculation,
-            self._max_depth,
+            shapes, tables, self.costs, decision, self.now_ns, self.speculation
         )
         winner = select(candidates)
         if winner is None:
             return None
+        cls = ExecutionClass.DISCOVERY if winner.is_indeterminate else ExecutionClass.ORDINARY
         credit = 0.0
-        if self.ledger is not None:
-            winner, credit = self.ledger.choose(winner, candidates, self.now_ns)
-        needs = self._needs_feedback(winner.descriptor, winner.freshness)
+        if cls is ExecutionClass.ORDINARY and self.refresh.can_open():
+            stale = choose_refresh(winner, candidates, self.costs)
+            if stale is not None:
+                winner, cls, credit = stale, ExecutionClass.TIMING_REFRESH, self.refresh.balance_ns
+        searched = (self._changes, self.costs.version)
+        if (
+            cls is ExecutionClass.ORDINARY
+            and self.learning.can_open()
+            and self._no_probe_at != searched
+        ):
+            probe = choose_probe(
+                winner,
+                shapes,
+                population,
+                tables,
+                self.costs,
+                decision,
+                self.now_ns,
+                self.speculation,
+                self._max_depth,
+                self._history_of,
+            )
+            if probe is not None:
+                winner, cls = probe.candidate, ExecutionClass.ACCEPTANCE_LEARNING
+                credit = self.learning.balance_ns
+            else:
+                # Time alone only ages the same population: the search waits for a change.
+                self._no_probe_at = searched
+        # Exploration runs isolated: an empty window and completion feedback.
+        needs = cls in EXPLORATION or self._needs_feedback(winner.descriptor, winner.freshness)
         if needs and not self.queue.is_empty:
             return None  # the winner waits for the window to drain; nothing displaces it
-        return self._freeze(winner, decision, start_ns, needs, credit)
+        return self._freeze(winner, decision, start_ns, needs, credit, cls)
+
+    def _history_of(self, handle: RequestHandle) -> PrefixHistory:
+        r = self.requests[handle]
+        return r.acceptance.history(r.spec.proposal_source)
+
+    def _ledger_of(self, cls: ExecutionClass) -> CreditLedger | None:
+        if cls is ExecutionClass.TIMING_REFRESH:
+            return self.refresh
+        if cls is ExecutionClass.ACCEPTANCE_LEARNING:
+            return self.learning
+        return None
 
     def _freeze(
-        self, c: Candidate, decision: Decision, start_ns: int, needs: bool, credit: float
+        self,
+        c: Candidate,
+        decision: Decision,
+        start_ns: int,
+        needs: bool,
+        credit: float,
+        cls: ExecutionClass,
     ) -> ScheduledPlan:
         """Lanes go in slot order: the dense active lane list the runtime packs."""
         prompt = c.lanes[c.prompt_row] if c.prompt_row >= 0 else None
@@ -215,6 +263,7 @@ class Scheduler:
             planned_start_ns=start_ns,
             decision_ns=self.now_ns,
             exploration_credit=credit,
+            execution_class=cls,
         )
 
     def _owned(self, handle: RequestHandle) -> RequestState:
@@ -273,6 +322,12 @@ class Scheduler:
                 raise SchedulerError(f"cannot queue {d.name}: {closed}")
             if needs:
                 raise SchedulerError(f"{d.name} needs an empty window and completion feedback")
+        ledger = self._ledger_of(plan.execution_class)
+        if ledger is not None and not ledger.can_open():
+            raise SchedulerError(
+                f"{d.name}: a {plan.execution_class.value} episode needs full credit and "
+                "no open episode"
+            )
         handles = [lane.handle for lane in plan.lanes]
         if len(set(handles)) != len(handles):
             raise SchedulerError(f"{d.name}: a request appears in two lanes")
@@ -302,8 +357,11 @@ class Scheduler:
             needs_feedback=needs,
         )
         self.queue.push(frame)
+        if ledger is not None:
+            ledger.open(fence.value)
         self.costs.note_attempt(d, self.now_ns)
         self._last_fence = fence.value
+        self._changes += 1
         self.trace.append(trace_entry(plan, fence.value, self.now_ns))
 
     def complete(
@@ -350,9 +408,7 @@ class Scheduler:
         d = plan.descriptor
         if timing.device_ns > 0:
             self.costs.observe(d, timing.device_ns - timing.readiness_stall_ns, self.now_ns)
-        reason = plan.reason.value
-        self.metrics[("flare_scheduler_executions_total", reason)] += 1
-        self.metrics[("flare_scheduler_execution_nanoseconds_total", reason)] += timing.device_ns
+        self._account(frame, timing)
         self._publishable = charge_service(
             frame,
             records,
@@ -374,9 +430,64 @@ class Scheduler:
                 new_pages = self._pages_needed(r)
                 self.pool.adjust_pages(new_pages - r.num_pages)
                 r.num_pages = new_pages
-        if self.ledger is not None:
-            self.ledger.record(plan, timing.device_ns, timing.wall_ns, frame.was_queued)
+        self._changes += 1
+        self._note_idle()
         return tokens
+
+    def _account(self, frame: Frame, timing: ExecutionTiming) -> None:
+        """Charge one completed execution to its class; the ledgers never share one.
+
+        Ordinary completions earn both ledgers' shares of their credited raw time; initial
+        discovery earns nothing; an exploration episode pays its actual raw interval once
+        (its wall time when the device interval is missing) and closes.
+        """
+        cls = frame.plan.execution_class
+        ledger = self._ledger_of(cls)
+        if cls is ExecutionClass.ORDINARY:
+            ns = credited_ns(timing, frame.was_queued)
+            self.refresh.earn(ns)
+            self.learning.earn(ns)
+        elif ledger is None:
+            ns = credited_ns(timing, frame.was_queued) or timing.wall_ns
+        else:
+            ns = episode_ns(timing)
+            ledger.close(frame.fence, ns)
+            self._record_spent(frame.fence, ns)
+        totals = self._totals[cls]
+        totals[0] += 1
+        totals[1] += ns
+
+    def _record_spent(self, fence: int, ns: int) -> None:
+        """Complete the trace entry of an episode with the credit it spent."""
+        for i in range(len(self.trace) - 1, max(-1, len(self.trace) - 2 - NUM_FRAME_SLOTS), -1):
+            if self.trace[i].fence == fence:
+                self.trace[i] = replace(self.trace[i], credit_spent_ns=ns)
+                return
+
+    def _note_idle(self) -> None:
+        """With nothing submitted and no live request the scheduler is idle: both ledgers
+        discard positive credit and keep debt."""
+        if self.queue.is_empty and not any(r.is_live for r in self.requests.values()):
+            self.refresh.idle()
+            self.learning.idle()
+
+    def execution_totals(self) -> dict[str, dict[str, int]]:
+        """Per execution class: completed ``executions``, their ``nanoseconds`` (credited
+        raw time for ordinary work, what episodes paid for exploration), closed exploration
+        ``episodes`` and the ``last_episode_ns`` (D of the bounds; 0 for ordinary and
+        discovery). For timing refresh P <= 0.002 / 0.998 * O + D; for acceptance learning
+        P <= 0.01 / 0.99 * O + D, with O the ordinary nanoseconds."""
+        out: dict[str, dict[str, int]] = {}
+        for cls in ExecutionClass:
+            executions, ns = self._totals[cls]
+            ledger = self._ledger_of(cls)
+            out[cls.value] = {
+                "executions": executions,
+                "nanoseconds": ns,
+                "episodes": 0 if ledger is None else ledger.episodes,
+                "last_episode_ns": 0 if ledger is None else ledger.last_episode_ns,
+            }
+        return out
 
     def published_output(self, handle: RequestHandle, fence: Fence) -> None:
         """The first visible publication for a fence turns its zero deliveries into one."""
@@ -389,6 +500,7 @@ class Scheduler:
         if pub.is_published:
             return
         pub.is_published = True
+        self._changes += 1
         if r is None or r.is_cancelled or pub.duration_ms <= 0:
             return
         if pub.had_history and r.rates.delivery_rate is not None:
