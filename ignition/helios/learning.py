@@ -162,7 +162,9 @@ class _Bound:
         return self._score(d, t_ms, self._top(cap, d.batch_capacity)) > score
 
 
-def _better(a: Probe, b: Probe) -> bool:
+def ranks_before(a: Probe, b: Probe) -> bool:
+    """Higher gain first; equal gains prefer the least-informed added prefix, then the
+    shorter execution, then the smaller physical geometry."""
     if abs(a.gain - b.gain) > RELATIVE_TIE * max(1.0, abs(a.gain), abs(b.gain)):
         return a.gain > b.gain
     if a.least_weight != b.least_weight:
@@ -218,6 +220,6 @@ def choose_probe(
             if not weights:
                 continue
             probe = Probe(c, (c.score - winner.score) / c.duration_ms, min(weights))
-            if best is None or _better(probe, best):
+            if best is None or ranks_before(probe, best):
                 best = probe
     return best

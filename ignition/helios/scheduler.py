@@ -313,6 +313,12 @@ class Scheduler:
             raise SchedulerError(f"fence {fence.value} is not after fence {self._last_fence}")
         if d not in self.descriptors:
             raise SchedulerError(f"{d.name} is not a schedulable program of this catalog")
+        ledger = self._ledger_of(plan.execution_class)
+        if ledger is not None and not ledger.can_open():
+            raise SchedulerError(
+                f"{d.name}: a {plan.execution_class.value} episode needs full credit and "
+                "no open episode"
+            )
         needs = plan.requires_empty_window or self._needs_feedback(
             d, self.costs.freshness(d, self.now_ns)
         )
@@ -322,12 +328,6 @@ class Scheduler:
                 raise SchedulerError(f"cannot queue {d.name}: {closed}")
             if needs:
                 raise SchedulerError(f"{d.name} needs an empty window and completion feedback")
-        ledger = self._ledger_of(plan.execution_class)
-        if ledger is not None and not ledger.can_open():
-            raise SchedulerError(
-                f"{d.name}: a {plan.execution_class.value} episode needs full credit and "
-                "no open episode"
-            )
         handles = [lane.handle for lane in plan.lanes]
         if len(set(handles)) != len(handles):
             raise SchedulerError(f"{d.name}: a request appears in two lanes")
