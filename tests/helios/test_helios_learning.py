@@ -87,10 +87,13 @@ def test_a_probe_that_cannot_beat_the_ordinary_choice_is_not_offered():
 
 
 def test_a_probe_leaves_future_output_in_which_to_use_the_observation():
-    s, runner = pessimistic_setup(output=3)  # 2 outputs left: a width-3 round ends it
+    s, _ = pessimistic_setup(output=3)  # 2 outputs left: a width-3 round ends it
     s.learning.earn(10_000 * MS)
     plan = s.plan()
     assert plan.execution_class is ORDINARY and plan.descriptor == decode(1)
+    s, _ = pessimistic_setup(output=1000)  # the same request with output to spare
+    s.learning.earn(10_000 * MS)
+    assert s.plan().execution_class is LEARNING
 
 
 def test_fixed_width_execution_never_probes_acceptance():
