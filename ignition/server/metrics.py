@@ -44,17 +44,18 @@ class _EngineCollector(Collector):
         s = self._stats.snapshot()
         executions = CounterMetricFamily(
             "flare_scheduler_executions",
-            "Graph executions completed, by graph kind",
-            labels=["kind"],
+            "Graph executions completed, by graph kind and execution class "
+            "(ordinary, discovery, timing_refresh, acceptance_learning)",
+            labels=["kind", "class"],
         )
         nanoseconds = CounterMetricFamily(
             "flare_scheduler_execution_nanoseconds",
-            "Measured execution interval of completed graphs, by graph kind",
-            labels=["kind"],
+            "Measured execution interval of completed graphs, by graph kind and execution class",
+            labels=["kind", "class"],
         )
-        for kind, count in sorted(s.executions_by_kind.items()):
-            executions.add_metric([kind], count)
-            nanoseconds.add_metric([kind], s.execution_ns_by_kind.get(kind, 0))
+        for key, count in sorted(s.executions_by_kind_class.items()):
+            executions.add_metric(list(key), count)
+            nanoseconds.add_metric(list(key), s.execution_ns_by_kind_class.get(key, 0))
         yield executions
         yield nanoseconds
         yield CounterMetricFamily(
