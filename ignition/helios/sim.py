@@ -239,6 +239,7 @@ class Simulation:
                 "prompt_tokens_per_s": self.prompt_tokens / seconds,
                 "output_tokens_per_s": self.output_tokens / seconds,
             },
+            "execution": self.scheduler.execution_totals(),
             "trace": [trace_to_json(e) for e in self.scheduler.trace],
         }
 
@@ -276,6 +277,11 @@ def format_summary(report: dict[str, Any]) -> str:
     ]
     for g in report["graphs"]:
         lines.append(f"  {g['graph']:<40} {g['executions']:>6} runs {g['total_ms']:>10.1f} ms")
+    for cls, t in report["execution"].items():
+        lines.append(
+            f"  {cls:<20} {t['executions']:>6} runs {t['nanoseconds'] / NS_PER_MS:>10.1f} ms "
+            f"{t['episodes']:>4} episodes"
+        )
     for r in report["requests"]:
         lines.append(
             f"  request {r['id']:>3}: first output {r['first_output_ms']} ms, "
