@@ -124,7 +124,6 @@ class Scheduler:
             spec=spec,
             acceptance=AcceptanceTracker(self._acceptance_prior, spec.acceptance_prior),
             forecast=ConfidenceForecast(self._forecast_prior),
-            admitted_ns=self.now_ns,
         )
         self._changes += 1
         return handle
@@ -352,7 +351,6 @@ class Scheduler:
             plan=plan,
             participants=participants,
             norms=current_normalizers(self.descriptors, self.costs, self.requests.values()),
-            commit_ns=self.now_ns,
             expected_start_ns=self.queue.expected_end_ns(self.now_ns),
             needs_feedback=needs,
         )

@@ -132,10 +132,6 @@ class LaneWork:
     reserved_tokens: int
     value: float
 
-    @property
-    def completes_prompt(self) -> bool:
-        return self.role is LaneRole.PROMPT and self.max_advance_tokens > 0
-
 
 @dataclass(frozen=True)
 class ScheduledPlan:

@@ -101,7 +101,6 @@ class Candidate:
     work_key: tuple
     build: Callable[[], tuple[list[LanePick], int]]
     score: float = 0.0
-    exploration_credit: float = 0.0
     built: tuple[list[LanePick], int] | None = None
 
     @property
