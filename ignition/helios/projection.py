@@ -10,7 +10,6 @@ changes stored rates, publishes output or commits state.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from ignition.components.catalog import Descriptor
@@ -46,7 +45,11 @@ def current_normalizers(
     descriptors: Sequence[Descriptor], costs: CostModel, requests: Iterable[RequestState]
 ) -> Normalizers:
     live = [r for r in requests if r.is_live]
-    families = Counter(stream_family(r.spec.proposal_source) for r in live if r.is_decoder)
+    families: dict[str, int] = {}
+    for r in live:
+        if r.is_decoder:
+            family = stream_family(r.spec.proposal_source)
+            families[family] = families.get(family, 0) + 1
     decoders = sum(families.values())
     key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())))
     cached = costs.derived.get("normalizers")

@@ -299,9 +299,12 @@ class LaneTable:
         prefix = self._prefixes.get((cap, max_lanes))
         if prefix is None:
             top = self.order(cap)[:max_lanes]
-            sigmas = sum(self.views[i].sigma_ms or 0.0 for i, _, _ in top)
-            prefix = (top, sum(c for _, c, _ in top), sum(v for _, _, v in top), sigmas)
-            self._prefixes[(cap, max_lanes)] = prefix
+            rows, value0, sigmas = 0, 0.0, 0.0
+            for i, ceiling, value in top:
+                rows += ceiling
+                value0 += value
+                sigmas += self.views[i].sigma_ms or 0.0
+            prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
         top, rows, value0, sigmas = prefix
         if not top:
             return None
