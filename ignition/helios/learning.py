@@ -2,9 +2,9 @@
 
 Ordinary selection scores speculation with historical acceptance means, so a request
 whose history is pessimistic may never be offered the depth that would correct it.
-Ordinary completions earn a separate 0.01 / 0.99 share of raw execution time (capped
-at 5 ms, a :class:`~ignition.helios.refresh.CreditLedger`). Full credit permits one
-probe that
+Ordinary completions earn a separate 0.01 / 0.99 share of raw execution time, capped
+at 5 ms (``acceptance_learning_ledger`` in refresh.py, beside the refresh credit).
+Full credit permits one probe that
 
 - offers some request at least one depth beyond the ordinary choice,
 - beats the ordinary choice when scored with the bounded optimistic estimate
@@ -31,7 +31,6 @@ from ignition.helios.policy import (
     Tables,
     candidates_for,
 )
-from ignition.helios.refresh import CreditLedger
 from ignition.helios.rounds import LaneTable
 from ignition.helios.speculation import PrefixHistory
 from ignition.helios.types import LaneRole, RequestHandle
@@ -39,10 +38,6 @@ from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision, LaneView
 
 # The acceptance history a decision's request is scored and informed by.
 HistoryOf = Callable[[RequestHandle], PrefixHistory]
-
-
-def acceptance_learning_ledger() -> CreditLedger:
-    return CreditLedger(numerator=1, denominator=99)
 
 
 @dataclass(frozen=True)

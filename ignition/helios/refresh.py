@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ignition.helios.cost import CostModel, Freshness
-from ignition.helios.types import ExecutionTiming
+from ignition.helios.types import ExecutionClass, ExecutionTiming
 from ignition.helios.utility import Candidate, compare
 
 CREDIT_CAP_NS = 5_000_000
@@ -93,6 +93,71 @@ class CreditLedger:
 
 def timing_refresh_ledger() -> CreditLedger:
     return CreditLedger(numerator=2, denominator=998)
+
+
+def acceptance_learning_ledger() -> CreditLedger:
+    return CreditLedger(numerator=1, denominator=99)
+
+
+class ExecutionBooks:
+    """Both exploration ledgers and the per-class totals of completed executions.
+
+    Every completion is charged to exactly one class, so the two ledgers never charge
+    the same execution: ordinary work earns both ledgers' shares of its credited raw
+    time, initial discovery earns nothing, an exploration episode pays its own ledger.
+    """
+
+    def __init__(self) -> None:
+        self.refresh = timing_refresh_ledger()
+        self.learning = acceptance_learning_ledger()
+        self._totals = {c: [0, 0] for c in ExecutionClass}  # executions, nanoseconds
+
+    def ledger_of(self, cls: ExecutionClass) -> CreditLedger | None:
+        if cls is ExecutionClass.TIMING_REFRESH:
+            return self.refresh
+        if cls is ExecutionClass.ACCEPTANCE_LEARNING:
+            return self.learning
+        return None
+
+    def account(
+        self, cls: ExecutionClass, fence: int, timing: ExecutionTiming, was_queued: bool
+    ) -> int | None:
+        """Charge one completion; returns what an exploration episode paid (else None)."""
+        ledger = self.ledger_of(cls)
+        spent = None
+        if cls is ExecutionClass.ORDINARY:
+            ns = credited_ns(timing, was_queued)
+            self.refresh.earn(ns)
+            self.learning.earn(ns)
+        elif ledger is None:
+            ns = credited_ns(timing, was_queued) or timing.wall_ns
+        else:
+            ns = spent = episode_ns(timing)
+            ledger.close(fence, ns)
+        totals = self._totals[cls]
+        totals[0] += 1
+        totals[1] += ns
+        return spent
+
+    def idle(self) -> None:
+        self.refresh.idle()
+        self.learning.idle()
+
+    def totals(self) -> dict[str, dict[str, int]]:
+        """Per class: ``executions``, ``nanoseconds`` (credited raw time for ordinary work,
+        what episodes paid for exploration), closed ``episodes`` and ``last_episode_ns``
+        (D of the bounds; 0 for ordinary and discovery)."""
+        out: dict[str, dict[str, int]] = {}
+        for cls in ExecutionClass:
+            executions, ns = self._totals[cls]
+            ledger = self.ledger_of(cls)
+            out[cls.value] = {
+                "executions": executions,
+                "nanoseconds": ns,
+                "episodes": 0 if ledger is None else ledger.episodes,
+                "last_episode_ns": 0 if ledger is None else ledger.last_episode_ns,
+            }
+        return out
 
 
 def credited_ns(timing: ExecutionTiming, was_queued: bool) -> int:

@@ -17,7 +17,7 @@ from ignition.helios.accounting import Publication, apply_lane, charge_service
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
-from ignition.helios.learning import acceptance_learning_ledger, choose_probe
+from ignition.helios.learning import choose_probe
 from ignition.helios.policy import (
     QUEUEABLE_KINDS,
     SCHEDULABLE_KINDS,
@@ -29,13 +29,7 @@ from ignition.helios.policy import (
 )
 from ignition.helios.projection import build_population, current_normalizers
 from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
-from ignition.helios.refresh import (
-    CreditLedger,
-    choose_refresh,
-    credited_ns,
-    episode_ns,
-    timing_refresh_ledger,
-)
+from ignition.helios.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
 from ignition.helios.rounds import ConfidenceForecast
 from ignition.helios.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
@@ -86,9 +80,9 @@ class Scheduler:
         self.index = CatalogIndex(self.descriptors)
         self.policy = policy or PolicyConfig()
         self.speculation = speculation
-        self.refresh: CreditLedger = timing_refresh_ledger()
-        self.learning: CreditLedger = acceptance_learning_ledger()
-        self._totals = {c: [0, 0] for c in ExecutionClass}  # executions, nanoseconds
+        self.books = ExecutionBooks()
+        self.refresh: CreditLedger = self.books.refresh
+        self.learning: CreditLedger = self.books.learning
         self.costs = CostModel(self.policy.estimate_ttl_ns)
         self.pool = ResourcePool(resources or Resources())
         self.requests: dict[RequestHandle, RequestState] = {}
@@ -210,13 +204,6 @@ class Scheduler:
         r = self.requests[handle]
         return r.acceptance.history(r.spec.proposal_source)
 
-    def _ledger_of(self, cls: ExecutionClass) -> CreditLedger | None:
-        if cls is ExecutionClass.TIMING_REFRESH:
-            return self.refresh
-        if cls is ExecutionClass.ACCEPTANCE_LEARNING:
-            return self.learning
-        return None
-
     def _freeze(
         self,
         c: Candidate,
@@ -312,7 +299,7 @@ class Scheduler:
             raise SchedulerError(f"fence {fence.value} is not after fence {self._last_fence}")
         if d not in self.descriptors:
             raise SchedulerError(f"{d.name} is not a schedulable program of this catalog")
-        ledger = self._ledger_of(plan.execution_class)
+        ledger = self.books.ledger_of(plan.execution_class)
         if ledger is not None and not ledger.can_open():
             raise SchedulerError(
                 f"{d.name}: a {plan.execution_class.value} episode needs full credit and "
@@ -406,7 +393,9 @@ class Scheduler:
         d = plan.descriptor
         if timing.device_ns > 0:
             self.costs.observe(d, timing.device_ns - timing.readiness_stall_ns, self.now_ns)
-        self._account(frame, timing)
+        spent = self.books.account(plan.execution_class, frame.fence, timing, frame.was_queued)
+        if spent is not None:
+            self._record_spent(frame.fence, spent)
         self._publishable = charge_service(
             frame,
             records,
@@ -432,29 +421,6 @@ class Scheduler:
         self._note_idle()
         return tokens
 
-    def _account(self, frame: Frame, timing: ExecutionTiming) -> None:
-        """Charge one completed execution to its class; the ledgers never share one.
-
-        Ordinary completions earn both ledgers' shares of their credited raw time; initial
-        discovery earns nothing; an exploration episode pays its actual raw interval once
-        (its wall time when the device interval is missing) and closes.
-        """
-        cls = frame.plan.execution_class
-        ledger = self._ledger_of(cls)
-        if cls is ExecutionClass.ORDINARY:
-            ns = credited_ns(timing, frame.was_queued)
-            self.refresh.earn(ns)
-            self.learning.earn(ns)
-        elif ledger is None:
-            ns = credited_ns(timing, frame.was_queued) or timing.wall_ns
-        else:
-            ns = episode_ns(timing)
-            ledger.close(frame.fence, ns)
-            self._record_spent(frame.fence, ns)
-        totals = self._totals[cls]
-        totals[0] += 1
-        totals[1] += ns
-
     def _record_spent(self, fence: int, ns: int) -> None:
         """Complete the trace entry of an episode with the credit it spent."""
         for i in range(len(self.trace) - 1, max(-1, len(self.trace) - 2 - NUM_FRAME_SLOTS), -1):
@@ -466,26 +432,14 @@ class Scheduler:
         """With nothing submitted and no live request the scheduler is idle: both ledgers
         discard positive credit and keep debt."""
         if self.queue.is_empty and not any(r.is_live for r in self.requests.values()):
-            self.refresh.idle()
-            self.learning.idle()
+            self.books.idle()
 
     def execution_totals(self) -> dict[str, dict[str, int]]:
-        """Per execution class: completed ``executions``, their ``nanoseconds`` (credited
-        raw time for ordinary work, what episodes paid for exploration), closed exploration
-        ``episodes`` and the ``last_episode_ns`` (D of the bounds; 0 for ordinary and
-        discovery). For timing refresh P <= 0.002 / 0.998 * O + D; for acceptance learning
-        P <= 0.01 / 0.99 * O + D, with O the ordinary nanoseconds."""
-        out: dict[str, dict[str, int]] = {}
-        for cls in ExecutionClass:
-            executions, ns = self._totals[cls]
-            ledger = self._ledger_of(cls)
-            out[cls.value] = {
-                "executions": executions,
-                "nanoseconds": ns,
-                "episodes": 0 if ledger is None else ledger.episodes,
-                "last_episode_ns": 0 if ledger is None else ledger.last_episode_ns,
-            }
-        return out
+        """Per execution class (ordinary, discovery, timing_refresh, acceptance_learning):
+        ``executions``, ``nanoseconds``, ``episodes`` and ``last_episode_ns``. For timing
+        refresh P <= 0.002 / 0.998 * O + D, for acceptance learning
+        P <= 0.01 / 0.99 * O + D, with O the ordinary nanoseconds (see ExecutionBooks)."""
+        return self.books.totals()
 
     def published_output(self, handle: RequestHandle, fence: Fence) -> None:
         """The first visible publication for a fence turns its zero deliveries into one."""

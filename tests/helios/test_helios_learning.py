@@ -25,8 +25,8 @@ from ignition.helios import (
     SchedulerError,
 )
 from ignition.helios.config import SpeculationMode
-from ignition.helios.learning import Probe, acceptance_learning_ledger, ranks_before
-from ignition.helios.refresh import CREDIT_CAP_NS
+from ignition.helios.learning import Probe, ranks_before
+from ignition.helios.refresh import CREDIT_CAP_NS, acceptance_learning_ledger
 from ignition.helios.speculation import PopulationPrior, PrefixHistory
 from ignition.helios.utility import Candidate
 
