@@ -235,3 +235,12 @@ def test_forecast_observations_stop_at_each_lanes_frozen_ceiling():
     assert after[short][0] > before[short][0]
     assert after[short][1:] == before[short][1:]  # beyond min(D + 1, W, limit) = 2
     assert all(a > b for a, b in zip(after[long], before[long], strict=True))
+
+
+def test_a_probe_search_that_found_nothing_is_repeated_once_a_cost_changes():
+    s, _ = pessimistic_setup(spec_ms=60.0)
+    s.learning.earn(10_000 * MS)
+    assert s.plan().execution_class is ORDINARY
+    for _ in range(2):  # new measurements (median 15 ms) make the deeper round worth it
+        s.seed_cost(spec(1, 3), 15 * MS)
+    assert s.plan().execution_class is LEARNING
