@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ignition.helios import ExecutionClass
 from ignition.runtime.stats import EngineStats
 
 LATENCY_BUCKETS_S = (
@@ -53,9 +54,13 @@ class _EngineCollector(Collector):
             "Measured execution interval of completed graphs, by graph kind and execution class",
             labels=["kind", "class"],
         )
-        for key, count in sorted(s.executions_by_kind_class.items()):
-            executions.add_metric(list(key), count)
-            nanoseconds.add_metric(list(key), s.execution_ns_by_kind_class.get(key, 0))
+        # every class of every kind seen, zeros included, so each series exists from the
+        # first execution of its kind on
+        for kind in sorted(s.executions_by_kind):
+            for cls in ExecutionClass:
+                key = (kind, cls.value)
+                executions.add_metric(list(key), s.executions_by_kind_class.get(key, 0))
+                nanoseconds.add_metric(list(key), s.execution_ns_by_kind_class.get(key, 0))
         yield executions
         yield nanoseconds
         yield CounterMetricFamily(

@@ -257,6 +257,8 @@ def test_models_health_and_metrics():
         'flare_scheduler_execution_nanoseconds_total{class="acceptance_learning",'
         'kind="speculative"} 700.0' in text
     )
+    for cls in ("ordinary", "discovery", "timing_refresh", "acceptance_learning"):
+        assert f'flare_scheduler_executions_total{{class="{cls}",kind="decode"}}' in text
     assert "flare_speculative_draft_tokens_total 3.0" in text
     assert 'flare_speculative_accepted_tokens_per_position_total{position="2"} 1.0' in text
     assert "flare_time_to_first_token_seconds_count 1.0" in text
