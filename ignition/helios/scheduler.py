@@ -1,9 +1,14 @@
 """The Helios scheduler: admission, planning, commit, completion and request resources.
 
-``plan()`` is pure; ``commit`` checks ownership, epochs, resources and feedback
-dependencies without rerunning selection; ``complete`` validates every lane before
-it updates costs, acceptance, prices or committed state. A rejected call raises
-SchedulerError and changes no state.
+``plan()`` changes no scheduling state (it only fills caches); ``commit`` checks
+ownership, epochs, resources, exploration credit and feedback dependencies without
+rerunning selection, and opens an exploration episode; ``complete`` validates every
+lane before it updates costs, acceptance, prices, credit or committed state. A
+rejected call raises SchedulerError and changes no state.
+
+Every plan carries its execution class. An ordinary winner may be displaced by one
+funded timing refresh (refresh.py) or, failing that, one funded acceptance probe
+(learning.py); both run isolated, in an empty window with completion feedback.
 """
 
 from __future__ import annotations
