@@ -19,7 +19,7 @@ from ignition.helios import (
     SpeculationMode,
     helios_scheduler,
 )
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
@@ -41,7 +41,7 @@ class RuntimeOptions:
 
 
 def state_for(
-    model: Qwen38Model, catalog: Catalog, options: RuntimeOptions, device: torch.device
+    model: HybridModel, catalog: Catalog, options: RuntimeOptions, device: torch.device
 ) -> tuple[ModelState, int]:
     """Size the caches: every slot can reach the context limit plus one round's lookahead.
 
@@ -68,7 +68,7 @@ def state_for(
 
 
 def assemble_engine(
-    model: Qwen38Model,
+    model: HybridModel,
     catalog: Catalog,
     decoder: TextDecoder,
     eos_token_ids: Sequence[int],
