@@ -120,9 +120,25 @@ class LaneRole(StrEnum):
 
 
 class SelectionReason(StrEnum):
+    """The timing state of the selected graph: measured and fresh, unknown, or stale."""
+
     ORDINARY = "ordinary"
     DISCOVERY = "discovery"
     STALE = "stale"
+
+
+class ExecutionClass(StrEnum):
+    """Which budget a committed execution belongs to.
+
+    ``ordinary`` selection (fresh or stale winners) earns exploration credit;
+    ``discovery`` of an unknown cost earns nothing and is accounted separately;
+    ``timing_refresh`` and ``acceptance_learning`` episodes spend their ledger's credit.
+    """
+
+    ORDINARY = "ordinary"
+    DISCOVERY = "discovery"
+    TIMING_REFRESH = "timing_refresh"
+    ACCEPTANCE_LEARNING = "acceptance_learning"
 
 
 @dataclass(frozen=True)
@@ -147,10 +163,6 @@ class LaneWork:
     value: float
     checkpoint_tokens: int = 0  # state rows: the context length restored or captured
 
-    @property
-    def completes_prompt(self) -> bool:
-        return self.role is LaneRole.PROMPT and self.max_advance_tokens > 0
-
 
 @dataclass(frozen=True)
 class ScheduledPlan:
@@ -167,7 +179,8 @@ class ScheduledPlan:
     requires_empty_window: bool
     planned_start_ns: int
     decision_ns: int
-    exploration_credit: float = 0.0
+    exploration_credit: float = 0.0  # ns of credit its ledger held when it was selected
+    execution_class: ExecutionClass = ExecutionClass.ORDINARY
 
     @property
     def kind(self) -> GraphKind:
@@ -264,3 +277,5 @@ class TraceEntry:
     log_scale: float = 0.0
     reason: str = SelectionReason.ORDINARY.value
     exploration_credit: float = 0.0
+    execution_class: str = ExecutionClass.ORDINARY.value
+    credit_spent_ns: int = 0  # filled in when the episode completes and pays

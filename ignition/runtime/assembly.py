@@ -12,7 +12,13 @@ from ignition.compiler.prepare import prepare_programs
 from ignition.compiler.state_ops import RESTORE, SNAPSHOT, StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
-from ignition.helios import PolicyConfig, Resources, Scheduler, SpeculationMode
+from ignition.helios import (
+    PolicyConfig,
+    Resources,
+    SchedulerFactory,
+    SpeculationMode,
+    helios_scheduler,
+)
 from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 from ignition.runtime.checkpoints import CheckpointCache
@@ -73,6 +79,7 @@ def assemble_engine(
     *,
     stats: EngineStats | None = None,
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
+    scheduler_factory: SchedulerFactory = helios_scheduler,
 ) -> Engine:
     device = next(model.parameters()).device
     selected = select_for_mode(catalog, options.speculation, mixed=options.mixed)
@@ -99,18 +106,12 @@ def assemble_engine(
         state, programs, SlotResources(state, num_pages), frozenset(eos_token_ids), state_ops
     )
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
+    resources = Resources(
+        num_request_slots=options.num_slots, num_pages=num_pages, page_size_tokens=options.page_size
+    )
     # Helios schedules the state programs (restore, snapshots) beside inference.
     schedulable = replace(selected, descriptors=(*selected.descriptors, SNAPSHOT, RESTORE))
-    scheduler = Scheduler(
-        schedulable,
-        options.policy,
-        resources=Resources(
-            num_request_slots=options.num_slots,
-            num_pages=num_pages,
-            page_size_tokens=options.page_size,
-        ),
-        speculation=mode,
-    )
+    scheduler = scheduler_factory(schedulable, options.policy, resources, mode)
     return Engine(
         scheduler,
         worker,
