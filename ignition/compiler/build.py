@@ -32,9 +32,8 @@ from typing import Any
 import torch
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from ignition.compiler.capture import GraphCapturer
 from ignition.compiler.device import configure_threads, resolve_device
-from ignition.compiler.prepare import capture_order, prepare_programs
+from ignition.compiler.graph import GraphCapturer, capture_order, prepare_programs
 from ignition.compiler.programs import check_buildable
 from ignition.compiler.state_ops import StateOperations
 from ignition.compiler.validate import validate_program, validate_state_operations

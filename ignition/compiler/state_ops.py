@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ignition.compiler.capture import timed_run
+from ignition.compiler.graph import timed_run
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.state import ModelState
 

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ignition.compiler.capture import GraphCapturer, PreparedProgram
-from ignition.compiler.prepare import prepare_programs
+from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
 from ignition.compiler.state_ops import StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind

@@ -96,9 +96,7 @@ def test_a_top_k_2_sample_never_returns_a_zero_probability_token():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_every_uniform_lies_strictly_inside_0_1_in_its_dtype_for_every_stream(dtype):
-    seeds = torch.tensor([0, 1, 7, 2**40 + 3, 2**63 - 1], dtype=torch.int64).repeat_interleave(
-        100
-    )
+    seeds = torch.tensor([0, 1, 7, 2**40 + 3, 2**63 - 1], dtype=torch.int64).repeat_interleave(100)
     positions = torch.arange(seeds.shape[0]) * 7 + 2509
     for stream in RandomStream:
         u = seeded_uniform(seeds, stream, positions, 1024, dtype)
