@@ -90,7 +90,8 @@ def target_distribution(logits: Tensor, params: SamplingParams) -> Tensor:
     keep = (rank < top_k[:, None]) & ((mass_before < params.top_p[:, None]) | (rank == 0))
     masked = torch.where(keep, sorted_logits, -torch.inf)
     probs = torch.zeros_like(scaled).scatter(-1, order, torch.softmax(masked, dim=-1))
-    one_hot = torch.nn.functional.one_hot(logits.argmax(-1), vocab).float()
+    # scatter, not F.one_hot: on CPU one_hot reads the indices' range on the host.
+    one_hot = torch.zeros_like(scaled).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
     return torch.where(is_greedy[:, None], one_hot, probs)
 
 

@@ -118,6 +118,12 @@ class ModelWorker:
         prompt_capacity = d.token_capacity if d.kind.value == "prefill" else d.prefill_capacity
         if len(prompts) > 1:
             raise WorkerError(f"{d.name}: {len(prompts)} prompt rows; at most one is allowed")
+        host_lens = sum(lane.query_length for lane in plan.lanes if lane.role is LaneRole.DECODE)
+        if program.is_round and not d.is_device_allocated and host_lens > d.packed_capacity:
+            raise WorkerError(
+                f"{d.name}: verify rows of {host_lens} tokens exceed packed capacity "
+                f"{d.packed_capacity}"
+            )
         for i, lane in enumerate(plan.lanes):
             if lane.role is LaneRole.PROMPT:
                 if not prompt_capacity or lane.num_prompt_tokens > prompt_capacity:
