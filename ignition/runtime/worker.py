@@ -39,6 +39,7 @@ class WorkerError(RuntimeError):
 
 @dataclass
 class _Launched:
+    fence: Fence
     plan: ScheduledPlan
     program: Program
     inflight: InflightRun  # outputs readable after ``inflight.wait()``
@@ -94,7 +95,7 @@ class ModelWorker:
         # The static outputs belong to the program, and a second queued frame of the same
         # program would overwrite them before this frame is read: keep a stream-ordered copy.
         inflight = launch(prepared, snapshot=lambda out: map_tensors(out, lambda t: t.clone()))
-        return _Launched(plan, program, inflight, launched_ns, plan.lanes, tuple(eos))
+        return _Launched(fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos))
 
     def wait(self, launched: _Launched) -> FrameResult:
         device_ns = launched.inflight.wait()
