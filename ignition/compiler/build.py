@@ -33,6 +33,7 @@ import torch
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ignition.compiler.device import configure_threads, resolve_device
+from ignition.compiler.fingerprint import checkpoint_sha256, checkpoint_stamps
 from ignition.compiler.graph import GraphCapturer, capture_order, prepare_programs
 from ignition.compiler.programs import check_buildable
 from ignition.compiler.state_ops import StateOperations
@@ -61,20 +62,6 @@ class BuildResult:
     catalog: Catalog
     manifest: dict[str, Any]
     num_reused: int
-
-
-def checkpoint_sha256(path: Path) -> str:
-    """Hash of config, weights and tokenizer files, in name order."""
-    digest = hashlib.sha256()
-    files = sorted(
-        p for p in path.iterdir() if p.suffix in (".json", ".safetensors") and p.is_file()
-    )
-    for file in files:
-        digest.update(file.name.encode())
-        with file.open("rb") as f:
-            for block in iter(lambda f=f: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions() -> dict[str, str]:
@@ -172,13 +159,19 @@ def build_bundle(
         if (checkpoint / name).exists():
             shutil.copyfile(checkpoint / name, out_dir / name)
     weights_ref = _place_weights(checkpoint, out_dir, copy_weights)
+    served = out_dir / weights_ref if copy_weights else checkpoint
     manifest = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
         "recipe": recipe.name,
         "recipe_path": str(recipe.path),
         "options": options.to_json(),
-        "checkpoint": {"path": weights_ref, "sha256": sha, "copied": copy_weights},
+        "checkpoint": {
+            "path": weights_ref,
+            "sha256": sha,
+            "copied": copy_weights,
+            "files": [s.to_json() for s in checkpoint_stamps(served)],
+        },
         "packages": package_versions(),
         "device": str(torch_device),
         "captured": torch_device.type == "cuda",

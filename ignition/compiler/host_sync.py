@@ -80,12 +80,13 @@ def _dispatch_violation(func: Any, args: tuple, kwargs: dict) -> str | None:
     if func in _DATA_DEPENDENT_SHAPE:
         return _DATA_DEPENDENT_SHAPE[func]
     packet = getattr(func, "overloadpacket", None)
-    if packet is aten.repeat_interleave and func is aten.repeat_interleave.Tensor:
-        if kwargs.get("output_size", args[1] if len(args) > 1 else None) is None:
-            return "repeat_interleave without output_size (data-dependent shape)"
-    if packet in (aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_):
-        if _has_bool_index(args[1] if len(args) > 1 else kwargs.get("indices")):
-            return "boolean-mask indexing (data-dependent shape)"
+    if func is aten.repeat_interleave.Tensor and (
+        kwargs.get("output_size", args[1] if len(args) > 1 else None) is None
+    ):
+        return "repeat_interleave without output_size (data-dependent shape)"
+    indexing = (aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_)
+    if packet in indexing and _has_bool_index(args[1] if len(args) > 1 else kwargs.get("indices")):
+        return "boolean-mask indexing (data-dependent shape)"
     if packet is aten.histc and args[2:4] in ((0, 0), (0.0, 0.0)) and len(args) >= 4:
         return "histc without a range (reads the data's min and max)"
     return None
