@@ -100,7 +100,9 @@ def main() -> None:
             began = time.perf_counter()
             load_bundle(bundle, "cpu", **kwargs)
             times.append(time.perf_counter() - began)
-        print(f"{name:<17} | {statistics.median(times):.2f}  ({', '.join(f'{t:.2f}' for t in times)})")
+        print(
+            f"{name:<17} | {statistics.median(times):.2f}  ({', '.join(f'{t:.2f}' for t in times)})"
+        )
 
 
 if __name__ == "__main__":

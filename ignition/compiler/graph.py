@@ -223,7 +223,7 @@ def prepare_programs(
     buffer."""
     ordered = capture_order(descriptors)
     workspace = Workspace(WorkspaceExtents.of(ordered), model.config.hidden_size, device)
-    staging = HostStaging(workspace)
+    staging = HostStaging(workspace, mirrors={"page_table": state.page_table})
     pending = torch.zeros(state.num_slots + 1, dtype=torch.int64, device=device)
     capturer = GraphCapturer(device, use_graphs)
     prepared: PreparedCatalog = {}

@@ -89,9 +89,9 @@ def assemble_engine(
     state_ops = StateOperations(
         state, num_rows=options.num_slots, capturer=GraphCapturer(device, options.use_graphs)
     )
-    worker = ModelWorker(
-        state, programs, SlotResources(state, num_pages), frozenset(eos_token_ids), state_ops
-    )
+    staging = next(iter(programs.values()))[0].staging
+    resources = SlotResources(state, num_pages, page_table=staging.mirrors["page_table"])
+    worker = ModelWorker(state, programs, resources, frozenset(eos_token_ids), state_ops)
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     scheduler = Scheduler(
         selected,

@@ -58,3 +58,16 @@ def test_every_prepared_program_runs_without_a_host_sync(prepared, name):
     _under_detector(prepared_program, name)
     with torch.no_grad():
         validate_program(program, prepared_program, state, pending, sample, model.config.vocab_size)
+
+
+def test_snapshot_and_restore_run_without_a_host_sync(prepared):
+    from ignition.compiler.graph import GraphCapturer
+    from ignition.compiler.state_ops import StateOperations
+    from ignition.compiler.validate import validate_state_operations
+
+    _, state, _, _, _ = prepared
+    ops = StateOperations(state, num_rows=1, capturer=GraphCapturer("cpu"))
+    _under_detector(ops.snapshot_program, "snapshot")
+    _under_detector(ops.restore_program, "restore")
+    with torch.no_grad():
+        validate_state_operations(ops)

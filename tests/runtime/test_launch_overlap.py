@@ -65,10 +65,14 @@ def _traced_engine(engine_parts, speculation: str):
 
 
 def _run(engine, num_tokens: int = 10) -> None:
+    """Generate greedily; the request must end by length (a failed frame ends it "error")."""
+    finished = []
     sampling = SamplingParams(max_tokens=num_tokens, temperature=0.0, ignore_eos=True)
-    engine.submit(GenerationRequest("r", (5, 9, 11, 17, 23), sampling), lambda chunk: None)
+    request = GenerationRequest("r", (5, 9, 11, 17, 23), sampling)
+    engine.submit(request, lambda chunk: finished.append((chunk.finish_reason, chunk.error)))
     with use_backend("reference"):
         engine.run_until_idle(max_steps=500)
+    assert [f for f in finished if f[0]] == [("length", None)]
 
 
 def test_the_engine_plans_the_next_frame_between_launch_and_wait(engine_parts):
@@ -114,14 +118,16 @@ def test_a_frame_uploads_each_bound_buffer_once(engine_parts):
 
     def upload(frame):
         before = staging.num_uploads
+        changed_mirrors = sum(m.is_dirty for m in staging.mirrors.values())
         original(frame)
         counts.append(staging.num_uploads - before)
-        assert staging.num_uploads - before == len(frame.uploads)
+        # One copy per bound buffer, plus the page table when this frame's binding grew it.
+        assert staging.num_uploads - before == len(frame.uploads) + changed_mirrors
         assert len({name for name, _ in frame.uploads}) == len(frame.uploads)
 
     staging.upload = upload
     _run(engine, num_tokens=4)
-    assert counts and max(counts) <= len(staging.workspace.buffers)
+    assert counts and max(counts) <= len(staging.workspace.buffers) + len(staging.mirrors)
 
 
 def test_binding_and_launching_a_frame_never_reads_the_device(engine_parts):
@@ -137,3 +143,13 @@ def test_binding_and_launching_a_frame_never_reads_the_device(engine_parts):
 
     worker.launch = detected_launch
     _run(engine, num_tokens=4)
+
+
+def test_page_table_growth_reaches_the_device_through_the_staged_upload(engine_parts):
+    engine, _ = _traced_engine(engine_parts, "off")
+    state = engine.worker.state
+    mirror = engine.worker.resources.page_table
+    assert mirror is not None
+    _run(engine, num_tokens=4)
+    assert (state.page_table.numpy() == mirror.array).all()
+    assert (mirror.array[0] >= 0).any()  # slot 0 received pages
