@@ -103,3 +103,29 @@ def test_every_uniform_lies_strictly_inside_0_1_in_its_dtype_for_every_stream(dt
         assert u.dtype == dtype
         assert bool((u > 0).all()) and bool((u < 1).all()), stream.name
         assert bool((exponential_noise(seeds, stream, positions, 1024) > 0).all())
+
+
+@pytest.mark.parametrize("backend", ["reference", "triton"])
+def test_the_bonus_token_at_seed_0_position_3748_is_the_only_possible_one(backend):
+    """Issue 16: the resample noise of token 807 at position 3748 was -0, so p / E was NaN
+    there and the reference verifier emitted 807 where the Triton one emitted 7."""
+    from ignition.kernels import ops, use_backend
+
+    vocab = 4096
+    target = torch.zeros(1, 1, vocab)
+    target[0, 0, 7] = 1.0
+    seed, position = torch.zeros(1, dtype=torch.int64), torch.tensor([3748])
+    noise = exponential_noise(seed, RandomStream.RESAMPLE, position, vocab)
+    uniforms = seeded_uniform(seed, RandomStream.ACCEPT, position, 1)
+    drafts = torch.zeros(1, 0, dtype=torch.int64)
+    with use_backend(backend):
+        _, tokens, _ = ops.rejection_verify(
+            drafts,
+            torch.zeros(1, 0, vocab),
+            target,
+            torch.ones(1, dtype=torch.int32),
+            uniforms,
+            noise,
+            False,
+        )
+    assert tokens.tolist() == [[7]]
