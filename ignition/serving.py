@@ -6,6 +6,7 @@ direct together; the CLI stays a thin argument parser.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -62,6 +63,7 @@ def serve_forever(options: ServeOptions, host: str, port: int, direct: bool) -> 
     import uvicorn
 
     from ignition.runtime.async_engine import AsyncEngine
+    from ignition.runtime.chat_template import ChatRenderer
     from ignition.server.app import create_app
 
     bundle, engine = open_engine(options)
@@ -69,11 +71,16 @@ def serve_forever(options: ServeOptions, host: str, port: int, direct: bool) -> 
         from ignition.direct.scheduler import DirectScheduler
 
         engine.scheduler = DirectScheduler.replacing(engine.scheduler)
+    chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
+    problem = chat.problem()
+    if problem is not None:  # completions still serve; each chat request gets this as a 400
+        print(f"warning: {problem}", file=sys.stderr)
     bridge = AsyncEngine(
         engine,
         model_name=bundle.name,
         encode=bundle.encode,
-        chat_template=bundle.chat_template,
+        chat=chat,
+        generation_defaults=bundle.generation_defaults,
     )
     bridge.start()
     try:

@@ -12,6 +12,8 @@ import json
 import httpx
 import pytest
 
+from ignition.runtime.chat_template import RenderedChat
+from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import GenerationRequest, QueueFullError, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
@@ -23,6 +25,7 @@ class ScriptedEngine:
     model_name = "scripted"
     max_context_tokens = 64
     default_max_tokens = 16
+    generation_defaults = GenerationDefaults()
 
     def __init__(self, reply: str = "one two three four", full: bool = False) -> None:
         self.reply = reply.split()
@@ -36,8 +39,9 @@ class ScriptedEngine:
     def encode(self, text: str) -> list[int]:
         return [ord(c) % 50 + 1 for c in text]
 
-    def chat_prompt(self, messages: list[dict[str, str]]) -> str:
-        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+    def render_chat(self, messages, **_: object) -> RenderedChat:
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+        return RenderedChat(text, tuple(self.encode(text)), ())
 
     def is_healthy(self) -> bool:
         return True
