@@ -49,7 +49,10 @@ def validate_program(
     pending: torch.Tensor,
     sample_tokens: Sequence[int],
     vocab_size: int,
+    max_prompt_tokens: int | None = None,
 ) -> ValidationResult:
+    """Run ``program`` once with every row active; ``max_prompt_tokens`` caps the prompt
+    chunk below the program's capacity (shapes stay static, so the same kernels run)."""
     d = program.descriptor
     if not sample_tokens:
         raise ValidationError("validation needs a non-empty sample of real tokens")
@@ -67,6 +70,8 @@ def validate_program(
     expected_prompt = 0
     if prompt_row == 0:
         expected_prompt = min(_prompt_capacity(d), capacity_tokens - d.token_capacity)
+        if max_prompt_tokens is not None:
+            expected_prompt = min(expected_prompt, max_prompt_tokens)
         chunk = _prompt_tokens(sample_tokens, expected_prompt)
         _bind_prompt(program, frame, chunk)
     offset = expected_prompt if prompt_row == 0 and not program.is_round else 0

@@ -3,7 +3,10 @@
 Issue 16: a captured graph cannot contain host reads, data-dependent shapes or host data.
 The catalog is the one `ignition build --mixed-prefill` prepares for the embedded checkpoint
 (speculation adaptive, every kind and bucket); each program runs once on validation inputs
-(every row active, the prompt row at full capacity) under the detector.
+(every row active) under the detector. The prompt row carries 64 tokens rather than its full
+capacity: shapes are static, so the operations a program issues do not depend on how many
+tokens are active (a dependence would itself be a violation), and the reference kernels'
+work stays small.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ignition.model.weights import load_model
 from ignition.recipes import LoadOptions, get_recipe
 
 CATALOG = plan_catalog(get_recipe("qwen38"), LoadOptions(mixed_prefill=True))
+PROMPT_TOKENS = 64
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +61,15 @@ def test_every_prepared_program_runs_without_a_host_sync(prepared, name):
     program, prepared_program = programs[name]
     _under_detector(prepared_program, name)
     with torch.no_grad():
-        validate_program(program, prepared_program, state, pending, sample, model.config.vocab_size)
+        validate_program(
+            program,
+            prepared_program,
+            state,
+            pending,
+            sample,
+            model.config.vocab_size,
+            max_prompt_tokens=PROMPT_TOKENS,
+        )
 
 
 def test_snapshot_and_restore_run_without_a_host_sync(prepared):
