@@ -34,7 +34,7 @@ from ignition.runtime.worker import ModelWorker
 try:
     from ignition.compiler.graph import prepare_programs
 except ImportError:  # before issue 16
-    from ignition.compiler.prepare import prepare_programs
+    from ignition.compiler.prepare import prepare_programs  # type: ignore[no-redef]
 
 
 class Chars:

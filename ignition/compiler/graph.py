@@ -36,7 +36,7 @@ from ignition.compiler.programs import Program, build_program
 from ignition.compiler.staging import HostStaging
 from ignition.compiler.workspace import Workspace, WorkspaceExtents, clear_inputs
 from ignition.components.catalog import Descriptor
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 
 Tree = Any  # a Tensor, or a dataclass / tuple / list / dict of trees
@@ -210,7 +210,7 @@ PreparedCatalog = dict[str, tuple[Program, PreparedProgram]]
 
 
 def prepare_programs(
-    model: Qwen38Model,
+    model: HybridModel,
     state: ModelState,
     descriptors: Iterable[Descriptor],
     device: torch.device,

@@ -12,7 +12,7 @@ from ignition.compiler.state_ops import StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import PolicyConfig, Resources, Scheduler, SpeculationMode
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
@@ -34,7 +34,7 @@ class RuntimeOptions:
 
 
 def state_for(
-    model: Qwen38Model, catalog: Catalog, options: RuntimeOptions, device: torch.device
+    model: HybridModel, catalog: Catalog, options: RuntimeOptions, device: torch.device
 ) -> tuple[ModelState, int]:
     """Size the caches: every slot can reach the context limit plus one round's lookahead.
 
@@ -61,7 +61,7 @@ def state_for(
 
 
 def assemble_engine(
-    model: Qwen38Model,
+    model: HybridModel,
     catalog: Catalog,
     decoder: TextDecoder,
     eos_token_ids: Sequence[int],
