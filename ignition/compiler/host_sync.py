@@ -16,7 +16,8 @@ by construction, and to a PyTorch reference on CPU, which may read lengths on th
 host (it is the CPU serving path and the oracle, documented as such). Violations
 raised inside a ``kernels/<op>/reference.py`` are therefore recorded in
 ``exempted`` rather than raised, unless ``check_kernel_references=True``. The
-Triton kernels' own launches are checked on a GPU by ``scripts/gpu_check.sh``
+Triton launchers are checked instead: on CPU through the Triton interpreter
+(``tests/compiler/test_catalog_host_sync.py``), on a GPU by ``scripts/gpu_check.sh``
 (capture, then replay under ``torch.cuda.set_sync_debug_mode("error")``).
 
 Two layers, because each sees what the other cannot: a ``TorchFunctionMode``

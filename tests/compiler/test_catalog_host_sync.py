@@ -11,6 +11,8 @@ work stays small.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -21,6 +23,11 @@ from ignition.compiler.validate import validate_program
 from ignition.components.capacity import plan_catalog
 from ignition.model.weights import load_model
 from ignition.recipes import LoadOptions, get_recipe
+
+if not torch.cuda.is_available():
+    # Triton reads this when a kernel module is first imported (lazily, at first use), so the
+    # Triton-kernel programs below run through the interpreter on CPU.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 CATALOG = plan_catalog(get_recipe("qwen38"), LoadOptions(mixed_prefill=True))
 PROMPT_TOKENS = 64
@@ -83,3 +90,28 @@ def test_snapshot_and_restore_run_without_a_host_sync(prepared):
     _under_detector(ops.restore_program, "restore")
     with torch.no_grad():
         validate_state_operations(ops)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    ["decode-b4-d0-w1-p4", "speculative-spec-b4-d2-w3-p6-dev", "mixed-spec-b4-d0-w1-p4-c64"],
+)
+def test_programs_on_the_triton_kernels_run_without_a_host_sync(prepared, name):
+    """The Triton launchers (what a GPU runs instead of the exempt CPU references) issue no
+    host sync either: one program per path, its kernels interpreted on CPU."""
+    from ignition.kernels import use_backend
+
+    model, state, programs, pending, sample = prepared
+    program, prepared_program = programs[name]
+    _under_detector(prepared_program, name)
+    with torch.no_grad(), use_backend("triton"):
+        validate_program(
+            program,
+            prepared_program,
+            state,
+            pending,
+            sample,
+            model.config.vocab_size,
+            max_prompt_tokens=16,
+        )
