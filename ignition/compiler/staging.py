@@ -89,9 +89,10 @@ class HostStaging:
         """The next staging set, reset to padding over ``uploads``, safe to write."""
         index = self._next
         self._next = (index + 1) % len(self._sets)
-        if self._copied[index] is not None:
-            self._copied[index].synchronize()  # the copies of two frames ago
-            self._copied[index] = None
+        copied = self._copied[index]
+        if copied is not None and not copied.query():  # in steady state long complete
+            copied.synchronize()  # the copies of two frames ago
+        self._copied[index] = None
         arrays = self._arrays[index]
         for name, n in uploads:
             arrays[name][:n] = BUFFERS[name].padding
