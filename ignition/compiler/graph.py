@@ -122,10 +122,6 @@ class PreparedProgram:
             copy_into(self.outputs, self.fn(self.inputs))
         return self.outputs
 
-    def destroy(self) -> None:
-        """Drop the graph (its pool blocks return to the shared pool)."""
-        self.graph = None
-
 
 @dataclasses.dataclass
 class InflightRun:

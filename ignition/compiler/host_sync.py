@@ -29,8 +29,7 @@ decompose into (``torch.where(mask)`` -> ``nonzero``, C++ ``item()`` calls).
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,10 +179,3 @@ class HostSyncDetector:
     def __exit__(self, *exc: object) -> None:
         self._dispatch.__exit__(*exc)
         self._function.__exit__(*exc)
-
-
-@contextmanager
-def no_host_sync(where: str = "program") -> Iterator[HostSyncDetector]:
-    """``with no_host_sync("decode-b4"): program.run()``: raise on the first violation."""
-    with HostSyncDetector(where) as detector:
-        yield detector
