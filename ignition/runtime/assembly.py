@@ -11,7 +11,13 @@ from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_prog
 from ignition.compiler.state_ops import StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
-from ignition.helios import PolicyConfig, Resources, Scheduler, SpeculationMode
+from ignition.helios import (
+    PolicyConfig,
+    Resources,
+    SchedulerFactory,
+    SpeculationMode,
+    helios_scheduler,
+)
 from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 from ignition.runtime.detokenize import TextDecoder
@@ -69,6 +75,7 @@ def assemble_engine(
     *,
     stats: EngineStats | None = None,
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
+    scheduler_factory: SchedulerFactory = helios_scheduler,
 ) -> Engine:
     device = next(model.parameters()).device
     selected = select_for_mode(catalog, options.speculation, mixed=options.mixed)
@@ -93,16 +100,10 @@ def assemble_engine(
     resources = SlotResources(state, num_pages, page_table=staging.mirrors["page_table"])
     worker = ModelWorker(state, programs, resources, frozenset(eos_token_ids), state_ops)
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
-    scheduler = Scheduler(
-        selected,
-        options.policy,
-        resources=Resources(
-            num_request_slots=options.num_slots,
-            num_pages=num_pages,
-            page_size_tokens=options.page_size,
-        ),
-        speculation=mode,
+    resources = Resources(
+        num_request_slots=options.num_slots, num_pages=num_pages, page_size_tokens=options.page_size
     )
+    scheduler = scheduler_factory(selected, options.policy, resources, mode)
     return Engine(
         scheduler,
         worker,

@@ -237,6 +237,7 @@ def test_closing_a_stream_early_closes_the_engine_request():
 def test_models_health_and_metrics():
     engine = ScriptedEngine()
     engine.stats.record_execution("decode", 1500)
+    engine.stats.record_execution("speculative", 700, "acceptance_learning")
     engine.stats.record_speculation(num_offered=3, num_accepted=2)
 
     async def go():
@@ -248,8 +249,16 @@ def test_models_health_and_metrics():
     assert models.json()["data"][0]["id"] == "scripted"
     assert health.json() == {"status": "ok"}
     text = metrics.text
-    assert 'flare_scheduler_executions_total{kind="decode"} 1.0' in text
-    assert 'flare_scheduler_execution_nanoseconds_total{kind="decode"} 1500.0' in text
+    assert 'flare_scheduler_executions_total{class="ordinary",kind="decode"} 1.0' in text
+    assert (
+        'flare_scheduler_execution_nanoseconds_total{class="ordinary",kind="decode"} 1500.0' in text
+    )
+    assert (
+        'flare_scheduler_execution_nanoseconds_total{class="acceptance_learning",'
+        'kind="speculative"} 700.0' in text
+    )
+    for cls in ("ordinary", "discovery", "timing_refresh", "acceptance_learning"):
+        assert f'flare_scheduler_executions_total{{class="{cls}",kind="decode"}}' in text
     assert "flare_speculative_draft_tokens_total 3.0" in text
     assert 'flare_speculative_accepted_tokens_per_position_total{position="2"} 1.0' in text
     assert "flare_time_to_first_token_seconds_count 1.0" in text
