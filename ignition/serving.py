@@ -31,6 +31,7 @@ class ServeOptions:
     num_threads: int | None = None
     checkpoint_extra_work_fraction: float = 0.05
     snapshot_rows: int | None = None  # None: one per request slot
+    verify_weights: bool = False  # hash the checkpoint again instead of the stat check
 
 
 def open_engine(
@@ -38,7 +39,7 @@ def open_engine(
 ) -> tuple[Bundle, Engine]:
     """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios."""
     configure_threads(resolve_device(options.device), options.num_threads)
-    bundle = load_bundle(options.artifacts, options.device)
+    bundle = load_bundle(options.artifacts, options.device, verify_weights=options.verify_weights)
     runtime = bundle.manifest["runtime"]
     speculation = options.speculation or runtime["speculation"]
     context = options.max_context_tokens or min(bundle.model.config.max_position_embeddings, 8192)
