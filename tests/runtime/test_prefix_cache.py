@@ -158,3 +158,21 @@ def test_the_terminal_snapshot_and_its_publication_precede_the_visible_finish(
     (finish,) = [e for e in events if e[0] == "finish"]
     assert finish[1] == len(TURN_1) + 6 - 1  # the terminal checkpoint is already published
     assert ("frame", ("terminal",)) in events
+
+
+def test_a_stop_inside_an_accepted_burst_marks_the_slot_unfit_for_a_terminal_capture():
+    """The device committed past the published output, so the slot's state is no longer
+    prompt + output: the worker remembers it on the host (launch never reads the device)."""
+    from ignition.helios import LaneRole, LaneWork, RequestHandle
+    from ignition.runtime.worker import ModelWorker
+
+    worker = ModelWorker.__new__(ModelWorker)
+    worker._overrun = set()
+    handle = RequestHandle(0, 1)
+    lane = LaneWork(handle, 0, LaneRole.DECODE, 0, 3, 3.0, 1.0, 3, 3, 1.0)
+    record = worker._record(lane, [5, EOS, 7], frozenset({EOS}))
+    assert record.token_ids == (5, EOS) and record.is_finished
+    assert handle in worker._overrun
+    other = RequestHandle(1, 1)
+    worker._record(LaneWork(other, 0, LaneRole.DECODE, 0, 2, 2.0, 1.0, 2, 2, 1.0), [5, 6], set())
+    assert other not in worker._overrun
