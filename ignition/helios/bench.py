@@ -1,19 +1,32 @@
-"""plan() latency over the full qwen38 catalog with measured costs (not a test).
+"""plan() latency on the catalog the runtime loads, with measured costs (not a test).
 
-Run ``python -m ignition.helios.bench``; prints p50 and p99 in microseconds at 1, 8
-and 64 active requests (three quarters decoding, the rest waiting on prompts).
+Run ``python -m ignition.helios.bench [--json] [--iterations N]``. For each decode
+mode (off / fixed / adaptive) the qwen38 catalog is filtered the way the runtime
+filters it at load (``select_for_mode`` plus the snapshot and restore programs), and
+plan() is timed at 1, 8 and 64 active requests (three quarters decoding, the rest
+waiting on prompts), with an empty queue and with one decode frame queued. CPU time
+is the figure that matters on a shared machine; wall p99 there shows preemption.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import time
+from dataclasses import replace
 
-from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.helios.config import SpeculationMode
+from ignition.helios.cost import Freshness
+from ignition.helios.policy import QUEUEABLE_KINDS, active_descriptors, all_candidates
+from ignition.helios.policy import build_tables, select
+from ignition.helios.projection import build_population
 from ignition.helios.scenario import Formula
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
     CompletionRecord,
+    ExecutionClass,
     ExecutionTiming,
     Fence,
     LaneRole,
@@ -29,6 +42,15 @@ H200_LIKE = {
     ),
     GraphKind.MIXED: Formula(base_ms=38.0, per_row_ms=1.0, per_token_ms=0.006, per_draft_ms=0.25),
 }
+STATE_MS = 0.05
+# The runtime's state programs (ignition.compiler.state_ops), restated here because that
+# module imports torch and Helios never does.
+STATE_PROGRAMS = (
+    Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1),
+    Descriptor(GraphKind.RESTORE, 1, 0, 1, 1),
+)
+MODES = ("off", "fixed", "adaptive")
+SIZES = (1, 8, 64)
 
 
 def qwen38_catalog() -> Catalog:
@@ -38,10 +60,23 @@ def qwen38_catalog() -> Catalog:
     return plan_catalog(get_recipe("qwen38"), LoadOptions(mixed_prefill=True))
 
 
-def prepared(catalog: Catalog, num_requests: int) -> Scheduler:
-    s = Scheduler(catalog, resources=Resources(num_request_slots=64))
+def runtime_catalog(mode: str) -> tuple[Catalog, SpeculationMode]:
+    """The catalog and scheduler mode the runtime uses for one decode mode."""
+    from ignition.components.capacity import select_for_mode
+
+    selected = select_for_mode(qwen38_catalog(), mode)
+    schedulable = replace(selected, descriptors=(*selected.descriptors, *STATE_PROGRAMS))
+    return schedulable, SpeculationMode.FIXED if mode == "fixed" else SpeculationMode.ADAPTIVE
+
+
+def prepared(
+    catalog: Catalog, num_requests: int, speculation: SpeculationMode = SpeculationMode.ADAPTIVE
+) -> Scheduler:
+    s = Scheduler(catalog, resources=Resources(num_request_slots=64), speculation=speculation)
     for d in s.descriptors:
         s.seed_cost(d, round(H200_LIKE[d.kind].duration_ms(d) * 1e6))
+    for d in s.state_descriptors:
+        s.seed_cost(d, round(STATE_MS * 1e6))
     decoders = [
         s.admit(RequestSpec(64, 100_000, acceptance_prior=(0.7, 0.5, 0.3, 0.2, 0.1)))
         for _ in range(max(1, num_requests * 3 // 4))
@@ -66,7 +101,30 @@ def prepared(catalog: Catalog, num_requests: int) -> Scheduler:
             s.published_output(handle, Fence(fence))
     for _ in range(num_requests - len(decoders)):
         s.admit(RequestSpec(3000, 200))
+    s._last_fence = fence  # noqa: SLF001 - the next fence follows the warm-up's
     return s
+
+
+def queue_decode_frame(s: Scheduler) -> None:
+    """Commit the best fresh decode-only candidate, leaving it in flight: the state the
+    runtime plans in while a frame executes."""
+    start_ns = s.queue.expected_end_ns(s.now_ns)
+    population, decision = build_population(
+        s.requests, s.queue, s.descriptors, s.costs, s.policy, start_ns, s._max_depth
+    )
+    tables = build_tables(s.index, population, decision, s._max_depth)
+    shapes = active_descriptors(s.index, population)
+    candidates = all_candidates(shapes, tables, s.costs, decision, s.now_ns, s.speculation)
+    queueable = [
+        c
+        for c in candidates
+        if c.descriptor.kind in QUEUEABLE_KINDS and c.freshness is Freshness.FRESH
+    ]
+    best = select(queueable)
+    if best is None:
+        raise RuntimeError("no fresh decode candidate to queue")
+    plan = s._freeze(best, decision, start_ns, False, 0.0, ExecutionClass.ORDINARY)
+    s.commit(plan, Fence(s._last_fence + 1))
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -74,9 +132,17 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(samples), samples[int(0.99 * (len(samples) - 1))]
 
 
-def measure(num_requests: int, iterations: int = 2000) -> dict[str, tuple[float, float]]:
-    """Wall and process-CPU percentiles; on a shared machine wall p99 shows preemption."""
-    s = prepared(qwen38_catalog(), num_requests)
+def measure(
+    num_requests: int,
+    iterations: int = 2000,
+    mode: str = "adaptive",
+    queued: bool = False,
+) -> dict[str, tuple[float, float]]:
+    """Wall and process-CPU percentiles of plan() in one state."""
+    catalog, speculation = runtime_catalog(mode)
+    s = prepared(catalog, num_requests, speculation)
+    if queued:
+        queue_decode_frame(s)
     wall, cpu = [], []
     for i in range(iterations):
         s.advance_to(s.now_ns + 1000 * (i % 3))
@@ -84,17 +150,47 @@ def measure(num_requests: int, iterations: int = 2000) -> dict[str, tuple[float,
         s.plan()
         wall.append((time.perf_counter_ns() - start) / 1000)
         cpu.append((time.process_time_ns() - start_cpu) / 1000)
-    return {"wall": _percentiles(wall), "cpu": _percentiles(cpu)}
+    return {
+        "wall": _percentiles(wall),
+        "cpu": _percentiles(cpu),
+        "programs": len(s.descriptors) + len(s.state_descriptors),
+    }
 
 
-def main() -> None:
-    for n in (1, 8, 64):
-        result = measure(n)
-        (w50, w99), (c50, c99) = result["wall"], result["cpu"]
-        print(
-            f"plan() with {n:>2} active requests: wall p50 {w50:7.1f} us p99 {w99:7.1f} us | "
-            f"cpu p50 {c50:7.1f} us p99 {c99:7.1f} us"
-        )
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object per case")
+    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
+    args = parser.parse_args(argv)
+    for mode in args.modes:
+        for queued in (False, True):
+            for n in args.sizes:
+                r = measure(n, args.iterations, mode, queued)
+                (w50, w99), (c50, c99) = r["wall"], r["cpu"]
+                if args.json:
+                    print(
+                        json.dumps(
+                            {
+                                "mode": mode,
+                                "queued_frames": int(queued),
+                                "active_requests": n,
+                                "programs": r["programs"],
+                                "cpu_p50_us": round(c50, 1),
+                                "cpu_p99_us": round(c99, 1),
+                                "wall_p50_us": round(w50, 1),
+                                "wall_p99_us": round(w99, 1),
+                            }
+                        )
+                    )
+                    continue
+                queue = "queued frame" if queued else "empty queue"
+                print(
+                    f"plan() with {n:>2} active requests ({queue}): {mode:>8} decode, "
+                    f"{r['programs']} programs | wall p50 {w50:7.1f} us p99 {w99:7.1f} us | "
+                    f"cpu p50 {c50:7.1f} us p99 {c99:7.1f} us"
+                )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,314 @@
+"""Candidates and selection.
+
+Every loaded physical capacity competes with the cohort that is best for it;
+candidates with the same kind, cohort and logical work drop any physical shape
+that is larger in every capacity than an alternative (timing estimates cannot
+make redundant padding preferable). Prefill capacities earn only the tokens they
+can consume; there is no smallest-fitting filter, duration ceiling or forced
+oldest-request rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.config import SpeculationMode
+from ignition.helios.cost import CostModel, Freshness
+from reference_selector.rounds import LaneTable
+from ignition.helios.terminal import TerminalView
+from ignition.helios.utility import (
+    Candidate,
+    Decision,
+    LanePick,
+    LaneView,
+    compare,
+    consumable_tokens,
+    finish,
+    lane_order_key,
+    prompt_lane,
+    tokens_to_endpoint,
+)
+
+SCHEDULABLE_KINDS = (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
+QUEUEABLE_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
+
+
+def prompt_capacity(d: Descriptor) -> int:
+    if d.kind is GraphKind.MIXED:
+        return d.prefill_capacity
+    if d.kind is GraphKind.PREFILL:
+        return d.token_capacity
+    return 0
+
+
+@dataclass(frozen=True)
+class Population:
+    """The requests one decision may serve: prompt rows and decoders."""
+
+    prompts: tuple[LaneView, ...]
+    decoders: tuple[LaneView, ...]
+    pending: tuple[LaneView, ...] = ()  # awaiting a prerequisite (restore, capture)
+    terminal: tuple[TerminalView, ...] = ()  # awaiting terminal retirement
+
+
+def _explores_needlessly(
+    view: LaneView, d: Descriptor, descriptors: Sequence[Descriptor], capacity: int
+) -> bool:
+    """An unmeasured larger prompt graph is excluded when a smaller prepared capacity of
+    the same family consumes the same tokens up to the next message or prompt endpoint."""
+    wanted = min(consumable_tokens(view, capacity), tokens_to_endpoint(view))
+    for other in descriptors:
+        if other.kind is not d.kind or other is d:
+            continue
+        if d.kind is GraphKind.MIXED and (
+            other.batch_capacity != d.batch_capacity
+            or other.token_capacity != d.token_capacity
+            or other.speculation_enabled != d.speculation_enabled
+        ):
+            continue
+        smaller = prompt_capacity(other)
+        if smaller < capacity and consumable_tokens(view, smaller) >= wanted:
+            return True
+    return False
+
+
+class PromptTable:
+    """Prompt rows of one decision: each capacity earns only the tokens it can consume."""
+
+    def __init__(self, views: Sequence[LaneView], descriptors: Sequence[Descriptor]) -> None:
+        self.views = list(views)
+        self.descriptors = descriptors
+        self._best: dict[tuple[int, int, int], list[LanePick]] = {}
+
+    def rows(
+        self, d: Descriptor, unknown: bool, max_rows: int, token_budget: int
+    ) -> list[LanePick]:
+        """The highest-value prompt rows fitting ``max_rows`` and ``token_budget``."""
+        capacity = prompt_capacity(d)
+        key = (capacity, max_rows, token_budget)
+        if not unknown and key in self._best:
+            return self._best[key]
+        scored = []
+        for view in self.views:
+            tokens = consumable_tokens(view, min(capacity, token_budget))
+            if tokens <= 0:
+                continue
+            if unknown and _explores_needlessly(view, d, self.descriptors, capacity):
+                continue
+            value = view.prices.prefill_token * tokens
+            if tokens >= view.remaining_prompt:
+                value += view.prices.output_token
+            scored.append((lane_order_key(view, value), tokens, view))
+        if max_rows == 1:
+            scored = [min(scored, key=lambda x: x[0])] if scored else []
+        else:
+            scored.sort(key=lambda x: x[0])
+        chosen, used = [], 0
+        for _, tokens, view in scored:
+            if len(chosen) == max_rows:
+                break
+            if used + tokens <= token_budget:
+                chosen.append(prompt_lane(view, tokens))
+                used += tokens
+        if not unknown:
+            self._best[key] = chosen
+        return chosen
+
+
+@dataclass
+class Tables:
+    prompts: PromptTable
+    decoders: LaneTable
+
+
+def _family(d: Descriptor) -> tuple:
+    depth = d.proposal_depth if d.kind in (GraphKind.SPECULATIVE, GraphKind.MIXED) else 0
+    return (d.kind, d.speculation_enabled, d.value_source, depth)
+
+
+def candidates_for(
+    d: Descriptor,
+    tables: Tables,
+    costs: CostModel,
+    decision: Decision,
+    now_ns: int,
+    mode: SpeculationMode,
+    decode_only: bool = True,
+) -> list[Candidate]:
+    duration_ns = costs.estimate_ns(d)
+    freshness = costs.freshness(d, now_ns)
+    unknown = freshness is Freshness.UNKNOWN
+    t_ms = duration_ns / 1e6
+    family = _family(d)
+
+    def make(value: float, count: int, key: tuple, build) -> Candidate:
+        c = Candidate(d, duration_ns, freshness, value, count, (*family, *key), build)
+        return finish(c, decision)
+
+    def prompt_key(pick: LanePick) -> tuple:
+        return ("prompt", pick.view.handle, pick.num_prompt_tokens)
+
+    if d.kind is GraphKind.PREFILL:
+        rows = tables.prompts.rows(d, unknown, d.batch_capacity, d.packed_capacity)
+        if not rows:
+            return []
+        key = tuple(prompt_key(p) for p in rows)
+        return [make(sum(p.value for p in rows), len(rows), key, lambda: (rows, -1))]
+    if d.kind in QUEUEABLE_KINDS:
+        cohort = tables.decoders.cohort(d, mode, t_ms)
+        if cohort is None:
+            return []
+        return [
+            make(cohort.total_value, cohort.num_lanes, cohort.key, lambda: (cohort.build(), -1))
+        ]
+    if d.kind is not GraphKind.MIXED:
+        return []
+    out = []
+    cohort = tables.decoders.cohort(d, mode, t_ms) if decode_only else None
+    if cohort is not None:
+        out.append(
+            make(cohort.total_value, cohort.num_lanes, cohort.key, lambda: (cohort.build(), -1))
+        )
+    prompt = tables.prompts.rows(d, unknown, 1, d.prefill_capacity)
+    if prompt:
+        budget = min(d.packed_capacity, (d.batch_capacity - 1) * d.token_capacity)
+        rows = tables.decoders.cohort(d, mode, t_ms, max_lanes=d.batch_capacity - 1, budget=budget)
+        value = prompt[0].value + (rows.total_value if rows else 0.0)
+        count = 1 + (rows.num_lanes if rows else 0)
+        key = (*prompt_key(prompt[0]), *(rows.key if rows else ()))
+
+        def build() -> tuple[list[LanePick], int]:
+            lanes = sorted([prompt[0], *(rows.build() if rows else [])], key=lambda p: p.view.slot)
+            return lanes, lanes.index(prompt[0])
+
+        out.append(make(value, count, key, build))
+    return out
+
+
+def _capacities(d: Descriptor) -> tuple[int, int, int, int]:
+    return (d.batch_capacity, d.token_capacity, d.packed_capacity, d.prefill_capacity)
+
+
+def _dominates(small: tuple[int, ...], large: tuple[int, ...]) -> bool:
+    return all(s <= g for s, g in zip(small, large, strict=True)) and small != large
+
+
+def prune_dominated(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Drop physical shapes padded beyond an alternative with the same logical work."""
+    groups: dict[tuple, list[Candidate]] = {}
+    for c in candidates:
+        groups.setdefault(c.work_key, []).append(c)
+    kept = []
+    for group in groups.values():
+        for c in group:
+            caps = _capacities(c.descriptor)
+            if not any(_dominates(_capacities(o.descriptor), caps) for o in group if o is not c):
+                kept.append(c)
+    return kept
+
+
+class CatalogIndex:
+    """Lines of one catalog along which larger shapes only add padding.
+
+    Along a batch line (same kind, depth, width and prompt capacity, rectangular P),
+    every capacity at or above the number of eligible lanes serves the same cohort
+    with the same work, so all but the smallest are dominated. Along a prompt line
+    (same everything but the prompt capacity), every capacity at or above the longest
+    remaining prompt consumes the same tokens. Skipping those shapes before evaluating
+    them is exactly what pruning would do afterwards, only cheaper.
+    """
+
+    def __init__(self, descriptors: Sequence[Descriptor]) -> None:
+        self.descriptors = [d for d in descriptors if d.kind in SCHEDULABLE_KINDS]
+        self._batch_lines: dict[tuple, list[Descriptor]] = {}
+        self._prompt_lines: dict[tuple, list[Descriptor]] = {}
+        for d in self.descriptors:
+            family = _family(d)
+            if (
+                d.kind is not GraphKind.PREFILL
+                and d.packed_capacity == d.batch_capacity * d.token_capacity
+            ):
+                key = (*family, d.token_capacity, d.prefill_capacity)
+                self._batch_lines.setdefault(key, []).append(d)
+            if d.kind in (GraphKind.PREFILL, GraphKind.MIXED):
+                key = (*family, d.batch_capacity, d.token_capacity if d.is_mixed else 0)
+                self._prompt_lines.setdefault(key, []).append(d)
+        for line in self._batch_lines.values():
+            line.sort(key=lambda d: d.batch_capacity)
+        for line in self._prompt_lines.values():
+            line.sort(key=prompt_capacity)
+        self.smallest_prompt = {id(line[0]) for line in self._prompt_lines.values()}
+        self._active: dict[tuple[int, int], list[Descriptor]] = {}
+
+    def active(self, num_decoders: int, longest_prompt: int) -> list[Descriptor]:
+        key = (num_decoders, longest_prompt)
+        found = self._active.get(key)
+        if found is None:
+            if len(self._active) > 4096:
+                self._active.clear()
+            found = self._active[key] = self._compute_active(num_decoders, longest_prompt)
+        return found
+
+    def _compute_active(self, num_decoders: int, longest_prompt: int) -> list[Descriptor]:
+        skipped: set[int] = set()
+        for line in self._batch_lines.values():
+            rows = num_decoders + (1 if line[0].is_mixed and longest_prompt else 0)
+            reached = False
+            for d in line:
+                if reached:
+                    skipped.add(id(d))
+                reached = reached or d.batch_capacity >= rows
+        for line in self._prompt_lines.values():
+            reached = False
+            for d in line:
+                if reached:
+                    skipped.add(id(d))
+                reached = reached or prompt_capacity(d) >= longest_prompt
+        return [d for d in self.descriptors if id(d) not in skipped]
+
+
+def build_tables(
+    index: CatalogIndex, population: Population, decision: Decision, max_depth: int
+) -> Tables:
+    return Tables(
+        PromptTable(population.prompts, index.descriptors),
+        LaneTable(population.decoders, decision, max_depth),
+    )
+
+
+def all_candidates(
+    shapes: Sequence[tuple[Descriptor, bool]],
+    tables: Tables,
+    costs: CostModel,
+    decision: Decision,
+    now_ns: int,
+    mode: SpeculationMode,
+) -> list[Candidate]:
+    """Every shape of ``active_descriptors`` with its best cohorts, dominated ones pruned."""
+    out: list[Candidate] = []
+    for d, decode_only in shapes:
+        out.extend(candidates_for(d, tables, costs, decision, now_ns, mode, decode_only))
+    return prune_dominated(out)
+
+
+def active_descriptors(
+    index: CatalogIndex, population: Population
+) -> list[tuple[Descriptor, bool]]:
+    """The shapes worth evaluating for this population, each with whether its decode-only
+    cohort competes (only the smallest prompt capacity of a mixed line offers it)."""
+    num_decoders = sum(1 for v in population.decoders if v.remaining_output >= 1)
+    longest = max((v.remaining_prompt for v in population.prompts), default=0)
+    return [
+        (d, not d.is_mixed or id(d) in index.smallest_prompt)
+        for d in index.active(num_decoders, longest)
+    ]
+
+
+def select(candidates: Sequence[Candidate]) -> Candidate | None:
+    best: Candidate | None = None
+    for c in candidates:
+        if best is None or compare(c, best) < 0:
+            best = c
+    return best

@@ -1,0 +1,157 @@
+"""Builds one decision's view of the requests, projected to the queue's expected end.
+
+Each queued frame contributes its frozen expected service and estimated duration
+to copies of the request prices, as if it completed as expected; a request with a
+queued expected delivery ages from that expected delivery; output limits and
+positions account for each queued lane's maximum advance. Projection never
+changes stored rates, publishes output or commits state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from ignition.components.catalog import Descriptor
+from ignition.helios.config import PolicyConfig
+from ignition.helios.cost import CostModel
+from reference_selector.policy import Population
+from ignition.helios.queue import ExecutionQueue
+from ignition.helios.requests import RequestState
+from ignition.helios.service import (
+    Normalizers,
+    Prices,
+    ServiceRates,
+    advance_rates,
+    normalizers,
+    prices,
+    stream_family,
+)
+from ignition.helios.terminal import TerminalView
+from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.utility import Decision, LaneView
+
+
+def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[Descriptor, float]]:
+    """Measured costs (stale ones included) in ms."""
+    out = []
+    for d in descriptors:
+        estimate = costs.estimate_ns(d)
+        if estimate > 0:
+            out.append((d, estimate / 1e6))
+    return out
+
+
+def current_normalizers(
+    descriptors: Sequence[Descriptor], costs: CostModel, requests: Iterable[RequestState]
+) -> Normalizers:
+    live = [r for r in requests if r.is_live]
+    families: dict[str, int] = {}
+    for r in live:
+        if r.is_decoder:
+            family = stream_family(r.spec.proposal_source)
+            families[family] = families.get(family, 0) + 1
+    decoders = sum(families.values())
+    key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())))
+    cached = costs.derived.get("normalizers")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    norms = normalizers(measured(descriptors, costs), len(live), decoders, families)
+    costs.derived["normalizers"] = (key, norms)
+    return norms
+
+
+def _scaled(p: Prices, scale: float) -> Prices:
+    return Prices(p.prefill_token * scale, p.output_token * scale, p.delivery * scale)
+
+
+def build_population(
+    requests: Mapping[RequestHandle, RequestState],
+    queue: ExecutionQueue,
+    descriptors: Sequence[Descriptor],
+    costs: CostModel,
+    policy: PolicyConfig,
+    start_ns: int,
+    max_depth: int,
+) -> tuple[Population, Decision]:
+    norms = current_normalizers(descriptors, costs, requests.values())
+    live = [r for r in requests.values() if r.is_live]
+    rows = []
+    for r in live:
+        family_norms = norms.for_family(stream_family(r.spec.proposal_source))
+        rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
+        advance, last_output, blocked = 0, r.last_output_ns, False
+        for frame in queue.frames:
+            lane = frame.plan.lane_of(r.handle)
+            if lane is not None:
+                advance += lane.max_advance_tokens
+                blocked |= lane.role is not LaneRole.DECODE or not r.is_decoder
+                if lane.expected_deliveries > 0:
+                    last_output = frame.expected_end_ns
+            duration_ms = frame.plan.estimated_duration_ns / 1e6
+            if duration_ms > 0 and any(p.handle == r.handle for p in frame.participants):
+                tokens = (
+                    0.0 if lane is None else lane.num_prompt_tokens + lane.expected_output_tokens
+                )
+                rates = advance_rates(
+                    rates,
+                    duration_ms=duration_ms,
+                    tokens=tokens,
+                    deliveries=0.0 if lane is None else lane.expected_deliveries,
+                    norms=family_norms,
+                    is_decoder=r.is_decoder,
+                    adaptation_ms=policy.adaptation_ms,
+                )
+        if blocked:
+            continue
+        rows.append((r, rates, advance, last_output, family_norms))
+    raw = [prices(rates, fn, policy, r.is_decoder) for r, rates, _, _, fn in rows]
+    largest = max([1.0, *(p.largest for p in raw)])
+    scale = 1.0 / largest
+    prompts, decoders, pending = [], [], []
+    for (r, _, advance, last_output, fn), p in zip(rows, raw, strict=True):
+        age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
+        source = r.spec.proposal_source
+        view = LaneView(
+            handle=r.handle,
+            epoch=r.epoch,
+            is_decoder=r.is_decoder,
+            prompt_position=max(r.prompt_position, r.spec.restore_tokens),
+            num_prompt_tokens=r.spec.num_prompt_tokens,
+            remaining_output=r.remaining_output - advance,
+            remaining_context=r.remaining_context - advance,
+            prices=_scaled(p, scale),
+            age_ms=age_ms,
+            last_served_seq=r.last_served_seq,
+            sigma_ms=fn.sigma_ms,
+            survivals=r.acceptance.history(source).survivals(max_depth),
+            forecast=r.forecast.means(max_depth),
+            message_endpoints=r.spec.message_endpoints,
+            image_spans=r.spec.image_spans,
+            capture_ends=r.spec.capture_ends,
+        )
+        if r.awaits_prerequisite:
+            pending.append(view)  # its view is what the prerequisite would enable
+        else:
+            (decoders if r.is_decoder else prompts).append(view)
+    terminal = tuple(
+        TerminalView(
+            handle=r.handle,
+            epoch=r.epoch,
+            age_ms=max(0.0, (start_ns - r.terminal_since_ns) / 1e6),
+            checkpoint_tokens=max(0, r.context_tokens - 1),
+            last_served_seq=r.last_served_seq,
+        )
+        for r in requests.values()
+        if r.is_terminal_pending
+    )
+    decision = Decision(
+        age_price=policy.decode_age_price * scale,
+        num_active_decoders=sum(1 for r in live if r.is_decoder),
+        alpha=policy.adaptive_verification_alpha,
+        log_scale=math.log(scale),
+        terminal_age_price=policy.terminal_age_price * scale,
+        num_terminal=len(terminal),
+    )
+    population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
+    return population, decision

@@ -1,0 +1,208 @@
+"""Issue 14: the fast selector returns the same plan as the reference selector (the
+frozen pre-issue-14 selection path in ``reference_selector``) — same program, lanes,
+work and score within 1e-9 relative — on seeded random scheduler states covering every
+program kind, decode mode, speculative source and queue state."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import fields, replace
+
+from helios_helpers import MS, catalog, decode, mixed, prefill, records_for, spec
+from reference_selector import reference_plan
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios import (
+    CompletionRecord,
+    ConfidenceSidecar,
+    ExecutionTiming,
+    Fence,
+    PolicyConfig,
+    RequestSpec,
+    Resources,
+    ScheduledPlan,
+    Scheduler,
+)
+from ignition.helios.bench import STATE_PROGRAMS, runtime_catalog
+from ignition.helios.config import SpeculationMode
+from ignition.helios.types import ExecutionClass, SchedulerError
+
+NUM_STATES = 2000
+SOURCES = ("mtp", "ngram", "draft")
+FLOATS = {"value_rate", "log_scale", "exploration_credit"}
+LANE_FLOATS = {"expected_output_tokens", "expected_deliveries", "value"}
+
+
+def _close(a: float, b: float) -> bool:
+    return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _same(fast: ScheduledPlan | None, ref: ScheduledPlan | None) -> str | None:
+    """None when the plans agree; else the first differing field."""
+    if fast is None or ref is None:
+        return None if fast is ref else f"plan {fast} vs reference {ref}"
+    for f in fields(ScheduledPlan):
+        a, b = getattr(fast, f.name), getattr(ref, f.name)
+        if f.name == "lanes":
+            if len(a) != len(b):
+                return f"{len(a)} lanes vs {len(b)}"
+            for x, y in zip(a, b, strict=True):
+                for g in fields(x):
+                    u, v = getattr(x, g.name), getattr(y, g.name)
+                    if not (_close(u, v) if g.name in LANE_FLOATS else u == v):
+                        return f"lane {x.handle} {g.name}: {u} vs {v}"
+        elif not (_close(a, b) if f.name in FLOATS else a == b):
+            return f"{f.name}: {a} vs {b}"
+    return None
+
+
+def _synthetic(rng: random.Random) -> list[Descriptor]:
+    out = [prefill(c) for c in rng.sample([16, 64, 256, 1024], rng.randint(1, 3))]
+    out += [decode(b) for b in rng.sample([1, 2, 4, 8, 16], rng.randint(0, 3))]
+    for _ in range(rng.randint(0, 4)):
+        b, w = rng.choice([1, 2, 4, 8]), rng.randint(2, 5)
+        p = rng.choice([None, b * w - 1, b + 1, max(1, b * w // 2)])
+        out.append(spec(b, w, p, device=rng.random() < 0.4))
+    for _ in range(rng.randint(0, 3)):
+        out.append(mixed(rng.choice([2, 4, 8]), rng.choice([64, 128, 256]), rng.randint(1, 3)))
+    if not any(d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE) for d in out):
+        out.append(decode(4))
+    if rng.random() < 0.6:
+        out += list(STATE_PROGRAMS)
+    return list(dict.fromkeys(out))
+
+
+def _scheduler(rng: random.Random) -> Scheduler:
+    ttl = rng.choice([None, 5 * MS, 50 * MS])
+    policy = PolicyConfig() if ttl is None else PolicyConfig(estimate_ttl_ns=ttl)
+    resources = Resources(num_request_slots=rng.choice([8, 16, 64]))
+    if rng.random() < 0.35:
+        cat, mode = runtime_catalog(rng.choice(["off", "fixed", "adaptive"]))
+    else:
+        cat = catalog(_synthetic(rng))
+        mode = rng.choice([SpeculationMode.ADAPTIVE, SpeculationMode.FIXED])
+    s = Scheduler(cat, policy, resources=resources, speculation=mode)
+    for d in (*s.descriptors, *s.state_descriptors):
+        if rng.random() < 0.85:  # the rest stay unmeasured: discovery candidates
+            tokens = d.packed_capacity + d.prefill_capacity
+            ms = 1.0 + 0.02 * d.batch_capacity + 0.003 * tokens + 0.1 * d.proposal_depth
+            s.seed_cost(d, round(ms * rng.uniform(0.7, 1.3) * MS))
+    return s
+
+
+def _spec(rng: random.Random) -> RequestSpec:
+    prompt = rng.choice([1, 5, 40, 300, 2000])
+    kw: dict = {"proposal_source": rng.choice(SOURCES)}
+    if rng.random() < 0.5:
+        kw["acceptance_prior"] = tuple(round(rng.random(), 2) for _ in range(rng.randint(1, 5)))
+    if prompt > 2 and rng.random() < 0.3:
+        kw["message_endpoints"] = (rng.randint(1, prompt - 1),)
+    if prompt > 2 and rng.random() < 0.2:
+        kw["restore_tokens"] = rng.randint(1, prompt - 1)
+    if prompt > 3 and rng.random() < 0.2:
+        kw["capture_ends"] = (rng.randint(2, prompt - 1),)
+    if rng.random() < 0.2:
+        kw["terminal_snapshot"] = True
+    return RequestSpec(prompt, rng.choice([1, 3, 20, 500]), **kw)
+
+
+class _Walk:
+    """Random admissions, cancellations, commits and completions; frames stay queued."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.s = _scheduler(rng)
+        self.fence = 0
+        self.now = 0
+        self.inflight: list[ScheduledPlan] = []
+
+    def _complete_head(self) -> None:
+        plan = self.inflight.pop(0)
+        rng, s = self.rng, self.s
+        duration = max(1, round(plan.estimated_duration_ns * rng.uniform(0.8, 1.2))) or MS
+        self.now += duration
+        s.advance_to(self.now)
+        timing = ExecutionTiming(duration, duration)
+        records = records_for(plan, rng.randint(0, 4))
+        records = [
+            CompletionRecord(r.handle) if lane.role.is_state_operation else r
+            for r, lane in zip(records, plan.lanes, strict=True)
+        ]
+        fence = Fence(s.queue.head().fence)
+        d = plan.descriptor
+        if d.is_device_allocated:
+            rows = d.packed_capacity - len(records)  # one row each, the rest while they last
+            verified = []
+            for r in records:
+                extra = min(rows, len(r.token_ids) - 1)
+                rows -= extra
+                verified.append(replace(r, token_ids=r.token_ids[: 1 + extra]))
+            records = [replace(r, num_verified_tokens=len(r.token_ids)) for r in verified]
+            plane = tuple(
+                tuple(rng.random() for _ in range(d.proposal_depth))
+                for _ in range(d.batch_capacity)
+            )
+            tokens = s.complete_packed_round(fence, records, timing, ConfidenceSidecar((plane, plane)))
+        else:
+            tokens = s.complete(fence, records, timing)
+        for handle in {t.handle for t in tokens}:
+            if rng.random() < 0.9:
+                s.published_output(handle, fence)
+
+    def perturb(self) -> None:
+        """Admit, cancel or preempt a few requests and let time pass."""
+        rng, s = self.rng, self.s
+        if rng.random() < 0.3:
+            for _ in range(rng.randint(1, 6)):
+                try:
+                    s.admit(_spec(rng))
+                except SchedulerError:
+                    break  # every slot is taken
+        if rng.random() < 0.04 and s.requests:
+            r = rng.choice(list(s.requests.values()))
+            try:
+                if rng.random() < 0.5:
+                    s.cancel(r.handle)
+                elif s.state_descriptors:
+                    s.preempt(r.handle)
+            except SchedulerError:
+                pass  # not cancellable or preemptible now; the walk goes on
+        for ledger in (s.refresh, s.learning):
+            if rng.random() < 0.15 and not ledger.is_open:
+                ledger.balance = ledger.cap_ns * ledger.denominator  # full exploration credit
+        self.now += rng.choice([0, 1000, 200_000, 3 * MS])
+        s.advance_to(self.now)
+
+    def act(self, plan: ScheduledPlan | None) -> None:
+        rng = self.rng
+        if plan is not None:
+            self.fence += 1
+            self.s.commit(plan, Fence(self.fence))
+            self.inflight.append(plan)
+        while self.inflight and (plan is None or rng.random() < 0.6 or len(self.inflight) > 2):
+            self._complete_head()
+
+
+def test_fast_selector_returns_the_reference_plan_on_random_states():
+    rng = random.Random(14)
+    seen: Counter = Counter()
+    checked = 0
+    while checked < NUM_STATES:
+        walk = _Walk(rng)
+        for _ in range(rng.randint(20, 60)):
+            walk.perturb()
+            queued = len(walk.s.queue)
+            ref = reference_plan(walk.s)
+            fast = walk.s.plan()
+            problem = _same(fast, ref)
+            assert problem is None, f"state {checked} (queued {queued}): {problem}"
+            checked += 1
+            if fast is not None:
+                seen[fast.descriptor.kind] += 1
+                seen[fast.execution_class] += 1
+            seen[("queued", min(queued, 1))] += 1
+            walk.act(fast)
+    missing = [k for k in (*GraphKind, *ExecutionClass, ("queued", 0), ("queued", 1)) if not seen[k]]
+    assert not missing, f"the random states never reached {missing}: {seen}"
