@@ -81,6 +81,8 @@ class PromptTable:
         self.views = list(views)
         self.descriptors = descriptors
         self._best: dict[tuple[int, int, int], list[LanePick]] = {}
+        # Measured capacities: the scored rows depend only on min(capacity, budget)
+        self._scored: dict[int, list[tuple[tuple, int, LaneView]]] = {}
 
     def rows(
         self, d: Descriptor, unknown: bool, max_rows: int, token_budget: int
@@ -90,21 +92,24 @@ class PromptTable:
         key = (capacity, max_rows, token_budget)
         if not unknown and key in self._best:
             return self._best[key]
-        scored = []
-        for view in self.views:
-            tokens = consumable_tokens(view, min(capacity, token_budget))
-            if tokens <= 0:
-                continue
-            if unknown and _explores_needlessly(view, d, self.descriptors, capacity):
-                continue
-            value = view.prices.prefill_token * tokens
-            if tokens >= view.remaining_prompt:
-                value += view.prices.output_token
-            scored.append((lane_order_key(view, value), tokens, view))
-        if max_rows == 1:
-            scored = [min(scored, key=lambda x: x[0])] if scored else []
-        else:
+        usable = min(capacity, token_budget)
+        scored = None if unknown else self._scored.get(usable)
+        if scored is None:
+            scored = []
+            for view in self.views:
+                tokens = consumable_tokens(view, usable)
+                if tokens <= 0:
+                    continue
+                if unknown and _explores_needlessly(view, d, self.descriptors, capacity):
+                    continue
+                value = view.prices.prefill_token * tokens
+                if tokens >= view.remaining_prompt:
+                    value += view.prices.output_token
+                scored.append((lane_order_key(view, value), tokens, view))
+            # keys are unique (they end in the slot), so the sorted head is the minimum
             scored.sort(key=lambda x: x[0])
+            if not unknown:
+                self._scored[usable] = scored
         chosen, used = [], 0
         for _, tokens, view in scored:
             if len(chosen) == max_rows:

@@ -76,20 +76,26 @@ def build_population(
 ) -> tuple[Population, Decision]:
     norms = current_normalizers(descriptors, costs, requests.values())
     live = [r for r in requests.values() if r.is_live]
+    frames = [
+        (frame, frame.plan.estimated_duration_ns / 1e6, frame.expected_end_ns)
+        for frame in queue.frames
+    ]
+    adaptation_ms = policy.adaptation_ms
     rows = []
     for r in live:
         family_norms = norms.for_family(stream_family(r.spec.proposal_source))
         rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
         advance, last_output, blocked = 0, r.last_output_ns, False
-        for frame in queue.frames:
-            lane = frame.plan.lane_of(r.handle)
+        is_decoder = r.is_decoder
+        handle = r.handle
+        for frame, duration_ms, expected_end_ns in frames:
+            lane = frame.lanes_by_handle.get(handle)
             if lane is not None:
                 advance += lane.max_advance_tokens
-                blocked |= lane.role is not LaneRole.DECODE or not r.is_decoder
+                blocked |= lane.role is not LaneRole.DECODE or not is_decoder
                 if lane.expected_deliveries > 0:
-                    last_output = frame.expected_end_ns
-            duration_ms = frame.plan.estimated_duration_ns / 1e6
-            if duration_ms > 0 and any(p.handle == r.handle for p in frame.participants):
+                    last_output = expected_end_ns
+            if duration_ms > 0 and handle in frame.participant_handles:
                 tokens = (
                     0.0 if lane is None else lane.num_prompt_tokens + lane.expected_output_tokens
                 )
@@ -99,41 +105,42 @@ def build_population(
                     tokens=tokens,
                     deliveries=0.0 if lane is None else lane.expected_deliveries,
                     norms=family_norms,
-                    is_decoder=r.is_decoder,
-                    adaptation_ms=policy.adaptation_ms,
+                    is_decoder=is_decoder,
+                    adaptation_ms=adaptation_ms,
                 )
         if blocked:
             continue
-        rows.append((r, rates, advance, last_output, family_norms))
-    raw = [prices(rates, fn, policy, r.is_decoder) for r, rates, _, _, fn in rows]
-    largest = max([1.0, *(p.largest for p in raw)])
+        price = prices(rates, family_norms, policy, is_decoder)
+        rows.append((r, price, advance, last_output, family_norms.sigma_ms))
+    largest = max([1.0, *(row[1].largest for row in rows)])
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []
-    for (r, _, advance, last_output, fn), p in zip(rows, raw, strict=True):
+    for r, p, advance, last_output, sigma_ms in rows:
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
-        source = r.spec.proposal_source
+        spec = r.spec
+        is_decoder = r.prompt_position >= spec.num_prompt_tokens
         view = LaneView(
             handle=r.handle,
             epoch=r.epoch,
-            is_decoder=r.is_decoder,
-            prompt_position=max(r.prompt_position, r.spec.restore_tokens),
-            num_prompt_tokens=r.spec.num_prompt_tokens,
+            is_decoder=is_decoder,
+            prompt_position=max(r.prompt_position, spec.restore_tokens),
+            num_prompt_tokens=spec.num_prompt_tokens,
             remaining_output=r.remaining_output - advance,
             remaining_context=r.remaining_context - advance,
             prices=_scaled(p, scale),
             age_ms=age_ms,
             last_served_seq=r.last_served_seq,
-            sigma_ms=fn.sigma_ms,
-            survivals=r.acceptance.history(source).survivals(max_depth),
+            sigma_ms=sigma_ms,
+            survivals=r.acceptance.history(spec.proposal_source).survivals(max_depth),
             forecast=r.forecast.means(max_depth),
-            message_endpoints=r.spec.message_endpoints,
-            image_spans=r.spec.image_spans,
-            capture_ends=r.spec.capture_ends,
+            message_endpoints=spec.message_endpoints,
+            image_spans=spec.image_spans,
+            capture_ends=spec.capture_ends,
         )
         if r.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
         else:
-            (decoders if r.is_decoder else prompts).append(view)
+            (decoders if is_decoder else prompts).append(view)
     terminal = tuple(
         TerminalView(
             handle=r.handle,

@@ -8,10 +8,10 @@ millisecond cap; an overrun suspends queueing until a completion arrives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ignition.helios.service import Normalizers
-from ignition.helios.types import RequestHandle, ScheduledPlan
+from ignition.helios.types import LaneWork, RequestHandle, ScheduledPlan
 
 NUM_FRAME_SLOTS = 2
 
@@ -33,6 +33,16 @@ class Frame:
     expected_start_ns: int
     needs_feedback: bool
     was_queued: bool = False
+    # Built once at commit: every plan() projects each live request through each queued
+    # frame, and a linear scan per request made that quadratic in the population.
+    participant_handles: frozenset[RequestHandle] = field(init=False, repr=False)
+    lanes_by_handle: dict[RequestHandle, LaneWork] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.participant_handles = frozenset(p.handle for p in self.participants)
+        self.lanes_by_handle = {}
+        for lane in self.plan.lanes:
+            self.lanes_by_handle.setdefault(lane.handle, lane)  # lane_of keeps the first
 
     @property
     def expected_end_ns(self) -> int:

@@ -222,6 +222,27 @@ class Cohort:
     build: Callable[[], list[LanePick]]
 
 
+_OUTPUTS: dict[tuple, list[float]] = {}
+
+
+def _expected_outputs(own: tuple[float, ...], alpha: float, max_depth: int) -> list[float]:
+    """[q] -> expected output with q rows. Survival tuples change only when acceptance is
+    observed, so the same few recur across decisions; a bounded memo serves them (its
+    lists are shared and never mutated)."""
+    key = (own, alpha, max_depth)
+    found = _OUTPUTS.get(key)
+    if found is None:
+        outputs, total = [0.0, 1.0], 1.0
+        for depth in range(max_depth):
+            s = own[depth] if depth < len(own) else 0.0
+            total += s**alpha
+            outputs.append(total)
+        if len(_OUTPUTS) > 65536:
+            _OUTPUTS.clear()
+        found = _OUTPUTS[key] = outputs
+    return found
+
+
 class LaneTable:
     """Decoder values shared by every graph of one decision.
 
@@ -246,15 +267,11 @@ class LaneTable:
         self._twins: dict[int, LaneView] = {}
         self.fixed: list[float] = []  # delivery price + age value at T = 0
         self._outputs: list[list[float]] = []  # [q] -> expected output with q rows
+        alpha = decision.alpha
         for i, v in enumerate(self.views):
             self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
-            outputs, total = [0.0, 1.0], 1.0
             own = v.survivals if survivals is None else survivals[i]
-            for depth in range(max_depth):
-                s = own[depth] if depth < len(own) else 0.0
-                total += s**decision.alpha
-                outputs.append(total)
-            self._outputs.append(outputs)
+            self._outputs.append(_expected_outputs(own, alpha, max_depth))
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
 
@@ -272,14 +289,19 @@ class LaneTable:
         found = self._orders.get(cap)
         if found is None:
             keyed = []
+            fixed, outputs = self.fixed, self._outputs
             for i, v in enumerate(self.views):
-                if v.remaining_output < 1:
+                remaining = v.remaining_output
+                if remaining < 1:
                     continue
-                ceiling = max(1, min(cap, v.remaining_output, v.remaining_context))
-                value = self.fixed[i] + v.prices.output_token * self._outputs[i][ceiling]
-                keyed.append(((-value, v.last_served_seq, v.slot), (i, ceiling, value)))
-            keyed.sort(key=lambda pair: pair[0])
-            found = self._orders[cap] = [row for _, row in keyed]
+                ceiling = min(cap, remaining, v.remaining_context)
+                if ceiling < 1:
+                    ceiling = 1
+                value = fixed[i] + v.prices.output_token * outputs[i][ceiling]
+                # (-value, seq, slot) is unique per view (slots are), so i never decides
+                keyed.append((-value, v.last_served_seq, v.handle.slot, i, ceiling, value))
+            keyed.sort()
+            found = self._orders[cap] = [(row[3], row[4], row[5]) for row in keyed]
         return found
 
     def cohort(
