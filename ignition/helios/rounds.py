@@ -274,6 +274,8 @@ class LaneTable:
             self._outputs.append(_expected_outputs(own, alpha, max_depth))
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
+        self._bounds: dict[tuple[int, int], float] = {}
+        self._top_sigmas: list[float] | None = None
 
     def _view(self, i: int) -> LaneView:
         if self._survivals is None:
@@ -318,16 +320,7 @@ class LaneTable:
         if max_lanes <= 0 or budget <= 0:
             return None
         cap = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
-        prefix = self._prefixes.get((cap, max_lanes))
-        if prefix is None:
-            top = self.order(cap)[:max_lanes]
-            rows, value0, sigmas = 0, 0.0, 0.0
-            for i, ceiling, value in top:
-                rows += ceiling
-                value0 += value
-                sigmas += self.views[i].sigma_ms or 0.0
-            prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
-        top, rows, value0, sigmas = prefix
+        top, rows, value0, sigmas = self._prefix(cap, max_lanes)
         if not top:
             return None
         if rows > budget:
@@ -345,6 +338,41 @@ class LaneTable:
             return [self._pick(i, ceiling, d, duration_ms, budget) for i, ceiling, _ in top]
 
         return Cohort(value, len(top), ("prefix", cap, len(top)), build)
+
+    def _prefix(self, cap: int, max_lanes: int) -> tuple[list, int, float, float]:
+        """The first ``max_lanes`` of ``order(cap)``: lanes, rows, value, summed sigmas."""
+        prefix = self._prefixes.get((cap, max_lanes))
+        if prefix is None:
+            top = self.order(cap)[:max_lanes]
+            rows, value0, sigmas = 0, 0.0, 0.0
+            for i, ceiling, value in top:
+                rows += ceiling
+                value0 += value
+                sigmas += self.views[i].sigma_ms or 0.0
+            prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
+        return prefix
+
+    def value_bound(self, cap: int, max_lanes: int, duration_ms: float) -> float:
+        """A true upper bound on the value of any decode cohort of at most ``max_lanes``
+        lanes with row ceilings at most ``cap``, whatever the row budget or allocation.
+
+        Fewer rows never add output (survivals are nonnegative), so each lane is worth at
+        most its full-ceiling value; the duration term is bounded separately by the
+        largest sigmas, since sum(top k of a + b) <= top k of a + top k of b.
+        """
+        key = (cap, max_lanes)
+        found = self._bounds.get(key)
+        if found is None:
+            top = self.order(cap)[:max_lanes]
+            found = self._bounds[key] = sum(value for _, _, value in top if value > 0)
+        if self._top_sigmas is None:
+            sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
+            running, self._top_sigmas = 0.0, [0.0]
+            for s in sigmas:
+                running += max(0.0, s)
+                self._top_sigmas.append(running)
+        sigma = self._top_sigmas[min(max_lanes, len(self._top_sigmas) - 1)]
+        return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""

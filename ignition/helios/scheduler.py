@@ -28,7 +28,7 @@ from ignition.helios.policy import (
     SCHEDULABLE_KINDS,
     CatalogIndex,
     active_descriptors,
-    all_candidates,
+    bounded_candidates,
     build_tables,
     select,
 )
@@ -192,11 +192,8 @@ class Scheduler:
         )
         tables = build_tables(self.index, population, decision, self._max_depth)
         shapes = active_descriptors(self.index, population)
-        candidates = all_candidates(
-            shapes, tables, self.costs, decision, self.now_ns, self.speculation
-        )
-        if self.state_descriptors:
-            candidates += state_candidates(
+        states = (
+            state_candidates(
                 (*self.descriptors, *self.state_descriptors),
                 population,
                 self.costs,
@@ -204,6 +201,15 @@ class Scheduler:
                 self.policy,
                 self.now_ns,
             )
+            if self.state_descriptors
+            else []
+        )
+        # Only shapes that could win are evaluated (tests/helios/reference_selector holds
+        # the exhaustive path this must agree with).
+        candidates = bounded_candidates(
+            shapes, tables, self.costs, decision, self.now_ns, self.speculation, self.index, states
+        )
+        candidates += states
         winner = select(candidates)
         if winner is None:
             return None
