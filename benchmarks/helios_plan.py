@@ -1,8 +1,9 @@
-"""CPU cost of one Helios decision (plan()) on the full qwen38 catalog.
+"""CPU cost of one Helios decision (plan()) on the catalog the runtime loads.
 
-Run: python benchmarks/helios_plan.py
-Prints p50/p99 CPU time per plan() call for 1, 8 and 64 active requests (the
-measurement lives in ignition.helios.bench so tests and this script share it).
+Run: python benchmarks/helios_plan.py [--json] [--iterations N]
+Prints p50/p99 CPU time per plan() call per decode mode (off / fixed / adaptive) and
+queue state (empty / one queued frame) at 1, 8 and 64 active requests; the
+measurement lives in ignition.helios.bench so tests and this script share it.
 """
 
 from __future__ import annotations

@@ -19,8 +19,13 @@ from dataclasses import replace
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import Freshness
-from ignition.helios.policy import QUEUEABLE_KINDS, active_descriptors, all_candidates
-from ignition.helios.policy import build_tables, select
+from ignition.helios.policy import (
+    QUEUEABLE_KINDS,
+    active_descriptors,
+    all_candidates,
+    build_tables,
+    select,
+)
 from ignition.helios.projection import build_population
 from ignition.helios.scenario import Formula
 from ignition.helios.scheduler import Scheduler
@@ -101,7 +106,7 @@ def prepared(
             s.published_output(handle, Fence(fence))
     for _ in range(num_requests - len(decoders)):
         s.admit(RequestSpec(3000, 200))
-    s._last_fence = fence  # noqa: SLF001 - the next fence follows the warm-up's
+    s._last_fence = fence  # the next fence follows the warm-up's
     return s
 
 

@@ -360,9 +360,7 @@ def bounded_candidates(
         else:
             bounded.append((-bound, position))
     bounded.sort()
-    best = max(
-        [floor, *(c.score for out in found.values() for c in out if not c.is_indeterminate)]
-    )
+    best = max([floor, *(c.score for out in found.values() for c in out if not c.is_indeterminate)])
     while True:
         # The best score so far may belong to a candidate that pruning removes, so the
         # skip is checked again against the survivors' best until it holds.

@@ -144,7 +144,8 @@ class _Walk:
                 tuple(rng.random() for _ in range(d.proposal_depth))
                 for _ in range(d.batch_capacity)
             )
-            tokens = s.complete_packed_round(fence, records, timing, ConfidenceSidecar((plane, plane)))
+            sidecar = ConfidenceSidecar((plane, plane))
+            tokens = s.complete_packed_round(fence, records, timing, sidecar)
         else:
             tokens = s.complete(fence, records, timing)
         for handle in {t.handle for t in tokens}:
@@ -204,5 +205,6 @@ def test_fast_selector_returns_the_reference_plan_on_random_states():
                 seen[fast.execution_class] += 1
             seen[("queued", min(queued, 1))] += 1
             walk.act(fast)
-    missing = [k for k in (*GraphKind, *ExecutionClass, ("queued", 0), ("queued", 1)) if not seen[k]]
+    wanted = (*GraphKind, *ExecutionClass, ("queued", 0), ("queued", 1))
+    missing = [k for k in wanted if not seen[k]]
     assert not missing, f"the random states never reached {missing}: {seen}"

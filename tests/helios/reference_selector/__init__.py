@@ -8,6 +8,10 @@ reference makes. Do not optimise these files: they are the specification by exam
 
 from __future__ import annotations
 
+from ignition.helios.refresh import choose_refresh
+from ignition.helios.scheduler import EXPLORATION, Scheduler
+from ignition.helios.state_candidates import state_candidates
+from ignition.helios.types import ExecutionClass, ScheduledPlan
 from reference_selector.learning import choose_probe
 from reference_selector.policy import (
     CatalogIndex,
@@ -17,11 +21,6 @@ from reference_selector.policy import (
     select,
 )
 from reference_selector.projection import build_population
-
-from ignition.helios.refresh import choose_refresh
-from ignition.helios.scheduler import EXPLORATION, Scheduler
-from ignition.helios.state_candidates import state_candidates
-from ignition.helios.types import ExecutionClass, ScheduledPlan
 
 _INDEXES: dict[int, tuple[object, CatalogIndex]] = {}
 

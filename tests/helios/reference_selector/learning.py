@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.speculation import PrefixHistory
+from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision, LaneView
 from reference_selector.policy import (
     Population,
     Tables,
     candidates_for,
 )
 from reference_selector.rounds import LaneTable
-from ignition.helios.speculation import PrefixHistory
-from ignition.helios.types import LaneRole, RequestHandle
-from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision, LaneView
 
 # The acceptance history a decision's request is scored and informed by.
 HistoryOf = Callable[[RequestHandle], PrefixHistory]

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
-from reference_selector.rounds import LaneTable
 from ignition.helios.terminal import TerminalView
 from ignition.helios.utility import (
     Candidate,
@@ -30,6 +29,7 @@ from ignition.helios.utility import (
     prompt_lane,
     tokens_to_endpoint,
 )
+from reference_selector.rounds import LaneTable
 
 SCHEDULABLE_KINDS = (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
 QUEUEABLE_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel
-from reference_selector.policy import Population
 from ignition.helios.queue import ExecutionQueue
 from ignition.helios.requests import RequestState
 from ignition.helios.service import (
@@ -30,6 +29,7 @@ from ignition.helios.service import (
 from ignition.helios.terminal import TerminalView
 from ignition.helios.types import LaneRole, RequestHandle
 from ignition.helios.utility import Decision, LaneView
+from reference_selector.policy import Population
 
 
 def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[Descriptor, float]]:
