@@ -24,6 +24,10 @@ class StatsSnapshot:
     output_tokens: int = 0
     running: int = 0
     waiting: int = 0
+    slots_used: int = 0
+    num_slots: int = 0
+    pages_used: int = 0
+    num_pages: int = 0
 
 
 class EngineStats:
@@ -40,6 +44,8 @@ class EngineStats:
         self._output_tokens = 0
         self._running = 0
         self._waiting = 0
+        self._slots = (0, 0)
+        self._pages = (0, 0)
 
     def record_execution(self, kind: str, interval_ns: int) -> None:
         with self._lock:
@@ -70,6 +76,12 @@ class EngineStats:
         with self._lock:
             self._running, self._waiting = running, waiting
 
+    def set_usage(self, slots_used: int, num_slots: int, pages_used: int, num_pages: int) -> None:
+        """Request slots (one GDN state row each) and KV pages held by requests."""
+        with self._lock:
+            self._slots = (slots_used, num_slots)
+            self._pages = (pages_used, num_pages)
+
     def snapshot(self) -> StatsSnapshot:
         with self._lock:
             return StatsSnapshot(
@@ -84,4 +96,8 @@ class EngineStats:
                 output_tokens=self._output_tokens,
                 running=self._running,
                 waiting=self._waiting,
+                slots_used=self._slots[0],
+                num_slots=self._slots[1],
+                pages_used=self._pages[0],
+                num_pages=self._pages[1],
             )

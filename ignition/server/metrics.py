@@ -1,10 +1,13 @@
 """Prometheus exposition for ``/metrics``.
 
-Engine counters (graph executions, speculative drafts) live in the runtime as
-plain numbers (:class:`ignition.runtime.stats.EngineStats`) so that the runtime
-does not depend on prometheus-client; a custom collector reads them at scrape
-time. Latency histograms are observed here, where publication reaches the
-client. Names keep the ``flare_`` prefix of the dashboards they feed.
+Engine counters (graph executions, speculative drafts, queue and resource
+usage) live in the runtime as plain numbers
+(:class:`ignition.runtime.stats.EngineStats`) so that the runtime does not
+depend on prometheus-client; a custom collector reads them at scrape time.
+Latency histograms are observed here, where publication reaches the client.
+Names keep the ``flare_`` prefix of the dashboards they feed; every series
+carries a ``model_name`` label, as vLLM's do, so one dashboard can show several
+servers.
 """
 
 from __future__ import annotations
@@ -33,99 +36,132 @@ LATENCY_BUCKETS_S = (
     5.0,
     10.0,
     30.0,
+    60.0,
+    120.0,
 )
 
 
 class _EngineCollector(Collector):
-    def __init__(self, stats: EngineStats) -> None:
+    def __init__(self, stats: EngineStats, model_name: str) -> None:
         self._stats = stats
+        self._model = model_name
+
+    def _counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
+        family = CounterMetricFamily(name, doc, labels=["model_name"])
+        family.add_metric([self._model], value)
+        return family
+
+    def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(name, doc, labels=["model_name"])
+        family.add_metric([self._model], value)
+        return family
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         s = self._stats.snapshot()
+        m = self._model
         executions = CounterMetricFamily(
             "flare_scheduler_executions",
             "Graph executions completed, by graph kind",
-            labels=["kind"],
+            labels=["model_name", "kind"],
         )
         nanoseconds = CounterMetricFamily(
             "flare_scheduler_execution_nanoseconds",
             "Measured execution interval of completed graphs, by graph kind",
-            labels=["kind"],
+            labels=["model_name", "kind"],
         )
         for kind, count in sorted(s.executions_by_kind.items()):
-            executions.add_metric([kind], count)
-            nanoseconds.add_metric([kind], s.execution_ns_by_kind.get(kind, 0))
+            executions.add_metric([m, kind], count)
+            nanoseconds.add_metric([m, kind], s.execution_ns_by_kind.get(kind, 0))
         yield executions
         yield nanoseconds
-        yield CounterMetricFamily(
+        yield self._counter(
             "flare_speculative_drafts",
             "Complete speculative rounds with proposals",
-            value=s.speculative_rounds,
+            s.speculative_rounds,
         )
-        yield CounterMetricFamily(
+        yield self._counter(
             "flare_speculative_draft_tokens",
             "Draft tokens offered for verification",
-            value=s.speculative_draft_tokens,
+            s.speculative_draft_tokens,
         )
-        yield CounterMetricFamily(
-            "flare_speculative_accepted_tokens",
-            "Accepted draft tokens",
-            value=s.speculative_accepted_tokens,
+        yield self._counter(
+            "flare_speculative_accepted_tokens", "Accepted draft tokens", s.speculative_accepted_tokens
         )
         per_position = CounterMetricFamily(
             "flare_speculative_accepted_tokens_per_position",
             "Accepted draft tokens by draft position (1-based)",
-            labels=["position"],
+            labels=["model_name", "position"],
         )
         for position, count in sorted(s.accepted_by_position.items()):
-            per_position.add_metric([str(position)], count)
+            per_position.add_metric([m, str(position)], count)
         yield per_position
         requests = CounterMetricFamily(
             "flare_requests",
             "Finished requests by finish reason",
-            labels=["finish_reason"],
+            labels=["model_name", "finish_reason"],
         )
         for reason, count in sorted(s.finished_by_reason.items()):
-            requests.add_metric([reason], count)
+            requests.add_metric([m, reason], count)
         yield requests
-        yield CounterMetricFamily(
-            "flare_prompt_tokens", "Prompt tokens consumed", value=s.prompt_tokens
+        yield self._counter("flare_prompt_tokens", "Prompt tokens consumed", s.prompt_tokens)
+        yield self._counter("flare_generation_tokens", "Output tokens committed", s.output_tokens)
+        yield self._gauge("flare_requests_running", "Requests admitted and not finished", s.running)
+        yield self._gauge("flare_requests_waiting", "Requests waiting for a slot", s.waiting)
+        yield self._gauge(
+            "flare_requests_swapped", "Requests swapped out (never: state stays resident)", 0
         )
-        yield CounterMetricFamily(
-            "flare_generation_tokens", "Output tokens committed", value=s.output_tokens
+        yield self._gauge(
+            "flare_request_slots_used", "Request slots (GDN state rows) held", s.slots_used
         )
-        yield GaugeMetricFamily(
-            "flare_requests_running", "Requests admitted and not finished", value=s.running
+        yield self._gauge("flare_request_slots", "Request slots (GDN state rows)", s.num_slots)
+        yield self._gauge("flare_kv_pages_used", "KV cache pages held by requests", s.pages_used)
+        yield self._gauge("flare_kv_pages", "KV cache pages requests may hold", s.num_pages)
+        yield self._gauge(
+            "flare_kv_cache_usage_perc",
+            "Fraction of KV cache pages in use (0..1)",
+            s.pages_used / s.num_pages if s.num_pages else 0.0,
         )
-        yield GaugeMetricFamily(
-            "flare_requests_waiting", "Requests waiting for a slot", value=s.waiting
+        yield self._gauge(
+            "flare_state_rows_usage_perc",
+            "Fraction of GDN state rows (request slots) in use (0..1)",
+            s.slots_used / s.num_slots if s.num_slots else 0.0,
         )
 
 
 class ServerMetrics:
     """One registry per app, so several servers (or tests) never share counters."""
 
-    def __init__(self, stats: EngineStats) -> None:
+    def __init__(self, stats: EngineStats, model_name: str = "ignition") -> None:
+        self.model_name = model_name
         self.registry = CollectorRegistry()
-        self.registry.register(_EngineCollector(stats))
+        self.registry.register(_EngineCollector(stats, model_name))
         self.http_requests = Counter(
             "flare_http_requests",
             "HTTP requests by endpoint and status",
-            ["endpoint", "status"],
+            ["model_name", "endpoint", "status"],
             registry=self.registry,
         )
-        self.time_to_first_token = Histogram(
-            "flare_time_to_first_token_seconds",
-            "Arrival to first published text",
-            buckets=LATENCY_BUCKETS_S,
-            registry=self.registry,
+
+        def histogram(name: str, doc: str) -> Histogram:
+            return Histogram(
+                name, doc, ["model_name"], buckets=LATENCY_BUCKETS_S, registry=self.registry
+            ).labels(model_name)
+
+        self.time_to_first_token = histogram(
+            "flare_time_to_first_token_seconds", "Arrival to first published text"
         )
-        self.inter_token = Histogram(
-            "flare_inter_token_seconds",
-            "Gap between consecutive published bursts",
-            buckets=LATENCY_BUCKETS_S,
-            registry=self.registry,
+        self.inter_token = histogram(
+            "flare_inter_token_seconds", "Gap between consecutive published bursts"
         )
+        self.e2e_latency = histogram(
+            "flare_e2e_request_latency_seconds", "Arrival to the final chunk of a choice"
+        )
+
+    def count(self, endpoint: str, status: int) -> None:
+        self.http_requests.labels(self.model_name, endpoint, str(status)).inc()
+
+    def observe_finished(self, seconds: float) -> None:
+        self.e2e_latency.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -23,6 +23,7 @@ class ScriptedEngine:
     model_name = "scripted"
     max_context_tokens = 64
     default_max_tokens = 16
+    vocab_size = 64
 
     def __init__(self, reply: str = "one two three four", full: bool = False) -> None:
         self.reply = reply.split()
@@ -35,6 +36,9 @@ class ScriptedEngine:
 
     def encode(self, text: str) -> list[int]:
         return [ord(c) % 50 + 1 for c in text]
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(96 + i % 27) for i in ids)
 
     def chat_prompt(self, messages: list[dict[str, str]]) -> str:
         return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
@@ -165,10 +169,10 @@ def test_streaming_sends_sse_data_lines_ending_with_done():
         ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
         ({"prompt": "x", "temperature": -1}, "temperature"),
         ({"prompt": "x", "top_p": 0}, "top_p"),
-        ({"prompt": "x", "n": 2}, "n"),
+        ({"prompt": "x", "n": 0}, "n"),
         ({"prompt": ""}, "prompt"),
         ({"prompt": "x", "logprobs": 3}, "logprobs"),
-        ({"prompt": "x", "bogus": 1}, "bogus"),
+        ({"prompt": "x", "presence_penalty": 0.5}, "presence_penalty"),
         ({}, "prompt"),
     ],
 )
@@ -244,11 +248,13 @@ def test_models_health_and_metrics():
     assert models.json()["data"][0]["id"] == "scripted"
     assert health.json() == {"status": "ok"}
     text = metrics.text
-    assert 'flare_scheduler_executions_total{kind="decode"} 1.0' in text
-    assert 'flare_scheduler_execution_nanoseconds_total{kind="decode"} 1500.0' in text
-    assert "flare_speculative_draft_tokens_total 3.0" in text
-    assert 'flare_speculative_accepted_tokens_per_position_total{position="2"} 1.0' in text
-    assert "flare_time_to_first_token_seconds_count 1.0" in text
+    m = 'model_name="scripted"'
+    assert f'flare_scheduler_executions_total{{{m},kind="decode"}} 1.0' in text
+    assert f'flare_scheduler_execution_nanoseconds_total{{{m},kind="decode"}} 1500.0' in text
+    assert f"flare_speculative_draft_tokens_total{{{m}}} 3.0" in text
+    assert f'flare_speculative_accepted_tokens_per_position_total{{{m},position="2"}} 1.0' in text
+    assert f"flare_time_to_first_token_seconds_count{{{m}}} 1.0" in text
+    assert f"flare_e2e_request_latency_seconds_count{{{m}}} 1.0" in text
 
 
 class FailingEngine(ScriptedEngine):
@@ -270,11 +276,12 @@ def test_a_failed_request_is_a_500_with_the_reason():
     assert "boom" in r.json()["error"]["message"]
 
 
-def test_a_failed_stream_ends_with_an_error_event_and_done():
+def test_a_failed_stream_ends_with_an_error_event_a_finish_reason_chunk_and_done():
     async def go():
         async with client(FailingEngine()) as c:
             return await c.post("/v1/completions", json={"prompt": "x", "stream": True})
 
     lines = [line for line in run(go()).text.split("\n") if line]
     assert lines[-1] == "data: [DONE]"
-    assert "boom" in json.loads(lines[-2][6:])["error"]["message"]
+    assert "boom" in json.loads(lines[-3][6:])["error"]["message"]
+    assert json.loads(lines[-2][6:])["choices"][0]["finish_reason"] == "error"
