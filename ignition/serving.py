@@ -2,6 +2,10 @@
 
 It lives above the rooms (like cli.py) because it ties runtime, helios and
 direct together; the CLI stays a thin argument parser.
+
+``serve_forever`` returns the engine's failure when the loop could not continue:
+by then every open request has received its final error chunk and uvicorn has
+shut down, and the CLI exits non-zero so that a supervisor restarts the server.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.bundle import Bundle, load_bundle
 from ignition.runtime.engine import Engine
+from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+
+# Seconds uvicorn waits for open streams after a fatal engine failure (they have ended).
+SHUTDOWN_GRACE_S = 5
 
 
 @dataclass(frozen=True)
@@ -26,16 +34,35 @@ class ServeOptions:
     max_waiting: int = 64
     device: str | None = None
     num_threads: int | None = None
+    served_model_names: tuple[str, ...] = ()
+    api_key: str | None = None
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+
+
+@dataclass
+class LoadListener:
+    """What the CLI shows while loading: the bundle, then one tick per prepared program."""
+
+    on_bundle: Callable[[Bundle, int], None] | None = None
+    on_program: Callable[[str], None] | None = None
 
 
 def open_engine(
-    options: ServeOptions, on_program: Callable[[str], None] | None = None
+    options: ServeOptions,
+    on_program: Callable[[str], None] | None = None,
+    listener: LoadListener | None = None,
 ) -> tuple[Bundle, Engine]:
+    from ignition.components.capacity import select_for_mode
+
+    listener = listener or LoadListener(on_program=on_program)
     configure_threads(resolve_device(options.device), options.num_threads)
     bundle = load_bundle(options.artifacts, options.device)
     runtime = bundle.manifest["runtime"]
     speculation = options.speculation or runtime["speculation"]
     context = options.max_context_tokens or min(bundle.model.config.max_position_embeddings, 8192)
+    if listener.on_bundle is not None:
+        selected = select_for_mode(bundle.catalog, speculation, mixed=options.mixed)
+        listener.on_bundle(bundle, len(selected.descriptors))
     runtime_options = RuntimeOptions(
         num_slots=runtime["num_slots"],
         page_size=runtime["page_size"],
@@ -45,37 +72,89 @@ def open_engine(
         max_waiting=options.max_waiting,
         policy=options.policy,
     )
+    tick = listener.on_program
     engine = assemble_engine(
         bundle.model,
         bundle.catalog,
         bundle,
         bundle.eos_token_ids,
         runtime_options,
-        on_prepared=(lambda d, _p: on_program(d.name)) if on_program else None,
+        on_prepared=(lambda d, _p: tick(d.name)) if tick else None,
     )
+    engine.vocab_size = bundle.model.config.vocab_size
     return bundle, engine
 
 
-def serve_forever(options: ServeOptions, host: str, port: int, direct: bool) -> None:
-    """Prepare the programs, start the engine thread and run uvicorn until interrupted."""
+def serve_forever(
+    options: ServeOptions,
+    host: str,
+    port: int,
+    direct: bool,
+    *,
+    listener: LoadListener | None = None,
+    on_listening: Callable[[str], None] | None = None,
+) -> str | None:
+    """Prepare the programs, start the engine thread and run uvicorn until interrupted.
+
+    Returns None after an ordinary shutdown, or the engine failure that stopped it.
+    """
     import uvicorn
 
+    from ignition.runtime import faults
     from ignition.runtime.async_engine import AsyncEngine
     from ignition.server.app import create_app
 
-    bundle, engine = open_engine(options)
+    bundle, engine = open_engine(options, listener=listener)
     if direct:
         from ignition.direct.scheduler import DirectScheduler
 
         engine.scheduler = DirectScheduler.replacing(engine.scheduler)
+    plan = faults.FaultPlan.from_env()
+    if plan is not None:
+        faults.install(engine, plan)
+    config = ServerConfig(
+        served_model_names=options.served_model_names or (bundle.name,),
+        api_key=options.api_key,
+        max_request_bytes=options.max_request_bytes,
+    )
+    server = None
+
+    def stop_serving(_message: str) -> None:
+        if server is not None:
+            server.should_exit = True
+
     bridge = AsyncEngine(
         engine,
         model_name=bundle.name,
         encode=bundle.encode,
+        decode=bundle.decode,
         chat_template=bundle.chat_template,
+        on_fatal=stop_serving,
     )
+    uvicorn_config = uvicorn.Config(
+        create_app(bridge, config),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    server = _announcing_server(uvicorn_config, on_listening)
     bridge.start()
     try:
-        uvicorn.run(create_app(bridge), host=host, port=port, log_level="warning")
+        server.run()
     finally:
         bridge.stop()
+    return bridge.failure
+
+
+def _announcing_server(config, on_listening: Callable[[str], None] | None):
+    """uvicorn's server, announcing the address once the socket is bound."""
+    import uvicorn
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started and on_listening is not None:
+                on_listening(f"http://{config.host}:{config.port}")
+
+    return Announcing(config)

@@ -161,8 +161,9 @@ class Engine:
         self._num_occupied = 0
         self._is_stopped = False
         self._next_fence = 0
-        # Test-only fault hook (see runtime/faults.py): called before a request publishes.
-        self.publish_hook: Callable[[LiveRequest], None] | None = None
+        # Test-only fault hook (runtime/faults.py): called with ("publish", request) before
+        # a request publishes and with ("step", request) for each live request every step.
+        self.fault_hook: Callable[[str, LiveRequest], None] | None = None
         # Called after each completed frame with (plan, result): per-step timing for
         # `ignition generate --json` and test reports, without coupling them to the loop.
         self.frame_listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []
@@ -214,6 +215,9 @@ class Engine:
         """One turn; returns whether anything was executed or admitted."""
         progressed = self._drain_inbox()
         self._admit_waiting()
+        if self.fault_hook is not None:
+            for live in list(self.live.values()):
+                self.fault_hook("step", live)
         self.scheduler.advance_to(self._now_ns())
         while len(self._inflight) < 2:
             plan = self.scheduler.plan()
@@ -486,8 +490,8 @@ class Engine:
     def _publish_request(
         self, live: LiveRequest, fence: Fence, items: list[GeneratedToken], is_finished: bool
     ) -> None:
-        if self.publish_hook is not None:
-            self.publish_hook(live)
+        if self.fault_hook is not None:
+            self.fault_hook("publish", live)
         ids = [t.token_id for t in items]
         is_last = items[-1].is_last
         stop_ids = live.request.sampling.stop_token_ids

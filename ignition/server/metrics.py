@@ -85,7 +85,9 @@ class _EngineCollector(Collector):
             s.speculative_draft_tokens,
         )
         yield self._counter(
-            "flare_speculative_accepted_tokens", "Accepted draft tokens", s.speculative_accepted_tokens
+            "flare_speculative_accepted_tokens",
+            "Accepted draft tokens",
+            s.speculative_accepted_tokens,
         )
         per_position = CounterMetricFamily(
             "flare_speculative_accepted_tokens_per_position",

@@ -39,8 +39,7 @@ def valid_unicode(value: str) -> str:
     except UnicodeEncodeError as err:
         bad = value[err.start].encode("utf-8", "backslashreplace").decode()
         raise ValueError(
-            f"contains a lone surrogate {bad} at character {err.start}; text must be valid "
-            "Unicode"
+            f"contains a lone surrogate {bad} at character {err.start}; text must be valid Unicode"
         ) from None
     return value
 
@@ -106,7 +105,6 @@ def _neutral(name: str, value: Any, neutral: Any) -> Any:
     if value != neutral:
         raise ValueError(f"{name} is not supported yet; leave it at {neutral!r} or omit it")
     return value
-
 
 
 class _SamplingFields(_Body):

@@ -249,8 +249,8 @@ def test_models_health_and_metrics():
     assert health.json() == {"status": "ok"}
     text = metrics.text
     m = 'model_name="scripted"'
-    assert f'flare_scheduler_executions_total{{{m},kind="decode"}} 1.0' in text
-    assert f'flare_scheduler_execution_nanoseconds_total{{{m},kind="decode"}} 1500.0' in text
+    assert f'flare_scheduler_executions_total{{kind="decode",{m}}} 1.0' in text
+    assert f'flare_scheduler_execution_nanoseconds_total{{kind="decode",{m}}} 1500.0' in text
     assert f"flare_speculative_draft_tokens_total{{{m}}} 3.0" in text
     assert f'flare_speculative_accepted_tokens_per_position_total{{{m},position="2"}} 1.0' in text
     assert f"flare_time_to_first_token_seconds_count{{{m}}} 1.0" in text
