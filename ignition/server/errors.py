@@ -68,7 +68,9 @@ def _shown(value: Any) -> str:
 
 def validation_message(err: RequestValidationError) -> tuple[str, str | None]:
     """One line naming the field and the rule, and the field as ``param``."""
-    first = err.errors()[0] if err.errors() else {}
+    errors = err.errors()
+    # A union reports one error per member; our own checks say more than "not a string".
+    first = next((e for e in errors if e.get("type") == "value_error"), errors[0] if errors else {})
     kind = first.get("type", "")
     location = [p for p in first.get("loc", ()) if p != "body"]
     if kind == "json_invalid":
