@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from ignition import __version__
 from ignition.runtime.requests import (
@@ -43,7 +43,8 @@ from ignition.server.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     DetokenizeRequest,
-    TokenizeRequest,
+    TokenizeChatRequest,
+    TokenizeCompletionRequest,
     new_id,
     now_s,
 )
@@ -97,7 +98,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     if config.api_key:
         app.add_middleware(ApiKey, api_key=config.api_key)
     app.add_middleware(LastResort)
-    app.openapi = lambda: openai_openapi(app, names)  # type: ignore[method-assign]
+    app.openapi = lambda: openai_openapi(app, names, engine.vocab_size)  # type: ignore[method-assign]
 
     def check_model(name: str | None) -> str:
         if name is not None and name not in names:
@@ -161,18 +162,22 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     async def model(model_id: str) -> dict[str, Any]:
         return card(check_model(model_id))
 
-    @app.get("/metrics")
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.post("/tokenize", response_model=TokenizeResponse, responses=ERRORS)
-    async def tokenize(body: TokenizeRequest) -> dict[str, Any]:
+    async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest) -> dict[str, Any]:
         check_model(body.model)
-        if body.messages is not None:
+        if isinstance(body, TokenizeChatRequest):
             messages = [{"role": m.role, "content": m.text()} for m in body.messages]
             ids = await asyncio.to_thread(lambda: engine.encode(engine.chat_prompt(messages)))
         else:
-            ids = await asyncio.to_thread(engine.encode, body.prompt or "")
+            ids = await asyncio.to_thread(engine.encode, body.prompt)
         return {"count": len(ids), "max_model_len": engine.max_context_tokens, "tokens": ids}
 
     @app.post("/detokenize", response_model=DetokenizeResponse, responses=ERRORS)

@@ -70,7 +70,8 @@ def validation_message(err: RequestValidationError) -> tuple[str, str | None]:
     """One line naming the field and the rule, and the field as ``param``."""
     errors = err.errors()
     # A union reports one error per member; our own checks say more than "not a string".
-    first = next((e for e in errors if e.get("type") == "value_error"), errors[0] if errors else {})
+    ours = ("value_error", "string_unicode")
+    first = next((e for e in errors if e.get("type") in ours), errors[0] if errors else {})
     kind = first.get("type", "")
     location = [p for p in first.get("loc", ()) if p != "body"]
     if kind == "json_invalid":
@@ -82,6 +83,8 @@ def validation_message(err: RequestValidationError) -> tuple[str, str | None]:
     message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
     if kind == "finite_number":
         message = f"must be a finite number, got {_shown(first.get('input'))}"
+    elif kind == "string_unicode":
+        message = "contains a lone surrogate; text must be valid Unicode"
     elif kind == "missing":
         message = "is required"
     if param is None or message.startswith(param.split(".")[0]):
@@ -112,8 +115,57 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(ApiError(err.status_code, message, kind, None, code, err.headers))
 
 
-def openai_openapi(app: FastAPI, served_names: tuple[str, ...]) -> dict[str, Any]:
-    """FastAPI's document without its 422s, and ``model`` limited to the served names."""
+def _allow_null(definition: dict[str, Any]) -> None:
+    """Optional request fields accept ``null`` (it means "not given")."""
+    required = set(definition.get("required", ()))
+    for name, prop in definition.get("properties", {}).items():
+        if name in required:
+            continue
+        options = prop.get("anyOf", [prop])
+        if any(o.get("type") == "null" for o in options):
+            continue
+        meta = {k: prop.pop(k) for k in ("title", "default", "description") if k in prop}
+        definition["properties"][name] = {"anyOf": [prop, {"type": "null"}], **meta}
+
+
+def _bound_token_ids(schema: Any, vocab_size: int) -> None:
+    """Integer items of token-id arrays stop below the vocabulary size."""
+    if isinstance(schema, dict):
+        items = schema.get("items")
+        if isinstance(items, dict) and items.get("type") == "integer":
+            items["maximum"] = vocab_size - 1
+        for value in schema.values():
+            _bound_token_ids(value, vocab_size)
+    elif isinstance(schema, list):
+        for value in schema:
+            _bound_token_ids(value, vocab_size)
+
+
+# Pydantic leaves bounds of types with a before-validator under their Python names.
+_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
+def _json_schema_bounds(schema: Any) -> None:
+    if isinstance(schema, dict):
+        if schema.get("type") in ("integer", "number"):
+            for python, json_name in _BOUNDS.items():
+                if python in schema:
+                    schema[json_name] = schema.pop(python)
+        for value in schema.values():
+            _json_schema_bounds(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            _json_schema_bounds(value)
+
+
+_TOKEN_ID_FIELDS = (("CompletionRequest", "prompt"), ("DetokenizeRequest", "tokens"))
+
+
+def openai_openapi(
+    app: FastAPI, served_names: tuple[str, ...], vocab_size: int | None = None
+) -> dict[str, Any]:
+    """FastAPI's document as the server behaves: no 422s, ``model`` limited to the served
+    names, ``null`` allowed for optional fields, token ids bounded by the vocabulary."""
     if app.openapi_schema is not None:
         return app.openapi_schema
     from fastapi.openapi.utils import get_openapi
@@ -125,9 +177,16 @@ def openai_openapi(app: FastAPI, served_names: tuple[str, ...]) -> dict[str, Any
     components = schema.get("components", {}).get("schemas", {})
     components.pop("HTTPValidationError", None)
     components.pop("ValidationError", None)
+    _json_schema_bounds(components)
     for definition in components.values():
+        _allow_null(definition)
         model = definition.get("properties", {}).get("model")
         if model is not None and "anyOf" in model:
             model["anyOf"] = [{"type": "string", "enum": list(served_names)}, {"type": "null"}]
+    if vocab_size is not None:
+        for component, name in _TOKEN_ID_FIELDS:
+            prop = components.get(component, {}).get("properties", {}).get(name)
+            if prop is not None:
+                _bound_token_ids(prop, vocab_size)
     app.openapi_schema = schema
     return schema

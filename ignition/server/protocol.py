@@ -22,7 +22,15 @@ import time
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from ignition.runtime.requests import SamplingParams
 
@@ -44,8 +52,20 @@ def valid_unicode(value: str) -> str:
     return value
 
 
+def _integer(value: Any) -> Any:
+    """JSON Schema's integers: 3 and 3.0, never true or "3"."""
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not a boolean")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 Text = Annotated[str, Field(strict=True), AfterValidator(valid_unicode)]
-Int = Annotated[int, Field(strict=True)]
+StopText = Annotated[str, Field(strict=True, min_length=1), AfterValidator(valid_unicode)]
+Int = Annotated[int, BeforeValidator(_integer), Field(strict=True)]
+PositiveInt = Annotated[Int, Field(ge=1)]
+TokenId = Annotated[Int, Field(ge=0)]
 Bool = Annotated[bool, Field(strict=True)]
 Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
@@ -107,18 +127,23 @@ def _neutral(name: str, value: Any, neutral: Any) -> Any:
     return value
 
 
+def only(value: float) -> dict[str, Any]:
+    """The schema of an accepted-but-unimplemented number: its neutral value only."""
+    return {"minimum": value, "maximum": value}
+
+
 class _SamplingFields(_Body):
     """Fields shared by completions and chat completions."""
 
     model: Text | None = None
-    max_tokens: Int | None = Field(default=None, ge=1)
+    max_tokens: PositiveInt | None = None
     temperature: Float = Field(default=1.0, ge=0.0, le=100.0)
     top_p: Float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: Int = Field(default=0, ge=-1, le=MAX_TOP_K, description="0 or -1: disabled")
-    min_p: Float = Field(default=0.0, ge=0.0, le=1.0)
+    min_p: Float = Field(default=0.0, json_schema_extra=only(0))
     seed: Int | None = None
-    stop: Text | list[Text] | None = None
-    stop_token_ids: list[Int] | None = None
+    stop: StopText | Annotated[list[StopText], Field(max_length=MAX_STOP_STRINGS)] | None = None
+    stop_token_ids: list[TokenId] | None = None
     include_stop_str_in_output: Bool = False
     skip_special_tokens: Bool = True
     stream: Bool = False
@@ -126,22 +151,19 @@ class _SamplingFields(_Body):
     n: Int = Field(default=1, ge=1, le=MAX_CHOICES)
     user: Text | None = None
     ignore_eos: Bool = False
-    presence_penalty: Float = Field(default=0.0, ge=-2.0, le=2.0)
-    frequency_penalty: Float = Field(default=0.0, ge=-2.0, le=2.0)
-    repetition_penalty: Float = Field(default=1.0, gt=0.0, le=2.0)
-    min_tokens: Int = Field(default=0, ge=0)
-    logit_bias: dict[str, Float] | None = None
+    presence_penalty: Float = Field(default=0.0, json_schema_extra=only(0))
+    frequency_penalty: Float = Field(default=0.0, json_schema_extra=only(0))
+    repetition_penalty: Float = Field(default=1.0, json_schema_extra=only(1))
+    min_tokens: Int = Field(default=0, json_schema_extra=only(0))
+    logit_bias: dict[str, Float] | None = Field(
+        default=None, json_schema_extra={"maxProperties": 0}
+    )
     response_format: ResponseFormat | None = None
 
     @field_validator("stop")
     @classmethod
     def _stop_list(cls, value: str | list[str] | None) -> list[str]:
-        stops = [value] if isinstance(value, str) else list(value or [])
-        if len(stops) > MAX_STOP_STRINGS:
-            raise ValueError(f"at most {MAX_STOP_STRINGS} stop strings are supported")
-        if any(not s for s in stops):
-            raise ValueError("stop strings must be non-empty")
-        return stops
+        return [value] if isinstance(value, str) else list(value or [])
 
     @field_validator("stop_token_ids")
     @classmethod
@@ -197,6 +219,7 @@ class _SamplingFields(_Body):
 
 
 def _token_list(value: list[Any], where: str) -> list[int]:
+    value = [int(t) if isinstance(t, float) and t.is_integer() else t for t in value]
     for i, token in enumerate(value):
         if isinstance(token, bool) or not isinstance(token, int):
             shown = "true" if token is True else "false" if token is False else repr(token)
@@ -225,8 +248,7 @@ def normalize_prompt(value: Any) -> list[str | list[int]]:
         for i, p in enumerate(value):
             if not p:
                 _empty(f"prompt[{i}]")
-            _token_list(p, f"prompt[{i}]")
-        return list(value)
+        return [_token_list(p, f"prompt[{i}]") for i, p in enumerate(value)]
     if any(isinstance(p, list | str) for p in value):
         raise ValueError(f"must be {shape}, not a mix")
     return [_token_list(value, "prompt")]
@@ -256,25 +278,25 @@ class CompletionRequest(_SamplingFields):
         }
     )
     echo: Bool = False
-    suffix: Text | None = None
-    best_of: Int | None = Field(default=None, ge=1, le=MAX_CHOICES)
-    logprobs: Int | None = Field(default=None, ge=0, le=20)
+    suffix: Annotated[str, Field(max_length=0)] | None = None
+    best_of: Annotated[Int, Field(ge=1, le=MAX_CHOICES)] | None = None
+    logprobs: None = None
 
     @field_validator("prompt", mode="before")
     @classmethod
     def _prompt(cls, value: Any) -> list[str | list[int]]:
         return normalize_prompt(value)
 
-    @field_validator("suffix")
+    @field_validator("suffix", mode="before")
     @classmethod
-    def _no_suffix(cls, value: str | None) -> str | None:
+    def _no_suffix(cls, value: Any) -> Any:
         if value:
             raise ValueError("suffix is not supported")
         return value
 
-    @field_validator("logprobs")
+    @field_validator("logprobs", mode="before")
     @classmethod
-    def _no_logprobs(cls, value: int | None) -> int | None:
+    def _no_logprobs(cls, value: Any) -> Any:
         if value is not None:
             raise ValueError("logprobs are not supported yet; omit them or send null")
         return value
@@ -313,14 +335,18 @@ class ChatMessage(_Body):
 
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: Int | None = Field(default=None, ge=1)
-    logprobs: Bool = False
-    top_logprobs: Int | None = Field(default=None, ge=0, le=20)
+    max_completion_tokens: PositiveInt | None = None
+    logprobs: Literal[False] = False
+    top_logprobs: Annotated[Int, Field(ge=0, le=20)] | None = None
 
-    @field_validator("logprobs")
+    @field_validator("logprobs", mode="before")
     @classmethod
-    def _no_logprobs(cls, value: bool) -> bool:
-        return _neutral("logprobs", value, False)
+    def _no_logprobs(cls, value: Any) -> Any:
+        if value is True:
+            raise ValueError("logprobs is not supported yet; leave it at false or omit it")
+        if value is not False:
+            raise ValueError("must be a boolean")
+        return value
 
     def sampling(self, default_max_tokens: int) -> SamplingParams:
         if self.max_completion_tokens and not self.max_tokens:
@@ -328,23 +354,23 @@ class ChatCompletionRequest(_SamplingFields):
         return super().sampling(default_max_tokens)
 
 
-class TokenizeRequest(_Body):
-    """vLLM's /tokenize: a prompt or chat messages."""
+class TokenizeCompletionRequest(_Body):
+    """vLLM's /tokenize for a prompt."""
 
     model: Text | None = None
-    prompt: Text | None = None
-    messages: list[ChatMessage] | None = None
+    prompt: Text
 
-    @model_validator(mode="after")
-    def _one_input(self) -> TokenizeRequest:
-        if (self.prompt is None) == (self.messages is None):
-            raise ValueError("send exactly one of prompt and messages")
-        return self
+
+class TokenizeChatRequest(_Body):
+    """vLLM's /tokenize for chat messages (rendered with the chat template)."""
+
+    model: Text | None = None
+    messages: list[ChatMessage]
 
 
 class DetokenizeRequest(_Body):
     model: Text | None = None
-    tokens: list[Int]
+    tokens: list[TokenId]
 
     @field_validator("tokens")
     @classmethod

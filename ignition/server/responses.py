@@ -106,7 +106,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     500: _error("the request's execution failed (other requests are unaffected)"),
     503: _error("no room to wait for a slot, or the engine stopped", RETRY_AFTER),
 }
-SSE = {"text/event-stream": {"schema": {"type": "string"}}}
+# Each event is a JSON chunk (or the literal [DONE]); OpenAPI 3.1 cannot type SSE events.
+SSE: dict[str, Any] = {"text/event-stream": {}}
 
 
 def generation_responses(model: type[BaseModel]) -> dict[int | str, dict[str, Any]]:

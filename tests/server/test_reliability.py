@@ -102,3 +102,43 @@ def test_an_engine_that_cannot_continue_ends_every_stream_cleanly_and_exits_non_
         assert finish_of(result) == "error"
         assert process.wait(timeout=60) == 1
         assert "exiting" in log.read_text()
+
+
+def test_a_soak_of_200_openai_streams_with_early_closes_returns_to_idle(bundle):
+    import openai
+
+    num_streams, concurrency, max_tokens = 200, 8, 12
+
+    with server_process(bundle, "serve") as (url, _, _):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=300)
+
+        def one(i: int) -> tuple[str, int]:
+            stream = client.completions.create(
+                model="qwen38",
+                prompt=[10 + i % 40, 11, 12],
+                max_tokens=max_tokens,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body={"ignore_eos": True},
+            )
+            if i % 5 == 0:  # 20% of the clients leave after the first chunk
+                next(iter(stream))
+                stream.close()
+                return "closed", 0
+            chunks = list(stream)
+            finish = next(
+                c.choices[0].finish_reason
+                for c in chunks
+                if c.choices[0:1] and c.choices[0].finish_reason
+            )
+            return finish, chunks[-1].usage.completion_tokens
+
+        with ThreadPoolExecutor(concurrency) as pool:
+            results = list(pool.map(one, range(num_streams)))
+        finished = [r for r in results if r[0] != "closed"]
+        assert len(finished) == num_streams * 4 // 5
+        assert all(r == ("length", max_tokens) for r in finished)
+        wait_idle(url)
+        print(
+            f"\nsoak: {num_streams} streams, {num_streams - len(finished)} closed early, 0 errors"
+        )
