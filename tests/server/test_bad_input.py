@@ -117,7 +117,7 @@ def test_tokenization_runs_off_the_event_loop_so_health_answers_meanwhile():
         ("/v1/completions", {"prompt": "a\ud800b"}, "prompt"),
         ("/v1/completions", {"prompt": ["ok", "a\udfffb"]}, "prompt"),
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a\ud800"}]}, None),
-        ("/v1/completions", {"prompt": "x", "stop": ["\ud800"]}, "stop"),
+        ("/v1/completions", {"prompt": "x", "stop": ["\ud800"]}, "stop.0"),
     ],
 )
 def test_a_lone_surrogate_is_a_400_not_a_500(path, payload, param):
