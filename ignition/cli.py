@@ -261,6 +261,7 @@ def build_cmd(
     **kwargs: Any,
 ) -> None:
     """Prepare and validate every program of a recipe; write the bundle."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from ignition.compiler.build import build_bundle
@@ -271,6 +272,7 @@ def build_cmd(
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[program]}"),
+        console=Console(stderr=True),
     ) as progress:
         task = progress.add_task("preparing programs", total=None, program="")
 

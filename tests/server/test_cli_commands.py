@@ -1,0 +1,58 @@
+"""`ignition build`, `generate` and `serve` as a user runs them, on the tiny checkpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.checkpoints import write_test_checkpoint
+from tests.server.conftest import server_process
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def ignition(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "ignition.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def test_build_writes_a_bundle_and_reports_its_programs(tmp_path):
+    checkpoint = write_test_checkpoint(tmp_path / "checkpoint")
+    out = tmp_path / "bundle"
+    args = ("--recipe", "qwen38", "--speculation", "off", "--concurrency", "1")
+    result = ignition("build", *args, "--weights", str(checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"built {out}: ")  # progress goes to stderr
+    assert "preparing programs" in result.stderr
+    assert (out / "manifest.json").exists() and (out / "build_report.md").exists()
+
+
+def test_generate_prints_what_it_loads_then_the_completion(bundle):
+    result = ignition(
+        "generate",
+        "--artifacts",
+        str(bundle),
+        "--prompt",
+        "import os",
+        "--max-tokens",
+        "4",
+        "--threads",
+        "1",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "loaded qwen38" in result.stderr and "preparing" in result.stderr
+    report = json.loads(result.stdout)
+    assert 1 <= len(report["token_ids"]) <= 4
+    assert report["finish_reason"] in ("length", "stop")
+
+
+def test_serve_prints_what_it_loads_and_the_address_it_listens_on(bundle):
+    with server_process(bundle, "serve") as (url, _process, log):
+        text = log.read_text()
+    assert "loaded qwen38" in text
+    assert f"listening on {url}" in text
+    assert text.index("loaded qwen38") < text.index("listening on")
