@@ -50,7 +50,7 @@ def valid_records(plan, scheduler) -> tuple[CompletionRecord, ...]:
 def malformed(records, plan, kind: str) -> tuple[CompletionRecord, ...] | None:
     first = records[0]
     if kind == "count":
-        return records + (first,)
+        return (*records, first)
     if kind == "handle":
         other = dataclasses.replace(first.handle, generation=first.handle.generation + 99)
         return (dataclasses.replace(first, handle=other), *records[1:])
@@ -227,7 +227,7 @@ class HeliosMachine(RuleBasedStateMachine):
 
 
 HeliosMachine.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=100,
     stateful_step_count=40,
     deadline=None,
     derandomize=True,
