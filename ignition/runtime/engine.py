@@ -80,6 +80,10 @@ class LiveRequest:
     replay_ids: tuple[int, ...] = ()
     num_restarts: int = 0
     probation_output: int | None = None
+    # Monotonic clock readings for the phase histograms (queue, prefill, decode).
+    arrival_ns: int = 0
+    admitted_ns: int = 0
+    first_token_ns: int | None = None
 
     @property
     def prompt_ids(self) -> tuple[int, ...]:
@@ -157,6 +161,7 @@ class Engine:
         self._by_id: dict[str, RequestHandle] = {}
         self._inflight: collections.deque[_Inflight] = collections.deque()
         self._retry: collections.deque[LiveRequest] = collections.deque()
+        self._arrival_ns: dict[str, int] = {}
         # Slots held by admitted requests (read by submit on other threads, under the lock).
         self._num_occupied = 0
         self._is_stopped = False
@@ -193,6 +198,7 @@ class Engine:
                     f"{self.max_waiting} requests are already waiting for a slot; retry later"
                 )
             self._inbox.append((request, sink))
+            self._arrival_ns[request.request_id] = self._clock_ns()
             self._wakeup.notify()
 
     def cancel(self, request_id: str) -> None:
@@ -303,7 +309,11 @@ class Engine:
                 request.prompt_ids,
                 skip_special_tokens=request.sampling.skip_special_tokens,
             )
-            self._add_live(LiveRequest(request, handle, sink, detokenizer))
+            live = LiveRequest(request, handle, sink, detokenizer)
+            with self._lock:
+                live.arrival_ns = self._arrival_ns.pop(request.request_id, self._clock_ns())
+            live.admitted_ns = self._clock_ns()
+            self._add_live(live)
 
     def _admit_retry(self) -> bool:
         """Readmit the oldest restarted request unless another one is on probation.
@@ -334,6 +344,9 @@ class Engine:
             replay_ids=replay,
             num_restarts=old.num_restarts + 1,
             probation_output=len(replay),
+            arrival_ns=old.arrival_ns,
+            admitted_ns=old.admitted_ns,
+            first_token_ns=old.first_token_ns,
         )
         self._add_live(live)
         return True
@@ -363,6 +376,8 @@ class Engine:
             self._finish(live, "abort", notify_scheduler=True)
 
     def _finish_unadmitted(self, request: GenerationRequest, sink: Sink) -> None:
+        with self._lock:
+            self._arrival_ns.pop(request.request_id, None)
         self.stats.record_finished("abort")
         _deliver(sink, StreamChunk("", (), len(request.prompt_ids), 0, "abort"))
 
@@ -529,6 +544,8 @@ class Engine:
         """
         if not text and not ids:
             return
+        if live.first_token_ns is None:
+            live.first_token_ns = self._clock_ns()
         num_prompt = len(live.request.prompt_ids)
         _deliver(live.sink, StreamChunk(text, tuple(ids), num_prompt, len(live.output_ids)))
         if text:
@@ -546,6 +563,7 @@ class Engine:
         if notify_scheduler:
             self._cancel_in_scheduler(live.handle)
         self.stats.record_finished(reason)
+        self._record_phases(live)
         chunk = StreamChunk(
             "",
             (),
@@ -556,6 +574,15 @@ class Engine:
             stop_reason=stop_reason,
         )
         _deliver(live.sink, chunk)
+
+    def _record_phases(self, live: LiveRequest) -> None:
+        now = self._clock_ns()
+        first = live.first_token_ns
+        self.stats.record_phases(
+            (live.admitted_ns - live.arrival_ns) / 1e9,
+            ((first if first is not None else now) - live.admitted_ns) / 1e9,
+            (now - first) / 1e9 if first is not None else None,
+        )
 
     def _cancel_in_scheduler(self, handle: RequestHandle) -> None:
         """Stop selection; a request Helios already finished needs nothing more."""
@@ -577,6 +604,7 @@ class Engine:
             self._is_stopped = True
             arrivals = list(self._inbox)
             self._inbox.clear()
+            self._arrival_ns.clear()
         for request, sink in [*self._waiting, *arrivals]:
             self.stats.record_finished("error")
             n = len(request.prompt_ids)

@@ -15,10 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from ignition.runtime.stats import EngineStats
+from ignition.runtime.stats import PHASE_BUCKETS_S, EngineStats, PhaseHistogram
+
+PHASE_HELP = {
+    "queue": "Arrival to admission (waiting for a request slot)",
+    "prefill": "Admission to the first output token (prompt processing)",
+    "decode": "First output token to the end of the request",
+}
 
 LATENCY_BUCKETS_S = (
     0.005,
@@ -54,6 +60,15 @@ class _EngineCollector(Collector):
     def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
         family = GaugeMetricFamily(name, doc, labels=["model_name"])
         family.add_metric([self._model], value)
+        return family
+
+    def _histogram(self, name: str, doc: str, h: PhaseHistogram) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(name, doc, labels=["model_name"])
+        cumulative, buckets = 0, []
+        for bound, count in zip((*PHASE_BUCKETS_S, float("inf")), h.counts, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+        family.add_metric([self._model], buckets, sum_value=h.total_s)
         return family
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
@@ -123,6 +138,10 @@ class _EngineCollector(Collector):
             "Fraction of KV cache pages in use (0..1)",
             s.pages_used / s.num_pages if s.num_pages else 0.0,
         )
+        for phase, histogram in sorted(s.phases.items()):
+            yield self._histogram(
+                f"flare_request_{phase}_time_seconds", PHASE_HELP[phase], histogram
+            )
         yield self._gauge(
             "flare_state_rows_usage_perc",
             "Fraction of GDN state rows (request slots) in use (0..1)",

@@ -159,5 +159,8 @@ def test_metrics_carry_the_model_name_and_resource_gauges(url):
         "flare_kv_cache_usage_perc",
         "flare_state_rows_usage_perc",
         "flare_e2e_request_latency_seconds_count",
+        "flare_request_queue_time_seconds_count",
+        "flare_request_prefill_time_seconds_count",
+        "flare_request_decode_time_seconds_count",
     ):
         assert f'{name}{{model_name="tiny"}}' in text, name
