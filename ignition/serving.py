@@ -10,6 +10,7 @@ shut down, and the CLI exits non-zero so that a supervisor restarts the server.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -102,6 +103,7 @@ def serve_forever(
 
     from ignition.runtime import faults
     from ignition.runtime.async_engine import AsyncEngine
+    from ignition.runtime.chat_template import ChatRenderer
     from ignition.server.app import create_app
 
     bundle, engine = open_engine(options, listener=listener)
@@ -109,6 +111,10 @@ def serve_forever(
         from ignition.direct.scheduler import DirectScheduler
 
         engine.scheduler = DirectScheduler.replacing(engine.scheduler)
+    chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
+    problem = chat.problem()
+    if problem is not None:  # completions still serve; each chat request gets this as a 400
+        print(f"warning: {problem}", file=sys.stderr)
     plan = faults.FaultPlan.from_env()
     if plan is not None:
         faults.install(engine, plan)
@@ -128,7 +134,8 @@ def serve_forever(
         model_name=bundle.name,
         encode=bundle.encode,
         decode=bundle.decode,
-        chat_template=bundle.chat_template,
+        chat=chat,
+        generation_defaults=bundle.generation_defaults,
         on_fatal=stop_serving,
     )
     uvicorn_config = uvicorn.Config(

@@ -5,7 +5,9 @@
 - ``catalog.json``: the descriptors (the build/runtime contract);
 - ``manifest.json``: recipe, options, checkpoint hash, package versions, device,
   and per program its validation time and (on GPU) capture memory;
-- ``tokenizer.json`` / ``tokenizer_config.json``: copied from the checkpoint;
+- ``tokenizer.json`` / ``tokenizer_config.json``, and ``chat_template.jinja``,
+  ``additional_chat_templates/`` and ``generation_config.json`` where present:
+  copied from the checkpoint;
 - the weights: a reference to the checkpoint folder, or a copy (``--copy-weights``);
 - ``build_report.md``: rendered from ``templates/build_report.md.j2``.
 
@@ -47,7 +49,13 @@ from ignition.recipes import LoadOptions, Recipe, get_recipe
 MANIFEST_FORMAT = "ignition-manifest"
 MANIFEST_VERSION = 1
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "assets" / "qwen38-tiny"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "generation_config.json",
+)
+TEMPLATE_DIRS = ("additional_chat_templates",)
 VALIDATION_TEXT = 'def main(argv=None):\n    """Run the command line."""\n    return 0\n'
 SUPPORTED_FAMILIES = ("qwen38",)
 
@@ -62,6 +70,25 @@ class BuildResult:
     catalog: Catalog
     manifest: dict[str, Any]
     num_reused: int
+
+
+def copy_tokenizer_files(checkpoint: Path, out_dir: Path) -> None:
+    """Copy the tokenizer, chat templates and generation config the runtime reads.
+
+    A rebuild into the same folder drops files the checkpoint no longer has, so a
+    removed chat template does not live on in the bundle.
+    """
+    if out_dir.resolve() == checkpoint.resolve():
+        return  # building into the checkpoint folder: everything is already there
+    for name in TOKENIZER_FILES:
+        if (checkpoint / name).is_file():
+            shutil.copyfile(checkpoint / name, out_dir / name)
+        else:
+            (out_dir / name).unlink(missing_ok=True)
+    for name in TEMPLATE_DIRS:
+        shutil.rmtree(out_dir / name, ignore_errors=True)
+        if (checkpoint / name).is_dir():
+            shutil.copytree(checkpoint / name, out_dir / name)
 
 
 def checkpoint_sha256(path: Path) -> str:
@@ -169,9 +196,7 @@ def build_bundle(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     save_catalog(catalog, out_dir / "catalog.json")
-    for name in TOKENIZER_FILES:
-        if (checkpoint / name).exists():
-            shutil.copyfile(checkpoint / name, out_dir / name)
+    copy_tokenizer_files(checkpoint, out_dir)
     weights_ref = _place_weights(checkpoint, out_dir, copy_weights)
     manifest = {
         "format": MANIFEST_FORMAT,

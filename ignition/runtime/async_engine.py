@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from jinja2 import Environment, StrictUndefined
-
+from ignition.runtime.chat_template import ChatRenderer, RenderedChat
+from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
+from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import EngineStoppedError, GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 
@@ -39,7 +40,8 @@ class AsyncEngine:
         *,
         model_name: str,
         encode: Callable[[str], list[int]],
-        chat_template: str | None,
+        chat: ChatRenderer | None = None,
+        generation_defaults: GenerationDefaults | None = None,
         default_max_tokens: int = 256,
         idle_poll_s: float = 0.05,
         decode: Callable[..., str] | None = None,
@@ -51,15 +53,12 @@ class AsyncEngine:
         self.default_max_tokens = default_max_tokens
         self.vocab_size: int | None = engine.vocab_size
         self.stats: EngineStats = engine.stats
+        self.generation_defaults = generation_defaults or GenerationDefaults()
         self._encode = encode
         self._decode = decode or engine.decoder.decode
         self.on_fatal = on_fatal
-        self._template = (
-            Environment(undefined=StrictUndefined, keep_trailing_newline=True).from_string(
-                chat_template
-            )
-            if chat_template
-            else None
+        self._chat = chat or ChatRenderer(
+            ChatTemplates.fallback(), lambda texts: [encode(t) for t in texts]
         )
         self._idle_poll_s = idle_poll_s
         self._stop = threading.Event()
@@ -106,10 +105,21 @@ class AsyncEngine:
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return self._decode(list(ids), skip_special_tokens=skip_special_tokens)
 
-    def chat_prompt(self, messages: list[dict[str, str]]) -> str:
-        if self._template is None:
-            return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
-        return self._template.render(messages=messages, add_generation_prompt=True)
+    def render_chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> RenderedChat:
+        """Render and tokenize a conversation (raises ChatTemplateError, a 400)."""
+        return self._chat.render(
+            messages,
+            tools=tools,
+            add_generation_prompt=add_generation_prompt,
+            template_kwargs=template_kwargs,
+        )
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
         if self.failure is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -21,6 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from ignition import __version__
+from ignition.runtime.chat_template import ChatTemplateError, RenderedChat
+from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import (
     EngineStoppedError,
     GenerationRequest,
@@ -71,12 +73,22 @@ class EngineClient(Protocol):
     default_max_tokens: int
     vocab_size: int | None
     stats: EngineStats
+    generation_defaults: GenerationDefaults
 
     def encode(self, text: str) -> list[int]: ...
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str: ...
 
-    def chat_prompt(self, messages: list[dict[str, str]]) -> str: ...
+    def render_chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> RenderedChat:
+        """The prompt ids and per-message end offsets; raises ChatTemplateError (a 400)."""
+        ...
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
         """Admit now (raising QueueFullError or RequestError) and stream published chunks;
@@ -174,8 +186,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest) -> dict[str, Any]:
         check_model(body.model)
         if isinstance(body, TokenizeChatRequest):
-            messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-            ids = await asyncio.to_thread(lambda: engine.encode(engine.chat_prompt(messages)))
+            messages = [m.for_template() for m in body.messages]
+            ids = list((await render(lambda: engine.render_chat(messages))).prompt_ids)
         else:
             ids = await asyncio.to_thread(engine.encode, body.prompt)
         return {"count": len(ids), "max_model_len": engine.max_context_tokens, "tokens": ids}
@@ -207,9 +219,23 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     @app.post("/v1/chat/completions", responses=generation_responses(ChatCompletionResponse))
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
         model_name = check_model(body.model)
-        messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-        prompt_ids = await asyncio.to_thread(lambda: engine.encode(engine.chat_prompt(messages)))
-        return await _serve(raw, body, [prompt_ids], [""], model_name, chat=True)
+        rendered = await render(
+            lambda: engine.render_chat(
+                body.template_messages(),
+                tools=body.template_tools(),
+                add_generation_prompt=body.add_generation_prompt,
+                template_kwargs=body.chat_template_kwargs,
+            )
+        )
+        return await _serve(raw, body, [list(rendered.prompt_ids)], [""], model_name, chat=True)
+
+    async def render(work) -> RenderedChat:
+        """Render and tokenize off the event loop; a template error is a 400."""
+        try:
+            return await asyncio.to_thread(work)
+        except ChatTemplateError as err:
+            metrics.count("chat", 400)
+            raise ApiError(400, str(err), param="messages") from None
 
     async def _serve(
         raw: Request,
@@ -277,7 +303,9 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                     param="prompt" if not isinstance(body, ChatCompletionRequest) else "messages",
                 )
             try:
-                sampling = body.sampling(min(engine.default_max_tokens, room))
+                sampling = engine.generation_defaults.apply(
+                    body.sampling(min(engine.default_max_tokens, room)), _given(body)
+                )
             except RequestError as err:
                 raise ApiError(400, str(err)) from None
             if sampling.max_tokens > room:
@@ -296,3 +324,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         return requests
 
     return app
+
+
+def _given(body: CompletionRequest | ChatCompletionRequest) -> set[str]:
+    """Sampling fields the client set; the others take the checkpoint's generation defaults."""
+    return {name for name in body.model_fields_set if getattr(body, name) is not None}

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ignition.server.protocol import error_body
 
 # Pydantic adds union members and validator kinds to error locations; they are not fields.
-_TAG = re.compile(r"^(str|int|float|bool|dict|list|none|null)$|[\[\-]")
+_TAG = re.compile(r"^(str|int|float|bool|dict|list|none|null)$|[\[\-]|^[A-Z]\w*Request$")
 _HTTP_KINDS = {404: "not_found", 405: "method_not_allowed"}
 
 

@@ -320,10 +320,34 @@ class TextPart(_Body):
     text: Text
 
 
+class ToolCallFunction(_Body):
+    name: Text
+    arguments: Text | dict[str, Any] = "{}"
+
+
+class ToolCall(_Body):
+    """A call an assistant message made earlier in the conversation."""
+
+    id: Text | None = None
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
 class ChatMessage(_Body):
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: Text | list[TextPart] | None = None
     name: Text | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: Text | None = None
+    reasoning_content: Text | None = None
+
+    @model_validator(mode="after")
+    def _content_or_calls(self) -> ChatMessage:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError(
+                "content is required (only an assistant message with tool_calls may omit it)"
+            )
+        return self
 
     def text(self) -> str:
         if self.content is None:
@@ -332,12 +356,54 @@ class ChatMessage(_Body):
             return self.content
         return "".join(part.text for part in self.content)
 
+    def for_template(self) -> dict[str, Any]:
+        """The message as chat templates read it: text content, optional fields only when set."""
+        message = self.model_dump(exclude_none=True, exclude={"content"})
+        message["content"] = self.text()
+        return message
+
+
+class ToolFunction(_Body):
+    name: Annotated[str, Field(strict=True, min_length=1), AfterValidator(valid_unicode)]
+    description: Text | None = None
+    parameters: dict[str, Any] | None = None
+    strict: Bool | None = None
+
+
+class Tool(_Body):
+    type: Literal["function"]
+    function: ToolFunction
+
 
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: PositiveInt | None = None
     logprobs: Literal[False] = False
     top_logprobs: Annotated[Int, Field(ge=0, le=20)] | None = None
+    tools: list[Tool] | None = None
+    # "required" and a named function need constrained decoding: refused with a message.
+    tool_choice: Literal["none", "auto"] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    add_generation_prompt: Bool = True
+
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _free_tool_choice(cls, value: Any) -> Any:
+        if value == "required" or isinstance(value, dict):
+            raise ValueError(
+                "forcing a tool call needs constrained decoding, which is not supported; "
+                "use 'auto' or 'none'"
+            )
+        return value
+
+    def template_messages(self) -> list[dict[str, Any]]:
+        return [m.for_template() for m in self.messages]
+
+    def template_tools(self) -> list[dict[str, Any]] | None:
+        """The tools the template describes; none when tool_choice is 'none'."""
+        if self.tools is None or self.tool_choice == "none":
+            return None
+        return [t.model_dump(exclude_none=True) for t in self.tools]
 
     @field_validator("logprobs", mode="before")
     @classmethod

@@ -147,3 +147,36 @@ def test_state_operations_are_validated_and_reported(built):
     assert names == ["snapshot-b1-d0-w1-p1", "restore-b1-d0-w1-p1"]
     assert all(p["validation_ns"] > 0 for p in manifest["state_operations"])
     assert "## State operations" in (out / "build_report.md").read_text()
+
+
+def test_the_bundle_reads_its_chat_template_file_and_generation_config(built, tmp_path):
+    import shutil
+
+    from ignition.runtime.bundle import load_bundle
+
+    out, _ = built
+    copy = tmp_path / "bundle"
+    shutil.copytree(out, copy)
+    (copy / "chat_template.jinja").write_text("{{ bos_token }}{{ messages[0].content }}")
+    config = {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "eos_token_id": [1, 3]}
+    (copy / "generation_config.json").write_text(json.dumps(config))
+    bundle = load_bundle(copy, "cpu")
+    assert bundle.chat_templates.templates == {
+        "default": "{{ bos_token }}{{ messages[0].content }}"
+    }
+    defaults = bundle.generation_defaults
+    assert (defaults.temperature, defaults.top_p, defaults.top_k) == (0.6, 0.95, 20)
+    assert {1, 3} <= set(bundle.eos_token_ids)
+
+
+def test_a_bad_generation_config_in_the_bundle_names_the_file_and_key(built, tmp_path):
+    import shutil
+
+    from ignition.runtime.bundle import BundleError, load_bundle
+
+    out, _ = built
+    copy = tmp_path / "bundle"
+    shutil.copytree(out, copy)
+    (copy / "generation_config.json").write_text(json.dumps({"top_p": 2}))
+    with pytest.raises(BundleError, match=r"generation_config\.json: top_p = 2"):
+        load_bundle(copy, "cpu")

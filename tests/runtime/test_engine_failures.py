@@ -172,9 +172,7 @@ def test_when_the_loop_cannot_continue_every_request_ends_with_an_error_and_on_f
             raise AssertionError("scheduler invariant broken")
 
     engine.fault_hook = hook
-    bridge = AsyncEngine(
-        engine, model_name="m", encode=lambda t: [1], chat_template=None, on_fatal=fatal.append
-    )
+    bridge = AsyncEngine(engine, model_name="m", encode=lambda t: [1], on_fatal=fatal.append)
 
     async def go():
         bridge.start()

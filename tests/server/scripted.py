@@ -6,6 +6,8 @@ import asyncio
 
 import httpx
 
+from ignition.runtime.chat_template import RenderedChat
+from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import GenerationRequest, QueueFullError, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
@@ -19,6 +21,7 @@ class ScriptedEngine:
     max_context_tokens = 64
     default_max_tokens = 16
     vocab_size = 64
+    generation_defaults = GenerationDefaults()
 
     def __init__(self, reply: str = "one two three four", full: bool = False) -> None:
         self.reply = reply.split()
@@ -37,8 +40,9 @@ class ScriptedEngine:
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         return "".join(chr(96 + i % 27) for i in ids)
 
-    def chat_prompt(self, messages: list[dict[str, str]]) -> str:
-        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+    def render_chat(self, messages, **_: object) -> RenderedChat:
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+        return RenderedChat(text, tuple(self.encode(text)), ())
 
     def is_healthy(self) -> bool:
         return True

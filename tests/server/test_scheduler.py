@@ -218,3 +218,19 @@ def test_the_official_openai_client_works(server):
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model="qwen38", prompt="x", max_tokens=0)
     assert "max_tokens" in str(info.value)
+
+
+def test_the_openai_client_sends_tools_tool_choice_and_chat_template_kwargs(server):
+    url, _ = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=120)
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    reply = client.chat.completions.create(
+        model="qwen38",
+        messages=[{"role": "user", "content": "hello"}],
+        tools=[tool],
+        tool_choice="auto",
+        max_tokens=3,
+        temperature=0,
+        extra_body={"ignore_eos": True, "chat_template_kwargs": {"enable_thinking": False}},
+    )
+    assert reply.usage.completion_tokens == 3
