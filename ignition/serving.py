@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ignition.compiler.device import configure_threads, resolve_device
 from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.bundle import Bundle, load_bundle
+from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.engine import Engine
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 
@@ -60,7 +60,12 @@ def open_engine(
     bundle = load_bundle(options.artifacts, options.device)
     runtime = bundle.manifest["runtime"]
     speculation = options.speculation or runtime["speculation"]
-    context = options.max_context_tokens or min(bundle.model.config.max_position_embeddings, 8192)
+    limit = bundle.model.config.max_position_embeddings
+    context = options.max_context_tokens or min(limit, 8192)
+    if context > limit:
+        raise BundleError(
+            f"--max-context = {context} exceeds {bundle.path}'s max_position_embeddings = {limit}"
+        )
     if listener.on_bundle is not None:
         selected = select_for_mode(bundle.catalog, speculation, mixed=options.mixed)
         listener.on_bundle(bundle, len(selected.descriptors))

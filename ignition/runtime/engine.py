@@ -610,13 +610,13 @@ class Engine:
             n = len(request.prompt_ids)
             _deliver(sink, StreamChunk("", (), n, 0, "error", message))
         self._waiting.clear()
-        for live in [*self._retry, *self.live.values()]:
-            if live in self._retry or not live.is_done:
-                live.is_done = True
-                self.stats.record_finished("error")
-                n = len(live.request.prompt_ids)
-                _deliver(live.sink, StreamChunk("", (), n, len(live.output_ids), "error", message))
+        open_requests = [*self._retry, *(live for live in self.live.values() if not live.is_done)]
         self._retry.clear()
+        for live in open_requests:
+            live.is_done = True
+            self.stats.record_finished("error")
+            n = len(live.request.prompt_ids)
+            _deliver(live.sink, StreamChunk("", (), n, len(live.output_ids), "error", message))
 
 
 def _deliver(sink: Sink, chunk: StreamChunk) -> None:

@@ -258,3 +258,22 @@ def test_a_nan_temperature_says_it_must_be_finite():
     r = post("/v1/completions", content=raw, headers={"content-type": "application/json"})
     error = assert_openai_error(r, 400, "temperature")
     assert error["message"] == "temperature: must be a finite number, got NaN"
+
+
+class BrokenTokenizer(ScriptedEngine):
+    def encode(self, text: str) -> list[int]:
+        raise RuntimeError("tokenizer state is corrupt")
+
+
+def test_an_unexpected_exception_is_a_json_500_and_the_connection_stays_usable():
+    engine = BrokenTokenizer()
+
+    async def go():
+        async with client(engine) as c:
+            first = await c.post("/v1/completions", json={"prompt": "hi"})
+            return first, await c.post("/v1/completions", json={"prompt": [1, 2]})
+
+    first, second = run(go())
+    error = assert_openai_error(first, 500)
+    assert error["type"] == "server_error" and "tokenizer state is corrupt" in error["message"]
+    assert second.status_code == 200

@@ -56,3 +56,10 @@ def test_serve_prints_what_it_loads_and_the_address_it_listens_on(bundle):
     assert "loaded qwen38" in text
     assert f"listening on {url}" in text
     assert text.index("loaded qwen38") < text.index("listening on")
+
+
+def test_a_context_beyond_the_model_is_a_one_line_error(bundle):
+    result = ignition("serve", "--artifacts", str(bundle), "--max-context", "100000")
+    assert result.returncode == 2
+    assert "--max-context = 100000 exceeds" in result.stderr
+    assert "Traceback" not in result.stderr
