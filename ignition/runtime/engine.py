@@ -324,6 +324,10 @@ class Engine:
             return True
         old = self._retry[0]
         replay = tuple(old.output_ids)
+        if old.request.sampling.max_tokens - len(replay) < 1:  # nothing left to generate
+            self._retry.popleft()
+            self._finish(old, "length", notify_scheduler=False)
+            return True
         spec = RequestSpec(
             num_prompt_tokens=len(old.request.prompt_ids) + len(replay),
             max_output_tokens=old.request.sampling.max_tokens - len(replay),
