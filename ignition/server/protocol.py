@@ -36,6 +36,7 @@ from ignition.runtime.requests import SamplingParams
 
 MAX_STOP_STRINGS = 8
 MAX_CHOICES = 16
+MAX_PROMPTS = 64
 MAX_TOP_K = 2**31 - 1
 log = logging.getLogger("ignition.server")
 
@@ -238,6 +239,9 @@ def normalize_prompt(value: Any) -> list[str | list[int]]:
         raise ValueError(f"must be {shape}")
     if not value:
         _empty("prompt")
+    nested = all(isinstance(p, str | list) for p in value)
+    if nested and len(value) > MAX_PROMPTS:
+        raise ValueError(f"holds {len(value)} prompts; at most {MAX_PROMPTS} per request")
     if all(isinstance(p, str) for p in value):
         for i, p in enumerate(value):
             if not p:
@@ -263,11 +267,17 @@ class CompletionRequest(_SamplingFields):
         json_schema_extra={
             "anyOf": [
                 {"type": "string", "minLength": 1},
-                {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "minItems": 1,
+                    "maxItems": MAX_PROMPTS,
+                },
                 {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
                 {
                     "type": "array",
                     "minItems": 1,
+                    "maxItems": MAX_PROMPTS,
                     "items": {
                         "type": "array",
                         "items": {"type": "integer", "minimum": 0},

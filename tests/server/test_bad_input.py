@@ -277,3 +277,8 @@ def test_an_unexpected_exception_is_a_json_500_and_the_connection_stays_usable()
     error = assert_openai_error(first, 500)
     assert error["type"] == "server_error" and "tokenizer state is corrupt" in error["message"]
     assert second.status_code == 200
+
+
+def test_a_request_holds_at_most_64_prompts():
+    error = assert_openai_error(post("/v1/completions", {"prompt": ["a"] * 65}), 400, "prompt")
+    assert "at most 64" in error["message"]
