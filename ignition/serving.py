@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ignition.compiler.device import configure_threads, resolve_device
+from ignition.direct.scheduler import direct_scheduler
+from ignition.helios import helios_scheduler
 from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
@@ -52,7 +54,9 @@ def open_engine(
     options: ServeOptions,
     on_program: Callable[[str], None] | None = None,
     listener: LoadListener | None = None,
+    direct: bool = False,
 ) -> tuple[Bundle, Engine]:
+    """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios."""
     from ignition.components.capacity import select_for_mode
 
     listener = listener or LoadListener(on_program=on_program)
@@ -86,6 +90,7 @@ def open_engine(
         bundle.eos_token_ids,
         runtime_options,
         on_prepared=(lambda d, _p: tick(d.name)) if tick else None,
+        scheduler_factory=direct_scheduler if direct else helios_scheduler,
     )
     engine.vocab_size = bundle.model.config.vocab_size
     return bundle, engine
@@ -111,11 +116,7 @@ def serve_forever(
     from ignition.runtime.chat_template import ChatRenderer
     from ignition.server.app import create_app
 
-    bundle, engine = open_engine(options, listener=listener)
-    if direct:
-        from ignition.direct.scheduler import DirectScheduler
-
-        engine.scheduler = DirectScheduler.replacing(engine.scheduler)
+    bundle, engine = open_engine(options, listener=listener, direct=direct)
     chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
     problem = chat.problem()
     if problem is not None:  # completions still serve; each chat request gets this as a 400

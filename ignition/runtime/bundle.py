@@ -20,7 +20,7 @@ from ignition.compiler.build import MANIFEST_FORMAT, MANIFEST_VERSION, checkpoin
 from ignition.compiler.device import resolve_device
 from ignition.compiler.programs import ProgramError, check_buildable
 from ignition.components.catalog import Catalog, load_catalog
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.weights import load_model
 from ignition.runtime.chat_template_files import (
     ChatTemplateFileError,
@@ -47,7 +47,7 @@ class Bundle:
     chat_templates: ChatTemplates
     generation_defaults: GenerationDefaults
     eos_token_ids: tuple[int, ...]
-    model: Qwen38Model
+    model: HybridModel
 
     @property
     def name(self) -> str:
@@ -88,7 +88,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _eos_ids(
     tokenizer: Tokenizer,
     config: dict[str, Any],
-    model: Qwen38Model,
+    model: HybridModel,
     generation_eos: tuple[int, ...] = (),
 ) -> tuple[int, ...]:
     configured = model.config.eos_token_id  # an id or, as Hugging Face allows, a list of ids

@@ -44,8 +44,8 @@ from ignition.helios import (
     RequestHandle,
     RequestSpec,
     ScheduledPlan,
-    Scheduler,
     SchedulerError,
+    SchedulerProtocol,
 )
 from ignition.helios.types import ConfidenceSidecar
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
@@ -129,7 +129,7 @@ class Engine:
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        scheduler: SchedulerProtocol,
         worker: Worker,
         decoder: TextDecoder,
         *,
@@ -399,7 +399,7 @@ class Engine:
         except SchedulerError as err:  # malformed records: Helios changed nothing
             self._fail_frame(frame.fence, frame.plan, err)
             return
-        self.stats.record_execution(kind, result.timing.device_ns)
+        self.stats.record_execution(kind, result.timing.device_ns, frame.plan.execution_class.value)
         for i, offered in enumerate(result.num_offered_drafts):
             if offered > 0:
                 accepted = max(0, len(result.records[i].token_ids) - 1)
@@ -466,7 +466,7 @@ class Engine:
         timing = ExecutionTiming(device_ns=0)
         d = plan.descriptor
         if d.is_device_allocated and d.proposal_depth > 0:
-            empty = tuple((0.0,) * d.proposal_depth for _ in plan.lanes)
+            empty = tuple((0.0,) * d.proposal_depth for _ in range(d.batch_capacity))
             self.scheduler.complete_packed_round(
                 fence, records, timing, ConfidenceSidecar(planes=(empty, empty))
             )
@@ -642,6 +642,8 @@ def check_token_ids(ids: Sequence[int], vocab_size: int) -> None:
 
 
 def _slot_count(scheduler: object) -> int:
-    """The scheduler's request slots when it exposes them (Helios does), else 0."""
-    pool = getattr(scheduler, "pool", None)
-    return int(getattr(getattr(pool, "resources", None), "num_request_slots", 0))
+    """The scheduler's request slots when it exposes them (Helios and the direct scheduler
+    do), else 0: then arrivals count as waiting from the first."""
+    resources = getattr(getattr(scheduler, "pool", None), "resources", None)
+    resources = resources or getattr(scheduler, "resources", None)
+    return int(getattr(resources, "num_request_slots", 0))

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from ignition.helios import ExecutionClass
 from ignition.runtime.stats import PHASE_BUCKETS_S, EngineStats, PhaseHistogram
 
 PHASE_HELP = {
@@ -76,17 +77,22 @@ class _EngineCollector(Collector):
         m = self._model
         executions = CounterMetricFamily(
             "flare_scheduler_executions",
-            "Graph executions completed, by graph kind",
-            labels=["model_name", "kind"],
+            "Graph executions completed, by graph kind and execution class "
+            "(ordinary, discovery, timing_refresh, acceptance_learning)",
+            labels=["model_name", "kind", "class"],
         )
         nanoseconds = CounterMetricFamily(
             "flare_scheduler_execution_nanoseconds",
-            "Measured execution interval of completed graphs, by graph kind",
-            labels=["model_name", "kind"],
+            "Measured execution interval of completed graphs, by graph kind and execution class",
+            labels=["model_name", "kind", "class"],
         )
-        for kind, count in sorted(s.executions_by_kind.items()):
-            executions.add_metric([m, kind], count)
-            nanoseconds.add_metric([m, kind], s.execution_ns_by_kind.get(kind, 0))
+        # every class of every kind seen, zeros included, so each series exists from the
+        # first execution of its kind on
+        for kind in sorted(s.executions_by_kind):
+            for cls in ExecutionClass:
+                key = (kind, cls.value)
+                executions.add_metric([m, *key], s.executions_by_kind_class.get(key, 0))
+                nanoseconds.add_metric([m, *key], s.execution_ns_by_kind_class.get(key, 0))
         yield executions
         yield nanoseconds
         yield self._counter(

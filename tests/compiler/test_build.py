@@ -118,12 +118,18 @@ def test_generate_from_the_bundle_is_identical_across_decode_modes(built):
     assert texts["off"] == texts["fixed"] == texts["adaptive"]
 
 
-def test_a_dense_recipe_without_a_model_family_is_a_clear_error(checkpoint, tmp_path):
+def test_a_recipe_without_a_model_family_is_a_clear_error(checkpoint, tmp_path):
+    from ignition.recipes import get_recipe
+
+    text = get_recipe("llama32").path.read_text().replace("family: llama", "family: mamba")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(text.replace("name: llama32", "name: mamba2"))
     result = CliRunner().invoke(
-        main, ["build", "--recipe", "llama32", "--weights", str(checkpoint), "--out", str(tmp_path)]
+        main,
+        ["build", "--recipe", str(recipe), "--weights", str(checkpoint), "--out", str(tmp_path)],
     )
     assert result.exit_code == 2
-    assert "model family 'llama' has no implementation" in result.output
+    assert "model family 'mamba' has no implementation" in result.output
 
 
 def test_a_checkpoint_changed_after_the_build_is_refused(built, tmp_path):

@@ -25,7 +25,7 @@ def test_build_writes_a_bundle_and_reports_its_programs(tmp_path):
     args = ("--recipe", "qwen38", "--speculation", "off", "--concurrency", "1")
     result = ignition("build", *args, "--weights", str(checkpoint), "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"built {out}: ")  # progress goes to stderr
+    assert result.stdout.splitlines()[-1].startswith(f"built {out}: ")  # progress: stderr
     assert "preparing programs" in result.stderr
     assert (out / "manifest.json").exists() and (out / "build_report.md").exists()
 

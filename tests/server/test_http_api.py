@@ -178,6 +178,7 @@ def test_closing_a_stream_early_closes_the_engine_request():
 def test_models_health_and_metrics():
     engine = ScriptedEngine()
     engine.stats.record_execution("decode", 1500)
+    engine.stats.record_execution("speculative", 700, "acceptance_learning")
     engine.stats.record_speculation(num_offered=3, num_accepted=2)
 
     async def go():
@@ -190,8 +191,17 @@ def test_models_health_and_metrics():
     assert health.json() == {"status": "ok"}
     text = metrics.text
     m = 'model_name="scripted"'
-    assert f'flare_scheduler_executions_total{{kind="decode",{m}}} 1.0' in text
-    assert f'flare_scheduler_execution_nanoseconds_total{{kind="decode",{m}}} 1500.0' in text
+    assert f'flare_scheduler_executions_total{{class="ordinary",kind="decode",{m}}} 1.0' in text
+    assert (
+        f'flare_scheduler_execution_nanoseconds_total{{class="ordinary",kind="decode",{m}}} 1500.0'
+        in text
+    )
+    assert (
+        'flare_scheduler_execution_nanoseconds_total{class="acceptance_learning",'
+        f'kind="speculative",{m}}} 700.0' in text
+    )
+    for cls in ("ordinary", "discovery", "timing_refresh", "acceptance_learning"):
+        assert f'flare_scheduler_executions_total{{class="{cls}",kind="decode",{m}}}' in text
     assert f"flare_speculative_draft_tokens_total{{{m}}} 3.0" in text
     assert f'flare_speculative_accepted_tokens_per_position_total{{{m},position="2"}} 1.0' in text
     assert f"flare_time_to_first_token_seconds_count{{{m}}} 1.0" in text

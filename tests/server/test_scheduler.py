@@ -38,8 +38,14 @@ def server(request, bundle):
 
 def graph_counters(url: str) -> dict[str, float]:
     text = httpx.get(f"{url}/metrics").text
-    pattern = r'^flare_scheduler_executions_total\{kind="(\w+)",model_name="[^"]*"\} ([0-9.e+]+)$'
-    return {kind: float(v) for kind, v in re.findall(pattern, text, re.M)}
+    pattern = (
+        r'^flare_scheduler_executions_total\{class="\w+",kind="(\w+)",model_name="[^"]*"\} '
+        r"([0-9.e+]+)$"
+    )
+    counts: dict[str, float] = {}
+    for kind, v in re.findall(pattern, text, re.M):
+        counts[kind] = counts.get(kind, 0.0) + float(v)
+    return counts
 
 
 def counter(url: str, name: str) -> float:
