@@ -398,7 +398,8 @@ def generate_cmd(
     from ignition.generate import generate_once
     from ignition.runtime.requests import RequestError
 
-    with _Progress() as progress:
+    # --json output is for programs: nothing but the JSON, on stdout or stderr.
+    with _Progress(quiet=as_json) as progress:
         try:
             result = generate_once(
                 _serve_options(runtime),
@@ -572,10 +573,11 @@ def _serve(options: Any, host: str, port: int, direct: bool) -> None:
 class _Progress:
     """Prints what is loaded, then a rich progress line over the prepared programs."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+        self._quiet = quiet
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -590,6 +592,8 @@ class _Progress:
     def listener(self) -> Any:
         from ignition.serving import LoadListener
 
+        if self._quiet:
+            return LoadListener()
         return LoadListener(on_bundle=self.bundle, on_program=self.program)
 
     def __enter__(self) -> _Progress:

@@ -111,7 +111,7 @@ def test_generate_from_the_bundle_is_identical_across_decode_modes(built):
             ],
         )
         assert result.exit_code == 0, result.output
-        data = json.loads(result.stdout)  # progress goes to stderr
+        data = json.loads(result.output)
         assert len(data["token_ids"]) == 10 or data["finish_reason"] == "stop"
         assert data["steps"] and all(s["device_ms"] > 0 for s in data["steps"])
         texts[mode[1]] = data["token_ids"]

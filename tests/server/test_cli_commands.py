@@ -31,21 +31,13 @@ def test_build_writes_a_bundle_and_reports_its_programs(tmp_path):
 
 
 def test_generate_prints_what_it_loads_then_the_completion(bundle):
-    result = ignition(
-        "generate",
-        "--artifacts",
-        str(bundle),
-        "--prompt",
-        "import os",
-        "--max-tokens",
-        "4",
-        "--threads",
-        "1",
-        "--json",
-    )
-    assert result.returncode == 0, result.stderr
-    assert "loaded qwen38" in result.stderr and "preparing" in result.stderr
-    report = json.loads(result.stdout)
+    common = ("--artifacts", str(bundle), "--prompt", "import os", "--threads", "1")
+    shown = ignition("generate", *common, "--max-tokens", "4")
+    assert shown.returncode == 0, shown.stderr
+    assert "loaded qwen38" in shown.stderr and "preparing" in shown.stderr
+    quiet = ignition("generate", *common, "--max-tokens", "4", "--json")
+    assert "loaded" not in quiet.stderr  # --json prints nothing but the JSON
+    report = json.loads(quiet.stdout)
     assert 1 <= len(report["token_ids"]) <= 4
     assert report["finish_reason"] in ("length", "stop")
 
