@@ -1,0 +1,99 @@
+"""How long /health waits while a big prompt is tokenized; how fast a huge body is refused.
+
+Run: python benchmarks/server_big_prompt.py
+The app runs in-process (httpx's ASGI transport) with the embedded checkpoint's
+tokenizer and a stand-in engine that returns one token. It prints, for prompts
+of growing size: the time the completion took (tokenization dominates), and the
+slowest of the /health probes sent every 10 ms meanwhile. Tokenization runs on a
+worker thread and the tokenizer releases the GIL, so /health stays in the
+milliseconds whatever the prompt size. Then it posts a 10 MB body against the
+default --max-request-bytes and prints how long the 413 took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import httpx
+from tokenizers import Tokenizer
+
+from ignition.runtime.chat_template import RenderedChat
+from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.requests import GenerationRequest, StreamChunk
+from ignition.runtime.stats import EngineStats
+from ignition.server.app import create_app
+
+ASSET = Path(__file__).resolve().parent.parent / "ignition" / "assets" / "qwen38-tiny"
+LINE = "def handler(request):\n    return request.args\n"
+
+
+class OneTokenEngine:
+    model_name = "bench"
+    max_context_tokens = 1 << 30
+    default_max_tokens = 1
+    vocab_size = None
+    generation_defaults = GenerationDefaults()
+
+    def __init__(self) -> None:
+        self.stats = EngineStats()
+        self.tokenizer = Tokenizer.from_file(str(ASSET / "tokenizer.json"))
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text).ids
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return self.tokenizer.decode(list(ids))
+
+    def render_chat(self, messages, **_) -> RenderedChat:
+        text = "".join(m["content"] for m in messages)
+        return RenderedChat(text, tuple(self.encode(text)), ())
+
+    def is_healthy(self) -> bool:
+        return True
+
+    def generate(self, request: GenerationRequest):
+        async def stream():
+            yield StreamChunk("x", (1,), len(request.prompt_ids), 1, "length")
+
+        return stream()
+
+
+async def probe(client: httpx.AsyncClient, size_bytes: int) -> tuple[float, float]:
+    prompt = LINE * (size_bytes // len(LINE))
+    began = time.perf_counter()
+    work = asyncio.ensure_future(
+        client.post("/v1/completions", json={"prompt": prompt, "max_tokens": 1}, timeout=600)
+    )
+    worst = 0.0
+    while not work.done():
+        sent = time.perf_counter()
+        await client.get("/health")
+        worst = max(worst, time.perf_counter() - sent)
+        await asyncio.sleep(0.01)
+    response = await work
+    assert response.status_code == 200, response.text
+    return time.perf_counter() - began, worst
+
+
+async def main() -> None:
+    app = create_app(OneTokenEngine())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        for size in (100_000, 1_000_000, 2_000_000, 3_500_000):
+            total, worst = await probe(client, size)
+            print(
+                f"prompt {size / 1e6:.1f} MB: completion {total:.2f} s, slowest /health {worst * 1e3:.1f} ms"
+            )
+        body = json.dumps({"prompt": "x" * 10_000_000}).encode()
+        began = time.perf_counter()
+        r = await client.post(
+            "/v1/completions", content=body, headers={"content-type": "application/json"}
+        )
+        print(f"10 MB body: {r.status_code} in {(time.perf_counter() - began) * 1e3:.1f} ms")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
