@@ -96,6 +96,16 @@ def open_engine(
     return bundle, engine
 
 
+def gil_releasing_encoder(tokenizer) -> Callable[[str], list[int]]:
+    """Encode one text as ``tokenizer.encode`` does, without holding the GIL throughout.
+
+    The server tokenizes on a worker thread, which only helps if the event loop can run
+    meanwhile: ``Tokenizer.encode`` keeps the GIL for the whole call (a 2 MB prompt froze
+    the loop for seconds), ``encode_batch`` releases it while Rust works.
+    """
+    return lambda text: tokenizer.encode_batch([text])[0].ids
+
+
 def serve_forever(
     options: ServeOptions,
     host: str,
@@ -138,7 +148,7 @@ def serve_forever(
     bridge = AsyncEngine(
         engine,
         model_name=bundle.name,
-        encode=bundle.encode,
+        encode=gil_releasing_encoder(bundle.tokenizer),
         decode=bundle.decode,
         chat=chat,
         generation_defaults=bundle.generation_defaults,
