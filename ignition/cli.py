@@ -344,6 +344,11 @@ def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--threads", type=int, callback=_at_least(1), help="torch CPU threads (default: 1)."
         ),
+        click.option(
+            "--verify-weights",
+            is_flag=True,
+            help="Hash the checkpoint again (default: compare sizes and modification times).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -361,6 +366,7 @@ def _serve_options(runtime: dict[str, Any], **extra: Any):
         max_context_tokens=runtime["max_context"],
         device=runtime["device"],
         num_threads=runtime["threads"],
+        verify_weights=runtime["verify_weights"],
         **extra,
     )
 

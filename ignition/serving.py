@@ -40,6 +40,7 @@ class ServeOptions:
     served_model_names: tuple[str, ...] = ()
     api_key: str | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    verify_weights: bool = False  # hash the checkpoint again instead of the stat check
 
 
 @dataclass
@@ -61,7 +62,7 @@ def open_engine(
 
     listener = listener or LoadListener(on_program=on_program)
     configure_threads(resolve_device(options.device), options.num_threads)
-    bundle = load_bundle(options.artifacts, options.device)
+    bundle = load_bundle(options.artifacts, options.device, verify_weights=options.verify_weights)
     runtime = bundle.manifest["runtime"]
     speculation = options.speculation or runtime["speculation"]
     limit = bundle.model.config.max_position_embeddings
