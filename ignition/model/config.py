@@ -35,13 +35,29 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class VisionConfig:
-    """The optional vision encoder block; the encoder itself arrives later."""
+    """The optional vision encoder block (``ignition.model.vision.encoder``).
+
+    The first four keys are required; the rest default to the Qwen3.5 tower's shape, and
+    ``intermediate_size`` / ``out_hidden_size`` of 0 mean four times the width and the text
+    hidden size (filled in by the family that reads the block).
+    """
 
     hidden_size: int
     num_hidden_layers: int
     num_attention_heads: int
     patch_size: int
     in_channels: int = 3
+    intermediate_size: int = 0
+    out_hidden_size: int = 0
+    temporal_patch_size: int = 2
+    spatial_merge_size: int = 2
+    num_position_embeddings: int = 2304
+    hidden_act: str = "gelu_pytorch_tanh"
+    rope_theta: float = 10000.0
+
+    def __post_init__(self) -> None:
+        if not self.intermediate_size:
+            object.__setattr__(self, "intermediate_size", 4 * self.hidden_size)
 
 
 @dataclass(frozen=True)
@@ -254,6 +270,16 @@ def _as_vision(value: Any, source: str) -> VisionConfig | None:
         raise ConfigError(source, f"key 'vision' is incomplete ({exc})") from exc
     for f in fields(VisionConfig):
         got = getattr(vision, f.name)
+        if f.name == "hidden_act":
+            if got not in ("gelu_pytorch_tanh", "gelu", "silu"):
+                raise ConfigError(source, f"key 'vision.hidden_act' = {got!r}: unsupported")
+            continue
+        if f.name == "rope_theta":
+            if not isinstance(got, int | float) or got <= 0:
+                raise ConfigError(source, f"key 'vision.rope_theta' = {got!r}: must be positive")
+            continue
+        if f.name == "out_hidden_size" and got == 0:
+            continue
         if not isinstance(got, int) or isinstance(got, bool) or got <= 0:
             raise ConfigError(source, f"key 'vision.{f.name}' = {got!r}: must be a positive int")
     return vision
