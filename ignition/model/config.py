@@ -106,6 +106,8 @@ class Qwen38Config:
     eos_token_id: int | tuple[int, ...] | None = None
     pad_token_id: int | None = None
     image_token_id: int | None = None
+    vision_start_token_id: int | None = None
+    vision_end_token_id: int | None = None
     torch_dtype: str = "float32"
     model_type: str = "qwen38"
     linear_num_key_heads: int = 0  # 0: one GDN key head per value head (linear_num_heads)
@@ -175,7 +177,7 @@ class Qwen38Config:
                 raise ConfigError(source, f"missing key {key!r}")
         values = {k: v for k, v in raw.items() if k in known}
         values["layer_types"] = _as_layer_types(raw["layer_types"], source)
-        values["vision"] = _as_vision(raw["vision"], source)
+        values["vision"] = as_vision_config(raw["vision"], source)
         if isinstance(values.get("rope_scaling"), Mapping):
             values["rope_scaling"] = _as_rope_scaling(values["rope_scaling"], source)
         if isinstance(values.get("eos_token_id"), list):
@@ -258,30 +260,31 @@ def _as_rope_scaling(value: Mapping[str, Any], source: str) -> RopeScaling:
     return RopeScaling(**{n: value[n] for n in names})
 
 
-def _as_vision(value: Any, source: str) -> VisionConfig | None:
+def as_vision_config(value: Any, source: str, key: str = "vision") -> VisionConfig | None:
+    """A validated VisionConfig from a config.json block; errors name ``key`` and the field."""
     if value is None or isinstance(value, VisionConfig):
         return value
     if not isinstance(value, Mapping):
-        raise ConfigError(source, f"key 'vision' = {value!r}: must be null or an object")
+        raise ConfigError(source, f"key '{key}' = {value!r}: must be null or an object")
     names = {f.name for f in fields(VisionConfig)}
     try:
         vision = VisionConfig(**{k: v for k, v in value.items() if k in names})
     except TypeError as exc:
-        raise ConfigError(source, f"key 'vision' is incomplete ({exc})") from exc
+        raise ConfigError(source, f"key '{key}' is incomplete ({exc})") from exc
     for f in fields(VisionConfig):
         got = getattr(vision, f.name)
         if f.name == "hidden_act":
             if got not in ("gelu_pytorch_tanh", "gelu", "silu"):
-                raise ConfigError(source, f"key 'vision.hidden_act' = {got!r}: unsupported")
+                raise ConfigError(source, f"key '{key}.hidden_act' = {got!r}: unsupported")
             continue
         if f.name == "rope_theta":
             if not isinstance(got, int | float) or got <= 0:
-                raise ConfigError(source, f"key 'vision.rope_theta' = {got!r}: must be positive")
+                raise ConfigError(source, f"key '{key}.rope_theta' = {got!r}: must be positive")
             continue
         if f.name == "out_hidden_size" and got == 0:
             continue
         if not isinstance(got, int) or isinstance(got, bool) or got <= 0:
-            raise ConfigError(source, f"key 'vision.{f.name}' = {got!r}: must be a positive int")
+            raise ConfigError(source, f"key '{key}.{f.name}' = {got!r}: must be a positive int")
     return vision
 
 
@@ -374,7 +377,13 @@ def _validate(config: Qwen38Config) -> None:
         )
     if config.torch_dtype not in _DTYPES:
         fail("torch_dtype", config.torch_dtype, f"must be one of {_DTYPES}")
-    for key in ("bos_token_id", "pad_token_id", "image_token_id"):
+    for key in (
+        "bos_token_id",
+        "pad_token_id",
+        "image_token_id",
+        "vision_start_token_id",
+        "vision_end_token_id",
+    ):
         value = getattr(config, key)
         if value is not None and not (isinstance(value, int) and 0 <= value < config.vocab_size):
             fail(key, value, f"must be null or a token id below vocab_size ({config.vocab_size})")

@@ -33,8 +33,16 @@ class ImageGrid:
 
 def patch_rows_cols(grid: ImageGrid, merge: int) -> tuple[Tensor, Tensor]:
     """Row and column of every patch, in merge-block order, repeated for each frame."""
-    rows = torch.arange(grid.h).view(grid.h // merge, merge, 1, 1).expand(-1, -1, grid.w // merge, merge)
-    cols = torch.arange(grid.w).view(1, 1, grid.w // merge, merge).expand(grid.h // merge, merge, -1, -1)
+    rows = (
+        torch.arange(grid.h)
+        .view(grid.h // merge, merge, 1, 1)
+        .expand(-1, -1, grid.w // merge, merge)
+    )
+    cols = (
+        torch.arange(grid.w)
+        .view(1, 1, grid.w // merge, merge)
+        .expand(grid.h // merge, merge, -1, -1)
+    )
     rows = rows.permute(0, 2, 1, 3).reshape(-1).repeat(grid.t)
     cols = cols.permute(0, 2, 1, 3).reshape(-1).repeat(grid.t)
     return rows, cols
