@@ -15,7 +15,7 @@ import torch
 from ignition.compiler.capture import GraphCapturer, PreparedProgram
 from ignition.compiler.programs import Program, build_program, clear_inputs
 from ignition.compiler.workspace import Workspace, WorkspaceExtents
-from ignition.components.catalog import Descriptor
+from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 
@@ -37,7 +37,8 @@ def prepare_programs(
 ) -> tuple[PreparedCatalog, torch.Tensor]:
     """Returns the prepared programs by descriptor name and the device ``pending`` buffer."""
     ordered = capture_order(descriptors)
-    workspace = Workspace(WorkspaceExtents.of(ordered), model.config.hidden_size, device)
+    text = [d for d in ordered if d.kind is not GraphKind.VISION]  # vision owns its inputs
+    workspace = Workspace(WorkspaceExtents.of(text), model.config.hidden_size, device)
     pending = torch.zeros(state.num_slots + 1, dtype=torch.int64, device=device)
     capturer = GraphCapturer(device, use_graphs)
     prepared: PreparedCatalog = {}

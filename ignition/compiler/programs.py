@@ -24,6 +24,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ignition.compiler.vision_program import (
+    VisionProgramInputs,
+    build_vision_program,
+    check_vision_buildable,
+    clear_vision_inputs,
+)
 from ignition.compiler.workspace import Workspace
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.model import HybridModel
@@ -72,7 +78,7 @@ class Program:
     """What the worker needs to drive one prepared program."""
 
     descriptor: Descriptor
-    inputs: StepProgramInputs | RoundProgramInputs
+    inputs: StepProgramInputs | RoundProgramInputs | VisionProgramInputs
     fn: Callable[[Any], Any]
 
     @property
@@ -135,6 +141,11 @@ def is_round_program(d: Descriptor) -> bool:
 
 def check_buildable(d: Descriptor, model: HybridModel) -> None:
     """Raise ProgramError when the model cannot run this descriptor."""
+    if d.kind is GraphKind.VISION:
+        why = check_vision_buildable(d, model)
+        if why:
+            raise ProgramError(f"{d.name}: {why}")
+        return
     if d.kind not in (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED):
         raise ProgramError(f"{d.name}: no program builder for kind {d.kind.value!r}")
     if is_round_program(d) and d.proposal_depth > 0 and model.mtp is None:
@@ -154,6 +165,8 @@ def build_program(
 ) -> Program:
     """Bind workspace views for ``d`` and close the program function over model and state."""
     check_buildable(d, model)
+    if d.kind is GraphKind.VISION:
+        return build_vision_program(d, model)
     scratch = state.scratch_row
     if is_round_program(d):
         capacity = round_capacity(d)
@@ -188,6 +201,9 @@ def build_program(
 def clear_inputs(program: Program) -> None:
     """Reset a program's inputs to an all-padding population (mutates no request)."""
     x = program.inputs
+    if isinstance(x, VisionProgramInputs):
+        clear_vision_inputs(x)
+        return
     if isinstance(x, RoundProgramInputs):
         x.round.slot_ids.fill_(-1)
         x.round.pending_tokens.zero_()

@@ -17,6 +17,12 @@ import torch
 
 from ignition.compiler.capture import PreparedProgram, timed_run
 from ignition.compiler.programs import Program, RoundProgramInputs, clear_inputs
+from ignition.compiler.vision_program import (
+    VALIDATION_TOLERANCE,
+    VisionProgramInputs,
+    bind_images,
+    validation_grid,
+)
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.state import ModelState
 
@@ -49,6 +55,8 @@ def validate_program(
     vocab_size: int,
 ) -> ValidationResult:
     d = program.descriptor
+    if isinstance(program.inputs, VisionProgramInputs):
+        return validate_vision_program(program, prepared)
     if not sample_tokens:
         raise ValidationError("validation needs a non-empty sample of real tokens")
     if d.batch_capacity > state.num_slots:
@@ -86,6 +94,32 @@ def validate_program(
         state.reset_slot(slot)
     clear_inputs(program)
     return ValidationResult(d.name, interval_ns, expected_prompt + sum(emitted))
+
+
+def validate_vision_program(program: Program, prepared: PreparedProgram) -> ValidationResult:
+    """Encode a capacity-filling synthetic image and compare with the eager encoder."""
+    d = program.descriptor
+    encoder = program.fn.encoder
+    grid = validation_grid(d, encoder)
+    x = program.inputs
+    generator = torch.Generator().manual_seed(0)
+    pixels = torch.randn(grid.num_patches, x.pixels.shape[1], generator=generator).to(x.pixels)
+    clear_inputs(program)
+    num_features = bind_images(x, encoder, [pixels], [grid])
+    outputs, interval_ns = timed_run(prepared)
+    got = outputs.features[:num_features].float()
+    with torch.no_grad():
+        expected = encoder(pixels, [grid]).float()
+    if not torch.isfinite(got).all():
+        raise ValidationError(f"{d.name}: vision features are not finite")
+    error = (got - expected).abs().max().item()
+    scale = max(1.0, expected.abs().max().item())
+    if error > VALIDATION_TOLERANCE * scale:
+        raise ValidationError(
+            f"{d.name}: prepared features differ from the eager encoder by {error:.3g}"
+        )
+    clear_inputs(program)
+    return ValidationResult(d.name, interval_ns, grid.num_patches)
 
 
 def _bind_prompt(program: Program, chunk: list[int]) -> None:

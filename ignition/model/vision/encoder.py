@@ -14,6 +14,7 @@ module with its own dimensions.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +43,21 @@ class PatchEmbed(nn.Module):
         return F.linear(pixels.to(weight.dtype), weight, self.proj.bias)
 
 
+@dataclass
+class VisionBatch:
+    """Per-patch metadata of a packed run, computed on the host from the grids.
+
+    With it the encoder's device work has static shapes (a prepared vision program's inputs
+    at its patch capacity); padding patches have segment -1 and attend only to themselves.
+    """
+
+    tap_index: Tensor  # [P, 4] int64 position-table entries
+    tap_weight: Tensor  # [P, 4] their bilinear weights
+    cos: Tensor  # [P, head_dim] 2-D rotary
+    sin: Tensor  # [P, head_dim]
+    segment: Tensor  # [P] int32 image-frame id of each patch, -1 padding
+
+
 class VisionAttention(nn.Module):
     def __init__(self, config: VisionConfig) -> None:
         super().__init__()
@@ -50,10 +66,15 @@ class VisionAttention(nn.Module):
         self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
         self.proj = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, spans: Sequence[int]) -> Tensor:
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, spans: Sequence[int] | Tensor) -> Tensor:
         n = x.shape[0]
         q, k, v = self.qkv(x).view(n, 3, self.num_heads, self.head_dim).unbind(1)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        if isinstance(spans, Tensor):  # a boolean [P, P] mask: one packed attention
+            o = F.scaled_dot_product_attention(
+                q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=spans
+            )
+            return self.proj(o.transpose(0, 1).reshape(n, -1))
         outs = []
         for qs, ks, vs in zip(q.split(spans), k.split(spans), v.split(spans), strict=True):
             o = F.scaled_dot_product_attention(
@@ -71,7 +92,7 @@ class VisionBlock(nn.Module):
         self.attn = VisionAttention(config)
         self.mlp = VisionMlp(config.hidden_size, config.intermediate_size, config.hidden_act)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, spans: Sequence[int]) -> Tensor:
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, spans: Sequence[int] | Tensor) -> Tensor:
         x = x + self.attn(self.norm1(x), cos, sin, spans)
         return x + self.mlp(self.norm2(x))
 
@@ -135,6 +156,45 @@ class VisionEncoder(nn.Module):
         spans = [g.h * g.w for g in grids for _ in range(g.t)]
         for block in self.blocks:
             x = block(x, cos, sin, spans)
+        return self.merger(x)
+
+    def metadata(
+        self, grids: Sequence[ImageGrid], capacity: int = 0, device: torch.device | str = "cpu"
+    ) -> VisionBatch:
+        """Host-side metadata for ``grids`` packed in order, padded to ``capacity`` patches."""
+        merge = self.config.spatial_merge_size
+        used = sum(g.num_patches for g in grids)
+        capacity = capacity or used
+        if used > capacity:
+            raise ValueError(f"images need {used} patches; the program holds {capacity}")
+        head_dim = self.config.hidden_size // self.config.num_attention_heads
+        index = torch.zeros(capacity, 4, dtype=torch.int64)
+        weight = torch.zeros(capacity, 4)
+        cos = torch.ones(capacity, head_dim)
+        sin = torch.zeros(capacity, head_dim)
+        segment = torch.full((capacity,), -1, dtype=torch.int32)
+        if grids:
+            taps = [interpolation_taps(g, merge, self.side) for g in grids]
+            index[:used] = torch.cat([t[0] for t in taps])
+            weight[:used] = torch.cat([t[1] for t in taps])
+            c, s = self._rotary(grids, merge, torch.device("cpu"))
+            cos[:used], sin[:used] = c, s
+            frames = [g.h * g.w for g in grids for _ in range(g.t)]
+            ids = torch.arange(len(frames), dtype=torch.int32)
+            segment[:used] = ids.repeat_interleave(torch.tensor(frames))
+        return VisionBatch(*(t.to(device) for t in (index, weight, cos, sin, segment)))
+
+    def forward_packed(self, pixels: Tensor, batch: VisionBatch) -> Tensor:
+        """Static-shape forward over a padded run (every row of ``pixels`` is encoded;
+        features of padding patches are meaningless)."""
+        x = self.patch_embed(pixels)
+        table = self.pos_embed(batch.tap_index)
+        x = x + (table * batch.tap_weight[:, :, None].to(table.dtype)).sum(1).to(x.dtype)
+        seg = batch.segment
+        mask = (seg[:, None] == seg[None, :]) & (seg[:, None] >= 0)
+        mask = mask | torch.eye(seg.shape[0], dtype=torch.bool, device=seg.device)
+        for block in self.blocks:
+            x = block(x, batch.cos, batch.sin, mask)
         return self.merger(x)
 
     def _positions(self, grids: Sequence[ImageGrid], merge: int, device: torch.device) -> Tensor:
