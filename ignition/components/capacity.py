@@ -330,7 +330,7 @@ def select_for_mode(catalog: Catalog, speculation: str, mixed: bool = True) -> C
         return True  # state operations serve every mode
 
     kept = tuple(d for d in catalog.descriptors if keep(d))
-    if not any(d.kind is not GraphKind.PREFILL for d in kept):
+    if not any(d.kind not in (GraphKind.PREFILL, GraphKind.VISION) for d in kept):
         raise CapacityError(
             f"catalog of {catalog.recipe} has no decode programs for speculation {speculation!r}"
         )

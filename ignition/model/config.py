@@ -108,6 +108,9 @@ class Qwen38Config:
     image_token_id: int | None = None
     vision_start_token_id: int | None = None
     vision_end_token_id: int | None = None
+    # interleaved multimodal rope: rotary frequency pairs per (temporal, height, width) axis;
+    # None is plain rope (the three axes coincide for text anyway)
+    mrope_section: tuple[int, int, int] | None = None
     torch_dtype: str = "float32"
     model_type: str = "qwen38"
     linear_num_key_heads: int = 0  # 0: one GDN key head per value head (linear_num_heads)
@@ -182,6 +185,8 @@ class Qwen38Config:
             values["rope_scaling"] = _as_rope_scaling(values["rope_scaling"], source)
         if isinstance(values.get("eos_token_id"), list):
             values["eos_token_id"] = tuple(values["eos_token_id"])
+        if isinstance(values.get("mrope_section"), list):
+            values["mrope_section"] = tuple(values["mrope_section"])
         try:
             return cls(**values)
         except ConfigError as exc:
@@ -369,6 +374,13 @@ def _validate(config: Qwen38Config) -> None:
         )
     if config.rotary_dim > config.head_dim or config.rotary_dim % 2:
         fail("rotary_dim", config.rotary_dim, f"must be even and <= head_dim ({config.head_dim})")
+    section = config.mrope_section
+    if section is not None and (
+        len(section) != 3
+        or not all(isinstance(v, int) and v >= 0 for v in section)
+        or sum(section) != config.rotary_dim // 2
+    ):
+        fail("mrope_section", section, f"must be three counts summing to {config.rotary_dim // 2}")
     if config.mlp_kind == "moe" and config.num_experts_per_tok > config.num_experts:
         fail(
             "num_experts_per_tok",

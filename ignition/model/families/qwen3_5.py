@@ -110,6 +110,7 @@ class Qwen35Family(ModelFamily):
             image_token_id=raw.get("image_token_id"),
             vision_start_token_id=raw.get("vision_start_token_id"),
             vision_end_token_id=raw.get("vision_end_token_id"),
+            mrope_section=_mrope_section(rope, prefix, source),
             **r.token_ids(raw),
         )
         if self.is_moe:
@@ -162,6 +163,19 @@ class Qwen35MoeFamily(Qwen35Family):
     recipe = "qwen35-moe"
     description = "Qwen3.5 / Qwen3.6 MoE: GDN + gated attention 3:1, routed + shared experts, MTP"
     is_moe = True
+
+
+def _mrope_section(
+    rope: Mapping[str, Any], prefix: str, source: str
+) -> tuple[int, int, int] | None:
+    section = rope.get("mrope_section")
+    if section is None:
+        return None
+    if not isinstance(section, list | tuple) or len(section) != 3:
+        raise ConfigError(
+            source, f"key '{prefix}rope_parameters.mrope_section' = {section!r}: expected 3 ints"
+        )
+    return tuple(section)
 
 
 _VISION_KEYS = {  # VisionConfig field -> vision_config key
