@@ -57,7 +57,7 @@ class PartialRotary:
 def _interleaved_axes(pairs: int, section: tuple[int, int, int] | None) -> Tensor:
     """Position axis of each frequency pair: height takes pairs 1, 4, 7 ... and width pairs
     2, 5, 8 ... while each has pairs left in its section; every other pair is temporal."""
-    axis = torch.zeros(pairs, dtype=torch.long)
+    axis = torch.zeros(pairs, dtype=torch.long, device="cpu")  # not a weight: never meta
     if section is None:
         return axis
     for dim in (1, 2):

@@ -141,8 +141,10 @@ class VisionEncoder(nn.Module):
         self.merger = PatchMerger(config, self.out_size)
         head_dim = config.hidden_size // config.num_attention_heads
         quarter = head_dim // 2
-        inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, quarter, 2).float() / quarter)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # explicit CPU and not a buffer: a model built on the meta device (checkpoint loading)
+        # still needs real frequencies, and to_empty would leave a buffer uninitialised
+        steps = torch.arange(0, quarter, 2, device="cpu").float()
+        self.inv_freq = 1.0 / config.rope_theta ** (steps / quarter)
 
     def forward(self, pixels: Tensor, grids: Sequence[ImageGrid]) -> Tensor:
         merge = self.config.spatial_merge_size
