@@ -285,6 +285,11 @@ def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-context", type=int, help="Context limit per request in tokens."),
         click.option("--device", help="torch device (default: cuda when available, else cpu)."),
         click.option("--threads", type=int, help="torch CPU threads."),
+        click.option(
+            "--verify-weights",
+            is_flag=True,
+            help="Hash the checkpoint again (default: compare sizes and modification times).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -302,6 +307,7 @@ def _serve_options(runtime: dict[str, Any], **extra: Any):
         max_context_tokens=runtime["max_context"],
         device=runtime["device"],
         num_threads=runtime["threads"],
+        verify_weights=runtime["verify_weights"],
         **extra,
     )
 

@@ -29,6 +29,7 @@ class ServeOptions:
     max_waiting: int = 64
     device: str | None = None
     num_threads: int | None = None
+    verify_weights: bool = False  # hash the checkpoint again instead of the stat check
 
 
 def open_engine(
@@ -36,7 +37,7 @@ def open_engine(
 ) -> tuple[Bundle, Engine]:
     """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios."""
     configure_threads(resolve_device(options.device), options.num_threads)
-    bundle = load_bundle(options.artifacts, options.device)
+    bundle = load_bundle(options.artifacts, options.device, verify_weights=options.verify_weights)
     runtime = bundle.manifest["runtime"]
     speculation = options.speculation or runtime["speculation"]
     context = options.max_context_tokens or min(bundle.model.config.max_position_embeddings, 8192)

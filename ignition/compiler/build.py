@@ -34,9 +34,9 @@ from typing import Any
 import torch
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from ignition.compiler.capture import GraphCapturer
 from ignition.compiler.device import configure_threads, resolve_device
-from ignition.compiler.prepare import capture_order, prepare_programs
+from ignition.compiler.fingerprint import checkpoint_sha256, checkpoint_stamps
+from ignition.compiler.graph import GraphCapturer, capture_order, prepare_programs
 from ignition.compiler.programs import check_buildable
 from ignition.compiler.state_ops import StateOperations
 from ignition.compiler.validate import validate_program, validate_state_operations
@@ -90,20 +90,6 @@ def copy_tokenizer_files(checkpoint: Path, out_dir: Path) -> None:
         shutil.rmtree(out_dir / name, ignore_errors=True)
         if (checkpoint / name).is_dir():
             shutil.copytree(checkpoint / name, out_dir / name)
-
-
-def checkpoint_sha256(path: Path) -> str:
-    """Hash of config, weights and tokenizer files, in name order."""
-    digest = hashlib.sha256()
-    files = sorted(
-        p for p in path.iterdir() if p.suffix in (".json", ".safetensors") and p.is_file()
-    )
-    for file in files:
-        digest.update(file.name.encode())
-        with file.open("rb") as f:
-            for block in iter(lambda f=f: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions() -> dict[str, str]:
@@ -221,6 +207,7 @@ def build_bundle(
     save_catalog(catalog, out_dir / "catalog.json")
     copy_tokenizer_files(checkpoint, out_dir)
     weights_ref = _place_weights(checkpoint, out_dir, copy_weights)
+    served = out_dir / weights_ref if copy_weights else checkpoint
     manifest = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
@@ -228,7 +215,12 @@ def build_bundle(
         "recipe_path": str(recipe.path),
         "family": loaded.family.name,
         "options": options.to_json(),
-        "checkpoint": {"path": weights_ref, "sha256": sha, "copied": copy_weights},
+        "checkpoint": {
+            "path": weights_ref,
+            "sha256": sha,
+            "copied": copy_weights,
+            "files": [s.to_json() for s in checkpoint_stamps(served)],
+        },
         "packages": package_versions(),
         "device": str(torch_device),
         "captured": torch_device.type == "cuda",

@@ -60,13 +60,13 @@ def build_vision_inputs(d: Descriptor, encoder: VisionEncoder) -> VisionProgramI
     return VisionProgramInputs(pixels, encoder.metadata([], d.patch_capacity, device))
 
 
-def build_vision_program(d: Descriptor, model: HybridModel):
-    """A :class:`~ignition.compiler.programs.Program` running the tower at d's capacity."""
-    from ignition.compiler.programs import Program
-
+def build_vision_program(
+    d: Descriptor, model: HybridModel
+) -> tuple[VisionProgramInputs, VisionRun]:
+    """The inputs and function of a program running the tower at d's patch capacity."""
     encoder = model.visual
     assert encoder is not None  # check_buildable ran first
-    return Program(d, build_vision_inputs(d, encoder), VisionRun(encoder))
+    return build_vision_inputs(d, encoder), VisionRun(encoder)
 
 
 class VisionRun:

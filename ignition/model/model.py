@@ -119,7 +119,7 @@ class HybridModel(nn.Module):
             state.conv_window[g, prompt_row] = update.prompt_window
         seq_lens = state.seq_lens.clone()
         seq_lens[decode_rows] += commit_lens.to(seq_lens.dtype)
-        seq_lens[prompt_row] += meta.prompt_len[0]
+        seq_lens[prompt_row] += meta.prompt_len
         seq_lens[meta.scratch_row] = 0
         state.seq_lens.copy_(seq_lens)
 

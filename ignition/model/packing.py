@@ -146,8 +146,9 @@ class PackedMeta:
     context_lens: Tensor  # [R] int32 cached + query length
     page_table: Tensor  # [R, max_pages] int32
     kv_slots: Tensor  # [T] int32 flat KV slot, -1 = no write
-    has_prompt: Tensor  # [] bool
-    prompt_row: Tensor  # [] int64 (clamped to 0 when absent)
+    has_prompt: Tensor  # [1] bool
+    prompt_row: Tensor  # [1] int64 (clamped to 0 when absent); [1], not [], so that indexing
+    # with it is a device gather rather than a host read of a 0-d index
     prompt_len: Tensor  # [1] int32
     prompt_index: Tensor  # [prefill_capacity] int64 packed index, T = sentinel
     decode_lens: Tensor  # [R] int64 query length of decode rows (0 for the prompt row)
@@ -191,8 +192,8 @@ class PackedMeta:
         is_written = is_valid & is_row_active[row_clamped] & is_in_pages & (page >= 0)
         kv_slots = torch.where(is_written, page * page_size + positions % page_size, -1)
 
-        prompt_row = prefill_row[0].long().clamp(min=0)
-        has_prompt = (prefill_row[0] >= 0) & is_row_active[prompt_row]
+        prompt_row = prefill_row[:1].long().clamp(min=0)
+        has_prompt = (prefill_row[:1] >= 0) & is_row_active[prompt_row]
         has_prompt &= capacity.prefill_capacity > 0  # a program without a prompt workspace
         prompt_len = torch.where(has_prompt, lens[prompt_row], 0).to(torch.int32).reshape(1)
         prompt_pos = torch.arange(capacity.prefill_capacity, device=device)
@@ -228,7 +229,7 @@ class PackedMeta:
 
     @property
     def prompt_state_row(self) -> Tensor:
-        """State row of the prompt: its slot, or the scratch row when there is no prompt."""
+        """[1] state row of the prompt: its slot, or the scratch row when there is none."""
         return torch.where(self.has_prompt, self.state_rows[self.prompt_row], self.scratch_row)
 
 

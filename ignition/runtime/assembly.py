@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ignition.compiler.capture import GraphCapturer, PreparedProgram
-from ignition.compiler.prepare import prepare_programs
+from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
 from ignition.compiler.state_ops import StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
@@ -97,9 +96,9 @@ def assemble_engine(
     state_ops = StateOperations(
         state, num_rows=options.num_slots, capturer=GraphCapturer(device, options.use_graphs)
     )
-    worker = ModelWorker(
-        state, programs, SlotResources(state, num_pages), frozenset(eos_token_ids), state_ops
-    )
+    staging = next(iter(programs.values()))[0].staging
+    resources = SlotResources(state, num_pages, page_table=staging.mirrors["page_table"])
+    worker = ModelWorker(state, programs, resources, frozenset(eos_token_ids), state_ops)
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     resources = Resources(
         num_request_slots=options.num_slots, num_pages=num_pages, page_size_tokens=options.page_size

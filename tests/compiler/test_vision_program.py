@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ignition.compiler.capture import GraphCapturer
+from ignition.compiler.graph import GraphCapturer
 from ignition.compiler.programs import ProgramError, build_program, check_buildable
 from ignition.compiler.validate import ValidationError, validate_program
 from ignition.compiler.vision_program import bind_images
@@ -32,7 +32,7 @@ def model() -> HybridModel:
 
 def prepared(model: HybridModel, patches: int):
     d = Descriptor(GraphKind.VISION, 2, 0, patches, patches)
-    program = build_program(d, model, None, None, None)
+    program = build_program(d, model, None, None, None, None)
     return program, GraphCapturer("cpu").prepare(d.name, program.fn, program.inputs)
 
 

@@ -29,11 +29,11 @@ def test_seed_format_vision_block_loads_into_the_shared_tower(tmp_path):
 
 
 def test_vision_block_errors_name_the_key():
-    with pytest.raises(ConfigError, match="'vision.hidden_act'"):
+    with pytest.raises(ConfigError, match=r"'vision\.hidden_act'"):
         Qwen38Config.from_dict(
             {**Qwen38Config.tiny().to_dict(), "vision": {**BLOCK, "hidden_act": "relu6"}}
         )
-    with pytest.raises(ConfigError, match="'vision.patch_size'"):
+    with pytest.raises(ConfigError, match=r"'vision\.patch_size'"):
         Qwen38Config.from_dict(
             {**Qwen38Config.tiny().to_dict(), "vision": {**BLOCK, "patch_size": 0}}
         )
