@@ -200,10 +200,6 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
                 "vision patch capacities must be strictly increasing",
                 r.sub("vision_patch_capacities"),
             )
-    elif supports.vision:
-        r.fail(
-            None, "supports.vision needs vision_patch_capacities", r.sub("vision_patch_capacities")
-        )
     spec = CapacitySpec(
         concurrency=_positive(r, "concurrency"),
         max_prefill_chunk=chunk,

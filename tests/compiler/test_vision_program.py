@@ -62,6 +62,15 @@ def test_validation_fails_when_the_program_diverges_from_the_tower(model):
         validate_program(program, graph, None, None, [1], model.config.vocab_size)
 
 
+def test_vision_program_runs_without_a_host_sync(model):
+    from ignition.compiler.host_sync import HostSyncDetector
+
+    program, _graph = prepared(model, 64)
+    bind_images(program.inputs, model.visual, [torch.randn(64, 96)], [ImageGrid(1, 8, 8)])
+    with torch.no_grad(), HostSyncDetector(program.descriptor.name):
+        program.fn(program.inputs)
+
+
 def test_towerless_model_cannot_build_a_vision_program():
     plain = HybridModel(Qwen38Config.tiny())
     with pytest.raises(ProgramError, match="needs a vision tower"):

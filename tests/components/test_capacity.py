@@ -285,7 +285,6 @@ def test_runtime_selection_keeps_the_variant_matching_the_decode_mode():
         GraphKind.PREFILL,
         GraphKind.DECODE,
         GraphKind.MIXED,
-        GraphKind.VISION,  # the image encoder serves every decode mode
     }
     assert not any(d.speculation_enabled for d in off.descriptors)
     fixed = select_for_mode(catalog, "fixed")
