@@ -113,3 +113,45 @@ def validation_grid(d: Descriptor, encoder: VisionEncoder) -> ImageGrid:
     blocks = d.patch_capacity // (merge * merge)
     rows = max(r for r in range(1, int(blocks**0.5) + 1) if blocks % r == 0)
     return ImageGrid(1, rows * merge, blocks // rows * merge)
+
+
+def pick_vision_program(programs: Sequence, num_patches: int):
+    """The prepared vision program with the smallest patch capacity that holds
+    ``num_patches`` (``programs`` are ``(Program, PreparedProgram)`` pairs), or None."""
+    fitting = [p for p in programs if p[0].descriptor.patch_capacity >= num_patches]
+    return min(fitting, key=lambda p: p[0].descriptor.patch_capacity, default=None)
+
+
+class VisionRunner:
+    """Encodes images through prepared vision programs, one image per run.
+
+    An image runs on the smallest program that holds its patches; an image larger than the
+    largest program is an error (the preprocessor's pixel bound should have prevented it:
+    see :meth:`max_patches`). The result has the same features as the eager tower.
+    """
+
+    def __init__(self, programs: Sequence) -> None:
+        self.programs = [p for p in programs if isinstance(p[0].inputs, VisionProgramInputs)]
+        if not self.programs:
+            raise ValueError("no prepared vision programs")
+
+    @property
+    def max_patches(self) -> int:
+        return max(p[0].descriptor.patch_capacity for p in self.programs)
+
+    def __call__(self, pixels: Tensor, grids: Sequence[ImageGrid]) -> Tensor:
+        out = []
+        row = 0
+        for grid in grids:
+            picked = pick_vision_program(self.programs, grid.num_patches)
+            if picked is None:
+                raise ValueError(
+                    f"an image of {grid.num_patches} patches exceeds the largest vision "
+                    f"program ({self.max_patches})"
+                )
+            program, prepared = picked
+            patches = pixels[row : row + grid.num_patches]
+            row += grid.num_patches
+            count = bind_images(program.inputs, program.fn.encoder, [patches], [grid])
+            out.append(prepared.run().features[:count].clone())
+        return torch.cat(out)

@@ -75,3 +75,25 @@ def test_towerless_model_cannot_build_a_vision_program():
     plain = HybridModel(Qwen38Config.tiny())
     with pytest.raises(ProgramError, match="needs a vision tower"):
         check_buildable(Descriptor(GraphKind.VISION, 1, 0, 64, 64), plain)
+
+
+def test_runner_encodes_each_image_on_the_smallest_program_that_holds_it(model):
+    from ignition.compiler.vision_program import VisionRunner
+
+    runner = VisionRunner([prepared(model, 64), prepared(model, 256)])
+    grids = [ImageGrid(1, 8, 8), ImageGrid(1, 12, 12), ImageGrid(1, 2, 4)]
+    pixels = torch.randn(sum(g.num_patches for g in grids), 96)
+    with torch.no_grad():
+        expected = model.visual(pixels, grids)
+    assert (runner(pixels, grids) - expected).abs().max().item() <= 1e-5
+    with pytest.raises(ValueError, match="exceeds the largest vision program"):
+        runner(torch.zeros(400, 96), [ImageGrid(1, 20, 20)])
+
+
+def test_preprocessing_bounded_by_the_largest_program_never_exceeds_it():
+    from ignition.model.vision.preprocess import ImageProcessing, fit_to_grid
+
+    settings = ImageProcessing(patch_size=4, min_pixels=64).bounded(256)
+    for height, width in [(1000, 1000), (300, 40), (64, 64)]:
+        h, w = fit_to_grid(height, width, settings)
+        assert (h // 4) * (w // 4) <= 256

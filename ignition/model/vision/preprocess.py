@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,12 @@ class ImageProcessing:
     @property
     def factor(self) -> int:
         return self.patch_size * self.merge_size
+
+    def bounded(self, max_patches: int) -> ImageProcessing:
+        """These settings with max_pixels lowered so an image never needs more than
+        ``max_patches`` patches (the largest prepared vision program)."""
+        cap = max_patches * self.patch_size**2
+        return replace(self, max_pixels=min(self.max_pixels, cap))
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], source: str = PREPROCESSOR_FILE):

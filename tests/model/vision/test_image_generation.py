@@ -166,3 +166,22 @@ def test_without_its_images_the_answer_differs(pair):
         PROMPT, [torch.zeros_like(p) for p in pixels], grids, IMAGE, 2, model.visual
     )
     assert ignition_greedy(model, prompt) != ignition_greedy(model, blank)
+
+
+def test_features_from_prepared_vision_programs_give_the_same_answer(pair):
+    from ignition.compiler.graph import GraphCapturer
+    from ignition.compiler.programs import build_program
+    from ignition.compiler.vision_program import VisionRunner
+    from ignition.components.catalog import Descriptor, GraphKind
+
+    model, reference = pair
+    programs = []
+    for patches in (64, 256):
+        d = Descriptor(GraphKind.VISION, 1, 0, patches, patches)
+        program = build_program(d, model, None, None, None, None)
+        programs.append((program, GraphCapturer("cpu").prepare(d.name, program.fn, program.inputs)))
+    prepared = [prepare_image(image, SETTINGS) for image in images()]
+    pixels = [torch.from_numpy(p.pixels) for p in prepared]
+    grids = [p.grid for p in prepared]
+    prompt = MultimodalPrompt.build(PROMPT, pixels, grids, IMAGE, 2, VisionRunner(programs))
+    assert ignition_greedy(model, prompt) == transformers_greedy(reference, prompt, prepared)
