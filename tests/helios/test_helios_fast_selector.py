@@ -27,6 +27,8 @@ from ignition.helios import (
 )
 from ignition.helios.bench import STATE_PROGRAMS, runtime_catalog
 from ignition.helios.config import SpeculationMode
+from ignition.helios.policy import SCHEDULABLE_KINDS
+from ignition.helios.state_candidates import STATE_KINDS
 from ignition.helios.types import ExecutionClass, SchedulerError
 
 NUM_STATES = 2000
@@ -205,6 +207,6 @@ def test_fast_selector_returns_the_reference_plan_on_random_states():
                 seen[fast.execution_class] += 1
             seen[("queued", min(queued, 1))] += 1
             walk.act(fast)
-    wanted = (*GraphKind, *ExecutionClass, ("queued", 0), ("queued", 1))
+    wanted = (*SCHEDULABLE_KINDS, *STATE_KINDS, *ExecutionClass, ("queued", 0), ("queued", 1))
     missing = [k for k in wanted if not seen[k]]
     assert not missing, f"the random states never reached {missing}: {seen}"
