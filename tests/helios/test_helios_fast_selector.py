@@ -31,7 +31,7 @@ from ignition.helios.policy import SCHEDULABLE_KINDS
 from ignition.helios.state_candidates import STATE_KINDS
 from ignition.helios.types import ExecutionClass, SchedulerError
 
-NUM_STATES = 2000
+NUM_STATES = 5000
 SOURCES = ("mtp", "ngram", "draft")
 FLOATS = {"value_rate", "log_scale", "exploration_credit"}
 LANE_FLOATS = {"expected_output_tokens", "expected_deliveries", "value"}
@@ -189,7 +189,7 @@ class _Walk:
 
 
 def test_fast_selector_returns_the_reference_plan_on_random_states():
-    rng = random.Random(14)
+    rng = random.Random(14)  # seeds 1, 2 and 3 also agree (checked by hand)
     seen: Counter = Counter()
     checked = 0
     while checked < NUM_STATES:
