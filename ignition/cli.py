@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -296,6 +297,14 @@ def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def _finite_nonnegative(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Flag values that must be finite and nonnegative fail with one line naming the flag."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        flag = param.opts[0] if param.opts else param.name
+        raise _UserError(f"{flag} = {value!r}: must be finite and nonnegative")
+    return value
+
+
 def _serve_options(runtime: dict[str, Any], **extra: Any):
     """ServeOptions from the shared runtime options plus command-specific fields."""
     from ignition.serving import ServeOptions
@@ -357,8 +366,32 @@ def generate_cmd(
     default="balanced",
     show_default=True,
 )
-@click.option("--scheduler-terminal-value", type=float)
-@click.option("--scheduler-terminal-age-price", type=float)
+@click.option(
+    "--scheduler-terminal-value",
+    type=float,
+    callback=_finite_nonnegative,
+    help="Value per terminal retirement, prompt-token units (default 256; 0 disables).",
+)
+@click.option(
+    "--scheduler-terminal-age-price",
+    type=float,
+    callback=_finite_nonnegative,
+    help="Terminal-wait cost coefficient, value/ms^2 (default 1; 0 disables).",
+)
+@click.option(
+    "--scheduler-checkpoint-extra-work-fraction",
+    type=float,
+    default=0.05,
+    show_default=True,
+    callback=_finite_nonnegative,
+    help="Checkpoint extras (prefill splits, snapshot copies) per unit of uncached prefill.",
+)
+@click.option(
+    "--snapshot-rows",
+    type=int,
+    callback=_finite_nonnegative,
+    help="Retained-checkpoint snapshot rows (default: the bundle's request slots; 0: off).",
+)
 @click.option("--mtp-adaptive-verification-alpha", type=float)
 @click.option(
     "--max-waiting",
@@ -374,6 +407,8 @@ def serve_cmd(
     scheduler_policy: str,
     scheduler_terminal_value: float | None,
     scheduler_terminal_age_price: float | None,
+    scheduler_checkpoint_extra_work_fraction: float,
+    snapshot_rows: int | None,
     mtp_adaptive_verification_alpha: float | None,
     max_waiting: int,
     **runtime: Any,
@@ -392,7 +427,13 @@ def serve_cmd(
         )
     except SchedulerError as err:
         raise _UserError(str(err)) from None
-    options = _serve_options(runtime, policy=policy, max_waiting=max_waiting)
+    options = _serve_options(
+        runtime,
+        policy=policy,
+        max_waiting=max_waiting,
+        checkpoint_extra_work_fraction=scheduler_checkpoint_extra_work_fraction,
+        snapshot_rows=snapshot_rows,
+    )
     serve_forever(options, host, port, direct=False)
 
 

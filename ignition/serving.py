@@ -29,6 +29,8 @@ class ServeOptions:
     max_waiting: int = 64
     device: str | None = None
     num_threads: int | None = None
+    checkpoint_extra_work_fraction: float = 0.05
+    snapshot_rows: int | None = None  # None: one per request slot
     verify_weights: bool = False  # hash the checkpoint again instead of the stat check
 
 
@@ -49,6 +51,10 @@ def open_engine(
         mixed=options.mixed,
         max_waiting=options.max_waiting,
         policy=options.policy,
+        checkpoint_extra_work_fraction=options.checkpoint_extra_work_fraction,
+        snapshot_rows=runtime["num_slots"]
+        if options.snapshot_rows is None
+        else options.snapshot_rows,
     )
     engine = assemble_engine(
         bundle.model,

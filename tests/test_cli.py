@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -134,3 +135,26 @@ def test_simulate_runs_a_scenario_against_helios():
     report = json.loads(result.output)
     assert report["totals"]["output_tokens_per_s"] > 0
     assert report["requests"] and report["graphs"]
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--scheduler-terminal-value",
+        "--scheduler-terminal-age-price",
+        "--scheduler-checkpoint-extra-work-fraction",
+    ],
+)
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf"])
+def test_bad_values_of_the_new_serve_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, bad):
+    result = run("serve", "--artifacts", str(tmp_path), flag, bad)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and flag in lines[0], result.output
+    assert "Traceback" not in result.output
+
+
+def test_negative_snapshot_rows_fail_with_one_line_naming_the_flag(tmp_path):
+    result = run("serve", "--artifacts", str(tmp_path), "--snapshot-rows", "-2")
+    assert result.exit_code == 2
+    assert "--snapshot-rows = -2" in result.output

@@ -13,9 +13,9 @@ runtime assigns them first. Page-table entries still unassigned (-1) redirect
 their copy to the state's scratch page, which no request ever owns, so the
 program has no data-dependent branch.
 
-Helios does not schedule state operations yet (prerequisites arrive with a
-later issue); the build prepares and validates them and the runtime holds them
-ready beside the inference programs.
+The build prepares and validates them; at serve time Helios schedules them
+(restores as prerequisites, intermediate and terminal snapshots) and the worker
+runs them into the rows the runtime's checkpoint cache names.
 """
 
 from __future__ import annotations

@@ -39,8 +39,10 @@ from ignition.helios import (
     SchedulerProtocol,
 )
 from ignition.helios.types import ConfidenceSidecar
+from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.requests import GenerationRequest, QueueFullError, RequestError, StreamChunk
+from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
 
 Sink = Callable[[StreamChunk], None]
@@ -58,6 +60,10 @@ class LiveRequest:
     output_ids: list[int] = field(default_factory=list)
     num_prompt_consumed: int = 0
     is_done: bool = False
+    num_cached_tokens: int = 0  # prompt tokens restored from a retained checkpoint
+    state_row: int | None = None  # the snapshot row of the state operation being launched
+    state_ok: bool = True  # the worker's verdict on that state operation
+    pending_finish: str | None = None  # finish reason held until the terminal snapshot
 
     @property
     def prompt_ids(self) -> tuple[int, ...]:
@@ -107,6 +113,7 @@ class Engine:
         max_waiting: int = 64,
         stats: EngineStats | None = None,
         clock_ns: Callable[[], int] = time.monotonic_ns,
+        checkpoints: CheckpointCache | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.worker = worker
@@ -126,6 +133,7 @@ class Engine:
         self._by_id: dict[str, RequestHandle] = {}
         self._inflight: collections.deque[_Inflight] = collections.deque()
         self._next_fence = 0
+        self.retention = RetentionHooks(lambda: self.scheduler, checkpoints, self.stats)
         # Called after each completed frame with (plan, result): per-step timing for
         # `ignition generate --json` and test reports, without coupling them to the loop.
         self.frame_listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []
@@ -179,6 +187,7 @@ class Engine:
                 break  # needs an empty window: drain the queue, then replan
             self._next_fence += 1
             try:
+                self.retention.before_launch(plan, self.live)
                 pending = self.worker.launch(plan, fence, self.live)
             except Exception as err:  # a failed frame fails its requests, not the server
                 self._fail_frame(fence, plan, err)
@@ -219,13 +228,21 @@ class Engine:
     def _admit_waiting(self) -> None:
         while self._waiting:
             request, sink = self._waiting[0]
+            if not self.retention.can_admit():
+                return  # no free slot yet; stays first in line
+            admission = self.retention.admit(request, self._now_ns())
             try:
                 spec = RequestSpec(
                     num_prompt_tokens=len(request.prompt_ids),
                     max_output_tokens=request.sampling.max_tokens,
                     context_capacity=self.max_context_tokens,
+                    message_endpoints=request.message_end_offsets,
+                    restore_tokens=admission.restore_tokens,
+                    capture_ends=admission.capture_ends,
+                    terminal_snapshot=admission.terminal_snapshot,
                 )
             except SchedulerError as err:  # a request Helios can never serve
+                self.retention.release(request)
                 self._waiting.popleft()
                 self.stats.record_finished("error")
                 sink(StreamChunk("", (), len(request.prompt_ids), 0, "error", str(err)))
@@ -233,12 +250,16 @@ class Engine:
             try:
                 handle = self.scheduler.admit(spec)
             except SchedulerError:
+                self.retention.release(request)
                 return  # no free slot yet; stays first in line
             self._waiting.popleft()
             detokenizer = IncrementalDetokenizer(
                 self.decoder, request.sampling.stop, request.prompt_ids
             )
-            self.live[handle] = LiveRequest(request, handle, sink, detokenizer)
+            self.retention.admitted(admission)
+            live = LiveRequest(request, handle, sink, detokenizer)
+            live.num_cached_tokens = admission.restore_tokens
+            self.live[handle] = live
             self._by_id[request.request_id] = handle
 
     def _cancel(self, request_id: str) -> None:
@@ -266,6 +287,7 @@ class Engine:
         self.scheduler.advance_to(self._now_ns())
         kind = frame.plan.descriptor.kind.value
         self.stats.record_execution(kind, result.timing.device_ns, frame.plan.execution_class.value)
+        self.retention.after_frame(frame.plan, self.live, result.timing.device_ns, ok=True)
         if result.sidecar is not None and result.survival is not None:
             tokens = self.scheduler.complete_packed_round_with_survival(
                 frame.fence, result.records, result.timing, result.sidecar, result.survival
@@ -290,6 +312,10 @@ class Engine:
                 live.num_prompt_consumed += record.num_prompt_tokens
                 self.stats.record_tokens(record.num_prompt_tokens, 0)
         self._publish(frame.fence, tokens, result.records)
+        for handle in self.retention.retired(frame.plan, self.live):
+            live = self.live[handle]
+            if not live.is_done and live.pending_finish is not None:
+                self._finish(live, live.pending_finish, notify_scheduler=False)
         for listener in self.frame_listeners:
             listener(frame.plan, result)
 
@@ -301,6 +327,7 @@ class Engine:
         """
         message = f"{plan.descriptor.name} failed: {type(err).__name__}: {err}"
         log.error("fence %d: %s", fence.value, message, exc_info=err)
+        self.retention.after_frame(plan, self.live, 0, ok=False)
         for lane in plan.lanes:
             live = self.live.get(lane.handle)
             if live is not None and not live.is_done:
@@ -327,6 +354,7 @@ class Engine:
             if not self._is_inflight(handle):
                 self.worker.release(handle)
                 live = self.live.pop(handle)
+                self.retention.release(live.request)
                 self._by_id.pop(live.request.request_id, None)
 
     def _is_inflight(self, handle: RequestHandle) -> bool:
@@ -355,7 +383,10 @@ class Engine:
                 text = delta.text + live.detokenizer.flush().text
                 reason = "stop" if finished_by_record.get(handle) else "length"
                 self._emit(live, fence, text, ids)
-                self._finish(live, reason, notify_scheduler=False)
+                if self.retention.hold_for_terminal(live, self._now_ns()):
+                    live.pending_finish = reason  # the terminal snapshot completes it
+                else:
+                    self._finish(live, reason, notify_scheduler=False)
             else:
                 self._emit(live, fence, delta.text, ids)
 
@@ -367,7 +398,16 @@ class Engine:
         """
         if not text and not ids:
             return
-        live.sink(StreamChunk(text, tuple(ids), len(live.prompt_ids), len(live.output_ids), None))
+        live.sink(
+            StreamChunk(
+                text,
+                tuple(ids),
+                len(live.prompt_ids),
+                len(live.output_ids),
+                None,
+                num_cached_tokens=live.num_cached_tokens,
+            )
+        )
         if text:
             self.scheduler.published_output(live.handle, fence)
 
@@ -377,5 +417,18 @@ class Engine:
         live.is_done = True
         if notify_scheduler:
             self.scheduler.cancel(live.handle)
+            self.retention.cancel(live.request)
+        else:
+            self.retention.drop_terminal(live)
         self.stats.record_finished(reason)
-        live.sink(StreamChunk("", (), len(live.prompt_ids), len(live.output_ids), reason, error))
+        live.sink(
+            StreamChunk(
+                "",
+                (),
+                len(live.prompt_ids),
+                len(live.output_ids),
+                reason,
+                error,
+                num_cached_tokens=live.num_cached_tokens,
+            )
+        )

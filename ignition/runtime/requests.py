@@ -50,6 +50,8 @@ class GenerationRequest:
     request_id: str
     prompt_ids: tuple[int, ...]
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    # Where each rendered chat message ends (prompt token counts): checkpoint anchors.
+    message_end_offsets: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
@@ -71,3 +73,4 @@ class StreamChunk:
     num_output_tokens: int
     finish_reason: str | None = None
     error: str | None = None
+    num_cached_tokens: int = 0  # prompt tokens restored from a retained checkpoint

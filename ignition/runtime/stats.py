@@ -27,6 +27,10 @@ class StatsSnapshot:
     output_tokens: int = 0
     running: int = 0
     waiting: int = 0
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    prefix_cache_restored_tokens: int = 0
+    prefix_cache_evictions: int = 0
 
 
 class EngineStats:
@@ -43,6 +47,7 @@ class EngineStats:
         self._output_tokens = 0
         self._running = 0
         self._waiting = 0
+        self._cache = [0, 0, 0, 0]  # queries, hits, restored tokens, evictions
 
     def record_execution(
         self, kind: str, interval_ns: int, execution_class: str = "ordinary"
@@ -73,6 +78,16 @@ class EngineStats:
         with self._lock:
             self._finished[reason] += 1
 
+    def record_prefix_cache(self, queries: int, hits: int, tokens: int) -> None:
+        with self._lock:
+            self._cache[0] += queries
+            self._cache[1] += hits
+            self._cache[2] += tokens
+
+    def set_prefix_cache_evictions(self, total: int) -> None:
+        with self._lock:
+            self._cache[3] = total
+
     def set_queue(self, running: int, waiting: int) -> None:
         with self._lock:
             self._running, self._waiting = running, waiting
@@ -93,6 +108,10 @@ class EngineStats:
                 output_tokens=self._output_tokens,
                 running=self._running,
                 waiting=self._waiting,
+                prefix_cache_queries=self._cache[0],
+                prefix_cache_hits=self._cache[1],
+                prefix_cache_restored_tokens=self._cache[2],
+                prefix_cache_evictions=self._cache[3],
             )
 
 

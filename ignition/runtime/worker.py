@@ -26,6 +26,7 @@ from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame
 from ignition.compiler.state_ops import StateOperations
 from ignition.compiler.workspace import RoundProgramInputs
+from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.state import ModelState
@@ -48,6 +49,16 @@ class _Launched:
     eos: tuple[frozenset[int], ...]
 
 
+@dataclass
+class _StateLaunched:
+    """A state-operation frame: copies run at launch (they are tiny indexed copies)."""
+
+    fence: Fence
+    plan: ScheduledPlan
+    device_ns: int
+    wall_ns: int
+
+
 def request_seed(request_id: str, seed: int | None) -> int:
     """A request's sampling seed: the one asked for, or a stable hash of its id."""
     if seed is not None:
@@ -68,15 +79,18 @@ class ModelWorker:
         self.programs = programs
         self.resources = resources
         self.eos_token_ids = eos_token_ids
-        # Snapshot/restore programs, ready for the prerequisite work Helios will schedule.
+        # Snapshot/restore programs: the prerequisites and terminal work Helios schedules.
         self.state_ops = state_ops
         self._prompt_cursor: dict[RequestHandle, int] = {}
+        self._overrun: set[RequestHandle] = set()  # committed past the published output
 
     # -- Worker protocol -----------------------------------------------------------
 
     def launch(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> _Launched:
+        if plan.descriptor.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
+            return self._launch_state(plan, fence, live)
         name = plan.descriptor.name
         if name not in self.programs:
             raise WorkerError(f"fence {fence.value}: no prepared program {name}")
@@ -97,7 +111,10 @@ class ModelWorker:
         inflight = launch(prepared, snapshot=lambda out: map_tensors(out, lambda t: t.clone()))
         return _Launched(fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos))
 
-    def wait(self, launched: _Launched) -> FrameResult:
+    def wait(self, launched: _Launched | _StateLaunched) -> FrameResult:
+        if isinstance(launched, _StateLaunched):
+            records = tuple(CompletionRecord(lane.handle) for lane in launched.plan.lanes)
+            return FrameResult(records, ExecutionTiming(launched.device_ns, launched.wall_ns))
         device_ns = launched.inflight.wait()
         wall_ns = time.perf_counter_ns() - launched.launched_ns
         timing = ExecutionTiming(device_ns=max(1, device_ns), wall_ns=wall_ns)
@@ -107,7 +124,39 @@ class ModelWorker:
 
     def release(self, handle: RequestHandle) -> None:
         self._prompt_cursor.pop(handle, None)
+        self._overrun.discard(handle)
         self.resources.release(handle.slot)
+
+    def _launch_state(
+        self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
+    ) -> _StateLaunched:
+        """Restore rows into fresh slots, or copy slots into their snapshot rows.
+
+        The engine names each lane's row (``LiveRequest.state_row``); a capture without
+        one (aliased, or skipped because its cost expired) copies nothing.
+        """
+        if self.state_ops is None:
+            raise WorkerError(f"fence {fence.value}: no prepared state operations")
+        began = time.perf_counter_ns()
+        device_ns = 0
+        for lane in plan.lanes:
+            row = live[lane.handle].state_row
+            slot = lane.handle.slot
+            if lane.role is LaneRole.RESTORE:
+                if row is None:
+                    raise WorkerError(f"fence {fence.value}: restore of {lane.handle} has no row")
+                self.resources.begin(slot)
+                self.resources.reserve(slot, lane.checkpoint_tokens, lookahead=1)
+                device_ns += self.state_ops.restore(slot, row)
+                self._prompt_cursor[lane.handle] = lane.checkpoint_tokens
+            elif row is not None:
+                # Capture only a state whose length is exactly the checkpoint's (known on
+                # the host: launching never reads the device).
+                if lane.role is LaneRole.TERMINAL and lane.handle in self._overrun:
+                    live[lane.handle].state_ok = False
+                    continue
+                device_ns += self.state_ops.snapshot(slot, row)
+        return _StateLaunched(fence, plan, device_ns, time.perf_counter_ns() - began)
 
     # -- inputs --------------------------------------------------------------------
 
@@ -226,20 +275,25 @@ class ModelWorker:
             survival = tuple(tuple(rows_survival[i][: offered[i]]) for i in range(num))
         return FrameResult(tuple(records), timing, sidecar, survival, tuple(offered))
 
-    @staticmethod
     def _record(
+        self,
         lane: LaneWork,
         ids: list[int],
         eos: frozenset[int],
         num_prompt_tokens: int = 0,
         num_verified: int = 0,
     ) -> CompletionRecord:
+        emitted = len(ids)
         ids = ids[: lane.max_advance_tokens] if lane.role is LaneRole.DECODE else ids
         finished = False
         for i, token in enumerate(ids):
             if token in eos:
                 ids, finished = ids[: i + 1], True
                 break
+        if lane.role is LaneRole.DECODE and len(ids) < emitted:
+            # The device committed past the reported output (a stop inside an accepted
+            # burst): the slot's state no longer matches prompt + output.
+            self._overrun.add(lane.handle)
         return CompletionRecord(
             handle=lane.handle,
             num_prompt_tokens=num_prompt_tokens,

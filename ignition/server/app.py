@@ -145,17 +145,20 @@ def create_app(engine: EngineClient) -> FastAPI:
         except ChatTemplateError as err:
             metrics.http_requests.labels("chat", "400").inc()
             return _error(400, str(err), "invalid_request_error", "messages")
-        return await _serve(raw, body, list(rendered.prompt_ids), chat=True)
+        return await _serve(
+            raw, body, list(rendered.prompt_ids), chat=True, ends=rendered.message_end_offsets
+        )
 
     async def _serve(
         raw: Request,
         body: CompletionRequest | ChatCompletionRequest,
         prompt_ids: list[int],
         chat: bool,
+        ends: tuple[int, ...] = (),
     ) -> Response:
         endpoint = "chat" if chat else "completions"
         try:
-            request = _build_request(body, prompt_ids, chat)
+            request = _build_request(body, prompt_ids, chat, ends)
         except RequestError as err:
             metrics.http_requests.labels(endpoint, "400").inc()
             return _error(400, str(err), "invalid_request_error", "prompt")
@@ -190,7 +193,10 @@ def create_app(engine: EngineClient) -> FastAPI:
         return JSONResponse(result, status_code=500 if "error" in result else 200)
 
     def _build_request(
-        body: CompletionRequest | ChatCompletionRequest, prompt_ids: list[int], chat: bool
+        body: CompletionRequest | ChatCompletionRequest,
+        prompt_ids: list[int],
+        chat: bool,
+        ends: tuple[int, ...] = (),
     ) -> GenerationRequest:
         room = engine.max_context_tokens - len(prompt_ids)
         if room < 1:
@@ -210,6 +216,7 @@ def create_app(engine: EngineClient) -> FastAPI:
             request_id=new_id("chatcmpl" if chat else "cmpl"),
             prompt_ids=tuple(prompt_ids),
             sampling=sampling,
+            message_end_offsets=tuple(ends),
         )
 
     return app
@@ -296,7 +303,7 @@ async def _collect(request, rest, relay, chat: bool, model: str | None) -> dict[
         "created": now_s(),
         "model": model or "ignition",
         "choices": [_choice(chat, text, finish or "stop", delta=False)],
-        "usage": usage(num_prompt, num_output),
+        "usage": usage(num_prompt, num_output, last.num_cached_tokens if last else 0),
     }
 
 
@@ -333,6 +340,7 @@ async def _sse(request, rest, relay, chat: bool, include_usage: bool, model):
     if include_usage:
         num_prompt = last.num_prompt_tokens if last else len(request.prompt_ids)
         num_output = last.num_output_tokens if last else 0
-        final = {**base, "choices": [], "usage": usage(num_prompt, num_output)}
+        cached = last.num_cached_tokens if last else 0
+        final = {**base, "choices": [], "usage": usage(num_prompt, num_output, cached)}
         yield f"data: {json.dumps(final)}\n\n"
     yield "data: [DONE]\n\n"

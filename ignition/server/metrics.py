@@ -100,6 +100,30 @@ class _EngineCollector(Collector):
         yield CounterMetricFamily(
             "flare_generation_tokens", "Output tokens committed", value=s.output_tokens
         )
+        # Prefix caching of hybrid state: retained complete-state checkpoints.
+        for name, help_text, value in (
+            (
+                "flare_prefix_cache_queries",
+                "Admissions matched against retained checkpoints",
+                s.prefix_cache_queries,
+            ),
+            (
+                "flare_prefix_cache_hits",
+                "Admissions that restored a retained checkpoint",
+                s.prefix_cache_hits,
+            ),
+            (
+                "flare_prefix_cache_restored_tokens",
+                "Prompt tokens restored instead of prefilled",
+                s.prefix_cache_restored_tokens,
+            ),
+            (
+                "flare_prefix_cache_evictions",
+                "Retained checkpoints evicted for a new capture",
+                s.prefix_cache_evictions,
+            ),
+        ):
+            yield CounterMetricFamily(name, help_text, value=value)
         yield GaugeMetricFamily(
             "flare_requests_running", "Requests admitted and not finished", value=s.running
         )

@@ -238,9 +238,12 @@ def now_s() -> int:
     return int(time.time())
 
 
-def usage(num_prompt: int, num_output: int) -> dict[str, int]:
+def usage(num_prompt: int, num_output: int, num_cached: int = 0) -> dict[str, Any]:
+    """OpenAI usage; ``prompt_tokens_details.cached_tokens`` counts prompt tokens served
+    from a retained checkpoint, as vLLM reports prefix-cache hits."""
     return {
         "prompt_tokens": num_prompt,
         "completion_tokens": num_output,
         "total_tokens": num_prompt + num_output,
+        "prompt_tokens_details": {"cached_tokens": num_cached},
     }

@@ -35,6 +35,7 @@ class ScriptedEngine:
         self.closed: list[str] = []
         self.gate = asyncio.Event()
         self.gate.set()
+        self.cached = 0
 
     def encode(self, text: str) -> list[int]:
         return [ord(c) % 50 + 1 for c in text]
@@ -60,7 +61,7 @@ class ScriptedEngine:
                 await self.gate.wait()
                 last = i == len(words) - 1
                 finish = ("length" if len(words) < len(self.reply) else "stop") if last else None
-                yield StreamChunk(word + " ", (i,), n, i + 1, finish)
+                yield StreamChunk(word + " ", (i,), n, i + 1, finish, num_cached_tokens=self.cached)
         finally:
             self.closed.append(request.request_id)
 
@@ -88,7 +89,38 @@ def test_completion_returns_text_and_usage():
     assert body["model"] == "scripted"  # the served model when the request names none
     assert body["choices"][0]["text"] == "one two three four "
     assert body["choices"][0]["finish_reason"] == "stop"
-    assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+    assert body["usage"] == {
+        "prompt_tokens": 5,
+        "completion_tokens": 4,
+        "total_tokens": 9,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+
+
+def test_usage_reports_cached_prompt_tokens_as_vllm_does():
+    """usage.prompt_tokens_details.cached_tokens counts tokens restored from a checkpoint."""
+    engine = ScriptedEngine()
+    engine.cached = 3
+
+    async def go():
+        async with client(engine) as c:
+            plain = await c.post("/v1/completions", json={"prompt": "hello", "max_tokens": 8})
+            streamed = await c.post(
+                "/v1/completions",
+                json={
+                    "prompt": "hello",
+                    "max_tokens": 8,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                },
+            )
+            return plain, streamed
+
+    plain, streamed = run(go())
+    assert plain.json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 3}
+    events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: {")]
+    final = json.loads(events[-1])
+    assert final["usage"]["prompt_tokens_details"] == {"cached_tokens": 3}
 
 
 def test_max_tokens_reaches_the_engine_and_length_is_reported():
@@ -291,3 +323,19 @@ def test_a_failed_stream_ends_with_an_error_event_and_done():
     lines = [line for line in run(go()).text.split("\n") if line]
     assert lines[-1] == "data: [DONE]"
     assert "boom" in json.loads(lines[-2][6:])["error"]["message"]
+
+
+def test_metrics_count_prefix_cache_hits_restored_tokens_and_evictions():
+    engine = ScriptedEngine()
+    engine.stats.record_prefix_cache(queries=3, hits=2, tokens=700)
+    engine.stats.set_prefix_cache_evictions(5)
+
+    async def go():
+        async with client(engine) as c:
+            return await c.get("/metrics")
+
+    text = run(go()).text
+    assert "flare_prefix_cache_queries_total 3.0" in text
+    assert "flare_prefix_cache_hits_total 2.0" in text
+    assert "flare_prefix_cache_restored_tokens_total 700.0" in text
+    assert "flare_prefix_cache_evictions_total 5.0" in text
