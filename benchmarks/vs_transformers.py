@@ -11,8 +11,10 @@ both at batch 1 and 4 with greedy decoding and end-of-sequence ignored:
     .venv/bin/python benchmarks/vs_transformers.py [--threads N] [--prompt-tokens P]
         [--new-tokens N] [--repeats R] [--policy balanced|throughput]
 
-Both sides run with the same torch thread count; Ignition serves with the chosen Helios
-preset (balanced, the serving default, unless told otherwise). transformers is the test extra's; the Ignition runtime never imports it.
+Both sides run with the same torch thread count and take turns run by run (best of
+``--repeats`` each), so a shared machine's load falls on both alike; Ignition serves with the
+chosen Helios preset (balanced, the serving default, unless told otherwise). transformers
+is the test extra's; the Ignition runtime never imports it.
 """
 
 from __future__ import annotations
@@ -83,23 +85,28 @@ def write_tokenizer(path: Path, vocab_size: int) -> None:
     shutil.copyfile(ASSET / "tokenizer_config.json", path / "tokenizer_config.json")
 
 
-def best_of(repeats: int, run) -> float:
-    times = []
+def elapsed(run, max_tokens: int) -> float:
+    began = time.perf_counter()
+    run(max_tokens)
+    return time.perf_counter() - began
+
+
+Times = tuple[float, float]  # (one-token run, new-tokens run) in seconds
+
+
+def interleaved(ours, theirs, new_tokens: int, repeats: int) -> tuple[Times, Times]:
+    """Best-of-``repeats`` (one-token, ``new_tokens``) times of both sides, taking turns
+    run by run so that a shared machine's load falls on both alike."""
+    times: dict[str, list[float]] = {key: [] for key in ("a1", "an", "b1", "bn")}
     for _ in range(repeats):
-        began = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - began)
-    return min(times)
+        times["a1"].append(elapsed(ours, 1))
+        times["b1"].append(elapsed(theirs, 1))
+        times["an"].append(elapsed(ours, new_tokens))
+        times["bn"].append(elapsed(theirs, new_tokens))
+    return (min(times["a1"]), min(times["an"])), (min(times["b1"]), min(times["bn"]))
 
 
-def time_ignition(
-    bundle: Path,
-    prompts: list[list[int]],
-    new_tokens: int,
-    repeats: int,
-    threads: int,
-    preset: str,
-):
+def ignition_runner(bundle: Path, prompts: list[list[int]], threads: int, preset: str):
     from ignition.helios.config import policy_from_preset
     from ignition.runtime.requests import GenerationRequest, SamplingParams
     from ignition.serving import ServeOptions, open_engine
@@ -119,10 +126,10 @@ def time_ignition(
         engine.run_until_idle()
 
     run(2)  # warm-up
-    return best_of(repeats, lambda: run(1)), best_of(repeats, lambda: run(new_tokens))
+    return run
 
 
-def time_transformers(weights: Path, prompts: list[list[int]], new_tokens: int, repeats: int):
+def transformers_runner(weights: Path, prompts: list[list[int]]):
     import transformers as tf
 
     model = tf.Qwen3_5ForCausalLM.from_pretrained(weights).eval()
@@ -139,7 +146,7 @@ def time_transformers(weights: Path, prompts: list[list[int]], new_tokens: int, 
             )
 
     run(2)
-    return best_of(repeats, lambda: run(1)), best_of(repeats, lambda: run(new_tokens))
+    return run
 
 
 def main() -> None:
@@ -174,10 +181,12 @@ def main() -> None:
     generator = torch.Generator().manual_seed(1)
     for batch in (1, 4):
         prompts = torch.randint(5, 4096, (batch, args.prompt_tokens), generator=generator).tolist()
-        ours = time_ignition(
-            bundle, prompts, args.new_tokens, args.repeats, args.threads, args.policy
+        ours, theirs = interleaved(
+            ignition_runner(bundle, prompts, args.threads, args.policy),
+            transformers_runner(weights, prompts),
+            args.new_tokens,
+            args.repeats,
         )
-        theirs = time_transformers(weights, prompts, args.new_tokens, args.repeats)
         for phase, rate in (("prefill", _prefill_rate), ("decode", _decode_rate)):
             a = rate(ours, batch, args.prompt_tokens, args.new_tokens)
             b = rate(theirs, batch, args.prompt_tokens, args.new_tokens)
