@@ -41,7 +41,7 @@ from ignition.compiler.programs import check_buildable
 from ignition.compiler.state_ops import StateOperations
 from ignition.compiler.validate import validate_program, validate_state_operations
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import Catalog, Descriptor, save_catalog
+from ignition.components.catalog import Catalog, Descriptor, GraphKind, save_catalog
 from ignition.model.families import family_for_checkpoint, get_family
 from ignition.model.state import ModelState
 from ignition.model.weights import load_checkpoint
@@ -181,7 +181,9 @@ def build_bundle(
     options, note = _without_drafts_if_headless(model, recipe, options)
     if note:
         notes.append(note)
-    catalog = plan_catalog(recipe, options)
+    catalog, note = _without_vision_if_towerless(model, recipe, plan_catalog(recipe, options))
+    if note:
+        notes.append(note)
     sha = checkpoint_sha256(checkpoint)
     fingerprint = _fingerprint(recipe, options, sha, torch_device)
     previous = _previous_programs(out_dir, fingerprint)
@@ -257,9 +259,22 @@ def _without_drafts_if_headless(
     )
 
 
+def _without_vision_if_towerless(model, recipe: Recipe, catalog: Catalog):
+    """A checkpoint without a vision tower builds no vision programs (and says so once)."""
+    vision = catalog.of_kind(GraphKind.VISION)
+    if model.visual is not None or not vision:
+        return catalog, None
+    kept = tuple(d for d in catalog.descriptors if d.kind is not GraphKind.VISION)
+    return Catalog(catalog.recipe, catalog.options, kept), (
+        f"recipe {recipe.name}: the checkpoint has no vision tower, so its "
+        f"{len(vision)} vision programs are not built (text prompts only)"
+    )
+
+
 def _validation_state(model, page_size: int, descriptors, device) -> ModelState:
     """Slots for the widest program (at least two, for state operations), each with room for
     the largest packed extent plus one round's lookahead, and the scratch page at the end."""
+    descriptors = [d for d in descriptors if d.kind is not GraphKind.VISION]
     num_slots = max(2, max((d.batch_capacity for d in descriptors), default=1))
     max_tokens = max(
         (d.max_packed_extent + d.token_capacity + d.proposal_depth + 1 for d in descriptors),

@@ -35,7 +35,7 @@ import torch
 from ignition.compiler.programs import Program, build_program
 from ignition.compiler.staging import HostStaging
 from ignition.compiler.workspace import Workspace, WorkspaceExtents, clear_inputs
-from ignition.components.catalog import Descriptor
+from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 
@@ -218,7 +218,8 @@ def prepare_programs(
     capture order. Returns the programs by descriptor name and the device ``pending``
     buffer."""
     ordered = capture_order(descriptors)
-    workspace = Workspace(WorkspaceExtents.of(ordered), model.config.hidden_size, device)
+    text = [d for d in ordered if d.kind is not GraphKind.VISION]  # vision owns its inputs
+    workspace = Workspace(WorkspaceExtents.of(text), model.config.hidden_size, device)
     staging = HostStaging(workspace, mirrors={"page_table": state.page_table})
     pending = torch.zeros(state.num_slots + 1, dtype=torch.int64, device=device)
     capturer = GraphCapturer(device, use_graphs)

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from ignition.compiler.staging import HostFrame, HostStaging
+from ignition.compiler.vision_program import build_vision_program, check_vision_buildable
 from ignition.compiler.workspace import (
     ProgramInputs,
     RoundProgramInputs,
@@ -128,6 +129,11 @@ def is_round_program(d: Descriptor) -> bool:
 
 def check_buildable(d: Descriptor, model: HybridModel) -> None:
     """Raise ProgramError when the model cannot run this descriptor."""
+    if d.kind is GraphKind.VISION:
+        why = check_vision_buildable(d, model)
+        if why:
+            raise ProgramError(f"{d.name}: {why}")
+        return
     if d.kind not in (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED):
         raise ProgramError(f"{d.name}: no program builder for kind {d.kind.value!r}")
     if is_round_program(d) and d.proposal_depth > 0 and model.mtp is None:
@@ -152,6 +158,9 @@ def build_program(
 ) -> Program:
     """Bind workspace views for ``d`` and close the program function over model and state."""
     check_buildable(d, model)
+    if d.kind is GraphKind.VISION:  # its own inputs: nothing staged through the workspace
+        inputs, run = build_vision_program(d, model)
+        return Program(d, inputs, run, (), staging)
     scratch = state.scratch_row
     if is_round_program(d):
         capacity = round_capacity(d)

@@ -18,6 +18,12 @@ import torch
 from ignition.compiler.graph import PreparedProgram, timed_run
 from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame
+from ignition.compiler.vision_program import (
+    VALIDATION_TOLERANCE,
+    VisionProgramInputs,
+    bind_images,
+    validation_grid,
+)
 from ignition.compiler.workspace import RoundProgramInputs, clear_inputs
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.state import ModelState
@@ -54,6 +60,8 @@ def validate_program(
     """Run ``program`` once with every row active; ``max_prompt_tokens`` caps the prompt
     chunk below the program's capacity (shapes stay static, so the same kernels run)."""
     d = program.descriptor
+    if isinstance(program.inputs, VisionProgramInputs):
+        return validate_vision_program(program, prepared)
     if not sample_tokens:
         raise ValidationError("validation needs a non-empty sample of real tokens")
     if d.batch_capacity > state.num_slots:
@@ -145,6 +153,31 @@ def _check_outputs(
     if prompt_row >= 0:
         emitted[prompt_row] = 0
     return emitted
+
+
+def validate_vision_program(program: Program, prepared: PreparedProgram) -> ValidationResult:
+    """Encode a capacity-filling synthetic image and compare with the eager encoder."""
+    d = program.descriptor
+    encoder = program.fn.encoder
+    grid = validation_grid(d, encoder)
+    x = program.inputs
+    generator = torch.Generator().manual_seed(0)
+    pixels = torch.randn(grid.num_patches, x.pixels.shape[1], generator=generator).to(x.pixels)
+    num_features = bind_images(x, encoder, [pixels], [grid])
+    outputs, interval_ns = timed_run(prepared)
+    got = outputs.features[:num_features].float()
+    with torch.no_grad():
+        expected = encoder(pixels, [grid]).float()
+    if not torch.isfinite(got).all():
+        raise ValidationError(f"{d.name}: vision features are not finite")
+    error = (got - expected).abs().max().item()
+    scale = max(1.0, expected.abs().max().item())
+    if error > VALIDATION_TOLERANCE * scale:
+        raise ValidationError(
+            f"{d.name}: prepared features differ from the eager encoder by {error:.3g}"
+        )
+    clear_inputs(x)
+    return ValidationResult(d.name, interval_ns, grid.num_patches)
 
 
 def validate_state_operations(ops) -> list[ValidationResult]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ignition.compiler.vision_program import VisionProgramInputs, clear_vision_inputs
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
@@ -49,7 +50,7 @@ class RoundProgramInputs:
     is_decode_row: Tensor  # [R] bool
 
 
-ProgramInputs = StepProgramInputs | RoundProgramInputs
+ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,9 @@ class Workspace:
 
 def clear_inputs(inputs: ProgramInputs) -> None:
     """Reset a program's inputs to an all-padding population (mutates no request)."""
+    if isinstance(inputs, VisionProgramInputs):
+        clear_vision_inputs(inputs)
+        return
     if isinstance(inputs, RoundProgramInputs):
         r = inputs.round
         r.slot_ids.fill_(-1)

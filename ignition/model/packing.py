@@ -68,6 +68,11 @@ class PackedInputs:
     prompt_next_token: Tensor  # [1] int64 token after the prompt chunk; -1 = the sampled one
     image_features: Tensor  # [I, hidden] vision features for the prompt row
     image_positions: Tensor  # [I] int32 prompt-relative position of each feature, -1 = unused
+    # multimodal rope (requests with images): a per-row offset added to every token's rope
+    # position (the request's delta), and explicit (t, h, w) positions of the prompt chunk's
+    # tokens, -1 = not given; None leaves rope at the sequence position
+    rope_offset: Tensor | None = None  # [R] int32
+    prompt_rope: Tensor | None = None  # [3, prefill_capacity] int32
 
     @classmethod
     def build(
@@ -149,6 +154,7 @@ class PackedMeta:
     decode_lens: Tensor  # [R] int64 query length of decode rows (0 for the prompt row)
     decode_index: Tensor  # [R, W] int64 packed index, T = sentinel
     scratch_row: int
+    rope_positions: Tensor | None = None  # [3, T] multimodal rope, None = ``positions``
 
     @classmethod
     def build(
@@ -225,6 +231,26 @@ class PackedMeta:
     def prompt_state_row(self) -> Tensor:
         """[1] state row of the prompt: its slot, or the scratch row when there is none."""
         return torch.where(self.has_prompt, self.state_rows[self.prompt_row], self.scratch_row)
+
+
+def multimodal_rope(meta: PackedMeta, inputs: PackedInputs) -> Tensor | None:
+    """[3, T] rope positions: sequence position plus the row's offset on all three axes,
+    overwritten by the prompt chunk's explicit positions where given; None without either."""
+    if inputs.rope_offset is None and inputs.prompt_rope is None:
+        return None
+    num_tokens = meta.positions.shape[0]
+    rope = meta.positions
+    if inputs.rope_offset is not None:
+        rows = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+        offset = inputs.rope_offset.long()[rows]
+        rope = rope + torch.where(meta.is_token_valid, offset, 0)
+    rope = torch.cat([rope, rope.new_zeros(1)])[None].repeat(3, 1)  # [3, T + 1] sentinel
+    if inputs.prompt_rope is not None and inputs.prompt_rope.numel():
+        explicit = inputs.prompt_rope.long()
+        is_given = (meta.prompt_index < num_tokens) & (explicit[0] >= 0)
+        target = torch.where(is_given, meta.prompt_index, num_tokens)
+        rope[:, target] = explicit
+    return rope[:, :num_tokens]
 
 
 def gather_rows(x: Tensor, index: Tensor) -> Tensor:

@@ -20,7 +20,15 @@ import yaml
 from ignition.recipes.options import SPECULATION_MODES, LoadOptions, parse_load_options
 
 PROMPT_ALIGNMENT = 64
-CATALOG_FAMILIES = ("prefill", "decode", "speculative", "mixed_speculative", "mixed_ordinary")
+CATALOG_FAMILIES = (
+    "prefill",
+    "decode",
+    "speculative",
+    "mixed_speculative",
+    "mixed_ordinary",
+    "vision",
+)
+VISION_PATCH_ALIGNMENT = 64  # whole merge blocks for any merge size up to 8
 
 
 class RecipeError(ValueError):
@@ -46,6 +54,8 @@ class CapacitySpec:
     speculative_token_capacity: int
     kv_page_size: int
     speculation: str
+    vision_patch_capacities: tuple[int, ...] = ()  # patches per vision program, one each
+    vision_max_images: int = 1  # images one vision program may pack together
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,12 @@ def _bucket_rule(value: int) -> str | None:
     return None
 
 
+def _patch_rule(value: int) -> str | None:
+    if value <= 0 or value % VISION_PATCH_ALIGNMENT:
+        return f"a vision patch capacity must be a positive multiple of {VISION_PATCH_ALIGNMENT}"
+    return None
+
+
 def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
     buckets = _int_list(r, "prompt_buckets", _bucket_rule)
     if list(buckets) != sorted(set(buckets)):
@@ -169,6 +185,21 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         r.fail(speculation, f"expected one of {SPECULATION_MODES}", r.sub("speculation"))
     if speculation != "off" and not supports.speculation:
         r.fail(speculation, "supports.speculation is false", r.sub("speculation"))
+    vision_patches: tuple[int, ...] = ()
+    if "vision_patch_capacities" in r.data:
+        if not supports.vision:
+            r.fail(
+                r.data["vision_patch_capacities"],
+                "a recipe without supports.vision has no vision programs",
+                r.sub("vision_patch_capacities"),
+            )
+        vision_patches = _int_list(r, "vision_patch_capacities", _patch_rule)
+        if list(vision_patches) != sorted(set(vision_patches)):
+            r.fail(
+                list(vision_patches),
+                "vision patch capacities must be strictly increasing",
+                r.sub("vision_patch_capacities"),
+            )
     spec = CapacitySpec(
         concurrency=_positive(r, "concurrency"),
         max_prefill_chunk=chunk,
@@ -178,6 +209,8 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         speculative_token_capacity=_positive(r, "speculative_token_capacity"),
         kv_page_size=page,
         speculation=speculation,
+        vision_patch_capacities=vision_patches,
+        vision_max_images=_positive(r, "vision_max_images", default=1),
     )
     r.finish()
     return spec

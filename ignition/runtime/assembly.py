@@ -53,7 +53,7 @@ def state_for(
     lookahead = max(
         d.token_capacity + d.proposal_depth + 1
         for d in catalog.descriptors
-        if d.kind is not GraphKind.PREFILL
+        if d.kind not in (GraphKind.PREFILL, GraphKind.VISION)
     )
     per_slot = -(-(options.max_context_tokens + lookahead) // options.page_size)
     num_pages = per_slot * options.num_slots

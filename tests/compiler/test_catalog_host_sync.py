@@ -59,6 +59,7 @@ def test_the_catalog_is_the_full_mixed_prefill_adaptive_one():
         "speculative": 12,
         "mixed_speculative": 22,
         "mixed_ordinary": 20,
+        "vision": 0,
     }
 
 

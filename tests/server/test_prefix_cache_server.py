@@ -53,7 +53,8 @@ def _chat(url: str, messages: list[dict]) -> dict:
 
 def _metric(url: str, name: str) -> float:
     for line in httpx.get(f"{url}/metrics").text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "_total "):
+        series = line.split("{", 1)[0].split(" ", 1)[0]  # every series carries model_name
+        if series in (name, name + "_total"):
             return float(line.split()[-1])
     return 0.0
 
