@@ -16,7 +16,8 @@ reject drafts without touching state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -27,20 +28,45 @@ from ignition.model.layers.gdn import GdnUpdate
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.ple import PerLayerEmbedding
 from ignition.model.mtp import MtpHead
-from ignition.model.packing import PackedCapacity, PackedInputs, PackedMeta, multimodal_rope
+from ignition.model.packing import (
+    PackedCapacity,
+    PackedInputs,
+    PackedMeta,
+    gather_rows,
+    multimodal_rope,
+)
 from ignition.model.state import ModelState
 from ignition.model.vision.encoder import VisionEncoder
 
 
 @dataclass
 class TargetOutput:
-    """What one packed target forward produced, before anything is committed."""
+    """What one packed target forward produced, before anything is committed.
+
+    The vocabulary projection is not part of the forward: a program projects only the rows
+    it samples or verifies (:meth:`logits_at`), since every prompt position's logits would
+    be [chunk, vocab] fp32 (4 GB for a 4096-token chunk at a 248k vocabulary) of which one
+    row is read. :attr:`logits` projects every position on demand, for tests and tools.
+    """
 
     meta: PackedMeta
     state: ModelState  # the state the forward read and the commit will write
-    logits: Tensor  # [T, vocab] fp32
     hidden: Tensor  # [T, hidden] final-normed, the MTP head's input
     gdn_updates: list[GdnUpdate]
+    project: Callable[[Tensor], Tensor]  # final-normed hidden [..., hidden] -> fp32 logits
+    _all_logits: Tensor | None = field(default=None, repr=False)
+
+    def logits_at(self, index: Tensor) -> Tensor:
+        """fp32 logits of the packed positions ``index`` (any shape); ``index == T`` is the
+        padding sentinel and reads a zero row, as :func:`gather_rows` does."""
+        return self.project(gather_rows(self.hidden, index))
+
+    @property
+    def logits(self) -> Tensor:
+        """[T, vocab] fp32 logits of every packed position (computed once, on demand)."""
+        if self._all_logits is None:
+            self._all_logits = self.project(self.hidden)
+        return self._all_logits
 
 
 class HybridModel(nn.Module):
@@ -94,8 +120,12 @@ class HybridModel(nn.Module):
             if update is not None:
                 updates.append(update)
         hidden = self.norm(streams.sum(1))
-        logits = self.lm_head(hidden).float()
-        return TargetOutput(meta, state, logits, hidden, updates)
+        return TargetOutput(meta, state, hidden, updates, self.project)
+
+    def project(self, hidden: Tensor) -> Tensor:
+        """Final-normed hidden states -> fp32 vocabulary logits (lm_head has no bias, so a
+        zero row stays zero)."""
+        return self.lm_head(hidden).float()
 
     @torch.no_grad()
     def commit(self, out: TargetOutput, decode_commit_lens: Tensor) -> None:

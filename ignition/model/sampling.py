@@ -74,22 +74,57 @@ class SamplingParams:
         )
 
 
+# The window of most likely tokens a filtered row is cut from without a full sort. A row
+# whose kept prefix ends inside it (top_k <= 256, or a nucleus reached within 256 tokens)
+# never needs the rest of its vocabulary ordered.
+CANDIDATE_WINDOW = 256
+
+
+def _keep_prefix(sorted_probs: Tensor, top_k: Tensor, top_p: Tensor) -> Tensor:
+    """The smallest prefix of a descending row whose mass reaches top_p, at most top_k long
+    (the best token always survives; top_p = 1 is no limit, not a cut where rounding lets
+    the running mass reach 1 before the tail)."""
+    rank = torch.arange(sorted_probs.shape[-1], device=sorted_probs.device)[None, :]
+    mass_before = sorted_probs.cumsum(-1) - sorted_probs
+    within_p = (mass_before < top_p[:, None]) | (top_p[:, None] >= 1.0) | (rank == 0)
+    return (rank < top_k[:, None]) & within_p
+
+
 def target_distribution(logits: Tensor, params: SamplingParams) -> Tensor:
-    """The distribution a row samples from: [N, V] fp32; greedy rows are one-hot at argmax."""
+    """The distribution a row samples from: [N, V] fp32; greedy rows are one-hot at argmax.
+
+    Three exact paths, chosen per row with masks (no host reads, fixed shapes): greedy rows
+    and rows without top-k / top-p are a plain argmax / softmax; a filtered row whose kept
+    prefix ends inside the CANDIDATE_WINDOW most likely tokens is cut from a partial sort
+    (``topk``); only the others read the full sort, whose input is a constant for every
+    other row (the sort then costs almost nothing for them on CPU).
+    """
     logits = logits.float()
     vocab = logits.shape[-1]
     is_greedy = params.temperature <= 0
     temperature = torch.where(is_greedy, 1.0, params.temperature)
     scaled = logits / temperature[:, None]
-    sorted_logits, order = scaled.sort(dim=-1, descending=True)
-    rank = torch.arange(vocab, device=logits.device)[None, :]
+    full_probs = torch.softmax(scaled, dim=-1)
     top_k = torch.where(params.top_k > 0, params.top_k.long(), vocab)
-    sorted_probs = torch.softmax(sorted_logits, dim=-1)
-    mass_before = sorted_probs.cumsum(-1) - sorted_probs
-    # Keep the smallest prefix whose mass reaches top_p (the best token always survives).
-    keep = (rank < top_k[:, None]) & ((mass_before < params.top_p[:, None]) | (rank == 0))
+    is_filtered = ~is_greedy & ((top_k < vocab) | (params.top_p < 1.0))
+    # The window holds one token more than it keeps, to tell whether the prefix ends inside.
+    width = min(vocab, CANDIDATE_WINDOW + 1)
+    window_logits, window_order = scaled.topk(width, dim=-1)
+    window_keep = _keep_prefix(full_probs.gather(-1, window_order), top_k, params.top_p)
+    fits = (width == vocab) | ~window_keep[:, -1]
+    window = torch.zeros_like(scaled).scatter(
+        -1, window_order, torch.softmax(window_logits.masked_fill(~window_keep, -torch.inf), -1)
+    )
+    needs_sort = is_filtered & ~fits
+    sorted_logits, order = torch.where(needs_sort[:, None], scaled, 0.0).sort(
+        dim=-1, descending=True
+    )
+    keep = _keep_prefix(full_probs.gather(-1, order), top_k, params.top_p)
     masked = torch.where(keep, sorted_logits, -torch.inf)
-    probs = torch.zeros_like(scaled).scatter(-1, order, torch.softmax(masked, dim=-1))
+    cut = torch.zeros_like(scaled).scatter(-1, order, torch.softmax(masked, dim=-1))
+    probs = torch.where(
+        is_filtered[:, None], torch.where(needs_sort[:, None], cut, window), full_probs
+    )
     # scatter, not F.one_hot: on CPU one_hot reads the indices' range on the host.
     one_hot = torch.zeros_like(scaled).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
     return torch.where(is_greedy[:, None], one_hot, probs)
@@ -103,6 +138,31 @@ def _mix32(x: Tensor) -> Tensor:
     x = x ^ (x >> 15)
     x = (x * 0x846CA68B) & _MASK32
     return x ^ (x >> 16)
+
+
+def _as_int32(x: Tensor) -> Tensor:
+    """int64 tensors holding 32-bit values -> int32 with the same 32 bits."""
+    x = x & _MASK32
+    return torch.where(x >= 1 << 31, x - (1 << 32), x).to(torch.int32)
+
+
+def _shr32(x: Tensor, bits: int) -> Tensor:
+    """Logical right shift of int32 bit patterns (``>>`` on int32 is arithmetic)."""
+    return (x >> bits) & ((1 << (32 - bits)) - 1)
+
+
+_MUL1 = 0x7FEB352D
+_MUL2 = 0x846CA68B - (1 << 32)  # the same 32 bits as a signed int32 constant
+
+
+def _mix32_wide(x: Tensor) -> Tensor:
+    """lowbias32 on int32 bit patterns: the same bits as :func:`_mix32` (int32 products
+    wrap modulo 2^32), at a fraction of the int64 cost on the [N, vocab] noise."""
+    x = x ^ _shr32(x, 16)
+    x = x * _MUL1
+    x = x ^ _shr32(x, 15)
+    x = x * _MUL2
+    return x ^ _shr32(x, 16)
 
 
 _UNIFORM_BITS = 23  # fp32 holds (m + 0.5) / 2^23 exactly for every 23-bit m
@@ -119,12 +179,13 @@ def seeded_uniform(
     p / E turned a zero-probability token into NaN, the argmax winner). Narrower dtypes are
     clamped to their own largest value below one and smallest positive normal.
     """
-    index = torch.arange(num, device=seed.device, dtype=torch.int64)[None, :]
-    h = _mix32(index + _mix32(counter.long()[:, None] * 4 + stream))
-    h = _mix32(h ^ _mix32(seed[:, None] & _MASK32))
-    h = _mix32(h ^ _mix32((seed[:, None] >> 32) & _MASK32))
+    # Per-row terms in int64 ([N, 1]), the per-token mixing in int32 ([N, num]).
+    index = torch.arange(num, device=seed.device, dtype=torch.int32)[None, :]
+    h = _mix32_wide(index + _as_int32(_mix32(counter.long()[:, None] * 4 + stream)))
+    h = _mix32_wide(h ^ _as_int32(_mix32(seed[:, None] & _MASK32)))
+    h = _mix32_wide(h ^ _as_int32(_mix32((seed[:, None] >> 32) & _MASK32)))
     bits = 32 - _UNIFORM_BITS
-    u = ((h >> bits).float() + 0.5) * (1.0 / float(1 << _UNIFORM_BITS))
+    u = (_shr32(h, bits).float() + 0.5) * (1.0 / float(1 << _UNIFORM_BITS))
     if dtype == torch.float32 or dtype == torch.float64:
         return u.to(dtype)
     info = torch.finfo(dtype)

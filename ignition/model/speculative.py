@@ -32,7 +32,7 @@ from torch import Tensor
 
 from ignition.kernels import ops
 from ignition.model.model import HybridModel
-from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
+from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.proposals import allocate, propose
 from ignition.model.sampling import (
     RandomStream,
@@ -220,7 +220,10 @@ def speculative_round(
     verify = _pack_verify_inputs(inputs, capacity, drafts, query_lens, is_prompt_lane)
     out = model.forward_packed(verify, capacity.packed, state)
     meta = out.meta
-    logits = gather_rows(out.logits, meta.decode_index)  # [B, W, V]
+    # One projection for the verification rows [B, W] and each lane's last row [B].
+    last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [B]
+    sampled_rows = out.logits_at(torch.cat([meta.decode_index.reshape(-1), last]))
+    logits = sampled_rows[: num_rows * width].reshape(num_rows, width, vocab)  # [B, W, V]
     per_position = params.rows(lane_index.repeat_interleave(width))
     target_probs = target_distribution(logits.reshape(-1, vocab), per_position)
     target_probs = target_probs.reshape(num_rows, width, vocab)
@@ -234,8 +237,7 @@ def speculative_round(
     )
     survival = survival[:, : capacity.draft_depth]
 
-    last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [B]
-    prompt_token = sample(out.logits[last], params, meta.positions[last] + 1)
+    prompt_token = sample(sampled_rows[num_rows * width :], params, meta.positions[last] + 1)
     first_output = torch.where(is_prompt_lane, prompt_token, output_tokens[:, 0])
     chunk_next = verify.prompt_next_token[0]
     # A prompt lane emits its first output token only when its chunk ends the prompt.

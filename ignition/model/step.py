@@ -51,7 +51,7 @@ def run_step(
     meta = out.meta
     is_active = (inputs.query_lens > 0) & (inputs.slot_ids >= 0)
     last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [R]
-    sampled = sample(out.logits[last], params, meta.positions[last] + 1)
+    sampled = sample(out.logits_at(last), params, meta.positions[last] + 1)
     next_tokens = torch.where(is_active, sampled, -1)
     model.commit(out, meta.decode_lens)
 

@@ -121,3 +121,21 @@ def test_random_packed_layouts_equal_each_row_alone(config, model, seed):
         )
         assert packed.next_tokens[index] == alone.next_tokens[0]
     assert_states_equal(packed_state, alone_state)
+
+
+def test_a_prompt_step_projects_only_the_rows_it_samples(config, model):
+    """Issue 11: prefill programs compute logits for the sampled rows (each row's last
+    position), not [chunk, vocab] for every prompt position; the projection matches."""
+    state = new_state(config)
+    capacity = PackedCapacity.mixed(4, 1, PROMPT_CAPACITY)
+    inputs = PackedInputs.build(capacity, [list(range(5, 37))], [0], prefill_row=0)
+    projected: list[int] = []
+    hook = model.lm_head.register_forward_hook(
+        lambda module, args, output: projected.append(args[0].shape[0])
+    )
+    try:
+        out = run_step(model, state, inputs, capacity, SamplingParams.greedy(4))
+    finally:
+        hook.remove()
+    assert projected == [capacity.batch_capacity]
+    assert int(out.next_tokens[0]) == int(out.target.logits[31].argmax())

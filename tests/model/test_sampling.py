@@ -129,3 +129,55 @@ def test_the_bonus_token_at_seed_0_position_3748_is_the_only_possible_one(backen
             False,
         )
     assert tokens.tolist() == [[7]]
+
+
+def _sorted_rule(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """The rule spelled out with a full sort: the smallest prefix reaching top_p, <= top_k."""
+    values, order = logits.sort(descending=True)
+    probs = torch.softmax(values, -1)
+    mass_before = probs.cumsum(-1) - probs
+    rank = torch.arange(values.shape[0])
+    keep = (rank < (top_k or values.shape[0])) & ((mass_before < top_p) | (rank == 0))
+    return order[keep]
+
+
+@pytest.mark.parametrize(
+    ("scale", "top_k", "top_p"),
+    [(3.0, 40, 1.0), (3.0, 0, 0.9), (0.05, 0, 0.9), (0.05, 1000, 0.5), (3.0, 300, 0.999)],
+)
+def test_a_filtered_row_keeps_the_prefix_the_sorted_rule_keeps_inside_or_beyond_the_window(
+    scale, top_k, top_p
+):
+    """Partial sorts where the kept prefix ends inside the candidate window, the full sort
+    (flat rows, large top_k) where it does not: the same tokens either way."""
+    logits = torch.randn(1, 4096, generator=torch.Generator().manual_seed(3)) * scale
+    params = SamplingParams.build([1.0], top_k=[top_k], top_p=[top_p])
+    kept = target_distribution(logits, params)[0].nonzero().flatten()
+    assert set(kept.tolist()) == set(_sorted_rule(logits[0], top_k, top_p).tolist())
+
+
+def test_top_p_1_keeps_every_token():
+    """SamplingParams: top_p 1 = no limit, even where rounding lets the running mass reach 1."""
+    logits = torch.randn(4, 4096, generator=torch.Generator().manual_seed(5)) * 4
+    probs = target_distribution(logits, SamplingParams.build([0.7] * 4, top_p=[1.0] * 4))
+    assert bool((probs > 0).all())
+
+
+def _lowbias32(x: int) -> int:
+    x &= 0xFFFFFFFF
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+
+def test_uniforms_are_the_lowbias32_hash_of_seed_stream_position_and_index():
+    """The module docstring's counter-based hash, computed in plain Python integers."""
+    seed, position, stream = 2**63 - 1, 10**12 + 7, RandomStream.RESAMPLE
+    u = seeded_uniform(torch.tensor([seed]), stream, torch.tensor([position]), 3000)[0]
+    for index in (0, 1, 2047, 2999):
+        h = _lowbias32(index + _lowbias32(position * 4 + stream))
+        h = _lowbias32(h ^ _lowbias32(seed & 0xFFFFFFFF))
+        h = _lowbias32(h ^ _lowbias32(seed >> 32))
+        assert u[index].item() == ((h >> 9) + 0.5) / 2**23
