@@ -2,7 +2,7 @@
 
 Run: python benchmarks/helios_plan.py
 Prints p50/p99 CPU time per plan() call for 1, 8 and 64 active requests (the
-measurement lives in ignition.helios.bench so tests and this script share it).
+measurement lives in ignition.simulate.bench so tests and this script share it).
 """
 
 from __future__ import annotations
@@ -10,4 +10,4 @@ from __future__ import annotations
 import runpy
 
 if __name__ == "__main__":
-    runpy.run_module("ignition.helios.bench", run_name="__main__")
+    runpy.run_module("ignition.simulate.bench", run_name="__main__")

@@ -407,7 +407,7 @@ def debug_serve_cmd(direct: bool, host: str, port: int, **runtime: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Per-request and per-graph report as JSON.")
 def simulate_cmd(scenario: str, as_json: bool) -> None:
     """Drive Helios against a simulated device (no model, no torch)."""
-    from ignition.helios.sim import main as simulate_main
+    from ignition.simulate.sim import main as simulate_main
 
     status = simulate_main(["--scenario", scenario, *(["--json"] if as_json else [])])
     if status:

@@ -122,7 +122,7 @@ def test_cli_recipes_and_helios_do_not_import_torch():
 
     code = (
         "import sys, ignition.cli, ignition.components.capacity, ignition.helios, "
-        "ignition.helios.sim; print('torch' in sys.modules)"
+        "ignition.simulate.sim; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ignition.components.catalog import Descriptor
-from ignition.helios.scenario import Scenario, ScenarioError, SimRequest, load_scenario
+from ignition.simulate.scenario import Scenario, ScenarioError, SimRequest, load_scenario
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.trace import trace_to_json
 from ignition.helios.types import (

@@ -1,6 +1,6 @@
 """plan() latency over the full qwen38 catalog with measured costs (not a test).
 
-Run ``python -m ignition.helios.bench``; prints p50 and p99 in microseconds at 1, 8
+Run ``python -m ignition.simulate.bench``; prints p50 and p99 in microseconds at 1, 8
 and 64 active requests (three quarters decoding, the rest waiting on prompts).
 """
 
@@ -10,7 +10,7 @@ import statistics
 import time
 
 from ignition.components.catalog import Catalog, GraphKind
-from ignition.helios.scenario import Formula
+from ignition.simulate.scenario import Formula
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
     CompletionRecord,
