@@ -67,11 +67,15 @@ def capacity_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             is_flag=True,
             help="Add mixed prompt/decode programs (recipes that declare mixed capture).",
         ),
-        click.option("--concurrency", type=int, help="Request slots (at most the recipe's)."),
+        click.option(
+            "--concurrency",
+            type=int,
+            help="Request slots (default: the recipe's; at most its capacity.maxima).",
+        ),
         click.option(
             "--speculative-token-capacity",
             type=int,
-            help="Target-token envelope R for wider speculative programs.",
+            help="Target-token envelope R for wider speculative programs (up to capacity.maxima).",
         ),
         click.option("--num-draft-tokens", type=int, help="MTP draft tokens D (0: ordinary)."),
         click.option(

@@ -87,9 +87,9 @@ def test_check_with_declared_options_checks_that_entry():
 
 
 def test_asking_for_more_than_the_recipe_is_a_one_line_error():
-    result = run("catalog", "--recipe", "qwen38", "--concurrency", "8")
+    result = run("catalog", "--recipe", "qwen38", "--concurrency", "65")
     assert result.exit_code == 2
-    assert "--concurrency = 8" in result.output
+    assert "--concurrency = 65" in result.output
     assert "Traceback" not in result.output
 
 
