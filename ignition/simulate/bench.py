@@ -10,7 +10,6 @@ import statistics
 import time
 
 from ignition.components.catalog import Catalog, GraphKind
-from ignition.simulate.scenario import Formula
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
     CompletionRecord,
@@ -20,6 +19,7 @@ from ignition.helios.types import (
     RequestSpec,
     Resources,
 )
+from ignition.simulate.scenario import Formula
 
 H200_LIKE = {
     GraphKind.PREFILL: Formula(base_ms=38.0, per_token_ms=0.006),
