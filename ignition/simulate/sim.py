@@ -34,6 +34,7 @@ from ignition.helios.types import (
     ScheduledPlan,
 )
 from ignition.simulate.devices import DeviceError, execution_of
+from ignition.simulate.engine import LateWatch
 from ignition.simulate.results import ORDINARY, ExecutionRecord, RequestRecord, RunResult
 from ignition.simulate.scenario import Scenario, ScenarioError, SimRequest, load_scenario
 
@@ -105,6 +106,8 @@ class Simulation:
         self.executions: list[ExecutionRecord] = []
         self.prompt_tokens = 0
         self.output_tokens = 0
+        self.watch: LateWatch | None = None  # stops a run that can no longer meet its guard
+        self.aborted = False
 
     def _ms(self, d: Descriptor, tokens: int, rows: int, context: int) -> float:
         try:
@@ -131,12 +134,18 @@ class Simulation:
         return max(1, round(ms * NS_PER_MS * noise))
 
     def run(self) -> dict[str, Any]:
-        end_ns = round(self.scenario.end_ms * NS_PER_MS)
+        return self.report(self._loop())
+
+    def _loop(self) -> int:
+        """Runs until every request finished, ``end_ms`` or the late watch trips; returns
+        the simulated end time in ns."""
+        end_ms = self.scenario.end_ms
+        end_ns = round(end_ms * NS_PER_MS) if math.isfinite(end_ms) else 1 << 62
         pending = list(self.streams)
         running: list[_Running] = []
-        now, device_free, fence = 0, 0, 0
+        now, device_free, fence, completed = 0, 0, 0, 0
         while now <= end_ns:
-            while pending and pending[0].request.arrival_ms * NS_PER_MS <= now:
+            while pending and round(pending[0].request.arrival_ms * NS_PER_MS) <= now:
                 if not self.scheduler.pool.can_allocate_slot():
                     break
                 self._admit(pending.pop(0))
@@ -148,7 +157,7 @@ class Simulation:
                 fence += 1
                 self.scheduler.commit(plan, Fence(fence))
                 entry = self.scheduler.trace[-1] if self.scheduler.trace else None
-                klass = getattr(entry, "execution_class", None) or ORDINARY
+                klass = str(getattr(entry, "execution_class", None) or ORDINARY)
                 start = max(now, device_free)
                 duration = self._sample_ns(plan)
                 device_free = start + duration
@@ -161,7 +170,12 @@ class Simulation:
             if running and running[0].end_ns <= now:
                 self.scheduler.advance_to(now)
                 self._complete(running.pop(0), now)
-        return self.report(min(now, end_ns))
+                completed += 1
+                watched = self.watch is not None and completed % 64 == 0
+                if watched and self.watch.exceeded(now / NS_PER_MS):
+                    self.aborted = True
+                    break
+        return min(now, end_ns)
 
     def _admit(self, stream: _Stream) -> None:
         r = stream.request
@@ -270,8 +284,9 @@ class Simulation:
         )
 
     def run_result(self, policy: str = "helios") -> RunResult:
-        self.last_report = self.run()
-        return self.result(round(self.last_report["totals"]["end_ms"] * NS_PER_MS), policy)
+        result = self.result(self._loop(), policy)
+        result.info["aborted"] = self.aborted
+        return result
 
     def report(self, end_ns: int) -> dict[str, Any]:
         seconds = max(end_ns, 1) / 1e9
