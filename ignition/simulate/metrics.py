@@ -14,6 +14,7 @@ truncated run cannot pass a TTFT guard by omission.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -57,7 +58,16 @@ class Metrics:
     aborted: bool = False
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """Plain JSON: infinite or undefined percentiles become null."""
+
+        def clean(value):
+            if isinstance(value, dict):
+                return {k: clean(v) for k, v in value.items()}
+            if isinstance(value, float) and not math.isfinite(value):
+                return None
+            return value
+
+        return clean(asdict(self))
 
 
 def ttft_samples(run: RunResult) -> list[float]:
@@ -71,7 +81,7 @@ def tbt_samples(run: RunResult) -> list[float]:
     out: list[float] = []
     for r in run.requests:
         times = [t for t, _ in r.deliveries]
-        out.extend(b - a for a, b in zip(times, times[1:], strict=False))
+        out.extend(b - a for a, b in itertools.pairwise(times))
     return out
 
 
