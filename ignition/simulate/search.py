@@ -114,7 +114,7 @@ class Searcher:
                 else:
                     b = mid
             passing = a
-        return Capacity(self.policy, slo, passing, self.at(passing))
+        return Capacity(self.policy, slo, round(passing, 6), self.at(passing))
 
 
 def search(
