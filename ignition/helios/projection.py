@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from ignition.components.catalog import Descriptor
+from ignition.helios import utility
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel
 from ignition.helios.policy import Population
@@ -43,13 +45,19 @@ def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[
 def current_normalizers(
     descriptors: Sequence[Descriptor], costs: CostModel, requests: Iterable[RequestState]
 ) -> Normalizers:
+    """Normalizers of the measured catalog; the token rate is the newcomer rule's start
+    (``utility.newcomer_token_rate``), used for prices and the first service update."""
     live = [r for r in requests if r.is_live]
     decoders = sum(1 for r in live if r.is_decoder)
     key = (id(descriptors), costs.version, len(live), decoders)
     cached = costs.derived.get("normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
-    norms = normalizers(measured(descriptors, costs), len(live), decoders)
+    graphs = measured(descriptors, costs)
+    norms = normalizers(graphs, len(live), decoders)
+    start = utility.newcomer_token_rate(graphs, len(live))
+    if start is not None:
+        norms = replace(norms, token_rate=start)
     costs.derived["normalizers"] = (key, norms)
     return norms
 

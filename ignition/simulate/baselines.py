@@ -16,7 +16,8 @@ model, so baselines and Helios differ only in what they choose.
   decoders wait; otherwise every decoder runs.
 
 Names: ``NAME[-bBUDGET][-kK]``, e.g. ``vllm-b8192-k3``; ``helios`` is the Helios
-scheduler itself (see ``harness.py``).
+scheduler itself, ``helios+VARIANT[+VARIANT]`` an experiment on it (see ``harness.py``
+and ``HELIOS_VARIANTS``).
 """
 
 from __future__ import annotations
@@ -158,6 +159,11 @@ FAMILIES: dict[str, _Family] = {
     "prefill-first": _Family(PrefillFirst, 8192, "SGLang-style default: prefill first"),
 }
 HELIOS = "helios"
+HELIOS_VARIANTS = {
+    "normalizer-newcomer": "newcomers start at the token normalizer (the earlier rule)",
+    "wide-mixed": "what-if catalog: wider mixed widths also at the 2048 prompt bucket",
+    "trained": "acceptance preseeded with each request's true per-position means",
+}
 _NAME = re.compile(r"^(?P<family>[a-z]+(?:-first)?)(?:-b(?P<budget>\d+))?(?:-k(?P<k>\d+))?$")
 
 
@@ -175,8 +181,15 @@ class PolicyName:
 def parse_policy(text: str) -> PolicyName:
     """``helios`` or ``FAMILY[-bBUDGET][-kK]``; anything else is one line naming it."""
     known = ", ".join([HELIOS, *FAMILIES, "<family>-b<budget>", "<family>-k<drafts>"])
-    if text == HELIOS:
-        return PolicyName(text, HELIOS)
+    if text == HELIOS or text.startswith(HELIOS + "+"):
+        variants = text.split("+")[1:]
+        for v in variants:
+            if v not in HELIOS_VARIANTS:
+                known_variants = ", ".join(HELIOS_VARIANTS)
+                raise PolicyError(
+                    f"unknown Helios variant {v!r} in {text!r} (known: {known_variants})"
+                )
+        return PolicyName(text, HELIOS, extras={"variants": tuple(variants)})
     m = _NAME.match(text)
     if m is None or m.group("family") not in FAMILIES:
         raise PolicyError(f"unknown policy {text!r} (known: {known})")
@@ -198,7 +211,9 @@ def make_baseline(text: str) -> BaselinePolicy:
 def describe(text: str) -> str:
     name = parse_policy(text)
     if name.family == HELIOS:
-        return "Helios (value per execution time over the prepared catalog)"
+        extra = "; ".join(HELIOS_VARIANTS[v] for v in name.extras.get("variants", ()))
+        base = "Helios (value per execution time over the prepared catalog)"
+        return f"{base}; {extra}" if extra else base
     summary = FAMILIES[name.family].summary
     drafts = f", fixed K = {name.drafts} MTP drafts" if name.drafts else ", no speculation"
     return f"{summary}, budget {name.budget}{drafts}"

@@ -8,8 +8,9 @@ the same requests, device model, noise and slots, and return a :class:`RunResult
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from ignition.components.catalog import Catalog
@@ -40,15 +41,50 @@ class Setup:
 
 @functools.lru_cache(maxsize=16)
 def helios_catalog(
-    recipe: str, slots: int, envelope: int, speculation: str = "adaptive"
+    recipe: str, slots: int, envelope: int, speculation: str = "adaptive", wide_mixed: int = 0
 ) -> Catalog:
-    from ignition.components.capacity import plan_catalog, select_for_mode
+    """The recipe's catalog for these capacities; ``wide_mixed`` > 0 adds, as a what-if
+    outside the recipe rules, every wider mixed width at that prompt bucket too."""
+    from ignition.components.capacity import (
+        _speculative,
+        mixed_batch_buckets,
+        mixed_widths,
+        plan_catalog,
+        resolve,
+        select_for_mode,
+    )
+    from ignition.components.catalog import GraphKind, ValueSource
     from ignition.recipes import LoadOptions, get_recipe
 
+    chosen = get_recipe(recipe)
     options = LoadOptions(
         mixed_prefill=True, concurrency=slots, speculative_token_capacity=envelope
     )
-    return select_for_mode(plan_catalog(get_recipe(recipe), options), speculation)
+    catalog = plan_catalog(chosen, options)
+    if wide_mixed:
+        cap = resolve(chosen, options)
+        names = {d.name for d in catalog.descriptors}
+        extra = [
+            _speculative(b, w, b * w, ValueSource.QUERY_LENGTH, GraphKind.MIXED, wide_mixed)
+            for b in mixed_batch_buckets(cap)
+            for w in mixed_widths(cap, b)
+        ]
+        extra = [d for d in extra if d.name not in names]
+        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
+    return select_for_mode(catalog, speculation)
+
+
+@contextlib.contextmanager
+def newcomer_rule(name: str) -> Iterator[None]:
+    """Runs Helios under one of ``utility.NEWCOMER_RULES`` (for before/after studies)."""
+    from ignition.helios import utility
+
+    previous = utility.NEWCOMER_RULE
+    utility.NEWCOMER_RULE = name
+    try:
+        yield
+    finally:
+        utility.NEWCOMER_RULE = previous
 
 
 def run_helios(
@@ -57,10 +93,14 @@ def run_helios(
     ttft_guard_ms: float | None = None,
     name: str = HELIOS,
 ) -> RunResult:
-    if setup.trained_acceptance:
+    variants = parse_policy(name).extras.get("variants", ())
+    if setup.trained_acceptance or "trained" in variants:
         requests = [replace(r, acceptance_prior=r.acceptance) for r in requests]
+    wide = 2048 if "wide-mixed" in variants else 0
     scenario = Scenario(
-        catalog=helios_catalog(setup.recipe, setup.slots, setup.speculative_token_capacity),
+        catalog=helios_catalog(
+            setup.recipe, setup.slots, setup.speculative_token_capacity, wide_mixed=wide
+        ),
         durations=setup.device,
         requests=tuple(requests),
         policy=setup.helios_policy,
@@ -71,10 +111,12 @@ def run_helios(
         speculation=SpeculationMode.ADAPTIVE,
         resources=Resources(num_request_slots=setup.slots),
     )
-    sim = Simulation(scenario)
-    if ttft_guard_ms is not None:
-        sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
-    return sim.run_result(name)
+    rule = "normalizer" if "normalizer-newcomer" in variants else "generation"
+    with newcomer_rule(rule):
+        sim = Simulation(scenario)
+        if ttft_guard_ms is not None:
+            sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
+        return sim.run_result(name)
 
 
 def run_policy(

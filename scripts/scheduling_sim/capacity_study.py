@@ -1,0 +1,187 @@
+"""The capacity study of issue 12: Helios against fixed baselines on the Azure conversation
+trace and the H200 timing model, at the recipe's 4 slots and at 32 slots.
+
+    python -m scripts.scheduling_sim.capacity_study            # writes docs/capacity.md
+    python -m scripts.scheduling_sim.capacity_study --jobs 2   # two processes
+
+Regenerates every table and plot of ``docs/capacity.md`` (plots in ``docs/capacity/``).
+The numbers are simulated (see ``ignition/simulate``), not measured on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from ignition.simulate.baselines import HELIOS, describe
+from ignition.simulate.command import TraceSpec, trace_workload
+from ignition.simulate.harness import Setup, run_policy
+from ignition.simulate.metrics import Metrics, measure
+from ignition.simulate.search import SLO, Capacity, search
+
+TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
+POLICIES = ("helios", "vllm", "vllm-b8192", "vllm-k1", "vllm-k2", "vllm-k3", "vllm-k5", "sarathi",
+            "prefill-first")
+STUDY_SLO = SLO(None, 10_000.0)  # the issue's table: TBT not binding, p99 TTFT under 10 s
+TARGET_SLOS = (SLO(60.0, 2_000.0), SLO(100.0, 5_000.0), SLO(200.0, 10_000.0))
+HALF_LOAD = 0.5
+ENVELOPE = {4: 6, 32: 128}  # the recipe's default R at 4 slots; the issue's 128 at 32
+
+
+@dataclass
+class Job:
+    slots: int
+    policy: str
+    rows: tuple[int, int]
+
+
+@dataclass
+class JobResult:
+    job: Job
+    capacities: list[Capacity]
+    runs: dict[float, Metrics]
+    half: Metrics
+    seconds: float
+
+
+def run_job(job: Job) -> JobResult:
+    start = time.time()
+    spec = TraceSpec(TRACE, job.rows[0], job.rows[1] - job.rows[0])
+    workload = trace_workload(spec)
+    setup = Setup(slots=job.slots, speculative_token_capacity=ENVELOPE.get(job.slots, 128))
+    slos = (STUDY_SLO, *TARGET_SLOS)
+    capacities, runs = search([job.policy], slos, workload, setup, lo=0.25, hi=4.0)
+    half = measure(run_policy(job.policy, workload(HALF_LOAD), setup))
+    return JobResult(job, capacities, runs[job.policy], half, time.time() - start)
+
+
+def _ratio(helios: float, other: float) -> str:
+    return "-" if other <= 0 else f"{helios / other:.2f}x"
+
+
+def capacity_section(results: list[JobResult], slots: int) -> list[str]:
+    mine = [r for r in results if r.job.slots == slots]
+    by = {(r.job.policy, c.slo): c.rate for r in mine for c in r.capacities}
+    helios = {slo: by.get((HELIOS, slo), 0.0) for slo in (STUDY_SLO, *TARGET_SLOS)}
+    lines = [
+        f"### {slots} slots, R = {ENVELOPE.get(slots, 128)}",
+        "",
+        "Capacity (load units) with p99 TTFT under 10 s, TBT not binding (the issue's table):",
+        "",
+        "| policy | capacity | Helios ratio |",
+        "|---|---|---|",
+    ]
+    for r in mine:
+        rate = by[(r.job.policy, STUDY_SLO)]
+        lines.append(f"| {describe(r.job.policy)} (`{r.job.policy}`) | {rate:.3f} | "
+                     f"{_ratio(helios[STUDY_SLO], rate)} |")
+    lines += ["", "Capacity at the targets' SLO pairs (p99 TBT / p99 TTFT), Helios ratio beside:",
+              "", "| policy | " + " | ".join(f"{s.label} | ratio" for s in TARGET_SLOS) + " |",
+              "|---|" + "---|---|" * len(TARGET_SLOS)]
+    for r in mine:
+        cells = []
+        for slo in TARGET_SLOS:
+            rate = by[(r.job.policy, slo)]
+            cells += [f"{rate:.3f}", _ratio(helios[slo], rate)]
+        lines.append(f"| `{r.job.policy}` | " + " | ".join(cells) + " |")
+    lines += ["", f"At half load ({HALF_LOAD} load units):", "",
+              "| policy | out tok/s | TTFT p50 | TTFT p99 | TBT p50 | TBT p99 | TPOT p50 |",
+              "|---|---|---|---|---|---|---|"]
+    for r in mine:
+        m = r.half
+        lines.append(
+            f"| `{r.job.policy}` | {m.output_tokens_per_s:.0f} | {m.ttft_ms.p50 / 1e3:.3f} s | "
+            f"{m.ttft_ms.p99 / 1e3:.2f} s | {m.tbt_ms.p50:.1f} ms | {m.tbt_ms.p99:.1f} ms | "
+            f"{m.tpot_ms.p50:.1f} ms |"
+        )
+    lines += ["", f"![latency vs load, {slots} slots](capacity/latency_vs_load_{slots}.png)", ""]
+    return lines
+
+
+def write_plots(results: list[JobResult], plots: Path, rows: tuple[int, int]) -> list[str]:
+    try:
+        from ignition.simulate.plots import graph_mix, latency_vs_load
+    except ImportError:
+        return []
+    plots.mkdir(parents=True, exist_ok=True)
+    written = []
+    for slots in sorted({r.job.slots for r in results}):
+        runs = {r.job.policy: r.runs for r in results if r.job.slots == slots}
+        path = plots / f"latency_vs_load_{slots}.png"
+        latency_vs_load(runs, path, f"conv.csv rows {rows[0]}:{rows[1]}, {slots} slots")
+        written.append(str(path))
+        spec = TraceSpec(TRACE, rows[0], rows[1] - rows[0])
+        setup = Setup(slots=slots, speculative_token_capacity=ENVELOPE.get(slots, 128))
+        for policy in ("helios", "vllm-k3"):
+            run = run_policy(policy, trace_workload(spec)(HALF_LOAD), setup)
+            path = plots / f"graph_mix_{policy}_{slots}.png"
+            graph_mix(run, path, window_ms=20_000)
+            written.append(str(path))
+    return written
+
+
+HEADER = """# Capacity: Helios against fixed baselines (simulated)
+
+Generated by `python -m scripts.scheduling_sim.capacity_study` (the tables and the
+plots in `docs/capacity/`; do not edit by hand). Every policy runs on the same
+simulated device (the H200 roofline of `shared/spec/h200-timing-model.md`, lognormal
+noise sigma 0.03), the same request slots and the same workload: the Azure
+conversation trace `conv.csv`, rows {rows}, arrivals replayed at a rate scale (one
+load unit is the trace's own arrival rate, about 4.9 requests/s), MTP drafts accepted
+with conditional probabilities 0.8, 0.7, 0.6, 0.5, 0.4 per position. Helios runs the
+qwen38 recipe's catalog built for the slot count (`--concurrency`,
+`--speculative-token-capacity`, mixed programs, adaptive speculation) with measured
+costs preseeded; baselines run eager batches of exactly their work (no padding).
+Capacity is the highest load whose run finishes every request within the SLO: a
+geometric grid (factor 2^(1/4)) then three bisections, so capacities are within
+about 2%.
+
+Policies: {policies}.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="capacity_study")
+    parser.add_argument("--slots", default="4,32")
+    parser.add_argument("--rows", default="2000:2600")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--out", default="docs/capacity.md")
+    parser.add_argument("--plots", default="docs/capacity")
+    parser.add_argument("--jobs", type=int, default=1)
+    args = parser.parse_args(argv)
+    a, b = (int(x) for x in args.rows.split(":"))
+    slots = [int(s) for s in args.slots.split(",")]
+    policies = [p for p in args.policies.split(",") if p]
+    jobs = [Job(s, p, (a, b)) for s in slots for p in policies]
+    started = time.time()
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            results = list(pool.map(run_job, jobs))
+    else:
+        results = [run_job(j) for j in jobs]
+    for r in results:
+        print(f"{r.job.slots:>2} slots {r.job.policy:<14} "
+              + " ".join(f"{c.slo.label}: {c.rate:.3f}" for c in r.capacities)
+              + f" ({r.seconds:.0f} s)", flush=True)
+    lines = HEADER.format(
+        rows=f"{a}-{b - 1}",
+        policies="; ".join(f"`{p}`: {describe(p)}" for p in policies),
+    ).splitlines()
+    lines.append("")
+    for s in slots:
+        lines += capacity_section(results, s)
+    plots = write_plots(results, Path(args.plots), (a, b))
+    for s in slots:
+        lines += [f"![graph mix at half load, Helios, {s} slots](capacity/graph_mix_helios_{s}.png)",
+                  ""]
+    lines.append(f"Study wall time: {time.time() - started:.0f} s on this machine.")
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out} and {len(plots)} plots")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
