@@ -23,8 +23,20 @@ from ignition.simulate.metrics import Metrics, measure
 from ignition.simulate.search import SLO, Capacity, search
 
 TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
-POLICIES = ("helios", "vllm", "vllm-b8192", "vllm-k1", "vllm-k2", "vllm-k3", "vllm-k5", "sarathi",
-            "prefill-first")
+POLICIES = (
+    "helios",
+    "helios+normalizer-newcomer",
+    "helios+wide-mixed",
+    "vllm",
+    "vllm-b8192",
+    "vllm-k1",
+    "vllm-k2",
+    "vllm-k3",
+    "vllm-k5",
+    "sarathi",
+    "prefill-first",
+)
+FIXED_WIDTHS = ("vllm", "vllm-k1", "vllm-k2", "vllm-k3", "vllm-k5")
 STUDY_SLO = SLO(None, 10_000.0)  # the issue's table: TBT not binding, p99 TTFT under 10 s
 TARGET_SLOS = (SLO(60.0, 2_000.0), SLO(100.0, 5_000.0), SLO(200.0, 10_000.0))
 HALF_LOAD = 0.5
@@ -76,20 +88,30 @@ def capacity_section(results: list[JobResult], slots: int) -> list[str]:
     ]
     for r in mine:
         rate = by[(r.job.policy, STUDY_SLO)]
-        lines.append(f"| {describe(r.job.policy)} (`{r.job.policy}`) | {rate:.3f} | "
-                     f"{_ratio(helios[STUDY_SLO], rate)} |")
-    lines += ["", "Capacity at the targets' SLO pairs (p99 TBT / p99 TTFT), Helios ratio beside:",
-              "", "| policy | " + " | ".join(f"{s.label} | ratio" for s in TARGET_SLOS) + " |",
-              "|---|" + "---|---|" * len(TARGET_SLOS)]
+        lines.append(
+            f"| {describe(r.job.policy)} (`{r.job.policy}`) | {rate:.3f} | "
+            f"{_ratio(helios[STUDY_SLO], rate)} |"
+        )
+    lines += [
+        "",
+        "Capacity at the targets' SLO pairs (p99 TBT / p99 TTFT), Helios ratio beside:",
+        "",
+        "| policy | " + " | ".join(f"{s.label} | ratio" for s in TARGET_SLOS) + " |",
+        "|---|" + "---|---|" * len(TARGET_SLOS),
+    ]
     for r in mine:
         cells = []
         for slo in TARGET_SLOS:
             rate = by[(r.job.policy, slo)]
             cells += [f"{rate:.3f}", _ratio(helios[slo], rate)]
         lines.append(f"| `{r.job.policy}` | " + " | ".join(cells) + " |")
-    lines += ["", f"At half load ({HALF_LOAD} load units):", "",
-              "| policy | out tok/s | TTFT p50 | TTFT p99 | TBT p50 | TBT p99 | TPOT p50 |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"At half load ({HALF_LOAD} load units):",
+        "",
+        "| policy | out tok/s | TTFT p50 | TTFT p99 | TBT p50 | TBT p99 | TPOT p50 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in mine:
         m = r.half
         lines.append(
@@ -97,7 +119,52 @@ def capacity_section(results: list[JobResult], slots: int) -> list[str]:
             f"{m.ttft_ms.p99 / 1e3:.2f} s | {m.tbt_ms.p50:.1f} ms | {m.tbt_ms.p99:.1f} ms | "
             f"{m.tpot_ms.p50:.1f} ms |"
         )
+    baselines = [r for r in mine if not r.job.policy.startswith(HELIOS)]
+    lines += [
+        "",
+        "Helios against the best baseline at each SLO (fixed-K speculation included):",
+        "",
+        "| SLO | Helios | best baseline | its capacity | Helios ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for slo in (STUDY_SLO, *TARGET_SLOS):
+        if not baselines:
+            break
+        best = max(baselines, key=lambda r: by[(r.job.policy, slo)])
+        rate = by[(best.job.policy, slo)]
+        lines.append(
+            f"| {slo.label} | {helios[slo]:.3f} | `{best.job.policy}` | {rate:.3f} | "
+            f"{_ratio(helios[slo], rate)} |"
+        )
+    lines += widths_section(mine)
     lines += ["", f"![latency vs load, {slots} slots](capacity/latency_vs_load_{slots}.png)", ""]
+    return lines
+
+
+def widths_section(mine: list[JobResult]) -> list[str]:
+    """Adaptive against fixed widths at every load all of them ran (the shared grid)."""
+    runs = {r.job.policy: r.runs for r in mine}
+    fixed = [p for p in FIXED_WIDTHS if p in runs]
+    if HELIOS not in runs or not fixed:
+        return []
+    loads = sorted(set(runs[HELIOS]).intersection(*(runs[p] for p in fixed)))
+    lines = [
+        "",
+        "Adaptive (Helios) against the best fixed width at each load (p50 TPOT, ms;"
+        " p99 TTFT, s; stopped runs count as failing):",
+        "",
+        "| load | Helios TPOT | best fixed TPOT | Helios p99 TTFT | best fixed p99 TTFT |",
+        "|---|---|---|---|---|",
+    ]
+    for load in loads:
+        h = runs[HELIOS][load]
+        best_tpot = min(fixed, key=lambda p: runs[p][load].tpot_ms.p50)
+        best_ttft = min(fixed, key=lambda p: runs[p][load].ttft_ms.p99)
+        lines.append(
+            f"| {load:.3f} | {h.tpot_ms.p50:.1f} | {runs[best_tpot][load].tpot_ms.p50:.1f} "
+            f"(`{best_tpot}`) | {h.ttft_ms.p99 / 1e3:.2f} | "
+            f"{runs[best_ttft][load].ttft_ms.p99 / 1e3:.2f} (`{best_ttft}`) |"
+        )
     return lines
 
 
@@ -156,16 +223,21 @@ def main(argv: list[str] | None = None) -> int:
     slots = [int(s) for s in args.slots.split(",")]
     policies = [p for p in args.policies.split(",") if p]
     jobs = [Job(s, p, (a, b)) for s in slots for p in policies]
+    jobs.sort(key=lambda j: (not j.policy.startswith(HELIOS), -j.slots))  # longest first
     started = time.time()
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
             results = list(pool.map(run_job, jobs))
     else:
         results = [run_job(j) for j in jobs]
+    results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
     for r in results:
-        print(f"{r.job.slots:>2} slots {r.job.policy:<14} "
-              + " ".join(f"{c.slo.label}: {c.rate:.3f}" for c in r.capacities)
-              + f" ({r.seconds:.0f} s)", flush=True)
+        print(
+            f"{r.job.slots:>2} slots {r.job.policy:<14} "
+            + " ".join(f"{c.slo.label}: {c.rate:.3f}" for c in r.capacities)
+            + f" ({r.seconds:.0f} s)",
+            flush=True,
+        )
     lines = HEADER.format(
         rows=f"{a}-{b - 1}",
         policies="; ".join(f"`{p}`: {describe(p)}" for p in policies),
@@ -175,8 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         lines += capacity_section(results, s)
     plots = write_plots(results, Path(args.plots), (a, b))
     for s in slots:
-        lines += [f"![graph mix at half load, Helios, {s} slots](capacity/graph_mix_helios_{s}.png)",
-                  ""]
+        lines += [
+            f"![graph mix at half load, Helios, {s} slots](capacity/graph_mix_helios_{s}.png)",
+            "",
+        ]
     lines.append(f"Study wall time: {time.time() - started:.0f} s on this machine.")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out} and {len(plots)} plots")
