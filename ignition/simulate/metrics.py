@@ -70,6 +70,26 @@ class Metrics:
         return clean(asdict(self))
 
 
+def metrics_from_json(data: dict) -> Metrics:
+    """Inverse of ``Metrics.to_json`` (null percentiles read back as infinite)."""
+
+    def pct(d: dict) -> Percentiles:
+        return Percentiles(*(math.inf if d[k] is None else d[k] for k in ("p50", "p90", "p99")))
+
+    return Metrics(
+        policy=data["policy"],
+        requests=data["requests"],
+        finished=data["finished"],
+        output_tokens_per_s=data["output_tokens_per_s"],
+        ttft_ms=pct(data["ttft_ms"]),
+        tbt_ms=pct(data["tbt_ms"]),
+        tpot_ms=pct(data["tpot_ms"]),
+        device_ms_by_class=data["device_ms_by_class"],
+        device_ms_by_kind=data["device_ms_by_kind"],
+        aborted=data["aborted"],
+    )
+
+
 def ttft_samples(run: RunResult) -> list[float]:
     return [
         (r.first_output_ms - r.arrival_ms) if r.first_output_ms is not None else math.inf

@@ -11,15 +11,16 @@ The numbers are simulated (see ``ignition/simulate``), not measured on a GPU.
 from __future__ import annotations
 
 import argparse
+import json
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from ignition.simulate.baselines import HELIOS, describe
 from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.harness import Setup, run_policy
-from ignition.simulate.metrics import Metrics, measure
+from ignition.simulate.metrics import Metrics, measure, metrics_from_json
 from ignition.simulate.search import SLO, Capacity, search
 
 TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
@@ -210,6 +211,114 @@ Policies: {policies}.
 """
 
 
+def save_results(results: list[JobResult], path: Path) -> None:
+    data = [
+        {
+            "slots": r.job.slots,
+            "policy": r.job.policy,
+            "rows": list(r.job.rows),
+            "seconds": r.seconds,
+            "capacities": [
+                {"tbt_p99_ms": c.slo.tbt_p99_ms, "ttft_p99_ms": c.slo.ttft_p99_ms, "rate": c.rate}
+                for c in r.capacities
+            ],
+            "runs": {str(rate): m.to_json() for rate, m in r.runs.items()},
+            "half": r.half.to_json(),
+        }
+        for r in results
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def load_results(path: Path) -> list[JobResult]:
+    out = []
+    for item in json.loads(path.read_text()):
+        job = Job(item["slots"], item["policy"], tuple(item["rows"]))
+        capacities = [
+            Capacity(job.policy, SLO(c["tbt_p99_ms"], c["ttft_p99_ms"]), c["rate"], None)
+            for c in item["capacities"]
+        ]
+        runs = {float(k): metrics_from_json(v) for k, v in item["runs"].items()}
+        out.append(
+            JobResult(job, capacities, runs, metrics_from_json(item["half"]), item["seconds"])
+        )
+    return out
+
+
+def _cap(results: list[JobResult], slots: int, policy: str, slo: SLO) -> float:
+    for r in results:
+        if r.job.slots == slots and r.job.policy == policy:
+            for c in r.capacities:
+                if c.slo == slo:
+                    return c.rate
+    return 0.0
+
+
+def _half(results: list[JobResult], slots: int, policy: str) -> Metrics | None:
+    for r in results:
+        if r.job.slots == slots and r.job.policy == policy:
+            return r.half
+    return None
+
+
+def findings(results: list[JobResult], slots: list[int]) -> list[str]:
+    """The before/after table of the Helios variants, per slot count and SLO."""
+    variants = [p for p in POLICIES if p.startswith(HELIOS)]
+    lines = [
+        "## Helios before and after",
+        "",
+        "`helios` is the current code (newcomer rule of `docs/scheduling.md`);"
+        " `helios+normalizer-newcomer` the earlier rule; `helios+wide-mixed` a what-if"
+        " catalog outside the seed's mixed contract (wider mixed widths also at the"
+        " 2048-token prompt bucket). Capacity in load units; p50 TTFT at half load.",
+        "",
+        "| slots | variant | "
+        + " | ".join(s.label for s in (STUDY_SLO, *TARGET_SLOS))
+        + " | p50 TTFT at half load |",
+        "|---|---|" + "---|" * (len(TARGET_SLOS) + 2),
+    ]
+    for n in slots:
+        for v in variants:
+            half = _half(results, n, v)
+            if half is None:
+                continue
+            caps = " | ".join(f"{_cap(results, n, v, s):.3f}" for s in (STUDY_SLO, *TARGET_SLOS))
+            lines.append(f"| {n} | `{v}` | {caps} | {half.ttft_ms.p50 / 1e3:.3f} s |")
+    return lines
+
+
+def render(
+    results: list[JobResult],
+    slots: list[int],
+    policies: list[str],
+    rows: tuple[int, int],
+    out: Path,
+    plots: Path,
+    seconds: float,
+) -> int:
+    a, b = rows
+    lines = HEADER.format(
+        rows=f"{a}-{b - 1}",
+        policies="; ".join(f"`{p}`: {describe(p)}" for p in policies),
+    ).splitlines()
+    lines.append("")
+    lines += findings(results, slots)
+    lines += ["", "## Tables per slot count", ""]
+    for s in slots:
+        lines += capacity_section(results, s)
+    written = write_plots(results, plots, rows)
+    for s in slots:
+        lines += [
+            f"![graph mix at half load, Helios, {s} slots](capacity/graph_mix_helios_{s}.png)",
+            "",
+        ]
+    lines.append(f"Study time: {seconds:.0f} s of simulation on this machine.")
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out} and {len(written)} plots")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="capacity_study")
     parser.add_argument("--slots", default="4,32")
@@ -218,43 +327,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/capacity.md")
     parser.add_argument("--plots", default="docs/capacity")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--results", default="docs/capacity/results.json")
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="Rewrite the page from --results without simulating again.",
+    )
     args = parser.parse_args(argv)
     a, b = (int(x) for x in args.rows.split(":"))
     slots = [int(s) for s in args.slots.split(",")]
     policies = [p for p in args.policies.split(",") if p]
+    if args.render_only:
+        results = load_results(Path(args.results))
+        seconds = sum(r.seconds for r in results)
+        return render(results, slots, policies, (a, b), Path(args.out), Path(args.plots), seconds)
     jobs = [Job(s, p, (a, b)) for s in slots for p in policies]
     jobs.sort(key=lambda j: (not j.policy.startswith(HELIOS), -j.slots))  # longest first
     started = time.time()
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            results = list(pool.map(run_job, jobs))
-    else:
-        results = [run_job(j) for j in jobs]
-    results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
-    for r in results:
+    results = []
+
+    def report(r: JobResult) -> None:
+        results.append(r)
         print(
-            f"{r.job.slots:>2} slots {r.job.policy:<14} "
+            f"{r.job.slots:>2} slots {r.job.policy:<28} "
             + " ".join(f"{c.slo.label}: {c.rate:.3f}" for c in r.capacities)
             + f" ({r.seconds:.0f} s)",
             flush=True,
         )
-    lines = HEADER.format(
-        rows=f"{a}-{b - 1}",
-        policies="; ".join(f"`{p}`: {describe(p)}" for p in policies),
-    ).splitlines()
-    lines.append("")
-    for s in slots:
-        lines += capacity_section(results, s)
-    plots = write_plots(results, Path(args.plots), (a, b))
-    for s in slots:
-        lines += [
-            f"![graph mix at half load, Helios, {s} slots](capacity/graph_mix_helios_{s}.png)",
-            "",
-        ]
-    lines.append(f"Study wall time: {time.time() - started:.0f} s on this machine.")
-    Path(args.out).write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out} and {len(plots)} plots")
-    return 0
+
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            for future in as_completed([pool.submit(run_job, j) for j in jobs]):
+                report(future.result())
+    else:
+        for j in jobs:
+            report(run_job(j))
+    results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
+    save_results(results, Path(args.results))
+    return render(
+        results, slots, policies, (a, b), Path(args.out), Path(args.plots), time.time() - started
+    )
 
 
 if __name__ == "__main__":
