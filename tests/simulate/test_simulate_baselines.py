@@ -90,3 +90,29 @@ def test_the_engine_finishes_every_request_with_its_output_within_the_slots():
         ]
         assert all(r.first_output_ms > r.arrival_ms for r in run.requests)
         assert max(e.rows for e in run.executions) <= 4
+
+
+def test_helios_variants_are_named_and_unknown_ones_rejected():
+    assert parse_policy("helios+normalizer-newcomer+trained").extras["variants"] == (
+        "normalizer-newcomer",
+        "trained",
+    )
+    with pytest.raises(PolicyError, match="unknown Helios variant 'turbo'"):
+        parse_policy("helios+turbo")
+
+
+def test_the_wide_mixed_what_if_adds_wider_mixed_widths_at_the_2048_bucket_only():
+    from ignition.simulate.harness import helios_catalog
+
+    stock = helios_catalog("qwen38", 32, 128)
+    wide = helios_catalog("qwen38", 32, 128, wide_mixed=2048)
+
+    def wider(catalog):
+        return {
+            d.prefill_capacity
+            for d in catalog.descriptors
+            if d.kind.value == "mixed" and d.token_capacity > 1
+        }
+
+    assert wider(stock) == {512} and wider(wide) == {512, 2048}
+    assert {d.name for d in stock.descriptors} < {d.name for d in wide.descriptors}
