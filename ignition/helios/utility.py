@@ -12,6 +12,7 @@ long-starved request's large price stays representable.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -26,14 +27,9 @@ Measured = Iterable[tuple[Descriptor, float]]
 
 
 def generation_start_rate(measured: Measured, num_streams: int) -> float | None:
-    """The newcomer rule (docs/scheduling.md): a request without token history starts
-    at the highest per-stream token rate a measured *generation* graph (decode or
-    speculative) offers the K live streams, i.e. at parity with a decoder served at
-    the fastest batch-feasible rate. Prefill graphs are left out: their thousands of
-    prompt tokens per execution made a newcomer look already well served, so its
-    fairness price started near zero and prompts waited behind decoders until it grew
-    (p50 TTFT 0.21 s against 0.06 s for a vLLM-style baseline at half load). Without
-    a measured generation graph it falls back to every measured graph."""
+    """The highest per-stream token rate a measured *generation* graph (decode or
+    speculative) offers the K live streams: parity with a decoder served at the fastest
+    batch-feasible rate. Falls back to every measured graph without a generation one."""
     measured = list(measured)
     generation = [
         (d, t) for d, t in measured if d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE)
@@ -43,15 +39,36 @@ def generation_start_rate(measured: Measured, num_streams: int) -> float | None:
 
 
 def normalizer_start_rate(measured: Measured, num_streams: int) -> float | None:
-    """The earlier rule: newcomers start at the token normalizer over every graph."""
+    """The token normalizer over every measured graph (scheduling-utility.md's rule).
+
+    On a MoE catalog its maximum is a prefill graph, so a newcomer looks as if it had
+    been served at prefill speed and its fairness price starts near zero."""
     return token_normalizer(measured, num_streams)
 
 
+def balanced_start_rate(measured: Measured, num_streams: int) -> float | None:
+    """The newcomer rule (docs/scheduling.md): the geometric mean of the two yardsticks,
+    the generation start rate and the token normalizer.
+
+    A newcomer's rate is unknown between the rate a prompt-consuming stream gets from a
+    prefill graph and the rate a decoder gets; prices are multiplicative, so the start
+    that minimises the worst multiplicative distance to both, max(x0 / x_gen,
+    x_norm / x0), is their geometric mean (the same balance the seed's mixed prompt
+    bucket strikes between short and long chunks)."""
+    measured = list(measured)
+    low = generation_start_rate(measured, num_streams)
+    high = normalizer_start_rate(measured, num_streams)
+    if low is None or high is None:
+        return high if low is None else low
+    return math.sqrt(low * high)
+
+
 NEWCOMER_RULES: dict[str, Callable[[Measured, int], float | None]] = {
+    "balanced": balanced_start_rate,
     "generation": generation_start_rate,
     "normalizer": normalizer_start_rate,
 }
-NEWCOMER_RULE = "generation"
+NEWCOMER_RULE = "balanced"
 
 
 def newcomer_token_rate(measured: Measured, num_streams: int) -> float | None:

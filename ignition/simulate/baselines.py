@@ -161,6 +161,7 @@ FAMILIES: dict[str, _Family] = {
 HELIOS = "helios"
 HELIOS_VARIANTS = {
     "normalizer-newcomer": "newcomers start at the token normalizer (the earlier rule)",
+    "generation-newcomer": "newcomers start at the best generation graph's per-stream rate",
     "wide-mixed": "what-if catalog: wider mixed widths also at the 2048 prompt bucket",
     "trained": "acceptance preseeded with each request's true per-position means",
 }

@@ -111,7 +111,9 @@ def run_helios(
         speculation=SpeculationMode.ADAPTIVE,
         resources=Resources(num_request_slots=setup.slots),
     )
-    rule = "normalizer" if "normalizer-newcomer" in variants else "generation"
+    rule = next(
+        (v.removesuffix("-newcomer") for v in variants if v.endswith("-newcomer")), "balanced"
+    )
     with newcomer_rule(rule):
         sim = Simulation(scenario)
         if ttft_guard_ms is not None:

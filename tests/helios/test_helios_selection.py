@@ -185,9 +185,9 @@ def test_output_gaps_stay_bounded_when_one_lane_serves_two_streams():
 
 
 # Near the knee the two prefills' value rates differ by less than the decoders' waiting
-# cost. Newcomers start at parity with a decoder (docs/scheduling.md), so prompt
-# tokens are priced high and the knee where waiting decides is narrow.
-KNEE = {prefill(2048): 10.1, prefill(4096): 20.199, decode(8): 10.0}
+# cost. The newcomer rule (docs/scheduling.md) prices a new prompt's tokens above the
+# token normalizer's start, so the knee where waiting decides is narrower than it was.
+KNEE = {prefill(2048): 10.1, prefill(4096): 20.19, decode(8): 10.0}
 
 
 def test_with_no_decoder_a_full_large_prefill_wins():
