@@ -53,14 +53,19 @@ def _fail_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def capacity_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The load-time options shared by ``catalog`` and ``build``."""
+def capacity_options(
+    fn: Callable[..., Any] | None = None, *, recipe_help: str | None = None
+) -> Callable[..., Any]:
+    """The load-time options shared by ``catalog`` and ``build``; ``recipe_help`` set makes
+    ``--recipe`` optional (``build`` can take it from the checkpoint)."""
+    if fn is None:
+        return functools.partial(capacity_options, recipe_help=recipe_help)
     options = [
         click.option(
             "--recipe",
             "recipe_name",
-            required=True,
-            help="Recipe name, alias (qwen3.8-flash) or path to a recipe.yaml.",
+            required=recipe_help is None,
+            help=recipe_help or "Recipe name, alias (qwen3.8-flash) or path to a recipe.yaml.",
         ),
         click.option(
             "--mixed-prefill",
@@ -196,7 +201,10 @@ def catalog_cmd(recipe_name: str, as_json: bool, check: bool, **kwargs: Any) -> 
 
 
 @main.command("build")
-@capacity_options
+@capacity_options(
+    recipe_help="Recipe name, alias or path; default: the recipe registered for the "
+    "checkpoint's config.json model_type."
+)
 @click.option(
     "--weights",
     type=click.Path(file_okay=False, path_type=Path),
@@ -213,7 +221,7 @@ def catalog_cmd(recipe_name: str, as_json: bool, check: bool, **kwargs: Any) -> 
 @click.option("--threads", type=int, help="torch CPU threads (default on CPU: 1).")
 @_fail_cleanly
 def build_cmd(
-    recipe_name: str,
+    recipe_name: str | None,
     weights: Path | None,
     out_dir: Path | None,
     copy_weights: bool,
@@ -224,9 +232,10 @@ def build_cmd(
     """Prepare and validate every program of a recipe; write the bundle."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from ignition.compiler.build import build_bundle
+    from ignition.compiler.build import DEFAULT_CHECKPOINT, build_bundle, resolve_recipe
 
     options = load_options_from(kwargs)
+    resolve_recipe(recipe_name, weights or DEFAULT_CHECKPOINT)  # a mismatch fails before any bar
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -253,6 +262,8 @@ def build_cmd(
             on_program=done,
             on_start=started,
         )
+    for note in result.notes:
+        click.echo(f"note: {note}")
     counts = " ".join(f"{k}={v}" for k, v in result.catalog.counts().items())
     click.echo(
         f"built {result.out_dir}: {len(result.catalog.descriptors)} programs ({counts}), "

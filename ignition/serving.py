@@ -6,10 +6,13 @@ direct together; the CLI stays a thin argument parser.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ignition.compiler.device import configure_threads, resolve_device
+from ignition.direct.scheduler import direct_scheduler
+from ignition.helios import helios_scheduler
 from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.bundle import Bundle, load_bundle
@@ -29,8 +32,9 @@ class ServeOptions:
 
 
 def open_engine(
-    options: ServeOptions, on_program: Callable[[str], None] | None = None
+    options: ServeOptions, on_program: Callable[[str], None] | None = None, direct: bool = False
 ) -> tuple[Bundle, Engine]:
+    """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios."""
     configure_threads(resolve_device(options.device), options.num_threads)
     bundle = load_bundle(options.artifacts, options.device)
     runtime = bundle.manifest["runtime"]
@@ -52,6 +56,7 @@ def open_engine(
         bundle.eos_token_ids,
         runtime_options,
         on_prepared=(lambda d, _p: on_program(d.name)) if on_program else None,
+        scheduler_factory=direct_scheduler if direct else helios_scheduler,
     )
     return bundle, engine
 
@@ -61,18 +66,20 @@ def serve_forever(options: ServeOptions, host: str, port: int, direct: bool) -> 
     import uvicorn
 
     from ignition.runtime.async_engine import AsyncEngine
+    from ignition.runtime.chat_template import ChatRenderer
     from ignition.server.app import create_app
 
-    bundle, engine = open_engine(options)
-    if direct:
-        from ignition.direct.scheduler import DirectScheduler
-
-        engine.scheduler = DirectScheduler.replacing(engine.scheduler)
+    bundle, engine = open_engine(options, direct=direct)
+    chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
+    problem = chat.problem()
+    if problem is not None:  # completions still serve; each chat request gets this as a 400
+        print(f"warning: {problem}", file=sys.stderr)
     bridge = AsyncEngine(
         engine,
         model_name=bundle.name,
         encode=bundle.encode,
-        chat_template=bundle.chat_template,
+        chat=chat,
+        generation_defaults=bundle.generation_defaults,
     )
     bridge.start()
     try:

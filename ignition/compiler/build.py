@@ -5,7 +5,9 @@
 - ``catalog.json``: the descriptors (the build/runtime contract);
 - ``manifest.json``: recipe, options, checkpoint hash, package versions, device,
   and per program its validation time and (on GPU) capture memory;
-- ``tokenizer.json`` / ``tokenizer_config.json``: copied from the checkpoint;
+- ``tokenizer.json`` / ``tokenizer_config.json``, and ``chat_template.jinja``,
+  ``additional_chat_templates/`` and ``generation_config.json`` where present:
+  copied from the checkpoint;
 - the weights: a reference to the checkpoint folder, or a copy (``--copy-weights``);
 - ``build_report.md``: rendered from ``templates/build_report.md.j2``.
 
@@ -24,7 +26,7 @@ import platform
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -40,16 +42,22 @@ from ignition.compiler.state_ops import StateOperations
 from ignition.compiler.validate import validate_program, validate_state_operations
 from ignition.components.capacity import plan_catalog
 from ignition.components.catalog import Catalog, Descriptor, save_catalog
+from ignition.model.families import family_for_checkpoint, get_family
 from ignition.model.state import ModelState
-from ignition.model.weights import load_model
+from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, Recipe, get_recipe
 
 MANIFEST_FORMAT = "ignition-manifest"
 MANIFEST_VERSION = 1
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "assets" / "qwen38-tiny"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "generation_config.json",
+)
+TEMPLATE_DIRS = ("additional_chat_templates",)
 VALIDATION_TEXT = 'def main(argv=None):\n    """Run the command line."""\n    return 0\n'
-SUPPORTED_FAMILIES = ("qwen38",)
 
 
 class BuildError(RuntimeError):
@@ -62,6 +70,26 @@ class BuildResult:
     catalog: Catalog
     manifest: dict[str, Any]
     num_reused: int
+    notes: list[str] = field(default_factory=list)  # one line each, for the user
+
+
+def copy_tokenizer_files(checkpoint: Path, out_dir: Path) -> None:
+    """Copy the tokenizer, chat templates and generation config the runtime reads.
+
+    A rebuild into the same folder drops files the checkpoint no longer has, so a
+    removed chat template does not live on in the bundle.
+    """
+    if out_dir.resolve() == checkpoint.resolve():
+        return  # building into the checkpoint folder: everything is already there
+    for name in TOKENIZER_FILES:
+        if (checkpoint / name).is_file():
+            shutil.copyfile(checkpoint / name, out_dir / name)
+        else:
+            (out_dir / name).unlink(missing_ok=True)
+    for name in TEMPLATE_DIRS:
+        shutil.rmtree(out_dir / name, ignore_errors=True)
+        if (checkpoint / name).is_dir():
+            shutil.copytree(checkpoint / name, out_dir / name)
 
 
 def checkpoint_sha256(path: Path) -> str:
@@ -121,8 +149,31 @@ def _sample_tokens(checkpoint: Path) -> list[int]:
     return Tokenizer.from_file(str(tokenizer_path)).encode(VALIDATION_TEXT).ids
 
 
+def resolve_recipe(recipe_name: str | None, checkpoint: Path) -> Recipe:
+    """The recipe to build: the one named, checked against the checkpoint's family, or the
+    one registered for the checkpoint's ``model_type`` when none is named."""
+    recipe = get_recipe(recipe_name) if recipe_name is not None else None
+    if recipe is not None and get_family(recipe.family) is None:
+        raise BuildError(
+            f"recipe {recipe.name}: model family {recipe.family!r} has no implementation in "
+            "this build; `ignition catalog` still plans its programs"
+        )
+    if not (checkpoint / "config.json").exists():
+        raise BuildError(f"{checkpoint}: not a checkpoint folder (no config.json)")
+    family = family_for_checkpoint(checkpoint)
+    if recipe is None:
+        return get_recipe(family.recipe)
+    if recipe.family != family.name:
+        raise BuildError(
+            f"recipe {recipe.name} is for family {recipe.family!r}, but {checkpoint}/config.json "
+            f"is family {family.name!r} (recipe {family.recipe}); drop --recipe or pass "
+            f"--recipe {family.recipe}"
+        )
+    return recipe
+
+
 def build_bundle(
-    recipe_name: str,
+    recipe_name: str | None,
     options: LoadOptions,
     *,
     weights: Path | None = None,
@@ -133,25 +184,22 @@ def build_bundle(
     on_program: Callable[[Descriptor, bool], None] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> BuildResult:
-    recipe = get_recipe(recipe_name)
-    if recipe.family not in SUPPORTED_FAMILIES:
-        raise BuildError(
-            f"recipe {recipe.name}: model family {recipe.family!r} has no implementation in "
-            f"this build (implemented: {', '.join(SUPPORTED_FAMILIES)}); `ignition catalog` "
-            "still plans its programs"
-        )
-    catalog = plan_catalog(recipe, options)
     checkpoint = Path(weights) if weights else DEFAULT_CHECKPOINT
-    if not (checkpoint / "config.json").exists():
-        raise BuildError(f"{checkpoint}: not a checkpoint folder (no config.json)")
+    recipe = resolve_recipe(recipe_name, checkpoint)
+    plan_catalog(recipe, options)  # bad options fail before the weights are read
     out_dir = Path(out_dir) if out_dir else Path("artifacts") / recipe.name
     torch_device = resolve_device(device)
     configure_threads(torch_device, threads)
+    loaded = load_checkpoint(checkpoint, torch_device)
+    model, notes = loaded.model, list(loaded.notes)
+    options, note = _without_drafts_if_headless(model, recipe, options)
+    if note:
+        notes.append(note)
+    catalog = plan_catalog(recipe, options)
     sha = checkpoint_sha256(checkpoint)
     fingerprint = _fingerprint(recipe, options, sha, torch_device)
     previous = _previous_programs(out_dir, fingerprint)
 
-    model = load_model(checkpoint, torch_device)
     for d in catalog.descriptors:
         check_buildable(d, model)
     ordered = capture_order(catalog.descriptors)
@@ -169,15 +217,14 @@ def build_bundle(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     save_catalog(catalog, out_dir / "catalog.json")
-    for name in TOKENIZER_FILES:
-        if (checkpoint / name).exists():
-            shutil.copyfile(checkpoint / name, out_dir / name)
+    copy_tokenizer_files(checkpoint, out_dir)
     weights_ref = _place_weights(checkpoint, out_dir, copy_weights)
     manifest = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
         "recipe": recipe.name,
         "recipe_path": str(recipe.path),
+        "family": loaded.family.name,
         "options": options.to_json(),
         "checkpoint": {"path": weights_ref, "sha256": sha, "copied": copy_weights},
         "packages": package_versions(),
@@ -202,7 +249,20 @@ def build_bundle(
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     _write_report(manifest, out_dir)
-    return BuildResult(out_dir, catalog, manifest, len(ordered) - len(todo))
+    return BuildResult(out_dir, catalog, manifest, len(ordered) - len(todo), notes)
+
+
+def _without_drafts_if_headless(
+    model, recipe: Recipe, options: LoadOptions
+) -> tuple[LoadOptions, str | None]:
+    """A checkpoint without an MTP head builds with speculation off (and says so once)."""
+    speculation = options.speculation or recipe.capacity.speculation
+    if model.mtp is not None or speculation == "off":
+        return options, None
+    return replace(options, speculation="off"), (
+        f"recipe {recipe.name}: the checkpoint has no MTP head, so speculation is off "
+        f"(the recipe's {speculation!r} needs mtp.* tensors)"
+    )
 
 
 def _validation_state(model, page_size: int, descriptors, device) -> ModelState:

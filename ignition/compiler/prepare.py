@@ -16,7 +16,7 @@ from ignition.compiler.capture import GraphCapturer, PreparedProgram
 from ignition.compiler.programs import Program, build_program, clear_inputs
 from ignition.compiler.workspace import Workspace, WorkspaceExtents
 from ignition.components.catalog import Descriptor
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 
 PreparedCatalog = dict[str, tuple[Program, PreparedProgram]]
@@ -27,7 +27,7 @@ def capture_order(descriptors: Iterable[Descriptor]) -> list[Descriptor]:
 
 
 def prepare_programs(
-    model: Qwen38Model,
+    model: HybridModel,
     state: ModelState,
     descriptors: Iterable[Descriptor],
     device: torch.device,

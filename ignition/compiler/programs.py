@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ignition.compiler.workspace import Workspace
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import (
@@ -133,7 +133,7 @@ def is_round_program(d: Descriptor) -> bool:
     return d.speculation_enabled and d.kind in (GraphKind.SPECULATIVE, GraphKind.MIXED)
 
 
-def check_buildable(d: Descriptor, model: Qwen38Model) -> None:
+def check_buildable(d: Descriptor, model: HybridModel) -> None:
     """Raise ProgramError when the model cannot run this descriptor."""
     if d.kind not in (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED):
         raise ProgramError(f"{d.name}: no program builder for kind {d.kind.value!r}")
@@ -150,7 +150,7 @@ def check_buildable(d: Descriptor, model: Qwen38Model) -> None:
 
 
 def build_program(
-    d: Descriptor, model: Qwen38Model, state: ModelState, workspace: Workspace, pending: Tensor
+    d: Descriptor, model: HybridModel, state: ModelState, workspace: Workspace, pending: Tensor
 ) -> Program:
     """Bind workspace views for ``d`` and close the program function over model and state."""
     check_buildable(d, model)

@@ -1,7 +1,8 @@
 """The diagnostic scheduler of ``ignition debug-serve --direct``.
 
-It speaks the Helios interface (admit, plan, commit, complete, publish) so the
-same engine, worker and programs run under it, but it is deliberately plain,
+It satisfies :class:`ignition.helios.protocol.SchedulerProtocol` (admit, plan,
+commit, the four completions, publish) so the same engine, worker and programs run
+under it, but it is deliberately plain,
 to tell a runtime bug from a scheduling decision:
 
 - prompts first: while a request has prompt left, the oldest such request gets
@@ -27,20 +28,22 @@ from dataclasses import dataclass, field
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import (
     CompletionRecord,
+    ConfidenceSidecar,
     ExecutionTiming,
     Fence,
     GeneratedToken,
     LaneRole,
     LaneWork,
+    PolicyConfig,
     RequestHandle,
     RequestSpec,
     Resources,
     ScheduledPlan,
-    Scheduler,
     SchedulerError,
     SelectionReason,
+    SpeculationMode,
 )
-from ignition.helios.types import ConfidenceSidecar
+from ignition.helios.types import ExecutionClass
 
 STALE_AFTER_NS = 30_000_000_000
 
@@ -113,10 +116,6 @@ class DirectScheduler:
         self.now_ns = 0
         self._inflight: tuple[Fence, ScheduledPlan] | None = None
         self._last_fence = -1
-
-    @classmethod
-    def replacing(cls, scheduler: Scheduler) -> DirectScheduler:
-        return cls(scheduler.catalog, scheduler.pool.resources)
 
     # -- requests ------------------------------------------------------------------
 
@@ -209,6 +208,7 @@ class DirectScheduler:
             requires_empty_window=True,
             planned_start_ns=self.now_ns,
             decision_ns=self.now_ns,
+            execution_class=ExecutionClass.ORDINARY if estimate else ExecutionClass.DISCOVERY,
         )
 
     def commit(self, plan: ScheduledPlan, fence: Fence) -> None:
@@ -276,11 +276,22 @@ class DirectScheduler:
     ) -> list[GeneratedToken]:
         return self.complete(fence, records, timing)
 
-    def complete_with_survival(self, fence, records, timing, survival) -> list[GeneratedToken]:
+    def complete_with_survival(
+        self,
+        fence: Fence,
+        records: Sequence[CompletionRecord],
+        timing: ExecutionTiming,
+        survival: Sequence[Sequence[float]],
+    ) -> list[GeneratedToken]:
         return self.complete(fence, records, timing)
 
     def complete_packed_round_with_survival(
-        self, fence, records, timing, sidecar, survival
+        self,
+        fence: Fence,
+        records: Sequence[CompletionRecord],
+        timing: ExecutionTiming,
+        sidecar: ConfidenceSidecar,
+        survival: Sequence[Sequence[float]],
     ) -> list[GeneratedToken]:
         return self.complete(fence, records, timing)
 
@@ -297,6 +308,14 @@ class DirectScheduler:
 
     def _cost(self, d: Descriptor) -> MovingAverageCost:
         return self.costs.setdefault(d.name, MovingAverageCost())
+
+
+def direct_scheduler(
+    catalog: Catalog, policy: PolicyConfig, resources: Resources, speculation: SpeculationMode
+) -> DirectScheduler:
+    """A :data:`~ignition.helios.protocol.SchedulerFactory` for ``debug-serve --direct``:
+    it has no service prices and never speculates, so policy and mode do not apply."""
+    return DirectScheduler(catalog, resources)
 
 
 def _is_decode_round(d: Descriptor) -> bool:

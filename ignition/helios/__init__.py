@@ -7,10 +7,12 @@ descriptors, plans and completion records.
 from __future__ import annotations
 
 from ignition.helios.config import PolicyConfig, SpeculationMode
+from ignition.helios.protocol import SchedulerFactory, SchedulerProtocol, helios_scheduler
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
     CompletionRecord,
     ConfidenceSidecar,
+    ExecutionClass,
     ExecutionTiming,
     Fence,
     GeneratedToken,
@@ -27,6 +29,7 @@ from ignition.helios.types import (
 __all__ = [
     "CompletionRecord",
     "ConfidenceSidecar",
+    "ExecutionClass",
     "ExecutionTiming",
     "Fence",
     "GeneratedToken",
@@ -39,6 +42,9 @@ __all__ = [
     "ScheduledPlan",
     "Scheduler",
     "SchedulerError",
+    "SchedulerFactory",
+    "SchedulerProtocol",
     "SelectionReason",
     "SpeculationMode",
+    "helios_scheduler",
 ]

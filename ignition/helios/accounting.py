@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ignition.helios.config import PolicyConfig
 from ignition.helios.queue import Frame
 from ignition.helios.requests import RequestState
-from ignition.helios.service import Normalizers, advance_rates, decay
+from ignition.helios.service import Normalizers, advance_rates, decay, stream_family
 from ignition.helios.types import (
     CompletionRecord,
     ConfidenceSidecar,
@@ -73,7 +73,7 @@ def charge_service(
             duration_ms=duration_ms,
             tokens=tokens,
             deliveries=0.0,
-            norms=norms,
+            norms=norms.for_family(stream_family(r.spec.proposal_source)),
             is_decoder=p.was_decoder,
             adaptation_ms=policy.adaptation_ms,
         )

@@ -108,6 +108,8 @@ def _verified_rows(lane: LaneWork, record: CompletionRecord, device: bool, where
 
 
 def _validate_sidecar(plan: ScheduledPlan, sidecar: ConfidenceSidecar) -> None:
+    """The FP32 sidecar is [2, request_slots, draft_capacity]: two planes, one row per
+    request slot B of the program, one finite probability per produced prefix (D)."""
     d = plan.descriptor
     if d.confidence_width != d.proposal_depth or d.proposal_depth == 0:
         raise SchedulerError(f"{d.name}: this program produces no confidence sidecar")
@@ -116,15 +118,19 @@ def _validate_sidecar(plan: ScheduledPlan, sidecar: ConfidenceSidecar) -> None:
             f"{d.name}: confidence sidecar needs 2 planes, got {len(sidecar.planes)}"
         )
     for p, plane in enumerate(sidecar.planes):
-        if len(plane) < len(plan.lanes):
+        if len(plane) != d.batch_capacity:
             raise SchedulerError(
-                f"{d.name}: sidecar plane {p} has {len(plane)} rows for {len(plan.lanes)} lanes"
+                f"{d.name}: sidecar plane {p} has {len(plane)} rows for "
+                f"{d.batch_capacity} request slots"
             )
-        for row in plane:
+        for r, row in enumerate(plane):
             if len(row) != d.confidence_width:
                 raise SchedulerError(
-                    f"{d.name}: sidecar rows hold {len(row)} values, confidence_width is "
-                    f"{d.confidence_width}"
+                    f"{d.name}: sidecar plane {p} row {r} holds {len(row)} values for draft "
+                    f"capacity {d.confidence_width}"
                 )
             if not all(_probability(v) for v in row):
-                raise SchedulerError(f"{d.name}: sidecar values must be valid probabilities")
+                raise SchedulerError(
+                    f"{d.name}: sidecar plane {p} row {r} = {list(row)}: values must be finite "
+                    "probabilities in [0, 1]"
+                )

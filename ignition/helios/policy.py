@@ -10,7 +10,6 @@ oldest-request rule.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -267,30 +266,41 @@ class CatalogIndex:
         return [d for d in self.descriptors if id(d) not in skipped]
 
 
+def build_tables(
+    index: CatalogIndex, population: Population, decision: Decision, max_depth: int
+) -> Tables:
+    return Tables(
+        PromptTable(population.prompts, index.descriptors),
+        LaneTable(population.decoders, decision, max_depth),
+    )
+
+
 def all_candidates(
-    index: CatalogIndex,
-    population: Population,
+    shapes: Sequence[tuple[Descriptor, bool]],
+    tables: Tables,
     costs: CostModel,
     decision: Decision,
     now_ns: int,
     mode: SpeculationMode,
-    max_depth: int,
 ) -> list[Candidate]:
-    tables = Tables(
-        PromptTable(population.prompts, index.descriptors),
-        LaneTable(population.decoders, decision, max_depth),
-    )
-    num_decoders = sum(1 for v in population.decoders if v.remaining_output >= 1)
-    longest = max((v.remaining_prompt for v in population.prompts), default=0)
+    """Every shape of ``active_descriptors`` with its best cohorts, dominated ones pruned."""
     out: list[Candidate] = []
-    for d in index.active(num_decoders, longest):
-        decode_only = not d.is_mixed or id(d) in index.smallest_prompt
+    for d, decode_only in shapes:
         out.extend(candidates_for(d, tables, costs, decision, now_ns, mode, decode_only))
     return prune_dominated(out)
 
 
-def rank(candidates: Sequence[Candidate]) -> list[Candidate]:
-    return sorted(candidates, key=functools.cmp_to_key(compare))
+def active_descriptors(
+    index: CatalogIndex, population: Population
+) -> list[tuple[Descriptor, bool]]:
+    """The shapes worth evaluating for this population, each with whether its decode-only
+    cohort competes (only the smallest prompt capacity of a mixed line offers it)."""
+    num_decoders = sum(1 for v in population.decoders if v.remaining_output >= 1)
+    longest = max((v.remaining_prompt for v in population.prompts), default=0)
+    return [
+        (d, not d.is_mixed or id(d) in index.smallest_prompt)
+        for d in index.active(num_decoders, longest)
+    ]
 
 
 def select(candidates: Sequence[Candidate]) -> Candidate | None:

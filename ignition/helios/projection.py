@@ -27,6 +27,7 @@ from ignition.helios.service import (
     advance_rates,
     normalizers,
     prices,
+    stream_family,
 )
 from ignition.helios.types import LaneRole, RequestHandle
 from ignition.helios.utility import Decision, LaneView
@@ -48,16 +49,22 @@ def current_normalizers(
     """Normalizers of the measured catalog; the token rate is the newcomer rule's start
     (``utility.newcomer_token_rate``), used for prices and the first service update."""
     live = [r for r in requests if r.is_live]
-    decoders = sum(1 for r in live if r.is_decoder)
-    key = (id(descriptors), costs.version, len(live), decoders)
+    families: dict[str, int] = {}
+    for r in live:
+        if r.is_decoder:
+            family = stream_family(r.spec.proposal_source)
+            families[family] = families.get(family, 0) + 1
+    decoders = sum(families.values())
+    key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())))
     cached = costs.derived.get("normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
     graphs = measured(descriptors, costs)
-    norms = normalizers(graphs, len(live), decoders)
+    norms = normalizers(graphs, len(live), decoders, families)
     start = utility.newcomer_token_rate(graphs, len(live))
     if start is not None:
-        norms = replace(norms, token_rate=start)
+        by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
+        norms = replace(norms, token_rate=start, by_family=by_family)
     costs.derived["normalizers"] = (key, norms)
     return norms
 
@@ -79,6 +86,7 @@ def build_population(
     live = [r for r in requests.values() if r.is_live]
     rows = []
     for r in live:
+        family_norms = norms.for_family(stream_family(r.spec.proposal_source))
         rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
         advance, last_output, blocked = 0, r.last_output_ns, False
         for frame in queue.frames:
@@ -98,18 +106,18 @@ def build_population(
                     duration_ms=duration_ms,
                     tokens=tokens,
                     deliveries=0.0 if lane is None else lane.expected_deliveries,
-                    norms=norms,
+                    norms=family_norms,
                     is_decoder=r.is_decoder,
                     adaptation_ms=policy.adaptation_ms,
                 )
         if blocked:
             continue
-        rows.append((r, rates, advance, last_output))
-    raw = [prices(rates, norms, policy, r.is_decoder) for r, rates, _, _ in rows]
+        rows.append((r, rates, advance, last_output, family_norms))
+    raw = [prices(rates, fn, policy, r.is_decoder) for r, rates, _, _, fn in rows]
     largest = max([1.0, *(p.largest for p in raw)])
     scale = 1.0 / largest
     prompts, decoders = [], []
-    for (r, _, advance, last_output), p in zip(rows, raw, strict=True):
+    for (r, _, advance, last_output, fn), p in zip(rows, raw, strict=True):
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
         source = r.spec.proposal_source
         view = LaneView(
@@ -123,6 +131,7 @@ def build_population(
             prices=_scaled(p, scale),
             age_ms=age_ms,
             last_served_seq=r.last_served_seq,
+            sigma_ms=fn.sigma_ms,
             survivals=r.acceptance.history(source).survivals(max_depth),
             forecast=r.forecast.means(max_depth),
             message_endpoints=r.spec.message_endpoints,
@@ -131,7 +140,6 @@ def build_population(
         (decoders if r.is_decoder else prompts).append(view)
     decision = Decision(
         age_price=policy.decode_age_price * scale,
-        sigma_ms=norms.sigma_ms,
         num_active_decoders=sum(1 for r in live if r.is_decoder),
         alpha=policy.adaptive_verification_alpha,
         log_scale=math.log(scale),

@@ -8,9 +8,9 @@ millisecond cap; an overrun suspends queueing until a completion arrives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ignition.helios.service import Normalizers, ServiceRates
+from ignition.helios.service import Normalizers
 from ignition.helios.types import RequestHandle, ScheduledPlan
 
 NUM_FRAME_SLOTS = 2
@@ -30,11 +30,9 @@ class Frame:
     plan: ScheduledPlan
     participants: tuple[Participant, ...]
     norms: Normalizers
-    commit_ns: int
     expected_start_ns: int
     needs_feedback: bool
     was_queued: bool = False
-    projected: dict[RequestHandle, ServiceRates] = field(default_factory=dict)
 
     @property
     def expected_end_ns(self) -> int:

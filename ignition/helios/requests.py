@@ -20,7 +20,6 @@ class RequestState:
     spec: RequestSpec
     acceptance: AcceptanceTracker
     forecast: ConfidenceForecast
-    admitted_ns: int
     epoch: int = 0
     prompt_position: int = 0  # committed consumed prompt tokens
     num_output: int = 0  # committed output tokens

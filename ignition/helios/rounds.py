@@ -20,6 +20,7 @@ request subsets.
 from __future__ import annotations
 
 import bisect
+import copy
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ def _lanes(
         base = (
             view.prices.output_token
             + view.prices.delivery
-            + decision.age_value(view.age_ms, duration_ms)
+            + decision.age_value(view.sigma_ms, view.age_ms, duration_ms)
         )
         survivals = list(view.survivals[: ceiling - 1])
         survivals += [0.0] * (ceiling - 1 - len(survivals))
@@ -74,6 +75,45 @@ def _lanes(
             ranks = gains
         out.append(_Lane(view, ceiling, base, gains, ranks))
     return out
+
+
+def best_fixed_cohort(
+    values: Sequence[float], ceilings: Sequence[int], max_lanes: int, budget: int
+) -> list[int]:
+    """The highest-value set of complete prefixes fitting ``max_lanes`` lanes and ``budget``
+    rows: an exact knapsack over B and P (at most 64 lanes), never a greedy fill.
+
+    Lanes with the same ceiling are interchangeable but for value, so the best choice takes
+    a prefix of each ceiling group in value order (``values`` come best first; equal values
+    keep that order's tie-breaks). A dynamic program over groups and (lanes, rows) states
+    then explores only a few thousand states.
+    """
+    groups: dict[int, list[int]] = {}
+    for i, c in enumerate(ceilings):
+        groups.setdefault(c, []).append(i)
+    # state (lanes, rows) -> (value, counts per group so far)
+    states: dict[tuple[int, int], tuple[float, tuple[int, ...]]] = {(0, 0): (0.0, ())}
+    for c, members in groups.items():
+        usable = members[: min(len(members), max_lanes, budget // c)]
+        prefix = [0.0]
+        for i in usable:
+            prefix.append(prefix[-1] + values[i])
+        grown: dict[tuple[int, int], tuple[float, tuple[int, ...]]] = {}
+        for (lanes, rows), (value, counts) in states.items():
+            for k in range(len(usable) + 1):
+                if lanes + k > max_lanes or rows + k * c > budget:
+                    break
+                key = (lanes + k, rows + k * c)
+                total = value + prefix[k]
+                if key not in grown or total > grown[key][0]:
+                    grown[key] = (total, (*counts, k))
+        states = grown
+    # best value; equal values prefer more lanes, then fewer rows
+    _, best = max(states.items(), key=lambda item: (item[1][0], item[0][0], -item[0][1]))
+    chosen = [
+        i for (c, members), k in zip(groups.items(), best[1], strict=True) for i in members[:k]
+    ]
+    return sorted(chosen)
 
 
 def _prefix_value(order: list[_Lane], budget: int, max_lanes: int) -> tuple[float, int]:
@@ -147,11 +187,10 @@ def speculative_cohort(
     if sum(lane.ceiling for lane in top) <= budget:
         cohort, rows = top, [lane.ceiling for lane in top]
     elif mode is SpeculationMode.FIXED and not d.is_device_allocated:
-        cohort, used = [], 0
-        for lane in by_full:
-            if len(cohort) < max_lanes and used + lane.ceiling <= budget:
-                cohort.append(lane)
-                used += lane.ceiling
+        chosen = best_fixed_cohort(
+            [lane.full for lane in by_full], [lane.ceiling for lane in by_full], max_lanes, budget
+        )
+        cohort = [by_full[i] for i in chosen]
         rows = [lane.ceiling for lane in cohort]
     else:
         best: tuple[float, list[_Lane]] | None = None
@@ -192,25 +231,41 @@ class LaneTable:
     does not bind, a graph's best cohort is a prefix of that order.
     """
 
-    def __init__(self, views: Sequence[LaneView], decision: Decision, max_depth: int) -> None:
+    def __init__(
+        self,
+        views: Sequence[LaneView],
+        decision: Decision,
+        max_depth: int,
+        survivals: Sequence[tuple[float, ...]] | None = None,
+    ) -> None:
+        """``survivals`` replaces the views' own (acceptance learning scores probes with
+        optimistic estimates); views carrying them are made only when a cohort needs one."""
         self.views = list(views)
         self.decision = decision
-        self._fixed: list[float] = []  # delivery price + age value at T = 0
+        self._survivals = survivals
+        self._twins: dict[int, LaneView] = {}
+        self.fixed: list[float] = []  # delivery price + age value at T = 0
         self._outputs: list[list[float]] = []  # [q] -> expected output with q rows
-        for v in self.views:
-            self._fixed.append(v.prices.delivery + decision.age_value(v.age_ms, 0.0))
+        for i, v in enumerate(self.views):
+            self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
             outputs, total = [0.0, 1.0], 1.0
+            own = v.survivals if survivals is None else survivals[i]
             for depth in range(max_depth):
-                s = v.survivals[depth] if depth < len(v.survivals) else 0.0
+                s = own[depth] if depth < len(own) else 0.0
                 total += s**decision.alpha
                 outputs.append(total)
             self._outputs.append(outputs)
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
-        self._prefixes: dict[tuple[int, int], tuple[list, int, float]] = {}
+        self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
 
-    def _ceiling(self, i: int, cap: int) -> int:
-        v = self.views[i]
-        return max(1, min(cap, v.remaining_output, v.remaining_context))
+    def _view(self, i: int) -> LaneView:
+        if self._survivals is None:
+            return self.views[i]
+        twin = self._twins.get(i)
+        if twin is None:
+            twin = self._twins[i] = copy.copy(self.views[i])
+            twin.survivals = self._survivals[i]
+        return twin
 
     def order(self, cap: int) -> list[tuple[int, int, float]]:
         """(view index, ceiling, value without the duration term), best first."""
@@ -221,7 +276,7 @@ class LaneTable:
                 if v.remaining_output < 1:
                     continue
                 ceiling = max(1, min(cap, v.remaining_output, v.remaining_context))
-                value = self._fixed[i] + v.prices.output_token * self._outputs[i][ceiling]
+                value = self.fixed[i] + v.prices.output_token * self._outputs[i][ceiling]
                 keyed.append(((-value, v.last_served_seq, v.slot), (i, ceiling, value)))
             keyed.sort(key=lambda pair: pair[0])
             found = self._orders[cap] = [row for _, row in keyed]
@@ -244,13 +299,17 @@ class LaneTable:
         prefix = self._prefixes.get((cap, max_lanes))
         if prefix is None:
             top = self.order(cap)[:max_lanes]
-            prefix = (top, sum(c for _, c, _ in top), sum(v for _, _, v in top))
-            self._prefixes[(cap, max_lanes)] = prefix
-        top, rows, value0 = prefix
+            rows, value0, sigmas = 0, 0.0, 0.0
+            for i, ceiling, value in top:
+                rows += ceiling
+                value0 += value
+                sigmas += self.views[i].sigma_ms or 0.0
+            prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
+        top, rows, value0, sigmas = prefix
         if not top:
             return None
         if rows > budget:
-            views = self.views
+            views = [self._view(i) for i in range(len(self.views))]
             if mode is SpeculationMode.ADAPTIVE or d.is_device_allocated:
                 views = self._leaders(cap, min(max_lanes, budget), duration_ms)
             picks = speculative_cohort(
@@ -258,7 +317,7 @@ class LaneTable:
             )
             key = tuple((p.view.handle, p.query_length) for p in picks)
             return Cohort(sum(p.value for p in picks), len(picks), key, lambda: picks)
-        value = value0 + self.decision.age_value(0.0, duration_ms) * len(top)
+        value = value0 + self.decision.age_value(sigmas, 0.0, duration_ms)
 
         def build() -> list[LanePick]:
             return [self._pick(i, ceiling, d, duration_ms, budget) for i, ceiling, _ in top]
@@ -267,13 +326,16 @@ class LaneTable:
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
-        age = self.decision.age_value(0.0, duration_ms)
         full = self.order(cap)
+
+        def age(i: int) -> float:
+            return self.decision.age_value(self.views[i].sigma_ms, 0.0, duration_ms)
+
         per_row = heapq.nsmallest(
             length,
             full,
             key=lambda r: (
-                -(r[2] + age) / r[1],
+                -(r[2] + age(r[0])) / r[1],
                 self.views[r[0]].last_served_seq,
                 self.views[r[0]].slot,
             ),
@@ -281,7 +343,7 @@ class LaneTable:
         chosen = {i for i, _, _ in full[:length]}
         chosen |= {i for i, _, _ in self.order(1)[:length]}
         chosen |= {i for i, _, _ in per_row}
-        return [self.views[i] for i in sorted(chosen)]
+        return [self._view(i) for i in sorted(chosen)]
 
     def _pick(self, i: int, ceiling: int, d: Descriptor, duration_ms: float, budget: int):
         view = self.views[i]

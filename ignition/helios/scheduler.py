@@ -1,38 +1,48 @@
 """The Helios scheduler: admission, planning, commit, completion and request resources.
 
-``plan()`` is pure; ``commit`` checks ownership, epochs, resources and feedback
-dependencies without rerunning selection; ``complete`` validates every lane before
-it updates costs, acceptance, prices or committed state. A rejected call raises
-SchedulerError and changes no state.
+``plan()`` changes no scheduling state (it only fills caches); ``commit`` checks
+ownership, epochs, resources, exploration credit and feedback dependencies without
+rerunning selection, and opens an exploration episode; ``complete`` validates every
+lane before it updates costs, acceptance, prices, credit or committed state. A
+rejected call raises SchedulerError and changes no state.
+
+Every plan carries its execution class. An ordinary winner may be displaced by one
+funded timing refresh (refresh.py) or, failing that, one funded acceptance probe
+(learning.py); both run isolated, in an empty window with completion feedback.
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import replace
 
 from ignition.components.catalog import Catalog, Descriptor
 from ignition.helios.accounting import Publication, apply_lane, charge_service
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.learning import choose_probe
 from ignition.helios.policy import (
     QUEUEABLE_KINDS,
     SCHEDULABLE_KINDS,
     CatalogIndex,
+    active_descriptors,
     all_candidates,
+    build_tables,
     select,
 )
 from ignition.helios.projection import build_population, current_normalizers
-from ignition.helios.queue import ExecutionQueue, Frame, Participant
+from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
+from ignition.helios.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
 from ignition.helios.rounds import ConfidenceForecast
-from ignition.helios.speculation import AcceptanceTracker, PopulationPrior
+from ignition.helios.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import (
     CompletionRecord,
     ConfidenceSidecar,
+    ExecutionClass,
     ExecutionTiming,
     Fence,
     GeneratedToken,
@@ -48,24 +58,12 @@ from ignition.helios.types import (
 )
 from ignition.helios.utility import Candidate, Decision
 
-
-class ExplorationLedger(Protocol):
-    """Seam for funded timing refresh and acceptance learning (refresh.py, learning.py).
-
-    ``choose`` may displace the ordinary winner and returns it with the exploration
-    credit it spends; ``record`` sees every validated completion.
-    """
-
-    def choose(
-        self, winner: Candidate, candidates: Sequence[Candidate], now_ns: int
-    ) -> tuple[Candidate, float]: ...
-
-    def record(
-        self, plan: ScheduledPlan, device_ns: int, wall_ns: int, was_queued: bool
-    ) -> None: ...
+EXPLORATION = (ExecutionClass.TIMING_REFRESH, ExecutionClass.ACCEPTANCE_LEARNING)
 
 
 class Scheduler:
+    """Helios; satisfies :class:`ignition.helios.protocol.SchedulerProtocol`."""
+
     def __init__(
         self,
         catalog: Catalog,
@@ -73,26 +71,37 @@ class Scheduler:
         *,
         resources: Resources | None = None,
         speculation: SpeculationMode = SpeculationMode.ADAPTIVE,
-        ledger: ExplorationLedger | None = None,
         trace_capacity: int = 4096,
     ) -> None:
         self.catalog = catalog
-        self.descriptors = tuple(d for d in catalog.descriptors if d.kind in SCHEDULABLE_KINDS)
+        # Device confidence allocation requires adaptive selection: a fixed-mode scheduler
+        # never offers a device-allocated program, whatever catalog it is handed.
+        self.descriptors = tuple(
+            d
+            for d in catalog.descriptors
+            if d.kind in SCHEDULABLE_KINDS
+            and not (speculation is SpeculationMode.FIXED and d.is_device_allocated)
+        )
         self.index = CatalogIndex(self.descriptors)
         self.policy = policy or PolicyConfig()
         self.speculation = speculation
-        self.ledger = ledger
+        self.books = ExecutionBooks()
+        self.refresh: CreditLedger = self.books.refresh
+        self.learning: CreditLedger = self.books.learning
         self.costs = CostModel(self.policy.estimate_ttl_ns)
         self.pool = ResourcePool(resources or Resources())
         self.requests: dict[RequestHandle, RequestState] = {}
         self.queue = ExecutionQueue()
         self.now_ns = 0
         self.trace: deque[TraceEntry] = deque(maxlen=trace_capacity)
-        self.metrics: Counter[tuple[str, str]] = Counter()
         self._max_depth = max((d.proposal_depth for d in self.descriptors), default=0)
         self._acceptance_prior = PopulationPrior()
         self._forecast_prior = PopulationPrior()
         self._last_fence = -1
+        # Bumped by every call that changes what a decision sees, except time; a probe
+        # search that found nothing is not repeated until it (or a cost) changes.
+        self._changes = 0
+        self._no_probe_at: tuple[int, int] | None = None
         self._serve_seq = 0
         self._publishable: dict[RequestHandle, Publication] = {}
 
@@ -101,6 +110,7 @@ class Scheduler:
             raise SchedulerError("configure_policy must precede admission")
         self.policy = policy
         self.costs.ttl_ns = policy.estimate_ttl_ns
+        self._changes += 1
 
     def seed_cost(self, descriptor: Descriptor, duration_ns: int) -> None:
         """Preseed a measured cost (a measured synthetic catalog, a warm start)."""
@@ -113,8 +123,8 @@ class Scheduler:
             spec=spec,
             acceptance=AcceptanceTracker(self._acceptance_prior, spec.acceptance_prior),
             forecast=ConfidenceForecast(self._forecast_prior),
-            admitted_ns=self.now_ns,
         )
+        self._changes += 1
         return handle
 
     def cancel(self, handle: RequestHandle) -> None:
@@ -126,6 +136,8 @@ class Scheduler:
         r.epoch += 1
         if not r.inflight:
             self._release(r)
+        self._changes += 1
+        self._note_idle()
 
     def advance_to(self, now_ns: int) -> None:
         if now_ns < self.now_ns:
@@ -149,28 +161,62 @@ class Scheduler:
             start_ns,
             self._max_depth,
         )
+        tables = build_tables(self.index, population, decision, self._max_depth)
+        shapes = active_descriptors(self.index, population)
         candidates = all_candidates(
-            self.index,
-            population,
-            self.costs,
-            decision,
-            self.now_ns,
-            self.speculation,
-            self._max_depth,
+            shapes, tables, self.costs, decision, self.now_ns, self.speculation
         )
         winner = select(candidates)
         if winner is None:
             return None
+        cls = ExecutionClass.DISCOVERY if winner.is_indeterminate else ExecutionClass.ORDINARY
         credit = 0.0
-        if self.ledger is not None:
-            winner, credit = self.ledger.choose(winner, candidates, self.now_ns)
-        needs = self._needs_feedback(winner.descriptor, winner.freshness)
+        if cls is ExecutionClass.ORDINARY and self.refresh.can_open():
+            stale = choose_refresh(winner, candidates, self.costs)
+            if stale is not None:
+                winner, cls, credit = stale, ExecutionClass.TIMING_REFRESH, self.refresh.balance_ns
+        searched = (self._changes, self.costs.version)
+        if (
+            cls is ExecutionClass.ORDINARY
+            and self.learning.can_open()
+            and self._no_probe_at != searched
+        ):
+            probe = choose_probe(
+                winner,
+                shapes,
+                population,
+                tables,
+                self.costs,
+                decision,
+                self.now_ns,
+                self.speculation,
+                self._max_depth,
+                self._history_of,
+            )
+            if probe is not None:
+                winner, cls = probe.candidate, ExecutionClass.ACCEPTANCE_LEARNING
+                credit = self.learning.balance_ns
+            else:
+                # Time alone only ages the same population: the search waits for a change.
+                self._no_probe_at = searched
+        # Exploration runs isolated: an empty window and completion feedback.
+        needs = cls in EXPLORATION or self._needs_feedback(winner.descriptor, winner.freshness)
         if needs and not self.queue.is_empty:
             return None  # the winner waits for the window to drain; nothing displaces it
-        return self._freeze(winner, decision, start_ns, needs, credit)
+        return self._freeze(winner, decision, start_ns, needs, credit, cls)
+
+    def _history_of(self, handle: RequestHandle) -> PrefixHistory:
+        r = self.requests[handle]
+        return r.acceptance.history(r.spec.proposal_source)
 
     def _freeze(
-        self, c: Candidate, decision: Decision, start_ns: int, needs: bool, credit: float
+        self,
+        c: Candidate,
+        decision: Decision,
+        start_ns: int,
+        needs: bool,
+        credit: float,
+        cls: ExecutionClass,
     ) -> ScheduledPlan:
         """Lanes go in slot order: the dense active lane list the runtime packs."""
         prompt = c.lanes[c.prompt_row] if c.prompt_row >= 0 else None
@@ -208,6 +254,7 @@ class Scheduler:
             planned_start_ns=start_ns,
             decision_ns=self.now_ns,
             exploration_credit=credit,
+            execution_class=cls,
         )
 
     def _owned(self, handle: RequestHandle) -> RequestState:
@@ -257,6 +304,12 @@ class Scheduler:
             raise SchedulerError(f"fence {fence.value} is not after fence {self._last_fence}")
         if d not in self.descriptors:
             raise SchedulerError(f"{d.name} is not a schedulable program of this catalog")
+        ledger = self.books.ledger_of(plan.execution_class)
+        if ledger is not None and not ledger.can_open():
+            raise SchedulerError(
+                f"{d.name}: a {plan.execution_class.value} episode needs full credit and "
+                "no open episode"
+            )
         needs = plan.requires_empty_window or self._needs_feedback(
             d, self.costs.freshness(d, self.now_ns)
         )
@@ -290,13 +343,15 @@ class Scheduler:
             plan=plan,
             participants=participants,
             norms=current_normalizers(self.descriptors, self.costs, self.requests.values()),
-            commit_ns=self.now_ns,
             expected_start_ns=self.queue.expected_end_ns(self.now_ns),
             needs_feedback=needs,
         )
         self.queue.push(frame)
+        if ledger is not None:
+            ledger.open(fence.value)
         self.costs.note_attempt(d, self.now_ns)
         self._last_fence = fence.value
+        self._changes += 1
         self.trace.append(trace_entry(plan, fence.value, self.now_ns))
 
     def complete(
@@ -343,9 +398,9 @@ class Scheduler:
         d = plan.descriptor
         if timing.device_ns > 0:
             self.costs.observe(d, timing.device_ns - timing.readiness_stall_ns, self.now_ns)
-        reason = plan.reason.value
-        self.metrics[("flare_scheduler_executions_total", reason)] += 1
-        self.metrics[("flare_scheduler_execution_nanoseconds_total", reason)] += timing.device_ns
+        spent = self.books.account(plan.execution_class, frame.fence, timing, frame.was_queued)
+        if spent is not None:
+            self._record_spent(frame.fence, spent)
         self._publishable = charge_service(
             frame,
             records,
@@ -367,9 +422,29 @@ class Scheduler:
                 new_pages = self._pages_needed(r)
                 self.pool.adjust_pages(new_pages - r.num_pages)
                 r.num_pages = new_pages
-        if self.ledger is not None:
-            self.ledger.record(plan, timing.device_ns, timing.wall_ns, frame.was_queued)
+        self._changes += 1
+        self._note_idle()
         return tokens
+
+    def _record_spent(self, fence: int, ns: int) -> None:
+        """Complete the trace entry of an episode with the credit it spent."""
+        for i in range(len(self.trace) - 1, max(-1, len(self.trace) - 2 - NUM_FRAME_SLOTS), -1):
+            if self.trace[i].fence == fence:
+                self.trace[i] = replace(self.trace[i], credit_spent_ns=ns)
+                return
+
+    def _note_idle(self) -> None:
+        """With nothing submitted and no live request the scheduler is idle: both ledgers
+        discard positive credit and keep debt."""
+        if self.queue.is_empty and not any(r.is_live for r in self.requests.values()):
+            self.books.idle()
+
+    def execution_totals(self) -> dict[str, dict[str, int]]:
+        """Per execution class (ordinary, discovery, timing_refresh, acceptance_learning):
+        ``executions``, ``nanoseconds``, ``episodes`` and ``last_episode_ns``. For timing
+        refresh P <= 0.002 / 0.998 * O + D, for acceptance learning
+        P <= 0.01 / 0.99 * O + D, with O the ordinary nanoseconds (see ExecutionBooks)."""
+        return self.books.totals()
 
     def published_output(self, handle: RequestHandle, fence: Fence) -> None:
         """The first visible publication for a fence turns its zero deliveries into one."""
@@ -382,6 +457,7 @@ class Scheduler:
         if pub.is_published:
             return
         pub.is_published = True
+        self._changes += 1
         if r is None or r.is_cancelled or pub.duration_ms <= 0:
             return
         if pub.had_history and r.rates.delivery_rate is not None:

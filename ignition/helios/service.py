@@ -8,8 +8,8 @@ acceptance update or a normalizer change.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
@@ -28,11 +28,30 @@ class ServiceRates:
 
 @dataclass(frozen=True)
 class Normalizers:
-    """Starting rates for missing history, from the applicable measured catalog."""
+    """Starting rates for missing history, from the applicable measured catalog.
+
+    ``delivery_rate`` and ``sigma_ms`` are those of one family holding every
+    delivery-bearing stream; ``by_family`` holds the normalizers of each family when the
+    streams form more than one.
+    """
 
     token_rate: float | None = None
     delivery_rate: float | None = None
     sigma_ms: float | None = None
+    by_family: Mapping[str, Normalizers] = field(default_factory=dict, compare=False)
+
+    def for_family(self, family: str) -> Normalizers:
+        return self.by_family.get(family, self)
+
+
+def stream_family(proposal_source: str) -> str:
+    """The family a delivery-bearing stream belongs to for its reference interval.
+
+    Streams of one proposal source form one family: their speculative rounds share
+    proposal work and acceptance tracking, so they are the cohorts the reference interval
+    assumes to be uniform and independent of the other families.
+    """
+    return proposal_source
 
 
 @dataclass(slots=True)
@@ -47,16 +66,22 @@ class Prices:
 
 
 def reference_interval_ms(
-    measured: Iterable[tuple[Descriptor, float]], num_streams: int
+    measured: Iterable[tuple[Descriptor, float]], num_streams: int, family_size: int | None = None
 ) -> float | None:
-    """sigma = K * T / min(B, K) for the measured generation graph minimizing T / min(B, K)."""
-    if num_streams <= 0:
+    """sigma = K * T / min(B, k) for the measured generation graph minimizing T / min(B, k).
+
+    K counts every delivery-bearing stream, k the streams of one family (k = K when all
+    streams are one family): independent uniform cohorts within each family, wall-time
+    shares proportional to family size.
+    """
+    k = num_streams if family_size is None else family_size
+    if num_streams <= 0 or k <= 0:
         return None
     best: float | None = None
     for d, t_ms in measured:
         if d.kind not in GENERATION_KINDS or t_ms <= 0:
             continue
-        per_stream = t_ms / min(d.batch_capacity, num_streams)
+        per_stream = t_ms / min(d.batch_capacity, k)
         if best is None or per_stream < best:
             best = per_stream
     return None if best is None else num_streams * best
@@ -89,13 +114,25 @@ def token_normalizer(
 
 
 def normalizers(
-    measured: list[tuple[Descriptor, float]], num_token_streams: int, num_delivery_streams: int
+    measured: list[tuple[Descriptor, float]],
+    num_token_streams: int,
+    num_delivery_streams: int,
+    families: Mapping[str, int] | None = None,
 ) -> Normalizers:
-    sigma = reference_interval_ms(measured, max(1, num_delivery_streams))
+    """``families`` maps each family of delivery-bearing streams to its size."""
+    total = max(1, num_delivery_streams)
+    token_rate = token_normalizer(measured, num_token_streams)
+    sigma = reference_interval_ms(measured, total)
+    by_family: dict[str, Normalizers] = {}
+    if families is not None and len(families) > 1:
+        for family, size in families.items():
+            s = reference_interval_ms(measured, total, size)
+            by_family[family] = Normalizers(token_rate, None if s is None else 1.0 / s, s)
     return Normalizers(
-        token_rate=token_normalizer(measured, num_token_streams),
+        token_rate=token_rate,
         delivery_rate=None if sigma is None else 1.0 / sigma,
         sigma_ms=sigma,
+        by_family=by_family,
     )
 
 

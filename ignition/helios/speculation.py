@@ -62,6 +62,8 @@ class PrefixHistory:
         self._prior = prior
         self._estimates: list[PrefixEstimate] = [PrefixEstimate(float(p)) for p in preseed]
         self._survivals: dict[int, tuple[float, ...]] = {}  # planning reads far more than data
+        self._optimistic: dict[int, tuple[float, ...]] = {}
+        self._optimistic_outputs: dict[tuple[int, float], tuple[float, ...]] = {}
 
     def _at(self, depth: int) -> PrefixEstimate:
         while len(self._estimates) < depth:
@@ -84,15 +86,46 @@ class PrefixHistory:
     def optimistic(self, depth: int) -> float:
         return self._at(depth).optimistic()
 
+    def optimistic_survivals(self, max_depth: int) -> tuple[float, ...]:
+        """min(1, mean + sqrt(ln 20 / (2 * aged weight))) per depth, made nonincreasing:
+        what funded acceptance learning scores probes with."""
+        found = self._optimistic.get(max_depth)
+        if found is not None:
+            return found
+        out: list[float] = []
+        ceiling = 1.0
+        for depth in range(1, max_depth + 1):
+            ceiling = min(ceiling, max(0.0, self._at(depth).optimistic()))
+            out.append(ceiling)
+        found = self._optimistic[max_depth] = tuple(out)
+        return found
+
+    def optimistic_outputs(self, max_depth: int, alpha: float) -> tuple[float, ...]:
+        """[q] -> optimistic expected output with q target rows (index 0 unused)."""
+        key = (max_depth, alpha)
+        found = self._optimistic_outputs.get(key)
+        if found is None:
+            out, total = [0.0, 1.0], 1.0
+            for s in self.optimistic_survivals(max_depth):
+                total += s**alpha
+                out.append(total)
+            found = self._optimistic_outputs[key] = tuple(out)
+        return found
+
     def weight(self, depth: int) -> float:
         return self._at(depth).weight
 
     def age(self, num_tokens: int) -> None:
+        if num_tokens > 0:
+            self._optimistic.clear()
+            self._optimistic_outputs.clear()
         for estimate in self._estimates:
             estimate.age(num_tokens)
 
     def observe(self, depth: int, value: float) -> None:
         self._survivals.clear()
+        self._optimistic.clear()
+        self._optimistic_outputs.clear()
         self._at(depth).observe(value)
         self._prior.observe(depth, value)
 

@@ -37,6 +37,7 @@ def trace_entry(plan: ScheduledPlan, fence: int, now_ns: int) -> TraceEntry:
         log_scale=plan.selection_log_scale(),
         reason=plan.reason.value,
         exploration_credit=plan.exploration_credit,
+        execution_class=plan.execution_class.value,
     )
 
 

@@ -90,9 +90,25 @@ class LaneRole(StrEnum):
 
 
 class SelectionReason(StrEnum):
+    """The timing state of the selected graph: measured and fresh, unknown, or stale."""
+
     ORDINARY = "ordinary"
     DISCOVERY = "discovery"
     STALE = "stale"
+
+
+class ExecutionClass(StrEnum):
+    """Which budget a committed execution belongs to.
+
+    ``ordinary`` selection (fresh or stale winners) earns exploration credit;
+    ``discovery`` of an unknown cost earns nothing and is accounted separately;
+    ``timing_refresh`` and ``acceptance_learning`` episodes spend their ledger's credit.
+    """
+
+    ORDINARY = "ordinary"
+    DISCOVERY = "discovery"
+    TIMING_REFRESH = "timing_refresh"
+    ACCEPTANCE_LEARNING = "acceptance_learning"
 
 
 @dataclass(frozen=True)
@@ -116,10 +132,6 @@ class LaneWork:
     reserved_tokens: int
     value: float
 
-    @property
-    def completes_prompt(self) -> bool:
-        return self.role is LaneRole.PROMPT and self.max_advance_tokens > 0
-
 
 @dataclass(frozen=True)
 class ScheduledPlan:
@@ -136,7 +148,8 @@ class ScheduledPlan:
     requires_empty_window: bool
     planned_start_ns: int
     decision_ns: int
-    exploration_credit: float = 0.0
+    exploration_credit: float = 0.0  # ns of credit its ledger held when it was selected
+    execution_class: ExecutionClass = ExecutionClass.ORDINARY
 
     @property
     def kind(self) -> GraphKind:
@@ -233,3 +246,5 @@ class TraceEntry:
     log_scale: float = 0.0
     reason: str = SelectionReason.ORDINARY.value
     exploration_credit: float = 0.0
+    execution_class: str = ExecutionClass.ORDINARY.value
+    credit_spent_ns: int = 0  # filled in when the episode completes and pays

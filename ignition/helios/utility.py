@@ -94,6 +94,7 @@ class LaneView:
     prices: Prices  # already scaled
     age_ms: float
     last_served_seq: int
+    sigma_ms: float | None = None  # the reference interval of this stream's family
     survivals: tuple[float, ...] = ()
     forecast: tuple[float, ...] = ()
     message_endpoints: tuple[int, ...] = ()
@@ -113,15 +114,15 @@ class Decision:
     """Quantities shared by every candidate of one decision (already scaled)."""
 
     age_price: float  # c, scaled
-    sigma_ms: float | None
     num_active_decoders: int
     alpha: float
     log_scale: float
 
-    def age_value(self, age_ms: float, duration_ms: float) -> float:
-        if self.sigma_ms is None or self.age_price == 0:
+    def age_value(self, sigma_ms: float | None, age_ms: float, duration_ms: float) -> float:
+        """c * sigma_i * (A_i + T); sigma_i is the stream's family reference interval."""
+        if sigma_ms is None or self.age_price == 0:
             return 0.0
-        return self.age_price * self.sigma_ms * (age_ms + duration_ms)
+        return self.age_price * sigma_ms * (age_ms + duration_ms)
 
     def waiting_cost(self, duration_ms: float) -> float:
         return duration_ms / 2.0 * self.age_price * self.num_active_decoders
@@ -153,7 +154,6 @@ class Candidate:
     work_key: tuple
     build: Callable[[], tuple[list[LanePick], int]]
     score: float = 0.0
-    exploration_credit: float = 0.0
     built: tuple[list[LanePick], int] | None = None
 
     @property
@@ -232,7 +232,7 @@ def decode_lane(
     value = (
         view.prices.output_token * expected_output
         + view.prices.delivery
-        + decision.age_value(view.age_ms, duration_ms)
+        + decision.age_value(view.sigma_ms, view.age_ms, duration_ms)
     )
     return LanePick(
         view=view,

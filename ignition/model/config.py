@@ -1,9 +1,12 @@
-"""The Qwen3.8 Flash configuration, read from a Hugging Face config.json.
+"""The model configuration shared by every family, with Qwen3.8 Flash's own config.json format.
 
 Every dimension of the model comes from here, so the same code serves the tiny
-test checkpoint and a full-size one. Validation happens once, when the config is
-built; an error names the file, the key and the offending value so that a bad
-checkpoint fails at load rather than deep inside a matmul.
+test checkpoint and a full-size one. Qwen3.8 Flash checkpoints store this dataclass as their
+config.json; other families (``ignition.model.families``) parse their published config.json
+into it, switching off what they lack (hyper-connections, per-layer embeddings, the MoE) and
+on what they add (zero-centred norms, fewer GDN key heads than value heads, a dense MLP).
+Validation happens once, when the config is built; an error names the file, the key and the
+offending value so that a bad checkpoint fails at load rather than deep inside a matmul.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 LAYER_KINDS = ("gdn", "qsa")
+MLP_KINDS = ("moe", "dense")
 
 
 class ConfigError(ValueError):
@@ -41,8 +45,22 @@ class VisionConfig:
 
 
 @dataclass(frozen=True)
+class RopeScaling:
+    """Llama 3 frequency scaling: long wavelengths slowed by ``factor``, a smooth band between."""
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: int
+
+
+@dataclass(frozen=True)
 class Qwen38Config:
-    """Every dimension of a Qwen3.8 Flash checkpoint, validated when built."""
+    """Every dimension of a model, validated when built (Qwen3.8 Flash's defaults).
+
+    The fields after ``torch_dtype`` describe how other families differ; their defaults are
+    Qwen3.8 Flash's, so its config.json files need none of them.
+    """
 
     vocab_size: int
     hidden_size: int
@@ -73,6 +91,18 @@ class Qwen38Config:
     pad_token_id: int | None = None
     image_token_id: int | None = None
     torch_dtype: str = "float32"
+    model_type: str = "qwen38"
+    linear_num_key_heads: int = 0  # 0: one GDN key head per value head (linear_num_heads)
+    mlp_kind: str = "moe"
+    intermediate_size: int = 0  # the dense MLP's width (mlp_kind "dense")
+    mtp_mlp_kind: str = "dense"
+    norm_offset: float = 0.0  # 1.0: zero-centred norms that scale by (1 + weight)
+    attn_output_gate: bool = True
+    qk_norm: bool = True
+    rope_scaling: RopeScaling | None = None
+    # True: a recursive draft step reads the previous MTP output after the MTP's final norm
+    # (Qwen3.5 / Qwen3-Next, whose MTP returns normed states); False: before it (Qwen3.8).
+    mtp_feeds_normed_hidden: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -86,15 +116,27 @@ class Qwen38Config:
         return sum(kind == "qsa" for kind in self.layer_types)
 
     @property
+    def num_linear_key_heads(self) -> int:
+        """GDN query/key heads; each serves linear_num_heads / this many value heads."""
+        return self.linear_num_key_heads or self.linear_num_heads
+
+    @property
     def conv_channels(self) -> int:
         """Channels of the GDN depthwise conv: q, k and v side by side."""
-        heads = self.linear_num_heads
-        return heads * (2 * self.linear_key_head_dim + self.linear_value_head_dim)
+        keys = self.num_linear_key_heads * self.linear_key_head_dim
+        return 2 * keys + self.linear_num_heads * self.linear_value_head_dim
 
     @property
     def mtp_intermediate_size(self) -> int:
-        """The MTP head's dense SwiGLU is as wide as the shared expert."""
+        """A dense MTP SwiGLU is as wide as the trunk's dense MLP, else as the shared expert."""
+        if self.mlp_kind == "dense":
+            return self.intermediate_size
         return self.shared_expert_intermediate_size
+
+    @property
+    def has_hyper_connections(self) -> bool:
+        """hc_streams 0 means one plain residual stream (families without hyper-connections)."""
+        return self.hc_streams > 0
 
     def layer_slot(self, layer_index: int) -> int:
         """Index of a layer among layers of its own kind (its row in stacked state)."""
@@ -118,6 +160,8 @@ class Qwen38Config:
         values = {k: v for k, v in raw.items() if k in known}
         values["layer_types"] = _as_layer_types(raw["layer_types"], source)
         values["vision"] = _as_vision(raw["vision"], source)
+        if isinstance(values.get("rope_scaling"), Mapping):
+            values["rope_scaling"] = _as_rope_scaling(values["rope_scaling"], source)
         if isinstance(values.get("eos_token_id"), list):
             values["eos_token_id"] = tuple(values["eos_token_id"])
         try:
@@ -190,6 +234,14 @@ def _as_layer_types(value: Any, source: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _as_rope_scaling(value: Mapping[str, Any], source: str) -> RopeScaling:
+    names = [f.name for f in fields(RopeScaling)]
+    missing = [n for n in names if n not in value]
+    if missing:
+        raise ConfigError(source, f"key 'rope_scaling' lacks {missing[0]!r}")
+    return RopeScaling(**{n: value[n] for n in names})
+
+
 def _as_vision(value: Any, source: str) -> VisionConfig | None:
     if value is None or isinstance(value, VisionConfig):
         return value
@@ -218,14 +270,22 @@ _POSITIVE_INTS = (
     "linear_key_head_dim",
     "linear_value_head_dim",
     "conv_kernel",
+    "max_position_embeddings",
+)
+_MOE_INTS = (
     "num_experts",
     "num_experts_per_tok",
     "moe_intermediate_size",
     "shared_expert_intermediate_size",
-    "hc_streams",
-    "max_position_embeddings",
 )
-_NON_NEGATIVE_INTS = ("rotary_dim", "ple_dim", "mtp_num_layers")
+_NON_NEGATIVE_INTS = (
+    "rotary_dim",
+    "ple_dim",
+    "mtp_num_layers",
+    "hc_streams",
+    "linear_num_key_heads",
+    "intermediate_size",
+)
 _DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -241,6 +301,22 @@ def _validate(config: Qwen38Config) -> None:
         value = getattr(config, key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             fail(key, value, "must be a non-negative integer")
+    for key, value in (("mlp_kind", config.mlp_kind), ("mtp_mlp_kind", config.mtp_mlp_kind)):
+        if value not in MLP_KINDS:
+            fail(key, value, f"must be one of {MLP_KINDS}")
+    if "moe" in (config.mlp_kind, config.mtp_mlp_kind):
+        for key in _MOE_INTS:
+            value = getattr(config, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                fail(key, value, "must be a positive integer (the model has experts)")
+    if config.mlp_kind == "dense" and config.intermediate_size <= 0:
+        fail("intermediate_size", config.intermediate_size, "must be positive for a dense MLP")
+    if config.linear_num_heads % config.num_linear_key_heads:
+        fail(
+            "linear_num_key_heads",
+            config.linear_num_key_heads,
+            f"must divide the value heads ({config.linear_num_heads})",
+        )
     for key in ("rope_theta", "rms_norm_eps"):
         value = getattr(config, key)
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
@@ -264,7 +340,7 @@ def _validate(config: Qwen38Config) -> None:
         )
     if config.rotary_dim > config.head_dim or config.rotary_dim % 2:
         fail("rotary_dim", config.rotary_dim, f"must be even and <= head_dim ({config.head_dim})")
-    if config.num_experts_per_tok > config.num_experts:
+    if config.mlp_kind == "moe" and config.num_experts_per_tok > config.num_experts:
         fail(
             "num_experts_per_tok",
             config.num_experts_per_tok,

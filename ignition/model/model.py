@@ -1,10 +1,14 @@
-"""Qwen3.8 Flash: the packed mixed forward over prompt and decode/verify rows.
+"""The hybrid decoder every family shares: the packed mixed forward over prompt and decode rows.
+
+Qwen3.8 Flash uses all of it; Qwen3.5 and Llama switch parts off in their config (see
+``ignition.model.families``), so one forward, one state layout and one set of programs
+serve them all.
 
 One flat token array goes through embeddings, every decoder layer, the final norm and the
 vocabulary projection once; only GDN splits its operands into a prompt workspace (chunked
 path) and a decode workspace (recurrent path with one state per position), and QSA runs one
 varlen paged attention over all rows. The forward mutates nothing but KV pages at the
-packed tokens' own positions; :meth:`Qwen38Model.commit` then applies the prompt's full
+packed tokens' own positions; :meth:`HybridModel.commit` then applies the prompt's full
 extent and each decode row's accepted prefix, and :meth:`absorb_draft_context` feeds the
 committed positions to the MTP head. Separating the three is what lets a speculative round
 reject drafts without touching state.
@@ -38,7 +42,7 @@ class TargetOutput:
     gdn_updates: list[GdnUpdate]
 
 
-class Qwen38Model(nn.Module):
+class HybridModel(nn.Module):
     def __init__(self, config: Qwen38Config) -> None:
         super().__init__()
         self.config = config
@@ -47,7 +51,7 @@ class Qwen38Model(nn.Module):
         self.layers = nn.ModuleList(
             DecoderLayer(config, i) for i in range(config.num_hidden_layers)
         )
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.tie_weights()
         self.mtp = MtpHead(config) if config.mtp_num_layers else None
@@ -79,7 +83,8 @@ class Qwen38Model(nn.Module):
         )
         x = self.embed(inputs, meta)
         ple = self.ple(inputs.token_ids) if self.ple is not None else None
-        streams = x[:, None, :].expand(-1, self.config.hc_streams, -1).contiguous()
+        num_streams = max(self.config.hc_streams, 1)
+        streams = x[:, None, :].expand(-1, num_streams, -1).contiguous()
         updates = []
         for i, layer in enumerate(self.layers):
             streams, update = layer(streams, None if ple is None else ple[:, i], meta, state)
@@ -164,4 +169,6 @@ class Qwen38Model(nn.Module):
         no_prompt = torch.full((1,), -1, dtype=torch.int32, device=tokens.device)
         meta = PackedMeta.build(capacity, ones, slot_ids, no_prompt, state, position_offset)
         embeds = self.embed_tokens(tokens.clamp(min=0))
+        if self.config.mtp_feeds_normed_hidden:
+            mtp_hidden = self.mtp.norm(mtp_hidden)
         return self.mtp(embeds, mtp_hidden, meta, state, meta.kv_slots)

@@ -1,7 +1,8 @@
 """The multi-token-prediction head that drafts proposals.
 
 concat(norm(embed(next token)), norm(hidden)) -> fc to hidden -> one QSA layer with its own
-KV pages and a dense SwiGLU -> final norm -> the target's lm_head. Position i consumes the
+KV pages and an MLP (a dense SwiGLU, or the mixture of experts where the family's MTP layer
+has one) -> final norm -> the target's lm_head. Position i consumes the
 target hidden h_i with the embedding of token i+1 and predicts token i+2; applied recursively
 (its own output hidden standing in for h) it yields the D drafts. Its KV pages at committed
 positions are the draft context: they are rewritten from true target hiddens once verified.
@@ -13,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ignition.model.config import Qwen38Config
+from ignition.model.layers.decoder import make_mlp
 from ignition.model.layers.moe import SwiGLU
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.qsa import QueryGatedAttention
@@ -23,21 +25,27 @@ from ignition.model.state import ModelState
 class MtpLayer(nn.Module):
     def __init__(self, config: Qwen38Config) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
         self.self_attn = QueryGatedAttention(config)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = SwiGLU(config.hidden_size, config.mtp_intermediate_size)
+        self.post_attention_layernorm = RMSNorm(
+            config.hidden_size, config.rms_norm_eps, config.norm_offset
+        )
+        self.mlp = (
+            make_mlp(config, "moe")
+            if config.mtp_mlp_kind == "moe"
+            else SwiGLU(config.hidden_size, config.mtp_intermediate_size)
+        )
 
 
 class MtpHead(nn.Module):
     def __init__(self, config: Qwen38Config) -> None:
         super().__init__()
         hidden = config.hidden_size
-        self.pre_fc_norm_embedding = RMSNorm(hidden, config.rms_norm_eps)
-        self.pre_fc_norm_hidden = RMSNorm(hidden, config.rms_norm_eps)
+        self.pre_fc_norm_embedding = RMSNorm(hidden, config.rms_norm_eps, config.norm_offset)
+        self.pre_fc_norm_hidden = RMSNorm(hidden, config.rms_norm_eps, config.norm_offset)
         self.fc = nn.Linear(2 * hidden, hidden, bias=False)
         self.layers = nn.ModuleList(MtpLayer(config) for _ in range(config.mtp_num_layers))
-        self.norm = RMSNorm(hidden, config.rms_norm_eps)
+        self.norm = RMSNorm(hidden, config.rms_norm_eps, config.norm_offset)
 
     def forward(
         self,

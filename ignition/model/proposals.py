@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from ignition.kernels import ops
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.sampling import (
     RandomStream,
     SamplingParams,
@@ -24,7 +24,7 @@ from ignition.model.state import ModelState
 
 
 def propose(
-    model: Qwen38Model,
+    model: HybridModel,
     state: ModelState,
     pending_tokens: Tensor,
     slot_ids: Tensor,

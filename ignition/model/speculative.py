@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from ignition.kernels import ops
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
 from ignition.model.proposals import allocate, propose
 from ignition.model.sampling import (
@@ -173,7 +173,7 @@ def _pack_verify_inputs(
 
 @torch.no_grad()
 def speculative_round(
-    model: Qwen38Model,
+    model: HybridModel,
     state: ModelState,
     inputs: RoundInputs,
     capacity: RoundCapacity,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ignition.model.model import Qwen38Model, TargetOutput
+from ignition.model.model import HybridModel, TargetOutput
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams, sample
 from ignition.model.state import ModelState
@@ -41,7 +41,7 @@ def next_token_per_position(
 
 @torch.no_grad()
 def run_step(
-    model: Qwen38Model,
+    model: HybridModel,
     state: ModelState,
     inputs: PackedInputs,
     capacity: PackedCapacity,

@@ -2,10 +2,10 @@
 
 Serving runs one packed array through paged attention and per-slot recurrent state; training
 wants full sequences, a batch dimension and gradients. This module walks the very same
-submodules of a :class:`Qwen38Model` over ``[B, T]`` token ids from a zero state: QSA is
+submodules of a :class:`HybridModel` over ``[B, T]`` token ids from a zero state: QSA is
 dense causal attention, GDN is the full-sequence causal conv and the chunked gated-delta-rule
 reference (differentiable, heads and batch folded together), the MoE, hyper-connections and
-PLE are called as they are. Agreement with :meth:`Qwen38Model.forward_packed` is the contract
+PLE are called as they are. Agreement with :meth:`HybridModel.forward_packed` is the contract
 (tests/model/test_training.py), so a checkpoint trained here serves unchanged.
 
 The MTP head is trained jointly: position t reads the final-normed target hidden h_t with the
@@ -24,8 +24,9 @@ from ignition.kernels.gated_delta_rule.reference import chunk_gated_delta_rule
 from ignition.model.layers.decoder import DecoderLayer
 from ignition.model.layers.gdn import GatedDeltaNet
 from ignition.model.layers.moe import MixtureOfExperts
+from ignition.model.layers.norm import l2_normalize
 from ignition.model.layers.qsa import QueryGatedAttention
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 
 
 @dataclass
@@ -87,8 +88,8 @@ def full_sequence_gdn(gdn: GatedDeltaNet, x: Tensor) -> Tensor:
     mixed = F.silu(conv).transpose(1, 2).to(x.dtype)
     key_width = heads * key_dim
     q, k, v = mixed.split([key_width, key_width, heads * value_dim], dim=-1)
-    q = F.normalize(q.reshape(batch, num_tokens, heads, key_dim).float(), dim=-1).to(x.dtype)
-    k = F.normalize(k.reshape(batch, num_tokens, heads, key_dim).float(), dim=-1).to(x.dtype)
+    q = l2_normalize(q.reshape(batch, num_tokens, heads, key_dim)).to(x.dtype)
+    k = l2_normalize(k.reshape(batch, num_tokens, heads, key_dim)).to(x.dtype)
     v = v.reshape(batch, num_tokens, heads, value_dim)
     g = -gdn.A_log.float().exp() * F.softplus(gdn.a_proj(x).float() + gdn.dt_bias.float())
     beta = torch.sigmoid(gdn.b_proj(x).float())  # [B, T, H]
@@ -136,7 +137,7 @@ def _decoder_layer(
     return flat_streams.view(batch, num_tokens, num_streams, hidden)
 
 
-def forward_train(model: Qwen38Model, token_ids: Tensor) -> TrainOutput:
+def forward_train(model: HybridModel, token_ids: Tensor) -> TrainOutput:
     """token_ids [B, T] (each row starts at position 0) -> target and MTP logits."""
     config = model.config
     if token_ids.dim() != 2 or token_ids.shape[1] < 1:
@@ -165,7 +166,7 @@ def forward_train(model: Qwen38Model, token_ids: Tensor) -> TrainOutput:
 
 
 def _mtp_forward(
-    model: Qwen38Model, hidden: Tensor, next_embeds: Tensor, positions: Tensor
+    model: HybridModel, hidden: Tensor, next_embeds: Tensor, positions: Tensor
 ) -> Tensor:
     """hidden, next_embeds [B, T', hidden] -> draft logits [B, T', vocab] (teacher forced)."""
     mtp = model.mtp
@@ -191,7 +192,7 @@ def balance_loss(router_probs: list[Tensor], top_k: int) -> Tensor:
 
 
 def training_losses(
-    model: Qwen38Model, token_ids: Tensor, mtp_weight: float = 0.5, balance_weight: float = 0.01
+    model: HybridModel, token_ids: Tensor, mtp_weight: float = 0.5, balance_weight: float = 0.01
 ) -> TrainLosses:
     """Next-token loss + ``mtp_weight`` * token-t+2 loss + ``balance_weight`` * MoE balance."""
     out = forward_train(model, token_ids)

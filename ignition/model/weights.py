@@ -1,16 +1,19 @@
-"""Safetensors checkpoints in the Hugging Face layout.
+"""Safetensors checkpoints in the Hugging Face layout, loaded through their model family.
 
-Tensor names follow the Hugging Face convention: ``model.`` + the module path for the
-trunk (``model.layers.N.self_attn.q_proj.weight``, ``model.layers.N.linear_attn.A_log``,
-``model.layers.N.mlp.experts.E.gate_proj.weight``), ``lm_head.weight`` and ``mtp.*``. Loading
-checks every expected tensor for presence, shape and dtype before copying any, and names
-the first mismatch, so a wrong checkpoint is rejected whole.
+``config.json``'s ``model_type`` picks the family (``ignition.model.families``), which parses
+the config into the shared :class:`Qwen38Config` and maps every model parameter to the
+checkpoint tensors it is made from (fused projections are split there). Loading checks
+every mapped tensor for presence and shape, and that nothing unmapped is left over, before
+copying any, and names the first mismatch, so a wrong checkpoint is rejected whole. Weights
+may be one file or shards listed by ``model.safetensors.index.json``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -18,25 +21,45 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ignition.model.config import Qwen38Config
-from ignition.model.model import Qwen38Model
+from ignition.model.families.base import CheckpointLayout, ModelFamily
+from ignition.model.families.qwen38 import checkpoint_name
+from ignition.model.families.registry import family_for_checkpoint, read_config_json
+from ignition.model.model import HybridModel
 
 WEIGHTS_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_UNPREFIXED = ("lm_head.", "mtp.")
+
+__all__ = [
+    "CONFIG_FILE",
+    "WEIGHTS_FILE",
+    "LoadedCheckpoint",
+    "WeightsError",
+    "checkpoint_name",
+    "expected_tensors",
+    "load_checkpoint",
+    "load_model",
+    "random_model",
+    "write_random_checkpoint",
+]
 
 
 class WeightsError(ValueError):
     """A checkpoint whose tensors do not match what its config.json describes."""
 
 
-def checkpoint_name(module_name: str) -> str:
-    """Internal parameter name -> Hugging Face tensor name."""
-    return module_name if module_name.startswith(_UNPREFIXED) else f"model.{module_name}"
+@dataclass
+class LoadedCheckpoint:
+    """A loaded model, the family that read it and the one-line notes worth printing."""
+
+    model: HybridModel
+    family: ModelFamily
+    notes: list[str] = field(default_factory=list)
 
 
-def expected_tensors(model: Qwen38Model) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-    """HF name -> (shape, dtype) of every tensor a checkpoint must hold, in module order."""
+def expected_tensors(model: HybridModel) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Qwen3.8 name -> (shape, dtype) of every tensor its checkpoint holds, in module order."""
     dtype = _DTYPES[model.config.torch_dtype]
     # named_parameters drops the tied lm_head (it is the embedding), as HF checkpoints do.
     return {
@@ -45,61 +68,124 @@ def expected_tensors(model: Qwen38Model) -> dict[str, tuple[tuple[int, ...], tor
     }
 
 
-def _weight_files(path: Path) -> list[Path]:
+def locate_tensors(path: Path) -> dict[str, Path]:
+    """Checkpoint tensor name -> the safetensors file that holds it (index or every file)."""
+    index = path / INDEX_FILE
+    if index.exists():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise WeightsError(f"{index}: not a safetensors index ({exc})") from None
+        located = {name: path / file for name, file in weight_map.items()}
+        for file in sorted(set(located.values())):
+            if not file.exists():
+                raise WeightsError(f"{index}: shard {file.name} is missing")
+        return located
     files = sorted(path.glob("*.safetensors"))
     if not files:
         raise WeightsError(f"{path}: no *.safetensors file")
-    return files
-
-
-def load_model(path: str | Path, device: torch.device | str = "cpu") -> Qwen38Model:
-    """Build the model described by ``path``/config.json and load its weights (checked)."""
-    path = Path(path)
-    config = Qwen38Config.from_json(path / CONFIG_FILE)
-    with torch.device("meta"):
-        model = Qwen38Model(config)
-    model = model.to_empty(device=device).to(_DTYPES[config.torch_dtype])
-    model.tie_weights()
-    load_weights(model, path)
-    return model.eval()
-
-
-def load_weights(model: Qwen38Model, path: str | Path) -> None:
-    """Check every expected tensor (presence, shape, dtype) first, then copy them in."""
-    path = Path(path)
-    located: dict[str, Path] = {}
-    for file in _weight_files(path):
+    located = {}
+    for file in files:
         with safe_open(file, framework="pt") as handle:
             for name in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
                 located.setdefault(name, file)
-    expected = expected_tensors(model)
-    for name, (shape, dtype) in expected.items():
-        if name not in located:
-            raise WeightsError(f"{path}: missing tensor {name!r} (expected {list(shape)} {dtype})")
-        with safe_open(located[name], framework="pt") as handle:
-            piece = handle.get_slice(name)
-            got_shape = tuple(piece.get_shape())
-            got_dtype = _safetensors_dtype(piece.get_dtype())
-        if got_shape != shape:
-            raise WeightsError(
-                f"{located[name]}: tensor {name!r} has shape {list(got_shape)}, "
-                f"expected {list(shape)}"
-            )
-        if got_dtype != dtype:
-            raise WeightsError(
-                f"{located[name]}: tensor {name!r} has dtype {got_dtype}, expected {dtype}"
-            )
-    unexpected = sorted(set(located) - set(expected))
+    return located
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> LoadedCheckpoint:
+    """Build the model described by ``path``/config.json through its family, weights checked."""
+    path = Path(path)
+    family = family_for_checkpoint(path)
+    raw = read_config_json(path / CONFIG_FILE)
+    located = locate_tensors(path)
+    config = family.parse_config(raw, str(path / CONFIG_FILE), frozenset(located))
+    with torch.device("meta"):
+        model = family.model_class()(config)
+    model = model.to_empty(device=device).to(_DTYPES[config.torch_dtype])
+    model.tie_weights()
+    layout = family.layout(model, frozenset(located))
+    _load_layout(model, path, located, layout, strict_dtype=family.name == "qwen38")
+    return LoadedCheckpoint(model.eval(), family, family.load_notes(config, raw))
+
+
+def load_model(path: str | Path, device: torch.device | str = "cpu") -> HybridModel:
+    """Build the model described by ``path``/config.json and load its weights (checked)."""
+    return load_checkpoint(path, device).model
+
+
+def load_weights(model: HybridModel, path: str | Path) -> None:
+    """Load a Qwen3.8 Flash checkpoint's tensors into ``model`` (checked first)."""
+    path = Path(path)
+    located = locate_tensors(path)
+    from ignition.model.families.qwen38 import QWEN38
+
+    _load_layout(model, path, located, QWEN38.layout(model, frozenset(located)), True)
+
+
+def _load_layout(
+    model: HybridModel,
+    path: Path,
+    located: dict[str, Path],
+    layout: CheckpointLayout,
+    strict_dtype: bool,
+) -> None:
+    """Check every source tensor (presence, shape, dtype) and leftovers, then copy."""
+    dtype = _DTYPES[model.config.torch_dtype]
+    used: Counter[str] = Counter()
+    shard_names: dict[Path, set[str]] = {}
+    for source in layout.sources.values():
+        for name, shape in zip(source.names, source.shapes, strict=True):
+            if name not in located:
+                raise WeightsError(
+                    f"{path}: missing tensor {name!r} (expected {list(shape)} {dtype})"
+                )
+            if name in used:
+                used[name] += 1
+                continue
+            used[name] += 1
+            with safe_open(located[name], framework="pt") as handle:
+                if located[name] not in shard_names:
+                    shard_names[located[name]] = set(handle.keys())
+                if name not in shard_names[located[name]]:  # an index naming the wrong shard
+                    raise WeightsError(f"{located[name]}: the index places {name!r} here; absent")
+                piece = handle.get_slice(name)
+                got_shape = tuple(piece.get_shape())
+                got_dtype = _safetensors_dtype(piece.get_dtype())
+            if got_shape != tuple(shape):
+                raise WeightsError(
+                    f"{located[name]}: tensor {name!r} has shape {list(got_shape)}, "
+                    f"expected {list(shape)}"
+                )
+            if got_dtype != dtype and (strict_dtype or got_dtype not in _DTYPES.values()):
+                raise WeightsError(
+                    f"{located[name]}: tensor {name!r} has dtype {got_dtype}, expected {dtype}"
+                )
+    ignored = layout.ignored_prefixes
+    if model.config.tie_word_embeddings:
+        ignored = (*ignored, "lm_head.")  # a tied head some savers still write out
+    unexpected = sorted(n for n in set(located) - set(used) if not n.startswith(ignored))
     if unexpected:
         raise WeightsError(
             f"{path}: unexpected tensor {unexpected[0]!r} ({len(unexpected)} in all)"
         )
     params = dict(model.named_parameters())
+    cache: dict[str, torch.Tensor] = {}
     with torch.no_grad():
-        for name, param in params.items():
-            hf_name = checkpoint_name(name)
-            with safe_open(located[hf_name], framework="pt", device=str(param.device)) as handle:
-                param.copy_(handle.get_tensor(hf_name))
+        for name, source in layout.sources.items():
+            param = params[name]
+            tensors = []
+            for tensor_name in source.names:
+                if tensor_name not in cache:
+                    with safe_open(located[tensor_name], framework="pt") as handle:
+                        cache[tensor_name] = handle.get_tensor(tensor_name)
+                tensors.append(cache[tensor_name])
+                used[tensor_name] -= 1
+                if used[tensor_name] == 0:  # last reader: free fused tensors early
+                    del used[tensor_name]
+            param.copy_(source.build(tensors).to(param.dtype))
+            for tensor_name in source.names:
+                if tensor_name not in used:
+                    cache.pop(tensor_name, None)
 
 
 def _safetensors_dtype(name: str) -> torch.dtype | str:
@@ -107,7 +193,7 @@ def _safetensors_dtype(name: str) -> torch.dtype | str:
 
 
 @torch.no_grad()
-def randomize_(model: Qwen38Model, seed: int) -> Qwen38Model:
+def randomize_(model: HybridModel, seed: int) -> HybridModel:
     """Random weights with non-trivial gates, mixes and decays (identity-like init hides bugs)."""
     generator = torch.Generator().manual_seed(seed)
 
@@ -141,8 +227,9 @@ def randomize_(model: Qwen38Model, seed: int) -> Qwen38Model:
     return model
 
 
-def random_model(config: Qwen38Config, seed: int = 0) -> Qwen38Model:
-    return randomize_(Qwen38Model(config), seed).to(_DTYPES[config.torch_dtype]).eval()
+def random_model(config: Qwen38Config, seed: int = 0) -> HybridModel:
+    """A Qwen3.8 Flash-layout model with random weights (tests and the tiny trainer)."""
+    return randomize_(HybridModel(config), seed).to(_DTYPES[config.torch_dtype]).eval()
 
 
 def write_random_checkpoint(path: str | Path, config: Qwen38Config, seed: int = 0) -> Path:

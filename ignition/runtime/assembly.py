@@ -12,8 +12,14 @@ from ignition.compiler.prepare import prepare_programs
 from ignition.compiler.state_ops import StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
-from ignition.helios import PolicyConfig, Resources, Scheduler, SpeculationMode
-from ignition.model.model import Qwen38Model
+from ignition.helios import (
+    PolicyConfig,
+    Resources,
+    SchedulerFactory,
+    SpeculationMode,
+    helios_scheduler,
+)
+from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
@@ -35,7 +41,7 @@ class RuntimeOptions:
 
 
 def state_for(
-    model: Qwen38Model, catalog: Catalog, options: RuntimeOptions, device: torch.device
+    model: HybridModel, catalog: Catalog, options: RuntimeOptions, device: torch.device
 ) -> tuple[ModelState, int]:
     """Size the caches: every slot can reach the context limit plus one round's lookahead.
 
@@ -62,7 +68,7 @@ def state_for(
 
 
 def assemble_engine(
-    model: Qwen38Model,
+    model: HybridModel,
     catalog: Catalog,
     decoder: TextDecoder,
     eos_token_ids: Sequence[int],
@@ -70,6 +76,7 @@ def assemble_engine(
     *,
     stats: EngineStats | None = None,
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
+    scheduler_factory: SchedulerFactory = helios_scheduler,
 ) -> Engine:
     device = next(model.parameters()).device
     selected = select_for_mode(catalog, options.speculation, mixed=options.mixed)
@@ -94,16 +101,10 @@ def assemble_engine(
         state, programs, SlotResources(state, num_pages), frozenset(eos_token_ids), state_ops
     )
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
-    scheduler = Scheduler(
-        selected,
-        options.policy,
-        resources=Resources(
-            num_request_slots=options.num_slots,
-            num_pages=num_pages,
-            page_size_tokens=options.page_size,
-        ),
-        speculation=mode,
+    resources = Resources(
+        num_request_slots=options.num_slots, num_pages=num_pages, page_size_tokens=options.page_size
     )
+    scheduler = scheduler_factory(selected, options.policy, resources, mode)
     return Engine(
         scheduler,
         worker,

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import traceback
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from jinja2 import Environment, StrictUndefined
-
+from ignition.runtime.chat_template import ChatRenderer, RenderedChat
+from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
+from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 
@@ -31,7 +32,8 @@ class AsyncEngine:
         *,
         model_name: str,
         encode: Callable[[str], list[int]],
-        chat_template: str | None,
+        chat: ChatRenderer | None = None,
+        generation_defaults: GenerationDefaults | None = None,
         default_max_tokens: int = 256,
         idle_poll_s: float = 0.05,
     ) -> None:
@@ -40,13 +42,10 @@ class AsyncEngine:
         self.max_context_tokens = engine.max_context_tokens
         self.default_max_tokens = default_max_tokens
         self.stats: EngineStats = engine.stats
+        self.generation_defaults = generation_defaults or GenerationDefaults()
         self._encode = encode
-        self._template = (
-            Environment(undefined=StrictUndefined, keep_trailing_newline=True).from_string(
-                chat_template
-            )
-            if chat_template
-            else None
+        self._chat = chat or ChatRenderer(
+            ChatTemplates.fallback(), lambda texts: [encode(t) for t in texts]
         )
         self._idle_poll_s = idle_poll_s
         self._stop = threading.Event()
@@ -84,10 +83,21 @@ class AsyncEngine:
     def encode(self, text: str) -> list[int]:
         return self._encode(text)
 
-    def chat_prompt(self, messages: list[dict[str, str]]) -> str:
-        if self._template is None:
-            return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
-        return self._template.render(messages=messages, add_generation_prompt=True)
+    def render_chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> RenderedChat:
+        """Render and tokenize a conversation (raises ChatTemplateError, a 400)."""
+        return self._chat.render(
+            messages,
+            tools=tools,
+            add_generation_prompt=add_generation_prompt,
+            template_kwargs=template_kwargs,
+        )
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
         loop = asyncio.get_running_loop()

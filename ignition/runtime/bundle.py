@@ -9,6 +9,7 @@ one clear error naming the file and what differs.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,18 @@ from ignition.compiler.build import MANIFEST_FORMAT, MANIFEST_VERSION, checkpoin
 from ignition.compiler.device import resolve_device
 from ignition.compiler.programs import ProgramError, check_buildable
 from ignition.components.catalog import Catalog, load_catalog
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.weights import load_model
+from ignition.runtime.chat_template_files import (
+    ChatTemplateFileError,
+    ChatTemplates,
+    load_chat_templates,
+)
+from ignition.runtime.generation_config import (
+    GenerationConfigError,
+    GenerationDefaults,
+    load_generation_defaults,
+)
 
 
 class BundleError(RuntimeError):
@@ -33,9 +44,10 @@ class Bundle:
     manifest: dict[str, Any]
     catalog: Catalog
     tokenizer: Tokenizer
-    chat_template: str | None
+    chat_templates: ChatTemplates
+    generation_defaults: GenerationDefaults
     eos_token_ids: tuple[int, ...]
-    model: Qwen38Model
+    model: HybridModel
 
     @property
     def name(self) -> str:
@@ -43,6 +55,19 @@ class Bundle:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text).ids
+
+    def encode_rendered(self, texts: Sequence[str]) -> list[list[int]]:
+        """Tokenize rendered chats; the template already wrote any special tokens."""
+        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    def split_tokens(self) -> list[str]:
+        """Added tokens the tokenizer splits out before anything else, untouched by whitespace
+        stripping or normalization (what the chat offsets may rely on)."""
+        return [
+            t.content
+            for t in self.tokenizer.get_added_tokens_decoder().values()
+            if not (t.lstrip or t.rstrip or t.single_word or t.normalized)
+        ]
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
@@ -60,7 +85,12 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _eos_ids(tokenizer: Tokenizer, config: dict[str, Any], model: Qwen38Model) -> tuple[int, ...]:
+def _eos_ids(
+    tokenizer: Tokenizer,
+    config: dict[str, Any],
+    model: HybridModel,
+    generation_eos: tuple[int, ...] = (),
+) -> tuple[int, ...]:
     configured = model.config.eos_token_id  # an id or, as Hugging Face allows, a list of ids
     if configured is None:
         ids: set[int] = set()
@@ -68,6 +98,7 @@ def _eos_ids(tokenizer: Tokenizer, config: dict[str, Any], model: Qwen38Model) -
         ids = {configured}
     else:
         ids = {int(i) for i in configured}
+    ids.update(generation_eos)  # generation_config.json often adds the end-of-turn token
     eos = config.get("eos_token")
     if isinstance(eos, str) and tokenizer.token_to_id(eos) is not None:
         ids.add(tokenizer.token_to_id(eos))
@@ -105,12 +136,20 @@ def load_bundle(path: str | Path, device: str | None = None) -> Bundle:
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     config_path = path / "tokenizer_config.json"
     tokenizer_config = _read_json(config_path) if config_path.exists() else {}
+    try:
+        chat_templates = load_chat_templates(path, tokenizer_config)
+        generation_defaults = load_generation_defaults(path)
+    except (ChatTemplateFileError, GenerationConfigError) as err:
+        raise BundleError(str(err)) from None
     return Bundle(
         path=path,
         manifest=manifest,
         catalog=catalog,
         tokenizer=tokenizer,
-        chat_template=tokenizer_config.get("chat_template"),
-        eos_token_ids=_eos_ids(tokenizer, tokenizer_config, model),
+        chat_templates=chat_templates,
+        generation_defaults=generation_defaults,
+        eos_token_ids=_eos_ids(
+            tokenizer, tokenizer_config, model, generation_defaults.eos_token_ids
+        ),
         model=model,
     )

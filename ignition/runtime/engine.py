@@ -35,8 +35,8 @@ from ignition.helios import (
     RequestHandle,
     RequestSpec,
     ScheduledPlan,
-    Scheduler,
     SchedulerError,
+    SchedulerProtocol,
 )
 from ignition.helios.types import ConfidenceSidecar
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
@@ -98,7 +98,7 @@ class Engine:
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        scheduler: SchedulerProtocol,
         worker: Worker,
         decoder: TextDecoder,
         *,
@@ -265,7 +265,7 @@ class Engine:
             return
         self.scheduler.advance_to(self._now_ns())
         kind = frame.plan.descriptor.kind.value
-        self.stats.record_execution(kind, result.timing.device_ns)
+        self.stats.record_execution(kind, result.timing.device_ns, frame.plan.execution_class.value)
         if result.sidecar is not None and result.survival is not None:
             tokens = self.scheduler.complete_packed_round_with_survival(
                 frame.fence, result.records, result.timing, result.sidecar, result.survival
@@ -314,7 +314,7 @@ class Engine:
         timing = ExecutionTiming(device_ns=0)
         d = plan.descriptor
         if d.is_device_allocated and d.proposal_depth > 0:
-            empty = tuple((0.0,) * d.proposal_depth for _ in plan.lanes)
+            empty = tuple((0.0,) * d.proposal_depth for _ in range(d.batch_capacity))
             self.scheduler.complete_packed_round(
                 fence, records, timing, ConfidenceSidecar(planes=(empty, empty))
             )

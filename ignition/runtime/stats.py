@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 class StatsSnapshot:
     executions_by_kind: dict[str, int] = field(default_factory=dict)
     execution_ns_by_kind: dict[str, int] = field(default_factory=dict)
+    # (graph kind, execution class) -> count / nanoseconds
+    executions_by_kind_class: dict[tuple[str, str], int] = field(default_factory=dict)
+    execution_ns_by_kind_class: dict[tuple[str, str], int] = field(default_factory=dict)
     speculative_rounds: int = 0
     speculative_draft_tokens: int = 0
     speculative_accepted_tokens: int = 0
@@ -29,8 +32,8 @@ class StatsSnapshot:
 class EngineStats:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._executions: Counter[str] = Counter()
-        self._execution_ns: Counter[str] = Counter()
+        self._executions: Counter[tuple[str, str]] = Counter()
+        self._execution_ns: Counter[tuple[str, str]] = Counter()
         self._accepted_by_position: Counter[int] = Counter()
         self._finished: Counter[str] = Counter()
         self._speculative_rounds = 0
@@ -41,10 +44,14 @@ class EngineStats:
         self._running = 0
         self._waiting = 0
 
-    def record_execution(self, kind: str, interval_ns: int) -> None:
+    def record_execution(
+        self, kind: str, interval_ns: int, execution_class: str = "ordinary"
+    ) -> None:
+        """One completed graph of ``kind`` and execution class (ordinary, discovery,
+        timing_refresh, acceptance_learning)."""
         with self._lock:
-            self._executions[kind] += 1
-            self._execution_ns[kind] += max(0, int(interval_ns))
+            self._executions[(kind, execution_class)] += 1
+            self._execution_ns[(kind, execution_class)] += max(0, int(interval_ns))
 
     def record_speculation(self, num_offered: int, num_accepted: int) -> None:
         """One lane of one speculative round: drafts offered and the accepted prefix."""
@@ -73,8 +80,10 @@ class EngineStats:
     def snapshot(self) -> StatsSnapshot:
         with self._lock:
             return StatsSnapshot(
-                executions_by_kind=dict(self._executions),
-                execution_ns_by_kind=dict(self._execution_ns),
+                executions_by_kind=_by_kind(self._executions),
+                execution_ns_by_kind=_by_kind(self._execution_ns),
+                executions_by_kind_class=dict(self._executions),
+                execution_ns_by_kind_class=dict(self._execution_ns),
                 speculative_rounds=self._speculative_rounds,
                 speculative_draft_tokens=self._draft_tokens,
                 speculative_accepted_tokens=self._accepted_tokens,
@@ -85,3 +94,10 @@ class EngineStats:
                 running=self._running,
                 waiting=self._waiting,
             )
+
+
+def _by_kind(counts: Counter[tuple[str, str]]) -> dict[str, int]:
+    out: Counter[str] = Counter()
+    for (kind, _), n in counts.items():
+        out[kind] += n
+    return dict(out)

@@ -220,8 +220,9 @@ class ModelWorker:
         if d.proposal_depth > 0:
             confidence = out.confidence  # type: ignore[attr-defined]
             num = len(launched.lanes)
-            joint = tuple(tuple(r) for r in confidence[1, :num].clamp(0, 1).tolist())
-            per_position = tuple(tuple(r) for r in confidence[0, :num].clamp(0, 1).tolist())
+            # the whole [2, B, D] sidecar: Helios validates every request slot's row
+            joint = tuple(tuple(r) for r in confidence[1].clamp(0, 1).tolist())
+            per_position = tuple(tuple(r) for r in confidence[0].clamp(0, 1).tolist())
             sidecar = ConfidenceSidecar(planes=(joint, per_position))
             rows_survival = out.survival[:num].clamp(0, 1).tolist()  # type: ignore[attr-defined]
             survival = tuple(tuple(rows_survival[i][: offered[i]]) for i in range(num))

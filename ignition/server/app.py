@@ -15,13 +15,15 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from ignition.runtime.chat_template import ChatTemplateError, RenderedChat
+from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import (
     GenerationRequest,
     QueueFullError,
@@ -48,10 +50,20 @@ class EngineClient(Protocol):
     max_context_tokens: int
     default_max_tokens: int
     stats: EngineStats
+    generation_defaults: GenerationDefaults
 
     def encode(self, text: str) -> list[int]: ...
 
-    def chat_prompt(self, messages: list[dict[str, str]]) -> str: ...
+    def render_chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> RenderedChat:
+        """The prompt ids and per-message end offsets; raises ChatTemplateError (a 400)."""
+        ...
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
         """Admit now (raising QueueFullError or RequestError) and stream published chunks;
@@ -123,9 +135,17 @@ def create_app(engine: EngineClient) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
-        messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-        prompt_ids = engine.encode(engine.chat_prompt(messages))
-        return await _serve(raw, body, prompt_ids, chat=True)
+        try:
+            rendered = engine.render_chat(
+                body.template_messages(),
+                tools=body.template_tools(),
+                add_generation_prompt=body.add_generation_prompt,
+                template_kwargs=body.chat_template_kwargs,
+            )
+        except ChatTemplateError as err:
+            metrics.http_requests.labels("chat", "400").inc()
+            return _error(400, str(err), "invalid_request_error", "messages")
+        return await _serve(raw, body, list(rendered.prompt_ids), chat=True)
 
     async def _serve(
         raw: Request,
@@ -178,7 +198,9 @@ def create_app(engine: EngineClient) -> FastAPI:
                 f"the prompt has {len(prompt_ids)} tokens; this model's context is "
                 f"{engine.max_context_tokens} tokens, which leaves no room for output"
             )
-        sampling: SamplingParams = body.sampling(min(engine.default_max_tokens, room))
+        sampling: SamplingParams = engine.generation_defaults.apply(
+            body.sampling(min(engine.default_max_tokens, room)), _given(body)
+        )
         if sampling.max_tokens > room:
             raise RequestError(
                 f"max_tokens = {sampling.max_tokens} with a {len(prompt_ids)}-token prompt "
@@ -191,6 +213,11 @@ def create_app(engine: EngineClient) -> FastAPI:
         )
 
     return app
+
+
+def _given(body: CompletionRequest | ChatCompletionRequest) -> set[str]:
+    """Sampling fields the client set; the others take the checkpoint's generation defaults."""
+    return {name for name in body.model_fields_set if getattr(body, name) is not None}
 
 
 class _Relay:

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ignition.helios import ExecutionClass
 from ignition.runtime.stats import EngineStats
 
 LATENCY_BUCKETS_S = (
@@ -44,17 +45,22 @@ class _EngineCollector(Collector):
         s = self._stats.snapshot()
         executions = CounterMetricFamily(
             "flare_scheduler_executions",
-            "Graph executions completed, by graph kind",
-            labels=["kind"],
+            "Graph executions completed, by graph kind and execution class "
+            "(ordinary, discovery, timing_refresh, acceptance_learning)",
+            labels=["kind", "class"],
         )
         nanoseconds = CounterMetricFamily(
             "flare_scheduler_execution_nanoseconds",
-            "Measured execution interval of completed graphs, by graph kind",
-            labels=["kind"],
+            "Measured execution interval of completed graphs, by graph kind and execution class",
+            labels=["kind", "class"],
         )
-        for kind, count in sorted(s.executions_by_kind.items()):
-            executions.add_metric([kind], count)
-            nanoseconds.add_metric([kind], s.execution_ns_by_kind.get(kind, 0))
+        # every class of every kind seen, zeros included, so each series exists from the
+        # first execution of its kind on
+        for kind in sorted(s.executions_by_kind):
+            for cls in ExecutionClass:
+                key = (kind, cls.value)
+                executions.add_metric(list(key), s.executions_by_kind_class.get(key, 0))
+                nanoseconds.add_metric(list(key), s.execution_ns_by_kind_class.get(key, 0))
         yield executions
         yield nanoseconds
         yield CounterMetricFamily(

@@ -64,6 +64,11 @@ class _Stream:
         return self.record.deliveries if self.record else []
 
     @property
+    def arrival_ns(self) -> int:
+        """Admission and the clock use this one integer nanosecond arrival time."""
+        return round(self.request.arrival_ms * NS_PER_MS)
+
+    @property
     def joint(self) -> list[float]:
         out, p = [], 1.0
         for q in self.request.acceptance:
@@ -145,7 +150,7 @@ class Simulation:
         running: list[_Running] = []
         now, device_free, fence, completed = 0, 0, 0, 0
         while now <= end_ns:
-            while pending and round(pending[0].request.arrival_ms * NS_PER_MS) <= now:
+            while pending and pending[0].arrival_ns <= now:
                 if not self.scheduler.pool.can_allocate_slot():
                     break
                 self._admit(pending.pop(0))
@@ -162,7 +167,7 @@ class Simulation:
                 duration = self._sample_ns(plan)
                 device_free = start + duration
                 running.append(_Running(fence, plan, now, start, device_free, duration, klass))
-            arrivals = [round(s.request.arrival_ms * NS_PER_MS) for s in pending[:1]]
+            arrivals = [s.arrival_ns for s in pending[:1]]
             upcoming = [r.end_ns for r in running[:1]] + [a for a in arrivals if a > now]
             if not upcoming:
                 break
@@ -237,11 +242,13 @@ class Simulation:
         timing = ExecutionTiming(device_ns=run.device_ns, wall_ns=now - run.commit_ns)
         if device:
             width = d.proposal_depth
+            unused = [(0.0,) * width] * (d.batch_capacity - len(plan.lanes))
             joint = [self._padded(self.by_handle[lane.handle].joint, width) for lane in plan.lanes]
             cond = [
                 self._padded(list(self.by_handle[lane.handle].request.acceptance), width)
                 for lane in plan.lanes
             ]
+            joint, cond = joint + unused, cond + unused
             sidecar = ConfidenceSidecar((tuple(joint), tuple(cond)))
             tokens = self.scheduler.complete_packed_round(
                 Fence(run.fence), records, timing, sidecar
@@ -312,6 +319,7 @@ class Simulation:
                 "prompt_tokens_per_s": self.prompt_tokens / seconds,
                 "output_tokens_per_s": self.output_tokens / seconds,
             },
+            "execution": self.scheduler.execution_totals(),
             "trace": [trace_to_json(e) for e in self.scheduler.trace],
         }
 
@@ -349,6 +357,11 @@ def format_summary(report: dict[str, Any]) -> str:
     ]
     for g in report["graphs"]:
         lines.append(f"  {g['graph']:<40} {g['executions']:>6} runs {g['total_ms']:>10.1f} ms")
+    for cls, t in report["execution"].items():
+        lines.append(
+            f"  {cls:<20} {t['executions']:>6} runs {t['nanoseconds'] / NS_PER_MS:>10.1f} ms "
+            f"{t['episodes']:>4} episodes"
+        )
     for r in report["requests"]:
         lines.append(
             f"  request {r['id']:>3}: first output {r['first_output_ms']} ms, "

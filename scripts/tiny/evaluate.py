@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
@@ -55,7 +55,7 @@ class ServingSpeed:
     prefill_4096_ms: float
 
 
-def new_state(model: Qwen38Model, num_slots: int, max_tokens: int) -> ModelState:
+def new_state(model: HybridModel, num_slots: int, max_tokens: int) -> ModelState:
     pages_per_slot = -(-max_tokens // PAGE_SIZE)
     state = ModelState.allocate(
         model.config,
@@ -69,7 +69,7 @@ def new_state(model: Qwen38Model, num_slots: int, max_tokens: int) -> ModelState
 
 
 @torch.no_grad()
-def validate(model: Qwen38Model, stream: TokenStream, seq_len: int, batch_size: int = 16):
+def validate(model: HybridModel, stream: TokenStream, seq_len: int, batch_size: int = 16):
     """Mean losses over consecutive held-out windows (every window starts a fresh context)."""
     windows = stream.windows(seq_len)
     lm_sum = mtp_sum = agree_sum = 0.0
@@ -102,7 +102,7 @@ def validate(model: Qwen38Model, stream: TokenStream, seq_len: int, batch_size: 
     )
 
 
-def prefill(model: Qwen38Model, state: ModelState, slot: int, prompt: list[int]) -> int:
+def prefill(model: HybridModel, state: ModelState, slot: int, prompt: list[int]) -> int:
     """Consume ``prompt`` into ``slot`` in one chunk; returns the greedy first output token."""
     capacity = PackedCapacity.mixed(1, 1, len(prompt))
     inputs = PackedInputs.build(capacity, [prompt], [slot], prefill_row=0)
@@ -111,7 +111,7 @@ def prefill(model: Qwen38Model, state: ModelState, slot: int, prompt: list[int])
 
 
 @torch.no_grad()
-def greedy_generate(model: Qwen38Model, prompt: list[int], num_tokens: int) -> list[int]:
+def greedy_generate(model: HybridModel, prompt: list[int], num_tokens: int) -> list[int]:
     """Plain greedy decoding (one token per step) through the packed serving path."""
     state = new_state(model, 1, len(prompt) + num_tokens + 1)
     tokens = [prefill(model, state, 0, prompt)]
@@ -125,7 +125,7 @@ def greedy_generate(model: Qwen38Model, prompt: list[int], num_tokens: int) -> l
 
 @torch.no_grad()
 def measure_acceptance(
-    model: Qwen38Model, prompts: list[list[int]], num_rounds: int, draft_depth: int
+    model: HybridModel, prompts: list[list[int]], num_rounds: int, draft_depth: int
 ) -> Acceptance:
     """Prefill each prompt, then ``num_rounds`` greedy MTP rounds verifying all D drafts.
 
@@ -169,7 +169,7 @@ def measure_acceptance(
 
 @torch.no_grad()
 def serving_speed(
-    model: Qwen38Model, context_len: int = 256, num_repeats: int = 20
+    model: HybridModel, context_len: int = 256, num_repeats: int = 20
 ) -> ServingSpeed:
     """One 4096-token prefill chunk, and the median batch-4 decode step at ``context_len``."""
     prompt_len = 4096

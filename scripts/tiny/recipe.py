@@ -18,7 +18,7 @@ from torch import nn
 
 from ignition.model.config import Qwen38Config
 from ignition.model.layers.gdn import GatedDeltaNet
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 
 ARCHITECTURE: dict[str, Any] = dict(
     vocab_size=4096,
@@ -95,7 +95,7 @@ class TinyRecipe:
 
 
 @torch.no_grad()
-def init_weights_(model: Qwen38Model, seed: int) -> Qwen38Model:
+def init_weights_(model: HybridModel, seed: int) -> HybridModel:
     """Small normal matrices, unit norms, identity hyper-connections, FLA-style GDN decays."""
     generator = torch.Generator().manual_seed(seed)
     num_layers = model.config.num_hidden_layers

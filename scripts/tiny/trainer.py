@@ -19,7 +19,7 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
 from ignition.model.config import Qwen38Config
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.training import training_losses
 from ignition.model.weights import CONFIG_FILE, WEIGHTS_FILE, checkpoint_name
 from scripts.tiny.data import TokenStream, training_batches
@@ -40,13 +40,13 @@ class StepLog:
 
 @dataclass
 class TrainResult:
-    model: Qwen38Model
+    model: HybridModel
     train_seconds: float
     num_tokens: int
     log: list[StepLog] = field(default_factory=list)
 
 
-def _optimizer(model: Qwen38Model, recipe: TinyRecipe) -> torch.optim.Optimizer:
+def _optimizer(model: HybridModel, recipe: TinyRecipe) -> torch.optim.Optimizer:
     """Decay matrices only; vectors (norms, decays, hyper-connection weights) stay free."""
     params = [p for p in model.parameters() if p.requires_grad]
     matrices = [p for p in params if p.dim() >= 2]
@@ -67,7 +67,7 @@ def train(
 ) -> TrainResult:
     """Train a fresh model of ``config`` on ``stream`` for ``recipe.num_steps`` steps."""
     torch.manual_seed(recipe.seed)
-    model = init_weights_(Qwen38Model(config), recipe.seed).train()
+    model = init_weights_(HybridModel(config), recipe.seed).train()
     optimizer = _optimizer(model, recipe)
     batches = training_batches(
         stream, recipe.batch_size, recipe.seq_len, recipe.num_steps, recipe.seed
@@ -101,7 +101,7 @@ def train(
     return TrainResult(model.eval(), elapsed, num_tokens, log)
 
 
-def save_checkpoint(model: Qwen38Model, tokenizer: Tokenizer, out_dir: Path) -> None:
+def save_checkpoint(model: HybridModel, tokenizer: Tokenizer, out_dir: Path) -> None:
     """config.json, model.safetensors (HF names, tied lm_head omitted) and the tokenizer."""
     out_dir.mkdir(parents=True, exist_ok=True)
     config_json = json.dumps(model.config.to_dict(), indent=2) + "\n"

@@ -118,12 +118,18 @@ def test_generate_from_the_bundle_is_identical_across_decode_modes(built):
     assert texts["off"] == texts["fixed"] == texts["adaptive"]
 
 
-def test_a_dense_recipe_without_a_model_family_is_a_clear_error(checkpoint, tmp_path):
+def test_a_recipe_without_a_model_family_is_a_clear_error(checkpoint, tmp_path):
+    from ignition.recipes import get_recipe
+
+    text = get_recipe("llama32").path.read_text().replace("family: llama", "family: mamba")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(text.replace("name: llama32", "name: mamba2"))
     result = CliRunner().invoke(
-        main, ["build", "--recipe", "llama32", "--weights", str(checkpoint), "--out", str(tmp_path)]
+        main,
+        ["build", "--recipe", str(recipe), "--weights", str(checkpoint), "--out", str(tmp_path)],
     )
     assert result.exit_code == 2
-    assert "model family 'llama' has no implementation" in result.output
+    assert "model family 'mamba' has no implementation" in result.output
 
 
 def test_a_checkpoint_changed_after_the_build_is_refused(built, tmp_path):
@@ -147,3 +153,36 @@ def test_state_operations_are_validated_and_reported(built):
     assert names == ["snapshot-b1-d0-w1-p1", "restore-b1-d0-w1-p1"]
     assert all(p["validation_ns"] > 0 for p in manifest["state_operations"])
     assert "## State operations" in (out / "build_report.md").read_text()
+
+
+def test_the_bundle_reads_its_chat_template_file_and_generation_config(built, tmp_path):
+    import shutil
+
+    from ignition.runtime.bundle import load_bundle
+
+    out, _ = built
+    copy = tmp_path / "bundle"
+    shutil.copytree(out, copy)
+    (copy / "chat_template.jinja").write_text("{{ bos_token }}{{ messages[0].content }}")
+    config = {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "eos_token_id": [1, 3]}
+    (copy / "generation_config.json").write_text(json.dumps(config))
+    bundle = load_bundle(copy, "cpu")
+    assert bundle.chat_templates.templates == {
+        "default": "{{ bos_token }}{{ messages[0].content }}"
+    }
+    defaults = bundle.generation_defaults
+    assert (defaults.temperature, defaults.top_p, defaults.top_k) == (0.6, 0.95, 20)
+    assert {1, 3} <= set(bundle.eos_token_ids)
+
+
+def test_a_bad_generation_config_in_the_bundle_names_the_file_and_key(built, tmp_path):
+    import shutil
+
+    from ignition.runtime.bundle import BundleError, load_bundle
+
+    out, _ = built
+    copy = tmp_path / "bundle"
+    shutil.copytree(out, copy)
+    (copy / "generation_config.json").write_text(json.dumps({"top_p": 2}))
+    with pytest.raises(BundleError, match=r"generation_config\.json: top_p = 2"):
+        load_bundle(copy, "cpu")

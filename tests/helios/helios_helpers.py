@@ -128,7 +128,7 @@ class Driver:
         d = plan.descriptor
         if d.is_device_allocated:
             records = [replace(r, num_verified_tokens=len(r.token_ids)) for r in records]
-            plane = tuple((0.5,) * d.proposal_depth for _ in plan.lanes)
+            plane = tuple((0.5,) * d.proposal_depth for _ in range(d.batch_capacity))
             sidecar = ConfidenceSidecar((plane, plane))
             tokens = self.s.complete_packed_round(Fence(self.fence), records, timing, sidecar)
         else:

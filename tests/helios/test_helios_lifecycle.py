@@ -318,7 +318,7 @@ def test_device_allocated_rounds_complete_with_their_confidence_sidecar():
     with pytest.raises(SchedulerError, match="complete_packed_round"):
         s.complete(Fence(10), records, ExecutionTiming(MS))
     sidecar = ConfidenceSidecar(
-        (tuple((0.9, 0.8, 0.7) for _ in plan.lanes), tuple((0.9, 0.9, 0.9) for _ in plan.lanes))
+        (tuple((0.9, 0.8, 0.7) for _ in range(2)), tuple((0.9, 0.9, 0.9) for _ in range(2)))
     )
     records = [
         CompletionRecord(lane.handle, 0, (1, 2), num_verified_tokens=n)
@@ -335,7 +335,7 @@ def test_device_allocation_above_p_is_rejected():
     plan = s.plan()
     s.commit(plan, Fence(10))
     sidecar = ConfidenceSidecar(
-        (tuple((0.9, 0.8, 0.7) for _ in plan.lanes), tuple((0.9, 0.9, 0.9) for _ in plan.lanes))
+        (tuple((0.9, 0.8, 0.7) for _ in range(2)), tuple((0.9, 0.9, 0.9) for _ in range(2)))
     )
     records = [CompletionRecord(lane.handle, 0, (1,), num_verified_tokens=3) for lane in plan.lanes]
     with pytest.raises(SchedulerError, match="above P"):
@@ -371,7 +371,7 @@ def test_a_failed_device_round_of_cancelled_requests_completes_without_tokens():
     s.commit(plan, Fence(10))
     for lane in plan.lanes:
         s.cancel(lane.handle)
-    empty = tuple((0.0,) * d.proposal_depth for _ in plan.lanes)
+    empty = tuple((0.0,) * d.proposal_depth for _ in range(d.batch_capacity))
     records = [CompletionRecord(lane.handle) for lane in plan.lanes]
     s.complete_packed_round(
         Fence(10), records, ExecutionTiming(0), ConfidenceSidecar((empty, empty))

@@ -9,7 +9,7 @@ import torch
 
 from ignition.kernels import use_backend
 from ignition.model.config import Qwen38Config
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.model.weights import random_model
 
@@ -36,7 +36,7 @@ def config() -> Qwen38Config:
 
 
 @pytest.fixture(scope="session")
-def model(config: Qwen38Config) -> Qwen38Model:
+def model(config: Qwen38Config) -> HybridModel:
     torch.manual_seed(0)
     return random_model(config, seed=0)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ignition.model.model import Qwen38Model
+from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.state import ModelState
@@ -14,7 +14,7 @@ PROMPT_CAPACITY = 64
 
 
 def prefill(
-    model: Qwen38Model, state: ModelState, slot: int, prompt: list[int], chunk: int = 64
+    model: HybridModel, state: ModelState, slot: int, prompt: list[int], chunk: int = 64
 ) -> int:
     """Consume ``prompt`` into ``slot`` in chunks; returns the first sampled (greedy) token."""
     capacity = PackedCapacity.mixed(1, 1, PROMPT_CAPACITY)
@@ -36,7 +36,7 @@ def prefill(
 
 
 def decode_rows(
-    model: Qwen38Model,
+    model: HybridModel,
     state: ModelState,
     rows: list[list[int]],
     slots: list[int],
@@ -51,7 +51,7 @@ def decode_rows(
 
 
 def greedy_generate(
-    model: Qwen38Model, state: ModelState, slot: int, prompt: list[int], num_tokens: int
+    model: HybridModel, state: ModelState, slot: int, prompt: list[int], num_tokens: int
 ) -> list[int]:
     """Reference decoding: one token per step, no speculation."""
     tokens = [prefill(model, state, slot, prompt)]

@@ -7,6 +7,8 @@ import asyncio
 import httpx
 
 from ignition.runtime.async_engine import AsyncEngine
+from ignition.runtime.chat_template import ChatRenderer
+from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 from ignition.server.app import create_app
 from tests.runtime.scripted import Letters, expected_tokens, make_engine
@@ -16,12 +18,16 @@ TEMPLATE = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}[ass
 
 def async_engine(num_slots: int = 4) -> tuple[AsyncEngine, object]:
     engine, worker = make_engine(num_slots=num_slots)
+    chat = ChatRenderer(
+        ChatTemplates({"default": TEMPLATE}, "test"),
+        lambda texts: [[ord(c) % 26 for c in text] for text in texts],
+    )
     return (
         AsyncEngine(
             engine,
             model_name="scripted",
             encode=lambda text: [ord(c) % 26 for c in text],
-            chat_template=TEMPLATE,
+            chat=chat,
         ),
         worker,
     )
@@ -64,8 +70,9 @@ def test_closing_the_stream_cancels_the_request_and_frees_its_slot():
 
 def test_chat_prompt_renders_the_checkpoint_template():
     bridge, _ = async_engine()
-    prompt = bridge.chat_prompt([{"role": "user", "content": "hi"}])
-    assert prompt == "[user]hi[assistant]"
+    rendered = bridge.render_chat([{"role": "user", "content": "hi"}])
+    assert rendered.text == "[user]hi[assistant]"
+    assert rendered.prompt_ids == tuple(ord(c) % 26 for c in "[user]hi[assistant]")
 
 
 def test_http_round_trip_through_the_engine_thread():

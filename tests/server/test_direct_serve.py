@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -28,5 +29,5 @@ def test_direct_scheduler_serves_concurrent_requests(bundle):
             bodies = list(pool.map(complete, ["import os\n", "def f():\n", "class A:\n" * 200]))
         assert [b["usage"]["completion_tokens"] for b in bodies] == [7, 7, 7]
         metrics = httpx.get(f"{url}/metrics").text
-        assert 'flare_scheduler_executions_total{kind="prefill"}' in metrics
-        assert 'flare_scheduler_executions_total{kind="decode"}' in metrics
+        assert re.search(r'flare_scheduler_executions_total\{class="\w+",kind="prefill"\}', metrics)
+        assert re.search(r'flare_scheduler_executions_total\{class="\w+",kind="decode"\}', metrics)

@@ -12,6 +12,8 @@ import json
 import httpx
 import pytest
 
+from ignition.runtime.chat_template import RenderedChat
+from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import GenerationRequest, QueueFullError, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
@@ -23,6 +25,7 @@ class ScriptedEngine:
     model_name = "scripted"
     max_context_tokens = 64
     default_max_tokens = 16
+    generation_defaults = GenerationDefaults()
 
     def __init__(self, reply: str = "one two three four", full: bool = False) -> None:
         self.reply = reply.split()
@@ -36,8 +39,9 @@ class ScriptedEngine:
     def encode(self, text: str) -> list[int]:
         return [ord(c) % 50 + 1 for c in text]
 
-    def chat_prompt(self, messages: list[dict[str, str]]) -> str:
-        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+    def render_chat(self, messages, **_: object) -> RenderedChat:
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+        return RenderedChat(text, tuple(self.encode(text)), ())
 
     def is_healthy(self) -> bool:
         return True
@@ -233,6 +237,7 @@ def test_closing_a_stream_early_closes_the_engine_request():
 def test_models_health_and_metrics():
     engine = ScriptedEngine()
     engine.stats.record_execution("decode", 1500)
+    engine.stats.record_execution("speculative", 700, "acceptance_learning")
     engine.stats.record_speculation(num_offered=3, num_accepted=2)
 
     async def go():
@@ -244,8 +249,16 @@ def test_models_health_and_metrics():
     assert models.json()["data"][0]["id"] == "scripted"
     assert health.json() == {"status": "ok"}
     text = metrics.text
-    assert 'flare_scheduler_executions_total{kind="decode"} 1.0' in text
-    assert 'flare_scheduler_execution_nanoseconds_total{kind="decode"} 1500.0' in text
+    assert 'flare_scheduler_executions_total{class="ordinary",kind="decode"} 1.0' in text
+    assert (
+        'flare_scheduler_execution_nanoseconds_total{class="ordinary",kind="decode"} 1500.0' in text
+    )
+    assert (
+        'flare_scheduler_execution_nanoseconds_total{class="acceptance_learning",'
+        'kind="speculative"} 700.0' in text
+    )
+    for cls in ("ordinary", "discovery", "timing_refresh", "acceptance_learning"):
+        assert f'flare_scheduler_executions_total{{class="{cls}",kind="decode"}}' in text
     assert "flare_speculative_draft_tokens_total 3.0" in text
     assert 'flare_speculative_accepted_tokens_per_position_total{position="2"} 1.0' in text
     assert "flare_time_to_first_token_seconds_count 1.0" in text

@@ -38,8 +38,11 @@ def server(request, bundle):
 
 def graph_counters(url: str) -> dict[str, float]:
     text = httpx.get(f"{url}/metrics").text
-    pattern = r'^flare_scheduler_executions_total\{kind="(\w+)"\} ([0-9.e+]+)$'
-    return {kind: float(v) for kind, v in re.findall(pattern, text, re.M)}
+    pattern = r'^flare_scheduler_executions_total\{class="\w+",kind="(\w+)"\} ([0-9.e+]+)$'
+    counts: dict[str, float] = {}
+    for kind, v in re.findall(pattern, text, re.M):
+        counts[kind] = counts.get(kind, 0.0) + float(v)
+    return counts
 
 
 def counter(url: str, name: str) -> float:
@@ -217,3 +220,19 @@ def test_the_official_openai_client_works(server):
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model="qwen38", prompt="x", max_tokens=0)
     assert "max_tokens" in str(info.value)
+
+
+def test_the_openai_client_sends_tools_tool_choice_and_chat_template_kwargs(server):
+    url, _ = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=120)
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    reply = client.chat.completions.create(
+        model="qwen38",
+        messages=[{"role": "user", "content": "hello"}],
+        tools=[tool],
+        tool_choice="auto",
+        max_tokens=3,
+        temperature=0,
+        extra_body={"ignore_eos": True, "chat_template_kwargs": {"enable_thinking": False}},
+    )
+    assert reply.usage.completion_tokens == 3

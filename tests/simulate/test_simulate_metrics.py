@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import types
 
 import pytest
 
@@ -104,8 +104,8 @@ def test_helios_runs_on_the_same_device_and_reads_execution_classes_from_its_tra
 
     def classified(plan, fence, now_ns):
         entry = real(plan, fence, now_ns)
-        return types.SimpleNamespace(
-            **vars(entry), execution_class="refresh" if fence == 1 else "ordinary"
+        return dataclasses.replace(
+            entry, execution_class="refresh" if fence == 1 else entry.execution_class
         )
 
     monkeypatch.setattr(scheduler_module, "trace_entry", classified)

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from ignition.kernels import ops
 from ignition.model.config import Qwen38Config
-from ignition.model.layers.norm import GatedRMSNorm
+from ignition.model.layers.norm import GatedRMSNorm, l2_normalize
 from ignition.model.packing import PackedMeta, gather_rows, scatter_rows
 
 
@@ -41,10 +41,11 @@ class GatedDeltaNet(nn.Module):
         super().__init__()
         hidden = config.hidden_size
         self.num_heads = heads = config.linear_num_heads
+        self.num_key_heads = config.num_linear_key_heads
         self.key_dim = config.linear_key_head_dim
         self.value_dim = config.linear_value_head_dim
-        self.q_proj = nn.Linear(hidden, heads * self.key_dim, bias=False)
-        self.k_proj = nn.Linear(hidden, heads * self.key_dim, bias=False)
+        self.q_proj = nn.Linear(hidden, self.num_key_heads * self.key_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, self.num_key_heads * self.key_dim, bias=False)
         self.v_proj = nn.Linear(hidden, heads * self.value_dim, bias=False)
         self.a_proj = nn.Linear(hidden, heads, bias=False)
         self.b_proj = nn.Linear(hidden, heads, bias=False)
@@ -88,10 +89,13 @@ class GatedDeltaNet(nn.Module):
         scatter_rows(mixed, meta.decode_index, y_decode)
         mixed = mixed[:num_tokens]
 
-        key_width = self.num_heads * self.key_dim
+        key_width = self.num_key_heads * self.key_dim
         q, k, v = mixed.split([key_width, key_width, self.num_heads * self.value_dim], dim=-1)
-        q = F.normalize(q.view(num_tokens, self.num_heads, self.key_dim).float(), dim=-1)
-        k = F.normalize(k.view(num_tokens, self.num_heads, self.key_dim).float(), dim=-1)
+        q = l2_normalize(q.view(num_tokens, self.num_key_heads, self.key_dim))
+        k = l2_normalize(k.view(num_tokens, self.num_key_heads, self.key_dim))
+        if self.num_key_heads != self.num_heads:
+            repeat = self.num_heads // self.num_key_heads
+            q, k = q.repeat_interleave(repeat, dim=1), k.repeat_interleave(repeat, dim=1)
         v = v.view(num_tokens, self.num_heads, self.value_dim)
         q, k = q.to(x.dtype), k.to(x.dtype)
         g = -self.A_log.float().exp() * F.softplus(self.a_proj(x).float() + self.dt_bias.float())

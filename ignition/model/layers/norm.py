@@ -7,21 +7,34 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """Normalise in fp32 so bf16 checkpoints keep the statistics of the fp32 reference."""
+def rms_norm(x: Tensor, weight: Tensor, eps: float, offset: float = 0.0) -> Tensor:
+    """Normalise in fp32 so bf16 checkpoints keep the statistics of the fp32 reference.
+
+    ``offset`` 1.0 is the zero-centred form (scale ``1 + weight``); adding it in fp32 rather
+    than folding it into a bf16 weight keeps the small stored weights exact.
+    """
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return (x32 * weight.float()).to(x.dtype)
+    return (x32 * (weight.float() + offset)).to(x.dtype)
+
+
+def l2_normalize(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """x / sqrt(sum x^2 + eps) over the last dim, in fp32: the flash-linear-attention form the
+    published GDN checkpoints were trained with (eps inside the root, not a norm clamp)."""
+    x32 = x.float()
+    return x32 * torch.rsqrt(x32.pow(2).sum(-1, keepdim=True) + eps)
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float) -> None:
+    def __init__(self, dim: int, eps: float, offset: float = 0.0) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.offset = offset
+        # Initialised to the identity scale whichever form the weight takes.
+        self.weight = nn.Parameter(torch.full((dim,), 1.0 - offset))
 
     def forward(self, x: Tensor) -> Tensor:
-        return rms_norm(x, self.weight, self.eps)
+        return rms_norm(x, self.weight, self.eps, self.offset)
 
 
 class GatedRMSNorm(nn.Module):

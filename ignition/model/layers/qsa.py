@@ -1,9 +1,10 @@
 """QSA: query-gated softmax attention over a paged KV cache.
 
 Grouped-query heads, RMSNorm on q and k, a partial rotary embedding and an elementwise
-output gate sigmoid(W_g x) applied to the attention output before o_proj. Every packed row,
-prompt or decode, goes through one varlen paged attention call: the row's phase is only its
-query length and cached length.
+output gate sigmoid(W_g x) applied to the attention output before o_proj. Families without
+the q/k norms or the gate (Llama) switch them off in the config; the rest is shared. Every
+packed row, prompt or decode, goes through one varlen paged attention call: the row's phase
+is only its query length and cached length.
 """
 
 from __future__ import annotations
@@ -28,11 +29,18 @@ class QueryGatedAttention(nn.Module):
         self.q_proj = nn.Linear(hidden, self.num_heads * head_dim, bias=False)
         self.k_proj = nn.Linear(hidden, self.num_kv_heads * head_dim, bias=False)
         self.v_proj = nn.Linear(hidden, self.num_kv_heads * head_dim, bias=False)
-        self.g_proj = nn.Linear(hidden, self.num_heads * head_dim, bias=False)
+        self.g_proj = (
+            nn.Linear(hidden, self.num_heads * head_dim, bias=False)
+            if config.attn_output_gate
+            else None
+        )
         self.o_proj = nn.Linear(self.num_heads * head_dim, hidden, bias=False)
-        self.q_norm = RMSNorm(head_dim, config.rms_norm_eps)
-        self.k_norm = RMSNorm(head_dim, config.rms_norm_eps)
-        self.rotary = PartialRotary(head_dim, config.rotary_dim, config.rope_theta)
+        offset = config.norm_offset
+        self.q_norm = RMSNorm(head_dim, config.rms_norm_eps, offset) if config.qk_norm else None
+        self.k_norm = RMSNorm(head_dim, config.rms_norm_eps, offset) if config.qk_norm else None
+        self.rotary = PartialRotary(
+            head_dim, config.rotary_dim, config.rope_theta, config.rope_scaling
+        )
 
     def forward(
         self,
@@ -48,8 +56,10 @@ class QueryGatedAttention(nn.Module):
         absorbed positions overwrite its draft context.
         """
         num_tokens = x.shape[0]
-        q = self.q_norm(self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim))
-        k = self.k_norm(self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim))
+        q = self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim)
+        k = self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
         q = self.rotary(q, meta.positions)
         k = self.rotary(k, meta.positions)
@@ -64,5 +74,7 @@ class QueryGatedAttention(nn.Module):
             meta.context_lens,
             self.head_dim**-0.5,
         )  # [T, H, Dh]
-        gate = torch.sigmoid(self.g_proj(x).float()).to(x.dtype)
-        return self.o_proj(attn.reshape(num_tokens, -1) * gate)
+        attn = attn.reshape(num_tokens, -1)
+        if self.g_proj is not None:
+            attn = attn * torch.sigmoid(self.g_proj(x).float()).to(x.dtype)
+        return self.o_proj(attn)

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
+
+from ignition.model.config import RopeScaling
 
 
 class PartialRotary:
     """Rotates the leading ``rotary_dim`` channels of each head (half-split convention)."""
 
-    def __init__(self, head_dim: int, rotary_dim: int, theta: float) -> None:
+    def __init__(
+        self, head_dim: int, rotary_dim: int, theta: float, scaling: RopeScaling | None = None
+    ) -> None:
         self.head_dim = head_dim
         self.rotary_dim = rotary_dim
         # Explicit CPU: a model built under torch.device("meta") (checkpoint loading) still
         # needs real frequencies; they are not weights, so to_empty would not restore them.
         steps = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device="cpu")
         exponents = steps / max(rotary_dim, 1)
-        self.inv_freq = (1.0 / (theta**exponents)).float()  # [rotary_dim / 2]
+        inv_freq = 1.0 / (theta**exponents)
+        if scaling is not None:
+            inv_freq = _llama3_scaled(inv_freq, scaling)
+        self.inv_freq = inv_freq.float()  # [rotary_dim / 2]
 
     def __call__(self, x: Tensor, positions: Tensor) -> Tensor:
         """x [tokens, heads, head_dim]; positions [tokens] int."""
@@ -31,3 +40,16 @@ class PartialRotary:
         first, second = rot[..., :half], rot[..., half:]
         rotated = torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
         return torch.cat([rotated.to(x.dtype), x[..., self.rotary_dim :]], dim=-1)
+
+
+def _llama3_scaled(inv_freq: Tensor, s: RopeScaling) -> Tensor:
+    """Llama 3's long-context frequencies: keep short wavelengths, divide long ones by the
+    factor, and interpolate linearly (in 1 / wavelength) across the band between."""
+    wavelen = 2 * math.pi / inv_freq
+    old_len = s.original_max_position_embeddings
+    low_wavelen, high_wavelen = old_len / s.low_freq_factor, old_len / s.high_freq_factor
+    smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+    blended = (1 - smooth) * inv_freq / s.factor + smooth * inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / s.factor, inv_freq)
+    is_band = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(is_band, blended, scaled)

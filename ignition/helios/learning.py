@@ -1,0 +1,220 @@
+"""Funded acceptance learning: probes that offer a request a deeper speculative prefix.
+
+Ordinary selection scores speculation with historical acceptance means, so a request
+whose history is pessimistic may never be offered the depth that would correct it.
+Ordinary completions earn a separate 0.01 / 0.99 share of raw execution time, capped
+at 5 ms (``acceptance_learning_ledger`` in refresh.py, beside the refresh credit).
+Full credit permits one probe that
+
+- offers some request at least one depth beyond the ordinary choice,
+- beats the ordinary choice when scored with the bounded optimistic estimate
+  min(1, mean + sqrt(ln 20 / (2 * aged_weight))), and
+- leaves that request future output in which to use the observation.
+
+Candidates rank by optimistic score improvement per physical execution time; equal
+gains prefer the least-informed added prefix, then the shorter execution, then the
+smaller physical geometry. Timing refresh takes precedence, one probe episode runs at
+a time, and fixed-width execution never probes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ignition.components.catalog import Descriptor
+from ignition.helios.config import SpeculationMode
+from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.policy import (
+    Population,
+    Tables,
+    candidates_for,
+)
+from ignition.helios.rounds import LaneTable
+from ignition.helios.speculation import PrefixHistory
+from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision, LaneView
+
+# The acceptance history a decision's request is scored and informed by.
+HistoryOf = Callable[[RequestHandle], PrefixHistory]
+
+
+@dataclass(frozen=True)
+class Probe:
+    candidate: Candidate
+    gain: float  # optimistic score improvement per ms of physical execution
+    least_weight: float  # aged weight of the least-informed added prefix
+
+
+def _ordinary_depths(winner: Candidate) -> dict[RequestHandle, int]:
+    return {
+        lane.view.handle: lane.query_length - 1
+        for lane in winner.lanes
+        if lane.role is LaneRole.DECODE
+    }
+
+
+def _added_prefix_weights(
+    c: Candidate,
+    ordinary: Mapping[RequestHandle, int],
+    views: Mapping[RequestHandle, LaneView],
+    history_of: HistoryOf,
+) -> list[float]:
+    """Aged weights at the first added depth of each lane offered beyond its ordinary
+    choice that keeps output after the probe."""
+    out = []
+    for lane in c.lanes:
+        if lane.role is not LaneRole.DECODE:
+            continue
+        handle = lane.view.handle
+        depth = ordinary.get(handle, 0) + 1
+        offered = lane.query_length - 1
+        if offered >= depth and views[handle].remaining_output > lane.max_advance:
+            out.append(history_of(handle).weight(depth))
+    return out
+
+
+def _geometry(c: Candidate) -> tuple[int, int, int, int, int]:
+    d = c.descriptor
+    return (
+        d.packed_capacity + d.prefill_capacity,
+        d.batch_capacity,
+        d.token_capacity,
+        d.proposal_depth,
+        d.prefill_capacity,
+    )
+
+
+class _Bound:
+    """Cheap upper bounds on any optimistic candidate's score.
+
+    A decoder's value in a graph of ceiling q is at most its value with q complete
+    optimistic rows (fewer rows never add value), so the B best such values, plus the best
+    conceivable prompt row for a mixed graph, bound the graph's cohort value. A loose
+    bound at each lane's deepest ceiling (one pass, one partial sort) rules out most
+    shapes; the rest get the bound at their own ceiling. Shapes ruled out need no cohort
+    search, which keeps plan() cheap while full credit waits for a useful probe.
+    """
+
+    def __init__(
+        self,
+        population: Population,
+        ordinary: LaneTable,
+        history_of: HistoryOf,
+        decision: Decision,
+        max_depth: int,
+        max_batch: int,
+    ) -> None:
+        self.decision = decision
+        self.views = population.decoders
+        self.fixed = ordinary.fixed
+        alpha, deepest_rows = decision.alpha, max_depth + 1
+        self.outputs, self.limits, self.prices = [], [], []
+        deepest = []
+        for v, fixed in zip(self.views, self.fixed, strict=True):
+            outputs = history_of(v.handle).optimistic_outputs(max_depth, alpha)
+            limit = min(v.remaining_output, v.remaining_context)
+            price = v.prices.output_token
+            self.outputs.append(outputs)
+            self.limits.append(limit)
+            self.prices.append(price)
+            if limit >= 1:
+                deepest.append(fixed + price * outputs[min(limit, deepest_rows)])
+        self.loose = [0.0]
+        for value in heapq.nlargest(max_batch, deepest):
+            self.loose.append(self.loose[-1] + value)
+        self.sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
+        self.prompt_price = max((v.prices.prefill_token for v in population.prompts), default=0.0)
+        self.prompt_output = max((v.prices.output_token for v in population.prompts), default=0.0)
+        self._tops: dict[tuple[int, int], float] = {}
+
+    def _top(self, cap: int, batch: int) -> float:
+        found = self._tops.get((cap, batch))
+        if found is None:
+            values = [
+                fixed + price * outputs[min(cap, limit)]
+                for fixed, price, outputs, limit in zip(
+                    self.fixed, self.prices, self.outputs, self.limits, strict=True
+                )
+                if limit >= 1
+            ]
+            found = self._tops[(cap, batch)] = sum(heapq.nlargest(batch, values))
+        return found
+
+    def _score(self, d: Descriptor, t_ms: float, value: float) -> float:
+        batch = min(d.batch_capacity, len(self.views))
+        value += self.decision.age_value(sum(self.sigmas[:batch]), 0.0, t_ms)
+        if d.is_mixed:
+            value += self.prompt_price * d.prefill_capacity + self.prompt_output
+        return value / t_ms - self.decision.waiting_cost(t_ms)
+
+    def can_beat(self, d: Descriptor, t_ms: float, score: float) -> bool:
+        batch = min(d.batch_capacity, len(self.loose) - 1)
+        if self._score(d, t_ms, self.loose[batch]) <= score:
+            return False
+        cap = min(d.proposal_depth + 1, d.token_capacity)
+        return self._score(d, t_ms, self._top(cap, d.batch_capacity)) > score
+
+
+def ranks_before(a: Probe, b: Probe) -> bool:
+    """Higher gain first; equal gains prefer the least-informed added prefix, then the
+    shorter execution, then the smaller physical geometry."""
+    if abs(a.gain - b.gain) > RELATIVE_TIE * max(1.0, abs(a.gain), abs(b.gain)):
+        return a.gain > b.gain
+    if a.least_weight != b.least_weight:
+        return a.least_weight < b.least_weight
+    if a.candidate.duration_ns != b.candidate.duration_ns:
+        return a.candidate.duration_ns < b.candidate.duration_ns
+    return _geometry(a.candidate) < _geometry(b.candidate)
+
+
+def choose_probe(
+    winner: Candidate,
+    shapes: Sequence[tuple[Descriptor, bool]],
+    population: Population,
+    ordinary: Tables,
+    costs: CostModel,
+    decision: Decision,
+    now_ns: int,
+    mode: SpeculationMode,
+    max_depth: int,
+    history_of: HistoryOf,
+) -> Probe | None:
+    """The best acceptance probe against the ordinary ``winner``, or None.
+
+    Only measured, fresh speculative programs probe: an unknown or stale cost belongs to
+    discovery or timing refresh, and the two ledgers never charge the same execution.
+    """
+    if mode is SpeculationMode.FIXED or winner.is_indeterminate or max_depth == 0:
+        return None
+    shapes = [(d, only) for d, only in shapes if d.speculation_enabled and d.proposal_depth > 0]
+    if not shapes or not population.decoders:
+        return None
+    max_batch = max(d.batch_capacity for d, _ in shapes)
+    bound = _Bound(population, ordinary.decoders, history_of, decision, max_depth, max_batch)
+    shapes = [
+        (d, decode_only)
+        for d, decode_only in shapes
+        if costs.freshness(d, now_ns) is Freshness.FRESH
+        and bound.can_beat(d, costs.estimate_ns(d) / 1e6, winner.score)
+    ]
+    if not shapes:
+        return None  # the common case while credit waits for a useful probe
+    survivals = [history_of(v.handle).optimistic_survivals(max_depth) for v in population.decoders]
+    decoders = LaneTable(population.decoders, decision, max_depth, survivals)
+    tables = Tables(ordinary.prompts, decoders)
+    depths = _ordinary_depths(winner)
+    views = {v.handle: v for v in population.decoders}
+    best: Probe | None = None
+    for d, decode_only in shapes:
+        for c in candidates_for(d, tables, costs, decision, now_ns, mode, decode_only):
+            if c.score <= winner.score:
+                continue
+            weights = _added_prefix_weights(c, depths, views, history_of)
+            if not weights:
+                continue
+            probe = Probe(c, (c.score - winner.score) / c.duration_ms, min(weights))
+            if best is None or ranks_before(probe, best):
+                best = probe
+    return best

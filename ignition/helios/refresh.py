@@ -1,0 +1,202 @@
+"""Funded timing refresh, and the credit ledgers both kinds of exploration draw on.
+
+Ordinary valid completions earn 0.002 / 0.998 of their credited duration for timing
+refresh (and, separately, 0.01 / 0.99 for acceptance learning, see learning.py), each
+balance capped at 5 ms; full credit is that cap. Full credit lets one stale alternative
+displace the ordinary measured winner; the episode pays its actual duration once,
+when it completes, and the next episode needs full credit again. Idle discards
+positive credit and keeps debt. So for credited ordinary time O, exploration time P
+and the duration D of the current or last episode, P <= share * O + D at every point.
+
+Balances are integers in units of 1 / denominator ns, so "full credit" is exact:
+funding the first refresh takes 2,495 ms of credited ordinary execution, not 2,495 ms
+give or take a rounding error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.types import ExecutionClass, ExecutionTiming
+from ignition.helios.utility import Candidate, compare
+
+CREDIT_CAP_NS = 5_000_000
+
+
+@dataclass
+class CreditLedger:
+    """One exploration budget: earns ``numerator / denominator`` of credited ordinary time.
+
+    ``balance`` is kept in units of 1 / ``denominator`` ns (earning O adds
+    ``numerator * O``, paying P subtracts ``denominator * P``), so it is exact.
+    """
+
+    numerator: int
+    denominator: int
+    cap_ns: int = CREDIT_CAP_NS
+    balance: int = 0
+    open_fence: int | None = None
+    ordinary_ns: int = 0  # O: credited ordinary time that earned into this ledger
+    spent_ns: int = 0  # P: what closed episodes paid
+    episodes: int = 0
+    last_episode_ns: int = 0  # D of the last closed episode
+
+    @property
+    def share(self) -> float:
+        return self.numerator / self.denominator
+
+    @property
+    def balance_ns(self) -> float:
+        return self.balance / self.denominator
+
+    @property
+    def is_open(self) -> bool:
+        return self.open_fence is not None
+
+    def has_full_credit(self) -> bool:
+        return self.balance >= self.cap_ns * self.denominator
+
+    def can_open(self) -> bool:
+        """One episode at a time; the next needs full credit after the last one closes."""
+        return not self.is_open and self.has_full_credit()
+
+    def earn(self, credited_ns: int) -> None:
+        if credited_ns <= 0:
+            return
+        self.ordinary_ns += credited_ns
+        self.balance = min(
+            self.cap_ns * self.denominator, self.balance + self.numerator * credited_ns
+        )
+
+    def open(self, fence: int) -> None:
+        if not self.can_open():
+            raise ValueError("an exploration episode needs full credit and no open episode")
+        self.open_fence = fence
+
+    def close(self, fence: int, paid_ns: int) -> None:
+        """The episode pays its actual duration once; debt is allowed."""
+        if self.open_fence != fence:
+            raise ValueError(f"fence {fence} is not this ledger's open episode")
+        paid_ns = max(0, paid_ns)
+        self.open_fence = None
+        self.balance -= self.denominator * paid_ns
+        self.spent_ns += paid_ns
+        self.episodes += 1
+        self.last_episode_ns = paid_ns
+
+    def idle(self) -> None:
+        """Idle discards positive credit and preserves debt."""
+        self.balance = min(self.balance, 0)
+
+
+def timing_refresh_ledger() -> CreditLedger:
+    return CreditLedger(numerator=2, denominator=998)
+
+
+def acceptance_learning_ledger() -> CreditLedger:
+    return CreditLedger(numerator=1, denominator=99)
+
+
+class ExecutionBooks:
+    """Both exploration ledgers and the per-class totals of completed executions.
+
+    Every completion is charged to exactly one class, so the two ledgers never charge
+    the same execution: ordinary work earns both ledgers' shares of its credited raw
+    time, initial discovery earns nothing, an exploration episode pays its own ledger.
+    """
+
+    def __init__(self) -> None:
+        self.refresh = timing_refresh_ledger()
+        self.learning = acceptance_learning_ledger()
+        self._totals = {c: [0, 0] for c in ExecutionClass}  # executions, nanoseconds
+
+    def ledger_of(self, cls: ExecutionClass) -> CreditLedger | None:
+        if cls is ExecutionClass.TIMING_REFRESH:
+            return self.refresh
+        if cls is ExecutionClass.ACCEPTANCE_LEARNING:
+            return self.learning
+        return None
+
+    def account(
+        self, cls: ExecutionClass, fence: int, timing: ExecutionTiming, was_queued: bool
+    ) -> int | None:
+        """Charge one completion; returns what an exploration episode paid (else None)."""
+        ledger = self.ledger_of(cls)
+        spent = None
+        if cls is ExecutionClass.ORDINARY:
+            ns = credited_ns(timing, was_queued)
+            self.refresh.earn(ns)
+            self.learning.earn(ns)
+        elif ledger is None:
+            ns = credited_ns(timing, was_queued) or timing.wall_ns
+        else:
+            ns = spent = episode_ns(timing)
+            ledger.close(fence, ns)
+        totals = self._totals[cls]
+        totals[0] += 1
+        totals[1] += ns
+        return spent
+
+    def idle(self) -> None:
+        self.refresh.idle()
+        self.learning.idle()
+
+    def totals(self) -> dict[str, dict[str, int]]:
+        """Per class: ``executions``, ``nanoseconds`` (credited raw time for ordinary work,
+        what episodes paid for exploration), closed ``episodes`` and ``last_episode_ns``
+        (D of the bounds; 0 for ordinary and discovery)."""
+        out: dict[str, dict[str, int]] = {}
+        for cls in ExecutionClass:
+            executions, ns = self._totals[cls]
+            ledger = self.ledger_of(cls)
+            out[cls.value] = {
+                "executions": executions,
+                "nanoseconds": ns,
+                "episodes": 0 if ledger is None else ledger.episodes,
+                "last_episode_ns": 0 if ledger is None else ledger.last_episode_ns,
+            }
+        return out
+
+
+def credited_ns(timing: ExecutionTiming, was_queued: bool) -> int:
+    """Credited raw time of a completion: the maximum positive device interval when
+    queued, the larger of that and the wall interval when isolated; zero when invalid."""
+    if timing.device_ns <= 0:
+        return 0
+    return timing.device_ns if was_queued else max(timing.device_ns, timing.wall_ns)
+
+
+def episode_ns(timing: ExecutionTiming) -> int:
+    """What an (always isolated) exploration episode pays: its raw physical interval,
+    readiness stalls included; with an invalid device interval, its wall time."""
+    return max(timing.device_ns, timing.wall_ns)
+
+
+def refresh_key(c: Candidate, costs: CostModel) -> int:
+    """The later of the last valid observation and the last attempted dispatch."""
+    entry = costs.entry(c.descriptor)
+    return max(entry.last_observation_ns, entry.last_attempt_ns)
+
+
+def choose_refresh(
+    winner: Candidate, candidates: Sequence[Candidate], costs: CostModel
+) -> Candidate | None:
+    """The stale alternative that full credit lets displace the ordinary measured winner.
+
+    Oldest first by ``refresh_key``, then by ordinary useful-value ranking. A stale winner
+    is not an alternative: it refreshes through normal service without spending credit.
+    """
+    if winner.is_indeterminate:
+        return None  # initial discovery runs first and is accounted separately
+    own = winner.descriptor.cost_key()
+    best: Candidate | None = None
+    best_key = 0
+    for c in candidates:
+        if c.freshness is not Freshness.STALE or c.descriptor.cost_key() == own:
+            continue
+        key = refresh_key(c, costs)
+        if best is None or key < best_key or (key == best_key and compare(c, best) < 0):
+            best, best_key = c, key
+    return best

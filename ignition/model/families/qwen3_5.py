@@ -1,0 +1,269 @@
+"""Qwen3.5 / Qwen3.6, dense (``qwen3_5``) and MoE (``qwen3_5_moe``), as Hugging Face publishes them.
+
+Gated DeltaNet and gated full attention (3:1), zero-centred RMSNorms (scale ``1 + w``; the
+GDN output norm is the exception), partial rotary over ``head_dim * partial_rotary_factor``
+channels (the multimodal rope's three position axes coincide for text, which leaves ordinary
+partial rope), fewer GDN key heads than value heads, and an MTP head made of one full-attention
+decoder layer. Tensors differ from the shared modules in four fused projections, which the
+layout splits: ``in_proj_qkv`` (q, k, v rows in that order), ``q_proj`` (per head, the query
+then the output gate), and fused experts (``gate_up_proj`` [E, 2I, H] gate rows first,
+``down_proj`` [E, H, I]) when a checkpoint stores them that way instead of per expert.
+The MTP layer's output is final-normed before it feeds the next recursive draft, as the
+published head returns normed states.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from torch import Tensor, nn
+
+from ignition.model.config import ConfigError, Qwen38Config
+from ignition.model.families.base import (
+    CheckpointLayout,
+    ModelFamily,
+    TensorSource,
+    as_dtype,
+)
+from ignition.model.families.hf_text import TextReader, text_section
+from ignition.model.families.registry import register
+
+_LAYER_KINDS = {"linear_attention": "gdn", "full_attention": "qsa"}
+_MTP_LAYER = re.compile(r"^mtp\.layers\.(\d+)\.")
+NESTED_PREFIX = "model.language_model."
+FLAT_PREFIX = "model."
+
+
+def mtp_layer_count(tensor_names: frozenset[str]) -> int:
+    layers = {int(m.group(1)) for name in tensor_names if (m := _MTP_LAYER.match(name))}
+    return max(layers) + 1 if layers else 0
+
+
+def has_mtp(tensor_names: frozenset[str]) -> bool:
+    return any(name.startswith("mtp.") for name in tensor_names)
+
+
+class Qwen35Family(ModelFamily):
+    name = "qwen3_5"
+    model_types = ("qwen3_5", "qwen3_5_text")
+    recipe = "qwen35"
+    description = "Qwen3.5 / Qwen3.6 dense: GDN + gated attention 3:1, SwiGLU, MTP"
+    is_moe = False
+
+    def parse_config(
+        self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
+    ) -> Qwen38Config:
+        text, prefix = text_section(raw, source)
+        r = TextReader(text, prefix, source)
+        r.unsupported_true("attention_bias")
+        num_layers = r.int("num_hidden_layers")
+        layer_types = _layer_types(text, prefix, source, num_layers)
+        num_heads = r.int("num_attention_heads")
+        hidden = r.int("hidden_size")
+        head_dim = r.int("head_dim", hidden // num_heads)
+        rope = r.rope()
+        rope_type = rope.get("rope_type", "default")
+        if rope_type not in ("default", "mrope"):  # text positions make mrope plain rope
+            raise ConfigError(
+                source, f"key '{prefix}rope_parameters.rope_type' = {rope_type!r}: expected default"
+            )
+        factor = rope.get("partial_rotary_factor", 0.25)
+        rotary_dim = int(head_dim * factor)
+        if not isinstance(factor, int | float) or not 0 < factor <= 1 or rotary_dim % 2:
+            raise ConfigError(
+                source,
+                f"key '{prefix}rope_parameters.partial_rotary_factor' = {factor!r}: must give "
+                f"an even rotary width in (0, head_dim {head_dim}]",
+            )
+        num_mtp = 0
+        if has_mtp(tensor_names):
+            num_mtp = text.get("mtp_num_hidden_layers") or mtp_layer_count(tensor_names)
+        outer_tie = raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
+        values: dict[str, Any] = dict(
+            model_type=str(raw.get("model_type", self.model_types[0])),
+            vocab_size=r.int("vocab_size"),
+            hidden_size=hidden,
+            num_hidden_layers=num_layers,
+            layer_types=layer_types,
+            num_attention_heads=num_heads,
+            num_key_value_heads=r.int("num_key_value_heads"),
+            head_dim=head_dim,
+            rotary_dim=rotary_dim,
+            rope_theta=float(rope.get("rope_theta", 10_000_000.0)),
+            linear_num_heads=r.int("linear_num_value_heads"),
+            linear_num_key_heads=r.int("linear_num_key_heads"),
+            linear_key_head_dim=r.int("linear_key_head_dim"),
+            linear_value_head_dim=r.int("linear_value_head_dim"),
+            conv_kernel=r.int("linear_conv_kernel_dim", 4),
+            hc_streams=0,
+            ple_dim=0,
+            mtp_num_layers=num_mtp,
+            vision=None,
+            rms_norm_eps=r.float("rms_norm_eps", 1e-6),
+            max_position_embeddings=r.int("max_position_embeddings", 32768),
+            tie_word_embeddings=bool(outer_tie),
+            torch_dtype=as_dtype(raw, source, as_dtype(text, source)),
+            norm_offset=1.0,
+            mtp_feeds_normed_hidden=True,
+            image_token_id=raw.get("image_token_id"),
+            **r.token_ids(raw),
+        )
+        if self.is_moe:
+            values.update(
+                mlp_kind="moe",
+                mtp_mlp_kind="moe",
+                num_experts=r.int("num_experts"),
+                num_experts_per_tok=r.int("num_experts_per_tok"),
+                moe_intermediate_size=r.int("moe_intermediate_size"),
+                shared_expert_intermediate_size=r.int("shared_expert_intermediate_size"),
+            )
+        else:
+            values.update(
+                mlp_kind="dense",
+                mtp_mlp_kind="dense",
+                intermediate_size=r.int("intermediate_size"),
+                num_experts=0,
+                num_experts_per_tok=0,
+                moe_intermediate_size=0,
+                shared_expert_intermediate_size=0,
+            )
+        return Qwen38Config.from_dict(values, source=source)
+
+    def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:
+        config: Qwen38Config = model.config
+        is_nested = any(n.startswith(NESTED_PREFIX) for n in tensor_names)
+        trunk = NESTED_PREFIX if is_nested else FLAT_PREFIX
+        sources = {
+            name: _source(name, tuple(param.shape), trunk, config, tensor_names)
+            for name, param in model.named_parameters()
+        }
+        return CheckpointLayout(sources, ignored_prefixes=("model.visual.", "mtp.embed_tokens."))
+
+    def load_notes(self, config: Qwen38Config, raw: Mapping[str, Any]) -> list[str]:
+        notes = []
+        if "vision_config" in raw:
+            notes.append(
+                "vision: model.visual.* tensors are not loaded (the vision encoder is not "
+                "implemented yet); text prompts only"
+            )
+        return notes
+
+
+class Qwen35MoeFamily(Qwen35Family):
+    name = "qwen3_5_moe"
+    model_types = ("qwen3_5_moe", "qwen3_5_moe_text")
+    recipe = "qwen35-moe"
+    description = "Qwen3.5 / Qwen3.6 MoE: GDN + gated attention 3:1, routed + shared experts, MTP"
+    is_moe = True
+
+
+def _layer_types(
+    text: Mapping[str, Any], prefix: str, source: str, num_layers: int
+) -> tuple[str, ...]:
+    raw = text.get("layer_types")
+    if raw is None:
+        interval = text.get("full_attention_interval", 4)
+        raw = [
+            "full_attention" if (i + 1) % interval == 0 else "linear_attention"
+            for i in range(num_layers)
+        ]
+    if not isinstance(raw, list) or len(raw) != num_layers:
+        raise ConfigError(
+            source, f"key '{prefix}layer_types' = {raw!r}: expected {num_layers} entries"
+        )
+    for kind in raw:
+        if kind not in _LAYER_KINDS:
+            raise ConfigError(
+                source,
+                f"key '{prefix}layer_types' has {kind!r}; expected linear_attention or "
+                "full_attention",
+            )
+    return tuple(_LAYER_KINDS[k] for k in raw)
+
+
+def _rows(start: int, stop: int):
+    def take(tensors: Sequence[Tensor]) -> Tensor:
+        return tensors[0][start:stop]
+
+    return take
+
+
+def _query_or_gate(num_heads: int, head_dim: int, which: int):
+    """q_proj rows are [head][query | gate][head_dim]; keep one half of every head."""
+
+    def take(tensors: Sequence[Tensor]) -> Tensor:
+        weight = tensors[0]
+        return weight.view(num_heads, 2, head_dim, weight.shape[-1])[:, which].reshape(
+            num_heads * head_dim, weight.shape[-1]
+        )
+
+    return take
+
+
+def _expert(index: int, start: int | None = None, stop: int | None = None):
+    def take(tensors: Sequence[Tensor]) -> Tensor:
+        return tensors[0][index, start:stop]
+
+    return take
+
+
+def _source(
+    name: str,
+    shape: tuple[int, ...],
+    trunk: str,
+    config: Qwen38Config,
+    tensor_names: frozenset[str],
+) -> TensorSource:
+    """Where internal parameter ``name`` comes from in a Qwen3.5 checkpoint."""
+    full = name if name.startswith(("lm_head.", "mtp.")) else trunk + name
+    base = full.rpartition(".")[0]
+    block, _, module = base.rpartition(".")
+    hidden = config.hidden_size
+    if block.endswith(".linear_attn") and module in ("q_proj", "k_proj", "v_proj"):
+        keys = config.num_linear_key_heads * config.linear_key_head_dim
+        fused = (2 * keys + config.linear_num_heads * config.linear_value_head_dim, hidden)
+        start = {"q_proj": 0, "k_proj": keys, "v_proj": 2 * keys}[module]
+        return TensorSource(
+            (f"{block}.in_proj_qkv.weight",), (fused,), _rows(start, start + shape[0])
+        )
+    if block.endswith(".linear_attn") and module in ("z_proj", "a_proj", "b_proj"):
+        return TensorSource.same(f"{block}.in_proj_{module[0]}.weight", shape)
+    if block.endswith(".self_attn") and module in ("q_proj", "g_proj"):
+        heads, head_dim = config.num_attention_heads, config.head_dim
+        which = 0 if module == "q_proj" else 1
+        return TensorSource(
+            (f"{block}.q_proj.weight",),
+            ((2 * heads * head_dim, hidden),),
+            _query_or_gate(heads, head_dim, which),
+        )
+    expert = re.fullmatch(r"(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)", base)
+    if expert and f"{base}.weight" not in tensor_names:
+        fused = _fused_expert_source(expert, config, tensor_names)
+        if fused is not None:
+            return fused
+    return TensorSource.same(full, shape)
+
+
+def _fused_expert_source(
+    match: re.Match[str], config: Qwen38Config, tensor_names: frozenset[str]
+) -> TensorSource | None:
+    """Expert E's projection from the fused [E, ...] tensors, when the checkpoint has them."""
+    experts, index, proj = match.group(1), int(match.group(2)), match.group(3)
+    size, hidden, width = config.num_experts, config.hidden_size, config.moe_intermediate_size
+    fused_name = "gate_up_proj" if proj != "down_proj" else "down_proj"
+    candidates = [f"{experts}.{fused_name}", f"{experts}.{fused_name}.weight"]
+    found = next((c for c in candidates if c in tensor_names), None)
+    if found is None:
+        return None
+    if proj == "down_proj":
+        return TensorSource((found,), ((size, hidden, width),), _expert(index))
+    start = 0 if proj == "gate_proj" else width
+    return TensorSource(
+        (found,), ((size, 2 * width, hidden),), _expert(index, start, start + width)
+    )
+
+
+QWEN3_5 = register(Qwen35Family())
+QWEN3_5_MOE = register(Qwen35MoeFamily())

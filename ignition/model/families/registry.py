@@ -1,0 +1,85 @@
+"""Model families by name and by config.json ``model_type``.
+
+Families register themselves when their module is imported; :func:`_load_builtin` imports
+the shipped ones on first use so that looking a family up never depends on import order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ignition.model.config import ConfigError
+from ignition.model.families.base import ModelFamily
+
+BUILTIN_MODULES = ("qwen38", "qwen3_5", "qwen3_next", "llama")
+# The seed's own checkpoints predate the model_type key; they are Qwen3.8 Flash.
+DEFAULT_MODEL_TYPE = "qwen38"
+
+_FAMILIES: dict[str, ModelFamily] = {}
+_BY_MODEL_TYPE: dict[str, ModelFamily] = {}
+
+
+def register(family: ModelFamily) -> ModelFamily:
+    """Add a family; a name or model_type claimed twice is a programming error."""
+    if family.name in _FAMILIES:
+        raise ValueError(f"model family {family.name!r} registered twice")
+    for model_type in family.model_types:
+        if model_type in _BY_MODEL_TYPE:
+            raise ValueError(
+                f"model_type {model_type!r} claimed by {_BY_MODEL_TYPE[model_type].name!r} "
+                f"and {family.name!r}"
+            )
+    _FAMILIES[family.name] = family
+    for model_type in family.model_types:
+        _BY_MODEL_TYPE[model_type] = family
+    return family
+
+
+def _load_builtin() -> None:
+    for module in BUILTIN_MODULES:
+        importlib.import_module(f"ignition.model.families.{module}")
+
+
+def families() -> list[ModelFamily]:
+    _load_builtin()
+    return [_FAMILIES[name] for name in sorted(_FAMILIES)]
+
+
+def get_family(name: str) -> ModelFamily | None:
+    """The family a recipe's ``family`` key names, or None when none is implemented."""
+    _load_builtin()
+    return _FAMILIES.get(name)
+
+
+def family_for_model_type(model_type: str, source: str) -> ModelFamily:
+    _load_builtin()
+    if model_type not in _BY_MODEL_TYPE:
+        known = ", ".join(sorted(_BY_MODEL_TYPE))
+        raise ConfigError(source, f"key 'model_type' = {model_type!r}: unknown (known: {known})")
+    return _BY_MODEL_TYPE[model_type]
+
+
+def read_config_json(path: Path) -> dict[str, Any]:
+    """A checkpoint's config.json as a dict, with one-line errors naming the file."""
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(str(path), "file not found") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(str(path), f"not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(str(path), f"top level must be an object, not {type(raw).__name__}")
+    return raw
+
+
+def family_for_checkpoint(path: Path) -> ModelFamily:
+    """The family of the checkpoint folder ``path`` from its config.json's ``model_type``."""
+    config_path = path / "config.json"
+    raw = read_config_json(config_path)
+    model_type = raw.get("model_type", DEFAULT_MODEL_TYPE)
+    if not isinstance(model_type, str):
+        raise ConfigError(str(config_path), f"key 'model_type' = {model_type!r}: expected str")
+    return family_for_model_type(model_type, str(config_path))

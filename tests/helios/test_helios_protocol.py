@@ -1,0 +1,88 @@
+"""One seam for schedulers: Helios and the direct scheduler both satisfy SchedulerProtocol,
+and the engine is built around whichever one it is given."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from helios_helpers import MS, decode, prefill, records_for, request, scheduler
+
+import ignition.helios.policy as policy_module
+import ignition.helios.scheduler as scheduler_module
+from ignition.direct.scheduler import DirectScheduler, direct_scheduler
+from ignition.helios import (
+    ConfidenceSidecar,
+    ExecutionTiming,
+    Fence,
+    PolicyConfig,
+    Resources,
+    Scheduler,
+    SchedulerError,
+    SchedulerProtocol,
+    SpeculationMode,
+    helios_scheduler,
+)
+from ignition.helios.protocol import SchedulerProtocol as Seam
+
+METHODS = [
+    "admit",
+    "cancel",
+    "advance_to",
+    "plan",
+    "commit",
+    "complete",
+    "complete_with_survival",
+    "complete_packed_round",
+    "complete_packed_round_with_survival",
+    "published_output",
+]
+
+
+def both():
+    catalog = scheduler([prefill(64), decode(1)]).catalog
+    args = (catalog, PolicyConfig(), Resources(4), SpeculationMode.ADAPTIVE)
+    return helios_scheduler(*args), direct_scheduler(*args)
+
+
+def test_helios_and_the_direct_scheduler_both_satisfy_the_scheduler_protocol():
+    helios, direct = both()
+    assert isinstance(helios, Scheduler) and isinstance(direct, DirectScheduler)
+    assert isinstance(helios, SchedulerProtocol) and isinstance(direct, SchedulerProtocol)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_every_protocol_method_has_the_seams_parameters_in_both_schedulers(name):
+    wanted = list(inspect.signature(getattr(Seam, name)).parameters)
+    for s in both():
+        assert list(inspect.signature(getattr(type(s), name)).parameters) == wanted, type(s)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "complete",
+        "complete_with_survival",
+        "complete_packed_round",
+        "complete_packed_round_with_survival",
+    ],
+)
+def test_the_four_completion_entry_points_share_one_validation(entry):
+    s = scheduler([prefill(64), decode(1)])
+    s.admit(request(64))
+    plan = s.plan()
+    s.commit(plan, Fence(1))
+    extra = {
+        "complete": (),
+        "complete_with_survival": ([()],),
+        "complete_packed_round": (ConfidenceSidecar(((), ())),),
+        "complete_packed_round_with_survival": (ConfidenceSidecar(((), ())), [()]),
+    }[entry]
+    with pytest.raises(SchedulerError, match="fence 9 is not the oldest in flight"):
+        getattr(s, entry)(Fence(9), records_for(plan), ExecutionTiming(MS), *extra)
+
+
+def test_the_review_dead_code_is_gone():
+    assert not hasattr(scheduler_module, "ExplorationLedger")
+    assert not hasattr(policy_module, "rank")
+    assert not hasattr(scheduler([decode(1)]), "metrics")
