@@ -269,7 +269,7 @@ def findings(results: list[JobResult], slots: list[int]) -> list[str]:
     lines = [
         "## Helios before and after",
         "",
-        "`helios` is the current code (newcomer rule of `docs/scheduling.md`);"
+        "`helios` is the current code (the balanced newcomer rule of `docs/scheduling.md`);"
         " `helios+normalizer-newcomer` the earlier rule; `helios+wide-mixed` a what-if"
         " catalog outside the seed's mixed contract (wider mixed widths also at the"
         " 2048-token prompt bucket). Capacity in load units; p50 TTFT at half load.",
