@@ -419,6 +419,7 @@ def render(
     out: Path,
     plots: Path,
     seconds: float,
+    spot: bool = True,
 ) -> int:
     a, b = rows
     lines = HEADER.format(
@@ -430,7 +431,7 @@ def render(
     lines += [""]
     lines += findings(results, slots)
     lines += mixed_cost_note()
-    if 32 in slots:
+    if 32 in slots and spot:
         lines += spot_checks(rows)
     lines += ["", *CAUSES.splitlines(), "", "## Tables per slot count", ""]
     for s in slots:
@@ -466,9 +467,20 @@ def main(argv: list[str] | None = None) -> int:
     slots = [int(s) for s in args.slots.split(",")]
     policies = [p for p in args.policies.split(",") if p]
     if args.render_only:
-        results = load_results(Path(args.results))
+        results = [r for f in args.results.split(",") for r in load_results(Path(f))]
+        results = [r for r in results if r.job.slots in slots and r.job.policy in policies]
+        results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
         seconds = sum(r.seconds for r in results)
-        return render(results, slots, policies, (a, b), Path(args.out), Path(args.plots), seconds)
+        return render(
+            results,
+            slots,
+            policies,
+            (a, b),
+            Path(args.out),
+            Path(args.plots),
+            seconds,
+            spot=not args.no_spot_checks,
+        )
     jobs = [Job(s, p, (a, b)) for s in slots for p in policies]
     # at the stock R = 6 the only wider mixed width is B = 2, W = 3: nothing to what-if
     jobs = [j for j in jobs if not (j.slots < 8 and "wide-mixed" in j.policy)]
@@ -495,7 +507,14 @@ def main(argv: list[str] | None = None) -> int:
     results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
     save_results(results, Path(args.results))
     return render(
-        results, slots, policies, (a, b), Path(args.out), Path(args.plots), time.time() - started
+        results,
+        slots,
+        policies,
+        (a, b),
+        Path(args.out),
+        Path(args.plots),
+        time.time() - started,
+        spot=not args.no_spot_checks,
     )
 
 
