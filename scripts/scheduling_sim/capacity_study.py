@@ -460,7 +460,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--render-only",
         action="store_true",
-        help="Rewrite the page from --results without simulating again.",
+        help="Rewrite the page from --results (comma-separated files) without simulating "
+        "the searches again.",
+    )
+    parser.add_argument(
+        "--no-spot-checks",
+        action="store_true",
+        help="Leave out the acceptance-learning spot check (four Helios runs).",
     )
     args = parser.parse_args(argv)
     a, b = (int(x) for x in args.rows.split(":"))
