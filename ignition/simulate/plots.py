@@ -48,11 +48,20 @@ def latency_vs_load(runs: Mapping[str, Mapping[float, Metrics]], path: Path, tit
         ("p99 TTFT (s)", lambda m: m.ttft_ms.p99 / 1e3),
         ("p99 TBT (ms)", lambda m: m.tbt_ms.p99),
     )
+    colours = plt.get_cmap("tab20").colors
     for ax, (label, value) in zip(axes, panels, strict=True):
-        for policy, by_rate in runs.items():
+        for i, (policy, by_rate) in enumerate(runs.items()):
             points = [(r, value(m)) for r, m in sorted(by_rate.items()) if not m.aborted]
             if points:
-                ax.plot(*zip(*points, strict=True), marker="o", label=policy)
+                style = "-" if policy.startswith("helios") else "--"
+                ax.plot(
+                    *zip(*points, strict=True),
+                    style,
+                    marker="o",
+                    markersize=3,
+                    color=colours[(2 * i) % 20 + (i // 10) % 2],
+                    label=policy,
+                )
         ax.set_xlabel("load (rate scale)")
         ax.set_ylabel(label)
         ax.set_yscale("log")
