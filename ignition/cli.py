@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +52,43 @@ def _fail_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise _UserError(str(err)) from None
 
     return wrapper
+
+
+def _at_least(minimum: int, maximum: int | None = None) -> Callable[..., Any]:
+    """A click callback: an integer option in [minimum, maximum], else a one-line error."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+        if value is None:
+            return value
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"{minimum}..{maximum}" if maximum is not None else f"at least {minimum}"
+            raise _UserError(f"--{param.name.replace('_', '-')} = {value}: must be {bound}")
+        return value
+
+    return check
+
+
+def _check_device(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Reject a device torch cannot use before any weights are read."""
+    if value is None:
+        return value
+    import torch
+
+    try:
+        device = torch.device(value)
+    except (RuntimeError, ValueError):
+        raise _UserError(
+            f"--device = {value!r}: not a torch device (try cpu, cuda or cuda:N)"
+        ) from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise _UserError(f"--device = {value!r}: CUDA is not available on this machine")
+        if device.index is not None and device.index >= count:
+            raise _UserError(f"--device = {value!r}: this machine has {count} CUDA device(s)")
+    elif device.type != "cpu":
+        raise _UserError(f"--device = {value!r}: only cpu and cuda devices are supported")
+    return value
 
 
 def capacity_options(
@@ -217,8 +255,14 @@ def catalog_cmd(recipe_name: str, as_json: bool, check: bool, **kwargs: Any) -> 
     help="Output folder; default: artifacts/<recipe>.",
 )
 @click.option("--copy-weights", is_flag=True, help="Copy the weights into the bundle.")
-@click.option("--device", help="torch device (default: cuda when available, else cpu).")
-@click.option("--threads", type=int, help="torch CPU threads (default on CPU: 1).")
+@click.option(
+    "--device",
+    callback=_check_device,
+    help="torch device (default: cuda when available, else cpu).",
+)
+@click.option(
+    "--threads", type=int, callback=_at_least(1), help="torch CPU threads (default on CPU: 1)."
+)
 @_fail_cleanly
 def build_cmd(
     recipe_name: str | None,
@@ -230,6 +274,7 @@ def build_cmd(
     **kwargs: Any,
 ) -> None:
     """Prepare and validate every program of a recipe; write the bundle."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from ignition.compiler.build import DEFAULT_CHECKPOINT, build_bundle, resolve_recipe
@@ -241,6 +286,7 @@ def build_cmd(
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[program]}"),
+        console=Console(stderr=True),
     ) as progress:
         task = progress.add_task("preparing programs", total=None, program="")
 
@@ -286,13 +332,40 @@ def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Decode mode (default: the bundle's).",
         ),
         click.option("--no-mixed", is_flag=True, help="Do not use mixed prompt/decode programs."),
-        click.option("--max-context", type=int, help="Context limit per request in tokens."),
-        click.option("--device", help="torch device (default: cuda when available, else cpu)."),
-        click.option("--threads", type=int, help="torch CPU threads."),
+        click.option(
+            "--max-context",
+            "--max-model-len",
+            "max_context",
+            type=int,
+            callback=_at_least(2),
+            help="Context limit per request in tokens (prompt + output); "
+            "default: the model's, at most 8192.",
+        ),
+        click.option(
+            "--device",
+            callback=_check_device,
+            help="torch device (default: cuda when available, else cpu).",
+        ),
+        click.option(
+            "--threads", type=int, callback=_at_least(1), help="torch CPU threads (default: 1)."
+        ),
+        click.option(
+            "--verify-weights",
+            is_flag=True,
+            help="Hash the checkpoint again (default: compare sizes and modification times).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def _finite_nonnegative(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Flag values that must be finite and nonnegative fail with one line naming the flag."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        flag = param.opts[0] if param.opts else param.name
+        raise _UserError(f"{flag} = {value!r}: must be finite and nonnegative")
+    return value
 
 
 def _serve_options(runtime: dict[str, Any], **extra: Any):
@@ -306,6 +379,7 @@ def _serve_options(runtime: dict[str, Any], **extra: Any):
         max_context_tokens=runtime["max_context"],
         device=runtime["device"],
         num_threads=runtime["threads"],
+        verify_weights=runtime["verify_weights"],
         **extra,
     )
 
@@ -313,11 +387,20 @@ def _serve_options(runtime: dict[str, Any], **extra: Any):
 @main.command("generate")
 @runtime_options
 @click.option("--prompt", required=True, help="Prompt text.")
-@click.option("--max-tokens", type=int, default=64, show_default=True)
-@click.option("--temperature", type=float, default=0.0, show_default=True)
-@click.option("--top-p", type=float, default=1.0, show_default=True)
-@click.option("--top-k", type=int, default=0, show_default=True)
-@click.option("--seed", type=int)
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=64,
+    show_default=True,
+    callback=_at_least(1),
+    help="Output tokens to generate at most.",
+)
+@click.option(
+    "--temperature", type=float, default=0.0, show_default=True, help="0: greedy decoding."
+)
+@click.option("--top-p", type=float, default=1.0, show_default=True, help="Nucleus mass, (0, 1].")
+@click.option("--top-k", type=int, default=0, show_default=True, help="0: no top-k limit.")
+@click.option("--seed", type=int, help="Sampling seed (default: derived from the request).")
 @click.option("--json", "as_json", is_flag=True, help="Token ids, text and per-step timing.")
 @_fail_cleanly
 def generate_cmd(
@@ -332,38 +415,124 @@ def generate_cmd(
 ) -> None:
     """Generate offline through the same runtime the server uses."""
     from ignition.generate import generate_once
+    from ignition.runtime.requests import RequestError
 
-    result = generate_once(
-        _serve_options(runtime),
-        prompt,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=seed,
-    )
+    # --json output is for programs: nothing but the JSON, on stdout or stderr.
+    with _Progress(quiet=as_json) as progress:
+        try:
+            result = generate_once(
+                _serve_options(runtime),
+                prompt,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=top_k,
+                seed=seed,
+                listener=progress.listener,
+            )
+        except RequestError as err:
+            raise _UserError(str(err)) from None
     click.echo(json.dumps(result, indent=2) if as_json else result["text"])
+
+
+def server_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """HTTP options shared by serve and debug-serve."""
+    from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES
+
+    options = [
+        click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind."),
+        click.option(
+            "--port",
+            type=int,
+            default=8000,
+            show_default=True,
+            callback=_at_least(1, 65535),
+            help="TCP port to listen on.",
+        ),
+        click.option(
+            "--served-model-name",
+            "served_model_names",
+            multiple=True,
+            help="Name clients send as `model` (repeatable: the first is reported, all are "
+            "accepted; default: the recipe name).",
+        ),
+        click.option(
+            "--api-key",
+            envvar="IGNITION_API_KEY",
+            help="Require `Authorization: Bearer KEY` on /v1/* (env IGNITION_API_KEY).",
+        ),
+        click.option(
+            "--max-request-bytes",
+            type=int,
+            default=DEFAULT_MAX_REQUEST_BYTES,
+            show_default=True,
+            callback=_at_least(1),
+            help="Largest request body; larger ones get 413 before any parsing.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _http_options(http: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "served_model_names": tuple(http["served_model_names"]),
+        "api_key": http["api_key"],
+        "max_request_bytes": http["max_request_bytes"],
+    }
 
 
 @main.command("serve")
 @runtime_options
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True)
+@server_options
 @click.option(
     "--scheduler-policy",
     type=click.Choice(["balanced", "throughput"]),
     default="balanced",
     show_default=True,
+    help="Helios preset: balanced weighs latency and throughput; throughput favours "
+    "tokens per second.",
 )
-@click.option("--scheduler-terminal-value", type=float)
-@click.option("--scheduler-terminal-age-price", type=float)
-@click.option("--mtp-adaptive-verification-alpha", type=float)
+@click.option(
+    "--scheduler-terminal-value",
+    type=float,
+    callback=_finite_nonnegative,
+    help="Value per terminal retirement, prompt-token units (overrides the preset's 256; "
+    "0 disables).",
+)
+@click.option(
+    "--scheduler-terminal-age-price",
+    type=float,
+    callback=_finite_nonnegative,
+    help="Terminal-wait cost coefficient, value/ms^2 (overrides the preset's 1; 0 disables).",
+)
+@click.option(
+    "--scheduler-checkpoint-extra-work-fraction",
+    type=float,
+    default=0.05,
+    show_default=True,
+    callback=_finite_nonnegative,
+    help="Checkpoint extras (prefill splits, snapshot copies) per unit of uncached prefill.",
+)
+@click.option(
+    "--snapshot-rows",
+    type=int,
+    callback=_finite_nonnegative,
+    help="Retained-checkpoint snapshot rows (default: the bundle's request slots; 0: off).",
+)
+@click.option(
+    "--mtp-adaptive-verification-alpha",
+    type=float,
+    help="Smoothing of adaptive speculative verification widths (overrides the preset).",
+)
 @click.option(
     "--max-waiting",
     type=int,
     default=64,
     show_default=True,
-    help="Requests that may wait for a slot before new ones get 503.",
+    callback=_at_least(0),
+    help="Requests that may wait for a slot, beyond the free slots, before new ones get 503.",
 )
 @_fail_cleanly
 def serve_cmd(
@@ -372,14 +541,18 @@ def serve_cmd(
     scheduler_policy: str,
     scheduler_terminal_value: float | None,
     scheduler_terminal_age_price: float | None,
+    scheduler_checkpoint_extra_work_fraction: float,
+    snapshot_rows: int | None,
     mtp_adaptive_verification_alpha: float | None,
     max_waiting: int,
+    served_model_names: tuple[str, ...],
+    api_key: str | None,
+    max_request_bytes: int,
     **runtime: Any,
 ) -> None:
     """Serve the OpenAI-compatible API with the Helios scheduler."""
     from ignition.helios import SchedulerError
     from ignition.helios.config import policy_from_preset
-    from ignition.serving import serve_forever
 
     try:
         policy = policy_from_preset(
@@ -390,26 +563,107 @@ def serve_cmd(
         )
     except SchedulerError as err:
         raise _UserError(str(err)) from None
-    options = _serve_options(runtime, policy=policy, max_waiting=max_waiting)
-    serve_forever(options, host, port, direct=False)
+    http = _http_options(locals())
+    options = _serve_options(
+        runtime,
+        policy=policy,
+        max_waiting=max_waiting,
+        checkpoint_extra_work_fraction=scheduler_checkpoint_extra_work_fraction,
+        snapshot_rows=snapshot_rows,
+        **http,
+    )
+    _serve(options, host, port, direct=False)
 
 
 @main.command("debug-serve")
 @runtime_options
+@server_options
 @click.option(
     "--direct",
     is_flag=True,
     required=True,
     help="Use the diagnostic direct scheduler (required: the only debug mode).",
 )
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True)
 @_fail_cleanly
-def debug_serve_cmd(direct: bool, host: str, port: int, **runtime: Any) -> None:
+def debug_serve_cmd(
+    direct: bool,
+    host: str,
+    port: int,
+    served_model_names: tuple[str, ...],
+    api_key: str | None,
+    max_request_bytes: int,
+    **runtime: Any,
+) -> None:
     """Serve with the diagnostic scheduler of ignition/direct (decode-round selection only)."""
+    _serve(_serve_options(runtime, **_http_options(locals())), host, port, direct=direct)
+
+
+def _serve(options: Any, host: str, port: int, direct: bool) -> None:
+    """Load with progress, announce the address, and exit 1 if the engine failed."""
     from ignition.serving import serve_forever
 
-    serve_forever(_serve_options(runtime), host, port, direct=direct)
+    def listening(url: str) -> None:
+        progress.close()
+        click.echo(f"listening on {url}")
+
+    with _Progress() as progress:
+        failure = serve_forever(
+            options, host, port, direct, listener=progress.listener, on_listening=listening
+        )
+    if failure is not None:
+        click.echo(f"error: {failure}; every open request was ended; exiting", err=True)
+        sys.exit(1)
+
+
+class _Progress:
+    """Prints what is loaded, then a rich progress line over the prepared programs."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._quiet = quiet
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[program]}"),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._task = None
+
+    @property
+    def listener(self) -> Any:
+        from ignition.serving import LoadListener
+
+        if self._quiet:
+            return LoadListener()
+        return LoadListener(on_bundle=self.bundle, on_program=self.program)
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def bundle(self, bundle: Any, num_programs: int) -> None:
+        config = bundle.model.config
+        device = next(bundle.model.parameters()).device
+        click.echo(
+            f"loaded {bundle.name} from {bundle.path} on {device}: {config.num_hidden_layers} "
+            f"layers, vocabulary {config.vocab_size}; preparing {num_programs} programs",
+            err=True,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task("preparing", total=num_programs, program="")
+
+    def program(self, name: str) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, advance=1, program=name)
+
+    def close(self) -> None:
+        self._progress.stop()
 
 
 @main.command("simulate")

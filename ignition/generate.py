@@ -8,7 +8,7 @@ from typing import Any
 from ignition.helios import ScheduledPlan
 from ignition.runtime.engine import FrameResult
 from ignition.runtime.requests import GenerationRequest, SamplingParams, StreamChunk
-from ignition.serving import ServeOptions, open_engine
+from ignition.serving import LoadListener, ServeOptions, open_engine
 
 
 def generate_once(
@@ -20,9 +20,10 @@ def generate_once(
     top_p: float = 1.0,
     top_k: int = 0,
     seed: int | None = None,
+    listener: LoadListener | None = None,
 ) -> dict[str, Any]:
     """Generate one completion; returns token ids, text, finish reason and per-step timing."""
-    bundle, engine = open_engine(options)
+    bundle, engine = open_engine(options, listener=listener)
     prompt_ids = bundle.encode(prompt)
     chunks: list[StreamChunk] = []
     steps: list[dict[str, Any]] = []

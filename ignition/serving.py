@@ -2,6 +2,10 @@
 
 It lives above the rooms (like cli.py) because it ties runtime, helios and
 direct together; the CLI stays a thin argument parser.
+
+``serve_forever`` returns the engine's failure when the loop could not continue:
+by then every open request has received its final error chunk and uvicorn has
+shut down, and the CLI exits non-zero so that a supervisor restarts the server.
 """
 
 from __future__ import annotations
@@ -15,8 +19,12 @@ from ignition.direct.scheduler import direct_scheduler
 from ignition.helios import helios_scheduler
 from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.bundle import Bundle, load_bundle
+from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.engine import Engine
+from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+
+# Seconds uvicorn waits for open streams after a fatal engine failure (they have ended).
+SHUTDOWN_GRACE_S = 5
 
 
 @dataclass(frozen=True)
@@ -29,17 +37,45 @@ class ServeOptions:
     max_waiting: int = 64
     device: str | None = None
     num_threads: int | None = None
+    checkpoint_extra_work_fraction: float = 0.05
+    snapshot_rows: int | None = None  # None: one per request slot
+    served_model_names: tuple[str, ...] = ()
+    api_key: str | None = None
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    verify_weights: bool = False  # hash the checkpoint again instead of the stat check
+
+
+@dataclass
+class LoadListener:
+    """What the CLI shows while loading: the bundle, then one tick per prepared program."""
+
+    on_bundle: Callable[[Bundle, int], None] | None = None
+    on_program: Callable[[str], None] | None = None
 
 
 def open_engine(
-    options: ServeOptions, on_program: Callable[[str], None] | None = None, direct: bool = False
+    options: ServeOptions,
+    on_program: Callable[[str], None] | None = None,
+    listener: LoadListener | None = None,
+    direct: bool = False,
 ) -> tuple[Bundle, Engine]:
     """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios."""
+    from ignition.components.capacity import select_for_mode
+
+    listener = listener or LoadListener(on_program=on_program)
     configure_threads(resolve_device(options.device), options.num_threads)
-    bundle = load_bundle(options.artifacts, options.device)
+    bundle = load_bundle(options.artifacts, options.device, verify_weights=options.verify_weights)
     runtime = bundle.manifest["runtime"]
     speculation = options.speculation or runtime["speculation"]
-    context = options.max_context_tokens or min(bundle.model.config.max_position_embeddings, 8192)
+    limit = bundle.model.config.max_position_embeddings
+    context = options.max_context_tokens or min(limit, 8192)
+    if context > limit:
+        raise BundleError(
+            f"--max-context = {context} exceeds {bundle.path}'s max_position_embeddings = {limit}"
+        )
+    if listener.on_bundle is not None:
+        selected = select_for_mode(bundle.catalog, speculation, mixed=options.mixed)
+        listener.on_bundle(bundle, len(selected.descriptors))
     runtime_options = RuntimeOptions(
         num_slots=runtime["num_slots"],
         page_size=runtime["page_size"],
@@ -48,41 +84,107 @@ def open_engine(
         mixed=options.mixed,
         max_waiting=options.max_waiting,
         policy=options.policy,
+        checkpoint_extra_work_fraction=options.checkpoint_extra_work_fraction,
+        snapshot_rows=runtime["num_slots"]
+        if options.snapshot_rows is None
+        else options.snapshot_rows,
     )
+    tick = listener.on_program
     engine = assemble_engine(
         bundle.model,
         bundle.catalog,
         bundle,
         bundle.eos_token_ids,
         runtime_options,
-        on_prepared=(lambda d, _p: on_program(d.name)) if on_program else None,
+        on_prepared=(lambda d, _p: tick(d.name)) if tick else None,
         scheduler_factory=direct_scheduler if direct else helios_scheduler,
     )
+    engine.vocab_size = bundle.model.config.vocab_size
     return bundle, engine
 
 
-def serve_forever(options: ServeOptions, host: str, port: int, direct: bool) -> None:
-    """Prepare the programs, start the engine thread and run uvicorn until interrupted."""
+def gil_releasing_encoder(tokenizer) -> Callable[[str], list[int]]:
+    """Encode one text as ``tokenizer.encode`` does, without holding the GIL throughout.
+
+    The server tokenizes on a worker thread, which only helps if the event loop can run
+    meanwhile: ``Tokenizer.encode`` keeps the GIL for the whole call (a 2 MB prompt froze
+    the loop for seconds), ``encode_batch`` releases it while Rust works.
+    """
+    return lambda text: tokenizer.encode_batch([text])[0].ids
+
+
+def serve_forever(
+    options: ServeOptions,
+    host: str,
+    port: int,
+    direct: bool,
+    *,
+    listener: LoadListener | None = None,
+    on_listening: Callable[[str], None] | None = None,
+) -> str | None:
+    """Prepare the programs, start the engine thread and run uvicorn until interrupted.
+
+    Returns None after an ordinary shutdown, or the engine failure that stopped it.
+    """
     import uvicorn
 
+    from ignition.runtime import faults
     from ignition.runtime.async_engine import AsyncEngine
     from ignition.runtime.chat_template import ChatRenderer
     from ignition.server.app import create_app
 
-    bundle, engine = open_engine(options, direct=direct)
+    bundle, engine = open_engine(options, listener=listener, direct=direct)
     chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
     problem = chat.problem()
     if problem is not None:  # completions still serve; each chat request gets this as a 400
         print(f"warning: {problem}", file=sys.stderr)
+    plan = faults.FaultPlan.from_env()
+    if plan is not None:
+        faults.install(engine, plan)
+    config = ServerConfig(
+        served_model_names=options.served_model_names or (bundle.name,),
+        api_key=options.api_key,
+        max_request_bytes=options.max_request_bytes,
+    )
+    server = None
+
+    def stop_serving(_message: str) -> None:
+        if server is not None:
+            server.should_exit = True
+
     bridge = AsyncEngine(
         engine,
         model_name=bundle.name,
-        encode=bundle.encode,
+        encode=gil_releasing_encoder(bundle.tokenizer),
+        decode=bundle.decode,
         chat=chat,
         generation_defaults=bundle.generation_defaults,
+        on_fatal=stop_serving,
     )
+    uvicorn_config = uvicorn.Config(
+        create_app(bridge, config),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    server = _announcing_server(uvicorn_config, on_listening)
     bridge.start()
     try:
-        uvicorn.run(create_app(bridge), host=host, port=port, log_level="warning")
+        server.run()
     finally:
         bridge.stop()
+    return bridge.failure
+
+
+def _announcing_server(config, on_listening: Callable[[str], None] | None):
+    """uvicorn's server, announcing the address once the socket is bound."""
+    import uvicorn
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started and on_listening is not None:
+                on_listening(f"http://{config.host}:{config.port}")
+
+    return Announcing(config)

@@ -1,9 +1,14 @@
-"""`ignition recipes` and `ignition catalog`: output, --json, --check and errors."""
+"""`ignition recipes`, `catalog`, and the option checks of `build`, `generate`, `serve`.
+
+Commands that need a built bundle run in tests/server/test_cli_commands.py.
+"""
 
 from __future__ import annotations
 
 import json
 
+import click
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -134,3 +139,76 @@ def test_simulate_runs_a_scenario_against_helios():
     report = json.loads(result.output)
     assert report["totals"]["output_tokens_per_s"] > 0
     assert report["requests"] and report["graphs"]
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--scheduler-terminal-value",
+        "--scheduler-terminal-age-price",
+        "--scheduler-checkpoint-extra-work-fraction",
+    ],
+)
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf"])
+def test_bad_values_of_the_new_serve_flags_fail_with_one_line_naming_the_flag(tmp_path, flag, bad):
+    result = run("serve", "--artifacts", str(tmp_path), flag, bad)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and flag in lines[0], result.output
+    assert "Traceback" not in result.output
+
+
+def test_negative_snapshot_rows_fail_with_one_line_naming_the_flag(tmp_path):
+    result = run("serve", "--artifacts", str(tmp_path), "--snapshot-rows", "-2")
+    assert result.exit_code == 2
+    assert "--snapshot-rows = -2" in result.output
+
+
+def _one_line_error(result, *expected: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    for text in expected:
+        assert text in lines[0]
+
+
+BAD_RUNTIME_OPTIONS = [
+    (["serve", "--port", "0"], "--port = 0"),
+    (["serve", "--port", "70000"], "--port = 70000"),
+    (["serve", "--threads", "0"], "--threads = 0"),
+    (["serve", "--max-context", "1"], "--max-context = 1"),
+    (["serve", "--max-model-len", "0"], "--max-context = 0"),
+    (["serve", "--device", "nonsense"], "--device = 'nonsense'"),
+    (["serve", "--device", "cuda:99"], "--device = 'cuda:99'"),
+    (["serve", "--max-request-bytes", "0"], "--max-request-bytes = 0"),
+    (["generate", "--prompt", "x", "--max-tokens", "0"], "--max-tokens = 0"),
+    (["generate", "--prompt", "x", "--threads", "-2"], "--threads = -2"),
+    (["debug-serve", "--direct", "--port", "-1"], "--port = -1"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), BAD_RUNTIME_OPTIONS)
+def test_bad_runtime_options_are_one_line_errors_before_any_model_loads(tmp_path, args, expected):
+    # tmp_path is an empty folder: loading it as a bundle would fail differently.
+    result = run(*args[:1], "--artifacts", str(tmp_path), *args[1:])
+    _one_line_error(result, expected)
+
+
+def test_build_rejects_bad_threads_and_device_before_building(tmp_path):
+    _one_line_error(run("build", "--recipe", "qwen38", "--threads", "0"), "--threads = 0")
+    _one_line_error(run("build", "--recipe", "qwen38", "--device", "tpu"), "--device = 'tpu'")
+
+
+def test_max_model_len_is_an_alias_of_max_context():
+    help_text = run("serve", "--help").output
+    assert "--max-context, --max-model-len" in help_text
+
+
+def test_every_serve_option_has_help_text():
+    command = main.commands["serve"]
+    missing = [p.name for p in command.params if isinstance(p, click.Option) and not p.help]
+    assert missing == []
+    assert all(
+        p.help for p in command.params if isinstance(p, click.Option) and "scheduler" in p.name
+    )

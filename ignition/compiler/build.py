@@ -34,14 +34,14 @@ from typing import Any
 import torch
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from ignition.compiler.capture import GraphCapturer
 from ignition.compiler.device import configure_threads, resolve_device
-from ignition.compiler.prepare import capture_order, prepare_programs
+from ignition.compiler.fingerprint import checkpoint_sha256, checkpoint_stamps
+from ignition.compiler.graph import GraphCapturer, capture_order, prepare_programs
 from ignition.compiler.programs import check_buildable
 from ignition.compiler.state_ops import StateOperations
 from ignition.compiler.validate import validate_program, validate_state_operations
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import Catalog, Descriptor, save_catalog
+from ignition.components.catalog import Catalog, Descriptor, GraphKind, save_catalog
 from ignition.model.families import family_for_checkpoint, get_family
 from ignition.model.state import ModelState
 from ignition.model.weights import load_checkpoint
@@ -90,20 +90,6 @@ def copy_tokenizer_files(checkpoint: Path, out_dir: Path) -> None:
         shutil.rmtree(out_dir / name, ignore_errors=True)
         if (checkpoint / name).is_dir():
             shutil.copytree(checkpoint / name, out_dir / name)
-
-
-def checkpoint_sha256(path: Path) -> str:
-    """Hash of config, weights and tokenizer files, in name order."""
-    digest = hashlib.sha256()
-    files = sorted(
-        p for p in path.iterdir() if p.suffix in (".json", ".safetensors") and p.is_file()
-    )
-    for file in files:
-        digest.update(file.name.encode())
-        with file.open("rb") as f:
-            for block in iter(lambda f=f: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions() -> dict[str, str]:
@@ -195,7 +181,9 @@ def build_bundle(
     options, note = _without_drafts_if_headless(model, recipe, options)
     if note:
         notes.append(note)
-    catalog = plan_catalog(recipe, options)
+    catalog, note = _without_vision_if_towerless(model, recipe, plan_catalog(recipe, options))
+    if note:
+        notes.append(note)
     sha = checkpoint_sha256(checkpoint)
     fingerprint = _fingerprint(recipe, options, sha, torch_device)
     previous = _previous_programs(out_dir, fingerprint)
@@ -219,6 +207,7 @@ def build_bundle(
     save_catalog(catalog, out_dir / "catalog.json")
     copy_tokenizer_files(checkpoint, out_dir)
     weights_ref = _place_weights(checkpoint, out_dir, copy_weights)
+    served = out_dir / weights_ref if copy_weights else checkpoint
     manifest = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
@@ -226,7 +215,12 @@ def build_bundle(
         "recipe_path": str(recipe.path),
         "family": loaded.family.name,
         "options": options.to_json(),
-        "checkpoint": {"path": weights_ref, "sha256": sha, "copied": copy_weights},
+        "checkpoint": {
+            "path": weights_ref,
+            "sha256": sha,
+            "copied": copy_weights,
+            "files": [s.to_json() for s in checkpoint_stamps(served)],
+        },
         "packages": package_versions(),
         "device": str(torch_device),
         "captured": torch_device.type == "cuda",
@@ -265,9 +259,22 @@ def _without_drafts_if_headless(
     )
 
 
+def _without_vision_if_towerless(model, recipe: Recipe, catalog: Catalog):
+    """A checkpoint without a vision tower builds no vision programs (and says so once)."""
+    vision = catalog.of_kind(GraphKind.VISION)
+    if model.visual is not None or not vision:
+        return catalog, None
+    kept = tuple(d for d in catalog.descriptors if d.kind is not GraphKind.VISION)
+    return Catalog(catalog.recipe, catalog.options, kept), (
+        f"recipe {recipe.name}: the checkpoint has no vision tower, so its "
+        f"{len(vision)} vision programs are not built (text prompts only)"
+    )
+
+
 def _validation_state(model, page_size: int, descriptors, device) -> ModelState:
     """Slots for the widest program (at least two, for state operations), each with room for
     the largest packed extent plus one round's lookahead, and the scratch page at the end."""
+    descriptors = [d for d in descriptors if d.kind is not GraphKind.VISION]
     num_slots = max(2, max((d.batch_capacity for d in descriptors), default=1))
     max_tokens = max(
         (d.max_packed_extent + d.token_capacity + d.proposal_depth + 1 for d in descriptors),

@@ -24,15 +24,22 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ignition.compiler.workspace import Workspace
+from ignition.compiler.staging import HostFrame, HostStaging
+from ignition.compiler.vision_program import build_vision_program, check_vision_buildable
+from ignition.compiler.workspace import (
+    ProgramInputs,
+    RoundProgramInputs,
+    StepProgramInputs,
+    StepProgramOutputs,
+    Uploads,
+    Workspace,
+)
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import (
     PromptChunk,
     RoundCapacity,
-    RoundInputs,
     RoundOutputs,
     speculative_round,
 )
@@ -45,39 +52,26 @@ class ProgramError(ValueError):
 
 
 @dataclass
-class StepProgramInputs:
-    """Prefill, decode and ordinary mixed programs: one packed step."""
-
-    packed: PackedInputs
-    sampling: SamplingParams
-    is_decode_row: Tensor  # [R] bool rows whose first token comes from ``pending``
-
-
-@dataclass
-class StepProgramOutputs:
-    next_tokens: Tensor  # [R] int64 sampled token per row, -1 inactive or mid-prompt
-
-
-@dataclass
-class RoundProgramInputs:
-    """Complete speculative programs (and speculative mixed ones, with a prompt lane)."""
-
-    round: RoundInputs
-    sampling: SamplingParams
-    is_decode_row: Tensor  # [R] bool
-
-
-@dataclass
 class Program:
     """What the worker needs to drive one prepared program."""
 
     descriptor: Descriptor
-    inputs: StepProgramInputs | RoundProgramInputs
+    inputs: ProgramInputs
     fn: Callable[[Any], Any]
+    uploads: Uploads  # the workspace prefixes ``inputs`` views: what a frame uploads
+    staging: HostStaging
 
     @property
     def is_round(self) -> bool:
         return isinstance(self.inputs, RoundProgramInputs)
+
+    def stage(self) -> HostFrame:
+        """Host staging for one frame, reset to padding (no device work)."""
+        return self.staging.begin(self.uploads)
+
+    def upload(self, frame: HostFrame) -> None:
+        """One stream-ordered copy per bound buffer."""
+        self.staging.upload(frame)
 
 
 def _gather_pending(pending: Tensor, slot_ids: Tensor, scratch_row: int) -> Tensor:
@@ -135,6 +129,11 @@ def is_round_program(d: Descriptor) -> bool:
 
 def check_buildable(d: Descriptor, model: HybridModel) -> None:
     """Raise ProgramError when the model cannot run this descriptor."""
+    if d.kind is GraphKind.VISION:
+        why = check_vision_buildable(d, model)
+        if why:
+            raise ProgramError(f"{d.name}: {why}")
+        return
     if d.kind not in (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED):
         raise ProgramError(f"{d.name}: no program builder for kind {d.kind.value!r}")
     if is_round_program(d) and d.proposal_depth > 0 and model.mtp is None:
@@ -150,14 +149,22 @@ def check_buildable(d: Descriptor, model: HybridModel) -> None:
 
 
 def build_program(
-    d: Descriptor, model: HybridModel, state: ModelState, workspace: Workspace, pending: Tensor
+    d: Descriptor,
+    model: HybridModel,
+    state: ModelState,
+    workspace: Workspace,
+    pending: Tensor,
+    staging: HostStaging,
 ) -> Program:
     """Bind workspace views for ``d`` and close the program function over model and state."""
     check_buildable(d, model)
+    if d.kind is GraphKind.VISION:  # its own inputs: nothing staged through the workspace
+        inputs, run = build_vision_program(d, model)
+        return Program(d, inputs, run, (), staging)
     scratch = state.scratch_row
     if is_round_program(d):
         capacity = round_capacity(d)
-        inputs = workspace.round_inputs(capacity, device_allocated=d.is_device_allocated)
+        inputs, uploads = workspace.round_inputs(capacity, device_allocated=d.is_device_allocated)
 
         def run_round(x: RoundProgramInputs) -> RoundOutputs:
             pending_tokens = _gather_pending(pending, x.round.slot_ids, scratch)
@@ -170,10 +177,10 @@ def build_program(
             _store_pending(pending, x.round.slot_ids, torch.where(emitted > 0, last, -1), scratch)
             return out
 
-        return Program(d, inputs, run_round)
+        return Program(d, inputs, run_round, uploads, staging)
 
     capacity = step_capacity(d)
-    inputs = workspace.step_inputs(capacity)
+    inputs, uploads = workspace.step_inputs(capacity)
 
     def run_packed_step(x: StepProgramInputs) -> StepProgramOutputs:
         packed = x.packed
@@ -182,35 +189,7 @@ def build_program(
         _store_pending(pending, packed.slot_ids, out.next_tokens, scratch)
         return StepProgramOutputs(next_tokens=out.next_tokens)
 
-    return Program(d, inputs, run_packed_step)
-
-
-def clear_inputs(program: Program) -> None:
-    """Reset a program's inputs to an all-padding population (mutates no request)."""
-    x = program.inputs
-    if isinstance(x, RoundProgramInputs):
-        x.round.slot_ids.fill_(-1)
-        x.round.pending_tokens.zero_()
-        if x.round.query_lens is not None:
-            x.round.query_lens.zero_()
-        if x.round.lane_ceilings is not None:
-            x.round.lane_ceilings.zero_()
-        if x.round.prompt is not None:
-            x.round.prompt.lane.fill_(-1)
-            x.round.prompt.length.zero_()
-            x.round.prompt.next_token.fill_(-1)
-    else:
-        x.packed.token_ids.zero_()
-        x.packed.query_lens.zero_()
-        x.packed.slot_ids.fill_(-1)
-        x.packed.prefill_row.fill_(-1)
-        x.packed.prompt_next_token.fill_(-1)
-        x.packed.image_positions.fill_(-1)
-    x.is_decode_row.zero_()
-    x.sampling.temperature.zero_()
-    x.sampling.top_k.zero_()
-    x.sampling.top_p.fill_(1.0)
-    x.sampling.seed.zero_()
+    return Program(d, inputs, run_packed_step, uploads, staging)
 
 
 __all__ = [
@@ -222,6 +201,5 @@ __all__ = [
     "StepProgramOutputs",
     "build_program",
     "check_buildable",
-    "clear_inputs",
     "is_round_program",
 ]

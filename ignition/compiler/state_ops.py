@@ -13,9 +13,9 @@ runtime assigns them first. Page-table entries still unassigned (-1) redirect
 their copy to the state's scratch page, which no request ever owns, so the
 program has no data-dependent branch.
 
-Helios does not schedule state operations yet (prerequisites arrive with a
-later issue); the build prepares and validates them and the runtime holds them
-ready beside the inference programs.
+The build prepares and validates them; at serve time Helios schedules them
+(restores as prerequisites, intermediate and terminal snapshots) and the worker
+runs them into the rows the runtime's checkpoint cache names.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ignition.compiler.capture import timed_run
+from ignition.compiler.graph import timed_run
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.state import ModelState
 
@@ -98,7 +98,7 @@ def snapshot_program(state: ModelState, store: SnapshotStore):
         store.gdn_state.index_copy_(1, row, state.gdn_state[:, slot])
         store.conv_window.index_copy_(1, row, state.conv_window[:, slot])
         store.mtp_hidden.index_copy_(0, row, state.mtp_hidden[slot])
-        pages = state.page_table[slot[0]].long()  # [max_pages], -1 unassigned
+        pages = state.page_table[slot][0].long()  # [max_pages], -1 unassigned; [slot] gathers
         source = torch.where(pages >= 0, pages, state_scratch_page(state))
         target = _store_pages(state, row)
         for cache, saved in zip(_caches(state), store.caches, strict=True):
@@ -117,7 +117,7 @@ def restore_program(state: ModelState, store: SnapshotStore):
         state.gdn_state.index_copy_(1, slot, store.gdn_state[:, row])
         state.conv_window.index_copy_(1, slot, store.conv_window[:, row])
         state.mtp_hidden.index_copy_(0, slot, store.mtp_hidden[row])
-        pages = state.page_table[slot[0]].long()
+        pages = state.page_table[slot][0].long()
         target = torch.where(pages >= 0, pages, state_scratch_page(state))
         source = _store_pages(state, row)
         for cache, saved in zip(_caches(state), store.caches, strict=True):

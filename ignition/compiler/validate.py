@@ -15,8 +15,16 @@ from dataclasses import dataclass
 
 import torch
 
-from ignition.compiler.capture import PreparedProgram, timed_run
-from ignition.compiler.programs import Program, RoundProgramInputs, clear_inputs
+from ignition.compiler.graph import PreparedProgram, timed_run
+from ignition.compiler.programs import Program
+from ignition.compiler.staging import HostFrame
+from ignition.compiler.vision_program import (
+    VALIDATION_TOLERANCE,
+    VisionProgramInputs,
+    bind_images,
+    validation_grid,
+)
+from ignition.compiler.workspace import RoundProgramInputs, clear_inputs
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.state import ModelState
 
@@ -47,13 +55,18 @@ def validate_program(
     pending: torch.Tensor,
     sample_tokens: Sequence[int],
     vocab_size: int,
+    max_prompt_tokens: int | None = None,
 ) -> ValidationResult:
+    """Run ``program`` once with every row active; ``max_prompt_tokens`` caps the prompt
+    chunk below the program's capacity (shapes stay static, so the same kernels run)."""
     d = program.descriptor
+    if isinstance(program.inputs, VisionProgramInputs):
+        return validate_vision_program(program, prepared)
     if not sample_tokens:
         raise ValidationError("validation needs a non-empty sample of real tokens")
     if d.batch_capacity > state.num_slots:
         raise ValidationError(f"{d.name}: B = {d.batch_capacity} exceeds validation slots")
-    clear_inputs(program)
+    frame = program.stage()
     rows = list(range(d.batch_capacity))
     prompt_row = 0 if _prompt_capacity(d) else -1
     capacity_tokens = state.capacity_tokens
@@ -62,17 +75,19 @@ def validate_program(
         per_slot = state.max_pages_per_slot
         state.assign_pages(slot, list(range(slot * per_slot, (slot + 1) * per_slot)))
         pending[slot] = sample_tokens[slot % len(sample_tokens)]
-    x = program.inputs
-    x.sampling.temperature[: len(rows)] = 0.0
     expected_prompt = 0
     if prompt_row == 0:
         expected_prompt = min(_prompt_capacity(d), capacity_tokens - d.token_capacity)
+        if max_prompt_tokens is not None:
+            expected_prompt = min(expected_prompt, max_prompt_tokens)
         chunk = _prompt_tokens(sample_tokens, expected_prompt)
-        _bind_prompt(program, chunk)
+        _bind_prompt(program, frame, chunk)
+    offset = expected_prompt if prompt_row == 0 and not program.is_round else 0
     for row in rows:
         if row == prompt_row:
             continue
-        _bind_decode(program, row, d.token_capacity)
+        offset += _bind_decode(program, frame, row, offset, d.token_capacity)
+    program.upload(frame)
     outputs, interval_ns = timed_run(prepared)
     emitted = _check_outputs(d, program, outputs, prompt_row, vocab_size)
     lengths = state.seq_lens[: len(rows)].tolist()
@@ -84,40 +99,37 @@ def validate_program(
             )
     for slot in rows:
         state.reset_slot(slot)
-    clear_inputs(program)
+    clear_inputs(program.inputs)
     return ValidationResult(d.name, interval_ns, expected_prompt + sum(emitted))
 
 
-def _bind_prompt(program: Program, chunk: list[int]) -> None:
-    x = program.inputs
-    tokens = torch.tensor(chunk, dtype=torch.int64)
-    if isinstance(x, RoundProgramInputs):
-        assert x.round.prompt is not None
-        x.round.slot_ids[0] = 0
-        x.round.prompt.lane.fill_(0)
-        x.round.prompt.length.fill_(len(chunk))
-        x.round.prompt.token_ids[: len(chunk)] = tokens
+def _bind_prompt(program: Program, frame: HostFrame, chunk: list[int]) -> None:
+    """Row 0 (slot 0) carries a full prompt chunk; greedy sampling (the padding)."""
+    frame["slot_ids"][0] = 0
+    frame["prefill_row"][0] = 0
+    if isinstance(program.inputs, RoundProgramInputs):
+        frame["prompt_length"][0] = len(chunk)
+        frame["prompt_tokens"][: len(chunk)] = chunk
         return
-    x.packed.slot_ids[0] = 0
-    x.packed.query_lens[0] = len(chunk)
-    x.packed.prefill_row.fill_(0)
-    x.packed.token_ids[: len(chunk)] = tokens
+    frame["query_lens"][0] = len(chunk)
+    frame["token_ids"][: len(chunk)] = chunk
 
 
-def _bind_decode(program: Program, row: int, width: int) -> None:
+def _bind_decode(program: Program, frame: HostFrame, row: int, offset: int, width: int) -> int:
+    """A decode / verify row at full width in slot ``row``; returns its packed tokens."""
+    frame["is_decode_row"][row] = True
+    frame["slot_ids"][row] = row
     x = program.inputs
-    x.is_decode_row[row] = True
     if isinstance(x, RoundProgramInputs):
-        x.round.slot_ids[row] = row
         if x.round.query_lens is not None:
             decode_rows = x.round.slot_ids.shape[0] - (1 if x.round.prompt is not None else 0)
             budget = program.descriptor.packed_capacity // max(1, decode_rows)
-            x.round.query_lens[row] = max(1, min(width, budget))
+            frame["query_lens"][row] = max(1, min(width, budget))
         if x.round.lane_ceilings is not None:
-            x.round.lane_ceilings[row] = width
-        return
-    x.packed.slot_ids[row] = row
-    x.packed.query_lens[row] = width
+            frame["lane_ceilings"][row] = width
+        return 0
+    frame["query_lens"][row] = width
+    return width
 
 
 def _check_outputs(
@@ -141,6 +153,31 @@ def _check_outputs(
     if prompt_row >= 0:
         emitted[prompt_row] = 0
     return emitted
+
+
+def validate_vision_program(program: Program, prepared: PreparedProgram) -> ValidationResult:
+    """Encode a capacity-filling synthetic image and compare with the eager encoder."""
+    d = program.descriptor
+    encoder = program.fn.encoder
+    grid = validation_grid(d, encoder)
+    x = program.inputs
+    generator = torch.Generator().manual_seed(0)
+    pixels = torch.randn(grid.num_patches, x.pixels.shape[1], generator=generator).to(x.pixels)
+    num_features = bind_images(x, encoder, [pixels], [grid])
+    outputs, interval_ns = timed_run(prepared)
+    got = outputs.features[:num_features].float()
+    with torch.no_grad():
+        expected = encoder(pixels, [grid]).float()
+    if not torch.isfinite(got).all():
+        raise ValidationError(f"{d.name}: vision features are not finite")
+    error = (got - expected).abs().max().item()
+    scale = max(1.0, expected.abs().max().item())
+    if error > VALIDATION_TOLERANCE * scale:
+        raise ValidationError(
+            f"{d.name}: prepared features differ from the eager encoder by {error:.3g}"
+        )
+    clear_inputs(x)
+    return ValidationResult(d.name, interval_ns, grid.num_patches)
 
 
 def validate_state_operations(ops) -> list[ValidationResult]:

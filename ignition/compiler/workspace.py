@@ -4,8 +4,12 @@ Every program variant binds contiguous leading views of the same buffers, so a
 catalog of dozens of programs costs one set of input buffers, and the buffers'
 addresses never change after capture (a CUDA graph reads fixed addresses).
 Programs run one after another on one stream; host writes reach these buffers
-as stream-ordered copies, so a queued frame's inputs never overwrite what a
-running frame still reads.
+as stream-ordered copies from host staging (see ``compiler.staging``), so a
+queued frame's inputs never overwrite what a running frame still reads.
+
+This module holds the program input dataclasses as well: they are views of the
+workspace, and ``compiler.programs`` builds programs over them (the import runs
+one way, programs -> workspace).
 """
 
 from __future__ import annotations
@@ -16,10 +20,69 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ignition.compiler.vision_program import VisionProgramInputs, clear_vision_inputs
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import PromptChunk, RoundCapacity, RoundInputs
+
+
+@dataclass
+class StepProgramInputs:
+    """Prefill, decode and ordinary mixed programs: one packed step."""
+
+    packed: PackedInputs
+    sampling: SamplingParams
+    is_decode_row: Tensor  # [R] bool rows whose first token comes from ``pending``
+
+
+@dataclass
+class StepProgramOutputs:
+    next_tokens: Tensor  # [R] int64 sampled token per row, -1 inactive or mid-prompt
+
+
+@dataclass
+class RoundProgramInputs:
+    """Complete speculative programs (and speculative mixed ones, with a prompt lane)."""
+
+    round: RoundInputs
+    sampling: SamplingParams
+    is_decode_row: Tensor  # [R] bool
+
+
+ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """One workspace buffer: which extent sizes it, its dtype and its padding value."""
+
+    extent: str  # "rows", "tokens", "prompt", "images" or "one"
+    dtype: torch.dtype
+    padding: float | int | bool = 0
+
+
+# The padding values make an all-padding population harmless: slot -1 and query length 0
+# route every state write to the scratch row, and top_p 1 keeps sampling well defined.
+BUFFERS: dict[str, BufferSpec] = {
+    "token_ids": BufferSpec("tokens", torch.int64),
+    "query_lens": BufferSpec("rows", torch.int32),
+    "lane_ceilings": BufferSpec("rows", torch.int32),
+    "slot_ids": BufferSpec("rows", torch.int32, -1),
+    "pending_tokens": BufferSpec("rows", torch.int64),
+    "is_decode_row": BufferSpec("rows", torch.bool, False),
+    "prefill_row": BufferSpec("one", torch.int32, -1),
+    "prompt_next_token": BufferSpec("one", torch.int64, -1),
+    "prompt_length": BufferSpec("one", torch.int32),
+    "prompt_tokens": BufferSpec("prompt", torch.int64),
+    "image_positions": BufferSpec("images", torch.int32, -1),
+    "temperature": BufferSpec("rows", torch.float32),
+    "top_k": BufferSpec("rows", torch.int32),
+    "top_p": BufferSpec("rows", torch.float32, 1.0),
+    "seed": BufferSpec("rows", torch.int64),
+}
+
+Uploads = tuple[tuple[str, int], ...]  # (buffer name, leading length) a program binds
 
 
 @dataclass(frozen=True)
@@ -49,76 +112,89 @@ class WorkspaceExtents:
         )
         return cls(rows, tokens, max(prompt, 1), max_image_tokens)
 
+    def length(self, extent: str) -> int:
+        return {
+            "rows": self.max_rows,
+            "tokens": self.max_tokens,
+            "prompt": self.max_prompt,
+            "images": self.max_image_tokens,
+            "one": 1,
+        }[extent]
+
 
 class Workspace:
-    """The shared buffers; ``step_inputs`` / ``round_inputs`` return typed views."""
+    """The shared device buffers; ``step_inputs`` / ``round_inputs`` return typed views
+    together with the (buffer, length) prefixes they bind, which is what a frame uploads."""
 
     def __init__(self, extents: WorkspaceExtents, hidden_size: int, device: torch.device) -> None:
         self.extents = extents
-        rows, tokens = extents.max_rows, extents.max_tokens
-
-        def ints(n: int, dtype: torch.dtype = torch.int32, fill: int = 0) -> Tensor:
-            return torch.full((n,), fill, dtype=dtype, device=device)
-
-        self.token_ids = ints(tokens, torch.int64)
-        self.query_lens = ints(rows)
-        self.lane_ceilings = ints(rows)
-        self.slot_ids = ints(rows, fill=-1)
-        self.pending_tokens = ints(rows, torch.int64)
-        self.is_decode_row = torch.zeros(rows, dtype=torch.bool, device=device)
-        self.prefill_row = ints(1, fill=-1)
-        self.prompt_next_token = ints(1, torch.int64, fill=-1)
-        self.prompt_length = ints(1)
-        self.prompt_tokens = ints(extents.max_prompt, torch.int64)
+        self.device = torch.device(device)
+        self.buffers: dict[str, Tensor] = {
+            name: torch.full(
+                (extents.length(spec.extent),), spec.padding, dtype=spec.dtype, device=device
+            )
+            for name, spec in BUFFERS.items()
+        }
         self.image_features = torch.zeros(extents.max_image_tokens, hidden_size, device=device)
-        self.image_positions = ints(extents.max_image_tokens, fill=-1)
-        self.temperature = torch.zeros(rows, dtype=torch.float32, device=device)
-        self.top_k = ints(rows)
-        self.top_p = torch.ones(rows, dtype=torch.float32, device=device)
-        self.seed = ints(rows, torch.int64)
 
-    def sampling(self, rows: int) -> SamplingParams:
-        return SamplingParams(
-            self.temperature[:rows], self.top_k[:rows], self.top_p[:rows], self.seed[:rows]
-        )
+    def _views(self, lengths: dict[str, int]) -> tuple[dict[str, Tensor], Uploads]:
+        views = {name: self.buffers[name][:n] for name, n in lengths.items()}
+        return views, tuple(lengths.items())
 
-    def step_inputs(self, capacity: PackedCapacity):
-        from ignition.compiler.programs import StepProgramInputs
+    @staticmethod
+    def _sampling(v: dict[str, Tensor]) -> SamplingParams:
+        return SamplingParams(v["temperature"], v["top_k"], v["top_p"], v["seed"])
 
+    def step_inputs(self, capacity: PackedCapacity) -> tuple[StepProgramInputs, Uploads]:
         rows, tokens = capacity.batch_capacity, capacity.token_capacity
         self._check(rows, tokens, capacity.prefill_capacity)
-        packed = PackedInputs(
-            token_ids=self.token_ids[:tokens],
-            query_lens=self.query_lens[:rows],
-            slot_ids=self.slot_ids[:rows],
-            prefill_row=self.prefill_row,
-            prompt_next_token=self.prompt_next_token,
-            image_features=self.image_features,
-            image_positions=self.image_positions,
+        per_row = ("query_lens", "slot_ids", "is_decode_row", "temperature", "top_k", "top_p")
+        v, uploads = self._views(
+            {"token_ids": tokens, **dict.fromkeys(per_row, rows), "seed": rows}
+            | {"prefill_row": 1, "prompt_next_token": 1}
         )
-        return StepProgramInputs(packed, self.sampling(rows), self.is_decode_row[:rows])
+        packed = PackedInputs(
+            token_ids=v["token_ids"],
+            query_lens=v["query_lens"],
+            slot_ids=v["slot_ids"],
+            prefill_row=v["prefill_row"],
+            prompt_next_token=v["prompt_next_token"],
+            image_features=self.image_features,
+            image_positions=self.buffers["image_positions"],
+        )
+        return StepProgramInputs(packed, self._sampling(v), v["is_decode_row"]), uploads
 
-    def round_inputs(self, capacity: RoundCapacity, device_allocated: bool):
-        from ignition.compiler.programs import RoundProgramInputs
-
+    def round_inputs(
+        self, capacity: RoundCapacity, device_allocated: bool
+    ) -> tuple[RoundProgramInputs, Uploads]:
         rows = capacity.batch_capacity
         self._check(rows, capacity.packed.token_capacity, capacity.prefill_capacity)
+        lengths = dict.fromkeys(
+            ("slot_ids", "pending_tokens", "is_decode_row", "temperature", "top_k", "top_p"), rows
+        )
+        lengths["seed"] = rows
+        lengths["lane_ceilings" if device_allocated else "query_lens"] = rows
+        if capacity.prefill_capacity:
+            lengths |= {"prefill_row": 1, "prompt_length": 1, "prompt_next_token": 1}
+            lengths["prompt_tokens"] = capacity.prefill_capacity
+        v, uploads = self._views(lengths)
         prompt = None
         if capacity.prefill_capacity:
             prompt = PromptChunk(
-                lane=self.prefill_row,
-                token_ids=self.prompt_tokens[: capacity.prefill_capacity],
-                length=self.prompt_length,
-                next_token=self.prompt_next_token,
+                lane=v["prefill_row"],
+                token_ids=v["prompt_tokens"],
+                length=v["prompt_length"],
+                next_token=v["prompt_next_token"],
             )
         round_inputs = RoundInputs(
-            pending_tokens=self.pending_tokens[:rows],
-            slot_ids=self.slot_ids[:rows],
-            lane_ceilings=self.lane_ceilings[:rows] if device_allocated else None,
-            query_lens=None if device_allocated else self.query_lens[:rows],
+            pending_tokens=v["pending_tokens"],
+            slot_ids=v["slot_ids"],
+            lane_ceilings=v.get("lane_ceilings"),
+            query_lens=v.get("query_lens"),
             prompt=prompt,
         )
-        return RoundProgramInputs(round_inputs, self.sampling(rows), self.is_decode_row[:rows])
+        inputs = RoundProgramInputs(round_inputs, self._sampling(v), v["is_decode_row"])
+        return inputs, uploads
 
     def _check(self, rows: int, tokens: int, prompt: int) -> None:
         e = self.extents
@@ -127,3 +203,34 @@ class Workspace:
                 f"program extents rows={rows} tokens={tokens} prompt={prompt} exceed the "
                 f"workspace ({e.max_rows}, {e.max_tokens}, {e.max_prompt})"
             )
+
+
+def clear_inputs(inputs: ProgramInputs) -> None:
+    """Reset a program's inputs to an all-padding population (mutates no request)."""
+    if isinstance(inputs, VisionProgramInputs):
+        clear_vision_inputs(inputs)
+        return
+    if isinstance(inputs, RoundProgramInputs):
+        r = inputs.round
+        r.slot_ids.fill_(-1)
+        r.pending_tokens.zero_()
+        for t in (r.query_lens, r.lane_ceilings):
+            if t is not None:
+                t.zero_()
+        if r.prompt is not None:
+            r.prompt.lane.fill_(-1)
+            r.prompt.length.zero_()
+            r.prompt.next_token.fill_(-1)
+    else:
+        p = inputs.packed
+        p.token_ids.zero_()
+        p.query_lens.zero_()
+        p.slot_ids.fill_(-1)
+        p.prefill_row.fill_(-1)
+        p.prompt_next_token.fill_(-1)
+        p.image_positions.fill_(-1)
+    inputs.is_decode_row.zero_()
+    inputs.sampling.temperature.zero_()
+    inputs.sampling.top_k.zero_()
+    inputs.sampling.top_p.fill_(1.0)
+    inputs.sampling.seed.zero_()

@@ -287,12 +287,25 @@ def mixed_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
     return shapes
 
 
+def vision_shapes(recipe: Recipe) -> list[Descriptor]:
+    """One vision program per declared patch capacity (load options leave them alone)."""
+    cap = recipe.capacity
+    return [
+        Descriptor(GraphKind.VISION, cap.vision_max_images, 0, patches, patches)
+        for patches in cap.vision_patch_capacities
+    ]
+
+
 def plan_catalog(recipe: Recipe, options: LoadOptions | None = None) -> Catalog:
     """Every physical program a build with these options prepares, in capture order."""
     options = options or LoadOptions()
     cap = resolve(recipe, options)
     descriptors = (
-        prefill_shapes(cap) + decode_shapes(cap) + speculative_shapes(cap) + mixed_shapes(cap)
+        prefill_shapes(cap)
+        + decode_shapes(cap)
+        + speculative_shapes(cap)
+        + mixed_shapes(cap)
+        + vision_shapes(recipe)
     )
     return Catalog(recipe=recipe.name, options=options.to_json(), descriptors=tuple(descriptors))
 
@@ -325,7 +338,7 @@ def select_for_mode(catalog: Catalog, speculation: str, mixed: bool = True) -> C
         return True  # state operations serve every mode
 
     kept = tuple(d for d in catalog.descriptors if keep(d))
-    if not any(d.kind is not GraphKind.PREFILL for d in kept):
+    if not any(d.kind not in (GraphKind.PREFILL, GraphKind.VISION) for d in kept):
         raise CapacityError(
             f"catalog of {catalog.recipe} has no decode programs for speculation {speculation!r}"
         )

@@ -27,7 +27,13 @@ class CatalogError(ValueError):
 
 
 class GraphKind(StrEnum):
-    """Physical program families. State operations arrive with the compiler."""
+    """Physical program families.
+
+    ``vision`` programs run the image encoder over at most ``packed_capacity`` patches
+    (``token_capacity`` equals it, ``batch_capacity`` is the most images packed in one
+    run); they pack no text tokens, so their packed extent is zero, and Helios never
+    selects them as rounds.
+    """
 
     PREFILL = "prefill"
     DECODE = "decode"
@@ -35,6 +41,7 @@ class GraphKind(StrEnum):
     MIXED = "mixed"
     SNAPSHOT = "snapshot"
     RESTORE = "restore"
+    VISION = "vision"
 
 
 class ValueSource(StrEnum):
@@ -80,6 +87,11 @@ class Descriptor:
         return self.kind is GraphKind.MIXED
 
     @property
+    def patch_capacity(self) -> int:
+        """Patches a vision program encodes per run (0 for text programs)."""
+        return self.packed_capacity if self.kind is GraphKind.VISION else 0
+
+    @property
     def is_device_allocated(self) -> bool:
         return self.value_source is ValueSource.SPECULATIVE_PREFIX_LIMIT
 
@@ -118,6 +130,8 @@ class Descriptor:
         """Largest packed token count the program may see (its capture headroom)."""
         if self.kind is GraphKind.MIXED:
             return self.prefill_capacity + (self.batch_capacity - 1) * self.token_capacity
+        if self.kind is GraphKind.VISION:
+            return 0
         return self.packed_capacity
 
     def to_json(self) -> dict[str, Any]:
@@ -203,6 +217,8 @@ def validate_descriptor(d: Descriptor, where: str = "descriptor") -> None:
             f"only mixed programs have one, not {d.kind.value}",
         )
 
+    if d.kind is GraphKind.VISION and (W != P or D or d.speculation_enabled):
+        fail("token_capacity", W, f"a vision program has W = P = patches ({P}) and no proposals")
     if d.kind is GraphKind.DECODE and (W != 1 or D != 0 or d.speculation_enabled):
         fail("token_capacity", W, "ordinary decode is width one with no proposals")
     if d.kind in (GraphKind.PREFILL, GraphKind.DECODE) and D:
@@ -278,6 +294,10 @@ class Catalog:
     def max_packed_extent(self) -> int:
         return max((d.max_packed_extent for d in self.descriptors), default=0)
 
+    def max_patch_capacity(self) -> int:
+        """The most patches one prepared vision program encodes (0: no vision programs)."""
+        return max((d.patch_capacity for d in self.descriptors), default=0)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "format": CATALOG_FORMAT,
@@ -289,7 +309,7 @@ class Catalog:
         }
 
 
-FAMILIES = ("prefill", "decode", "speculative", "mixed_speculative", "mixed_ordinary")
+FAMILIES = ("prefill", "decode", "speculative", "mixed_speculative", "mixed_ordinary", "vision")
 
 
 def family_of(d: Descriptor) -> str:

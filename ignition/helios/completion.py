@@ -54,6 +54,10 @@ def validate_records(
         count = len(record.token_ids)
         if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in record.token_ids):
             raise SchedulerError(f"{where}: token ids must be nonnegative integers")
+        if lane.role.is_state_operation:
+            if count or record.num_prompt_tokens or record.num_verified_tokens:
+                raise SchedulerError(f"{where}: a state operation commits no tokens")
+            continue
         if lane.role is LaneRole.PROMPT:
             if record.num_prompt_tokens != lane.num_prompt_tokens:
                 raise SchedulerError(

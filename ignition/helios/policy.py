@@ -17,6 +17,7 @@ from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.rounds import LaneTable
+from ignition.helios.terminal import TerminalView
 from ignition.helios.utility import (
     Candidate,
     Decision,
@@ -48,6 +49,8 @@ class Population:
 
     prompts: tuple[LaneView, ...]
     decoders: tuple[LaneView, ...]
+    pending: tuple[LaneView, ...] = ()  # awaiting a prerequisite (restore, capture)
+    terminal: tuple[TerminalView, ...] = ()  # awaiting terminal retirement
 
 
 def _explores_needlessly(

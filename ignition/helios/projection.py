@@ -29,6 +29,7 @@ from ignition.helios.service import (
     prices,
     stream_family,
 )
+from ignition.helios.terminal import TerminalView
 from ignition.helios.types import LaneRole, RequestHandle
 from ignition.helios.utility import Decision, LaneView
 
@@ -93,7 +94,7 @@ def build_population(
             lane = frame.plan.lane_of(r.handle)
             if lane is not None:
                 advance += lane.max_advance_tokens
-                blocked |= lane.role is LaneRole.PROMPT or not r.is_decoder
+                blocked |= lane.role is not LaneRole.DECODE or not r.is_decoder
                 if lane.expected_deliveries > 0:
                     last_output = frame.expected_end_ns
             duration_ms = frame.plan.estimated_duration_ns / 1e6
@@ -116,7 +117,7 @@ def build_population(
     raw = [prices(rates, fn, policy, r.is_decoder) for r, rates, _, _, fn in rows]
     largest = max([1.0, *(p.largest for p in raw)])
     scale = 1.0 / largest
-    prompts, decoders = [], []
+    prompts, decoders, pending = [], [], []
     for (r, _, advance, last_output, fn), p in zip(rows, raw, strict=True):
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
         source = r.spec.proposal_source
@@ -124,7 +125,7 @@ def build_population(
             handle=r.handle,
             epoch=r.epoch,
             is_decoder=r.is_decoder,
-            prompt_position=r.prompt_position,
+            prompt_position=max(r.prompt_position, r.spec.restore_tokens),
             num_prompt_tokens=r.spec.num_prompt_tokens,
             remaining_output=r.remaining_output - advance,
             remaining_context=r.remaining_context - advance,
@@ -136,12 +137,30 @@ def build_population(
             forecast=r.forecast.means(max_depth),
             message_endpoints=r.spec.message_endpoints,
             image_spans=r.spec.image_spans,
+            capture_ends=r.spec.capture_ends,
         )
-        (decoders if r.is_decoder else prompts).append(view)
+        if r.awaits_prerequisite:
+            pending.append(view)  # its view is what the prerequisite would enable
+        else:
+            (decoders if r.is_decoder else prompts).append(view)
+    terminal = tuple(
+        TerminalView(
+            handle=r.handle,
+            epoch=r.epoch,
+            age_ms=max(0.0, (start_ns - r.terminal_since_ns) / 1e6),
+            checkpoint_tokens=max(0, r.context_tokens - 1),
+            last_served_seq=r.last_served_seq,
+        )
+        for r in requests.values()
+        if r.is_terminal_pending
+    )
     decision = Decision(
         age_price=policy.decode_age_price * scale,
         num_active_decoders=sum(1 for r in live if r.is_decoder),
         alpha=policy.adaptive_verification_alpha,
         log_scale=math.log(scale),
+        terminal_age_price=policy.terminal_age_price * scale,
+        num_terminal=len(terminal),
     )
-    return Population(tuple(prompts), tuple(decoders)), decision
+    population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
+    return population, decision

@@ -30,6 +30,34 @@ class RequestState:
     last_served_seq: int = 0
     inflight: list[int] = field(default_factory=list)  # fence values, oldest first
     num_pages: int = 0
+    is_restored: bool = False
+    captured: set[int] = field(default_factory=set)  # capture ends already snapshotted
+    terminal_since_ns: int = -1  # terminal retirement pending since (validated completion)
+    is_preempted: bool = False
+
+    @property
+    def needs_restore(self) -> bool:
+        return self.spec.restore_tokens > 0 and not self.is_restored
+
+    @property
+    def pending_capture(self) -> int | None:
+        """The capture end the request stands at and has not snapshotted yet."""
+        position = self.prompt_position
+        if position in self.spec.capture_ends and position not in self.captured:
+            return position
+        return None
+
+    @property
+    def awaits_prerequisite(self) -> bool:
+        return self.needs_restore or self.pending_capture is not None
+
+    @property
+    def is_terminal_pending(self) -> bool:
+        return self.terminal_since_ns >= 0 and not self.is_cancelled
+
+    @property
+    def is_releasable(self) -> bool:
+        return not self.is_live and not self.inflight and not self.is_terminal_pending
 
     @property
     def is_decoder(self) -> bool:
@@ -37,7 +65,7 @@ class RequestState:
 
     @property
     def is_live(self) -> bool:
-        return not (self.is_finished or self.is_cancelled)
+        return not (self.is_finished or self.is_cancelled or self.is_preempted)
 
     @property
     def context_tokens(self) -> int:

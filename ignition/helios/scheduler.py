@@ -38,6 +38,8 @@ from ignition.helios.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
 from ignition.helios.rounds import ConfidenceForecast
 from ignition.helios.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
+from ignition.helios.state_candidates import STATE_KINDS, state_candidates
+from ignition.helios.state_work import apply_state_lane, check_state_lane, checkpoint_tokens
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import (
     CompletionRecord,
@@ -82,6 +84,7 @@ class Scheduler:
             if d.kind in SCHEDULABLE_KINDS
             and not (speculation is SpeculationMode.FIXED and d.is_device_allocated)
         )
+        self.state_descriptors = tuple(d for d in catalog.descriptors if d.kind in STATE_KINDS)
         self.index = CatalogIndex(self.descriptors)
         self.policy = policy or PolicyConfig()
         self.speculation = speculation
@@ -139,6 +142,32 @@ class Scheduler:
         self._changes += 1
         self._note_idle()
 
+    def retire_without_snapshot(self, handle: RequestHandle) -> None:
+        """Drop a pending terminal capture the runtime cannot fund or place."""
+        r = self._owned(handle)
+        if not r.is_terminal_pending:
+            raise SchedulerError(f"{handle} has no pending terminal retirement")
+        r.terminal_since_ns = -1
+        r.epoch += 1
+        if r.is_releasable:
+            self._release(r)
+        self._changes += 1
+        self._note_idle()
+
+    def preempt(self, handle: RequestHandle) -> None:
+        """Retire a resident request through a terminal snapshot without completing its
+        response; its terminal age starts now. Only an idle request can be preempted, so
+        no submitted frame's committed output is lost."""
+        r = self._owned(handle)
+        if not r.is_live or r.inflight:
+            raise SchedulerError(f"{handle}: only an idle live request can be preempted")
+        if not self.state_descriptors:
+            raise SchedulerError("preemption needs a prepared snapshot program")
+        r.is_preempted = True
+        r.terminal_since_ns = self.now_ns
+        r.epoch += 1
+        self._changes += 1
+
     def advance_to(self, now_ns: int) -> None:
         if now_ns < self.now_ns:
             raise SchedulerError(f"advance_to({now_ns}) moves time backwards from {self.now_ns}")
@@ -166,6 +195,15 @@ class Scheduler:
         candidates = all_candidates(
             shapes, tables, self.costs, decision, self.now_ns, self.speculation
         )
+        if self.state_descriptors:
+            candidates += state_candidates(
+                (*self.descriptors, *self.state_descriptors),
+                population,
+                self.costs,
+                decision,
+                self.policy,
+                self.now_ns,
+            )
         winner = select(candidates)
         if winner is None:
             return None
@@ -231,8 +269,11 @@ class Scheduler:
                 expected_output_tokens=p.expected_output,
                 expected_deliveries=p.expected_deliveries,
                 max_advance_tokens=p.max_advance,
-                reserved_tokens=p.reserved_tokens,
+                reserved_tokens=p.reserved_tokens
+                if not p.role.is_state_operation
+                else checkpoint_tokens(self.requests[p.view.handle], p.role, restore_only=True),
                 value=p.value,
+                checkpoint_tokens=checkpoint_tokens(self.requests[p.view.handle], p.role),
             )
             for p in picks
         )
@@ -280,6 +321,13 @@ class Scheduler:
         r = self.requests.get(lane.handle)
         if r is None or not self.pool.is_current(lane.handle):
             raise SchedulerError(f"{lane.handle} no longer owns its slot")
+        if lane.role.is_state_operation:
+            if r.epoch != lane.epoch:
+                raise SchedulerError(
+                    f"{lane.handle}: plan epoch {lane.epoch}, request is at {r.epoch}"
+                )
+            check_state_lane(r, lane, self._inflight_lanes(r))
+            return self._pages_needed(r, [lane]) - r.num_pages
         if not r.is_live:
             raise SchedulerError(f"{lane.handle} is cancelled or finished")
         if r.epoch != lane.epoch:
@@ -302,7 +350,7 @@ class Scheduler:
         d = plan.descriptor
         if fence.value <= self._last_fence:
             raise SchedulerError(f"fence {fence.value} is not after fence {self._last_fence}")
-        if d not in self.descriptors:
+        if d not in self.descriptors and d not in self.state_descriptors:
             raise SchedulerError(f"{d.name} is not a schedulable program of this catalog")
         ledger = self.books.ledger_of(plan.execution_class)
         if ledger is not None and not ledger.can_open():
@@ -414,9 +462,13 @@ class Scheduler:
             r = self.requests[lane.handle]
             r.inflight.remove(fence.value)
             r.epoch += 1
-            if r.is_live:
+            if lane.role.is_state_operation:
+                apply_state_lane(r, lane)
+            elif r.is_live:
                 tokens += apply_lane(r, plan, i, record, fence, sidecar, survival, self.now_ns)
-            if not r.is_live and not r.inflight:
+                if r.is_finished and r.spec.terminal_snapshot and self.state_descriptors:
+                    r.terminal_since_ns = self.now_ns  # validated completion found termination
+            if r.is_releasable:
                 self._release(r)
             elif r.handle in self.requests:
                 new_pages = self._pages_needed(r)

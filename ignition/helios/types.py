@@ -40,6 +40,13 @@ class RequestSpec:
     ``message_endpoints`` are prompt positions where a message ends (exploration stops
     there); ``image_spans`` are atomic ``[start, end)`` placeholder spans that no prefill
     chunk may split. ``acceptance_prior`` preseeds per-depth acceptance means.
+
+    Checkpoint retention: ``restore_tokens`` is the length of a retained checkpoint
+    matching the prompt's prefix, restored as a prerequisite before any prompt work
+    (only the rest is prefilled); ``capture_ends`` are prompt endpoints where prefill
+    is cut and an intermediate snapshot captures the state before work continues;
+    ``terminal_snapshot`` retires the request through a terminal snapshot after its
+    validated termination instead of releasing it at once.
     """
 
     num_prompt_tokens: int
@@ -49,6 +56,9 @@ class RequestSpec:
     image_spans: tuple[tuple[int, int], ...] = ()
     proposal_source: str = "mtp"
     acceptance_prior: tuple[float, ...] = ()
+    restore_tokens: int = 0
+    capture_ends: tuple[int, ...] = ()
+    terminal_snapshot: bool = False
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -62,6 +72,15 @@ class RequestSpec:
         for start, end in self.image_spans:
             if not 0 <= start < end <= self.num_prompt_tokens:
                 raise SchedulerError(f"image span ({start}, {end}) outside the prompt")
+        if not 0 <= self.restore_tokens < self.num_prompt_tokens:
+            raise SchedulerError(
+                f"restore_tokens = {self.restore_tokens}: must lie in [0, num_prompt_tokens)"
+            )
+        for end in self.capture_ends:
+            if not self.restore_tokens < end <= self.num_prompt_tokens:
+                raise SchedulerError(
+                    f"capture end {end} outside ({self.restore_tokens}, {self.num_prompt_tokens}]"
+                )
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
@@ -85,8 +104,19 @@ class Resources:
 
 
 class LaneRole(StrEnum):
+    """Inference rows (prompt, decode) and state-operation rows: ``restore`` enables a
+    request from a retained checkpoint, ``snapshot`` captures an intermediate
+    checkpoint, ``terminal`` retires a request through its terminal snapshot."""
+
     PROMPT = "prompt"
     DECODE = "decode"
+    RESTORE = "restore"
+    SNAPSHOT = "snapshot"
+    TERMINAL = "terminal"
+
+    @property
+    def is_state_operation(self) -> bool:
+        return self in (LaneRole.RESTORE, LaneRole.SNAPSHOT, LaneRole.TERMINAL)
 
 
 class SelectionReason(StrEnum):
@@ -131,6 +161,7 @@ class LaneWork:
     max_advance_tokens: int
     reserved_tokens: int
     value: float
+    checkpoint_tokens: int = 0  # state rows: the context length restored or captured
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,7 @@ class LaneView:
     forecast: tuple[float, ...] = ()
     message_endpoints: tuple[int, ...] = ()
     image_spans: tuple[tuple[int, int], ...] = ()
+    capture_ends: tuple[int, ...] = ()  # prefill is cut here for a checkpoint capture
 
     @property
     def slot(self) -> int:
@@ -117,6 +118,8 @@ class Decision:
     num_active_decoders: int
     alpha: float
     log_scale: float
+    terminal_age_price: float = 0.0  # scaled; every pending retirement ages at this price
+    num_terminal: int = 0
 
     def age_value(self, sigma_ms: float | None, age_ms: float, duration_ms: float) -> float:
         """c * sigma_i * (A_i + T); sigma_i is the stream's family reference interval."""
@@ -124,8 +127,15 @@ class Decision:
             return 0.0
         return self.age_price * sigma_ms * (age_ms + duration_ms)
 
+    @property
+    def waiting_coefficient(self) -> float:
+        """Age coefficients of active decoders plus those of pending retirements."""
+        return (
+            self.age_price * self.num_active_decoders + self.terminal_age_price * self.num_terminal
+        )
+
     def waiting_cost(self, duration_ms: float) -> float:
-        return duration_ms / 2.0 * self.age_price * self.num_active_decoders
+        return duration_ms / 2.0 * self.waiting_coefficient
 
 
 @dataclass(slots=True)
@@ -192,6 +202,9 @@ def consumable_tokens(view: LaneView, capacity: int) -> int:
     for span_start, span_end in view.image_spans:
         if span_start < end < span_end:
             end = span_start
+    for cut in view.capture_ends:
+        if start < cut < end:
+            end = cut  # a checkpoint capture needs the chunk to end exactly there
     return max(0, end - start)
 
 

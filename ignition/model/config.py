@@ -35,13 +35,29 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class VisionConfig:
-    """The optional vision encoder block; the encoder itself arrives later."""
+    """The optional vision encoder block (``ignition.model.vision.encoder``).
+
+    The first four keys are required; the rest default to the Qwen3.5 tower's shape, and
+    ``intermediate_size`` / ``out_hidden_size`` of 0 mean four times the width and the text
+    hidden size (filled in by the family that reads the block).
+    """
 
     hidden_size: int
     num_hidden_layers: int
     num_attention_heads: int
     patch_size: int
     in_channels: int = 3
+    intermediate_size: int = 0
+    out_hidden_size: int = 0
+    temporal_patch_size: int = 2
+    spatial_merge_size: int = 2
+    num_position_embeddings: int = 2304
+    hidden_act: str = "gelu_pytorch_tanh"
+    rope_theta: float = 10000.0
+
+    def __post_init__(self) -> None:
+        if not self.intermediate_size:
+            object.__setattr__(self, "intermediate_size", 4 * self.hidden_size)
 
 
 @dataclass(frozen=True)
@@ -90,6 +106,11 @@ class Qwen38Config:
     eos_token_id: int | tuple[int, ...] | None = None
     pad_token_id: int | None = None
     image_token_id: int | None = None
+    vision_start_token_id: int | None = None
+    vision_end_token_id: int | None = None
+    # interleaved multimodal rope: rotary frequency pairs per (temporal, height, width) axis;
+    # None is plain rope (the three axes coincide for text anyway)
+    mrope_section: tuple[int, int, int] | None = None
     torch_dtype: str = "float32"
     model_type: str = "qwen38"
     linear_num_key_heads: int = 0  # 0: one GDN key head per value head (linear_num_heads)
@@ -159,11 +180,13 @@ class Qwen38Config:
                 raise ConfigError(source, f"missing key {key!r}")
         values = {k: v for k, v in raw.items() if k in known}
         values["layer_types"] = _as_layer_types(raw["layer_types"], source)
-        values["vision"] = _as_vision(raw["vision"], source)
+        values["vision"] = as_vision_config(raw["vision"], source)
         if isinstance(values.get("rope_scaling"), Mapping):
             values["rope_scaling"] = _as_rope_scaling(values["rope_scaling"], source)
         if isinstance(values.get("eos_token_id"), list):
             values["eos_token_id"] = tuple(values["eos_token_id"])
+        if isinstance(values.get("mrope_section"), list):
+            values["mrope_section"] = tuple(values["mrope_section"])
         try:
             return cls(**values)
         except ConfigError as exc:
@@ -242,20 +265,31 @@ def _as_rope_scaling(value: Mapping[str, Any], source: str) -> RopeScaling:
     return RopeScaling(**{n: value[n] for n in names})
 
 
-def _as_vision(value: Any, source: str) -> VisionConfig | None:
+def as_vision_config(value: Any, source: str, key: str = "vision") -> VisionConfig | None:
+    """A validated VisionConfig from a config.json block; errors name ``key`` and the field."""
     if value is None or isinstance(value, VisionConfig):
         return value
     if not isinstance(value, Mapping):
-        raise ConfigError(source, f"key 'vision' = {value!r}: must be null or an object")
+        raise ConfigError(source, f"key '{key}' = {value!r}: must be null or an object")
     names = {f.name for f in fields(VisionConfig)}
     try:
         vision = VisionConfig(**{k: v for k, v in value.items() if k in names})
     except TypeError as exc:
-        raise ConfigError(source, f"key 'vision' is incomplete ({exc})") from exc
+        raise ConfigError(source, f"key '{key}' is incomplete ({exc})") from exc
     for f in fields(VisionConfig):
         got = getattr(vision, f.name)
+        if f.name == "hidden_act":
+            if got not in ("gelu_pytorch_tanh", "gelu", "silu"):
+                raise ConfigError(source, f"key '{key}.hidden_act' = {got!r}: unsupported")
+            continue
+        if f.name == "rope_theta":
+            if not isinstance(got, int | float) or got <= 0:
+                raise ConfigError(source, f"key '{key}.rope_theta' = {got!r}: must be positive")
+            continue
+        if f.name == "out_hidden_size" and got == 0:
+            continue
         if not isinstance(got, int) or isinstance(got, bool) or got <= 0:
-            raise ConfigError(source, f"key 'vision.{f.name}' = {got!r}: must be a positive int")
+            raise ConfigError(source, f"key '{key}.{f.name}' = {got!r}: must be a positive int")
     return vision
 
 
@@ -340,6 +374,13 @@ def _validate(config: Qwen38Config) -> None:
         )
     if config.rotary_dim > config.head_dim or config.rotary_dim % 2:
         fail("rotary_dim", config.rotary_dim, f"must be even and <= head_dim ({config.head_dim})")
+    section = config.mrope_section
+    if section is not None and (
+        len(section) != 3
+        or not all(isinstance(v, int) and v >= 0 for v in section)
+        or sum(section) != config.rotary_dim // 2
+    ):
+        fail("mrope_section", section, f"must be three counts summing to {config.rotary_dim // 2}")
     if config.mlp_kind == "moe" and config.num_experts_per_tok > config.num_experts:
         fail(
             "num_experts_per_tok",
@@ -348,7 +389,13 @@ def _validate(config: Qwen38Config) -> None:
         )
     if config.torch_dtype not in _DTYPES:
         fail("torch_dtype", config.torch_dtype, f"must be one of {_DTYPES}")
-    for key in ("bos_token_id", "pad_token_id", "image_token_id"):
+    for key in (
+        "bos_token_id",
+        "pad_token_id",
+        "image_token_id",
+        "vision_start_token_id",
+        "vision_end_token_id",
+    ):
         value = getattr(config, key)
         if value is not None and not (isinstance(value, int) and 0 <= value < config.vocab_size):
             fail(key, value, f"must be null or a token id below vocab_size ({config.vocab_size})")

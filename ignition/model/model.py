@@ -27,8 +27,9 @@ from ignition.model.layers.gdn import GdnUpdate
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.ple import PerLayerEmbedding
 from ignition.model.mtp import MtpHead
-from ignition.model.packing import PackedCapacity, PackedInputs, PackedMeta
+from ignition.model.packing import PackedCapacity, PackedInputs, PackedMeta, multimodal_rope
 from ignition.model.state import ModelState
+from ignition.model.vision.encoder import VisionEncoder
 
 
 @dataclass
@@ -55,6 +56,7 @@ class HybridModel(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.tie_weights()
         self.mtp = MtpHead(config) if config.mtp_num_layers else None
+        self.visual = VisionEncoder(config.vision, config.hidden_size) if config.vision else None
 
     def tie_weights(self) -> None:
         """Share the embedding with lm_head when tied (again after ``to_empty``, which unties)."""
@@ -81,6 +83,7 @@ class HybridModel(nn.Module):
         meta = PackedMeta.build(
             capacity, inputs.query_lens, inputs.slot_ids, inputs.prefill_row, state
         )
+        meta.rope_positions = multimodal_rope(meta, inputs)
         x = self.embed(inputs, meta)
         ple = self.ple(inputs.token_ids) if self.ple is not None else None
         num_streams = max(self.config.hc_streams, 1)
@@ -116,7 +119,7 @@ class HybridModel(nn.Module):
             state.conv_window[g, prompt_row] = update.prompt_window
         seq_lens = state.seq_lens.clone()
         seq_lens[decode_rows] += commit_lens.to(seq_lens.dtype)
-        seq_lens[prompt_row] += meta.prompt_len[0]
+        seq_lens[prompt_row] += meta.prompt_len
         seq_lens[meta.scratch_row] = 0
         state.seq_lens.copy_(seq_lens)
 

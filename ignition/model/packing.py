@@ -68,6 +68,11 @@ class PackedInputs:
     prompt_next_token: Tensor  # [1] int64 token after the prompt chunk; -1 = the sampled one
     image_features: Tensor  # [I, hidden] vision features for the prompt row
     image_positions: Tensor  # [I] int32 prompt-relative position of each feature, -1 = unused
+    # multimodal rope (requests with images): a per-row offset added to every token's rope
+    # position (the request's delta), and explicit (t, h, w) positions of the prompt chunk's
+    # tokens, -1 = not given; None leaves rope at the sequence position
+    rope_offset: Tensor | None = None  # [R] int32
+    prompt_rope: Tensor | None = None  # [3, prefill_capacity] int32
 
     @classmethod
     def build(
@@ -141,13 +146,15 @@ class PackedMeta:
     context_lens: Tensor  # [R] int32 cached + query length
     page_table: Tensor  # [R, max_pages] int32
     kv_slots: Tensor  # [T] int32 flat KV slot, -1 = no write
-    has_prompt: Tensor  # [] bool
-    prompt_row: Tensor  # [] int64 (clamped to 0 when absent)
+    has_prompt: Tensor  # [1] bool
+    prompt_row: Tensor  # [1] int64 (clamped to 0 when absent); [1], not [], so that indexing
+    # with it is a device gather rather than a host read of a 0-d index
     prompt_len: Tensor  # [1] int32
     prompt_index: Tensor  # [prefill_capacity] int64 packed index, T = sentinel
     decode_lens: Tensor  # [R] int64 query length of decode rows (0 for the prompt row)
     decode_index: Tensor  # [R, W] int64 packed index, T = sentinel
     scratch_row: int
+    rope_positions: Tensor | None = None  # [3, T] multimodal rope, None = ``positions``
 
     @classmethod
     def build(
@@ -185,8 +192,8 @@ class PackedMeta:
         is_written = is_valid & is_row_active[row_clamped] & is_in_pages & (page >= 0)
         kv_slots = torch.where(is_written, page * page_size + positions % page_size, -1)
 
-        prompt_row = prefill_row[0].long().clamp(min=0)
-        has_prompt = (prefill_row[0] >= 0) & is_row_active[prompt_row]
+        prompt_row = prefill_row[:1].long().clamp(min=0)
+        has_prompt = (prefill_row[:1] >= 0) & is_row_active[prompt_row]
         has_prompt &= capacity.prefill_capacity > 0  # a program without a prompt workspace
         prompt_len = torch.where(has_prompt, lens[prompt_row], 0).to(torch.int32).reshape(1)
         prompt_pos = torch.arange(capacity.prefill_capacity, device=device)
@@ -222,8 +229,28 @@ class PackedMeta:
 
     @property
     def prompt_state_row(self) -> Tensor:
-        """State row of the prompt: its slot, or the scratch row when there is no prompt."""
+        """[1] state row of the prompt: its slot, or the scratch row when there is none."""
         return torch.where(self.has_prompt, self.state_rows[self.prompt_row], self.scratch_row)
+
+
+def multimodal_rope(meta: PackedMeta, inputs: PackedInputs) -> Tensor | None:
+    """[3, T] rope positions: sequence position plus the row's offset on all three axes,
+    overwritten by the prompt chunk's explicit positions where given; None without either."""
+    if inputs.rope_offset is None and inputs.prompt_rope is None:
+        return None
+    num_tokens = meta.positions.shape[0]
+    rope = meta.positions
+    if inputs.rope_offset is not None:
+        rows = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+        offset = inputs.rope_offset.long()[rows]
+        rope = rope + torch.where(meta.is_token_valid, offset, 0)
+    rope = torch.cat([rope, rope.new_zeros(1)])[None].repeat(3, 1)  # [3, T + 1] sentinel
+    if inputs.prompt_rope is not None and inputs.prompt_rope.numel():
+        explicit = inputs.prompt_rope.long()
+        is_given = (meta.prompt_index < num_tokens) & (explicit[0] >= 0)
+        target = torch.where(is_given, meta.prompt_index, num_tokens)
+        rope[:, target] = explicit
+    return rope[:, :num_tokens]
 
 
 def gather_rows(x: Tensor, index: Tensor) -> Tensor:

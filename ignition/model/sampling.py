@@ -90,7 +90,8 @@ def target_distribution(logits: Tensor, params: SamplingParams) -> Tensor:
     keep = (rank < top_k[:, None]) & ((mass_before < params.top_p[:, None]) | (rank == 0))
     masked = torch.where(keep, sorted_logits, -torch.inf)
     probs = torch.zeros_like(scaled).scatter(-1, order, torch.softmax(masked, dim=-1))
-    one_hot = torch.nn.functional.one_hot(logits.argmax(-1), vocab).float()
+    # scatter, not F.one_hot: on CPU one_hot reads the indices' range on the host.
+    one_hot = torch.zeros_like(scaled).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
     return torch.where(is_greedy[:, None], one_hot, probs)
 
 
@@ -104,13 +105,30 @@ def _mix32(x: Tensor) -> Tensor:
     return x ^ (x >> 16)
 
 
-def seeded_uniform(seed: Tensor, stream: int, counter: Tensor, num: int) -> Tensor:
-    """[N, num] uniforms in (0, 1) from seed [N], a stream id and counter [N] (a position)."""
+_UNIFORM_BITS = 23  # fp32 holds (m + 0.5) / 2^23 exactly for every 23-bit m
+
+
+def seeded_uniform(
+    seed: Tensor, stream: int, counter: Tensor, num: int, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """[N, num] uniforms strictly inside (0, 1) in ``dtype``, from seed [N], a stream id and
+    counter [N] (a position).
+
+    The 23 top hash bits m give (m + 0.5) / 2^23, exact in fp32: the largest value is
+    1 - 2^-24, never 1.0 (24 bits rounded 2^24 - 0.5 up to 2^24, so -log(u) became -0 and
+    p / E turned a zero-probability token into NaN, the argmax winner). Narrower dtypes are
+    clamped to their own largest value below one and smallest positive normal.
+    """
     index = torch.arange(num, device=seed.device, dtype=torch.int64)[None, :]
     h = _mix32(index + _mix32(counter.long()[:, None] * 4 + stream))
     h = _mix32(h ^ _mix32(seed[:, None] & _MASK32))
     h = _mix32(h ^ _mix32((seed[:, None] >> 32) & _MASK32))
-    return ((h >> 8).double() + 0.5).float() / float(1 << 24)
+    bits = 32 - _UNIFORM_BITS
+    u = ((h >> bits).float() + 0.5) * (1.0 / float(1 << _UNIFORM_BITS))
+    if dtype == torch.float32 or dtype == torch.float64:
+        return u.to(dtype)
+    info = torch.finfo(dtype)
+    return u.to(dtype).clamp(min=info.tiny, max=1.0 - info.eps / 2)
 
 
 def exponential_noise(seed: Tensor, stream: int, counter: Tensor, vocab: int) -> Tensor:

@@ -21,7 +21,15 @@ from ignition.recipes.options import SPECULATION_MODES, LoadOptions, parse_load_
 
 PROMPT_ALIGNMENT = 64
 MAX_CONCURRENCY = 64  # Helios selection is bounded to 64 request slots
-CATALOG_FAMILIES = ("prefill", "decode", "speculative", "mixed_speculative", "mixed_ordinary")
+CATALOG_FAMILIES = (
+    "prefill",
+    "decode",
+    "speculative",
+    "mixed_speculative",
+    "mixed_ordinary",
+    "vision",
+)
+VISION_PATCH_ALIGNMENT = 64  # whole merge blocks for any merge size up to 8
 
 
 class RecipeError(ValueError):
@@ -64,6 +72,9 @@ class CapacitySpec:
             object.__setattr__(
                 self, "max_speculative_token_capacity", self.speculative_token_capacity
             )
+
+    vision_patch_capacities: tuple[int, ...] = ()  # patches per vision program, one each
+    vision_max_images: int = 1  # images one vision program may pack together
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,12 @@ def _bucket_rule(value: int) -> str | None:
     return None
 
 
+def _patch_rule(value: int) -> str | None:
+    if value <= 0 or value % VISION_PATCH_ALIGNMENT:
+        return f"a vision patch capacity must be a positive multiple of {VISION_PATCH_ALIGNMENT}"
+    return None
+
+
 def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
     buckets = _int_list(r, "prompt_buckets", _bucket_rule)
     if list(buckets) != sorted(set(buckets)):
@@ -213,6 +230,21 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
                 m.sub("speculative_token_capacity"),
             )
         m.finish()
+    vision_patches: tuple[int, ...] = ()
+    if "vision_patch_capacities" in r.data:
+        if not supports.vision:
+            r.fail(
+                r.data["vision_patch_capacities"],
+                "a recipe without supports.vision has no vision programs",
+                r.sub("vision_patch_capacities"),
+            )
+        vision_patches = _int_list(r, "vision_patch_capacities", _patch_rule)
+        if list(vision_patches) != sorted(set(vision_patches)):
+            r.fail(
+                list(vision_patches),
+                "vision patch capacities must be strictly increasing",
+                r.sub("vision_patch_capacities"),
+            )
     spec = CapacitySpec(
         concurrency=concurrency,
         max_prefill_chunk=chunk,
@@ -224,6 +256,8 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         speculation=speculation,
         max_concurrency=max_concurrency,
         max_speculative_token_capacity=max_envelope,
+        vision_patch_capacities=vision_patches,
+        vision_max_images=_positive(r, "vision_max_images", default=1),
     )
     r.finish()
     return spec

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from ignition.compiler.capture import GraphCapturer, PreparedProgram
-from ignition.compiler.prepare import prepare_programs
-from ignition.compiler.state_ops import StateOperations
+from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
+from ignition.compiler.state_ops import RESTORE, SNAPSHOT, StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import (
@@ -21,6 +20,7 @@ from ignition.helios import (
 )
 from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
+from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.resources import SlotResources
@@ -38,6 +38,8 @@ class RuntimeOptions:
     max_waiting: int = 64
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     use_graphs: bool | None = None
+    checkpoint_extra_work_fraction: float = 0.05
+    snapshot_rows: int = 4  # retained-checkpoint rows; 0 turns retention off
 
 
 def state_for(
@@ -51,7 +53,7 @@ def state_for(
     lookahead = max(
         d.token_capacity + d.proposal_depth + 1
         for d in catalog.descriptors
-        if d.kind is not GraphKind.PREFILL
+        if d.kind not in (GraphKind.PREFILL, GraphKind.VISION)
     )
     per_slot = -(-(options.max_context_tokens + lookahead) // options.page_size)
     num_pages = per_slot * options.num_slots
@@ -95,16 +97,20 @@ def assemble_engine(
         on_prepared=on_prepared,
     )
     state_ops = StateOperations(
-        state, num_rows=options.num_slots, capturer=GraphCapturer(device, options.use_graphs)
+        state,
+        num_rows=max(1, options.snapshot_rows),
+        capturer=GraphCapturer(device, options.use_graphs),
     )
-    worker = ModelWorker(
-        state, programs, SlotResources(state, num_pages), frozenset(eos_token_ids), state_ops
-    )
+    staging = next(iter(programs.values()))[0].staging
+    resources = SlotResources(state, num_pages, page_table=staging.mirrors["page_table"])
+    worker = ModelWorker(state, programs, resources, frozenset(eos_token_ids), state_ops)
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     resources = Resources(
         num_request_slots=options.num_slots, num_pages=num_pages, page_size_tokens=options.page_size
     )
-    scheduler = scheduler_factory(selected, options.policy, resources, mode)
+    # Helios schedules the state programs (restore, snapshots) beside inference.
+    schedulable = replace(selected, descriptors=(*selected.descriptors, SNAPSHOT, RESTORE))
+    scheduler = scheduler_factory(schedulable, options.policy, resources, mode)
     return Engine(
         scheduler,
         worker,
@@ -113,4 +119,5 @@ def assemble_engine(
         eos_token_ids=eos_token_ids,
         max_waiting=options.max_waiting,
         stats=stats,
+        checkpoints=CheckpointCache(options.snapshot_rows, options.checkpoint_extra_work_fraction),
     )

@@ -4,14 +4,20 @@ The HTTP server runs on an event loop; the engine runs on its own thread so
 that a long graph execution never blocks request handling. Chunks cross over
 through ``loop.call_soon_threadsafe`` into one ``asyncio.Queue`` per request.
 Closing a request's async iterator before its final chunk cancels it in the
-engine, which is how a client disconnect becomes a cancellation.
+engine, which is how a client disconnect becomes a cancellation (even when it
+is closed before its first chunk was read).
+
+If a step raises, the loop cannot continue: every open request gets a final
+chunk with ``finish_reason`` ``error`` (so no stream is cut without an end), the
+engine refuses new requests, ``is_healthy`` turns false and ``on_fatal`` is
+called so the process can exit non-zero and a supervisor restart it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-import traceback
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,8 +25,10 @@ from ignition.runtime.chat_template import ChatRenderer, RenderedChat
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
 from ignition.runtime.generation_config import GenerationDefaults
-from ignition.runtime.requests import GenerationRequest, StreamChunk
+from ignition.runtime.requests import EngineStoppedError, GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
+
+log = logging.getLogger("ignition.engine")
 
 
 class AsyncEngine:
@@ -36,14 +44,19 @@ class AsyncEngine:
         generation_defaults: GenerationDefaults | None = None,
         default_max_tokens: int = 256,
         idle_poll_s: float = 0.05,
+        decode: Callable[..., str] | None = None,
+        on_fatal: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         self.model_name = model_name
         self.max_context_tokens = engine.max_context_tokens
         self.default_max_tokens = default_max_tokens
+        self.vocab_size: int | None = engine.vocab_size
         self.stats: EngineStats = engine.stats
         self.generation_defaults = generation_defaults or GenerationDefaults()
         self._encode = encode
+        self._decode = decode or engine.decoder.decode
+        self.on_fatal = on_fatal
         self._chat = chat or ChatRenderer(
             ChatTemplates.fallback(), lambda texts: [encode(t) for t in texts]
         )
@@ -71,9 +84,15 @@ class AsyncEngine:
             while not self._stop.is_set():
                 if not self.engine.step():
                     self.engine.wait_for_work(self._idle_poll_s)
-        except BaseException:  # the loop died: report unhealthy rather than hang clients
-            self.failure = traceback.format_exc()
-            raise
+        except Exception as err:  # the loop cannot continue: end every request cleanly
+            message = f"the engine loop stopped: {type(err).__name__}: {err}"
+            log.critical(message, exc_info=err)
+            self.failure = message
+            try:
+                self.engine.fail_all(message)
+            finally:
+                if self.on_fatal is not None:
+                    self.on_fatal(message)
 
     def is_healthy(self) -> bool:
         return self.failure is None and self._thread is not None and self._thread.is_alive()
@@ -82,6 +101,9 @@ class AsyncEngine:
 
     def encode(self, text: str) -> list[int]:
         return self._encode(text)
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self._decode(list(ids), skip_special_tokens=skip_special_tokens)
 
     def render_chat(
         self,
@@ -100,6 +122,8 @@ class AsyncEngine:
         )
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
+        if self.failure is not None:
+            raise EngineStoppedError(self.failure)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[StreamChunk] = asyncio.Queue()
 
@@ -107,25 +131,7 @@ class AsyncEngine:
             loop.call_soon_threadsafe(queue.put_nowait, chunk)
 
         self.engine.submit(request, sink)  # raises QueueFullError / RequestError now
-        return self._stream(request.request_id, queue)
-
-    async def _stream(self, request_id: str, queue: asyncio.Queue[StreamChunk]):
-        finished = False
-        try:
-            while True:
-                if self.failure is not None:
-                    raise RuntimeError("the engine loop stopped; see the server log")
-                try:
-                    chunk = await asyncio.wait_for(queue.get(), timeout=1.0)
-                except TimeoutError:
-                    continue
-                finished = chunk.finish_reason is not None
-                yield chunk
-                if finished:
-                    return
-        finally:
-            if not finished:
-                self.engine.cancel(request_id)
+        return _RequestStream(self, request, queue)
 
     async def __aenter__(self) -> AsyncEngine:
         self.start()
@@ -133,3 +139,40 @@ class AsyncEngine:
 
     async def __aexit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class _RequestStream:
+    """One request's chunks; closing it before the final chunk cancels the request."""
+
+    def __init__(
+        self, owner: AsyncEngine, request: GenerationRequest, queue: asyncio.Queue[StreamChunk]
+    ) -> None:
+        self._owner = owner
+        self._request = request
+        self._queue = queue
+        self._finished = False
+        self._closed = False
+
+    def __aiter__(self) -> _RequestStream:
+        return self
+
+    async def __anext__(self) -> StreamChunk:
+        if self._finished or self._closed:
+            raise StopAsyncIteration
+        while True:
+            try:
+                chunk = await asyncio.wait_for(self._queue.get(), timeout=1.0)
+            except TimeoutError:
+                if self._owner.failure is not None and self._queue.empty():
+                    chunk = StreamChunk(
+                        "", (), len(self._request.prompt_ids), 0, "error", self._owner.failure
+                    )
+                else:
+                    continue
+            self._finished = chunk.finish_reason is not None
+            return chunk
+
+    async def aclose(self) -> None:
+        if not (self._finished or self._closed):
+            self._owner.engine.cancel(self._request.request_id)
+        self._closed = True

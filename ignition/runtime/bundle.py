@@ -1,9 +1,15 @@
 """Load a built bundle (``artifacts/<recipe>/``) into a ready engine.
 
 Loading checks the contract before any program is prepared: the manifest and
-catalog parse, the checkpoint the build validated is the one found now (same
-hash), and every descriptor is a program this model can build. Each failure is
-one clear error naming the file and what differs.
+catalog parse, the checkpoint the build validated is the one found now, and
+every descriptor is a program this model can build. Each failure is one clear
+error naming the file and what differs.
+
+"The one found now" is a stat check by default: every file's size and
+modification time against those the build recorded beside its full hash, so
+start-up reads no weight bytes twice. ``verify_weights=True`` (``--verify-weights``)
+hashes the files again and compares with the build's sha256; so do bundles
+written before the stamps existed.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from ignition.compiler.build import MANIFEST_FORMAT, MANIFEST_VERSION, checkpoint_sha256
+from ignition.compiler.build import MANIFEST_FORMAT, MANIFEST_VERSION
 from ignition.compiler.device import resolve_device
+from ignition.compiler.fingerprint import FileStamp, checkpoint_sha256, stamp_mismatch
 from ignition.compiler.programs import ProgramError, check_buildable
 from ignition.components.catalog import Catalog, load_catalog
 from ignition.model.model import HybridModel
@@ -105,7 +112,29 @@ def _eos_ids(
     return tuple(sorted(i for i in ids if i is not None))
 
 
-def load_bundle(path: str | Path, device: str | None = None) -> Bundle:
+def verify_checkpoint(checkpoint: Path, record: dict[str, Any], verify_weights: bool) -> None:
+    """Raise BundleError when ``checkpoint`` is not the one the build validated."""
+    stamps = record.get("files")
+    if stamps is not None and not verify_weights:
+        mismatch = stamp_mismatch(checkpoint, [FileStamp.from_json(s) for s in stamps])
+        if mismatch is not None:
+            raise BundleError(
+                f"{mismatch}; rebuild the bundle, or pass --verify-weights to accept it if its "
+                "content hash still matches"
+            )
+        return
+    sha = checkpoint_sha256(checkpoint)
+    built_sha = record["sha256"]
+    if sha != built_sha:
+        raise BundleError(
+            f"{checkpoint}: sha256 {sha[:12]} differs from the built {built_sha[:12]}; "
+            "rebuild the bundle"
+        )
+
+
+def load_bundle(
+    path: str | Path, device: str | None = None, *, verify_weights: bool = False
+) -> Bundle:
     path = Path(path)
     manifest = _read_json(path / "manifest.json")
     if manifest.get("format") != MANIFEST_FORMAT or manifest.get("version") != MANIFEST_VERSION:
@@ -119,13 +148,7 @@ def load_bundle(path: str | Path, device: str | None = None) -> Bundle:
         checkpoint = path / checkpoint
     if not (checkpoint / "config.json").exists():
         raise BundleError(f"{path / 'manifest.json'}: checkpoint {checkpoint} is gone")
-    sha = checkpoint_sha256(checkpoint)
-    built_sha = manifest["checkpoint"]["sha256"]
-    if sha != built_sha:
-        raise BundleError(
-            f"{checkpoint}: sha256 {sha[:12]} differs from the built {built_sha[:12]}; "
-            "rebuild the bundle"
-        )
+    verify_checkpoint(checkpoint, manifest["checkpoint"], verify_weights)
     torch_device = resolve_device(device)
     model = load_model(checkpoint, torch_device)
     for i, d in enumerate(catalog.descriptors):

@@ -46,8 +46,10 @@ class IncrementalDetokenizer:
         decoder: TextDecoder,
         stop: Sequence[str] = (),
         prompt_ids: Sequence[int] = (),
+        skip_special_tokens: bool = True,
     ) -> None:
         self._decoder = decoder
+        self._skip_special = skip_special_tokens
         self._stop = tuple(s for s in stop if s)
         # Seed the window with the prompt tail so the first output token decodes in context.
         self._ids: list[int] = list(prompt_ids[-CONTEXT_IDS:])
@@ -76,8 +78,8 @@ class IncrementalDetokenizer:
         if self._stopped:
             return TextDelta("", stopped=True)
         tail = self._held
-        pending = self._decoder.decode(self._ids[self._prefix_offset :])
-        emitted = self._decoder.decode(self._ids[self._prefix_offset : self._read_offset])
+        pending = self._decode(self._ids[self._prefix_offset :])
+        emitted = self._decode(self._ids[self._prefix_offset : self._read_offset])
         if len(pending) > len(emitted):
             tail += pending[len(emitted) :]
         self._read_offset = len(self._ids)
@@ -85,9 +87,12 @@ class IncrementalDetokenizer:
         self.text += tail
         return TextDelta(tail)
 
+    def _decode(self, ids: Sequence[int]) -> str:
+        return self._decoder.decode(ids, skip_special_tokens=self._skip_special)
+
     def _decode_new(self) -> str:
-        prefix = self._decoder.decode(self._ids[self._prefix_offset : self._read_offset])
-        full = self._decoder.decode(self._ids[self._prefix_offset :])
+        prefix = self._decode(self._ids[self._prefix_offset : self._read_offset])
+        full = self._decode(self._ids[self._prefix_offset :])
         if len(full) <= len(prefix) or full.endswith(REPLACEMENT):
             return ""
         self._prefix_offset = max(self._read_offset - CONTEXT_IDS, 0)

@@ -14,6 +14,15 @@ only text actually shown counts as a delivery (``published_output``). A stop
 string found in the text ends the request on the host: Helios is told through
 ``cancel``, which stops selection at once and keeps pages and slot owned through
 the last submitted fence.
+
+Failures stay with the requests that caused them. A frame that cannot execute
+ends its request when it ran alone; a frame shared by several requests cannot
+say whose input broke it, so each of them restarts from its prompt plus the
+output it already has, on probation: probation requests are readmitted one at a
+time, and one that fails again (or fails alone) is the one that ends with an
+error. A request whose publication raises ends alone. Anything else that escapes
+a step means the loop cannot continue: :meth:`Engine.fail_all` ends every open
+request with an error so the caller can stop cleanly.
 """
 
 from __future__ import annotations
@@ -39,12 +48,22 @@ from ignition.helios import (
     SchedulerProtocol,
 )
 from ignition.helios.types import ConfidenceSidecar
+from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
-from ignition.runtime.requests import GenerationRequest, QueueFullError, RequestError, StreamChunk
+from ignition.runtime.requests import (
+    EngineStoppedError,
+    GenerationRequest,
+    QueueFullError,
+    RequestError,
+    StreamChunk,
+)
+from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
 
 Sink = Callable[[StreamChunk], None]
 log = logging.getLogger("ignition.engine")
+# A request restarted after a shared frame failed gets this many restarts at most.
+MAX_RESTARTS = 2
 
 
 @dataclass
@@ -58,10 +77,28 @@ class LiveRequest:
     output_ids: list[int] = field(default_factory=list)
     num_prompt_consumed: int = 0
     is_done: bool = False
+    # After a restart the output so far is replayed as prompt; probation lasts until
+    # the request has produced a token beyond ``probation_output``.
+    replay_ids: tuple[int, ...] = ()
+    num_restarts: int = 0
+    probation_output: int | None = None
+    # Monotonic clock readings for the phase histograms (queue, prefill, decode).
+    arrival_ns: int = 0
+    admitted_ns: int = 0
+    first_token_ns: int | None = None
+    num_cached_tokens: int = 0  # prompt tokens restored from a retained checkpoint
+    state_row: int | None = None  # the snapshot row of the state operation being launched
+    state_ok: bool = True  # the worker's verdict on that state operation
+    pending_finish: str | None = None  # finish reason held until the terminal snapshot
 
     @property
     def prompt_ids(self) -> tuple[int, ...]:
-        return self.request.prompt_ids
+        """What the model consumes as prompt (the request's prompt, plus any replay)."""
+        return self.request.prompt_ids + self.replay_ids
+
+    @property
+    def on_probation(self) -> bool:
+        return self.probation_output is not None and not self.is_done
 
 
 @dataclass(frozen=True)
@@ -107,6 +144,9 @@ class Engine:
         max_waiting: int = 64,
         stats: EngineStats | None = None,
         clock_ns: Callable[[], int] = time.monotonic_ns,
+        num_slots: int | None = None,
+        vocab_size: int | None = None,
+        checkpoints: CheckpointCache | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.worker = worker
@@ -114,6 +154,8 @@ class Engine:
         self.max_context_tokens = max_context_tokens
         self.eos_token_ids = frozenset(eos_token_ids)
         self.max_waiting = max_waiting
+        self.num_slots = _slot_count(scheduler) if num_slots is None else num_slots
+        self.vocab_size = vocab_size
         self.stats = stats or EngineStats()
         self._clock_ns = clock_ns
         self._start_ns = clock_ns()
@@ -125,7 +167,16 @@ class Engine:
         self.live: dict[RequestHandle, LiveRequest] = {}
         self._by_id: dict[str, RequestHandle] = {}
         self._inflight: collections.deque[_Inflight] = collections.deque()
+        self._retry: collections.deque[LiveRequest] = collections.deque()
+        self._arrival_ns: dict[str, int] = {}
+        # Slots held by admitted requests (read by submit on other threads, under the lock).
+        self._num_occupied = 0
+        self._is_stopped = False
         self._next_fence = 0
+        # Test-only fault hook (runtime/faults.py): called with ("publish", request) before
+        # a request publishes and with ("step", request) for each live request every step.
+        self.fault_hook: Callable[[str, LiveRequest], None] | None = None
+        self.retention = RetentionHooks(lambda: self.scheduler, checkpoints, self.stats)
         # Called after each completed frame with (plan, result): per-step timing for
         # `ignition generate --json` and test reports, without coupling them to the loop.
         self.frame_listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []
@@ -133,18 +184,29 @@ class Engine:
     # -- called from other threads -------------------------------------------------
 
     def submit(self, request: GenerationRequest, sink: Sink) -> None:
-        """Queue a request; raises QueueFullError when the waiting queue is full."""
+        """Queue a request; raises QueueFullError when the waiting queue is full.
+
+        Arrivals the loop has not picked up yet count as waiting only beyond the slots
+        that are free for them: an idle server with four free slots takes four requests
+        plus ``max_waiting`` more, however fast they arrive.
+        """
         if len(request.prompt_ids) + 1 > self.max_context_tokens:
             raise RequestError(
                 f"the prompt has {len(request.prompt_ids)} tokens; the context is "
                 f"{self.max_context_tokens}"
             )
+        if self.vocab_size is not None:
+            check_token_ids(request.prompt_ids, self.vocab_size)
         with self._wakeup:
-            if len(self._inbox) + len(self._waiting) >= self.max_waiting:
+            if self._is_stopped:
+                raise EngineStoppedError("the engine loop has stopped; see the server log")
+            free = max(0, self.num_slots - self._num_occupied - len(self._retry))
+            if len(self._inbox) + len(self._waiting) >= self.max_waiting + free:
                 raise QueueFullError(
                     f"{self.max_waiting} requests are already waiting for a slot; retry later"
                 )
             self._inbox.append((request, sink))
+            self._arrival_ns[request.request_id] = self._clock_ns()
             self._wakeup.notify()
 
     def cancel(self, request_id: str) -> None:
@@ -154,19 +216,22 @@ class Engine:
 
     def wait_for_work(self, timeout_s: float) -> None:
         with self._wakeup:
-            if not (self._inbox or self._cancels or self.live or self._waiting):
+            if not (self._inbox or self._cancels or self.live or self._waiting or self._retry):
                 self._wakeup.wait(timeout_s)
 
     # -- the loop ------------------------------------------------------------------
 
     @property
     def has_work(self) -> bool:
-        return bool(self.live or self._waiting or self._inflight or self._inbox)
+        return bool(self.live or self._waiting or self._inflight or self._inbox or self._retry)
 
     def step(self) -> bool:
         """One turn; returns whether anything was executed or admitted."""
         progressed = self._drain_inbox()
         self._admit_waiting()
+        if self.fault_hook is not None:
+            for live in list(self.live.values()):
+                self.fault_hook("step", live)
         self.scheduler.advance_to(self._now_ns())
         while len(self._inflight) < 2:
             plan = self.scheduler.plan()
@@ -179,6 +244,7 @@ class Engine:
                 break  # needs an empty window: drain the queue, then replan
             self._next_fence += 1
             try:
+                self.retention.before_launch(plan, self.live)
                 pending = self.worker.launch(plan, fence, self.live)
             except Exception as err:  # a failed frame fails its requests, not the server
                 self._fail_frame(fence, plan, err)
@@ -189,8 +255,17 @@ class Engine:
             self._complete_oldest()
             progressed = True
         self._reap()
-        self.stats.set_queue(running=len(self.live), waiting=len(self._waiting))
+        self._record_usage()
         return progressed
+
+    def _record_usage(self) -> None:
+        running = sum(1 for live in self.live.values() if not live.is_done)
+        self.stats.set_queue(running=running, waiting=len(self._waiting) + len(self._retry))
+        pool = getattr(self.scheduler, "pool", None)
+        if pool is not None:
+            num_pages = max(0, pool.resources.num_pages)
+            used = max(0, num_pages - pool.num_free_pages)
+            self.stats.set_usage(self._num_occupied, self.num_slots, used, num_pages)
 
     def run_until_idle(self, max_steps: int = 1_000_000) -> None:
         """Drive the loop until every request has finished (tests, ``generate``)."""
@@ -217,29 +292,94 @@ class Engine:
         return bool(arrivals or cancels)
 
     def _admit_waiting(self) -> None:
+        if not self._admit_retry():
+            return
         while self._waiting:
             request, sink = self._waiting[0]
+            if not self.retention.can_admit():
+                return  # no free slot yet; stays first in line
+            admission = self.retention.admit(request, self._now_ns())
             try:
                 spec = RequestSpec(
                     num_prompt_tokens=len(request.prompt_ids),
                     max_output_tokens=request.sampling.max_tokens,
                     context_capacity=self.max_context_tokens,
+                    message_endpoints=request.message_end_offsets,
+                    restore_tokens=admission.restore_tokens,
+                    capture_ends=admission.capture_ends,
+                    terminal_snapshot=admission.terminal_snapshot,
                 )
             except SchedulerError as err:  # a request Helios can never serve
+                self.retention.release(request)
                 self._waiting.popleft()
                 self.stats.record_finished("error")
-                sink(StreamChunk("", (), len(request.prompt_ids), 0, "error", str(err)))
+                _deliver(sink, StreamChunk("", (), len(request.prompt_ids), 0, "error", str(err)))
                 continue
             try:
                 handle = self.scheduler.admit(spec)
             except SchedulerError:
+                self.retention.release(request)
                 return  # no free slot yet; stays first in line
             self._waiting.popleft()
             detokenizer = IncrementalDetokenizer(
-                self.decoder, request.sampling.stop, request.prompt_ids
+                self.decoder,
+                request.sampling.stop,
+                request.prompt_ids,
+                skip_special_tokens=request.sampling.skip_special_tokens,
             )
-            self.live[handle] = LiveRequest(request, handle, sink, detokenizer)
-            self._by_id[request.request_id] = handle
+            self.retention.admitted(admission)
+            live = LiveRequest(request, handle, sink, detokenizer)
+            live.num_cached_tokens = admission.restore_tokens
+            with self._lock:
+                live.arrival_ns = self._arrival_ns.pop(request.request_id, self._clock_ns())
+            live.admitted_ns = self._clock_ns()
+            self._add_live(live)
+
+    def _admit_retry(self) -> bool:
+        """Readmit the oldest restarted request unless another one is on probation.
+
+        Returns False when it is blocked on a slot (new arrivals then wait behind it).
+        """
+        if not self._retry or any(live.on_probation for live in self.live.values()):
+            return True
+        old = self._retry[0]
+        replay = tuple(old.output_ids)
+        if old.request.sampling.max_tokens - len(replay) < 1:  # nothing left to generate
+            self._retry.popleft()
+            self._finish(old, "length", notify_scheduler=False)
+            return True
+        spec = RequestSpec(
+            num_prompt_tokens=len(old.request.prompt_ids) + len(replay),
+            max_output_tokens=old.request.sampling.max_tokens - len(replay),
+            context_capacity=self.max_context_tokens,
+        )
+        try:
+            handle = self.scheduler.admit(spec)
+        except SchedulerError:
+            return False
+        self._retry.popleft()
+        log.warning("%s: restarting after a failed frame", old.request.request_id)
+        live = LiveRequest(
+            old.request,
+            handle,
+            old.sink,
+            old.detokenizer,
+            output_ids=list(replay),
+            replay_ids=replay,
+            num_restarts=old.num_restarts + 1,
+            probation_output=len(replay),
+            arrival_ns=old.arrival_ns,
+            admitted_ns=old.admitted_ns,
+            first_token_ns=old.first_token_ns,
+        )
+        self._add_live(live)
+        return True
+
+    def _add_live(self, live: LiveRequest) -> None:
+        self.live[live.handle] = live
+        self._by_id[live.request.request_id] = live.handle
+        with self._lock:
+            self._num_occupied += 1
 
     def _cancel(self, request_id: str) -> None:
         for i, (request, sink) in enumerate(self._waiting):
@@ -247,14 +387,23 @@ class Engine:
                 del self._waiting[i]
                 self._finish_unadmitted(request, sink)
                 return
+        for i, old in enumerate(self._retry):
+            if old.request.request_id == request_id:
+                del self._retry[i]
+                self.stats.record_finished("abort")
+                n = len(old.request.prompt_ids)
+                _deliver(old.sink, StreamChunk("", (), n, len(old.output_ids), "abort"))
+                return
         handle = self._by_id.get(request_id)
         live = self.live.get(handle) if handle is not None else None
         if live is not None and not live.is_done:
             self._finish(live, "abort", notify_scheduler=True)
 
     def _finish_unadmitted(self, request: GenerationRequest, sink: Sink) -> None:
+        with self._lock:
+            self._arrival_ns.pop(request.request_id, None)
         self.stats.record_finished("abort")
-        sink(StreamChunk("", (), len(request.prompt_ids), 0, "abort"))
+        _deliver(sink, StreamChunk("", (), len(request.prompt_ids), 0, "abort"))
 
     def _complete_oldest(self) -> None:
         frame = self._inflight.popleft()
@@ -265,7 +414,31 @@ class Engine:
             return
         self.scheduler.advance_to(self._now_ns())
         kind = frame.plan.descriptor.kind.value
+        try:
+            tokens = self._complete_in_scheduler(frame, result)
+        except SchedulerError as err:  # malformed records: Helios changed nothing
+            self._fail_frame(frame.fence, frame.plan, err)
+            return
         self.stats.record_execution(kind, result.timing.device_ns, frame.plan.execution_class.value)
+        self.retention.after_frame(frame.plan, self.live, result.timing.device_ns, ok=True)
+        for i, offered in enumerate(result.num_offered_drafts):
+            if offered > 0:
+                accepted = max(0, len(result.records[i].token_ids) - 1)
+                self.stats.record_speculation(offered, accepted)
+        for record in result.records:
+            live = self.live.get(record.handle)
+            if live is not None and record.num_prompt_tokens:
+                live.num_prompt_consumed += record.num_prompt_tokens
+                self.stats.record_tokens(record.num_prompt_tokens, 0)
+        self._publish(frame.fence, tokens, result.records)
+        for handle in self.retention.retired(frame.plan, self.live):
+            live = self.live[handle]
+            if not live.is_done and live.pending_finish is not None:
+                self._finish(live, live.pending_finish, notify_scheduler=False)
+        for listener in self.frame_listeners:
+            listener(frame.plan, result)
+
+    def _complete_in_scheduler(self, frame: _Inflight, result: FrameResult) -> list[GeneratedToken]:
         if result.sidecar is not None and result.survival is not None:
             tokens = self.scheduler.complete_packed_round_with_survival(
                 frame.fence, result.records, result.timing, result.sidecar, result.survival
@@ -280,31 +453,39 @@ class Engine:
             )
         else:
             tokens = self.scheduler.complete(frame.fence, result.records, result.timing)
-        for i, offered in enumerate(result.num_offered_drafts):
-            if offered > 0:
-                accepted = max(0, len(result.records[i].token_ids) - 1)
-                self.stats.record_speculation(offered, accepted)
-        for record in result.records:
-            live = self.live.get(record.handle)
-            if live is not None and record.num_prompt_tokens:
-                live.num_prompt_consumed += record.num_prompt_tokens
-                self.stats.record_tokens(record.num_prompt_tokens, 0)
-        self._publish(frame.fence, tokens, result.records)
-        for listener in self.frame_listeners:
-            listener(frame.plan, result)
+        return tokens
 
     def _fail_frame(self, fence: Fence, plan: ScheduledPlan, err: Exception) -> None:
-        """End every request of a frame that could not execute, then retire the frame.
+        """Settle the requests of a frame that could not execute, then retire the frame.
 
-        The requests are cancelled first, so Helios accepts records without tokens for
-        them; zero device time records no cost observation.
+        A request that ran alone, was already on probation or has used its restarts ends
+        with the error; the others restart (see the module docstring). Either way they are
+        cancelled first, so Helios accepts records without tokens for them; zero device
+        time records no cost observation.
         """
         message = f"{plan.descriptor.name} failed: {type(err).__name__}: {err}"
         log.error("fence %d: %s", fence.value, message, exc_info=err)
-        for lane in plan.lanes:
-            live = self.live.get(lane.handle)
-            if live is not None and not live.is_done:
+        self.retention.after_frame(plan, self.live, 0, ok=False)
+        involved = [
+            live
+            for lane in plan.lanes
+            if (live := self.live.get(lane.handle)) is not None and not live.is_done
+        ]
+        for live in involved:
+            guilty = (
+                len(involved) == 1
+                or live.probation_output is not None
+                or live.num_restarts >= MAX_RESTARTS
+            )
+            if guilty:
                 self._finish(live, "error", notify_scheduler=True, error=message)
+            else:
+                live.is_done = True
+                self._cancel_in_scheduler(live.handle)
+                # The restart runs without retention: its copies are suppressed and its
+                # rows freed when the old handle is reaped.
+                self.retention.cancel(live.request)
+                self._retry.append(live)
         records = tuple(
             CompletionRecord(
                 lane.handle, lane.num_prompt_tokens if lane.role is LaneRole.PROMPT else 0
@@ -327,7 +508,11 @@ class Engine:
             if not self._is_inflight(handle):
                 self.worker.release(handle)
                 live = self.live.pop(handle)
-                self._by_id.pop(live.request.request_id, None)
+                self.retention.release(live.request)
+                if self._by_id.get(live.request.request_id) == handle:
+                    del self._by_id[live.request.request_id]
+                with self._lock:
+                    self._num_occupied -= 1
 
     def _is_inflight(self, handle: RequestHandle) -> bool:
         return any(f.plan.lane_of(handle) is not None for f in self._inflight)
@@ -343,21 +528,51 @@ class Engine:
             live = self.live.get(handle)
             if live is None or live.is_done:
                 continue
-            ids = [t.token_id for t in items]
-            live.output_ids += ids
-            self.stats.record_tokens(0, len(ids))
-            delta = live.detokenizer.push(ids)
-            is_last = items[-1].is_last
-            if delta.stopped:
-                self._emit(live, fence, delta.text, ids)
-                self._finish(live, "stop", notify_scheduler=not is_last)
-            elif is_last:
-                text = delta.text + live.detokenizer.flush().text
-                reason = "stop" if finished_by_record.get(handle) else "length"
-                self._emit(live, fence, text, ids)
-                self._finish(live, reason, notify_scheduler=False)
+            try:
+                self._publish_request(live, fence, items, bool(finished_by_record.get(handle)))
+            except Exception as err:  # one request's text failing ends that request only
+                message = f"publication failed: {type(err).__name__}: {err}"
+                log.error("%s: %s", live.request.request_id, message, exc_info=err)
+                if not live.is_done:
+                    self._finish(live, "error", notify_scheduler=True, error=message)
+
+    def _publish_request(
+        self, live: LiveRequest, fence: Fence, items: list[GeneratedToken], is_finished: bool
+    ) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook("publish", live)
+        ids = [t.token_id for t in items]
+        is_last = items[-1].is_last
+        stop_ids = live.request.sampling.stop_token_ids
+        stop_id = next((t for t in ids if t in stop_ids), None) if stop_ids else None
+        if stop_id is not None:
+            ids = ids[: ids.index(stop_id) + 1]
+        live.output_ids += ids
+        self.stats.record_tokens(0, len(ids))
+        if live.probation_output is not None and len(live.output_ids) > live.probation_output:
+            live.probation_output = None
+        shown = ids[:-1] if stop_id is not None else ids
+        delta = live.detokenizer.push(shown)
+        if delta.stopped:
+            text = delta.text
+            if live.request.sampling.include_stop_str_in_output and delta.stop_string:
+                text += delta.stop_string
+            self._emit(live, fence, text, ids)
+            self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=delta.stop_string)
+        elif stop_id is not None:
+            text = delta.text + live.detokenizer.flush().text
+            self._emit(live, fence, text, ids)
+            self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=stop_id)
+        elif is_last:
+            text = delta.text + live.detokenizer.flush().text
+            self._emit(live, fence, text, ids)
+            reason = "stop" if is_finished else "length"
+            if self.retention.hold_for_terminal(live, self._now_ns()):
+                live.pending_finish = reason  # the terminal snapshot completes it
             else:
-                self._emit(live, fence, delta.text, ids)
+                self._finish(live, reason, notify_scheduler=False)
+        else:
+            self._emit(live, fence, delta.text, ids)
 
     def _emit(self, live: LiveRequest, fence: Fence, text: str, ids: list[int]) -> None:
         """Hand a burst to the client; only visible text counts as a delivery.
@@ -367,15 +582,113 @@ class Engine:
         """
         if not text and not ids:
             return
-        live.sink(StreamChunk(text, tuple(ids), len(live.prompt_ids), len(live.output_ids), None))
+        if live.first_token_ns is None:
+            live.first_token_ns = self._clock_ns()
+        num_prompt = len(live.request.prompt_ids)
+        chunk = StreamChunk(
+            text,
+            tuple(ids),
+            num_prompt,
+            len(live.output_ids),
+            num_cached_tokens=live.num_cached_tokens,
+        )
+        _deliver(live.sink, chunk)
         if text:
             self.scheduler.published_output(live.handle, fence)
 
     def _finish(
-        self, live: LiveRequest, reason: str, notify_scheduler: bool, error: str | None = None
+        self,
+        live: LiveRequest,
+        reason: str,
+        notify_scheduler: bool,
+        error: str | None = None,
+        stop_reason: int | str | None = None,
     ) -> None:
         live.is_done = True
         if notify_scheduler:
-            self.scheduler.cancel(live.handle)
+            self._cancel_in_scheduler(live.handle)
+            self.retention.cancel(live.request)
+        else:
+            self.retention.drop_terminal(live)
         self.stats.record_finished(reason)
-        live.sink(StreamChunk("", (), len(live.prompt_ids), len(live.output_ids), reason, error))
+        self._record_phases(live)
+        chunk = StreamChunk(
+            "",
+            (),
+            len(live.request.prompt_ids),
+            len(live.output_ids),
+            reason,
+            error,
+            stop_reason=stop_reason,
+            num_cached_tokens=live.num_cached_tokens,
+        )
+        _deliver(live.sink, chunk)
+
+    def _record_phases(self, live: LiveRequest) -> None:
+        now = self._clock_ns()
+        first = live.first_token_ns
+        self.stats.record_phases(
+            (live.admitted_ns - live.arrival_ns) / 1e9,
+            ((first if first is not None else now) - live.admitted_ns) / 1e9,
+            (now - first) / 1e9 if first is not None else None,
+        )
+
+    def _cancel_in_scheduler(self, handle: RequestHandle) -> None:
+        """Stop selection; a request Helios already finished needs nothing more."""
+        try:
+            self.scheduler.cancel(handle)
+        except SchedulerError as err:
+            log.debug("cancel %s: %s", handle, err)
+
+    # -- when the loop cannot continue ---------------------------------------------
+
+    def fail_all(self, message: str) -> None:
+        """End every open request with ``message`` and refuse new ones.
+
+        Called when a step raised outside any frame or request: the scheduler's state
+        can no longer be trusted, so nothing is cancelled in it; clients get a final
+        chunk with ``finish_reason`` ``error`` instead of a cut stream.
+        """
+        with self._lock:
+            self._is_stopped = True
+            arrivals = list(self._inbox)
+            self._inbox.clear()
+            self._arrival_ns.clear()
+        for request, sink in [*self._waiting, *arrivals]:
+            self.stats.record_finished("error")
+            n = len(request.prompt_ids)
+            _deliver(sink, StreamChunk("", (), n, 0, "error", message))
+        self._waiting.clear()
+        open_requests = [*self._retry, *(live for live in self.live.values() if not live.is_done)]
+        self._retry.clear()
+        for live in open_requests:
+            live.is_done = True
+            self.stats.record_finished("error")
+            n = len(live.request.prompt_ids)
+            _deliver(live.sink, StreamChunk("", (), n, len(live.output_ids), "error", message))
+
+
+def _deliver(sink: Sink, chunk: StreamChunk) -> None:
+    """A sink that raises (its client is gone) must not take the loop down."""
+    try:
+        sink(chunk)
+    except Exception as err:
+        log.warning("dropped a chunk for a closed stream: %s: %s", type(err).__name__, err)
+
+
+def check_token_ids(ids: Sequence[int], vocab_size: int) -> None:
+    """Every id must index the embedding table; raise RequestError naming the first bad one."""
+    for i, token in enumerate(ids):
+        if not 0 <= token < vocab_size:
+            raise RequestError(
+                f"prompt[{i}] = {token} is not a token id of this model: its vocabulary has "
+                f"{vocab_size} ids (0..{vocab_size - 1})"
+            )
+
+
+def _slot_count(scheduler: object) -> int:
+    """The scheduler's request slots when it exposes them (Helios and the direct scheduler
+    do), else 0: then arrivals count as waiting from the first."""
+    resources = getattr(getattr(scheduler, "pool", None), "resources", None)
+    resources = resources or getattr(scheduler, "resources", None)
+    return int(getattr(resources, "num_request_slots", 0))

@@ -18,6 +18,10 @@ class QueueFullError(RuntimeError):
     """The engine has no room for another waiting request (maps to HTTP 503)."""
 
 
+class EngineStoppedError(RuntimeError):
+    """The engine loop has stopped and takes no more requests (maps to HTTP 503)."""
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Per-request sampling; temperature 0 is greedy and ignores top-k/top-p."""
@@ -29,6 +33,10 @@ class SamplingParams:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False
+    # Generating one of these ends the request like a stop string (it is not shown).
+    stop_token_ids: tuple[int, ...] = ()
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -50,6 +58,8 @@ class GenerationRequest:
     request_id: str
     prompt_ids: tuple[int, ...]
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    # Where each rendered chat message ends (prompt token counts): checkpoint anchors.
+    message_end_offsets: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
@@ -63,6 +73,8 @@ class StreamChunk:
     ``finish_reason`` is set on the last chunk: ``stop`` (end of sequence or a stop
     string), ``length`` (max_tokens or context), ``abort`` (cancelled) or ``error``
     (execution failed; ``error`` says why, and no other request is affected).
+    ``stop_reason`` names what stopped a ``stop``: the stop string or stop token id
+    (None for end of sequence).
     """
 
     text: str
@@ -71,3 +83,5 @@ class StreamChunk:
     num_output_tokens: int
     finish_reason: str | None = None
     error: str | None = None
+    num_cached_tokens: int = 0  # prompt tokens restored from a retained checkpoint
+    stop_reason: int | str | None = None

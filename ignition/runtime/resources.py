@@ -10,6 +10,7 @@ request's last submitted fence has completed.
 
 from __future__ import annotations
 
+from ignition.compiler.staging import HostMirror
 from ignition.model.state import ModelState
 
 
@@ -18,8 +19,14 @@ class ResourceError(RuntimeError):
 
 
 class SlotResources:
-    def __init__(self, state: ModelState, num_pages: int) -> None:
+    """``page_table``: the host mirror frames upload (see ``compiler.staging``); without one,
+    pages are written to the device table directly (a blocking copy on CUDA)."""
+
+    def __init__(
+        self, state: ModelState, num_pages: int, page_table: HostMirror | None = None
+    ) -> None:
         self.state = state
+        self.page_table = page_table
         self.page_size = state.page_size
         self._free = list(range(num_pages - 1, -1, -1))  # pop() hands out low ids first
         self._pages: dict[int, list[int]] = {}
@@ -67,4 +74,9 @@ class SlotResources:
             )
         if needed > len(pages):
             pages.extend(self._free.pop() for _ in range(needed - len(pages)))
-            self.state.assign_pages(slot, pages)
+            if self.page_table is None:
+                self.state.assign_pages(slot, pages)
+                return
+            self.page_table.array[slot, : len(pages)] = pages
+            self.page_table.array[slot, len(pages) :] = -1
+            self.page_table.mark_dirty()

@@ -10,6 +10,28 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
+# Upper bounds of the request phase histograms (queue, prefill, decode), in seconds.
+PHASE_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+PHASES = ("queue", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class PhaseHistogram:
+    """Per-bucket counts (not cumulative) over PHASE_BUCKETS_S plus +Inf, sum and count."""
+
+    counts: tuple[int, ...] = (0,) * (len(PHASE_BUCKETS_S) + 1)
+    total_s: float = 0.0
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def add(self, seconds: float) -> PhaseHistogram:
+        index = next((i for i, b in enumerate(PHASE_BUCKETS_S) if seconds <= b), -1)
+        counts = list(self.counts)
+        counts[index] += 1
+        return PhaseHistogram(tuple(counts), self.total_s + seconds)
+
 
 @dataclass(frozen=True)
 class StatsSnapshot:
@@ -27,6 +49,15 @@ class StatsSnapshot:
     output_tokens: int = 0
     running: int = 0
     waiting: int = 0
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    prefix_cache_restored_tokens: int = 0
+    prefix_cache_evictions: int = 0
+    slots_used: int = 0
+    num_slots: int = 0
+    pages_used: int = 0
+    num_pages: int = 0
+    phases: dict[str, PhaseHistogram] = field(default_factory=dict)
 
 
 class EngineStats:
@@ -43,6 +74,10 @@ class EngineStats:
         self._output_tokens = 0
         self._running = 0
         self._waiting = 0
+        self._cache = [0, 0, 0, 0]  # queries, hits, restored tokens, evictions
+        self._slots = (0, 0)
+        self._pages = (0, 0)
+        self._phases = {phase: PhaseHistogram() for phase in PHASES}
 
     def record_execution(
         self, kind: str, interval_ns: int, execution_class: str = "ordinary"
@@ -73,9 +108,33 @@ class EngineStats:
         with self._lock:
             self._finished[reason] += 1
 
+    def record_prefix_cache(self, queries: int, hits: int, tokens: int) -> None:
+        with self._lock:
+            self._cache[0] += queries
+            self._cache[1] += hits
+            self._cache[2] += tokens
+
+    def set_prefix_cache_evictions(self, total: int) -> None:
+        with self._lock:
+            self._cache[3] = total
+
     def set_queue(self, running: int, waiting: int) -> None:
         with self._lock:
             self._running, self._waiting = running, waiting
+
+    def record_phases(self, queue_s: float, prefill_s: float, decode_s: float | None) -> None:
+        """A finished request's time waiting for a slot, to its first token, and after it."""
+        with self._lock:
+            self._phases["queue"] = self._phases["queue"].add(queue_s)
+            self._phases["prefill"] = self._phases["prefill"].add(prefill_s)
+            if decode_s is not None:
+                self._phases["decode"] = self._phases["decode"].add(decode_s)
+
+    def set_usage(self, slots_used: int, num_slots: int, pages_used: int, num_pages: int) -> None:
+        """Request slots (one GDN state row each) and KV pages held by requests."""
+        with self._lock:
+            self._slots = (slots_used, num_slots)
+            self._pages = (pages_used, num_pages)
 
     def snapshot(self) -> StatsSnapshot:
         with self._lock:
@@ -93,6 +152,15 @@ class EngineStats:
                 output_tokens=self._output_tokens,
                 running=self._running,
                 waiting=self._waiting,
+                prefix_cache_queries=self._cache[0],
+                prefix_cache_hits=self._cache[1],
+                prefix_cache_restored_tokens=self._cache[2],
+                prefix_cache_evictions=self._cache[3],
+                slots_used=self._slots[0],
+                num_slots=self._slots[1],
+                pages_used=self._pages[0],
+                num_pages=self._pages[1],
+                phases=dict(self._phases),
             )
 
 

@@ -1,9 +1,11 @@
 """The worker: executes a ScheduledPlan on its prepared program and reports completion.
 
-For each plan it fills the program's static inputs (rows in lane order, packed
-offsets are the prefix sums of the rows' query lengths, one query-length
-upload), runs the program, measures the interval, and turns the outputs into
-Helios completion records. Each row's role is checked against the program
+For each plan it fills the program's host staging (rows in lane order, packed
+offsets are the host prefix sums of the rows' query lengths), issues one upload
+per bound buffer, and launches the program without waiting for the device:
+``launch`` returns while the frame runs, so the engine plans and queues the next
+frame meanwhile, and ``wait`` synchronizes, reads the device interval and turns
+the outputs into Helios completion records. Each row's role is checked against the program
 before anything is written: a prompt lane needs a program with prompt capacity,
 a decode lane a row width it fits in.
 
@@ -19,11 +21,12 @@ import hashlib
 import time
 from dataclasses import dataclass
 
-import torch
-
-from ignition.compiler.capture import PreparedProgram, map_tensors, timed_run
-from ignition.compiler.programs import Program, RoundProgramInputs, clear_inputs
+from ignition.compiler.graph import InflightRun, PreparedProgram, launch, map_tensors
+from ignition.compiler.programs import Program
+from ignition.compiler.staging import HostFrame
 from ignition.compiler.state_ops import StateOperations
+from ignition.compiler.workspace import RoundProgramInputs
+from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.state import ModelState
@@ -37,13 +40,23 @@ class WorkerError(RuntimeError):
 
 @dataclass
 class _Launched:
+    fence: Fence
     plan: ScheduledPlan
     program: Program
-    outputs: object
-    device_ns: int
-    wall_ns: int
+    inflight: InflightRun  # outputs readable after ``inflight.wait()``
+    launched_ns: int  # perf_counter_ns when the frame was enqueued
     lanes: tuple[LaneWork, ...]
     eos: tuple[frozenset[int], ...]
+
+
+@dataclass
+class _StateLaunched:
+    """A state-operation frame: copies run at launch (they are tiny indexed copies)."""
+
+    fence: Fence
+    plan: ScheduledPlan
+    device_ns: int
+    wall_ns: int
 
 
 def request_seed(request_id: str, seed: int | None) -> int:
@@ -66,43 +79,84 @@ class ModelWorker:
         self.programs = programs
         self.resources = resources
         self.eos_token_ids = eos_token_ids
-        # Snapshot/restore programs, ready for the prerequisite work Helios will schedule.
+        # Snapshot/restore programs: the prerequisites and terminal work Helios schedules.
         self.state_ops = state_ops
         self._prompt_cursor: dict[RequestHandle, int] = {}
+        self._overrun: set[RequestHandle] = set()  # committed past the published output
 
     # -- Worker protocol -----------------------------------------------------------
 
     def launch(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> _Launched:
+        if plan.descriptor.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
+            return self._launch_state(plan, fence, live)
         name = plan.descriptor.name
         if name not in self.programs:
             raise WorkerError(f"fence {fence.value}: no prepared program {name}")
         program, prepared = self.programs[name]
         self._validate_roles(plan, program)
-        clear_inputs(program)
+        frame = program.stage()
+        offset = 0  # packed offset of the next row: the host prefix sum of query lengths
         eos = []
         for row, lane in enumerate(plan.lanes):
             request = live[lane.handle]
-            self._bind_row(program, row, lane, request)
+            offset += self._bind_row(program, frame, row, offset, lane, request)
             stops = request.request.sampling.ignore_eos
             eos.append(frozenset() if stops else self.eos_token_ids)
-        began = time.perf_counter_ns()
-        outputs, device_ns = timed_run(prepared)
+        program.upload(frame)
+        launched_ns = time.perf_counter_ns()
         # The static outputs belong to the program, and a second queued frame of the same
         # program would overwrite them before this frame is read: keep a stream-ordered copy.
-        outputs = map_tensors(outputs, lambda t: t.clone())
-        wall_ns = time.perf_counter_ns() - began
-        return _Launched(plan, program, outputs, device_ns, wall_ns, plan.lanes, tuple(eos))
+        inflight = launch(prepared, snapshot=lambda out: map_tensors(out, lambda t: t.clone()))
+        return _Launched(fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos))
 
-    def wait(self, launched: _Launched) -> FrameResult:
+    def wait(self, launched: _Launched | _StateLaunched) -> FrameResult:
+        if isinstance(launched, _StateLaunched):
+            records = tuple(CompletionRecord(lane.handle) for lane in launched.plan.lanes)
+            return FrameResult(records, ExecutionTiming(launched.device_ns, launched.wall_ns))
+        device_ns = launched.inflight.wait()
+        wall_ns = time.perf_counter_ns() - launched.launched_ns
+        timing = ExecutionTiming(device_ns=max(1, device_ns), wall_ns=wall_ns)
         if launched.program.is_round:
-            return self._round_result(launched)
-        return self._step_result(launched)
+            return self._round_result(launched, timing)
+        return self._step_result(launched, timing)
 
     def release(self, handle: RequestHandle) -> None:
         self._prompt_cursor.pop(handle, None)
+        self._overrun.discard(handle)
         self.resources.release(handle.slot)
+
+    def _launch_state(
+        self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
+    ) -> _StateLaunched:
+        """Restore rows into fresh slots, or copy slots into their snapshot rows.
+
+        The engine names each lane's row (``LiveRequest.state_row``); a capture without
+        one (aliased, or skipped because its cost expired) copies nothing.
+        """
+        if self.state_ops is None:
+            raise WorkerError(f"fence {fence.value}: no prepared state operations")
+        began = time.perf_counter_ns()
+        device_ns = 0
+        for lane in plan.lanes:
+            row = live[lane.handle].state_row
+            slot = lane.handle.slot
+            if lane.role is LaneRole.RESTORE:
+                if row is None:
+                    raise WorkerError(f"fence {fence.value}: restore of {lane.handle} has no row")
+                self.resources.begin(slot)
+                self.resources.reserve(slot, lane.checkpoint_tokens, lookahead=1)
+                device_ns += self.state_ops.restore(slot, row)
+                self._prompt_cursor[lane.handle] = lane.checkpoint_tokens
+            elif row is not None:
+                # Capture only a state whose length is exactly the checkpoint's (known on
+                # the host: launching never reads the device).
+                if lane.role is LaneRole.TERMINAL and lane.handle in self._overrun:
+                    live[lane.handle].state_ok = False
+                    continue
+                device_ns += self.state_ops.snapshot(slot, row)
+        return _StateLaunched(fence, plan, device_ns, time.perf_counter_ns() - began)
 
     # -- inputs --------------------------------------------------------------------
 
@@ -114,6 +168,12 @@ class ModelWorker:
         prompt_capacity = d.token_capacity if d.kind.value == "prefill" else d.prefill_capacity
         if len(prompts) > 1:
             raise WorkerError(f"{d.name}: {len(prompts)} prompt rows; at most one is allowed")
+        host_lens = sum(lane.query_length for lane in plan.lanes if lane.role is LaneRole.DECODE)
+        if program.is_round and not d.is_device_allocated and host_lens > d.packed_capacity:
+            raise WorkerError(
+                f"{d.name}: verify rows of {host_lens} tokens exceed packed capacity "
+                f"{d.packed_capacity}"
+            )
         for i, lane in enumerate(plan.lanes):
             if lane.role is LaneRole.PROMPT:
                 if not prompt_capacity or lane.num_prompt_tokens > prompt_capacity:
@@ -127,70 +187,57 @@ class ModelWorker:
                     f"{d.token_capacity}"
                 )
 
-    def _bind_row(self, program: Program, row: int, lane: LaneWork, live: LiveRequest) -> None:
+    def _bind_row(
+        self,
+        program: Program,
+        frame: HostFrame,
+        row: int,
+        offset: int,
+        lane: LaneWork,
+        live: LiveRequest,
+    ) -> int:
+        """Write one row into host staging; returns the packed tokens it occupies."""
         slot = lane.handle.slot
-        x = program.inputs
         sampling = live.request.sampling
-        x.sampling.temperature[row] = sampling.temperature
-        x.sampling.top_k[row] = sampling.top_k
-        x.sampling.top_p[row] = sampling.top_p
-        x.sampling.seed[row] = request_seed(live.request.request_id, sampling.seed)
-        d = program.descriptor
+        frame["temperature"][row] = sampling.temperature
+        frame["top_k"][row] = sampling.top_k
+        frame["top_p"][row] = sampling.top_p
+        frame["seed"][row] = request_seed(live.request.request_id, sampling.seed)
+        frame["slot_ids"][row] = slot
+        is_round = isinstance(program.inputs, RoundProgramInputs)
         if lane.role is LaneRole.PROMPT:
             start = self._prompt_cursor.get(lane.handle, 0)
             if start == 0:
                 self.resources.begin(slot)
             chunk = live.prompt_ids[start : start + lane.num_prompt_tokens]
             end = start + len(chunk)
-            next_token = live.prompt_ids[end] if end < len(live.prompt_ids) else -1
             self._prompt_cursor[lane.handle] = end
             self.resources.reserve(slot, end, lookahead=1)
-            self._bind_prompt(program, row, slot, chunk, next_token)
-            return
+            frame["prefill_row"][0] = row
+            is_last_chunk = end >= len(live.prompt_ids)
+            frame["prompt_next_token"][0] = -1 if is_last_chunk else live.prompt_ids[end]
+            if is_round:
+                frame["prompt_length"][0] = len(chunk)
+                frame["prompt_tokens"][: len(chunk)] = chunk
+                return 0
+            frame["query_lens"][row] = len(chunk)
+            frame["token_ids"][offset : offset + len(chunk)] = chunk
+            return len(chunk)
+        d = program.descriptor
         self.resources.advance(slot, lane.query_length, lookahead=d.proposal_depth + 1)
-        if isinstance(x, RoundProgramInputs):
-            x.round.slot_ids[row] = slot
-            x.is_decode_row[row] = True
-            if x.round.query_lens is not None:
-                x.round.query_lens[row] = lane.query_length
-            if x.round.lane_ceilings is not None:
-                x.round.lane_ceilings[row] = lane.query_length
-            return
-        x.packed.slot_ids[row] = slot
-        x.packed.query_lens[row] = lane.query_length
-        x.is_decode_row[row] = True
-        self._place_tokens(program, row, [0] * lane.query_length)
-
-    def _bind_prompt(
-        self, program: Program, row: int, slot: int, chunk: tuple[int, ...], next_token: int
-    ) -> None:
-        x = program.inputs
-        if isinstance(x, RoundProgramInputs):
-            prompt = x.round.prompt
-            assert prompt is not None  # guaranteed by _validate_roles
-            x.round.slot_ids[row] = slot
-            prompt.lane.fill_(row)
-            prompt.length.fill_(len(chunk))
-            prompt.next_token.fill_(next_token)
-            prompt.token_ids[: len(chunk)] = torch.tensor(chunk, dtype=torch.int64)
-            return
-        x.packed.slot_ids[row] = slot
-        x.packed.query_lens[row] = len(chunk)
-        x.packed.prefill_row.fill_(row)
-        x.packed.prompt_next_token.fill_(next_token)
-        self._place_tokens(program, row, list(chunk))
-
-    @staticmethod
-    def _place_tokens(program: Program, row: int, tokens: list[int]) -> None:
-        """Rows are bound in lane order, so a row's packed offset is the sum before it."""
-        packed = program.inputs.packed  # type: ignore[union-attr]
-        offset = int(packed.query_lens[:row].sum())
-        packed.token_ids[offset : offset + len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
+        frame["is_decode_row"][row] = True
+        if is_round:
+            ceiling = "lane_ceilings" if d.is_device_allocated else "query_lens"
+            frame[ceiling][row] = lane.query_length
+            return 0
+        # Decode rows' tokens come from the device ``pending`` buffer; the zeros are placeholders.
+        frame["query_lens"][row] = lane.query_length
+        return lane.query_length
 
     # -- outputs -------------------------------------------------------------------
 
-    def _step_result(self, launched: _Launched) -> FrameResult:
-        next_tokens = launched.outputs.next_tokens.tolist()  # type: ignore[attr-defined]
+    def _step_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
+        next_tokens = launched.inflight.outputs.next_tokens.tolist()  # type: ignore[attr-defined]
         records = []
         for row, lane in enumerate(launched.lanes):
             if lane.role is LaneRole.PROMPT:
@@ -198,10 +245,10 @@ class ModelWorker:
                 records.append(self._record(lane, ids, launched.eos[row], lane.num_prompt_tokens))
             else:
                 records.append(self._record(lane, [next_tokens[row]], launched.eos[row]))
-        return FrameResult(tuple(records), self._timing(launched))
+        return FrameResult(tuple(records), timing)
 
-    def _round_result(self, launched: _Launched) -> FrameResult:
-        out = launched.outputs
+    def _round_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
+        out = launched.inflight.outputs
         d = launched.plan.descriptor
         tokens = out.output_tokens.tolist()  # type: ignore[attr-defined]
         verified = out.query_lens.tolist()  # type: ignore[attr-defined]
@@ -226,24 +273,27 @@ class ModelWorker:
             sidecar = ConfidenceSidecar(planes=(joint, per_position))
             rows_survival = out.survival[:num].clamp(0, 1).tolist()  # type: ignore[attr-defined]
             survival = tuple(tuple(rows_survival[i][: offered[i]]) for i in range(num))
-        return FrameResult(
-            tuple(records), self._timing(launched), sidecar, survival, tuple(offered)
-        )
+        return FrameResult(tuple(records), timing, sidecar, survival, tuple(offered))
 
-    @staticmethod
     def _record(
+        self,
         lane: LaneWork,
         ids: list[int],
         eos: frozenset[int],
         num_prompt_tokens: int = 0,
         num_verified: int = 0,
     ) -> CompletionRecord:
+        emitted = len(ids)
         ids = ids[: lane.max_advance_tokens] if lane.role is LaneRole.DECODE else ids
         finished = False
         for i, token in enumerate(ids):
             if token in eos:
                 ids, finished = ids[: i + 1], True
                 break
+        if lane.role is LaneRole.DECODE and len(ids) < emitted:
+            # The device committed past the reported output (a stop inside an accepted
+            # burst): the slot's state no longer matches prompt + output.
+            self._overrun.add(lane.handle)
         return CompletionRecord(
             handle=lane.handle,
             num_prompt_tokens=num_prompt_tokens,
@@ -251,7 +301,3 @@ class ModelWorker:
             is_finished=finished,
             num_verified_tokens=num_verified,
         )
-
-    @staticmethod
-    def _timing(launched: _Launched) -> ExecutionTiming:
-        return ExecutionTiming(device_ns=max(1, launched.device_ns), wall_ns=launched.wall_ns)

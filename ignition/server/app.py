@@ -1,46 +1,68 @@
 """The OpenAI-compatible HTTP API over an engine.
 
 The app knows nothing about graphs or scheduling: it validates, tokenizes,
-hands a :class:`GenerationRequest` to the engine and relays the engine's
-published chunks, as one JSON body or as SSE ``data:`` lines ending in
-``data: [DONE]``. A client that disconnects closes the stream generator, which
-cancels the request in the engine; the engine frees the slot after its last
-submitted fence. Every failure maps to OpenAI's error body; nothing a client
-sends produces a 500.
+hands one :class:`GenerationRequest` per choice to the engine and relays the
+engine's published chunks (server/streams.py). Validation happens at the door:
+token ids are checked against the vocabulary, the model name against the served
+names, and tokenization runs on a worker thread so that a large prompt never
+stalls the event loop. Every failure maps to OpenAI's error body
+(server/errors.py); nothing a client sends produces a 500.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
+from ignition import __version__
 from ignition.runtime.chat_template import ChatTemplateError, RenderedChat
 from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import (
+    EngineStoppedError,
     GenerationRequest,
     QueueFullError,
     RequestError,
-    SamplingParams,
     StreamChunk,
 )
 from ignition.runtime.stats import EngineStats
+from ignition.server.config import ServerConfig
+from ignition.server.errors import (
+    ApiError,
+    install_error_handlers,
+    json_response,
+    openai_openapi,
+    overloaded,
+)
 from ignition.server.metrics import ServerMetrics
+from ignition.server.middleware import ApiKey, BodyLimit, LastResort
 from ignition.server.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
-    error_body,
+    DetokenizeRequest,
+    TokenizeChatRequest,
+    TokenizeCompletionRequest,
     new_id,
     now_s,
-    usage,
 )
+from ignition.server.responses import (
+    ERRORS,
+    ChatCompletionResponse,
+    CompletionResponse,
+    DetokenizeResponse,
+    HealthResponse,
+    ModelCard,
+    ModelList,
+    TokenizeResponse,
+    VersionResponse,
+    generation_responses,
+)
+from ignition.server.streams import Choice, Relay, close_all, collect, collect_or_cancel, sse
 
 
 class EngineClient(Protocol):
@@ -49,10 +71,13 @@ class EngineClient(Protocol):
     model_name: str
     max_context_tokens: int
     default_max_tokens: int
+    vocab_size: int | None
     stats: EngineStats
     generation_defaults: GenerationDefaults
 
     def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str: ...
 
     def render_chat(
         self,
@@ -73,144 +98,248 @@ class EngineClient(Protocol):
     def is_healthy(self) -> bool: ...
 
 
-def _error(status: int, message: str, kind: str, param: str | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status, content=error_body(message, kind, param))
-
-
-def _validation_message(err: RequestValidationError) -> tuple[str, str | None]:
-    first = err.errors()[0] if err.errors() else {}
-    location = [str(p) for p in first.get("loc", ()) if p != "body"]
-    param = ".".join(location) or None
-    message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
-    return (f"{param}: {message}" if param else message), param
-
-
-def create_app(engine: EngineClient) -> FastAPI:
-    app = FastAPI(title="Ignition", version="0.1.0")
-    metrics = ServerMetrics(engine.stats)
+def create_app(engine: EngineClient, config: ServerConfig | None = None) -> FastAPI:
+    config = config or ServerConfig()
+    names = config.served_model_names or (engine.model_name,)
+    app = FastAPI(title="Ignition", version=__version__)
+    metrics = ServerMetrics(engine.stats, names[0])
     app.state.engine = engine
     app.state.metrics = metrics
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=config.max_request_bytes)
+    if config.api_key:
+        app.add_middleware(ApiKey, api_key=config.api_key)
+    app.add_middleware(LastResort)
+    app.openapi = lambda: openai_openapi(app, names, engine.vocab_size)  # type: ignore[method-assign]
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, err: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(err)
-        return _error(400, message, "invalid_request_error", param)
+    def check_model(name: str | None) -> str:
+        if name is not None and name not in names:
+            raise ApiError(
+                404,
+                f"the model {name!r} does not exist; this server serves "
+                + ", ".join(repr(n) for n in names),
+                param="model",
+                code="model_not_found",
+            )
+        return name or names[0]
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, err: Exception) -> JSONResponse:
-        return _error(500, f"internal error: {type(err).__name__}: {err}", "server_error")
+    def check_ids(ids: Sequence[int], where: str) -> None:
+        vocab = engine.vocab_size
+        if vocab is None:
+            return
+        for i, token in enumerate(ids):
+            if not 0 <= token < vocab:
+                raise ApiError(
+                    400,
+                    f"{where}[{i}] = {token} is not a token id of this model: its vocabulary "
+                    f"has {vocab} ids (0..{vocab - 1})",
+                    param=where.split("[")[0],
+                )
 
-    @app.get("/health")
+    unavailable = {503: ERRORS[503]}
+
+    @app.get("/health", response_model=HealthResponse, responses=unavailable)
     async def health() -> Response:
         if engine.is_healthy():
-            return JSONResponse({"status": "ok"})
-        return _error(503, "the engine loop is not running", "server_error")
+            return json_response(200, {"status": "ok"})
+        raise overloaded("the engine loop is not running")
 
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
+    @app.get("/ping", response_model=HealthResponse, responses=unavailable)
+    async def ping() -> Response:
+        return await health()
+
+    @app.get("/version", response_model=VersionResponse)
+    async def version() -> dict[str, str]:
+        return {"version": __version__}
+
+    def card(name: str) -> dict[str, Any]:
         return {
-            "object": "list",
-            "data": [
-                {
-                    "id": engine.model_name,
-                    "object": "model",
-                    "created": now_s(),
-                    "owned_by": "ignition",
-                    "max_model_len": engine.max_context_tokens,
-                }
-            ],
+            "id": name,
+            "object": "model",
+            "created": now_s(),
+            "owned_by": "ignition",
+            "root": engine.model_name,
+            "max_model_len": engine.max_context_tokens,
         }
 
-    @app.get("/metrics")
+    @app.get("/v1/models", response_model=ModelList, responses={401: ERRORS[401]})
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [card(name) for name in names]}
+
+    @app.get(
+        "/v1/models/{model_id:path}",
+        response_model=ModelCard,
+        responses={401: ERRORS[401], 404: ERRORS[404]},
+    )
+    async def model(model_id: str) -> dict[str, Any]:
+        return card(check_model(model_id))
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
-    @app.post("/v1/completions")
-    async def completions(body: CompletionRequest, raw: Request) -> Response:
-        if isinstance(body.prompt, str):
-            prompt_ids = engine.encode(body.prompt)
+    @app.post("/tokenize", response_model=TokenizeResponse, responses=ERRORS)
+    async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest) -> dict[str, Any]:
+        check_model(body.model)
+        if isinstance(body, TokenizeChatRequest):
+            messages = [m.for_template() for m in body.messages]
+            ids = list((await render(lambda: engine.render_chat(messages))).prompt_ids)
         else:
-            prompt_ids = list(body.prompt)
-        return await _serve(raw, body, prompt_ids, chat=False)
+            ids = await asyncio.to_thread(engine.encode, body.prompt)
+        return {"count": len(ids), "max_model_len": engine.max_context_tokens, "tokens": ids}
 
-    @app.post("/v1/chat/completions")
+    @app.post("/detokenize", response_model=DetokenizeResponse, responses=ERRORS)
+    async def detokenize(body: DetokenizeRequest) -> dict[str, Any]:
+        check_model(body.model)
+        check_ids(body.tokens, "tokens")
+        return {"prompt": await asyncio.to_thread(engine.decode, body.tokens)}
+
+    @app.post("/v1/completions", responses=generation_responses(CompletionResponse))
+    async def completions(body: CompletionRequest, raw: Request) -> Response:
+        model_name = check_model(body.model)
+        prompts = body.prompts
+        texts = [p for p in prompts if isinstance(p, str)]
+        encoded = iter(await asyncio.to_thread(lambda: [engine.encode(t) for t in texts]))
+        prompt_ids = [next(encoded) if isinstance(p, str) else p for p in prompts]
+        for i, ids in enumerate(prompt_ids):
+            if not isinstance(prompts[i], str):
+                check_ids(ids, "prompt" if len(prompts) == 1 else f"prompt[{i}]")
+        echoes = [""] * len(prompts)
+        if body.echo:
+            echoes = [
+                p if isinstance(p, str) else await asyncio.to_thread(engine.decode, p)
+                for p in prompts
+            ]
+        return await _serve(raw, body, prompt_ids, echoes, model_name, chat=False)
+
+    @app.post("/v1/chat/completions", responses=generation_responses(ChatCompletionResponse))
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
-        try:
-            rendered = engine.render_chat(
+        model_name = check_model(body.model)
+        rendered = await render(
+            lambda: engine.render_chat(
                 body.template_messages(),
                 tools=body.template_tools(),
                 add_generation_prompt=body.add_generation_prompt,
                 template_kwargs=body.chat_template_kwargs,
             )
+        )
+        return await _serve(
+            raw,
+            body,
+            [list(rendered.prompt_ids)],
+            [""],
+            model_name,
+            chat=True,
+            ends=rendered.message_end_offsets,
+        )
+
+    async def render(work) -> RenderedChat:
+        """Render and tokenize off the event loop; a template error is a 400."""
+        try:
+            return await asyncio.to_thread(work)
         except ChatTemplateError as err:
-            metrics.http_requests.labels("chat", "400").inc()
-            return _error(400, str(err), "invalid_request_error", "messages")
-        return await _serve(raw, body, list(rendered.prompt_ids), chat=True)
+            metrics.count("chat", 400)
+            raise ApiError(400, str(err), param="messages") from None
 
     async def _serve(
         raw: Request,
         body: CompletionRequest | ChatCompletionRequest,
-        prompt_ids: list[int],
+        prompt_ids: list[list[int]],
+        echoes: list[str],
+        model_name: str,
         chat: bool,
+        ends: tuple[int, ...] = (),
     ) -> Response:
         endpoint = "chat" if chat else "completions"
+        response_id = new_id("chatcmpl" if chat else "cmpl")
         try:
-            request = _build_request(body, prompt_ids, chat)
-        except RequestError as err:
-            metrics.http_requests.labels(endpoint, "400").inc()
-            return _error(400, str(err), "invalid_request_error", "prompt")
+            requests = _build_requests(body, prompt_ids, response_id, ends)
+        except ApiError as err:
+            metrics.count(endpoint, err.status)
+            raise
+        arrival = time.monotonic()
+        choices: list[Choice] = []
         try:
-            stream = engine.generate(request)
-        except QueueFullError as err:
-            metrics.http_requests.labels(endpoint, "503").inc()
-            return _error(503, str(err), "server_overloaded")
-        except RequestError as err:
-            metrics.http_requests.labels(endpoint, "400").inc()
-            return _error(400, str(err), "invalid_request_error")
-        metrics.http_requests.labels(endpoint, "200").inc()
-        relay = _Relay(metrics, time.monotonic())
+            for index, (prompt_index, request) in enumerate(requests):
+                stream = engine.generate(request)
+                relay = Relay(metrics, arrival)
+                echo = echoes[prompt_index]
+                choices.append(Choice(index, prompt_index, request, stream, relay, echo))
+        except (QueueFullError, EngineStoppedError, RequestError) as err:
+            await close_all(choices)
+            status = 400 if isinstance(err, RequestError) else 503
+            metrics.count(endpoint, status)
+            if status == 400:
+                raise ApiError(400, str(err)) from None
+            raise overloaded(str(err)) from None
+        metrics.count(endpoint, 200)
         if body.stream:
             return StreamingResponse(
-                _sse(
-                    request,
-                    stream,
-                    relay,
+                sse(
+                    response_id,
+                    choices,
                     chat,
+                    model_name,
                     body.include_usage,
-                    body.model or engine.model_name,
+                    body.continuous_usage,
                 ),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        result = await _collect_or_cancel(
-            raw, _collect(request, stream, relay, chat, body.model or engine.model_name)
-        )
+        result = await collect_or_cancel(raw, collect(response_id, choices, chat, model_name))
         if result is None:
             return Response(status_code=499)
-        return JSONResponse(result, status_code=500 if "error" in result else 200)
+        return json_response(500 if "error" in result else 200, result)
 
-    def _build_request(
-        body: CompletionRequest | ChatCompletionRequest, prompt_ids: list[int], chat: bool
-    ) -> GenerationRequest:
-        room = engine.max_context_tokens - len(prompt_ids)
-        if room < 1:
-            raise RequestError(
-                f"the prompt has {len(prompt_ids)} tokens; this model's context is "
-                f"{engine.max_context_tokens} tokens, which leaves no room for output"
-            )
-        sampling: SamplingParams = engine.generation_defaults.apply(
-            body.sampling(min(engine.default_max_tokens, room)), _given(body)
-        )
-        if sampling.max_tokens > room:
-            raise RequestError(
-                f"max_tokens = {sampling.max_tokens} with a {len(prompt_ids)}-token prompt "
-                f"exceeds the context of {engine.max_context_tokens} tokens"
-            )
-        return GenerationRequest(
-            request_id=new_id("chatcmpl" if chat else "cmpl"),
-            prompt_ids=tuple(prompt_ids),
-            sampling=sampling,
-        )
+    def _build_requests(
+        body: CompletionRequest | ChatCompletionRequest,
+        prompt_ids: list[list[int]],
+        response_id: str,
+        ends: tuple[int, ...] = (),
+    ) -> list[tuple[int, GenerationRequest]]:
+        """One engine request per (prompt, choice); seeds differ per choice. ``ends`` are a
+        chat prompt's message end offsets (checkpoint retention anchors on them)."""
+        requests = []
+        for prompt_index, ids in enumerate(prompt_ids):
+            room = engine.max_context_tokens - len(ids)
+            if room < 1:
+                raise ApiError(
+                    400,
+                    f"the prompt has {len(ids)} tokens; this model's context is "
+                    f"{engine.max_context_tokens} tokens, which leaves no room for output",
+                    param="prompt" if not isinstance(body, ChatCompletionRequest) else "messages",
+                )
+            try:
+                sampling = engine.generation_defaults.apply(
+                    body.sampling(min(engine.default_max_tokens, room)), _given(body)
+                )
+            except RequestError as err:
+                raise ApiError(400, str(err)) from None
+            if sampling.max_tokens > room:
+                raise ApiError(
+                    400,
+                    f"max_tokens = {sampling.max_tokens} with a {len(ids)}-token prompt "
+                    f"exceeds the context of {engine.max_context_tokens} tokens",
+                    param="max_tokens",
+                )
+            for j in range(body.n):
+                seeded = sampling
+                if sampling.seed is not None and j:
+                    seeded = replace(sampling, seed=sampling.seed + j)
+                request_id = f"{response_id}-{prompt_index * body.n + j}"
+                requests.append(
+                    (
+                        prompt_index,
+                        GenerationRequest(
+                            request_id, tuple(ids), seeded, message_end_offsets=tuple(ends)
+                        ),
+                    )
+                )
+        return requests
 
     return app
 
@@ -218,121 +347,3 @@ def create_app(engine: EngineClient) -> FastAPI:
 def _given(body: CompletionRequest | ChatCompletionRequest) -> set[str]:
     """Sampling fields the client set; the others take the checkpoint's generation defaults."""
     return {name for name in body.model_fields_set if getattr(body, name) is not None}
-
-
-class _Relay:
-    """Observes publication latency as chunks reach the client."""
-
-    def __init__(self, metrics: ServerMetrics, arrival: float) -> None:
-        self._metrics = metrics
-        self._last: float | None = None
-        self._arrival = arrival
-
-    def saw(self, chunk: StreamChunk) -> None:
-        if not chunk.text and not chunk.token_ids:
-            return
-        now = time.monotonic()
-        if self._last is None:
-            self._metrics.time_to_first_token.observe(now - self._arrival)
-        else:
-            self._metrics.inter_token.observe(now - self._last)
-        self._last = now
-
-
-async def _chunks(rest: AsyncIterator[StreamChunk], relay: _Relay):
-    """Relay the engine's chunks; closing this generator (a disconnect) cancels the request."""
-    try:
-        async for chunk in rest:
-            relay.saw(chunk)
-            yield chunk
-    finally:
-        await rest.aclose()  # type: ignore[attr-defined]
-
-
-async def _until_disconnected(raw: Request, poll_s: float = 0.05) -> None:
-    while not await raw.is_disconnected():
-        await asyncio.sleep(poll_s)
-
-
-async def _collect_or_cancel(raw: Request, work) -> dict[str, Any] | None:
-    """Run a non-streaming collection, abandoning it (and the request) if the client leaves."""
-    collect = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(_until_disconnected(raw))
-    try:
-        done, _ = await asyncio.wait({collect, watch}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-    if collect in done:
-        return collect.result()
-    collect.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await collect
-    return None
-
-
-def _choice(chat: bool, text: str, finish: str | None, delta: bool) -> dict[str, Any]:
-    if not chat:
-        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-    key = "delta" if delta else "message"
-    content: dict[str, Any] = {"role": "assistant", "content": text} if not delta else {}
-    if delta and text:
-        content["content"] = text
-    return {"index": 0, key: content, "logprobs": None, "finish_reason": finish}
-
-
-async def _collect(request, rest, relay, chat: bool, model: str | None) -> dict[str, Any]:
-    text, finish, last = "", None, None
-    async for chunk in _chunks(rest, relay):
-        text += chunk.text
-        finish = chunk.finish_reason or finish
-        last = chunk
-    if last is not None and last.error:
-        return error_body(last.error, "server_error")
-    num_prompt = last.num_prompt_tokens if last else len(request.prompt_ids)
-    num_output = last.num_output_tokens if last else 0
-    return {
-        "id": request.request_id,
-        "object": "chat.completion" if chat else "text_completion",
-        "created": now_s(),
-        "model": model or "ignition",
-        "choices": [_choice(chat, text, finish or "stop", delta=False)],
-        "usage": usage(num_prompt, num_output),
-    }
-
-
-async def _sse(request, rest, relay, chat: bool, include_usage: bool, model):
-    base = {
-        "id": request.request_id,
-        "object": "chat.completion.chunk" if chat else "text_completion",
-        "created": now_s(),
-        "model": model or "ignition",
-    }
-    if chat:
-        opening = {
-            **base,
-            "choices": [
-                {
-                    "index": 0,
-                    "delta": {"role": "assistant"},
-                    "logprobs": None,
-                    "finish_reason": None,
-                }
-            ],
-        }
-        yield f"data: {json.dumps(opening)}\n\n"
-    last = None
-    async for chunk in _chunks(rest, relay):
-        last = chunk
-        if chunk.error:
-            yield f"data: {json.dumps(error_body(chunk.error, 'server_error'))}\n\n"
-            break
-        if not chunk.text and chunk.finish_reason is None:
-            continue
-        payload = {**base, "choices": [_choice(chat, chunk.text, chunk.finish_reason, True)]}
-        yield f"data: {json.dumps(payload)}\n\n"
-    if include_usage:
-        num_prompt = last.num_prompt_tokens if last else len(request.prompt_ids)
-        num_output = last.num_output_tokens if last else 0
-        final = {**base, "choices": [], "usage": usage(num_prompt, num_output)}
-        yield f"data: {json.dumps(final)}\n\n"
-    yield "data: [DONE]\n\n"

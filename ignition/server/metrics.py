@@ -1,10 +1,13 @@
 """Prometheus exposition for ``/metrics``.
 
-Engine counters (graph executions, speculative drafts) live in the runtime as
-plain numbers (:class:`ignition.runtime.stats.EngineStats`) so that the runtime
-does not depend on prometheus-client; a custom collector reads them at scrape
-time. Latency histograms are observed here, where publication reaches the
-client. Names keep the ``flare_`` prefix of the dashboards they feed.
+Engine counters (graph executions, speculative drafts, queue and resource
+usage) live in the runtime as plain numbers
+(:class:`ignition.runtime.stats.EngineStats`) so that the runtime does not
+depend on prometheus-client; a custom collector reads them at scrape time.
+Latency histograms are observed here, where publication reaches the client.
+Names keep the ``flare_`` prefix of the dashboards they feed; every series
+carries a ``model_name`` label, as vLLM's do, so one dashboard can show several
+servers.
 """
 
 from __future__ import annotations
@@ -12,11 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from ignition.helios import ExecutionClass
-from ignition.runtime.stats import EngineStats
+from ignition.runtime.stats import PHASE_BUCKETS_S, EngineStats, PhaseHistogram
+
+PHASE_HELP = {
+    "queue": "Arrival to admission (waiting for a request slot)",
+    "prefill": "Admission to the first output token (prompt processing)",
+    "decode": "First output token to the end of the request",
+}
 
 LATENCY_BUCKETS_S = (
     0.005,
@@ -34,104 +43,176 @@ LATENCY_BUCKETS_S = (
     5.0,
     10.0,
     30.0,
+    60.0,
+    120.0,
 )
 
 
 class _EngineCollector(Collector):
-    def __init__(self, stats: EngineStats) -> None:
+    def __init__(self, stats: EngineStats, model_name: str) -> None:
         self._stats = stats
+        self._model = model_name
+
+    def _counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
+        family = CounterMetricFamily(name, doc, labels=["model_name"])
+        family.add_metric([self._model], value)
+        return family
+
+    def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(name, doc, labels=["model_name"])
+        family.add_metric([self._model], value)
+        return family
+
+    def _histogram(self, name: str, doc: str, h: PhaseHistogram) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(name, doc, labels=["model_name"])
+        cumulative, buckets = 0, []
+        for bound, count in zip((*PHASE_BUCKETS_S, float("inf")), h.counts, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+        family.add_metric([self._model], buckets, sum_value=h.total_s)
+        return family
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         s = self._stats.snapshot()
+        m = self._model
         executions = CounterMetricFamily(
             "flare_scheduler_executions",
             "Graph executions completed, by graph kind and execution class "
             "(ordinary, discovery, timing_refresh, acceptance_learning)",
-            labels=["kind", "class"],
+            labels=["model_name", "kind", "class"],
         )
         nanoseconds = CounterMetricFamily(
             "flare_scheduler_execution_nanoseconds",
             "Measured execution interval of completed graphs, by graph kind and execution class",
-            labels=["kind", "class"],
+            labels=["model_name", "kind", "class"],
         )
         # every class of every kind seen, zeros included, so each series exists from the
         # first execution of its kind on
         for kind in sorted(s.executions_by_kind):
             for cls in ExecutionClass:
                 key = (kind, cls.value)
-                executions.add_metric(list(key), s.executions_by_kind_class.get(key, 0))
-                nanoseconds.add_metric(list(key), s.execution_ns_by_kind_class.get(key, 0))
+                executions.add_metric([m, *key], s.executions_by_kind_class.get(key, 0))
+                nanoseconds.add_metric([m, *key], s.execution_ns_by_kind_class.get(key, 0))
         yield executions
         yield nanoseconds
-        yield CounterMetricFamily(
+        yield self._counter(
             "flare_speculative_drafts",
             "Complete speculative rounds with proposals",
-            value=s.speculative_rounds,
+            s.speculative_rounds,
         )
-        yield CounterMetricFamily(
+        yield self._counter(
             "flare_speculative_draft_tokens",
             "Draft tokens offered for verification",
-            value=s.speculative_draft_tokens,
+            s.speculative_draft_tokens,
         )
-        yield CounterMetricFamily(
+        yield self._counter(
             "flare_speculative_accepted_tokens",
             "Accepted draft tokens",
-            value=s.speculative_accepted_tokens,
+            s.speculative_accepted_tokens,
         )
         per_position = CounterMetricFamily(
             "flare_speculative_accepted_tokens_per_position",
             "Accepted draft tokens by draft position (1-based)",
-            labels=["position"],
+            labels=["model_name", "position"],
         )
         for position, count in sorted(s.accepted_by_position.items()):
-            per_position.add_metric([str(position)], count)
+            per_position.add_metric([m, str(position)], count)
         yield per_position
         requests = CounterMetricFamily(
             "flare_requests",
             "Finished requests by finish reason",
-            labels=["finish_reason"],
+            labels=["model_name", "finish_reason"],
         )
         for reason, count in sorted(s.finished_by_reason.items()):
-            requests.add_metric([reason], count)
+            requests.add_metric([m, reason], count)
         yield requests
-        yield CounterMetricFamily(
-            "flare_prompt_tokens", "Prompt tokens consumed", value=s.prompt_tokens
+        yield self._counter("flare_prompt_tokens", "Prompt tokens consumed", s.prompt_tokens)
+        yield self._counter("flare_generation_tokens", "Output tokens committed", s.output_tokens)
+        yield self._gauge("flare_requests_running", "Requests admitted and not finished", s.running)
+        yield self._gauge("flare_requests_waiting", "Requests waiting for a slot", s.waiting)
+        yield self._gauge(
+            "flare_requests_swapped", "Requests swapped out (never: state stays resident)", 0
         )
-        yield CounterMetricFamily(
-            "flare_generation_tokens", "Output tokens committed", value=s.output_tokens
+        yield self._gauge(
+            "flare_request_slots_used", "Request slots (GDN state rows) held", s.slots_used
         )
-        yield GaugeMetricFamily(
-            "flare_requests_running", "Requests admitted and not finished", value=s.running
+        # Prefix caching of hybrid state: retained complete-state checkpoints.
+        for name, help_text, value in (
+            (
+                "flare_prefix_cache_queries",
+                "Admissions matched against retained checkpoints",
+                s.prefix_cache_queries,
+            ),
+            (
+                "flare_prefix_cache_hits",
+                "Admissions that restored a retained checkpoint",
+                s.prefix_cache_hits,
+            ),
+            (
+                "flare_prefix_cache_restored_tokens",
+                "Prompt tokens restored instead of prefilled",
+                s.prefix_cache_restored_tokens,
+            ),
+            (
+                "flare_prefix_cache_evictions",
+                "Retained checkpoints evicted for a new capture",
+                s.prefix_cache_evictions,
+            ),
+        ):
+            yield self._counter(name, help_text, value)
+        yield self._gauge("flare_request_slots", "Request slots (GDN state rows)", s.num_slots)
+        yield self._gauge("flare_kv_pages_used", "KV cache pages held by requests", s.pages_used)
+        yield self._gauge("flare_kv_pages", "KV cache pages requests may hold", s.num_pages)
+        yield self._gauge(
+            "flare_kv_cache_usage_perc",
+            "Fraction of KV cache pages in use (0..1)",
+            s.pages_used / s.num_pages if s.num_pages else 0.0,
         )
-        yield GaugeMetricFamily(
-            "flare_requests_waiting", "Requests waiting for a slot", value=s.waiting
+        for phase, histogram in sorted(s.phases.items()):
+            yield self._histogram(
+                f"flare_request_{phase}_time_seconds", PHASE_HELP[phase], histogram
+            )
+        yield self._gauge(
+            "flare_state_rows_usage_perc",
+            "Fraction of GDN state rows (request slots) in use (0..1)",
+            s.slots_used / s.num_slots if s.num_slots else 0.0,
         )
 
 
 class ServerMetrics:
     """One registry per app, so several servers (or tests) never share counters."""
 
-    def __init__(self, stats: EngineStats) -> None:
+    def __init__(self, stats: EngineStats, model_name: str = "ignition") -> None:
+        self.model_name = model_name
         self.registry = CollectorRegistry()
-        self.registry.register(_EngineCollector(stats))
+        self.registry.register(_EngineCollector(stats, model_name))
         self.http_requests = Counter(
             "flare_http_requests",
             "HTTP requests by endpoint and status",
-            ["endpoint", "status"],
+            ["model_name", "endpoint", "status"],
             registry=self.registry,
         )
-        self.time_to_first_token = Histogram(
-            "flare_time_to_first_token_seconds",
-            "Arrival to first published text",
-            buckets=LATENCY_BUCKETS_S,
-            registry=self.registry,
+
+        def histogram(name: str, doc: str) -> Histogram:
+            return Histogram(
+                name, doc, ["model_name"], buckets=LATENCY_BUCKETS_S, registry=self.registry
+            ).labels(model_name)
+
+        self.time_to_first_token = histogram(
+            "flare_time_to_first_token_seconds", "Arrival to first published text"
         )
-        self.inter_token = Histogram(
-            "flare_inter_token_seconds",
-            "Gap between consecutive published bursts",
-            buckets=LATENCY_BUCKETS_S,
-            registry=self.registry,
+        self.inter_token = histogram(
+            "flare_inter_token_seconds", "Gap between consecutive published bursts"
         )
+        self.e2e_latency = histogram(
+            "flare_e2e_request_latency_seconds", "Arrival to the final chunk of a choice"
+        )
+
+    def count(self, endpoint: str, status: int) -> None:
+        self.http_requests.labels(self.model_name, endpoint, str(status)).inc()
+
+    def observe_finished(self, seconds: float) -> None:
+        self.e2e_latency.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

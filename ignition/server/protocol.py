@@ -1,89 +1,199 @@
-"""OpenAI-compatible request and response bodies.
+"""OpenAI-compatible request bodies.
 
 Requests are validated here, before the engine sees them, so a bad parameter
-becomes a 400 with OpenAI's error body and never reaches the scheduler. Fields
-we do not implement are rejected by name rather than silently ignored: a client
-that asks for logprobs and gets none deserves to know.
+becomes a 400 with OpenAI's error body and never reaches the scheduler. The
+rules follow what OpenAI and vLLM clients send:
+
+- explicit ``null`` means "not given" for every optional field (SDKs send it);
+- unknown fields are ignored with one log line, as vLLM does, so a newer client
+  keeps working;
+- types are strict: ``true`` is not a token id, ``"yes"`` is not a boolean and
+  ``NaN`` is not a temperature;
+- every string must be valid Unicode: a lone surrogate (legal in JSON, illegal
+  in UTF-8) would otherwise fail deep in the tokenizer;
+- fields we accept but do not implement must stay at their neutral value: a
+  client that asks for penalties and gets none deserves to know.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from ignition.runtime.requests import SamplingParams
 
 MAX_STOP_STRINGS = 8
+MAX_CHOICES = 16
+MAX_PROMPTS = 64
+MAX_TOP_K = 2**31 - 1
+log = logging.getLogger("ignition.server")
+
+
+def valid_unicode(value: str) -> str:
+    """Reject lone surrogates: JSON allows ``\\ud800`` but no tokenizer can encode it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = value[err.start].encode("utf-8", "backslashreplace").decode()
+        raise ValueError(
+            f"contains a lone surrogate {bad} at character {err.start}; text must be valid Unicode"
+        ) from None
+    return value
+
+
+def _integer(value: Any) -> Any:
+    """JSON Schema's integers: 3 and 3.0, never true or "3"."""
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not a boolean")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Text = Annotated[str, Field(strict=True), AfterValidator(valid_unicode)]
+StopText = Annotated[str, Field(strict=True, min_length=1), AfterValidator(valid_unicode)]
+Int = Annotated[int, BeforeValidator(_integer), Field(strict=True)]
+PositiveInt = Annotated[Int, Field(ge=1)]
+TokenId = Annotated[Int, Field(ge=0)]
+Bool = Annotated[bool, Field(strict=True)]
+Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
+class _Body(BaseModel):
+    """Nulls are absent, unknown fields are dropped with one log line."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_and_unknowns(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        unknown = sorted(k for k in data if k not in fields)
+        if unknown:
+            log.warning(
+                "%s: ignoring unknown fields %s", cls.__name__, ", ".join(map(repr, unknown))
+            )
+        return {
+            k: v
+            for k, v in data.items()
+            if k in fields and not (v is None and not fields[k].is_required())
+        }
 
 
 class ErrorDetail(BaseModel):
     message: str
     type: str
     param: str | None = None
-    code: str | None = None
+    code: str | int | None = None
 
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
-def error_body(message: str, kind: str, param: str | None = None, code: str | None = None) -> dict:
+def error_body(
+    message: str, kind: str, param: str | None = None, code: str | int | None = None
+) -> dict:
     return ErrorResponse(
         error=ErrorDetail(message=message, type=kind, param=param, code=code)
     ).model_dump()
 
 
-class StreamOptions(BaseModel):
-    include_usage: bool = False
+class StreamOptions(_Body):
+    include_usage: Bool = False
+    continuous_usage_stats: Bool = False
 
 
-class _SamplingFields(BaseModel):
+class ResponseFormat(_Body):
+    type: Literal["text"]
+
+
+def _neutral(name: str, value: Any, neutral: Any) -> Any:
+    if value != neutral:
+        raise ValueError(f"{name} is not supported yet; leave it at {neutral!r} or omit it")
+    return value
+
+
+def only(value: float) -> dict[str, Any]:
+    """The schema of an accepted-but-unimplemented number: its neutral value only."""
+    return {"minimum": value, "maximum": value}
+
+
+class _SamplingFields(_Body):
     """Fields shared by completions and chat completions."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0.0, le=100.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: int = Field(default=0, ge=0)
-    seed: int | None = None
-    stop: str | list[str] | None = None
-    stream: bool = False
+    model: Text | None = None
+    max_tokens: PositiveInt | None = None
+    temperature: Float = Field(default=1.0, ge=0.0, le=100.0)
+    top_p: Float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: Int = Field(default=0, ge=-1, le=MAX_TOP_K, description="0 or -1: disabled")
+    min_p: Float = Field(default=0.0, json_schema_extra=only(0))
+    seed: Int | None = None
+    stop: StopText | Annotated[list[StopText], Field(max_length=MAX_STOP_STRINGS)] | None = None
+    stop_token_ids: list[TokenId] | None = None
+    include_stop_str_in_output: Bool = False
+    skip_special_tokens: Bool = True
+    stream: Bool = False
     stream_options: StreamOptions | None = None
-    n: int = Field(default=1, ge=1, le=1)
-    user: str | None = None
-    ignore_eos: bool = False
-    # Accepted for compatibility, must stay at their neutral values.
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logprobs: Any = None
+    n: Int = Field(default=1, ge=1, le=MAX_CHOICES)
+    user: Text | None = None
+    ignore_eos: Bool = False
+    presence_penalty: Float = Field(default=0.0, json_schema_extra=only(0))
+    frequency_penalty: Float = Field(default=0.0, json_schema_extra=only(0))
+    repetition_penalty: Float = Field(default=1.0, json_schema_extra=only(1))
+    min_tokens: Int = Field(default=0, json_schema_extra=only(0))
+    logit_bias: dict[str, Float] | None = Field(
+        default=None, json_schema_extra={"maxProperties": 0}
+    )
+    response_format: ResponseFormat | None = None
 
     @field_validator("stop")
     @classmethod
     def _stop_list(cls, value: str | list[str] | None) -> list[str]:
-        stops = [value] if isinstance(value, str) else list(value or [])
-        if len(stops) > MAX_STOP_STRINGS:
-            raise ValueError(f"at most {MAX_STOP_STRINGS} stop strings are supported")
-        if any(not s for s in stops):
-            raise ValueError("stop strings must be non-empty")
-        return stops
+        return [value] if isinstance(value, str) else list(value or [])
 
-    @field_validator("presence_penalty", "frequency_penalty")
+    @field_validator("stop_token_ids")
     @classmethod
-    def _neutral_penalty(cls, value: float) -> float:
-        if value != 0.0:
-            raise ValueError("penalties are not supported; leave them at 0")
+    def _nonnegative_ids(cls, value: list[int] | None) -> list[int] | None:
+        for i, token in enumerate(value or ()):
+            if token < 0:
+                raise ValueError(f"[{i}] = {token}: token ids are nonnegative")
         return value
 
-    @field_validator("logprobs")
+    @field_validator("presence_penalty", "frequency_penalty", "min_p")
     @classmethod
-    def _no_logprobs(cls, value: Any) -> Any:
-        if value not in (None, False):
-            raise ValueError("logprobs are not supported")
+    def _zero(cls, value: float, info) -> float:
+        return _neutral(info.field_name, value, 0.0)
+
+    @field_validator("repetition_penalty")
+    @classmethod
+    def _one(cls, value: float) -> float:
+        return _neutral("repetition_penalty", value, 1.0)
+
+    @field_validator("min_tokens")
+    @classmethod
+    def _no_min_tokens(cls, value: int) -> int:
+        return _neutral("min_tokens", value, 0)
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _no_logit_bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value:
+            raise ValueError("logit_bias is not supported yet; send {} or omit it")
         return value
 
     def sampling(self, default_max_tokens: int) -> SamplingParams:
@@ -91,72 +201,155 @@ class _SamplingFields(BaseModel):
             max_tokens=self.max_tokens or default_max_tokens,
             temperature=self.temperature,
             top_p=self.top_p,
-            top_k=self.top_k,
+            top_k=max(0, self.top_k),
             seed=self.seed,
             stop=tuple(self.stop or ()),
             ignore_eos=self.ignore_eos,
+            stop_token_ids=tuple(self.stop_token_ids or ()),
+            include_stop_str_in_output=self.include_stop_str_in_output,
+            skip_special_tokens=self.skip_special_tokens,
         )
 
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
+    @property
+    def continuous_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.continuous_usage_stats)
+
+
+def _token_list(value: list[Any], where: str) -> list[int]:
+    value = [int(t) if isinstance(t, float) and t.is_integer() else t for t in value]
+    for i, token in enumerate(value):
+        if isinstance(token, bool) or not isinstance(token, int):
+            shown = "true" if token is True else "false" if token is False else repr(token)
+            raise ValueError(f"{where}[{i}] = {shown}: token ids must be integers")
+        if token < 0:
+            raise ValueError(f"{where}[{i}] = {token}: token ids must be nonnegative")
+    return value
+
+
+def normalize_prompt(value: Any) -> list[str | list[int]]:
+    """One prompt or several: a string, token ids, a list of strings or of id lists."""
+    shape = "a string, a list of token ids, a list of strings or a list of token-id lists"
+    if isinstance(value, str):
+        return [valid_unicode(value)] if value else _empty("prompt")
+    if not isinstance(value, list):
+        raise ValueError(f"must be {shape}")
+    if not value:
+        _empty("prompt")
+    nested = all(isinstance(p, str | list) for p in value)
+    if nested and len(value) > MAX_PROMPTS:
+        raise ValueError(f"holds {len(value)} prompts; at most {MAX_PROMPTS} per request")
+    if all(isinstance(p, str) for p in value):
+        for i, p in enumerate(value):
+            if not p:
+                _empty(f"prompt[{i}]")
+            valid_unicode(p)
+        return list(value)
+    if all(isinstance(p, list) for p in value):
+        for i, p in enumerate(value):
+            if not p:
+                _empty(f"prompt[{i}]")
+        return [_token_list(p, f"prompt[{i}]") for i, p in enumerate(value)]
+    if any(isinstance(p, list | str) for p in value):
+        raise ValueError(f"must be {shape}, not a mix")
+    return [_token_list(value, "prompt")]
+
+
+def _empty(where: str) -> list:
+    raise ValueError(f"{where} is empty")
+
 
 class CompletionRequest(_SamplingFields):
-    prompt: str | list[int]
-    echo: bool = False
-    suffix: str | None = None
-    best_of: int | None = Field(default=None, ge=1, le=1)
+    prompt: Any = Field(
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string", "minLength": 1},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "minItems": 1,
+                    "maxItems": MAX_PROMPTS,
+                },
+                {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_PROMPTS,
+                    "items": {
+                        "type": "array",
+                        "items": {"type": "integer", "minimum": 0},
+                        "minItems": 1,
+                    },
+                },
+            ]
+        }
+    )
+    echo: Bool = False
+    suffix: Annotated[str, Field(max_length=0)] | None = None
+    best_of: Annotated[Int, Field(ge=1, le=MAX_CHOICES)] | None = None
+    logprobs: None = None
 
-    @field_validator("prompt")
+    @field_validator("prompt", mode="before")
     @classmethod
-    def _non_empty(cls, value: str | list[int]) -> str | list[int]:
-        if not value:
-            raise ValueError("the prompt is empty")
-        if isinstance(value, list) and any(t < 0 for t in value):
-            raise ValueError("token ids must be nonnegative")
-        return value
+    def _prompt(cls, value: Any) -> list[str | list[int]]:
+        return normalize_prompt(value)
 
-    @field_validator("echo")
+    @field_validator("suffix", mode="before")
     @classmethod
-    def _no_echo(cls, value: bool) -> bool:
-        if value:
-            raise ValueError("echo is not supported")
-        return value
-
-    @field_validator("suffix")
-    @classmethod
-    def _no_suffix(cls, value: str | None) -> str | None:
+    def _no_suffix(cls, value: Any) -> Any:
         if value:
             raise ValueError("suffix is not supported")
         return value
 
+    @field_validator("logprobs", mode="before")
+    @classmethod
+    def _no_logprobs(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError("logprobs are not supported yet; omit them or send null")
+        return value
 
-class TextPart(BaseModel):
+    @model_validator(mode="after")
+    def _best_of_is_n(self) -> CompletionRequest:
+        if self.best_of is not None and self.best_of != self.n:
+            raise ValueError(
+                f"best_of = {self.best_of} with n = {self.n}: ranking candidates needs "
+                "logprobs, which are not supported yet; best_of must equal n"
+            )
+        return self
+
+    @property
+    def prompts(self) -> list[str | list[int]]:
+        return self.prompt
+
+
+class TextPart(_Body):
     type: Literal["text"]
-    text: str
+    text: Text
 
 
-class ToolCallFunction(BaseModel):
-    name: str
-    arguments: str | dict[str, Any] = "{}"
+class ToolCallFunction(_Body):
+    name: Text
+    arguments: Text | dict[str, Any] = "{}"
 
 
-class ToolCall(BaseModel):
+class ToolCall(_Body):
     """A call an assistant message made earlier in the conversation."""
 
-    id: str | None = None
+    id: Text | None = None
     type: Literal["function"] = "function"
     function: ToolCallFunction
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(_Body):
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | list[TextPart] | None = None
-    name: str | None = None
+    content: Text | list[TextPart] | None = None
+    name: Text | None = None
     tool_calls: list[ToolCall] | None = None
-    tool_call_id: str | None = None
-    reasoning_content: str | None = None
+    tool_call_id: Text | None = None
+    reasoning_content: Text | None = None
 
     @model_validator(mode="after")
     def _content_or_calls(self) -> ChatMessage:
@@ -180,35 +373,33 @@ class ChatMessage(BaseModel):
         return message
 
 
-class ToolFunction(BaseModel):
-    name: str = Field(min_length=1)
-    description: str | None = None
+class ToolFunction(_Body):
+    name: Annotated[str, Field(strict=True, min_length=1), AfterValidator(valid_unicode)]
+    description: Text | None = None
     parameters: dict[str, Any] | None = None
-    strict: bool | None = None
+    strict: Bool | None = None
 
 
-class Tool(BaseModel):
+class Tool(_Body):
     type: Literal["function"]
     function: ToolFunction
 
 
-class NamedToolChoice(BaseModel):
-    type: Literal["function"]
-    function: dict[str, str]
-
-
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: PositiveInt | None = None
+    logprobs: Literal[False] = False
+    top_logprobs: Annotated[Int, Field(ge=0, le=20)] | None = None
     tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    # "required" and a named function need constrained decoding: refused with a message.
+    tool_choice: Literal["none", "auto"] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
-    add_generation_prompt: bool = True
+    add_generation_prompt: Bool = True
 
-    @field_validator("tool_choice")
+    @field_validator("tool_choice", mode="before")
     @classmethod
     def _free_tool_choice(cls, value: Any) -> Any:
-        if value == "required" or isinstance(value, NamedToolChoice):
+        if value == "required" or isinstance(value, dict):
             raise ValueError(
                 "forcing a tool call needs constrained decoding, which is not supported; "
                 "use 'auto' or 'none'"
@@ -224,10 +415,43 @@ class ChatCompletionRequest(_SamplingFields):
             return None
         return [t.model_dump(exclude_none=True) for t in self.tools]
 
+    @field_validator("logprobs", mode="before")
+    @classmethod
+    def _no_logprobs(cls, value: Any) -> Any:
+        if value is True:
+            raise ValueError("logprobs is not supported yet; leave it at false or omit it")
+        if value is not False:
+            raise ValueError("must be a boolean")
+        return value
+
     def sampling(self, default_max_tokens: int) -> SamplingParams:
         if self.max_completion_tokens and not self.max_tokens:
             self.max_tokens = self.max_completion_tokens
         return super().sampling(default_max_tokens)
+
+
+class TokenizeCompletionRequest(_Body):
+    """vLLM's /tokenize for a prompt."""
+
+    model: Text | None = None
+    prompt: Text
+
+
+class TokenizeChatRequest(_Body):
+    """vLLM's /tokenize for chat messages (rendered with the chat template)."""
+
+    model: Text | None = None
+    messages: list[ChatMessage]
+
+
+class DetokenizeRequest(_Body):
+    model: Text | None = None
+    tokens: list[TokenId]
+
+    @field_validator("tokens")
+    @classmethod
+    def _ids(cls, value: list[int]) -> list[int]:
+        return _token_list(value, "tokens")
 
 
 def new_id(prefix: str) -> str:
@@ -238,9 +462,12 @@ def now_s() -> int:
     return int(time.time())
 
 
-def usage(num_prompt: int, num_output: int) -> dict[str, int]:
+def usage(num_prompt: int, num_output: int, num_cached: int = 0) -> dict[str, Any]:
+    """OpenAI usage; ``prompt_tokens_details.cached_tokens`` counts prompt tokens served
+    from a retained checkpoint, as vLLM reports prefix-cache hits."""
     return {
         "prompt_tokens": num_prompt,
         "completion_tokens": num_output,
         "total_tokens": num_prompt + num_output,
+        "prompt_tokens_details": {"cached_tokens": num_cached},
     }

@@ -117,6 +117,9 @@ def _ints(data: Mapping[str, Any], key: str, where: str, default: list[int]) -> 
     return values
 
 
+_GRID_KINDS = (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
+
+
 def _grid(data: Mapping[str, Any]) -> list[Descriptor]:
     """Compact catalogs: every combination of the listed capacities per kind.
 
@@ -130,6 +133,8 @@ def _grid(data: Mapping[str, Any]) -> list[Descriptor]:
             kind = GraphKind(kind_name)
         except ValueError:
             raise ScenarioError(f"{where}: unknown graph kind") from None
+        if kind not in _GRID_KINDS:
+            raise ScenarioError(f"{where}: not a kind Helios schedules as a round")
         if not isinstance(spec, Mapping):
             raise ScenarioError(f"{where}: expected a mapping of {', '.join(GRID_KEYS)}")
         _check_keys(spec, GRID_KEYS, where)

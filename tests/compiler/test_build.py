@@ -132,18 +132,48 @@ def test_a_recipe_without_a_model_family_is_a_clear_error(checkpoint, tmp_path):
     assert "model family 'mamba' has no implementation" in result.output
 
 
-def test_a_checkpoint_changed_after_the_build_is_refused(built, tmp_path):
+def _bundle_over_a_copy(built, tmp_path):
+    """A copy of the bundle pointing at a copy of its checkpoint (same mtimes)."""
     import shutil
 
     out, _ = built
     manifest = json.loads((out / "manifest.json").read_text())
-    copy = tmp_path / "bundle"
-    shutil.copytree(out, copy)
-    manifest["checkpoint"]["sha256"] = "0" * 64
+    checkpoint = shutil.copytree(manifest["checkpoint"]["path"], tmp_path / "ckpt")
+    copy = shutil.copytree(out, tmp_path / "bundle")
+    manifest["checkpoint"]["path"] = str(checkpoint)
     (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy, checkpoint, manifest
+
+
+def test_a_checkpoint_changed_after_the_build_is_refused(built, tmp_path):
+    import os
+
+    copy, checkpoint, _ = _bundle_over_a_copy(built, tmp_path)
+    weights = checkpoint / "model.safetensors"
+    stat = weights.stat()
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     result = CliRunner().invoke(main, ["generate", "--artifacts", str(copy), "--prompt", "x"])
     assert result.exit_code == 2
+    assert "model.safetensors: modified since the build" in result.output
     assert "rebuild the bundle" in result.output
+
+
+def test_verify_weights_hashes_the_checkpoint_again(built, tmp_path):
+    copy, _, manifest = _bundle_over_a_copy(built, tmp_path)
+    manifest["checkpoint"]["sha256"] = "0" * 64
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    args = ["generate", "--artifacts", str(copy), "--prompt", "x", "--verify-weights"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert "differs from the built 000000000000" in result.output
+
+
+def test_the_manifest_records_each_checkpoint_file_size_and_mtime(built):
+    out, _ = built
+    manifest = json.loads((out / "manifest.json").read_text())
+    files = {f["name"]: f for f in manifest["checkpoint"]["files"]}
+    assert {"config.json", "model.safetensors"} <= set(files)
+    assert all(f["size"] > 0 and f["mtime_ns"] > 0 for f in files.values())
 
 
 def test_state_operations_are_validated_and_reported(built):

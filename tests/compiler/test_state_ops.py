@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ignition.compiler.capture import GraphCapturer
+from ignition.compiler.graph import GraphCapturer
 from ignition.compiler.state_ops import StateOperations, state_scratch_page
 from ignition.kernels import use_backend
 from ignition.model.config import Qwen38Config

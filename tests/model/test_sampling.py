@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ignition.model.sampling import SamplingParams, sample, target_distribution
+from ignition.model.sampling import (
+    RandomStream,
+    SamplingParams,
+    exponential_noise,
+    sample,
+    seeded_uniform,
+    target_distribution,
+)
 
 VOCAB = 64
 
@@ -71,3 +78,54 @@ def test_invalid_parameters_are_rejected():
         SamplingParams.build([1.0], top_p=[0.0])
     with pytest.raises(ValueError, match="temperature"):
         SamplingParams.build([-1.0])
+
+
+def test_greedy_sampling_with_seed_0_at_position_2509_returns_the_argmax():
+    """Issue 16: the uniform for token 322 rounded to exactly 1.0 and won the race as NaN."""
+    logits = torch.zeros(1, 4096)
+    logits[0, 7] = 10.0
+    assert sample(logits, SamplingParams.greedy(1), torch.tensor([2509])).tolist() == [7]
+
+
+def test_a_top_k_2_sample_never_returns_a_zero_probability_token():
+    logits = torch.zeros(1, 4096)
+    logits[0, 7], logits[0, 11] = 3.0, 2.5
+    params = SamplingParams.build([1.0], top_k=[2], seed=[0])
+    assert sample(logits, params, torch.tensor([2509])).item() in (7, 11)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_every_uniform_lies_strictly_inside_0_1_in_its_dtype_for_every_stream(dtype):
+    seeds = torch.tensor([0, 1, 7, 2**40 + 3, 2**63 - 1], dtype=torch.int64).repeat_interleave(100)
+    positions = torch.arange(seeds.shape[0]) * 7 + 2509
+    for stream in RandomStream:
+        u = seeded_uniform(seeds, stream, positions, 1024, dtype)
+        assert u.dtype == dtype
+        assert bool((u > 0).all()) and bool((u < 1).all()), stream.name
+        assert bool((exponential_noise(seeds, stream, positions, 1024) > 0).all())
+
+
+@pytest.mark.parametrize("backend", ["reference", "triton"])
+def test_the_bonus_token_at_seed_0_position_3748_is_the_only_possible_one(backend):
+    """Issue 16: the resample noise of token 807 at position 3748 was -0, so p / E was NaN
+    there and the reference verifier emitted 807 where the Triton one emitted 7."""
+    from ignition.kernels import ops, use_backend
+
+    vocab = 4096
+    target = torch.zeros(1, 1, vocab)
+    target[0, 0, 7] = 1.0
+    seed, position = torch.zeros(1, dtype=torch.int64), torch.tensor([3748])
+    noise = exponential_noise(seed, RandomStream.RESAMPLE, position, vocab)
+    uniforms = seeded_uniform(seed, RandomStream.ACCEPT, position, 1)
+    drafts = torch.zeros(1, 0, dtype=torch.int64)
+    with use_backend(backend):
+        _, tokens, _ = ops.rejection_verify(
+            drafts,
+            torch.zeros(1, 0, vocab),
+            target,
+            torch.ones(1, dtype=torch.int32),
+            uniforms,
+            noise,
+            False,
+        )
+    assert tokens.tolist() == [[7]]

@@ -146,8 +146,8 @@ def test_unknown_option_in_expected_catalog(tmp_path):
 
 def test_unknown_family_in_expected_counts(tmp_path):
     data = qwen_data()
-    data["expected_catalogs"][0]["counts"]["vision"] = 1
-    expect_error(tmp_path, data, "'expected_catalogs[0].counts.vision'", "unknown family")
+    data["expected_catalogs"][0]["counts"]["audio"] = 1
+    expect_error(tmp_path, data, "'expected_catalogs[0].counts.audio'", "unknown family")
 
 
 def test_draft_tokens_need_speculation_support(tmp_path):

@@ -88,11 +88,12 @@ def test_more_requests_than_slots_wait_and_reuse_freed_slots():
 
 
 def test_waiting_queue_full_is_refused():
-    engine, _ = make_engine(max_waiting=2)
-    submit(engine, "a", [1])
+    engine, _ = make_engine(num_slots=1, max_waiting=2)
+    submit(engine, "a", [1])  # takes the free slot
     submit(engine, "b", [1])
+    submit(engine, "c", [1])
     with pytest.raises(QueueFullError):
-        submit(engine, "c", [1])
+        submit(engine, "d", [1])
 
 
 def test_cancel_ends_the_stream_with_abort_and_frees_the_slot():

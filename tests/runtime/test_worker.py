@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ignition.compiler.prepare import prepare_programs
+from ignition.compiler.graph import prepare_programs
 from ignition.components.capacity import plan_catalog, select_for_mode
 from ignition.helios import (
     Fence,

@@ -50,6 +50,15 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_server(bundle: Path, command: str, *args: str) -> Iterator[str]:
     """Start `ignition <command>` on a free loopback port; yield its URL once healthy."""
+    with server_process(bundle, command, *args) as (url, _process, _log):
+        yield url
+
+
+@contextlib.contextmanager
+def server_process(
+    bundle: Path, command: str, *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """Like running_server, also yielding the process and its log file."""
     port = free_port()
     argv = [
         sys.executable,
@@ -69,7 +78,10 @@ def running_server(bundle: Path, command: str, *args: str) -> Iterator[str]:
     log_path = bundle / f"server-{port}.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -83,7 +95,7 @@ def running_server(bundle: Path, command: str, *args: str) -> Iterator[str]:
                     if httpx.get(f"{url}/health", timeout=1).status_code == 200:
                         break
                 time.sleep(0.25)
-            yield url
+            yield url, process, log_path
         finally:
             process.terminate()
             try:

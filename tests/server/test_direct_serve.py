@@ -29,5 +29,6 @@ def test_direct_scheduler_serves_concurrent_requests(bundle):
             bodies = list(pool.map(complete, ["import os\n", "def f():\n", "class A:\n" * 200]))
         assert [b["usage"]["completion_tokens"] for b in bodies] == [7, 7, 7]
         metrics = httpx.get(f"{url}/metrics").text
-        assert re.search(r'flare_scheduler_executions_total\{class="\w+",kind="prefill"\}', metrics)
-        assert re.search(r'flare_scheduler_executions_total\{class="\w+",kind="decode"\}', metrics)
+        kinds = r'flare_scheduler_executions_total\{class="\w+",kind="%s",model_name="qwen38"\}'
+        assert re.search(kinds % "prefill", metrics)
+        assert re.search(kinds % "decode", metrics)

@@ -9,69 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-import httpx
 import pytest
 
-from ignition.runtime.chat_template import RenderedChat
-from ignition.runtime.generation_config import GenerationDefaults
-from ignition.runtime.requests import GenerationRequest, QueueFullError, StreamChunk
-from ignition.runtime.stats import EngineStats
-from ignition.server.app import create_app
-
-
-class ScriptedEngine:
-    """Emits the words of ``reply`` one chunk at a time and records what it was asked."""
-
-    model_name = "scripted"
-    max_context_tokens = 64
-    default_max_tokens = 16
-    generation_defaults = GenerationDefaults()
-
-    def __init__(self, reply: str = "one two three four", full: bool = False) -> None:
-        self.reply = reply.split()
-        self.full = full
-        self.stats = EngineStats()
-        self.requests: list[GenerationRequest] = []
-        self.closed: list[str] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
-
-    def encode(self, text: str) -> list[int]:
-        return [ord(c) % 50 + 1 for c in text]
-
-    def render_chat(self, messages, **_: object) -> RenderedChat:
-        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
-        return RenderedChat(text, tuple(self.encode(text)), ())
-
-    def is_healthy(self) -> bool:
-        return True
-
-    def generate(self, request: GenerationRequest):
-        if self.full:
-            raise QueueFullError("all 4 request slots are busy and the waiting queue is full")
-        self.requests.append(request)
-        return self._stream(request)
-
-    async def _stream(self, request: GenerationRequest):
-        n = len(request.prompt_ids)
-        words = self.reply[: request.sampling.max_tokens]
-        try:
-            for i, word in enumerate(words):
-                await self.gate.wait()
-                last = i == len(words) - 1
-                finish = ("length" if len(words) < len(self.reply) else "stop") if last else None
-                yield StreamChunk(word + " ", (i,), n, i + 1, finish)
-        finally:
-            self.closed.append(request.request_id)
-
-
-def client(engine: ScriptedEngine) -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=create_app(engine))
-    return httpx.AsyncClient(transport=transport, base_url="http://test")
-
-
-def run(coro):
-    return asyncio.run(coro)
+from ignition.runtime.requests import GenerationRequest, StreamChunk
+from tests.server.scripted import ScriptedEngine, client, run
 
 
 def test_completion_returns_text_and_usage():
@@ -88,7 +29,38 @@ def test_completion_returns_text_and_usage():
     assert body["model"] == "scripted"  # the served model when the request names none
     assert body["choices"][0]["text"] == "one two three four "
     assert body["choices"][0]["finish_reason"] == "stop"
-    assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+    assert body["usage"] == {
+        "prompt_tokens": 5,
+        "completion_tokens": 4,
+        "total_tokens": 9,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+
+
+def test_usage_reports_cached_prompt_tokens_as_vllm_does():
+    """usage.prompt_tokens_details.cached_tokens counts tokens restored from a checkpoint."""
+    engine = ScriptedEngine()
+    engine.cached = 3
+
+    async def go():
+        async with client(engine) as c:
+            plain = await c.post("/v1/completions", json={"prompt": "hello", "max_tokens": 8})
+            streamed = await c.post(
+                "/v1/completions",
+                json={
+                    "prompt": "hello",
+                    "max_tokens": 8,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                },
+            )
+            return plain, streamed
+
+    plain, streamed = run(go())
+    assert plain.json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 3}
+    events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: {")]
+    final = json.loads(events[-1])
+    assert final["usage"]["prompt_tokens_details"] == {"cached_tokens": 3}
 
 
 def test_max_tokens_reaches_the_engine_and_length_is_reported():
@@ -169,10 +141,10 @@ def test_streaming_sends_sse_data_lines_ending_with_done():
         ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
         ({"prompt": "x", "temperature": -1}, "temperature"),
         ({"prompt": "x", "top_p": 0}, "top_p"),
-        ({"prompt": "x", "n": 2}, "n"),
+        ({"prompt": "x", "n": 0}, "n"),
         ({"prompt": ""}, "prompt"),
         ({"prompt": "x", "logprobs": 3}, "logprobs"),
-        ({"prompt": "x", "bogus": 1}, "bogus"),
+        ({"prompt": "x", "presence_penalty": 0.5}, "presence_penalty"),
         ({}, "prompt"),
     ],
 )
@@ -249,19 +221,22 @@ def test_models_health_and_metrics():
     assert models.json()["data"][0]["id"] == "scripted"
     assert health.json() == {"status": "ok"}
     text = metrics.text
-    assert 'flare_scheduler_executions_total{class="ordinary",kind="decode"} 1.0' in text
+    m = 'model_name="scripted"'
+    assert f'flare_scheduler_executions_total{{class="ordinary",kind="decode",{m}}} 1.0' in text
     assert (
-        'flare_scheduler_execution_nanoseconds_total{class="ordinary",kind="decode"} 1500.0' in text
+        f'flare_scheduler_execution_nanoseconds_total{{class="ordinary",kind="decode",{m}}} 1500.0'
+        in text
     )
     assert (
         'flare_scheduler_execution_nanoseconds_total{class="acceptance_learning",'
-        'kind="speculative"} 700.0' in text
+        f'kind="speculative",{m}}} 700.0' in text
     )
     for cls in ("ordinary", "discovery", "timing_refresh", "acceptance_learning"):
-        assert f'flare_scheduler_executions_total{{class="{cls}",kind="decode"}}' in text
-    assert "flare_speculative_draft_tokens_total 3.0" in text
-    assert 'flare_speculative_accepted_tokens_per_position_total{position="2"} 1.0' in text
-    assert "flare_time_to_first_token_seconds_count 1.0" in text
+        assert f'flare_scheduler_executions_total{{class="{cls}",kind="decode",{m}}}' in text
+    assert f"flare_speculative_draft_tokens_total{{{m}}} 3.0" in text
+    assert f'flare_speculative_accepted_tokens_per_position_total{{{m},position="2"}} 1.0' in text
+    assert f"flare_time_to_first_token_seconds_count{{{m}}} 1.0" in text
+    assert f"flare_e2e_request_latency_seconds_count{{{m}}} 1.0" in text
 
 
 class FailingEngine(ScriptedEngine):
@@ -283,11 +258,28 @@ def test_a_failed_request_is_a_500_with_the_reason():
     assert "boom" in r.json()["error"]["message"]
 
 
-def test_a_failed_stream_ends_with_an_error_event_and_done():
+def test_a_failed_stream_ends_with_an_error_event_a_finish_reason_chunk_and_done():
     async def go():
         async with client(FailingEngine()) as c:
             return await c.post("/v1/completions", json={"prompt": "x", "stream": True})
 
     lines = [line for line in run(go()).text.split("\n") if line]
     assert lines[-1] == "data: [DONE]"
-    assert "boom" in json.loads(lines[-2][6:])["error"]["message"]
+    assert "boom" in json.loads(lines[-3][6:])["error"]["message"]
+    assert json.loads(lines[-2][6:])["choices"][0]["finish_reason"] == "error"
+
+
+def test_metrics_count_prefix_cache_hits_restored_tokens_and_evictions():
+    engine = ScriptedEngine()
+    engine.stats.record_prefix_cache(queries=3, hits=2, tokens=700)
+    engine.stats.set_prefix_cache_evictions(5)
+
+    async def go():
+        async with client(engine) as c:
+            return await c.get("/metrics")
+
+    text = run(go()).text
+    assert 'flare_prefix_cache_queries_total{model_name="scripted"} 3.0' in text
+    assert 'flare_prefix_cache_hits_total{model_name="scripted"} 2.0' in text
+    assert 'flare_prefix_cache_restored_tokens_total{model_name="scripted"} 700.0' in text
+    assert 'flare_prefix_cache_evictions_total{model_name="scripted"} 5.0' in text

@@ -38,7 +38,10 @@ def server(request, bundle):
 
 def graph_counters(url: str) -> dict[str, float]:
     text = httpx.get(f"{url}/metrics").text
-    pattern = r'^flare_scheduler_executions_total\{class="\w+",kind="(\w+)"\} ([0-9.e+]+)$'
+    pattern = (
+        r'^flare_scheduler_executions_total\{class="\w+",kind="(\w+)",model_name="[^"]*"\} '
+        r"([0-9.e+]+)$"
+    )
     counts: dict[str, float] = {}
     for kind, v in re.findall(pattern, text, re.M):
         counts[kind] = counts.get(kind, 0.0) + float(v)
@@ -173,7 +176,8 @@ def test_short_and_long_prompts_contend_and_both_complete(server):
 def test_cancellation_frees_the_slot_for_reuse(server):
     url, mode = server
     before = graph_counters(url)
-    aborted = counter(url, r'flare_requests_total\{finish_reason="abort"\}')
+    abort_series = r'flare_requests_total\{finish_reason="abort",model_name="[^"]*"\}'
+    aborted = counter(url, abort_series)
     with ThreadPoolExecutor(4) as pool:
         # Fill all four slots with long generations, then drop one client mid-stream.
         long_runs = [
@@ -186,7 +190,7 @@ def test_cancellation_frees_the_slot_for_reuse(server):
     assert reused["completion_tokens"] == 5
     assert all(r["completion_tokens"] == 400 for r in results[2:])
     deadline = time.monotonic() + 10
-    while counter(url, r'flare_requests_total\{finish_reason="abort"\}') <= aborted:
+    while counter(url, abort_series) <= aborted:
         assert time.monotonic() < deadline, "the disconnect never cancelled the request"
         time.sleep(0.1)
 

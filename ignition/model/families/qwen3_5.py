@@ -20,7 +20,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ignition.model.config import ConfigError, Qwen38Config
+from ignition.model.config import ConfigError, Qwen38Config, VisionConfig, as_vision_config
 from ignition.model.families.base import (
     CheckpointLayout,
     ModelFamily,
@@ -100,7 +100,7 @@ class Qwen35Family(ModelFamily):
             hc_streams=0,
             ple_dim=0,
             mtp_num_layers=num_mtp,
-            vision=None,
+            vision=vision_block(raw, source, tensor_names),
             rms_norm_eps=r.float("rms_norm_eps", 1e-6),
             max_position_embeddings=r.int("max_position_embeddings", 32768),
             tie_word_embeddings=bool(outer_tie),
@@ -108,6 +108,9 @@ class Qwen35Family(ModelFamily):
             norm_offset=1.0,
             mtp_feeds_normed_hidden=True,
             image_token_id=raw.get("image_token_id"),
+            vision_start_token_id=raw.get("vision_start_token_id"),
+            vision_end_token_id=raw.get("vision_end_token_id"),
+            mrope_section=_mrope_section(rope, prefix, source),
             **r.token_ids(raw),
         )
         if self.is_moe:
@@ -139,14 +142,17 @@ class Qwen35Family(ModelFamily):
             name: _source(name, tuple(param.shape), trunk, config, tensor_names)
             for name, param in model.named_parameters()
         }
-        return CheckpointLayout(sources, ignored_prefixes=("model.visual.", "mtp.embed_tokens."))
+        ignored = (
+            ("mtp.embed_tokens.",) if config.vision else ("model.visual.", "mtp.embed_tokens.")
+        )
+        return CheckpointLayout(sources, ignored_prefixes=ignored)
 
     def load_notes(self, config: Qwen38Config, raw: Mapping[str, Any]) -> list[str]:
         notes = []
-        if "vision_config" in raw:
+        if "vision_config" in raw and config.vision is None:
             notes.append(
-                "vision: model.visual.* tensors are not loaded (the vision encoder is not "
-                "implemented yet); text prompts only"
+                "vision: config.json has vision_config but the checkpoint has no model.visual.* "
+                "tensors; text prompts only"
             )
         return notes
 
@@ -157,6 +163,55 @@ class Qwen35MoeFamily(Qwen35Family):
     recipe = "qwen35-moe"
     description = "Qwen3.5 / Qwen3.6 MoE: GDN + gated attention 3:1, routed + shared experts, MTP"
     is_moe = True
+
+
+def _mrope_section(
+    rope: Mapping[str, Any], prefix: str, source: str
+) -> tuple[int, int, int] | None:
+    section = rope.get("mrope_section")
+    if section is None:
+        return None
+    if not isinstance(section, list | tuple) or len(section) != 3:
+        raise ConfigError(
+            source, f"key '{prefix}rope_parameters.mrope_section' = {section!r}: expected 3 ints"
+        )
+    return tuple(section)
+
+
+_VISION_KEYS = {  # VisionConfig field -> vision_config key
+    "hidden_size": "hidden_size",
+    "num_hidden_layers": "depth",
+    "num_attention_heads": "num_heads",
+    "patch_size": "patch_size",
+    "in_channels": "in_channels",
+    "intermediate_size": "intermediate_size",
+    "out_hidden_size": "out_hidden_size",
+    "temporal_patch_size": "temporal_patch_size",
+    "spatial_merge_size": "spatial_merge_size",
+    "num_position_embeddings": "num_position_embeddings",
+    "hidden_act": "hidden_act",
+}
+
+
+def vision_block(
+    raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
+) -> VisionConfig | None:
+    """The vision tower's dimensions, when config.json declares one and its tensors exist."""
+    block = raw.get("vision_config")
+    if block is None or not any(n.startswith("model.visual.") for n in tensor_names):
+        return None
+    if not isinstance(block, Mapping):
+        raise ConfigError(source, f"key 'vision_config' = {block!r}: must be an object")
+    values: dict[str, Any] = {f: block[k] for f, k in _VISION_KEYS.items() if k in block}
+    rope = block.get("rope_parameters") or {}
+    if rope.get("rope_type", "axial") != "axial":
+        raise ConfigError(
+            source,
+            f"key 'vision_config.rope_parameters.rope_type' = {rope['rope_type']!r}: "
+            "expected axial",
+        )
+    values["rope_theta"] = rope.get("rope_theta", 10000.0)
+    return as_vision_config(values, source, key="vision_config")
 
 
 def _layer_types(
@@ -217,6 +272,8 @@ def _source(
     tensor_names: frozenset[str],
 ) -> TensorSource:
     """Where internal parameter ``name`` comes from in a Qwen3.5 checkpoint."""
+    if name.startswith("visual."):
+        return TensorSource.same(FLAT_PREFIX + name, shape)
     full = name if name.startswith(("lm_head.", "mtp.")) else trunk + name
     base = full.rpartition(".")[0]
     block, _, module = base.rpartition(".")

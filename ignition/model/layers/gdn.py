@@ -69,7 +69,7 @@ class GatedDeltaNet(nn.Module):
         num_tokens = x.shape[0]
         qkv = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)  # [T, C]
         conv_weight = self.conv1d.weight[:, 0, :]  # [C, K]
-        prompt_window = conv_window[meta.prompt_state_row]
+        prompt_window = conv_window[meta.prompt_state_row][0]
         decode_windows_in = conv_window[meta.state_rows]  # [R, C, K-1]
 
         mixed = qkv.new_zeros(num_tokens + 1, qkv.shape[1])
@@ -103,7 +103,7 @@ class GatedDeltaNet(nn.Module):
         scale = self.key_dim**-0.5
 
         out = v.new_zeros(num_tokens + 1, self.num_heads, self.value_dim)
-        prompt_state = gdn_state[meta.prompt_state_row]
+        prompt_state = gdn_state[meta.prompt_state_row][0]
         if has_prompt_path:
             # Padding tokens gather the zero sentinel row: g = 0 and beta = 0 leave S unchanged.
             o_prompt, prompt_state = ops.chunk_gated_delta_rule(

@@ -2,10 +2,17 @@
 
 Routing weights are the softmax over all experts, restricted to the top k and renormalised.
 Tokens are grouped by expert (a stable sort of the flattened assignments), so each expert
-runs one matmul over all of its packed tokens, prompt and decode alike. Grouping needs the
-per-expert counts on the host; while a CUDA graph is being captured the layer instead runs
-every expert densely with zero weights for unrouted tokens (no sync, E/k times the work),
-until a grouped-GEMM kernel replaces both.
+runs one matmul over all of its packed tokens, prompt and decode alike.
+
+Inference uses fixed-capacity dispatch, which never leaves the device: the T * k
+assignments, sorted by expert, fill one static [T * k, hidden] buffer, and per-expert
+group ends are a device cumsum of the routing counts, consumed by one grouped GEMM per
+projection (``torch._grouped_mm``) over the experts' stacked weights. No count reaches
+the host and no shape depends on routing, so the same code runs eagerly and inside a
+captured CUDA graph. Where the grouped GEMM is unavailable (older torch, or CUDA without
+bf16 support) the layer runs every expert densely with zero weights for unrouted tokens
+(also sync-free, E/k times the work). Training (autograd) keeps the host-grouped loop,
+``routed_host_grouped``, which is also the reference the other two are compared against.
 """
 
 from __future__ import annotations
@@ -48,10 +55,24 @@ class MixtureOfExperts(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x [T, hidden] -> [T, hidden]."""
-        is_capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
-        routed = self.routed_dense(x) if is_capturing else self.routed_grouped(x)
+        if torch.is_grad_enabled():
+            routed = self.routed_host_grouped(x)
+        elif self.can_dispatch_grouped(x):
+            routed = self.routed_fixed_capacity(x)
+        else:
+            routed = self.routed_dense(x)
         shared = self.shared_expert(x).float() * torch.sigmoid(self.shared_expert_gate(x).float())
         return (routed + shared).to(x.dtype)
+
+    def can_dispatch_grouped(self, x: Tensor) -> bool:
+        """Whether this torch and device run the grouped GEMM on ``x``'s dtype and shapes."""
+        if not hasattr(torch, "_grouped_mm"):
+            return False
+        if x.is_cuda and x.dtype != torch.bfloat16:
+            return False
+        # Grouped GEMM operands need 16-byte aligned strides.
+        widths = (x.shape[1], self.experts[0].gate_proj.out_features)
+        return all(w * x.element_size() % 16 == 0 for w in widths)
 
     def routed_dense(self, x: Tensor) -> Tensor:
         """Routed output [T, hidden] fp32 with every expert over every token (sync-free)."""
@@ -63,8 +84,56 @@ class MixtureOfExperts(nn.Module):
             routed = routed + expert(x).float() * dense[:, e, None]
         return routed
 
-    def routed_grouped(self, x: Tensor) -> Tensor:
-        """Routed output [T, hidden] fp32, each expert over its own tokens only."""
+    def routed_fixed_capacity(self, x: Tensor) -> Tensor:
+        """Routed output [T, hidden] fp32 by fixed-capacity dispatch (sync-free, grouped)."""
+        num_tokens, num_experts = x.shape[0], len(self.experts)
+        weights, experts = self.route(x)
+        flat_experts = experts.reshape(-1)  # [N = T * k]
+        order = torch.argsort(flat_experts, stable=True)  # [N] assignments grouped by expert
+        counts = torch.zeros(num_experts, dtype=torch.int32, device=x.device)
+        counts.scatter_add_(0, flat_experts, torch.ones_like(flat_experts, dtype=torch.int32))
+        group_ends = torch.cumsum(counts, 0, dtype=torch.int32)  # [E] on the device
+        gate_up, down = self.stacked_weights()
+        grouped_x = x[order // self.top_k]  # [N, hidden], static capacity
+        h = torch._grouped_mm(grouped_x, gate_up.transpose(1, 2), offs=group_ends)
+        gate, up = h.chunk(2, dim=-1)  # [N, I] each
+        y = torch._grouped_mm(F.silu(gate) * up, down.transpose(1, 2), offs=group_ends)
+        # One output row per (token, choice): plain index writes (no atomics), then sum over k.
+        routed = torch.zeros(num_tokens * self.top_k, x.shape[1], device=x.device)
+        routed.index_copy_(0, order, y.float() * weights.reshape(-1)[order, None])
+        return routed.view(num_tokens, self.top_k, -1).sum(1)
+
+    @torch.no_grad()
+    def stacked_weights(self) -> tuple[Tensor, Tensor]:
+        """(gate_up [E, 2I, hidden], down [E, hidden, I]) of the experts' current weights.
+
+        Built on first use (a warm-up run, outside any capture). On CUDA the experts'
+        parameters are then re-pointed into the stacked storage, so stacking costs no memory
+        and no per-step copy; on CPU the stack is a cached copy (checkpoint writers see
+        unshared tensors), rebuilt when a parameter moves or changes (its version counter).
+        """
+        params = [p for e in self.experts for p in e.parameters()]
+        key = tuple((p.data_ptr(), p._version) for p in params)
+        cached = getattr(self, "_stacked", None)
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        inter = self.experts[0].gate_proj.out_features
+        gate_up = torch.stack(
+            [torch.cat([e.gate_proj.weight, e.up_proj.weight]) for e in self.experts]
+        )
+        down = torch.stack([e.down_proj.weight for e in self.experts])
+        if gate_up.is_cuda:
+            for i, e in enumerate(self.experts):
+                e.gate_proj.weight.data = gate_up[i, :inter]
+                e.up_proj.weight.data = gate_up[i, inter:]
+                e.down_proj.weight.data = down[i]
+            key = tuple((p.data_ptr(), p._version) for p in params)
+        self._stacked = (key, gate_up, down)
+        return gate_up, down
+
+    def routed_host_grouped(self, x: Tensor) -> Tensor:
+        """Routed output [T, hidden] fp32, each expert over its own tokens only; reads the
+        per-expert counts on the host (training and reference only, never captured)."""
         num_tokens = x.shape[0]
         weights, experts = self.route(x)
         flat_experts = experts.reshape(-1)  # [T * k]

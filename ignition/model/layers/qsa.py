@@ -39,7 +39,11 @@ class QueryGatedAttention(nn.Module):
         self.q_norm = RMSNorm(head_dim, config.rms_norm_eps, offset) if config.qk_norm else None
         self.k_norm = RMSNorm(head_dim, config.rms_norm_eps, offset) if config.qk_norm else None
         self.rotary = PartialRotary(
-            head_dim, config.rotary_dim, config.rope_theta, config.rope_scaling
+            head_dim,
+            config.rotary_dim,
+            config.rope_theta,
+            config.rope_scaling,
+            config.mrope_section,
         )
 
     def forward(
@@ -61,8 +65,9 @@ class QueryGatedAttention(nn.Module):
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
-        q = self.rotary(q, meta.positions)
-        k = self.rotary(k, meta.positions)
+        rope = meta.positions if meta.rope_positions is None else meta.rope_positions
+        q = self.rotary(q, rope)
+        k = self.rotary(k, rope)
         slots = meta.kv_slots if kv_slots is None else kv_slots
         ops.write_paged_kv(k, v, k_cache, v_cache, slots)
         attn = ops.packed_paged_attention(

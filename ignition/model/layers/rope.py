@@ -14,10 +14,16 @@ class PartialRotary:
     """Rotates the leading ``rotary_dim`` channels of each head (half-split convention)."""
 
     def __init__(
-        self, head_dim: int, rotary_dim: int, theta: float, scaling: RopeScaling | None = None
+        self,
+        head_dim: int,
+        rotary_dim: int,
+        theta: float,
+        scaling: RopeScaling | None = None,
+        mrope_section: tuple[int, int, int] | None = None,
     ) -> None:
         self.head_dim = head_dim
         self.rotary_dim = rotary_dim
+        self.axis = _interleaved_axes(rotary_dim // 2, mrope_section)
         # Explicit CPU: a model built under torch.device("meta") (checkpoint loading) still
         # needs real frequencies; they are not weights, so to_empty would not restore them.
         steps = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device="cpu")
@@ -28,11 +34,17 @@ class PartialRotary:
         self.inv_freq = inv_freq.float()  # [rotary_dim / 2]
 
     def __call__(self, x: Tensor, positions: Tensor) -> Tensor:
-        """x [tokens, heads, head_dim]; positions [tokens] int."""
+        """x [tokens, heads, head_dim]; positions [tokens] int, or [3, tokens] multimodal
+        (temporal, height, width) positions, each frequency pair reading its own axis."""
         if self.rotary_dim == 0:
             return x
         inv_freq = self.inv_freq.to(x.device)
-        angles = positions.float()[:, None] * inv_freq[None, :]  # [tokens, rotary_dim / 2]
+        if positions.dim() == 2:
+            axis = self.axis.to(x.device)
+            per_pair = positions.float().index_select(0, axis)  # [rotary_dim / 2, tokens]
+            angles = per_pair.t() * inv_freq[None, :]
+        else:
+            angles = positions.float()[:, None] * inv_freq[None, :]  # [tokens, rotary_dim / 2]
         cos = angles.cos()[:, None, :]
         sin = angles.sin()[:, None, :]
         half = self.rotary_dim // 2
@@ -40,6 +52,18 @@ class PartialRotary:
         first, second = rot[..., :half], rot[..., half:]
         rotated = torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
         return torch.cat([rotated.to(x.dtype), x[..., self.rotary_dim :]], dim=-1)
+
+
+def _interleaved_axes(pairs: int, section: tuple[int, int, int] | None) -> Tensor:
+    """Position axis of each frequency pair: height takes pairs 1, 4, 7 ... and width pairs
+    2, 5, 8 ... while each has pairs left in its section; every other pair is temporal."""
+    axis = torch.zeros(pairs, dtype=torch.long, device="cpu")  # not a weight: never meta
+    if section is None:
+        return axis
+    for dim in (1, 2):
+        for j in range(dim, min(3 * section[dim], pairs), 3):
+            axis[j] = dim
+    return axis
 
 
 def _llama3_scaled(inv_freq: Tensor, s: RopeScaling) -> Tensor:

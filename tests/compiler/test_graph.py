@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from ignition.compiler.capture import GraphCapturer, copy_into, timed_run, tree_nbytes
+from ignition.compiler.graph import GraphCapturer, copy_into, timed_run, tree_nbytes
 
 
 @dataclass

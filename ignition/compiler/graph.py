@@ -1,0 +1,234 @@
+"""Static-buffer programs: captured as CUDA graphs on a GPU, run eagerly on CPU.
+
+A program is a function of typed static input buffers (the workspace views of
+``compiler.workspace``) that returns its outputs. Callers upload inputs in
+place, :func:`launch` the program and later :meth:`InflightRun.wait` for it, so
+the same host code drives a CUDA-graph replay and an eager CPU run.
+
+Capture discipline (the usual serving-engine recipe): :func:`capture_order`, a
+pure function of the descriptors' shapes, puts the largest packed extent first,
+so that the first capture reserves the pool blocks every later, smaller graph
+reuses; every graph of a catalog shares that one pool; each program warms up
+once outside its graph (allocator and autotuning side effects).
+
+Padding is harmless by design: warm-up and capture run on all-padding inputs
+(slot -1, query length 0, prompt lane -1), and a padded row redirects every
+state write to the state's scratch row, so preparing a catalog mutates no
+request's state.
+
+Launch and wait are split so the device runs while the host plans: ``launch``
+replays the graph between two recorded CUDA events and returns at once;
+``wait`` synchronizes on the end event and reads the device interval. On CPU
+the eager run happens inside ``launch`` and its wall interval is the device
+time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from ignition.compiler.programs import Program, build_program
+from ignition.compiler.staging import HostStaging
+from ignition.compiler.workspace import Workspace, WorkspaceExtents, clear_inputs
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.model.model import HybridModel
+from ignition.model.state import ModelState
+
+Tree = Any  # a Tensor, or a dataclass / tuple / list / dict of trees
+
+
+def map_tensors(tree: Tree, fn: Callable[[torch.Tensor], Any]) -> Tree:
+    """Apply ``fn`` to every tensor leaf, rebuilding the same structure."""
+    if isinstance(tree, torch.Tensor):
+        return fn(tree)
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        values = {f.name: map_tensors(getattr(tree, f.name), fn) for f in dataclasses.fields(tree)}
+        return dataclasses.replace(tree, **values)
+    if isinstance(tree, tuple):
+        return tuple(map_tensors(item, fn) for item in tree)
+    if isinstance(tree, list):
+        return [map_tensors(item, fn) for item in tree]
+    if isinstance(tree, dict):
+        return {key: map_tensors(value, fn) for key, value in tree.items()}
+    return tree
+
+
+def copy_into(dst: Tree, src: Tree) -> None:
+    """Copy every tensor of ``src`` into the matching static tensor of ``dst``."""
+    if isinstance(dst, torch.Tensor):
+        if not isinstance(src, torch.Tensor) or src.shape != dst.shape:
+            got = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__
+            raise ValueError(f"static output shape {tuple(dst.shape)} received {got}")
+        dst.copy_(src)
+    elif dataclasses.is_dataclass(dst) and not isinstance(dst, type):
+        for f in dataclasses.fields(dst):
+            copy_into(getattr(dst, f.name), getattr(src, f.name))
+    elif isinstance(dst, (tuple, list)):
+        for d, s in zip(dst, src, strict=True):
+            copy_into(d, s)
+    elif isinstance(dst, dict):
+        for key, value in dst.items():
+            copy_into(value, src[key])
+
+
+def tree_nbytes(tree: Tree) -> int:
+    total = 0
+
+    def add(t: torch.Tensor) -> None:
+        nonlocal total
+        total += t.numel() * t.element_size()
+
+    map_tensors(tree, add)
+    return total
+
+
+def capture_order(descriptors: Iterable[Descriptor]) -> list[Descriptor]:
+    """Largest packed extent first, then widest batch: the pure shape rule of the pool."""
+    return sorted(descriptors, key=lambda d: (-d.max_packed_extent, -d.batch_capacity, d.name))
+
+
+@dataclasses.dataclass
+class PreparedProgram:
+    """One prepared program's buffers: static inputs, static outputs and, once captured
+    (CUDA), its graph; otherwise ``run`` calls the function eagerly and copies its results
+    into ``outputs``, so the caller sees the same buffers either way."""
+
+    name: str
+    fn: Callable[[Tree], Tree]
+    inputs: Tree
+    outputs: Tree
+    graph: Any = None
+    capture_bytes: int = 0
+    capture_s: float = 0.0
+    device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def is_captured(self) -> bool:
+        return self.graph is not None
+
+    def run(self) -> Tree:
+        if self.graph is not None:
+            self.graph.replay()
+        elif self.outputs is None:
+            # Eager programs allocate their output buffers on the first run, so loading a
+            # catalog on CPU costs no warm-up; later runs write into the same buffers.
+            self.outputs = map_tensors(self.fn(self.inputs), lambda t: t.clone())
+        else:
+            copy_into(self.outputs, self.fn(self.inputs))
+        return self.outputs
+
+
+@dataclasses.dataclass
+class InflightRun:
+    """A launched program: its outputs become readable after :meth:`wait`."""
+
+    outputs: Tree
+    start: Any = None  # CUDA events around the replay; None on CPU
+    end: Any = None
+    cpu_ns: int = 0
+
+    def wait(self) -> int:
+        """Block until the device finished; returns the device interval in ns."""
+        if self.end is None:
+            return self.cpu_ns
+        self.end.synchronize()
+        return int(self.start.elapsed_time(self.end) * 1e6)
+
+
+def launch(program: PreparedProgram, snapshot: Callable[[Tree], Tree] | None = None) -> InflightRun:
+    """Enqueue one run (and ``snapshot`` of its outputs) without waiting for the device."""
+    if program.device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        outputs = program.run()
+        outputs = snapshot(outputs) if snapshot is not None else outputs
+        end.record()
+        return InflightRun(outputs, start, end)
+    began = time.perf_counter_ns()
+    outputs = program.run()
+    outputs = snapshot(outputs) if snapshot is not None else outputs
+    return InflightRun(outputs, cpu_ns=time.perf_counter_ns() - began)
+
+
+def timed_run(program: PreparedProgram) -> tuple[Tree, int]:
+    """Run once and wait: (outputs, device interval in ns)."""
+    inflight = launch(program)
+    return inflight.outputs, inflight.wait()
+
+
+class GraphCapturer:
+    """Prepares programs on one device; on CUDA all graphs share one memory pool.
+
+    Capture order matters for the pool: prepare the largest program first
+    (:func:`capture_order`) so later, smaller graphs fit inside the blocks it reserved.
+    """
+
+    def __init__(self, device: torch.device | str, use_graphs: bool | None = None) -> None:
+        self.device = torch.device(device)
+        is_cuda = self.device.type == "cuda"
+        self.use_graphs = is_cuda if use_graphs is None else (use_graphs and is_cuda)
+        self._pool: Any = None
+
+    def prepare(self, name: str, fn: Callable[[Tree], Tree], inputs: Tree) -> PreparedProgram:
+        """Warm up and capture (CUDA), or keep the eager function (CPU, no warm-up)."""
+        if not self.use_graphs:
+            return PreparedProgram(name, fn, inputs, outputs=None, device=self.device)
+        began = time.perf_counter()
+        with torch.no_grad():
+            fn(inputs)  # warm-up outside the graph: allocator and autotuning side effects
+            torch.cuda.synchronize(self.device)
+            before = torch.cuda.memory_reserved(self.device)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self._pool):
+                outputs = fn(inputs)
+            if self._pool is None:
+                self._pool = graph.pool()
+            torch.cuda.synchronize(self.device)
+            used = torch.cuda.memory_reserved(self.device) - before
+        return PreparedProgram(
+            name,
+            fn,
+            inputs,
+            outputs,
+            graph=graph,
+            capture_bytes=max(0, used),
+            capture_s=time.perf_counter() - began,
+            device=self.device,
+        )
+
+
+PreparedCatalog = dict[str, tuple[Program, PreparedProgram]]
+
+
+def prepare_programs(
+    model: HybridModel,
+    state: ModelState,
+    descriptors: Iterable[Descriptor],
+    device: torch.device,
+    *,
+    use_graphs: bool | None = None,
+    on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
+) -> tuple[PreparedCatalog, torch.Tensor]:
+    """Every program of a catalog over one state, one workspace and one host staging, in
+    capture order. Returns the programs by descriptor name and the device ``pending``
+    buffer."""
+    ordered = capture_order(descriptors)
+    text = [d for d in ordered if d.kind is not GraphKind.VISION]  # vision owns its inputs
+    workspace = Workspace(WorkspaceExtents.of(text), model.config.hidden_size, device)
+    staging = HostStaging(workspace, mirrors={"page_table": state.page_table})
+    pending = torch.zeros(state.num_slots + 1, dtype=torch.int64, device=device)
+    capturer = GraphCapturer(device, use_graphs)
+    prepared: PreparedCatalog = {}
+    for d in ordered:
+        program = build_program(d, model, state, workspace, pending, staging)
+        clear_inputs(program.inputs)
+        graph = capturer.prepare(d.name, program.fn, program.inputs)
+        prepared[d.name] = (program, graph)
+        if on_prepared is not None:
+            on_prepared(d, graph)
+    return prepared, pending

@@ -1,0 +1,117 @@
+"""Host staging for frame inputs: fill on the host, upload each buffer once per frame.
+
+The worker writes a frame's rows into host mirrors of the workspace buffers
+(numpy views, so a write is a plain store with no tensor op and no device
+traffic), then :meth:`HostStaging.upload` issues one copy per buffer the program
+binds. On CUDA the mirrors are pinned, so the copies are asynchronous and
+stream-ordered before the replay that reads them; the host never waits for the
+device while binding.
+
+Two staging sets alternate, one per slot of the engine's two-frame queue: a set
+is refilled only after the copies that read it have run (its event is waited
+on first, which in steady state has long completed). On CPU the same code runs
+with ordinary host tensors and synchronous copies.
+
+Device state the host changes between frames (the page table) has a
+:class:`HostMirror`: a host master copy the runtime edits, uploaded whole by
+the next frame's :meth:`HostStaging.upload` when it changed, so the host never
+issues a blocking pageable copy while a frame runs. With a mirror, the mirror is
+that tensor's only writer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ignition.compiler.workspace import BUFFERS, Uploads, Workspace
+
+NUM_STAGING_SETS = 2  # the engine queues at most two frames
+
+
+class HostMirror:
+    """The host master copy of one device tensor; edit ``array``, then ``mark_dirty``."""
+
+    def __init__(self, device_tensor: Tensor) -> None:
+        self.device_tensor = device_tensor
+        self.array: np.ndarray = device_tensor.detach().cpu().numpy().copy()
+        self.is_dirty = False
+
+    def mark_dirty(self) -> None:
+        self.is_dirty = True
+
+
+@dataclass
+class HostFrame:
+    """One frame's host-side inputs: ``arrays[name]`` is a writable numpy view of a staging
+    buffer, already reset to padding over the prefixes the program binds."""
+
+    uploads: Uploads
+    arrays: dict[str, np.ndarray]
+    host: dict[str, Tensor]
+    set_index: int
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.arrays[name]
+
+
+class HostStaging:
+    """Double-buffered host mirrors of one workspace's buffers."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        mirrors: dict[str, Tensor] | None = None,
+        num_sets: int = NUM_STAGING_SETS,
+    ) -> None:
+        self.workspace = workspace
+        self.is_cuda = workspace.device.type == "cuda"
+        self.mirrors = {name: HostMirror(t) for name, t in (mirrors or {}).items()}
+        targets = {**workspace.buffers, **{n: m.device_tensor for n, m in self.mirrors.items()}}
+        self._sets: list[dict[str, Tensor]] = []
+        self._arrays: list[dict[str, np.ndarray]] = []
+        for _ in range(num_sets):
+            host = {
+                name: torch.empty(buf.shape, dtype=buf.dtype, pin_memory=self.is_cuda)
+                for name, buf in targets.items()
+            }
+            self._sets.append(host)
+            self._arrays.append({name: t.numpy() for name, t in host.items()})
+        self._copied: list[Any] = [None] * num_sets  # CUDA event after each set's copies
+        self._next = 0
+        self.num_uploads = 0  # copies issued, for tests and benchmarks
+
+    def begin(self, uploads: Uploads) -> HostFrame:
+        """The next staging set, reset to padding over ``uploads``, safe to write."""
+        index = self._next
+        self._next = (index + 1) % len(self._sets)
+        copied = self._copied[index]
+        if copied is not None and not copied.query():  # in steady state long complete
+            copied.synchronize()  # the copies of two frames ago
+        self._copied[index] = None
+        arrays = self._arrays[index]
+        for name, n in uploads:
+            arrays[name][:n] = BUFFERS[name].padding
+        return HostFrame(uploads, arrays, self._sets[index], index)
+
+    def upload(self, frame: HostFrame) -> None:
+        """One copy per bound buffer, host staging -> workspace, and one per changed mirror
+        (asynchronous on CUDA)."""
+        buffers = self.workspace.buffers
+        for name, n in frame.uploads:
+            buffers[name][:n].copy_(frame.host[name][:n], non_blocking=self.is_cuda)
+        self.num_uploads += len(frame.uploads)
+        for name, mirror in self.mirrors.items():
+            if mirror.is_dirty:
+                np.copyto(frame.arrays[name], mirror.array)
+                mirror.device_tensor.copy_(frame.host[name], non_blocking=self.is_cuda)
+                mirror.is_dirty = False
+                self.num_uploads += 1
+        if self.is_cuda:
+            event = torch.cuda.Event()
+            event.record()
+            self._copied[frame.set_index] = event

@@ -1,0 +1,269 @@
+"""Candidates for state operations: restore, intermediate snapshots, terminal retirement.
+
+A restore (a retained checkpoint matching a new request's prefix) and an intermediate
+snapshot (a checkpoint capture where prefill was cut) are prerequisites: they earn no
+token service themselves and are ranked by what they enable. For every pair of a
+prepared state-operation shape and a following inference shape, the two cohorts are
+chosen jointly with the exact prefix-sum calculation of prerequisites.py, and the
+candidate carries the pair's score; the plan keeps only the state operation's own
+duration, and only it executes before replanning.
+
+Terminal retirement competes through the same value-per-time score: each retiring
+row is worth terminal_value + terminal_age_price * sigma * (A + T), sigma being the
+snapshot family's batch-feasible reference interval (none without a measured
+snapshot cost: nothing is invented). A snapshot graph with spare rows can retire
+terminal requests alongside a capture, and a terminal row's age stops at the
+snapshot's completion, which saves the waiting it would otherwise incur over the
+following graph.
+
+Following-graph lane values use the ordinary lane arithmetic at the lookahead's end
+(ages reset at the following graph's completion). Decoders are valued as width-one
+rows, exact for ordinary decode and mixed width-one graphs and a lower bound for
+speculative ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.config import PolicyConfig
+from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.policy import Population, prompt_capacity
+from ignition.helios.prerequisites import (
+    PairShape,
+    PinnedRow,
+    TerminalContribution,
+    best_pair_cohort,
+)
+from ignition.helios.terminal import (
+    TerminalPrices,
+    TerminalView,
+    saved_waiting,
+    terminal_lane_value,
+)
+from ignition.helios.types import LaneRole
+from ignition.helios.utility import (
+    Candidate,
+    Decision,
+    LanePick,
+    LaneView,
+    consumable_tokens,
+    decode_lane,
+    finish,
+)
+
+STATE_KINDS = (GraphKind.RESTORE, GraphKind.SNAPSHOT)
+
+
+def _ms(costs: CostModel, d: Descriptor) -> float | None:
+    estimate = costs.estimate_ns(d)
+    return estimate / 1e6 if estimate > 0 else None
+
+
+def terminal_sigma_ms(
+    snapshots: Sequence[Descriptor], costs: CostModel, num_terminal: int
+) -> float | None:
+    """K * T / min(B, K) for the measured snapshot shape minimizing T / min(B, K)."""
+    if num_terminal < 1:
+        return None
+    best = None
+    for d in snapshots:
+        t = _ms(costs, d)
+        if t is not None:
+            per = t / min(d.batch_capacity, num_terminal)
+            best = per if best is None else min(best, per)
+    return None if best is None else num_terminal * best
+
+
+def _enabled_kind(view: LaneView) -> GraphKind:
+    """Restore-pending views sit at the restored position; capture-pending ones at the
+    capture end (see projection)."""
+    return GraphKind.SNAPSHOT if view.prompt_position in view.capture_ends else GraphKind.RESTORE
+
+
+def _prompt_value(view: LaneView, d: Descriptor) -> tuple[float, int]:
+    tokens = consumable_tokens(view, prompt_capacity(d))
+    value = view.prices.prefill_token * tokens
+    if tokens > 0 and tokens >= view.remaining_prompt:
+        value += view.prices.output_token
+    return value, tokens
+
+
+def _decoder_value(view: LaneView, decision: Decision, total_ms: float) -> float:
+    if view.remaining_output < 1:
+        return 0.0
+    return decode_lane(view, decision, total_ms, 1, 1.0, 1).value
+
+
+class StateTables:
+    """The lane contributions one decision needs, per following shape."""
+
+    def __init__(
+        self,
+        population: Population,
+        inference: Sequence[Descriptor],
+        snapshots: Sequence[Descriptor],
+        costs: CostModel,
+        decision: Decision,
+        policy: PolicyConfig,
+    ) -> None:
+        self.population = population
+        self.inference = list(inference)
+        self.costs = costs
+        self.decision = decision
+        scale = math.exp(decision.log_scale)
+        self.prices = TerminalPrices(policy.terminal_value * scale, decision.terminal_age_price)
+        self.sigma = terminal_sigma_ms(snapshots, costs, len(population.terminal))
+
+    def terminal_contributions(
+        self, rows: Sequence[TerminalView], t_ms: float | None, total_ms: float | None
+    ) -> list[TerminalContribution]:
+        out = []
+        for row in rows:
+            prefix = terminal_lane_value(self.prices, self.sigma, row.age_ms, t_ms or 0.0)
+            saved = 0.0
+            if t_ms is not None and total_ms is not None:
+                saved = saved_waiting(self.prices.age_price, t_ms, total_ms)
+            out.append(TerminalContribution(prefix, prefix + saved))
+        return out
+
+
+def _pair_inputs(
+    tables: StateTables,
+    enabled: Sequence[LaneView],
+    following: Descriptor,
+    total_ms: float,
+) -> list[tuple[list[float], list[float], PinnedRow | None, list[LaneView], list[LaneView]]]:
+    """(enabled values, ready values, pinned, enabled views, ready views) per case."""
+    decision = tables.decision
+    ready_prompts = list(tables.population.prompts)
+    ready_decoders = [v for v in tables.population.decoders if v.remaining_output >= 1]
+    prompt_rows = [v for v in enabled if not v.is_decoder]
+    decode_rows = [v for v in enabled if v.is_decoder]
+    cases = []
+    if following.kind is GraphKind.PREFILL:
+        values = [_prompt_value(v, following)[0] for v in prompt_rows]
+        ready = [_prompt_value(v, following)[0] for v in ready_prompts]
+        cases.append((values, ready, None, prompt_rows, ready_prompts))
+    elif following.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE):
+        values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
+        ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
+        cases.append((values, ready, None, decode_rows, ready_decoders))
+    elif following.kind is GraphKind.MIXED:
+        dec_values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
+        ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
+        cases.append((dec_values, ready, None, decode_rows, ready_decoders))  # prompt absent
+        best_ready = max((_prompt_value(v, following)[0] for v in ready_prompts), default=None)
+        if best_ready is not None:  # prompt already ready
+            pin = PinnedRow(best_ready, enabled=False)
+            cases.append((dec_values, ready, pin, decode_rows, ready_decoders))
+        for v in prompt_rows:  # prompt enabled by the prerequisite
+            pin = PinnedRow(_prompt_value(v, following)[0], enabled=True)
+            cases.append(([], ready, pin, [v], ready_decoders))
+    return cases
+
+
+def _state_lane(view: LaneView, role: LaneRole) -> LanePick:
+    return LanePick(view=view, role=role, query_length=0, value=0.0)
+
+
+def state_candidates(
+    descriptors: Sequence[Descriptor],
+    population: Population,
+    costs: CostModel,
+    decision: Decision,
+    policy: PolicyConfig,
+    now_ns: int,
+) -> list[Candidate]:
+    """The best candidate of every prepared state-operation shape."""
+    state = [d for d in descriptors if d.kind in STATE_KINDS]
+    if not state or not (population.pending or population.terminal):
+        return []
+    snapshots = [d for d in state if d.kind is GraphKind.SNAPSHOT]
+    inference = [d for d in descriptors if d.kind not in STATE_KINDS]
+    tables = StateTables(population, inference, snapshots, costs, decision, policy)
+    out = []
+    for d in state:
+        candidate = _best_for(d, tables, now_ns)
+        if candidate is not None:
+            out.append(candidate)
+    return out
+
+
+def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | None:
+    costs, decision = tables.costs, tables.decision
+    t_ms = _ms(costs, d)
+    freshness = costs.freshness(d, now_ns)
+    enabled = [v for v in tables.population.pending if _enabled_kind(v) is d.kind]
+    terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
+    role = LaneRole.RESTORE if d.kind is GraphKind.RESTORE else LaneRole.SNAPSHOT
+    best: tuple[float, int, list[LanePick], list[TerminalView], float] | None = None
+
+    def consider(score, lanes, retire, value) -> None:
+        nonlocal best
+        count = len(lanes) + len(retire)
+        if best is None or score > best[0] or (score == best[0] and count > best[1]):
+            best = (score, count, lanes, retire, value)
+
+    if terminal:  # terminal retirement alone (a pair needs a newly ready row)
+        contributions = tables.terminal_contributions(terminal, t_ms, t_ms)
+        order = sorted(range(len(terminal)), key=lambda i: -contributions[i].prefix)
+        chosen = order[: d.batch_capacity]
+        value = sum(contributions[i].prefix for i in chosen)
+        probe = Candidate(
+            d, costs.estimate_ns(d), freshness, value, len(chosen), (), lambda: ([], -1)
+        )
+        finish(probe, decision)
+        consider(probe.score, [], [terminal[i] for i in chosen], value)
+    for following in tables.inference if enabled else ():
+        f_ms = _ms(costs, following)
+        total_ms = (t_ms or 0.0) + (f_ms or 0.0)
+        shape = PairShape(d.batch_capacity, following.batch_capacity, t_ms, f_ms)
+        contributions = tables.terminal_contributions(
+            terminal, t_ms, None if f_ms is None else total_ms
+        )
+        for values, ready, pin, views, _ in _pair_inputs(tables, enabled, following, total_ms):
+            if pin is None and not values:
+                continue
+            choice = best_pair_cohort(
+                shape, values, ready, contributions, decision.waiting_coefficient, pin
+            )
+            if choice is None:
+                continue
+            lanes = [_state_lane(views[i], role) for i in choice.prerequisite_rows]
+            if pin is not None and pin.enabled:
+                lanes.insert(0, _state_lane(views[0], role))
+            retire = [terminal[i] for i in choice.terminal]
+            consider(choice.score, lanes, retire, choice.sequence_value)
+    if best is None:
+        return None
+    score, count, lanes, retire, value = best
+    key = (d.kind, tuple(p.view.handle for p in lanes), tuple(r.handle for r in retire))
+
+    def build() -> tuple[list[LanePick], int]:
+        return [*lanes, *(_terminal_pick(r) for r in retire)], -1
+
+    candidate = Candidate(d, costs.estimate_ns(d), freshness, value, count, key, build)
+    if freshness is Freshness.UNKNOWN:
+        candidate.score = value  # unknown durations compare optimistically by value
+    else:
+        candidate.score = score
+    return candidate
+
+
+def _terminal_pick(row: TerminalView) -> LanePick:
+    view = LaneView(
+        handle=row.handle,  # type: ignore[arg-type]
+        epoch=row.epoch,
+        is_decoder=True,
+        prompt_position=0,
+        num_prompt_tokens=0,
+        remaining_output=0,
+        remaining_context=0,
+        prices=None,  # type: ignore[arg-type]
+        age_ms=row.age_ms,
+        last_served_seq=row.last_served_seq,
+    )
+    return LanePick(view=view, role=LaneRole.TERMINAL, query_length=0, value=0.0)

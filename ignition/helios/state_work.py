@@ -1,0 +1,60 @@
+"""Commit checks and completion of state-operation lanes (restore, snapshot, terminal).
+
+State operations earn no committed tokens and no streaming delivery: a restore makes
+the restored prefix the request's committed prompt position (restored history is not
+prompt progress), an intermediate snapshot clears the capture the request stood at,
+and a terminal snapshot ends the request's retirement so its slot and pages are
+released after the fence. Every transition is checked at commit against the
+request's current phase, without rerunning selection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ignition.helios.requests import RequestState
+from ignition.helios.types import LaneRole, LaneWork, SchedulerError
+
+
+def checkpoint_tokens(r: RequestState, role: LaneRole, restore_only: bool = False) -> int:
+    """The context length a state lane restores or captures (0 for inference lanes).
+
+    With ``restore_only`` it is the page reservation: only a restore writes pages.
+    """
+    if role is LaneRole.RESTORE:
+        return r.spec.restore_tokens
+    if restore_only:
+        return 0
+    if role is LaneRole.SNAPSHOT:
+        return r.prompt_position
+    if role is LaneRole.TERMINAL:
+        return max(0, r.context_tokens - 1)  # the last sampled token is not in the state
+    return 0
+
+
+def check_state_lane(r: RequestState, lane: LaneWork, inflight: Sequence[LaneWork]) -> None:
+    where = f"{lane.handle} ({lane.role.value})"
+    if inflight:
+        raise SchedulerError(f"{where}: a state operation needs the request idle")
+    if lane.role is LaneRole.RESTORE:
+        if not r.is_live or not r.needs_restore:
+            raise SchedulerError(f"{where}: the request has no pending restore")
+    elif lane.role is LaneRole.SNAPSHOT:
+        if not r.is_live or r.needs_restore or r.pending_capture is None:
+            raise SchedulerError(f"{where}: the request stands at no pending capture")
+    elif not r.is_terminal_pending:
+        raise SchedulerError(f"{where}: the request has no pending terminal retirement")
+
+
+def apply_state_lane(r: RequestState, lane: LaneWork) -> None:
+    """Apply a completed state lane; a cancelled request keeps only its ownership."""
+    if lane.role is LaneRole.TERMINAL:
+        r.terminal_since_ns = -1
+        return
+    if not r.is_live:
+        return
+    if lane.role is LaneRole.RESTORE:
+        r.is_restored = True
+        r.prompt_position = r.spec.restore_tokens
+    elif lane.role is LaneRole.SNAPSHOT:
+        r.captured.add(r.prompt_position)

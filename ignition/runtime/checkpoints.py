@@ -1,0 +1,204 @@
+"""The engine's prefix cache for hybrid state: retained complete-state checkpoints.
+
+At admission a request's prompt is matched against retained checkpoints (the longest
+proper prefix wins); a match becomes Helios's ``restore_tokens`` and the restore is
+scheduled as a prerequisite, so only the rest is prefilled. The request's capture
+points (conversation anchors, retention.py) get destinations from the global row
+allocator (snapshot_rows.py) and become Helios's ``capture_ends``; an extra cut is
+asked for only when its destination is obtainable. A finished request may capture
+one distinct terminal checkpoint (prompt plus output) paid from its decode earnings.
+
+Rows are owned by copies and restores from launch through completion, cancellation
+included, so no row is reused while the device may still read or write it. This
+module is torch-free: the worker runs the copies, this only decides and accounts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ignition.runtime.retention import (
+    CaptureCosts,
+    CheckpointAllowance,
+    CheckpointRole,
+    plan_captures,
+    validate_fraction,
+)
+from ignition.runtime.snapshot_rows import Destination, SnapshotRows
+
+
+@dataclass
+class RequestCheckpoints:
+    """One request's retention state."""
+
+    prompt: tuple[int, ...]
+    restore_row: int = -1
+    restore_tokens: int = 0
+    allowance: CheckpointAllowance | None = None
+    roles: dict[int, CheckpointRole] = field(default_factory=dict)
+    reading: bool = False  # a restore of restore_row is in flight
+    terminal: Destination | None = None
+
+
+@dataclass(frozen=True)
+class Admission:
+    restore_tokens: int
+    capture_ends: tuple[int, ...]
+    terminal_snapshot: bool
+
+
+@dataclass
+class CacheCounters:
+    queries: int = 0
+    hits: int = 0
+    restored_tokens: int = 0
+    published: int = 0
+    skipped_copies: int = 0
+
+
+class CheckpointCache:
+    def __init__(self, num_rows: int, extra_work_fraction: float = 0.05) -> None:
+        validate_fraction(extra_work_fraction)
+        self.rows = SnapshotRows(num_rows)
+        self.fraction = extra_work_fraction
+        self.requests: dict[object, RequestCheckpoints] = {}
+        self.counters = CacheCounters()
+
+    @property
+    def is_enabled(self) -> bool:
+        return self.rows.num_rows > 0
+
+    @property
+    def num_evictions(self) -> int:
+        return self.rows.num_evictions
+
+    # -- admission -----------------------------------------------------------------
+
+    def admit(
+        self,
+        owner: object,
+        prompt: Sequence[int],
+        message_ends: Sequence[int],
+        costs: CaptureCosts,
+        now_ns: int,
+    ) -> Admission:
+        prompt = tuple(prompt)
+        state = RequestCheckpoints(prompt)
+        self.requests[owner] = state
+        if not self.is_enabled:
+            return Admission(0, (), False)
+        self.counters.queries += 1
+        match = self.rows.lookup(prompt, now_ns)
+        if match is not None:
+            state.restore_row, state.restore_tokens = match.row, match.num_tokens
+            self.rows.begin_read(match.row)  # pinned until its restore completes
+            state.reading = True
+            self.counters.hits += 1
+            self.counters.restored_tokens += match.num_tokens
+        allowance = plan_captures(
+            message_ends, len(prompt), state.restore_tokens, costs, self.fraction
+        )
+        state.allowance = allowance
+        anchor = next((p for p in allowance.points if not p.is_extra), None)
+        if anchor is not None:
+            self.rows.guard(owner)  # keeps a free row for the anchor from optional captures
+        ends = []
+        for point in allowance.points:
+            if not self.rows.can_obtain(prompt[: point.end], owner, optional=point.is_extra):
+                continue  # no obtainable destination: no cut there
+            if self.rows.holds(prompt[: point.end]):
+                continue  # already retained (or being copied): nothing to capture
+            state.roles[point.end] = point.role
+            ends.append(point.end)
+        return Admission(state.restore_tokens, tuple(sorted(ends)), True)
+
+    # -- restore -------------------------------------------------------------------
+
+    def restore_row(self, owner: object) -> int:
+        state = self.requests[owner]
+        if state.restore_row < 0:
+            raise KeyError(f"{owner} has no checkpoint to restore")
+        return state.restore_row
+
+    def restore_done(self, owner: object) -> None:
+        state = self.requests.get(owner)
+        if state is not None and state.reading:
+            self.rows.end_read(state.restore_row)
+            state.reading = False
+
+    # -- captures ------------------------------------------------------------------
+
+    def capture_row(self, owner: object, end: int, cost_is_fresh: bool, now_ns: int) -> int | None:
+        """Arm and submit the destination of the capture at ``end``; None skips the copy.
+
+        Destinations are armed when the copy is submitted, not at admission, so rows are
+        held only while a copy is pending. An extra capture whose cost expired after its
+        split was dispatched is skipped, and so is one whose destination is no longer
+        obtainable or whose prefix another request retained meanwhile (an alias).
+        """
+        state = self.requests[owner]
+        role = state.roles.pop(end, None)
+        if role is None:
+            return None
+        if role is not CheckpointRole.ANCHOR and not cost_is_fresh:
+            self.counters.skipped_copies += 1
+            return None
+        optional = role is not CheckpointRole.ANCHOR
+        dest = self.rows.arm(state.prompt[:end], role, owner, now_ns, optional=optional)
+        if dest is None or dest.aliased:
+            self.counters.skipped_copies += dest is None
+            return None
+        self.rows.begin_copy(dest.row)
+        return dest.row
+
+    def copy_done(self, row: int, ok: bool) -> None:
+        if self.rows.complete_copy(row, ok):
+            self.counters.published += 1
+
+    def earn_decode(self, owner: object, measured_ns: int) -> None:
+        state = self.requests.get(owner)
+        if state is not None and state.allowance is not None:
+            state.allowance.earn_decode(measured_ns)
+
+    def arm_terminal(
+        self, owner: object, tokens: Sequence[int], snapshot_ns: float | None, now_ns: int
+    ) -> bool:
+        """Fund and place the distinct terminal capture; False: retire without one."""
+        state = self.requests.get(owner)
+        if state is None or state.allowance is None or len(tokens) <= len(state.prompt):
+            return False
+        if not self.rows.can_obtain(tokens, owner):
+            return False
+        if not state.allowance.try_terminal(snapshot_ns):
+            return False
+        dest = self.rows.arm(tokens, CheckpointRole.TERMINAL, owner, now_ns)
+        if dest is None:
+            return False
+        state.terminal = dest
+        return True
+
+    def terminal_row(self, owner: object) -> int | None:
+        state = self.requests.get(owner)
+        dest = None if state is None else state.terminal
+        if dest is None or dest.aliased:
+            return None
+        state.terminal = None  # type: ignore[union-attr]
+        self.rows.begin_copy(dest.row)
+        return dest.row
+
+    # -- end of a request ----------------------------------------------------------
+
+    def release(self, owner: object) -> None:
+        """The request is over (finished, cancelled or failed) and nothing of it is in
+        flight any more: unsubmitted destinations free, in-flight copies keep theirs."""
+        state = self.requests.pop(owner, None)
+        if state is None:
+            return
+        if state.reading:
+            self.rows.end_read(state.restore_row)
+        self.rows.cancel_owner(owner)
+
+    def cancel(self, owner: object) -> None:
+        """Cancellation while work may be in flight: suppress publication of its copies."""
+        self.rows.cancel_owner(owner)

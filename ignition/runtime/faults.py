@@ -1,0 +1,93 @@
+"""Test-only fault injection: make chosen requests fail at a chosen stage.
+
+Reliability tests need real failures in a real server without a broken model.
+``IGNITION_TEST_FAULTS`` names stages and marker token ids, e.g.
+``launch=401,wait=402,publish=403,step=404``: a request whose prompt starts with
+a marker fails at that stage.
+
+- ``launch`` / ``wait``: the worker raises while launching or waiting for a
+  frame that contains the marked request (a frame failure);
+- ``publish``: publishing the marked request's text raises (one request);
+- ``step``: the engine step raises outside any frame or request, which the loop
+  cannot survive (the server must fail every open request and exit non-zero).
+
+Unset (always, outside tests), nothing is wrapped and nothing is checked.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ignition.runtime.engine import Engine, LiveRequest
+
+ENV = "IGNITION_TEST_FAULTS"
+STAGES = ("launch", "wait", "publish", "step")
+
+
+class InjectedFault(RuntimeError):
+    """Raised where a test asked for a failure."""
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    markers: dict[str, int]
+
+    @classmethod
+    def parse(cls, text: str) -> FaultPlan:
+        markers = {}
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            stage, _, token = item.partition("=")
+            if stage not in STAGES or not token.isdigit():
+                raise ValueError(
+                    f"{ENV}: {item!r}: expected STAGE=TOKEN_ID with STAGE one of {STAGES}"
+                )
+            markers[stage] = int(token)
+        return cls(markers)
+
+    @classmethod
+    def from_env(cls) -> FaultPlan | None:
+        text = os.environ.get(ENV, "")
+        return cls.parse(text) if text else None
+
+    def hits(self, stage: str, live: LiveRequest) -> bool:
+        marker = self.markers.get(stage)
+        return marker is not None and live.request.prompt_ids[:1] == (marker,)
+
+    def check(self, stage: str, live: LiveRequest) -> None:
+        if self.hits(stage, live):
+            raise InjectedFault(f"injected {stage} fault for {live.request.request_id}")
+
+
+class FaultyWorker:
+    """Wraps a worker; raises at launch or wait for frames holding a marked request."""
+
+    def __init__(self, inner, plan: FaultPlan) -> None:
+        self.inner = inner
+        self.plan = plan
+
+    def launch(self, plan, fence, live):
+        lanes = [live[lane.handle] for lane in plan.lanes if lane.handle in live]
+        for request in lanes:
+            self.plan.check("launch", request)
+        doomed = next((r for r in lanes if self.plan.hits("wait", r)), None)
+        return self.inner.launch(plan, fence, live), doomed
+
+    def wait(self, pending):
+        launched, doomed = pending
+        result = self.inner.wait(launched)
+        if doomed is not None:
+            self.plan.check("wait", doomed)
+        return result
+
+    def release(self, handle) -> None:
+        self.inner.release(handle)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+def install(engine: Engine, plan: FaultPlan) -> None:
+    """Wrap the engine's worker and set its fault hook."""
+    engine.worker = FaultyWorker(engine.worker, plan)
+    engine.fault_hook = plan.check

@@ -1,0 +1,183 @@
+"""Where the engine loop meets checkpoint retention.
+
+The engine calls these hooks at admission, before launching a state-operation frame,
+after every completed (or failed) frame and when a request ends; they translate
+between Helios's state lanes and the checkpoint cache's rows. With no cache every
+hook is a no-op and requests behave exactly as without retention.
+
+A finished request that Helios holds for terminal retirement either gets a funded,
+placeable terminal capture (its finish waits for the snapshot, so cache publication
+precedes the client's next turn) or is retired at once without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, Scheduler
+from ignition.helios.cost import Freshness
+from ignition.runtime.checkpoints import Admission, CheckpointCache
+from ignition.runtime.requests import GenerationRequest
+from ignition.runtime.retention import CaptureCosts
+from ignition.runtime.stats import EngineStats
+
+
+class RetentionHooks:
+    """``scheduler`` is read through a getter: the diagnostic direct scheduler can replace
+    Helios after assembly, and it schedules no state operations (retention is then off)."""
+
+    def __init__(
+        self,
+        scheduler: Callable[[], Scheduler],
+        cache: CheckpointCache | None,
+        stats: EngineStats,
+    ) -> None:
+        self._scheduler = scheduler
+        self._helios = scheduler()
+        self._cache = cache if cache is not None and cache.is_enabled else None
+        self.stats = stats
+        state = getattr(self._helios, "state_descriptors", ())
+        self._snapshot = next((d for d in state if d.kind is GraphKind.SNAPSHOT), None)
+        has_restore = any(d.kind is GraphKind.RESTORE for d in state)
+        if self._snapshot is None or not has_restore:
+            self._cache = None  # retention needs both prepared state programs
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._helios
+
+    @property
+    def cache(self) -> CheckpointCache | None:
+        return self._cache if self._scheduler() is self._helios else None
+
+    def can_admit(self) -> bool:
+        """Admission (and its row arming) only when Helios has a free slot for it."""
+        return self.cache is None or self._helios.pool.can_allocate_slot()
+
+    # -- costs ---------------------------------------------------------------------
+
+    def _estimate_ns(self, d: Descriptor | None) -> float | None:
+        if d is None:
+            return None
+        estimate = self.scheduler.costs.estimate_ns(d)
+        return float(estimate) if estimate > 0 else None
+
+    def capture_costs(self) -> CaptureCosts:
+        """Per-token prefill work from the largest measured prefill capacity, a split as
+        one launch of the smallest, the copy as the snapshot program's estimate."""
+        measured = []
+        for d in self.scheduler.descriptors:
+            if d.kind in (GraphKind.PREFILL, GraphKind.MIXED):
+                estimate = self._estimate_ns(d)
+                capacity = d.token_capacity if d.kind is GraphKind.PREFILL else d.prefill_capacity
+                if estimate is not None and capacity > 0:
+                    measured.append((capacity, estimate))
+        if not measured:
+            return CaptureCosts(None, None, self._estimate_ns(self._snapshot))
+        per_token = min(estimate / capacity for capacity, estimate in measured)
+        split = min(estimate for _, estimate in measured)
+        return CaptureCosts(per_token, split, self._estimate_ns(self._snapshot))
+
+    # -- hooks ---------------------------------------------------------------------
+
+    def admit(self, request: GenerationRequest, now_ns: int) -> Admission:
+        if self.cache is None:
+            return Admission(0, (), False)
+        admission = self.cache.admit(
+            request.request_id,
+            request.prompt_ids,
+            request.message_end_offsets,
+            self.capture_costs(),
+            now_ns,
+        )
+        return admission
+
+    def admitted(self, admission: Admission) -> None:
+        if self.cache is not None:
+            tokens = admission.restore_tokens
+            self.stats.record_prefix_cache(queries=1, hits=1 if tokens else 0, tokens=tokens)
+
+    def before_launch(self, plan: ScheduledPlan, live: Mapping[RequestHandle, object]) -> None:
+        if self.cache is None or plan.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
+            return
+        fresh = (
+            self._snapshot is not None
+            and self.scheduler.costs.freshness(self._snapshot, self.scheduler.now_ns)
+            is Freshness.FRESH
+        )
+        for lane in plan.lanes:
+            request = live[lane.handle]
+            owner = request.request.request_id  # type: ignore[attr-defined]
+            request.state_ok = True  # type: ignore[attr-defined]
+            if lane.role is LaneRole.RESTORE:
+                row = self.cache.restore_row(owner)
+            elif lane.role is LaneRole.SNAPSHOT:
+                row = self.cache.capture_row(
+                    owner, lane.checkpoint_tokens, fresh, self.scheduler.now_ns
+                )
+            else:
+                row = self.cache.terminal_row(owner)
+            request.state_row = row  # type: ignore[attr-defined]
+
+    def after_frame(
+        self, plan: ScheduledPlan, live: Mapping[RequestHandle, object], device_ns: int, ok: bool
+    ) -> None:
+        if self.cache is None:
+            return
+        for lane in plan.lanes:
+            request = live.get(lane.handle)
+            if request is None:
+                continue
+            owner = request.request.request_id  # type: ignore[attr-defined]
+            if lane.role is LaneRole.DECODE and ok:
+                self.cache.earn_decode(owner, device_ns)
+            elif lane.role is LaneRole.RESTORE:
+                self.cache.restore_done(owner)
+            elif lane.role.is_state_operation and request.state_row is not None:  # type: ignore[attr-defined]
+                self.cache.copy_done(request.state_row, ok and request.state_ok)  # type: ignore[attr-defined]
+            if lane.role.is_state_operation:
+                request.state_row = None  # type: ignore[attr-defined]
+        self.stats.set_prefix_cache_evictions(self.cache.num_evictions)
+
+    def retired(self, plan: ScheduledPlan, live: Mapping[RequestHandle, object]) -> Iterator:
+        """Handles whose terminal snapshot just completed."""
+        for lane in plan.lanes:
+            if lane.role is LaneRole.TERMINAL and lane.handle in live:
+                yield lane.handle
+
+    def hold_for_terminal(self, live, now_ns: int) -> bool:
+        """Whether a just-finished request waits for its terminal snapshot."""
+        if self.cache is None:
+            return False
+        r = self.scheduler.requests.get(live.handle)
+        if r is None or not r.is_terminal_pending:
+            return False
+        policy = self.scheduler.policy
+        if policy.terminal_value == 0 and policy.terminal_age_price == 0:
+            # Terminal retirement is worth nothing: never hold a response for it.
+            self.scheduler.retire_without_snapshot(live.handle)
+            return False
+        tokens = (*live.prompt_ids, *live.output_ids[:-1])
+        if self.cache is not None and self.cache.arm_terminal(
+            live.request.request_id, tokens, self._estimate_ns(self._snapshot), now_ns
+        ):
+            return True
+        self.scheduler.retire_without_snapshot(live.handle)
+        return False
+
+    def drop_terminal(self, live) -> None:
+        """A request finished without waiting for a terminal snapshot (a stop string)."""
+        if self.cache is None:
+            return
+        r = self.scheduler.requests.get(live.handle)
+        if r is not None and r.is_terminal_pending and live.pending_finish is None:
+            self.scheduler.retire_without_snapshot(live.handle)
+
+    def cancel(self, request: GenerationRequest) -> None:
+        if self.cache is not None:
+            self.cache.cancel(request.request_id)
+
+    def release(self, request: GenerationRequest) -> None:
+        if self.cache is not None:
+            self.cache.release(request.request_id)

@@ -1,0 +1,25 @@
+"""What the HTTP layer is told at startup, apart from the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Large enough for a full 128k-token prompt as JSON-escaped text, small enough that a
+# runaway body is refused before anything parses it.
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """``served_model_names``: the first is reported, all are accepted as ``model``
+    (empty: the engine's own name). ``api_key``: Bearer auth on /v1/* when set."""
+
+    served_model_names: tuple[str, ...] = ()
+    api_key: str | None = None
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+
+    def __post_init__(self) -> None:
+        if self.max_request_bytes < 1:
+            raise ValueError(f"max_request_bytes = {self.max_request_bytes}: must be >= 1")
+        if any(not name for name in self.served_model_names):
+            raise ValueError("a served model name is empty")

@@ -1,0 +1,137 @@
+"""ASGI layers around the app: body cap, API key, and a last-resort 500.
+
+They are plain ASGI callables rather than Starlette ``BaseHTTPMiddleware`` so
+that streaming responses pass through untouched.
+
+- The body cap reads at most ``max_bytes`` before anything parses the body, so a
+  10 MB prompt costs a 413 and no tokenization.
+- The API key guards ``/v1/*`` (Bearer auth, 401 in OpenAI's shape); health,
+  metrics and the version stay open for supervisors and scrapers.
+- The last resort turns an unexpected exception into a JSON 500 without
+  re-raising, so the connection stays usable (Starlette's own handler re-raises,
+  which makes the server drop the keep-alive connection).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from ignition.server.protocol import error_body
+
+log = logging.getLogger("ignition.server")
+Scope = dict[str, Any]
+
+
+async def send_error(
+    send,
+    status: int,
+    message: str,
+    kind: str,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
+    body = json.dumps(error_body(message, kind, None, code)).encode()
+    raw_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *((k.lower().encode(), v.encode()) for k, v in (headers or {}).items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    """Buffer at most ``max_bytes`` of a request body, then replay it to the app."""
+
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = (
+            f"the request body exceeds the server's limit of {self.max_bytes} bytes "
+            "(--max-request-bytes)"
+        )
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await send_error(send, 413, too_large, "invalid_request_error", "request_too_large")
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await send_error(send, 413, too_large, "invalid_request_error", "request_too_large")
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class ApiKey:
+    """Bearer auth on /v1/*."""
+
+    def __init__(self, app, api_key: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                await send_error(
+                    send,
+                    401,
+                    "missing or incorrect API key: send the header 'Authorization: Bearer <key>'",
+                    "invalid_request_error",
+                    "invalid_api_key",
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+class LastResort:
+    """A JSON 500 for anything unexpected, without dropping the connection."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking(message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception as err:
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            if not started:
+                await send_error(
+                    send, 500, f"internal error: {type(err).__name__}: {err}", "server_error"
+                )

@@ -1,0 +1,116 @@
+"""Response bodies as pydantic models, so /openapi.json documents what is sent.
+
+The handlers build plain dicts (the hot path streams JSON lines); these models
+exist for the schema, and tests check real responses against them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from ignition.server.protocol import ErrorResponse
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    logprobs: None = None
+    finish_reason: str | None
+    stop_reason: int | str | None = None
+
+
+class CompletionResponse(BaseModel):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    logprobs: None = None
+    finish_reason: str | None
+    stop_reason: int | str | None = None
+
+
+class ChatCompletionResponse(BaseModel):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    root: str
+    max_model_len: int
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[ModelCard]
+
+
+class TokenizeResponse(BaseModel):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+
+
+class DetokenizeResponse(BaseModel):
+    prompt: str
+
+
+class VersionResponse(BaseModel):
+    version: str
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+
+
+def _error(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"model": ErrorResponse, "description": description}
+    if headers:
+        entry["headers"] = headers
+    return entry
+
+
+RETRY_AFTER = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _error("invalid request: the message names the field and value"),
+    401: _error("missing or wrong API key (only when the server has one)"),
+    404: _error("unknown model"),
+    413: _error("request body larger than --max-request-bytes"),
+    500: _error("the request's execution failed (other requests are unaffected)"),
+    503: _error("no room to wait for a slot, or the engine stopped", RETRY_AFTER),
+}
+# Each event is a JSON chunk (or the literal [DONE]); OpenAPI 3.1 cannot type SSE events.
+SSE: dict[str, Any] = {"text/event-stream": {}}
+
+
+def generation_responses(model: type[BaseModel]) -> dict[int | str, dict[str, Any]]:
+    return {200: {"model": model, "content": SSE, "description": "JSON, or SSE when stream"}} | (
+        ERRORS
+    )

@@ -1,0 +1,232 @@
+"""From engine streams to OpenAI bodies: one JSON body, or SSE ``data:`` lines.
+
+A request becomes one engine stream per choice (``n`` per prompt, several
+prompts per completions request). Collection gathers them; streaming merges
+them as chunks arrive, each event naming its choice ``index``. Closing the
+response (a client disconnect) closes every engine stream, which cancels the
+requests. A failed choice ends a stream with an error event, then a chunk whose
+``finish_reason`` is ``error``, then ``[DONE]``, so a client always sees the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+
+from ignition.runtime.requests import GenerationRequest, StreamChunk
+from ignition.server.metrics import ServerMetrics
+from ignition.server.protocol import error_body, now_s, usage
+
+
+class Relay:
+    """Observes publication latency as chunks reach the client."""
+
+    def __init__(self, metrics: ServerMetrics, arrival: float) -> None:
+        self._metrics = metrics
+        self._last: float | None = None
+        self._arrival = arrival
+
+    def saw(self, chunk: StreamChunk) -> None:
+        if chunk.finish_reason is not None:
+            self._metrics.observe_finished(time.monotonic() - self._arrival)
+        if not chunk.text and not chunk.token_ids:
+            return
+        now = time.monotonic()
+        if self._last is None:
+            self._metrics.time_to_first_token.observe(now - self._arrival)
+        else:
+            self._metrics.inter_token.observe(now - self._last)
+        self._last = now
+
+
+@dataclass
+class Choice:
+    """One engine stream of a response."""
+
+    index: int
+    prompt_index: int
+    request: GenerationRequest
+    stream: AsyncIterator[StreamChunk]
+    relay: Relay
+    echo: str = ""
+    last: StreamChunk | None = field(default=None, init=False)
+
+    @property
+    def num_prompt(self) -> int:
+        return self.last.num_prompt_tokens if self.last else len(self.request.prompt_ids)
+
+    @property
+    def num_output(self) -> int:
+        return self.last.num_output_tokens if self.last else 0
+
+    @property
+    def num_cached(self) -> int:
+        return self.last.num_cached_tokens if self.last else 0
+
+
+async def _chunks(choice: Choice):
+    """Relay one engine stream; closing this generator (a disconnect) cancels it."""
+    try:
+        async for chunk in choice.stream:
+            choice.relay.saw(chunk)
+            choice.last = chunk
+            yield chunk
+    finally:
+        await choice.stream.aclose()  # type: ignore[attr-defined]
+
+
+def total_usage(choices: list[Choice]) -> dict[str, int]:
+    """Prompt (and cached prompt) tokens count once per prompt, output tokens once per choice."""
+    prompts = {c.prompt_index: (c.num_prompt, c.num_cached) for c in choices}
+    return usage(
+        sum(p for p, _ in prompts.values()),
+        sum(c.num_output for c in choices),
+        sum(cached for _, cached in prompts.values()),
+    )
+
+
+async def close_all(choices: list[Choice]) -> None:
+    for choice in choices:
+        with contextlib.suppress(Exception):
+            await choice.stream.aclose()  # type: ignore[attr-defined]
+
+
+def _choice_body(
+    chat: bool, index: int, text: str, finish: str | None, stop_reason, delta: bool
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"index": index}
+    if not chat:
+        body["text"] = text
+    elif delta:
+        body["delta"] = {"content": text} if text else {}
+    else:
+        body["message"] = {"role": "assistant", "content": text}
+    body.update(logprobs=None, finish_reason=finish)
+    if finish is not None:
+        body["stop_reason"] = stop_reason
+    return body
+
+
+async def _until_disconnected(raw: Request, poll_s: float = 0.05) -> None:
+    while not await raw.is_disconnected():
+        await asyncio.sleep(poll_s)
+
+
+async def collect_or_cancel(raw: Request, work) -> dict[str, Any] | None:
+    """Run a non-streaming collection, abandoning it (and the requests) if the client leaves."""
+    collect = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(_until_disconnected(raw))
+    try:
+        done, _ = await asyncio.wait({collect, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if collect in done:
+        return collect.result()
+    collect.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await collect
+    return None
+
+
+async def collect(response_id: str, choices: list[Choice], chat: bool, model: str) -> dict:
+    async def one(choice: Choice) -> tuple[str, StreamChunk | None]:
+        text = choice.echo
+        async for chunk in _chunks(choice):
+            text += chunk.text
+        return text, choice.last
+
+    try:
+        results = await asyncio.gather(*(one(c) for c in choices))
+    finally:
+        await close_all(choices)
+    bodies = []
+    for choice, (text, last) in zip(choices, results, strict=True):
+        if last is not None and last.error:
+            return error_body(last.error, "server_error")
+        finish = (last.finish_reason if last else None) or "stop"
+        stop_reason = last.stop_reason if last else None
+        bodies.append(_choice_body(chat, choice.index, text, finish, stop_reason, delta=False))
+    return {
+        "id": response_id,
+        "object": "chat.completion" if chat else "text_completion",
+        "created": now_s(),
+        "model": model,
+        "choices": bodies,
+        "usage": total_usage(choices),
+    }
+
+
+def _event(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+async def sse(
+    response_id: str,
+    choices: list[Choice],
+    chat: bool,
+    model: str,
+    include_usage: bool,
+    continuous_usage: bool,
+):
+    base = {
+        "id": response_id,
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": now_s(),
+        "model": model,
+    }
+    queue: asyncio.Queue[tuple[Choice, StreamChunk | None]] = asyncio.Queue()
+
+    async def pump(choice: Choice) -> None:
+        try:
+            async for chunk in _chunks(choice):
+                queue.put_nowait((choice, chunk))
+        finally:
+            queue.put_nowait((choice, None))
+
+    tasks = [asyncio.ensure_future(pump(c)) for c in choices]
+    try:
+        for choice in choices:
+            if chat:
+                opening = {"index": choice.index, "delta": {"role": "assistant"}}
+                opening.update(logprobs=None, finish_reason=None)
+                yield _event({**base, "choices": [opening]})
+            elif choice.echo:
+                body = _choice_body(False, choice.index, choice.echo, None, None, True)
+                yield _event({**base, "choices": [body]})
+        num_open = len(choices)
+        while num_open:
+            choice, chunk = await queue.get()
+            if chunk is None:
+                num_open -= 1
+                continue
+            if chunk.error:
+                yield _event(error_body(chunk.error, "server_error"))
+                body = _choice_body(chat, choice.index, "", "error", None, True)
+                yield _event({**base, "choices": [body]})
+                break
+            if not chunk.text and chunk.finish_reason is None and not continuous_usage:
+                continue
+            body = _choice_body(
+                chat, choice.index, chunk.text, chunk.finish_reason, chunk.stop_reason, True
+            )
+            payload = {**base, "choices": [body]}
+            if continuous_usage:
+                payload["usage"] = usage(
+                    chunk.num_prompt_tokens, chunk.num_output_tokens, chunk.num_cached_tokens
+                )
+            yield _event(payload)
+        if include_usage:
+            yield _event({**base, "choices": [], "usage": total_usage(choices)})
+        yield "data: [DONE]\n\n"
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await close_all(choices)

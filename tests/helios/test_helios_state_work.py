@@ -1,0 +1,299 @@
+"""Helios schedules prerequisites and terminal work (design: "Prerequisites and
+completion"): restore before prefill, intermediate snapshots, terminal retirement,
+preemption, and the fenced ownership of each."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, SchedulerError
+from ignition.helios.config import policy_from_preset
+from ignition.helios.service import decay
+from tests.helios.helios_helpers import MS, Driver, decode, prefill, request, scheduler
+
+SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
+RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
+
+
+def _catalog(snapshot_ms: float = 0.5, restore_ms: float = 0.5, decode_ms=(2.0, 2.4)):
+    costs = {
+        prefill(64): 3.0,
+        decode(1): decode_ms[0],
+        decode(2): decode_ms[1],
+        SNAPSHOT: snapshot_ms,
+        RESTORE: restore_ms,
+    }
+    return list(costs), costs
+
+
+def _complete_empty(s, plan, fence: int, ms: float = 1.0) -> None:
+    records = [CompletionRecord(lane.handle) for lane in plan.lanes]
+    s.complete(Fence(fence), records, ExecutionTiming(round(ms * MS)))
+
+
+def _run_until_decoder(driver: Driver, handle) -> None:
+    for _ in range(10):
+        if driver.s.requests[handle].is_decoder:
+            return
+        driver.step()
+    raise AssertionError("the request never became a decoder")
+
+
+def test_a_retained_prefix_is_restored_as_a_prerequisite_then_only_the_rest_prefilled():
+    descriptors, costs = _catalog()
+    s = scheduler(descriptors, costs)
+    h = s.admit(request(prompt=100, output=4, restore_tokens=80))
+    plan = s.plan()
+    assert plan is not None and plan.kind is GraphKind.RESTORE
+    (lane,) = plan.lanes
+    assert lane.role is LaneRole.RESTORE and lane.checkpoint_tokens == 80
+    s.commit(plan, Fence(1))
+    assert s.requests[h].num_pages == s.pool.pages_for(80)  # restore writes its pages
+    _complete_empty(s, plan, 1)
+    assert s.requests[h].prompt_position == 80
+    after = s.plan()
+    assert after is not None and after.kind is GraphKind.PREFILL
+    assert after.lanes[0].num_prompt_tokens == 20
+
+
+def test_restored_prompt_history_earns_no_token_service():
+    descriptors, costs = _catalog()
+    s = scheduler(descriptors, costs)
+    h = s.admit(request(prompt=100, output=4, restore_tokens=80))
+    plan = s.plan()
+    s.commit(plan, Fence(1))
+    x0 = s.queue.head().norms.token_rate
+    _complete_empty(s, plan, 1)
+    a = decay(1.0, s.policy.adaptation_ms)
+    assert s.requests[h].rates.token_rate == pytest.approx(a * x0)  # a zero-token interval
+
+
+def test_state_operation_records_commit_no_tokens():
+    descriptors, costs = _catalog()
+    s = scheduler(descriptors, costs)
+    h = s.admit(request(prompt=100, output=4, restore_tokens=80))
+    plan = s.plan()
+    s.commit(plan, Fence(1))
+    with pytest.raises(SchedulerError, match="commits no tokens"):
+        s.complete(Fence(1), [CompletionRecord(h, 0, (3,))], ExecutionTiming(MS))
+
+
+def test_prefill_is_cut_at_a_capture_end_and_snapshotted_before_it_continues():
+    descriptors, costs = _catalog()
+    s = scheduler(descriptors, costs)
+    h = s.admit(request(prompt=60, output=4, capture_ends=(40, 60)))
+    driver = Driver(s)
+    first = driver.step()
+    assert first.kind is GraphKind.PREFILL and first.lanes[0].num_prompt_tokens == 40
+    capture = driver.step()
+    assert capture.kind is GraphKind.SNAPSHOT
+    assert capture.lanes[0].role is LaneRole.SNAPSHOT and capture.lanes[0].checkpoint_tokens == 40
+    rest = driver.step()
+    assert rest.kind is GraphKind.PREFILL and rest.lanes[0].num_prompt_tokens == 20
+    end_capture = driver.step()
+    assert end_capture.kind is GraphKind.SNAPSHOT and end_capture.lanes[0].checkpoint_tokens == 60
+    assert driver.step().kind is GraphKind.DECODE
+    assert s.requests[h].captured == {40, 60}
+
+
+def _decoder_and_capture(snapshot_ms: float):
+    """A ready decoder A and a request B that stands at its prompt-end capture."""
+    descriptors, costs = _catalog(snapshot_ms=snapshot_ms)
+    s = scheduler(descriptors, costs)
+    driver = Driver(s)
+    a = s.admit(request(prompt=64, output=1000))
+    _run_until_decoder(driver, a)
+    b = s.admit(request(prompt=64, output=1000, capture_ends=(64,)))
+    for _ in range(20):
+        plan = s.plan()
+        if plan.kind is GraphKind.PREFILL or plan.lane_of(b) is not None:
+            break
+        driver.step()
+    driver.step()  # B's prefill (alone or mixed into nothing: the catalog has no mixed)
+    assert s.requests[b].pending_capture == 64
+    return s, a, b
+
+
+@pytest.mark.parametrize(("snapshot_ms", "wins"), [(0.2, True), (40.0, False)])
+def test_enabling_a_shared_decode_batch_wins_only_with_sufficient_sequence_value(snapshot_ms, wins):
+    """A separate test varies snapshot cost to check that enabling a shared decode batch
+    wins only when the complete sequence has sufficient value per time."""
+    s, a, _ = _decoder_and_capture(snapshot_ms)
+    plan = s.plan()
+    assert plan is not None
+    assert (plan.kind is GraphKind.SNAPSHOT) == wins
+    if not wins:
+        assert plan.kind is GraphKind.DECODE and plan.lane_of(a) is not None
+
+
+def test_the_plan_keeps_only_the_prerequisite_duration():
+    """Lookahead time must not enter execution timing or cost learning."""
+    s, _, _ = _decoder_and_capture(0.2)
+    plan = s.plan()
+    assert plan.kind is GraphKind.SNAPSHOT
+    assert plan.estimated_duration_ns == round(0.2 * MS)
+
+
+def _terminal_pending(policy=None, snapshot_ms: float = 0.5):
+    """Request T finished and awaits terminal retirement; decoder D is ready."""
+    descriptors, costs = _catalog(snapshot_ms=snapshot_ms)
+    s = scheduler(descriptors, costs, policy=policy)
+    driver = Driver(s)
+    d = s.admit(request(prompt=64, output=1000))
+    _run_until_decoder(driver, d)
+    t = s.admit(request(prompt=64, output=1, terminal_snapshot=True))
+    for _ in range(10):
+        driver.step()
+        if s.requests[t].is_terminal_pending:
+            break
+    assert s.requests[t].is_terminal_pending
+    return s, driver, t, d
+
+
+def test_validated_termination_starts_terminal_retirement_and_keeps_resources():
+    s, _, t, _ = _terminal_pending()
+    r = s.requests[t]
+    assert not r.is_live and r.terminal_since_ns >= 0
+    assert s.pool.is_current(t) and r.num_pages > 0
+
+
+def test_terminal_snapshot_completion_frees_the_request():
+    s, driver, t, _ = _terminal_pending(policy_from_preset("balanced", terminal_value=1e6))
+    plan = driver.step()
+    assert plan.kind is GraphKind.SNAPSHOT and plan.lanes[0].role is LaneRole.TERMINAL
+    assert t not in s.requests and not s.pool.is_current(t)
+
+
+@pytest.mark.parametrize("preset", ["balanced", "throughput"])
+def test_terminal_value_changes_the_decision_under_both_policies(preset):
+    """Both balanced and throughput policies apply terminal value; the CLI override
+    (policy_from_preset, applied after the preset) takes effect."""
+    low, _, _, _ = _terminal_pending(
+        policy_from_preset(preset, terminal_value=0.0, terminal_age_price=0.0)
+    )
+    high, _, _, _ = _terminal_pending(policy_from_preset(preset, terminal_value=1e5))
+    assert low.plan().kind is GraphKind.DECODE
+    assert high.plan().kind is GraphKind.SNAPSHOT
+
+
+def test_terminal_age_makes_a_waiting_retirement_win():
+    """terminal_value + terminal_age_price * sigma * (A + T): age accumulates from
+    validated completion until the retirement outranks decode."""
+    policy = policy_from_preset("balanced", terminal_value=0.0, terminal_age_price=1.0)
+    s, driver, t, _ = _terminal_pending(policy)
+    assert s.plan().kind is GraphKind.DECODE
+    for _ in range(200):
+        plan = driver.step()
+        if plan.kind is GraphKind.SNAPSHOT:
+            break
+    else:
+        raise AssertionError("the retirement never won")
+    assert plan.lanes[0].role is LaneRole.TERMINAL
+    assert t not in s.requests
+
+
+def test_queued_work_and_publication_do_not_reset_the_terminal_clock():
+    s, driver, t, _ = _terminal_pending(
+        policy_from_preset("balanced", terminal_value=0.0, terminal_age_price=0.0)
+    )
+    since = s.requests[t].terminal_since_ns
+    driver.step()
+    driver.step()
+    assert s.requests[t].terminal_since_ns == since
+
+
+def test_terminal_age_coefficient_enters_every_candidates_waiting_cost():
+    policy = policy_from_preset("balanced", terminal_value=0.0, terminal_age_price=2.0)
+    with_terminal, _, _, _ = _terminal_pending(policy)
+    plan = with_terminal.plan()
+    assert plan.kind is GraphKind.DECODE
+    # The same decode plan without the pending retirement.
+    with_terminal.retire_without_snapshot(
+        next(iter(h for h, r in with_terminal.requests.items() if r.is_terminal_pending))
+    )
+    alone = with_terminal.plan()
+    assert alone.kind is GraphKind.DECODE and alone.descriptor == plan.descriptor
+    unscaled = (alone.value_rate - plan.value_rate) / math.exp(plan.log_scale)
+    t_ms = plan.estimated_duration_ns / 1e6
+    assert unscaled == pytest.approx(t_ms / 2 * 2.0, rel=1e-6)
+
+
+def test_preemption_retires_a_resident_request_without_completing_its_response():
+    descriptors, costs = _catalog()
+    s = scheduler(descriptors, costs, policy=policy_from_preset("balanced", terminal_value=1e5))
+    driver = Driver(s)
+    h = s.admit(request(prompt=64, output=1000))
+    _run_until_decoder(driver, h)
+    s.preempt(h)
+    r = s.requests[h]
+    assert not r.is_live and not r.is_finished and r.terminal_since_ns == s.now_ns
+    plan = driver.step()
+    assert plan.kind is GraphKind.SNAPSHOT and plan.lanes[0].role is LaneRole.TERMINAL
+    assert plan.lanes[0].checkpoint_tokens == r.context_tokens - 1
+    assert h not in s.requests
+
+
+def test_preempting_a_request_with_queued_work_is_refused():
+    descriptors, costs = _catalog()
+    s = scheduler(descriptors, costs)
+    h = s.admit(request(prompt=64, output=1000))
+    plan = s.plan()
+    s.commit(plan, Fence(1))
+    with pytest.raises(SchedulerError, match="idle live request"):
+        s.preempt(h)
+
+
+def test_cancellation_during_a_restore_keeps_ownership_through_its_fence():
+    """Error and cancellation paths preserve fenced resource ownership."""
+    descriptors, costs = _catalog()
+    s = scheduler(descriptors, costs)
+    h = s.admit(request(prompt=100, output=4, restore_tokens=80))
+    plan = s.plan()
+    s.commit(plan, Fence(1))
+    s.cancel(h)
+    assert s.pool.is_current(h) and s.requests[h].num_pages > 0
+    free = s.pool.num_free_pages
+    _complete_empty(s, plan, 1)
+    assert not s.pool.is_current(h) and h not in s.requests
+    assert s.pool.num_free_pages > free
+
+
+def test_cancelling_a_pending_retirement_releases_it():
+    s, _, t, _ = _terminal_pending(
+        policy_from_preset("balanced", terminal_value=0.0, terminal_age_price=0.0)
+    )
+    s.cancel(t)
+    assert t not in s.requests and not s.pool.is_current(t)
+
+
+def test_a_stale_state_plan_is_refused_at_commit():
+    descriptors, costs = _catalog()
+    s = scheduler(descriptors, costs)
+    h = s.admit(request(prompt=100, output=4, restore_tokens=80))
+    plan = s.plan()
+    s.cancel(h)
+    with pytest.raises(SchedulerError):
+        s.commit(plan, Fence(1))
+
+
+def test_a_restore_enables_the_prompt_row_of_a_following_mixed_graph():
+    """For a prerequisite followed by mixed inference the prompt can be enabled by it;
+    the ready decoder shares the following graph."""
+    from tests.helios.helios_helpers import mixed
+
+    costs = {prefill(64): 3.0, decode(1): 2.0, mixed(2, 64): 2.5, SNAPSHOT: 0.3, RESTORE: 0.3}
+    s = scheduler(list(costs), costs)
+    driver = Driver(s)
+    a = s.admit(request(prompt=64, output=1000))
+    _run_until_decoder(driver, a)
+    b = s.admit(request(prompt=100, output=8, restore_tokens=40))
+    first = driver.step()
+    assert first.kind is GraphKind.RESTORE and first.lane_of(b) is not None
+    following = s.plan()
+    assert following.kind is GraphKind.MIXED
+    assert following.lane_of(b).role is LaneRole.PROMPT
+    assert following.lane_of(b).num_prompt_tokens == 60
+    assert following.lane_of(a).role is LaneRole.DECODE

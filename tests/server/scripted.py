@@ -1,0 +1,78 @@
+"""A scripted engine for HTTP tests: the API contract without a model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from ignition.runtime.chat_template import RenderedChat
+from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.requests import GenerationRequest, QueueFullError, StreamChunk
+from ignition.runtime.stats import EngineStats
+from ignition.server.app import create_app
+from ignition.server.config import ServerConfig
+
+
+class ScriptedEngine:
+    """Emits the words of ``reply`` one chunk at a time and records what it was asked."""
+
+    model_name = "scripted"
+    max_context_tokens = 64
+    default_max_tokens = 16
+    vocab_size = 64
+    generation_defaults = GenerationDefaults()
+
+    def __init__(self, reply: str = "one two three four", full: bool = False) -> None:
+        self.reply = reply.split()
+        self.full = full
+        self.stats = EngineStats()
+        self.requests: list[GenerationRequest] = []
+        self.closed: list[str] = []
+        self.encoded: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.cached = 0  # prompt tokens each stream reports as restored from a checkpoint
+
+    def encode(self, text: str) -> list[int]:
+        self.encoded.append(text)
+        return [ord(c) % 50 + 1 for c in text]
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(96 + i % 27) for i in ids)
+
+    def render_chat(self, messages, **_: object) -> RenderedChat:
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+        return RenderedChat(text, tuple(self.encode(text)), ())
+
+    def is_healthy(self) -> bool:
+        return True
+
+    def generate(self, request: GenerationRequest):
+        if self.full:
+            raise QueueFullError("all 4 request slots are busy and the waiting queue is full")
+        self.requests.append(request)
+        return self._stream(request)
+
+    async def _stream(self, request: GenerationRequest):
+        n = len(request.prompt_ids)
+        words = self.reply[: request.sampling.max_tokens]
+        try:
+            for i, word in enumerate(words):
+                await self.gate.wait()
+                last = i == len(words) - 1
+                finish = ("length" if len(words) < len(self.reply) else "stop") if last else None
+                yield StreamChunk(
+                    word + " ", (i,), n, i + 1, finish, num_cached_tokens=self.cached
+                )
+        finally:
+            self.closed.append(request.request_id)
+
+
+def client(engine: ScriptedEngine, config: ServerConfig | None = None) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=create_app(engine, config))
+    return httpx.AsyncClient(transport=transport, base_url="http://test")
+
+
+def run(coro):
+    return asyncio.run(coro)
