@@ -3,7 +3,7 @@
 Run: python benchmarks/helios_plan.py [--json] [--iterations N]
 Prints p50/p99 CPU time per plan() call per decode mode (off / fixed / adaptive) and
 queue state (empty / one queued frame) at 1, 8 and 64 active requests; the
-measurement lives in ignition.helios.bench so tests and this script share it.
+measurement lives in ignition.simulate.bench so tests and this script share it.
 """
 
 from __future__ import annotations
@@ -11,4 +11,4 @@ from __future__ import annotations
 import runpy
 
 if __name__ == "__main__":
-    runpy.run_module("ignition.helios.bench", run_name="__main__")
+    runpy.run_module("ignition.simulate.bench", run_name="__main__")

@@ -110,11 +110,15 @@ def capacity_options(
             is_flag=True,
             help="Add mixed prompt/decode programs (recipes that declare mixed capture).",
         ),
-        click.option("--concurrency", type=int, help="Request slots (at most the recipe's)."),
+        click.option(
+            "--concurrency",
+            type=int,
+            help="Request slots (default: the recipe's; at most its capacity.maxima).",
+        ),
         click.option(
             "--speculative-token-capacity",
             type=int,
-            help="Target-token envelope R for wider speculative programs.",
+            help="Target-token envelope R for wider speculative programs (up to capacity.maxima).",
         ),
         click.option("--num-draft-tokens", type=int, help="MTP draft tokens D (0: ordinary)."),
         click.option(
@@ -665,16 +669,59 @@ class _Progress:
 @main.command("simulate")
 @click.option(
     "--scenario",
-    required=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="Scenario YAML (see examples/scenarios/).",
+    help="Scenario YAML driving Helios alone (see examples/scenarios/).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Per-request and per-graph report as JSON.")
-def simulate_cmd(scenario: str, as_json: bool) -> None:
-    """Drive Helios against a simulated device (no model, no torch)."""
-    from ignition.helios.sim import main as simulate_main
+@click.option("--trace", help="Trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens).")
+@click.option("--rows", default="0:600", show_default=True, help="Trace window START:END.")
+@click.option("--rate", type=float, help="Load: the window's arrival rate scale.")
+@click.option("--sweep", help="Comma-separated loads: every policy at each.")
+@click.option("--capacity", is_flag=True, help="SLO capacity search per --slo pair.")
+@click.option(
+    "--slo",
+    default="60:2,100:5,200:10",
+    show_default=True,
+    help="p99 TBT ms : p99 TTFT s pairs for --capacity ('-' for a TBT that does not bind).",
+)
+@click.option(
+    "--compare",
+    default="vllm,vllm-k3,sarathi",
+    show_default=True,
+    help="Policies beside Helios: vllm, sarathi, prefill-first, with -bBUDGET / -kDRAFTS.",
+)
+@click.option("--slots", type=int, default=32, show_default=True, help="Request slots.")
+@click.option(
+    "--speculative-token-capacity",
+    "envelope",
+    type=int,
+    default=128,
+    show_default=True,
+    help="Helios catalog's target-token envelope R.",
+)
+@click.option("--device", default="h200", show_default=True, help="h200 or measured:PATH.")
+@click.option(
+    "--acceptance",
+    default="0.8,0.7,0.6,0.5,0.4",
+    show_default=True,
+    help="Per-position conditional MTP acceptance.",
+)
+@click.option("--max-prompt", type=int, help="Cap on prompt tokens.")
+@click.option("--max-output", type=int, help="Cap on output tokens.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+@click.option("--plot", "plot_dir", help="Write PNG plots into this folder (matplotlib).")
+def simulate_cmd(scenario: str | None, as_json: bool, **options: Any) -> None:
+    """Simulate Helios (and baselines on a trace) against a device model; no model, no torch."""
+    if scenario is not None:
+        from ignition.simulate.sim import main as simulate_main
 
-    status = simulate_main(["--scenario", scenario, *(["--json"] if as_json else [])])
+        status = simulate_main(["--scenario", scenario, *(["--json"] if as_json else [])])
+        if status:
+            sys.exit(status)
+        return
+    from ignition.simulate.command import main as trace_main
+
+    status = trace_main(as_json=as_json, **options)
     if status:
         sys.exit(status)
 

@@ -71,23 +71,31 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
     cap = recipe.capacity
     where = f"recipe {recipe.name} ({recipe.path})"
 
-    def bounded(flag: str, value: int | None, declared: int, minimum: int) -> int:
+    def bounded(
+        flag: str, value: int | None, declared: int, minimum: int, maximum: int | None = None
+    ) -> int:
+        """The declared default when unset; otherwise at most ``maximum`` (the recipe's
+        ``capacity.maxima`` entry, or the default when the recipe declares none)."""
+        maximum = declared if maximum is None else maximum
         if value is None:
             return declared
         if value < minimum:
             raise CapacityError(f"{where}: option {flag} = {value}: must be at least {minimum}")
-        if value > declared:
+        if value > maximum:
             raise CapacityError(
-                f"{where}: option {flag} = {value}: exceeds what the recipe prepares ({declared})"
+                f"{where}: option {flag} = {value}: exceeds what the recipe prepares ({maximum})"
             )
         return value
 
-    concurrency = bounded("--concurrency", options.concurrency, cap.concurrency, 1)
+    concurrency = bounded(
+        "--concurrency", options.concurrency, cap.concurrency, 1, cap.max_concurrency
+    )
     envelope = bounded(
         "--speculative-token-capacity",
         options.speculative_token_capacity,
         cap.speculative_token_capacity,
         1,
+        cap.max_speculative_token_capacity,
     )
     drafts = bounded("--num-draft-tokens", options.num_draft_tokens, cap.num_draft_tokens, 0)
 

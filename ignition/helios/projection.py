@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from ignition.components.catalog import Descriptor
+from ignition.helios import utility
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel
 from ignition.helios.policy import Population
@@ -45,6 +47,8 @@ def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[
 def current_normalizers(
     descriptors: Sequence[Descriptor], costs: CostModel, requests: Iterable[RequestState]
 ) -> Normalizers:
+    """Normalizers of the measured catalog; the token rate is the newcomer rule's start
+    (``utility.newcomer_token_rate``), used for prices and the first service update."""
     live = [r for r in requests if r.is_live]
     families: dict[str, int] = {}
     for r in live:
@@ -56,7 +60,12 @@ def current_normalizers(
     cached = costs.derived.get("normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
-    norms = normalizers(measured(descriptors, costs), len(live), decoders, families)
+    graphs = measured(descriptors, costs)
+    norms = normalizers(graphs, len(live), decoders, families)
+    start = utility.newcomer_token_rate(graphs, len(live))
+    if start is not None:
+        by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
+        norms = replace(norms, token_rate=start, by_family=by_family)
     costs.derived["normalizers"] = (key, norms)
     return norms
 

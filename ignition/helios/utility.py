@@ -12,15 +12,68 @@ long-starved request's large price stays representable.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor
+from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.cost import Freshness
-from ignition.helios.service import Prices
+from ignition.helios.service import Prices, token_normalizer
 from ignition.helios.types import LaneRole, RequestHandle
 
 RELATIVE_TIE = 1e-9
+
+Measured = Iterable[tuple[Descriptor, float]]
+
+
+def generation_start_rate(measured: Measured, num_streams: int) -> float | None:
+    """The highest per-stream token rate a measured *generation* graph (decode or
+    speculative) offers the K live streams: parity with a decoder served at the fastest
+    batch-feasible rate. Falls back to every measured graph without a generation one."""
+    measured = list(measured)
+    generation = [
+        (d, t) for d, t in measured if d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE)
+    ]
+    rate = token_normalizer(generation, num_streams)
+    return rate if rate is not None else token_normalizer(measured, num_streams)
+
+
+def normalizer_start_rate(measured: Measured, num_streams: int) -> float | None:
+    """The token normalizer over every measured graph (scheduling-utility.md's rule).
+
+    On a MoE catalog its maximum is a prefill graph, so a newcomer looks as if it had
+    been served at prefill speed and its fairness price starts near zero."""
+    return token_normalizer(measured, num_streams)
+
+
+def balanced_start_rate(measured: Measured, num_streams: int) -> float | None:
+    """The newcomer rule (docs/scheduling.md): the geometric mean of the two yardsticks,
+    the generation start rate and the token normalizer.
+
+    A newcomer's rate is unknown between the rate a prompt-consuming stream gets from a
+    prefill graph and the rate a decoder gets; prices are multiplicative, so the start
+    that minimises the worst multiplicative distance to both, max(x0 / x_gen,
+    x_norm / x0), is their geometric mean (the same balance the seed's mixed prompt
+    bucket strikes between short and long chunks)."""
+    measured = list(measured)
+    low = generation_start_rate(measured, num_streams)
+    high = normalizer_start_rate(measured, num_streams)
+    if low is None or high is None:
+        return high if low is None else low
+    return math.sqrt(low * high)
+
+
+NEWCOMER_RULES: dict[str, Callable[[Measured, int], float | None]] = {
+    "balanced": balanced_start_rate,
+    "generation": generation_start_rate,
+    "normalizer": normalizer_start_rate,
+}
+NEWCOMER_RULE = "balanced"
+
+
+def newcomer_token_rate(measured: Measured, num_streams: int) -> float | None:
+    """Starting token rate for a request without token history (``NEWCOMER_RULE``)."""
+    return NEWCOMER_RULES[NEWCOMER_RULE](measured, num_streams)
 
 
 @dataclass(slots=True)

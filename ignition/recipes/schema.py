@@ -20,6 +20,7 @@ import yaml
 from ignition.recipes.options import SPECULATION_MODES, LoadOptions, parse_load_options
 
 PROMPT_ALIGNMENT = 64
+MAX_CONCURRENCY = 64  # Helios selection is bounded to 64 request slots
 CATALOG_FAMILIES = (
     "prefill",
     "decode",
@@ -44,7 +45,14 @@ class Supports:
 
 @dataclass(frozen=True)
 class CapacitySpec:
-    """The largest capacities a recipe prepares; load options may only shrink them."""
+    """The capacities a recipe prepares by default, and the largest a build may ask for.
+
+    ``concurrency`` and ``speculative_token_capacity`` are the declared defaults (the
+    catalog counts CI checks are stated for them); ``max_concurrency`` and
+    ``max_speculative_token_capacity`` (``capacity.maxima``) bound what
+    ``--concurrency`` and ``--speculative-token-capacity`` may raise them to. A recipe
+    without maxima allows no more than its defaults.
+    """
 
     concurrency: int
     max_prefill_chunk: int
@@ -54,6 +62,17 @@ class CapacitySpec:
     speculative_token_capacity: int
     kv_page_size: int
     speculation: str
+    max_concurrency: int = 0  # 0: the default is the maximum
+    max_speculative_token_capacity: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency == 0:
+            object.__setattr__(self, "max_concurrency", self.concurrency)
+        if self.max_speculative_token_capacity == 0:
+            object.__setattr__(
+                self, "max_speculative_token_capacity", self.speculative_token_capacity
+            )
+
     vision_patch_capacities: tuple[int, ...] = ()  # patches per vision program, one each
     vision_max_images: int = 1  # images one vision program may pack together
 
@@ -185,6 +204,32 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         r.fail(speculation, f"expected one of {SPECULATION_MODES}", r.sub("speculation"))
     if speculation != "off" and not supports.speculation:
         r.fail(speculation, "supports.speculation is false", r.sub("speculation"))
+    concurrency = _positive(r, "concurrency")
+    envelope = _positive(r, "speculative_token_capacity")
+    max_concurrency, max_envelope = concurrency, envelope
+    if "maxima" in r.data:
+        m = r.child("maxima")
+        max_concurrency = _positive(m, "concurrency", default=concurrency)
+        max_envelope = _positive(m, "speculative_token_capacity", default=envelope)
+        if max_concurrency < concurrency:
+            m.fail(
+                max_concurrency,
+                f"below the default concurrency {concurrency}",
+                m.sub("concurrency"),
+            )
+        if max_concurrency > MAX_CONCURRENCY:
+            m.fail(
+                max_concurrency,
+                f"selection is bounded to {MAX_CONCURRENCY} request slots",
+                m.sub("concurrency"),
+            )
+        if max_envelope < envelope:
+            m.fail(
+                max_envelope,
+                f"below the default speculative_token_capacity {envelope}",
+                m.sub("speculative_token_capacity"),
+            )
+        m.finish()
     vision_patches: tuple[int, ...] = ()
     if "vision_patch_capacities" in r.data:
         if not supports.vision:
@@ -201,14 +246,16 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
                 r.sub("vision_patch_capacities"),
             )
     spec = CapacitySpec(
-        concurrency=_positive(r, "concurrency"),
+        concurrency=concurrency,
         max_prefill_chunk=chunk,
         prompt_buckets=buckets,
         num_draft_tokens=draft,
         completion_token_capacity=_positive(r, "completion_token_capacity", default=8),
-        speculative_token_capacity=_positive(r, "speculative_token_capacity"),
+        speculative_token_capacity=envelope,
         kv_page_size=page,
         speculation=speculation,
+        max_concurrency=max_concurrency,
+        max_speculative_token_capacity=max_envelope,
         vision_patch_capacities=vision_patches,
         vision_max_images=_positive(r, "vision_max_images", default=1),
     )

@@ -206,9 +206,9 @@ def test_chunk_cap_removes_larger_buckets_and_moves_the_balanced_bucket():
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [
-        ({"concurrency": 8}, "--concurrency = 8: exceeds what the recipe prepares (4)"),
+        ({"concurrency": 65}, "--concurrency = 65: exceeds what the recipe prepares (64)"),
         ({"concurrency": 0}, "--concurrency = 0: must be at least 1"),
-        ({"speculative_token_capacity": 7}, "--speculative-token-capacity = 7"),
+        ({"speculative_token_capacity": 385}, "--speculative-token-capacity = 385"),
         ({"num_draft_tokens": 6}, "--num-draft-tokens = 6"),
         ({"max_prefill_chunk": 8192}, "--max-prefill-chunk = 8192: not a prepared prompt bucket"),
         ({"max_prefill_chunk": 1000}, "--max-prefill-chunk = 1000"),

@@ -12,8 +12,8 @@ try:  # issue 12 moves the simulator out of Helios into ignition.simulate
     from ignition.simulate.scenario import scenario_from_dict
     from ignition.simulate.sim import main, simulate
 except ImportError:
-    from ignition.helios.scenario import scenario_from_dict
-    from ignition.helios.sim import main, simulate
+    from ignition.simulate.scenario import scenario_from_dict
+    from ignition.simulate.sim import main, simulate
 
 CLASSES = {"ordinary", "discovery", "timing_refresh", "acceptance_learning"}
 FLOOR = {"base_ms": 4.0, "per_row_ms": 0.5, "per_token_ms": 0.2, "per_draft_ms": 0.5}

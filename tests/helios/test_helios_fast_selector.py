@@ -25,11 +25,11 @@ from ignition.helios import (
     ScheduledPlan,
     Scheduler,
 )
-from ignition.helios.bench import STATE_PROGRAMS, runtime_catalog
 from ignition.helios.config import SpeculationMode
 from ignition.helios.policy import SCHEDULABLE_KINDS
 from ignition.helios.state_candidates import STATE_KINDS
 from ignition.helios.types import ExecutionClass, SchedulerError
+from ignition.simulate.bench import STATE_PROGRAMS, runtime_catalog
 
 NUM_STATES = 5000
 SOURCES = ("mtp", "ngram", "draft")

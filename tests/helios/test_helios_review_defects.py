@@ -27,8 +27,8 @@ try:  # issue 12 moves the simulator out of Helios into ignition.simulate
     from ignition.simulate.scenario import scenario_from_dict
     from ignition.simulate.sim import simulate
 except ImportError:
-    from ignition.helios.scenario import scenario_from_dict
-    from ignition.helios.sim import simulate
+    from ignition.simulate.scenario import scenario_from_dict
+    from ignition.simulate.sim import simulate
 
 NO_PRICES = PolicyConfig(token_fairness=0.0, delivery_fairness=0.0, decode_age_price=0.0)
 

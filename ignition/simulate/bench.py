@@ -1,6 +1,6 @@
 """plan() latency on the catalog the runtime loads, with measured costs (not a test).
 
-Run ``python -m ignition.helios.bench [--json] [--iterations N]``. For each decode
+Run ``python -m ignition.simulate.bench [--json] [--iterations N]``. For each decode
 mode (off / fixed / adaptive) the qwen38 catalog is filtered the way the runtime
 filters it at load (``select_for_mode`` plus the snapshot and restore programs), and
 plan() is timed at 1, 8 and 64 active requests (three quarters decoding, the rest
@@ -27,7 +27,6 @@ from ignition.helios.policy import (
     select,
 )
 from ignition.helios.projection import build_population
-from ignition.helios.scenario import Formula
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
     CompletionRecord,
@@ -38,6 +37,7 @@ from ignition.helios.types import (
     RequestSpec,
     Resources,
 )
+from ignition.simulate.scenario import Formula
 
 H200_LIKE = {
     GraphKind.PREFILL: Formula(base_ms=38.0, per_token_ms=0.006),

@@ -1,7 +1,9 @@
-"""Drives the real Scheduler against a simulated device.
+"""Drives the real Helios Scheduler against a simulated device.
 
 The device executes committed frames one after another (two may be queued),
-each taking its graph duration times a lognormal noise factor. Speculative lanes
+each taking its device model's duration (capacities for the matrix terms, active
+rows and their cached context for the state and cache terms) times a lognormal
+noise factor. Speculative lanes
 accept drafts position by position with the request's conditional acceptance
 probabilities; device-allocated rounds allocate their rows by true joint prefix
 probability and report a confidence sidecar. Every published burst is reported
@@ -15,11 +17,10 @@ import math
 import random
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ignition.components.catalog import Descriptor
-from ignition.helios.scenario import Scenario, ScenarioError, SimRequest, load_scenario
+from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.trace import trace_to_json
 from ignition.helios.types import (
@@ -32,8 +33,13 @@ from ignition.helios.types import (
     RequestSpec,
     ScheduledPlan,
 )
+from ignition.simulate.devices import DeviceError, execution_of
+from ignition.simulate.engine import LateWatch
+from ignition.simulate.results import ORDINARY, ExecutionRecord, RequestRecord, RunResult
+from ignition.simulate.scenario import Scenario, ScenarioError, SimRequest, load_scenario
 
 NS_PER_MS = 1_000_000
+NOMINAL_CONTEXT_PER_ROW = 1024  # cached context per row when preseeding a graph's cost
 
 
 @dataclass
@@ -42,9 +48,20 @@ class _Stream:
     request: SimRequest
     handle: RequestHandle | None = None
     remaining_output: int = 0
-    first_output_ms: float | None = None
-    finish_ms: float | None = None
-    deliveries: list[tuple[float, int]] = field(default_factory=list)
+    context: int = 0  # tokens cached on the device: prompt consumed plus output
+    record: RequestRecord | None = None
+
+    @property
+    def first_output_ms(self) -> float | None:
+        return self.record.first_output_ms if self.record else None
+
+    @property
+    def finish_ms(self) -> float | None:
+        return self.record.finish_ms if self.record else None
+
+    @property
+    def deliveries(self) -> list[tuple[float, int]]:
+        return self.record.deliveries if self.record else []
 
     @property
     def arrival_ns(self) -> int:
@@ -65,8 +82,10 @@ class _Running:
     fence: int
     plan: ScheduledPlan
     commit_ns: int
+    start_ns: int
     end_ns: int
     device_ns: int
+    execution_class: str = ORDINARY
 
 
 class Simulation:
@@ -84,23 +103,52 @@ class Simulation:
                 self.scheduler.seed_cost(d, self._nominal_ns(d))
         order = sorted(range(len(scenario.requests)), key=lambda i: scenario.requests[i].arrival_ms)
         self.streams = [_Stream(i, scenario.requests[i]) for i in order]
+        for s in self.streams:
+            r = s.request
+            s.record = RequestRecord(s.index, r.arrival_ms, r.prompt_tokens, r.output_tokens)
         self.by_handle: dict[RequestHandle, _Stream] = {}
         self.graphs: dict[str, list[float]] = {}
+        self.executions: list[ExecutionRecord] = []
         self.prompt_tokens = 0
         self.output_tokens = 0
+        self.watch: LateWatch | None = None  # stops a run that can no longer meet its guard
+        self.aborted = False
+
+    def _ms(self, d: Descriptor, tokens: int, rows: int, context: int) -> float:
+        try:
+            return self.scenario.durations.duration_ms(execution_of(d, tokens, rows, context))
+        except DeviceError as err:
+            raise ScenarioError(str(err)) from None
 
     def _nominal_ns(self, d: Descriptor) -> int:
-        return max(1, round(self.scenario.durations.duration_ms(d) * NS_PER_MS))
+        """A full graph at a nominal cached context: what a build's tuning would measure."""
+        rows = d.batch_capacity
+        tokens = d.packed_capacity + d.prefill_capacity
+        context = 0 if d.kind is GraphKind.PREFILL else rows * NOMINAL_CONTEXT_PER_ROW
+        return max(1, round(self._ms(d, tokens, rows, context) * NS_PER_MS))
 
-    def _sample_ns(self, d: Descriptor) -> int:
+    def _sample_ns(self, plan: ScheduledPlan) -> int:
+        """The plan's duration on the device: its capacities, its lanes' activity."""
+        tokens, context = 0, 0
+        for lane in plan.lanes:
+            stream = self.by_handle[lane.handle]
+            context += stream.context
+            tokens += lane.num_prompt_tokens if lane.role is LaneRole.PROMPT else lane.query_length
+        ms = self._ms(plan.descriptor, tokens, len(plan.lanes), context)
         noise = math.exp(self.rng.gauss(0.0, self.scenario.noise_sigma))
-        return max(1, round(self._nominal_ns(d) * noise))
+        return max(1, round(ms * NS_PER_MS * noise))
 
     def run(self) -> dict[str, Any]:
-        end_ns = round(self.scenario.end_ms * NS_PER_MS)
+        return self.report(self._loop())
+
+    def _loop(self) -> int:
+        """Runs until every request finished, ``end_ms`` or the late watch trips; returns
+        the simulated end time in ns."""
+        end_ms = self.scenario.end_ms
+        end_ns = round(end_ms * NS_PER_MS) if math.isfinite(end_ms) else 1 << 62
         pending = list(self.streams)
         running: list[_Running] = []
-        now, device_free, fence = 0, 0, 0
+        now, device_free, fence, completed = 0, 0, 0, 0
         while now <= end_ns:
             while pending and pending[0].arrival_ns <= now:
                 if not self.scheduler.pool.can_allocate_slot():
@@ -113,10 +161,12 @@ class Simulation:
                     break
                 fence += 1
                 self.scheduler.commit(plan, Fence(fence))
+                entry = self.scheduler.trace[-1] if self.scheduler.trace else None
+                klass = str(getattr(entry, "execution_class", None) or ORDINARY)
                 start = max(now, device_free)
-                duration = self._sample_ns(plan.descriptor)
+                duration = self._sample_ns(plan)
                 device_free = start + duration
-                running.append(_Running(fence, plan, now, device_free, duration))
+                running.append(_Running(fence, plan, now, start, device_free, duration, klass))
             arrivals = [s.arrival_ns for s in pending[:1]]
             upcoming = [r.end_ns for r in running[:1]] + [a for a in arrivals if a > now]
             if not upcoming:
@@ -125,7 +175,12 @@ class Simulation:
             if running and running[0].end_ns <= now:
                 self.scheduler.advance_to(now)
                 self._complete(running.pop(0), now)
-        return self.report(min(now, end_ns))
+                completed += 1
+                watched = self.watch is not None and completed % 64 == 0
+                if watched and self.watch.exceeded(now / NS_PER_MS):
+                    self.aborted = True
+                    break
+        return min(now, end_ns)
 
     def _admit(self, stream: _Stream) -> None:
         r = stream.request
@@ -136,6 +191,7 @@ class Simulation:
             acceptance_prior=r.acceptance_prior,
         )
         stream.handle = self.scheduler.admit(spec)
+        stream.record.admitted_ms = self.scheduler.now_ns / NS_PER_MS
         stream.remaining_output = r.output_tokens
         self.by_handle[stream.handle] = stream
 
@@ -171,6 +227,7 @@ class Simulation:
             if lane.role is LaneRole.PROMPT:
                 count = lane.max_advance_tokens if stream.remaining_output > 0 else 0
                 self.prompt_tokens += lane.num_prompt_tokens
+                stream.context += lane.num_prompt_tokens
                 records.append(CompletionRecord(lane.handle, lane.num_prompt_tokens, (1,) * count))
             else:
                 count = min(stream.remaining_output, 1 + self._accepted(stream, q))
@@ -180,6 +237,7 @@ class Simulation:
                     )
                 )
             stream.remaining_output -= count
+            stream.context += count
             self.output_tokens += count
         timing = ExecutionTiming(device_ns=run.device_ns, wall_ns=now - run.commit_ns)
         if device:
@@ -198,6 +256,17 @@ class Simulation:
         else:
             tokens = self.scheduler.complete(Fence(run.fence), records, timing)
         self.graphs.setdefault(d.name, []).append(run.device_ns / NS_PER_MS)
+        self.executions.append(
+            ExecutionRecord(
+                start_ms=run.start_ns / NS_PER_MS,
+                end_ms=run.end_ns / NS_PER_MS,
+                kind=d.kind.value,
+                graph=d.name,
+                execution_class=run.execution_class,
+                rows=len(plan.lanes),
+                tokens=sum(r.num_prompt_tokens for r in records) + sum(rows),
+            )
+        )
         published: dict[RequestHandle, int] = {}
         for token in tokens:
             published[token.handle] = published.get(token.handle, 0) + 1
@@ -205,15 +274,26 @@ class Simulation:
         for handle, count in published.items():
             self.scheduler.published_output(handle, Fence(run.fence))
             stream = self.by_handle[handle]
-            stream.deliveries.append((t_ms, count))
-            if stream.first_output_ms is None:
-                stream.first_output_ms = t_ms
-            if stream.remaining_output <= 0 and stream.finish_ms is None:
-                stream.finish_ms = t_ms
+            stream.record.deliver(t_ms, count, stream.remaining_output)
 
     @staticmethod
     def _padded(values: Sequence[float], width: int) -> tuple[float, ...]:
         return tuple((list(values) + [0.0] * width)[:width])
+
+    def result(self, end_ns: int, policy: str = "helios") -> RunResult:
+        """The run in the room's common shape (metrics, plots, capacity search)."""
+        return RunResult(
+            policy=policy,
+            requests=[s.record for s in sorted(self.streams, key=lambda s: s.index)],
+            executions=list(self.executions),
+            end_ms=end_ns / NS_PER_MS,
+            slots=self.scheduler.pool.resources.num_request_slots,
+        )
+
+    def run_result(self, policy: str = "helios") -> RunResult:
+        result = self.result(self._loop(), policy)
+        result.info["aborted"] = self.aborted
+        return result
 
     def report(self, end_ns: int) -> dict[str, Any]:
         seconds = max(end_ns, 1) / 1e9

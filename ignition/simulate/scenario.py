@@ -1,4 +1,4 @@
-"""Simulation scenarios: a catalog, graph durations, requests, a policy, a seed.
+"""Simulation scenarios: a catalog, a device model, requests, a policy, a seed.
 
 A malformed scenario fails with a message naming the key. See docs/simulate.md.
 """
@@ -21,64 +21,27 @@ from ignition.components.catalog import (
 )
 from ignition.helios.config import PolicyConfig, SpeculationMode, policy_from_preset
 from ignition.helios.types import Resources, SchedulerError
+from ignition.simulate.devices import (
+    FORMULA_KEYS,
+    DeviceError,
+    DeviceModel,
+    Durations,
+    Formula,
+    device_from_spec,
+)
+from ignition.simulate.workloads import SimRequest
+
+__all__ = ["Durations", "Formula", "Scenario", "ScenarioError", "SimRequest", "load_scenario"]
 
 
 class ScenarioError(ValueError):
     """A scenario file that cannot be simulated; the message names the key."""
 
 
-FORMULA_KEYS = ("base_ms", "per_row_ms", "per_token_ms", "per_draft_ms")
-
-
-@dataclass(frozen=True)
-class Formula:
-    """T = base + per_row * B + per_token * packed tokens + per_draft * D (capacities)."""
-
-    base_ms: float = 0.0
-    per_row_ms: float = 0.0
-    per_token_ms: float = 0.0
-    per_draft_ms: float = 0.0
-
-    def duration_ms(self, d: Descriptor) -> float:
-        tokens = d.packed_capacity + d.prefill_capacity
-        return (
-            self.base_ms
-            + self.per_row_ms * d.batch_capacity
-            + self.per_token_ms * tokens
-            + self.per_draft_ms * d.proposal_depth
-        )
-
-
-@dataclass(frozen=True)
-class Durations:
-    table: Mapping[str, float] = field(default_factory=dict)
-    formulas: Mapping[str, Formula] = field(default_factory=dict)
-
-    def duration_ms(self, d: Descriptor) -> float:
-        if d.name in self.table:
-            return self.table[d.name]
-        formula = self.formulas.get(d.kind.value)
-        if formula is None:
-            raise ScenarioError(
-                f"durations: no table entry for {d.name} and no {d.kind.value!r} formula"
-            )
-        return formula.duration_ms(d)
-
-
-@dataclass(frozen=True)
-class SimRequest:
-    arrival_ms: float
-    prompt_tokens: int
-    output_tokens: int
-    acceptance: tuple[float, ...] = ()  # conditional acceptance per draft position
-    message_endpoints: tuple[int, ...] = ()
-    acceptance_prior: tuple[float, ...] = ()
-
-
 @dataclass(frozen=True)
 class Scenario:
     catalog: Catalog
-    durations: Durations
+    durations: DeviceModel
     requests: tuple[SimRequest, ...]
     policy: PolicyConfig
     seed: int = 0
@@ -265,8 +228,22 @@ def _policy(data: Any) -> PolicyConfig:
         raise ScenarioError(f"policy: {err}") from None
 
 
+def _device(data: Mapping[str, Any]) -> DeviceModel:
+    """``device: h200 | measured:PATH`` names a device model; else ``durations``."""
+    if "device" in data:
+        if "durations" in data:
+            raise ScenarioError("scenario: give either device or durations, not both")
+        spec = _get(data, "device", "scenario", str)
+        try:
+            return device_from_spec(spec)
+        except DeviceError as err:
+            raise ScenarioError(f"scenario.device: {err}") from None
+    return _durations(_get(data, "durations", "scenario", dict))
+
+
 TOP_KEYS = (
     "catalog",
+    "device",
     "durations",
     "requests",
     "policy",
@@ -301,7 +278,7 @@ def scenario_from_dict(data: Any) -> Scenario:
         raise ScenarioError(f"scenario.resources: {err}") from None
     return Scenario(
         catalog=_catalog(_get(data, "catalog", "scenario", dict)),
-        durations=_durations(_get(data, "durations", "scenario", dict)),
+        durations=_device(data),
         requests=tuple(requests),
         policy=_policy(data.get("policy")),
         seed=_get(data, "seed", "scenario", int, 0),

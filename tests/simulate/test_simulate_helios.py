@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ignition.helios.scenario import ScenarioError, load_scenario, scenario_from_dict
-from ignition.helios.sim import main, simulate
+from ignition.simulate.scenario import ScenarioError, load_scenario, scenario_from_dict
+from ignition.simulate.sim import main, simulate
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 STARTUP = yaml.safe_load((SCENARIOS / "startup.yaml").read_text())

@@ -1,0 +1,220 @@
+"""Fixed baseline policies: what a conventional serving engine would run each step.
+
+Each policy is a small class behind :class:`BaselinePolicy`: given the admitted
+requests (holding slots, in admission order), the arrived but unadmitted ones (in
+arrival order) and the free slots, it returns one :class:`Batch` (prompt chunks and
+decoders) or ``None``. The engine (``engine.py``) executes it on the shared device
+model, so baselines and Helios differ only in what they choose.
+
+- :class:`DecodeFirst` (``vllm``, ``vllm-k3``, ``vllm-b8192``, ``sarathi``): the
+  vLLM-v1 / Sarathi-Serve "stall-free" rule. Every running decoder joins first
+  (each costs 1 + K tokens of the budget with K fixed drafts), then partial prompts,
+  then new requests FCFS, each prompt chunked to the budget left. Sarathi is the
+  same rule at a small budget chosen for its cadence (512 by default).
+- :class:`PrefillFirst` (``prefill-first``, SGLang's default without mixed chunks):
+  whenever prompt work can run, a prompt-only batch up to the chunk budget runs and
+  decoders wait; otherwise every decoder runs.
+
+Names: ``NAME[-bBUDGET][-kK]``, e.g. ``vllm-b8192-k3``; ``helios`` is the Helios
+scheduler itself, ``helios+VARIANT[+VARIANT]`` an experiment on it (see ``harness.py``
+and ``HELIOS_VARIANTS``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ignition.simulate.results import RequestRecord
+from ignition.simulate.workloads import SimRequest
+
+
+class PolicyError(ValueError):
+    """An unknown or malformed policy name; the message names it and the known ones."""
+
+
+@dataclass(eq=False)
+class Seq:
+    """A request inside a baseline engine."""
+
+    request: SimRequest
+    record: RequestRecord
+    prefilled: int = 0
+    generated: int = 0
+
+    @property
+    def prompt_left(self) -> int:
+        return self.request.prompt_tokens - self.prefilled
+
+    @property
+    def is_decoding(self) -> bool:
+        return self.prompt_left == 0 and self.generated < self.request.output_tokens
+
+    @property
+    def context(self) -> int:
+        return self.prefilled + self.generated
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One step: prompt chunks ``(seq, tokens)`` and decoders, each verifying 1 + drafts."""
+
+    prefill: tuple[tuple[Seq, int], ...] = ()
+    decode: tuple[Seq, ...] = ()
+    drafts: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return sum(n for _, n in self.prefill) + len(self.decode) * (1 + self.drafts)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.prefill and not self.decode
+
+
+class BaselinePolicy(Protocol):
+    name: str
+    drafts: int
+
+    def schedule(
+        self, running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int
+    ) -> Batch | None: ...
+
+
+def _fill_prompts(
+    running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int, budget: int
+) -> list[tuple[Seq, int]]:
+    """Partial prompts of admitted requests first, then new requests FCFS (one slot
+    each), each chunked to the budget left."""
+    chunks: list[tuple[Seq, int]] = []
+    for s in running:
+        if budget <= 0:
+            return chunks
+        if s.prompt_left > 0:
+            n = min(s.prompt_left, budget)
+            chunks.append((s, n))
+            budget -= n
+    for s in waiting:
+        if budget <= 0 or free_slots <= 0:
+            break
+        n = min(s.prompt_left, budget)
+        chunks.append((s, n))
+        budget -= n
+        free_slots -= 1
+    return chunks
+
+
+@dataclass
+class DecodeFirst:
+    """Decoders first, then prompt chunks into the token budget left (stall-free)."""
+
+    name: str = "vllm"
+    budget: int = 2048
+    drafts: int = 0
+
+    def schedule(
+        self, running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int
+    ) -> Batch | None:
+        budget = self.budget
+        decode = []
+        for s in running:
+            if s.is_decoding and budget >= 1 + self.drafts:
+                decode.append(s)
+                budget -= 1 + self.drafts
+        prefill = _fill_prompts(running, waiting, free_slots, budget)
+        batch = Batch(tuple(prefill), tuple(decode), self.drafts if decode else 0)
+        return None if batch.is_empty else batch
+
+
+@dataclass
+class PrefillFirst:
+    """Prompt-only batches whenever prompt work can run; decoders wait for them."""
+
+    name: str = "prefill-first"
+    budget: int = 8192
+    drafts: int = 0
+
+    def schedule(
+        self, running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int
+    ) -> Batch | None:
+        prefill = _fill_prompts(running, waiting, free_slots, self.budget)
+        if prefill:
+            return Batch(tuple(prefill))
+        decode = tuple(s for s in running if s.is_decoding)
+        return Batch((), decode, self.drafts) if decode else None
+
+
+@dataclass(frozen=True)
+class _Family:
+    make: Callable[..., BaselinePolicy]
+    budget: int
+    summary: str
+
+
+FAMILIES: dict[str, _Family] = {
+    "vllm": _Family(DecodeFirst, 2048, "vLLM-v1-style: FCFS, decode first, chunked prefill"),
+    "sarathi": _Family(DecodeFirst, 512, "Sarathi-style: stall-free, small fixed budget"),
+    "prefill-first": _Family(PrefillFirst, 8192, "SGLang-style default: prefill first"),
+}
+HELIOS = "helios"
+HELIOS_VARIANTS = {
+    "normalizer-newcomer": "newcomers start at the token normalizer (the earlier rule)",
+    "generation-newcomer": "newcomers start at the best generation graph's per-stream rate",
+    "wide-mixed": "what-if catalog: wider mixed widths also at the 2048 prompt bucket",
+    "trained": "acceptance preseeded with each request's true per-position means",
+}
+_NAME = re.compile(r"^(?P<family>[a-z]+(?:-first)?)(?:-b(?P<budget>\d+))?(?:-k(?P<k>\d+))?$")
+
+
+@dataclass(frozen=True)
+class PolicyName:
+    """A parsed policy name: family with its budget and fixed drafts."""
+
+    text: str
+    family: str
+    budget: int = 0
+    drafts: int = 0
+    extras: dict = field(default_factory=dict)
+
+
+def parse_policy(text: str) -> PolicyName:
+    """``helios`` or ``FAMILY[-bBUDGET][-kK]``; anything else is one line naming it."""
+    known = ", ".join([HELIOS, *FAMILIES, "<family>-b<budget>", "<family>-k<drafts>"])
+    if text == HELIOS or text.startswith(HELIOS + "+"):
+        variants = text.split("+")[1:]
+        for v in variants:
+            if v not in HELIOS_VARIANTS:
+                known_variants = ", ".join(HELIOS_VARIANTS)
+                raise PolicyError(
+                    f"unknown Helios variant {v!r} in {text!r} (known: {known_variants})"
+                )
+        return PolicyName(text, HELIOS, extras={"variants": tuple(variants)})
+    m = _NAME.match(text)
+    if m is None or m.group("family") not in FAMILIES:
+        raise PolicyError(f"unknown policy {text!r} (known: {known})")
+    family = FAMILIES[m.group("family")]
+    budget = int(m.group("budget")) if m.group("budget") else family.budget
+    drafts = int(m.group("k")) if m.group("k") else 0
+    if budget < 1 + drafts:
+        raise PolicyError(f"policy {text!r}: budget {budget} below one decoder's 1 + {drafts}")
+    return PolicyName(text, m.group("family"), budget, drafts)
+
+
+def make_baseline(text: str) -> BaselinePolicy:
+    name = parse_policy(text)
+    if name.family == HELIOS:
+        raise PolicyError("helios is not a baseline; run it through harness.run_policy")
+    return FAMILIES[name.family].make(name=text, budget=name.budget, drafts=name.drafts)
+
+
+def describe(text: str) -> str:
+    name = parse_policy(text)
+    if name.family == HELIOS:
+        extra = "; ".join(HELIOS_VARIANTS[v] for v in name.extras.get("variants", ()))
+        base = "Helios (value per execution time over the prepared catalog)"
+        return f"{base}; {extra}" if extra else base
+    summary = FAMILIES[name.family].summary
+    drafts = f", fixed K = {name.drafts} MTP drafts" if name.drafts else ", no speculation"
+    return f"{summary}, budget {name.budget}{drafts}"

@@ -1,0 +1,142 @@
+"""Runs one named policy over one workload on one device with a given number of slots.
+
+``helios`` drives the real Scheduler over the qwen38 recipe's catalog built for the
+slot count and speculative token capacity (mixed programs, adaptive speculation);
+every other name is a baseline from ``baselines.py`` on the baseline engine. Both see
+the same requests, device model, noise and slots, and return a :class:`RunResult`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+from ignition.components.catalog import Catalog
+from ignition.helios.config import PolicyConfig, SpeculationMode
+from ignition.helios.types import Resources
+from ignition.simulate.baselines import HELIOS, make_baseline, parse_policy
+from ignition.simulate.devices import DeviceModel, H200Roofline
+from ignition.simulate.engine import LateWatch, run_baseline
+from ignition.simulate.results import RunResult
+from ignition.simulate.scenario import Scenario
+from ignition.simulate.sim import Simulation
+from ignition.simulate.workloads import SimRequest
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every policy of one comparison shares."""
+
+    slots: int = 32
+    speculative_token_capacity: int = 128
+    device: DeviceModel = field(default_factory=H200Roofline)
+    seed: int = 0
+    noise_sigma: float = 0.03
+    recipe: str = "qwen38"
+    helios_policy: PolicyConfig = field(default_factory=PolicyConfig)
+    trained_acceptance: bool = False  # preseed Helios with each request's true acceptance
+
+
+@functools.lru_cache(maxsize=16)
+def helios_catalog(
+    recipe: str, slots: int, envelope: int, speculation: str = "adaptive", wide_mixed: int = 0
+) -> Catalog:
+    """The recipe's catalog for these capacities; ``wide_mixed`` > 0 adds, as a what-if
+    outside the recipe rules, every wider mixed width at that prompt bucket too."""
+    from ignition.components.capacity import (
+        _speculative,
+        mixed_batch_buckets,
+        mixed_widths,
+        plan_catalog,
+        resolve,
+        select_for_mode,
+    )
+    from ignition.components.catalog import GraphKind, ValueSource
+    from ignition.recipes import LoadOptions, get_recipe
+
+    chosen = get_recipe(recipe)
+    options = LoadOptions(
+        mixed_prefill=True, concurrency=slots, speculative_token_capacity=envelope
+    )
+    catalog = plan_catalog(chosen, options)
+    if wide_mixed:
+        cap = resolve(chosen, options)
+        names = {d.name for d in catalog.descriptors}
+        extra = [
+            _speculative(b, w, b * w, ValueSource.QUERY_LENGTH, GraphKind.MIXED, wide_mixed)
+            for b in mixed_batch_buckets(cap)
+            for w in mixed_widths(cap, b)
+        ]
+        extra = [d for d in extra if d.name not in names]
+        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
+    return select_for_mode(catalog, speculation)
+
+
+@contextlib.contextmanager
+def newcomer_rule(name: str) -> Iterator[None]:
+    """Runs Helios under one of ``utility.NEWCOMER_RULES`` (for before/after studies)."""
+    from ignition.helios import utility
+
+    previous = utility.NEWCOMER_RULE
+    utility.NEWCOMER_RULE = name
+    try:
+        yield
+    finally:
+        utility.NEWCOMER_RULE = previous
+
+
+def run_helios(
+    requests: Sequence[SimRequest],
+    setup: Setup,
+    ttft_guard_ms: float | None = None,
+    name: str = HELIOS,
+) -> RunResult:
+    variants = parse_policy(name).extras.get("variants", ())
+    if setup.trained_acceptance or "trained" in variants:
+        requests = [replace(r, acceptance_prior=r.acceptance) for r in requests]
+    wide = 2048 if "wide-mixed" in variants else 0
+    scenario = Scenario(
+        catalog=helios_catalog(
+            setup.recipe, setup.slots, setup.speculative_token_capacity, wide_mixed=wide
+        ),
+        durations=setup.device,
+        requests=tuple(requests),
+        policy=setup.helios_policy,
+        seed=setup.seed,
+        end_ms=float("inf"),
+        noise_sigma=setup.noise_sigma,
+        preseed_costs=True,
+        speculation=SpeculationMode.ADAPTIVE,
+        resources=Resources(num_request_slots=setup.slots),
+    )
+    rule = next(
+        (v.removesuffix("-newcomer") for v in variants if v.endswith("-newcomer")), "balanced"
+    )
+    with newcomer_rule(rule):
+        sim = Simulation(scenario)
+        if ttft_guard_ms is not None:
+            sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
+        return sim.run_result(name)
+
+
+def run_policy(
+    name: str,
+    requests: Sequence[SimRequest],
+    setup: Setup,
+    ttft_guard_ms: float | None = None,
+) -> RunResult:
+    """One run; ``ttft_guard_ms`` stops it once more than 1% of requests are later."""
+    parsed = parse_policy(name)
+    if parsed.family == HELIOS:
+        return run_helios(requests, setup, ttft_guard_ms, name)
+    return run_baseline(
+        make_baseline(name),
+        requests,
+        setup.device,
+        slots=setup.slots,
+        seed=setup.seed,
+        noise_sigma=setup.noise_sigma,
+        ttft_guard_ms=ttft_guard_ms,
+    )

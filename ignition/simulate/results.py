@@ -1,0 +1,70 @@
+"""What one simulated run produced, in the same shape for Helios and every baseline.
+
+Metrics (``metrics.py``), plots and the capacity search read only this, so a policy
+is compared on what its users saw and what its device spent, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ORDINARY = "ordinary"
+
+
+@dataclass
+class RequestRecord:
+    """One request's life: arrival, every visible delivery ``(time_ms, tokens)``, finish."""
+
+    id: int
+    arrival_ms: float
+    prompt_tokens: int
+    output_tokens: int
+    admitted_ms: float | None = None
+    first_output_ms: float | None = None
+    finish_ms: float | None = None
+    deliveries: list[tuple[float, int]] = field(default_factory=list)
+
+    def deliver(self, t_ms: float, count: int, remaining: int) -> None:
+        if count <= 0:
+            return
+        self.deliveries.append((t_ms, count))
+        if self.first_output_ms is None:
+            self.first_output_ms = t_ms
+        if remaining <= 0 and self.finish_ms is None:
+            self.finish_ms = t_ms
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """One device execution. ``execution_class`` is what the policy called it
+    (``ordinary`` unless the scheduler's trace entry names another class)."""
+
+    start_ms: float
+    end_ms: float
+    kind: str
+    graph: str
+    execution_class: str = ORDINARY
+    rows: int = 0
+    tokens: int = 0
+
+    @property
+    def device_ms(self) -> float:
+        return self.end_ms - self.start_ms
+
+
+@dataclass
+class RunResult:
+    policy: str
+    requests: list[RequestRecord]
+    executions: list[ExecutionRecord]
+    end_ms: float
+    slots: int = 0
+    info: dict = field(default_factory=dict)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(n for r in self.requests for _, n in r.deliveries)
+
+    @property
+    def finished(self) -> int:
+        return sum(1 for r in self.requests if r.finish_ms is not None)

@@ -1,0 +1,538 @@
+"""The capacity study of issue 12: Helios against fixed baselines on the Azure conversation
+trace and the H200 timing model, at the recipe's 4 slots and at 32 slots.
+
+    python -m scripts.scheduling_sim.capacity_study            # writes docs/capacity.md
+    python -m scripts.scheduling_sim.capacity_study --jobs 2   # two processes
+
+Regenerates every table and plot of ``docs/capacity.md`` (plots in ``docs/capacity/``).
+The numbers are simulated (see ``ignition/simulate``), not measured on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from ignition.simulate.baselines import HELIOS, describe
+from ignition.simulate.command import TraceSpec, trace_workload
+from ignition.simulate.harness import Setup, run_policy
+from ignition.simulate.metrics import Metrics, measure, metrics_from_json
+from ignition.simulate.search import SLO, Capacity, search
+
+TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
+POLICIES = (
+    "helios",
+    "helios+normalizer-newcomer",
+    "helios+wide-mixed",
+    "vllm",
+    "vllm-b8192",
+    "vllm-k1",
+    "vllm-k2",
+    "vllm-k3",
+    "vllm-k5",
+    "sarathi",
+    "prefill-first",
+)
+FIXED_WIDTHS = ("vllm", "vllm-k1", "vllm-k2", "vllm-k3", "vllm-k5")
+STUDY_SLO = SLO(None, 10_000.0)  # the issue's table: TBT not binding, p99 TTFT under 10 s
+TARGET_SLOS = (SLO(60.0, 2_000.0), SLO(100.0, 5_000.0), SLO(200.0, 10_000.0))
+HALF_LOAD = 0.5
+ENVELOPE = {4: 6, 32: 128}  # the recipe's default R at 4 slots; the issue's 128 at 32
+
+
+@dataclass
+class Job:
+    slots: int
+    policy: str
+    rows: tuple[int, int]
+
+
+@dataclass
+class JobResult:
+    job: Job
+    capacities: list[Capacity]
+    runs: dict[float, Metrics]
+    half: Metrics
+    seconds: float
+
+
+def run_job(job: Job) -> JobResult:
+    start = time.time()
+    spec = TraceSpec(TRACE, job.rows[0], job.rows[1] - job.rows[0])
+    workload = trace_workload(spec)
+    setup = Setup(slots=job.slots, speculative_token_capacity=ENVELOPE.get(job.slots, 128))
+    slos = (STUDY_SLO, *TARGET_SLOS)
+    capacities, runs = search([job.policy], slos, workload, setup, lo=0.25, hi=4.0)
+    half = measure(run_policy(job.policy, workload(HALF_LOAD), setup))
+    return JobResult(job, capacities, runs[job.policy], half, time.time() - start)
+
+
+def _ratio(helios: float, other: float) -> str:
+    return "-" if other <= 0 else f"{helios / other:.2f}x"
+
+
+def capacity_section(results: list[JobResult], slots: int) -> list[str]:
+    mine = [r for r in results if r.job.slots == slots]
+    by = {(r.job.policy, c.slo): c.rate for r in mine for c in r.capacities}
+    helios = {slo: by.get((HELIOS, slo), 0.0) for slo in (STUDY_SLO, *TARGET_SLOS)}
+    lines = [
+        f"### {slots} slots, R = {ENVELOPE.get(slots, 128)}",
+        "",
+        "Capacity (load units) with p99 TTFT under 10 s, TBT not binding (the issue's table):",
+        "",
+        "| policy | capacity | Helios ratio |",
+        "|---|---|---|",
+    ]
+    for r in mine:
+        rate = by[(r.job.policy, STUDY_SLO)]
+        lines.append(
+            f"| {describe(r.job.policy)} (`{r.job.policy}`) | {rate:.3f} | "
+            f"{_ratio(helios[STUDY_SLO], rate)} |"
+        )
+    lines += [
+        "",
+        "Capacity at the targets' SLO pairs (p99 TBT / p99 TTFT), Helios ratio beside:",
+        "",
+        "| policy | " + " | ".join(f"{s.label} | ratio" for s in TARGET_SLOS) + " |",
+        "|---|" + "---|---|" * len(TARGET_SLOS),
+    ]
+    for r in mine:
+        cells = []
+        for slo in TARGET_SLOS:
+            rate = by[(r.job.policy, slo)]
+            cells += [f"{rate:.3f}", _ratio(helios[slo], rate)]
+        lines.append(f"| `{r.job.policy}` | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"At half load ({HALF_LOAD} load units):",
+        "",
+        "| policy | out tok/s | TTFT p50 | TTFT p99 | TBT p50 | TBT p99 | TPOT p50 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in mine:
+        m = r.half
+        lines.append(
+            f"| `{r.job.policy}` | {m.output_tokens_per_s:.0f} | {m.ttft_ms.p50 / 1e3:.3f} s | "
+            f"{m.ttft_ms.p99 / 1e3:.2f} s | {m.tbt_ms.p50:.1f} ms | {m.tbt_ms.p99:.1f} ms | "
+            f"{m.tpot_ms.p50:.1f} ms |"
+        )
+    baselines = [r for r in mine if not r.job.policy.startswith(HELIOS)]
+    lines += [
+        "",
+        "Helios against the best baseline at each SLO (fixed-K speculation included):",
+        "",
+        "| SLO | Helios | best baseline | its capacity | Helios ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for slo in (STUDY_SLO, *TARGET_SLOS):
+        if not baselines:
+            break
+        best = max(baselines, key=lambda r: by[(r.job.policy, slo)])
+        rate = by[(best.job.policy, slo)]
+        lines.append(
+            f"| {slo.label} | {helios[slo]:.3f} | `{best.job.policy}` | {rate:.3f} | "
+            f"{_ratio(helios[slo], rate)} |"
+        )
+    lines += widths_section(mine)
+    lines += ["", f"![latency vs load, {slots} slots](capacity/latency_vs_load_{slots}.png)", ""]
+    return lines
+
+
+def widths_section(mine: list[JobResult]) -> list[str]:
+    """Adaptive against fixed widths at every load all of them ran (the shared grid)."""
+    runs = {r.job.policy: r.runs for r in mine}
+    fixed = [p for p in FIXED_WIDTHS if p in runs]
+    if HELIOS not in runs or not fixed:
+        return []
+    loads = sorted(set(runs[HELIOS]).intersection(*(runs[p] for p in fixed)))
+    lines = [
+        "",
+        "Adaptive (Helios) against the best fixed width at each load (p50 TPOT, ms;"
+        " p99 TTFT, s; stopped runs count as failing):",
+        "",
+        "| load | Helios TPOT | best fixed TPOT | Helios p99 TTFT | best fixed p99 TTFT |",
+        "|---|---|---|---|---|",
+    ]
+    for load in loads:
+        h = runs[HELIOS][load]
+        best_tpot = min(fixed, key=lambda p: runs[p][load].tpot_ms.p50)
+        best_ttft = min(fixed, key=lambda p: runs[p][load].ttft_ms.p99)
+        lines.append(
+            f"| {load:.3f} | {h.tpot_ms.p50:.1f} | {runs[best_tpot][load].tpot_ms.p50:.1f} "
+            f"(`{best_tpot}`) | {h.ttft_ms.p99 / 1e3:.2f} | "
+            f"{runs[best_ttft][load].ttft_ms.p99 / 1e3:.2f} (`{best_ttft}`) |"
+        )
+    return lines
+
+
+def write_plots(results: list[JobResult], plots: Path, rows: tuple[int, int]) -> list[str]:
+    try:
+        from ignition.simulate.plots import graph_mix, latency_vs_load
+    except ImportError:
+        return []
+    plots.mkdir(parents=True, exist_ok=True)
+    written = []
+    for slots in sorted({r.job.slots for r in results}):
+        runs = {r.job.policy: r.runs for r in results if r.job.slots == slots}
+        path = plots / f"latency_vs_load_{slots}.png"
+        latency_vs_load(runs, path, f"conv.csv rows {rows[0]}:{rows[1]}, {slots} slots")
+        written.append(str(path))
+        spec = TraceSpec(TRACE, rows[0], rows[1] - rows[0])
+        setup = Setup(slots=slots, speculative_token_capacity=ENVELOPE.get(slots, 128))
+        for policy in ("helios", "vllm-k3"):
+            run = run_policy(policy, trace_workload(spec)(HALF_LOAD), setup)
+            path = plots / f"graph_mix_{policy}_{slots}.png"
+            graph_mix(run, path, window_ms=20_000)
+            written.append(str(path))
+    return written
+
+
+HEADER = """# Capacity: Helios against fixed baselines (simulated)
+
+Generated by `python -m scripts.scheduling_sim.capacity_study` (the tables and the
+plots in `docs/capacity/`; do not edit by hand). Every policy runs on the same
+simulated device (the H200 roofline of `shared/spec/h200-timing-model.md`, lognormal
+noise sigma 0.03), the same request slots and the same workload: the Azure
+conversation trace `conv.csv`, rows {rows}, arrivals replayed at a rate scale (one
+load unit is the trace's own arrival rate, about 4.9 requests/s), MTP drafts accepted
+with conditional probabilities 0.8, 0.7, 0.6, 0.5, 0.4 per position. Helios runs the
+qwen38 recipe's catalog built for the slot count (`--concurrency`,
+`--speculative-token-capacity`, mixed programs, adaptive speculation) with measured
+costs preseeded; baselines run eager batches of exactly their work (no padding).
+Capacity is the highest load whose run finishes every request within the SLO: a
+geometric grid (factor 2^(1/4)) then three bisections, so capacities are within
+about 2%.
+
+Policies: {policies}.
+"""
+
+
+def save_results(results: list[JobResult], path: Path) -> None:
+    data = [
+        {
+            "slots": r.job.slots,
+            "policy": r.job.policy,
+            "rows": list(r.job.rows),
+            "seconds": r.seconds,
+            "capacities": [
+                {"tbt_p99_ms": c.slo.tbt_p99_ms, "ttft_p99_ms": c.slo.ttft_p99_ms, "rate": c.rate}
+                for c in r.capacities
+            ],
+            "runs": {str(rate): m.to_json() for rate, m in r.runs.items()},
+            "half": r.half.to_json(),
+        }
+        for r in results
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def load_results(path: Path) -> list[JobResult]:
+    out = []
+    for item in json.loads(path.read_text()):
+        job = Job(item["slots"], item["policy"], tuple(item["rows"]))
+        capacities = [
+            Capacity(job.policy, SLO(c["tbt_p99_ms"], c["ttft_p99_ms"]), c["rate"], None)
+            for c in item["capacities"]
+        ]
+        runs = {float(k): metrics_from_json(v) for k, v in item["runs"].items()}
+        out.append(
+            JobResult(job, capacities, runs, metrics_from_json(item["half"]), item["seconds"])
+        )
+    return out
+
+
+def _cap(results: list[JobResult], slots: int, policy: str, slo: SLO) -> float:
+    for r in results:
+        if r.job.slots == slots and r.job.policy == policy:
+            for c in r.capacities:
+                if c.slo == slo:
+                    return c.rate
+    return 0.0
+
+
+def _half(results: list[JobResult], slots: int, policy: str) -> Metrics | None:
+    for r in results:
+        if r.job.slots == slots and r.job.policy == policy:
+            return r.half
+    return None
+
+
+def findings(results: list[JobResult], slots: list[int]) -> list[str]:
+    """The before/after table of the Helios variants, per slot count and SLO."""
+    variants = [p for p in POLICIES if p.startswith(HELIOS)]
+    lines = [
+        "## Helios before and after",
+        "",
+        "`helios` is the current code (the balanced newcomer rule of `docs/scheduling.md`);"
+        " `helios+normalizer-newcomer` the earlier rule; `helios+wide-mixed` a what-if"
+        " catalog outside the seed's mixed contract (wider mixed widths also at the"
+        " 2048-token prompt bucket). Capacity in load units; p50 TTFT at half load.",
+        "",
+        "| slots | variant | "
+        + " | ".join(s.label for s in (STUDY_SLO, *TARGET_SLOS))
+        + " | p50 TTFT at half load |",
+        "|---|---|" + "---|" * (len(TARGET_SLOS) + 2),
+    ]
+    for n in slots:
+        for v in variants:
+            half = _half(results, n, v)
+            if half is None:
+                continue
+            caps = " | ".join(f"{_cap(results, n, v, s):.3f}" for s in (STUDY_SLO, *TARGET_SLOS))
+            lines.append(f"| {n} | `{v}` | {caps} | {half.ttft_ms.p50 / 1e3:.3f} s |")
+    return lines
+
+
+SPOT_LOADS = (1.0, 1.189207)
+
+
+def spot_checks(rows: tuple[int, int]) -> list[str]:
+    """Acceptance learning: Helios with each request's true acceptance preseeded."""
+    spec = TraceSpec(TRACE, rows[0], rows[1] - rows[0])
+    workload = trace_workload(spec)
+    setup = Setup(slots=32, speculative_token_capacity=128)
+    lines = [
+        "",
+        "Acceptance learning, spot check at 32 slots (`helios+trained` preseeds each"
+        " request's true per-position acceptance, what perfect learning would reach):",
+        "",
+        "| load | variant | p99 TTFT | p50 TPOT | p99 TBT | finished |",
+        "|---|---|---|---|---|---|",
+    ]
+    for load in SPOT_LOADS:
+        for policy in ("helios", "helios+trained"):
+            m = measure(run_policy(policy, workload(load), setup, STUDY_SLO.ttft_p99_ms))
+            ttft = "stopped (> 10 s)" if m.aborted else f"{m.ttft_ms.p99 / 1e3:.2f} s"
+            lines.append(
+                f"| {load:.3f} | `{policy}` | {ttft} | {m.tpot_ms.p50:.1f} ms | "
+                f"{m.tbt_ms.p99:.1f} ms | {m.finished}/{m.requests} |"
+            )
+    return lines
+
+
+def mixed_cost_note() -> list[str]:
+    """Why one prompt bucket for wider mixed widths costs Helios: roofline durations."""
+    from ignition.components.catalog import GraphKind
+    from ignition.simulate.devices import Execution, H200Roofline
+
+    h = H200Roofline()
+    context = 32 * 1400
+
+    def mixed(prompt: int) -> float:
+        n = prompt + 128
+        return h.duration_ms(Execution(GraphKind.MIXED, n, 32, n, 32, context, 3))
+
+    spec = h.duration_ms(Execution(GraphKind.SPECULATIVE, 128, 32, 128, 32, context, 3))
+    return [
+        "",
+        "On the roofline a mixed graph of 32 decoders at width 4 costs "
+        f"{mixed(512):.1f} ms with a 512-token prompt row, {mixed(2048):.1f} ms with 2048 "
+        f"and {spec:.1f} ms with none (1400 cached tokens per row): every expert is read "
+        "for any graph above a few dozen tokens, so prompt tokens ride almost free up to "
+        "the arithmetic knee. A ~1200-token prompt (the window's mean) needs three "
+        "512-token mixed frames where a vLLM-style step takes it in one.",
+    ]
+
+
+def targets(results: list[JobResult], slots: list[int]) -> list[str]:
+    """The issue's targets, each with the measured verdict."""
+    lines = [
+        "## Targets",
+        "",
+        "| slots | SLO | Helios | best baseline | ratio | target 1.1x |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n in slots:
+        base = [r for r in results if r.job.slots == n and not r.job.policy.startswith(HELIOS)]
+        for slo in TARGET_SLOS:
+            if not base:
+                continue
+            best = max(base, key=lambda r: _cap(results, n, r.job.policy, slo))
+            rate, mine = _cap(results, n, best.job.policy, slo), _cap(results, n, HELIOS, slo)
+            if rate <= 0:
+                lines.append(
+                    f"| {n} | {slo.label} | {mine:.3f} | every baseline below the "
+                    "search floor 0.25 | - | - |"
+                )
+                continue
+            ratio = mine / rate
+            lines.append(
+                f"| {n} | {slo.label} | {mine:.3f} | `{best.job.policy}` {rate:.3f} | "
+                f"{ratio:.2f}x | {'met' if ratio >= 1.1 else 'not met'} |"
+            )
+    for n in slots:
+        h, v = _half(results, n, HELIOS), _half(results, n, "vllm")
+        if h is not None and v is not None and _cap(results, n, "vllm", STUDY_SLO) <= HALF_LOAD:
+            lines.append("")
+            lines.append(
+                f"At {n} slots {HALF_LOAD} load units exceed every policy's capacity, "
+                "so the half-load comparison applies to 32 slots only."
+            )
+        elif h is not None and v is not None:
+            verdict = "met" if h.ttft_ms.p50 <= v.ttft_ms.p50 else "not met"
+            lines.append("")
+            lines.append(
+                f"p50 TTFT at half load, {n} slots: Helios {h.ttft_ms.p50 * 1e-3:.3f} s,"
+                f" vLLM-style {v.ttft_ms.p50 * 1e-3:.3f} s ({verdict})."
+            )
+    return lines
+
+
+CAUSES = """## Causes
+
+- **Prompts waited behind decoders (newcomer rule).** Under the token-normalizer start a
+  new prompt's fairness price is near zero (see `docs/scheduling.md`), so at half load
+  Helios's p50 TTFT was about 0.21 s against 0.06 s. The project's rule now starts
+  newcomers at the geometric mean of a decoder's best rate and the normalizer; the
+  before/after table above measures both ends and the chosen rule.
+- **Wider mixed widths exist only at one prompt bucket (seed contract).** The design's
+  mixed execution contract (`scheduling-runtime-design.md`, "Each batch bucket of at
+  least two rows has every prompt bucket at verification width one and one prompt
+  bucket for each wider width within the target-token envelope. The latter bucket
+  minimizes max(P / P_min, P_max / P)") gives qwen38 wider mixed widths only at 512
+  prompt tokens. On this MoE a mixed frame costs the same at 512 and 2048 prompt
+  tokens, so Helios either spends about three speculative mixed frames per prompt or
+  gives up speculation for a width-one mixed frame with a larger bucket, while a
+  vLLM-style step with K = 3 takes a whole ~1200-token prompt and every decoder's
+  drafts in one step. `helios+wide-mixed` (a what-if catalog that adds the wider
+  widths at 2048 too) measures how much of the gap this sentence costs.
+- **Queue drains before every mixed frame (seed contract).** "Prefill, scored prefill,
+  mixed execution, ... drain the window" (`scheduling-runtime-design.md`). The
+  simulator spends no host time between a drain and the next plan, so a drain costs
+  only the decision delay (the mixed frame starts when the queued frame ends, with no
+  device idle): under this model it is not a measurable cause. On hardware each drain
+  adds one host round trip (well under a millisecond against ~55 ms mixed frames).
+- **Acceptance learning.** The spot check above preseeds every request's true
+  acceptance (what perfect learning reaches); the difference to plain `helios` is the
+  most learning can still buy on this workload.
+- **Four slots are slot-bound, and R = 6 leaves out the width that pays.** At the stock
+  recipe (concurrency 4, R = 6) every policy keeps all four slots busy and a request's
+  residency is its decode time (about 260 output tokens at ~6 ms each at B = 4). On
+  this MoE one draft per row (B = 4, W = 2, 8 target tokens) is the best width at four
+  rows (`vllm-k1` is the best baseline; K = 3 and 5 lose), but R = 6 prepares no
+  B = 4, W = 2 graph, only B = 2, W = 3 and the ragged B = 4, P = 6. The recipe's
+  declared default R = 6 (the seed's 22/20 catalog) is the binding sentence; builds
+  may raise it (`--speculative-token-capacity 8` or more, up to the recipe's maxima).
+"""
+
+
+def render(
+    results: list[JobResult],
+    slots: list[int],
+    policies: list[str],
+    rows: tuple[int, int],
+    out: Path,
+    plots: Path,
+    seconds: float,
+    spot: bool = True,
+) -> int:
+    a, b = rows
+    lines = HEADER.format(
+        rows=f"{a}-{b - 1}",
+        policies="; ".join(f"`{p}`: {describe(p)}" for p in policies),
+    ).splitlines()
+    lines.append("")
+    lines += targets(results, slots)
+    lines += [""]
+    lines += findings(results, slots)
+    lines += mixed_cost_note()
+    if 32 in slots and spot:
+        lines += spot_checks(rows)
+    lines += ["", *CAUSES.splitlines(), "", "## Tables per slot count", ""]
+    for s in slots:
+        lines += capacity_section(results, s)
+    written = write_plots(results, plots, rows)
+    for s in slots:
+        lines += [
+            f"![graph mix at half load, Helios, {s} slots](capacity/graph_mix_helios_{s}.png)",
+            "",
+        ]
+    lines.append(f"Study time: {seconds:.0f} s of simulation on this machine.")
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out} and {len(written)} plots")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="capacity_study")
+    parser.add_argument("--slots", default="4,32")
+    parser.add_argument("--rows", default="2000:2600")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--out", default="docs/capacity.md")
+    parser.add_argument("--plots", default="docs/capacity")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--results", default="docs/capacity/results.json")
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="Rewrite the page from --results (comma-separated files) without simulating "
+        "the searches again.",
+    )
+    parser.add_argument(
+        "--no-spot-checks",
+        action="store_true",
+        help="Leave out the acceptance-learning spot check (four Helios runs).",
+    )
+    args = parser.parse_args(argv)
+    a, b = (int(x) for x in args.rows.split(":"))
+    slots = [int(s) for s in args.slots.split(",")]
+    policies = [p for p in args.policies.split(",") if p]
+    if args.render_only:
+        results = [r for f in args.results.split(",") for r in load_results(Path(f))]
+        results = [r for r in results if r.job.slots in slots and r.job.policy in policies]
+        results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
+        seconds = sum(r.seconds for r in results)
+        return render(
+            results,
+            slots,
+            policies,
+            (a, b),
+            Path(args.out),
+            Path(args.plots),
+            seconds,
+            spot=not args.no_spot_checks,
+        )
+    jobs = [Job(s, p, (a, b)) for s in slots for p in policies]
+    # at the stock R = 6 the only wider mixed width is B = 2, W = 3: nothing to what-if
+    jobs = [j for j in jobs if not (j.slots < 8 and "wide-mixed" in j.policy)]
+    jobs.sort(key=lambda j: (not j.policy.startswith(HELIOS), -j.slots))  # longest first
+    started = time.time()
+    results = []
+
+    def report(r: JobResult) -> None:
+        results.append(r)
+        print(
+            f"{r.job.slots:>2} slots {r.job.policy:<28} "
+            + " ".join(f"{c.slo.label}: {c.rate:.3f}" for c in r.capacities)
+            + f" ({r.seconds:.0f} s)",
+            flush=True,
+        )
+
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            for future in as_completed([pool.submit(run_job, j) for j in jobs]):
+                report(future.result())
+    else:
+        for j in jobs:
+            report(run_job(j))
+    results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
+    save_results(results, Path(args.results))
+    return render(
+        results,
+        slots,
+        policies,
+        (a, b),
+        Path(args.out),
+        Path(args.plots),
+        time.time() - started,
+        spot=not args.no_spot_checks,
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
