@@ -197,15 +197,7 @@ class Qwen38Config:
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
-        try:
-            raw = json.loads(path.read_text())
-        except FileNotFoundError as exc:
-            raise ConfigError(str(path), "file not found") from exc
-        except json.JSONDecodeError as exc:
-            raise ConfigError(str(path), f"not valid JSON ({exc})") from exc
-        if not isinstance(raw, dict):
-            raise ConfigError(str(path), f"top level must be an object, not {type(raw).__name__}")
-        return cls.from_dict(raw, source=str(path))
+        return cls.from_dict(read_config_json(path), source=str(path))
 
     @classmethod
     def tiny(cls, **overrides: Any) -> Qwen38Config:
@@ -404,3 +396,16 @@ def _validate(config: Qwen38Config) -> None:
     for token in eos_ids:
         if not isinstance(token, int) or not 0 <= token < config.vocab_size:
             fail("eos_token_id", eos, f"ids must be below vocab_size ({config.vocab_size})")
+
+
+def read_config_json(path: Path) -> dict[str, Any]:
+    """A checkpoint's config.json as a dict, with one-line errors naming the file."""
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(str(path), "file not found") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(str(path), f"not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(str(path), f"top level must be an object, not {type(raw).__name__}")
+    return raw

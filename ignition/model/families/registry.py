@@ -7,11 +7,9 @@ the shipped ones on first use so that looking a family up never depends on impor
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
-from typing import Any
 
-from ignition.model.config import ConfigError
+from ignition.model.config import ConfigError, read_config_json
 from ignition.model.families.base import ModelFamily
 
 BUILTIN_MODULES = ("qwen38", "qwen3_5", "qwen3_next", "llama")
@@ -60,19 +58,6 @@ def family_for_model_type(model_type: str, source: str) -> ModelFamily:
         known = ", ".join(sorted(_BY_MODEL_TYPE))
         raise ConfigError(source, f"key 'model_type' = {model_type!r}: unknown (known: {known})")
     return _BY_MODEL_TYPE[model_type]
-
-
-def read_config_json(path: Path) -> dict[str, Any]:
-    """A checkpoint's config.json as a dict, with one-line errors naming the file."""
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(str(path), "file not found") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(str(path), f"not valid JSON ({exc})") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(str(path), f"top level must be an object, not {type(raw).__name__}")
-    return raw
 
 
 def family_for_checkpoint(path: Path) -> ModelFamily:
