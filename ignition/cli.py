@@ -518,8 +518,11 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--snapshot-rows",
     type=int,
+    default=0,
+    show_default=True,
     callback=_finite_nonnegative,
-    help="Retained-checkpoint snapshot rows (default: the bundle's request slots; 0: off).",
+    help="Retained-checkpoint snapshot rows for prefix caching (0: off, while a known "
+    "restore defect is open; the bundle's request slots is a natural setting).",
 )
 @click.option(
     "--mtp-adaptive-verification-alpha",
@@ -542,7 +545,7 @@ def serve_cmd(
     scheduler_terminal_value: float | None,
     scheduler_terminal_age_price: float | None,
     scheduler_checkpoint_extra_work_fraction: float,
-    snapshot_rows: int | None,
+    snapshot_rows: int,
     mtp_adaptive_verification_alpha: float | None,
     max_waiting: int,
     served_model_names: tuple[str, ...],

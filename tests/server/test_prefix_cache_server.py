@@ -81,7 +81,7 @@ def _shared_prefix(bundle_path, first_messages, second_messages) -> int:
 
 
 def test_a_second_turn_restores_the_first_conversation_and_keeps_greedy_output(bundle):
-    with running_server(bundle, "serve", "--speculation", "off") as url:
+    with running_server(bundle, "serve", "--speculation", "off", "--snapshot-rows", "4") as url:
         on_1, on_2, messages = _conversation(url)
         hits = _metric(url, "flare_prefix_cache_hits")
         restored = _metric(url, "flare_prefix_cache_restored_tokens")
