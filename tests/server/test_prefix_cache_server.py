@@ -99,3 +99,29 @@ def test_a_second_turn_restores_the_first_conversation_and_keeps_greedy_output(b
     assert off_2["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     assert on_1["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     assert hits == 1 and restored == cached
+
+
+def _greedy_completion(url: str, prompt, max_tokens: int = 4, n: int = 1) -> tuple[list[str], int]:
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
+    r = httpx.post(f"{url}/v1/completions", json={**body, "n": n}, timeout=120).json()
+    return [c["text"] for c in r["choices"]], r["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+@pytest.mark.xfail(
+    reason="open defect: after this request sequence a restored 6-token checkpoint of "
+    "'import os' gives a different greedy completion than prefilling it (why "
+    "--snapshot-rows defaults to 0)",
+    strict=False,
+)
+def test_a_restored_checkpoint_after_batched_prompts_keeps_greedy_output(bundle):
+    with running_server(bundle, "serve", "--snapshot-rows", "16") as url:
+        _greedy_completion(url, "hi", 2)
+        _greedy_completion(url, [10, 11, 12, 13], 4, n=3)
+        for prompt in ([1, 2, 3], [4, 5], [[1, 2, 3], [4, 5]]):
+            _greedy_completion(url, prompt)
+        _greedy_completion(url, ["import os", "def f():"], 3)
+        restored, cached = _greedy_completion(url, "import os\n")
+    with running_server(bundle, "serve", "--snapshot-rows", "0") as url:
+        prefilled, _ = _greedy_completion(url, "import os\n")
+    assert cached > 0  # the sequence does reach a restore
+    assert restored == prefilled
