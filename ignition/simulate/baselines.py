@@ -164,6 +164,7 @@ HELIOS_VARIANTS = {
     "generation-newcomer": "newcomers start at the best generation graph's per-stream rate",
     "wide-mixed": "what-if catalog: wider mixed widths also at the 2048 prompt bucket",
     "trained": "acceptance preseeded with each request's true per-position means",
+    "throughput": "the seed's throughput preset (delivery fairness and age price zero)",
 }
 _NAME = re.compile(r"^(?P<family>[a-z]+(?:-first)?)(?:-b(?P<budget>\d+))?(?:-k(?P<k>\d+))?$")
 

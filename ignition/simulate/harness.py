@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from ignition.components.catalog import Catalog
-from ignition.helios.config import PolicyConfig, SpeculationMode
+from ignition.helios.config import PolicyConfig, SpeculationMode, throughput
 from ignition.helios.types import Resources
 from ignition.simulate.baselines import HELIOS, make_baseline, parse_policy
 from ignition.simulate.devices import DeviceModel, H200Roofline
@@ -97,13 +97,14 @@ def run_helios(
     if setup.trained_acceptance or "trained" in variants:
         requests = [replace(r, acceptance_prior=r.acceptance) for r in requests]
     wide = 2048 if "wide-mixed" in variants else 0
+    policy = throughput() if "throughput" in variants else setup.helios_policy
     scenario = Scenario(
         catalog=helios_catalog(
             setup.recipe, setup.slots, setup.speculative_token_capacity, wide_mixed=wide
         ),
         durations=setup.device,
         requests=tuple(requests),
-        policy=setup.helios_policy,
+        policy=policy,
         seed=setup.seed,
         end_ms=float("inf"),
         noise_sigma=setup.noise_sigma,

@@ -37,7 +37,12 @@ class RequestRecord:
 @dataclass(frozen=True)
 class ExecutionRecord:
     """One device execution. ``execution_class`` is what the policy called it
-    (``ordinary`` unless the scheduler's trace entry names another class)."""
+    (``ordinary`` unless the scheduler's trace entry names another class).
+
+    ``prompt_tokens`` counts the prompt tokens it consumed, ``decoders`` the decoding
+    rows it served, ``width`` their widest target extent (1 + drafts) and
+    ``idle_decoders`` the resident decoders it left waiting: what ``frame_mix`` reads
+    to explain a policy's capacity and TBT."""
 
     start_ms: float
     end_ms: float
@@ -46,6 +51,10 @@ class ExecutionRecord:
     execution_class: str = ORDINARY
     rows: int = 0
     tokens: int = 0
+    prompt_tokens: int = 0
+    decoders: int = 0
+    width: int = 0
+    idle_decoders: int = 0
 
     @property
     def device_ms(self) -> float:

@@ -86,6 +86,7 @@ class _Running:
     end_ns: int
     device_ns: int
     execution_class: str = ORDINARY
+    idle_decoders: int = 0  # resident decoders the plan left out
 
 
 class Simulation:
@@ -166,7 +167,10 @@ class Simulation:
                 start = max(now, device_free)
                 duration = self._sample_ns(plan)
                 device_free = start + duration
-                running.append(_Running(fence, plan, now, start, device_free, duration, klass))
+                idle = self._idle_decoders(plan)
+                running.append(
+                    _Running(fence, plan, now, start, device_free, duration, klass, idle)
+                )
             arrivals = [s.arrival_ns for s in pending[:1]]
             upcoming = [r.end_ns for r in running[:1]] + [a for a in arrivals if a > now]
             if not upcoming:
@@ -194,6 +198,17 @@ class Simulation:
         stream.record.admitted_ms = self.scheduler.now_ns / NS_PER_MS
         stream.remaining_output = r.output_tokens
         self.by_handle[stream.handle] = stream
+
+    def _idle_decoders(self, plan: ScheduledPlan) -> int:
+        served = {lane.handle for lane in plan.lanes}
+        return sum(
+            1
+            for handle, s in self.by_handle.items()
+            if handle not in served
+            and s.finish_ms is None
+            and s.context >= s.request.prompt_tokens
+            and s.remaining_output > 0
+        )
 
     def _accepted(self, stream: _Stream, rows: int) -> int:
         accepted = 0
@@ -265,6 +280,17 @@ class Simulation:
                 execution_class=run.execution_class,
                 rows=len(plan.lanes),
                 tokens=sum(r.num_prompt_tokens for r in records) + sum(rows),
+                prompt_tokens=sum(r.num_prompt_tokens for r in records),
+                decoders=sum(1 for lane in plan.lanes if lane.role is not LaneRole.PROMPT),
+                width=max(
+                    (
+                        q
+                        for lane, q in zip(plan.lanes, rows, strict=True)
+                        if lane.role is not LaneRole.PROMPT
+                    ),
+                    default=0,
+                ),
+                idle_decoders=run.idle_decoders,
             )
         )
         published: dict[RequestHandle, int] = {}
