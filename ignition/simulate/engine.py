@@ -136,6 +136,8 @@ def run_baseline(
             )
         )
         for s, n in batch.prefill:
+            if s.record.prompt_start_ms is None:
+                s.record.prompt_start_ms = start
             s.prefilled += n
             if s.prompt_left == 0:
                 s.generated += 1

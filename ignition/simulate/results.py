@@ -20,6 +20,7 @@ class RequestRecord:
     prompt_tokens: int
     output_tokens: int
     admitted_ms: float | None = None
+    prompt_start_ms: float | None = None  # start of the first frame that consumed its prompt
     first_output_ms: float | None = None
     finish_ms: float | None = None
     deliveries: list[tuple[float, int]] = field(default_factory=list)

@@ -240,6 +240,8 @@ class Simulation:
         for lane, q in zip(plan.lanes, rows, strict=True):
             stream = self.by_handle[lane.handle]
             if lane.role is LaneRole.PROMPT:
+                if stream.record.prompt_start_ms is None:
+                    stream.record.prompt_start_ms = run.start_ns / NS_PER_MS
                 count = lane.max_advance_tokens if stream.remaining_output > 0 else 0
                 self.prompt_tokens += lane.num_prompt_tokens
                 stream.context += lane.num_prompt_tokens

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.harness import Setup, run_policy
-from ignition.simulate.metrics import measure
+from ignition.simulate.metrics import measure, percentile
 from ignition.simulate.results import ExecutionRecord, RunResult
 
 TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
@@ -85,6 +85,22 @@ def gap_causes(run: RunResult, tbt_ms: float) -> list[str]:
     return lines
 
 
+def ttft_split(run: RunResult) -> str:
+    """Median wait before the first prompt frame starts, and from there to first output."""
+    waits = [
+        r.prompt_start_ms - r.arrival_ms for r in run.requests if r.prompt_start_ms is not None
+    ]
+    rest = [
+        r.first_output_ms - r.prompt_start_ms
+        for r in run.requests
+        if r.prompt_start_ms is not None and r.first_output_ms is not None
+    ]
+    return (
+        f"  TTFT split (p50): {percentile(waits, 0.5):.1f} ms until the first prompt frame "
+        f"starts, {percentile(rest, 0.5):.1f} ms from there to the first output"
+    )
+
+
 def summary(run: RunResult) -> list[str]:
     m = measure(run)
     gen = [e for e in run.executions if e.decoders]
@@ -102,6 +118,7 @@ def summary(run: RunResult) -> list[str]:
         f"verify {tokens:.2f} target tokens per decoder",
         f"  output {run.output_tokens / max(1e-9, run.end_ms / 1e3):.0f} tok/s over "
         f"{run.end_ms / 1e3:.1f} s",
+        ttft_split(run),
     ]
 
 
