@@ -167,6 +167,7 @@ HELIOS_VARIANTS = {
     "throughput": "the seed's throughput preset (delivery fairness and age price zero)",
     "chunk2048": "load-time selection: prompt capacities up to 2048 tokens only",
     "full-batch": "load-time selection: generation and mixed programs at the full batch only",
+    "one-frame": "what-if transport: plan the next frame only when the device is idle",
 }
 _ENVELOPE = re.compile(r"^r(?P<r>[1-9]\d*)$")  # helios+r192: a what-if build R
 

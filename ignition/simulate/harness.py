@@ -150,6 +150,8 @@ def run_helios(
     )
     with newcomer_rule(rule):
         sim = Simulation(scenario)
+        if "one-frame" in variants:
+            sim.window = 1
         if ttft_guard_ms is not None:
             sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
         return sim.run_result(name)

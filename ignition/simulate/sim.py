@@ -114,6 +114,10 @@ class Simulation:
         self.output_tokens = 0
         self.watch: LateWatch | None = None  # stops a run that can no longer meet its guard
         self.aborted = False
+        # frames planned ahead on the device; the transport has two slots. A what-if of
+        # one (plan only when the device is idle) costs no device time here, because the
+        # simulator spends none between a completion and the next plan
+        self.window = 2
 
     def _ms(self, d: Descriptor, tokens: int, rows: int, context: int) -> float:
         try:
@@ -156,7 +160,7 @@ class Simulation:
                     break
                 self._admit(pending.pop(0))
             self.scheduler.advance_to(now)
-            while True:
+            while len(running) < self.window:
                 plan = self.scheduler.plan()
                 if plan is None:
                     break
