@@ -64,3 +64,36 @@ def test_the_quick_search_is_coarser_but_reports_its_resolution():
     searcher = Searcher("vllm", lambda rate: requests, Setup(slots=4), guard_ms=5000.0)
     with pytest.raises(SearchError, match="grid factor 1"):
         searcher.capacity(SLO(None, 5000.0), factor=1.0)
+
+
+def test_load_time_selection_what_ifs_keep_only_the_programs_they_name():
+    from ignition.components.catalog import GraphKind
+    from ignition.simulate.harness import helios_catalog
+
+    full = helios_catalog("qwen38", 32, 128, full_batch=True, max_prompt=2048)
+    for d in full.descriptors:
+        if d.kind is GraphKind.PREFILL:
+            assert d.token_capacity <= 2048
+        else:
+            assert d.batch_capacity >= 32 and d.prefill_capacity <= 2048
+    wide = helios_catalog("qwen38", 32, 192)
+    assert any(d.batch_capacity == 32 and d.token_capacity == 6 for d in wide.descriptors)
+
+
+def test_the_one_frame_what_if_plans_only_when_the_device_is_idle(monkeypatch):
+    import ignition.helios.scheduler as scheduler_module
+
+    depths = []
+    real = scheduler_module.Scheduler.commit
+
+    def commit(self, plan, fence):
+        depths.append(len(self.queue.frames))
+        return real(self, plan, fence)
+
+    monkeypatch.setattr(scheduler_module.Scheduler, "commit", commit)
+    requests = _requests()
+    run_helios(requests, Setup(slots=4, speculative_token_capacity=6), name="helios+one-frame")
+    assert depths and max(depths) == 0
+    depths.clear()
+    run_helios(requests, Setup(slots=4, speculative_token_capacity=6))
+    assert max(depths) == 1
