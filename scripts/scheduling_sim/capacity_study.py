@@ -211,8 +211,11 @@ def widths_section(mine: list[JobResult]) -> list[str]:
 
 def write_plots(results: list[JobResult], plots: Path, rows: tuple[int, int]) -> list[str]:
     try:
+        import matplotlib  # noqa: F401  (the plot extra)
+
         from ignition.simulate.plots import graph_mix, latency_vs_load
     except ImportError:
+        print("matplotlib missing (pip install -e '.[plot]'): plots left as they are")
         return []
     plots.mkdir(parents=True, exist_ok=True)
     written = []
@@ -359,6 +362,34 @@ def spot_checks(rows: tuple[int, int]) -> list[str]:
     return lines
 
 
+def whatif_section(results: list[JobResult], whatifs: list[JobResult]) -> list[str]:
+    """Capacities of what-if variants (from a separate, usually quick-mode, results file)
+    beside the best baseline of the main results at each SLO."""
+    if not whatifs:
+        return []
+    slos = (STUDY_SLO, *TARGET_SLOS)
+    lines = [
+        "## What-ifs",
+        "",
+        "Helios variants searched separately (`--whatif-results`; the search resolution is"
+        " each file's, quick mode: within about 4.4%), against the best baseline above:",
+        "",
+        "| slots | variant | " + " | ".join(s.label for s in slos) + " |",
+        "|---|---|" + "---|" * len(slos),
+    ]
+    for w in whatifs:
+        n = w.job.slots
+        base = [r for r in results if r.job.slots == n and not r.job.policy.startswith(HELIOS)]
+        cells = []
+        for slo in slos:
+            mine = next((c.rate for c in w.capacities if c.slo == slo), 0.0)
+            best = max((_cap(results, n, r.job.policy, slo) for r in base), default=0.0)
+            cells.append(f"{mine:.3f} ({_ratio(mine, best)})")
+        lines.append(f"| {n} | `{w.job.policy}` | " + " | ".join(cells) + " |")
+    lines += ["", *(f"- `{w.job.policy}`: {describe(w.job.policy)}" for w in whatifs)]
+    return lines
+
+
 def mixed_cost_note() -> list[str]:
     """Why one prompt bucket for wider mixed widths costs Helios: roofline durations."""
     from ignition.components.catalog import GraphKind
@@ -472,10 +503,10 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   stay held longer, so its p99 TTFT there is 4.2 s against 1.8 s.
 - **TBT at 60 ms: frames near 56 ms plus one skipped short frame.** Helios's p99 TBT is
   62.2 ms at load 0.5, 74.8 ms at 0.707 and 70.5 ms at 1.0 (`vllm-k3`: 59.0 ms at 1.0).
-  At 0.707, 3.1% of its gaps exceed 60 ms: 65% are a decoder served by a ~55 ms mixed
-  or speculative frame and then left out of a width-one B = 16 or B = 8 frame (more
-  decoders than the bucket; the smaller bucket's throughput wins), 13% are 4096-token
-  prefill-only frames (61 ms, 16 decoders waiting). The design prices only the delay of
+  At 0.707, 3.1% of its gaps exceed 60 ms: 65% are a decoder left out of a width-one
+  B = 16 or B = 8 frame (more decoders than the bucket; the smaller bucket's
+  throughput wins) and then served by a 52-56 ms speculative or mixed frame, 13% span
+  a 4096-token prefill-only frame (61 ms, 16 decoders waiting). The design prices only the delay of
   the graph at hand (the age term c sigma (A + T) and T / 2 sum c), not the next frame
   of a decoder left out, and it rules out a cap: "There is no millisecond cap on either
   a frame or the sum of queued frames", "There is no smallest-fitting-shape filter,
@@ -536,6 +567,7 @@ def render(
     spot: bool = True,
     resolution: Resolution = FULL,
     plots_wanted: bool = True,
+    whatifs: list[JobResult] | None = None,
 ) -> int:
     a, b = rows
     quick = resolution != FULL
@@ -551,6 +583,7 @@ def render(
     lines += targets(results, slots)
     lines += [""]
     lines += findings(results, slots)
+    lines += ["", *whatif_section(results, whatifs or [])] if whatifs else []
     lines += mixed_cost_note()
     if 32 in slots and spot:
         lines += spot_checks(rows)
@@ -604,6 +637,12 @@ def main(argv: list[str] | None = None) -> int:
         "the searches again.",
     )
     parser.add_argument(
+        "--whatif-results",
+        default="",
+        help="Comma-separated results files of Helios what-if variants, rendered as a "
+        "separate table against the main results' best baselines.",
+    )
+    parser.add_argument(
         "--no-spot-checks",
         action="store_true",
         help="Leave out the acceptance-learning spot check (four Helios runs).",
@@ -626,6 +665,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [r for r in results if r.job.slots in slots and r.job.policy in policies]
         results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
         seconds = sum(r.seconds for r in results)
+        whatifs = [r for f in args.whatif_results.split(",") if f for r in load_results(Path(f))]
         return render(
             results,
             slots,
@@ -637,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
             spot=spot,
             resolution=resolution,
             plots_wanted=not args.quick,
+            whatifs=whatifs,
         )
     jobs = [Job(s, p, (a, b), resolution) for s in slots for p in policies]
     # at the stock R = 6 the only wider mixed width is B = 2, W = 3: nothing to what-if
