@@ -42,8 +42,9 @@ class ExecutionRecord:
 
     ``prompt_tokens`` counts the prompt tokens it consumed, ``decoders`` the decoding
     rows it served, ``width`` their widest target extent (1 + drafts) and
-    ``idle_decoders`` the resident decoders it left waiting: what ``frame_mix`` reads
-    to explain a policy's capacity and TBT."""
+    ``idle_decoders`` the resident decoders it left out (for Helios some of them may be
+    in the frame queued beside it): what ``frame_mix`` reads to explain a policy's
+    capacity and TBT."""
 
     start_ms: float
     end_ms: float

@@ -541,7 +541,8 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   `vllm-k1` is the width-one mixed frames and the padded buckets above; the "adaptive
   never below the best fixed width" target is not met at any load of the tables below.
 - **Acceptance learning.** The spot check above (true acceptance preseeded) changes
-  p99 TTFT and TPOT by under 3%: not a cause on this workload. Per-request estimates of
+  p99 TTFT and TPOT by under 3%, and at load 0.5 `helios+trained` has p50 TPOT 13.3 ms
+  against 13.7 ms: not a cause on this workload. Per-request estimates of
   the fourth and fifth draft are noisy (weight-two prior, few deep offers at B = 32,
   P = 128) but those depths carry little value there.
 - **Four slots: R = 6 leaves out the width that pays.** At the stock recipe every
