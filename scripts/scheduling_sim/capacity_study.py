@@ -372,7 +372,10 @@ def whatif_section(results: list[JobResult], whatifs: list[JobResult]) -> list[s
         "## What-ifs",
         "",
         "Helios variants searched separately (`--whatif-results`; the search resolution is"
-        " each file's, quick mode: within about 4.4%), against the best baseline above:",
+        " each file's, quick mode: within about 4.4%), against the best baseline above."
+        " Regenerate with `python -m scripts.scheduling_sim.capacity_study --quick --slots 32"
+        " --policies VARIANTS --results docs/capacity/whatifs.json`, then `--render-only"
+        " --whatif-results docs/capacity/whatifs.json`:",
         "",
         "| slots | variant | " + " | ".join(s.label for s in slos) + " |",
         "|---|---|" + "---|" * len(slos),
@@ -516,7 +519,11 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   programs at B = 32 only, prompt capacities up to 2048) keeps p99 TBT at 58.7 / 59.8 /
   59.9 ms at loads 0.707 / 1.0 / 1.122, but its p99 TTFT at 1.0 is 4.7 s: the 60 ms /
   2 s pair is then bound by the 2 s TTFT guard, that is by throughput (the two causes
-  above).
+  above). In the quick search ("What-ifs" above) this selection lifts the 60 ms / 2 s
+  capacity from 0.479 to 0.805 and costs 4% at TTFT 10 s (1.091 against 1.139) and
+  much at low load (p50 TPOT 19.7 ms at 0.5: every frame is the B = 32 program); with
+  the what-if catalog too (wider mixed widths at 2048, R = 192) it reaches 0.878 /
+  1.189 / 1.354, 0.86x / 0.96x / 0.96x of the best baseline.
 - **p50 TTFT at half load: the second frame slot (seed's transport).** Helios's TTFT
   at load 0.5 splits into 15.4 ms until the first prompt frame starts and 54.7 ms of
   frame; `vllm`'s into 4.8 ms and 54.6 ms. The whole 11 ms gap is the wait for the
