@@ -515,9 +515,10 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   throughput wins) and then served by a 52-56 ms speculative or mixed frame, 13% span
   a 4096-token prefill-only frame (61 ms, 16 decoders waiting). The design prices only
   the delay of the graph at hand (the age term c sigma (A + T) and T / 2 sum c), not
-  the next frame of a decoder left out, and it rules out a cap: "There is no millisecond cap on either
-  a frame or the sum of queued frames", "There is no smallest-fitting-shape filter,
-  duration ceiling, forced oldest-request filter". What the seed does allow is
+  the next frame of a decoder left out, and it rules out a cap: "There is no
+  millisecond cap on either a frame or the sum of queued frames", "There is no
+  smallest-fitting-shape filter, duration ceiling, forced oldest-request filter". What
+  the seed does allow is
   load-time selection ("Load-time selection can reduce capacities only where those
   physical programs exist"): `helios+full-batch+chunk2048` (generation and mixed
   programs at B = 32 only, prompt capacities up to 2048) keeps p99 TBT at 58.7 / 59.8 /
@@ -547,10 +548,11 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   10.6 ms against 15.2 ms for `vllm-k1`, p50 TPOT 13.7 against 8.9 ms. With eight rows
   width two yields 0.85 tokens/ms against 0.78 at width one but 0.47 deliveries/ms
   against 0.78 (16.8 and 10.2 ms frames), and the balanced preset prices deliveries
-  (delivery fairness 4, age price 0.1). The seed's throughput preset (`helios+throughput`, delivery fairness and age price
-  zero) at load 0.5: p50 TPOT 12.0 ms, p99 TBT 91.1 ms. The rest of the TPOT gap to
-  `vllm-k1` is the width-one mixed frames and the padded buckets above; the "adaptive
-  never below the best fixed width" target is not met at any load of the tables below.
+  (delivery fairness 4, age price 0.1). The seed's throughput preset
+  (`helios+throughput`, delivery fairness and age price zero) at load 0.5: p50 TPOT
+  12.0 ms, p99 TBT 91.1 ms. The rest of the TPOT gap to `vllm-k1` is the width-one
+  mixed frames and the padded buckets above; the "adaptive never below the best fixed
+  width" target is not met at any load of the tables below.
 - **Acceptance learning.** The spot check above (true acceptance preseeded) changes
   p99 TTFT and TPOT by under 3%, and at load 0.5 `helios+trained` has p50 TPOT 13.3 ms
   against 13.7 ms: not a cause on this workload. Per-request estimates of the fourth
