@@ -39,6 +39,9 @@ class StepProgramInputs:
 @dataclass
 class StepProgramOutputs:
     next_tokens: Tensor  # [R] int64 sampled token per row, -1 inactive or mid-prompt
+    logprob: Tensor  # [R] fp32 raw logprob of the sampled token
+    top_ids: Tensor  # [R, K] int64 the K most likely tokens
+    top_logprobs: Tensor  # [R, K] fp32 their raw logprobs
 
 
 @dataclass
@@ -80,7 +83,25 @@ BUFFERS: dict[str, BufferSpec] = {
     "top_k": BufferSpec("rows", torch.int32),
     "top_p": BufferSpec("rows", torch.float32, 1.0),
     "seed": BufferSpec("rows", torch.int64),
+    "presence_penalty": BufferSpec("rows", torch.float32),
+    "frequency_penalty": BufferSpec("rows", torch.float32),
+    "repetition_penalty": BufferSpec("rows", torch.float32, 1.0),
+    "min_p": BufferSpec("rows", torch.float32),
+    "min_tokens": BufferSpec("rows", torch.int32),
 }
+
+# The per-row sampling buffers every step and round program binds.
+SAMPLING_BUFFERS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "min_p",
+    "min_tokens",
+)
 
 Uploads = tuple[tuple[str, int], ...]  # (buffer name, leading length) a program binds
 
@@ -143,14 +164,14 @@ class Workspace:
 
     @staticmethod
     def _sampling(v: dict[str, Tensor]) -> SamplingParams:
-        return SamplingParams(v["temperature"], v["top_k"], v["top_p"], v["seed"])
+        return SamplingParams(**{name: v[name] for name in SAMPLING_BUFFERS})
 
     def step_inputs(self, capacity: PackedCapacity) -> tuple[StepProgramInputs, Uploads]:
         rows, tokens = capacity.batch_capacity, capacity.token_capacity
         self._check(rows, tokens, capacity.prefill_capacity)
-        per_row = ("query_lens", "slot_ids", "is_decode_row", "temperature", "top_k", "top_p")
+        per_row = ("query_lens", "slot_ids", "is_decode_row", *SAMPLING_BUFFERS)
         v, uploads = self._views(
-            {"token_ids": tokens, **dict.fromkeys(per_row, rows), "seed": rows}
+            {"token_ids": tokens, **dict.fromkeys(per_row, rows)}
             | {"prefill_row": 1, "prompt_next_token": 1}
         )
         packed = PackedInputs(
@@ -170,9 +191,8 @@ class Workspace:
         rows = capacity.batch_capacity
         self._check(rows, capacity.packed.token_capacity, capacity.prefill_capacity)
         lengths = dict.fromkeys(
-            ("slot_ids", "pending_tokens", "is_decode_row", "temperature", "top_k", "top_p"), rows
+            ("slot_ids", "pending_tokens", "is_decode_row", *SAMPLING_BUFFERS), rows
         )
-        lengths["seed"] = rows
         lengths["lane_ceilings" if device_allocated else "query_lens"] = rows
         if capacity.prefill_capacity:
             lengths |= {"prefill_row": 1, "prompt_length": 1, "prompt_next_token": 1}
@@ -230,7 +250,5 @@ def clear_inputs(inputs: ProgramInputs) -> None:
         p.prompt_next_token.fill_(-1)
         p.image_positions.fill_(-1)
     inputs.is_decode_row.zero_()
-    inputs.sampling.temperature.zero_()
-    inputs.sampling.top_k.zero_()
-    inputs.sampling.top_p.fill_(1.0)
-    inputs.sampling.seed.zero_()
+    for name in SAMPLING_BUFFERS:
+        getattr(inputs.sampling, name).fill_(BUFFERS[name].padding)

@@ -56,6 +56,7 @@ from ignition.runtime.requests import (
     QueueFullError,
     RequestError,
     StreamChunk,
+    TokenLogprob,
 )
 from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
@@ -110,6 +111,8 @@ class FrameResult:
     sidecar: ConfidenceSidecar | None = None
     survival: tuple[tuple[float, ...], ...] | None = None
     num_offered_drafts: tuple[int, ...] = ()
+    # Raw logprobs per emitted token, for the requests that asked for them.
+    logprobs: dict[RequestHandle, tuple[TokenLogprob, ...]] = field(default_factory=dict)
 
 
 class Worker(Protocol):
@@ -430,7 +433,7 @@ class Engine:
             if live is not None and record.num_prompt_tokens:
                 live.num_prompt_consumed += record.num_prompt_tokens
                 self.stats.record_tokens(record.num_prompt_tokens, 0)
-        self._publish(frame.fence, tokens, result.records)
+        self._publish(frame.fence, tokens, result.records, result.logprobs)
         for handle in self.retention.retired(frame.plan, self.live):
             live = self.live[handle]
             if not live.is_done and live.pending_finish is not None:
@@ -518,7 +521,11 @@ class Engine:
         return any(f.plan.lane_of(handle) is not None for f in self._inflight)
 
     def _publish(
-        self, fence: Fence, tokens: list[GeneratedToken], records: Sequence[CompletionRecord]
+        self,
+        fence: Fence,
+        tokens: list[GeneratedToken],
+        records: Sequence[CompletionRecord],
+        logprobs: dict[RequestHandle, tuple[TokenLogprob, ...]] | None = None,
     ) -> None:
         finished_by_record = {r.handle: r.is_finished for r in records}
         grouped: dict[RequestHandle, list[GeneratedToken]] = collections.defaultdict(list)
@@ -529,7 +536,9 @@ class Engine:
             if live is None or live.is_done:
                 continue
             try:
-                self._publish_request(live, fence, items, bool(finished_by_record.get(handle)))
+                finished = bool(finished_by_record.get(handle))
+                lps = (logprobs or {}).get(handle, ())
+                self._publish_request(live, fence, items, finished, lps)
             except Exception as err:  # one request's text failing ends that request only
                 message = f"publication failed: {type(err).__name__}: {err}"
                 log.error("%s: %s", live.request.request_id, message, exc_info=err)
@@ -537,16 +546,26 @@ class Engine:
                     self._finish(live, "error", notify_scheduler=True, error=message)
 
     def _publish_request(
-        self, live: LiveRequest, fence: Fence, items: list[GeneratedToken], is_finished: bool
+        self,
+        live: LiveRequest,
+        fence: Fence,
+        items: list[GeneratedToken],
+        is_finished: bool,
+        logprobs: Sequence[TokenLogprob] = (),
     ) -> None:
         if self.fault_hook is not None:
             self.fault_hook("publish", live)
         ids = [t.token_id for t in items]
+        # The frame's logprobs cover what the device emitted; Helios publishes a prefix.
+        lps = list(logprobs[: len(ids)])
+        if [lp.token_id for lp in lps] != ids:
+            lps = []
         is_last = items[-1].is_last
         stop_ids = live.request.sampling.stop_token_ids
         stop_id = next((t for t in ids if t in stop_ids), None) if stop_ids else None
         if stop_id is not None:
             ids = ids[: ids.index(stop_id) + 1]
+            lps = lps[: len(ids)]
         live.output_ids += ids
         self.stats.record_tokens(0, len(ids))
         if live.probation_output is not None and len(live.output_ids) > live.probation_output:
@@ -557,24 +576,31 @@ class Engine:
             text = delta.text
             if live.request.sampling.include_stop_str_in_output and delta.stop_string:
                 text += delta.stop_string
-            self._emit(live, fence, text, ids)
+            self._emit(live, fence, text, ids, lps)
             self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=delta.stop_string)
         elif stop_id is not None:
             text = delta.text + live.detokenizer.flush().text
-            self._emit(live, fence, text, ids)
+            self._emit(live, fence, text, ids, lps)
             self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=stop_id)
         elif is_last:
             text = delta.text + live.detokenizer.flush().text
-            self._emit(live, fence, text, ids)
+            self._emit(live, fence, text, ids, lps)
             reason = "stop" if is_finished else "length"
             if self.retention.hold_for_terminal(live, self._now_ns()):
                 live.pending_finish = reason  # the terminal snapshot completes it
             else:
                 self._finish(live, reason, notify_scheduler=False)
         else:
-            self._emit(live, fence, delta.text, ids)
+            self._emit(live, fence, delta.text, ids, lps)
 
-    def _emit(self, live: LiveRequest, fence: Fence, text: str, ids: list[int]) -> None:
+    def _emit(
+        self,
+        live: LiveRequest,
+        fence: Fence,
+        text: str,
+        ids: list[int],
+        logprobs: Sequence[TokenLogprob] = (),
+    ) -> None:
         """Hand a burst to the client; only visible text counts as a delivery.
 
         Ids travel even when stop buffering or an incomplete character holds their text
@@ -591,6 +617,7 @@ class Engine:
             num_prompt,
             len(live.output_ids),
             num_cached_tokens=live.num_cached_tokens,
+            logprobs=tuple(logprobs),
         )
         _deliver(live.sink, chunk)
         if text:

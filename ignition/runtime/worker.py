@@ -31,6 +31,7 @@ from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, 
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.state import ModelState
 from ignition.runtime.engine import FrameResult, LiveRequest
+from ignition.runtime.requests import TokenLogprob
 from ignition.runtime.resources import SlotResources
 
 
@@ -47,6 +48,7 @@ class _Launched:
     launched_ns: int  # perf_counter_ns when the frame was enqueued
     lanes: tuple[LaneWork, ...]
     eos: tuple[frozenset[int], ...]
+    num_logprobs: tuple[int | None, ...] = ()  # per lane: alternatives asked for, None = none
 
 
 @dataclass
@@ -83,6 +85,10 @@ class ModelWorker:
         self.state_ops = state_ops
         self._prompt_cursor: dict[RequestHandle, int] = {}
         self._overrun: set[RequestHandle] = set()  # committed past the published output
+        # The slots' device sampling history (penalties, bias, min_tokens), shared by every
+        # program; a request's row is reset once, before its first frame.
+        self.history = next((p.history for p, _ in programs.values() if p.history), None)
+        self._begun: set[RequestHandle] = set()
 
     # -- Worker protocol -----------------------------------------------------------
 
@@ -98,18 +104,22 @@ class ModelWorker:
         self._validate_roles(plan, program)
         frame = program.stage()
         offset = 0  # packed offset of the next row: the host prefix sum of query lengths
-        eos = []
+        eos, num_logprobs = [], []
         for row, lane in enumerate(plan.lanes):
             request = live[lane.handle]
+            self._begin(lane.handle, request)
             offset += self._bind_row(program, frame, row, offset, lane, request)
             stops = request.request.sampling.ignore_eos
             eos.append(frozenset() if stops else self.eos_token_ids)
+            num_logprobs.append(request.request.sampling.logprobs)
         program.upload(frame)
         launched_ns = time.perf_counter_ns()
         # The static outputs belong to the program, and a second queued frame of the same
         # program would overwrite them before this frame is read: keep a stream-ordered copy.
         inflight = launch(prepared, snapshot=lambda out: map_tensors(out, lambda t: t.clone()))
-        return _Launched(fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos))
+        return _Launched(
+            fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos), tuple(num_logprobs)
+        )
 
     def wait(self, launched: _Launched | _StateLaunched) -> FrameResult:
         if isinstance(launched, _StateLaunched):
@@ -125,7 +135,29 @@ class ModelWorker:
     def release(self, handle: RequestHandle) -> None:
         self._prompt_cursor.pop(handle, None)
         self._overrun.discard(handle)
+        self._begun.discard(handle)
         self.resources.release(handle.slot)
+
+    def _begin(self, handle: RequestHandle, live: LiveRequest) -> None:
+        """Reset the slot's sampling history before a request's first frame: its prompt (the
+        repetition penalty's), its replayed output, its logit bias and the ids min_tokens
+        masks (stop token ids, and EOS unless ignored). One indexed write per request,
+        stream-ordered before the frame; the slot's previous owner has been reaped, so no
+        queued frame still reads it."""
+        if self.history is None or handle in self._begun:
+            return
+        self._begun.add(handle)
+        sampling = live.request.sampling
+        stop_ids = list(sampling.stop_token_ids)
+        if not sampling.ignore_eos:
+            stop_ids += sorted(self.eos_token_ids)
+        self.history.begin(
+            handle.slot,
+            live.request.prompt_ids,
+            live.replay_ids,
+            dict(sampling.logit_bias),
+            [t for t in stop_ids if 0 <= t < self.history.vocab_size],
+        )
 
     def _launch_state(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
@@ -145,6 +177,7 @@ class ModelWorker:
             if lane.role is LaneRole.RESTORE:
                 if row is None:
                     raise WorkerError(f"fence {fence.value}: restore of {lane.handle} has no row")
+                self._begin(lane.handle, live[lane.handle])
                 self.resources.begin(slot)
                 self.resources.reserve(slot, lane.checkpoint_tokens, lookahead=1)
                 device_ns += self.state_ops.restore(slot, row)
@@ -203,6 +236,11 @@ class ModelWorker:
         frame["top_k"][row] = sampling.top_k
         frame["top_p"][row] = sampling.top_p
         frame["seed"][row] = request_seed(live.request.request_id, sampling.seed)
+        frame["presence_penalty"][row] = sampling.presence_penalty
+        frame["frequency_penalty"][row] = sampling.frequency_penalty
+        frame["repetition_penalty"][row] = sampling.repetition_penalty
+        frame["min_p"][row] = sampling.min_p
+        frame["min_tokens"][row] = sampling.min_tokens
         frame["slot_ids"][row] = slot
         is_round = isinstance(program.inputs, RoundProgramInputs)
         if lane.role is LaneRole.PROMPT:
@@ -237,7 +275,8 @@ class ModelWorker:
     # -- outputs -------------------------------------------------------------------
 
     def _step_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
-        next_tokens = launched.inflight.outputs.next_tokens.tolist()  # type: ignore[attr-defined]
+        out = launched.inflight.outputs
+        next_tokens = out.next_tokens.tolist()  # type: ignore[attr-defined]
         records = []
         for row, lane in enumerate(launched.lanes):
             if lane.role is LaneRole.PROMPT:
@@ -245,7 +284,11 @@ class ModelWorker:
                 records.append(self._record(lane, ids, launched.eos[row], lane.num_prompt_tokens))
             else:
                 records.append(self._record(lane, [next_tokens[row]], launched.eos[row]))
-        return FrameResult(tuple(records), timing)
+        logprobs = _logprobs(
+            launched, [[t] for t in next_tokens], out.logprob[:, None], out.top_ids[:, None],
+            out.top_logprobs[:, None],
+        )  # fmt: skip
+        return FrameResult(tuple(records), timing, logprobs=logprobs)
 
     def _round_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
         out = launched.inflight.outputs
@@ -273,7 +316,11 @@ class ModelWorker:
             sidecar = ConfidenceSidecar(planes=(joint, per_position))
             rows_survival = out.survival[:num].clamp(0, 1).tolist()  # type: ignore[attr-defined]
             survival = tuple(tuple(rows_survival[i][: offered[i]]) for i in range(num))
-        return FrameResult(tuple(records), timing, sidecar, survival, tuple(offered))
+        lp = out.logprobs  # type: ignore[attr-defined]
+        logprobs = _logprobs(launched, tokens, lp.logprob, lp.top_ids, lp.top_logprobs)
+        return FrameResult(
+            tuple(records), timing, sidecar, survival, tuple(offered), logprobs=logprobs
+        )
 
     def _record(
         self,
@@ -301,3 +348,25 @@ class ModelWorker:
             is_finished=finished,
             num_verified_tokens=num_verified,
         )
+
+
+def _logprobs(launched: _Launched, tokens, logprob, top_ids, top_logprobs):
+    """Per lane that asked for them, the raw logprobs of its emitted tokens (column j of
+    the [R, W] outputs is the j-th emitted token), read from the device only then."""
+    wanted = [i for i, n in enumerate(launched.num_logprobs) if n is not None]
+    if not wanted:
+        return {}
+    chosen, ids, values = logprob.tolist(), top_ids.tolist(), top_logprobs.tolist()
+    result = {}
+    for row in wanted:
+        k = launched.num_logprobs[row]
+        emitted = [t for t in tokens[row] if t >= 0]
+        result[launched.lanes[row].handle] = tuple(
+            TokenLogprob(
+                int(token),
+                float(chosen[row][j]),
+                tuple(zip(ids[row][j][:k], values[row][j][:k], strict=True)),
+            )
+            for j, token in enumerate(emitted)
+        )
+    return result
