@@ -177,7 +177,7 @@ def build_program(
                 torch.where(x.is_decode_row, pending_tokens, x.round.pending_tokens)
             )
             out = speculative_round(
-                model, state, x.round, capacity, x.sampling, greedy=False, history=history
+                model, state, x.round, capacity, x.sampling, False, history, x.begin
             )
             emitted = out.num_emitted
             last = out.output_tokens.gather(1, (emitted - 1).clamp(min=0)[:, None]).squeeze(1)
@@ -192,7 +192,7 @@ def build_program(
     def run_packed_step(x: StepProgramInputs) -> StepProgramOutputs:
         packed = x.packed
         _take_pending_first_tokens(packed, x.is_decode_row, pending, scratch)
-        out = run_step(model, state, packed, capacity, x.sampling, history)
+        out = run_step(model, state, packed, capacity, x.sampling, history, x.begin)
         _store_pending(pending, packed.slot_ids, out.next_tokens, scratch)
         lp = out.logprobs
         return StepProgramOutputs(out.next_tokens, lp.logprob, lp.top_ids, lp.top_logprobs)

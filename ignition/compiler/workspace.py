@@ -22,6 +22,7 @@ from torch import Tensor
 
 from ignition.compiler.vision_program import VisionProgramInputs, clear_vision_inputs
 from ignition.components.catalog import Descriptor, GraphKind
+from ignition.model.logits_processing import MAX_LOGIT_BIAS, MAX_STOP_IDS, HistoryBegin
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import PromptChunk, RoundCapacity, RoundInputs
@@ -34,6 +35,7 @@ class StepProgramInputs:
     packed: PackedInputs
     sampling: SamplingParams
     is_decode_row: Tensor  # [R] bool rows whose first token comes from ``pending``
+    begin: HistoryBegin | None = None  # programs with a prompt lane: a request's first chunk
 
 
 @dataclass
@@ -51,6 +53,7 @@ class RoundProgramInputs:
     round: RoundInputs
     sampling: SamplingParams
     is_decode_row: Tensor  # [R] bool
+    begin: HistoryBegin | None = None
 
 
 ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
@@ -60,7 +63,7 @@ ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
 class BufferSpec:
     """One workspace buffer: which extent sizes it, its dtype and its padding value."""
 
-    extent: str  # "rows", "tokens", "prompt", "images" or "one"
+    extent: str  # "rows", "tokens", "prompt", "images", "bias", "stops" or "one"
     dtype: torch.dtype
     padding: float | int | bool = 0
 
@@ -88,7 +91,13 @@ BUFFERS: dict[str, BufferSpec] = {
     "repetition_penalty": BufferSpec("rows", torch.float32, 1.0),
     "min_p": BufferSpec("rows", torch.float32),
     "min_tokens": BufferSpec("rows", torch.int32),
+    "history_begin": BufferSpec("one", torch.int32, -1),
+    "bias_ids": BufferSpec("bias", torch.int64, -1),
+    "bias_values": BufferSpec("bias", torch.float32),
+    "stop_ids": BufferSpec("stops", torch.int64, -1),
 }
+BEGIN_BUFFERS = {"history_begin": 1, "bias_ids": MAX_LOGIT_BIAS, "bias_values": MAX_LOGIT_BIAS}
+BEGIN_BUFFERS["stop_ids"] = MAX_STOP_IDS
 
 # The per-row sampling buffers every step and round program binds.
 SAMPLING_BUFFERS = (
@@ -139,6 +148,8 @@ class WorkspaceExtents:
             "tokens": self.max_tokens,
             "prompt": self.max_prompt,
             "images": self.max_image_tokens,
+            "bias": MAX_LOGIT_BIAS,
+            "stops": MAX_STOP_IDS,
             "one": 1,
         }[extent]
 
@@ -166,14 +177,21 @@ class Workspace:
     def _sampling(v: dict[str, Tensor]) -> SamplingParams:
         return SamplingParams(**{name: v[name] for name in SAMPLING_BUFFERS})
 
+    @staticmethod
+    def _begin(v: dict[str, Tensor]) -> HistoryBegin | None:
+        if "history_begin" not in v:
+            return None
+        return HistoryBegin(v["history_begin"], v["bias_ids"], v["bias_values"], v["stop_ids"])
+
     def step_inputs(self, capacity: PackedCapacity) -> tuple[StepProgramInputs, Uploads]:
         rows, tokens = capacity.batch_capacity, capacity.token_capacity
         self._check(rows, tokens, capacity.prefill_capacity)
         per_row = ("query_lens", "slot_ids", "is_decode_row", *SAMPLING_BUFFERS)
-        v, uploads = self._views(
-            {"token_ids": tokens, **dict.fromkeys(per_row, rows)}
-            | {"prefill_row": 1, "prompt_next_token": 1}
-        )
+        lengths = {"token_ids": tokens, **dict.fromkeys(per_row, rows)}
+        lengths |= {"prefill_row": 1, "prompt_next_token": 1}
+        if capacity.prefill_capacity:
+            lengths |= BEGIN_BUFFERS
+        v, uploads = self._views(lengths)
         packed = PackedInputs(
             token_ids=v["token_ids"],
             query_lens=v["query_lens"],
@@ -183,7 +201,8 @@ class Workspace:
             image_features=self.image_features,
             image_positions=self.buffers["image_positions"],
         )
-        return StepProgramInputs(packed, self._sampling(v), v["is_decode_row"]), uploads
+        inputs = StepProgramInputs(packed, self._sampling(v), v["is_decode_row"], self._begin(v))
+        return inputs, uploads
 
     def round_inputs(
         self, capacity: RoundCapacity, device_allocated: bool
@@ -197,6 +216,7 @@ class Workspace:
         if capacity.prefill_capacity:
             lengths |= {"prefill_row": 1, "prompt_length": 1, "prompt_next_token": 1}
             lengths["prompt_tokens"] = capacity.prefill_capacity
+            lengths |= BEGIN_BUFFERS
         v, uploads = self._views(lengths)
         prompt = None
         if capacity.prefill_capacity:
@@ -213,7 +233,9 @@ class Workspace:
             query_lens=v.get("query_lens"),
             prompt=prompt,
         )
-        inputs = RoundProgramInputs(round_inputs, self._sampling(v), v["is_decode_row"])
+        inputs = RoundProgramInputs(
+            round_inputs, self._sampling(v), v["is_decode_row"], self._begin(v)
+        )
         return inputs, uploads
 
     def _check(self, rows: int, tokens: int, prompt: int) -> None:
@@ -250,5 +272,10 @@ def clear_inputs(inputs: ProgramInputs) -> None:
         p.prompt_next_token.fill_(-1)
         p.image_positions.fill_(-1)
     inputs.is_decode_row.zero_()
+    if inputs.begin is not None:
+        inputs.begin.row.fill_(-1)
+        inputs.begin.bias_ids.fill_(-1)
+        inputs.begin.bias_values.zero_()
+        inputs.begin.stop_ids.fill_(-1)
     for name in SAMPLING_BUFFERS:
         getattr(inputs.sampling, name).fill_(BUFFERS[name].padding)

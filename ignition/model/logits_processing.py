@@ -16,8 +16,10 @@ Everything a row needs lives on the device, batched per row, with fixed shapes:
 - per-row parameters (penalties, min_p, min_tokens) are workspace buffers uploaded with
   the frame like temperature;
 - per-slot history (:class:`SlotHistory`): output token counts and an output length,
-  updated inside the program as tokens are emitted, and a prompt mask, a bias row and a
-  stop mask written once when a request takes the slot. A verification position of a
+  updated inside the program as tokens are emitted; a prompt mask filled as prompt chunks
+  run; a bias row and a stop mask written, with the reset, by the frame that carries the
+  request's first prompt chunk (from small workspace buffers, :class:`HistoryBegin`), so
+  the host never writes device memory outside the frame's uploads. A verification position of a
   speculative round adds the drafts before it to its row's counts, so every verified
   position is processed exactly as non-speculative sampling would process it.
 
@@ -27,7 +29,6 @@ before any processing (penalties, temperature, top-k / top-p do not change them)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -37,6 +38,21 @@ from ignition.model.sampling import SamplingParams
 
 # The most alternatives a position reports (OpenAI's and vLLM's default cap).
 MAX_LOGPROBS = 20
+# Per request: logit-bias entries, and ids min_tokens masks (stop token ids and EOS).
+MAX_LOGIT_BIAS = 300
+MAX_STOP_IDS = 64
+
+
+@dataclass
+class HistoryBegin:
+    """Workspace inputs of a frame that carries a request's first prompt chunk: the
+    history row it resets and what that request's row starts with. At most one request
+    begins per frame (a frame has at most one prompt lane)."""
+
+    row: Tensor  # [1] int32 program row of the beginning request, -1 = none
+    bias_ids: Tensor  # [MAX_LOGIT_BIAS] int64 logit-bias token ids, -1 = unused
+    bias_values: Tensor  # [MAX_LOGIT_BIAS] fp32
+    stop_ids: Tensor  # [MAX_STOP_IDS] int64 ids min_tokens masks, -1 = unused
 
 
 @dataclass
@@ -73,37 +89,29 @@ class SlotHistory:
         """History rows of program rows: the slot, or the scratch row for padding."""
         return torch.where(slot_ids >= 0, slot_ids.long(), self.scratch_row)
 
-    def begin(
-        self,
-        slot: int,
-        prompt_ids: Sequence[int],
-        output_ids: Sequence[int] = (),
-        bias: Mapping[int, float] | None = None,
-        stop_ids: Sequence[int] = (),
-    ) -> None:
-        """Reset a slot for a new request: once per request, stream-ordered before its first
-        frame (a request restarted after a failure passes its replayed output)."""
-        device = self.num_output.device
-        self.output_counts[slot].zero_()
-        self.prompt_mask[slot].zero_()
-        self.bias[slot].zero_()
-        self.stop_mask[slot].zero_()
-        self.prompt_mask[slot, torch.tensor(list(prompt_ids), dtype=torch.long, device=device)] = (
-            True
-        )
-        if output_ids:
-            ids = torch.tensor(list(output_ids), dtype=torch.long, device=device)
-            self.output_counts[slot].index_add_(
-                0, ids, torch.ones_like(ids, dtype=torch.int32)
-            )
-        self.num_output[slot] = len(output_ids)
-        if bias:
-            ids = torch.tensor(list(bias), dtype=torch.long, device=device)
-            self.bias[slot, ids] = torch.tensor(list(bias.values()), device=device)
-        if stop_ids:
-            self.stop_mask[slot, torch.tensor(list(stop_ids), dtype=torch.long, device=device)] = (
-                True
-            )
+    def begin(self, begin: HistoryBegin, slot_ids: Tensor) -> None:
+        """Reset the row of the request that starts in this frame (``begin.row``, -1 for
+        none; the scratch row is reset instead), then write its bias and stop ids. Inside
+        the program, before anything reads the history."""
+        row_index = begin.row.long().clamp(min=0)
+        starts = (begin.row >= 0) & (slot_ids[row_index] >= 0)
+        row = torch.where(starts, slot_ids[row_index].long(), self.scratch_row)  # [1]
+        for table in (self.output_counts, self.num_output, self.prompt_mask, self.bias):
+            table.index_fill_(0, row, 0)
+        self.stop_mask.index_fill_(0, row, False)
+        for table, ids, values in (
+            (self.bias, begin.bias_ids, begin.bias_values),
+            (self.stop_mask, begin.stop_ids, torch.ones_like(begin.stop_ids, dtype=torch.bool)),
+        ):
+            valid = ids >= 0
+            rows = torch.where(valid, row, self.scratch_row)
+            table.index_put_((rows, ids.clamp(min=0)), torch.where(valid, values, 0).to(table.dtype))
+
+    def add_prompt(self, slot: Tensor, tokens: Tensor, valid: Tensor) -> None:
+        """Mark a prompt chunk's tokens [T] (where ``valid``) in the prompt mask of ``slot``
+        [1] (-1: nothing), inside the program before sampling."""
+        rows = torch.where(valid & (slot >= 0), slot.long(), self.scratch_row)
+        self.prompt_mask.index_put_((rows, tokens.clamp(min=0)), valid & (slot >= 0))
 
     def record(self, slot_ids: Tensor, tokens: Tensor) -> None:
         """Count emitted tokens: ``tokens`` [R, K] per row, -1 where nothing was emitted

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from ignition.kernels import ops
 from ignition.model.logits_processing import (
+    HistoryBegin,
     SlotHistory,
     TokenLogprobs,
     draft_counts,
@@ -187,6 +188,7 @@ def speculative_round(
     params: SamplingParams,
     greedy: bool,
     history: SlotHistory | None = None,
+    begin: HistoryBegin | None = None,
 ) -> RoundOutputs:
     """Run one complete round; ``greedy`` selects argmax acceptance for every speculative lane.
 
@@ -241,6 +243,13 @@ def speculative_round(
     logits = raw
     history_rows = None
     if history is not None:
+        if begin is not None:
+            history.begin(begin, inputs.slot_ids)
+        if inputs.prompt is not None:
+            lane = inputs.prompt.lane.long().clamp(min=0)
+            offsets = torch.arange(capacity.prefill_capacity, device=device)
+            valid = (offsets < inputs.prompt.length.long()) & is_prompt_lane[lane]
+            history.add_prompt(inputs.slot_ids[lane], inputs.prompt.token_ids, valid)
         history_rows = history.rows(inputs.slot_ids)
         extra = draft_counts(drafts, width, vocab).reshape(-1, vocab)
         offsets = torch.arange(width, device=device, dtype=torch.int32).repeat(num_rows)

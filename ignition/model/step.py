@@ -13,7 +13,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ignition.model.logits_processing import SlotHistory, TokenLogprobs, token_logprobs
+from ignition.model.logits_processing import (
+    HistoryBegin,
+    SlotHistory,
+    TokenLogprobs,
+    token_logprobs,
+)
 from ignition.model.model import HybridModel, TargetOutput
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams, sample
@@ -49,11 +54,21 @@ def run_step(
     capacity: PackedCapacity,
     params: SamplingParams,
     history: SlotHistory | None = None,
+    begin: HistoryBegin | None = None,
 ) -> StepOutput:
     """One packed step; with ``history`` each row's logits are processed (penalties, bias,
-    min_tokens) before sampling and the emitted tokens are counted in it."""
+    min_tokens) before sampling and the emitted tokens are counted in it; ``begin`` resets
+    the row of a request whose first prompt chunk this frame carries."""
     out = model.forward_packed(inputs, capacity, state)
     meta = out.meta
+    if history is not None:
+        if begin is not None:
+            history.begin(begin, inputs.slot_ids)
+        prompt_row = meta.prompt_row.long().clamp(min=0, max=capacity.batch_capacity - 1)
+        is_prompt_token = meta.has_prompt & (meta.token_row == meta.prompt_row)
+        history.add_prompt(
+            inputs.slot_ids[prompt_row].reshape(1), inputs.token_ids, is_prompt_token
+        )
     is_active = (inputs.query_lens > 0) & (inputs.slot_ids >= 0)
     last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [R]
     raw = out.logits_at(last)

@@ -10,8 +10,11 @@ import math
 from dataclasses import dataclass, field
 
 
-# The most alternatives a position reports (model.logits_processing.MAX_LOGPROBS).
+# Limits of the device sampling stage (model.logits_processing): alternatives per token,
+# logit-bias entries, and stop token ids min_tokens can mask (EOS ids take the rest).
 MAX_LOGPROBS = 20
+MAX_LOGIT_BIAS = 300
+MAX_MIN_TOKENS_STOP_IDS = 56
 
 
 class RequestError(ValueError):
@@ -71,6 +74,15 @@ class SamplingParams:
         if not 0 <= self.min_tokens <= self.max_tokens:
             raise RequestError(
                 f"min_tokens = {self.min_tokens}: must be in [0, max_tokens = {self.max_tokens}]"
+            )
+        if len(self.logit_bias) > MAX_LOGIT_BIAS:
+            raise RequestError(
+                f"logit_bias has {len(self.logit_bias)} entries; at most {MAX_LOGIT_BIAS}"
+            )
+        if self.min_tokens and len(self.stop_token_ids) > MAX_MIN_TOKENS_STOP_IDS:
+            raise RequestError(
+                f"min_tokens with {len(self.stop_token_ids)} stop_token_ids: at most "
+                f"{MAX_MIN_TOKENS_STOP_IDS} can be held back"
             )
         for token, bias in self.logit_bias:
             if token < 0 or not math.isfinite(bias):

@@ -85,9 +85,8 @@ class ModelWorker:
         self.state_ops = state_ops
         self._prompt_cursor: dict[RequestHandle, int] = {}
         self._overrun: set[RequestHandle] = set()  # committed past the published output
-        # The slots' device sampling history (penalties, bias, min_tokens), shared by every
-        # program; a request's row is reset once, before its first frame.
-        self.history = next((p.history for p, _ in programs.values() if p.history), None)
+        # Requests whose device sampling history (penalties, bias, min_tokens) has been
+        # reset: by the frame carrying their first prompt chunk.
         self._begun: set[RequestHandle] = set()
 
     # -- Worker protocol -----------------------------------------------------------
@@ -107,7 +106,6 @@ class ModelWorker:
         eos, num_logprobs = [], []
         for row, lane in enumerate(plan.lanes):
             request = live[lane.handle]
-            self._begin(lane.handle, request)
             offset += self._bind_row(program, frame, row, offset, lane, request)
             stops = request.request.sampling.ignore_eos
             eos.append(frozenset() if stops else self.eos_token_ids)
@@ -138,27 +136,6 @@ class ModelWorker:
         self._begun.discard(handle)
         self.resources.release(handle.slot)
 
-    def _begin(self, handle: RequestHandle, live: LiveRequest) -> None:
-        """Reset the slot's sampling history before a request's first frame: its prompt (the
-        repetition penalty's), its replayed output, its logit bias and the ids min_tokens
-        masks (stop token ids, and EOS unless ignored). One indexed write per request,
-        stream-ordered before the frame; the slot's previous owner has been reaped, so no
-        queued frame still reads it."""
-        if self.history is None or handle in self._begun:
-            return
-        self._begun.add(handle)
-        sampling = live.request.sampling
-        stop_ids = list(sampling.stop_token_ids)
-        if not sampling.ignore_eos:
-            stop_ids += sorted(self.eos_token_ids)
-        self.history.begin(
-            handle.slot,
-            live.request.prompt_ids,
-            live.replay_ids,
-            dict(sampling.logit_bias),
-            [t for t in stop_ids if 0 <= t < self.history.vocab_size],
-        )
-
     def _launch_state(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> _StateLaunched:
@@ -177,7 +154,6 @@ class ModelWorker:
             if lane.role is LaneRole.RESTORE:
                 if row is None:
                     raise WorkerError(f"fence {fence.value}: restore of {lane.handle} has no row")
-                self._begin(lane.handle, live[lane.handle])
                 self.resources.begin(slot)
                 self.resources.reserve(slot, lane.checkpoint_tokens, lookahead=1)
                 device_ns += self.state_ops.restore(slot, row)
@@ -247,6 +223,9 @@ class ModelWorker:
             start = self._prompt_cursor.get(lane.handle, 0)
             if start == 0:
                 self.resources.begin(slot)
+            if lane.handle not in self._begun:
+                self._bind_begin(frame, row, live)
+                self._begun.add(lane.handle)
             chunk = live.prompt_ids[start : start + lane.num_prompt_tokens]
             end = start + len(chunk)
             self._prompt_cursor[lane.handle] = end
@@ -261,6 +240,8 @@ class ModelWorker:
             frame["query_lens"][row] = len(chunk)
             frame["token_ids"][offset : offset + len(chunk)] = chunk
             return len(chunk)
+        if lane.handle not in self._begun:
+            raise WorkerError(f"{lane.handle}: a decode lane before its first prompt chunk")
         d = program.descriptor
         self.resources.advance(slot, lane.query_length, lookahead=d.proposal_depth + 1)
         frame["is_decode_row"][row] = True
@@ -271,6 +252,24 @@ class ModelWorker:
         # Decode rows' tokens come from the device ``pending`` buffer; the zeros are placeholders.
         frame["query_lens"][row] = lane.query_length
         return lane.query_length
+
+    def _bind_begin(self, frame: HostFrame, row: int, live: LiveRequest) -> None:
+        """The request starts its device sampling history in this frame: its row, its logit
+        bias and the ids min_tokens masks (stop token ids, and EOS unless ignored)."""
+        sampling = live.request.sampling
+        frame["history_begin"][0] = row
+        bias = sampling.logit_bias
+        if len(bias) > len(frame["bias_ids"]):
+            raise WorkerError(f"{len(bias)} logit_bias entries; at most {len(frame['bias_ids'])}")
+        if bias:
+            frame["bias_ids"][: len(bias)] = [t for t, _ in bias]
+            frame["bias_values"][: len(bias)] = [b for _, b in bias]
+        if sampling.min_tokens:
+            stops = set(sampling.stop_token_ids)
+            if not sampling.ignore_eos:
+                stops |= self.eos_token_ids
+            stops_ids = sorted(stops)[: len(frame["stop_ids"])]
+            frame["stop_ids"][: len(stops_ids)] = stops_ids
 
     # -- outputs -------------------------------------------------------------------
 

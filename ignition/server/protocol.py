@@ -43,7 +43,7 @@ MAX_CHOICES = 16
 MAX_PROMPTS = 64
 MAX_TOP_K = 2**31 - 1
 MAX_LOGPROBS = 20  # alternatives per token, OpenAI's and vLLM's cap
-MAX_LOGIT_BIAS = 1024  # entries of one logit_bias map
+MAX_LOGIT_BIAS = 300  # entries of one logit_bias map (model.logits_processing)
 MAX_REPETITION_PENALTY = 100.0
 log = logging.getLogger("ignition.server")
 
