@@ -105,7 +105,8 @@ class SlotHistory:
         ):
             valid = ids >= 0
             rows = torch.where(valid, row, self.scratch_row)
-            table.index_put_((rows, ids.clamp(min=0)), torch.where(valid, values, 0).to(table.dtype))
+            written = torch.where(valid, values, 0).to(table.dtype)
+            table.index_put_((rows, ids.clamp(min=0)), written)
 
     def add_prompt(self, slot: Tensor, tokens: Tensor, valid: Tensor) -> None:
         """Mark a prompt chunk's tokens [T] (where ``valid``) in the prompt mask of ``slot``

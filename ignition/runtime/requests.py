@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-
 # Limits of the device sampling stage (model.logits_processing): alternatives per token,
 # logit-bias entries, and stop token ids min_tokens can mask (EOS ids take the rest).
 MAX_LOGPROBS = 20

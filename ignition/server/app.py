@@ -332,7 +332,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                     param="prompt" if not isinstance(body, ChatCompletionRequest) else "messages",
                 )
             try:
-                sampling = body.sampling(min(engine.default_max_tokens, room), engine.vocab_size)
+                vocab = getattr(engine, "vocab_size", None)
+                sampling = body.sampling(min(engine.default_max_tokens, room), vocab)
             except RequestError as err:
                 raise ApiError(400, str(err)) from None
             except ValueError as err:  # a logit_bias key outside the vocabulary

@@ -213,9 +213,7 @@ class _SamplingFields(_Body):
         """Alternatives per output token the response shows; None: no logprobs."""
         return None
 
-    def sampling(
-        self, default_max_tokens: int, vocab_size: int | None = None
-    ) -> SamplingParams:
+    def sampling(self, default_max_tokens: int, vocab_size: int | None = None) -> SamplingParams:
         return SamplingParams(
             max_tokens=self.max_tokens or default_max_tokens,
             temperature=self.temperature,
@@ -352,9 +350,7 @@ class CompletionRequest(_SamplingFields):
     def num_logprobs(self) -> int | None:
         return self.logprobs
 
-    def sampling(
-        self, default_max_tokens: int, vocab_size: int | None = None
-    ) -> SamplingParams:
+    def sampling(self, default_max_tokens: int, vocab_size: int | None = None) -> SamplingParams:
         sampling = super().sampling(default_max_tokens, vocab_size)
         if self.num_candidates > self.n and sampling.logprobs is None:
             # Ranking needs each candidate's cumulative logprob; none are shown.
@@ -471,9 +467,7 @@ class ChatCompletionRequest(_SamplingFields):
     def num_candidates(self) -> int:
         return self.n
 
-    def sampling(
-        self, default_max_tokens: int, vocab_size: int | None = None
-    ) -> SamplingParams:
+    def sampling(self, default_max_tokens: int, vocab_size: int | None = None) -> SamplingParams:
         if self.max_completion_tokens and not self.max_tokens:
             self.max_tokens = self.max_completion_tokens
         return super().sampling(default_max_tokens, vocab_size)

@@ -198,9 +198,7 @@ async def collect(
         ranked = [
             cr
             for p in sorted(by_prompt)
-            for cr in sorted(by_prompt[p], key=lambda cr: -cumulative_logprob(cr[1][2]))[
-                :keep_best
-            ]
+            for cr in sorted(by_prompt[p], key=lambda cr: -cumulative_logprob(cr[1][2]))[:keep_best]
         ]
     bodies = []
     for position, (choice, (text, last, items)) in enumerate(ranked):
