@@ -22,7 +22,12 @@ from torch import Tensor
 
 from ignition.compiler.vision_program import VisionProgramInputs, clear_vision_inputs
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.model.logits_processing import MAX_LOGIT_BIAS, MAX_STOP_IDS, HistoryBegin
+from ignition.model.logits_processing import (
+    MAX_LOGIT_BIAS,
+    MAX_STOP_IDS,
+    NO_REPLAY,
+    HistoryBegin,
+)
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import PromptChunk, RoundCapacity, RoundInputs
@@ -95,9 +100,10 @@ BUFFERS: dict[str, BufferSpec] = {
     "bias_ids": BufferSpec("bias", torch.int64, -1),
     "bias_values": BufferSpec("bias", torch.float32),
     "stop_ids": BufferSpec("stops", torch.int64, -1),
+    "replay_from": BufferSpec("one", torch.int32, NO_REPLAY),
 }
 BEGIN_BUFFERS = {"history_begin": 1, "bias_ids": MAX_LOGIT_BIAS, "bias_values": MAX_LOGIT_BIAS}
-BEGIN_BUFFERS["stop_ids"] = MAX_STOP_IDS
+BEGIN_BUFFERS |= {"stop_ids": MAX_STOP_IDS, "replay_from": 1}
 
 # The per-row sampling buffers every step and round program binds.
 SAMPLING_BUFFERS = (
@@ -181,7 +187,9 @@ class Workspace:
     def _begin(v: dict[str, Tensor]) -> HistoryBegin | None:
         if "history_begin" not in v:
             return None
-        return HistoryBegin(v["history_begin"], v["bias_ids"], v["bias_values"], v["stop_ids"])
+        return HistoryBegin(
+            v["history_begin"], v["bias_ids"], v["bias_values"], v["stop_ids"], v["replay_from"]
+        )
 
     def step_inputs(self, capacity: PackedCapacity) -> tuple[StepProgramInputs, Uploads]:
         rows, tokens = capacity.batch_capacity, capacity.token_capacity
@@ -277,5 +285,7 @@ def clear_inputs(inputs: ProgramInputs) -> None:
         inputs.begin.bias_ids.fill_(-1)
         inputs.begin.bias_values.zero_()
         inputs.begin.stop_ids.fill_(-1)
+        if inputs.begin.replay_from is not None:
+            inputs.begin.replay_from.fill_(NO_REPLAY)
     for name in SAMPLING_BUFFERS:
         getattr(inputs.sampling, name).fill_(BUFFERS[name].padding)

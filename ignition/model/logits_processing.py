@@ -41,6 +41,7 @@ MAX_LOGPROBS = 20
 # Per request: logit-bias entries, and ids min_tokens masks (stop token ids and EOS).
 MAX_LOGIT_BIAS = 300
 MAX_STOP_IDS = 64
+NO_REPLAY = 2**31 - 1
 
 
 @dataclass
@@ -53,6 +54,9 @@ class HistoryBegin:
     bias_ids: Tensor  # [MAX_LOGIT_BIAS] int64 logit-bias token ids, -1 = unused
     bias_values: Tensor  # [MAX_LOGIT_BIAS] fp32
     stop_ids: Tensor  # [MAX_STOP_IDS] int64 ids min_tokens masks, -1 = unused
+    # Every prompt chunk: the position where a restarted request's replayed output begins
+    # inside its prompt (those tokens count as output, not prompt); NO_REPLAY otherwise.
+    replay_from: Tensor | None = None  # [1] int32
 
 
 @dataclass
@@ -108,11 +112,30 @@ class SlotHistory:
             written = torch.where(valid, values, 0).to(table.dtype)
             table.index_put_((rows, ids.clamp(min=0)), written)
 
-    def add_prompt(self, slot: Tensor, tokens: Tensor, valid: Tensor) -> None:
+    def add_prompt(
+        self,
+        slot: Tensor,
+        tokens: Tensor,
+        valid: Tensor,
+        positions: Tensor | None = None,
+        replay_from: Tensor | None = None,
+    ) -> None:
         """Mark a prompt chunk's tokens [T] (where ``valid``) in the prompt mask of ``slot``
-        [1] (-1: nothing), inside the program before sampling."""
-        rows = torch.where(valid & (slot >= 0), slot.long(), self.scratch_row)
-        self.prompt_mask.index_put_((rows, tokens.clamp(min=0)), valid & (slot >= 0))
+        [1] (-1: nothing), inside the program before sampling. Tokens at ``positions`` at or
+        past ``replay_from`` [1] are a restarted request's replayed output: counted as
+        output instead."""
+        valid = valid & (slot >= 0)
+        is_output = torch.zeros_like(valid)
+        if positions is not None and replay_from is not None:
+            is_output = valid & (positions >= replay_from.long())
+        is_prompt = valid & ~is_output
+        ids = tokens.clamp(min=0)
+        rows = torch.where(is_prompt, slot.long(), self.scratch_row)
+        self.prompt_mask.index_put_((rows, ids), is_prompt)
+        rows = torch.where(is_output, slot.long(), self.scratch_row)
+        ones = is_output.to(torch.int32)
+        self.output_counts.index_put_((rows, ids), ones, accumulate=True)
+        self.num_output.index_put_((rows,), ones, accumulate=True)
 
     def record(self, slot_ids: Tensor, tokens: Tensor) -> None:
         """Count emitted tokens: ``tokens`` [R, K] per row, -1 where nothing was emitted

@@ -249,7 +249,13 @@ def speculative_round(
             lane = inputs.prompt.lane.long().clamp(min=0)
             offsets = torch.arange(capacity.prefill_capacity, device=device)
             valid = (offsets < inputs.prompt.length.long()) & is_prompt_lane[lane]
-            history.add_prompt(inputs.slot_ids[lane], inputs.prompt.token_ids, valid)
+            history.add_prompt(
+                inputs.slot_ids[lane],
+                inputs.prompt.token_ids,
+                valid,
+                start_pos[lane] + offsets,
+                None if begin is None else begin.replay_from,
+            )
         history_rows = history.rows(inputs.slot_ids)
         extra = draft_counts(drafts, width, vocab).reshape(-1, vocab)
         offsets = torch.arange(width, device=device, dtype=torch.int32).repeat(num_rows)

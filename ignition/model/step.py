@@ -67,7 +67,11 @@ def run_step(
         prompt_row = meta.prompt_row.long().clamp(min=0, max=capacity.batch_capacity - 1)
         is_prompt_token = meta.has_prompt & (meta.token_row == meta.prompt_row)
         history.add_prompt(
-            inputs.slot_ids[prompt_row].reshape(1), inputs.token_ids, is_prompt_token
+            inputs.slot_ids[prompt_row].reshape(1),
+            inputs.token_ids,
+            is_prompt_token,
+            meta.positions,
+            None if begin is None else begin.replay_from,
         )
     is_active = (inputs.query_lens > 0) & (inputs.slot_ids >= 0)
     last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [R]

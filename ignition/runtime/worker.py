@@ -226,6 +226,8 @@ class ModelWorker:
             if lane.handle not in self._begun:
                 self._bind_begin(frame, row, live)
                 self._begun.add(lane.handle)
+            if live.replay_ids:  # the replayed output counts as output, not as prompt
+                frame["replay_from"][0] = len(live.request.prompt_ids)
             chunk = live.prompt_ids[start : start + lane.num_prompt_tokens]
             end = start + len(chunk)
             self._prompt_cursor[lane.handle] = end

@@ -25,6 +25,7 @@ from ignition.model.step import run_step
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.faults import FaultPlan, install
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 
 EOS = 2
@@ -180,3 +181,31 @@ def test_logprobs_are_the_raw_logprobs_of_each_emitted_token(model, catalog, spe
 def test_requests_without_logprobs_get_none(model, catalog):
     chunks, _ = generate(model, catalog, "off", prompts={"short": PROMPTS["short"]})
     assert all(not c.logprobs for cs in chunks.values() for c in cs)
+
+
+def test_a_restarted_request_counts_its_replayed_output_as_output(
+    model, catalog, penalized, caplog
+):
+    """A frame shared with a failing request restarts the innocent one from prompt + output
+    so far; its penalties must see that output as output, so its tokens do not change."""
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    install(engine, FaultPlan({"wait": 501}))
+    chunks = []
+    params = {"max_tokens": 10, "temperature": 0.0, "ignore_eos": True} | PENALTIES
+    prompt = tuple(PROMPTS["repeat"])
+    engine.submit(GenerationRequest("a", prompt, SamplingParams(**params)), chunks.append)
+    while len(tokens_of(chunks)) < 4:
+        engine.step()
+    doomed = GenerationRequest("b", (501, 3, 4), SamplingParams(max_tokens=4))
+    engine.submit(doomed, lambda chunk: None)
+    engine.run_until_idle(max_steps=3000)
+    assert "a: restarting after a failed frame" in caplog.text
+    assert tokens_of(chunks) == penalized["repeat"]
+    # The restarted request's slot history holds its whole output, replay included.
+    history = next(iter(engine.worker.programs.values()))[0].history
+    expected = torch.zeros(model.config.vocab_size, dtype=torch.int32)
+    for token in tokens_of(chunks):
+        expected[token] += 1
+    slots = [s for s in range(4) if torch.equal(history.output_counts[s], expected)]
+    assert len(slots) == 1 and history.num_output[slots[0]] == 10
