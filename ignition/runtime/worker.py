@@ -30,7 +30,8 @@ from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.state import ModelState
-from ignition.runtime.engine import FrameResult, LiveRequest
+from ignition.runtime.engine import LiveRequest
+from ignition.runtime.frames import FrameResult
 from ignition.runtime.requests import TokenLogprob
 from ignition.runtime.resources import SlotResources
 
