@@ -12,6 +12,7 @@ stalls the event loop. Every failure maps to OpenAI's error body
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
@@ -138,8 +139,10 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
 
     unavailable = {503: ERRORS[503]}
 
+    @functools.lru_cache(maxsize=1 << 16)
     def token_text(token: int) -> str:
-        """One token's text as logprobs show it (special tokens included)."""
+        """One token's text as logprobs show it (special tokens included); cached, since
+        every position decodes up to 21 tokens on the event loop."""
         return engine.decode([token], skip_special_tokens=False)
 
     @app.get("/health", response_model=HealthResponse, responses=unavailable)
