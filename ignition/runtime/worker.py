@@ -12,7 +12,11 @@ a decode lane a row width it fits in.
 Host-side it tracks only what the plan implies (prompt cursors, a page upper
 bound); pending decode tokens stay on the device (see compiler.programs), which
 is what allows a second decode frame to be launched before the first one's
-outputs are read.
+outputs are read. The same holds for the sampling history behind penalties,
+logit bias and min_tokens (model.logits_processing): the frame carrying a
+request's first prompt chunk resets its slot's row from workspace buffers, and
+the programs count emitted tokens themselves. Raw logprobs are program outputs,
+read on the host only for the requests that asked for them.
 """
 
 from __future__ import annotations
