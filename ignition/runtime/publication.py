@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle
@@ -83,7 +84,15 @@ class Publication:
         if live.probation_output is not None and len(live.output_ids) > live.probation_output:
             live.probation_output = None
         shown = ids[:-1] if stop_id is not None else ids
-        delta = live.detokenizer.push(shown)
+        # As vLLM: stop strings count only once min_tokens tokens exist (the device already
+        # holds EOS and stop token ids back until then).
+        early = max(0, live.request.sampling.min_tokens - (len(live.output_ids) - len(ids)))
+        if early:
+            held = live.detokenizer.push(shown[:early], stoppable=False)
+            delta = live.detokenizer.push(shown[early:])
+            delta = replace(delta, text=held.text + delta.text)
+        else:
+            delta = live.detokenizer.push(shown)
         if delta.stopped:
             text = delta.text
             if live.request.sampling.include_stop_str_in_output and delta.stop_string:

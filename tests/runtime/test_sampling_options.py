@@ -209,3 +209,15 @@ def test_a_restarted_request_counts_its_replayed_output_as_output(
         expected[token] += 1
     slots = [s for s in range(4) if torch.equal(history.output_counts[s], expected)]
     assert len(slots) == 1 and history.num_output[slots[0]] == 10
+
+
+def test_stop_strings_count_only_after_min_tokens_as_in_vllm(model, catalog, plain):
+    stop = CharDecoder().decode([plain["short"][1]])
+    stopped, _ = generate(model, catalog, "off", stop=(stop,))
+    assert len(tokens_of(stopped["short"])) == 2
+    held, _ = generate(model, catalog, "off", stop=(stop,), min_tokens=5)
+    chunks = held["short"]
+    # The occurrence inside the first five tokens is shown; none follows, so it runs out.
+    assert tokens_of(chunks) == plain["short"]
+    assert "".join(c.text for c in chunks) == CharDecoder().decode(plain["short"])
+    assert chunks[-1].finish_reason == "length"
