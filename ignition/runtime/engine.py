@@ -18,7 +18,7 @@ ends its request when it ran alone; a frame shared by several requests cannot
 say whose input broke it, so each of them restarts from its prompt plus the
 output it already has, on probation: probation requests are readmitted one at a
 time, and one that fails again (or fails alone) is the one that ends with an
-error. A request whose publication raises ends alone. Anything else that escapes
+error; the requests sharing that frame with it restart without being charged. A request whose publication raises ends alone. Anything else that escapes
 a step means the loop cannot continue: :meth:`Engine.fail_all` ends every open
 request with an error so the caller can stop cleanly.
 """
@@ -80,6 +80,8 @@ class LiveRequest:
     replay_ids: tuple[int, ...] = ()
     num_restarts: int = 0
     probation_output: int | None = None
+    # Whether the failed frame behind a pending restart counts against MAX_RESTARTS.
+    restart_charged: bool = True
     # Monotonic clock readings for the phase histograms (queue, prefill, decode).
     arrival_ns: int = 0
     admitted_ns: int = 0
@@ -335,7 +337,7 @@ class Engine(Publication):
             old.detokenizer,
             output_ids=list(replay),
             replay_ids=replay,
-            num_restarts=old.num_restarts + 1,
+            num_restarts=old.num_restarts + int(old.restart_charged),
             probation_output=len(replay),
             arrival_ns=old.arrival_ns,
             admitted_ns=old.admitted_ns,
@@ -440,12 +442,16 @@ class Engine(Publication):
             for lane in plan.lanes
             if (live := self.live.get(lane.handle)) is not None and not live.is_done
         ]
+        # A request on probation already failed once in a shared frame: when it is in
+        # this one too it is the suspect, and the others restart without being charged
+        # (otherwise one bad input could exhaust an innocent's restarts).
+        suspect = any(live.probation_output is not None for live in involved)
         for live in involved:
-            guilty = (
-                len(involved) == 1
-                or live.probation_output is not None
-                or live.num_restarts >= MAX_RESTARTS
-            )
+            if suspect:
+                guilty = live.probation_output is not None
+            else:
+                guilty = len(involved) == 1 or live.num_restarts >= MAX_RESTARTS
+            live.restart_charged = not suspect
             if guilty:
                 self._finish(live, "error", notify_scheduler=True, error=message)
             else:
