@@ -18,9 +18,10 @@ ends its request when it ran alone; a frame shared by several requests cannot
 say whose input broke it, so each of them restarts from its prompt plus the
 output it already has, on probation: probation requests are readmitted one at a
 time, and one that fails again (or fails alone) is the one that ends with an
-error; the requests sharing that frame with it restart without being charged.
-A request whose publication raises ends alone. Anything else that escapes a step means the loop cannot continue: :meth:`Engine.fail_all` ends every open
-request with an error so the caller can stop cleanly.
+error; the requests sharing that frame with it restart without being charged. A
+request whose publication raises ends alone. Anything else that escapes a step
+means the loop cannot continue: :meth:`Engine.fail_all` ends every open request
+with an error so the caller can stop cleanly.
 """
 
 from __future__ import annotations
