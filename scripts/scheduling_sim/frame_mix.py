@@ -130,13 +130,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--policies", default="helios,vllm-k3,vllm-k5")
     parser.add_argument("--tbt-ms", type=float, default=60.0)
     parser.add_argument("--envelope", type=int, default=0, help="R; 0: the study's")
+    parser.add_argument(
+        "--ttft-guard-s",
+        type=float,
+        default=0.0,
+        help="stop a run once more than 1%% of requests are later than this (the capacity "
+        "search's guard); 0: run to the end",
+    )
     args = parser.parse_args(argv)
     a, b = (int(x) for x in args.rows.split(":"))
     workload = trace_workload(TraceSpec(TRACE, a, b - a))
     envelope = args.envelope or ENVELOPE.get(args.slots, 128)
     setup = Setup(slots=args.slots, speculative_token_capacity=envelope)
     for policy in args.policies.split(","):
-        run = run_policy(policy, workload(args.load), setup)
+        guard = args.ttft_guard_s * 1e3 if args.ttft_guard_s > 0 else None
+        run = run_policy(policy, workload(args.load), setup, guard)
         print(f"{policy} at load {args.load:g}, {args.slots} slots, R = {envelope}")
         for line in (*summary(run), *frame_table(run), *gap_causes(run, args.tbt_ms)):
             print(line)
