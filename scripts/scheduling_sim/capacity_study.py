@@ -467,7 +467,8 @@ Frame-by-frame numbers come from the simulator's instrument,
 `python -m scripts.scheduling_sim.frame_mix --slots 32 --load L --policies P` (per frame
 class: device-time share, prompt tokens, decoders served and left waiting; the TTFT
 split; which frames filled every TBT gap above 60 ms). Single what-if runs:
-`python -m scripts.scheduling_sim.frame_mix --slots S --load L --policies helios+VARIANT`.
+`python -m scripts.scheduling_sim.frame_mix --slots S --load L --policies helios+VARIANT
+--ttft-guard-s 10` (the guard stops an overloaded run as the capacity search does).
 
 - **The best baseline already runs at the device's decode ceiling (no policy can reach
   1.1x at the TTFT-bound SLOs).** Once every slot decodes, capacity is output tokens per
