@@ -32,7 +32,7 @@ from ignition.helios.policy import (
     build_tables,
     select,
 )
-from ignition.helios.projection import build_population, current_normalizers
+from ignition.helios.projection import ProjectionCache, build_population, current_normalizers
 from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
 from ignition.helios.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
@@ -107,6 +107,7 @@ class Scheduler:
         self._no_probe_at: tuple[int, int] | None = None
         self._serve_seq = 0
         self._publishable: dict[RequestHandle, Publication] = {}
+        self._projection = ProjectionCache()
 
     def configure_policy(self, policy: PolicyConfig) -> None:
         if self.requests:
@@ -189,6 +190,7 @@ class Scheduler:
             self.policy,
             start_ns,
             self._max_depth,
+            self._projection,
         )
         tables = build_tables(self.index, population, decision, self._max_depth)
         shapes = active_descriptors(self.index, population)
