@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
@@ -128,8 +128,16 @@ class PromptTable:
 
 @dataclass
 class Tables:
+    """One decision's prompt and decoder tables. ``decision`` is set when the tables may
+    memoise candidates and bounds for it (``build_tables``); those depend only on the
+    tables, the decision, the program and its cost, so they outlive the plan() that made
+    them while ``TableCache`` hands the same tables out."""
+
     prompts: PromptTable
     decoders: LaneTable
+    decision: Decision | None = None
+    evaluated: dict[tuple, tuple[Descriptor, list[Candidate]]] = field(default_factory=dict)
+    bounds: dict[tuple, tuple[Descriptor, float | None]] = field(default_factory=dict)
 
 
 def _family(d: Descriptor) -> tuple:
@@ -295,7 +303,38 @@ def build_tables(
     return Tables(
         PromptTable(population.prompts, index.descriptors),
         LaneTable(population.decoders, decision, max_depth),
+        decision,
     )
+
+
+def _same_views(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class TableCache:
+    """The last decision's tables, handed out again while the population holds the same
+    view objects (the projection reuses a view only when it is unchanged) and the
+    decision is equal: their orders, cohorts, prompt rows and bounds then still hold."""
+
+    def __init__(self) -> None:
+        self._last: tuple[CatalogIndex, int, Population, Tables] | None = None
+
+    def tables(
+        self, index: CatalogIndex, population: Population, decision: Decision, max_depth: int
+    ) -> Tables:
+        last = self._last
+        if (
+            last is not None
+            and last[0] is index
+            and last[1] == max_depth
+            and last[3].decision == decision
+            and _same_views(last[2].decoders, population.decoders)
+            and _same_views(last[2].prompts, population.prompts)
+        ):
+            return last[3]
+        tables = build_tables(index, population, decision, max_depth)
+        self._last = (index, max_depth, population, tables)
+        return tables
 
 
 def all_candidates(
@@ -321,7 +360,23 @@ def _score_bound(
     ones are what timing refresh chooses among)."""
     if d.kind is GraphKind.PREFILL or costs.freshness(d, now_ns) is not Freshness.FRESH:
         return None
-    t_ms = costs.estimate_ns(d) / 1e6
+    duration_ns = costs.estimate_ns(d)
+    memo = tables.bounds if tables.decision is decision else None
+    if memo is not None:
+        key = (id(d), duration_ns)
+        found = memo.get(key)
+        if found is not None and found[0] is d:
+            return found[1]
+    bound = _fresh_bound(d, tables, duration_ns, decision)
+    if memo is not None:
+        memo[key] = (d, bound)
+    return bound
+
+
+def _fresh_bound(
+    d: Descriptor, tables: Tables, duration_ns: int, decision: Decision
+) -> float | None:
+    t_ms = duration_ns / 1e6
     if t_ms <= 0:
         return None
     cap = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
@@ -404,7 +459,17 @@ def _evaluate(
     now_ns: int,
     mode: SpeculationMode,
 ) -> list[Candidate]:
-    return candidates_for(shape[0], tables, costs, decision, now_ns, mode, shape[1])
+    """``candidates_for``, memoised on the tables: a program's candidates depend on the
+    decision only through the tables and on time only through its cost's freshness."""
+    d, decode_only = shape
+    if tables.decision is not decision:
+        return candidates_for(d, tables, costs, decision, now_ns, mode, decode_only)
+    key = (id(d), decode_only, costs.estimate_ns(d), costs.freshness(d, now_ns), mode)
+    found = tables.evaluated.get(key)
+    if found is None or found[0] is not d:
+        found = (d, candidates_for(d, tables, costs, decision, now_ns, mode, decode_only))
+        tables.evaluated[key] = found
+    return found[1]
 
 
 def active_descriptors(

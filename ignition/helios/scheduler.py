@@ -27,9 +27,9 @@ from ignition.helios.policy import (
     QUEUEABLE_KINDS,
     SCHEDULABLE_KINDS,
     CatalogIndex,
+    TableCache,
     active_descriptors,
     bounded_candidates,
-    build_tables,
     select,
 )
 from ignition.helios.projection import ProjectionCache, build_population, current_normalizers
@@ -108,6 +108,7 @@ class Scheduler:
         self._serve_seq = 0
         self._publishable: dict[RequestHandle, Publication] = {}
         self._projection = ProjectionCache()
+        self._tables = TableCache()
 
     def configure_policy(self, policy: PolicyConfig) -> None:
         if self.requests:
@@ -192,7 +193,8 @@ class Scheduler:
             self._max_depth,
             self._projection,
         )
-        tables = build_tables(self.index, population, decision, self._max_depth)
+        tables = self._tables.tables(self.index, population, decision, self._max_depth)
+        decision = tables.decision  # equal to the one built; the tables memoise for it
         shapes = active_descriptors(self.index, population)
         states = (
             state_candidates(
