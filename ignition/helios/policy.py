@@ -314,7 +314,9 @@ def _same_views(a: Sequence[object], b: Sequence[object]) -> bool:
 class TableCache:
     """The last decision's tables, handed out again while the population holds the same
     view objects (the projection reuses a view only when it is unchanged) and the
-    decision is equal: their orders, cohorts, prompt rows and bounds then still hold."""
+    decision is equal: their orders, cohorts, prompt rows and bounds then still hold.
+    The prompt table alone is kept while only decoders changed (the clock moves decoder
+    ages, never prompt rows')."""
 
     def __init__(self) -> None:
         self._last: tuple[CatalogIndex, int, Population, Tables] | None = None
@@ -324,15 +326,17 @@ class TableCache:
     ) -> Tables:
         last = self._last
         if (
-            last is not None
-            and last[0] is index
-            and last[1] == max_depth
-            and last[3].decision == decision
-            and _same_views(last[2].decoders, population.decoders)
-            and _same_views(last[2].prompts, population.prompts)
+            last is None
+            or last[0] is not index
+            or last[1] != max_depth
+            or not _same_views(last[2].prompts, population.prompts)
         ):
+            tables = build_tables(index, population, decision, max_depth)
+        elif last[3].decision == decision and _same_views(last[2].decoders, population.decoders):
             return last[3]
-        tables = build_tables(index, population, decision, max_depth)
+        else:
+            decoders = LaneTable(population.decoders, decision, max_depth)
+            tables = Tables(last[3].prompts, decoders, decision)
         self._last = (index, max_depth, population, tables)
         return tables
 

@@ -23,10 +23,9 @@ from ignition.helios.requests import RequestState
 from ignition.helios.service import (
     Normalizers,
     Prices,
-    ServiceRates,
-    advance_rates,
+    decay,
     normalizers,
-    prices,
+    projected_prices,
     stream_family,
 )
 from ignition.helios.terminal import TerminalView
@@ -78,6 +77,7 @@ def _scaled(p: Prices, scale: float) -> Prices:
 class _Row:
     """One request's projection through the queued frames, and its last view."""
 
+    request: RequestState
     key: tuple
     price: Prices | None  # unscaled; None when a queued frame blocks the request
     advance: int
@@ -101,7 +101,7 @@ class ProjectionCache:
     """
 
     def __init__(self) -> None:
-        self.rows: dict[RequestHandle, _Row] = {}
+        self.rows: dict[int, _Row] = {}  # by id(request); a row holds its request
         self.context: tuple = ()
 
     def prepare(self, context: tuple) -> None:
@@ -128,35 +128,29 @@ def _request_key(r: RequestState) -> tuple:
     )
 
 
-def _project(
-    r: RequestState, key: tuple, frames: list, norms: Normalizers, policy: PolicyConfig
-) -> _Row:
+def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, policy) -> _Row:
     """The request's rates and limits as if every queued frame completed as expected."""
-    family_norms = norms.for_family(stream_family(r.spec.proposal_source))
-    rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
     advance, last_output, blocked = 0, r.last_output_ns, False
     is_decoder = r.is_decoder
-    handle = r.handle
-    for frame, duration_ms, expected_end_ns in frames:
-        lane = frame.lanes_by_handle.get(handle)
+    slot, generation = r.handle.slot, r.handle.generation
+    steps = []
+    for frame, duration_ms, expected_end_ns, a in frames:
+        lane = frame.lanes_by_slot.get(slot)
+        if lane is not None and lane.handle.generation != generation:
+            lane = None
         if lane is not None:
             advance += lane.max_advance_tokens
             blocked |= lane.role is not LaneRole.DECODE or not is_decoder
             if lane.expected_deliveries > 0:
                 last_output = expected_end_ns
-        if duration_ms > 0 and handle in frame.participant_handles:
-            tokens = 0.0 if lane is None else lane.num_prompt_tokens + lane.expected_output_tokens
-            rates = advance_rates(
-                rates,
-                duration_ms=duration_ms,
-                tokens=tokens,
-                deliveries=0.0 if lane is None else lane.expected_deliveries,
-                norms=family_norms,
-                is_decoder=is_decoder,
-                adaptation_ms=policy.adaptation_ms,
-            )
-    price = None if blocked else prices(rates, family_norms, policy, is_decoder)
-    return _Row(key, price, advance, last_output, family_norms.sigma_ms, r.awaits_prerequisite)
+        if duration_ms > 0 and frame.participant_generations.get(slot) == generation:
+            if lane is None:
+                steps.append((a, duration_ms, 0.0, 0.0))
+            else:
+                tokens = lane.num_prompt_tokens + lane.expected_output_tokens
+                steps.append((a, duration_ms, tokens, lane.expected_deliveries))
+    price = None if blocked else projected_prices(r.rates, steps, norms, policy, is_decoder)
+    return _Row(r, key, price, advance, last_output, norms.sigma_ms, r.awaits_prerequisite)
 
 
 def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
@@ -194,27 +188,33 @@ def build_population(
     """``cache`` (the scheduler's) keeps unchanged requests' rows between decisions;
     without one every row is projected afresh, by the same code."""
     norms = current_normalizers(descriptors, costs, requests.values())
-    frames = [
-        (frame, frame.plan.estimated_duration_ns / 1e6, frame.expected_end_ns)
-        for frame in queue.frames
-    ]
+    frames = []
+    for frame in queue.frames:
+        duration_ms = frame.plan.estimated_duration_ns / 1e6
+        a = decay(duration_ms, policy.adaptation_ms) if duration_ms > 0 else 0.0
+        frames.append((frame, duration_ms, frame.expected_end_ns, a))
     if cache is None:
         cache = ProjectionCache()
     cache.prepare((*queue.frames, norms, policy, max_depth))
-    rows_by_handle = cache.rows
+    cached = cache.rows
     live = [r for r in requests.values() if r.is_live]
+    families: dict[str, Normalizers] = {}
     rows = []
     for r in live:
         key = _request_key(r)
-        row = rows_by_handle.get(r.handle)
-        if row is None or row.key != key:
-            row = rows_by_handle[r.handle] = _project(r, key, frames, norms, policy)
+        row = cached.get(id(r))
+        if row is None or row.request is not r or row.key != key:
+            source = r.spec.proposal_source
+            family_norms = families.get(source)
+            if family_norms is None:
+                family_norms = families[source] = norms.for_family(stream_family(source))
+            row = cached[id(r)] = _project(r, key, frames, family_norms, policy)
         if row.price is not None:
             rows.append((r, row))
-    if len(rows_by_handle) > 2 * len(live) + 16:
-        current = {r.handle for r in live}
-        for handle in [h for h in rows_by_handle if h not in current]:
-            del rows_by_handle[handle]
+    if len(cached) > 2 * len(live) + 16:
+        current = {id(r) for r in live}
+        for ident in [i for i in cached if i not in current]:
+            del cached[ident]
     largest = max([1.0, *(row.price.largest for _, row in rows)])
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []
