@@ -87,6 +87,11 @@ class PromptTable:
         self._best: dict[tuple[int, int, int], list[LanePick]] = {}
         # Measured capacities: the scored rows depend only on min(capacity, budget)
         self._scored: dict[int, list[tuple[tuple, int, LaneView]]] = {}
+        # plain rows grouped by equal prefill price, best price first, each group in
+        # (last served, slot) order
+        self._by_price: list[list[LaneView]] | None = None
+        self._by_remaining: list[LaneView] = []  # plain rows, shortest remaining prompt first
+        self._irregular: list[LaneView] = []  # rows with image spans or capture ends
 
     def rows(
         self, d: Descriptor, unknown: bool, max_rows: int, token_budget: int
@@ -97,6 +102,9 @@ class PromptTable:
         if not unknown and key in self._best:
             return self._best[key]
         usable = min(capacity, token_budget)
+        if max_rows == 1 and not unknown:
+            chosen = self._best[key] = self._top_row(usable)
+            return chosen
         scored = None if unknown else self._scored.get(usable)
         if scored is None:
             scored = []
@@ -124,6 +132,59 @@ class PromptTable:
         if not unknown:
             self._best[key] = chosen
         return chosen
+
+    def _top_row(self, usable: int) -> list[LanePick]:
+        """The first row of the sorted scores at ``usable`` tokens, without scoring every
+        row: a plain row (no image span or capture end) longer than ``usable`` is worth
+        prefill price x usable, which keeps the prefill-price order (multiplying by a
+        positive number is monotone in floating point too), so only the head of each
+        equal-price group, up to the first strictly lower value, and the rows that end
+        within ``usable`` or are irregular can hold the minimum key."""
+        if usable <= 0 or not self.views:
+            return []
+        if self._by_price is None:
+            plain = [v for v in self.views if not v.image_spans and not v.capture_ends]
+            self._irregular = [v for v in self.views if v.image_spans or v.capture_ends]
+            self._by_price = []
+            for v in sorted(
+                plain, key=lambda v: (-v.prices.prefill_token, v.last_served_seq, v.slot)
+            ):
+                group = self._by_price[-1] if self._by_price else None
+                if group and group[0].prices.prefill_token == v.prices.prefill_token:
+                    group.append(v)
+                else:
+                    self._by_price.append([v])
+            self._by_remaining = sorted(plain, key=lambda v: v.remaining_prompt)
+        exact = list(self._irregular)
+        for view in self._by_remaining:
+            if view.remaining_prompt > usable:
+                break
+            exact.append(view)
+        best: tuple | None = None
+        top_value: float | None = None
+        for group in self._by_price:
+            # the group's best row not scored exactly below
+            view = next((v for v in group if v.remaining_prompt > usable), None)
+            if view is None:
+                continue
+            value = view.prices.prefill_token * usable
+            if top_value is not None and value < top_value:
+                break
+            top_value = value
+            entry = (lane_order_key(view, value), usable, view)
+            if best is None or entry[0] < best[0]:
+                best = entry
+        for view in exact:
+            tokens = consumable_tokens(view, usable)
+            if tokens <= 0:
+                continue
+            value = view.prices.prefill_token * tokens
+            if tokens >= view.remaining_prompt:
+                value += view.prices.output_token
+            entry = (lane_order_key(view, value), tokens, view)
+            if best is None or entry[0] < best[0]:
+                best = entry
+        return [] if best is None else [prompt_lane(best[2], best[1])]
 
 
 @dataclass
