@@ -55,7 +55,9 @@ def current_normalizers(
             family = stream_family(r.spec.proposal_source)
             families[family] = families.get(family, 0) + 1
     decoders = sum(families.values())
-    key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())))
+    # Normalizers read estimates only: an observation that leaves every estimate as it
+    # was (the median window absorbed it) changes no normalizer.
+    key = (id(descriptors), costs.estimates_version, len(live), tuple(sorted(families.items())))
     cached = costs.derived.get("normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
