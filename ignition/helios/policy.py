@@ -423,9 +423,12 @@ def _score_bound(
     """A true upper bound on the score of any candidate of ``d``; None where ``d`` must
     be evaluated regardless (prefill rows are cheap; unknown costs rank first; stale
     ones are what timing refresh chooses among)."""
-    if d.kind is GraphKind.PREFILL or costs.freshness(d, now_ns) is not Freshness.FRESH:
+    if d.kind is GraphKind.PREFILL:
         return None
-    duration_ns = costs.estimate_ns(d)
+    entry = costs.entry(d)
+    if entry.freshness(now_ns, costs.ttl_ns) is not Freshness.FRESH:
+        return None
+    duration_ns = entry.estimate_ns
     memo = tables.bounds if tables.decision is decision else None
     if memo is not None:
         key = (id(d), duration_ns)

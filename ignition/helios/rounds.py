@@ -276,6 +276,8 @@ class LaneTable:
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
         self._bounds: dict[tuple[int, int], float] = {}
         self._top_sigmas: list[float] | None = None
+        # (fixed value, output price, outputs, row limit) of each view that can decode
+        self._limits: list[tuple[float, float, list[float], int]] | None = None
 
     def _view(self, i: int) -> LaneView:
         if self._survivals is None:
@@ -363,8 +365,8 @@ class LaneTable:
         key = (cap, max_lanes)
         found = self._bounds.get(key)
         if found is None:
-            top = self.order(cap)[:max_lanes]
-            found = self._bounds[key] = sum(value for _, _, value in top if value > 0)
+            top = self._top_values(cap, max_lanes)
+            found = self._bounds[key] = sum(value for value in top if value > 0)
         if self._top_sigmas is None:
             sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
             running, self._top_sigmas = 0.0, [0.0]
@@ -373,6 +375,25 @@ class LaneTable:
                 self._top_sigmas.append(running)
         sigma = self._top_sigmas[min(max_lanes, len(self._top_sigmas) - 1)]
         return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
+
+    def _top_values(self, cap: int, k: int) -> list[float]:
+        """The first ``k`` values of ``order(cap)``, best first, without sorting views by
+        their tie-breaks when that order has not been needed yet (bounds need values only,
+        and equal values are the same floats in either order)."""
+        found = self._orders.get(cap)
+        if found is not None:
+            return [value for _, _, value in found[:k]]
+        if self._limits is None:
+            self._limits = []
+            for i, v in enumerate(self.views):
+                remaining = v.remaining_output
+                if remaining >= 1:
+                    limit = max(1, min(remaining, v.remaining_context))
+                    self._limits.append(
+                        (self.fixed[i], v.prices.output_token, self._outputs[i], limit)
+                    )
+        values = [f + p * out[cap if cap < lim else lim] for f, p, out, lim in self._limits]
+        return heapq.nlargest(k, values)
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
