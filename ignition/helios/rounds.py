@@ -278,6 +278,7 @@ class LaneTable:
         self._top_sigmas: list[float] | None = None
         # (fixed value, output price, outputs, row limit) of each view that can decode
         self._limits: list[tuple[float, float, list[float], int]] | None = None
+        self._values: dict[int, list[float]] = {}  # [cap] -> every view's value, best first
 
     def _view(self, i: int) -> LaneView:
         if self._survivals is None:
@@ -377,7 +378,7 @@ class LaneTable:
         return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
 
     def _top_values(self, cap: int, k: int) -> list[float]:
-        """The first ``k`` values of ``order(cap)``, best first, without sorting views by
+        """The first ``k`` values of ``order(cap)``, best first, without ordering views by
         their tie-breaks when that order has not been needed yet (bounds need values only,
         and equal values are the same floats in either order)."""
         found = self._orders.get(cap)
@@ -392,8 +393,12 @@ class LaneTable:
                     self._limits.append(
                         (self.fixed[i], v.prices.output_token, self._outputs[i], limit)
                     )
-        values = [f + p * out[cap if cap < lim else lim] for f, p, out, lim in self._limits]
-        return heapq.nlargest(k, values)
+        values = self._values.get(cap)
+        if values is None:
+            values = [f + p * out[cap if cap < lim else lim] for f, p, out, lim in self._limits]
+            values.sort(reverse=True)
+            self._values[cap] = values
+        return values[:k]
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
