@@ -240,6 +240,7 @@ class Scheduler:
                 self.speculation,
                 self._max_depth,
                 self._history_of,
+                any_probe=not self.queue.is_empty,
             )
             if probe is not None:
                 winner, cls = probe.candidate, ExecutionClass.ACCEPTANCE_LEARNING
