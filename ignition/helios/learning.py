@@ -115,9 +115,10 @@ class _Bound:
         self.fixed = ordinary.fixed
         alpha, deepest_rows = decision.alpha, max_depth + 1
         self.outputs, self.limits, self.prices = [], [], []
+        self.histories = [history_of(v.handle) for v in self.views]
         deepest = []
-        for v, fixed in zip(self.views, self.fixed, strict=True):
-            outputs = history_of(v.handle).optimistic_outputs(max_depth, alpha)
+        for v, fixed, history in zip(self.views, self.fixed, self.histories, strict=True):
+            outputs = history.optimistic_outputs(max_depth, alpha)
             limit = min(v.remaining_output, v.remaining_context)
             price = v.prices.output_token
             self.outputs.append(outputs)
@@ -132,18 +133,23 @@ class _Bound:
         self.prompt_price = max((v.prices.prefill_token for v in population.prompts), default=0.0)
         self.prompt_output = max((v.prices.output_token for v in population.prompts), default=0.0)
         self._tops: dict[tuple[int, int], float] = {}
+        self._values: dict[int, list[float]] = {}
 
     def _top(self, cap: int, batch: int) -> float:
         found = self._tops.get((cap, batch))
         if found is None:
-            values = [
-                fixed + price * outputs[min(cap, limit)]
-                for fixed, price, outputs, limit in zip(
-                    self.fixed, self.prices, self.outputs, self.limits, strict=True
-                )
-                if limit >= 1
-            ]
-            found = self._tops[(cap, batch)] = sum(heapq.nlargest(batch, values))
+            values = self._values.get(cap)
+            if values is None:
+                values = [
+                    fixed + price * outputs[min(cap, limit)]
+                    for fixed, price, outputs, limit in zip(
+                        self.fixed, self.prices, self.outputs, self.limits, strict=True
+                    )
+                    if limit >= 1
+                ]
+                values.sort(reverse=True)  # one sort per ceiling serves every batch
+                self._values[cap] = values
+            found = self._tops[(cap, batch)] = sum(values[:batch])
         return found
 
     def _score(self, d: Descriptor, t_ms: float, value: float) -> float:
@@ -213,7 +219,7 @@ def choose_probe(
             bounded.append(((found - winner.score) / t_ms, position, (d, decode_only)))
     if not bounded:
         return None  # the common case while credit waits for a useful probe
-    survivals = [history_of(v.handle).optimistic_survivals(max_depth) for v in population.decoders]
+    survivals = [history.optimistic_survivals(max_depth) for history in bound.histories]
     decoders = LaneTable(population.decoders, decision, max_depth, survivals)
     tables = Tables(ordinary.prompts, decoders)
     depths = _ordinary_depths(winner)
