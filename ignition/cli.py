@@ -469,6 +469,12 @@ def server_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             callback=_at_least(1),
             help="Largest request body; larger ones get 413 before any parsing.",
         ),
+        click.option(
+            "--allowed-local-media-path",
+            type=click.Path(exists=True, file_okay=False, resolve_path=True),
+            help="Folder whose image files chat requests may name by path or file:// URL "
+            "(default: none; base64 data URLs only, and nothing is fetched over the network).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -480,6 +486,7 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
         "served_model_names": tuple(http["served_model_names"]),
         "api_key": http["api_key"],
         "max_request_bytes": http["max_request_bytes"],
+        "allowed_local_media_path": http["allowed_local_media_path"],
     }
 
 
@@ -551,6 +558,7 @@ def serve_cmd(
     served_model_names: tuple[str, ...],
     api_key: str | None,
     max_request_bytes: int,
+    allowed_local_media_path: str | None,
     **runtime: Any,
 ) -> None:
     """Serve the OpenAI-compatible API with the Helios scheduler."""
@@ -595,6 +603,7 @@ def debug_serve_cmd(
     served_model_names: tuple[str, ...],
     api_key: str | None,
     max_request_bytes: int,
+    allowed_local_media_path: str | None,
     **runtime: Any,
 ) -> None:
     """Serve with the diagnostic scheduler of ignition/direct (decode-round selection only)."""

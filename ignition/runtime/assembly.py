@@ -25,6 +25,7 @@ from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.stats import EngineStats
+from ignition.runtime.vision_binding import image_encoder
 from ignition.runtime.worker import ModelWorker
 
 
@@ -103,7 +104,14 @@ def assemble_engine(
     )
     staging = next(iter(programs.values()))[0].staging
     resources = SlotResources(state, num_pages, page_table=staging.mirrors["page_table"])
-    worker = ModelWorker(state, programs, resources, frozenset(eos_token_ids), state_ops)
+    worker = ModelWorker(
+        state,
+        programs,
+        resources,
+        frozenset(eos_token_ids),
+        state_ops,
+        encode_images=image_encoder(model, programs),
+    )
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     resources = Resources(
         num_request_slots=options.num_slots, num_pages=num_pages, page_size_tokens=options.page_size

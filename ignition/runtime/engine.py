@@ -305,6 +305,7 @@ class Engine:
                     max_output_tokens=request.sampling.max_tokens,
                     context_capacity=self.max_context_tokens,
                     message_endpoints=request.message_end_offsets,
+                    image_spans=image_spans(request),
                     restore_tokens=admission.restore_tokens,
                     capture_ends=admission.capture_ends,
                     terminal_snapshot=admission.terminal_snapshot,
@@ -352,6 +353,7 @@ class Engine:
             num_prompt_tokens=len(old.request.prompt_ids) + len(replay),
             max_output_tokens=old.request.sampling.max_tokens - len(replay),
             context_capacity=self.max_context_tokens,
+            image_spans=image_spans(old.request),
         )
         try:
             handle = self.scheduler.admit(spec)
@@ -674,6 +676,11 @@ def _deliver(sink: Sink, chunk: StreamChunk) -> None:
         sink(chunk)
     except Exception as err:
         log.warning("dropped a chunk for a closed stream: %s: %s", type(err).__name__, err)
+
+
+def image_spans(request: GenerationRequest) -> tuple[tuple[int, int], ...]:
+    """The request's atomic image spans, which no prefill chunk may split."""
+    return () if request.images is None else request.images.span_bounds
 
 
 def check_token_ids(ids: Sequence[int], vocab_size: int) -> None:

@@ -82,7 +82,9 @@ class RetentionHooks:
     # -- hooks ---------------------------------------------------------------------
 
     def admit(self, request: GenerationRequest, now_ns: int) -> Admission:
-        if self.cache is None:
+        # A prompt with images is not its token ids alone (the pads look alike for any
+        # image): it neither restores nor publishes a checkpoint.
+        if self.cache is None or request.images is not None:
             return Admission(0, (), False)
         admission = self.cache.admit(
             request.request_id,

@@ -21,6 +21,8 @@ import hashlib
 import time
 from dataclasses import dataclass
 
+import torch
+
 from ignition.compiler.graph import InflightRun, PreparedProgram, launch, map_tensors
 from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame
@@ -32,6 +34,11 @@ from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.state import ModelState
 from ignition.runtime.engine import FrameResult, LiveRequest
 from ignition.runtime.resources import SlotResources
+from ignition.runtime.vision_binding import (
+    ImageBindingError,
+    ImageEncoder,
+    RequestVision,
+)
 
 
 class WorkerError(RuntimeError):
@@ -74,6 +81,7 @@ class ModelWorker:
         resources: SlotResources,
         eos_token_ids: frozenset[int],
         state_ops: StateOperations | None = None,
+        encode_images: ImageEncoder | None = None,
     ) -> None:
         self.state = state
         self.programs = programs
@@ -81,6 +89,9 @@ class ModelWorker:
         self.eos_token_ids = eos_token_ids
         # Snapshot/restore programs: the prerequisites and terminal work Helios schedules.
         self.state_ops = state_ops
+        # The vision tower (prepared vision programs) for requests with images.
+        self.encode_images = encode_images
+        self._vision: dict[RequestHandle, RequestVision] = {}
         self._prompt_cursor: dict[RequestHandle, int] = {}
         self._overrun: set[RequestHandle] = set()  # committed past the published output
 
@@ -123,6 +134,7 @@ class ModelWorker:
         return self._step_result(launched, timing)
 
     def release(self, handle: RequestHandle) -> None:
+        self._vision.pop(handle, None)
         self._prompt_cursor.pop(handle, None)
         self._overrun.discard(handle)
         self.resources.release(handle.slot)
@@ -205,12 +217,17 @@ class ModelWorker:
         frame["seed"][row] = request_seed(live.request.request_id, sampling.seed)
         frame["slot_ids"][row] = slot
         is_round = isinstance(program.inputs, RoundProgramInputs)
+        vision = self._request_vision(program, lane, live)
+        if vision is not None:
+            frame["rope_offset"][row] = vision.rope_delta
         if lane.role is LaneRole.PROMPT:
             start = self._prompt_cursor.get(lane.handle, 0)
             if start == 0:
                 self.resources.begin(slot)
             chunk = live.prompt_ids[start : start + lane.num_prompt_tokens]
             end = start + len(chunk)
+            if vision is not None:
+                self._bind_images(program, frame, vision, start, end)
             self._prompt_cursor[lane.handle] = end
             self.resources.reserve(slot, end, lookahead=1)
             frame["prefill_row"][0] = row
@@ -233,6 +250,46 @@ class ModelWorker:
         # Decode rows' tokens come from the device ``pending`` buffer; the zeros are placeholders.
         frame["query_lens"][row] = lane.query_length
         return lane.query_length
+
+    def _request_vision(
+        self, program: Program, lane: LaneWork, live: LiveRequest
+    ) -> RequestVision | None:
+        """The request's encoded images (encoded at its first prompt chunk), or None."""
+        images = live.request.images
+        if images is None:
+            return None
+        name = program.descriptor.name
+        if "rope_offset" not in dict(program.uploads):
+            raise WorkerError(f"{name}: a request with images needs a multimodal program")
+        vision = self._vision.get(lane.handle)
+        if vision is None:
+            if self.encode_images is None:
+                raise WorkerError(f"{name}: a request with images, and no vision encoder")
+            vision = RequestVision.encode(
+                images, self.encode_images, self.state.seq_lens.device, torch.float32
+            )
+            self._vision[lane.handle] = vision
+        return vision
+
+    def _bind_images(
+        self, program: Program, frame: HostFrame, vision: RequestVision, start: int, end: int
+    ) -> None:
+        """The prompt chunk's features (written to the workspace on the device, stream-ordered
+        before the launch), their positions and the chunk's explicit rope positions."""
+        try:
+            piece = vision.chunk(start, end)
+        except ImageBindingError as err:
+            raise WorkerError(f"{program.descriptor.name}: {err}") from None
+        inputs = program.inputs
+        features = inputs.round.image_features if program.is_round else inputs.packed.image_features
+        count = len(piece.positions)
+        if features is None or count > features.shape[0]:
+            raise WorkerError(f"{program.descriptor.name}: no room for {count} image features")
+        if count:
+            features[:count].copy_(piece.features.to(features.dtype))
+            frame["image_positions"][:count] = piece.positions
+        width = dict(program.uploads)["prompt_rope"] // 3
+        frame["prompt_rope"][: 3 * width].reshape(3, width)[:, : end - start] = piece.rope
 
     # -- outputs -------------------------------------------------------------------
 
