@@ -92,6 +92,8 @@ def build_population(
     adaptation_ms = policy.adaptation_ms
     rows = []
     for r in live:
+        if r.is_window_held:
+            continue  # waits for its next window's generation (helios/vision_windows.py)
         family_norms = norms.for_family(stream_family(r.spec.proposal_source))
         rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
         advance, last_output, blocked = 0, r.last_output_ns, False

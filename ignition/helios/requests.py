@@ -48,6 +48,13 @@ class RequestState:
         return None
 
     @property
+    def is_window_held(self) -> bool:
+        """Prefill reached and captured this generation's window stop: nothing more to
+        select until the runtime rebinds the request to its next window's generation."""
+        stop = self.spec.window_stop
+        return bool(stop) and stop in self.captured
+
+    @property
     def awaits_prerequisite(self) -> bool:
         return self.needs_restore or self.pending_capture is not None
 

@@ -47,6 +47,10 @@ class RequestSpec:
     is cut and an intermediate snapshot captures the state before work continues;
     ``terminal_snapshot`` retires the request through a terminal snapshot after its
     validated termination instead of releasing it at once.
+
+    Vision windows (helios/vision_windows.py): ``window_stop`` is a capture end where
+    this generation's prefill stops for good; once captured, the generation is held
+    (never selected) until the runtime rebinds the request to a fresh generation.
     """
 
     num_prompt_tokens: int
@@ -59,6 +63,7 @@ class RequestSpec:
     restore_tokens: int = 0
     capture_ends: tuple[int, ...] = ()
     terminal_snapshot: bool = False
+    window_stop: int = 0  # 0: none
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -81,6 +86,8 @@ class RequestSpec:
                 raise SchedulerError(
                     f"capture end {end} outside ({self.restore_tokens}, {self.num_prompt_tokens}]"
                 )
+        if self.window_stop and self.window_stop not in self.capture_ends:
+            raise SchedulerError(f"window_stop = {self.window_stop}: must be a capture end")
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")

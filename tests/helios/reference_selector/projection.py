@@ -78,6 +78,8 @@ def build_population(
     live = [r for r in requests.values() if r.is_live]
     rows = []
     for r in live:
+        if r.is_window_held:  # mirrors issue 13's vision windows in ignition/helios
+            continue
         family_norms = norms.for_family(stream_family(r.spec.proposal_source))
         rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
         advance, last_output, blocked = 0, r.last_output_ns, False
