@@ -532,6 +532,15 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
     "restore defect is open; the bundle's request slots is a natural setting).",
 )
 @click.option(
+    "--vision-feature-capacity",
+    type=int,
+    default=0,
+    show_default=True,
+    callback=_finite_nonnegative,
+    help="Image features one request's vision window holds; images beyond it are served "
+    "in further windows through a private snapshot (0: the largest prompt chunk).",
+)
+@click.option(
     "--mtp-adaptive-verification-alpha",
     type=float,
     help="Smoothing of adaptive speculative verification widths (overrides the preset).",
@@ -553,6 +562,7 @@ def serve_cmd(
     scheduler_terminal_age_price: float | None,
     scheduler_checkpoint_extra_work_fraction: float,
     snapshot_rows: int,
+    vision_feature_capacity: int,
     mtp_adaptive_verification_alpha: float | None,
     max_waiting: int,
     served_model_names: tuple[str, ...],
@@ -581,6 +591,7 @@ def serve_cmd(
         max_waiting=max_waiting,
         checkpoint_extra_work_fraction=scheduler_checkpoint_extra_work_fraction,
         snapshot_rows=snapshot_rows,
+        vision_feature_capacity=vision_feature_capacity,
         **http,
     )
     _serve(options, host, port, direct=False)

@@ -46,6 +46,7 @@ class ServeOptions:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     verify_weights: bool = False  # hash the checkpoint again instead of the stat check
     allowed_local_media_path: str | None = None  # image files chat requests may name
+    vision_feature_capacity: int = 0  # 0: as many features as the largest prompt chunk
 
 
 @dataclass
@@ -89,6 +90,7 @@ def open_engine(
         policy=options.policy,
         checkpoint_extra_work_fraction=options.checkpoint_extra_work_fraction,
         snapshot_rows=options.snapshot_rows,
+        vision_feature_capacity=options.vision_feature_capacity,
     )
     tick = listener.on_program
     engine = assemble_engine(

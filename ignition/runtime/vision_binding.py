@@ -1,11 +1,14 @@
 """A request's encoded images, and what each of its prompt chunks binds.
 
-The worker encodes a request's images once, when its first prompt chunk is bound (through
-the prepared vision programs), and keeps the features on the device until the request is
-released. Each prompt chunk then binds the features whose placeholders fall inside it, at
-chunk-relative positions, and the chunk's explicit (t, h, w) rope positions; every row of
-the request (prompt, decode, verify, MTP drafts) carries the request's rope offset. A
-chunk that cuts through an image's span is a contract violation (Helios keeps spans whole).
+The worker encodes the images of a request's active vision window (helios/vision_windows.py;
+all of them when the prompt needs one window) when the window's first prompt chunk is
+bound, through the prepared vision programs, into the slot's prepared feature storage at
+compact offsets from zero. Each prompt chunk then binds the features whose placeholders
+fall inside it, at chunk-relative positions, and the chunk's explicit (t, h, w) rope
+positions; every row of the request (prompt, decode, verify, MTP drafts) carries the
+request's rope offset. A chunk that cuts through an image's span, or holds an image of
+another window, is a contract violation (Helios keeps spans whole and stops each window's
+prefill before the next window's first image).
 """
 
 from __future__ import annotations
@@ -39,50 +42,75 @@ class ChunkImages:
 
 
 class RequestVision:
-    """One request's images, encoded."""
+    """One request's active window of images, encoded into its prepared feature storage."""
 
-    def __init__(self, images: RequestImages, features: Tensor) -> None:
-        if features.shape[0] != images.num_features:
-            raise ImageBindingError(
-                f"the encoder returned {features.shape[0]} features for "
-                f"{images.num_features} image tokens"
-            )
+    def __init__(
+        self, images: RequestImages, window: Sequence[int], storage: Tensor, num_features: int
+    ) -> None:
         self.images = images
-        self.features = features
+        self.window = tuple(window)  # image indices, prompt order
+        self.storage = storage  # [capacity, hidden]: features at compact offsets from zero
+        self.num_features = num_features
 
     @classmethod
     def encode(
-        cls, images: RequestImages, encoder: ImageEncoder, device: torch.device, dtype
+        cls,
+        images: RequestImages,
+        window: Sequence[int] | None,
+        encoder: ImageEncoder,
+        storage: Tensor,
     ) -> RequestVision:
-        pixels = torch.from_numpy(np.concatenate(images.pixels)).to(device=device, dtype=dtype)
-        with torch.no_grad():
-            features = encoder(pixels, images.grids)
-        return cls(images, features)
+        """Encode the window's images (every image when ``window`` is None) and write their
+        features into ``storage`` from offset zero."""
+        chosen = tuple(range(len(images.grids))) if window is None else tuple(window)
+        expected = sum(images.spans[i].length for i in chosen)
+        if expected > storage.shape[0]:
+            raise ImageBindingError(
+                f"a vision window of {expected} features exceeds the prepared feature "
+                f"storage of {storage.shape[0]}"
+            )
+        if chosen:
+            pixels = np.concatenate([images.pixels[i] for i in chosen])
+            device = storage.device
+            with torch.no_grad():
+                features = encoder(
+                    torch.from_numpy(pixels).to(device), [images.grids[i] for i in chosen]
+                )
+            if features.shape[0] != expected:
+                raise ImageBindingError(
+                    f"the encoder returned {features.shape[0]} features for {expected} image tokens"
+                )
+            storage[:expected].copy_(features.to(storage.dtype))
+        return cls(images, chosen, storage, expected)
 
     @property
     def rope_delta(self) -> int:
         return self.images.rope_delta
 
     def chunk(self, start: int, stop: int) -> ChunkImages:
-        """What the prompt chunk [start, stop) binds."""
+        """What the prompt chunk [start, stop) binds (of the active window's images)."""
         rows: list[int] = []
         positions: list[int] = []
-        index = 0
-        for span in self.images.spans:
+        for i, span in enumerate(self.images.spans):
             if span.start < stop < span.stop or span.start < start < span.stop:
                 raise ImageBindingError(
                     f"prompt chunk [{start}, {stop}) splits the image span "
                     f"[{span.start}, {span.stop})"
                 )
             if start <= span.start and span.stop <= stop:
-                rows.extend(range(index, index + span.length))
+                if i not in self.window:
+                    raise ImageBindingError(
+                        f"prompt chunk [{start}, {stop}) holds image {i}, which is not in "
+                        f"the active vision window {list(self.window)}"
+                    )
+                offset = sum(self.images.spans[j].length for j in self.window if j < i)
+                rows.extend(range(offset, offset + span.length))
                 positions.extend(range(span.start - start, span.stop - start))
-            index += span.length
         prompt_len = self.images.rope.shape[1]
         rope = np.full((3, stop - start), -1, dtype=np.int32)
         inside = max(0, min(stop, prompt_len) - start)
         rope[:, :inside] = self.images.rope[:, start : start + inside]
-        features = self.features[rows] if rows else self.features[:0]
+        features = self.storage[rows] if rows else self.storage[:0]
         return ChunkImages(features, np.asarray(positions, dtype=np.int32), rope)
 
 

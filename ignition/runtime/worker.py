@@ -82,6 +82,7 @@ class ModelWorker:
         eos_token_ids: frozenset[int],
         state_ops: StateOperations | None = None,
         encode_images: ImageEncoder | None = None,
+        feature_storage: torch.Tensor | None = None,
     ) -> None:
         self.state = state
         self.programs = programs
@@ -89,8 +90,10 @@ class ModelWorker:
         self.eos_token_ids = eos_token_ids
         # Snapshot/restore programs: the prerequisites and terminal work Helios schedules.
         self.state_ops = state_ops
-        # The vision tower (prepared vision programs) for requests with images.
+        # The vision tower (prepared vision programs) for requests with images, and the
+        # prepared feature storage of each slot's active vision window [slots, C, hidden].
         self.encode_images = encode_images
+        self.feature_storage = feature_storage
         self._vision: dict[RequestHandle, RequestVision] = {}
         self._prompt_cursor: dict[RequestHandle, int] = {}
         self._overrun: set[RequestHandle] = set()  # committed past the published output
@@ -263,11 +266,17 @@ class ModelWorker:
             raise WorkerError(f"{name}: a request with images needs a multimodal program")
         vision = self._vision.get(lane.handle)
         if vision is None:
-            if self.encode_images is None:
+            if self.encode_images is None or self.feature_storage is None:
                 raise WorkerError(f"{name}: a request with images, and no vision encoder")
-            vision = RequestVision.encode(
-                images, self.encode_images, self.state.seq_lens.device, torch.float32
-            )
+            try:
+                vision = RequestVision.encode(
+                    images,
+                    live.vision_window,
+                    self.encode_images,
+                    self.feature_storage[lane.handle.slot],
+                )
+            except ImageBindingError as err:
+                raise WorkerError(f"{name}: {err}") from None
             self._vision[lane.handle] = vision
         return vision
 
