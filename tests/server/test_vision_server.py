@@ -2,7 +2,8 @@
 transformers answers a two-image chat request (base64 data URLs) exactly as transformers'
 greedy ``generate`` does on the same inputs, streaming and not; the prompt is long enough to
 be prefilled in several chunks, with an image placed where a plain cut would split it, and
-both requests run at once (mixed prompt + decode frames, speculative decoding with MTP)."""
+both requests run at once (mixed prompt + decode frames, speculative decoding with MTP).
+The case (``vision_case``, tests/conftest.py) is built in tests/server/vision_checkpoint.py."""
 
 from __future__ import annotations
 
@@ -10,73 +11,18 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import numpy as np
 import pytest
-import torch
-from click.testing import CliRunner
-from tokenizers import Tokenizer
 
-from ignition.cli import main
-from ignition.model.vision.preprocess import prepare_image
-from ignition.runtime.image_inputs import expand_request
 from tests.server.conftest import running_server
-from tests.server.vision_checkpoint import (
-    IMAGE,
-    PLACEHOLDER,
-    PROCESSING,
-    data_url,
-    noise_image,
-    write_vision_checkpoint,
-)
+from tests.server.vision_checkpoint import NUM_TOKENS, content
 
 pytest.importorskip("transformers")
 
-NUM_TOKENS = 12
-EOS = 2
-IMAGES = [noise_image(20, 28, seed=3), noise_image(16, 12, seed=4)]
-# ~120 text tokens between the images: the second image's span crosses the 128-token chunk
-TEXTS = ["Look at this: ", " and then, after a long story, " + "once upon a time " * 19, " ok?"]
-
-
-def content() -> list[dict]:
-    parts: list[dict] = [{"type": "text", "text": TEXTS[0]}]
-    for image, text in zip(IMAGES, TEXTS[1:], strict=True):
-        parts.append({"type": "image_url", "image_url": {"url": data_url(image)}})
-        parts.append({"type": "text", "text": text})
-    return parts
-
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(vision_case):
     """(server url, transformers' greedy tokens, the expanded prompt length, tokenizer)."""
-    weights = tmp_path_factory.mktemp("vision-weights")
-    reference = write_vision_checkpoint(weights)
-    bundle = tmp_path_factory.mktemp("vision-bundle")
-    args = ["build", "--weights", str(weights), "--out", str(bundle), "--device", "cpu"]
-    args += ["--max-prefill-chunk", "128", "--concurrency", "2", "--mixed-prefill"]
-    result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, result.output
-    tokenizer = Tokenizer.from_file(str(weights / "tokenizer.json"))
-    text = "".join([TEXTS[0], PLACEHOLDER, TEXTS[1], PLACEHOLDER, TEXTS[2]])
-    rendered = f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
-    ids = tokenizer.encode(rendered, add_special_tokens=False).ids
-    prepared = [prepare_image(image, PROCESSING) for image in IMAGES]
-    expanded, images = expand_request(ids, prepared, IMAGE, PROCESSING.merge_size)
-    assert any(s.start < 128 < s.stop for s in images.spans), "no image at the chunk boundary"
-    ids_t = torch.tensor([expanded])
-    with torch.no_grad():
-        out = reference.generate(
-            input_ids=ids_t,
-            attention_mask=torch.ones_like(ids_t),
-            mm_token_type_ids=(ids_t == IMAGE).int(),
-            pixel_values=torch.from_numpy(np.concatenate([p.pixels for p in prepared])),
-            image_grid_thw=torch.tensor([[p.grid.t, p.grid.h, p.grid.w] for p in prepared]),
-            max_new_tokens=NUM_TOKENS,
-            do_sample=False,
-        )
-    expected = out[0, len(expanded) :].tolist()
-    if EOS in expected:
-        expected = expected[: expected.index(EOS)]
+    bundle, expected, expanded, _, tokenizer = vision_case
     with running_server(bundle, "serve", "--max-context", "2048") as url:
         yield url, expected, len(expanded), tokenizer
 
@@ -125,3 +71,15 @@ def test_a_remote_image_url_is_a_400_saying_fetching_is_disabled(served):
     error = r.json()["error"]
     assert error["param"] == "messages[0].content[1].image_url"
     assert "fetching remote image URLs is disabled" in error["message"]
+
+
+def test_a_prompt_whose_images_need_two_vision_windows_answers_the_same(vision_case):
+    """8 features of storage: the 8-feature image fills the first window, the second
+    image is served after a private snapshot and a restore into a fresh generation."""
+    bundle, expected, expanded, _, tokenizer = vision_case
+    with running_server(
+        bundle, "serve", "--max-context", "2048", "--vision-feature-capacity", "8"
+    ) as url:
+        text, usage = ask(url, stream=True)
+    assert text == tokenizer.decode(expected, skip_special_tokens=True)
+    assert usage["prompt_tokens"] == len(expanded)
