@@ -114,9 +114,9 @@ def assemble_engine(
     feature_capacity = 0
     storage = None
     if model.visual is not None:
-        feature_capacity = (
-            options.vision_feature_capacity or staging.workspace.extents.max_image_tokens
-        )
+        # An image's span is prefilled in one chunk, so no window exceeds the largest one.
+        largest_chunk = staging.workspace.extents.max_image_tokens
+        feature_capacity = min(options.vision_feature_capacity or largest_chunk, largest_chunk)
         storage = torch.zeros(
             options.num_slots + 1,
             feature_capacity,

@@ -326,7 +326,7 @@ class Engine:
                     capture_ends=admission.capture_ends,
                     terminal_snapshot=admission.terminal_snapshot,
                 )
-                windowed = self.vision_windows.admit(request, spec)
+                windowed = self.vision_windows.admit(request, spec, self.scheduler)
             except SchedulerError as err:  # a request Helios can never serve
                 self.retention.release(request)
                 self._waiting.popleft()
@@ -377,7 +377,7 @@ class Engine:
             context_capacity=self.max_context_tokens,
             image_spans=image_spans(old.request),
         )
-        windowed = self.vision_windows.admit(old.request, spec)  # planned at first admission
+        windowed = self.vision_windows.admit(old.request, spec, self.scheduler)
         if windowed is None:
             return False
         try:

@@ -64,14 +64,22 @@ class VisionWindowHooks:
         self.feature_capacity = feature_capacity
         self.rows = rows
 
-    def admit(self, request: GenerationRequest, spec: RequestSpec) -> WindowAdmission | None:
+    def admit(
+        self, request: GenerationRequest, spec: RequestSpec, scheduler: object = None
+    ) -> WindowAdmission | None:
         """The request's windows and first spec; None while it must wait for a private row.
-        Raises SchedulerError for a request no window plan can serve."""
+        Raises SchedulerError for a request no window plan can serve (also when
+        ``scheduler`` schedules no state operations, as the direct scheduler)."""
         if request.images is None:
             return WindowAdmission((), spec, None)
         windows = plan_windows(spec.image_spans, spec.num_prompt_tokens, self.feature_capacity)
         if len(windows) == 1:
             return WindowAdmission(windows, spec, None)
+        if scheduler is not None and not getattr(scheduler, "state_descriptors", ()):
+            raise SchedulerError(
+                f"the images need {len(windows)} vision windows of at most "
+                f"{self.feature_capacity} features; only Helios schedules window snapshots"
+            )
         if self.rows is None:
             raise SchedulerError(
                 f"the images need {len(windows)} vision windows of at most "
