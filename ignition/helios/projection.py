@@ -147,6 +147,7 @@ def build_population(
             message_endpoints=spec.message_endpoints,
             image_spans=spec.image_spans,
             capture_ends=spec.capture_ends,
+            vision_patches=spec.vision_patches if r.needs_vision else 0,
         )
         if r.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable

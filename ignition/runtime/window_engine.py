@@ -17,8 +17,9 @@ detokenizer) is untouched by rebinding.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ignition.components.catalog import GraphKind
 from ignition.helios import LaneRole, RequestSpec, ScheduledPlan, SchedulerError
 from ignition.helios.vision_windows import VisionWindow, plan_windows, window_spec
 from ignition.runtime.requests import GenerationRequest
@@ -63,6 +64,7 @@ class VisionWindowHooks:
     def __init__(self, feature_capacity: int = 0, rows: WindowRows | None = None) -> None:
         self.feature_capacity = feature_capacity
         self.rows = rows
+        self._vision_programs: tuple[int, ...] = ()
 
     def admit(
         self, request: GenerationRequest, spec: RequestSpec, scheduler: object = None
@@ -73,8 +75,9 @@ class VisionWindowHooks:
         if request.images is None:
             return WindowAdmission((), spec, None)
         windows = plan_windows(spec.image_spans, spec.num_prompt_tokens, self.feature_capacity)
+        self._vision_programs = _vision_capacities(scheduler)
         if len(windows) == 1:
-            return WindowAdmission(windows, spec, None)
+            return WindowAdmission(windows, self._with_vision(spec, request, windows[0]), None)
         if scheduler is not None and not getattr(scheduler, "state_descriptors", ()):
             raise SchedulerError(
                 f"the images need {len(windows)} vision windows of at most "
@@ -88,7 +91,19 @@ class VisionWindowHooks:
         row = self.rows.take(request.request_id)
         if row is None:
             return None
-        return WindowAdmission(windows, window_spec(spec, windows, 0), row)
+        first = self._with_vision(window_spec(spec, windows, 0), request, windows[0])
+        return WindowAdmission(windows, first, row)
+
+    def _with_vision(
+        self, spec: RequestSpec, request: GenerationRequest, window: VisionWindow
+    ) -> RequestSpec:
+        """The window's vision prerequisite, when Helios has a vision program holding its
+        largest image (otherwise the worker encodes the window when binding its prefill)."""
+        assert request.images is not None
+        patches = max((request.images.grids[i].num_patches for i in window.images), default=0)
+        if not patches or not any(c >= patches for c in self._vision_programs):
+            return spec
+        return replace(spec, vision_patches=patches)
 
     def release(self, request: GenerationRequest) -> None:
         if self.rows is not None:
@@ -117,8 +132,15 @@ class VisionWindowHooks:
                 out.append(request)
         return out
 
-    @staticmethod
-    def next_spec(request) -> RequestSpec:
+    def next_spec(self, request) -> RequestSpec:
         """The spec of the request's next window's generation (advances its index)."""
         request.window_index += 1
-        return window_spec(request.base_spec, request.windows, request.window_index)
+        window = request.windows[request.window_index]
+        spec = window_spec(request.base_spec, request.windows, request.window_index)
+        return self._with_vision(spec, request.request, window)
+
+
+def _vision_capacities(scheduler: object) -> tuple[int, ...]:
+    """Patch capacities of the vision programs ``scheduler`` schedules as prerequisites."""
+    state = getattr(scheduler, "state_descriptors", ())
+    return tuple(d.patch_capacity for d in state if d.kind is GraphKind.VISION)

@@ -27,6 +27,7 @@ from ignition.compiler.graph import InflightRun, PreparedProgram, launch, map_te
 from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame
 from ignition.compiler.state_ops import StateOperations
+from ignition.compiler.vision_program import VisionRunner
 from ignition.compiler.workspace import RoundProgramInputs
 from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
@@ -105,6 +106,8 @@ class ModelWorker:
     ) -> _Launched:
         if plan.descriptor.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
             return self._launch_state(plan, fence, live)
+        if plan.descriptor.kind is GraphKind.VISION:
+            return self._launch_vision(plan, fence, live)
         name = plan.descriptor.name
         if name not in self.programs:
             raise WorkerError(f"fence {fence.value}: no prepared program {name}")
@@ -172,6 +175,34 @@ class ModelWorker:
                     continue
                 device_ns += self.state_ops.snapshot(slot, row)
         return _StateLaunched(fence, plan, device_ns, time.perf_counter_ns() - began)
+
+    def _launch_vision(
+        self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
+    ) -> _StateLaunched:
+        """Encode each lane's active window of images on the plan's vision program into
+        its slot's feature storage (the vision prerequisite Helios scheduled)."""
+        name = plan.descriptor.name
+        if name not in self.programs or self.feature_storage is None:
+            raise WorkerError(f"fence {fence.value}: no prepared vision program {name}")
+        encoder = VisionRunner([self.programs[name]])
+        began = time.perf_counter_ns()
+        for lane in plan.lanes:
+            request = live[lane.handle]
+            if request.request.images is None:
+                raise WorkerError(f"fence {fence.value}: vision work for a text request")
+            try:
+                self._vision[lane.handle] = RequestVision.encode(
+                    request.request.images,
+                    request.vision_window,
+                    encoder,
+                    self.feature_storage[lane.handle.slot],
+                )
+            except (ImageBindingError, ValueError) as err:
+                raise WorkerError(f"{name}: {err}") from None
+        if self.feature_storage.is_cuda:
+            torch.cuda.synchronize(self.feature_storage.device)
+        elapsed = time.perf_counter_ns() - began
+        return _StateLaunched(fence, plan, max(1, elapsed), elapsed)
 
     # -- inputs --------------------------------------------------------------------
 

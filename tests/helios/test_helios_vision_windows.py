@@ -1,14 +1,17 @@
 """Issue 13, Helios vision windows (design: "Prerequisites and completion", image paragraph):
 image dependencies grouped into whole-image windows bounded by prepared feature storage;
 prefill stops before the next window's first dependency, where the consumed state is
-snapshotted; a fresh generation restores it and continues."""
+snapshotted; a fresh generation restores it and continues. Vision prerequisites (a
+request's ``vision_patches``) populate each window before its prefill."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios import LaneRole, SchedulerError
+from ignition.helios import Fence, LaneRole, SchedulerError
 from ignition.helios.vision_windows import plan_windows, window_spec
 from tests.helios.helios_helpers import Driver, decode, prefill, request, scheduler
 
@@ -99,3 +102,62 @@ def test_a_window_chunk_never_splits_an_image_span():
         assert not any(a < end < b for a, b in SPANS[:2])
         position = end
     assert position == 40
+
+
+VISION_SMALL = Descriptor(GraphKind.VISION, 1, 0, 64, 64)
+VISION_LARGE = Descriptor(GraphKind.VISION, 1, 0, 256, 256)
+
+
+def _with_vision(restore_ms: float = 0.5):
+    costs = {
+        prefill(64): 3.0,
+        decode(1): 2.0,
+        SNAPSHOT: 0.5,
+        RESTORE: restore_ms,
+        VISION_SMALL: 0.3,
+        VISION_LARGE: 0.6,
+    }
+    return scheduler(list(costs), costs)
+
+
+def test_vision_prerequisites_populate_the_window_before_its_prefill():
+    s = _with_vision()
+    h = s.admit(request(prompt=60, output=4, image_spans=SPANS, vision_patches=32))
+    driver = Driver(s)
+    vision = driver.step()
+    assert vision.kind is GraphKind.VISION
+    assert vision.lanes[0].role is LaneRole.VISION and vision.lanes[0].handle == h
+    assert s.requests[h].is_vision_ready
+    assert driver.step().kind is GraphKind.PREFILL
+
+
+def test_a_vision_program_too_small_for_the_windows_largest_image_is_never_chosen():
+    s = _with_vision()
+    s.admit(request(prompt=60, output=4, image_spans=SPANS, vision_patches=100))
+    plan = s.plan()
+    assert plan.kind is GraphKind.VISION and plan.descriptor.patch_capacity == 256
+
+
+def test_a_later_windows_generation_restores_before_its_vision_work():
+    s = _with_vision()
+    windows = plan_windows(SPANS, 60, feature_capacity=12)
+    spec = window_spec(request(prompt=60, output=4, image_spans=SPANS), windows, 1)
+    s.admit(replace(spec, vision_patches=24))
+    driver = Driver(s)
+    assert [driver.step().kind for _ in range(3)] == [
+        GraphKind.RESTORE,
+        GraphKind.VISION,
+        GraphKind.PREFILL,
+    ]
+
+
+def test_vision_work_needs_the_request_idle_and_pending():
+    s = _with_vision()
+    h = s.admit(request(prompt=60, output=4, image_spans=SPANS, vision_patches=32))
+    driver = Driver(s)
+    plan = s.plan()
+    driver.step()  # the vision work ran
+    with pytest.raises(SchedulerError, match="no pending vision work"):
+        s.commit(
+            replace(plan, lanes=(replace(plan.lanes[0], epoch=s.requests[h].epoch),)), Fence(99)
+        )

@@ -1,8 +1,8 @@
 """Issue 13, vision windows through the engine: a prompt whose images exceed the prepared
-feature storage is prefilled window by window; the decision trace shows the private
-snapshot at the window boundary and its restore into a fresh request generation, and the
-answer equals transformers' greedy generate (the logical request keeps prompt, seed,
-sampling and usage)."""
+feature storage is prefilled window by window; the decision trace shows each window's
+vision prerequisite, the private snapshot at the window boundary and its restore into a
+fresh request generation, and the answer equals transformers' greedy generate (the
+logical request keeps prompt, seed, sampling and usage)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,11 @@ def test_a_two_window_prompt_snapshots_privately_and_restores_into_a_fresh_gener
         if lane["role"] == "prompt"
     )
     assert before == boundary  # prefill stopped before the next window's first image
+    # each window's vision prerequisite runs in its own generation, before its prefill
+    vision = [e for e in trace if e.kind == GraphKind.VISION.value]
+    assert [e.lanes[0]["generation"] for e in vision] == [snap["generation"], restore["generation"]]
+    assert vision[0].fence < prompt[0].fence and restores[0].fence < vision[1].fence
+    assert vision[1].fence < min(e.fence for e in prompt if e.fence > restores[0].fence)
     cache = engine.retention.cache
     assert cache is not None and cache.counters.published == 0  # private: nothing published
     assert cache.rows.count(RowState.RETAINED) == 0

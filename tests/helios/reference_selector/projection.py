@@ -131,6 +131,7 @@ def build_population(
             message_endpoints=r.spec.message_endpoints,
             image_spans=r.spec.image_spans,
             capture_ends=r.spec.capture_ends,
+            vision_patches=r.spec.vision_patches if r.needs_vision else 0,  # mirrors issue 13
         )
         if r.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
