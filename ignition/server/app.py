@@ -189,8 +189,13 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest) -> dict[str, Any]:
         check_model(body.model)
         if isinstance(body, TokenizeChatRequest):
-            messages = [m.for_template() for m in body.messages]
+            vision: VisionServing | None = getattr(engine, "vision", None)
+            prepared = await asyncio.to_thread(load_chat_images, body, vision)
+            placeholder = vision.placeholder if prepared and vision else ""
+            messages = [m.for_template(placeholder) for m in body.messages]
             ids = list((await render(lambda: engine.render_chat(messages))).prompt_ids)
+            if prepared and vision is not None:  # one token per image feature, as served
+                ids = expand_chat_prompt(ids, (), prepared, vision)[0]
         else:
             ids = await asyncio.to_thread(engine.encode, body.prompt)
         return {"count": len(ids), "max_model_len": engine.max_context_tokens, "tokens": ids}

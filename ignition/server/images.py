@@ -27,7 +27,7 @@ from ignition.model.vision.preprocess import (
 from ignition.model.vision.prompt import PlaceholderError
 from ignition.runtime.image_inputs import RequestImages, expand_offsets, expand_request
 from ignition.server.errors import ApiError
-from ignition.server.protocol import ChatCompletionRequest, ImagePart
+from ignition.server.protocol import ChatCompletionRequest, ImagePart, TokenizeChatRequest
 
 MAX_IMAGES_PER_REQUEST = 16
 
@@ -44,7 +44,7 @@ class VisionServing:
     max_images: int = MAX_IMAGES_PER_REQUEST
 
 
-def image_parts(body: ChatCompletionRequest) -> list[tuple[str, str]]:
+def image_parts(body: ChatCompletionRequest | TokenizeChatRequest) -> list[tuple[str, str]]:
     """(part name, url) of every image part, in prompt order."""
     found = []
     for i, message in enumerate(body.messages):
@@ -56,7 +56,7 @@ def image_parts(body: ChatCompletionRequest) -> list[tuple[str, str]]:
 
 
 def load_chat_images(
-    body: ChatCompletionRequest, vision: VisionServing | None
+    body: ChatCompletionRequest | TokenizeChatRequest, vision: VisionServing | None
 ) -> list[PreparedImage]:
     """Decode and preprocess the request's images (blocking: run it off the event loop)."""
     parts = image_parts(body)

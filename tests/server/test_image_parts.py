@@ -119,3 +119,13 @@ def test_an_image_pad_typed_as_text_is_a_400_not_a_misplaced_image():
     r = post("/v1/chat/completions", body, engine=vision_engine())
     error = assert_openai_error(r, 400, "messages")
     assert "placeholder" in error["message"]
+
+
+def test_tokenize_counts_one_token_per_image_feature_as_served():
+    engine = vision_engine()
+    body = chat(image(data_url(SMALL)), image(data_url(WIDE)))
+    served = post("/v1/chat/completions", body, engine=engine)
+    r = post("/tokenize", body, engine=vision_engine())
+    assert r.status_code == 200, r.text
+    assert r.json()["tokens"] == list(engine.requests[0].prompt_ids)
+    assert r.json()["count"] == served.json()["usage"]["prompt_tokens"]
