@@ -77,13 +77,3 @@ def test_one_window_needs_no_snapshot(vision_case):
     engine, chunks = serve_once(bundle, expanded, images, capacity=0)
     assert [t for c in chunks for t in c.token_ids][: len(expected)] == expected
     assert not any(e.kind in ("snapshot", "restore") for e in engine.scheduler.trace)
-
-
-def test_a_sampled_request_keeps_its_seed_and_sampling_across_windows(vision_case):
-    """The logical request is one request: two windows sample exactly what one does."""
-    bundle, _, expanded, images, _ = vision_case
-    sampling = SamplingParams(max_tokens=NUM_TOKENS, temperature=0.9, top_p=0.95, seed=5)
-    runs = [serve_once(bundle, expanded, images, capacity=c, sampling=sampling)[1] for c in (8, 0)]
-    two, one = ([t for c in chunks for t in c.token_ids] for chunks in runs)
-    assert two == one and len(one) > 0
-    assert runs[0][-1].num_output_tokens == runs[1][-1].num_output_tokens
