@@ -27,11 +27,10 @@ def serve_once(
             max_context_tokens=2048,
             vision_feature_capacity=capacity,
             snapshot_rows=snapshot_rows,
-            speculation=speculation,
         )
     )
     chunks = []
-    sampling = sampling or SamplingParams(max_tokens=NUM_TOKENS, temperature=0)
+    sampling = SamplingParams(max_tokens=NUM_TOKENS, temperature=0)
     request = GenerationRequest("windowed", tuple(expanded), sampling, images=images)
     engine.submit(request, chunks.append)
     engine.run_until_idle()
