@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.server.conftest import running_server
-from tests.server.vision_checkpoint import NUM_TOKENS, content
+from tests.server.vision_checkpoint import IMAGES, NUM_TOKENS, content, data_url
 
 pytest.importorskip("transformers")
 
@@ -27,9 +27,9 @@ def served(vision_case):
         yield url, expected, len(expanded), tokenizer
 
 
-def ask(url: str, stream: bool) -> tuple[str, dict]:
+def ask(url: str, stream: bool, urls: list[str] | None = None) -> tuple[str, dict]:
     body = {
-        "messages": [{"role": "user", "content": content()}],
+        "messages": [{"role": "user", "content": content(urls)}],
         "max_tokens": NUM_TOKENS,
         "temperature": 0,
         "stream": stream,
@@ -73,13 +73,15 @@ def test_a_remote_image_url_is_a_400_saying_fetching_is_disabled(served):
     assert "fetching remote image URLs is disabled" in error["message"]
 
 
-def test_a_prompt_whose_images_need_two_vision_windows_answers_the_same(vision_case):
+def test_a_prompt_whose_images_need_two_vision_windows_answers_the_same(vision_case, tmp_path):
     """8 features of storage: the 8-feature image fills the first window, the second
-    image is served after a private snapshot and a restore into a fresh generation."""
+    image is served after a private snapshot and a restore into a fresh generation. The
+    second image comes as a file:// URL inside --allowed-local-media-path."""
     bundle, expected, expanded, _, tokenizer = vision_case
-    with running_server(
-        bundle, "serve", "--max-context", "2048", "--vision-feature-capacity", "8"
-    ) as url:
-        text, usage = ask(url, stream=True)
+    IMAGES[1].save(tmp_path / "second.png")
+    urls = [data_url(IMAGES[0]), f"file://{tmp_path / 'second.png'}"]
+    flags = ["--vision-feature-capacity", "8", "--allowed-local-media-path", str(tmp_path)]
+    with running_server(bundle, "serve", "--max-context", "2048", *flags) as url:
+        text, usage = ask(url, stream=True, urls=urls)
     assert text == tokenizer.decode(expected, skip_special_tokens=True)
     assert usage["prompt_tokens"] == len(expanded)

@@ -92,10 +92,12 @@ IMAGES = [noise_image(20, 28, seed=3), noise_image(16, 12, seed=4)]
 TEXTS = ["Look at this: ", " and then, after a long story, " + "once upon a time " * 19, " ok?"]
 
 
-def content() -> list[dict]:
+def content(urls: list[str] | None = None) -> list[dict]:
+    """The chat content: text, image, text, image, text (``urls``: base64 data URLs)."""
+    urls = urls or [data_url(image) for image in IMAGES]
     parts: list[dict] = [{"type": "text", "text": TEXTS[0]}]
-    for image, text in zip(IMAGES, TEXTS[1:], strict=True):
-        parts.append({"type": "image_url", "image_url": {"url": data_url(image)}})
+    for url, text in zip(urls, TEXTS[1:], strict=True):
+        parts.append({"type": "image_url", "image_url": {"url": url}})
         parts.append({"type": "text", "text": text})
     return parts
 
