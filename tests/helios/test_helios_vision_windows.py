@@ -161,3 +161,12 @@ def test_vision_work_needs_the_request_idle_and_pending():
         s.commit(
             replace(plan, lanes=(replace(plan.lanes[0], epoch=s.requests[h].epoch),)), Fence(99)
         )
+
+
+def test_vision_programs_alone_do_not_hold_a_finished_request_for_terminal_retirement():
+    costs = {prefill(64): 3.0, decode(1): 2.0, VISION_SMALL: 0.3}
+    s = scheduler(list(costs), costs)
+    h = s.admit(request(prompt=8, output=1, terminal_snapshot=True))
+    driver = Driver(s)
+    driver.step()  # the prompt: its one output token finishes the request
+    assert h not in s.requests  # released at once: there is no snapshot program to wait for
