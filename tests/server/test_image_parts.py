@@ -8,6 +8,9 @@ per character, so the placeholder "<#>" holds the image token 36 between its own
 
 from __future__ import annotations
 
+import base64
+import struct
+import zlib
 from dataclasses import replace
 
 from ignition.model.vision.images import ImagePolicy
@@ -66,8 +69,26 @@ def test_an_image_above_the_byte_limit_is_a_400_naming_its_part():
     assert "above 64" in error["message"]
 
 
+def zero_width_png() -> str:
+    """A PNG whose header says 0 x 5 pixels."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", 0, 5, 8, 2, 0, 0, 0)
+    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b""))
+    return "data:image/png;base64," + base64.b64encode(data + chunk(b"IEND", b"")).decode()
+
+
 def test_a_zero_sized_image_is_a_400_naming_its_part():
-    # an image the processor cannot resize: 1 pixel tall, far beyond the aspect-ratio bound
+    r = post("/v1/chat/completions", chat(image(zero_width_png())), engine=vision_engine())
+    error = assert_openai_error(r, 400, "messages[0].content[1].image_url")
+    assert "could not be decoded" in error["message"]
+
+
+def test_an_image_the_processor_cannot_resize_is_a_400_naming_its_part():
+    # 1 pixel tall: far beyond the processor's aspect-ratio bound
     r = post(
         "/v1/chat/completions",
         chat(image(data_url(noise_image(400, 1, 0)))),
