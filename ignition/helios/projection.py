@@ -126,6 +126,7 @@ def _request_key(r: RequestState) -> tuple:
         r.last_served_seq,
         r.spec,
         r.is_restored,
+        r.is_vision_ready,
         len(r.captured),
     )
 
@@ -174,6 +175,7 @@ def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: in
         spec.message_endpoints,
         spec.image_spans,
         spec.capture_ends,
+        spec.vision_patches if r.needs_vision else 0,
     )
 
 
@@ -203,6 +205,8 @@ def build_population(
     families: dict[str, Normalizers] = {}
     rows = []
     for r in live:
+        if r.is_window_held:
+            continue  # waits for its next window's generation (helios/vision_windows.py)
         key = _request_key(r)
         row = cached.get(id(r))
         if row is None or row.request is not r or row.key != key:

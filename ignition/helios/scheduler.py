@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ignition.components.catalog import Catalog, Descriptor
+from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios.accounting import Publication, apply_lane, charge_service
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
@@ -85,6 +85,8 @@ class Scheduler:
             and not (speculation is SpeculationMode.FIXED and d.is_device_allocated)
         )
         self.state_descriptors = tuple(d for d in catalog.descriptors if d.kind in STATE_KINDS)
+        # Terminal retirement and preemption need a snapshot program (vision ones do not).
+        self._has_snapshot = any(d.kind is GraphKind.SNAPSHOT for d in self.state_descriptors)
         self.index = CatalogIndex(self.descriptors)
         self.policy = policy or PolicyConfig()
         self.speculation = speculation
@@ -163,7 +165,7 @@ class Scheduler:
         r = self._owned(handle)
         if not r.is_live or r.inflight:
             raise SchedulerError(f"{handle}: only an idle live request can be preempted")
-        if not self.state_descriptors:
+        if not self._has_snapshot:
             raise SchedulerError("preemption needs a prepared snapshot program")
         r.is_preempted = True
         r.terminal_since_ns = self.now_ns
@@ -477,7 +479,7 @@ class Scheduler:
                 apply_state_lane(r, lane)
             elif r.is_live:
                 tokens += apply_lane(r, plan, i, record, fence, sidecar, survival, self.now_ns)
-                if r.is_finished and r.spec.terminal_snapshot and self.state_descriptors:
+                if r.is_finished and r.spec.terminal_snapshot and self._has_snapshot:
                     r.terminal_since_ns = self.now_ns  # validated completion found termination
             if r.is_releasable:
                 self._release(r)

@@ -74,6 +74,7 @@ def _synthetic(rng: random.Random) -> list[Descriptor]:
         out.append(decode(4))
     if rng.random() < 0.6:
         out += list(STATE_PROGRAMS)
+        out += [Descriptor(GraphKind.VISION, 1, 0, p, p) for p in (64, 256)]  # issue 13
     return list(dict.fromkeys(out))
 
 
@@ -108,6 +109,8 @@ def _spec(rng: random.Random) -> RequestSpec:
         kw["capture_ends"] = (rng.randint(2, prompt - 1),)
     if rng.random() < 0.2:
         kw["terminal_snapshot"] = True
+    if rng.random() < 0.15:
+        kw["vision_patches"] = rng.choice([48, 200])  # a window's largest image (issue 13)
     return RequestSpec(prompt, rng.choice([1, 3, 20, 500]), **kw)
 
 

@@ -86,6 +86,8 @@ def build_population(
     live = [r for r in requests.values() if r.is_live]
     rows = []
     for r in live:
+        if r.is_window_held:  # mirrors issue 13's vision windows in ignition/helios
+            continue
         family_norms = norms.for_family(stream_family(r.spec.proposal_source))
         rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
         advance, last_output, blocked = 0, r.last_output_ns, False
@@ -137,6 +139,7 @@ def build_population(
             message_endpoints=r.spec.message_endpoints,
             image_spans=r.spec.image_spans,
             capture_ends=r.spec.capture_ends,
+            vision_patches=r.spec.vision_patches if r.needs_vision else 0,  # mirrors issue 13
         )
         if r.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
