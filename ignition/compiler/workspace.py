@@ -87,6 +87,10 @@ BUFFERS: dict[str, BufferSpec] = {
     "prompt_length": BufferSpec("one", torch.int32),
     "prompt_tokens": BufferSpec("prompt", torch.int64),
     "image_positions": BufferSpec("images", torch.int32, -1),
+    # multimodal rope (vision models only): each row's rope offset, and the prompt chunk's
+    # explicit (t, h, w) positions as three rows of the prompt capacity, -1 = not given
+    "rope_offset": BufferSpec("rows", torch.int32),
+    "prompt_rope": BufferSpec("rope", torch.int32, -1),
     "temperature": BufferSpec("rows", torch.float32),
     "top_k": BufferSpec("rows", torch.int32),
     "top_p": BufferSpec("rows", torch.float32, 1.0),
@@ -123,12 +127,17 @@ Uploads = tuple[tuple[str, int], ...]  # (buffer name, leading length) a program
 
 @dataclass(frozen=True)
 class WorkspaceExtents:
-    """The largest extents any prepared program binds."""
+    """The largest extents any prepared program binds. ``max_image_tokens`` > 0 makes the
+    workspace multimodal: image features and rope positions are bound as well."""
 
     max_rows: int
     max_tokens: int
     max_prompt: int
     max_image_tokens: int = 0
+
+    @property
+    def is_multimodal(self) -> bool:
+        return self.max_image_tokens > 0
 
     @classmethod
     def of(cls, descriptors: Iterable[Descriptor], max_image_tokens: int = 0) -> WorkspaceExtents:
@@ -156,6 +165,7 @@ class WorkspaceExtents:
             "images": self.max_image_tokens,
             "bias": MAX_LOGIT_BIAS,
             "stops": MAX_STOP_IDS,
+            "rope": 3 * self.max_prompt if self.is_multimodal else 0,
             "one": 1,
         }[extent]
 
@@ -191,6 +201,21 @@ class Workspace:
             v["history_begin"], v["bias_ids"], v["bias_values"], v["stop_ids"], v["replay_from"]
         )
 
+    def _multimodal(self, rows: int, prompt: int) -> dict[str, int]:
+        """The multimodal buffers a program of ``rows`` rows and ``prompt`` capacity binds."""
+        if not self.extents.is_multimodal:
+            return {}
+        lengths = {"rope_offset": rows}
+        if prompt:
+            lengths |= {"image_positions": self.extents.max_image_tokens, "prompt_rope": 3 * prompt}
+        return lengths
+
+    def _rope_views(self, v: dict[str, Tensor], prompt: int) -> dict[str, Tensor | None]:
+        return {
+            "rope_offset": v.get("rope_offset"),
+            "prompt_rope": v["prompt_rope"].view(3, prompt) if "prompt_rope" in v else None,
+        }
+
     def step_inputs(self, capacity: PackedCapacity) -> tuple[StepProgramInputs, Uploads]:
         rows, tokens = capacity.batch_capacity, capacity.token_capacity
         self._check(rows, tokens, capacity.prefill_capacity)
@@ -199,6 +224,7 @@ class Workspace:
         lengths |= {"prefill_row": 1, "prompt_next_token": 1}
         if capacity.prefill_capacity:
             lengths |= BEGIN_BUFFERS
+        lengths |= self._multimodal(rows, capacity.prefill_capacity)
         v, uploads = self._views(lengths)
         packed = PackedInputs(
             token_ids=v["token_ids"],
@@ -208,6 +234,7 @@ class Workspace:
             prompt_next_token=v["prompt_next_token"],
             image_features=self.image_features,
             image_positions=self.buffers["image_positions"],
+            **self._rope_views(v, capacity.prefill_capacity),
         )
         inputs = StepProgramInputs(packed, self._sampling(v), v["is_decode_row"], self._begin(v))
         return inputs, uploads
@@ -225,6 +252,7 @@ class Workspace:
             lengths |= {"prefill_row": 1, "prompt_length": 1, "prompt_next_token": 1}
             lengths["prompt_tokens"] = capacity.prefill_capacity
             lengths |= BEGIN_BUFFERS
+        lengths |= self._multimodal(rows, capacity.prefill_capacity)
         v, uploads = self._views(lengths)
         prompt = None
         if capacity.prefill_capacity:
@@ -240,6 +268,9 @@ class Workspace:
             lane_ceilings=v.get("lane_ceilings"),
             query_lens=v.get("query_lens"),
             prompt=prompt,
+            image_features=self.image_features if "image_positions" in v else None,
+            image_positions=v.get("image_positions"),
+            **self._rope_views(v, capacity.prefill_capacity),
         )
         inputs = RoundProgramInputs(
             round_inputs, self._sampling(v), v["is_decode_row"], self._begin(v)
@@ -271,6 +302,7 @@ def clear_inputs(inputs: ProgramInputs) -> None:
             r.prompt.lane.fill_(-1)
             r.prompt.length.zero_()
             r.prompt.next_token.fill_(-1)
+        _clear_rope(r.image_positions, r.rope_offset, r.prompt_rope)
     else:
         p = inputs.packed
         p.token_ids.zero_()
@@ -278,7 +310,7 @@ def clear_inputs(inputs: ProgramInputs) -> None:
         p.slot_ids.fill_(-1)
         p.prefill_row.fill_(-1)
         p.prompt_next_token.fill_(-1)
-        p.image_positions.fill_(-1)
+        _clear_rope(p.image_positions, p.rope_offset, p.prompt_rope)
     inputs.is_decode_row.zero_()
     if inputs.begin is not None:
         inputs.begin.row.fill_(-1)
@@ -289,3 +321,9 @@ def clear_inputs(inputs: ProgramInputs) -> None:
             inputs.begin.replay_from.fill_(NO_REPLAY)
     for name in SAMPLING_BUFFERS:
         getattr(inputs.sampling, name).fill_(BUFFERS[name].padding)
+
+
+def _clear_rope(positions: Tensor | None, offset: Tensor | None, rope: Tensor | None) -> None:
+    for t, value in ((positions, -1), (offset, 0), (rope, -1)):
+        if t is not None:
+            t.fill_(value)

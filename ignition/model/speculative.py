@@ -117,6 +117,13 @@ class RoundInputs:
     query_lens: Tensor | None = None  # [B] int32 1 + drafts to verify
     supplied_drafts: Tensor | None = None  # [B, D] int64 copy proposals
     prompt: PromptChunk | None = None  # the mixed program's prompt lane
+    # multimodal requests (see PackedInputs): the prompt lane's image features and their
+    # chunk-relative positions, its explicit rope positions, and every lane's rope offset
+    # (which the MTP drafts use too)
+    image_features: Tensor | None = None  # [I, hidden]
+    image_positions: Tensor | None = None  # [I] int32, -1 = unused
+    prompt_rope: Tensor | None = None  # [3, prefill_capacity] int32
+    rope_offset: Tensor | None = None  # [B] int32
 
 
 @dataclass
@@ -174,8 +181,18 @@ def _pack_verify_inputs(
         slot_ids=inputs.slot_ids.to(torch.int32),
         prefill_row=prefill_row,
         prompt_next_token=next_token,
-        image_features=torch.zeros(0, 1, device=device),
-        image_positions=torch.zeros(0, dtype=torch.int32, device=device),
+        image_features=(
+            torch.zeros(0, 1, device=device)
+            if inputs.image_features is None
+            else inputs.image_features
+        ),
+        image_positions=(
+            torch.zeros(0, dtype=torch.int32, device=device)
+            if inputs.image_positions is None
+            else inputs.image_positions
+        ),
+        rope_offset=inputs.rope_offset,
+        prompt_rope=inputs.prompt_rope,
     )
 
 
@@ -222,6 +239,7 @@ def speculative_round(
         capacity.draft_depth,
         params,
         start_pos,
+        inputs.rope_offset,
     )
     token_probs = dists.gather(-1, drafts.clamp(min=0)[..., None]).squeeze(-1)  # [B, D]
     spec_lens, confidence = allocate(

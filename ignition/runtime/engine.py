@@ -46,6 +46,7 @@ from ignition.helios import (
     SchedulerProtocol,
 )
 from ignition.helios.types import ConfidenceSidecar
+from ignition.helios.vision_windows import VisionWindow
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.frames import FrameResult, Worker, _Inflight
@@ -59,6 +60,7 @@ from ignition.runtime.requests import (
 )
 from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
+from ignition.runtime.window_engine import VisionWindowHooks
 
 log = logging.getLogger("ignition.engine")
 # A request restarted after a shared frame failed gets this many restarts at most.
@@ -91,6 +93,17 @@ class LiveRequest:
     state_row: int | None = None  # the snapshot row of the state operation being launched
     state_ok: bool = True  # the worker's verdict on that state operation
     pending_finish: str | None = None  # finish reason held until the terminal snapshot
+    # Vision windows (runtime/window_engine.py): the windows of a prompt whose images
+    # exceed the prepared feature storage, the active one, and the private snapshot row.
+    windows: tuple[VisionWindow, ...] = ()
+    window_index: int = 0
+    window_row: int | None = None
+    base_spec: RequestSpec | None = None
+
+    @property
+    def vision_window(self) -> tuple[int, ...] | None:
+        """The image indices of the active vision window; None: every image (one window)."""
+        return self.windows[self.window_index].images if len(self.windows) > 1 else None
 
     @property
     def prompt_ids(self) -> tuple[int, ...]:
@@ -119,6 +132,7 @@ class Engine(Publication):
         num_slots: int | None = None,
         vocab_size: int | None = None,
         checkpoints: CheckpointCache | None = None,
+        vision_windows: VisionWindowHooks | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.worker = worker
@@ -149,6 +163,7 @@ class Engine(Publication):
         # a request publishes and with ("step", request) for each live request every step.
         self.fault_hook: Callable[[str, LiveRequest], None] | None = None
         self.retention = RetentionHooks(lambda: self.scheduler, checkpoints, self.stats)
+        self.vision_windows = vision_windows or VisionWindowHooks()
         # Called after each completed frame with (plan, result): per-step timing for
         # `ignition generate --json` and test reports, without coupling them to the loop.
         self.frame_listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []
@@ -217,6 +232,7 @@ class Engine(Publication):
             self._next_fence += 1
             try:
                 self.retention.before_launch(plan, self.live)
+                self.vision_windows.before_launch(plan, self.live)
                 pending = self.worker.launch(plan, fence, self.live)
             except Exception as err:  # a failed frame fails its requests, not the server
                 self._fail_frame(fence, plan, err)
@@ -277,20 +293,26 @@ class Engine(Publication):
                     max_output_tokens=request.sampling.max_tokens,
                     context_capacity=self.max_context_tokens,
                     message_endpoints=request.message_end_offsets,
+                    image_spans=image_spans(request),
                     restore_tokens=admission.restore_tokens,
                     capture_ends=admission.capture_ends,
                     terminal_snapshot=admission.terminal_snapshot,
                 )
+                windowed = self.vision_windows.admit(request, spec, self.scheduler)
             except SchedulerError as err:  # a request Helios can never serve
                 self.retention.release(request)
                 self._waiting.popleft()
                 self.stats.record_finished("error")
                 _deliver(sink, StreamChunk("", (), len(request.prompt_ids), 0, "error", str(err)))
                 continue
+            if windowed is None:
+                self.retention.release(request)
+                return  # no free private snapshot row yet; stays first in line
             try:
-                handle = self.scheduler.admit(spec)
+                handle = self.scheduler.admit(windowed.spec)
             except SchedulerError:
                 self.retention.release(request)
+                self.vision_windows.release(request)
                 return  # no free slot yet; stays first in line
             self._waiting.popleft()
             detokenizer = IncrementalDetokenizer(
@@ -302,6 +324,7 @@ class Engine(Publication):
             self.retention.admitted(admission)
             live = LiveRequest(request, handle, sink, detokenizer)
             live.num_cached_tokens = admission.restore_tokens
+            live.windows, live.window_row, live.base_spec = windowed.windows, windowed.row, spec
             with self._lock:
                 live.arrival_ns = self._arrival_ns.pop(request.request_id, self._clock_ns())
             live.admitted_ns = self._clock_ns()
@@ -324,10 +347,15 @@ class Engine(Publication):
             num_prompt_tokens=len(old.request.prompt_ids) + len(replay),
             max_output_tokens=old.request.sampling.max_tokens - len(replay),
             context_capacity=self.max_context_tokens,
+            image_spans=image_spans(old.request),
         )
+        windowed = self.vision_windows.admit(old.request, spec, self.scheduler)
+        if windowed is None:
+            return False
         try:
-            handle = self.scheduler.admit(spec)
+            handle = self.scheduler.admit(windowed.spec)
         except SchedulerError:
+            self.vision_windows.release(old.request)
             return False
         self._retry.popleft()
         log.warning("%s: restarting after a failed frame", old.request.request_id)
@@ -344,6 +372,7 @@ class Engine(Publication):
             admitted_ns=old.admitted_ns,
             first_token_ns=old.first_token_ns,
         )
+        live.windows, live.window_row, live.base_spec = windowed.windows, windowed.row, spec
         self._add_live(live)
         return True
 
@@ -393,6 +422,8 @@ class Engine(Publication):
             return
         self.stats.record_execution(kind, result.timing.device_ns, frame.plan.execution_class.value)
         self.retention.after_frame(frame.plan, self.live, result.timing.device_ns, ok=True)
+        for live in self.vision_windows.held_after(frame.plan, self.live, self.scheduler):
+            self._next_window(live)
         for i, offered in enumerate(result.num_offered_drafts):
             if offered > 0:
                 accepted = max(0, len(result.records[i].token_ids) - 1)
@@ -409,6 +440,18 @@ class Engine(Publication):
                 self._finish(live, live.pending_finish, notify_scheduler=False)
         for listener in self.frame_listeners:
             listener(frame.plan, result)
+
+    def _next_window(self, live: LiveRequest) -> None:
+        """Rebind a request held at its window boundary to a fresh generation, which
+        restores the boundary from the private row (runtime/window_engine.py)."""
+        old = live.handle
+        self.scheduler.cancel(old)  # idle: its slot and pages are released now
+        self.worker.release(old)
+        handle = self.scheduler.admit(self.vision_windows.next_spec(live))
+        del self.live[old]
+        live.handle = handle
+        self.live[handle] = live
+        self._by_id[live.request.request_id] = handle
 
     def _complete_in_scheduler(self, frame: _Inflight, result: FrameResult) -> list[GeneratedToken]:
         if result.sidecar is not None and result.survival is not None:
@@ -487,6 +530,7 @@ class Engine(Publication):
                 self.retention.release(live.request)
                 if self._by_id.get(live.request.request_id) == handle:
                     del self._by_id[live.request.request_id]
+                    self.vision_windows.release(live.request)  # not while a restart runs
                 with self._lock:
                     self._num_occupied -= 1
 
@@ -563,6 +607,11 @@ class Engine(Publication):
             self.stats.record_finished("error")
             n = len(live.request.prompt_ids)
             _deliver(live.sink, StreamChunk("", (), n, len(live.output_ids), "error", message))
+
+
+def image_spans(request: GenerationRequest) -> tuple[tuple[int, int], ...]:
+    """The request's atomic image spans, which no prefill chunk may split."""
+    return () if request.images is None else request.images.span_bounds
 
 
 def check_token_ids(ids: Sequence[int], vocab_size: int) -> None:

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ignition.runtime.image_inputs import RequestImages
 
 # Limits of the device sampling stage (model.logits_processing): alternatives per token,
 # logit-bias entries, and stop token ids min_tokens can mask (EOS ids take the rest).
@@ -101,6 +105,8 @@ class GenerationRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     # Where each rendered chat message ends (prompt token counts): checkpoint anchors.
     message_end_offsets: tuple[int, ...] = ()
+    # Images (placeholders already expanded in ``prompt_ids``); None for a text prompt.
+    images: RequestImages | None = None
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:

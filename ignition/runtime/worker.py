@@ -25,10 +25,13 @@ import hashlib
 import time
 from dataclasses import dataclass
 
+import torch
+
 from ignition.compiler.graph import InflightRun, PreparedProgram, launch, map_tensors
 from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame
 from ignition.compiler.state_ops import StateOperations
+from ignition.compiler.vision_program import VisionRunner
 from ignition.compiler.workspace import RoundProgramInputs
 from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
@@ -38,6 +41,11 @@ from ignition.runtime.engine import LiveRequest
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.requests import TokenLogprob
 from ignition.runtime.resources import SlotResources
+from ignition.runtime.vision_binding import (
+    ImageBindingError,
+    ImageEncoder,
+    RequestVision,
+)
 
 
 class WorkerError(RuntimeError):
@@ -81,6 +89,8 @@ class ModelWorker:
         resources: SlotResources,
         eos_token_ids: frozenset[int],
         state_ops: StateOperations | None = None,
+        encode_images: ImageEncoder | None = None,
+        feature_storage: torch.Tensor | None = None,
     ) -> None:
         self.state = state
         self.programs = programs
@@ -88,6 +98,11 @@ class ModelWorker:
         self.eos_token_ids = eos_token_ids
         # Snapshot/restore programs: the prerequisites and terminal work Helios schedules.
         self.state_ops = state_ops
+        # The vision tower (prepared vision programs) for requests with images, and the
+        # prepared feature storage of each slot's active vision window [slots, C, hidden].
+        self.encode_images = encode_images
+        self.feature_storage = feature_storage
+        self._vision: dict[RequestHandle, RequestVision] = {}
         self._prompt_cursor: dict[RequestHandle, int] = {}
         self._overrun: set[RequestHandle] = set()  # committed past the published output
         # Requests whose device sampling history (penalties, bias, min_tokens) has been
@@ -101,6 +116,8 @@ class ModelWorker:
     ) -> _Launched:
         if plan.descriptor.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
             return self._launch_state(plan, fence, live)
+        if plan.descriptor.kind is GraphKind.VISION:
+            return self._launch_vision(plan, fence, live)
         name = plan.descriptor.name
         if name not in self.programs:
             raise WorkerError(f"fence {fence.value}: no prepared program {name}")
@@ -136,6 +153,7 @@ class ModelWorker:
         return self._step_result(launched, timing)
 
     def release(self, handle: RequestHandle) -> None:
+        self._vision.pop(handle, None)
         self._prompt_cursor.pop(handle, None)
         self._overrun.discard(handle)
         self._begun.discard(handle)
@@ -171,6 +189,34 @@ class ModelWorker:
                     continue
                 device_ns += self.state_ops.snapshot(slot, row)
         return _StateLaunched(fence, plan, device_ns, time.perf_counter_ns() - began)
+
+    def _launch_vision(
+        self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
+    ) -> _StateLaunched:
+        """Encode each lane's active window of images on the plan's vision program into
+        its slot's feature storage (the vision prerequisite Helios scheduled)."""
+        name = plan.descriptor.name
+        if name not in self.programs or self.feature_storage is None:
+            raise WorkerError(f"fence {fence.value}: no prepared vision program {name}")
+        encoder = VisionRunner([self.programs[name]])
+        began = time.perf_counter_ns()
+        for lane in plan.lanes:
+            request = live[lane.handle]
+            if request.request.images is None:
+                raise WorkerError(f"fence {fence.value}: vision work for a text request")
+            try:
+                self._vision[lane.handle] = RequestVision.encode(
+                    request.request.images,
+                    request.vision_window,
+                    encoder,
+                    self.feature_storage[lane.handle.slot],
+                )
+            except (ImageBindingError, ValueError) as err:
+                raise WorkerError(f"{name}: {err}") from None
+        if self.feature_storage.is_cuda:
+            torch.cuda.synchronize(self.feature_storage.device)
+        elapsed = time.perf_counter_ns() - began
+        return _StateLaunched(fence, plan, max(1, elapsed), elapsed)
 
     # -- inputs --------------------------------------------------------------------
 
@@ -224,6 +270,9 @@ class ModelWorker:
         frame["min_tokens"][row] = sampling.min_tokens
         frame["slot_ids"][row] = slot
         is_round = isinstance(program.inputs, RoundProgramInputs)
+        vision = self._request_vision(program, lane, live)
+        if vision is not None:
+            frame["rope_offset"][row] = vision.rope_delta
         if lane.role is LaneRole.PROMPT:
             start = self._prompt_cursor.get(lane.handle, 0)
             if start == 0:
@@ -235,6 +284,8 @@ class ModelWorker:
                 frame["replay_from"][0] = len(live.request.prompt_ids)
             chunk = live.prompt_ids[start : start + lane.num_prompt_tokens]
             end = start + len(chunk)
+            if vision is not None:
+                self._bind_images(program, frame, vision, start, end)
             self._prompt_cursor[lane.handle] = end
             self.resources.reserve(slot, end, lookahead=1)
             frame["prefill_row"][0] = row
@@ -277,6 +328,52 @@ class ModelWorker:
                 stops |= self.eos_token_ids
             stops_ids = sorted(stops)[: len(frame["stop_ids"])]
             frame["stop_ids"][: len(stops_ids)] = stops_ids
+
+    def _request_vision(
+        self, program: Program, lane: LaneWork, live: LiveRequest
+    ) -> RequestVision | None:
+        """The request's encoded images (encoded at its first prompt chunk), or None."""
+        images = live.request.images
+        if images is None:
+            return None
+        name = program.descriptor.name
+        if "rope_offset" not in dict(program.uploads):
+            raise WorkerError(f"{name}: a request with images needs a multimodal program")
+        vision = self._vision.get(lane.handle)
+        if vision is None:
+            if self.encode_images is None or self.feature_storage is None:
+                raise WorkerError(f"{name}: a request with images, and no vision encoder")
+            try:
+                vision = RequestVision.encode(
+                    images,
+                    live.vision_window,
+                    self.encode_images,
+                    self.feature_storage[lane.handle.slot],
+                )
+            except ImageBindingError as err:
+                raise WorkerError(f"{name}: {err}") from None
+            self._vision[lane.handle] = vision
+        return vision
+
+    def _bind_images(
+        self, program: Program, frame: HostFrame, vision: RequestVision, start: int, end: int
+    ) -> None:
+        """The prompt chunk's features (written to the workspace on the device, stream-ordered
+        before the launch), their positions and the chunk's explicit rope positions."""
+        try:
+            piece = vision.chunk(start, end)
+        except ImageBindingError as err:
+            raise WorkerError(f"{program.descriptor.name}: {err}") from None
+        inputs = program.inputs
+        features = inputs.round.image_features if program.is_round else inputs.packed.image_features
+        count = len(piece.positions)
+        if features is None or count > features.shape[0]:
+            raise WorkerError(f"{program.descriptor.name}: no room for {count} image features")
+        if count:
+            features[:count].copy_(piece.features.to(features.dtype))
+            frame["image_positions"][:count] = piece.positions
+        width = dict(program.uploads)["prompt_rope"] // 3
+        frame["prompt_rope"][: 3 * width].reshape(3, width)[:, : end - start] = piece.rope
 
     # -- outputs -------------------------------------------------------------------
 

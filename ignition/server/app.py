@@ -24,6 +24,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from ignition import __version__
 from ignition.runtime.chat_template import ChatTemplateError, RenderedChat
 from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.image_inputs import RequestImages
 from ignition.runtime.requests import (
     EngineStoppedError,
     GenerationRequest,
@@ -40,6 +41,7 @@ from ignition.server.errors import (
     openai_openapi,
     overloaded,
 )
+from ignition.server.images import VisionServing, expand_chat_prompt, load_chat_images
 from ignition.server.metrics import ServerMetrics
 from ignition.server.middleware import ApiKey, BodyLimit, LastResort
 from ignition.server.protocol import (
@@ -75,6 +77,7 @@ class EngineClient(Protocol):
     vocab_size: int | None
     stats: EngineStats
     generation_defaults: GenerationDefaults
+    # Optional: an engine without ``vision`` (or with None) serves text content only.
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -193,8 +196,13 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest) -> dict[str, Any]:
         check_model(body.model)
         if isinstance(body, TokenizeChatRequest):
-            messages = [m.for_template() for m in body.messages]
+            vision: VisionServing | None = getattr(engine, "vision", None)
+            prepared = await asyncio.to_thread(load_chat_images, body, vision)
+            placeholder = vision.placeholder if prepared and vision else ""
+            messages = [m.for_template(placeholder) for m in body.messages]
             ids = list((await render(lambda: engine.render_chat(messages))).prompt_ids)
+            if prepared and vision is not None:  # one token per image feature, as served
+                ids = expand_chat_prompt(ids, (), prepared, vision)[0]
         else:
             ids = await asyncio.to_thread(engine.encode, body.prompt)
         return {"count": len(ids), "max_model_len": engine.max_context_tokens, "tokens": ids}
@@ -234,23 +242,30 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     @app.post("/v1/chat/completions", responses=generation_responses(ChatCompletionResponse))
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
         model_name = check_model(body.model)
+        vision: VisionServing | None = getattr(engine, "vision", None)
+        prepared = await counted("chat", asyncio.to_thread(load_chat_images, body, vision))
         rendered = await render(
             lambda: engine.render_chat(
-                body.template_messages(),
+                body.template_messages(vision.placeholder if prepared and vision else ""),
                 tools=body.template_tools(),
                 add_generation_prompt=body.add_generation_prompt,
                 template_kwargs=body.chat_template_kwargs,
             )
         )
-        return await _serve(
-            raw,
-            body,
-            [list(rendered.prompt_ids)],
-            [""],
-            model_name,
-            chat=True,
-            ends=rendered.message_end_offsets,
-        )
+        ids, ends, images = list(rendered.prompt_ids), rendered.message_end_offsets, None
+        if prepared and vision is not None:
+            ids, images, ends = await counted(
+                "chat", asyncio.to_thread(expand_chat_prompt, ids, ends, prepared, vision)
+            )
+        return await _serve(raw, body, [ids], [""], model_name, chat=True, ends=ends, images=images)
+
+    async def counted(endpoint: str, work):
+        """Await ``work``; an ApiError it raises is counted against ``endpoint``."""
+        try:
+            return await work
+        except ApiError as err:
+            metrics.count(endpoint, err.status)
+            raise
 
     async def render(work) -> RenderedChat:
         """Render and tokenize off the event loop; a template error is a 400."""
@@ -268,11 +283,12 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         model_name: str,
         chat: bool,
         ends: tuple[int, ...] = (),
+        images: RequestImages | None = None,
     ) -> Response:
         endpoint = "chat" if chat else "completions"
         response_id = new_id("chatcmpl" if chat else "cmpl")
         try:
-            requests = _build_requests(body, prompt_ids, response_id, ends)
+            requests = _build_requests(body, prompt_ids, response_id, ends, images)
         except ApiError as err:
             metrics.count(endpoint, err.status)
             raise
@@ -321,6 +337,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         prompt_ids: list[list[int]],
         response_id: str,
         ends: tuple[int, ...] = (),
+        images: RequestImages | None = None,
     ) -> list[tuple[int, GenerationRequest]]:
         """One engine request per (prompt, choice); seeds differ per choice. ``ends`` are a
         chat prompt's message end offsets (checkpoint retention anchors on them)."""
@@ -362,7 +379,11 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                     (
                         prompt_index,
                         GenerationRequest(
-                            request_id, tuple(ids), seeded, message_end_offsets=tuple(ends)
+                            request_id,
+                            tuple(ids),
+                            seeded,
+                            message_end_offsets=tuple(ends),
+                            images=images,
                         ),
                     )
                 )

@@ -367,6 +367,21 @@ class TextPart(_Body):
     text: Text
 
 
+class ImageUrl(_Body):
+    url: Text
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImagePart(_Body):
+    """An image (server/images.py decodes it; only vision models accept it)."""
+
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
 class ToolCallFunction(_Body):
     name: Text
     arguments: Text | dict[str, Any] = "{}"
@@ -382,7 +397,7 @@ class ToolCall(_Body):
 
 class ChatMessage(_Body):
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: Text | list[TextPart] | None = None
+    content: Text | list[ContentPart] | None = None
     name: Text | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: Text | None = None
@@ -396,17 +411,20 @@ class ChatMessage(_Body):
             )
         return self
 
-    def text(self) -> str:
+    def text(self, image_text: str = "") -> str:
+        """The content as text; each image part becomes ``image_text`` (its placeholder)."""
         if self.content is None:
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(part.text for part in self.content)
+        return "".join(
+            part.text if isinstance(part, TextPart) else image_text for part in self.content
+        )
 
-    def for_template(self) -> dict[str, Any]:
+    def for_template(self, image_text: str = "") -> dict[str, Any]:
         """The message as chat templates read it: text content, optional fields only when set."""
         message = self.model_dump(exclude_none=True, exclude={"content"})
-        message["content"] = self.text()
+        message["content"] = self.text(image_text)
         return message
 
 
@@ -443,8 +461,8 @@ class ChatCompletionRequest(_SamplingFields):
             )
         return value
 
-    def template_messages(self) -> list[dict[str, Any]]:
-        return [m.for_template() for m in self.messages]
+    def template_messages(self, image_text: str = "") -> list[dict[str, Any]]:
+        return [m.for_template(image_text) for m in self.messages]
 
     def template_tools(self) -> list[dict[str, Any]] | None:
         """The tools the template describes; none when tool_choice is 'none'."""
