@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ignition.compiler.graph import InflightRun, PreparedProgram, launch, map_tensors
@@ -83,6 +84,9 @@ class ModelWorker:
         self.state_ops = state_ops
         self._prompt_cursor: dict[RequestHandle, int] = {}
         self._overrun: set[RequestHandle] = set()  # committed past the published output
+        # Called with the fence once a program frame is staged, just before it runs: tensor
+        # parallel ranks agree there that every rank staged it (ignition.distributed.ranks).
+        self.before_run: Callable[[Fence], None] | None = None
 
     # -- Worker protocol -----------------------------------------------------------
 
@@ -105,6 +109,8 @@ class ModelWorker:
             stops = request.request.sampling.ignore_eos
             eos.append(frozenset() if stops else self.eos_token_ids)
         program.upload(frame)
+        if self.before_run is not None:
+            self.before_run(fence)
         launched_ns = time.perf_counter_ns()
         # The static outputs belong to the program, and a second queued frame of the same
         # program would overwrite them before this frame is read: keep a stream-ordered copy.

@@ -1,0 +1,315 @@
+"""Rank zero decides, every rank executes: plan broadcast, per-frame agreement, rank checks.
+
+Helios, the engine and the server exist on rank zero only. :class:`RankZeroWorker` stands
+where the engine expects its worker: every ``launch``, ``wait`` and ``release`` is first
+broadcast to the other ranks (one Python object over the gloo control group), then run on
+rank zero's own :class:`ModelWorker`; :func:`follow` is the other ranks' loop, running the
+same calls on theirs. Identical calls on identical host state keep the ranks' slots, pages
+and prompt cursors equal, and the collectives inside the programs pair up.
+
+A frame is agreed before it runs: each worker stages its inputs, then (``before_run``) all
+ranks exchange "staged" or the error that stopped them. If any rank failed, none runs the
+program and rank zero's ``launch`` raises, naming the rank, so the engine fails that frame's
+requests as it fails any frame and the other requests carry on. Waiting gathers one
+:class:`RankReport` per rank: its device interval (rank zero's cost sample is the maximum,
+``ExecutionTiming.across_ranks``), any error (the frame fails, naming the rank), whether its
+confidence sidecar holds probabilities, and in debug mode its records and committed state,
+which must equal rank zero's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch.distributed as dist
+
+from ignition.distributed.context import TensorParallel
+from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
+from ignition.helios.types import ConfidenceSidecar
+from ignition.runtime.engine import FrameResult, LiveRequest
+from ignition.runtime.requests import GenerationRequest
+from ignition.runtime.worker import ModelWorker, WorkerError
+
+
+@dataclass(frozen=True)
+class LaneRequest:
+    """What a follower's worker reads of a live request (no sink, no detokenizer)."""
+
+    request: GenerationRequest
+    replay_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Launch:
+    fence: Fence
+    plan: ScheduledPlan
+    new_requests: dict[RequestHandle, LaneRequest]  # handles the followers have not seen
+    state_rows: dict[RequestHandle, int | None]
+
+
+@dataclass(frozen=True)
+class Wait:
+    fence: Fence
+
+
+@dataclass(frozen=True)
+class Release:
+    handle: RequestHandle
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
+class RankReport:
+    """One rank's account of a completed frame."""
+
+    rank: int
+    device_ns: int = 0
+    error: str | None = None
+    sidecar_problem: str | None = None
+    digest: str | None = None  # debug mode: records and committed state
+
+
+@dataclass
+class _Failed:
+    """A launch that raised on this rank after the frame was agreed (reported at wait)."""
+
+    error: str
+
+
+def describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+def sidecar_problem(sidecar: ConfidenceSidecar | None) -> str | None:
+    """Why a peer's confidence sidecar is not a set of probabilities, or None when it is."""
+    if sidecar is None:
+        return None
+    for p, plane in enumerate(sidecar.planes):
+        for row, values in enumerate(plane):
+            for col, value in enumerate(values):
+                if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+                    return f"confidence plane {p} row {row} position {col} = {value!r}"
+    return None
+
+
+def frame_digest(result: FrameResult, worker: ModelWorker) -> str:
+    """A hash of the frame's emitted records and the committed state every rank shares
+    (per-slot lengths and page tables; the sharded tensors differ by design)."""
+    state = worker.state
+    material = repr(
+        (
+            tuple(
+                (r.handle, r.num_prompt_tokens, r.token_ids, r.is_finished, r.num_verified_tokens)
+                for r in result.records
+            ),
+            state.seq_lens.tolist(),
+            state.page_table.tolist(),
+        )
+    )
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+class _Agreement:
+    """The per-frame vote in ``before_run``: every rank says staged (None) or why not."""
+
+    def __init__(self, tp: TensorParallel) -> None:
+        self.tp = tp
+        self.has_voted = False
+
+    def vote(self, fence: Fence, error: str | None = None) -> None:
+        self.has_voted = True
+        votes: list[Any] = [None] * self.tp.world_size
+        dist.all_gather_object(votes, error, group=self.tp.cpu_group)
+        for rank, vote in enumerate(votes):
+            if vote is not None and rank != self.tp.rank:
+                raise WorkerError(f"fence {fence.value}: rank {rank} could not stage: {vote}")
+
+
+def _needs_agreement(plan: ScheduledPlan) -> bool:
+    from ignition.components.catalog import GraphKind
+
+    return plan.descriptor.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE)
+
+
+def _guarded_launch(
+    worker: ModelWorker,
+    tp: TensorParallel,
+    plan: ScheduledPlan,
+    fence: Fence,
+    live: dict[RequestHandle, LiveRequest],
+    prelude: Callable[[], None] | None = None,
+):
+    """``worker.launch`` with the agreement as its ``before_run``; a rank that fails before
+    voting (``prelude`` included) still votes, its error, so no rank waits for it."""
+    agreement = _Agreement(tp)
+    worker.before_run = agreement.vote
+    try:
+        if prelude is not None:
+            prelude()
+        return worker.launch(plan, fence, live)
+    except Exception as err:
+        if _needs_agreement(plan) and not agreement.has_voted:
+            agreement.vote(fence, describe(err))
+        raise
+    finally:
+        worker.before_run = None
+
+
+class RankZeroWorker:
+    """The engine's worker on rank zero of a tensor-parallel group (see the module doc)."""
+
+    def __init__(self, inner: ModelWorker, tp: TensorParallel) -> None:
+        self.inner = inner
+        self.tp = tp
+        self._known: set[RequestHandle] = set()  # requests the followers hold
+        self._is_stopped = False
+
+    def _send(self, message: object) -> None:
+        dist.broadcast_object_list([message], src=0, group=self.tp.control_group)
+
+    def launch(self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]):
+        new = {}
+        for lane in plan.lanes:
+            if lane.handle not in self._known:
+                request = live[lane.handle]
+                new[lane.handle] = LaneRequest(request.request, request.replay_ids)
+                self._known.add(lane.handle)
+        rows = {lane.handle: live[lane.handle].state_row for lane in plan.lanes}
+        self._send(Launch(fence, plan, new, rows))
+        return _guarded_launch(self.inner, self.tp, plan, fence, live)
+
+    def wait(self, launched) -> FrameResult:
+        self._send(Wait(launched.fence))
+        error = None
+        try:
+            result = self.inner.wait(launched)
+        except Exception as err:
+            result, error = None, err
+        own = RankReport(0, result.timing.device_ns if result else 0, None)
+        if result is not None and self.tp.debug:
+            own = replace(own, digest=frame_digest(result, self.inner))
+        reports: list[Any] = [None] * self.tp.world_size
+        dist.gather_object(own, reports, dst=0, group=self.tp.cpu_group)
+        if error is not None:
+            raise error
+        assert result is not None
+        fence = launched.fence.value
+        for report in reports[1:]:
+            if report.error is not None:
+                raise WorkerError(f"fence {fence}: rank {report.rank} failed: {report.error}")
+            if report.sidecar_problem is not None:
+                raise WorkerError(
+                    f"fence {fence}: rank {report.rank}'s {report.sidecar_problem} is not a "
+                    "probability"
+                )
+            if self.tp.debug and report.digest != own.digest:
+                raise WorkerError(
+                    f"fence {fence}: rank {report.rank}'s emitted tokens or committed state "
+                    "differ from rank 0's"
+                )
+        intervals = tuple(int(r.device_ns) for r in reports)
+        timing = ExecutionTiming.across_ranks(
+            intervals, result.timing.wall_ns, result.timing.readiness_stall_ns
+        )
+        return replace(result, timing=timing)
+
+    def release(self, handle: RequestHandle) -> None:
+        self._send(Release(handle))
+        self._known.discard(handle)
+        self.inner.release(handle)
+
+    def stop(self) -> None:
+        """Tell the followers to return (once; after the engine loop has stopped)."""
+        if not self._is_stopped:
+            self._is_stopped = True
+            self._send(Stop())
+
+
+@dataclass
+class _Follower:
+    worker: ModelWorker
+    tp: TensorParallel
+    requests: dict[RequestHandle, LaneRequest] = field(default_factory=dict)
+    launched: dict[int, object] = field(default_factory=dict)  # fence -> launch or _Failed
+    # Test-only fault hook: called with (launch message, worker) before the worker stages.
+    fault_hook: Any = None
+
+    def launch(self, message: Launch) -> None:
+        self.requests.update(message.new_requests)
+        live = {}
+        for lane in message.plan.lanes:
+            known = self.requests[lane.handle]
+            live[lane.handle] = LiveRequest(
+                known.request,
+                lane.handle,
+                sink=None,  # type: ignore[arg-type]
+                detokenizer=None,  # type: ignore[arg-type]
+                replay_ids=known.replay_ids,
+                state_row=message.state_rows.get(lane.handle),
+            )
+        hook = self.fault_hook
+        prelude = None if hook is None else (lambda: hook(message, self.worker))
+        try:
+            self.launched[message.fence.value] = _guarded_launch(
+                self.worker, self.tp, message.plan, message.fence, live, prelude
+            )
+        except WorkerError:
+            pass  # another rank failed to stage: rank zero fails the frame, none waits for it
+        except Exception as err:
+            if not _needs_agreement(message.plan):
+                self.launched[message.fence.value] = _Failed(describe(err))
+
+    def wait(self, message: Wait) -> None:
+        fence = message.fence.value
+        for stale in [f for f in self.launched if f < fence]:  # frames rank zero failed
+            del self.launched[stale]
+        launched = self.launched.pop(fence, None)
+        report = RankReport(self.tp.rank)
+        if launched is None:
+            report = replace(report, error=f"fence {fence} was never launched here")
+        elif isinstance(launched, _Failed):
+            report = replace(report, error=launched.error)
+        else:
+            try:
+                result = self.worker.wait(launched)
+            except Exception as err:
+                report = replace(report, error=describe(err))
+            else:
+                report = replace(
+                    report,
+                    device_ns=result.timing.device_ns,
+                    sidecar_problem=sidecar_problem(result.sidecar),
+                    digest=frame_digest(result, self.worker) if self.tp.debug else None,
+                )
+        dist.gather_object(report, None, dst=0, group=self.tp.cpu_group)
+
+    def release(self, message: Release) -> None:
+        self.requests.pop(message.handle, None)
+        self.worker.release(message.handle)
+
+
+def follow(worker: ModelWorker, tp: TensorParallel, fault_hook: Any = None) -> None:
+    """A non-zero rank's loop: run rank zero's calls until it sends Stop."""
+    follower = _Follower(worker, tp, fault_hook=fault_hook)
+    while True:
+        box: list[Any] = [None]
+        dist.broadcast_object_list(box, src=0, group=tp.control_group)
+        message = box[0]
+        if isinstance(message, Stop):
+            return
+        if isinstance(message, Launch):
+            follower.launch(message)
+        elif isinstance(message, Wait):
+            follower.wait(message)
+        elif isinstance(message, Release):
+            follower.release(message)
+        else:
+            raise TypeError(f"rank {tp.rank}: unknown message {type(message).__name__}")
