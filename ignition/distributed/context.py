@@ -28,7 +28,7 @@ FRAME_TIMEOUT_S = 120.0
 IDLE_TIMEOUT_S = 7 * 24 * 3600.0
 
 
-class TensorParallelError(RuntimeError):
+class TensorParallelError(ValueError):
     """A tensor-parallel setup that cannot run (sizes, devices, launch)."""
 
 

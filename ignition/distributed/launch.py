@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
@@ -84,7 +85,7 @@ def run_tensor_parallel(
     os.environ["MASTER_PORT"] = str(_free_port())
     context = mp.start_processes(
         _follower_main,
-        args=(world_size, options, debug, frame_timeout_s),
+        args=(world_size, options, debug, frame_timeout_s, os.getpid()),
         nprocs=world_size - 1,
         join=False,
         start_method="spawn",
@@ -136,9 +137,20 @@ def stop_followers(tp: TensorParallel) -> None:
     dist.broadcast_object_list([Stop()], src=0, group=tp.control_group)
 
 
-def _follower_main(index: int, world_size: int, options, debug: bool, timeout_s: float) -> None:
+def _follower_main(
+    index: int, world_size: int, options, debug: bool, timeout_s: float, parent: int
+) -> None:
     rank = index + 1
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     _run_rank(rank, world_size, rank, options, None, debug, timeout_s)  # type: ignore[arg-type]
+
+
+def _exit_with(parent: int) -> None:
+    """A spawned rank ends when rank zero's process is gone (killed, or exited without
+    stopping it): it would otherwise wait for the next plan for the idle timeout."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def _watch(context, stopped: threading.Event) -> None:

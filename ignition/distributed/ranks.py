@@ -28,6 +28,7 @@ from typing import Any
 import torch.distributed as dist
 
 from ignition.distributed.context import TensorParallel
+from ignition.distributed.faults import RankFault
 from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar
 from ignition.runtime.engine import FrameResult, LiveRequest
@@ -239,8 +240,15 @@ class _Follower:
     tp: TensorParallel
     requests: dict[RequestHandle, LaneRequest] = field(default_factory=dict)
     launched: dict[int, object] = field(default_factory=dict)  # fence -> launch or _Failed
-    # Test-only fault hook: called with (launch message, worker) before the worker stages.
-    fault_hook: Any = None
+    fault: RankFault | None = None  # test-only (ignition.distributed.faults)
+
+    def _check_fault(self, stage: str, lanes) -> None:
+        if self.fault is not None:
+            self.fault.check(self.tp.rank, stage, lanes, self._prompt_of)
+
+    def _prompt_of(self, handle: RequestHandle) -> tuple[int, ...]:
+        known = self.requests.get(handle)
+        return () if known is None else known.request.prompt_ids
 
     def launch(self, message: Launch) -> None:
         self.requests.update(message.new_requests)
@@ -255,8 +263,9 @@ class _Follower:
                 replay_ids=known.replay_ids,
                 state_row=message.state_rows.get(lane.handle),
             )
-        hook = self.fault_hook
-        prelude = None if hook is None else (lambda: hook(message, self.worker))
+        def prelude() -> None:
+            self._check_fault("launch", message.plan.lanes)
+
         try:
             self.launched[message.fence.value] = _guarded_launch(
                 self.worker, self.tp, message.plan, message.fence, live, prelude
@@ -279,6 +288,7 @@ class _Follower:
             report = replace(report, error=launched.error)
         else:
             try:
+                self._check_fault("wait", launched.plan.lanes)  # type: ignore[attr-defined]
                 result = self.worker.wait(launched)
             except Exception as err:
                 report = replace(report, error=describe(err))
@@ -296,9 +306,9 @@ class _Follower:
         self.worker.release(message.handle)
 
 
-def follow(worker: ModelWorker, tp: TensorParallel, fault_hook: Any = None) -> None:
+def follow(worker: ModelWorker, tp: TensorParallel) -> None:
     """A non-zero rank's loop: run rank zero's calls until it sends Stop."""
-    follower = _Follower(worker, tp, fault_hook=fault_hook)
+    follower = _Follower(worker, tp, fault=RankFault.from_env())
     while True:
         box: list[Any] = [None]
         dist.broadcast_object_list(box, src=0, group=tp.control_group)

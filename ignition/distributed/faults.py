@@ -1,0 +1,51 @@
+"""Test-only fault injection on a tensor-parallel rank other than zero.
+
+``IGNITION_TEST_RANK_FAULT=RANK:STAGE:TOKEN`` (STAGE ``launch`` or ``wait``) makes rank RANK
+raise while staging, or while waiting for, a frame that holds a request whose prompt starts
+with token id TOKEN: the failure a test needs to show that one rank's error fails that
+frame's requests on rank zero, names the rank, and leaves the group serving. Spawned ranks
+inherit the variable. Unset (always, outside tests), nothing is checked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ignition.helios.types import LaneWork, RequestHandle
+from ignition.runtime.faults import InjectedFault
+
+ENV = "IGNITION_TEST_RANK_FAULT"
+STAGES = ("launch", "wait")
+PromptOf = Callable[[RequestHandle], tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class RankFault:
+    rank: int
+    stage: str
+    token_id: int
+
+    @classmethod
+    def parse(cls, text: str) -> RankFault:
+        parts = text.split(":")
+        if len(parts) != 3 or parts[1] not in STAGES or not (parts[0] + parts[2]).isdigit():
+            raise ValueError(f"{ENV} = {text!r}: expected RANK:STAGE:TOKEN, STAGE one of {STAGES}")
+        return cls(int(parts[0]), parts[1], int(parts[2]))
+
+    @classmethod
+    def from_env(cls) -> RankFault | None:
+        text = os.environ.get(ENV, "")
+        return cls.parse(text) if text else None
+
+    def check(
+        self, rank: int, stage: str, lanes: Iterable[LaneWork], prompt_of: PromptOf
+    ) -> None:
+        """Raise InjectedFault when this rank, at this stage, holds a marked request."""
+        if rank != self.rank or stage != self.stage:
+            return
+        for lane in lanes:
+            prompt = prompt_of(lane.handle)
+            if prompt and prompt[0] == self.token_id:
+                raise InjectedFault(f"rank {rank}: injected {stage} fault ({ENV})")
