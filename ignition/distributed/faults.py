@@ -1,8 +1,8 @@
 """Test-only fault injection on a tensor-parallel rank other than zero.
 
-``IGNITION_TEST_RANK_FAULT=RANK:STAGE:TOKEN`` (STAGE ``launch`` or ``wait``) makes rank RANK
-raise while staging, or while waiting for, a frame that holds a request whose prompt starts
-with token id TOKEN: the failure a test needs to show that one rank's error fails that
+``IGNITION_TEST_RANK_FAULT=RANK:STAGE:TOKEN[,...]`` (STAGE ``launch`` or ``wait``) makes rank
+RANK raise while staging, or while waiting for, a frame that holds a request whose prompt
+starts with token id TOKEN: the failure a test needs to show that one rank's error fails that
 frame's requests on rank zero, names the rank, and leaves the group serving. Spawned ranks
 inherit the variable. Unset (always, outside tests), nothing is checked.
 """
@@ -35,9 +35,9 @@ class RankFault:
         return cls(int(parts[0]), parts[1], int(parts[2]))
 
     @classmethod
-    def from_env(cls) -> RankFault | None:
+    def from_env(cls) -> tuple[RankFault, ...]:
         text = os.environ.get(ENV, "")
-        return cls.parse(text) if text else None
+        return tuple(cls.parse(item.strip()) for item in text.split(",") if item.strip())
 
     def check(
         self, rank: int, stage: str, lanes: Iterable[LaneWork], prompt_of: PromptOf

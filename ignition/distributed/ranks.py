@@ -75,7 +75,7 @@ class RankReport:
     device_ns: int = 0
     error: str | None = None
     sidecar_problem: str | None = None
-    digest: str | None = None  # debug mode: records and committed state
+    digest: tuple[str, ...] | None = None  # debug mode: records and committed state
 
 
 @dataclass
@@ -101,21 +101,22 @@ def sidecar_problem(sidecar: ConfidenceSidecar | None) -> str | None:
     return None
 
 
-def frame_digest(result: FrameResult, worker: ModelWorker) -> str:
-    """A hash of the frame's emitted records and the committed state every rank shares
-    (per-slot lengths and page tables; the sharded tensors differ by design)."""
-    state = worker.state
-    material = repr(
-        (
-            tuple(
-                (r.handle, r.num_prompt_tokens, r.token_ids, r.is_finished, r.num_verified_tokens)
-                for r in result.records
-            ),
-            state.seq_lens.tolist(),
-            state.page_table.tolist(),
-        )
+DIGEST_PARTS = ("emitted tokens", "committed lengths")
+
+
+def frame_digest(result: FrameResult, worker: ModelWorker) -> tuple[str, ...]:
+    """Hashes of the frame's emitted records and of its requests' committed lengths, one per
+    :data:`DIGEST_PARTS` entry. The sharded tensors differ by design, and so may physical
+    page ids: a frame that failed to stage on one rank leaves the ranks' free lists in
+    different orders (every request of that frame is released), which changes no output."""
+    records = tuple(
+        (r.handle, r.num_prompt_tokens, r.token_ids, r.is_finished, r.num_verified_tokens)
+        for r in result.records
     )
-    return hashlib.sha256(material.encode()).hexdigest()
+    lengths = worker.state.seq_lens.tolist()
+    committed = tuple(lengths[r.handle.slot] for r in result.records)
+    parts = (records, committed)
+    return tuple(hashlib.sha256(repr(p).encode()).hexdigest()[:16] for p in parts)
 
 
 class _Agreement:
@@ -212,9 +213,14 @@ class RankZeroWorker:
                     "probability"
                 )
             if self.tp.debug and report.digest != own.digest:
+                differ = [
+                    part
+                    for part, theirs, ours in zip(DIGEST_PARTS, report.digest, own.digest)
+                    if theirs != ours
+                ]
                 raise WorkerError(
-                    f"fence {fence}: rank {report.rank}'s emitted tokens or committed state "
-                    "differ from rank 0's"
+                    f"fence {fence}: rank {report.rank}'s {' and '.join(differ)} differ from "
+                    "rank 0's (--tensor-parallel-debug)"
                 )
         intervals = tuple(int(r.device_ns) for r in reports)
         timing = ExecutionTiming.across_ranks(
@@ -240,11 +246,11 @@ class _Follower:
     tp: TensorParallel
     requests: dict[RequestHandle, LaneRequest] = field(default_factory=dict)
     launched: dict[int, object] = field(default_factory=dict)  # fence -> launch or _Failed
-    fault: RankFault | None = None  # test-only (ignition.distributed.faults)
+    faults: tuple[RankFault, ...] = ()  # test-only (ignition.distributed.faults)
 
     def _check_fault(self, stage: str, lanes) -> None:
-        if self.fault is not None:
-            self.fault.check(self.tp.rank, stage, lanes, self._prompt_of)
+        for fault in self.faults:
+            fault.check(self.tp.rank, stage, lanes, self._prompt_of)
 
     def _prompt_of(self, handle: RequestHandle) -> tuple[int, ...]:
         known = self.requests.get(handle)
@@ -308,7 +314,7 @@ class _Follower:
 
 def follow(worker: ModelWorker, tp: TensorParallel) -> None:
     """A non-zero rank's loop: run rank zero's calls until it sends Stop."""
-    follower = _Follower(worker, tp, fault=RankFault.from_env())
+    follower = _Follower(worker, tp, faults=RankFault.from_env())
     while True:
         box: list[Any] = [None]
         dist.broadcast_object_list(box, src=0, group=tp.control_group)
