@@ -238,6 +238,28 @@ def catalog_cmd(recipe_name: str, as_json: bool, check: bool, **kwargs: Any) -> 
     print_catalog_tables(recipe, catalog)
 
 
+def tensor_parallel_options() -> list[Callable[..., Any]]:
+    """--tensor-parallel-size and its debug check (build, generate, serve, debug-serve)."""
+    return [
+        click.option(
+            "--tensor-parallel-size",
+            "-tp",
+            "tensor_parallel_size",
+            type=int,
+            default=1,
+            show_default=True,
+            callback=_at_least(1),
+            help="Ranks that each hold a shard of every layer (one GPU each; gloo on CPU). "
+            "Spawns the ranks, or joins torchrun's.",
+        ),
+        click.option(
+            "--tensor-parallel-debug",
+            is_flag=True,
+            help="Check every frame's emitted tokens and committed state equal across ranks.",
+        ),
+    ]
+
+
 @main.command("build")
 @capacity_options(
     recipe_help="Recipe name, alias or path; default: the recipe registered for the "
@@ -263,6 +285,7 @@ def catalog_cmd(recipe_name: str, as_json: bool, check: bool, **kwargs: Any) -> 
 @click.option(
     "--threads", type=int, callback=_at_least(1), help="torch CPU threads (default on CPU: 1)."
 )
+@tensor_parallel_options()[0]
 @_fail_cleanly
 def build_cmd(
     recipe_name: str | None,
@@ -271,6 +294,7 @@ def build_cmd(
     copy_weights: bool,
     device: str | None,
     threads: int | None,
+    tensor_parallel_size: int,
     **kwargs: Any,
 ) -> None:
     """Prepare and validate every program of a recipe; write the bundle."""
@@ -297,17 +321,31 @@ def build_cmd(
             label = f"{d.name} (reused)" if reused else d.name
             progress.update(task, advance=1, program=label)
 
-        result = build_bundle(
-            recipe_name,
-            options,
-            weights=weights,
-            out_dir=out_dir,
-            copy_weights=copy_weights,
-            device=device,
-            threads=threads,
-            on_program=done,
-            on_start=started,
-        )
+        if tensor_parallel_size == 1:
+            result = build_bundle(
+                recipe_name,
+                options,
+                weights=weights,
+                out_dir=out_dir,
+                copy_weights=copy_weights,
+                device=device,
+                threads=threads,
+                on_program=done,
+                on_start=started,
+            )
+        else:
+            from ignition.distributed.build import BuildJob, build_on_rank, follow_build
+            from ignition.distributed.launch import run_tensor_parallel
+
+            job = BuildJob(recipe_name, options, weights, out_dir, copy_weights, device, threads)
+            result = run_tensor_parallel(
+                tensor_parallel_size,
+                job,
+                lambda job, tp: build_on_rank(job, tp, on_program=done, on_start=started),
+                follower=follow_build,
+            )
+    if result is None:  # a non-zero torchrun rank: rank zero reports
+        return
     for note in result.notes:
         click.echo(f"note: {note}")
     counts = " ".join(f"{k}={v}" for k, v in result.catalog.counts().items())
@@ -359,28 +397,6 @@ def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         fn = option(fn)
     return fn
-
-
-def tensor_parallel_options() -> list[Callable[..., Any]]:
-    """--tensor-parallel-size and its debug check (build, generate, serve, debug-serve)."""
-    return [
-        click.option(
-            "--tensor-parallel-size",
-            "-tp",
-            "tensor_parallel_size",
-            type=int,
-            default=1,
-            show_default=True,
-            callback=_at_least(1),
-            help="Ranks that each hold a shard of every layer (one GPU each; gloo on CPU). "
-            "Spawns the ranks, or joins torchrun's.",
-        ),
-        click.option(
-            "--tensor-parallel-debug",
-            is_flag=True,
-            help="Check every frame's emitted tokens and committed state equal across ranks.",
-        ),
-    ]
 
 
 def _with_ranks(runtime: dict[str, Any], options: Any, rank_zero: Callable[..., Any]) -> Any:

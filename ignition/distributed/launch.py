@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -35,7 +35,8 @@ from ignition.distributed.context import (
 from ignition.distributed.ranks import Stop
 
 T = TypeVar("T")
-RankZero = Callable[["ServeOptions", TensorParallel], T]  # noqa: F821 (ignition.serving)
+RankZero = Callable[[Any, TensorParallel], T]  # (options, tp) -> rank zero's result
+Follower = Callable[[Any, TensorParallel], None]
 # Seconds the spawned ranks get to return after rank zero has stopped them.
 JOIN_TIMEOUT_S = 60.0
 
@@ -68,9 +69,16 @@ def run_tensor_parallel(
     *,
     debug: bool = False,
     frame_timeout_s: float = FRAME_TIMEOUT_S,
+    follower: Follower | None = None,
 ) -> T | None:
-    """Run ``rank_zero(options, tp)`` on rank zero with ranks 1..N-1 following it; returns
-    its result (None on the other ranks under torchrun)."""
+    """Run ``rank_zero(options, tp)`` on rank zero with ranks 1..N-1 running
+    ``follower(options, tp)`` (default: following rank zero's engine); returns rank zero's
+    result (None on the other ranks under torchrun). ``follower`` must be a module-level
+    function: spawned ranks receive it by reference."""
+    if follower is None:
+        from ignition.serving import follow_engine
+
+        follower = follow_engine
     if world_size < 2:
         raise TensorParallelError(f"--tensor-parallel-size {world_size}: use at least 2 ranks")
     env = torchrun_env()
@@ -80,12 +88,13 @@ def run_tensor_parallel(
             raise TensorParallelError(
                 f"--tensor-parallel-size {world_size} but torchrun started {world} processes"
             )
-        return _run_rank(rank, world, local, options, rank_zero, debug, frame_timeout_s)
+        role = rank_zero if rank == 0 else follower
+        return _run_rank(rank, world, local, options, role, debug, frame_timeout_s)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(_free_port())
     context = mp.start_processes(
         _follower_main,
-        args=(world_size, options, debug, frame_timeout_s, os.getpid()),
+        args=(world_size, options, follower, debug, frame_timeout_s, os.getpid()),
         nprocs=world_size - 1,
         join=False,
         start_method="spawn",
@@ -113,36 +122,40 @@ def _run_rank(
     world_size: int,
     local_rank: int,
     options,
-    rank_zero: RankZero,
+    role: Callable,
     debug: bool,
     frame_timeout_s: float,
 ):
+    """``role(options, tp)`` as rank ``rank``; rank zero then stops the followers' loops."""
     device = rank_device(options.device, local_rank)
     options = replace(options, device=str(device))
     with tensor_parallel_group(
         rank, world_size, device, debug=debug, frame_timeout_s=frame_timeout_s
     ) as tp:
-        if rank != 0:
-            from ignition.serving import follow_engine
-
-            follow_engine(options, tp)
-            return None
-        result = rank_zero(options, tp)
-        stop_followers(tp)
-        return result
+        result = role(options, tp)
+        if rank == 0:
+            stop_followers(tp)
+        return result if rank == 0 else None
 
 
 def stop_followers(tp: TensorParallel) -> None:
-    """Tell the other ranks' loops to return (rank zero, once its engine has stopped)."""
+    """Tell the other ranks' engine loops to return (rank zero, once its own has stopped).
+    Followers that are not in a loop (a build's) take part in the broadcast and ignore it."""
     dist.broadcast_object_list([Stop()], src=0, group=tp.control_group)
 
 
 def _follower_main(
-    index: int, world_size: int, options, debug: bool, timeout_s: float, parent: int
+    index: int,
+    world_size: int,
+    options,
+    follower: Follower,
+    debug: bool,
+    timeout_s: float,
+    parent: int,
 ) -> None:
     rank = index + 1
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
-    _run_rank(rank, world_size, rank, options, None, debug, timeout_s)  # type: ignore[arg-type]
+    _run_rank(rank, world_size, rank, options, follower, debug, timeout_s)
 
 
 def _exit_with(parent: int) -> None:

@@ -329,3 +329,11 @@ def follow(worker: ModelWorker, tp: TensorParallel) -> None:
             follower.release(message)
         else:
             raise TypeError(f"rank {tp.rank}: unknown message {type(message).__name__}")
+
+
+def await_stop(tp: TensorParallel) -> None:
+    """A non-zero rank whose work runs no loop (a build) takes rank zero's Stop here."""
+    box: list[Any] = [None]
+    dist.broadcast_object_list(box, src=0, group=tp.control_group)
+    if not isinstance(box[0], Stop):
+        raise TypeError(f"rank {tp.rank}: expected Stop, got {type(box[0]).__name__}")

@@ -11,12 +11,14 @@ tokens and committed state compared across ranks), so equal output is checked pe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from ignition.cli import main
+from ignition.components.catalog import load_catalog
 from ignition.distributed.launch import run_tensor_parallel
 from ignition.runtime.requests import GenerationRequest, SamplingParams, StreamChunk
 from ignition.serving import ServeOptions, open_engine
@@ -37,7 +39,8 @@ def build(out: Path, *extra: str) -> Path:
 
 @pytest.fixture(scope="module")
 def qwen38_bundle(tmp_path_factory) -> Path:
-    return build(tmp_path_factory.mktemp("qwen38-tp"))
+    """Built by two ranks, so every program was also validated with its collectives."""
+    return build(tmp_path_factory.mktemp("qwen38-tp"), "--tensor-parallel-size", "2")
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +90,19 @@ def test_two_ranks_reproduce_one_ranks_greedy_tokens_on_a_qwen35_checkpoint(qwen
     one, two = one_and_two_ranks(qwen35_bundle, "adaptive")
     assert two["errors"] == [] and set(two["finishes"].values()) == {"length"}
     assert two["tokens"] == one["tokens"]
+
+
+def test_a_two_rank_build_validates_every_program_and_records_its_size(qwen38_bundle):
+    manifest = json.loads((qwen38_bundle / "manifest.json").read_text())
+    assert manifest["runtime"]["tensor_parallel_size"] == 2
+    assert len(manifest["programs"]) == len(load_catalog(qwen38_bundle / "catalog.json").descriptors)
+
+
+def test_generate_with_two_ranks_prints_one_ranks_greedy_tokens(qwen38_bundle):
+    args = ["generate", "--artifacts", str(qwen38_bundle), "--prompt", "def f(x):", "--json"]
+    args += ["--max-tokens", "8", "--device", "cpu", "--speculation", "off"]
+    one = CliRunner().invoke(main, args)
+    two = CliRunner().invoke(main, [*args, "--tensor-parallel-size", "2"])
+    assert one.exit_code == 0 and two.exit_code == 0, two.output
+    tokens = [json.loads(r.stdout[r.stdout.index("{") :])["token_ids"] for r in (one, two)]
+    assert len(tokens[0]) == 8 and tokens[1] == tokens[0]
