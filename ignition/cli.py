@@ -407,9 +407,7 @@ def _with_ranks(runtime: dict[str, Any], options: Any, rank_zero: Callable[..., 
         return rank_zero(options, None)
     from ignition.distributed.launch import run_tensor_parallel
 
-    return run_tensor_parallel(
-        size, options, rank_zero, debug=runtime["tensor_parallel_debug"]
-    )
+    return run_tensor_parallel(size, options, rank_zero, debug=runtime["tensor_parallel_debug"])
 
 
 def _finite_nonnegative(ctx: click.Context, param: click.Parameter, value: Any) -> Any:

@@ -63,9 +63,7 @@ def _load(options: ServeOptions, tp: TensorParallel | None) -> Bundle:
     """The bundle with the whole model, or with rank ``tp.rank``'s shard of it."""
     configure_threads(resolve_device(options.device), options.num_threads)
     if tp is None:
-        return load_bundle(
-            options.artifacts, options.device, verify_weights=options.verify_weights
-        )
+        return load_bundle(options.artifacts, options.device, verify_weights=options.verify_weights)
     from ignition.distributed.loading import load_sharded_checkpoint
 
     return load_bundle(

@@ -213,9 +213,7 @@ def build_bundle(
             _prepare_and_validate(model, recipe, todo, checkpoint, torch_device, on_program)
         )
 
-    state_operations = _validate_state_operations(
-        model, recipe.capacity.kv_page_size, torch_device
-    )
+    state_operations = _validate_state_operations(model, recipe.capacity.kv_page_size, torch_device)
     if not write:
         return BuildResult(out_dir, catalog, {}, len(ordered) - len(todo), notes)
     out_dir.mkdir(parents=True, exist_ok=True)

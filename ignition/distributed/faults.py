@@ -39,9 +39,7 @@ class RankFault:
         text = os.environ.get(ENV, "")
         return tuple(cls.parse(item.strip()) for item in text.split(",") if item.strip())
 
-    def check(
-        self, rank: int, stage: str, lanes: Iterable[LaneWork], prompt_of: PromptOf
-    ) -> None:
+    def check(self, rank: int, stage: str, lanes: Iterable[LaneWork], prompt_of: PromptOf) -> None:
         """Raise InjectedFault when this rank, at this stage, holds a marked request."""
         if rank != self.rank or stage != self.stage:
             return

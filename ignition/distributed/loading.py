@@ -56,8 +56,9 @@ def load_sharded_checkpoint(
         for name, param in model.named_parameters():
             value = _read(layout.sources[name], rules.get(name), located, tp)
             if tuple(value.shape) != tuple(param.shape):
-                raise ValueError(f"{name}: rank {tp.rank} shard {list(value.shape)}, model "
-                                 f"{list(param.shape)}")
+                raise ValueError(
+                    f"{name}: rank {tp.rank} shard {list(value.shape)}, model {list(param.shape)}"
+                )
             param.copy_(value.to(param.dtype))
     notes = family.load_notes(config, raw)
     notes.append(f"tensor parallel: rank {tp.rank} of {tp.world_size}")

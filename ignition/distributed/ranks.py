@@ -215,7 +215,9 @@ class RankZeroWorker:
             if self.tp.debug and report.digest != own.digest:
                 differ = [
                     part
-                    for part, theirs, ours in zip(DIGEST_PARTS, report.digest, own.digest)
+                    for part, theirs, ours in zip(
+                        DIGEST_PARTS, report.digest, own.digest, strict=True
+                    )
                     if theirs != ours
                 ]
                 raise WorkerError(
@@ -269,6 +271,7 @@ class _Follower:
                 replay_ids=known.replay_ids,
                 state_row=message.state_rows.get(lane.handle),
             )
+
         def prelude() -> None:
             self._check_fault("launch", message.plan.lanes)
 

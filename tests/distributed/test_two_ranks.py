@@ -95,7 +95,8 @@ def test_two_ranks_reproduce_one_ranks_greedy_tokens_on_a_qwen35_checkpoint(qwen
 def test_a_two_rank_build_validates_every_program_and_records_its_size(qwen38_bundle):
     manifest = json.loads((qwen38_bundle / "manifest.json").read_text())
     assert manifest["runtime"]["tensor_parallel_size"] == 2
-    assert len(manifest["programs"]) == len(load_catalog(qwen38_bundle / "catalog.json").descriptors)
+    catalog = load_catalog(qwen38_bundle / "catalog.json")
+    assert len(manifest["programs"]) == len(catalog.descriptors)
 
 
 def test_generate_with_two_ranks_prints_one_ranks_greedy_tokens(qwen38_bundle):
