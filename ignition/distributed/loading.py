@@ -12,6 +12,7 @@ tensor beyond its own shard.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -47,14 +48,15 @@ def load_sharded_checkpoint(
     with torch.device("meta"):
         whole = family.model_class()(config)
         layout = family.layout(whole, frozenset(located))
-        check_layout(whole, path, located, layout, strict_dtype=family.name == "qwen38")
+        readers = check_layout(whole, path, located, layout, strict_dtype=family.name == "qwen38")
         rules = shard_rules(whole, config)
         model = parallelize(family.model_class()(shard_config), config, tp)
     model = model.to_empty(device=device).to(_DTYPES[config.torch_dtype])
     model.tie_weights()
+    reader = _CheckpointReader(located, readers)
     with torch.no_grad():
         for name, param in model.named_parameters():
-            value = _read(layout.sources[name], rules.get(name), located, tp)
+            value = _read(layout.sources[name], rules.get(name), reader, tp)
             if tuple(value.shape) != tuple(param.shape):
                 raise ValueError(
                     f"{name}: rank {tp.rank} shard {list(value.shape)}, model {list(param.shape)}"
@@ -65,20 +67,43 @@ def load_sharded_checkpoint(
     return LoadedCheckpoint(model.eval(), family, notes)
 
 
+class _CheckpointReader:
+    """Reads a rank's tensors. Whole tensors that several parameters are assembled from (a
+    fused ``in_proj_qkv`` feeds q, k and v; fused experts feed every expert) are read once
+    and dropped after their last reader, as the one-rank loader does."""
+
+    def __init__(self, located: dict[str, Path], readers: Counter[str]) -> None:
+        self.located = located
+        self.readers = Counter(readers)
+        self.held: dict[str, torch.Tensor] = {}
+
+    def get(self, name: str) -> torch.Tensor:
+        tensor = self.held.get(name)
+        if tensor is None:
+            with safe_open(self.located[name], framework="pt") as handle:
+                tensor = handle.get_tensor(name)
+        self.readers[name] -= 1
+        if self.readers[name] > 0:
+            self.held[name] = tensor
+        else:
+            self.held.pop(name, None)
+        return tensor
+
+    def read_shard(self, name: str, rule: ShardRule, tp: TensorParallel) -> torch.Tensor:
+        """The rank's part of a tensor stored as its parameter: only those bytes are read."""
+        self.readers[name] -= 1
+        with safe_open(self.located[name], framework="pt") as handle:
+            return rule.read(handle.get_slice(name), tp)
+
+
 def _read(
     source: TensorSource,
     rule: ShardRule | None,
-    located: dict[str, Path],
+    reader: _CheckpointReader,
     tp: TensorParallel,
 ) -> torch.Tensor:
     """One local parameter: sliced reads when the source is a stored tensor, else assembled."""
     if rule is not None and source.combine is None:
-        name = source.names[0]
-        with safe_open(located[name], framework="pt") as handle:
-            return rule.read(handle.get_slice(name), tp)
-    tensors = []
-    for name in source.names:
-        with safe_open(located[name], framework="pt") as handle:
-            tensors.append(handle.get_tensor(name))
-    full = source.build(tensors)
+        return reader.read_shard(source.names[0], rule, tp)
+    full = source.build([reader.get(name) for name in source.names])
     return full if rule is None else rule.take(full, tp)

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from ignition.components.catalog import GraphKind
 from ignition.distributed.context import TensorParallel
 from ignition.distributed.faults import RankFault
 from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
@@ -136,8 +137,7 @@ class _Agreement:
 
 
 def _needs_agreement(plan: ScheduledPlan) -> bool:
-    from ignition.components.catalog import GraphKind
-
+    """Program frames run collectives; state operations are rank-local copies."""
     return plan.descriptor.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE)
 
 
@@ -172,7 +172,6 @@ class RankZeroWorker:
         self.inner = inner
         self.tp = tp
         self._known: set[RequestHandle] = set()  # requests the followers hold
-        self._is_stopped = False
 
     def _send(self, message: object) -> None:
         dist.broadcast_object_list([message], src=0, group=self.tp.control_group)
@@ -234,12 +233,6 @@ class RankZeroWorker:
         self._send(Release(handle))
         self._known.discard(handle)
         self.inner.release(handle)
-
-    def stop(self) -> None:
-        """Tell the followers to return (once; after the engine loop has stopped)."""
-        if not self._is_stopped:
-            self._is_stopped = True
-            self._send(Stop())
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Issue 17: each rank loads only its shard of the same checkpoint, and the shards are the
-layer splits the design names (attention and GDN heads, MLP and expert widths, vocabulary).
-No process group is needed to load: these run in one process, in about a second."""
+layer splits the design names (attention and GDN heads, MLP and expert widths, vocabulary),
+from stored and from fused tensors alike. No process group is needed to load: these run in
+one process, in a few seconds."""
 
 from __future__ import annotations
 
@@ -35,10 +36,23 @@ def checkpoint(tmp_path_factory):
     return write_random_checkpoint(path, CONFIG, seed=3)
 
 
-def test_the_two_ranks_shards_reassemble_every_parameter_of_the_checkpoint(checkpoint):
+@pytest.fixture(scope="module")
+def fused_qwen35(tmp_path_factory):
+    """Qwen3.5 MoE as published: in_proj_qkv, q_proj with its gate, fused expert tensors."""
+    pytest.importorskip("transformers")
+    from tests.model.hf_checkpoints import Variant, write_qwen35
+
+    path = tmp_path_factory.mktemp("tp-qwen35-moe")
+    write_qwen35(path, Variant(moe=True, multimodal=False, fused_experts=True, seed=4))
+    return path
+
+
+@pytest.mark.parametrize("which", ["checkpoint", "fused_qwen35"])
+def test_the_two_ranks_shards_reassemble_every_parameter_of_the_checkpoint(which, request):
+    checkpoint = request.getfixturevalue(which)
     whole = load_model(checkpoint)
     ranks = [load_sharded_checkpoint(checkpoint, TensorParallel(r, 2)).model for r in (0, 1)]
-    rules = shard_rules(whole, CONFIG)
+    rules = shard_rules(whole, whole.config)
     params = [dict(m.named_parameters()) for m in ranks]
     for name, full in whole.named_parameters():
         shards = [p[name].detach() for p in params]
