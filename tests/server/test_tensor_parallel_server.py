@@ -3,8 +3,9 @@ rank other than zero that raises fails only its frame's request: the server repo
 error naming the rank, innocent requests finish whole, and the group keeps serving (no hang:
 the ranks agree on every frame before it runs, and report every wait).
 
-Budget: one server start (two ranks load and warm up a small bundle), about 10 s, and a few
-short streams. Fault injection: the test-only rank fault plan, ignition/distributed/faults.py.
+Budget: one small build and one server start (two ranks load and warm up the bundle), then a
+few short streams: about 20 s on the 2-core CI machine. Fault injection: the test-only rank
+fault plan, ignition/distributed/faults.py.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ FAULTS = f"1:launch:{LAUNCH},1:wait:{WAIT}"
 def small_bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("tp-serve-bundle")
     args = ["build", "--out", str(out), "--max-prefill-chunk", "64", "--concurrency", "2"]
+    args += ["--num-draft-tokens", "2"]
     result = CliRunner().invoke(main, [*args, "--device", "cpu", "--mixed-prefill"])
     assert result.exit_code == 0, result.output
     return out
