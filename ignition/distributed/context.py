@@ -6,7 +6,7 @@ CUDA graph captures them; ``cpu_group`` (gloo, always on the host) carries rank 
 plans, the per-frame agreement and the completion reports, which are Python objects and must
 never enter a captured stream. ``control_group`` is the same traffic's idle wait: a follower
 blocks there between frames for as long as the server is idle, so it gets a long timeout,
-while a frame's own agreement fails fast.
+while a frame's own agreement and reports fail fast.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -22,14 +22,26 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-# A frame's collectives (agreement, reports) fail after this long; see the module docstring.
+# A frame's host collectives (agreement, reports) fail after this long.
 FRAME_TIMEOUT_S = 120.0
+# The model's collectives: generous, because the ranks' first ones (program warm-up) wait for
+# the slowest rank's shard load and kernel compilation. A rank that dies is noticed sooner:
+# gloo peers see the closed connection, and the launcher's watchdog ends the group.
+DEVICE_TIMEOUT_S = 600.0
 # A follower waits this long for rank zero's next message (an idle server sends none).
 IDLE_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 class TensorParallelError(ValueError):
     """A tensor-parallel setup that cannot run (sizes, devices, launch)."""
+
+
+@dataclass
+class GroupHealth:
+    """Set once a rank failed inside a program, after the ranks agreed to run it: the
+    group's collectives are out of step and nothing more may be sent through it."""
+
+    broken: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,7 @@ class TensorParallel:
     cpu_group: Any = None  # host objects during a frame
     control_group: Any = None  # host objects between frames
     debug: bool = False  # compare emitted tokens and committed state across ranks each frame
+    health: GroupHealth = field(default_factory=GroupHealth, compare=False)
 
     @property
     def is_rank_zero(self) -> bool:
@@ -96,18 +109,21 @@ def tensor_parallel_group(
     if device.type == "cuda":
         torch.cuda.set_device(device)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    frame_timeout = timedelta(seconds=frame_timeout_s)
     dist.init_process_group(
         backend_for(device),
         rank=rank,
         world_size=world_size,
-        timeout=frame_timeout,
+        timeout=timedelta(seconds=DEVICE_TIMEOUT_S),
         device_id=device if device.type == "cuda" else None,
     )
+    tp = None
     try:
-        world = dist.group.WORLD
-        cpu_group = world if device.type != "cuda" else dist.new_group(backend="gloo")
+        cpu_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=frame_timeout_s))
         control_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=IDLE_TIMEOUT_S))
-        yield TensorParallel(rank, world_size, world, cpu_group, control_group, debug)
+        tp = TensorParallel(rank, world_size, dist.group.WORLD, cpu_group, control_group, debug)
+        yield tp
     finally:
-        dist.destroy_process_group()
+        # A broken group may hold collectives no peer will join: tearing it down can block,
+        # and the process is about to exit anyway.
+        if tp is None or tp.health.broken is None:
+            dist.destroy_process_group()

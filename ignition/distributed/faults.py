@@ -1,9 +1,11 @@
 """Test-only fault injection on a tensor-parallel rank other than zero.
 
-``IGNITION_TEST_RANK_FAULT=RANK:STAGE:TOKEN[,...]`` (STAGE ``launch`` or ``wait``) makes rank
-RANK raise while staging, or while waiting for, a frame that holds a request whose prompt
-starts with token id TOKEN: the failure a test needs to show that one rank's error fails that
-frame's requests on rank zero, names the rank, and leaves the group serving. Spawned ranks
+``IGNITION_TEST_RANK_FAULT=RANK:STAGE:TOKEN[,...]`` makes rank RANK raise while staging
+(``launch``), inside the program once every rank agreed to run it (``run``), or while waiting
+for (``wait``) a frame that holds a request whose prompt starts with token id TOKEN: the
+failures a test needs to show that a staging or waiting error fails that frame's requests on
+rank zero, naming the rank, and leaves the group serving, and that a failure inside a
+program stops the whole group instead of hanging it. Spawned ranks
 inherit the variable. Unset (always, outside tests), nothing is checked.
 """
 
@@ -17,7 +19,7 @@ from ignition.helios.types import LaneWork, RequestHandle
 from ignition.runtime.faults import InjectedFault
 
 ENV = "IGNITION_TEST_RANK_FAULT"
-STAGES = ("launch", "wait")
+STAGES = ("launch", "run", "wait")
 PromptOf = Callable[[RequestHandle], tuple[int, ...]]
 
 

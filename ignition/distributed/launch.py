@@ -5,9 +5,10 @@ process finds its rank in the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_
 rank zero runs the command, the others follow it. Without torchrun the calling process
 becomes rank zero and spawns ranks 1..N-1 with torch.multiprocessing (the ``spawn`` start
 method: CUDA cannot be forked), rendezvousing on a free local port. A watchdog thread
-notices a rank that died (an error while loading, an out-of-memory kill): rank zero would
-otherwise wait in its next collective until the frame timeout, so the watchdog reports the
-rank's error and ends the process group's leader with exit status 1.
+notices a rank that died (an error while loading, a failure inside a program, an
+out-of-memory kill): rank zero usually notices it itself (its next gloo collective fails)
+and stops cleanly; if it has not within a grace period (an NCCL collective waits until its
+timeout), the watchdog reports the rank's error and ends rank zero with exit status 1.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ RankZero = Callable[[Any, TensorParallel], T]  # (options, tp) -> rank zero's re
 Follower = Callable[[Any, TensorParallel], None]
 # Seconds the spawned ranks get to return after rank zero has stopped them.
 JOIN_TIMEOUT_S = 60.0
+# Seconds rank zero gets to stop by itself once a spawned rank has died.
+WATCHDOG_GRACE_S = 20.0
 
 
 def rank_device(requested: str | None, local_rank: int) -> torch.device:
@@ -110,10 +113,8 @@ def run_tensor_parallel(
             process.terminate()
         raise
     stopped.set()
-    for process in context.processes:
-        process.join(JOIN_TIMEOUT_S)
-        if process.is_alive():
-            process.terminate()
+    watchdog.join()
+    _join_followers(context)
     return result
 
 
@@ -133,7 +134,7 @@ def _run_rank(
         rank, world_size, device, debug=debug, frame_timeout_s=frame_timeout_s
     ) as tp:
         result = role(options, tp)
-        if rank == 0:
+        if rank == 0 and tp.health.broken is None:
             stop_followers(tp)
         return result if rank == 0 else None
 
@@ -166,16 +167,33 @@ def _exit_with(parent: int) -> None:
     os._exit(1)
 
 
+def _join_followers(context) -> None:
+    """Wait for the spawned ranks to return; print the error of one that failed (its
+    traceback), and terminate any still running after the join timeout."""
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    try:
+        while not context.join(timeout=0.5) and time.monotonic() < deadline:
+            pass
+    except Exception as err:
+        print(f"error: a tensor-parallel rank failed: {err}", file=sys.stderr, flush=True)
+    for process in context.processes:
+        if process.is_alive():
+            process.terminate()
+
+
 def _watch(context, stopped: threading.Event) -> None:
-    """End rank zero when a spawned rank died before it was stopped (see module docstring)."""
+    """End rank zero when a spawned rank died before it was stopped (see module docstring),
+    after a grace period in which rank zero may notice it itself and stop cleanly (its gloo
+    collectives fail at once when a peer's connection closes)."""
     while not stopped.is_set():
         try:
             if context.join(timeout=0.5):
                 return  # every rank returned
-        except Exception as err:  # a rank raised or was killed
-            if stopped.is_set():
-                return
+        except Exception as err:  # a rank raised or was killed: its traceback is in err
             print(f"error: a tensor-parallel rank failed: {err}", file=sys.stderr, flush=True)
+            if stopped.wait(WATCHDOG_GRACE_S):
+                return
+            print("error: rank zero did not stop; exiting", file=sys.stderr, flush=True)
             os._exit(1)
 
 

@@ -10,7 +10,10 @@ and prompt cursors equal, and the collectives inside the programs pair up.
 A frame is agreed before it runs: each worker stages its inputs, then (``before_run``) all
 ranks exchange "staged" or the error that stopped them. If any rank failed, none runs the
 program and rank zero's ``launch`` raises, naming the rank, so the engine fails that frame's
-requests as it fails any frame and the other requests carry on. Waiting gathers one
+requests as it fails any frame and the other requests carry on. A rank that fails inside an
+agreed program leaves the others waiting in its collectives: that is fatal for the group
+(``FatalWorkerError``: rank zero's engine stops and ends every request, a follower exits),
+never a hang. Waiting gathers one
 :class:`RankReport` per rank: its device interval (rank zero's cost sample is the maximum,
 ``ExecutionTiming.across_ranks``), any error (the frame fails, naming the rank), whether its
 confidence sidecar holds probabilities, and in debug mode its records and committed state,
@@ -32,7 +35,7 @@ from ignition.distributed.context import TensorParallel
 from ignition.distributed.faults import RankFault
 from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar
-from ignition.runtime.engine import FrameResult, LiveRequest
+from ignition.runtime.engine import FatalWorkerError, FrameResult, LiveRequest
 from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.worker import ModelWorker, WorkerError
 
@@ -123,9 +126,11 @@ def frame_digest(result: FrameResult, worker: ModelWorker) -> tuple[str, ...]:
 class _Agreement:
     """The per-frame vote in ``before_run``: every rank says staged (None) or why not."""
 
-    def __init__(self, tp: TensorParallel) -> None:
+    def __init__(self, tp: TensorParallel, after: Callable[[], None] | None = None) -> None:
         self.tp = tp
+        self.after = after  # test-only: a fault once the frame is agreed
         self.has_voted = False
+        self.is_agreed = False
 
     def vote(self, fence: Fence, error: str | None = None) -> None:
         self.has_voted = True
@@ -134,6 +139,9 @@ class _Agreement:
         for rank, vote in enumerate(votes):
             if vote is not None and rank != self.tp.rank:
                 raise WorkerError(f"fence {fence.value}: rank {rank} could not stage: {vote}")
+        self.is_agreed = error is None
+        if self.after is not None:
+            self.after()
 
 
 def _needs_agreement(plan: ScheduledPlan) -> bool:
@@ -148,18 +156,31 @@ def _guarded_launch(
     fence: Fence,
     live: dict[RequestHandle, LiveRequest],
     prelude: Callable[[], None] | None = None,
+    after_agreement: Callable[[], None] | None = None,
 ):
     """``worker.launch`` with the agreement as its ``before_run``; a rank that fails before
-    voting (``prelude`` included) still votes, its error, so no rank waits for it."""
-    agreement = _Agreement(tp)
+    voting (``prelude`` included) still votes, its error, so no rank waits for it. A failure
+    after the frame was agreed happened inside the program, between collectives the other
+    ranks are now waiting in: the group is out of step (:class:`FatalWorkerError`)."""
+    agreement = _Agreement(tp, after_agreement)
     worker.before_run = agreement.vote
     try:
         if prelude is not None:
             prelude()
         return worker.launch(plan, fence, live)
     except Exception as err:
-        if _needs_agreement(plan) and not agreement.has_voted:
+        if not _needs_agreement(plan):
+            raise
+        if not agreement.has_voted:
             agreement.vote(fence, describe(err))
+        if agreement.is_agreed:
+            tp.health.broken = (
+                f"fence {fence.value}: the program failed on rank {tp.rank} after every rank "
+                f"agreed to run it ({describe(err)})"
+            )
+            raise FatalWorkerError(
+                f"{tp.health.broken}; the ranks' collectives are out of step, so the group stops"
+            ) from err
         raise
     finally:
         worker.before_run = None
@@ -265,13 +286,19 @@ class _Follower:
                 state_row=message.state_rows.get(lane.handle),
             )
 
-        def prelude() -> None:
-            self._check_fault("launch", message.plan.lanes)
-
+        lanes = message.plan.lanes
         try:
             self.launched[message.fence.value] = _guarded_launch(
-                self.worker, self.tp, message.plan, message.fence, live, prelude
+                self.worker,
+                self.tp,
+                message.plan,
+                message.fence,
+                live,
+                prelude=lambda: self._check_fault("launch", lanes),
+                after_agreement=lambda: self._check_fault("run", lanes),
             )
+        except FatalWorkerError:
+            raise  # this rank cannot continue; rank zero's collectives fail on its exit
         except WorkerError:
             pass  # another rank failed to stage: rank zero fails the frame, none waits for it
         except Exception as err:

@@ -42,5 +42,5 @@ def test_peer_confidences_need_not_agree_bitwise_but_must_be_probabilities():
 
 
 def test_a_malformed_rank_fault_plan_is_one_line_naming_the_variable():
-    with pytest.raises(ValueError, match="IGNITION_TEST_RANK_FAULT = '1:run:5'"):
-        RankFault.parse("1:run:5")
+    with pytest.raises(ValueError, match="IGNITION_TEST_RANK_FAULT = '1:step:5'"):
+        RankFault.parse("1:step:5")
