@@ -8,8 +8,10 @@ chunks) into a temporary folder. It runs the same greedy requests, all submitted
 through one rank and through two (spawned; gloo on CPU, NCCL on CUDA, which needs two
 visible GPUs), then prints whether every request's tokens are identical and, per program
 kind, the median device and wall milliseconds per frame (two ranks: rank zero's cost sample,
-the maximum of the ranks' intervals). On a CPU the two ranks share its cores and pay gloo's
-host collectives, so the second column measures overhead, not speed-up.
+the maximum of the ranks' intervals). Helios picks programs from measured costs, so the two
+runs may split their frames differently between kinds (both counts are printed). On a CPU
+the two ranks share its cores and pay gloo's host collectives: the two-rank columns measure
+overhead, not speed-up.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def main() -> None:
     print(f"speculation {args.speculation}, {args.requests} requests x {args.max_tokens} tokens")
     print(f"greedy tokens identical, one rank vs two: {same} ({num_tokens} tokens)")
     print(
-        f"{'kind':<20}{'frames':>8}{'1 rank dev ms':>15}{'2 ranks dev ms':>16}"
+        f"{'kind':<20}{'frames 1/2':>12}{'1 rank dev ms':>15}{'2 ranks dev ms':>16}"
         f"{'1 rank wall ms':>16}{'2 ranks wall ms':>17}"
     )
     for kind in sorted(set(one["steps"]) | set(two["steps"])):
@@ -86,7 +88,8 @@ def main() -> None:
         def med(rows, col):
             return f"{statistics.median(r[col] for r in rows):.2f}" if rows else "-"
 
-        print(f"{kind:<20}{len(b):>8}{med(a, 0):>15}{med(b, 0):>16}{med(a, 1):>16}{med(b, 1):>17}")
+        frames = f"{len(a)}/{len(b)}"
+        print(f"{kind:<20}{frames:>12}{med(a, 0):>15}{med(b, 0):>16}{med(a, 1):>16}{med(b, 1):>17}")
     if not same:
         sys.exit(1)
 
