@@ -99,7 +99,7 @@ def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
 def follow_engine(options: ServeOptions, tp: TensorParallel) -> None:
     """A non-zero tensor-parallel rank: load its shard, prepare the same programs as rank
     zero (their warm-up collectives pair up) and execute rank zero's plans until it stops."""
-    from ignition.distributed.ranks import follow
+    from ignition.distributed.follower import follow
 
     bundle = _load(options, tp)
     worker, _selected, _pages = assemble_worker(

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ignition.distributed.context import TensorParallel
+from ignition.distributed.follower import await_stop
 from ignition.distributed.loading import load_sharded_checkpoint
-from ignition.distributed.ranks import await_stop
 from ignition.recipes import LoadOptions
 
 

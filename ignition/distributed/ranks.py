@@ -3,9 +3,9 @@
 Helios, the engine and the server exist on rank zero only. :class:`RankZeroWorker` stands
 where the engine expects its worker: every ``launch``, ``wait`` and ``release`` is first
 broadcast to the other ranks (one Python object over the gloo control group), then run on
-rank zero's own :class:`ModelWorker`; :func:`follow` is the other ranks' loop, running the
-same calls on theirs. Identical calls on identical host state keep the ranks' slots, pages
-and prompt cursors equal, and the collectives inside the programs pair up.
+rank zero's own :class:`ModelWorker`; ``ignition.distributed.follower`` is the other ranks'
+loop, running the same calls on theirs. Identical calls on identical host state keep the
+ranks' slots, pages and prompt cursors equal, and the collectives inside the programs pair up.
 
 A frame is agreed before it runs: each worker stages its inputs, then (``before_run``) all
 ranks exchange "staged" or the error that stopped them. If any rank failed, none runs the
@@ -25,14 +25,13 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch.distributed as dist
 
 from ignition.components.catalog import GraphKind
 from ignition.distributed.context import TensorParallel
-from ignition.distributed.faults import RankFault
 from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar
 from ignition.runtime.engine import FatalWorkerError, FrameResult, LiveRequest
@@ -80,13 +79,6 @@ class RankReport:
     error: str | None = None
     sidecar_problem: str | None = None
     digest: tuple[str, ...] | None = None  # debug mode: records and committed state
-
-
-@dataclass
-class _Failed:
-    """A launch that raised on this rank after the frame was agreed (reported at wait)."""
-
-    error: str
 
 
 def describe(err: BaseException) -> str:
@@ -144,12 +136,12 @@ class _Agreement:
             self.after()
 
 
-def _needs_agreement(plan: ScheduledPlan) -> bool:
+def needs_agreement(plan: ScheduledPlan) -> bool:
     """Program frames run collectives; state operations are rank-local copies."""
     return plan.descriptor.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE)
 
 
-def _guarded_launch(
+def guarded_launch(
     worker: ModelWorker,
     tp: TensorParallel,
     plan: ScheduledPlan,
@@ -169,7 +161,7 @@ def _guarded_launch(
             prelude()
         return worker.launch(plan, fence, live)
     except Exception as err:
-        if not _needs_agreement(plan):
+        if not needs_agreement(plan):
             raise
         if not agreement.has_voted:
             agreement.vote(fence, describe(err))
@@ -206,7 +198,7 @@ class RankZeroWorker:
                 self._known.add(lane.handle)
         rows = {lane.handle: live[lane.handle].state_row for lane in plan.lanes}
         self._send(Launch(fence, plan, new, rows))
-        return _guarded_launch(self.inner, self.tp, plan, fence, live)
+        return guarded_launch(self.inner, self.tp, plan, fence, live)
 
     def wait(self, launched) -> FrameResult:
         self._send(Wait(launched.fence))
@@ -254,109 +246,3 @@ class RankZeroWorker:
         self._send(Release(handle))
         self._known.discard(handle)
         self.inner.release(handle)
-
-
-@dataclass
-class _Follower:
-    worker: ModelWorker
-    tp: TensorParallel
-    requests: dict[RequestHandle, LaneRequest] = field(default_factory=dict)
-    launched: dict[int, object] = field(default_factory=dict)  # fence -> launch or _Failed
-    faults: tuple[RankFault, ...] = ()  # test-only (ignition.distributed.faults)
-
-    def _check_fault(self, stage: str, lanes) -> None:
-        for fault in self.faults:
-            fault.check(self.tp.rank, stage, lanes, self._prompt_of)
-
-    def _prompt_of(self, handle: RequestHandle) -> tuple[int, ...]:
-        known = self.requests.get(handle)
-        return () if known is None else known.request.prompt_ids
-
-    def launch(self, message: Launch) -> None:
-        self.requests.update(message.new_requests)
-        live = {}
-        for lane in message.plan.lanes:
-            known = self.requests[lane.handle]
-            live[lane.handle] = LiveRequest(
-                known.request,
-                lane.handle,
-                sink=None,  # type: ignore[arg-type]
-                detokenizer=None,  # type: ignore[arg-type]
-                replay_ids=known.replay_ids,
-                state_row=message.state_rows.get(lane.handle),
-            )
-
-        lanes = message.plan.lanes
-        try:
-            self.launched[message.fence.value] = _guarded_launch(
-                self.worker,
-                self.tp,
-                message.plan,
-                message.fence,
-                live,
-                prelude=lambda: self._check_fault("launch", lanes),
-                after_agreement=lambda: self._check_fault("run", lanes),
-            )
-        except FatalWorkerError:
-            raise  # this rank cannot continue; rank zero's collectives fail on its exit
-        except WorkerError:
-            pass  # another rank failed to stage: rank zero fails the frame, none waits for it
-        except Exception as err:
-            if not _needs_agreement(message.plan):
-                self.launched[message.fence.value] = _Failed(describe(err))
-
-    def wait(self, message: Wait) -> None:
-        fence = message.fence.value
-        for stale in [f for f in self.launched if f < fence]:  # frames rank zero failed
-            del self.launched[stale]
-        launched = self.launched.pop(fence, None)
-        report = RankReport(self.tp.rank)
-        if launched is None:
-            report = replace(report, error=f"fence {fence} was never launched here")
-        elif isinstance(launched, _Failed):
-            report = replace(report, error=launched.error)
-        else:
-            try:
-                self._check_fault("wait", launched.plan.lanes)  # type: ignore[attr-defined]
-                result = self.worker.wait(launched)
-            except Exception as err:
-                report = replace(report, error=describe(err))
-            else:
-                report = replace(
-                    report,
-                    device_ns=result.timing.device_ns,
-                    sidecar_problem=sidecar_problem(result.sidecar),
-                    digest=frame_digest(result, self.worker) if self.tp.debug else None,
-                )
-        dist.gather_object(report, None, dst=0, group=self.tp.cpu_group)
-
-    def release(self, message: Release) -> None:
-        self.requests.pop(message.handle, None)
-        self.worker.release(message.handle)
-
-
-def follow(worker: ModelWorker, tp: TensorParallel) -> None:
-    """A non-zero rank's loop: run rank zero's calls until it sends Stop."""
-    follower = _Follower(worker, tp, faults=RankFault.from_env())
-    while True:
-        box: list[Any] = [None]
-        dist.broadcast_object_list(box, src=0, group=tp.control_group)
-        message = box[0]
-        if isinstance(message, Stop):
-            return
-        if isinstance(message, Launch):
-            follower.launch(message)
-        elif isinstance(message, Wait):
-            follower.wait(message)
-        elif isinstance(message, Release):
-            follower.release(message)
-        else:
-            raise TypeError(f"rank {tp.rank}: unknown message {type(message).__name__}")
-
-
-def await_stop(tp: TensorParallel) -> None:
-    """A non-zero rank whose work runs no loop (a build) takes rank zero's Stop here."""
-    box: list[Any] = [None]
-    dist.broadcast_object_list(box, src=0, group=tp.control_group)
-    if not isinstance(box[0], Stop):
-        raise TypeError(f"rank {tp.rank}: expected Stop, got {type(box[0]).__name__}")
