@@ -22,6 +22,12 @@ from torch import Tensor
 
 from ignition.compiler.vision_program import VisionProgramInputs, clear_vision_inputs
 from ignition.components.catalog import Descriptor, GraphKind
+from ignition.model.logits_processing import (
+    MAX_LOGIT_BIAS,
+    MAX_STOP_IDS,
+    NO_REPLAY,
+    HistoryBegin,
+)
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import PromptChunk, RoundCapacity, RoundInputs
@@ -34,11 +40,15 @@ class StepProgramInputs:
     packed: PackedInputs
     sampling: SamplingParams
     is_decode_row: Tensor  # [R] bool rows whose first token comes from ``pending``
+    begin: HistoryBegin | None = None  # programs with a prompt lane: a request's first chunk
 
 
 @dataclass
 class StepProgramOutputs:
     next_tokens: Tensor  # [R] int64 sampled token per row, -1 inactive or mid-prompt
+    logprob: Tensor  # [R] fp32 raw logprob of the sampled token
+    top_ids: Tensor  # [R, K] int64 the K most likely tokens
+    top_logprobs: Tensor  # [R, K] fp32 their raw logprobs
 
 
 @dataclass
@@ -48,6 +58,7 @@ class RoundProgramInputs:
     round: RoundInputs
     sampling: SamplingParams
     is_decode_row: Tensor  # [R] bool
+    begin: HistoryBegin | None = None
 
 
 ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
@@ -57,7 +68,7 @@ ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
 class BufferSpec:
     """One workspace buffer: which extent sizes it, its dtype and its padding value."""
 
-    extent: str  # "rows", "tokens", "prompt", "images" or "one"
+    extent: str  # "rows", "tokens", "prompt", "images", "bias", "stops" or "one"
     dtype: torch.dtype
     padding: float | int | bool = 0
 
@@ -80,7 +91,32 @@ BUFFERS: dict[str, BufferSpec] = {
     "top_k": BufferSpec("rows", torch.int32),
     "top_p": BufferSpec("rows", torch.float32, 1.0),
     "seed": BufferSpec("rows", torch.int64),
+    "presence_penalty": BufferSpec("rows", torch.float32),
+    "frequency_penalty": BufferSpec("rows", torch.float32),
+    "repetition_penalty": BufferSpec("rows", torch.float32, 1.0),
+    "min_p": BufferSpec("rows", torch.float32),
+    "min_tokens": BufferSpec("rows", torch.int32),
+    "history_begin": BufferSpec("one", torch.int32, -1),
+    "bias_ids": BufferSpec("bias", torch.int64, -1),
+    "bias_values": BufferSpec("bias", torch.float32),
+    "stop_ids": BufferSpec("stops", torch.int64, -1),
+    "replay_from": BufferSpec("one", torch.int32, NO_REPLAY),
 }
+BEGIN_BUFFERS = {"history_begin": 1, "bias_ids": MAX_LOGIT_BIAS, "bias_values": MAX_LOGIT_BIAS}
+BEGIN_BUFFERS |= {"stop_ids": MAX_STOP_IDS, "replay_from": 1}
+
+# The per-row sampling buffers every step and round program binds.
+SAMPLING_BUFFERS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "min_p",
+    "min_tokens",
+)
 
 Uploads = tuple[tuple[str, int], ...]  # (buffer name, leading length) a program binds
 
@@ -118,6 +154,8 @@ class WorkspaceExtents:
             "tokens": self.max_tokens,
             "prompt": self.max_prompt,
             "images": self.max_image_tokens,
+            "bias": MAX_LOGIT_BIAS,
+            "stops": MAX_STOP_IDS,
             "one": 1,
         }[extent]
 
@@ -143,16 +181,25 @@ class Workspace:
 
     @staticmethod
     def _sampling(v: dict[str, Tensor]) -> SamplingParams:
-        return SamplingParams(v["temperature"], v["top_k"], v["top_p"], v["seed"])
+        return SamplingParams(**{name: v[name] for name in SAMPLING_BUFFERS})
+
+    @staticmethod
+    def _begin(v: dict[str, Tensor]) -> HistoryBegin | None:
+        if "history_begin" not in v:
+            return None
+        return HistoryBegin(
+            v["history_begin"], v["bias_ids"], v["bias_values"], v["stop_ids"], v["replay_from"]
+        )
 
     def step_inputs(self, capacity: PackedCapacity) -> tuple[StepProgramInputs, Uploads]:
         rows, tokens = capacity.batch_capacity, capacity.token_capacity
         self._check(rows, tokens, capacity.prefill_capacity)
-        per_row = ("query_lens", "slot_ids", "is_decode_row", "temperature", "top_k", "top_p")
-        v, uploads = self._views(
-            {"token_ids": tokens, **dict.fromkeys(per_row, rows), "seed": rows}
-            | {"prefill_row": 1, "prompt_next_token": 1}
-        )
+        per_row = ("query_lens", "slot_ids", "is_decode_row", *SAMPLING_BUFFERS)
+        lengths = {"token_ids": tokens, **dict.fromkeys(per_row, rows)}
+        lengths |= {"prefill_row": 1, "prompt_next_token": 1}
+        if capacity.prefill_capacity:
+            lengths |= BEGIN_BUFFERS
+        v, uploads = self._views(lengths)
         packed = PackedInputs(
             token_ids=v["token_ids"],
             query_lens=v["query_lens"],
@@ -162,7 +209,8 @@ class Workspace:
             image_features=self.image_features,
             image_positions=self.buffers["image_positions"],
         )
-        return StepProgramInputs(packed, self._sampling(v), v["is_decode_row"]), uploads
+        inputs = StepProgramInputs(packed, self._sampling(v), v["is_decode_row"], self._begin(v))
+        return inputs, uploads
 
     def round_inputs(
         self, capacity: RoundCapacity, device_allocated: bool
@@ -170,13 +218,13 @@ class Workspace:
         rows = capacity.batch_capacity
         self._check(rows, capacity.packed.token_capacity, capacity.prefill_capacity)
         lengths = dict.fromkeys(
-            ("slot_ids", "pending_tokens", "is_decode_row", "temperature", "top_k", "top_p"), rows
+            ("slot_ids", "pending_tokens", "is_decode_row", *SAMPLING_BUFFERS), rows
         )
-        lengths["seed"] = rows
         lengths["lane_ceilings" if device_allocated else "query_lens"] = rows
         if capacity.prefill_capacity:
             lengths |= {"prefill_row": 1, "prompt_length": 1, "prompt_next_token": 1}
             lengths["prompt_tokens"] = capacity.prefill_capacity
+            lengths |= BEGIN_BUFFERS
         v, uploads = self._views(lengths)
         prompt = None
         if capacity.prefill_capacity:
@@ -193,7 +241,9 @@ class Workspace:
             query_lens=v.get("query_lens"),
             prompt=prompt,
         )
-        inputs = RoundProgramInputs(round_inputs, self._sampling(v), v["is_decode_row"])
+        inputs = RoundProgramInputs(
+            round_inputs, self._sampling(v), v["is_decode_row"], self._begin(v)
+        )
         return inputs, uploads
 
     def _check(self, rows: int, tokens: int, prompt: int) -> None:
@@ -230,7 +280,12 @@ def clear_inputs(inputs: ProgramInputs) -> None:
         p.prompt_next_token.fill_(-1)
         p.image_positions.fill_(-1)
     inputs.is_decode_row.zero_()
-    inputs.sampling.temperature.zero_()
-    inputs.sampling.top_k.zero_()
-    inputs.sampling.top_p.fill_(1.0)
-    inputs.sampling.seed.zero_()
+    if inputs.begin is not None:
+        inputs.begin.row.fill_(-1)
+        inputs.begin.bias_ids.fill_(-1)
+        inputs.begin.bias_values.zero_()
+        inputs.begin.stop_ids.fill_(-1)
+        if inputs.begin.replay_from is not None:
+            inputs.begin.replay_from.fill_(NO_REPLAY)
+    for name in SAMPLING_BUFFERS:
+        getattr(inputs.sampling, name).fill_(BUFFERS[name].padding)

@@ -34,7 +34,8 @@ from ignition.components.catalog import GraphKind
 from ignition.distributed.context import TensorParallel
 from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar
-from ignition.runtime.engine import FatalWorkerError, FrameResult, LiveRequest
+from ignition.runtime.engine import FatalWorkerError, LiveRequest
+from ignition.runtime.frames import FrameResult
 from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.worker import ModelWorker, WorkerError
 

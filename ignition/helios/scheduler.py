@@ -27,12 +27,12 @@ from ignition.helios.policy import (
     QUEUEABLE_KINDS,
     SCHEDULABLE_KINDS,
     CatalogIndex,
+    TableCache,
     active_descriptors,
     bounded_candidates,
-    build_tables,
     select,
 )
-from ignition.helios.projection import build_population, current_normalizers
+from ignition.helios.projection import ProjectionCache, build_population, current_normalizers
 from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
 from ignition.helios.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
@@ -107,6 +107,8 @@ class Scheduler:
         self._no_probe_at: tuple[int, int] | None = None
         self._serve_seq = 0
         self._publishable: dict[RequestHandle, Publication] = {}
+        self._projection = ProjectionCache()
+        self._tables = TableCache()
 
     def configure_policy(self, policy: PolicyConfig) -> None:
         if self.requests:
@@ -189,8 +191,10 @@ class Scheduler:
             self.policy,
             start_ns,
             self._max_depth,
+            self._projection,
         )
-        tables = build_tables(self.index, population, decision, self._max_depth)
+        tables = self._tables.tables(self.index, population, decision, self._max_depth)
+        decision = tables.decision  # equal to the one built; the tables memoise for it
         shapes = active_descriptors(self.index, population)
         states = (
             state_candidates(
@@ -236,6 +240,7 @@ class Scheduler:
                 self.speculation,
                 self._max_depth,
                 self._history_of,
+                any_probe=not self.queue.is_empty,
             )
             if probe is not None:
                 winner, cls = probe.candidate, ExecutionClass.ACCEPTANCE_LEARNING

@@ -22,7 +22,8 @@ from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import TextDecoder
-from ignition.runtime.engine import Engine, Worker
+from ignition.runtime.engine import Engine
+from ignition.runtime.frames import Worker
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.stats import EngineStats
 from ignition.runtime.worker import ModelWorker

@@ -12,7 +12,11 @@ a decode lane a row width it fits in.
 Host-side it tracks only what the plan implies (prompt cursors, a page upper
 bound); pending decode tokens stay on the device (see compiler.programs), which
 is what allows a second decode frame to be launched before the first one's
-outputs are read.
+outputs are read. The same holds for the sampling history behind penalties,
+logit bias and min_tokens (model.logits_processing): the frame carrying a
+request's first prompt chunk resets its slot's row from workspace buffers, and
+the programs count emitted tokens themselves. Raw logprobs are program outputs,
+read on the host only for the requests that asked for them.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.state import ModelState
-from ignition.runtime.engine import FrameResult, LiveRequest
+from ignition.runtime.engine import LiveRequest
+from ignition.runtime.frames import FrameResult
+from ignition.runtime.requests import TokenLogprob
 from ignition.runtime.resources import SlotResources
 
 
@@ -48,6 +54,7 @@ class _Launched:
     launched_ns: int  # perf_counter_ns when the frame was enqueued
     lanes: tuple[LaneWork, ...]
     eos: tuple[frozenset[int], ...]
+    num_logprobs: tuple[int | None, ...] = ()  # per lane: alternatives asked for, None = none
 
 
 @dataclass
@@ -87,6 +94,9 @@ class ModelWorker:
         # Called with the fence once a program frame is staged, just before it runs: tensor
         # parallel ranks agree there that every rank staged it (ignition.distributed.ranks).
         self.before_run: Callable[[Fence], None] | None = None
+        # Requests whose device sampling history (penalties, bias, min_tokens) has been
+        # reset: by the frame carrying their first prompt chunk.
+        self._begun: set[RequestHandle] = set()
 
     # -- Worker protocol -----------------------------------------------------------
 
@@ -102,12 +112,13 @@ class ModelWorker:
         self._validate_roles(plan, program)
         frame = program.stage()
         offset = 0  # packed offset of the next row: the host prefix sum of query lengths
-        eos = []
+        eos, num_logprobs = [], []
         for row, lane in enumerate(plan.lanes):
             request = live[lane.handle]
             offset += self._bind_row(program, frame, row, offset, lane, request)
             stops = request.request.sampling.ignore_eos
             eos.append(frozenset() if stops else self.eos_token_ids)
+            num_logprobs.append(request.request.sampling.logprobs)
         program.upload(frame)
         if self.before_run is not None:
             self.before_run(fence)
@@ -115,7 +126,9 @@ class ModelWorker:
         # The static outputs belong to the program, and a second queued frame of the same
         # program would overwrite them before this frame is read: keep a stream-ordered copy.
         inflight = launch(prepared, snapshot=lambda out: map_tensors(out, lambda t: t.clone()))
-        return _Launched(fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos))
+        return _Launched(
+            fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos), tuple(num_logprobs)
+        )
 
     def wait(self, launched: _Launched | _StateLaunched) -> FrameResult:
         if isinstance(launched, _StateLaunched):
@@ -131,6 +144,7 @@ class ModelWorker:
     def release(self, handle: RequestHandle) -> None:
         self._prompt_cursor.pop(handle, None)
         self._overrun.discard(handle)
+        self._begun.discard(handle)
         self.resources.release(handle.slot)
 
     def _launch_state(
@@ -209,12 +223,22 @@ class ModelWorker:
         frame["top_k"][row] = sampling.top_k
         frame["top_p"][row] = sampling.top_p
         frame["seed"][row] = request_seed(live.request.request_id, sampling.seed)
+        frame["presence_penalty"][row] = sampling.presence_penalty
+        frame["frequency_penalty"][row] = sampling.frequency_penalty
+        frame["repetition_penalty"][row] = sampling.repetition_penalty
+        frame["min_p"][row] = sampling.min_p
+        frame["min_tokens"][row] = sampling.min_tokens
         frame["slot_ids"][row] = slot
         is_round = isinstance(program.inputs, RoundProgramInputs)
         if lane.role is LaneRole.PROMPT:
             start = self._prompt_cursor.get(lane.handle, 0)
             if start == 0:
                 self.resources.begin(slot)
+            if lane.handle not in self._begun:
+                self._bind_begin(frame, row, live)
+                self._begun.add(lane.handle)
+            if live.replay_ids:  # the replayed output counts as output, not as prompt
+                frame["replay_from"][0] = len(live.request.prompt_ids)
             chunk = live.prompt_ids[start : start + lane.num_prompt_tokens]
             end = start + len(chunk)
             self._prompt_cursor[lane.handle] = end
@@ -229,6 +253,8 @@ class ModelWorker:
             frame["query_lens"][row] = len(chunk)
             frame["token_ids"][offset : offset + len(chunk)] = chunk
             return len(chunk)
+        if lane.handle not in self._begun:
+            raise WorkerError(f"{lane.handle}: a decode lane before its first prompt chunk")
         d = program.descriptor
         self.resources.advance(slot, lane.query_length, lookahead=d.proposal_depth + 1)
         frame["is_decode_row"][row] = True
@@ -240,10 +266,29 @@ class ModelWorker:
         frame["query_lens"][row] = lane.query_length
         return lane.query_length
 
+    def _bind_begin(self, frame: HostFrame, row: int, live: LiveRequest) -> None:
+        """The request starts its device sampling history in this frame: its row, its logit
+        bias and the ids min_tokens masks (stop token ids, and EOS unless ignored)."""
+        sampling = live.request.sampling
+        frame["history_begin"][0] = row
+        bias = sampling.logit_bias
+        if len(bias) > len(frame["bias_ids"]):
+            raise WorkerError(f"{len(bias)} logit_bias entries; at most {len(frame['bias_ids'])}")
+        if bias:
+            frame["bias_ids"][: len(bias)] = [t for t, _ in bias]
+            frame["bias_values"][: len(bias)] = [b for _, b in bias]
+        if sampling.min_tokens:
+            stops = set(sampling.stop_token_ids)
+            if not sampling.ignore_eos:
+                stops |= self.eos_token_ids
+            stops_ids = sorted(stops)[: len(frame["stop_ids"])]
+            frame["stop_ids"][: len(stops_ids)] = stops_ids
+
     # -- outputs -------------------------------------------------------------------
 
     def _step_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
-        next_tokens = launched.inflight.outputs.next_tokens.tolist()  # type: ignore[attr-defined]
+        out = launched.inflight.outputs
+        next_tokens = out.next_tokens.tolist()  # type: ignore[attr-defined]
         records = []
         for row, lane in enumerate(launched.lanes):
             if lane.role is LaneRole.PROMPT:
@@ -251,7 +296,11 @@ class ModelWorker:
                 records.append(self._record(lane, ids, launched.eos[row], lane.num_prompt_tokens))
             else:
                 records.append(self._record(lane, [next_tokens[row]], launched.eos[row]))
-        return FrameResult(tuple(records), timing)
+        logprobs = _logprobs(
+            launched, [[t] for t in next_tokens], out.logprob[:, None], out.top_ids[:, None],
+            out.top_logprobs[:, None],
+        )  # fmt: skip
+        return FrameResult(tuple(records), timing, logprobs=logprobs)
 
     def _round_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
         out = launched.inflight.outputs
@@ -279,7 +328,11 @@ class ModelWorker:
             sidecar = ConfidenceSidecar(planes=(joint, per_position))
             rows_survival = out.survival[:num].clamp(0, 1).tolist()  # type: ignore[attr-defined]
             survival = tuple(tuple(rows_survival[i][: offered[i]]) for i in range(num))
-        return FrameResult(tuple(records), timing, sidecar, survival, tuple(offered))
+        lp = out.logprobs  # type: ignore[attr-defined]
+        logprobs = _logprobs(launched, tokens, lp.logprob, lp.top_ids, lp.top_logprobs)
+        return FrameResult(
+            tuple(records), timing, sidecar, survival, tuple(offered), logprobs=logprobs
+        )
 
     def _record(
         self,
@@ -307,3 +360,25 @@ class ModelWorker:
             is_finished=finished,
             num_verified_tokens=num_verified,
         )
+
+
+def _logprobs(launched: _Launched, tokens, logprob, top_ids, top_logprobs):
+    """Per lane that asked for them, the raw logprobs of its emitted tokens (column j of
+    the [R, W] outputs is the j-th emitted token), read from the device only then."""
+    wanted = [i for i, n in enumerate(launched.num_logprobs) if n is not None]
+    if not wanted:
+        return {}
+    chosen, ids, values = logprob.tolist(), top_ids.tolist(), top_logprobs.tolist()
+    result = {}
+    for row in wanted:
+        k = launched.num_logprobs[row]
+        emitted = [t for t in tokens[row] if t >= 0]
+        result[launched.lanes[row].handle] = tuple(
+            TokenLogprob(
+                int(token),
+                float(chosen[row][j]),
+                tuple(zip(ids[row][j][:k], values[row][j][:k], strict=True)),
+            )
+            for j, token in enumerate(emitted)
+        )
+    return result

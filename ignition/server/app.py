@@ -12,6 +12,7 @@ stalls the event loop. Every failure maps to OpenAI's error body
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
@@ -138,6 +139,12 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
 
     unavailable = {503: ERRORS[503]}
 
+    @functools.lru_cache(maxsize=1 << 16)
+    def token_text(token: int) -> str:
+        """One token's text as logprobs show it (special tokens included); cached, since
+        every position decodes up to 21 tokens on the event loop."""
+        return engine.decode([token], skip_special_tokens=False)
+
     @app.get("/health", response_model=HealthResponse, responses=unavailable)
     async def health() -> Response:
         if engine.is_healthy():
@@ -209,6 +216,14 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             if not isinstance(prompts[i], str):
                 check_ids(ids, "prompt" if len(prompts) == 1 else f"prompt[{i}]")
         echoes = [""] * len(prompts)
+        if body.echo and body.logprobs is not None:
+            metrics.count("completions", 400)
+            raise ApiError(
+                400,
+                "echo with logprobs asks for prompt logprobs, which are not supported; "
+                "send echo or logprobs, not both",
+                param="logprobs",
+            )
         if body.echo:
             echoes = [
                 p if isinstance(p, str) else await asyncio.to_thread(engine.decode, p)
@@ -268,7 +283,9 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 stream = engine.generate(request)
                 relay = Relay(metrics, arrival)
                 echo = echoes[prompt_index]
-                choices.append(Choice(index, prompt_index, request, stream, relay, echo))
+                choices.append(
+                    Choice(index, prompt_index, request, stream, relay, echo, body.num_logprobs)
+                )
         except (QueueFullError, EngineStoppedError, RequestError) as err:
             await close_all(choices)
             status = 400 if isinstance(err, RequestError) else 503
@@ -286,11 +303,15 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                     model_name,
                     body.include_usage,
                     body.continuous_usage,
+                    token_text,
                 ),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        result = await collect_or_cancel(raw, collect(response_id, choices, chat, model_name))
+        keep = body.n if body.num_candidates > body.n else None
+        result = await collect_or_cancel(
+            raw, collect(response_id, choices, chat, model_name, token_text, keep)
+        )
         if result is None:
             return Response(status_code=499)
         return json_response(500 if "error" in result else 200, result)
@@ -314,9 +335,14 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                     param="prompt" if not isinstance(body, ChatCompletionRequest) else "messages",
                 )
             try:
-                sampling = engine.generation_defaults.apply(
-                    body.sampling(min(engine.default_max_tokens, room)), _given(body)
-                )
+                vocab = getattr(engine, "vocab_size", None)
+                sampling = body.sampling(min(engine.default_max_tokens, room), vocab)
+            except RequestError as err:
+                raise ApiError(400, str(err)) from None
+            except ValueError as err:  # a logit_bias key outside the vocabulary
+                raise ApiError(400, str(err), param="logit_bias") from None
+            try:
+                sampling = engine.generation_defaults.apply(sampling, _given(body))
             except RequestError as err:
                 raise ApiError(400, str(err)) from None
             if sampling.max_tokens > room:
@@ -326,11 +352,12 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                     f"exceeds the context of {engine.max_context_tokens} tokens",
                     param="max_tokens",
                 )
-            for j in range(body.n):
+            count = body.num_candidates
+            for j in range(count):
                 seeded = sampling
                 if sampling.seed is not None and j:
                     seeded = replace(sampling, seed=sampling.seed + j)
-                request_id = f"{response_id}-{prompt_index * body.n + j}"
+                request_id = f"{response_id}-{prompt_index * count + j}"
                 requests.append(
                     (
                         prompt_index,
