@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -105,6 +106,9 @@ class ModelWorker:
         self._vision: dict[RequestHandle, RequestVision] = {}
         self._prompt_cursor: dict[RequestHandle, int] = {}
         self._overrun: set[RequestHandle] = set()  # committed past the published output
+        # Called with the fence once a program frame is staged, just before it runs: tensor
+        # parallel ranks agree there that every rank staged it (ignition.distributed.ranks).
+        self.before_run: Callable[[Fence], None] | None = None
         # Requests whose device sampling history (penalties, bias, min_tokens) has been
         # reset: by the frame carrying their first prompt chunk.
         self._begun: set[RequestHandle] = set()
@@ -133,6 +137,8 @@ class ModelWorker:
             eos.append(frozenset() if stops else self.eos_token_ids)
             num_logprobs.append(request.request.sampling.logprobs)
         program.upload(frame)
+        if self.before_run is not None:
+            self.before_run(fence)
         launched_ns = time.perf_counter_ns()
         # The static outputs belong to the program, and a second queued frame of the same
         # program would overwrite them before this frame is read: keep a stream-ordered copy.
