@@ -17,6 +17,7 @@ from ignition.components.catalog import Descriptor
 from ignition.helios import utility
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel
+from ignition.helios.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
 from ignition.helios.policy import Population
 from ignition.helios.queue import ExecutionQueue
 from ignition.helios.requests import RequestState
@@ -61,12 +62,20 @@ def current_normalizers(
     cached = costs.derived.get("normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
-    graphs = measured(descriptors, costs)
-    norms = normalizers(graphs, len(live), decoders, families)
-    start = utility.newcomer_token_rate(graphs, len(live))
-    if start is not None:
-        by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
-        norms = replace(norms, token_rate=start, by_family=by_family)
+    rule = utility.NEWCOMER_RULE
+    if rule in VECTOR_RULES:
+        arrays = catalog_arrays(descriptors, costs)
+        norms = vector_normalizers(arrays, len(live), decoders, families, rule)
+    else:
+        graphs = measured(descriptors, costs)
+        norms = normalizers(graphs, len(live), decoders, families)
+        start = utility.newcomer_token_rate(graphs, len(live))
+        if start is not None:
+            by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
+            norms = replace(norms, token_rate=start, by_family=by_family)
+    # Equal normalizers keep their object: the projection cache is keyed on its identity.
+    if cached is not None and cached[1] == norms and cached[1].by_family == norms.by_family:
+        norms = cached[1]
     costs.derived["normalizers"] = (key, norms)
     return norms
 
