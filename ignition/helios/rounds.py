@@ -287,6 +287,7 @@ class LaneTable:
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
         self._bounds: dict[tuple[int, int], float] = {}
+        self._positive_sums: dict[int, list[float]] = {}  # [cap] -> see value_bound
         self._top_sigmas: list[float] | None = None
         # (fixed value, output price, outputs, row limit) of each view that can decode
         self._limits: list[tuple[float, float, list[float], int]] | None = None
@@ -378,8 +379,19 @@ class LaneTable:
         key = (cap, max_lanes)
         found = self._bounds.get(key)
         if found is None:
-            top = self._top_values(cap, max_lanes)
-            found = self._bounds[key] = sum(value for value in top if value > 0)
+            sums = self._positive_sums.get(cap)
+            if sums is None:
+                # sums[k]: the positive values among the first k, added in the order
+                # sum() over them would add them (values are best first, so the
+                # positive ones are a prefix): one pass per ceiling serves every batch.
+                sums, running = [0], 0
+                for value in self._sorted_values(cap):
+                    if not value > 0:
+                        break
+                    running += value
+                    sums.append(running)
+                self._positive_sums[cap] = sums
+            found = self._bounds[key] = sums[min(max_lanes, len(sums) - 1)]
         if self._top_sigmas is None:
             sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
             running, self._top_sigmas = 0.0, [0.0]
@@ -389,13 +401,13 @@ class LaneTable:
         sigma = self._top_sigmas[min(max_lanes, len(self._top_sigmas) - 1)]
         return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
 
-    def _top_values(self, cap: int, k: int) -> list[float]:
-        """The first ``k`` values of ``order(cap)``, best first, without ordering views by
-        their tie-breaks when that order has not been needed yet (bounds need values only,
+    def _sorted_values(self, cap: int) -> list[float]:
+        """Every value of ``order(cap)``, best first, without ordering views by their
+        tie-breaks when that order has not been needed yet (bounds need values only,
         and equal values are the same floats in either order)."""
         found = self._orders.get(cap)
         if found is not None:
-            return [value for _, _, value in found[:k]]
+            return [value for _, _, value in found]
         if self._limits is None:
             self._limits = []
             for i, v in enumerate(self.views):
@@ -410,7 +422,7 @@ class LaneTable:
             values = [f + p * out[cap if cap < lim else lim] for f, p, out, lim in self._limits]
             values.sort(reverse=True)
             self._values[cap] = values
-        return values[:k]
+        return values
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
