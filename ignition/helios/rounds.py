@@ -270,9 +270,12 @@ class LaneTable:
         decision: Decision,
         max_depth: int,
         survivals: Sequence[tuple[float, ...]] | None = None,
+        outputs: Sequence[Sequence[float]] | None = None,
     ) -> None:
         """``survivals`` replaces the views' own (acceptance learning scores probes with
-        optimistic estimates); views carrying them are made only when a cohort needs one."""
+        optimistic estimates); views carrying them are made only when a cohort needs one.
+        ``outputs``, where given, are ``_expected_outputs`` of those survivals, already
+        made (each history memoises its optimistic ones)."""
         self.views = list(views)
         self.decision = decision
         self._survivals = survivals
@@ -282,6 +285,9 @@ class LaneTable:
         alpha = decision.alpha
         for i, v in enumerate(self.views):
             self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
+            if outputs is not None:
+                self._outputs.append(outputs[i])
+                continue
             own = v.survivals if survivals is None else survivals[i]
             self._outputs.append(_expected_outputs(own, alpha, max_depth))
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
@@ -427,22 +433,21 @@ class LaneTable:
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
         full = self.order(cap)
-
-        def age(i: int) -> float:
-            return self.decision.age_value(self.views[i].sigma_ms, 0.0, duration_ms)
-
-        per_row = heapq.nsmallest(
-            length,
-            full,
-            key=lambda r: (
-                -(r[2] + age(r[0])) / r[1],
-                self.views[r[0]].last_served_seq,
-                self.views[r[0]].slot,
-            ),
-        )
+        views = self.views
+        price = self.decision.age_price
+        # nsmallest's own decoration, built without a key call per lane: the key is
+        # (-(value + age value) / ceiling, seq, slot), age_value's arithmetic inlined;
+        # slots are unique, so the trailing position never decides.
+        keyed = []
+        for position, (i, ceiling, value) in enumerate(full):
+            v = views[i]
+            sigma = v.sigma_ms
+            age = 0.0 if sigma is None or price == 0 else price * sigma * (0.0 + duration_ms)
+            keyed.append((-(value + age) / ceiling, v.last_served_seq, v.handle.slot, position))
+        per_row = heapq.nsmallest(length, keyed)
         chosen = {i for i, _, _ in full[:length]}
         chosen |= {i for i, _, _ in self.order(1)[:length]}
-        chosen |= {i for i, _, _ in per_row}
+        chosen |= {full[row[3]][0] for row in per_row}
         return [self._view(i) for i in sorted(chosen)]
 
     def _pick(self, i: int, ceiling: int, d: Descriptor, duration_ms: float, budget: int):
