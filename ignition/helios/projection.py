@@ -166,15 +166,18 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
 
 
 def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
+    """The request's LaneView; RequestState's position properties are inlined (one view
+    per request per decision, so each property call shows)."""
     spec = r.spec
+    position, num_output = r.prompt_position, r.num_output
     return LaneView(
         r.handle,
         r.epoch,
-        r.prompt_position >= spec.num_prompt_tokens,
-        max(r.prompt_position, spec.restore_tokens),
+        position >= spec.num_prompt_tokens,
+        max(position, spec.restore_tokens),
         spec.num_prompt_tokens,
-        r.remaining_output - row.advance,
-        r.remaining_context - row.advance,
+        spec.max_output_tokens - num_output - row.advance,  # remaining_output - advance
+        spec.context_capacity - (position + num_output) - row.advance,  # remaining_context
         _scaled(row.price, scale),
         age_ms,
         r.last_served_seq,
