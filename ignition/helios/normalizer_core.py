@@ -39,14 +39,16 @@ class CatalogArrays:
         decode_like = (GraphKind.DECODE, GraphKind.SPECULATIVE)
         self.is_decode_like = np.array([k in decode_like for k in kinds], dtype=bool)
         self.is_generation = self.is_decode_like | self.is_mixed
-        self._useful: dict[int, np.ndarray] = {}
+        self._useful: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._rows: dict[int, np.ndarray] = {}
 
-    def useful(self, k: int) -> np.ndarray:
-        """``service._useful_tokens`` of every program at min(B, k) rows."""
+    def useful(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``service._useful_tokens`` of every program at min(B, k) rows, and the same
+        with zeros outside decode and speculative programs."""
         found = self._useful.get(k)
         if found is None:
             rows = np.minimum(self.batch, k)
-            found = np.where(
+            every = np.where(
                 self.is_prefill,
                 rows * self.token_capacity,
                 np.where(
@@ -55,36 +57,42 @@ class CatalogArrays:
                     np.where(self.is_decode_like, rows, 0),
                 ),
             )
-            self._useful[k] = found
+            found = self._useful[k] = (every, np.where(self.is_decode_like, every, 0))
         return found
 
-    def durations_ms(self) -> np.ndarray:
-        """Measured estimates in ms; unmeasured programs read +inf, so their rates are
-        zero (dropped like the Python path's ``rate > 0``) and they never win a min."""
+    def durations_ms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Measured estimates in ms, and the same outside generation programs. Unmeasured
+        programs (and, in the second, programs that are not generation programs) read
+        +inf, so their rates are zero (dropped like the Python path's ``rate > 0``) and
+        they never win a min."""
         ns = np.array([e.estimate_ns for e in self.entries], dtype=np.int64)
         t = ns / 1e6
         t[ns <= 0] = np.inf
-        return t
+        return t, np.where(self.is_generation, t, np.inf)
 
-    def token_normalizer(self, t_ms: np.ndarray, num_streams: int, mask=None) -> float | None:
+    def token_normalizers(self, t_ms: np.ndarray, num_streams: int) -> tuple:
+        """The token normalizer over every program and over decode and speculative ones:
+        max of useful / (k * t) where positive, else None."""
+        if not t_ms.size:
+            return None, None
         k = max(1, num_streams)
-        rate = self.useful(k) / (k * t_ms)
-        if mask is not None:
-            rate = rate[mask]
-        rate = rate[rate > 0]
-        return float(rate.max()) if rate.size else None
+        every, decode_like = self.useful(k)
+        kt = k * t_ms
+        high = float((every / kt).max())
+        low = float((decode_like / kt).max())
+        return (high if high > 0 else None), (low if low > 0 else None)
 
     def reference_interval_ms(
-        self, t_ms: np.ndarray, num_streams: int, family_size: int | None = None
+        self, t_generation: np.ndarray, num_streams: int, family_size: int | None = None
     ) -> float | None:
         k = num_streams if family_size is None else family_size
-        if num_streams <= 0 or k <= 0:
+        if num_streams <= 0 or k <= 0 or not t_generation.size:
             return None
-        mask = self.is_generation & np.isfinite(t_ms)
-        if not mask.any():
-            return None
-        best = float((t_ms[mask] / np.minimum(self.batch[mask], k)).min())
-        return num_streams * best
+        rows = self._rows.get(k)
+        if rows is None:
+            rows = self._rows[k] = np.minimum(self.batch, k)
+        best = float((t_generation / rows).min())
+        return None if best == math.inf else num_streams * best
 
 
 def catalog_arrays(descriptors: Sequence[Descriptor], costs: CostModel) -> CatalogArrays:
@@ -105,17 +113,16 @@ def vector_normalizers(
 ) -> Normalizers:
     """``service.normalizers`` with the newcomer start ``rule`` applied, as
     ``projection.current_normalizers`` builds them on the Python path."""
-    t = arrays.durations_ms()
+    t, t_generation = arrays.durations_ms()
     total = max(1, num_decoders)
-    token_rate = arrays.token_normalizer(t, num_live)
-    sigma = arrays.reference_interval_ms(t, total)
+    token_rate, low = arrays.token_normalizers(t, num_live)
+    sigma = arrays.reference_interval_ms(t_generation, total)
     by_family: dict[str, Normalizers] = {}
     if len(families) > 1:
         for family, size in families.items():
-            s = arrays.reference_interval_ms(t, total, size)
+            s = arrays.reference_interval_ms(t_generation, total, size)
             by_family[family] = Normalizers(token_rate, None if s is None else 1.0 / s, s)
     high = token_rate  # the token normalizer at num_live streams
-    low = arrays.token_normalizer(t, num_live, arrays.is_decode_like)
     if low is None:
         low = high
     if rule == "normalizer":

@@ -49,27 +49,37 @@ def current_normalizers(
 ) -> Normalizers:
     """Normalizers of the measured catalog; the token rate is the newcomer rule's start
     (``utility.newcomer_token_rate``), used for prices and the first service update."""
-    live = [r for r in requests if r.is_live]
+    # Every decision runs this over every request: count by proposal source (plain
+    # attribute reads), then map the few sources to their families.
+    num_live = 0
+    by_source: dict[str, int] = {}
+    for r in requests:
+        if r.is_finished or r.is_cancelled or r.is_preempted:
+            continue  # not live
+        num_live += 1
+        spec = r.spec
+        if r.prompt_position >= spec.num_prompt_tokens:  # a decoder
+            source = spec.proposal_source
+            by_source[source] = by_source.get(source, 0) + 1
     families: dict[str, int] = {}
-    for r in live:
-        if r.is_decoder:
-            family = stream_family(r.spec.proposal_source)
-            families[family] = families.get(family, 0) + 1
+    for source, count in by_source.items():
+        family = stream_family(source)
+        families[family] = families.get(family, 0) + count
     decoders = sum(families.values())
     # Normalizers read estimates only: an observation that leaves every estimate as it
     # was (the median window absorbed it) changes no normalizer.
-    key = (id(descriptors), costs.estimates_version, len(live), tuple(sorted(families.items())))
+    key = (id(descriptors), costs.estimates_version, num_live, tuple(sorted(families.items())))
     cached = costs.derived.get("normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
     rule = utility.NEWCOMER_RULE
     if rule in VECTOR_RULES:
         arrays = catalog_arrays(descriptors, costs)
-        norms = vector_normalizers(arrays, len(live), decoders, families, rule)
+        norms = vector_normalizers(arrays, num_live, decoders, families, rule)
     else:
         graphs = measured(descriptors, costs)
-        norms = normalizers(graphs, len(live), decoders, families)
-        start = utility.newcomer_token_rate(graphs, len(live))
+        norms = normalizers(graphs, num_live, decoders, families)
+        start = utility.newcomer_token_rate(graphs, num_live)
         if start is not None:
             by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
             norms = replace(norms, token_rate=start, by_family=by_family)

@@ -42,7 +42,7 @@ def _python_path(descriptors, costs, num_live, num_decoders, families, rule):
 def test_vectorised_normalizers_equal_the_python_paths_bit_for_bit(rule):
     rng = random.Random(f"normalizers-{rule}")
     for _ in range(300):
-        descriptors = tuple(rng.sample(POOL, rng.randint(1, len(POOL))))
+        descriptors = tuple(rng.sample(POOL, rng.randint(0, len(POOL))))
         costs = CostModel(ttl_ns=10**12)
         for d in descriptors:
             if rng.random() < 0.8:  # some programs stay unmeasured
