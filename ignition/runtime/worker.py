@@ -147,6 +147,10 @@ class ModelWorker:
                     raise WorkerError(f"fence {fence.value}: restore of {lane.handle} has no row")
                 self.resources.begin(slot)
                 self.resources.reserve(slot, lane.checkpoint_tokens, lookahead=1)
+                # The restore writes into the pages the *device* table names: the ones just
+                # assigned on the host must reach it first, or the prefix lands in the
+                # previous occupant's pages (or the scratch page).
+                self._sync_page_table()
                 device_ns += self.state_ops.restore(slot, row)
                 self._prompt_cursor[lane.handle] = lane.checkpoint_tokens
             elif row is not None:
@@ -155,8 +159,14 @@ class ModelWorker:
                 if lane.role is LaneRole.TERMINAL and lane.handle in self._overrun:
                     live[lane.handle].state_ok = False
                     continue
+                self._sync_page_table()
                 device_ns += self.state_ops.snapshot(slot, row)
         return _StateLaunched(fence, plan, device_ns, time.perf_counter_ns() - began)
+
+    def _sync_page_table(self) -> None:
+        mirror = self.resources.page_table
+        if mirror is not None:
+            mirror.sync()
 
     # -- inputs --------------------------------------------------------------------
 
