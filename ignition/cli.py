@@ -525,11 +525,10 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--snapshot-rows",
     type=int,
-    default=0,
-    show_default=True,
+    default=None,
     callback=_finite_nonnegative,
-    help="Retained-checkpoint snapshot rows for prefix caching (0: off, while a known "
-    "restore defect is open; the bundle's request slots is a natural setting).",
+    help="Retained-checkpoint snapshot rows for prefix caching (0: off). Default: 4 per "
+    "request slot of the bundle; each row holds one slot's state and pages.",
 )
 @click.option(
     "--mtp-adaptive-verification-alpha",
@@ -552,7 +551,7 @@ def serve_cmd(
     scheduler_terminal_value: float | None,
     scheduler_terminal_age_price: float | None,
     scheduler_checkpoint_extra_work_fraction: float,
-    snapshot_rows: int,
+    snapshot_rows: int | None,
     mtp_adaptive_verification_alpha: float | None,
     max_waiting: int,
     served_model_names: tuple[str, ...],

@@ -21,6 +21,7 @@ from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.engine import Engine
+from ignition.runtime.retention import default_snapshot_rows
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 
 # Seconds uvicorn waits for open streams after a fatal engine failure (they have ended).
@@ -38,9 +39,8 @@ class ServeOptions:
     device: str | None = None
     num_threads: int | None = None
     checkpoint_extra_work_fraction: float = 0.05
-    # Prefix caching is opt-in: a restored checkpoint was seen to change greedy output in
-    # one request sequence (see README), so 0 (off) stays the default until that is fixed.
-    snapshot_rows: int = 0
+    # Retained-checkpoint rows; None: ROWS_PER_SLOT per request slot of the bundle, 0: off.
+    snapshot_rows: int | None = None
     served_model_names: tuple[str, ...] = ()
     api_key: str | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
@@ -87,7 +87,11 @@ def open_engine(
         max_waiting=options.max_waiting,
         policy=options.policy,
         checkpoint_extra_work_fraction=options.checkpoint_extra_work_fraction,
-        snapshot_rows=options.snapshot_rows,
+        snapshot_rows=(
+            default_snapshot_rows(runtime["num_slots"])
+            if options.snapshot_rows is None
+            else options.snapshot_rows
+        ),
     )
     tick = listener.on_program
     engine = assemble_engine(

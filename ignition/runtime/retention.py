@@ -25,6 +25,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 DEFAULT_EXTRA_WORK_FRACTION = 0.05
+# Default snapshot rows per request slot. A conversation keeps about two checkpoints
+# (its latest anchor and its terminal capture) through its think time, and more
+# conversations are between turns than are resident: in the multi-turn simulation
+# (README, "Prefix caching") one row per slot kept nothing and four per slot kept
+# 95-100% of the shared history with 8-16 conversations on 4 slots.
+ROWS_PER_SLOT = 4
 
 
 class CheckpointRole(IntEnum):
@@ -111,6 +117,10 @@ class CheckpointAllowance:
         self.decode_earned_ns -= snapshot_ns
         self.terminal_captured = True
         return True
+
+
+def default_snapshot_rows(num_slots: int) -> int:
+    return ROWS_PER_SLOT * max(1, num_slots)
 
 
 def validate_fraction(fraction: float) -> None:

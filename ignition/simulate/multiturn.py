@@ -112,7 +112,8 @@ def build_turns(spec: MultiTurnSpec) -> list[list[Turn]]:
         body = tuple(rng.randrange(100, 30000) for _ in range(size - len(GENERATION_PROMPT)))
         reply = tuple(rng.randrange(100, 30000) for _ in range(r.output_tokens))
         planned = round(r.arrival_ms * NS_PER_MS)
-        out[r.conversation].append(Turn(r.conversation, r.turn, planned, body + GENERATION_PROMPT, reply))
+        user = body + GENERATION_PROMPT
+        out[r.conversation].append(Turn(r.conversation, r.turn, planned, user, reply))
     for turns in out:
         history: tuple[int, ...] = ()
         ends: tuple[int, ...] = ()
@@ -341,9 +342,7 @@ def run_retention(
             _, c, k = heapq.heappop(ready)
             turn = conversations_[c][k]
             turn.sent_ns = clock.now_ns
-            sampling = SamplingParams(
-                max_tokens=len(turn.reply), temperature=0.0, ignore_eos=True
-            )
+            sampling = SamplingParams(max_tokens=len(turn.reply), temperature=0.0, ignore_eos=True)
             engine.submit(
                 GenerationRequest(turn.name, turn.prompt, sampling, turn.ends), sink_for(turn)
             )

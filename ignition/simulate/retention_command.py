@@ -59,9 +59,7 @@ def main(
         rows = parse_rows_list(snapshot_rows)
         model = device_from_spec(device)
         catalog = helios_catalog("qwen38", slots, 128, speculation="off")
-        runs = [
-            run_retention(spec, r, catalog, slots=slots, device=model) for r in rows
-        ]
+        runs = [run_retention(spec, r, catalog, slots=slots, device=model) for r in rows]
     except (WorkloadError, DeviceError, CapacityError, SchedulerError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

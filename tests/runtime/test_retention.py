@@ -82,7 +82,7 @@ def test_an_anchor_cut_that_does_not_fit_the_allowance_moves_the_anchor_to_the_p
 
 def test_an_affordable_anchor_cut_keeps_the_anchor_at_the_message_end():
     allowance = plan_captures([98], 100, 0, KNOWN, fraction=0.05)
-    assert [(p.end, p.role) for p in allowance.points][0] == (98, CheckpointRole.ANCHOR)
+    assert (allowance.points[0].end, allowance.points[0].role) == (98, CheckpointRole.ANCHOR)
 
 
 def test_completed_decode_earns_the_fraction_for_one_distinct_terminal_capture():
