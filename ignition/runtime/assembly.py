@@ -40,6 +40,9 @@ class RuntimeOptions:
     use_graphs: bool | None = None
     checkpoint_extra_work_fraction: float = 0.05
     snapshot_rows: int = 4  # retained-checkpoint rows; 0 turns retention off
+    # KV pages requests may own; None: enough for every slot to reach the context limit.
+    # Fewer makes requests compete for pages (a full pool preempts, see preemption.py).
+    num_pages: int | None = None
 
 
 def state_for(
@@ -47,8 +50,9 @@ def state_for(
 ) -> tuple[ModelState, int]:
     """Size the caches: every slot can reach the context limit plus one round's lookahead.
 
-    Returns the state and the number of pages requests may own; the state holds one more,
-    the scratch page state operations redirect unassigned copies to.
+    Returns the state, the number of pages requests may own (Helios's ledger) and the
+    number the worker hands out; the state holds one more, the scratch page state
+    operations redirect unassigned copies to.
     """
     lookahead = max(
         d.token_capacity + d.proposal_depth + 1
@@ -57,16 +61,27 @@ def state_for(
     )
     per_slot = -(-(options.max_context_tokens + lookahead) // options.page_size)
     num_pages = per_slot * options.num_slots
+    device_pages = num_pages
+    if options.num_pages is not None:
+        if options.num_pages < 1:
+            raise ValueError(f"num_pages = {options.num_pages}: must be at least 1")
+        num_pages = options.num_pages
+        # Helios accounts pages for committed context plus each lane's reservation; the
+        # worker covers a frame's whole write extent ahead of that (a non-final chunk's
+        # lookahead token, a round's verification width plus draft storage), at most a
+        # lookahead's pages more per slot. That slack keeps Helios's count binding.
+        slack = -(-lookahead // options.page_size) + 1
+        device_pages = num_pages + slack * options.num_slots
     state = ModelState.allocate(
         model.config,
         options.num_slots,
-        num_pages + 1,
+        device_pages + 1,
         options.page_size,
         per_slot,
         device=device,
         dtype=next(model.parameters()).dtype,
     )
-    return state, num_pages
+    return state, num_pages, device_pages
 
 
 def assemble_engine(
@@ -87,7 +102,7 @@ def assemble_engine(
             f"max_context_tokens {options.max_context_tokens} exceeds the model's "
             f"max_position_embeddings {model.config.max_position_embeddings}"
         )
-    state, num_pages = state_for(model, selected, options, device)
+    state, num_pages, device_pages = state_for(model, selected, options, device)
     programs, _pending = prepare_programs(
         model,
         state,
@@ -102,7 +117,7 @@ def assemble_engine(
         capturer=GraphCapturer(device, options.use_graphs),
     )
     staging = next(iter(programs.values()))[0].staging
-    resources = SlotResources(state, num_pages, page_table=staging.mirrors["page_table"])
+    resources = SlotResources(state, device_pages, page_table=staging.mirrors["page_table"])
     worker = ModelWorker(state, programs, resources, frozenset(eos_token_ids), state_ops)
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     resources = Resources(

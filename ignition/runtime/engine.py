@@ -43,6 +43,7 @@ from ignition.helios import (
     LaneRole,
     RequestHandle,
     RequestSpec,
+    ResourceShortage,
     ScheduledPlan,
     SchedulerError,
     SchedulerProtocol,
@@ -50,6 +51,7 @@ from ignition.helios import (
 from ignition.helios.types import ConfidenceSidecar
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
+from ignition.runtime.preemption import Preemption
 from ignition.runtime.requests import (
     EngineStoppedError,
     GenerationRequest,
@@ -90,6 +92,7 @@ class LiveRequest:
     state_row: int | None = None  # the snapshot row of the state operation being launched
     state_ok: bool = True  # the worker's verdict on that state operation
     pending_finish: str | None = None  # finish reason held until the terminal snapshot
+    preempting: bool = False  # preempted: its terminal snapshot is pending (preemption.py)
 
     @property
     def prompt_ids(self) -> tuple[int, ...]:
@@ -177,6 +180,7 @@ class Engine:
         # a request publishes and with ("step", request) for each live request every step.
         self.fault_hook: Callable[[str, LiveRequest], None] | None = None
         self.retention = RetentionHooks(lambda: self.scheduler, checkpoints, self.stats)
+        self.preemption = Preemption(self)
         # Called after each completed frame with (plan, result): per-step timing for
         # `ignition generate --json` and test reports, without coupling them to the loop.
         self.frame_listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []
@@ -200,7 +204,8 @@ class Engine:
         with self._wakeup:
             if self._is_stopped:
                 raise EngineStoppedError("the engine loop has stopped; see the server log")
-            free = max(0, self.num_slots - self._num_occupied - len(self._retry))
+            held = self._num_occupied + len(self._retry) + len(self.preemption.resume)
+            free = max(0, self.num_slots - held)
             if len(self._inbox) + len(self._waiting) >= self.max_waiting + free:
                 raise QueueFullError(
                     f"{self.max_waiting} requests are already waiting for a slot; retry later"
@@ -216,14 +221,24 @@ class Engine:
 
     def wait_for_work(self, timeout_s: float) -> None:
         with self._wakeup:
-            if not (self._inbox or self._cancels or self.live or self._waiting or self._retry):
+            resume = self.preemption.resume
+            if not (
+                self._inbox or self._cancels or self.live or self._waiting or self._retry or resume
+            ):
                 self._wakeup.wait(timeout_s)
 
     # -- the loop ------------------------------------------------------------------
 
     @property
     def has_work(self) -> bool:
-        return bool(self.live or self._waiting or self._inflight or self._inbox or self._retry)
+        return bool(
+            self.live
+            or self._waiting
+            or self._inflight
+            or self._inbox
+            or self._retry
+            or self.preemption.resume
+        )
 
     def step(self) -> bool:
         """One turn; returns whether anything was executed or admitted."""
@@ -240,6 +255,11 @@ class Engine:
             fence = Fence(self._next_fence)
             try:
                 self.scheduler.commit(plan, fence)
+            except ResourceShortage:
+                if not self._inflight:  # nothing in flight will free pages: preempt
+                    self.preemption.relieve(plan)
+                    progressed = True
+                break
             except SchedulerError:
                 break  # needs an empty window: drain the queue, then replan
             self._next_fence += 1
@@ -259,8 +279,10 @@ class Engine:
         return progressed
 
     def _record_usage(self) -> None:
-        running = sum(1 for live in self.live.values() if not live.is_done)
-        self.stats.set_queue(running=running, waiting=len(self._waiting) + len(self._retry))
+        running = sum(1 for live in self.live.values() if not live.is_done and not live.preempting)
+        preempted = len(self.preemption.resume) + self.preemption.num_preempting
+        waiting = len(self._waiting) + len(self._retry)
+        self.stats.set_queue(running=running, waiting=waiting, preempted=preempted)
         pool = getattr(self.scheduler, "pool", None)
         if pool is not None:
             num_pages = max(0, pool.resources.num_pages)
@@ -292,7 +314,7 @@ class Engine:
         return bool(arrivals or cancels)
 
     def _admit_waiting(self) -> None:
-        if not self._admit_retry():
+        if not self._admit_retry() or not self.preemption.admit_resumed():
             return
         while self._waiting:
             request, sink = self._waiting[0]
@@ -375,6 +397,25 @@ class Engine:
         self._add_live(live)
         return True
 
+    def _continuation(
+        self, old: LiveRequest, handle: RequestHandle, replay: tuple[int, ...]
+    ) -> LiveRequest:
+        """``old`` continued under a new handle, its output so far replayed as prompt."""
+        live = LiveRequest(
+            old.request,
+            handle,
+            old.sink,
+            old.detokenizer,
+            output_ids=list(replay),
+            replay_ids=replay,
+            num_restarts=old.num_restarts,
+            arrival_ns=old.arrival_ns,
+            admitted_ns=old.admitted_ns,
+            first_token_ns=old.first_token_ns,
+        )
+        live.num_cached_tokens = old.num_cached_tokens  # usage reports prompt tokens only
+        return live
+
     def _add_live(self, live: LiveRequest) -> None:
         self.live[live.handle] = live
         self._by_id[live.request.request_id] = live.handle
@@ -394,6 +435,8 @@ class Engine:
                 n = len(old.request.prompt_ids)
                 _deliver(old.sink, StreamChunk("", (), n, len(old.output_ids), "abort"))
                 return
+        if self.preemption.cancel(request_id):
+            return
         handle = self._by_id.get(request_id)
         live = self.live.get(handle) if handle is not None else None
         if live is not None and not live.is_done:
@@ -433,7 +476,9 @@ class Engine:
         self._publish(frame.fence, tokens, result.records)
         for handle in self.retention.retired(frame.plan, self.live):
             live = self.live[handle]
-            if not live.is_done and live.pending_finish is not None:
+            if live.preempting:
+                self.preemption.retired(live)
+            elif not live.is_done and live.pending_finish is not None:
                 self._finish(live, live.pending_finish, notify_scheduler=False)
         for listener in self.frame_listeners:
             listener(frame.plan, result)
@@ -472,6 +517,9 @@ class Engine:
             if (live := self.live.get(lane.handle)) is not None and not live.is_done
         ]
         for live in involved:
+            if live.preempting:  # its preemption snapshot failed: recompute it instead
+                self.preemption.failed(live)
+                continue
             guilty = (
                 len(involved) == 1
                 or live.probation_output is not None
@@ -659,8 +707,13 @@ class Engine:
             n = len(request.prompt_ids)
             _deliver(sink, StreamChunk("", (), n, 0, "error", message))
         self._waiting.clear()
-        open_requests = [*self._retry, *(live for live in self.live.values() if not live.is_done)]
+        open_requests = [
+            *self._retry,
+            *self.preemption.resume,
+            *(live for live in self.live.values() if not live.is_done),
+        ]
         self._retry.clear()
+        self.preemption.resume.clear()
         for live in open_requests:
             live.is_done = True
             self.stats.record_finished("error")

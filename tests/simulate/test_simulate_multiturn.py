@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -28,7 +29,7 @@ def run(*args: str):
 
 def test_every_turn_resends_the_history_with_its_message_endpoints():
     for turns in build_turns(SMALL):
-        for before, after in zip(turns, turns[1:], strict=False):
+        for before, after in itertools.pairwise(turns):
             history = (*before.prompt, *before.reply, 3)
             assert after.prompt[: len(history)] == history
             assert after.history == len(history)
