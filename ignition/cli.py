@@ -368,6 +368,20 @@ def _finite_nonnegative(ctx: click.Context, param: click.Parameter, value: Any) 
     return value
 
 
+def _row_count(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
+    """A nonnegative integer count; anything else (nan, inf, 1.5, -2) is one line."""
+    if value is None:
+        return None
+    flag = param.opts[0] if param.opts else param.name
+    try:
+        count = int(str(value), 10)
+    except ValueError:
+        raise _UserError(f"{flag} = {value}: must be a nonnegative integer") from None
+    if count < 0:
+        raise _UserError(f"{flag} = {count}: must be a nonnegative integer")
+    return count
+
+
 def _finite_positive(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     if value is not None and not (math.isfinite(value) and value > 0):
         flag = param.opts[0] if param.opts else param.name
@@ -524,9 +538,9 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option(
     "--snapshot-rows",
-    type=int,
     default=None,
-    callback=_finite_nonnegative,
+    metavar="N",
+    callback=_row_count,
     help="Retained-checkpoint snapshot rows for prefix caching (0: off). Default: 4 per "
     "request slot of the bundle; each row holds one slot's state and pages.",
 )
