@@ -545,6 +545,13 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
     "request slot of the bundle; each row holds one slot's state and pages.",
 )
 @click.option(
+    "--kv-pages",
+    type=int,
+    callback=_at_least(1),
+    help="KV pages requests may own (default: enough for every slot to reach the context "
+    "limit). With fewer, a full pool preempts the newest request; it resumes later.",
+)
+@click.option(
     "--mtp-adaptive-verification-alpha",
     type=float,
     help="Smoothing of adaptive speculative verification widths (overrides the preset).",
@@ -566,6 +573,7 @@ def serve_cmd(
     scheduler_terminal_age_price: float | None,
     scheduler_checkpoint_extra_work_fraction: float,
     snapshot_rows: int | None,
+    kv_pages: int | None,
     mtp_adaptive_verification_alpha: float | None,
     max_waiting: int,
     served_model_names: tuple[str, ...],
@@ -593,6 +601,7 @@ def serve_cmd(
         max_waiting=max_waiting,
         checkpoint_extra_work_fraction=scheduler_checkpoint_extra_work_fraction,
         snapshot_rows=snapshot_rows,
+        num_pages=kv_pages,
         **http,
     )
     _serve(options, host, port, direct=False)

@@ -41,6 +41,7 @@ class ServeOptions:
     checkpoint_extra_work_fraction: float = 0.05
     # Retained-checkpoint rows; None: ROWS_PER_SLOT per request slot of the bundle, 0: off.
     snapshot_rows: int | None = None
+    num_pages: int | None = None  # KV pages requests may own; None: every slot reaches the context
     served_model_names: tuple[str, ...] = ()
     api_key: str | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
@@ -92,6 +93,7 @@ def open_engine(
             if options.snapshot_rows is None
             else options.snapshot_rows
         ),
+        num_pages=options.num_pages,
     )
     tick = listener.on_program
     engine = assemble_engine(
