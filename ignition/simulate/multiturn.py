@@ -45,6 +45,10 @@ from ignition.simulate.devices import DeviceError, DeviceModel, H200Roofline, ex
 from ignition.simulate.workloads import WorkloadError, conversations
 
 NS_PER_MS = 1_000_000
+# The prepared state programs' shapes (compiler/state_ops.py), restated here because
+# that module needs torch and ``ignition simulate`` does not.
+SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
+RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
 GENERATION_PROMPT = (1, 2)  # what a chat template appends after the last user message
 END_OF_TURN = 3
 NOMINAL_CONTEXT_PER_ROW = 1024
@@ -287,8 +291,6 @@ def run_retention(
     preseed_costs: bool = True,
 ) -> RetentionRun:
     """One run of the workload with ``snapshot_rows`` retained-checkpoint rows (0: off)."""
-    from ignition.compiler.state_ops import RESTORE, SNAPSHOT
-
     conversations_ = build_turns(spec)
     turns = [t for c in conversations_ for t in c]
     longest = max(len(t.prompt) + len(t.reply) for t in turns)

@@ -77,3 +77,16 @@ def test_bad_multiturn_values_fail_with_one_line_naming_them(args, message):
     assert result.exit_code == 2
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_multiturn_simulation_runs_without_torch():
+    """``ignition simulate`` needs no model: the engine loop and checkpoint cache it
+    drives are torch-free."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ignition.simulate.retention_command, ignition.simulate.multiturn;"
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
