@@ -43,12 +43,12 @@ def reference_kernels():
         yield
 
 
-def _engine(model, catalog, num_pages, snapshot_rows):
+def _engine(model, catalog, num_pages, snapshot_rows, speculation="off"):
     options = RuntimeOptions(
         num_slots=4,
         page_size=16,
         max_context_tokens=256,
-        speculation="off",
+        speculation=speculation,
         snapshot_rows=snapshot_rows,
         num_pages=num_pages,
     )
@@ -75,17 +75,24 @@ def _run(engine):
     return outputs, finishes
 
 
-@pytest.fixture(scope="module")
-def unpreempted(model, catalog):
-    outputs, finishes = _run(_engine(model, catalog, None, 0))
+def _unpreempted(model, catalog, speculation="off"):
+    outputs, finishes = _run(_engine(model, catalog, None, 0, speculation))
     assert all(reason == "length" for reason, _ in finishes.values())
     return outputs
 
 
+@pytest.fixture(scope="module")
+def unpreempted(model, catalog):
+    return _unpreempted(model, catalog)
+
+
+@pytest.mark.parametrize("speculation", ["off", "adaptive"])
 def test_a_preempted_decoder_resumes_from_its_snapshot_with_the_unpreempted_output(
-    model, catalog, unpreempted
+    model, catalog, unpreempted, speculation
 ):
-    engine = _engine(model, catalog, TIGHT_PAGES, snapshot_rows=4)
+    if speculation != "off":
+        unpreempted = _unpreempted(model, catalog, speculation)
+    engine = _engine(model, catalog, TIGHT_PAGES, snapshot_rows=4, speculation=speculation)
     restores = []
     engine.frame_listeners.append(
         lambda plan, _: restores.extend(

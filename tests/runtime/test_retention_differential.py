@@ -30,7 +30,7 @@ from ignition.runtime.requests import GenerationRequest, SamplingParams
 from ignition.runtime.snapshot_rows import RowState
 from tests.runtime.test_model_runtime import EOS, CharDecoder
 
-NUM_SEQUENCES = 12
+NUM_SEQUENCES = 8
 
 
 @dataclass(frozen=True)
