@@ -542,7 +542,7 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
     metavar="N",
     callback=_row_count,
     help="Retained-checkpoint snapshot rows for prefix caching (0: off). Default: 4 per "
-    "request slot of the bundle; each row holds one slot's state and pages.",
+    "request slot, at most half the free GPU memory; each row holds a slot's state and pages.",
 )
 @click.option(
     "--kv-pages",

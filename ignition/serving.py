@@ -21,7 +21,6 @@ from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.engine import Engine
-from ignition.runtime.retention import default_snapshot_rows
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 
 # Seconds uvicorn waits for open streams after a fatal engine failure (they have ended).
@@ -39,7 +38,7 @@ class ServeOptions:
     device: str | None = None
     num_threads: int | None = None
     checkpoint_extra_work_fraction: float = 0.05
-    # Retained-checkpoint rows; None: ROWS_PER_SLOT per request slot of the bundle, 0: off.
+    # Retained-checkpoint rows; None: 4 per request slot (runtime.assembly), 0: off.
     snapshot_rows: int | None = None
     num_pages: int | None = None  # KV pages requests may own; None: every slot reaches the context
     served_model_names: tuple[str, ...] = ()
@@ -88,11 +87,7 @@ def open_engine(
         max_waiting=options.max_waiting,
         policy=options.policy,
         checkpoint_extra_work_fraction=options.checkpoint_extra_work_fraction,
-        snapshot_rows=(
-            default_snapshot_rows(runtime["num_slots"])
-            if options.snapshot_rows is None
-            else options.snapshot_rows
-        ),
+        snapshot_rows=options.snapshot_rows,
         num_pages=options.num_pages,
     )
     tick = listener.on_program

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
-from ignition.compiler.state_ops import RESTORE, SNAPSHOT, StateOperations
+from ignition.compiler.state_ops import RESTORE, SNAPSHOT, SnapshotStore, StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import (
@@ -24,8 +25,11 @@ from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.resources import SlotResources
+from ignition.runtime.retention import default_snapshot_rows
 from ignition.runtime.stats import EngineStats
 from ignition.runtime.worker import ModelWorker
+
+log = logging.getLogger("ignition.engine")
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,9 @@ class RuntimeOptions:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     use_graphs: bool | None = None
     checkpoint_extra_work_fraction: float = 0.05
-    snapshot_rows: int = 4  # retained-checkpoint rows; 0 turns retention off
+    # Retained-checkpoint rows; 0 turns retention off. None: ROWS_PER_SLOT per request slot,
+    # fewer on a GPU where they would take more than half the memory left after the state.
+    snapshot_rows: int | None = 4
     # KV pages requests may own; None: enough for every slot to reach the context limit.
     # Fewer makes requests compete for pages (a full pool preempts, see preemption.py).
     num_pages: int | None = None
@@ -84,6 +90,21 @@ def state_for(
     return state, num_pages, device_pages
 
 
+def resolve_snapshot_rows(options: RuntimeOptions, state: ModelState, device: torch.device) -> int:
+    """The default row count (``snapshot_rows`` None): ROWS_PER_SLOT per slot, capped on
+    CUDA at half the free memory, since every row holds a whole slot's pages."""
+    if options.snapshot_rows is not None:
+        return options.snapshot_rows
+    rows = default_snapshot_rows(options.num_slots)
+    if device.type == "cuda":
+        free_bytes, _ = torch.cuda.mem_get_info(device)
+        fits = int(0.5 * free_bytes) // max(1, SnapshotStore.row_bytes(state))
+        if fits < rows:
+            log.warning("snapshot rows: %d fit in half the free memory (default %d)", fits, rows)
+            rows = fits
+    return rows
+
+
 def assemble_engine(
     model: HybridModel,
     catalog: Catalog,
@@ -111,9 +132,10 @@ def assemble_engine(
         use_graphs=options.use_graphs,
         on_prepared=on_prepared,
     )
+    snapshot_rows = resolve_snapshot_rows(options, state, device)
     state_ops = StateOperations(
         state,
-        num_rows=max(1, options.snapshot_rows),
+        num_rows=max(1, snapshot_rows),
         capturer=GraphCapturer(device, options.use_graphs),
     )
     staging = next(iter(programs.values()))[0].staging
@@ -134,5 +156,5 @@ def assemble_engine(
         eos_token_ids=eos_token_ids,
         max_waiting=options.max_waiting,
         stats=stats,
-        checkpoints=CheckpointCache(options.snapshot_rows, options.checkpoint_extra_work_fraction),
+        checkpoints=CheckpointCache(snapshot_rows, options.checkpoint_extra_work_fraction),
     )
