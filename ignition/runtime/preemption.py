@@ -86,10 +86,21 @@ class Preemption:
                 if not live.is_done:
                     engine._finish(live, "error", notify_scheduler=True, error=message)
             return
-        victim = max(holders, key=lambda live: (live.admitted_ns, live.handle.slot))
-        engine.stats.record_preemption()
-        log.info("%s: preempted (KV pages exhausted)", victim.request.request_id)
-        if engine.retention.preempt(victim, engine._now_ns()):
+        # The newest request gives way, the blocked one included: a resumed request still
+        # waiting for its pages goes back rather than evicting an older one that would
+        # then evict it in turn (two requests preempting each other would never finish).
+        waiting = [
+            engine.live[lane.handle]
+            for lane in plan.lanes
+            if lane.handle in engine.live and not engine.live[lane.handle].is_done
+        ]
+        victim = max([*holders, *waiting], key=lambda live: (live.admitted_ns, live.handle.slot))
+        if victim in holders:
+            engine.stats.record_preemption()
+            log.info("%s: preempted (KV pages exhausted)", victim.request.request_id)
+        else:  # holds no pages: it is deferred, not preempted
+            log.debug("%s: deferred (KV pages exhausted)", victim.request.request_id)
+        if victim in holders and engine.retention.preempt(victim, engine._now_ns()):
             helios.preempt(victim.handle)  # its terminal snapshot frees slot and pages
             victim.preempting = True
             return
@@ -132,11 +143,13 @@ class Preemption:
             prompt = old.request.prompt_ids + replay
             if helios is None or not helios.pool.can_allocate_slot():
                 return False
-            # Back only when its whole remaining length fits (or nothing else runs):
-            # resuming into the same shortage would preempt it again at once.
+            # Back only when its whole remaining length fits beside what admitted requests
+            # without pages yet will take (or nothing else runs): resuming into the same
+            # shortage would preempt it again at once.
             need = helios.pool.pages_for(len(prompt) + remaining + 1)
             alone = not any(not live.is_done for live in engine.live.values())
-            if need > helios.pool.num_free_pages and not alone:
+            wanted = need + self._unplaced_pages() + self._headroom()
+            if wanted > helios.pool.num_free_pages and not alone:
                 return False
             admission = engine.retention.admit(old.request, engine._now_ns(), prompt_ids=prompt)
             spec = RequestSpec(
@@ -162,6 +175,31 @@ class Preemption:
             )
             engine._add_live(engine._continuation(old, handle, replay))
         return True
+
+    def _headroom(self) -> int:
+        """A page for each running request that holds pages: each may cross a page
+        boundary on its next step, and a resume should not be what runs the pool dry."""
+        helios = self._helios
+        return sum(
+            1
+            for live in self.engine.live.values()
+            if not live.is_done
+            and (r := helios.requests.get(live.handle)) is not None
+            and r.is_live
+            and r.num_pages
+        )
+
+    def _unplaced_pages(self) -> int:
+        """Pages live requests that hold none yet will need for their whole length."""
+        helios = self._helios
+        total = 0
+        for live in self.engine.live.values():
+            r = helios.requests.get(live.handle)
+            if live.is_done or r is None or not r.is_live or r.num_pages:
+                continue
+            remaining = live.request.sampling.max_tokens - len(live.output_ids)
+            total += helios.pool.pages_for(len(live.prompt_ids) + max(0, remaining) + 1)
+        return total
 
     def cancel(self, request_id: str) -> bool:
         """A client left while its request waited to resume."""

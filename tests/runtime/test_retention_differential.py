@@ -9,7 +9,8 @@ under several ids (n > 1), some carry chat message ends (anchors inside the prom
 and some are cancelled a few engine steps after submission. Every request that is
 not cancelled must produce the same tokens with retention off, with ample rows, and
 with two rows (constant eviction), through one long-lived engine each, with
-speculation off and adaptive.
+speculation off and adaptive; and through a KV page pool small enough to force
+preemption.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ignition.runtime.snapshot_rows import RowState
 from tests.runtime.test_model_runtime import EOS, CharDecoder
 
 NUM_SEQUENCES = 8
+TIGHT_PAGES = 7  # 112 tokens for four slots: concurrent requests preempt each other
 
 
 @dataclass(frozen=True)
@@ -100,17 +102,20 @@ def engines(request):
         get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=256)
     )
 
-    def build(rows: int):
+    def build(rows: int, pages: int | None = None):
         options = RuntimeOptions(
             num_slots=4,
             page_size=16,
             max_context_tokens=512,
             speculation=request.param,
             snapshot_rows=rows,
+            num_pages=pages,
         )
         return assemble_engine(model, catalog, CharDecoder(), [EOS], options)
 
-    return {rows: build(rows) for rows in (0, 8, 2)}
+    engines = {rows: build(rows) for rows in (0, 8, 2)}
+    engines["tight"] = build(4, TIGHT_PAGES)
+    return engines
 
 
 @pytest.fixture(autouse=True)
@@ -132,3 +137,14 @@ def test_retention_on_and_off_give_identical_greedy_output_over_random_sequences
         assert cache.rows.count(RowState.ARMED) == cache.rows.count(RowState.COPYING) == 0
         assert not any(r.readers for r in cache.rows.rows)
     assert engines[2].retention.cache.num_evictions > 0
+
+
+def test_a_page_pool_that_forces_preemption_changes_no_greedy_output(engines):
+    """Preempted requests resume (from their snapshot or recomputed), never lost: the
+    same random sequences through a pool too small for them give the same tokens."""
+    for seed in range(100, 100 + NUM_SEQUENCES // 2):
+        waves = _sequence(seed)
+        assert _run(engines["tight"], waves) == _run(engines[0], waves), seed
+    tight = engines["tight"]
+    assert tight.stats.snapshot().preemptions > 0
+    assert tight.scheduler.pool.num_free_pages == TIGHT_PAGES and not tight.preemption.resume
