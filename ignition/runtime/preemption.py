@@ -3,8 +3,10 @@
 Helios reserves pages at commit; a commit the free pages cannot cover raises
 ``ResourceShortage``. With frames in flight the engine just waits (their completion
 may free pages). With none, nothing will free pages by itself, so the engine
-preempts: the most recently admitted request that holds pages (as vLLM preempts the
-latest arrival) is retired without completing its response. A decoder's state goes
+preempts: the most recently admitted request among those holding pages and those
+the blocked plan serves gives way (as vLLM preempts the latest arrival). A holder is
+retired without completing its response; a blocked request holding no pages is only
+deferred (two requests otherwise preempt each other forever). A decoder's state goes
 through Helios's terminal snapshot into a snapshot row the checkpoint cache
 publishes; without one (no retention, no placeable row, a prompt still being
 prefilled) the request is simply dropped from Helios to be recomputed. If the
@@ -12,8 +14,9 @@ preemption snapshot loses to the blocked winner (the next commit is short again)
 the victim's pages are released at once and it too is recomputed.
 
 A preempted request keeps its client stream, sampling settings, usage counts and
-output so far. It resumes before any new arrival, once a slot and the pages for
-its prompt plus output are free, as a fresh Helios request whose prompt is the
+output so far. It resumes before any new arrival, once a slot is free and so are
+the pages for its whole length, beside what admitted requests without pages will
+take and a page of growth per running holder, as a fresh Helios request whose prompt is the
 original prompt plus the output; the retained state is found by prefix like any
 checkpoint, so the resume is a restore and a one-token prefill, and its greedy
 output is what the unpreempted request would have produced. A lone request the
