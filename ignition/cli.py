@@ -490,6 +490,12 @@ def server_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             callback=_at_least(1),
             help="Largest request body; larger ones get 413 before any parsing.",
         ),
+        click.option(
+            "--allowed-local-media-path",
+            type=click.Path(exists=True, file_okay=False, resolve_path=True),
+            help="Folder whose image files chat requests may name by path or file:// URL "
+            "(default: none; base64 data URLs only, and nothing is fetched over the network).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -501,6 +507,7 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
         "served_model_names": tuple(http["served_model_names"]),
         "api_key": http["api_key"],
         "max_request_bytes": http["max_request_bytes"],
+        "allowed_local_media_path": http["allowed_local_media_path"],
     }
 
 
@@ -552,6 +559,15 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
     "limit). With fewer, a full pool preempts the newest request; it resumes later.",
 )
 @click.option(
+    "--vision-feature-capacity",
+    type=int,
+    default=0,
+    show_default=True,
+    callback=_finite_nonnegative,
+    help="Image features one request's vision window holds; images beyond it are served "
+    "in further windows through a private snapshot (0: the largest prompt chunk).",
+)
+@click.option(
     "--mtp-adaptive-verification-alpha",
     type=float,
     help="Smoothing of adaptive speculative verification widths (overrides the preset).",
@@ -574,11 +590,13 @@ def serve_cmd(
     scheduler_checkpoint_extra_work_fraction: float,
     snapshot_rows: int | None,
     kv_pages: int | None,
+    vision_feature_capacity: int,
     mtp_adaptive_verification_alpha: float | None,
     max_waiting: int,
     served_model_names: tuple[str, ...],
     api_key: str | None,
     max_request_bytes: int,
+    allowed_local_media_path: str | None,
     **runtime: Any,
 ) -> None:
     """Serve the OpenAI-compatible API with the Helios scheduler."""
@@ -602,6 +620,7 @@ def serve_cmd(
         checkpoint_extra_work_fraction=scheduler_checkpoint_extra_work_fraction,
         snapshot_rows=snapshot_rows,
         num_pages=kv_pages,
+        vision_feature_capacity=vision_feature_capacity,
         **http,
     )
     _serve(options, host, port, direct=False)
@@ -624,6 +643,7 @@ def debug_serve_cmd(
     served_model_names: tuple[str, ...],
     api_key: str | None,
     max_request_bytes: int,
+    allowed_local_media_path: str | None,
     **runtime: Any,
 ) -> None:
     """Serve with the diagnostic scheduler of ignition/direct (decode-round selection only)."""

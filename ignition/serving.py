@@ -45,6 +45,8 @@ class ServeOptions:
     api_key: str | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     verify_weights: bool = False  # hash the checkpoint again instead of the stat check
+    allowed_local_media_path: str | None = None  # image files chat requests may name
+    vision_feature_capacity: int = 0  # 0: as many features as the largest prompt chunk
 
 
 @dataclass
@@ -89,6 +91,7 @@ def open_engine(
         checkpoint_extra_work_fraction=options.checkpoint_extra_work_fraction,
         snapshot_rows=options.snapshot_rows,
         num_pages=options.num_pages,
+        vision_feature_capacity=options.vision_feature_capacity,
     )
     tick = listener.on_program
     engine = assemble_engine(
@@ -162,6 +165,7 @@ def serve_forever(
         generation_defaults=bundle.generation_defaults,
         on_fatal=stop_serving,
     )
+    bridge.vision = vision_serving(bundle, options.allowed_local_media_path)
     uvicorn_config = uvicorn.Config(
         create_app(bridge, config),
         host=host,
@@ -176,6 +180,52 @@ def serve_forever(
     finally:
         bridge.stop()
     return bridge.failure
+
+
+def vision_serving(bundle: Bundle, allowed_folder: str | None = None):
+    """What the server needs to accept images (server/images.py), or None for a model
+    without a vision tower. The placeholder is the text of the vision start, image and
+    vision end tokens, which must tokenize back to exactly those ids; the preprocessor
+    settings come from the checkpoint, bounded by the largest prepared vision program."""
+    from pathlib import Path
+
+    from ignition.model.vision.images import ImagePolicy
+    from ignition.model.vision.preprocess import ImageProcessing
+    from ignition.server.images import VisionServing
+
+    model = bundle.model
+    config = model.config
+    if model.visual is None or config.image_token_id is None:
+        return None
+    ids = [
+        i
+        for i in (config.vision_start_token_id, config.image_token_id, config.vision_end_token_id)
+        if i is not None
+    ]
+    placeholder = bundle.decode(ids, skip_special_tokens=False)
+    if bundle.encode_rendered([placeholder])[0] != ids:
+        print(
+            f"warning: {bundle.path}: the tokenizer does not spell the image tokens {ids} as "
+            f"{placeholder!r}; image inputs are off",
+            file=sys.stderr,
+        )
+        return None
+    vision = model.visual.config
+    checkpoint = Path(bundle.manifest["checkpoint"]["path"])
+    if not checkpoint.is_absolute():
+        checkpoint = bundle.path / checkpoint
+    processing = ImageProcessing.for_checkpoint(
+        checkpoint, vision.patch_size, vision.temporal_patch_size, vision.spatial_merge_size
+    )
+    if bundle.catalog.max_patch_capacity():
+        processing = processing.bounded(bundle.catalog.max_patch_capacity())
+    return VisionServing(
+        image_token_id=config.image_token_id,
+        placeholder=placeholder,
+        merge_size=vision.spatial_merge_size,
+        processing=processing,
+        policy=ImagePolicy(allowed_folder=Path(allowed_folder) if allowed_folder else None),
+    )
 
 
 def _announcing_server(config, on_listening: Callable[[str], None] | None):

@@ -18,3 +18,14 @@ def cpu_thread_policy():
     configure_threads(torch.device("cpu"), None)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session")
+def vision_case(tmp_path_factory):
+    """Issue 13's end-to-end case: a built bundle of a random tiny Qwen3.5 with vision,
+    transformers' greedy answer to a two-image prompt, the expanded prompt, its images and
+    the tokenizer (tests/server/vision_checkpoint.py)."""
+    pytest.importorskip("transformers")
+    from tests.server.vision_checkpoint import build_vision_case
+
+    return build_vision_case(tmp_path_factory)

@@ -36,6 +36,7 @@ from ignition.compiler.programs import Program, build_program
 from ignition.compiler.staging import HostStaging
 from ignition.compiler.workspace import Workspace, WorkspaceExtents, clear_inputs
 from ignition.components.catalog import Descriptor, GraphKind
+from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
 
@@ -219,13 +220,17 @@ def prepare_programs(
     buffer."""
     ordered = capture_order(descriptors)
     text = [d for d in ordered if d.kind is not GraphKind.VISION]  # vision owns its inputs
-    workspace = Workspace(WorkspaceExtents.of(text), model.config.hidden_size, device)
+    extents = WorkspaceExtents.of(text)
+    if model.visual is not None:  # a chunk's image features never outnumber its tokens
+        extents = dataclasses.replace(extents, max_image_tokens=extents.max_prompt)
+    workspace = Workspace(extents, model.config.hidden_size, device)
     staging = HostStaging(workspace, mirrors={"page_table": state.page_table})
     pending = torch.zeros(state.num_slots + 1, dtype=torch.int64, device=device)
+    history = SlotHistory.allocate(state.num_slots, model.config.vocab_size, device)
     capturer = GraphCapturer(device, use_graphs)
     prepared: PreparedCatalog = {}
     for d in ordered:
-        program = build_program(d, model, state, workspace, pending, staging)
+        program = build_program(d, model, state, workspace, pending, staging, history)
         clear_inputs(program.inputs)
         graph = capturer.prepare(d.name, program.fn, program.inputs)
         prepared[d.name] = (program, graph)

@@ -35,6 +35,7 @@ from ignition.compiler.workspace import (
     Workspace,
 )
 from ignition.components.catalog import Descriptor, GraphKind
+from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.speculative import (
@@ -60,6 +61,8 @@ class Program:
     fn: Callable[[Any], Any]
     uploads: Uploads  # the workspace prefixes ``inputs`` views: what a frame uploads
     staging: HostStaging
+    # Per-slot sampling history the program reads and counts into (shared by all programs).
+    history: SlotHistory | None = None
 
     @property
     def is_round(self) -> bool:
@@ -155,8 +158,10 @@ def build_program(
     workspace: Workspace,
     pending: Tensor,
     staging: HostStaging,
+    history: SlotHistory | None = None,
 ) -> Program:
-    """Bind workspace views for ``d`` and close the program function over model and state."""
+    """Bind workspace views for ``d`` and close the program function over model and state
+    (and the slots' sampling history, which penalties, bias and min_tokens read)."""
     check_buildable(d, model)
     if d.kind is GraphKind.VISION:  # its own inputs: nothing staged through the workspace
         inputs, run = build_vision_program(d, model)
@@ -171,13 +176,15 @@ def build_program(
             x.round.pending_tokens.copy_(
                 torch.where(x.is_decode_row, pending_tokens, x.round.pending_tokens)
             )
-            out = speculative_round(model, state, x.round, capacity, x.sampling, greedy=False)
+            out = speculative_round(
+                model, state, x.round, capacity, x.sampling, False, history, x.begin
+            )
             emitted = out.num_emitted
             last = out.output_tokens.gather(1, (emitted - 1).clamp(min=0)[:, None]).squeeze(1)
             _store_pending(pending, x.round.slot_ids, torch.where(emitted > 0, last, -1), scratch)
             return out
 
-        return Program(d, inputs, run_round, uploads, staging)
+        return Program(d, inputs, run_round, uploads, staging, history)
 
     capacity = step_capacity(d)
     inputs, uploads = workspace.step_inputs(capacity)
@@ -185,11 +192,12 @@ def build_program(
     def run_packed_step(x: StepProgramInputs) -> StepProgramOutputs:
         packed = x.packed
         _take_pending_first_tokens(packed, x.is_decode_row, pending, scratch)
-        out = run_step(model, state, packed, capacity, x.sampling)
+        out = run_step(model, state, packed, capacity, x.sampling, history, x.begin)
         _store_pending(pending, packed.slot_ids, out.next_tokens, scratch)
-        return StepProgramOutputs(next_tokens=out.next_tokens)
+        lp = out.logprobs
+        return StepProgramOutputs(out.next_tokens, lp.logprob, lp.top_ids, lp.top_logprobs)
 
-    return Program(d, inputs, run_packed_step, uploads, staging)
+    return Program(d, inputs, run_packed_step, uploads, staging, history)
 
 
 __all__ = [

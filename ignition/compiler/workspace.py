@@ -22,6 +22,12 @@ from torch import Tensor
 
 from ignition.compiler.vision_program import VisionProgramInputs, clear_vision_inputs
 from ignition.components.catalog import Descriptor, GraphKind
+from ignition.model.logits_processing import (
+    MAX_LOGIT_BIAS,
+    MAX_STOP_IDS,
+    NO_REPLAY,
+    HistoryBegin,
+)
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import PromptChunk, RoundCapacity, RoundInputs
@@ -34,11 +40,15 @@ class StepProgramInputs:
     packed: PackedInputs
     sampling: SamplingParams
     is_decode_row: Tensor  # [R] bool rows whose first token comes from ``pending``
+    begin: HistoryBegin | None = None  # programs with a prompt lane: a request's first chunk
 
 
 @dataclass
 class StepProgramOutputs:
     next_tokens: Tensor  # [R] int64 sampled token per row, -1 inactive or mid-prompt
+    logprob: Tensor  # [R] fp32 raw logprob of the sampled token
+    top_ids: Tensor  # [R, K] int64 the K most likely tokens
+    top_logprobs: Tensor  # [R, K] fp32 their raw logprobs
 
 
 @dataclass
@@ -48,6 +58,7 @@ class RoundProgramInputs:
     round: RoundInputs
     sampling: SamplingParams
     is_decode_row: Tensor  # [R] bool
+    begin: HistoryBegin | None = None
 
 
 ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
@@ -57,7 +68,7 @@ ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
 class BufferSpec:
     """One workspace buffer: which extent sizes it, its dtype and its padding value."""
 
-    extent: str  # "rows", "tokens", "prompt", "images" or "one"
+    extent: str  # "rows", "tokens", "prompt", "images", "bias", "stops" or "one"
     dtype: torch.dtype
     padding: float | int | bool = 0
 
@@ -76,23 +87,57 @@ BUFFERS: dict[str, BufferSpec] = {
     "prompt_length": BufferSpec("one", torch.int32),
     "prompt_tokens": BufferSpec("prompt", torch.int64),
     "image_positions": BufferSpec("images", torch.int32, -1),
+    # multimodal rope (vision models only): each row's rope offset, and the prompt chunk's
+    # explicit (t, h, w) positions as three rows of the prompt capacity, -1 = not given
+    "rope_offset": BufferSpec("rows", torch.int32),
+    "prompt_rope": BufferSpec("rope", torch.int32, -1),
     "temperature": BufferSpec("rows", torch.float32),
     "top_k": BufferSpec("rows", torch.int32),
     "top_p": BufferSpec("rows", torch.float32, 1.0),
     "seed": BufferSpec("rows", torch.int64),
+    "presence_penalty": BufferSpec("rows", torch.float32),
+    "frequency_penalty": BufferSpec("rows", torch.float32),
+    "repetition_penalty": BufferSpec("rows", torch.float32, 1.0),
+    "min_p": BufferSpec("rows", torch.float32),
+    "min_tokens": BufferSpec("rows", torch.int32),
+    "history_begin": BufferSpec("one", torch.int32, -1),
+    "bias_ids": BufferSpec("bias", torch.int64, -1),
+    "bias_values": BufferSpec("bias", torch.float32),
+    "stop_ids": BufferSpec("stops", torch.int64, -1),
+    "replay_from": BufferSpec("one", torch.int32, NO_REPLAY),
 }
+BEGIN_BUFFERS = {"history_begin": 1, "bias_ids": MAX_LOGIT_BIAS, "bias_values": MAX_LOGIT_BIAS}
+BEGIN_BUFFERS |= {"stop_ids": MAX_STOP_IDS, "replay_from": 1}
+
+# The per-row sampling buffers every step and round program binds.
+SAMPLING_BUFFERS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "min_p",
+    "min_tokens",
+)
 
 Uploads = tuple[tuple[str, int], ...]  # (buffer name, leading length) a program binds
 
 
 @dataclass(frozen=True)
 class WorkspaceExtents:
-    """The largest extents any prepared program binds."""
+    """The largest extents any prepared program binds. ``max_image_tokens`` > 0 makes the
+    workspace multimodal: image features and rope positions are bound as well."""
 
     max_rows: int
     max_tokens: int
     max_prompt: int
     max_image_tokens: int = 0
+
+    @property
+    def is_multimodal(self) -> bool:
+        return self.max_image_tokens > 0
 
     @classmethod
     def of(cls, descriptors: Iterable[Descriptor], max_image_tokens: int = 0) -> WorkspaceExtents:
@@ -118,6 +163,9 @@ class WorkspaceExtents:
             "tokens": self.max_tokens,
             "prompt": self.max_prompt,
             "images": self.max_image_tokens,
+            "bias": MAX_LOGIT_BIAS,
+            "stops": MAX_STOP_IDS,
+            "rope": 3 * self.max_prompt if self.is_multimodal else 0,
             "one": 1,
         }[extent]
 
@@ -143,16 +191,41 @@ class Workspace:
 
     @staticmethod
     def _sampling(v: dict[str, Tensor]) -> SamplingParams:
-        return SamplingParams(v["temperature"], v["top_k"], v["top_p"], v["seed"])
+        return SamplingParams(**{name: v[name] for name in SAMPLING_BUFFERS})
+
+    @staticmethod
+    def _begin(v: dict[str, Tensor]) -> HistoryBegin | None:
+        if "history_begin" not in v:
+            return None
+        return HistoryBegin(
+            v["history_begin"], v["bias_ids"], v["bias_values"], v["stop_ids"], v["replay_from"]
+        )
+
+    def _multimodal(self, rows: int, prompt: int) -> dict[str, int]:
+        """The multimodal buffers a program of ``rows`` rows and ``prompt`` capacity binds."""
+        if not self.extents.is_multimodal:
+            return {}
+        lengths = {"rope_offset": rows}
+        if prompt:
+            lengths |= {"image_positions": self.extents.max_image_tokens, "prompt_rope": 3 * prompt}
+        return lengths
+
+    def _rope_views(self, v: dict[str, Tensor], prompt: int) -> dict[str, Tensor | None]:
+        return {
+            "rope_offset": v.get("rope_offset"),
+            "prompt_rope": v["prompt_rope"].view(3, prompt) if "prompt_rope" in v else None,
+        }
 
     def step_inputs(self, capacity: PackedCapacity) -> tuple[StepProgramInputs, Uploads]:
         rows, tokens = capacity.batch_capacity, capacity.token_capacity
         self._check(rows, tokens, capacity.prefill_capacity)
-        per_row = ("query_lens", "slot_ids", "is_decode_row", "temperature", "top_k", "top_p")
-        v, uploads = self._views(
-            {"token_ids": tokens, **dict.fromkeys(per_row, rows), "seed": rows}
-            | {"prefill_row": 1, "prompt_next_token": 1}
-        )
+        per_row = ("query_lens", "slot_ids", "is_decode_row", *SAMPLING_BUFFERS)
+        lengths = {"token_ids": tokens, **dict.fromkeys(per_row, rows)}
+        lengths |= {"prefill_row": 1, "prompt_next_token": 1}
+        if capacity.prefill_capacity:
+            lengths |= BEGIN_BUFFERS
+        lengths |= self._multimodal(rows, capacity.prefill_capacity)
+        v, uploads = self._views(lengths)
         packed = PackedInputs(
             token_ids=v["token_ids"],
             query_lens=v["query_lens"],
@@ -161,8 +234,10 @@ class Workspace:
             prompt_next_token=v["prompt_next_token"],
             image_features=self.image_features,
             image_positions=self.buffers["image_positions"],
+            **self._rope_views(v, capacity.prefill_capacity),
         )
-        return StepProgramInputs(packed, self._sampling(v), v["is_decode_row"]), uploads
+        inputs = StepProgramInputs(packed, self._sampling(v), v["is_decode_row"], self._begin(v))
+        return inputs, uploads
 
     def round_inputs(
         self, capacity: RoundCapacity, device_allocated: bool
@@ -170,13 +245,14 @@ class Workspace:
         rows = capacity.batch_capacity
         self._check(rows, capacity.packed.token_capacity, capacity.prefill_capacity)
         lengths = dict.fromkeys(
-            ("slot_ids", "pending_tokens", "is_decode_row", "temperature", "top_k", "top_p"), rows
+            ("slot_ids", "pending_tokens", "is_decode_row", *SAMPLING_BUFFERS), rows
         )
-        lengths["seed"] = rows
         lengths["lane_ceilings" if device_allocated else "query_lens"] = rows
         if capacity.prefill_capacity:
             lengths |= {"prefill_row": 1, "prompt_length": 1, "prompt_next_token": 1}
             lengths["prompt_tokens"] = capacity.prefill_capacity
+            lengths |= BEGIN_BUFFERS
+        lengths |= self._multimodal(rows, capacity.prefill_capacity)
         v, uploads = self._views(lengths)
         prompt = None
         if capacity.prefill_capacity:
@@ -192,8 +268,13 @@ class Workspace:
             lane_ceilings=v.get("lane_ceilings"),
             query_lens=v.get("query_lens"),
             prompt=prompt,
+            image_features=self.image_features if "image_positions" in v else None,
+            image_positions=v.get("image_positions"),
+            **self._rope_views(v, capacity.prefill_capacity),
         )
-        inputs = RoundProgramInputs(round_inputs, self._sampling(v), v["is_decode_row"])
+        inputs = RoundProgramInputs(
+            round_inputs, self._sampling(v), v["is_decode_row"], self._begin(v)
+        )
         return inputs, uploads
 
     def _check(self, rows: int, tokens: int, prompt: int) -> None:
@@ -221,6 +302,7 @@ def clear_inputs(inputs: ProgramInputs) -> None:
             r.prompt.lane.fill_(-1)
             r.prompt.length.zero_()
             r.prompt.next_token.fill_(-1)
+        _clear_rope(r.image_positions, r.rope_offset, r.prompt_rope)
     else:
         p = inputs.packed
         p.token_ids.zero_()
@@ -228,9 +310,20 @@ def clear_inputs(inputs: ProgramInputs) -> None:
         p.slot_ids.fill_(-1)
         p.prefill_row.fill_(-1)
         p.prompt_next_token.fill_(-1)
-        p.image_positions.fill_(-1)
+        _clear_rope(p.image_positions, p.rope_offset, p.prompt_rope)
     inputs.is_decode_row.zero_()
-    inputs.sampling.temperature.zero_()
-    inputs.sampling.top_k.zero_()
-    inputs.sampling.top_p.fill_(1.0)
-    inputs.sampling.seed.zero_()
+    if inputs.begin is not None:
+        inputs.begin.row.fill_(-1)
+        inputs.begin.bias_ids.fill_(-1)
+        inputs.begin.bias_values.zero_()
+        inputs.begin.stop_ids.fill_(-1)
+        if inputs.begin.replay_from is not None:
+            inputs.begin.replay_from.fill_(NO_REPLAY)
+    for name in SAMPLING_BUFFERS:
+        getattr(inputs.sampling, name).fill_(BUFFERS[name].padding)
+
+
+def _clear_rope(positions: Tensor | None, offset: Tensor | None, rope: Tensor | None) -> None:
+    for t, value in ((positions, -1), (offset, 0), (rope, -1)):
+        if t is not None:
+            t.fill_(value)

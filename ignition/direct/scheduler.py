@@ -160,6 +160,10 @@ class DirectScheduler:
         fitting = [d for d in self.prefills if d.token_capacity >= remaining]
         d = fitting[0] if fitting else self.prefills[-1]
         chunk = min(remaining, d.token_capacity)
+        end = r.prompt_position + chunk
+        for start, stop in r.spec.image_spans:  # an image's span is atomic: cut before it
+            if start < end < stop and start > r.prompt_position:
+                chunk = start - r.prompt_position
         completes = r.prompt_position + chunk >= r.spec.num_prompt_tokens
         lane = self._lane(r, LaneRole.PROMPT, chunk, 0, 1 if completes else 0)
         return self._freeze(d, (lane,), prompt_row=0, value=float(chunk))

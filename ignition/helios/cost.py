@@ -70,7 +70,8 @@ class CostModel:
         # Planning asks about the same descriptor objects thousands of times a second;
         # remember each object's entry (holding the object keeps its id unique).
         self._by_object: dict[int, tuple[Descriptor, CostEntry]] = {}
-        self.version = 0  # bumped by every estimate change
+        self.version = 0  # bumped by every observation (estimates and freshness)
+        self.estimates_version = 0  # bumped only when an estimate's value changes
         self.derived: dict[str, tuple] = {}  # values computed from estimates, keyed by version
 
     def entry(self, d: Descriptor) -> CostEntry:
@@ -97,8 +98,11 @@ class CostModel:
         return max(0, now_ns - found.last_observation_ns)
 
     def observe(self, d: Descriptor, sample_ns: int, now_ns: int) -> bool:
-        changed = self.entry(d).observe(sample_ns, now_ns, self.ttl_ns)
+        entry = self.entry(d)
+        before = entry.estimate_ns
+        changed = entry.observe(sample_ns, now_ns, self.ttl_ns)
         self.version += changed
+        self.estimates_version += entry.estimate_ns != before
         return changed
 
     def note_attempt(self, d: Descriptor, now_ns: int) -> None:

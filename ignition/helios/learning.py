@@ -20,6 +20,7 @@ a time, and fixed-width execution never probes.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,9 @@ from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision, LaneView
 
 # The acceptance history a decision's request is scored and informed by.
 HistoryOf = Callable[[RequestHandle], PrefixHistory]
+# Skipping a shape needs its gain bound below the best gain by more than this (relative):
+# far above the ranking's 1e-9 tie tolerance, however many near-ties the scan chains.
+PROBE_MARGIN = 1e-6
 
 
 @dataclass(frozen=True)
@@ -111,9 +115,10 @@ class _Bound:
         self.fixed = ordinary.fixed
         alpha, deepest_rows = decision.alpha, max_depth + 1
         self.outputs, self.limits, self.prices = [], [], []
+        self.histories = [history_of(v.handle) for v in self.views]
         deepest = []
-        for v, fixed in zip(self.views, self.fixed, strict=True):
-            outputs = history_of(v.handle).optimistic_outputs(max_depth, alpha)
+        for v, fixed, history in zip(self.views, self.fixed, self.histories, strict=True):
+            outputs = history.optimistic_outputs(max_depth, alpha)
             limit = min(v.remaining_output, v.remaining_context)
             price = v.prices.output_token
             self.outputs.append(outputs)
@@ -128,18 +133,23 @@ class _Bound:
         self.prompt_price = max((v.prices.prefill_token for v in population.prompts), default=0.0)
         self.prompt_output = max((v.prices.output_token for v in population.prompts), default=0.0)
         self._tops: dict[tuple[int, int], float] = {}
+        self._values: dict[int, list[float]] = {}
 
     def _top(self, cap: int, batch: int) -> float:
         found = self._tops.get((cap, batch))
         if found is None:
-            values = [
-                fixed + price * outputs[min(cap, limit)]
-                for fixed, price, outputs, limit in zip(
-                    self.fixed, self.prices, self.outputs, self.limits, strict=True
-                )
-                if limit >= 1
-            ]
-            found = self._tops[(cap, batch)] = sum(heapq.nlargest(batch, values))
+            values = self._values.get(cap)
+            if values is None:
+                values = [
+                    fixed + price * outputs[min(cap, limit)]
+                    for fixed, price, outputs, limit in zip(
+                        self.fixed, self.prices, self.outputs, self.limits, strict=True
+                    )
+                    if limit >= 1
+                ]
+                values.sort(reverse=True)  # one sort per ceiling serves every batch
+                self._values[cap] = values
+            found = self._tops[(cap, batch)] = sum(values[:batch])
         return found
 
     def _score(self, d: Descriptor, t_ms: float, value: float) -> float:
@@ -149,12 +159,14 @@ class _Bound:
             value += self.prompt_price * d.prefill_capacity + self.prompt_output
         return value / t_ms - self.decision.waiting_cost(t_ms)
 
-    def can_beat(self, d: Descriptor, t_ms: float, score: float) -> bool:
+    def bound(self, d: Descriptor, t_ms: float, score: float) -> float | None:
+        """The bound on ``d``'s optimistic scores where it exceeds ``score``, else None."""
         batch = min(d.batch_capacity, len(self.loose) - 1)
         if self._score(d, t_ms, self.loose[batch]) <= score:
-            return False
+            return None
         cap = min(d.proposal_depth + 1, d.token_capacity)
-        return self._score(d, t_ms, self._top(cap, d.batch_capacity)) > score
+        found = self._score(d, t_ms, self._top(cap, d.batch_capacity))
+        return found if found > score else None
 
 
 def ranks_before(a: Probe, b: Probe) -> bool:
@@ -180,8 +192,11 @@ def choose_probe(
     mode: SpeculationMode,
     max_depth: int,
     history_of: HistoryOf,
+    any_probe: bool = False,
 ) -> Probe | None:
-    """The best acceptance probe against the ordinary ``winner``, or None.
+    """The best acceptance probe against the ordinary ``winner``, or None; with
+    ``any_probe``, the first one found (a caller that only needs to know whether one
+    exists: a probe cannot join a queued frame, so plan() then waits either way).
 
     Only measured, fresh speculative programs probe: an unknown or stale cost belongs to
     discovery or timing refresh, and the two ledgers never charge the same execution.
@@ -193,28 +208,46 @@ def choose_probe(
         return None
     max_batch = max(d.batch_capacity for d, _ in shapes)
     bound = _Bound(population, ordinary.decoders, history_of, decision, max_depth, max_batch)
-    shapes = [
-        (d, decode_only)
-        for d, decode_only in shapes
-        if costs.freshness(d, now_ns) is Freshness.FRESH
-        and bound.can_beat(d, costs.estimate_ns(d) / 1e6, winner.score)
-    ]
-    if not shapes:
+    # (gain bound, position, shape): no probe of a shape gains more than its bound
+    bounded = []
+    for position, (d, decode_only) in enumerate(shapes):
+        if costs.freshness(d, now_ns) is not Freshness.FRESH:
+            continue
+        t_ms = costs.estimate_ns(d) / 1e6
+        found = bound.bound(d, t_ms, winner.score)
+        if found is not None:
+            bounded.append(((found - winner.score) / t_ms, position, (d, decode_only)))
+    if not bounded:
         return None  # the common case while credit waits for a useful probe
-    survivals = [history_of(v.handle).optimistic_survivals(max_depth) for v in population.decoders]
+    survivals = [history.optimistic_survivals(max_depth) for history in bound.histories]
     decoders = LaneTable(population.decoders, decision, max_depth, survivals)
     tables = Tables(ordinary.prompts, decoders)
     depths = _ordinary_depths(winner)
     views = {v.handle: v for v in population.decoders}
-    best: Probe | None = None
-    for d, decode_only in shapes:
+    # Best gain bound first; once a bound is clearly below the best gain found, no later
+    # shape can rank first (a probe needs a gain within the tie tolerance of the best).
+    bounded.sort(key=lambda item: -item[0])
+    found_probes: dict[int, list[Probe]] = {}
+    top_gain = -math.inf
+    for gain_bound, position, (d, decode_only) in bounded:
+        if gain_bound < top_gain - PROBE_MARGIN * max(1.0, abs(top_gain), abs(gain_bound)):
+            break
+        probes = found_probes[position] = []
         for c in candidates_for(d, tables, costs, decision, now_ns, mode, decode_only):
             if c.score <= winner.score:
                 continue
             weights = _added_prefix_weights(c, depths, views, history_of)
             if not weights:
                 continue
-            probe = Probe(c, (c.score - winner.score) / c.duration_ms, min(weights))
+            probes.append(Probe(c, (c.score - winner.score) / c.duration_ms, min(weights)))
+            if any_probe:
+                return probes[-1]
+            top_gain = max(top_gain, probes[-1].gain)
+    # Ranked in the shapes' own order, as if every shape had been evaluated: a skipped
+    # shape's probes could never have ranked first at any point of that scan.
+    best: Probe | None = None
+    for position in sorted(found_probes):
+        for probe in found_probes[position]:
             if best is None or ranks_before(probe, best):
                 best = probe
     return best

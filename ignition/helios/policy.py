@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
@@ -87,6 +87,11 @@ class PromptTable:
         self._best: dict[tuple[int, int, int], list[LanePick]] = {}
         # Measured capacities: the scored rows depend only on min(capacity, budget)
         self._scored: dict[int, list[tuple[tuple, int, LaneView]]] = {}
+        # plain rows grouped by equal prefill price, best price first, each group in
+        # (last served, slot) order
+        self._by_price: list[list[LaneView]] | None = None
+        self._by_remaining: list[LaneView] = []  # plain rows, shortest remaining prompt first
+        self._irregular: list[LaneView] = []  # rows with image spans or capture ends
 
     def rows(
         self, d: Descriptor, unknown: bool, max_rows: int, token_budget: int
@@ -97,6 +102,9 @@ class PromptTable:
         if not unknown and key in self._best:
             return self._best[key]
         usable = min(capacity, token_budget)
+        if max_rows == 1 and not unknown:
+            chosen = self._best[key] = self._top_row(usable)
+            return chosen
         scored = None if unknown else self._scored.get(usable)
         if scored is None:
             scored = []
@@ -125,11 +133,72 @@ class PromptTable:
             self._best[key] = chosen
         return chosen
 
+    def _top_row(self, usable: int) -> list[LanePick]:
+        """The first row of the sorted scores at ``usable`` tokens, without scoring every
+        row: a plain row (no image span or capture end) longer than ``usable`` is worth
+        prefill price x usable, which keeps the prefill-price order (multiplying by a
+        positive number is monotone in floating point too), so only the head of each
+        equal-price group, up to the first strictly lower value, and the rows that end
+        within ``usable`` or are irregular can hold the minimum key."""
+        if usable <= 0 or not self.views:
+            return []
+        if self._by_price is None:
+            plain = [v for v in self.views if not v.image_spans and not v.capture_ends]
+            self._irregular = [v for v in self.views if v.image_spans or v.capture_ends]
+            self._by_price = []
+            for v in sorted(
+                plain, key=lambda v: (-v.prices.prefill_token, v.last_served_seq, v.slot)
+            ):
+                group = self._by_price[-1] if self._by_price else None
+                if group and group[0].prices.prefill_token == v.prices.prefill_token:
+                    group.append(v)
+                else:
+                    self._by_price.append([v])
+            self._by_remaining = sorted(plain, key=lambda v: v.remaining_prompt)
+        exact = list(self._irregular)
+        for view in self._by_remaining:
+            if view.remaining_prompt > usable:
+                break
+            exact.append(view)
+        best: tuple | None = None
+        top_value: float | None = None
+        for group in self._by_price:
+            # the group's best row not scored exactly below
+            view = next((v for v in group if v.remaining_prompt > usable), None)
+            if view is None:
+                continue
+            value = view.prices.prefill_token * usable
+            if top_value is not None and value < top_value:
+                break
+            top_value = value
+            entry = (lane_order_key(view, value), usable, view)
+            if best is None or entry[0] < best[0]:
+                best = entry
+        for view in exact:
+            tokens = consumable_tokens(view, usable)
+            if tokens <= 0:
+                continue
+            value = view.prices.prefill_token * tokens
+            if tokens >= view.remaining_prompt:
+                value += view.prices.output_token
+            entry = (lane_order_key(view, value), tokens, view)
+            if best is None or entry[0] < best[0]:
+                best = entry
+        return [] if best is None else [prompt_lane(best[2], best[1])]
+
 
 @dataclass
 class Tables:
+    """One decision's prompt and decoder tables. ``decision`` is set when the tables may
+    memoise candidates and bounds for it (``build_tables``); those depend only on the
+    tables, the decision, the program and its cost, so they outlive the plan() that made
+    them while ``TableCache`` hands the same tables out."""
+
     prompts: PromptTable
     decoders: LaneTable
+    decision: Decision | None = None
+    evaluated: dict[tuple, tuple[Descriptor, list[Candidate]]] = field(default_factory=dict)
+    bounds: dict[tuple, tuple[Descriptor, float | None]] = field(default_factory=dict)
 
 
 def _family(d: Descriptor) -> tuple:
@@ -295,7 +364,42 @@ def build_tables(
     return Tables(
         PromptTable(population.prompts, index.descriptors),
         LaneTable(population.decoders, decision, max_depth),
+        decision,
     )
+
+
+def _same_views(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class TableCache:
+    """The last decision's tables, handed out again while the population holds the same
+    view objects (the projection reuses a view only when it is unchanged) and the
+    decision is equal: their orders, cohorts, prompt rows and bounds then still hold.
+    The prompt table alone is kept while only decoders changed (the clock moves decoder
+    ages, never prompt rows')."""
+
+    def __init__(self) -> None:
+        self._last: tuple[CatalogIndex, int, Population, Tables] | None = None
+
+    def tables(
+        self, index: CatalogIndex, population: Population, decision: Decision, max_depth: int
+    ) -> Tables:
+        last = self._last
+        if (
+            last is None
+            or last[0] is not index
+            or last[1] != max_depth
+            or not _same_views(last[2].prompts, population.prompts)
+        ):
+            tables = build_tables(index, population, decision, max_depth)
+        elif last[3].decision == decision and _same_views(last[2].decoders, population.decoders):
+            return last[3]
+        else:
+            decoders = LaneTable(population.decoders, decision, max_depth)
+            tables = Tables(last[3].prompts, decoders, decision)
+        self._last = (index, max_depth, population, tables)
+        return tables
 
 
 def all_candidates(
@@ -319,9 +423,28 @@ def _score_bound(
     """A true upper bound on the score of any candidate of ``d``; None where ``d`` must
     be evaluated regardless (prefill rows are cheap; unknown costs rank first; stale
     ones are what timing refresh chooses among)."""
-    if d.kind is GraphKind.PREFILL or costs.freshness(d, now_ns) is not Freshness.FRESH:
+    if d.kind is GraphKind.PREFILL:
         return None
-    t_ms = costs.estimate_ns(d) / 1e6
+    entry = costs.entry(d)
+    if entry.freshness(now_ns, costs.ttl_ns) is not Freshness.FRESH:
+        return None
+    duration_ns = entry.estimate_ns
+    memo = tables.bounds if tables.decision is decision else None
+    if memo is not None:
+        key = (id(d), duration_ns)
+        found = memo.get(key)
+        if found is not None and found[0] is d:
+            return found[1]
+    bound = _fresh_bound(d, tables, duration_ns, decision)
+    if memo is not None:
+        memo[key] = (d, bound)
+    return bound
+
+
+def _fresh_bound(
+    d: Descriptor, tables: Tables, duration_ns: int, decision: Decision
+) -> float | None:
+    t_ms = duration_ns / 1e6
     if t_ms <= 0:
         return None
     cap = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
@@ -404,7 +527,17 @@ def _evaluate(
     now_ns: int,
     mode: SpeculationMode,
 ) -> list[Candidate]:
-    return candidates_for(shape[0], tables, costs, decision, now_ns, mode, shape[1])
+    """``candidates_for``, memoised on the tables: a program's candidates depend on the
+    decision only through the tables and on time only through its cost's freshness."""
+    d, decode_only = shape
+    if tables.decision is not decision:
+        return candidates_for(d, tables, costs, decision, now_ns, mode, decode_only)
+    key = (id(d), decode_only, costs.estimate_ns(d), costs.freshness(d, now_ns), mode)
+    found = tables.evaluated.get(key)
+    if found is None or found[0] is not d:
+        found = (d, candidates_for(d, tables, costs, decision, now_ns, mode, decode_only))
+        tables.evaluated[key] = found
+    return found[1]
 
 
 def active_descriptors(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ignition.components.catalog import Descriptor
 from ignition.helios import utility
@@ -23,10 +23,9 @@ from ignition.helios.requests import RequestState
 from ignition.helios.service import (
     Normalizers,
     Prices,
-    ServiceRates,
-    advance_rates,
+    decay,
     normalizers,
-    prices,
+    projected_prices,
     stream_family,
 )
 from ignition.helios.terminal import TerminalView
@@ -56,7 +55,9 @@ def current_normalizers(
             family = stream_family(r.spec.proposal_source)
             families[family] = families.get(family, 0) + 1
     decoders = sum(families.values())
-    key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())))
+    # Normalizers read estimates only: an observation that leaves every estimate as it
+    # was (the median window absorbed it) changes no normalizer.
+    key = (id(descriptors), costs.estimates_version, len(live), tuple(sorted(families.items())))
     cached = costs.derived.get("normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -74,6 +75,110 @@ def _scaled(p: Prices, scale: float) -> Prices:
     return Prices(p.prefill_token * scale, p.output_token * scale, p.delivery * scale)
 
 
+@dataclass(slots=True)
+class _Row:
+    """One request's projection through the queued frames, and its last view."""
+
+    request: RequestState
+    key: tuple
+    price: Prices | None  # unscaled; None when a queued frame blocks the request
+    advance: int
+    last_output_ns: int
+    sigma_ms: float | None
+    awaits_prerequisite: bool
+    view: LaneView | None = None
+    view_scale: float = 0.0
+
+
+class ProjectionCache:
+    """Per-request projections reused while their inputs are unchanged.
+
+    A row depends on the request (its epoch, which every commit, completion,
+    cancellation and retirement bumps, and, because callers may adjust them between
+    decisions, its stored rates, last output, positions and spec), on the queued frames,
+    the normalizers, the policy and the depth; the last four are checked once per
+    decision and any change drops every row. A view is reused only when the decision's
+    scale and the request's age are also unchanged, so a cached view is always the one
+    a fresh projection would build.
+    """
+
+    def __init__(self) -> None:
+        self.rows: dict[int, _Row] = {}  # by id(request); a row holds its request
+        self.context: tuple = ()
+
+    def prepare(self, context: tuple) -> None:
+        """Drop every row unless ``context`` holds the same objects as the last one."""
+        old = self.context
+        if len(old) != len(context) or any(a is not b for a, b in zip(old, context, strict=True)):
+            self.rows.clear()
+            self.context = context
+
+
+def _request_key(r: RequestState) -> tuple:
+    rates = r.rates
+    return (
+        r.epoch,
+        rates.token_rate,
+        rates.delivery_rate,
+        r.last_output_ns,
+        r.prompt_position,
+        r.num_output,
+        r.last_served_seq,
+        r.spec,
+        r.is_restored,
+        r.is_vision_ready,
+        len(r.captured),
+    )
+
+
+def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, policy) -> _Row:
+    """The request's rates and limits as if every queued frame completed as expected."""
+    advance, last_output, blocked = 0, r.last_output_ns, False
+    is_decoder = r.is_decoder
+    slot, generation = r.handle.slot, r.handle.generation
+    steps = []
+    for frame, duration_ms, expected_end_ns, a in frames:
+        lane = frame.lanes_by_slot.get(slot)
+        if lane is not None and lane.handle.generation != generation:
+            lane = None
+        if lane is not None:
+            advance += lane.max_advance_tokens
+            blocked |= lane.role is not LaneRole.DECODE or not is_decoder
+            if lane.expected_deliveries > 0:
+                last_output = expected_end_ns
+        if duration_ms > 0 and frame.participant_generations.get(slot) == generation:
+            if lane is None:
+                steps.append((a, duration_ms, 0.0, 0.0))
+            else:
+                tokens = lane.num_prompt_tokens + lane.expected_output_tokens
+                steps.append((a, duration_ms, tokens, lane.expected_deliveries))
+    price = None if blocked else projected_prices(r.rates, steps, norms, policy, is_decoder)
+    return _Row(r, key, price, advance, last_output, norms.sigma_ms, r.awaits_prerequisite)
+
+
+def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
+    spec = r.spec
+    return LaneView(
+        r.handle,
+        r.epoch,
+        r.prompt_position >= spec.num_prompt_tokens,
+        max(r.prompt_position, spec.restore_tokens),
+        spec.num_prompt_tokens,
+        r.remaining_output - row.advance,
+        r.remaining_context - row.advance,
+        _scaled(row.price, scale),
+        age_ms,
+        r.last_served_seq,
+        row.sigma_ms,
+        r.acceptance.history(spec.proposal_source).survivals(max_depth),
+        r.forecast.means(max_depth),
+        spec.message_endpoints,
+        spec.image_spans,
+        spec.capture_ends,
+        spec.vision_patches if r.needs_vision else 0,
+    )
+
+
 def build_population(
     requests: Mapping[RequestHandle, RequestState],
     queue: ExecutionQueue,
@@ -82,74 +187,54 @@ def build_population(
     policy: PolicyConfig,
     start_ns: int,
     max_depth: int,
+    cache: ProjectionCache | None = None,
 ) -> tuple[Population, Decision]:
+    """``cache`` (the scheduler's) keeps unchanged requests' rows between decisions;
+    without one every row is projected afresh, by the same code."""
     norms = current_normalizers(descriptors, costs, requests.values())
+    frames = []
+    for frame in queue.frames:
+        duration_ms = frame.plan.estimated_duration_ns / 1e6
+        a = decay(duration_ms, policy.adaptation_ms) if duration_ms > 0 else 0.0
+        frames.append((frame, duration_ms, frame.expected_end_ns, a))
+    if cache is None:
+        cache = ProjectionCache()
+    cache.prepare((*queue.frames, norms, policy, max_depth))
+    cached = cache.rows
     live = [r for r in requests.values() if r.is_live]
-    frames = [
-        (frame, frame.plan.estimated_duration_ns / 1e6, frame.expected_end_ns)
-        for frame in queue.frames
-    ]
-    adaptation_ms = policy.adaptation_ms
+    families: dict[str, Normalizers] = {}
     rows = []
     for r in live:
-        family_norms = norms.for_family(stream_family(r.spec.proposal_source))
-        rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
-        advance, last_output, blocked = 0, r.last_output_ns, False
-        is_decoder = r.is_decoder
-        handle = r.handle
-        for frame, duration_ms, expected_end_ns in frames:
-            lane = frame.lanes_by_handle.get(handle)
-            if lane is not None:
-                advance += lane.max_advance_tokens
-                blocked |= lane.role is not LaneRole.DECODE or not is_decoder
-                if lane.expected_deliveries > 0:
-                    last_output = expected_end_ns
-            if duration_ms > 0 and handle in frame.participant_handles:
-                tokens = (
-                    0.0 if lane is None else lane.num_prompt_tokens + lane.expected_output_tokens
-                )
-                rates = advance_rates(
-                    rates,
-                    duration_ms=duration_ms,
-                    tokens=tokens,
-                    deliveries=0.0 if lane is None else lane.expected_deliveries,
-                    norms=family_norms,
-                    is_decoder=is_decoder,
-                    adaptation_ms=adaptation_ms,
-                )
-        if blocked:
-            continue
-        price = prices(rates, family_norms, policy, is_decoder)
-        rows.append((r, price, advance, last_output, family_norms.sigma_ms))
-    largest = max([1.0, *(row[1].largest for row in rows)])
+        if r.is_window_held:
+            continue  # waits for its next window's generation (helios/vision_windows.py)
+        key = _request_key(r)
+        row = cached.get(id(r))
+        if row is None or row.request is not r or row.key != key:
+            source = r.spec.proposal_source
+            family_norms = families.get(source)
+            if family_norms is None:
+                family_norms = families[source] = norms.for_family(stream_family(source))
+            row = cached[id(r)] = _project(r, key, frames, family_norms, policy)
+        if row.price is not None:
+            rows.append((r, row))
+    if len(cached) > 2 * len(live) + 16:
+        current = {id(r) for r in live}
+        for ident in [i for i in cached if i not in current]:
+            del cached[ident]
+    largest = max([1.0, *(row.price.largest for _, row in rows)])
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []
-    for r, p, advance, last_output, sigma_ms in rows:
+    for r, row in rows:
+        last_output = row.last_output_ns
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
-        spec = r.spec
-        is_decoder = r.prompt_position >= spec.num_prompt_tokens
-        view = LaneView(
-            handle=r.handle,
-            epoch=r.epoch,
-            is_decoder=is_decoder,
-            prompt_position=max(r.prompt_position, spec.restore_tokens),
-            num_prompt_tokens=spec.num_prompt_tokens,
-            remaining_output=r.remaining_output - advance,
-            remaining_context=r.remaining_context - advance,
-            prices=_scaled(p, scale),
-            age_ms=age_ms,
-            last_served_seq=r.last_served_seq,
-            sigma_ms=sigma_ms,
-            survivals=r.acceptance.history(spec.proposal_source).survivals(max_depth),
-            forecast=r.forecast.means(max_depth),
-            message_endpoints=spec.message_endpoints,
-            image_spans=spec.image_spans,
-            capture_ends=spec.capture_ends,
-        )
-        if r.awaits_prerequisite:
+        view = row.view
+        if view is None or row.view_scale != scale or view.age_ms != age_ms:
+            view = row.view = _view(r, row, scale, age_ms, max_depth)
+            row.view_scale = scale
+        if row.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
         else:
-            (decoders if is_decoder else prompts).append(view)
+            (decoders if view.is_decoder else prompts).append(view)
     terminal = tuple(
         TerminalView(
             handle=r.handle,

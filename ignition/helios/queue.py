@@ -37,12 +37,20 @@ class Frame:
     # frame, and a linear scan per request made that quadratic in the population.
     participant_handles: frozenset[RequestHandle] = field(init=False, repr=False)
     lanes_by_handle: dict[RequestHandle, LaneWork] = field(init=False, repr=False)
+    # The same by slot (int keys hash in C; a handle's dataclass hash is Python code):
+    # a participant's generation, and each slot's lane (check the lane's handle).
+    participant_generations: dict[int, int] = field(init=False, repr=False)
+    lanes_by_slot: dict[int, LaneWork] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.participant_handles = frozenset(p.handle for p in self.participants)
+        self.participant_generations = {
+            p.handle.slot: p.handle.generation for p in self.participants
+        }
         self.lanes_by_handle = {}
         for lane in self.plan.lanes:
             self.lanes_by_handle.setdefault(lane.handle, lane)  # lane_of keeps the first
+        self.lanes_by_slot = {h.slot: lane for h, lane in self.lanes_by_handle.items()}
 
     @property
     def expected_end_ns(self) -> int:

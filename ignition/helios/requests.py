@@ -34,6 +34,7 @@ class RequestState:
     captured: set[int] = field(default_factory=set)  # capture ends already snapshotted
     terminal_since_ns: int = -1  # terminal retirement pending since (validated completion)
     is_preempted: bool = False
+    is_vision_ready: bool = False  # the vision prerequisite of this generation completed
 
     @property
     def needs_restore(self) -> bool:
@@ -48,8 +49,20 @@ class RequestState:
         return None
 
     @property
+    def is_window_held(self) -> bool:
+        """Prefill reached and captured this generation's window stop: nothing more to
+        select until the runtime rebinds the request to its next window's generation."""
+        stop = self.spec.window_stop
+        return bool(stop) and stop in self.captured
+
+    @property
+    def needs_vision(self) -> bool:
+        """Its window of images awaits encoding (after any restore, before prefill)."""
+        return self.spec.vision_patches > 0 and not self.is_vision_ready and not self.needs_restore
+
+    @property
     def awaits_prerequisite(self) -> bool:
-        return self.needs_restore or self.pending_capture is not None
+        return self.needs_restore or self.needs_vision or self.pending_capture is not None
 
     @property
     def is_terminal_pending(self) -> bool:

@@ -20,10 +20,9 @@ request subsets.
 from __future__ import annotations
 
 import bisect
-import copy
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
@@ -243,6 +242,19 @@ def _expected_outputs(own: tuple[float, ...], alpha: float, max_depth: int) -> l
     return found
 
 
+_LANE_VIEW_FIELDS = tuple(f.name for f in fields(LaneView))
+
+
+def _twin(view: LaneView, survivals: tuple[float, ...]) -> LaneView:
+    """``view`` with other survivals; field by field, as copy.copy of a slots dataclass
+    goes through the pickle protocol at about four times the cost."""
+    twin = LaneView.__new__(LaneView)
+    for name in _LANE_VIEW_FIELDS:
+        setattr(twin, name, getattr(view, name))
+    twin.survivals = survivals
+    return twin
+
+
 class LaneTable:
     """Decoder values shared by every graph of one decision.
 
@@ -276,14 +288,16 @@ class LaneTable:
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
         self._bounds: dict[tuple[int, int], float] = {}
         self._top_sigmas: list[float] | None = None
+        # (fixed value, output price, outputs, row limit) of each view that can decode
+        self._limits: list[tuple[float, float, list[float], int]] | None = None
+        self._values: dict[int, list[float]] = {}  # [cap] -> every view's value, best first
 
     def _view(self, i: int) -> LaneView:
         if self._survivals is None:
             return self.views[i]
         twin = self._twins.get(i)
         if twin is None:
-            twin = self._twins[i] = copy.copy(self.views[i])
-            twin.survivals = self._survivals[i]
+            twin = self._twins[i] = _twin(self.views[i], self._survivals[i])
         return twin
 
     def order(self, cap: int) -> list[tuple[int, int, float]]:
@@ -324,9 +338,10 @@ class LaneTable:
         if not top:
             return None
         if rows > budget:
-            views = [self._view(i) for i in range(len(self.views))]
             if mode is SpeculationMode.ADAPTIVE or d.is_device_allocated:
                 views = self._leaders(cap, min(max_lanes, budget), duration_ms)
+            else:
+                views = [self._view(i) for i in range(len(self.views))]
             picks = speculative_cohort(
                 views, d, self.decision, duration_ms, mode, max_lanes=max_lanes, budget=budget
             )
@@ -363,8 +378,8 @@ class LaneTable:
         key = (cap, max_lanes)
         found = self._bounds.get(key)
         if found is None:
-            top = self.order(cap)[:max_lanes]
-            found = self._bounds[key] = sum(value for _, _, value in top if value > 0)
+            top = self._top_values(cap, max_lanes)
+            found = self._bounds[key] = sum(value for value in top if value > 0)
         if self._top_sigmas is None:
             sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
             running, self._top_sigmas = 0.0, [0.0]
@@ -373,6 +388,29 @@ class LaneTable:
                 self._top_sigmas.append(running)
         sigma = self._top_sigmas[min(max_lanes, len(self._top_sigmas) - 1)]
         return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
+
+    def _top_values(self, cap: int, k: int) -> list[float]:
+        """The first ``k`` values of ``order(cap)``, best first, without ordering views by
+        their tie-breaks when that order has not been needed yet (bounds need values only,
+        and equal values are the same floats in either order)."""
+        found = self._orders.get(cap)
+        if found is not None:
+            return [value for _, _, value in found[:k]]
+        if self._limits is None:
+            self._limits = []
+            for i, v in enumerate(self.views):
+                remaining = v.remaining_output
+                if remaining >= 1:
+                    limit = max(1, min(remaining, v.remaining_context))
+                    self._limits.append(
+                        (self.fixed[i], v.prices.output_token, self._outputs[i], limit)
+                    )
+        values = self._values.get(cap)
+        if values is None:
+            values = [f + p * out[cap if cap < lim else lim] for f, p, out, lim in self._limits]
+            values.sort(reverse=True)
+            self._values[cap] = values
+        return values[:k]
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""

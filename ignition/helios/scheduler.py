@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ignition.components.catalog import Catalog, Descriptor
+from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios.accounting import Publication, apply_lane, charge_service
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
@@ -27,12 +27,12 @@ from ignition.helios.policy import (
     QUEUEABLE_KINDS,
     SCHEDULABLE_KINDS,
     CatalogIndex,
+    TableCache,
     active_descriptors,
     bounded_candidates,
-    build_tables,
     select,
 )
-from ignition.helios.projection import build_population, current_normalizers
+from ignition.helios.projection import ProjectionCache, build_population, current_normalizers
 from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
 from ignition.helios.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
@@ -86,6 +86,8 @@ class Scheduler:
             and not (speculation is SpeculationMode.FIXED and d.is_device_allocated)
         )
         self.state_descriptors = tuple(d for d in catalog.descriptors if d.kind in STATE_KINDS)
+        # Terminal retirement and preemption need a snapshot program (vision ones do not).
+        self._has_snapshot = any(d.kind is GraphKind.SNAPSHOT for d in self.state_descriptors)
         self.index = CatalogIndex(self.descriptors)
         self.policy = policy or PolicyConfig()
         self.speculation = speculation
@@ -108,6 +110,8 @@ class Scheduler:
         self._no_probe_at: tuple[int, int] | None = None
         self._serve_seq = 0
         self._publishable: dict[RequestHandle, Publication] = {}
+        self._projection = ProjectionCache()
+        self._tables = TableCache()
 
     def configure_policy(self, policy: PolicyConfig) -> None:
         if self.requests:
@@ -162,7 +166,7 @@ class Scheduler:
         r = self._owned(handle)
         if not r.is_live or r.inflight:
             raise SchedulerError(f"{handle}: only an idle live request can be preempted")
-        if not self.state_descriptors:
+        if not self._has_snapshot:
             raise SchedulerError("preemption needs a prepared snapshot program")
         r.is_preempted = True
         r.terminal_since_ns = self.now_ns
@@ -190,8 +194,10 @@ class Scheduler:
             self.policy,
             start_ns,
             self._max_depth,
+            self._projection,
         )
-        tables = build_tables(self.index, population, decision, self._max_depth)
+        tables = self._tables.tables(self.index, population, decision, self._max_depth)
+        decision = tables.decision  # equal to the one built; the tables memoise for it
         shapes = active_descriptors(self.index, population)
         states = (
             state_candidates(
@@ -237,6 +243,7 @@ class Scheduler:
                 self.speculation,
                 self._max_depth,
                 self._history_of,
+                any_probe=not self.queue.is_empty,
             )
             if probe is not None:
                 winner, cls = probe.candidate, ExecutionClass.ACCEPTANCE_LEARNING
@@ -498,7 +505,7 @@ class Scheduler:
                 apply_state_lane(r, lane)
             elif r.is_live:
                 tokens += apply_lane(r, plan, i, record, fence, sidecar, survival, self.now_ns)
-                if r.is_finished and r.spec.terminal_snapshot and self.state_descriptors:
+                if r.is_finished and r.spec.terminal_snapshot and self._has_snapshot:
                     r.terminal_since_ns = self.now_ns  # validated completion found termination
             if r.is_releasable:
                 self._release(r)

@@ -164,6 +164,28 @@ def prices(
     )
 
 
+def projected_prices(
+    rates: ServiceRates,
+    steps: Iterable[tuple[float, float, float, float]],
+    norms: Normalizers,
+    policy: PolicyConfig,
+    is_decoder: bool,
+) -> Prices:
+    """``prices`` after ``advance_rates`` for each (decay, duration_ms, tokens,
+    deliveries) step, term for term the same arithmetic without the intermediate
+    objects: every decision projects every request through every queued frame."""
+    x, z = rates.token_rate, rates.delivery_rate
+    for a, duration_ms, tokens, deliveries in steps:
+        x0 = x if x is not None else (norms.token_rate or 0.0)
+        x = a * x0 + (1 - a) * tokens / duration_ms
+        if is_decoder:
+            z0 = z if z is not None else (norms.delivery_rate or 0.0)
+            z = a * z0 + (1 - a) * deliveries / duration_ms
+    token_term = _fairness(policy.token_fairness, x, norms.token_rate)
+    delivery = _fairness(policy.delivery_fairness, z, norms.delivery_rate) if is_decoder else 0.0
+    return Prices(1.0 + token_term, policy.beta + token_term, delivery)
+
+
 def decay(duration_ms: float, adaptation_ms: float) -> float:
     return math.exp(-duration_ms / adaptation_ms)
 

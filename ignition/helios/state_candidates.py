@@ -1,4 +1,5 @@
-"""Candidates for state operations: restore, intermediate snapshots, terminal retirement.
+"""Candidates for state operations: restore, intermediate snapshots, terminal retirement,
+and the vision work that encodes a request's window of images (a prerequisite too).
 
 A restore (a retained checkpoint matching a new request's prefix) and an intermediate
 snapshot (a checkpoint capture where prefill was cut) are prerequisites: they earn no
@@ -54,7 +55,12 @@ from ignition.helios.utility import (
     finish,
 )
 
-STATE_KINDS = (GraphKind.RESTORE, GraphKind.SNAPSHOT)
+STATE_KINDS = (GraphKind.RESTORE, GraphKind.SNAPSHOT, GraphKind.VISION)
+ROLES = {
+    GraphKind.RESTORE: LaneRole.RESTORE,
+    GraphKind.SNAPSHOT: LaneRole.SNAPSHOT,
+    GraphKind.VISION: LaneRole.VISION,
+}
 
 
 def _ms(costs: CostModel, d: Descriptor) -> float | None:
@@ -78,9 +84,19 @@ def terminal_sigma_ms(
 
 
 def _enabled_kind(view: LaneView) -> GraphKind:
-    """Restore-pending views sit at the restored position; capture-pending ones at the
-    capture end (see projection)."""
+    """Vision-pending views carry their patches; restore-pending ones sit at the restored
+    position, capture-pending ones at the capture end (see projection)."""
+    if view.vision_patches:
+        return GraphKind.VISION
     return GraphKind.SNAPSHOT if view.prompt_position in view.capture_ends else GraphKind.RESTORE
+
+
+def _enables(view: LaneView, d: Descriptor) -> bool:
+    """Whether ``d`` performs the prerequisite ``view`` waits for (a vision program must
+    hold the window's largest image)."""
+    if _enabled_kind(view) is not d.kind:
+        return False
+    return d.kind is not GraphKind.VISION or view.vision_patches <= d.patch_capacity
 
 
 def _prompt_value(view: LaneView, d: Descriptor) -> tuple[float, int]:
@@ -196,9 +212,9 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
     costs, decision = tables.costs, tables.decision
     t_ms = _ms(costs, d)
     freshness = costs.freshness(d, now_ns)
-    enabled = [v for v in tables.population.pending if _enabled_kind(v) is d.kind]
+    enabled = [v for v in tables.population.pending if _enables(v, d)]
     terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
-    role = LaneRole.RESTORE if d.kind is GraphKind.RESTORE else LaneRole.SNAPSHOT
+    role = ROLES[d.kind]
     best: tuple[float, int, list[LanePick], list[TerminalView], float] | None = None
 
     def consider(score, lanes, retire, value) -> None:

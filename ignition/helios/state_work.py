@@ -39,6 +39,9 @@ def check_state_lane(r: RequestState, lane: LaneWork, inflight: Sequence[LaneWor
     if lane.role is LaneRole.RESTORE:
         if not r.is_live or not r.needs_restore:
             raise SchedulerError(f"{where}: the request has no pending restore")
+    elif lane.role is LaneRole.VISION:
+        if not r.is_live or not r.needs_vision:
+            raise SchedulerError(f"{where}: the request has no pending vision work")
     elif lane.role is LaneRole.SNAPSHOT:
         if not r.is_live or r.needs_restore or r.pending_capture is None:
             raise SchedulerError(f"{where}: the request stands at no pending capture")
@@ -53,7 +56,9 @@ def apply_state_lane(r: RequestState, lane: LaneWork) -> None:
         return
     if not r.is_live:
         return
-    if lane.role is LaneRole.RESTORE:
+    if lane.role is LaneRole.VISION:
+        r.is_vision_ready = True
+    elif lane.role is LaneRole.RESTORE:
         r.is_restored = True
         r.prompt_position = r.spec.restore_tokens
     elif lane.role is LaneRole.SNAPSHOT:

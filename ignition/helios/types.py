@@ -52,6 +52,13 @@ class RequestSpec:
     is cut and an intermediate snapshot captures the state before work continues;
     ``terminal_snapshot`` retires the request through a terminal snapshot after its
     validated termination instead of releasing it at once.
+
+    Vision windows (helios/vision_windows.py): ``window_stop`` is a capture end where
+    this generation's prefill stops for good; once captured, the generation is held
+    (never selected) until the runtime rebinds the request to a fresh generation.
+    ``vision_patches`` > 0: the generation's window of images must be encoded by a vision
+    prerequisite (a vision program of at least that many patches, the window's largest
+    image) before any of its prefill, after its restore if it has one.
     """
 
     num_prompt_tokens: int
@@ -64,6 +71,8 @@ class RequestSpec:
     restore_tokens: int = 0
     capture_ends: tuple[int, ...] = ()
     terminal_snapshot: bool = False
+    window_stop: int = 0  # 0: none
+    vision_patches: int = 0  # 0: no vision prerequisite
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -86,6 +95,8 @@ class RequestSpec:
                 raise SchedulerError(
                     f"capture end {end} outside ({self.restore_tokens}, {self.num_prompt_tokens}]"
                 )
+        if self.window_stop and self.window_stop not in self.capture_ends:
+            raise SchedulerError(f"window_stop = {self.window_stop}: must be a capture end")
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
@@ -111,17 +122,20 @@ class Resources:
 class LaneRole(StrEnum):
     """Inference rows (prompt, decode) and state-operation rows: ``restore`` enables a
     request from a retained checkpoint, ``snapshot`` captures an intermediate
-    checkpoint, ``terminal`` retires a request through its terminal snapshot."""
+    checkpoint, ``terminal`` retires a request through its terminal snapshot, ``vision``
+    encodes a request's window of images into its feature storage. State operations
+    commit no tokens and need the request idle."""
 
     PROMPT = "prompt"
     DECODE = "decode"
     RESTORE = "restore"
     SNAPSHOT = "snapshot"
     TERMINAL = "terminal"
+    VISION = "vision"
 
     @property
     def is_state_operation(self) -> bool:
-        return self in (LaneRole.RESTORE, LaneRole.SNAPSHOT, LaneRole.TERMINAL)
+        return self in (LaneRole.RESTORE, LaneRole.SNAPSHOT, LaneRole.TERMINAL, LaneRole.VISION)
 
 
 class SelectionReason(StrEnum):

@@ -100,6 +100,7 @@ class LaneView:
     message_endpoints: tuple[int, ...] = ()
     image_spans: tuple[tuple[int, int], ...] = ()
     capture_ends: tuple[int, ...] = ()  # prefill is cut here for a checkpoint capture
+    vision_patches: int = 0  # > 0: a vision prerequisite of this many patches is pending
 
     @property
     def slot(self) -> int:

@@ -186,12 +186,14 @@ class HybridModel(nn.Module):
         slot_ids: Tensor,
         position_offset: int,
         state: ModelState,
+        rope_offset: Tensor | None = None,
     ) -> Tensor:
         """One recursive MTP step for every row at position committed + ``position_offset``.
 
         tokens [B] the previous draft, mtp_hidden [B, hidden] its MTP hidden, slot_ids [B]
         (-1 inactive). Writes draft KV there (overwritten when the position is verified) and
-        returns the new MTP hidden [B, hidden].
+        returns the new MTP hidden [B, hidden]. ``rope_offset`` [B]: multimodal requests'
+        rope offset (a draft's rope position is its sequence position plus it on all axes).
         """
         assert self.mtp is not None
         num_rows = tokens.shape[0]
@@ -201,6 +203,8 @@ class HybridModel(nn.Module):
         ones = torch.ones(num_rows, dtype=torch.int32, device=tokens.device)
         no_prompt = torch.full((1,), -1, dtype=torch.int32, device=tokens.device)
         meta = PackedMeta.build(capacity, ones, slot_ids, no_prompt, state, position_offset)
+        if rope_offset is not None:  # one token per lane: packed index == lane
+            meta.rope_positions = (meta.positions + rope_offset.long())[None].repeat(3, 1)
         embeds = self.embed_tokens(tokens.clamp(min=0))
         if self.config.mtp_feeds_normed_hidden:
             mtp_hidden = self.mtp.norm(mtp_hidden)

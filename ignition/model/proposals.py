@@ -32,6 +32,7 @@ def propose(
     depth: int,
     params: SamplingParams,
     start_pos: Tensor,
+    rope_offset: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """(draft tokens [B, D], draft distributions [B, D, V]); lanes with slot -1 draft nothing."""
     num_rows = pending_tokens.shape[0]
@@ -49,7 +50,7 @@ def propose(
     for k in range(depth):
         if k > 0:
             # Draft k+1 comes from position S + k, fed the previous draft and its MTP hidden.
-            mtp_hidden = model.draft_step(previous, mtp_hidden, slot_ids, k - 1, state)
+            mtp_hidden = model.draft_step(previous, mtp_hidden, slot_ids, k - 1, state, rope_offset)
         logits = model.draft_logits(mtp_hidden)
         # Greedy lanes draft the argmax but keep the softmax as q: it is their confidence.
         q = torch.where(

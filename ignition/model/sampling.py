@@ -37,6 +37,19 @@ class SamplingParams:
     top_k: Tensor  # [R] int32, 0 = no limit
     top_p: Tensor  # [R] fp32, 1 = no limit
     seed: Tensor  # [R] int64
+    # Logits processing (see model.logits_processing) and min_p; neutral when omitted.
+    presence_penalty: Tensor | None = None  # [R] fp32, 0 = none
+    frequency_penalty: Tensor | None = None  # [R] fp32, 0 = none
+    repetition_penalty: Tensor | None = None  # [R] fp32, 1 = none
+    min_p: Tensor | None = None  # [R] fp32, 0 = none
+    min_tokens: Tensor | None = None  # [R] int32, 0 = none
+
+    def __post_init__(self) -> None:
+        n, device = self.temperature.shape[0], self.temperature.device
+        for name, value in _NEUTRAL.items():
+            if getattr(self, name) is None:
+                dtype = torch.int32 if name == "min_tokens" else torch.float32
+                setattr(self, name, torch.full((n,), value, dtype=dtype, device=device))
 
     @classmethod
     def build(
@@ -46,6 +59,7 @@ class SamplingParams:
         top_p: Sequence[float] | None = None,
         seed: Sequence[int] | None = None,
         device: torch.device | str = "cpu",
+        **processing: Sequence[float],
     ) -> SamplingParams:
         n = len(temperature)
         for name, values in (("top_k", top_k), ("top_p", top_p), ("seed", seed)):
@@ -62,6 +76,14 @@ class SamplingParams:
             top_k=torch.tensor(list(top_k or [0] * n), dtype=torch.int32, device=device),
             top_p=torch.tensor(list(top_p or [1.0] * n), dtype=torch.float32, device=device),
             seed=torch.tensor(list(seed or [0] * n), dtype=torch.int64, device=device),
+            **{
+                name: torch.tensor(
+                    list(values),
+                    dtype=torch.int32 if name == "min_tokens" else torch.float32,
+                    device=device,
+                )
+                for name, values in processing.items()
+            },
         )
 
     @classmethod
@@ -70,8 +92,21 @@ class SamplingParams:
 
     def rows(self, index: Tensor) -> SamplingParams:
         return SamplingParams(
-            self.temperature[index], self.top_k[index], self.top_p[index], self.seed[index]
+            self.temperature[index],
+            self.top_k[index],
+            self.top_p[index],
+            self.seed[index],
+            **{name: getattr(self, name)[index] for name in _NEUTRAL},
         )
+
+
+_NEUTRAL = {
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "repetition_penalty": 1.0,
+    "min_p": 0.0,
+    "min_tokens": 0,
+}
 
 
 # The window of most likely tokens a filtered row is cut from without a full sort. A row
@@ -93,6 +128,9 @@ def _keep_prefix(sorted_probs: Tensor, top_k: Tensor, top_p: Tensor) -> Tensor:
 def target_distribution(logits: Tensor, params: SamplingParams) -> Tensor:
     """The distribution a row samples from: [N, V] fp32; greedy rows are one-hot at argmax.
 
+    ``min_p`` cuts first (tokens below ``min_p`` times the most likely one's probability),
+    then top-k / top-p within what remains.
+
     Three exact paths, chosen per row with masks (no host reads, fixed shapes): greedy rows
     and rows without top-k / top-p are a plain argmax / softmax; a filtered row whose kept
     prefix ends inside the CANDIDATE_WINDOW most likely tokens is cut from a partial sort
@@ -105,6 +143,11 @@ def target_distribution(logits: Tensor, params: SamplingParams) -> Tensor:
     temperature = torch.where(is_greedy, 1.0, params.temperature)
     scaled = logits / temperature[:, None]
     full_probs = torch.softmax(scaled, dim=-1)
+    # min_p (after temperature, as vLLM): drop tokens below min_p times the best probability.
+    below = full_probs < params.min_p[:, None] * full_probs.amax(-1, keepdim=True)
+    scaled = scaled.masked_fill(below, -torch.inf)
+    full_probs = full_probs.masked_fill(below, 0.0)
+    full_probs = full_probs / full_probs.sum(-1, keepdim=True)
     top_k = torch.where(params.top_k > 0, params.top_k.long(), vocab)
     is_filtered = ~is_greedy & ((top_k < vocab) | (params.top_p < 1.0))
     # The window holds one token more than it keeps, to tell whether the prefix ends inside.

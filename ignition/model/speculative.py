@@ -31,6 +31,13 @@ import torch
 from torch import Tensor
 
 from ignition.kernels import ops
+from ignition.model.logits_processing import (
+    HistoryBegin,
+    SlotHistory,
+    TokenLogprobs,
+    draft_counts,
+    token_logprobs,
+)
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.proposals import allocate, propose
@@ -110,6 +117,13 @@ class RoundInputs:
     query_lens: Tensor | None = None  # [B] int32 1 + drafts to verify
     supplied_drafts: Tensor | None = None  # [B, D] int64 copy proposals
     prompt: PromptChunk | None = None  # the mixed program's prompt lane
+    # multimodal requests (see PackedInputs): the prompt lane's image features and their
+    # chunk-relative positions, its explicit rope positions, and every lane's rope offset
+    # (which the MTP drafts use too)
+    image_features: Tensor | None = None  # [I, hidden]
+    image_positions: Tensor | None = None  # [I] int32, -1 = unused
+    prompt_rope: Tensor | None = None  # [3, prefill_capacity] int32
+    rope_offset: Tensor | None = None  # [B] int32
 
 
 @dataclass
@@ -120,6 +134,7 @@ class RoundOutputs:
     draft_tokens: Tensor  # [B, D] int64
     confidence: Tensor  # [2, B, D] fp32 per-position and joint prefix draft probabilities
     survival: Tensor  # [B, D] fp32 cumulative min(1, p/q) over offered drafts
+    logprobs: TokenLogprobs | None = None  # [B, W] raw logprobs of the output tokens
 
     @property
     def num_emitted(self) -> Tensor:
@@ -166,8 +181,18 @@ def _pack_verify_inputs(
         slot_ids=inputs.slot_ids.to(torch.int32),
         prefill_row=prefill_row,
         prompt_next_token=next_token,
-        image_features=torch.zeros(0, 1, device=device),
-        image_positions=torch.zeros(0, dtype=torch.int32, device=device),
+        image_features=(
+            torch.zeros(0, 1, device=device)
+            if inputs.image_features is None
+            else inputs.image_features
+        ),
+        image_positions=(
+            torch.zeros(0, dtype=torch.int32, device=device)
+            if inputs.image_positions is None
+            else inputs.image_positions
+        ),
+        rope_offset=inputs.rope_offset,
+        prompt_rope=inputs.prompt_rope,
     )
 
 
@@ -179,8 +204,15 @@ def speculative_round(
     capacity: RoundCapacity,
     params: SamplingParams,
     greedy: bool,
+    history: SlotHistory | None = None,
+    begin: HistoryBegin | None = None,
 ) -> RoundOutputs:
-    """Run one complete round; ``greedy`` selects argmax acceptance for every speculative lane."""
+    """Run one complete round; ``greedy`` selects argmax acceptance for every speculative lane.
+
+    With ``history``, every verification position's logits are processed as ordinary
+    sampling would process them at that position: its row's history plus the drafts
+    verified before it (see model.logits_processing); emitted tokens are counted in it.
+    """
     num_rows, width = capacity.batch_capacity, capacity.verify_width
     vocab = model.config.vocab_size
     device = inputs.pending_tokens.device
@@ -207,6 +239,7 @@ def speculative_round(
         capacity.draft_depth,
         params,
         start_pos,
+        inputs.rope_offset,
     )
     token_probs = dists.gather(-1, drafts.clamp(min=0)[..., None]).squeeze(-1)  # [B, D]
     spec_lens, confidence = allocate(
@@ -223,9 +256,31 @@ def speculative_round(
     # One projection for the verification rows [B, W] and each lane's last row [B].
     last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [B]
     sampled_rows = out.logits_at(torch.cat([meta.decode_index.reshape(-1), last]))
-    logits = sampled_rows[: num_rows * width].reshape(num_rows, width, vocab)  # [B, W, V]
+    raw = sampled_rows[: num_rows * width]  # [B * W, V]
     per_position = params.rows(lane_index.repeat_interleave(width))
-    target_probs = target_distribution(logits.reshape(-1, vocab), per_position)
+    logits = raw
+    history_rows = None
+    if history is not None:
+        if begin is not None:
+            history.begin(begin, inputs.slot_ids)
+        if inputs.prompt is not None:
+            lane = inputs.prompt.lane.long().clamp(min=0)
+            offsets = torch.arange(capacity.prefill_capacity, device=device)
+            valid = (offsets < inputs.prompt.length.long()) & is_prompt_lane[lane]
+            history.add_prompt(
+                inputs.slot_ids[lane],
+                inputs.prompt.token_ids,
+                valid,
+                start_pos[lane] + offsets,
+                None if begin is None else begin.replay_from,
+            )
+        history_rows = history.rows(inputs.slot_ids)
+        extra = draft_counts(drafts, width, vocab).reshape(-1, vocab)
+        offsets = torch.arange(width, device=device, dtype=torch.int32).repeat(num_rows)
+        logits = history.process(
+            raw, history_rows.repeat_interleave(width), per_position, extra, offsets
+        )
+    target_probs = target_distribution(logits, per_position)
     target_probs = target_probs.reshape(num_rows, width, vocab)
     uniforms = seeded_uniform(params.seed, RandomStream.ACCEPT, start_pos, width)
     noise = exponential_noise(params.seed, RandomStream.RESAMPLE, start_pos, vocab)
@@ -237,11 +292,38 @@ def speculative_round(
     )
     survival = survival[:, : capacity.draft_depth]
 
-    prompt_token = sample(sampled_rows[num_rows * width :], params, meta.positions[last] + 1)
+    prompt_raw = sampled_rows[num_rows * width :]
+    prompt_logits = prompt_raw
+    if history is not None:
+        prompt_logits = history.process(prompt_raw, history_rows, params)
+    prompt_token = sample(prompt_logits, params, meta.positions[last] + 1)
     first_output = torch.where(is_prompt_lane, prompt_token, output_tokens[:, 0])
     chunk_next = verify.prompt_next_token[0]
     # A prompt lane emits its first output token only when its chunk ends the prompt.
     output_tokens[:, 0] = torch.where(is_prompt_lane & (chunk_next >= 0), -1, first_output)
+    # Raw logprobs: output column j was sampled at verification position j (the prompt
+    # lane's only token at its last prompt position).
+    logprobs = token_logprobs(raw, output_tokens.reshape(-1))
+    prompt_logprobs = token_logprobs(prompt_raw, prompt_token)
+    is_prompt_column = torch.zeros(num_rows, width, dtype=torch.bool, device=device)
+    is_prompt_column[:, 0] = is_prompt_lane
+    logprobs = TokenLogprobs(
+        torch.where(
+            is_prompt_column, prompt_logprobs.logprob[:, None], logprobs.logprob.reshape(-1, width)
+        ),
+        torch.where(
+            is_prompt_column[..., None],
+            prompt_logprobs.top_ids[:, None],
+            logprobs.top_ids.reshape(num_rows, width, -1),
+        ),
+        torch.where(
+            is_prompt_column[..., None],
+            prompt_logprobs.top_logprobs[:, None],
+            logprobs.top_logprobs.reshape(num_rows, width, -1),
+        ),
+    )
+    if history is not None:
+        history.record(inputs.slot_ids, output_tokens)
 
     commit_lens = torch.where(spec_lens > 0, num_accepted.long() + 1, 0)
     model.commit(out, commit_lens)
@@ -264,4 +346,5 @@ def speculative_round(
         draft_tokens=drafts[:, : capacity.draft_depth],
         confidence=confidence,
         survival=survival,
+        logprobs=logprobs,
     )

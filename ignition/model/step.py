@@ -13,6 +13,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ignition.model.logits_processing import (
+    HistoryBegin,
+    SlotHistory,
+    TokenLogprobs,
+    token_logprobs,
+)
 from ignition.model.model import HybridModel, TargetOutput
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams, sample
@@ -24,6 +30,7 @@ class StepOutput:
     next_tokens: Tensor  # [R] int64 sampled after each row's last token; -1 for inactive rows
     # and for a prompt chunk that does not end its prompt
     target: TargetOutput
+    logprobs: TokenLogprobs | None = None  # raw logprobs of each row's sampled token
 
 
 def next_token_per_position(
@@ -46,13 +53,33 @@ def run_step(
     inputs: PackedInputs,
     capacity: PackedCapacity,
     params: SamplingParams,
+    history: SlotHistory | None = None,
+    begin: HistoryBegin | None = None,
 ) -> StepOutput:
+    """One packed step; with ``history`` each row's logits are processed (penalties, bias,
+    min_tokens) before sampling and the emitted tokens are counted in it; ``begin`` resets
+    the row of a request whose first prompt chunk this frame carries."""
     out = model.forward_packed(inputs, capacity, state)
     meta = out.meta
+    if history is not None:
+        if begin is not None:
+            history.begin(begin, inputs.slot_ids)
+        prompt_row = meta.prompt_row.long().clamp(min=0, max=capacity.batch_capacity - 1)
+        is_prompt_token = meta.has_prompt & (meta.token_row == meta.prompt_row)
+        history.add_prompt(
+            inputs.slot_ids[prompt_row].reshape(1),
+            inputs.token_ids,
+            is_prompt_token,
+            meta.positions,
+            None if begin is None else begin.replay_from,
+        )
     is_active = (inputs.query_lens > 0) & (inputs.slot_ids >= 0)
     last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [R]
-    sampled = sample(out.logits_at(last), params, meta.positions[last] + 1)
+    raw = out.logits_at(last)
+    logits = raw if history is None else history.process(raw, history.rows(inputs.slot_ids), params)
+    sampled = sample(logits, params, meta.positions[last] + 1)
     next_tokens = torch.where(is_active, sampled, -1)
+    logprobs = token_logprobs(raw, next_tokens)
     model.commit(out, meta.decode_lens)
 
     prompt_next = inputs.prompt_next_token[0]
@@ -65,4 +92,7 @@ def run_step(
     absorb_lens = torch.where(is_active, inputs.query_lens.long(), 0)
     model.absorb_draft_context(out, following, absorb_lens)
     # A prompt chunk that does not end its prompt emits nothing.
-    return StepOutput(torch.where(is_continued, -1, next_tokens), out)
+    emitted = torch.where(is_continued, -1, next_tokens)
+    if history is not None:
+        history.record(inputs.slot_ids, emitted[:, None])
+    return StepOutput(emitted, out, logprobs)

@@ -27,6 +27,8 @@ from ignition.runtime.engine import Engine
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.retention import default_snapshot_rows
 from ignition.runtime.stats import EngineStats
+from ignition.runtime.vision_binding import image_encoder
+from ignition.runtime.window_engine import VisionWindowHooks, WindowRows
 from ignition.runtime.worker import ModelWorker
 
 log = logging.getLogger("ignition.engine")
@@ -49,6 +51,10 @@ class RuntimeOptions:
     # KV pages requests may own; None: enough for every slot to reach the context limit.
     # Fewer makes requests compete for pages (a full pool preempts, see preemption.py).
     num_pages: int | None = None
+    # Vision models: features one request's active vision window may hold (0: as many as
+    # the largest prompt chunk), and private snapshot rows for multi-window requests.
+    vision_feature_capacity: int = 0
+    vision_window_rows: int = 1
 
 
 def state_for(
@@ -133,14 +139,40 @@ def assemble_engine(
         on_prepared=on_prepared,
     )
     snapshot_rows = resolve_snapshot_rows(options, state, device)
+    retained_rows = max(1, snapshot_rows)
+    window_rows = options.vision_window_rows if model.visual is not None else 0
     state_ops = StateOperations(
         state,
-        num_rows=max(1, snapshot_rows),
+        num_rows=retained_rows + window_rows,
         capturer=GraphCapturer(device, options.use_graphs),
     )
     staging = next(iter(programs.values()))[0].staging
     resources = SlotResources(state, device_pages, page_table=staging.mirrors["page_table"])
-    worker = ModelWorker(state, programs, resources, frozenset(eos_token_ids), state_ops)
+    feature_capacity = 0
+    storage = None
+    if model.visual is not None:
+        # An image's span is prefilled in one chunk, so no window exceeds the largest one.
+        largest_chunk = staging.workspace.extents.max_image_tokens
+        feature_capacity = min(options.vision_feature_capacity or largest_chunk, largest_chunk)
+        storage = torch.zeros(
+            options.num_slots + 1,
+            feature_capacity,
+            model.config.hidden_size,
+            device=device,
+            dtype=next(model.parameters()).dtype,
+        )
+    worker = ModelWorker(
+        state,
+        programs,
+        resources,
+        frozenset(eos_token_ids),
+        state_ops,
+        encode_images=image_encoder(model, programs),
+        feature_storage=storage,
+    )
+    windows = VisionWindowHooks(
+        feature_capacity, WindowRows(retained_rows, window_rows) if window_rows else None
+    )
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     resources = Resources(
         num_request_slots=options.num_slots, num_pages=num_pages, page_size_tokens=options.page_size
@@ -157,4 +189,5 @@ def assemble_engine(
         max_waiting=options.max_waiting,
         stats=stats,
         checkpoints=CheckpointCache(snapshot_rows, options.checkpoint_extra_work_fraction),
+        vision_windows=windows,
     )

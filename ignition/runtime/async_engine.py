@@ -64,6 +64,8 @@ class AsyncEngine:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failure: str | None = None
+        # server.images.VisionServing when the model accepts images (set by serving.py)
+        self.vision: Any = None
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -63,14 +63,22 @@ class IncrementalDetokenizer:
     def stopped(self) -> bool:
         return self._stopped
 
-    def push(self, ids: Sequence[int]) -> TextDelta:
-        """Append newly committed output ids and return the text that may be shown."""
+    def push(self, ids: Sequence[int], stoppable: bool = True) -> TextDelta:
+        """Append newly committed output ids and return the text that may be shown.
+
+        ``stoppable=False`` (a request still short of its min_tokens): no stop string
+        may end the output here, so nothing is held back for one either.
+        """
         if self._stopped:
             return TextDelta("", stopped=True)
         fresh = ""
         for token in ids:
             self._ids.append(int(token))
             fresh += self._decode_new()
+        if not stoppable:
+            visible, self._held = self._held + fresh, ""
+            self.text += visible
+            return TextDelta(visible)
         return self._release(fresh)
 
     def flush(self) -> TextDelta:

@@ -8,21 +8,20 @@ visible. Launching before waiting is what overlaps host planning with device
 execution: while a captured decode graph runs, the host already plans and
 submits the next one.
 
-Publication is where stop strings and detokenization meet the scheduler: a
-frame's tokens become text through each request's incremental detokenizer, and
-only text actually shown counts as a delivery (``published_output``). A stop
-string found in the text ends the request on the host: Helios is told through
-``cancel``, which stops selection at once and keeps pages and slot owned through
-the last submitted fence.
+Publication (runtime/publication.py) is where stop strings and detokenization
+meet the scheduler: only text actually shown counts as a delivery, and a stop
+found in the text ends the request through ``cancel``. The worker seam (its
+protocol and the frame result it reports) is runtime/frames.py.
 
 Failures stay with the requests that caused them. A frame that cannot execute
 ends its request when it ran alone; a frame shared by several requests cannot
 say whose input broke it, so each of them restarts from its prompt plus the
 output it already has, on probation: probation requests are readmitted one at a
 time, and one that fails again (or fails alone) is the one that ends with an
-error. A request whose publication raises ends alone. Anything else that escapes
-a step means the loop cannot continue: :meth:`Engine.fail_all` ends every open
-request with an error so the caller can stop cleanly.
+error; the requests sharing that frame with it restart without being charged. A
+request whose publication raises ends alone. Anything else that escapes a step
+means the loop cannot continue: :meth:`Engine.fail_all` ends every open request
+with an error so the caller can stop cleanly.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from ignition.helios import (
     CompletionRecord,
@@ -49,9 +47,12 @@ from ignition.helios import (
     SchedulerProtocol,
 )
 from ignition.helios.types import ConfidenceSidecar
+from ignition.helios.vision_windows import VisionWindow
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
+from ignition.runtime.frames import FrameResult, Worker, _Inflight
 from ignition.runtime.preemption import Preemption
+from ignition.runtime.publication import Publication, Sink, _deliver
 from ignition.runtime.requests import (
     EngineStoppedError,
     GenerationRequest,
@@ -61,8 +62,8 @@ from ignition.runtime.requests import (
 )
 from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
+from ignition.runtime.window_engine import VisionWindowHooks
 
-Sink = Callable[[StreamChunk], None]
 log = logging.getLogger("ignition.engine")
 # A request restarted after a shared frame failed gets this many restarts at most.
 MAX_RESTARTS = 2
@@ -84,6 +85,8 @@ class LiveRequest:
     replay_ids: tuple[int, ...] = ()
     num_restarts: int = 0
     probation_output: int | None = None
+    # Whether the failed frame behind a pending restart counts against MAX_RESTARTS.
+    restart_charged: bool = True
     # Monotonic clock readings for the phase histograms (queue, prefill, decode).
     arrival_ns: int = 0
     admitted_ns: int = 0
@@ -93,6 +96,17 @@ class LiveRequest:
     state_ok: bool = True  # the worker's verdict on that state operation
     pending_finish: str | None = None  # finish reason held until the terminal snapshot
     preempting: bool = False  # preempted: its terminal snapshot is pending (preemption.py)
+    # Vision windows (runtime/window_engine.py): the windows of a prompt whose images
+    # exceed the prepared feature storage, the active one, and the private snapshot row.
+    windows: tuple[VisionWindow, ...] = ()
+    window_index: int = 0
+    window_row: int | None = None
+    base_spec: RequestSpec | None = None
+
+    @property
+    def vision_window(self) -> tuple[int, ...] | None:
+        """The image indices of the active vision window; None: every image (one window)."""
+        return self.windows[self.window_index].images if len(self.windows) > 1 else None
 
     @property
     def prompt_ids(self) -> tuple[int, ...]:
@@ -104,36 +118,7 @@ class LiveRequest:
         return self.probation_output is not None and not self.is_done
 
 
-@dataclass(frozen=True)
-class FrameResult:
-    """What the worker reports for one executed frame."""
-
-    records: tuple[CompletionRecord, ...]
-    timing: ExecutionTiming
-    sidecar: ConfidenceSidecar | None = None
-    survival: tuple[tuple[float, ...], ...] | None = None
-    num_offered_drafts: tuple[int, ...] = ()
-
-
-class Worker(Protocol):
-    """Executes plans. ``launch`` may return before the device finishes (CUDA);
-    ``wait`` blocks until the frame's outputs are readable."""
-
-    def launch(self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]): ...
-
-    def wait(self, pending) -> FrameResult: ...
-
-    def release(self, handle: RequestHandle) -> None: ...
-
-
-@dataclass
-class _Inflight:
-    fence: Fence
-    plan: ScheduledPlan
-    pending: object
-
-
-class Engine:
+class Engine(Publication):
     """Single-threaded core; ``submit`` and ``cancel`` are safe from other threads."""
 
     def __init__(
@@ -150,6 +135,7 @@ class Engine:
         num_slots: int | None = None,
         vocab_size: int | None = None,
         checkpoints: CheckpointCache | None = None,
+        vision_windows: VisionWindowHooks | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.worker = worker
@@ -181,6 +167,7 @@ class Engine:
         self.fault_hook: Callable[[str, LiveRequest], None] | None = None
         self.retention = RetentionHooks(lambda: self.scheduler, checkpoints, self.stats)
         self.preemption = Preemption(self)
+        self.vision_windows = vision_windows or VisionWindowHooks()
         # Called after each completed frame with (plan, result): per-step timing for
         # `ignition generate --json` and test reports, without coupling them to the loop.
         self.frame_listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []
@@ -265,6 +252,7 @@ class Engine:
             self._next_fence += 1
             try:
                 self.retention.before_launch(plan, self.live)
+                self.vision_windows.before_launch(plan, self.live)
                 pending = self.worker.launch(plan, fence, self.live)
             except Exception as err:  # a failed frame fails its requests, not the server
                 self._fail_frame(fence, plan, err)
@@ -327,20 +315,26 @@ class Engine:
                     max_output_tokens=request.sampling.max_tokens,
                     context_capacity=self.max_context_tokens,
                     message_endpoints=request.message_end_offsets,
+                    image_spans=image_spans(request),
                     restore_tokens=admission.restore_tokens,
                     capture_ends=admission.capture_ends,
                     terminal_snapshot=admission.terminal_snapshot,
                 )
+                windowed = self.vision_windows.admit(request, spec, self.scheduler)
             except SchedulerError as err:  # a request Helios can never serve
                 self.retention.release(request)
                 self._waiting.popleft()
                 self.stats.record_finished("error")
                 _deliver(sink, StreamChunk("", (), len(request.prompt_ids), 0, "error", str(err)))
                 continue
+            if windowed is None:
+                self.retention.release(request)
+                return  # no free private snapshot row yet; stays first in line
             try:
-                handle = self.scheduler.admit(spec)
+                handle = self.scheduler.admit(windowed.spec)
             except SchedulerError:
                 self.retention.release(request)
+                self.vision_windows.release(request)
                 return  # no free slot yet; stays first in line
             self._waiting.popleft()
             detokenizer = IncrementalDetokenizer(
@@ -352,6 +346,7 @@ class Engine:
             self.retention.admitted(admission)
             live = LiveRequest(request, handle, sink, detokenizer)
             live.num_cached_tokens = admission.restore_tokens
+            live.windows, live.window_row, live.base_spec = windowed.windows, windowed.row, spec
             with self._lock:
                 live.arrival_ns = self._arrival_ns.pop(request.request_id, self._clock_ns())
             live.admitted_ns = self._clock_ns()
@@ -374,10 +369,15 @@ class Engine:
             num_prompt_tokens=len(old.request.prompt_ids) + len(replay),
             max_output_tokens=old.request.sampling.max_tokens - len(replay),
             context_capacity=self.max_context_tokens,
+            image_spans=image_spans(old.request),
         )
+        windowed = self.vision_windows.admit(old.request, spec, self.scheduler)
+        if windowed is None:
+            return False
         try:
-            handle = self.scheduler.admit(spec)
+            handle = self.scheduler.admit(windowed.spec)
         except SchedulerError:
+            self.vision_windows.release(old.request)
             return False
         self._retry.popleft()
         log.warning("%s: restarting after a failed frame", old.request.request_id)
@@ -388,12 +388,13 @@ class Engine:
             old.detokenizer,
             output_ids=list(replay),
             replay_ids=replay,
-            num_restarts=old.num_restarts + 1,
+            num_restarts=old.num_restarts + int(old.restart_charged),
             probation_output=len(replay),
             arrival_ns=old.arrival_ns,
             admitted_ns=old.admitted_ns,
             first_token_ns=old.first_token_ns,
         )
+        live.windows, live.window_row, live.base_spec = windowed.windows, windowed.row, spec
         self._add_live(live)
         return True
 
@@ -464,6 +465,8 @@ class Engine:
             return
         self.stats.record_execution(kind, result.timing.device_ns, frame.plan.execution_class.value)
         self.retention.after_frame(frame.plan, self.live, result.timing.device_ns, ok=True)
+        for live in self.vision_windows.held_after(frame.plan, self.live, self.scheduler):
+            self._next_window(live)
         for i, offered in enumerate(result.num_offered_drafts):
             if offered > 0:
                 accepted = max(0, len(result.records[i].token_ids) - 1)
@@ -473,7 +476,7 @@ class Engine:
             if live is not None and record.num_prompt_tokens:
                 live.num_prompt_consumed += record.num_prompt_tokens
                 self.stats.record_tokens(record.num_prompt_tokens, 0)
-        self._publish(frame.fence, tokens, result.records)
+        self._publish(frame.fence, tokens, result.records, result.logprobs)
         for handle in self.retention.retired(frame.plan, self.live):
             live = self.live[handle]
             if live.preempting:
@@ -482,6 +485,18 @@ class Engine:
                 self._finish(live, live.pending_finish, notify_scheduler=False)
         for listener in self.frame_listeners:
             listener(frame.plan, result)
+
+    def _next_window(self, live: LiveRequest) -> None:
+        """Rebind a request held at its window boundary to a fresh generation, which
+        restores the boundary from the private row (runtime/window_engine.py)."""
+        old = live.handle
+        self.scheduler.cancel(old)  # idle: its slot and pages are released now
+        self.worker.release(old)
+        handle = self.scheduler.admit(self.vision_windows.next_spec(live))
+        del self.live[old]
+        live.handle = handle
+        self.live[handle] = live
+        self._by_id[live.request.request_id] = handle
 
     def _complete_in_scheduler(self, frame: _Inflight, result: FrameResult) -> list[GeneratedToken]:
         if result.sidecar is not None and result.survival is not None:
@@ -516,15 +531,19 @@ class Engine:
             for lane in plan.lanes
             if (live := self.live.get(lane.handle)) is not None and not live.is_done
         ]
+        # A request on probation already failed once in a shared frame: when it is in
+        # this one too it is the suspect, and the others restart without being charged
+        # (otherwise one bad input could exhaust an innocent's restarts).
+        suspect = any(live.probation_output is not None for live in involved)
         for live in involved:
             if live.preempting:  # its preemption snapshot failed: recompute it instead
                 self.preemption.failed(live)
                 continue
-            guilty = (
-                len(involved) == 1
-                or live.probation_output is not None
-                or live.num_restarts >= MAX_RESTARTS
-            )
+            if suspect:
+                guilty = live.probation_output is not None
+            else:
+                guilty = len(involved) == 1 or live.num_restarts >= MAX_RESTARTS
+            live.restart_charged = not suspect
             if guilty:
                 self._finish(live, "error", notify_scheduler=True, error=message)
             else:
@@ -559,90 +578,12 @@ class Engine:
                 self.retention.release(live.request)
                 if self._by_id.get(live.request.request_id) == handle:
                     del self._by_id[live.request.request_id]
+                    self.vision_windows.release(live.request)  # not while a restart runs
                 with self._lock:
                     self._num_occupied -= 1
 
     def _is_inflight(self, handle: RequestHandle) -> bool:
         return any(f.plan.lane_of(handle) is not None for f in self._inflight)
-
-    def _publish(
-        self, fence: Fence, tokens: list[GeneratedToken], records: Sequence[CompletionRecord]
-    ) -> None:
-        finished_by_record = {r.handle: r.is_finished for r in records}
-        grouped: dict[RequestHandle, list[GeneratedToken]] = collections.defaultdict(list)
-        for token in tokens:
-            grouped[token.handle].append(token)
-        for handle, items in grouped.items():
-            live = self.live.get(handle)
-            if live is None or live.is_done:
-                continue
-            try:
-                self._publish_request(live, fence, items, bool(finished_by_record.get(handle)))
-            except Exception as err:  # one request's text failing ends that request only
-                message = f"publication failed: {type(err).__name__}: {err}"
-                log.error("%s: %s", live.request.request_id, message, exc_info=err)
-                if not live.is_done:
-                    self._finish(live, "error", notify_scheduler=True, error=message)
-
-    def _publish_request(
-        self, live: LiveRequest, fence: Fence, items: list[GeneratedToken], is_finished: bool
-    ) -> None:
-        if self.fault_hook is not None:
-            self.fault_hook("publish", live)
-        ids = [t.token_id for t in items]
-        is_last = items[-1].is_last
-        stop_ids = live.request.sampling.stop_token_ids
-        stop_id = next((t for t in ids if t in stop_ids), None) if stop_ids else None
-        if stop_id is not None:
-            ids = ids[: ids.index(stop_id) + 1]
-        live.output_ids += ids
-        self.stats.record_tokens(0, len(ids))
-        if live.probation_output is not None and len(live.output_ids) > live.probation_output:
-            live.probation_output = None
-        shown = ids[:-1] if stop_id is not None else ids
-        delta = live.detokenizer.push(shown)
-        if delta.stopped:
-            text = delta.text
-            if live.request.sampling.include_stop_str_in_output and delta.stop_string:
-                text += delta.stop_string
-            self._emit(live, fence, text, ids)
-            self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=delta.stop_string)
-        elif stop_id is not None:
-            text = delta.text + live.detokenizer.flush().text
-            self._emit(live, fence, text, ids)
-            self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=stop_id)
-        elif is_last:
-            text = delta.text + live.detokenizer.flush().text
-            self._emit(live, fence, text, ids)
-            reason = "stop" if is_finished else "length"
-            if self.retention.hold_for_terminal(live, self._now_ns()):
-                live.pending_finish = reason  # the terminal snapshot completes it
-            else:
-                self._finish(live, reason, notify_scheduler=False)
-        else:
-            self._emit(live, fence, delta.text, ids)
-
-    def _emit(self, live: LiveRequest, fence: Fence, text: str, ids: list[int]) -> None:
-        """Hand a burst to the client; only visible text counts as a delivery.
-
-        Ids travel even when stop buffering or an incomplete character holds their text
-        back, so usage counts and token streams stay exact.
-        """
-        if not text and not ids:
-            return
-        if live.first_token_ns is None:
-            live.first_token_ns = self._clock_ns()
-        num_prompt = len(live.request.prompt_ids)
-        chunk = StreamChunk(
-            text,
-            tuple(ids),
-            num_prompt,
-            len(live.output_ids),
-            num_cached_tokens=live.num_cached_tokens,
-        )
-        _deliver(live.sink, chunk)
-        if text:
-            self.scheduler.published_output(live.handle, fence)
 
     def _finish(
         self,
@@ -721,12 +662,9 @@ class Engine:
             _deliver(live.sink, StreamChunk("", (), n, len(live.output_ids), "error", message))
 
 
-def _deliver(sink: Sink, chunk: StreamChunk) -> None:
-    """A sink that raises (its client is gone) must not take the loop down."""
-    try:
-        sink(chunk)
-    except Exception as err:
-        log.warning("dropped a chunk for a closed stream: %s: %s", type(err).__name__, err)
+def image_spans(request: GenerationRequest) -> tuple[tuple[int, int], ...]:
+    """The request's atomic image spans, which no prefill chunk may split."""
+    return () if request.images is None else request.images.span_bounds
 
 
 def check_token_ids(ids: Sequence[int], vocab_size: int) -> None:

@@ -2,8 +2,9 @@
 
 Model publishers state the sampling a model was tuned for there (Qwen3.5:
 temperature 0.6, top_p 0.95, top_k 20) and the ids that end a turn. A request
-that omits ``temperature``, ``top_p`` or ``top_k`` gets the file's value, as
-vLLM does; a request that names one keeps its own. Only keys present in the
+that omits ``temperature``, ``top_p``, ``top_k``, ``repetition_penalty`` or
+``min_p`` gets the file's value, as vLLM does; a request that names one keeps its
+own. Only keys present in the
 file count: transformers' own fallbacks (``top_k`` 50 and friends) are not
 applied, so a checkpoint without the file samples with the OpenAI defaults.
 ``do_sample: false`` means greedy, so it sets the default temperature to 0.
@@ -34,6 +35,9 @@ class GenerationDefaults:
     top_p: float | None = None
     top_k: int | None = None
     eos_token_ids: tuple[int, ...] = ()
+    # Applied on the device like a request's own (vLLM reads these two from the file too).
+    repetition_penalty: float | None = None
+    min_p: float | None = None
 
     def apply(self, sampling: SamplingParams, given: Collection[str]) -> SamplingParams:
         """``sampling`` with each field the request did not give taken from the file."""
@@ -43,6 +47,8 @@ class GenerationDefaults:
                 ("temperature", self.temperature),
                 ("top_p", self.top_p),
                 ("top_k", self.top_k),
+                ("repetition_penalty", self.repetition_penalty),
+                ("min_p", self.min_p),
             )
             if value is not None and name not in given
         }
@@ -89,6 +95,10 @@ def load_generation_defaults(folder: Path) -> GenerationDefaults:
     top_k = _number(path, config, "top_k", 0, 1 << 31)
     if top_k is not None and top_k != int(top_k):
         raise GenerationConfigError(f"{path}: top_k = {config['top_k']!r}: expected an integer")
+    repetition_penalty = _number(path, config, "repetition_penalty", 0.0, 100.0)
+    if repetition_penalty == 0.0:
+        raise GenerationConfigError(f"{path}: repetition_penalty = 0: must be > 0")
+    min_p = _number(path, config, "min_p", 0.0, 1.0)
     do_sample = config.get("do_sample")
     if do_sample is not None and not isinstance(do_sample, bool):
         raise GenerationConfigError(f"{path}: do_sample = {do_sample!r}: expected true or false")
@@ -99,4 +109,6 @@ def load_generation_defaults(folder: Path) -> GenerationDefaults:
         top_p=top_p,
         top_k=int(top_k) if top_k is not None else None,
         eos_token_ids=_eos_ids(path, config.get("eos_token_id")),
+        repetition_penalty=repetition_penalty,
+        min_p=min_p,
     )

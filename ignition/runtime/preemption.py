@@ -34,6 +34,12 @@ from ignition.helios import RequestSpec, ScheduledPlan, SchedulerError
 if TYPE_CHECKING:
     from ignition.runtime.engine import Engine, LiveRequest
 
+
+def image_spans(request) -> tuple[tuple[int, int], ...]:
+    from ignition.runtime.engine import image_spans as spans
+
+    return spans(request)
+
 log = logging.getLogger("ignition.engine")
 
 
@@ -160,14 +166,20 @@ class Preemption:
                 max_output_tokens=remaining,
                 context_capacity=engine.max_context_tokens,
                 message_endpoints=old.request.message_end_offsets,
+                image_spans=image_spans(old.request),
                 restore_tokens=admission.restore_tokens,
                 capture_ends=admission.capture_ends,
                 terminal_snapshot=admission.terminal_snapshot,
             )
             try:
-                handle = helios.admit(spec)
+                windowed = engine.vision_windows.admit(old.request, spec, helios)
+                if windowed is None:  # no private window row free yet
+                    engine.retention.release(old.request)
+                    return False
+                handle = helios.admit(windowed.spec)
             except SchedulerError:
                 engine.retention.release(old.request)
+                engine.vision_windows.release(old.request)
                 return False
             self.resume.popleft()
             log.info(
@@ -176,7 +188,9 @@ class Preemption:
                 admission.restore_tokens,
                 len(prompt),
             )
-            engine._add_live(engine._continuation(old, handle, replay))
+            live = engine._continuation(old, handle, replay)
+            live.windows, live.window_row, live.base_spec = windowed.windows, windowed.row, spec
+            engine._add_live(live)
         return True
 
     def _headroom(self) -> int:

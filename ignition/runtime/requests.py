@@ -8,6 +8,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ignition.runtime.image_inputs import RequestImages
+
+# Limits of the device sampling stage (model.logits_processing): alternatives per token,
+# logit-bias entries, and stop token ids min_tokens can mask (EOS ids take the rest).
+MAX_LOGPROBS = 20
+MAX_LOGIT_BIAS = 300
+MAX_MIN_TOKENS_STOP_IDS = 56
 
 
 class RequestError(ValueError):
@@ -37,6 +47,15 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
+    # Logits processing on the device (model.logits_processing), vLLM's semantics.
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    min_p: float = 0.0
+    min_tokens: int = 0
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias) pairs
+    # Raw logprobs of each output token with this many alternatives (None: not reported).
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -47,6 +66,32 @@ class SamplingParams:
             raise RequestError(f"top_p = {self.top_p}: must be in (0, 1]")
         if self.top_k < 0:
             raise RequestError(f"top_k = {self.top_k}: must be >= 0 (0 disables it)")
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and -2 <= value <= 2):
+                raise RequestError(f"{name} = {value}: must be in [-2, 2]")
+        if not (math.isfinite(self.repetition_penalty) and self.repetition_penalty > 0):
+            raise RequestError(f"repetition_penalty = {self.repetition_penalty}: must be > 0")
+        if not (math.isfinite(self.min_p) and 0 <= self.min_p <= 1):
+            raise RequestError(f"min_p = {self.min_p}: must be in [0, 1]")
+        if not 0 <= self.min_tokens <= self.max_tokens:
+            raise RequestError(
+                f"min_tokens = {self.min_tokens}: must be in [0, max_tokens = {self.max_tokens}]"
+            )
+        if len(self.logit_bias) > MAX_LOGIT_BIAS:
+            raise RequestError(
+                f"logit_bias has {len(self.logit_bias)} entries; at most {MAX_LOGIT_BIAS}"
+            )
+        if self.min_tokens and len(self.stop_token_ids) > MAX_MIN_TOKENS_STOP_IDS:
+            raise RequestError(
+                f"min_tokens with {len(self.stop_token_ids)} stop_token_ids: at most "
+                f"{MAX_MIN_TOKENS_STOP_IDS} can be held back"
+            )
+        for token, bias in self.logit_bias:
+            if token < 0 or not math.isfinite(bias):
+                raise RequestError(f"logit_bias[{token}] = {bias}: needs an id >= 0, finite bias")
+        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_LOGPROBS:
+            raise RequestError(f"logprobs = {self.logprobs}: must be in [0, {MAX_LOGPROBS}]")
 
     @property
     def is_greedy(self) -> bool:
@@ -60,10 +105,21 @@ class GenerationRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     # Where each rendered chat message ends (prompt token counts): checkpoint anchors.
     message_end_offsets: tuple[int, ...] = ()
+    # Images (placeholders already expanded in ``prompt_ids``); None for a text prompt.
+    images: RequestImages | None = None
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
             raise RequestError("the prompt is empty: at least one token is needed")
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """The raw logprob of one output token and its most likely alternatives, best first."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,3 +141,5 @@ class StreamChunk:
     error: str | None = None
     num_cached_tokens: int = 0  # prompt tokens restored from a retained checkpoint
     stop_reason: int | str | None = None
+    # One per token id when the request asked for logprobs, else empty.
+    logprobs: tuple[TokenLogprob, ...] = ()

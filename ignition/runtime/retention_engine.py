@@ -86,7 +86,9 @@ class RetentionHooks:
     ) -> Admission:
         """``prompt_ids``: what the model consumes when it is more than the request's
         prompt (a resumed request replays its output)."""
-        if self.cache is None:
+        # A prompt with images is not its token ids alone (the pads look alike for any
+        # image): it neither restores nor publishes a checkpoint.
+        if self.cache is None or request.images is not None:
             return Admission(0, (), False)
         admission = self.cache.admit(
             request.request_id,
@@ -112,6 +114,8 @@ class RetentionHooks:
         )
         for lane in plan.lanes:
             request = live[lane.handle]
+            if request.request.images is not None:  # type: ignore[attr-defined]
+                continue  # never cached (see admit); vision windows use private rows
             owner = request.request.request_id  # type: ignore[attr-defined]
             request.state_ok = True  # type: ignore[attr-defined]
             if lane.role is LaneRole.RESTORE:
@@ -131,7 +135,7 @@ class RetentionHooks:
             return
         for lane in plan.lanes:
             request = live.get(lane.handle)
-            if request is None:
+            if request is None or request.request.images is not None:  # type: ignore[attr-defined]
                 continue
             owner = request.request.request_id  # type: ignore[attr-defined]
             if lane.role is LaneRole.DECODE and ok:

@@ -12,7 +12,11 @@ a decode lane a row width it fits in.
 Host-side it tracks only what the plan implies (prompt cursors, a page upper
 bound); pending decode tokens stay on the device (see compiler.programs), which
 is what allows a second decode frame to be launched before the first one's
-outputs are read.
+outputs are read. The same holds for the sampling history behind penalties,
+logit bias and min_tokens (model.logits_processing): the frame carrying a
+request's first prompt chunk resets its slot's row from workspace buffers, and
+the programs count emitted tokens themselves. Raw logprobs are program outputs,
+read on the host only for the requests that asked for them.
 """
 
 from __future__ import annotations
@@ -21,17 +25,27 @@ import hashlib
 import time
 from dataclasses import dataclass
 
+import torch
+
 from ignition.compiler.graph import InflightRun, PreparedProgram, launch, map_tensors
 from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame
 from ignition.compiler.state_ops import StateOperations
+from ignition.compiler.vision_program import VisionRunner
 from ignition.compiler.workspace import RoundProgramInputs
 from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.state import ModelState
-from ignition.runtime.engine import FrameResult, LiveRequest
+from ignition.runtime.engine import LiveRequest
+from ignition.runtime.frames import FrameResult
+from ignition.runtime.requests import TokenLogprob
 from ignition.runtime.resources import SlotResources
+from ignition.runtime.vision_binding import (
+    ImageBindingError,
+    ImageEncoder,
+    RequestVision,
+)
 
 
 class WorkerError(RuntimeError):
@@ -47,6 +61,7 @@ class _Launched:
     launched_ns: int  # perf_counter_ns when the frame was enqueued
     lanes: tuple[LaneWork, ...]
     eos: tuple[frozenset[int], ...]
+    num_logprobs: tuple[int | None, ...] = ()  # per lane: alternatives asked for, None = none
 
 
 @dataclass
@@ -74,6 +89,8 @@ class ModelWorker:
         resources: SlotResources,
         eos_token_ids: frozenset[int],
         state_ops: StateOperations | None = None,
+        encode_images: ImageEncoder | None = None,
+        feature_storage: torch.Tensor | None = None,
     ) -> None:
         self.state = state
         self.programs = programs
@@ -81,8 +98,16 @@ class ModelWorker:
         self.eos_token_ids = eos_token_ids
         # Snapshot/restore programs: the prerequisites and terminal work Helios schedules.
         self.state_ops = state_ops
+        # The vision tower (prepared vision programs) for requests with images, and the
+        # prepared feature storage of each slot's active vision window [slots, C, hidden].
+        self.encode_images = encode_images
+        self.feature_storage = feature_storage
+        self._vision: dict[RequestHandle, RequestVision] = {}
         self._prompt_cursor: dict[RequestHandle, int] = {}
         self._overrun: set[RequestHandle] = set()  # committed past the published output
+        # Requests whose device sampling history (penalties, bias, min_tokens) has been
+        # reset: by the frame carrying their first prompt chunk.
+        self._begun: set[RequestHandle] = set()
 
     # -- Worker protocol -----------------------------------------------------------
 
@@ -91,6 +116,8 @@ class ModelWorker:
     ) -> _Launched:
         if plan.descriptor.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
             return self._launch_state(plan, fence, live)
+        if plan.descriptor.kind is GraphKind.VISION:
+            return self._launch_vision(plan, fence, live)
         name = plan.descriptor.name
         if name not in self.programs:
             raise WorkerError(f"fence {fence.value}: no prepared program {name}")
@@ -98,18 +125,21 @@ class ModelWorker:
         self._validate_roles(plan, program)
         frame = program.stage()
         offset = 0  # packed offset of the next row: the host prefix sum of query lengths
-        eos = []
+        eos, num_logprobs = [], []
         for row, lane in enumerate(plan.lanes):
             request = live[lane.handle]
             offset += self._bind_row(program, frame, row, offset, lane, request)
             stops = request.request.sampling.ignore_eos
             eos.append(frozenset() if stops else self.eos_token_ids)
+            num_logprobs.append(request.request.sampling.logprobs)
         program.upload(frame)
         launched_ns = time.perf_counter_ns()
         # The static outputs belong to the program, and a second queued frame of the same
         # program would overwrite them before this frame is read: keep a stream-ordered copy.
         inflight = launch(prepared, snapshot=lambda out: map_tensors(out, lambda t: t.clone()))
-        return _Launched(fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos))
+        return _Launched(
+            fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos), tuple(num_logprobs)
+        )
 
     def wait(self, launched: _Launched | _StateLaunched) -> FrameResult:
         if isinstance(launched, _StateLaunched):
@@ -123,8 +153,10 @@ class ModelWorker:
         return self._step_result(launched, timing)
 
     def release(self, handle: RequestHandle) -> None:
+        self._vision.pop(handle, None)
         self._prompt_cursor.pop(handle, None)
         self._overrun.discard(handle)
+        self._begun.discard(handle)
         self.resources.release(handle.slot)
 
     def _launch_state(
@@ -162,6 +194,34 @@ class ModelWorker:
                 self._sync_page_table()
                 device_ns += self.state_ops.snapshot(slot, row)
         return _StateLaunched(fence, plan, device_ns, time.perf_counter_ns() - began)
+
+    def _launch_vision(
+        self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
+    ) -> _StateLaunched:
+        """Encode each lane's active window of images on the plan's vision program into
+        its slot's feature storage (the vision prerequisite Helios scheduled)."""
+        name = plan.descriptor.name
+        if name not in self.programs or self.feature_storage is None:
+            raise WorkerError(f"fence {fence.value}: no prepared vision program {name}")
+        encoder = VisionRunner([self.programs[name]])
+        began = time.perf_counter_ns()
+        for lane in plan.lanes:
+            request = live[lane.handle]
+            if request.request.images is None:
+                raise WorkerError(f"fence {fence.value}: vision work for a text request")
+            try:
+                self._vision[lane.handle] = RequestVision.encode(
+                    request.request.images,
+                    request.vision_window,
+                    encoder,
+                    self.feature_storage[lane.handle.slot],
+                )
+            except (ImageBindingError, ValueError) as err:
+                raise WorkerError(f"{name}: {err}") from None
+        if self.feature_storage.is_cuda:
+            torch.cuda.synchronize(self.feature_storage.device)
+        elapsed = time.perf_counter_ns() - began
+        return _StateLaunched(fence, plan, max(1, elapsed), elapsed)
 
     def _sync_page_table(self) -> None:
         mirror = self.resources.page_table
@@ -213,14 +273,29 @@ class ModelWorker:
         frame["top_k"][row] = sampling.top_k
         frame["top_p"][row] = sampling.top_p
         frame["seed"][row] = request_seed(live.request.request_id, sampling.seed)
+        frame["presence_penalty"][row] = sampling.presence_penalty
+        frame["frequency_penalty"][row] = sampling.frequency_penalty
+        frame["repetition_penalty"][row] = sampling.repetition_penalty
+        frame["min_p"][row] = sampling.min_p
+        frame["min_tokens"][row] = sampling.min_tokens
         frame["slot_ids"][row] = slot
         is_round = isinstance(program.inputs, RoundProgramInputs)
+        vision = self._request_vision(program, lane, live)
+        if vision is not None:
+            frame["rope_offset"][row] = vision.rope_delta
         if lane.role is LaneRole.PROMPT:
             start = self._prompt_cursor.get(lane.handle, 0)
             if start == 0:
                 self.resources.begin(slot)
+            if lane.handle not in self._begun:
+                self._bind_begin(frame, row, live)
+                self._begun.add(lane.handle)
+            if live.replay_ids:  # the replayed output counts as output, not as prompt
+                frame["replay_from"][0] = len(live.request.prompt_ids)
             chunk = live.prompt_ids[start : start + lane.num_prompt_tokens]
             end = start + len(chunk)
+            if vision is not None:
+                self._bind_images(program, frame, vision, start, end)
             self._prompt_cursor[lane.handle] = end
             self.resources.reserve(slot, end, lookahead=1)
             frame["prefill_row"][0] = row
@@ -233,6 +308,8 @@ class ModelWorker:
             frame["query_lens"][row] = len(chunk)
             frame["token_ids"][offset : offset + len(chunk)] = chunk
             return len(chunk)
+        if lane.handle not in self._begun:
+            raise WorkerError(f"{lane.handle}: a decode lane before its first prompt chunk")
         d = program.descriptor
         self.resources.advance(slot, lane.query_length, lookahead=d.proposal_depth + 1)
         frame["is_decode_row"][row] = True
@@ -244,10 +321,75 @@ class ModelWorker:
         frame["query_lens"][row] = lane.query_length
         return lane.query_length
 
+    def _bind_begin(self, frame: HostFrame, row: int, live: LiveRequest) -> None:
+        """The request starts its device sampling history in this frame: its row, its logit
+        bias and the ids min_tokens masks (stop token ids, and EOS unless ignored)."""
+        sampling = live.request.sampling
+        frame["history_begin"][0] = row
+        bias = sampling.logit_bias
+        if len(bias) > len(frame["bias_ids"]):
+            raise WorkerError(f"{len(bias)} logit_bias entries; at most {len(frame['bias_ids'])}")
+        if bias:
+            frame["bias_ids"][: len(bias)] = [t for t, _ in bias]
+            frame["bias_values"][: len(bias)] = [b for _, b in bias]
+        if sampling.min_tokens:
+            stops = set(sampling.stop_token_ids)
+            if not sampling.ignore_eos:
+                stops |= self.eos_token_ids
+            stops_ids = sorted(stops)[: len(frame["stop_ids"])]
+            frame["stop_ids"][: len(stops_ids)] = stops_ids
+
+    def _request_vision(
+        self, program: Program, lane: LaneWork, live: LiveRequest
+    ) -> RequestVision | None:
+        """The request's encoded images (encoded at its first prompt chunk), or None."""
+        images = live.request.images
+        if images is None:
+            return None
+        name = program.descriptor.name
+        if "rope_offset" not in dict(program.uploads):
+            raise WorkerError(f"{name}: a request with images needs a multimodal program")
+        vision = self._vision.get(lane.handle)
+        if vision is None:
+            if self.encode_images is None or self.feature_storage is None:
+                raise WorkerError(f"{name}: a request with images, and no vision encoder")
+            try:
+                vision = RequestVision.encode(
+                    images,
+                    live.vision_window,
+                    self.encode_images,
+                    self.feature_storage[lane.handle.slot],
+                )
+            except ImageBindingError as err:
+                raise WorkerError(f"{name}: {err}") from None
+            self._vision[lane.handle] = vision
+        return vision
+
+    def _bind_images(
+        self, program: Program, frame: HostFrame, vision: RequestVision, start: int, end: int
+    ) -> None:
+        """The prompt chunk's features (written to the workspace on the device, stream-ordered
+        before the launch), their positions and the chunk's explicit rope positions."""
+        try:
+            piece = vision.chunk(start, end)
+        except ImageBindingError as err:
+            raise WorkerError(f"{program.descriptor.name}: {err}") from None
+        inputs = program.inputs
+        features = inputs.round.image_features if program.is_round else inputs.packed.image_features
+        count = len(piece.positions)
+        if features is None or count > features.shape[0]:
+            raise WorkerError(f"{program.descriptor.name}: no room for {count} image features")
+        if count:
+            features[:count].copy_(piece.features.to(features.dtype))
+            frame["image_positions"][:count] = piece.positions
+        width = dict(program.uploads)["prompt_rope"] // 3
+        frame["prompt_rope"][: 3 * width].reshape(3, width)[:, : end - start] = piece.rope
+
     # -- outputs -------------------------------------------------------------------
 
     def _step_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
-        next_tokens = launched.inflight.outputs.next_tokens.tolist()  # type: ignore[attr-defined]
+        out = launched.inflight.outputs
+        next_tokens = out.next_tokens.tolist()  # type: ignore[attr-defined]
         records = []
         for row, lane in enumerate(launched.lanes):
             if lane.role is LaneRole.PROMPT:
@@ -255,7 +397,11 @@ class ModelWorker:
                 records.append(self._record(lane, ids, launched.eos[row], lane.num_prompt_tokens))
             else:
                 records.append(self._record(lane, [next_tokens[row]], launched.eos[row]))
-        return FrameResult(tuple(records), timing)
+        logprobs = _logprobs(
+            launched, [[t] for t in next_tokens], out.logprob[:, None], out.top_ids[:, None],
+            out.top_logprobs[:, None],
+        )  # fmt: skip
+        return FrameResult(tuple(records), timing, logprobs=logprobs)
 
     def _round_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
         out = launched.inflight.outputs
@@ -283,7 +429,11 @@ class ModelWorker:
             sidecar = ConfidenceSidecar(planes=(joint, per_position))
             rows_survival = out.survival[:num].clamp(0, 1).tolist()  # type: ignore[attr-defined]
             survival = tuple(tuple(rows_survival[i][: offered[i]]) for i in range(num))
-        return FrameResult(tuple(records), timing, sidecar, survival, tuple(offered))
+        lp = out.logprobs  # type: ignore[attr-defined]
+        logprobs = _logprobs(launched, tokens, lp.logprob, lp.top_ids, lp.top_logprobs)
+        return FrameResult(
+            tuple(records), timing, sidecar, survival, tuple(offered), logprobs=logprobs
+        )
 
     def _record(
         self,
@@ -311,3 +461,25 @@ class ModelWorker:
             is_finished=finished,
             num_verified_tokens=num_verified,
         )
+
+
+def _logprobs(launched: _Launched, tokens, logprob, top_ids, top_logprobs):
+    """Per lane that asked for them, the raw logprobs of its emitted tokens (column j of
+    the [R, W] outputs is the j-th emitted token), read from the device only then."""
+    wanted = [i for i, n in enumerate(launched.num_logprobs) if n is not None]
+    if not wanted:
+        return {}
+    chosen, ids, values = logprob.tolist(), top_ids.tolist(), top_logprobs.tolist()
+    result = {}
+    for row in wanted:
+        k = launched.num_logprobs[row]
+        emitted = [t for t in tokens[row] if t >= 0]
+        result[launched.lanes[row].handle] = tuple(
+            TokenLogprob(
+                int(token),
+                float(chosen[row][j]),
+                tuple(zip(ids[row][j][:k], values[row][j][:k], strict=True)),
+            )
+            for j, token in enumerate(emitted)
+        )
+    return result

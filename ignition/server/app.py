@@ -12,6 +12,7 @@ stalls the event loop. Every failure maps to OpenAI's error body
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
@@ -23,6 +24,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from ignition import __version__
 from ignition.runtime.chat_template import ChatTemplateError, RenderedChat
 from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.image_inputs import RequestImages
 from ignition.runtime.requests import (
     EngineStoppedError,
     GenerationRequest,
@@ -39,6 +41,7 @@ from ignition.server.errors import (
     openai_openapi,
     overloaded,
 )
+from ignition.server.images import VisionServing, expand_chat_prompt, load_chat_images
 from ignition.server.metrics import ServerMetrics
 from ignition.server.middleware import ApiKey, BodyLimit, LastResort
 from ignition.server.protocol import (
@@ -74,6 +77,7 @@ class EngineClient(Protocol):
     vocab_size: int | None
     stats: EngineStats
     generation_defaults: GenerationDefaults
+    # Optional: an engine without ``vision`` (or with None) serves text content only.
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -138,6 +142,12 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
 
     unavailable = {503: ERRORS[503]}
 
+    @functools.lru_cache(maxsize=1 << 16)
+    def token_text(token: int) -> str:
+        """One token's text as logprobs show it (special tokens included); cached, since
+        every position decodes up to 21 tokens on the event loop."""
+        return engine.decode([token], skip_special_tokens=False)
+
     @app.get("/health", response_model=HealthResponse, responses=unavailable)
     async def health() -> Response:
         if engine.is_healthy():
@@ -186,8 +196,13 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest) -> dict[str, Any]:
         check_model(body.model)
         if isinstance(body, TokenizeChatRequest):
-            messages = [m.for_template() for m in body.messages]
+            vision: VisionServing | None = getattr(engine, "vision", None)
+            prepared = await asyncio.to_thread(load_chat_images, body, vision)
+            placeholder = vision.placeholder if prepared and vision else ""
+            messages = [m.for_template(placeholder) for m in body.messages]
             ids = list((await render(lambda: engine.render_chat(messages))).prompt_ids)
+            if prepared and vision is not None:  # one token per image feature, as served
+                ids = expand_chat_prompt(ids, (), prepared, vision)[0]
         else:
             ids = await asyncio.to_thread(engine.encode, body.prompt)
         return {"count": len(ids), "max_model_len": engine.max_context_tokens, "tokens": ids}
@@ -209,6 +224,14 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             if not isinstance(prompts[i], str):
                 check_ids(ids, "prompt" if len(prompts) == 1 else f"prompt[{i}]")
         echoes = [""] * len(prompts)
+        if body.echo and body.logprobs is not None:
+            metrics.count("completions", 400)
+            raise ApiError(
+                400,
+                "echo with logprobs asks for prompt logprobs, which are not supported; "
+                "send echo or logprobs, not both",
+                param="logprobs",
+            )
         if body.echo:
             echoes = [
                 p if isinstance(p, str) else await asyncio.to_thread(engine.decode, p)
@@ -219,23 +242,30 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     @app.post("/v1/chat/completions", responses=generation_responses(ChatCompletionResponse))
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
         model_name = check_model(body.model)
+        vision: VisionServing | None = getattr(engine, "vision", None)
+        prepared = await counted("chat", asyncio.to_thread(load_chat_images, body, vision))
         rendered = await render(
             lambda: engine.render_chat(
-                body.template_messages(),
+                body.template_messages(vision.placeholder if prepared and vision else ""),
                 tools=body.template_tools(),
                 add_generation_prompt=body.add_generation_prompt,
                 template_kwargs=body.chat_template_kwargs,
             )
         )
-        return await _serve(
-            raw,
-            body,
-            [list(rendered.prompt_ids)],
-            [""],
-            model_name,
-            chat=True,
-            ends=rendered.message_end_offsets,
-        )
+        ids, ends, images = list(rendered.prompt_ids), rendered.message_end_offsets, None
+        if prepared and vision is not None:
+            ids, images, ends = await counted(
+                "chat", asyncio.to_thread(expand_chat_prompt, ids, ends, prepared, vision)
+            )
+        return await _serve(raw, body, [ids], [""], model_name, chat=True, ends=ends, images=images)
+
+    async def counted(endpoint: str, work):
+        """Await ``work``; an ApiError it raises is counted against ``endpoint``."""
+        try:
+            return await work
+        except ApiError as err:
+            metrics.count(endpoint, err.status)
+            raise
 
     async def render(work) -> RenderedChat:
         """Render and tokenize off the event loop; a template error is a 400."""
@@ -253,11 +283,12 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         model_name: str,
         chat: bool,
         ends: tuple[int, ...] = (),
+        images: RequestImages | None = None,
     ) -> Response:
         endpoint = "chat" if chat else "completions"
         response_id = new_id("chatcmpl" if chat else "cmpl")
         try:
-            requests = _build_requests(body, prompt_ids, response_id, ends)
+            requests = _build_requests(body, prompt_ids, response_id, ends, images)
         except ApiError as err:
             metrics.count(endpoint, err.status)
             raise
@@ -268,7 +299,9 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 stream = engine.generate(request)
                 relay = Relay(metrics, arrival)
                 echo = echoes[prompt_index]
-                choices.append(Choice(index, prompt_index, request, stream, relay, echo))
+                choices.append(
+                    Choice(index, prompt_index, request, stream, relay, echo, body.num_logprobs)
+                )
         except (QueueFullError, EngineStoppedError, RequestError) as err:
             await close_all(choices)
             status = 400 if isinstance(err, RequestError) else 503
@@ -286,11 +319,15 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                     model_name,
                     body.include_usage,
                     body.continuous_usage,
+                    token_text,
                 ),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        result = await collect_or_cancel(raw, collect(response_id, choices, chat, model_name))
+        keep = body.n if body.num_candidates > body.n else None
+        result = await collect_or_cancel(
+            raw, collect(response_id, choices, chat, model_name, token_text, keep)
+        )
         if result is None:
             return Response(status_code=499)
         return json_response(500 if "error" in result else 200, result)
@@ -300,6 +337,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         prompt_ids: list[list[int]],
         response_id: str,
         ends: tuple[int, ...] = (),
+        images: RequestImages | None = None,
     ) -> list[tuple[int, GenerationRequest]]:
         """One engine request per (prompt, choice); seeds differ per choice. ``ends`` are a
         chat prompt's message end offsets (checkpoint retention anchors on them)."""
@@ -314,9 +352,14 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                     param="prompt" if not isinstance(body, ChatCompletionRequest) else "messages",
                 )
             try:
-                sampling = engine.generation_defaults.apply(
-                    body.sampling(min(engine.default_max_tokens, room)), _given(body)
-                )
+                vocab = getattr(engine, "vocab_size", None)
+                sampling = body.sampling(min(engine.default_max_tokens, room), vocab)
+            except RequestError as err:
+                raise ApiError(400, str(err)) from None
+            except ValueError as err:  # a logit_bias key outside the vocabulary
+                raise ApiError(400, str(err), param="logit_bias") from None
+            try:
+                sampling = engine.generation_defaults.apply(sampling, _given(body))
             except RequestError as err:
                 raise ApiError(400, str(err)) from None
             if sampling.max_tokens > room:
@@ -326,16 +369,21 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                     f"exceeds the context of {engine.max_context_tokens} tokens",
                     param="max_tokens",
                 )
-            for j in range(body.n):
+            count = body.num_candidates
+            for j in range(count):
                 seeded = sampling
                 if sampling.seed is not None and j:
                     seeded = replace(sampling, seed=sampling.seed + j)
-                request_id = f"{response_id}-{prompt_index * body.n + j}"
+                request_id = f"{response_id}-{prompt_index * count + j}"
                 requests.append(
                     (
                         prompt_index,
                         GenerationRequest(
-                            request_id, tuple(ids), seeded, message_end_offsets=tuple(ends)
+                            request_id,
+                            tuple(ids),
+                            seeded,
+                            message_end_offsets=tuple(ends),
+                            images=images,
                         ),
                     )
                 )

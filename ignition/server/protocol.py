@@ -11,8 +11,11 @@ rules follow what OpenAI and vLLM clients send:
   ``NaN`` is not a temperature;
 - every string must be valid Unicode: a lone surrogate (legal in JSON, illegal
   in UTF-8) would otherwise fail deep in the tokenizer;
-- fields we accept but do not implement must stay at their neutral value: a
-  client that asks for penalties and gets none deserves to know.
+- a field we accept but do not implement (``suffix``) must stay at its neutral
+  value: a client that asks for something and gets none deserves to know;
+- sampling options follow vLLM's ranges and semantics (penalties, ``min_p``,
+  ``min_tokens``, ``logit_bias`` with its keys checked against the vocabulary,
+  ``logprobs`` as raw logprobs, ``best_of`` ranked by cumulative logprob).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -38,6 +42,9 @@ MAX_STOP_STRINGS = 8
 MAX_CHOICES = 16
 MAX_PROMPTS = 64
 MAX_TOP_K = 2**31 - 1
+MAX_LOGPROBS = 20  # alternatives per token, OpenAI's and vLLM's cap
+MAX_LOGIT_BIAS = 300  # entries of one logit_bias map (model.logits_processing)
+MAX_REPETITION_PENALTY = 100.0
 log = logging.getLogger("ignition.server")
 
 
@@ -122,17 +129,6 @@ class ResponseFormat(_Body):
     type: Literal["text"]
 
 
-def _neutral(name: str, value: Any, neutral: Any) -> Any:
-    if value != neutral:
-        raise ValueError(f"{name} is not supported yet; leave it at {neutral!r} or omit it")
-    return value
-
-
-def only(value: float) -> dict[str, Any]:
-    """The schema of an accepted-but-unimplemented number: its neutral value only."""
-    return {"minimum": value, "maximum": value}
-
-
 class _SamplingFields(_Body):
     """Fields shared by completions and chat completions."""
 
@@ -141,7 +137,7 @@ class _SamplingFields(_Body):
     temperature: Float = Field(default=1.0, ge=0.0, le=100.0)
     top_p: Float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: Int = Field(default=0, ge=-1, le=MAX_TOP_K, description="0 or -1: disabled")
-    min_p: Float = Field(default=0.0, json_schema_extra=only(0))
+    min_p: Float = Field(default=0.0, ge=0.0, le=1.0)
     seed: Int | None = None
     stop: StopText | Annotated[list[StopText], Field(max_length=MAX_STOP_STRINGS)] | None = None
     stop_token_ids: list[TokenId] | None = None
@@ -152,12 +148,17 @@ class _SamplingFields(_Body):
     n: Int = Field(default=1, ge=1, le=MAX_CHOICES)
     user: Text | None = None
     ignore_eos: Bool = False
-    presence_penalty: Float = Field(default=0.0, json_schema_extra=only(0))
-    frequency_penalty: Float = Field(default=0.0, json_schema_extra=only(0))
-    repetition_penalty: Float = Field(default=1.0, json_schema_extra=only(1))
-    min_tokens: Int = Field(default=0, json_schema_extra=only(0))
+    presence_penalty: Float = Field(default=0.0, ge=-2.0, le=2.0)
+    frequency_penalty: Float = Field(default=0.0, ge=-2.0, le=2.0)
+    repetition_penalty: Float = Field(default=1.0, gt=0.0, le=MAX_REPETITION_PENALTY)
+    min_tokens: Int = Field(default=0, ge=0)
+    # Token id (as a string) -> bias; values are clamped to [-100, 100] as vLLM does.
     logit_bias: dict[str, Float] | None = Field(
-        default=None, json_schema_extra={"maxProperties": 0}
+        default=None,
+        json_schema_extra={
+            "maxProperties": MAX_LOGIT_BIAS,
+            "propertyNames": {"pattern": "^[0-9]+$"},
+        },
     )
     response_format: ResponseFormat | None = None
 
@@ -174,29 +175,45 @@ class _SamplingFields(_Body):
                 raise ValueError(f"[{i}] = {token}: token ids are nonnegative")
         return value
 
-    @field_validator("presence_penalty", "frequency_penalty", "min_p")
+    @field_validator("logit_bias")
     @classmethod
-    def _zero(cls, value: float, info) -> float:
-        return _neutral(info.field_name, value, 0.0)
-
-    @field_validator("repetition_penalty")
-    @classmethod
-    def _one(cls, value: float) -> float:
-        return _neutral("repetition_penalty", value, 1.0)
+    def _bias_ids(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        """Keys are token ids written as strings (the vocabulary check needs the model and
+        happens in the app: :meth:`logit_bias_ids`)."""
+        if len(value or {}) > MAX_LOGIT_BIAS:
+            raise ValueError(f"holds {len(value)} entries; at most {MAX_LOGIT_BIAS}")
+        for key in value or {}:
+            if not (key.isascii() and key.isdecimal()):
+                raise ValueError(f"key {key!r} is not a token id (a nonnegative integer)")
+        return value
 
     @field_validator("min_tokens")
     @classmethod
-    def _no_min_tokens(cls, value: int) -> int:
-        return _neutral("min_tokens", value, 0)
-
-    @field_validator("logit_bias")
-    @classmethod
-    def _no_logit_bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
-        if value:
-            raise ValueError("logit_bias is not supported yet; send {} or omit it")
+    def _min_tokens_within_max(cls, value: int, info) -> int:
+        max_tokens = info.data.get("max_tokens")
+        if max_tokens is not None and value > max_tokens:
+            raise ValueError(f"min_tokens = {value} exceeds max_tokens = {max_tokens}")
         return value
 
-    def sampling(self, default_max_tokens: int) -> SamplingParams:
+    def logit_bias_ids(self, vocab_size: int | None) -> tuple[tuple[int, float], ...]:
+        """(token id, clamped bias) pairs; a key outside the vocabulary raises ValueError."""
+        pairs = []
+        for key, bias in (self.logit_bias or {}).items():
+            token = int(key)
+            if vocab_size is not None and token >= vocab_size:
+                raise ValueError(
+                    f"logit_bias key {key!r} is not a token id of this model: its vocabulary "
+                    f"has {vocab_size} ids (0..{vocab_size - 1})"
+                )
+            pairs.append((token, max(-100.0, min(100.0, bias))))
+        return tuple(pairs)
+
+    @property
+    def num_logprobs(self) -> int | None:
+        """Alternatives per output token the response shows; None: no logprobs."""
+        return None
+
+    def sampling(self, default_max_tokens: int, vocab_size: int | None = None) -> SamplingParams:
         return SamplingParams(
             max_tokens=self.max_tokens or default_max_tokens,
             temperature=self.temperature,
@@ -208,6 +225,13 @@ class _SamplingFields(_Body):
             stop_token_ids=tuple(self.stop_token_ids or ()),
             include_stop_str_in_output=self.include_stop_str_in_output,
             skip_special_tokens=self.skip_special_tokens,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+            repetition_penalty=self.repetition_penalty,
+            min_p=self.min_p,
+            min_tokens=self.min_tokens,
+            logit_bias=self.logit_bias_ids(vocab_size),
+            logprobs=self.num_logprobs,
         )
 
     @property
@@ -290,7 +314,7 @@ class CompletionRequest(_SamplingFields):
     echo: Bool = False
     suffix: Annotated[str, Field(max_length=0)] | None = None
     best_of: Annotated[Int, Field(ge=1, le=MAX_CHOICES)] | None = None
-    logprobs: None = None
+    logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -304,21 +328,34 @@ class CompletionRequest(_SamplingFields):
             raise ValueError("suffix is not supported")
         return value
 
-    @field_validator("logprobs", mode="before")
+    @field_validator("best_of")
     @classmethod
-    def _no_logprobs(cls, value: Any) -> Any:
-        if value is not None:
-            raise ValueError("logprobs are not supported yet; omit them or send null")
+    def _best_of_at_least_n(cls, value: int | None, info) -> int | None:
+        n, stream = info.data.get("n", 1), info.data.get("stream", False)
+        if value is not None and value < n:
+            raise ValueError(f"best_of = {value} must be at least n = {n}")
+        if value is not None and value > n and stream:
+            raise ValueError(
+                f"best_of = {value} > n = {n} cannot be streamed: the best candidates are "
+                "known only when all of them have finished"
+            )
         return value
 
-    @model_validator(mode="after")
-    def _best_of_is_n(self) -> CompletionRequest:
-        if self.best_of is not None and self.best_of != self.n:
-            raise ValueError(
-                f"best_of = {self.best_of} with n = {self.n}: ranking candidates needs "
-                "logprobs, which are not supported yet; best_of must equal n"
-            )
-        return self
+    @property
+    def num_candidates(self) -> int:
+        """Completions generated per prompt: best_of, of which the n best are returned."""
+        return self.best_of or self.n
+
+    @property
+    def num_logprobs(self) -> int | None:
+        return self.logprobs
+
+    def sampling(self, default_max_tokens: int, vocab_size: int | None = None) -> SamplingParams:
+        sampling = super().sampling(default_max_tokens, vocab_size)
+        if self.num_candidates > self.n and sampling.logprobs is None:
+            # Ranking needs each candidate's cumulative logprob; none are shown.
+            sampling = replace(sampling, logprobs=0)
+        return sampling
 
     @property
     def prompts(self) -> list[str | list[int]]:
@@ -328,6 +365,21 @@ class CompletionRequest(_SamplingFields):
 class TextPart(_Body):
     type: Literal["text"]
     text: Text
+
+
+class ImageUrl(_Body):
+    url: Text
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImagePart(_Body):
+    """An image (server/images.py decodes it; only vision models accept it)."""
+
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
 
 
 class ToolCallFunction(_Body):
@@ -345,7 +397,7 @@ class ToolCall(_Body):
 
 class ChatMessage(_Body):
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: Text | list[TextPart] | None = None
+    content: Text | list[ContentPart] | None = None
     name: Text | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: Text | None = None
@@ -359,17 +411,20 @@ class ChatMessage(_Body):
             )
         return self
 
-    def text(self) -> str:
+    def text(self, image_text: str = "") -> str:
+        """The content as text; each image part becomes ``image_text`` (its placeholder)."""
         if self.content is None:
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(part.text for part in self.content)
+        return "".join(
+            part.text if isinstance(part, TextPart) else image_text for part in self.content
+        )
 
-    def for_template(self) -> dict[str, Any]:
+    def for_template(self, image_text: str = "") -> dict[str, Any]:
         """The message as chat templates read it: text content, optional fields only when set."""
         message = self.model_dump(exclude_none=True, exclude={"content"})
-        message["content"] = self.text()
+        message["content"] = self.text(image_text)
         return message
 
 
@@ -388,8 +443,8 @@ class Tool(_Body):
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: PositiveInt | None = None
-    logprobs: Literal[False] = False
-    top_logprobs: Annotated[Int, Field(ge=0, le=20)] | None = None
+    logprobs: Bool = False
+    top_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
     tools: list[Tool] | None = None
     # "required" and a named function need constrained decoding: refused with a message.
     tool_choice: Literal["none", "auto"] | None = None
@@ -406,8 +461,8 @@ class ChatCompletionRequest(_SamplingFields):
             )
         return value
 
-    def template_messages(self) -> list[dict[str, Any]]:
-        return [m.for_template() for m in self.messages]
+    def template_messages(self, image_text: str = "") -> list[dict[str, Any]]:
+        return [m.for_template(image_text) for m in self.messages]
 
     def template_tools(self) -> list[dict[str, Any]] | None:
         """The tools the template describes; none when tool_choice is 'none'."""
@@ -415,19 +470,25 @@ class ChatCompletionRequest(_SamplingFields):
             return None
         return [t.model_dump(exclude_none=True) for t in self.tools]
 
-    @field_validator("logprobs", mode="before")
+    @field_validator("top_logprobs")
     @classmethod
-    def _no_logprobs(cls, value: Any) -> Any:
-        if value is True:
-            raise ValueError("logprobs is not supported yet; leave it at false or omit it")
-        if value is not False:
-            raise ValueError("must be a boolean")
+    def _top_logprobs_need_logprobs(cls, value: int | None, info) -> int | None:
+        if value is not None and not info.data.get("logprobs"):
+            raise ValueError("top_logprobs needs logprobs = true")
         return value
 
-    def sampling(self, default_max_tokens: int) -> SamplingParams:
+    @property
+    def num_logprobs(self) -> int | None:
+        return (self.top_logprobs or 0) if self.logprobs else None
+
+    @property
+    def num_candidates(self) -> int:
+        return self.n
+
+    def sampling(self, default_max_tokens: int, vocab_size: int | None = None) -> SamplingParams:
         if self.max_completion_tokens and not self.max_tokens:
             self.max_tokens = self.max_completion_tokens
-        return super().sampling(default_max_tokens)
+        return super().sampling(default_max_tokens, vocab_size)
 
 
 class TokenizeCompletionRequest(_Body):

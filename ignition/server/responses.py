@@ -19,10 +19,33 @@ class Usage(BaseModel):
     total_tokens: int
 
 
+class CompletionLogprobs(BaseModel):
+    """The legacy completions shape (raw logprobs; see server/logprobs.py)."""
+
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float] | None]
+    text_offset: list[int]
+
+
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+
+
+class ChatTokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChatLogprobs(BaseModel):
+    content: list[ChatTokenLogprob] | None
+
+
 class CompletionChoice(BaseModel):
     index: int
     text: str
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = None
     finish_reason: str | None
     stop_reason: int | str | None = None
 
@@ -44,7 +67,7 @@ class AssistantMessage(BaseModel):
 class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None
     finish_reason: str | None
     stop_reason: int | str | None = None
 

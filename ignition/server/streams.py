@@ -20,7 +20,13 @@ from typing import Any
 
 from fastapi import Request
 
-from ignition.runtime.requests import GenerationRequest, StreamChunk
+from ignition.runtime.requests import GenerationRequest, StreamChunk, TokenLogprob
+from ignition.server.logprobs import (
+    CompletionLogprobs,
+    TokenText,
+    chat_logprobs,
+    cumulative_logprob,
+)
 from ignition.server.metrics import ServerMetrics
 from ignition.server.protocol import error_body, now_s, usage
 
@@ -56,6 +62,8 @@ class Choice:
     stream: AsyncIterator[StreamChunk]
     relay: Relay
     echo: str = ""
+    # Alternatives per token the response shows; None: the response shows no logprobs.
+    num_logprobs: int | None = None
     last: StreamChunk | None = field(default=None, init=False)
 
     @property
@@ -99,7 +107,13 @@ async def close_all(choices: list[Choice]) -> None:
 
 
 def _choice_body(
-    chat: bool, index: int, text: str, finish: str | None, stop_reason, delta: bool
+    chat: bool,
+    index: int,
+    text: str,
+    finish: str | None,
+    stop_reason,
+    delta: bool,
+    logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"index": index}
     if not chat:
@@ -108,7 +122,7 @@ def _choice_body(
         body["delta"] = {"content": text} if text else {}
     else:
         body["message"] = {"role": "assistant", "content": text}
-    body.update(logprobs=None, finish_reason=finish)
+    body.update(logprobs=logprobs, finish_reason=finish)
     if finish is not None:
         body["stop_reason"] = stop_reason
     return body
@@ -135,24 +149,68 @@ async def collect_or_cancel(raw: Request, work) -> dict[str, Any] | None:
     return None
 
 
-async def collect(response_id: str, choices: list[Choice], chat: bool, model: str) -> dict:
-    async def one(choice: Choice) -> tuple[str, StreamChunk | None]:
+def _logprobs_body(
+    choice: Choice, items: list[TokenLogprob], chat: bool, token_text: TokenText, state
+) -> dict[str, Any] | None:
+    if choice.num_logprobs is None:
+        return None
+    if chat:
+        return chat_logprobs(items, token_text, choice.num_logprobs)
+    return state.body(items)
+
+
+def _completion_state(choice: Choice, token_text: TokenText) -> CompletionLogprobs:
+    return CompletionLogprobs(token_text, choice.num_logprobs or 0, len(choice.echo))
+
+
+async def collect(
+    response_id: str,
+    choices: list[Choice],
+    chat: bool,
+    model: str,
+    token_text: TokenText | None = None,
+    keep_best: int | None = None,
+) -> dict:
+    """One response body. ``keep_best`` (best_of > n): of each prompt's candidates, keep
+    the ``keep_best`` with the highest cumulative logprob, best first."""
+    token_text = token_text or str
+
+    async def one(choice: Choice) -> tuple[str, StreamChunk | None, list[TokenLogprob]]:
         text = choice.echo
+        items: list[TokenLogprob] = []
         async for chunk in _chunks(choice):
             text += chunk.text
-        return text, choice.last
+            items += chunk.logprobs
+        return text, choice.last, items
 
     try:
         results = await asyncio.gather(*(one(c) for c in choices))
     finally:
         await close_all(choices)
-    bodies = []
-    for choice, (text, last) in zip(choices, results, strict=True):
+    for last in (r[1] for r in results):
         if last is not None and last.error:
             return error_body(last.error, "server_error")
+    ranked = list(zip(choices, results, strict=True))
+    if keep_best is not None:
+        by_prompt: dict[int, list] = {}
+        for cr in ranked:
+            by_prompt.setdefault(cr[0].prompt_index, []).append(cr)
+        ranked = [
+            cr
+            for p in sorted(by_prompt)
+            for cr in sorted(by_prompt[p], key=lambda cr: -cumulative_logprob(cr[1][2]))[:keep_best]
+        ]
+    bodies = []
+    for position, (choice, (text, last, items)) in enumerate(ranked):
         finish = (last.finish_reason if last else None) or "stop"
         stop_reason = last.stop_reason if last else None
-        bodies.append(_choice_body(chat, choice.index, text, finish, stop_reason, delta=False))
+        index = position if keep_best is not None else choice.index
+        logprobs = _logprobs_body(
+            choice, items, chat, token_text, _completion_state(choice, token_text)
+        )
+        bodies.append(
+            _choice_body(chat, index, text, finish, stop_reason, delta=False, logprobs=logprobs)
+        )
     return {
         "id": response_id,
         "object": "chat.completion" if chat else "text_completion",
@@ -174,7 +232,10 @@ async def sse(
     model: str,
     include_usage: bool,
     continuous_usage: bool,
+    token_text: TokenText | None = None,
 ):
+    token_text = token_text or str
+    offsets = {c.index: _completion_state(c, token_text) for c in choices}
     base = {
         "id": response_id,
         "object": "chat.completion.chunk" if chat else "text_completion",
@@ -211,10 +272,22 @@ async def sse(
                 body = _choice_body(chat, choice.index, "", "error", None, True)
                 yield _event({**base, "choices": [body]})
                 break
-            if not chunk.text and chunk.finish_reason is None and not continuous_usage:
+            shows_logprobs = choice.num_logprobs is not None and bool(chunk.logprobs)
+            if not (chunk.text or chunk.finish_reason or continuous_usage or shows_logprobs):
                 continue
+            logprobs = None
+            if shows_logprobs:
+                logprobs = _logprobs_body(
+                    choice, list(chunk.logprobs), chat, token_text, offsets[choice.index]
+                )
             body = _choice_body(
-                chat, choice.index, chunk.text, chunk.finish_reason, chunk.stop_reason, True
+                chat,
+                choice.index,
+                chunk.text,
+                chunk.finish_reason,
+                chunk.stop_reason,
+                True,
+                logprobs,
             )
             payload = {**base, "choices": [body]}
             if continuous_usage:

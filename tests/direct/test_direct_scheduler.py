@@ -74,6 +74,16 @@ def test_long_prompts_are_chunked_at_the_largest_bucket():
     assert plan.lanes[0].num_prompt_tokens == 904 and len(tokens) == 1
 
 
+def test_a_chunk_is_cut_before_an_image_span_it_would_split():
+    """Issue 13: atomic image spans stay within one prefill chunk under debug-serve too."""
+    s = scheduler()
+    s.admit(RequestSpec(num_prompt_tokens=5000, max_output_tokens=4, image_spans=((4090, 4100),)))
+    plan, _ = run_frame(s, 0, 1_000_000)
+    assert plan.lanes[0].num_prompt_tokens == 4090
+    plan, _ = run_frame(s, 1, 1_000_000)
+    assert plan.lanes[0].num_prompt_tokens == 910
+
+
 def test_unmeasured_decode_programs_are_explored_then_the_best_rate_wins():
     s = scheduler()
     for _ in range(3):

@@ -1,7 +1,8 @@
 """Issue 14: the fast selector returns the same plan as the reference selector (the
 frozen pre-issue-14 selection path in ``reference_selector``) — same program, lanes,
 work and score within 1e-9 relative — on seeded random scheduler states covering every
-program kind, decode mode, speculative source and queue state."""
+program kind, decode mode, speculative source and queue state, both when plan() meets a
+state for the first time and when it meets it again through its caches."""
 
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def _synthetic(rng: random.Random) -> list[Descriptor]:
         out.append(decode(4))
     if rng.random() < 0.6:
         out += list(STATE_PROGRAMS)
+        out += [Descriptor(GraphKind.VISION, 1, 0, p, p) for p in (64, 256)]  # issue 13
     return list(dict.fromkeys(out))
 
 
@@ -107,6 +109,8 @@ def _spec(rng: random.Random) -> RequestSpec:
         kw["capture_ends"] = (rng.randint(2, prompt - 1),)
     if rng.random() < 0.2:
         kw["terminal_snapshot"] = True
+    if rng.random() < 0.15:
+        kw["vision_patches"] = rng.choice([48, 200])  # a window's largest image (issue 13)
     return RequestSpec(prompt, rng.choice([1, 3, 20, 500]), **kw)
 
 
@@ -201,6 +205,9 @@ def test_fast_selector_returns_the_reference_plan_on_random_states():
             fast = walk.s.plan()
             problem = _same(fast, ref)
             assert problem is None, f"state {checked} (queued {queued}): {problem}"
+            # The same state again is served from the projection and table caches.
+            problem = _same(walk.s.plan(), ref)
+            assert problem is None, f"state {checked} planned again: {problem}"
             checked += 1
             if fast is not None:
                 seen[fast.descriptor.kind] += 1

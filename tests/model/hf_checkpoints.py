@@ -37,11 +37,14 @@ class Variant:
     tie_word_embeddings: bool = False
     dtype: str = "float32"
     seed: int = 0
+    vocab_size: int = VOCAB_SIZE
+    # image, video, vision start, vision end token ids (the multimodal class only)
+    vision_tokens: tuple[int, int, int, int] = (5, 6, 7, 8)
 
 
-def text_config(moe: bool, tie: bool) -> dict:
+def text_config(moe: bool, tie: bool, vocab_size: int = VOCAB_SIZE) -> dict:
     config = dict(
-        vocab_size=VOCAB_SIZE,
+        vocab_size=vocab_size,
         hidden_size=64,
         num_hidden_layers=4,
         layer_types=["linear_attention"] * 3 + ["full_attention"],
@@ -109,7 +112,7 @@ def write_qwen35(path: Path, variant: Variant = Variant()) -> torch.nn.Module:
     """Save a tiny Qwen3.5 (dense or MoE) in ``variant``'s layout; returns the fp32 model."""
     import transformers as tf
 
-    text = text_config(variant.moe, variant.tie_word_embeddings)
+    text = text_config(variant.moe, variant.tie_word_embeddings, variant.vocab_size)
     if variant.multimodal:
         cls = (
             tf.Qwen3_5MoeForConditionalGeneration
@@ -120,10 +123,10 @@ def write_qwen35(path: Path, variant: Variant = Variant()) -> torch.nn.Module:
         config = config_cls(
             text_config=text,
             vision_config=VISION,
-            image_token_id=5,
-            video_token_id=6,
-            vision_start_token_id=7,
-            vision_end_token_id=8,
+            image_token_id=variant.vision_tokens[0],
+            video_token_id=variant.vision_tokens[1],
+            vision_start_token_id=variant.vision_tokens[2],
+            vision_end_token_id=variant.vision_tokens[3],
             tie_word_embeddings=variant.tie_word_embeddings,
         )
     else:

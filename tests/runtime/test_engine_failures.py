@@ -98,6 +98,24 @@ def test_restarted_requests_run_on_probation_one_at_a_time_so_the_faulty_one_is_
     assert y[-1].finish_reason == "length"
 
 
+def test_several_faulty_requests_never_use_up_an_innocent_requests_restarts():
+    engine, worker = make_engine()
+    poison_frames(worker)
+    innocents = {
+        name: submit(engine, name, prompt, max_tokens=16, ignore_eos=True)
+        for name, prompt in (("a", [1, 2, 3]), ("b", [4, 5]), ("c", [6]))
+    }
+    bad = []
+    for i in range(4):  # each arrives while the innocents decode (or wait to restart)
+        engine.step()
+        bad.append(submit(engine, f"bad{i}", [POISON, i + 1], max_tokens=16, ignore_eos=True))
+    engine.run_until_idle()
+    assert [chunks[-1].finish_reason for chunks in bad] == ["error"] * 4
+    for name, chunks in innocents.items():
+        assert chunks[-1].finish_reason == "length", name
+        assert chunks[-1].num_output_tokens == 16
+
+
 def test_cancelling_a_request_waiting_to_restart_ends_it_with_abort():
     engine, worker = make_engine()
     poison_frames(worker)

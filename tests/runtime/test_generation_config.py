@@ -51,6 +51,16 @@ def test_a_request_that_names_a_field_keeps_its_own_value():
     assert (sampling.temperature, sampling.top_p, sampling.top_k) == (0.0, 0.95, 0)
 
 
+def test_repetition_penalty_and_min_p_from_the_file_are_defaults_too(tmp_path):
+    """Issue 15: vLLM reads these two from generation_config.json as well."""
+    config = {**QWEN_LIKE, "repetition_penalty": 1.05, "min_p": 0.1}
+    defaults = load_generation_defaults(folder_with(tmp_path, config))
+    sampling = defaults.apply(SamplingParams(repetition_penalty=1.2), {"repetition_penalty"})
+    assert (sampling.repetition_penalty, sampling.min_p) == (1.2, 0.1)
+    with pytest.raises(GenerationConfigError, match="repetition_penalty"):
+        load_generation_defaults(folder_with(tmp_path, {"repetition_penalty": 0}))
+
+
 def test_do_sample_false_makes_the_default_greedy(tmp_path):
     config = {"do_sample": False, "temperature": 0.7}
     assert load_generation_defaults(folder_with(tmp_path, config)).temperature == 0.0

@@ -164,3 +164,117 @@ def test_metrics_carry_the_model_name_and_resource_gauges(url):
         "flare_request_decode_time_seconds_count",
     ):
         assert f'{name}{{model_name="tiny"}}' in text, name
+
+
+# -- issue 15: logprobs, best_of and the device sampling options ----------------------
+
+
+def test_completion_logprobs_come_in_openais_legacy_shape(client):
+    choice = greedy(client, max_tokens=6, logprobs=2).choices[0]
+    lp = choice.logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.text_offset) == 6
+    assert all(v <= 0 for v in lp.token_logprobs)
+    assert lp.text_offset[0] == 0
+    for i in range(5):
+        assert lp.text_offset[i + 1] == lp.text_offset[i] + len(lp.tokens[i])
+    for token, value, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs, strict=True):
+        assert 2 <= len(top) <= 3 and top[token] == pytest.approx(value)
+        assert max(top.values()) >= value  # greedy: the chosen token is the most likely
+
+
+def test_completion_logprobs_stream_the_same_values(client):
+    whole = greedy(client, max_tokens=6, logprobs=1).choices[0].logprobs
+    chunks = client.completions.create(
+        model="tiny",
+        prompt=PROMPT,
+        max_tokens=6,
+        temperature=0,
+        logprobs=1,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
+    streamed = [c.choices[0].logprobs for c in chunks if c.choices and c.choices[0].logprobs]
+    assert [t for lp in streamed for t in lp.tokens] == whole.tokens
+    values = [v for lp in streamed for v in lp.token_logprobs]
+    assert values == pytest.approx(whole.token_logprobs, abs=1e-4)  # other programs ran it
+    assert [o for lp in streamed for o in lp.text_offset] == whole.text_offset
+
+
+def test_chat_logprobs_and_top_logprobs_streaming_and_not(client):
+    ask = dict(
+        model="tiny",
+        messages=[{"role": "user", "content": "hello"}],
+        max_tokens=5,
+        temperature=0,
+        logprobs=True,
+        top_logprobs=2,
+        extra_body={"ignore_eos": True},
+    )
+    content = client.chat.completions.create(**ask).choices[0].logprobs.content
+    assert len(content) == 5
+    for entry in content:
+        assert entry.bytes == list(entry.token.encode("utf-8"))
+        assert len(entry.top_logprobs) == 2
+        assert entry.top_logprobs[0].logprob >= entry.top_logprobs[1].logprob
+        assert entry.top_logprobs[0].logprob == pytest.approx(entry.logprob)  # greedy
+    chunks = list(client.chat.completions.create(**ask, stream=True))
+    streamed = [
+        e
+        for c in chunks
+        if c.choices and c.choices[0].logprobs
+        for e in c.choices[0].logprobs.content
+    ]
+    assert [e.token for e in streamed] == [e.token for e in content]
+    assert [e.logprob for e in streamed] == pytest.approx([e.logprob for e in content], abs=1e-4)
+    plain = client.chat.completions.create(**{**ask, "logprobs": False, "top_logprobs": None})
+    assert plain.choices[0].logprobs is None
+
+
+def test_best_of_returns_the_candidates_with_the_highest_cumulative_logprob(client):
+    ask = dict(model="tiny", prompt=PROMPT, max_tokens=5, temperature=1.0, seed=7)
+    ask["extra_body"] = {"ignore_eos": True}
+    candidates = client.completions.create(**ask, n=4, logprobs=0).choices
+    totals = sorted((sum(c.logprobs.token_logprobs), c.text) for c in candidates)
+    best = client.completions.create(**ask, n=2, best_of=4)
+    assert [c.index for c in best.choices] == [0, 1]
+    assert [c.text for c in best.choices] == [totals[-1][1], totals[-2][1]]
+    assert all(c.logprobs is None for c in best.choices)
+    assert best.usage.completion_tokens == 20  # every candidate was generated
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(**ask, n=1, best_of=2, stream=True)
+
+
+def test_logit_bias_through_the_client_and_its_keys_checked_against_the_vocabulary(client, url):
+    forced = client.completions.create(
+        model="tiny",
+        prompt=PROMPT,
+        max_tokens=4,
+        temperature=0,
+        logprobs=0,
+        logit_bias={"40": 100},
+        extra_body={"ignore_eos": True},
+    ).choices[0]
+    auth = {"Authorization": f"Bearer {KEY}"}
+    text = httpx.post(f"{url}/detokenize", json={"tokens": [40]}, headers=auth).json()["prompt"]
+    assert forced.logprobs.tokens == [text] * 4
+    with pytest.raises(openai.BadRequestError) as err:
+        client.completions.create(model="tiny", prompt=PROMPT, max_tokens=2, logit_bias={"512": 1})
+    assert err.value.body["param"] == "logit_bias"
+    assert "'512'" in err.value.body["message"]
+
+
+def test_penalties_and_min_p_are_accepted_and_change_greedy_output(client):
+    prompt = "import os\nimport os\nimport os\n"  # its greedy continuation repeats itself
+    plain = greedy(client, prompt, 12).choices[0].text
+    assert greedy(client, prompt, 12, repetition_penalty=1.5).choices[0].text != plain
+    penalized = client.completions.create(
+        model="tiny",
+        prompt=prompt,
+        max_tokens=12,
+        temperature=0,
+        frequency_penalty=1.5,
+        extra_body={"ignore_eos": True},
+    )
+    assert penalized.choices[0].text != plain
+    # greedy decoding is min_p-invariant, and min_tokens only holds EOS back (ignored here)
+    assert greedy(client, prompt, 12, min_p=0.5, min_tokens=3).choices[0].text == plain

@@ -47,7 +47,9 @@ def load_image(url: str, part: str, policy: ImagePolicy = ImagePolicy()) -> Imag
     if url.startswith("data:"):
         data = _data_url_bytes(url, part)
     elif url.startswith(("http://", "https://")):
-        raise ImageInputError(part, "remote image URLs are not fetched; send a base64 data URL")
+        raise ImageInputError(
+            part, "fetching remote image URLs is disabled; send a base64 data URL"
+        )
     else:
         data = _local_file_bytes(url, part, policy)
     if len(data) > policy.max_bytes:
@@ -71,7 +73,7 @@ def _data_url_bytes(url: str, part: str) -> bytes:
 def _local_file_bytes(url: str, part: str, policy: ImagePolicy) -> bytes:
     if policy.allowed_folder is None:
         raise ImageInputError(
-            part, "local image paths are off (start the server with an allowed image folder)"
+            part, "local image paths are off (start the server with --allowed-local-media-path DIR)"
         )
     parsed = urlparse(url)
     if parsed.scheme not in ("", "file"):

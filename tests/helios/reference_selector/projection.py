@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from ignition.components.catalog import Descriptor
+from ignition.helios import utility
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel
 from ignition.helios.queue import ExecutionQueue
@@ -53,11 +55,17 @@ def current_normalizers(
             families[family] = families.get(family, 0) + 1
     decoders = sum(families.values())
     key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())))
-    cached = costs.derived.get("normalizers")
+    # Its own slot: sharing the scheduler's let whichever ran first decide both.
+    cached = costs.derived.get("reference_normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
-    norms = normalizers(measured(descriptors, costs), len(live), decoders, families)
-    costs.derived["normalizers"] = (key, norms)
+    graphs = measured(descriptors, costs)
+    norms = normalizers(graphs, len(live), decoders, families)
+    start = utility.newcomer_token_rate(graphs, len(live))
+    if start is not None:
+        by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
+        norms = replace(norms, token_rate=start, by_family=by_family)
+    costs.derived["reference_normalizers"] = (key, norms)
     return norms
 
 
@@ -78,6 +86,8 @@ def build_population(
     live = [r for r in requests.values() if r.is_live]
     rows = []
     for r in live:
+        if r.is_window_held:  # mirrors issue 13's vision windows in ignition/helios
+            continue
         family_norms = norms.for_family(stream_family(r.spec.proposal_source))
         rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
         advance, last_output, blocked = 0, r.last_output_ns, False
@@ -129,6 +139,7 @@ def build_population(
             message_endpoints=r.spec.message_endpoints,
             image_spans=r.spec.image_spans,
             capture_ends=r.spec.capture_ends,
+            vision_patches=r.spec.vision_patches if r.needs_vision else 0,  # mirrors issue 13
         )
         if r.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable

@@ -35,7 +35,7 @@ def test_base64_data_url_decodes_to_the_image():
         (data_url(b"not an image"), "could not be decoded"),
         ("data:image/png;base64,@@@", "not valid base64"),
         (data_url(png_bytes(), "text/plain"), "not an image"),
-        ("https://example.com/cat.png", "not fetched"),
+        ("https://example.com/cat.png", "fetching remote image URLs is disabled"),
         ("/tmp/cat.png", "local image paths are off"),
         ("", "non-empty"),
     ],

@@ -1,0 +1,208 @@
+"""Logits processing before sampling: penalties, logit bias, min_tokens, and logprobs.
+
+The order and the arithmetic follow vLLM's sampler, so a client moving between the two
+gets the same distributions:
+
+1. min_tokens: while a request has produced fewer than ``min_tokens`` tokens, its EOS and
+   stop token ids are masked to -inf;
+2. logit bias: added to the logits of the named tokens;
+3. penalties: repetition (over prompt and output tokens: positive logits divided by it,
+   negative ones multiplied), then frequency (times the output count) and presence (once
+   for any output token) subtracted;
+4. then, in :mod:`ignition.model.sampling`: temperature, min_p, top-k / top-p.
+
+Everything a row needs lives on the device, batched per row, with fixed shapes:
+
+- per-row parameters (penalties, min_p, min_tokens) are workspace buffers uploaded with
+  the frame like temperature;
+- per-slot history (:class:`SlotHistory`): output token counts and an output length,
+  updated inside the program as tokens are emitted; a prompt mask filled as prompt chunks
+  run; a bias row and a stop mask written, with the reset, by the frame that carries the
+  request's first prompt chunk (from small workspace buffers, :class:`HistoryBegin`), so
+  the host never writes device memory outside the frame's uploads. A verification position of a
+  speculative round adds the drafts before it to its row's counts, so every verified
+  position is processed exactly as non-speculative sampling would process it.
+
+Logprobs are vLLM's default mode, ``raw_logprobs``: the log-softmax of the model's logits
+before any processing (penalties, temperature, top-k / top-p do not change them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ignition.model.sampling import SamplingParams
+
+# The most alternatives a position reports (OpenAI's and vLLM's default cap).
+MAX_LOGPROBS = 20
+# Per request: logit-bias entries, and ids min_tokens masks (stop token ids and EOS).
+MAX_LOGIT_BIAS = 300
+MAX_STOP_IDS = 64
+NO_REPLAY = 2**31 - 1
+
+
+@dataclass
+class HistoryBegin:
+    """Workspace inputs of a frame that carries a request's first prompt chunk: the
+    history row it resets and what that request's row starts with. At most one request
+    begins per frame (a frame has at most one prompt lane)."""
+
+    row: Tensor  # [1] int32 program row of the beginning request, -1 = none
+    bias_ids: Tensor  # [MAX_LOGIT_BIAS] int64 logit-bias token ids, -1 = unused
+    bias_values: Tensor  # [MAX_LOGIT_BIAS] fp32
+    stop_ids: Tensor  # [MAX_STOP_IDS] int64 ids min_tokens masks, -1 = unused
+    # Every prompt chunk: the position where a restarted request's replayed output begins
+    # inside its prompt (those tokens count as output, not prompt); NO_REPLAY otherwise.
+    replay_from: Tensor | None = None  # [1] int32
+
+
+@dataclass
+class SlotHistory:
+    """Per-slot sampling history on the device: one row per request slot plus a scratch
+    row, which padding rows read and write (its bias and masks are never set)."""
+
+    output_counts: Tensor  # [S + 1, V] int32 output tokens emitted so far, by id
+    num_output: Tensor  # [S + 1] int32 output tokens emitted so far
+    prompt_mask: Tensor  # [S + 1, V] bool prompt tokens (repetition penalty)
+    bias: Tensor  # [S + 1, V] fp32 logit bias
+    stop_mask: Tensor  # [S + 1, V] bool ids masked while num_output < min_tokens
+
+    @classmethod
+    def allocate(cls, num_slots: int, vocab_size: int, device: torch.device | str) -> SlotHistory:
+        shape = (num_slots + 1, vocab_size)
+        return cls(
+            output_counts=torch.zeros(shape, dtype=torch.int32, device=device),
+            num_output=torch.zeros(num_slots + 1, dtype=torch.int32, device=device),
+            prompt_mask=torch.zeros(shape, dtype=torch.bool, device=device),
+            bias=torch.zeros(shape, dtype=torch.float32, device=device),
+            stop_mask=torch.zeros(shape, dtype=torch.bool, device=device),
+        )
+
+    @property
+    def scratch_row(self) -> int:
+        return self.num_output.shape[0] - 1
+
+    @property
+    def vocab_size(self) -> int:
+        return self.output_counts.shape[1]
+
+    def rows(self, slot_ids: Tensor) -> Tensor:
+        """History rows of program rows: the slot, or the scratch row for padding."""
+        return torch.where(slot_ids >= 0, slot_ids.long(), self.scratch_row)
+
+    def begin(self, begin: HistoryBegin, slot_ids: Tensor) -> None:
+        """Reset the row of the request that starts in this frame (``begin.row``, -1 for
+        none; the scratch row is reset instead), then write its bias and stop ids. Inside
+        the program, before anything reads the history."""
+        row_index = begin.row.long().clamp(min=0)
+        starts = (begin.row >= 0) & (slot_ids[row_index] >= 0)
+        row = torch.where(starts, slot_ids[row_index].long(), self.scratch_row)  # [1]
+        for table in (self.output_counts, self.num_output, self.prompt_mask, self.bias):
+            table.index_fill_(0, row, 0)
+        self.stop_mask.index_fill_(0, row, False)
+        for table, ids, values in (
+            (self.bias, begin.bias_ids, begin.bias_values),
+            (self.stop_mask, begin.stop_ids, torch.ones_like(begin.stop_ids, dtype=torch.bool)),
+        ):
+            valid = ids >= 0
+            rows = torch.where(valid, row, self.scratch_row)
+            written = torch.where(valid, values, 0).to(table.dtype)
+            table.index_put_((rows, ids.clamp(min=0)), written)
+
+    def add_prompt(
+        self,
+        slot: Tensor,
+        tokens: Tensor,
+        valid: Tensor,
+        positions: Tensor | None = None,
+        replay_from: Tensor | None = None,
+    ) -> None:
+        """Mark a prompt chunk's tokens [T] (where ``valid``) in the prompt mask of ``slot``
+        [1] (-1: nothing), inside the program before sampling. Tokens at ``positions`` at or
+        past ``replay_from`` [1] are a restarted request's replayed output: counted as
+        output instead."""
+        valid = valid & (slot >= 0)
+        is_output = torch.zeros_like(valid)
+        if positions is not None and replay_from is not None:
+            is_output = valid & (positions >= replay_from.long())
+        is_prompt = valid & ~is_output
+        ids = tokens.clamp(min=0)
+        rows = torch.where(is_prompt, slot.long(), self.scratch_row)
+        self.prompt_mask.index_put_((rows, ids), is_prompt)
+        rows = torch.where(is_output, slot.long(), self.scratch_row)
+        ones = is_output.to(torch.int32)
+        self.output_counts.index_put_((rows, ids), ones, accumulate=True)
+        self.num_output.index_put_((rows,), ones, accumulate=True)
+
+    def record(self, slot_ids: Tensor, tokens: Tensor) -> None:
+        """Count emitted tokens: ``tokens`` [R, K] per row, -1 where nothing was emitted
+        (inside the program, after sampling)."""
+        emitted = tokens >= 0
+        rows = torch.where(emitted, self.rows(slot_ids)[:, None], self.scratch_row).reshape(-1)
+        ids = tokens.clamp(min=0).reshape(-1)
+        ones = emitted.reshape(-1).to(torch.int32)
+        self.output_counts.index_put_((rows, ids), ones, accumulate=True)
+        self.num_output.index_put_((rows,), ones, accumulate=True)
+
+    def process(
+        self,
+        logits: Tensor,
+        rows: Tensor,
+        params: SamplingParams,
+        extra_counts: Tensor | None = None,
+        extra_output: Tensor | None = None,
+    ) -> Tensor:
+        """The processed logits [N, V] fp32 of history rows ``rows`` [N] (steps 1-3 above).
+
+        ``extra_counts`` [N, V] and ``extra_output`` [N] add tokens emitted after the
+        history was last recorded: a verification position's accepted-draft prefix.
+        """
+        logits = logits.float()
+        counts = self.output_counts[rows]
+        num_output = self.num_output[rows]
+        if extra_counts is not None:
+            counts = counts + extra_counts
+        if extra_output is not None:
+            num_output = num_output + extra_output
+        too_short = (num_output < params.min_tokens)[:, None]
+        logits = logits.masked_fill(too_short & self.stop_mask[rows], -torch.inf)
+        logits = logits + self.bias[rows]
+        seen = counts > 0
+        repetition = torch.where(
+            seen | self.prompt_mask[rows], params.repetition_penalty[:, None], 1.0
+        )
+        logits = torch.where(logits > 0, logits / repetition, logits * repetition)
+        logits = logits - params.frequency_penalty[:, None] * counts
+        return logits - params.presence_penalty[:, None] * seen
+
+
+def draft_counts(drafts: Tensor, width: int, vocab_size: int) -> Tensor:
+    """[B, W, V] int32: at verification position j, the counts of the drafts verified before
+    it (row token j is draft j - 1; position 0, the pending token, adds nothing)."""
+    num_rows = drafts.shape[0]
+    tokens = torch.full((num_rows, width), -1, dtype=torch.long, device=drafts.device)
+    num_offered = min(width - 1, drafts.shape[1])
+    tokens[:, 1 : 1 + num_offered] = drafts[:, :num_offered]
+    one_hot = torch.zeros(num_rows, width, vocab_size, dtype=torch.int32, device=drafts.device)
+    one_hot.scatter_(2, tokens.clamp(min=0)[..., None], (tokens >= 0).to(torch.int32)[..., None])
+    return one_hot.cumsum(1, dtype=torch.int32)
+
+
+@dataclass
+class TokenLogprobs:
+    """Raw logprobs of emitted tokens and the most likely alternatives (device tensors)."""
+
+    logprob: Tensor  # [...] fp32 logprob of the emitted token
+    top_ids: Tensor  # [..., K] int64
+    top_logprobs: Tensor  # [..., K] fp32
+
+
+def token_logprobs(raw_logits: Tensor, tokens: Tensor) -> TokenLogprobs:
+    """Raw logprobs of ``tokens`` [N] under ``raw_logits`` [N, V], and the top K."""
+    logprobs = torch.log_softmax(raw_logits.float(), dim=-1)
+    chosen = logprobs.gather(-1, tokens.clamp(min=0)[:, None]).squeeze(-1)
+    top, top_ids = logprobs.topk(min(MAX_LOGPROBS, logprobs.shape[-1]), dim=-1)
+    return TokenLogprobs(chosen, top_ids, top)

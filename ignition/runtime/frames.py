@@ -1,0 +1,49 @@
+"""What crosses the seam between the engine loop and a worker: one executed frame.
+
+The worker protocol (launch may return before the device finishes, wait blocks until
+the outputs are readable), the result it reports, and the engine's record of a frame in
+flight. Plain types only, so the engine, the worker and test doubles meet here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from ignition.helios import CompletionRecord, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
+from ignition.helios.types import ConfidenceSidecar
+from ignition.runtime.requests import TokenLogprob
+
+if TYPE_CHECKING:
+    from ignition.runtime.engine import LiveRequest
+
+
+@dataclass(frozen=True)
+class FrameResult:
+    """What the worker reports for one executed frame."""
+
+    records: tuple[CompletionRecord, ...]
+    timing: ExecutionTiming
+    sidecar: ConfidenceSidecar | None = None
+    survival: tuple[tuple[float, ...], ...] | None = None
+    num_offered_drafts: tuple[int, ...] = ()
+    # Raw logprobs per emitted token, for the requests that asked for them.
+    logprobs: dict[RequestHandle, tuple[TokenLogprob, ...]] = field(default_factory=dict)
+
+
+class Worker(Protocol):
+    """Executes plans. ``launch`` may return before the device finishes (CUDA);
+    ``wait`` blocks until the frame's outputs are readable."""
+
+    def launch(self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]): ...
+
+    def wait(self, pending) -> FrameResult: ...
+
+    def release(self, handle: RequestHandle) -> None: ...
+
+
+@dataclass
+class _Inflight:
+    fence: Fence
+    plan: ScheduledPlan
+    pending: object

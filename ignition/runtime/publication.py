@@ -1,0 +1,153 @@
+"""Publication: a completed frame's tokens become text, stop conditions and client chunks.
+
+Where stop strings and detokenization meet the scheduler: a frame's tokens become text
+through each request's incremental detokenizer, and only text actually shown counts as a
+delivery (``published_output``). A stop string found in the text ends the request on
+the host: Helios is told through ``cancel``, which stops selection at once and keeps
+pages and slot owned through the last submitted fence. Stop token ids end it the same
+way; logprobs travel with the token ids they belong to.
+
+:class:`Publication` is a part of :class:`ignition.runtime.engine.Engine` (a mixin over
+its state: ``live``, ``stats``, ``scheduler``, ``retention``, ``fault_hook``, the clocks
+and ``_finish``), kept in its own file because it is its own job.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle
+from ignition.runtime.requests import StreamChunk, TokenLogprob
+
+if TYPE_CHECKING:
+    from ignition.runtime.engine import LiveRequest
+
+Sink = Callable[[StreamChunk], None]
+log = logging.getLogger("ignition.engine")
+
+
+class Publication:
+    """The engine's publication step (see the module docstring)."""
+
+    def _publish(
+        self,
+        fence: Fence,
+        tokens: list[GeneratedToken],
+        records: Sequence[CompletionRecord],
+        logprobs: dict[RequestHandle, tuple[TokenLogprob, ...]] | None = None,
+    ) -> None:
+        finished_by_record = {r.handle: r.is_finished for r in records}
+        grouped: dict[RequestHandle, list[GeneratedToken]] = collections.defaultdict(list)
+        for token in tokens:
+            grouped[token.handle].append(token)
+        for handle, items in grouped.items():
+            live = self.live.get(handle)
+            if live is None or live.is_done:
+                continue
+            try:
+                finished = bool(finished_by_record.get(handle))
+                lps = (logprobs or {}).get(handle, ())
+                self._publish_request(live, fence, items, finished, lps)
+            except Exception as err:  # one request's text failing ends that request only
+                message = f"publication failed: {type(err).__name__}: {err}"
+                log.error("%s: %s", live.request.request_id, message, exc_info=err)
+                if not live.is_done:
+                    self._finish(live, "error", notify_scheduler=True, error=message)
+
+    def _publish_request(
+        self,
+        live: LiveRequest,
+        fence: Fence,
+        items: list[GeneratedToken],
+        is_finished: bool,
+        logprobs: Sequence[TokenLogprob] = (),
+    ) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook("publish", live)
+        ids = [t.token_id for t in items]
+        # The frame's logprobs cover what the device emitted; Helios publishes a prefix.
+        lps = list(logprobs[: len(ids)])
+        if [lp.token_id for lp in lps] != ids:
+            lps = []
+        is_last = items[-1].is_last
+        stop_ids = live.request.sampling.stop_token_ids
+        stop_id = next((t for t in ids if t in stop_ids), None) if stop_ids else None
+        if stop_id is not None:
+            ids = ids[: ids.index(stop_id) + 1]
+            lps = lps[: len(ids)]
+        live.output_ids += ids
+        self.stats.record_tokens(0, len(ids))
+        if live.probation_output is not None and len(live.output_ids) > live.probation_output:
+            live.probation_output = None
+        shown = ids[:-1] if stop_id is not None else ids
+        # As vLLM: stop strings count only once min_tokens tokens exist (the device already
+        # holds EOS and stop token ids back until then).
+        early = max(0, live.request.sampling.min_tokens - (len(live.output_ids) - len(ids)))
+        if early:
+            held = live.detokenizer.push(shown[:early], stoppable=False)
+            delta = live.detokenizer.push(shown[early:])
+            delta = replace(delta, text=held.text + delta.text)
+        else:
+            delta = live.detokenizer.push(shown)
+        if delta.stopped:
+            text = delta.text
+            if live.request.sampling.include_stop_str_in_output and delta.stop_string:
+                text += delta.stop_string
+            self._emit(live, fence, text, ids, lps)
+            self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=delta.stop_string)
+        elif stop_id is not None:
+            text = delta.text + live.detokenizer.flush().text
+            self._emit(live, fence, text, ids, lps)
+            self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=stop_id)
+        elif is_last:
+            text = delta.text + live.detokenizer.flush().text
+            self._emit(live, fence, text, ids, lps)
+            reason = "stop" if is_finished else "length"
+            if self.retention.hold_for_terminal(live, self._now_ns()):
+                live.pending_finish = reason  # the terminal snapshot completes it
+            else:
+                self._finish(live, reason, notify_scheduler=False)
+        else:
+            self._emit(live, fence, delta.text, ids, lps)
+
+    def _emit(
+        self,
+        live: LiveRequest,
+        fence: Fence,
+        text: str,
+        ids: list[int],
+        logprobs: Sequence[TokenLogprob] = (),
+    ) -> None:
+        """Hand a burst to the client; only visible text counts as a delivery.
+
+        Ids travel even when stop buffering or an incomplete character holds their text
+        back, so usage counts and token streams stay exact.
+        """
+        if not text and not ids:
+            return
+        if live.first_token_ns is None:
+            live.first_token_ns = self._clock_ns()
+        num_prompt = len(live.request.prompt_ids)
+        chunk = StreamChunk(
+            text,
+            tuple(ids),
+            num_prompt,
+            len(live.output_ids),
+            num_cached_tokens=live.num_cached_tokens,
+            logprobs=tuple(logprobs),
+        )
+        _deliver(live.sink, chunk)
+        if text:
+            self.scheduler.published_output(live.handle, fence)
+
+
+def _deliver(sink: Sink, chunk: StreamChunk) -> None:
+    """A sink that raises (its client is gone) must not take the loop down."""
+    try:
+        sink(chunk)
+    except Exception as err:
+        log.warning("dropped a chunk for a closed stream: %s: %s", type(err).__name__, err)

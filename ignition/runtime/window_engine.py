@@ -1,0 +1,146 @@
+"""Where the engine loop meets vision windows (helios/vision_windows.py).
+
+A request whose images need more features than the prepared feature storage holds is
+served window by window. At admission it takes one private snapshot row (and waits in
+line while none is free); each window is one Helios generation whose prefill stops
+before the next window's first image, where Helios snapshots the consumed state into
+that row once submitted work has drained. When that snapshot completes the engine
+rebinds the logical request to a fresh generation that restores the row, and the worker
+encodes the next window's images into the feature storage from offset zero.
+
+Private rows are not the retention cache's: they are the snapshot store's rows after the
+retained-checkpoint ones, never published and never looked up, and they hold exactly one
+boundary state at a time. The logical request (prompt, seed, sampling, usage counts,
+detokenizer) is untouched by rebinding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from ignition.components.catalog import GraphKind
+from ignition.helios import LaneRole, RequestSpec, ScheduledPlan, SchedulerError
+from ignition.helios.vision_windows import VisionWindow, plan_windows, window_spec
+from ignition.runtime.requests import GenerationRequest
+
+
+class WindowRows:
+    """Private snapshot rows ``[first, first + count)``, one per windowed request."""
+
+    def __init__(self, first: int, count: int) -> None:
+        self._free = list(range(first, first + count))
+        self._owned: dict[str, int] = {}
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def take(self, owner: str) -> int | None:
+        if owner in self._owned:
+            return self._owned[owner]
+        if not self._free:
+            return None
+        row = self._free.pop(0)
+        self._owned[owner] = row
+        return row
+
+    def release(self, owner: str) -> None:
+        row = self._owned.pop(owner, None)
+        if row is not None:
+            self._free.append(row)
+
+
+@dataclass(frozen=True)
+class WindowAdmission:
+    windows: tuple[VisionWindow, ...]
+    spec: RequestSpec  # the first generation's
+    row: int | None  # the private snapshot row (multi-window requests only)
+
+
+class VisionWindowHooks:
+    """``feature_capacity``: features the prepared storage holds per request (0: no bound)."""
+
+    def __init__(self, feature_capacity: int = 0, rows: WindowRows | None = None) -> None:
+        self.feature_capacity = feature_capacity
+        self.rows = rows
+        self._vision_programs: tuple[int, ...] = ()
+
+    def admit(
+        self, request: GenerationRequest, spec: RequestSpec, scheduler: object = None
+    ) -> WindowAdmission | None:
+        """The request's windows and first spec; None while it must wait for a private row.
+        Raises SchedulerError for a request no window plan can serve (also when
+        ``scheduler`` schedules no state operations, as the direct scheduler)."""
+        if request.images is None:
+            return WindowAdmission((), spec, None)
+        windows = plan_windows(spec.image_spans, spec.num_prompt_tokens, self.feature_capacity)
+        self._vision_programs = _vision_capacities(scheduler)
+        if len(windows) == 1:
+            return WindowAdmission(windows, self._with_vision(spec, request, windows[0]), None)
+        if scheduler is not None and not getattr(scheduler, "state_descriptors", ()):
+            raise SchedulerError(
+                f"the images need {len(windows)} vision windows of at most "
+                f"{self.feature_capacity} features; only Helios schedules window snapshots"
+            )
+        if self.rows is None:
+            raise SchedulerError(
+                f"the images need {len(windows)} vision windows of at most "
+                f"{self.feature_capacity} features, and no private snapshot row is prepared"
+            )
+        row = self.rows.take(request.request_id)
+        if row is None:
+            return None
+        first = self._with_vision(window_spec(spec, windows, 0), request, windows[0])
+        return WindowAdmission(windows, first, row)
+
+    def _with_vision(
+        self, spec: RequestSpec, request: GenerationRequest, window: VisionWindow
+    ) -> RequestSpec:
+        """The window's vision prerequisite, when Helios has a vision program holding its
+        largest image (otherwise the worker encodes the window when binding its prefill)."""
+        assert request.images is not None
+        patches = max((request.images.grids[i].num_patches for i in window.images), default=0)
+        if not patches or not any(c >= patches for c in self._vision_programs):
+            return spec
+        return replace(spec, vision_patches=patches)
+
+    def release(self, request: GenerationRequest) -> None:
+        if self.rows is not None:
+            self.rows.release(request.request_id)
+
+    def before_launch(self, plan: ScheduledPlan, live: Mapping) -> None:
+        """Window snapshots and restores copy through the request's private row."""
+        for lane in plan.lanes:
+            request = live.get(lane.handle)
+            if request is None or len(request.windows) < 2:
+                continue
+            if lane.role in (LaneRole.SNAPSHOT, LaneRole.RESTORE):
+                request.state_row = request.window_row
+                request.state_ok = True
+
+    def held_after(self, plan: ScheduledPlan, live: Mapping, scheduler) -> list:
+        """Live requests whose window snapshot just completed (ready to rebind)."""
+        requests = getattr(scheduler, "requests", {})
+        out = []
+        for lane in plan.lanes:
+            request = live.get(lane.handle)
+            if lane.role is not LaneRole.SNAPSHOT or request is None or request.is_done:
+                continue
+            state = requests.get(lane.handle)
+            if state is not None and state.is_window_held:
+                out.append(request)
+        return out
+
+    def next_spec(self, request) -> RequestSpec:
+        """The spec of the request's next window's generation (advances its index)."""
+        request.window_index += 1
+        window = request.windows[request.window_index]
+        spec = window_spec(request.base_spec, request.windows, request.window_index)
+        return self._with_vision(spec, request.request, window)
+
+
+def _vision_capacities(scheduler: object) -> tuple[int, ...]:
+    """Patch capacities of the vision programs ``scheduler`` schedules as prerequisites."""
+    state = getattr(scheduler, "state_descriptors", ())
+    return tuple(d.patch_capacity for d in state if d.kind is GraphKind.VISION)

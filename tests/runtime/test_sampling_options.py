@@ -1,0 +1,223 @@
+"""Issue 15: penalties, logit_bias, min_tokens and logprobs through the real runtime.
+
+The prepared programs process logits on the device, batched per row; these tests drive
+the engine (Helios, worker, programs) over a tiny random model and compare with a
+reference that decodes one token at a time and applies vLLM's rules on the host, and
+speculation on with speculation off (every verified position must be processed as
+ordinary sampling would process it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+import torch
+
+from ignition.components.capacity import plan_catalog
+from ignition.kernels import use_backend
+from ignition.model.config import Qwen38Config
+from ignition.model.packing import PackedCapacity, PackedInputs
+from ignition.model.sampling import SamplingParams as DeviceSampling
+from ignition.model.state import ModelState, contiguous_pages
+from ignition.model.step import run_step
+from ignition.model.weights import random_model
+from ignition.recipes import LoadOptions, get_recipe
+from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.faults import FaultPlan, install
+from ignition.runtime.requests import GenerationRequest, SamplingParams
+
+EOS = 2
+PROMPTS = {"short": [5, 9, 11, 17, 9], "repeat": [7, 7, 7, 8, 9] * 8}
+PENALTIES = dict(repetition_penalty=1.6, frequency_penalty=0.8, presence_penalty=0.4)
+
+
+class CharDecoder:
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return "".join(chr(0x4E00 + i) for i in ids)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return random_model(Qwen38Config.tiny(), seed=3)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return plan_catalog(get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=64))
+
+
+@pytest.fixture(autouse=True)
+def reference_kernels():
+    with use_backend("reference"):
+        yield
+
+
+def generate(model, catalog, speculation: str, eos=(EOS,), prompts=PROMPTS, **sampling):
+    """Every prompt at once through one engine; returns (chunks by prompt name, engine)."""
+    options = RuntimeOptions(
+        num_slots=4, page_size=64, max_context_tokens=512, speculation=speculation
+    )
+    engine = assemble_engine(model, catalog, CharDecoder(), list(eos), options)
+    chunks = {name: [] for name in prompts}
+    params = {"max_tokens": 10, "temperature": 0.0, "ignore_eos": True} | sampling
+    for name, prompt in prompts.items():
+        request = GenerationRequest(name, tuple(prompt), SamplingParams(**params))
+        engine.submit(request, chunks[name].append)
+    engine.run_until_idle(max_steps=3000)
+    return chunks, engine
+
+
+def tokens_of(chunks) -> list[int]:
+    return [t for c in chunks for t in c.token_ids]
+
+
+@torch.no_grad()
+def reference(model, prompt: list[int], num_tokens: int, rep=1.0, freq=0.0, pres=0.0,
+              bias=()):  # fmt: skip
+    """Greedy decoding one token per step with vLLM's processing applied on the host."""
+    config = model.config
+    state = ModelState.allocate(
+        config, num_slots=1, num_pages=16, page_size=64, max_pages_per_slot=16
+    )
+    contiguous_pages(state)
+    capacity = PackedCapacity.mixed(1, 1, 64)
+    output: list[int] = []
+    raw_logprobs: list[float] = []
+    chunk = prompt
+    while len(output) < num_tokens:
+        is_prompt = not output
+        inputs = PackedInputs.build(capacity, [chunk], [0], prefill_row=0 if is_prompt else -1)
+        out = run_step(model, state, inputs, capacity, DeviceSampling.greedy(1))
+        logits = out.target.logits_at(torch.tensor([len(chunk) - 1]))[0].float()
+        processed = logits.clone()
+        for t, b in bias:
+            processed[t] += b
+        for t in set(prompt) | set(output):
+            processed[t] = processed[t] / rep if processed[t] > 0 else processed[t] * rep
+        for t, count in Counter(output).items():
+            processed[t] -= freq * count + pres
+        token = int(processed.argmax())
+        raw_logprobs.append(float(torch.log_softmax(logits, -1)[token]))
+        output.append(token)
+        chunk = [token]
+    return output, raw_logprobs
+
+
+@pytest.fixture(scope="module")
+def plain(model, catalog):
+    """Greedy tokens with no processing, speculation off."""
+    with use_backend("reference"):
+        chunks, _ = generate(model, catalog, "off")
+    return {name: tokens_of(c) for name, c in chunks.items()}
+
+
+@pytest.fixture(scope="module")
+def penalized(model, catalog):
+    """Greedy tokens with PENALTIES, speculation off."""
+    with use_backend("reference"):
+        chunks, _ = generate(model, catalog, "off", **PENALTIES)
+    return {name: tokens_of(c) for name, c in chunks.items()}
+
+
+def test_greedy_penalties_match_vllms_rules_decoded_one_token_at_a_time(model, penalized):
+    for name, prompt in PROMPTS.items():
+        expected, _ = reference(model, prompt, 10, rep=1.6, freq=0.8, pres=0.4)
+        assert penalized[name] == expected, name
+
+
+def test_penalties_change_greedy_output(plain, penalized):
+    assert plain != penalized
+
+
+@pytest.mark.parametrize("speculation", ["fixed", "adaptive"])
+def test_greedy_with_penalties_is_the_same_with_speculation_on_and_off(
+    model, catalog, penalized, speculation
+):
+    on, engine = generate(model, catalog, speculation, **PENALTIES)
+    assert {n: tokens_of(c) for n, c in on.items()} == penalized
+    assert engine.stats.snapshot().speculative_rounds > 0
+
+
+def test_logit_bias_moves_greedy_decoding_to_the_biased_token(model, catalog, plain):
+    first = plain["short"][0]
+    chunks, _ = generate(model, catalog, "off", logit_bias=((first, -100.0), (40, 100.0)))
+    tokens = tokens_of(chunks["short"])
+    assert first not in tokens[:1] and tokens == [40] * 10
+
+
+def test_min_tokens_holds_back_eos_until_that_many_tokens(model, catalog, plain):
+    early = plain["short"][1]  # pretend the second greedy token is EOS
+    stopped, _ = generate(model, catalog, "off", eos=(early,), ignore_eos=False)
+    assert len(tokens_of(stopped["short"])) == 2
+    held, _ = generate(model, catalog, "off", eos=(early,), ignore_eos=False, min_tokens=6)
+    tokens = tokens_of(held["short"])
+    assert len(tokens) >= 6 and early not in tokens[:5]
+
+
+def test_min_tokens_holds_back_stop_token_ids_too(model, catalog, plain):
+    stop = plain["short"][0]
+    chunks, _ = generate(model, catalog, "off", stop_token_ids=(stop,), min_tokens=4)
+    tokens = tokens_of(chunks["short"])
+    assert len(tokens) >= 4 and stop not in tokens[:3]
+
+
+@pytest.mark.parametrize("speculation", ["off", "adaptive"])
+def test_logprobs_are_the_raw_logprobs_of_each_emitted_token(model, catalog, speculation):
+    chunks, _ = generate(model, catalog, speculation, logprobs=3, **PENALTIES)
+    for name, prompt in PROMPTS.items():
+        items = [lp for c in chunks[name] for lp in c.logprobs]
+        assert [lp.token_id for lp in items] == tokens_of(chunks[name])
+        _, expected = reference(model, prompt, 10, rep=1.6, freq=0.8, pres=0.4)
+        assert [lp.logprob for lp in items] == pytest.approx(expected, abs=1e-4)
+        for lp in items:
+            assert len(lp.top) == 3
+            values = [v for _, v in lp.top]
+            assert values == sorted(values, reverse=True) and values[0] >= lp.logprob - 1e-5
+
+
+def test_requests_without_logprobs_get_none(model, catalog):
+    chunks, _ = generate(model, catalog, "off", prompts={"short": PROMPTS["short"]})
+    assert all(not c.logprobs for cs in chunks.values() for c in cs)
+
+
+def test_a_restarted_request_counts_its_replayed_output_as_output(
+    model, catalog, penalized, caplog
+):
+    """A frame shared with a failing request restarts the innocent one from prompt + output
+    so far; its penalties must see that output as output, so its tokens do not change."""
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    install(engine, FaultPlan({"wait": 501}))
+    chunks = []
+    params = {"max_tokens": 10, "temperature": 0.0, "ignore_eos": True} | PENALTIES
+    prompt = tuple(PROMPTS["repeat"])
+    engine.submit(GenerationRequest("a", prompt, SamplingParams(**params)), chunks.append)
+    while len(tokens_of(chunks)) < 4:
+        engine.step()
+    doomed = GenerationRequest("b", (501, 3, 4), SamplingParams(max_tokens=4))
+    engine.submit(doomed, lambda chunk: None)
+    engine.run_until_idle(max_steps=3000)
+    assert "a: restarting after a failed frame" in caplog.text
+    assert tokens_of(chunks) == penalized["repeat"]
+    # The restarted request's slot history holds its whole output, replay included.
+    history = next(iter(engine.worker.programs.values()))[0].history
+    expected = torch.zeros(model.config.vocab_size, dtype=torch.int32)
+    for token in tokens_of(chunks):
+        expected[token] += 1
+    slots = [s for s in range(4) if torch.equal(history.output_counts[s], expected)]
+    assert len(slots) == 1 and history.num_output[slots[0]] == 10
+
+
+def test_stop_strings_count_only_after_min_tokens_as_in_vllm(model, catalog, plain):
+    stop = CharDecoder().decode([plain["short"][1]])
+    stopped, _ = generate(model, catalog, "off", stop=(stop,))
+    assert len(tokens_of(stopped["short"])) == 2
+    held, _ = generate(model, catalog, "off", stop=(stop,), min_tokens=5)
+    chunks = held["short"]
+    # The occurrence inside the first five tokens is shown; none follows, so it runs out.
+    assert tokens_of(chunks) == plain["short"]
+    assert "".join(c.text for c in chunks) == CharDecoder().decode(plain["short"])
+    assert chunks[-1].finish_reason == "length"
