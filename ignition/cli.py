@@ -238,6 +238,28 @@ def catalog_cmd(recipe_name: str, as_json: bool, check: bool, **kwargs: Any) -> 
     print_catalog_tables(recipe, catalog)
 
 
+def tensor_parallel_options() -> list[Callable[..., Any]]:
+    """--tensor-parallel-size and its debug check (build, generate, serve, debug-serve)."""
+    return [
+        click.option(
+            "--tensor-parallel-size",
+            "-tp",
+            "tensor_parallel_size",
+            type=int,
+            default=1,
+            show_default=True,
+            callback=_at_least(1),
+            help="Ranks that each hold a shard of every layer (one GPU each; gloo on CPU). "
+            "Spawns the ranks, or joins torchrun's.",
+        ),
+        click.option(
+            "--tensor-parallel-debug",
+            is_flag=True,
+            help="Check every frame's emitted tokens and committed state equal across ranks.",
+        ),
+    ]
+
+
 @main.command("build")
 @capacity_options(
     recipe_help="Recipe name, alias or path; default: the recipe registered for the "
@@ -263,6 +285,7 @@ def catalog_cmd(recipe_name: str, as_json: bool, check: bool, **kwargs: Any) -> 
 @click.option(
     "--threads", type=int, callback=_at_least(1), help="torch CPU threads (default on CPU: 1)."
 )
+@tensor_parallel_options()[0]
 @_fail_cleanly
 def build_cmd(
     recipe_name: str | None,
@@ -271,6 +294,7 @@ def build_cmd(
     copy_weights: bool,
     device: str | None,
     threads: int | None,
+    tensor_parallel_size: int,
     **kwargs: Any,
 ) -> None:
     """Prepare and validate every program of a recipe; write the bundle."""
@@ -297,17 +321,31 @@ def build_cmd(
             label = f"{d.name} (reused)" if reused else d.name
             progress.update(task, advance=1, program=label)
 
-        result = build_bundle(
-            recipe_name,
-            options,
-            weights=weights,
-            out_dir=out_dir,
-            copy_weights=copy_weights,
-            device=device,
-            threads=threads,
-            on_program=done,
-            on_start=started,
-        )
+        if tensor_parallel_size == 1:
+            result = build_bundle(
+                recipe_name,
+                options,
+                weights=weights,
+                out_dir=out_dir,
+                copy_weights=copy_weights,
+                device=device,
+                threads=threads,
+                on_program=done,
+                on_start=started,
+            )
+        else:
+            from ignition.distributed.build import BuildJob, build_on_rank, follow_build
+            from ignition.distributed.launch import run_tensor_parallel
+
+            job = BuildJob(recipe_name, options, weights, out_dir, copy_weights, device, threads)
+            result = run_tensor_parallel(
+                tensor_parallel_size,
+                job,
+                lambda job, tp: build_on_rank(job, tp, on_program=done, on_start=started),
+                follower=follow_build,
+            )
+    if result is None:  # a non-zero torchrun rank: rank zero reports
+        return
     for note in result.notes:
         click.echo(f"note: {note}")
     counts = " ".join(f"{k}={v}" for k, v in result.catalog.counts().items())
@@ -354,10 +392,22 @@ def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             is_flag=True,
             help="Hash the checkpoint again (default: compare sizes and modification times).",
         ),
+        *tensor_parallel_options(),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def _with_ranks(runtime: dict[str, Any], options: Any, rank_zero: Callable[..., Any]) -> Any:
+    """``rank_zero(options, tp)`` on rank zero of --tensor-parallel-size ranks, or
+    ``rank_zero(options, None)`` on one rank."""
+    size = runtime["tensor_parallel_size"]
+    if size == 1:
+        return rank_zero(options, None)
+    from ignition.distributed.launch import run_tensor_parallel
+
+    return run_tensor_parallel(size, options, rank_zero, debug=runtime["tensor_parallel_debug"])
 
 
 def _finite_nonnegative(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -440,9 +490,10 @@ def generate_cmd(
 
     # --json output is for programs: nothing but the JSON, on stdout or stderr.
     with _Progress(quiet=as_json) as progress:
-        try:
-            result = generate_once(
-                _serve_options(runtime),
+
+        def run(options: Any, tp: Any) -> dict[str, Any]:
+            return generate_once(
+                options,
                 prompt,
                 max_tokens=max_tokens,
                 temperature=temperature,
@@ -450,9 +501,15 @@ def generate_cmd(
                 top_k=top_k,
                 seed=seed,
                 listener=progress.listener,
+                tp=tp,
             )
+
+        try:
+            result = _with_ranks(runtime, _serve_options(runtime), run)
         except RequestError as err:
             raise _UserError(str(err)) from None
+    if result is None:  # a non-zero torchrun rank: rank zero prints
+        return
     click.echo(json.dumps(result, indent=2) if as_json else result["text"])
 
 
@@ -623,7 +680,7 @@ def serve_cmd(
         vision_feature_capacity=vision_feature_capacity,
         **http,
     )
-    _serve(options, host, port, direct=False)
+    _serve(options, host, port, direct=False, runtime=runtime)
 
 
 @main.command("debug-serve")
@@ -647,10 +704,11 @@ def debug_serve_cmd(
     **runtime: Any,
 ) -> None:
     """Serve with the diagnostic scheduler of ignition/direct (decode-round selection only)."""
-    _serve(_serve_options(runtime, **_http_options(locals())), host, port, direct=direct)
+    options = _serve_options(runtime, **_http_options(locals()))
+    _serve(options, host, port, direct=direct, runtime=runtime)
 
 
-def _serve(options: Any, host: str, port: int, direct: bool) -> None:
+def _serve(options: Any, host: str, port: int, direct: bool, runtime: dict[str, Any]) -> None:
     """Load with progress, announce the address, and exit 1 if the engine failed."""
     from ignition.serving import serve_forever
 
@@ -659,9 +717,14 @@ def _serve(options: Any, host: str, port: int, direct: bool) -> None:
         click.echo(f"listening on {url}")
 
     with _Progress() as progress:
-        failure = serve_forever(
-            options, host, port, direct, listener=progress.listener, on_listening=listening
-        )
+
+        def run(options: Any, tp: Any) -> str | None:
+            listener = progress.listener
+            return serve_forever(
+                options, host, port, direct, listener=listener, on_listening=listening, tp=tp
+            )
+
+        failure = _with_ranks(runtime, options, run)
     if failure is not None:
         click.echo(f"error: {failure}; every open request was ended; exiting", err=True)
         sys.exit(1)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ignition.helios import ScheduledPlan
 from ignition.runtime.engine import FrameResult
 from ignition.runtime.requests import GenerationRequest, SamplingParams, StreamChunk
 from ignition.serving import LoadListener, ServeOptions, open_engine
+
+if TYPE_CHECKING:
+    from ignition.distributed.context import TensorParallel
 
 
 def generate_once(
@@ -21,9 +24,12 @@ def generate_once(
     top_k: int = 0,
     seed: int | None = None,
     listener: LoadListener | None = None,
+    tp: TensorParallel | None = None,
 ) -> dict[str, Any]:
-    """Generate one completion; returns token ids, text, finish reason and per-step timing."""
-    bundle, engine = open_engine(options, listener=listener)
+    """Generate one completion; returns token ids, text, finish reason and per-step timing.
+
+    ``tp``: run as rank zero of a tensor-parallel group (``ignition.distributed.launch``)."""
+    bundle, engine = open_engine(options, listener=listener, tp=tp)
     prompt_ids = bundle.encode(prompt)
     chunks: list[StreamChunk] = []
     steps: list[dict[str, Any]] = []

@@ -13,15 +13,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ignition.compiler.device import configure_threads, resolve_device
 from ignition.direct.scheduler import direct_scheduler
 from ignition.helios import helios_scheduler
 from ignition.helios.config import PolicyConfig
-from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_worker
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.engine import Engine
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+
+if TYPE_CHECKING:
+    from ignition.distributed.context import TensorParallel
 
 # Seconds uvicorn waits for open streams after a fatal engine failure (they have ended).
 SHUTDOWN_GRACE_S = 5
@@ -57,18 +61,22 @@ class LoadListener:
     on_program: Callable[[str], None] | None = None
 
 
-def open_engine(
-    options: ServeOptions,
-    on_program: Callable[[str], None] | None = None,
-    listener: LoadListener | None = None,
-    direct: bool = False,
-) -> tuple[Bundle, Engine]:
-    """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios."""
-    from ignition.components.capacity import select_for_mode
-
-    listener = listener or LoadListener(on_program=on_program)
+def _load(options: ServeOptions, tp: TensorParallel | None) -> Bundle:
+    """The bundle with the whole model, or with rank ``tp.rank``'s shard of it."""
     configure_threads(resolve_device(options.device), options.num_threads)
-    bundle = load_bundle(options.artifacts, options.device, verify_weights=options.verify_weights)
+    if tp is None:
+        return load_bundle(options.artifacts, options.device, verify_weights=options.verify_weights)
+    from ignition.distributed.loading import load_sharded_checkpoint
+
+    return load_bundle(
+        options.artifacts,
+        options.device,
+        verify_weights=options.verify_weights,
+        model_loader=lambda path, device: load_sharded_checkpoint(path, tp, device).model,
+    )
+
+
+def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
     runtime = bundle.manifest["runtime"]
     speculation = options.speculation or runtime["speculation"]
     limit = bundle.model.config.max_position_embeddings
@@ -77,10 +85,7 @@ def open_engine(
         raise BundleError(
             f"--max-context = {context} exceeds {bundle.path}'s max_position_embeddings = {limit}"
         )
-    if listener.on_bundle is not None:
-        selected = select_for_mode(bundle.catalog, speculation, mixed=options.mixed)
-        listener.on_bundle(bundle, len(selected.descriptors))
-    runtime_options = RuntimeOptions(
+    return RuntimeOptions(
         num_slots=runtime["num_slots"],
         page_size=runtime["page_size"],
         max_context_tokens=context,
@@ -93,7 +98,44 @@ def open_engine(
         num_pages=options.num_pages,
         vision_feature_capacity=options.vision_feature_capacity,
     )
+
+
+def follow_engine(options: ServeOptions, tp: TensorParallel) -> None:
+    """A non-zero tensor-parallel rank: load its shard, prepare the same programs as rank
+    zero (their warm-up collectives pair up) and execute rank zero's plans until it stops."""
+    from ignition.distributed.follower import follow
+
+    bundle = _load(options, tp)
+    worker, _selected, _pages, _windows = assemble_worker(
+        bundle.model, bundle.catalog, bundle.eos_token_ids, _runtime_options(options, bundle)
+    )
+    follow(worker, tp)
+
+
+def open_engine(
+    options: ServeOptions,
+    on_program: Callable[[str], None] | None = None,
+    listener: LoadListener | None = None,
+    direct: bool = False,
+    tp: TensorParallel | None = None,
+) -> tuple[Bundle, Engine]:
+    """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios;
+    ``tp`` makes this rank zero of a tensor-parallel group (:func:`follow_engine` runs the
+    other ranks)."""
+    from ignition.components.capacity import select_for_mode
+
+    listener = listener or LoadListener(on_program=on_program)
+    bundle = _load(options, tp)
+    runtime_options = _runtime_options(options, bundle)
+    if listener.on_bundle is not None:
+        selected = select_for_mode(bundle.catalog, runtime_options.speculation, options.mixed)
+        listener.on_bundle(bundle, len(selected.descriptors))
     tick = listener.on_program
+    wrap = None
+    if tp is not None:
+        from ignition.distributed.ranks import RankZeroWorker
+
+        wrap = lambda worker: RankZeroWorker(worker, tp)  # noqa: E731
     engine = assemble_engine(
         bundle.model,
         bundle.catalog,
@@ -102,6 +144,7 @@ def open_engine(
         runtime_options,
         on_prepared=(lambda d, _p: tick(d.name)) if tick else None,
         scheduler_factory=direct_scheduler if direct else helios_scheduler,
+        wrap_worker=wrap,
     )
     engine.vocab_size = bundle.model.config.vocab_size
     return bundle, engine
@@ -125,6 +168,7 @@ def serve_forever(
     *,
     listener: LoadListener | None = None,
     on_listening: Callable[[str], None] | None = None,
+    tp: TensorParallel | None = None,
 ) -> str | None:
     """Prepare the programs, start the engine thread and run uvicorn until interrupted.
 
@@ -137,7 +181,7 @@ def serve_forever(
     from ignition.runtime.chat_template import ChatRenderer
     from ignition.server.app import create_app
 
-    bundle, engine = open_engine(options, listener=listener, direct=direct)
+    bundle, engine = open_engine(options, listener=listener, direct=direct, tp=tp)
     chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
     problem = chat.problem()
     if problem is not None:  # completions still serve; each chat request gets this as a 400

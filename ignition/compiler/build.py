@@ -44,7 +44,7 @@ from ignition.components.capacity import plan_catalog
 from ignition.components.catalog import Catalog, Descriptor, GraphKind, save_catalog
 from ignition.model.families import family_for_checkpoint, get_family
 from ignition.model.state import ModelState
-from ignition.model.weights import load_checkpoint
+from ignition.model.weights import LoadedCheckpoint, load_checkpoint
 from ignition.recipes import LoadOptions, Recipe, get_recipe
 
 MANIFEST_FORMAT = "ignition-manifest"
@@ -102,7 +102,9 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def _fingerprint(recipe: Recipe, options: LoadOptions, sha: str, device: torch.device) -> str:
+def _fingerprint(
+    recipe: Recipe, options: LoadOptions, sha: str, device: torch.device, tp_size: int = 1
+) -> str:
     parts = [
         recipe.path.read_text(),
         json.dumps(options.to_json(), sort_keys=True),
@@ -110,6 +112,8 @@ def _fingerprint(recipe: Recipe, options: LoadOptions, sha: str, device: torch.d
         json.dumps(package_versions(), sort_keys=True),
         device.type,
     ]
+    if tp_size > 1:  # one rank's fingerprint is unchanged, so its bundles are still reused
+        parts.append(f"tensor_parallel_size={tp_size}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -169,14 +173,20 @@ def build_bundle(
     threads: int | None = None,
     on_program: Callable[[Descriptor, bool], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    load: Callable[[Path, torch.device], LoadedCheckpoint] = load_checkpoint,
+    write: bool = True,
+    tensor_parallel_size: int = 1,
 ) -> BuildResult:
+    """``load`` reads the checkpoint (a tensor-parallel rank reads its shard); ``write``
+    False runs every step but writes nothing (the ranks beside rank zero: their programs
+    run the same collectives as rank zero's)."""
     checkpoint = Path(weights) if weights else DEFAULT_CHECKPOINT
     recipe = resolve_recipe(recipe_name, checkpoint)
     plan_catalog(recipe, options)  # bad options fail before the weights are read
     out_dir = Path(out_dir) if out_dir else Path("artifacts") / recipe.name
     torch_device = resolve_device(device)
     configure_threads(torch_device, threads)
-    loaded = load_checkpoint(checkpoint, torch_device)
+    loaded = load(checkpoint, torch_device)
     model, notes = loaded.model, list(loaded.notes)
     options, note = _without_drafts_if_headless(model, recipe, options)
     if note:
@@ -185,7 +195,7 @@ def build_bundle(
     if note:
         notes.append(note)
     sha = checkpoint_sha256(checkpoint)
-    fingerprint = _fingerprint(recipe, options, sha, torch_device)
+    fingerprint = _fingerprint(recipe, options, sha, torch_device, tensor_parallel_size)
     previous = _previous_programs(out_dir, fingerprint)
 
     for d in catalog.descriptors:
@@ -203,6 +213,9 @@ def build_bundle(
             _prepare_and_validate(model, recipe, todo, checkpoint, torch_device, on_program)
         )
 
+    state_operations = _validate_state_operations(model, recipe.capacity.kv_page_size, torch_device)
+    if not write:
+        return BuildResult(out_dir, catalog, {}, len(ordered) - len(todo), notes)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_catalog(catalog, out_dir / "catalog.json")
     copy_tokenizer_files(checkpoint, out_dir)
@@ -234,12 +247,11 @@ def build_bundle(
             else options.concurrency,
             "page_size": recipe.capacity.kv_page_size,
             "speculation": options.speculation or recipe.capacity.speculation,
+            "tensor_parallel_size": tensor_parallel_size,
         },
         "reused": len(ordered) - len(todo),
         "programs": [results[d.name] for d in ordered],
-        "state_operations": _validate_state_operations(
-            model, recipe.capacity.kv_page_size, torch_device
-        ),
+        "state_operations": state_operations,
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     _write_report(manifest, out_dir)

@@ -248,10 +248,26 @@ class ExecutionTiming:
     device_ns: int
     wall_ns: int = 0
     readiness_stall_ns: int = 0
+    # Each rank's device interval under tensor parallelism (rank order); device_ns is then
+    # their maximum positive value. Empty on one rank.
+    rank_device_ns: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if min(self.device_ns, self.wall_ns, self.readiness_stall_ns) < 0:
+        if min(self.device_ns, self.wall_ns, self.readiness_stall_ns, *self.rank_device_ns) < 0:
             raise SchedulerError("execution timing intervals must be nonnegative")
+        if self.rank_device_ns and self.device_ns != max(self.rank_device_ns):
+            raise SchedulerError(
+                f"device_ns {self.device_ns} is not the maximum of the ranks' intervals "
+                f"{list(self.rank_device_ns)}"
+            )
+
+    @classmethod
+    def across_ranks(
+        cls, rank_device_ns: tuple[int, ...], wall_ns: int = 0, readiness_stall_ns: int = 0
+    ) -> ExecutionTiming:
+        """The frame's timing from every rank's interval: the cost sample is their maximum
+        (a rank that measured nothing, 0, leaves the others' maximum)."""
+        return cls(max(rank_device_ns, default=0), wall_ns, readiness_stall_ns, rank_device_ns)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ __all__ = [
     "WEIGHTS_FILE",
     "LoadedCheckpoint",
     "WeightsError",
+    "check_layout",
     "checkpoint_name",
     "expected_tensors",
     "load_checkpoint",
@@ -129,7 +130,37 @@ def _load_layout(
     layout: CheckpointLayout,
     strict_dtype: bool,
 ) -> None:
-    """Check every source tensor (presence, shape, dtype) and leftovers, then copy."""
+    """Check the layout (:func:`check_layout`), then copy."""
+    used = check_layout(model, path, located, layout, strict_dtype)
+    params = dict(model.named_parameters())
+    cache: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for name, source in layout.sources.items():
+            param = params[name]
+            tensors = []
+            for tensor_name in source.names:
+                if tensor_name not in cache:
+                    with safe_open(located[tensor_name], framework="pt") as handle:
+                        cache[tensor_name] = handle.get_tensor(tensor_name)
+                tensors.append(cache[tensor_name])
+                used[tensor_name] -= 1
+                if used[tensor_name] == 0:  # last reader: free fused tensors early
+                    del used[tensor_name]
+            param.copy_(source.build(tensors).to(param.dtype))
+            for tensor_name in source.names:
+                if tensor_name not in used:
+                    cache.pop(tensor_name, None)
+
+
+def check_layout(
+    model: HybridModel,
+    path: Path,
+    located: dict[str, Path],
+    layout: CheckpointLayout,
+    strict_dtype: bool,
+) -> Counter[str]:
+    """Check every source tensor (presence, shape, dtype; headers only) and that nothing is
+    left over; returns how many parameters read each tensor. ``model`` may be on meta."""
     dtype = _DTYPES[model.config.torch_dtype]
     used: Counter[str] = Counter()
     shard_names: dict[Path, set[str]] = {}
@@ -168,24 +199,7 @@ def _load_layout(
         raise WeightsError(
             f"{path}: unexpected tensor {unexpected[0]!r} ({len(unexpected)} in all)"
         )
-    params = dict(model.named_parameters())
-    cache: dict[str, torch.Tensor] = {}
-    with torch.no_grad():
-        for name, source in layout.sources.items():
-            param = params[name]
-            tensors = []
-            for tensor_name in source.names:
-                if tensor_name not in cache:
-                    with safe_open(located[tensor_name], framework="pt") as handle:
-                        cache[tensor_name] = handle.get_tensor(tensor_name)
-                tensors.append(cache[tensor_name])
-                used[tensor_name] -= 1
-                if used[tensor_name] == 0:  # last reader: free fused tensors early
-                    del used[tensor_name]
-            param.copy_(source.build(tensors).to(param.dtype))
-            for tensor_name in source.names:
-                if tensor_name not in used:
-                    cache.pop(tensor_name, None)
+    return used
 
 
 def _safetensors_dtype(name: str) -> torch.dtype | str:

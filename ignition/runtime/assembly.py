@@ -24,6 +24,7 @@ from ignition.model.state import ModelState
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
+from ignition.runtime.frames import Worker
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.retention import default_snapshot_rows
 from ignition.runtime.stats import EngineStats
@@ -111,17 +112,17 @@ def resolve_snapshot_rows(options: RuntimeOptions, state: ModelState, device: to
     return rows
 
 
-def assemble_engine(
+def assemble_worker(
     model: HybridModel,
     catalog: Catalog,
-    decoder: TextDecoder,
     eos_token_ids: Sequence[int],
     options: RuntimeOptions,
     *,
-    stats: EngineStats | None = None,
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
-    scheduler_factory: SchedulerFactory = helios_scheduler,
-) -> Engine:
+) -> tuple[ModelWorker, Catalog, int, VisionWindowHooks]:
+    """The worker over freshly sized state and prepared programs, the selected catalog, the
+    pages requests may own and the vision-window hooks. Every tensor-parallel rank builds
+    this part alike."""
     device = next(model.parameters()).device
     selected = select_for_mode(catalog, options.speculation, mixed=options.mixed)
     if options.max_context_tokens > model.config.max_position_embeddings:
@@ -169,10 +170,31 @@ def assemble_engine(
         state_ops,
         encode_images=image_encoder(model, programs),
         feature_storage=storage,
+        snapshot_rows=snapshot_rows,
     )
     windows = VisionWindowHooks(
         feature_capacity, WindowRows(retained_rows, window_rows) if window_rows else None
     )
+    return worker, selected, num_pages, windows
+
+
+def assemble_engine(
+    model: HybridModel,
+    catalog: Catalog,
+    decoder: TextDecoder,
+    eos_token_ids: Sequence[int],
+    options: RuntimeOptions,
+    *,
+    stats: EngineStats | None = None,
+    on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
+    scheduler_factory: SchedulerFactory = helios_scheduler,
+    wrap_worker: Callable[[ModelWorker], Worker] | None = None,
+) -> Engine:
+    """``wrap_worker`` puts the worker behind another (rank zero's broadcasting worker)."""
+    model_worker, selected, num_pages, windows = assemble_worker(
+        model, catalog, eos_token_ids, options, on_prepared=on_prepared
+    )
+    worker: Worker = model_worker if wrap_worker is None else wrap_worker(model_worker)
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     resources = Resources(
         num_request_slots=options.num_slots, num_pages=num_pages, page_size_tokens=options.page_size
@@ -188,6 +210,8 @@ def assemble_engine(
         eos_token_ids=eos_token_ids,
         max_waiting=options.max_waiting,
         stats=stats,
-        checkpoints=CheckpointCache(snapshot_rows, options.checkpoint_extra_work_fraction),
+        checkpoints=CheckpointCache(
+            model_worker.snapshot_rows, options.checkpoint_extra_work_fraction
+        ),
         vision_windows=windows,
     )

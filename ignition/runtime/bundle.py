@@ -15,11 +15,12 @@ written before the stamps existed.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from tokenizers import Tokenizer
 
 from ignition.compiler.build import MANIFEST_FORMAT, MANIFEST_VERSION
@@ -133,8 +134,13 @@ def verify_checkpoint(checkpoint: Path, record: dict[str, Any], verify_weights: 
 
 
 def load_bundle(
-    path: str | Path, device: str | None = None, *, verify_weights: bool = False
+    path: str | Path,
+    device: str | None = None,
+    *,
+    verify_weights: bool = False,
+    model_loader: Callable[[Path, torch.device], HybridModel] = load_model,
 ) -> Bundle:
+    """``model_loader`` reads the checkpoint (a tensor-parallel rank loads its shard)."""
     path = Path(path)
     manifest = _read_json(path / "manifest.json")
     if manifest.get("format") != MANIFEST_FORMAT or manifest.get("version") != MANIFEST_VERSION:
@@ -150,7 +156,7 @@ def load_bundle(
         raise BundleError(f"{path / 'manifest.json'}: checkpoint {checkpoint} is gone")
     verify_checkpoint(checkpoint, manifest["checkpoint"], verify_weights)
     torch_device = resolve_device(device)
-    model = load_model(checkpoint, torch_device)
+    model = model_loader(checkpoint, torch_device)
     for i, d in enumerate(catalog.descriptors):
         try:
             check_buildable(d, model)

@@ -69,6 +69,11 @@ log = logging.getLogger("ignition.engine")
 MAX_RESTARTS = 2
 
 
+class FatalWorkerError(RuntimeError):
+    """A worker failure after which no frame can run (a tensor-parallel group whose
+    collectives are out of step): the loop stops, as for any error outside a frame."""
+
+
 @dataclass
 class LiveRequest:
     """Everything the engine and the worker know about one admitted request."""
@@ -255,6 +260,8 @@ class Engine(Publication):
                 self.vision_windows.before_launch(plan, self.live)
                 pending = self.worker.launch(plan, fence, self.live)
             except Exception as err:  # a failed frame fails its requests, not the server
+                if isinstance(err, FatalWorkerError):
+                    raise
                 self._fail_frame(fence, plan, err)
             else:
                 self._inflight.append(_Inflight(fence, plan, pending))
@@ -454,6 +461,8 @@ class Engine(Publication):
         try:
             result = self.worker.wait(frame.pending)
         except Exception as err:
+            if isinstance(err, FatalWorkerError):
+                raise
             self._fail_frame(frame.fence, frame.plan, err)
             return
         self.scheduler.advance_to(self._now_ns())

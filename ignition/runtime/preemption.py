@@ -40,6 +40,7 @@ def image_spans(request) -> tuple[tuple[int, int], ...]:
 
     return spans(request)
 
+
 log = logging.getLogger("ignition.engine")
 
 

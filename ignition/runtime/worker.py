@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -91,8 +92,12 @@ class ModelWorker:
         state_ops: StateOperations | None = None,
         encode_images: ImageEncoder | None = None,
         feature_storage: torch.Tensor | None = None,
+        snapshot_rows: int = 0,
     ) -> None:
         self.state = state
+        # The store's first rows the checkpoint cache retains into (the rest are private
+        # vision-window rows); resolved once per rank at assembly.
+        self.snapshot_rows = snapshot_rows
         self.programs = programs
         self.resources = resources
         self.eos_token_ids = eos_token_ids
@@ -105,6 +110,9 @@ class ModelWorker:
         self._vision: dict[RequestHandle, RequestVision] = {}
         self._prompt_cursor: dict[RequestHandle, int] = {}
         self._overrun: set[RequestHandle] = set()  # committed past the published output
+        # Called with the fence once a program frame is staged, just before it runs: tensor
+        # parallel ranks agree there that every rank staged it (ignition.distributed.ranks).
+        self.before_run: Callable[[Fence], None] | None = None
         # Requests whose device sampling history (penalties, bias, min_tokens) has been
         # reset: by the frame carrying their first prompt chunk.
         self._begun: set[RequestHandle] = set()
@@ -133,6 +141,8 @@ class ModelWorker:
             eos.append(frozenset() if stops else self.eos_token_ids)
             num_logprobs.append(request.request.sampling.logprobs)
         program.upload(frame)
+        if self.before_run is not None:
+            self.before_run(fence)
         launched_ns = time.perf_counter_ns()
         # The static outputs belong to the program, and a second queued frame of the same
         # program would overwrite them before this frame is read: keep a stream-ordered copy.

@@ -1,0 +1,51 @@
+"""Test-only fault injection on a tensor-parallel rank other than zero.
+
+``IGNITION_TEST_RANK_FAULT=RANK:STAGE:TOKEN[,...]`` makes rank RANK raise while staging
+(``launch``), inside the program once every rank agreed to run it (``run``), or while waiting
+for (``wait``) a frame that holds a request whose prompt starts with token id TOKEN: the
+failures a test needs to show that a staging or waiting error fails that frame's requests on
+rank zero, naming the rank, and leaves the group serving, and that a failure inside a
+program stops the whole group instead of hanging it. Spawned ranks
+inherit the variable. Unset (always, outside tests), nothing is checked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ignition.helios.types import LaneWork, RequestHandle
+from ignition.runtime.faults import InjectedFault
+
+ENV = "IGNITION_TEST_RANK_FAULT"
+STAGES = ("launch", "run", "wait")
+PromptOf = Callable[[RequestHandle], tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class RankFault:
+    rank: int
+    stage: str
+    token_id: int
+
+    @classmethod
+    def parse(cls, text: str) -> RankFault:
+        parts = text.split(":")
+        if len(parts) != 3 or parts[1] not in STAGES or not (parts[0] + parts[2]).isdigit():
+            raise ValueError(f"{ENV} = {text!r}: expected RANK:STAGE:TOKEN, STAGE one of {STAGES}")
+        return cls(int(parts[0]), parts[1], int(parts[2]))
+
+    @classmethod
+    def from_env(cls) -> tuple[RankFault, ...]:
+        text = os.environ.get(ENV, "")
+        return tuple(cls.parse(item.strip()) for item in text.split(",") if item.strip())
+
+    def check(self, rank: int, stage: str, lanes: Iterable[LaneWork], prompt_of: PromptOf) -> None:
+        """Raise InjectedFault when this rank, at this stage, holds a marked request."""
+        if rank != self.rank or stage != self.stage:
+            return
+        for lane in lanes:
+            prompt = prompt_of(lane.handle)
+            if prompt and prompt[0] == self.token_id:
+                raise InjectedFault(f"rank {rank}: injected {stage} fault ({ENV})")

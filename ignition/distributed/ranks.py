@@ -1,0 +1,249 @@
+"""Rank zero decides, every rank executes: plan broadcast, per-frame agreement, rank checks.
+
+Helios, the engine and the server exist on rank zero only. :class:`RankZeroWorker` stands
+where the engine expects its worker: every ``launch``, ``wait`` and ``release`` is first
+broadcast to the other ranks (one Python object over the gloo control group), then run on
+rank zero's own :class:`ModelWorker`; ``ignition.distributed.follower`` is the other ranks'
+loop, running the same calls on theirs. Identical calls on identical host state keep the
+ranks' slots, pages and prompt cursors equal, and the collectives inside the programs pair up.
+
+A frame is agreed before it runs: each worker stages its inputs, then (``before_run``) all
+ranks exchange "staged" or the error that stopped them. If any rank failed, none runs the
+program and rank zero's ``launch`` raises, naming the rank, so the engine fails that frame's
+requests as it fails any frame and the other requests carry on. A rank that fails inside an
+agreed program leaves the others waiting in its collectives: that is fatal for the group
+(``FatalWorkerError``: rank zero's engine stops and ends every request, a follower exits),
+never a hang. Waiting gathers one
+:class:`RankReport` per rank: its device interval (rank zero's cost sample is the maximum,
+``ExecutionTiming.across_ranks``), any error (the frame fails, naming the rank), whether its
+confidence sidecar holds probabilities, and in debug mode its records and committed state,
+which must equal rank zero's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch.distributed as dist
+
+from ignition.components.catalog import GraphKind
+from ignition.distributed.context import TensorParallel
+from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
+from ignition.helios.types import ConfidenceSidecar
+from ignition.runtime.engine import FatalWorkerError, LiveRequest
+from ignition.runtime.frames import FrameResult
+from ignition.runtime.requests import GenerationRequest
+from ignition.runtime.worker import ModelWorker, WorkerError
+
+
+@dataclass(frozen=True)
+class LaneRequest:
+    """What a follower's worker reads of a live request (no sink, no detokenizer)."""
+
+    request: GenerationRequest
+    replay_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Launch:
+    fence: Fence
+    plan: ScheduledPlan
+    new_requests: dict[RequestHandle, LaneRequest]  # handles the followers have not seen
+    state_rows: dict[RequestHandle, int | None]
+
+
+@dataclass(frozen=True)
+class Wait:
+    fence: Fence
+
+
+@dataclass(frozen=True)
+class Release:
+    handle: RequestHandle
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
+class RankReport:
+    """One rank's account of a completed frame."""
+
+    rank: int
+    device_ns: int = 0
+    error: str | None = None
+    sidecar_problem: str | None = None
+    digest: tuple[str, ...] | None = None  # debug mode: records and committed state
+
+
+def describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+def sidecar_problem(sidecar: ConfidenceSidecar | None) -> str | None:
+    """Why a peer's confidence sidecar is not a set of probabilities, or None when it is."""
+    if sidecar is None:
+        return None
+    for p, plane in enumerate(sidecar.planes):
+        for row, values in enumerate(plane):
+            for col, value in enumerate(values):
+                if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+                    return f"confidence plane {p} row {row} position {col} = {value!r}"
+    return None
+
+
+DIGEST_PARTS = ("emitted tokens", "committed lengths")
+
+
+def frame_digest(result: FrameResult, worker: ModelWorker) -> tuple[str, ...]:
+    """Hashes of the frame's emitted records and of its requests' committed lengths, one per
+    :data:`DIGEST_PARTS` entry. The sharded tensors differ by design, and so may physical
+    page ids: a frame that failed to stage on one rank leaves the ranks' free lists in
+    different orders (every request of that frame is released), which changes no output."""
+    records = tuple(
+        (r.handle, r.num_prompt_tokens, r.token_ids, r.is_finished, r.num_verified_tokens)
+        for r in result.records
+    )
+    lengths = worker.state.seq_lens.tolist()
+    committed = tuple(lengths[r.handle.slot] for r in result.records)
+    parts = (records, committed)
+    return tuple(hashlib.sha256(repr(p).encode()).hexdigest()[:16] for p in parts)
+
+
+class _Agreement:
+    """The per-frame vote in ``before_run``: every rank says staged (None) or why not."""
+
+    def __init__(self, tp: TensorParallel, after: Callable[[], None] | None = None) -> None:
+        self.tp = tp
+        self.after = after  # test-only: a fault once the frame is agreed
+        self.has_voted = False
+        self.is_agreed = False
+
+    def vote(self, fence: Fence, error: str | None = None) -> None:
+        self.has_voted = True
+        votes: list[Any] = [None] * self.tp.world_size
+        dist.all_gather_object(votes, error, group=self.tp.cpu_group)
+        for rank, vote in enumerate(votes):
+            if vote is not None and rank != self.tp.rank:
+                raise WorkerError(f"fence {fence.value}: rank {rank} could not stage: {vote}")
+        self.is_agreed = error is None
+        if self.after is not None:
+            self.after()
+
+
+def needs_agreement(plan: ScheduledPlan) -> bool:
+    """Program frames run collectives; state operations are rank-local copies."""
+    return plan.descriptor.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE)
+
+
+def guarded_launch(
+    worker: ModelWorker,
+    tp: TensorParallel,
+    plan: ScheduledPlan,
+    fence: Fence,
+    live: dict[RequestHandle, LiveRequest],
+    prelude: Callable[[], None] | None = None,
+    after_agreement: Callable[[], None] | None = None,
+):
+    """``worker.launch`` with the agreement as its ``before_run``; a rank that fails before
+    voting (``prelude`` included) still votes, its error, so no rank waits for it. A failure
+    after the frame was agreed happened inside the program, between collectives the other
+    ranks are now waiting in: the group is out of step (:class:`FatalWorkerError`)."""
+    agreement = _Agreement(tp, after_agreement)
+    worker.before_run = agreement.vote
+    try:
+        if prelude is not None:
+            prelude()
+        return worker.launch(plan, fence, live)
+    except Exception as err:
+        if not needs_agreement(plan):
+            raise
+        if not agreement.has_voted:
+            agreement.vote(fence, describe(err))
+        if agreement.is_agreed:
+            tp.health.broken = (
+                f"fence {fence.value}: the program failed on rank {tp.rank} after every rank "
+                f"agreed to run it ({describe(err)})"
+            )
+            raise FatalWorkerError(
+                f"{tp.health.broken}; the ranks' collectives are out of step, so the group stops"
+            ) from err
+        raise
+    finally:
+        worker.before_run = None
+
+
+class RankZeroWorker:
+    """The engine's worker on rank zero of a tensor-parallel group (see the module doc)."""
+
+    def __init__(self, inner: ModelWorker, tp: TensorParallel) -> None:
+        self.inner = inner
+        self.tp = tp
+        self._known: set[RequestHandle] = set()  # requests the followers hold
+
+    def _send(self, message: object) -> None:
+        dist.broadcast_object_list([message], src=0, group=self.tp.control_group)
+
+    def launch(self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]):
+        new = {}
+        for lane in plan.lanes:
+            if lane.handle not in self._known:
+                request = live[lane.handle]
+                new[lane.handle] = LaneRequest(request.request, request.replay_ids)
+                self._known.add(lane.handle)
+        rows = {lane.handle: live[lane.handle].state_row for lane in plan.lanes}
+        self._send(Launch(fence, plan, new, rows))
+        return guarded_launch(self.inner, self.tp, plan, fence, live)
+
+    def wait(self, launched) -> FrameResult:
+        self._send(Wait(launched.fence))
+        error = None
+        try:
+            result = self.inner.wait(launched)
+        except Exception as err:
+            result, error = None, err
+        own = RankReport(0, result.timing.device_ns if result else 0, None)
+        if result is not None and self.tp.debug:
+            own = replace(own, digest=frame_digest(result, self.inner))
+        reports: list[Any] = [None] * self.tp.world_size
+        dist.gather_object(own, reports, dst=0, group=self.tp.cpu_group)
+        if error is not None:
+            raise error
+        assert result is not None
+        fence = launched.fence.value
+        for report in reports[1:]:
+            if report.error is not None:
+                raise WorkerError(f"fence {fence}: rank {report.rank} failed: {report.error}")
+            if report.sidecar_problem is not None:
+                raise WorkerError(
+                    f"fence {fence}: rank {report.rank}'s {report.sidecar_problem} is not a "
+                    "probability"
+                )
+            if self.tp.debug and report.digest != own.digest:
+                differ = [
+                    part
+                    for part, theirs, ours in zip(
+                        DIGEST_PARTS, report.digest, own.digest, strict=True
+                    )
+                    if theirs != ours
+                ]
+                raise WorkerError(
+                    f"fence {fence}: rank {report.rank}'s {' and '.join(differ)} differ from "
+                    "rank 0's (--tensor-parallel-debug)"
+                )
+        intervals = tuple(int(r.device_ns) for r in reports)
+        timing = ExecutionTiming.across_ranks(
+            intervals, result.timing.wall_ns, result.timing.readiness_stall_ns
+        )
+        return replace(result, timing=timing)
+
+    def release(self, handle: RequestHandle) -> None:
+        self._send(Release(handle))
+        self._known.discard(handle)
+        self.inner.release(handle)
