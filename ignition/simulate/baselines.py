@@ -164,7 +164,27 @@ HELIOS_VARIANTS = {
     "generation-newcomer": "newcomers start at the best generation graph's per-stream rate",
     "wide-mixed": "what-if catalog: wider mixed widths also at the 2048 prompt bucket",
     "trained": "acceptance preseeded with each request's true per-position means",
+    "throughput": "the seed's throughput preset (delivery fairness and age price zero)",
+    "chunk2048": "load-time selection: prompt capacities up to 2048 tokens only",
+    "full-batch": "load-time selection: generation and mixed programs at the full batch only",
+    "one-frame": "what-if transport: plan the next frame only when the device is idle",
 }
+_ENVELOPE = re.compile(r"^r(?P<r>[1-9]\d*)$")  # helios+r192: a what-if build R
+
+
+def envelope_variant(variant: str) -> int | None:
+    """``rN``: Helios on a catalog built with speculative token capacity N."""
+    m = _ENVELOPE.match(variant)
+    return int(m.group("r")) if m else None
+
+
+def variant_summary(variant: str) -> str:
+    r = envelope_variant(variant)
+    if r is not None:
+        return f"what-if build: speculative token capacity R = {r}"
+    return HELIOS_VARIANTS[variant]
+
+
 _NAME = re.compile(r"^(?P<family>[a-z]+(?:-first)?)(?:-b(?P<budget>\d+))?(?:-k(?P<k>\d+))?$")
 
 
@@ -185,7 +205,7 @@ def parse_policy(text: str) -> PolicyName:
     if text == HELIOS or text.startswith(HELIOS + "+"):
         variants = text.split("+")[1:]
         for v in variants:
-            if v not in HELIOS_VARIANTS:
+            if v not in HELIOS_VARIANTS and envelope_variant(v) is None:
                 known_variants = ", ".join(HELIOS_VARIANTS)
                 raise PolicyError(
                     f"unknown Helios variant {v!r} in {text!r} (known: {known_variants})"
@@ -212,7 +232,7 @@ def make_baseline(text: str) -> BaselinePolicy:
 def describe(text: str) -> str:
     name = parse_policy(text)
     if name.family == HELIOS:
-        extra = "; ".join(HELIOS_VARIANTS[v] for v in name.extras.get("variants", ()))
+        extra = "; ".join(variant_summary(v) for v in name.extras.get("variants", ()))
         base = "Helios (value per execution time over the prepared catalog)"
         return f"{base}; {extra}" if extra else base
     summary = FAMILIES[name.family].summary

@@ -118,6 +118,7 @@ def run_baseline(
                 waiting.remove(s)
                 running.append(s)
         e = batch_execution(batch)
+        idle = sum(1 for s in running if s.is_decoding) - len(batch.decode)
         duration = device.duration_ms(e) * math.exp(rng.gauss(0.0, noise_sigma))
         start, now = now, now + duration
         executions.append(
@@ -128,9 +129,15 @@ def run_baseline(
                 f"{policy.name}:{e.kind.value}",
                 rows=e.rows,
                 tokens=e.tokens,
+                prompt_tokens=sum(n for _, n in batch.prefill),
+                decoders=len(batch.decode),
+                width=1 + batch.drafts if batch.decode else 0,
+                idle_decoders=idle,
             )
         )
         for s, n in batch.prefill:
+            if s.record.prompt_start_ms is None:
+                s.record.prompt_start_ms = start
             s.prefilled += n
             if s.prompt_left == 0:
                 s.generated += 1

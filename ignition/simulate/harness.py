@@ -13,10 +13,10 @@ import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from ignition.components.catalog import Catalog
-from ignition.helios.config import PolicyConfig, SpeculationMode
+from ignition.components.catalog import Catalog, GraphKind
+from ignition.helios.config import PolicyConfig, SpeculationMode, throughput
 from ignition.helios.types import Resources
-from ignition.simulate.baselines import HELIOS, make_baseline, parse_policy
+from ignition.simulate.baselines import HELIOS, envelope_variant, make_baseline, parse_policy
 from ignition.simulate.devices import DeviceModel, H200Roofline
 from ignition.simulate.engine import LateWatch, run_baseline
 from ignition.simulate.results import RunResult
@@ -41,10 +41,20 @@ class Setup:
 
 @functools.lru_cache(maxsize=16)
 def helios_catalog(
-    recipe: str, slots: int, envelope: int, speculation: str = "adaptive", wide_mixed: int = 0
+    recipe: str,
+    slots: int,
+    envelope: int,
+    speculation: str = "adaptive",
+    wide_mixed: int = 0,
+    max_prompt: int = 0,
+    full_batch: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 adds, as a what-if
-    outside the recipe rules, every wider mixed width at that prompt bucket too."""
+    outside the recipe rules, every wider mixed width at that prompt bucket too;
+    ``max_prompt`` > 0 loads only prompt capacities up to it (the seed's load-time
+    selection, which may reduce capacities where the smaller programs exist);
+    ``full_batch`` loads only generation and mixed programs of batch capacity ``slots``
+    (load-time selection again: every frame can hold every decoder)."""
     from ignition.components.capacity import (
         _speculative,
         mixed_batch_buckets,
@@ -53,7 +63,7 @@ def helios_catalog(
         resolve,
         select_for_mode,
     )
-    from ignition.components.catalog import GraphKind, ValueSource
+    from ignition.components.catalog import ValueSource
     from ignition.recipes import LoadOptions, get_recipe
 
     chosen = get_recipe(recipe)
@@ -71,6 +81,21 @@ def helios_catalog(
         ]
         extra = [d for d in extra if d.name not in names]
         catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
+    if max_prompt:
+        kept = tuple(
+            d
+            for d in catalog.descriptors
+            if not (d.kind is GraphKind.PREFILL and d.token_capacity > max_prompt)
+            and not (d.kind is GraphKind.MIXED and d.prefill_capacity > max_prompt)
+        )
+        catalog = Catalog(catalog.recipe, catalog.options, kept)
+    if full_batch:
+        kept = tuple(
+            d
+            for d in catalog.descriptors
+            if d.kind is GraphKind.PREFILL or d.batch_capacity >= slots
+        )
+        catalog = Catalog(catalog.recipe, catalog.options, kept)
     return select_for_mode(catalog, speculation)
 
 
@@ -97,13 +122,22 @@ def run_helios(
     if setup.trained_acceptance or "trained" in variants:
         requests = [replace(r, acceptance_prior=r.acceptance) for r in requests]
     wide = 2048 if "wide-mixed" in variants else 0
+    policy = throughput() if "throughput" in variants else setup.helios_policy
+    envelopes = [r for r in map(envelope_variant, variants) if r is not None]
+    envelope = envelopes[-1] if envelopes else setup.speculative_token_capacity
+    max_prompt = 2048 if "chunk2048" in variants else 0
     scenario = Scenario(
         catalog=helios_catalog(
-            setup.recipe, setup.slots, setup.speculative_token_capacity, wide_mixed=wide
+            setup.recipe,
+            setup.slots,
+            envelope,
+            wide_mixed=wide,
+            max_prompt=max_prompt,
+            full_batch="full-batch" in variants,
         ),
         durations=setup.device,
         requests=tuple(requests),
-        policy=setup.helios_policy,
+        policy=policy,
         seed=setup.seed,
         end_ms=float("inf"),
         noise_sigma=setup.noise_sigma,
@@ -116,6 +150,8 @@ def run_helios(
     )
     with newcomer_rule(rule):
         sim = Simulation(scenario)
+        if "one-frame" in variants:
+            sim.window = 1
         if ttft_guard_ms is not None:
             sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
         return sim.run_result(name)

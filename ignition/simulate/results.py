@@ -20,6 +20,7 @@ class RequestRecord:
     prompt_tokens: int
     output_tokens: int
     admitted_ms: float | None = None
+    prompt_start_ms: float | None = None  # start of the first frame that consumed its prompt
     first_output_ms: float | None = None
     finish_ms: float | None = None
     deliveries: list[tuple[float, int]] = field(default_factory=list)
@@ -37,7 +38,13 @@ class RequestRecord:
 @dataclass(frozen=True)
 class ExecutionRecord:
     """One device execution. ``execution_class`` is what the policy called it
-    (``ordinary`` unless the scheduler's trace entry names another class)."""
+    (``ordinary`` unless the scheduler's trace entry names another class).
+
+    ``prompt_tokens`` counts the prompt tokens it consumed, ``decoders`` the decoding
+    rows it served, ``width`` their widest target extent (1 + drafts) and
+    ``idle_decoders`` the resident decoders it left out (for Helios some of them may be
+    in the frame queued beside it): what ``frame_mix`` reads to explain a policy's
+    capacity and TBT."""
 
     start_ms: float
     end_ms: float
@@ -46,6 +53,10 @@ class ExecutionRecord:
     execution_class: str = ORDINARY
     rows: int = 0
     tokens: int = 0
+    prompt_tokens: int = 0
+    decoders: int = 0
+    width: int = 0
+    idle_decoders: int = 0
 
     @property
     def device_ms(self) -> float:

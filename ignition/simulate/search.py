@@ -92,10 +92,22 @@ class Searcher:
                 self.on_run(self.policy, key)
         return self.cache[key]
 
-    def capacity(self, slo: SLO, lo: float = 0.125, hi: float = 8.0) -> Capacity:
+    def capacity(
+        self,
+        slo: SLO,
+        lo: float = 0.125,
+        hi: float = 8.0,
+        factor: float = GRID_FACTOR,
+        bisections: int = BISECTIONS,
+    ) -> Capacity:
         if not 0 < lo < hi:
             raise SearchError(f"capacity search range {lo}..{hi}: needs 0 < lo < hi")
-        grid = [lo * GRID_FACTOR**k for k in range(int(math.log(hi / lo, GRID_FACTOR)) + 1)]
+        if not factor > 1 or bisections < 0:
+            raise SearchError(
+                f"capacity grid factor {factor}, {bisections} bisections: "
+                "needs factor > 1 and bisections >= 0"
+            )
+        grid = [lo * factor**k for k in range(int(math.log(hi / lo, factor)) + 1)]
         passing, failing = None, None
         for rate in grid:
             if slo.met_by(self.at(rate)):
@@ -107,7 +119,7 @@ class Searcher:
             return Capacity(self.policy, slo, 0.0, None)
         if failing is not None:
             a, b = passing, failing
-            for _ in range(BISECTIONS):
+            for _ in range(bisections):
                 mid = math.sqrt(a * b)
                 if slo.met_by(self.at(mid)):
                     a = mid
@@ -126,13 +138,16 @@ def search(
     lo: float = 0.125,
     hi: float = 8.0,
     on_run: Callable[[str, float], None] | None = None,
+    factor: float = GRID_FACTOR,
+    bisections: int = BISECTIONS,
 ) -> tuple[list[Capacity], dict[str, dict[float, Metrics]]]:
-    """Capacities per policy and SLO, and every run made (for load curves)."""
+    """Capacities per policy and SLO, and every run made (for load curves). The grid
+    resolution after the bisections is factor^(1 / 2^bisections)."""
     guard = max(s.ttft_p99_ms for s in slos)
     out, runs = [], {}
     for policy in policies:
         searcher = Searcher(policy, workload, setup, guard, on_run)
         for slo in slos:
-            out.append(searcher.capacity(slo, lo, hi))
+            out.append(searcher.capacity(slo, lo, hi, factor, bisections))
         runs[policy] = dict(sorted(searcher.cache.items()))
     return out, runs

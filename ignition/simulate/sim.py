@@ -86,6 +86,7 @@ class _Running:
     end_ns: int
     device_ns: int
     execution_class: str = ORDINARY
+    idle_decoders: int = 0  # resident decoders the plan left out
 
 
 class Simulation:
@@ -113,6 +114,10 @@ class Simulation:
         self.output_tokens = 0
         self.watch: LateWatch | None = None  # stops a run that can no longer meet its guard
         self.aborted = False
+        # frames planned ahead on the device; the transport has two slots. A what-if of
+        # one (plan only when the device is idle) costs no device time here, because the
+        # simulator spends none between a completion and the next plan
+        self.window = 2
 
     def _ms(self, d: Descriptor, tokens: int, rows: int, context: int) -> float:
         try:
@@ -155,7 +160,7 @@ class Simulation:
                     break
                 self._admit(pending.pop(0))
             self.scheduler.advance_to(now)
-            while True:
+            while len(running) < self.window:
                 plan = self.scheduler.plan()
                 if plan is None:
                     break
@@ -166,7 +171,10 @@ class Simulation:
                 start = max(now, device_free)
                 duration = self._sample_ns(plan)
                 device_free = start + duration
-                running.append(_Running(fence, plan, now, start, device_free, duration, klass))
+                idle = self._idle_decoders(plan)
+                running.append(
+                    _Running(fence, plan, now, start, device_free, duration, klass, idle)
+                )
             arrivals = [s.arrival_ns for s in pending[:1]]
             upcoming = [r.end_ns for r in running[:1]] + [a for a in arrivals if a > now]
             if not upcoming:
@@ -194,6 +202,17 @@ class Simulation:
         stream.record.admitted_ms = self.scheduler.now_ns / NS_PER_MS
         stream.remaining_output = r.output_tokens
         self.by_handle[stream.handle] = stream
+
+    def _idle_decoders(self, plan: ScheduledPlan) -> int:
+        served = {lane.handle for lane in plan.lanes}
+        return sum(
+            1
+            for handle, s in self.by_handle.items()
+            if handle not in served
+            and s.finish_ms is None
+            and s.context >= s.request.prompt_tokens
+            and s.remaining_output > 0
+        )
 
     def _accepted(self, stream: _Stream, rows: int) -> int:
         accepted = 0
@@ -225,6 +244,8 @@ class Simulation:
         for lane, q in zip(plan.lanes, rows, strict=True):
             stream = self.by_handle[lane.handle]
             if lane.role is LaneRole.PROMPT:
+                if stream.record.prompt_start_ms is None:
+                    stream.record.prompt_start_ms = run.start_ns / NS_PER_MS
                 count = lane.max_advance_tokens if stream.remaining_output > 0 else 0
                 self.prompt_tokens += lane.num_prompt_tokens
                 stream.context += lane.num_prompt_tokens
@@ -265,6 +286,17 @@ class Simulation:
                 execution_class=run.execution_class,
                 rows=len(plan.lanes),
                 tokens=sum(r.num_prompt_tokens for r in records) + sum(rows),
+                prompt_tokens=sum(r.num_prompt_tokens for r in records),
+                decoders=sum(1 for lane in plan.lanes if lane.role is not LaneRole.PROMPT),
+                width=max(
+                    (
+                        q
+                        for lane, q in zip(plan.lanes, rows, strict=True)
+                        if lane.role is not LaneRole.PROMPT
+                    ),
+                    default=0,
+                ),
+                idle_decoders=run.idle_decoders,
             )
         )
         published: dict[RequestHandle, int] = {}

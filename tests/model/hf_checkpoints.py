@@ -184,6 +184,25 @@ def _add_mtp(path: Path, model: torch.nn.Module, variant: Variant) -> None:
         index.write_text(json.dumps(data, indent=2))
 
 
+def randomize_vision(model, seed: int) -> dict[str, torch.Tensor]:
+    """Non-trivial tower weights (transformers' init leaves them small), returned by
+    checkpoint name so a test can write them into the saved safetensors."""
+    generator = torch.Generator().manual_seed(seed)
+    out = {}
+    with torch.no_grad():
+        for name, param in model.model.visual.named_parameters():
+            noise = torch.randn(param.shape, generator=generator)
+            if "norm" in name:
+                value = (1.0 if name.endswith("weight") else 0.0) + 0.2 * noise
+            elif "pos_embed" in name:
+                value = noise
+            else:
+                value = noise / param[0].numel() ** 0.5
+            param.copy_(value)
+            out[f"model.visual.{name}"] = value.clone()
+    return out
+
+
 def rewrite_tensors(path: Path, edit) -> None:
     """Apply ``edit`` to every tensor of the checkpoint (one dict), then write it back as the
     same number of shards with a fresh index (a single file stays a single file)."""

@@ -62,9 +62,7 @@ class ScriptedEngine:
                 await self.gate.wait()
                 last = i == len(words) - 1
                 finish = ("length" if len(words) < len(self.reply) else "stop") if last else None
-                yield StreamChunk(
-                    word + " ", (i,), n, i + 1, finish, num_cached_tokens=self.cached
-                )
+                yield StreamChunk(word + " ", (i,), n, i + 1, finish, num_cached_tokens=self.cached)
         finally:
             self.closed.append(request.request_id)
 

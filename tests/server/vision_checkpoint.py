@@ -21,29 +21,11 @@ from tokenizers import AddedToken, Tokenizer
 from ignition.cli import main
 from ignition.model.vision.preprocess import ImageProcessing, prepare_image
 from ignition.runtime.image_inputs import expand_request
-from tests.model.hf_checkpoints import Variant, rewrite_tensors, write_qwen35
+from tests.model.hf_checkpoints import Variant, randomize_vision, rewrite_tensors, write_qwen35
 
 START, END, IMAGE, VIDEO = 4096, 4097, 4098, 4099
 PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 PROCESSING = ImageProcessing(patch_size=4, min_pixels=64, max_pixels=24 * 24)
-
-
-def randomize_vision(model, seed: int) -> dict[str, torch.Tensor]:
-    """Non-trivial tower weights (transformers' init leaves them small)."""
-    generator = torch.Generator().manual_seed(seed)
-    out = {}
-    with torch.no_grad():
-        for name, param in model.model.visual.named_parameters():
-            noise = torch.randn(param.shape, generator=generator)
-            if "norm" in name:
-                value = (1.0 if name.endswith("weight") else 0.0) + 0.2 * noise
-            elif "pos_embed" in name:
-                value = noise
-            else:
-                value = noise / param[0].numel() ** 0.5
-            param.copy_(value)
-            out[f"model.visual.{name}"] = value.clone()
-    return out
 
 
 def write_vision_checkpoint(path: Path, seed: int = 9) -> torch.nn.Module:

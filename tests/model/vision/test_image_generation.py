@@ -16,7 +16,7 @@ from ignition.model.vision.preprocess import ImageProcessing, prepare_image
 from ignition.model.vision.request import MultimodalPrompt
 from ignition.model.weights import load_checkpoint
 from tests.model.conftest import new_state
-from tests.model.hf_checkpoints import Variant, rewrite_tensors, write_qwen35
+from tests.model.hf_checkpoints import Variant, randomize_vision, rewrite_tensors, write_qwen35
 
 pytest.importorskip("transformers")
 
@@ -24,24 +24,6 @@ IMAGE, START, END = 5, 7, 8
 NUM_TOKENS = 12
 SETTINGS = ImageProcessing(patch_size=4, min_pixels=64, max_pixels=24 * 24)
 PROMPT = [11, 400, START, IMAGE, END, 93, 1200, START, IMAGE, END, 64, 3000, 18]
-
-
-def randomize_vision(model, seed: int) -> dict[str, torch.Tensor]:
-    """Non-trivial tower weights (the writer leaves transformers' small init there)."""
-    generator = torch.Generator().manual_seed(seed)
-    out = {}
-    with torch.no_grad():
-        for name, param in model.model.visual.named_parameters():
-            noise = torch.randn(param.shape, generator=generator)
-            if "norm" in name:
-                value = (1.0 if name.endswith("weight") else 0.0) + 0.2 * noise
-            elif "pos_embed" in name:
-                value = noise
-            else:
-                value = noise / param[0].numel() ** 0.5
-            param.copy_(value)
-            out[f"model.visual.{name}"] = value.clone()
-    return out
 
 
 @pytest.fixture(scope="module")
