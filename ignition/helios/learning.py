@@ -220,7 +220,9 @@ def choose_probe(
     if not bounded:
         return None  # the common case while credit waits for a useful probe
     survivals = [history.optimistic_survivals(max_depth) for history in bound.histories]
-    decoders = LaneTable(population.decoders, decision, max_depth, survivals)
+    # The bound's optimistic outputs are _expected_outputs of these survivals: reused,
+    # they keep per-decision tuples out of the shared outputs memo.
+    decoders = LaneTable(population.decoders, decision, max_depth, survivals, bound.outputs)
     tables = Tables(ordinary.prompts, decoders)
     depths = _ordinary_depths(winner)
     views = {v.handle: v for v in population.decoders}

@@ -17,6 +17,7 @@ from ignition.components.catalog import Descriptor
 from ignition.helios import utility
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel
+from ignition.helios.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
 from ignition.helios.policy import Population
 from ignition.helios.queue import ExecutionQueue
 from ignition.helios.requests import RequestState
@@ -48,25 +49,43 @@ def current_normalizers(
 ) -> Normalizers:
     """Normalizers of the measured catalog; the token rate is the newcomer rule's start
     (``utility.newcomer_token_rate``), used for prices and the first service update."""
-    live = [r for r in requests if r.is_live]
+    # Every decision runs this over every request: count by proposal source (plain
+    # attribute reads), then map the few sources to their families.
+    num_live = 0
+    by_source: dict[str, int] = {}
+    for r in requests:
+        if r.is_finished or r.is_cancelled or r.is_preempted:
+            continue  # not live
+        num_live += 1
+        spec = r.spec
+        if r.prompt_position >= spec.num_prompt_tokens:  # a decoder
+            source = spec.proposal_source
+            by_source[source] = by_source.get(source, 0) + 1
     families: dict[str, int] = {}
-    for r in live:
-        if r.is_decoder:
-            family = stream_family(r.spec.proposal_source)
-            families[family] = families.get(family, 0) + 1
+    for source, count in by_source.items():
+        family = stream_family(source)
+        families[family] = families.get(family, 0) + count
     decoders = sum(families.values())
     # Normalizers read estimates only: an observation that leaves every estimate as it
     # was (the median window absorbed it) changes no normalizer.
-    key = (id(descriptors), costs.estimates_version, len(live), tuple(sorted(families.items())))
+    key = (id(descriptors), costs.estimates_version, num_live, tuple(sorted(families.items())))
     cached = costs.derived.get("normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
-    graphs = measured(descriptors, costs)
-    norms = normalizers(graphs, len(live), decoders, families)
-    start = utility.newcomer_token_rate(graphs, len(live))
-    if start is not None:
-        by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
-        norms = replace(norms, token_rate=start, by_family=by_family)
+    rule = utility.NEWCOMER_RULE
+    if rule in VECTOR_RULES:
+        arrays = catalog_arrays(descriptors, costs)
+        norms = vector_normalizers(arrays, num_live, decoders, families, rule)
+    else:
+        graphs = measured(descriptors, costs)
+        norms = normalizers(graphs, num_live, decoders, families)
+        start = utility.newcomer_token_rate(graphs, num_live)
+        if start is not None:
+            by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
+            norms = replace(norms, token_rate=start, by_family=by_family)
+    # Equal normalizers keep their object: the projection cache is keyed on its identity.
+    if cached is not None and cached[1] == norms and cached[1].by_family == norms.by_family:
+        norms = cached[1]
     costs.derived["normalizers"] = (key, norms)
     return norms
 
@@ -157,15 +176,18 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
 
 
 def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
+    """The request's LaneView; RequestState's position properties are inlined (one view
+    per request per decision, so each property call shows)."""
     spec = r.spec
+    position, num_output = r.prompt_position, r.num_output
     return LaneView(
         r.handle,
         r.epoch,
-        r.prompt_position >= spec.num_prompt_tokens,
-        max(r.prompt_position, spec.restore_tokens),
+        position >= spec.num_prompt_tokens,
+        max(position, spec.restore_tokens),
         spec.num_prompt_tokens,
-        r.remaining_output - row.advance,
-        r.remaining_context - row.advance,
+        spec.max_output_tokens - num_output - row.advance,  # remaining_output - advance
+        spec.context_capacity - (position + num_output) - row.advance,  # remaining_context
         _scaled(row.price, scale),
         age_ms,
         r.last_served_seq,

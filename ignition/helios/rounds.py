@@ -270,9 +270,12 @@ class LaneTable:
         decision: Decision,
         max_depth: int,
         survivals: Sequence[tuple[float, ...]] | None = None,
+        outputs: Sequence[Sequence[float]] | None = None,
     ) -> None:
         """``survivals`` replaces the views' own (acceptance learning scores probes with
-        optimistic estimates); views carrying them are made only when a cohort needs one."""
+        optimistic estimates); views carrying them are made only when a cohort needs one.
+        ``outputs``, where given, are ``_expected_outputs`` of those survivals, already
+        made (each history memoises its optimistic ones)."""
         self.views = list(views)
         self.decision = decision
         self._survivals = survivals
@@ -282,11 +285,15 @@ class LaneTable:
         alpha = decision.alpha
         for i, v in enumerate(self.views):
             self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
+            if outputs is not None:
+                self._outputs.append(outputs[i])
+                continue
             own = v.survivals if survivals is None else survivals[i]
             self._outputs.append(_expected_outputs(own, alpha, max_depth))
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
         self._bounds: dict[tuple[int, int], float] = {}
+        self._positive_sums: dict[int, list[float]] = {}  # [cap] -> see value_bound
         self._top_sigmas: list[float] | None = None
         # (fixed value, output price, outputs, row limit) of each view that can decode
         self._limits: list[tuple[float, float, list[float], int]] | None = None
@@ -378,8 +385,19 @@ class LaneTable:
         key = (cap, max_lanes)
         found = self._bounds.get(key)
         if found is None:
-            top = self._top_values(cap, max_lanes)
-            found = self._bounds[key] = sum(value for value in top if value > 0)
+            sums = self._positive_sums.get(cap)
+            if sums is None:
+                # sums[k]: the positive values among the first k, added in the order
+                # sum() over them would add them (values are best first, so the
+                # positive ones are a prefix): one pass per ceiling serves every batch.
+                sums, running = [0], 0
+                for value in self._sorted_values(cap):
+                    if not value > 0:
+                        break
+                    running += value
+                    sums.append(running)
+                self._positive_sums[cap] = sums
+            found = self._bounds[key] = sums[min(max_lanes, len(sums) - 1)]
         if self._top_sigmas is None:
             sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
             running, self._top_sigmas = 0.0, [0.0]
@@ -389,13 +407,13 @@ class LaneTable:
         sigma = self._top_sigmas[min(max_lanes, len(self._top_sigmas) - 1)]
         return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
 
-    def _top_values(self, cap: int, k: int) -> list[float]:
-        """The first ``k`` values of ``order(cap)``, best first, without ordering views by
-        their tie-breaks when that order has not been needed yet (bounds need values only,
+    def _sorted_values(self, cap: int) -> list[float]:
+        """Every value of ``order(cap)``, best first, without ordering views by their
+        tie-breaks when that order has not been needed yet (bounds need values only,
         and equal values are the same floats in either order)."""
         found = self._orders.get(cap)
         if found is not None:
-            return [value for _, _, value in found[:k]]
+            return [value for _, _, value in found]
         if self._limits is None:
             self._limits = []
             for i, v in enumerate(self.views):
@@ -410,27 +428,26 @@ class LaneTable:
             values = [f + p * out[cap if cap < lim else lim] for f, p, out, lim in self._limits]
             values.sort(reverse=True)
             self._values[cap] = values
-        return values[:k]
+        return values
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
         full = self.order(cap)
-
-        def age(i: int) -> float:
-            return self.decision.age_value(self.views[i].sigma_ms, 0.0, duration_ms)
-
-        per_row = heapq.nsmallest(
-            length,
-            full,
-            key=lambda r: (
-                -(r[2] + age(r[0])) / r[1],
-                self.views[r[0]].last_served_seq,
-                self.views[r[0]].slot,
-            ),
-        )
+        views = self.views
+        price = self.decision.age_price
+        # nsmallest's own decoration, built without a key call per lane: the key is
+        # (-(value + age value) / ceiling, seq, slot), age_value's arithmetic inlined;
+        # slots are unique, so the trailing position never decides.
+        keyed = []
+        for position, (i, ceiling, value) in enumerate(full):
+            v = views[i]
+            sigma = v.sigma_ms
+            age = 0.0 if sigma is None or price == 0 else price * sigma * (0.0 + duration_ms)
+            keyed.append((-(value + age) / ceiling, v.last_served_seq, v.handle.slot, position))
+        per_row = heapq.nsmallest(length, keyed)
         chosen = {i for i, _, _ in full[:length]}
         chosen |= {i for i, _, _ in self.order(1)[:length]}
-        chosen |= {i for i, _, _ in per_row}
+        chosen |= {full[row[3]][0] for row in per_row}
         return [self._view(i) for i in sorted(chosen)]
 
     def _pick(self, i: int, ceiling: int, d: Descriptor, duration_ms: float, budget: int):

@@ -1,0 +1,146 @@
+"""The decision's normalizers, vectorised across the catalog with numpy.
+
+Every completion that moves one cost median changes the estimates, and the engine
+plans after every completion, so ``service.normalizers`` plus the newcomer rule ran
+over the whole catalog (five passes of Python loops) on most decisions. This computes
+the same quantities with the same IEEE operations per program (``useful / (k * t)``
+and ``t / min(B, k)``, then one max or min), so the floats are bit-identical to the
+Python path, which stays the reference (tests/helios/reference_selector uses it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.cost import CostEntry, CostModel
+from ignition.helios.service import Normalizers
+
+# The newcomer rules this core reproduces (utility.NEWCOMER_RULES); any other rule
+# name makes the caller take the Python path.
+VECTOR_RULES = ("balanced", "generation", "normalizer")
+
+
+class CatalogArrays:
+    """One catalog's per-program constants and cost entries, built once per catalog."""
+
+    def __init__(self, descriptors: Sequence[Descriptor], costs: CostModel) -> None:
+        self.descriptors = descriptors  # held so the id used as a key stays unique
+        self.entries: list[CostEntry] = [costs.entry(d) for d in descriptors]
+        kinds = [d.kind for d in descriptors]
+        self.batch = np.array([d.batch_capacity for d in descriptors], dtype=np.int64)
+        self.token_capacity = np.array([d.token_capacity for d in descriptors], dtype=np.int64)
+        self.prefill_capacity = np.array([d.prefill_capacity for d in descriptors], dtype=np.int64)
+        self.is_prefill = np.array([k is GraphKind.PREFILL for k in kinds], dtype=bool)
+        self.is_mixed = np.array([k is GraphKind.MIXED for k in kinds], dtype=bool)
+        decode_like = (GraphKind.DECODE, GraphKind.SPECULATIVE)
+        self.is_decode_like = np.array([k in decode_like for k in kinds], dtype=bool)
+        self.is_generation = self.is_decode_like | self.is_mixed
+        self._useful: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._rows: dict[int, np.ndarray] = {}
+
+    def useful(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``service._useful_tokens`` of every program at min(B, k) rows, and the same
+        with zeros outside decode and speculative programs."""
+        found = self._useful.get(k)
+        if found is None:
+            rows = np.minimum(self.batch, k)
+            every = np.where(
+                self.is_prefill,
+                rows * self.token_capacity,
+                np.where(
+                    self.is_mixed,
+                    self.prefill_capacity + (rows - 1),
+                    np.where(self.is_decode_like, rows, 0),
+                ),
+            )
+            found = self._useful[k] = (every, np.where(self.is_decode_like, every, 0))
+        return found
+
+    def durations_ms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Measured estimates in ms, and the same outside generation programs. Unmeasured
+        programs (and, in the second, programs that are not generation programs) read
+        +inf, so their rates are zero (dropped like the Python path's ``rate > 0``) and
+        they never win a min."""
+        ns = np.array([e.estimate_ns for e in self.entries], dtype=np.int64)
+        t = ns / 1e6
+        t[ns <= 0] = np.inf
+        return t, np.where(self.is_generation, t, np.inf)
+
+    def token_normalizers(self, t_ms: np.ndarray, num_streams: int) -> tuple:
+        """The token normalizer over every program and over decode and speculative ones:
+        max of useful / (k * t) where positive, else None."""
+        if not t_ms.size:
+            return None, None
+        k = max(1, num_streams)
+        every, decode_like = self.useful(k)
+        kt = k * t_ms
+        high = float((every / kt).max())
+        low = float((decode_like / kt).max())
+        return (high if high > 0 else None), (low if low > 0 else None)
+
+    def reference_interval_ms(
+        self, t_generation: np.ndarray, num_streams: int, family_size: int | None = None
+    ) -> float | None:
+        k = num_streams if family_size is None else family_size
+        if num_streams <= 0 or k <= 0 or not t_generation.size:
+            return None
+        rows = self._rows.get(k)
+        if rows is None:
+            rows = self._rows[k] = np.minimum(self.batch, k)
+        best = float((t_generation / rows).min())
+        return None if best == math.inf else num_streams * best
+
+
+def catalog_arrays(descriptors: Sequence[Descriptor], costs: CostModel) -> CatalogArrays:
+    cached = costs.derived.get("catalog_arrays")
+    if cached is not None and cached[0] is descriptors:
+        return cached[1]
+    arrays = CatalogArrays(descriptors, costs)
+    costs.derived["catalog_arrays"] = (descriptors, arrays)
+    return arrays
+
+
+def vector_normalizers(
+    arrays: CatalogArrays,
+    num_live: int,
+    num_decoders: int,
+    families: Mapping[str, int],
+    rule: str,
+) -> Normalizers:
+    """``service.normalizers`` with the newcomer start ``rule`` applied, as
+    ``projection.current_normalizers`` builds them on the Python path."""
+    t, t_generation = arrays.durations_ms()
+    total = max(1, num_decoders)
+    token_rate, low = arrays.token_normalizers(t, num_live)
+    sigma = arrays.reference_interval_ms(t_generation, total)
+    by_family: dict[str, Normalizers] = {}
+    if len(families) > 1:
+        for family, size in families.items():
+            s = arrays.reference_interval_ms(t_generation, total, size)
+            by_family[family] = Normalizers(token_rate, None if s is None else 1.0 / s, s)
+    high = token_rate  # the token normalizer at num_live streams
+    if low is None:
+        low = high
+    if rule == "normalizer":
+        start = high
+    elif rule == "generation":
+        start = low
+    elif low is None or high is None:
+        start = high if low is None else low
+    else:
+        start = math.sqrt(low * high)
+    if start is not None:
+        token_rate = start
+        by_family = {
+            f: Normalizers(start, n.delivery_rate, n.sigma_ms) for f, n in by_family.items()
+        }
+    return Normalizers(
+        token_rate=token_rate,
+        delivery_rate=None if sigma is None else 1.0 / sigma,
+        sigma_ms=sigma,
+        by_family=by_family,
+    )
