@@ -30,6 +30,7 @@ from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import Metrics, measure, metrics_from_json
 from ignition.simulate.search import BISECTIONS, GRID_FACTOR, SLO, Capacity, search
 from scripts.scheduling_sim.ceiling import ceiling_lines
+from scripts.scheduling_sim.padding import padding_section
 
 TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
 POLICIES = (
@@ -583,6 +584,7 @@ def render(
     resolution: Resolution = FULL,
     plots_wanted: bool = True,
     whatifs: list[JobResult] | None = None,
+    padding: list[JobResult] | None = None,
 ) -> int:
     a, b = rows
     quick = resolution != FULL
@@ -599,6 +601,7 @@ def render(
     lines += [""]
     lines += findings(results, slots)
     lines += ["", *whatif_section(results, whatifs or [])] if whatifs else []
+    lines += ["", *padding_section(padding, (STUDY_SLO, *TARGET_SLOS))] if padding else []
     lines += mixed_cost_note()
     if 32 in slots and spot:
         lines += spot_checks(rows)
@@ -658,6 +661,12 @@ def main(argv: list[str] | None = None) -> int:
         "separate table against the main results' best baselines.",
     )
     parser.add_argument(
+        "--padding-results",
+        default="",
+        help="A results file of padded baselines and Helios's step-8 what-if (one quick-mode "
+        "search; scripts/scheduling_sim/padding.py), rendered as the padding section.",
+    )
+    parser.add_argument(
         "--no-spot-checks",
         action="store_true",
         help="Leave out the acceptance-learning spot check (four Helios runs).",
@@ -681,6 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
         seconds = sum(r.seconds for r in results)
         whatifs = [r for f in args.whatif_results.split(",") if f for r in load_results(Path(f))]
+        padding = load_results(Path(args.padding_results)) if args.padding_results else []
         return render(
             results,
             slots,
@@ -693,6 +703,7 @@ def main(argv: list[str] | None = None) -> int:
             resolution=resolution,
             plots_wanted=not args.quick,
             whatifs=whatifs,
+            padding=padding,
         )
     jobs = [Job(s, p, (a, b), resolution) for s in slots for p in policies]
     # at the stock R = 6 the only wider mixed width is B = 2, W = 3: nothing to what-if
@@ -730,6 +741,8 @@ def main(argv: list[str] | None = None) -> int:
         spot=spot,
         resolution=resolution,
         plots_wanted=not args.quick,
+        whatifs=[r for f in args.whatif_results.split(",") if f for r in load_results(Path(f))],
+        padding=load_results(Path(args.padding_results)) if args.padding_results else [],
     )
 
 

@@ -1,0 +1,145 @@
+"""The padding measurement of ``docs/capacity.md``: Helios against baselines that pay for
+padding as real vLLM V1 does, and Helios on a finer batch grid.
+
+Helios runs prepared programs padded to power-of-two batch buckets; the study's
+baselines run eager batches of exactly their work. ``-padded`` baselines
+(``ignition/simulate/capture.py``) run each step at vLLM V1's default CUDA-graph
+capture size, and ``helios+step8`` gives Helios generation programs at 1, 2, 4 and
+every multiple of 8. The section renders one results file (usually quick mode) in
+which every policy was searched at the same resolution:
+
+    (``COMMAND`` below), then ``capacity_study --render-only ... --padding-results
+    docs/capacity/padding.json``
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ignition.simulate.search import SLO
+
+if TYPE_CHECKING:
+    from scripts.scheduling_sim.capacity_study import JobResult
+
+PADDED = "-padded"
+POLICIES = (
+    "helios",
+    "helios+step8",
+    "vllm",
+    "vllm-k1",
+    "vllm-k3",
+    "vllm-k5",
+    "vllm-padded",
+    "vllm-k1-padded",
+    "vllm-k3-padded",
+    "vllm-k5-padded",
+)
+COMMAND = (
+    "python -m scripts.scheduling_sim.capacity_study --quick --slots 32 --jobs 2"
+    f" --policies {','.join(POLICIES)} --results docs/capacity/padding.json"
+)
+
+
+def _rate(result: JobResult, slo: SLO) -> float:
+    return next((c.rate for c in result.capacities if c.slo == slo), 0.0)
+
+
+def _best(results: list[JobResult], slo: SLO) -> tuple[str, float]:
+    if not results:
+        return "-", 0.0
+    top = max(results, key=lambda r: _rate(r, slo))
+    return top.job.policy, _rate(top, slo)
+
+
+def _ratio(mine: float, other: float) -> str:
+    return "-" if other <= 0 else f"{mine / other:.2f}x"
+
+
+def padding_section(results: list[JobResult], slos: tuple[SLO, ...]) -> list[str]:
+    """Helios variants against the best unpadded and the best padded baseline per SLO,
+    then each padded baseline against its unpadded twin."""
+    if not results:
+        return []
+    lines = [
+        "## Padding for fairness (quick mode)",
+        "",
+        "Helios pays for padded prepared programs (power-of-two batch buckets: between 17"
+        " and 31 decoders it runs B = 32); the baselines above run eager batches of exactly"
+        " their work. Real vLLM V1 pads too: a step of at most its largest capture size"
+        " runs the CUDA graph of the smallest capture size holding its tokens (1, 2, 4,"
+        " then multiples of 8, rounded up to multiples of 1 + K with K drafts, up to"
+        " min(2 x slots x (1 + K), 512) tokens; larger steps run eagerly). `-padded`"
+        " baselines pay that (`ignition/simulate/capture.py`); `helios+step8` is a what-if"
+        " catalog with generation programs at 1, 2, 4, 8, 16, 24, 32 (mixed programs stay"
+        " powers of two, the catalog's mixed contract). Every policy here was searched in"
+        f" one quick-mode file (capacities within about 4.4%): `{COMMAND}`.",
+        "",
+    ]
+    for slots in sorted({r.job.slots for r in results}):
+        mine = [r for r in results if r.job.slots == slots]
+        helios = [r for r in mine if r.job.policy.startswith("helios")]
+        eager = [
+            r for r in mine if not r.job.policy.startswith("helios") and PADDED not in r.job.policy
+        ]
+        padded = [r for r in mine if r.job.policy.endswith(PADDED)]
+        lines += [
+            f"{slots} slots, capacity in load units:",
+            "",
+            "| SLO | Helios variant | capacity | best unpadded | ratio | best padded | ratio |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for slo in slos:
+            e_name, e_rate = _best(eager, slo)
+            p_name, p_rate = _best(padded, slo)
+            for h in helios:
+                rate = _rate(h, slo)
+                lines.append(
+                    f"| {slo.label} | `{h.job.policy}` | {rate:.3f} | `{e_name}` {e_rate:.3f} |"
+                    f" {_ratio(rate, e_rate)} | `{p_name}` {p_rate:.3f} | {_ratio(rate, p_rate)} |"
+                )
+        lines += [
+            "",
+            "What padding costs each baseline (padded capacity / unpadded capacity):",
+            "",
+            "| baseline | " + " | ".join(s.label for s in slos) + " |",
+            "|---|" + "---|" * len(slos),
+        ]
+        for p in padded:
+            twin = next((r for r in eager if r.job.policy == p.job.policy[: -len(PADDED)]), None)
+            if twin is None:
+                continue
+            cells = [
+                f"{_rate(p, s):.3f} / {_rate(twin, s):.3f} ({_ratio(_rate(p, s), _rate(twin, s))})"
+                for s in slos
+            ]
+            lines.append(f"| `{p.job.policy}` | " + " | ".join(cells) + " |")
+        lines += [*_tpot_lines(helios, eager, padded), ""]
+    return lines
+
+
+def _tpot_lines(
+    helios: list[JobResult], eager: list[JobResult], padded: list[JobResult]
+) -> list[str]:
+    """p50 TPOT per load of the search grid: each Helios variant, the best unpadded and the
+    best padded fixed width (where padding binds: partly filled batches at low load)."""
+    every = [*helios, *eager, *padded]
+    if not helios or not eager or not padded:
+        return []
+    loads = sorted(set(helios[0].runs).intersection(*(r.runs for r in every)))
+
+    def best(group: list[JobResult], load: float) -> str:
+        top = min(group, key=lambda r: r.runs[load].tpot_ms.p50)
+        return f"{top.runs[load].tpot_ms.p50:.1f} (`{top.job.policy}`)"
+
+    names = " | ".join(f"`{h.job.policy}`" for h in helios)
+    lines = [
+        "",
+        "p50 TPOT (ms) at each load both searches ran, best fixed width of each kind:",
+        "",
+        f"| load | {names} | best unpadded | best padded |",
+        "|---|" + "---|" * (len(helios) + 2),
+    ]
+    for load in loads:
+        cells = " | ".join(f"{h.runs[load].tpot_ms.p50:.1f}" for h in helios)
+        lines.append(f"| {load:.3f} | {cells} | {best(eager, load)} | {best(padded, load)} |")
+    return lines
