@@ -113,7 +113,25 @@ def padding_section(results: list[JobResult], slos: tuple[SLO, ...]) -> list[str
                 for s in slos
             ]
             lines.append(f"| `{p.job.policy}` | " + " | ".join(cells) + " |")
-        lines += [*_tpot_lines(helios, eager, padded), ""]
+        lines += [*_tpot_lines(helios, eager, padded), *_half_lines(mine), ""]
+    return lines
+
+
+def _half_lines(results: list[JobResult]) -> list[str]:
+    """p50 TTFT, TBT and TPOT at half load for every policy of the file."""
+    lines = [
+        "",
+        "At half load (0.5 load units), p50:",
+        "",
+        "| policy | TTFT | TBT | TPOT |",
+        "|---|---|---|---|",
+    ]
+    for r in results:
+        m = r.half
+        lines.append(
+            f"| `{r.job.policy}` | {m.ttft_ms.p50 / 1e3:.3f} s | {m.tbt_ms.p50:.1f} ms |"
+            f" {m.tpot_ms.p50:.1f} ms |"
+        )
     return lines
 
 
