@@ -509,7 +509,9 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   rows costs 41.9 / 44.9 / 48.1 / 50.4 ms (1.22x / 1.15x / 1.08x / 1.03x). At load 1.0
   Helios's p50 TPOT is 22.9 ms against 18.6 (`vllm-k3`) and 18.5 ms (`vllm-k5`); slots
   stay held longer, so its p99 TTFT there is 4.2 s against 1.8 and 1.7 s. (Durations
-  at 1400 cached tokens per row.)
+  at 1400 cached tokens per row.) Baselines padded as real vLLM pads (its capture
+  sizes, steps of 8 tokens) lose no capacity, and Helios with step-8 batch buckets
+  gains none: "Padding for fairness" above.
 - **TBT at 60 ms: frames near 56 ms plus one skipped short frame.** Helios's p99 TBT is
   62.2 ms at load 0.5, 74.8 ms at 0.707 and 70.5 ms at 1.0 (`vllm-k3`: 59.0 ms at 1.0).
   At 0.707, 3.1% of its gaps exceed 60 ms: 65% are a decoder left out of a width-one
