@@ -89,3 +89,28 @@ def test_the_step8_what_if_adds_generation_programs_at_b24_and_leaves_the_recipe
         16,
         32,
     }
+
+
+def test_the_padding_table_gives_helios_ratio_against_padded_and_unpadded_best_baselines():
+    from pathlib import Path
+
+    from scripts.scheduling_sim.capacity_study import STUDY_SLO, load_results
+    from scripts.scheduling_sim.padding import padding_section
+
+    results = load_results(Path(__file__).parents[2] / "docs/capacity/padding.json")
+    lines = padding_section(results, (STUDY_SLO,))
+    assert lines[0] == "## Padding for fairness (quick mode)"
+
+    def rate(policy: str) -> float:
+        r = next(r for r in results if r.job.policy == policy)
+        return next(c.rate for c in r.capacities if c.slo == STUDY_SLO)
+
+    fixed = ("vllm", "vllm-k1", "vllm-k3", "vllm-k5")
+    eager = max(fixed, key=rate)
+    padded = max((p + "-padded" for p in fixed), key=rate)
+    row = next(line for line in lines if line.startswith(f"| {STUDY_SLO.label} | `helios` |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3] == f"`{eager}` {rate(eager):.3f}"
+    assert cells[4] == f"{rate('helios') / rate(eager):.2f}x"
+    assert cells[5] == f"`{padded}` {rate(padded):.3f}"
+    assert cells[6] == f"{rate('helios') / rate(padded):.2f}x"
