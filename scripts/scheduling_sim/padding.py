@@ -73,6 +73,12 @@ FINDINGS = """Findings (frame numbers from `python -m scripts.scheduling_sim.fra
   (5.7 decoders per frame) the 17-31 range is rarely reached and nothing changes
   (p50 TPOT 13.7 against 14.1 ms)."""
 
+RENDER = (
+    "python -m scripts.scheduling_sim.capacity_study --render-only --results"
+    " docs/capacity/results.json --whatif-results docs/capacity/whatifs.json"
+    " --padding-results docs/capacity/padding.json"
+)
+
 
 def _rate(result: JobResult, slo: SLO) -> float:
     return next((c.rate for c in result.capacities if c.slo == slo), 0.0)
@@ -106,7 +112,8 @@ def padding_section(results: list[JobResult], slos: tuple[SLO, ...]) -> list[str
         " baselines pay that (`ignition/simulate/capture.py`); `helios+step8` is a what-if"
         " catalog with generation programs at 1, 2, 4, 8, 16, 24, 32 (mixed programs stay"
         " powers of two, the catalog's mixed contract). Every policy here was searched in"
-        f" one quick-mode file (capacities within about 4.4%): `{COMMAND}`.",
+        f" one quick-mode file (capacities within about 4.4%): `{COMMAND}`, then"
+        f" `{RENDER}`.",
         "",
     ]
     for slots in sorted({r.job.slots for r in results}):
