@@ -418,6 +418,27 @@ def _finite_nonnegative(ctx: click.Context, param: click.Parameter, value: Any) 
     return value
 
 
+def _row_count(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
+    """A nonnegative integer count; anything else (nan, inf, 1.5, -2) is one line."""
+    if value is None:
+        return None
+    flag = param.opts[0] if param.opts else param.name
+    try:
+        count = int(str(value), 10)
+    except ValueError:
+        raise _UserError(f"{flag} = {value}: must be a nonnegative integer") from None
+    if count < 0:
+        raise _UserError(f"{flag} = {count}: must be a nonnegative integer")
+    return count
+
+
+def _finite_positive(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        flag = param.opts[0] if param.opts else param.name
+        raise _UserError(f"{flag} = {value!r}: must be finite and positive")
+    return value
+
+
 def _serve_options(runtime: dict[str, Any], **extra: Any):
     """ServeOptions from the shared runtime options plus command-specific fields."""
     from ignition.serving import ServeOptions
@@ -581,12 +602,18 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option(
     "--snapshot-rows",
+    default=None,
+    metavar="N",
+    callback=_row_count,
+    help="Retained-checkpoint snapshot rows for prefix caching (0: off). Default: 4 per "
+    "request slot, at most half the free GPU memory; each row holds a slot's state and pages.",
+)
+@click.option(
+    "--kv-pages",
     type=int,
-    default=0,
-    show_default=True,
-    callback=_finite_nonnegative,
-    help="Retained-checkpoint snapshot rows for prefix caching (0: off, while a known "
-    "restore defect is open; the bundle's request slots is a natural setting).",
+    callback=_at_least(1),
+    help="KV pages requests may own (default: enough for every slot to reach the context "
+    "limit). With fewer, a full pool preempts the newest request; it resumes later.",
 )
 @click.option(
     "--vision-feature-capacity",
@@ -618,7 +645,8 @@ def serve_cmd(
     scheduler_terminal_value: float | None,
     scheduler_terminal_age_price: float | None,
     scheduler_checkpoint_extra_work_fraction: float,
-    snapshot_rows: int,
+    snapshot_rows: int | None,
+    kv_pages: int | None,
     vision_feature_capacity: int,
     mtp_adaptive_verification_alpha: float | None,
     max_waiting: int,
@@ -648,6 +676,7 @@ def serve_cmd(
         max_waiting=max_waiting,
         checkpoint_extra_work_fraction=scheduler_checkpoint_extra_work_fraction,
         snapshot_rows=snapshot_rows,
+        num_pages=kv_pages,
         vision_feature_capacity=vision_feature_capacity,
         **http,
     )
@@ -796,8 +825,65 @@ class _Progress:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
 @click.option("--plot", "plot_dir", help="Write PNG plots into this folder (matplotlib).")
+@click.option(
+    "--conversations",
+    type=click.IntRange(min=1),
+    help="Multi-turn chat instead of a trace: this many conversations, retention on and off.",
+)
+@click.option("--turns", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option(
+    "--snapshot-rows",
+    default="0,4,16",
+    show_default=True,
+    help="With --conversations: retained-checkpoint row counts to compare (0: off).",
+)
+@click.option(
+    "--conversation-rate",
+    type=float,
+    default=4.0,
+    show_default=True,
+    callback=_finite_positive,
+    help="With --conversations: conversations starting per second (Poisson).",
+)
+@click.option("--first-prompt", type=int, default=1024, show_default=True)
+@click.option("--turn-prompt", type=int, default=128, show_default=True)
+@click.option("--turn-output", type=int, default=64, show_default=True)
+@click.option(
+    "--think-ms",
+    type=float,
+    default=1000.0,
+    show_default=True,
+    callback=_finite_nonnegative,
+    help="With --conversations: mean time between a reply and the next turn.",
+)
 def simulate_cmd(scenario: str | None, as_json: bool, **options: Any) -> None:
     """Simulate Helios (and baselines on a trace) against a device model; no model, no torch."""
+    multiturn = {
+        k: options.pop(k)
+        for k in (
+            "conversations",
+            "turns",
+            "snapshot_rows",
+            "conversation_rate",
+            "first_prompt",
+            "turn_prompt",
+            "turn_output",
+            "think_ms",
+        )
+    }
+    if multiturn["conversations"] is not None:
+        from ignition.simulate.retention_command import main as retention_main
+
+        status = retention_main(
+            **multiturn,
+            slots=options["slots"],
+            device=options["device"],
+            seed=options["seed"],
+            as_json=as_json,
+        )
+        if status:
+            sys.exit(status)
+        return
     if scenario is not None:
         from ignition.simulate.sim import main as simulate_main
 

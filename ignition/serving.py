@@ -42,9 +42,9 @@ class ServeOptions:
     device: str | None = None
     num_threads: int | None = None
     checkpoint_extra_work_fraction: float = 0.05
-    # Prefix caching is opt-in: a restored checkpoint was seen to change greedy output in
-    # one request sequence (see README), so 0 (off) stays the default until that is fixed.
-    snapshot_rows: int = 0
+    # Retained-checkpoint rows; None: 4 per request slot (runtime.assembly), 0: off.
+    snapshot_rows: int | None = None
+    num_pages: int | None = None  # KV pages requests may own; None: every slot reaches the context
     served_model_names: tuple[str, ...] = ()
     api_key: str | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
@@ -95,6 +95,7 @@ def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
         policy=options.policy,
         checkpoint_extra_work_fraction=options.checkpoint_extra_work_fraction,
         snapshot_rows=options.snapshot_rows,
+        num_pages=options.num_pages,
         vision_feature_capacity=options.vision_feature_capacity,
     )
 

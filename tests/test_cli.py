@@ -158,10 +158,12 @@ def test_bad_values_of_the_new_serve_flags_fail_with_one_line_naming_the_flag(tm
     assert "Traceback" not in result.output
 
 
-def test_negative_snapshot_rows_fail_with_one_line_naming_the_flag(tmp_path):
-    result = run("serve", "--artifacts", str(tmp_path), "--snapshot-rows", "-2")
+@pytest.mark.parametrize("bad", ["-2", "nan", "inf", "1.5"])
+def test_bad_snapshot_rows_fail_with_one_line_naming_the_flag(tmp_path, bad):
+    result = run("serve", "--artifacts", str(tmp_path), "--snapshot-rows", bad)
     assert result.exit_code == 2
-    assert "--snapshot-rows = -2" in result.output
+    assert f"--snapshot-rows = {bad}" in result.output
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def _one_line_error(result, *expected: str) -> None:

@@ -16,7 +16,9 @@ Device state the host changes between frames (the page table) has a
 :class:`HostMirror`: a host master copy the runtime edits, uploaded whole by
 the next frame's :meth:`HostStaging.upload` when it changed, so the host never
 issues a blocking pageable copy while a frame runs. With a mirror, the mirror is
-that tensor's only writer.
+that tensor's only writer. State operations (snapshot, restore) are not staged
+frames but read the page table too: they call :meth:`HostMirror.sync` first, since a
+restore runs right after the runtime assigned its slot's pages on the host.
 """
 
 from __future__ import annotations
@@ -43,6 +45,16 @@ class HostMirror:
 
     def mark_dirty(self) -> None:
         self.is_dirty = True
+
+    def sync(self) -> None:
+        """Write a changed master copy to the device now, for work outside a staged frame.
+
+        A blocking copy (stream-ordered after queued work); state operations drain the
+        execution window, so no frame in flight reads the table meanwhile.
+        """
+        if self.is_dirty:
+            self.device_tensor.copy_(torch.from_numpy(self.array))
+            self.is_dirty = False
 
 
 @dataclass

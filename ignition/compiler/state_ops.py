@@ -79,6 +79,16 @@ class SnapshotStore:
     def num_rows(self) -> int:
         return int(self.seq_lens.shape[0])
 
+    @staticmethod
+    def row_bytes(state: ModelState) -> int:
+        """Device memory one snapshot row takes: a slot's state and every page it can own."""
+        per_slot = 4 + state.mtp_hidden[0].numel() * state.mtp_hidden.element_size()
+        for t in (state.gdn_state, state.conv_window):
+            per_slot += t[:, 0].numel() * t.element_size()
+        for cache in _caches(state):
+            per_slot += cache[:, :1].numel() * cache.element_size() * state.max_pages_per_slot
+        return per_slot
+
 
 def _caches(state: ModelState) -> tuple[Tensor, ...]:
     return (state.k_cache, state.v_cache, state.mtp_k_cache, state.mtp_v_cache)

@@ -53,6 +53,7 @@ from ignition.helios.types import (
     RequestHandle,
     RequestSpec,
     Resources,
+    ResourceShortage,
     ScheduledPlan,
     SchedulerError,
     SelectionReason,
@@ -216,7 +217,7 @@ class Scheduler:
             shapes, tables, self.costs, decision, self.now_ns, self.speculation, self.index, states
         )
         candidates += states
-        winner = select(candidates)
+        winner = self.page_feasible(select(candidates), states)
         if winner is None:
             return None
         cls = ExecutionClass.DISCOVERY if winner.is_indeterminate else ExecutionClass.ORDINARY
@@ -255,6 +256,31 @@ class Scheduler:
         if needs and not self.queue.is_empty:
             return None  # the winner waits for the window to drain; nothing displaces it
         return self._freeze(winner, decision, start_ns, needs, credit, cls)
+
+    def page_shortfall(self, c: Candidate) -> int:
+        """KV pages ``c``'s commit would need beyond the free ones (0 or less: it fits)."""
+        delta = 0
+        for p in c.lanes:
+            r = self.requests[p.view.handle]
+            reserved = (
+                checkpoint_tokens(r, p.role, restore_only=True)
+                if p.role.is_state_operation
+                else p.reserved_tokens
+            )
+            queued = sum(lane.reserved_tokens for lane in self._inflight_lanes(r))
+            delta += self.pool.pages_for(r.context_tokens + queued + reserved) - r.num_pages
+        return delta - self.pool.num_free_pages
+
+    def page_feasible(
+        self, winner: Candidate | None, states: Sequence[Candidate]
+    ) -> Candidate | None:
+        """A winner the free KV pages cannot cover yields to the best state operation that
+        fits: a terminal retirement (a preemption's, typically) frees pages, and nothing
+        else can until frames complete. With none, the winner stands and its commit
+        reports the shortage (the runtime then preempts)."""
+        if winner is None or not states or self.page_shortfall(winner) <= 0:
+            return winner
+        return select([c for c in states if self.page_shortfall(c) <= 0]) or winner
 
     def _history_of(self, handle: RequestHandle) -> PrefixHistory:
         r = self.requests[handle]
@@ -385,7 +411,7 @@ class Scheduler:
             raise SchedulerError(f"{d.name}: a request appears in two lanes")
         deltas = [self._check_lane(lane) for lane in plan.lanes]
         if sum(deltas) > self.pool.num_free_pages:
-            raise SchedulerError(
+            raise ResourceShortage(
                 f"{d.name}: needs {sum(deltas)} KV pages, {self.pool.num_free_pages} free"
             )
         self.pool.adjust_pages(sum(deltas))

@@ -17,6 +17,11 @@ class SchedulerError(ValueError):
     """A rejected scheduler call; the scheduler's state is unchanged."""
 
 
+class ResourceShortage(SchedulerError):
+    """A commit the free KV pages cannot cover: only a completion, a cancellation or a
+    preemption frees pages, so the runtime decides which (the scheduler never does)."""
+
+
 @dataclass(frozen=True, order=True)
 class RequestHandle:
     """A request slot plus the generation that owns it; slot reuse bumps the generation,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
-from ignition.compiler.state_ops import RESTORE, SNAPSHOT, StateOperations
+from ignition.compiler.state_ops import RESTORE, SNAPSHOT, SnapshotStore, StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import (
@@ -25,10 +26,13 @@ from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.frames import Worker
 from ignition.runtime.resources import SlotResources
+from ignition.runtime.retention import default_snapshot_rows
 from ignition.runtime.stats import EngineStats
 from ignition.runtime.vision_binding import image_encoder
 from ignition.runtime.window_engine import VisionWindowHooks, WindowRows
 from ignition.runtime.worker import ModelWorker
+
+log = logging.getLogger("ignition.engine")
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,12 @@ class RuntimeOptions:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     use_graphs: bool | None = None
     checkpoint_extra_work_fraction: float = 0.05
-    snapshot_rows: int = 4  # retained-checkpoint rows; 0 turns retention off
+    # Retained-checkpoint rows; 0 turns retention off. None: ROWS_PER_SLOT per request slot,
+    # fewer on a GPU where they would take more than half the memory left after the state.
+    snapshot_rows: int | None = 4
+    # KV pages requests may own; None: enough for every slot to reach the context limit.
+    # Fewer makes requests compete for pages (a full pool preempts, see preemption.py).
+    num_pages: int | None = None
     # Vision models: features one request's active vision window may hold (0: as many as
     # the largest prompt chunk), and private snapshot rows for multi-window requests.
     vision_feature_capacity: int = 0
@@ -54,8 +63,9 @@ def state_for(
 ) -> tuple[ModelState, int]:
     """Size the caches: every slot can reach the context limit plus one round's lookahead.
 
-    Returns the state and the number of pages requests may own; the state holds one more,
-    the scratch page state operations redirect unassigned copies to.
+    Returns the state, the number of pages requests may own (Helios's ledger) and the
+    number the worker hands out; the state holds one more, the scratch page state
+    operations redirect unassigned copies to.
     """
     lookahead = max(
         d.token_capacity + d.proposal_depth + 1
@@ -64,16 +74,42 @@ def state_for(
     )
     per_slot = -(-(options.max_context_tokens + lookahead) // options.page_size)
     num_pages = per_slot * options.num_slots
+    device_pages = num_pages
+    if options.num_pages is not None:
+        if options.num_pages < 1:
+            raise ValueError(f"num_pages = {options.num_pages}: must be at least 1")
+        num_pages = options.num_pages
+        # Helios accounts pages for committed context plus each lane's reservation; the
+        # worker covers a frame's whole write extent ahead of that (a non-final chunk's
+        # lookahead token, a round's verification width plus draft storage), at most a
+        # lookahead's pages more per slot. That slack keeps Helios's count binding.
+        slack = -(-lookahead // options.page_size) + 1
+        device_pages = num_pages + slack * options.num_slots
     state = ModelState.allocate(
         model.config,
         options.num_slots,
-        num_pages + 1,
+        device_pages + 1,
         options.page_size,
         per_slot,
         device=device,
         dtype=next(model.parameters()).dtype,
     )
-    return state, num_pages
+    return state, num_pages, device_pages
+
+
+def resolve_snapshot_rows(options: RuntimeOptions, state: ModelState, device: torch.device) -> int:
+    """The default row count (``snapshot_rows`` None): ROWS_PER_SLOT per slot, capped on
+    CUDA at half the free memory, since every row holds a whole slot's pages."""
+    if options.snapshot_rows is not None:
+        return options.snapshot_rows
+    rows = default_snapshot_rows(options.num_slots)
+    if device.type == "cuda":
+        free_bytes, _ = torch.cuda.mem_get_info(device)
+        fits = int(0.5 * free_bytes) // max(1, SnapshotStore.row_bytes(state))
+        if fits < rows:
+            log.warning("snapshot rows: %d fit in half the free memory (default %d)", fits, rows)
+            rows = fits
+    return rows
 
 
 def assemble_worker(
@@ -94,7 +130,7 @@ def assemble_worker(
             f"max_context_tokens {options.max_context_tokens} exceeds the model's "
             f"max_position_embeddings {model.config.max_position_embeddings}"
         )
-    state, num_pages = state_for(model, selected, options, device)
+    state, num_pages, device_pages = state_for(model, selected, options, device)
     programs, _pending = prepare_programs(
         model,
         state,
@@ -103,7 +139,8 @@ def assemble_worker(
         use_graphs=options.use_graphs,
         on_prepared=on_prepared,
     )
-    retained_rows = max(1, options.snapshot_rows)
+    snapshot_rows = resolve_snapshot_rows(options, state, device)
+    retained_rows = max(1, snapshot_rows)
     window_rows = options.vision_window_rows if model.visual is not None else 0
     state_ops = StateOperations(
         state,
@@ -111,7 +148,7 @@ def assemble_worker(
         capturer=GraphCapturer(device, options.use_graphs),
     )
     staging = next(iter(programs.values()))[0].staging
-    resources = SlotResources(state, num_pages, page_table=staging.mirrors["page_table"])
+    resources = SlotResources(state, device_pages, page_table=staging.mirrors["page_table"])
     feature_capacity = 0
     storage = None
     if model.visual is not None:
@@ -133,6 +170,7 @@ def assemble_worker(
         state_ops,
         encode_images=image_encoder(model, programs),
         feature_storage=storage,
+        snapshot_rows=snapshot_rows,
     )
     windows = VisionWindowHooks(
         feature_capacity, WindowRows(retained_rows, window_rows) if window_rows else None
@@ -172,6 +210,8 @@ def assemble_engine(
         eos_token_ids=eos_token_ids,
         max_waiting=options.max_waiting,
         stats=stats,
-        checkpoints=CheckpointCache(options.snapshot_rows, options.checkpoint_extra_work_fraction),
+        checkpoints=CheckpointCache(
+            model_worker.snapshot_rows, options.checkpoint_extra_work_fraction
+        ),
         vision_windows=windows,
     )

@@ -178,6 +178,23 @@ class CheckpointCache:
         state.terminal = dest
         return True
 
+    def arm_preemption(self, owner: object, tokens: Sequence[int], now_ns: int) -> bool:
+        """Place a preempted request's state (``tokens`` long) for its resume; False: it
+        resumes by recomputation.
+
+        The capture is mandatory work, not an allowance extra: it is what lets the request
+        continue with one restore instead of prefilling its prompt and output again. It
+        is published like any checkpoint, so the resumed request finds it by prefix.
+        """
+        state = self.requests.get(owner)
+        if state is None or not self.is_enabled or state.terminal is not None:
+            return False
+        dest = self.rows.arm(tokens, CheckpointRole.TERMINAL, owner, now_ns, optional=False)
+        if dest is None:
+            return False
+        state.terminal = dest
+        return True
+
     def terminal_row(self, owner: object) -> int | None:
         state = self.requests.get(owner)
         dest = None if state is None else state.terminal

@@ -41,6 +41,7 @@ from ignition.helios import (
     LaneRole,
     RequestHandle,
     RequestSpec,
+    ResourceShortage,
     ScheduledPlan,
     SchedulerError,
     SchedulerProtocol,
@@ -50,6 +51,7 @@ from ignition.helios.vision_windows import VisionWindow
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.frames import FrameResult, Worker, _Inflight
+from ignition.runtime.preemption import Preemption
 from ignition.runtime.publication import Publication, Sink, _deliver
 from ignition.runtime.requests import (
     EngineStoppedError,
@@ -98,6 +100,7 @@ class LiveRequest:
     state_row: int | None = None  # the snapshot row of the state operation being launched
     state_ok: bool = True  # the worker's verdict on that state operation
     pending_finish: str | None = None  # finish reason held until the terminal snapshot
+    preempting: bool = False  # preempted: its terminal snapshot is pending (preemption.py)
     # Vision windows (runtime/window_engine.py): the windows of a prompt whose images
     # exceed the prepared feature storage, the active one, and the private snapshot row.
     windows: tuple[VisionWindow, ...] = ()
@@ -168,6 +171,7 @@ class Engine(Publication):
         # a request publishes and with ("step", request) for each live request every step.
         self.fault_hook: Callable[[str, LiveRequest], None] | None = None
         self.retention = RetentionHooks(lambda: self.scheduler, checkpoints, self.stats)
+        self.preemption = Preemption(self)
         self.vision_windows = vision_windows or VisionWindowHooks()
         # Called after each completed frame with (plan, result): per-step timing for
         # `ignition generate --json` and test reports, without coupling them to the loop.
@@ -192,7 +196,8 @@ class Engine(Publication):
         with self._wakeup:
             if self._is_stopped:
                 raise EngineStoppedError("the engine loop has stopped; see the server log")
-            free = max(0, self.num_slots - self._num_occupied - len(self._retry))
+            held = self._num_occupied + len(self._retry) + len(self.preemption.resume)
+            free = max(0, self.num_slots - held)
             if len(self._inbox) + len(self._waiting) >= self.max_waiting + free:
                 raise QueueFullError(
                     f"{self.max_waiting} requests are already waiting for a slot; retry later"
@@ -208,14 +213,24 @@ class Engine(Publication):
 
     def wait_for_work(self, timeout_s: float) -> None:
         with self._wakeup:
-            if not (self._inbox or self._cancels or self.live or self._waiting or self._retry):
+            resume = self.preemption.resume
+            if not (
+                self._inbox or self._cancels or self.live or self._waiting or self._retry or resume
+            ):
                 self._wakeup.wait(timeout_s)
 
     # -- the loop ------------------------------------------------------------------
 
     @property
     def has_work(self) -> bool:
-        return bool(self.live or self._waiting or self._inflight or self._inbox or self._retry)
+        return bool(
+            self.live
+            or self._waiting
+            or self._inflight
+            or self._inbox
+            or self._retry
+            or self.preemption.resume
+        )
 
     def step(self) -> bool:
         """One turn; returns whether anything was executed or admitted."""
@@ -232,6 +247,11 @@ class Engine(Publication):
             fence = Fence(self._next_fence)
             try:
                 self.scheduler.commit(plan, fence)
+            except ResourceShortage:
+                if not self._inflight:  # nothing in flight will free pages: preempt
+                    self.preemption.relieve(plan)
+                    progressed = True
+                break
             except SchedulerError:
                 break  # needs an empty window: drain the queue, then replan
             self._next_fence += 1
@@ -254,8 +274,10 @@ class Engine(Publication):
         return progressed
 
     def _record_usage(self) -> None:
-        running = sum(1 for live in self.live.values() if not live.is_done)
-        self.stats.set_queue(running=running, waiting=len(self._waiting) + len(self._retry))
+        running = sum(1 for live in self.live.values() if not live.is_done and not live.preempting)
+        preempted = len(self.preemption.resume) + self.preemption.num_preempting
+        waiting = len(self._waiting) + len(self._retry)
+        self.stats.set_queue(running=running, waiting=waiting, preempted=preempted)
         pool = getattr(self.scheduler, "pool", None)
         if pool is not None:
             num_pages = max(0, pool.resources.num_pages)
@@ -287,7 +309,7 @@ class Engine(Publication):
         return bool(arrivals or cancels)
 
     def _admit_waiting(self) -> None:
-        if not self._admit_retry():
+        if not self._admit_retry() or not self.preemption.admit_resumed():
             return
         while self._waiting:
             request, sink = self._waiting[0]
@@ -383,6 +405,25 @@ class Engine(Publication):
         self._add_live(live)
         return True
 
+    def _continuation(
+        self, old: LiveRequest, handle: RequestHandle, replay: tuple[int, ...]
+    ) -> LiveRequest:
+        """``old`` continued under a new handle, its output so far replayed as prompt."""
+        live = LiveRequest(
+            old.request,
+            handle,
+            old.sink,
+            old.detokenizer,
+            output_ids=list(replay),
+            replay_ids=replay,
+            num_restarts=old.num_restarts,
+            arrival_ns=old.arrival_ns,
+            admitted_ns=old.admitted_ns,
+            first_token_ns=old.first_token_ns,
+        )
+        live.num_cached_tokens = old.num_cached_tokens  # usage reports prompt tokens only
+        return live
+
     def _add_live(self, live: LiveRequest) -> None:
         self.live[live.handle] = live
         self._by_id[live.request.request_id] = live.handle
@@ -402,6 +443,8 @@ class Engine(Publication):
                 n = len(old.request.prompt_ids)
                 _deliver(old.sink, StreamChunk("", (), n, len(old.output_ids), "abort"))
                 return
+        if self.preemption.cancel(request_id):
+            return
         handle = self._by_id.get(request_id)
         live = self.live.get(handle) if handle is not None else None
         if live is not None and not live.is_done:
@@ -445,7 +488,9 @@ class Engine(Publication):
         self._publish(frame.fence, tokens, result.records, result.logprobs)
         for handle in self.retention.retired(frame.plan, self.live):
             live = self.live[handle]
-            if not live.is_done and live.pending_finish is not None:
+            if live.preempting:
+                self.preemption.retired(live)
+            elif not live.is_done and live.pending_finish is not None:
                 self._finish(live, live.pending_finish, notify_scheduler=False)
         for listener in self.frame_listeners:
             listener(frame.plan, result)
@@ -500,6 +545,9 @@ class Engine(Publication):
         # (otherwise one bad input could exhaust an innocent's restarts).
         suspect = any(live.probation_output is not None for live in involved)
         for live in involved:
+            if live.preempting:  # its preemption snapshot failed: recompute it instead
+                self.preemption.failed(live)
+                continue
             if suspect:
                 guilty = live.probation_output is not None
             else:
@@ -609,8 +657,13 @@ class Engine(Publication):
             n = len(request.prompt_ids)
             _deliver(sink, StreamChunk("", (), n, 0, "error", message))
         self._waiting.clear()
-        open_requests = [*self._retry, *(live for live in self.live.values() if not live.is_done)]
+        open_requests = [
+            *self._retry,
+            *self.preemption.resume,
+            *(live for live in self.live.values() if not live.is_done),
+        ]
         self._retry.clear()
+        self.preemption.resume.clear()
         for live in open_requests:
             live.is_done = True
             self.stats.record_finished("error")

@@ -8,9 +8,11 @@ cutting the prefill there and copying the slot into a snapshot row.
 Conversation anchors come from the exact token endpoints of the rendered chat. The
 last eligible completed message is the anchor (the prompt end substitutes when there
 is none); earlier messages follow in reverse order, then a distinct prompt end. The
-anchor stays eligible whatever the costs; every further cut and copy is an *extra*
-that must fit a request-local allowance of ``fraction`` times the estimated uncached
-prefill work. Unknown costs disable extras. Completed productive decode earns the
+anchor stays eligible whatever the costs, and its copy is never refused; every
+further cut and copy is an *extra* that must fit a request-local allowance of
+``fraction`` times the estimated uncached prefill work, and so must the anchor's own
+prefill cut when costs are known (otherwise the prompt end, which needs no cut,
+substitutes as the anchor). Unknown costs disable extras. Completed productive decode earns the
 same fraction of its measured time toward one distinct terminal capture. There is
 no fixed capture count and no concurrency-based share.
 """
@@ -23,6 +25,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 DEFAULT_EXTRA_WORK_FRACTION = 0.05
+# Default snapshot rows per request slot. A conversation keeps about two checkpoints
+# (its latest anchor and its terminal capture) through its think time, and more
+# conversations are between turns than are resident: in the multi-turn simulation
+# (README, "Prefix caching") one row per slot kept nothing and four per slot kept
+# 95-100% of the shared history with 8-16 conversations on 4 slots.
+ROWS_PER_SLOT = 4
 
 
 class CheckpointRole(IntEnum):
@@ -111,6 +119,10 @@ class CheckpointAllowance:
         return True
 
 
+def default_snapshot_rows(num_slots: int) -> int:
+    return ROWS_PER_SLOT * max(1, num_slots)
+
+
 def validate_fraction(fraction: float) -> None:
     if isinstance(fraction, bool) or not math.isfinite(fraction) or fraction < 0:
         raise ValueError(
@@ -129,9 +141,15 @@ def plan_captures(
     """The request's capture points and the allowance left after paying for them.
 
     Points at or below the restored prefix are already retained and skipped. The
-    anchor is kept even when costs are unknown (its copy is charged when known, never
-    refused); each extra needs one prefill cut (unless it is the prompt end, where
-    prefill ends anyway) and one copy, and is kept only if both fit.
+    anchor's copy is never refused, and with unknown costs the anchor is kept as it is.
+    With known costs the prefill cut a message-end anchor needs is additional prefill
+    work like any other: when the cut and copy do not fit the allowance, the prompt end
+    (where prefill stops anyway, so only the copy is paid) substitutes as the anchor.
+    A cut costs a whole launch of the smallest prefill graph, which on a large MoE
+    model is most of a long prompt's prefill, and it leaves a tail of a few tokens
+    that must wait for its own launch before the first output token. Each extra needs
+    one prefill cut (unless it is the prompt end) and one copy, and is kept only if
+    both fit.
     """
     allowance = CheckpointAllowance(fraction)
     if costs.is_known:
@@ -139,13 +157,18 @@ def plan_captures(
         allowance.budget_ns = fraction * costs.prefill_ns_per_token * (prompt_len - cached_tokens)
     else:
         allowance.extras_enabled = False
-    for point in conversation_anchors(message_ends, prompt_len):
-        if point.end <= cached_tokens:
-            continue
+    points = [p for p in conversation_anchors(message_ends, prompt_len) if p.end > cached_tokens]
+    anchor = next((p for p in points if not p.is_extra), None)
+    if anchor is not None and anchor.end < prompt_len and costs.is_known:
+        cut = (costs.split_ns or 0.0) + (costs.snapshot_ns or 0.0)
+        if cut > allowance.remaining_ns:
+            substitute = CapturePoint(prompt_len, CheckpointRole.ANCHOR, is_extra=False)
+            points = [substitute, *(p for p in points if p.end < prompt_len and p is not anchor)]
+    for point in points:
         if not point.is_extra:
             allowance.points.append(point)
             if costs.is_known:
-                allowance.spent_ns += costs.snapshot_ns or 0.0  # anchors are never refused
+                allowance.spent_ns += costs.snapshot_ns or 0.0  # the anchor copy is never refused
                 if point.end < prompt_len:
                     allowance.spent_ns += costs.split_ns or 0.0
             continue

@@ -12,7 +12,7 @@ precedes the client's next turn) or is retired at once without one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, Scheduler
@@ -81,14 +81,18 @@ class RetentionHooks:
 
     # -- hooks ---------------------------------------------------------------------
 
-    def admit(self, request: GenerationRequest, now_ns: int) -> Admission:
+    def admit(
+        self, request: GenerationRequest, now_ns: int, prompt_ids: Sequence[int] | None = None
+    ) -> Admission:
+        """``prompt_ids``: what the model consumes when it is more than the request's
+        prompt (a resumed request replays its output)."""
         # A prompt with images is not its token ids alone (the pads look alike for any
         # image): it neither restores nor publishes a checkpoint.
         if self.cache is None or request.images is not None:
             return Admission(0, (), False)
         admission = self.cache.admit(
             request.request_id,
-            request.prompt_ids,
+            request.prompt_ids if prompt_ids is None else prompt_ids,
             request.message_end_offsets,
             self.capture_costs(),
             now_ns,
@@ -169,6 +173,21 @@ class RetentionHooks:
             return True
         self.scheduler.retire_without_snapshot(live.handle)
         return False
+
+    def preempt(self, live, now_ns: int) -> bool:
+        """Arm the snapshot row a preempted decoder resumes from; False: recompute it.
+
+        Only a decoder with output has the terminal state Helios captures (prompt plus
+        every output token but the last, still pending); a worthless terminal
+        retirement (both terminal prices zero) would never be scheduled.
+        """
+        if self.cache is None or not live.output_ids:
+            return False
+        policy = self.scheduler.policy
+        if policy.terminal_value == 0 and policy.terminal_age_price == 0:
+            return False
+        tokens = (*live.prompt_ids, *live.output_ids[:-1])
+        return self.cache.arm_preemption(live.request.request_id, tokens, now_ns)
 
     def drop_terminal(self, live) -> None:
         """A request finished without waiting for a terminal snapshot (a stop string)."""

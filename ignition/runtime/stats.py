@@ -49,6 +49,8 @@ class StatsSnapshot:
     output_tokens: int = 0
     running: int = 0
     waiting: int = 0
+    preempted: int = 0  # preempted requests not yet resumed
+    preemptions: int = 0
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
     prefix_cache_restored_tokens: int = 0
@@ -74,6 +76,8 @@ class EngineStats:
         self._output_tokens = 0
         self._running = 0
         self._waiting = 0
+        self._preempted = 0
+        self._preemptions = 0
         self._cache = [0, 0, 0, 0]  # queries, hits, restored tokens, evictions
         self._slots = (0, 0)
         self._pages = (0, 0)
@@ -118,9 +122,13 @@ class EngineStats:
         with self._lock:
             self._cache[3] = total
 
-    def set_queue(self, running: int, waiting: int) -> None:
+    def set_queue(self, running: int, waiting: int, preempted: int = 0) -> None:
         with self._lock:
-            self._running, self._waiting = running, waiting
+            self._running, self._waiting, self._preempted = running, waiting, preempted
+
+    def record_preemption(self) -> None:
+        with self._lock:
+            self._preemptions += 1
 
     def record_phases(self, queue_s: float, prefill_s: float, decode_s: float | None) -> None:
         """A finished request's time waiting for a slot, to its first token, and after it."""
@@ -152,6 +160,8 @@ class EngineStats:
                 output_tokens=self._output_tokens,
                 running=self._running,
                 waiting=self._waiting,
+                preempted=self._preempted,
+                preemptions=self._preemptions,
                 prefix_cache_queries=self._cache[0],
                 prefix_cache_hits=self._cache[1],
                 prefix_cache_restored_tokens=self._cache[2],

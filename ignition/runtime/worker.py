@@ -92,8 +92,12 @@ class ModelWorker:
         state_ops: StateOperations | None = None,
         encode_images: ImageEncoder | None = None,
         feature_storage: torch.Tensor | None = None,
+        snapshot_rows: int = 0,
     ) -> None:
         self.state = state
+        # The store's first rows the checkpoint cache retains into (the rest are private
+        # vision-window rows); resolved once per rank at assembly.
+        self.snapshot_rows = snapshot_rows
         self.programs = programs
         self.resources = resources
         self.eos_token_ids = eos_token_ids
@@ -185,6 +189,10 @@ class ModelWorker:
                     raise WorkerError(f"fence {fence.value}: restore of {lane.handle} has no row")
                 self.resources.begin(slot)
                 self.resources.reserve(slot, lane.checkpoint_tokens, lookahead=1)
+                # The restore writes into the pages the *device* table names: the ones just
+                # assigned on the host must reach it first, or the prefix lands in the
+                # previous occupant's pages (or the scratch page).
+                self._sync_page_table()
                 device_ns += self.state_ops.restore(slot, row)
                 self._prompt_cursor[lane.handle] = lane.checkpoint_tokens
             elif row is not None:
@@ -193,6 +201,7 @@ class ModelWorker:
                 if lane.role is LaneRole.TERMINAL and lane.handle in self._overrun:
                     live[lane.handle].state_ok = False
                     continue
+                self._sync_page_table()
                 device_ns += self.state_ops.snapshot(slot, row)
         return _StateLaunched(fence, plan, device_ns, time.perf_counter_ns() - began)
 
@@ -223,6 +232,11 @@ class ModelWorker:
             torch.cuda.synchronize(self.feature_storage.device)
         elapsed = time.perf_counter_ns() - began
         return _StateLaunched(fence, plan, max(1, elapsed), elapsed)
+
+    def _sync_page_table(self) -> None:
+        mirror = self.resources.page_table
+        if mirror is not None:
+            mirror.sync()
 
     # -- inputs --------------------------------------------------------------------
 

@@ -131,7 +131,12 @@ class _EngineCollector(Collector):
         yield self._gauge("flare_requests_running", "Requests admitted and not finished", s.running)
         yield self._gauge("flare_requests_waiting", "Requests waiting for a slot", s.waiting)
         yield self._gauge(
-            "flare_requests_swapped", "Requests swapped out (never: state stays resident)", 0
+            "flare_requests_swapped",
+            "Requests preempted (state in a snapshot row or to recompute), not yet resumed",
+            s.preempted,
+        )
+        yield self._counter(
+            "flare_num_preemptions", "Requests preempted when KV pages ran out", s.preemptions
         )
         yield self._gauge(
             "flare_request_slots_used", "Request slots (GDN state rows) held", s.slots_used

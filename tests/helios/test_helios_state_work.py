@@ -297,3 +297,33 @@ def test_a_restore_enables_the_prompt_row_of_a_following_mixed_graph():
     assert following.lane_of(b).role is LaneRole.PROMPT
     assert following.lane_of(b).num_prompt_tokens == 60
     assert following.lane_of(a).role is LaneRole.DECODE
+
+
+def test_a_winner_short_of_pages_yields_to_the_preemption_snapshot_that_frees_them():
+    """Preemption retires a resident request through a terminal snapshot; while the
+    decode that wins on value cannot get its pages, the fitting retirement runs."""
+    from ignition.helios import Resources, ResourceShortage
+
+    descriptors, costs = _catalog()
+    pool = Resources(num_request_slots=4, num_pages=4, page_size_tokens=64)
+    cheap = policy_from_preset("balanced", terminal_value=1e-3, terminal_age_price=0.0)
+    s = scheduler(descriptors, costs, resources=pool, policy=cheap)  # decode wins on value
+    driver = Driver(s)
+    a, b = s.admit(request(prompt=64, output=200)), s.admit(request(prompt=64, output=200))
+    for _ in range(400):
+        try:
+            driver.step()
+        except ResourceShortage:
+            break
+    else:
+        raise AssertionError("the two decoders never ran out of pages")
+    assert s.pool.num_free_pages == 0 and s.queue.is_empty
+    s.preempt(b)
+    plan = s.plan()
+    assert plan.kind is GraphKind.SNAPSHOT
+    assert [(lane.handle, lane.role) for lane in plan.lanes] == [(b, LaneRole.TERMINAL)]
+    s.commit(plan, Fence(driver.fence + 1))
+    _complete_empty(s, plan, driver.fence + 1)
+    assert b not in s.requests and s.pool.num_free_pages > 0
+    after = s.plan()
+    assert after.kind is GraphKind.DECODE and [lane.handle for lane in after.lanes] == [a]

@@ -90,6 +90,44 @@ def test_second_turn_restores_the_shared_prefix_with_identical_greedy_output(
     print(speculation, "cached", on_2["cached"], "of", shared, dict(stats.executions_by_kind))
 
 
+def _submit(engine, name, prompt, max_tokens, outputs, ends=()):
+    outputs[name] = []
+    sampling = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+    request = GenerationRequest(name, tuple(prompt), sampling, tuple(ends))
+    engine.submit(request, lambda chunk: outputs[name].extend(chunk.token_ids))
+
+
+def _restore_into_a_fresh_slot(model, catalog, snapshot_rows: int):
+    """A 6-token prompt is captured at its end in slot 0; later its continuation is
+    restored into slot 1 (slot 0 is busy with another request) and gets other pages."""
+    options = RuntimeOptions(
+        num_slots=4,
+        page_size=16,
+        max_context_tokens=256,
+        speculation="off",
+        snapshot_rows=snapshot_rows,
+    )
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    outputs: dict[str, list[int]] = {}
+    prefix = [5, 6, 7, 8, 9, 10]
+    _submit(engine, "first", prefix, 2, outputs)
+    engine.run_until_idle(max_steps=4000)
+    _submit(engine, "busy", range(20, 60), 12, outputs)
+    _submit(engine, "restored", [*prefix, 11], 4, outputs)
+    engine.run_until_idle(max_steps=4000)
+    return outputs, engine
+
+
+def test_a_restore_writes_the_prefix_into_the_pages_just_assigned_to_its_slot(model, catalog):
+    """Snapshot and restore preserve partial pages: the restore must write into the pages
+    the runtime has just given the slot, not the ones the device table still named (the
+    defect behind the server's restored 'import os' completion)."""
+    off, _ = _restore_into_a_fresh_slot(model, catalog, 0)
+    on, engine = _restore_into_a_fresh_slot(model, catalog, 4)
+    assert engine.stats.snapshot().prefix_cache_hits == 1
+    assert on == off
+
+
 def test_cancellation_mid_copy_keeps_the_row_until_completion_and_leaks_none(model, catalog):
     """Armed destinations and in-flight copies retain their rows through GPU completion
     and cancellation; afterwards nothing stays armed or copying."""

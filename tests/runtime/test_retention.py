@@ -64,9 +64,25 @@ def test_unknown_costs_disable_extras_but_keep_the_anchor():
     assert not allowance.try_spend(1.0)
 
 
-def test_zero_fraction_keeps_only_the_anchor():
+def test_zero_fraction_keeps_only_the_anchor_at_the_prompt_end():
+    """With no allowance the message-end anchor's prefill cut is unaffordable: the prompt
+    end, where prefill stops anyway, substitutes as the anchor (its copy is never refused)."""
     allowance = plan_captures([20, 40], 100, 0, KNOWN, fraction=0.0)
-    assert [p.end for p in allowance.points] == [40]
+    assert [(p.end, p.role) for p in allowance.points] == [(100, CheckpointRole.ANCHOR)]
+
+
+def test_an_anchor_cut_that_does_not_fit_the_allowance_moves_the_anchor_to_the_prompt_end():
+    """Additional prefill splits fit the allowance; a cut costing a whole small-prefill
+    launch on a short prompt does not, so the checkpoint is taken where prefill ends."""
+    costly = CaptureCosts(prefill_ns_per_token=1000.0, split_ns=40_000.0, snapshot_ns=700.0)
+    allowance = plan_captures([20, 98], 100, 0, costly, fraction=0.05)
+    assert [(p.end, p.role) for p in allowance.points] == [(100, CheckpointRole.ANCHOR)]
+    assert allowance.spent_ns == pytest.approx(700.0)  # the copy only, no cut
+
+
+def test_an_affordable_anchor_cut_keeps_the_anchor_at_the_message_end():
+    allowance = plan_captures([98], 100, 0, KNOWN, fraction=0.05)
+    assert (allowance.points[0].end, allowance.points[0].role) == (98, CheckpointRole.ANCHOR)
 
 
 def test_completed_decode_earns_the_fraction_for_one_distinct_terminal_capture():

@@ -107,12 +107,6 @@ def _greedy_completion(url: str, prompt, max_tokens: int = 4, n: int = 1) -> tup
     return [c["text"] for c in r["choices"]], r["usage"]["prompt_tokens_details"]["cached_tokens"]
 
 
-@pytest.mark.xfail(
-    reason="open defect: after this request sequence a restored 6-token checkpoint of "
-    "'import os' gives a different greedy completion than prefilling it (why "
-    "--snapshot-rows defaults to 0)",
-    strict=False,
-)
 def test_a_restored_checkpoint_after_batched_prompts_keeps_greedy_output(bundle):
     with running_server(bundle, "serve", "--snapshot-rows", "16") as url:
         _greedy_completion(url, "hi", 2)

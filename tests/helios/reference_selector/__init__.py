@@ -44,8 +44,8 @@ def reference_plan(s: Scheduler) -> ScheduledPlan | None:
     tables = build_tables(index, population, decision, s._max_depth)
     shapes = active_descriptors(index, population)
     candidates = all_candidates(shapes, tables, s.costs, decision, s.now_ns, s.speculation)
-    if s.state_descriptors:
-        candidates += state_candidates(
+    states = (
+        state_candidates(
             (*s.descriptors, *s.state_descriptors),
             population,
             s.costs,
@@ -53,7 +53,12 @@ def reference_plan(s: Scheduler) -> ScheduledPlan | None:
             s.policy,
             s.now_ns,
         )
-    winner = select(candidates)
+        if s.state_descriptors
+        else []
+    )
+    candidates += states
+    # Issue 10: a winner the free pages cannot cover yields to a fitting state operation.
+    winner = s.page_feasible(select(candidates), states)
     if winner is None:
         return None
     cls = ExecutionClass.DISCOVERY if winner.is_indeterminate else ExecutionClass.ORDINARY

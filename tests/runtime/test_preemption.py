@@ -1,0 +1,157 @@
+"""Preemption and resume through the real model runtime (CPU, tiny model): a KV page
+pool too small for every request at once forces a resident request out; it resumes
+later (restore plus prefill of the rest, or recomputation without retention) and its
+greedy output equals the unpreempted one. Preempted requests are resumed, never lost."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ignition.components.capacity import plan_catalog
+from ignition.components.catalog import GraphKind
+from ignition.kernels.dispatch import use_backend
+from ignition.model.config import Qwen38Config
+from ignition.model.weights import random_model
+from ignition.recipes import LoadOptions, get_recipe
+from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.snapshot_rows import RowState
+from tests.runtime.test_model_runtime import EOS, CharDecoder
+
+PROMPTS = {f"r{i}": tuple((7 * i + 5 * j) % 100 + 4 for j in range(20 + 5 * i)) for i in range(3)}
+MAX_TOKENS = 30
+TIGHT_PAGES = 6  # 96 tokens; the three requests reach 50, 55 and 60
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return random_model(Qwen38Config.tiny(), seed=3)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return plan_catalog(
+        get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=256)
+    )
+
+
+@pytest.fixture(autouse=True)
+def reference_kernels():
+    with use_backend("reference"):
+        yield
+
+
+def _engine(model, catalog, num_pages, snapshot_rows, speculation="off"):
+    options = RuntimeOptions(
+        num_slots=4,
+        page_size=16,
+        max_context_tokens=256,
+        speculation=speculation,
+        snapshot_rows=snapshot_rows,
+        num_pages=num_pages,
+    )
+    return assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+
+
+def _submit_all(engine, outputs, finishes, prompts=PROMPTS, max_tokens=MAX_TOKENS):
+    for name, prompt in prompts.items():
+        outputs[name] = []
+
+        def sink(chunk, name=name):
+            outputs[name].extend(chunk.token_ids)
+            if chunk.finish_reason:
+                finishes[name] = (chunk.finish_reason, chunk.error)
+
+        sampling = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+        engine.submit(GenerationRequest(name, prompt, sampling), sink)
+
+
+def _run(engine):
+    outputs, finishes = {}, {}
+    _submit_all(engine, outputs, finishes)
+    engine.run_until_idle(max_steps=20_000)
+    return outputs, finishes
+
+
+def _unpreempted(model, catalog, speculation="off"):
+    outputs, finishes = _run(_engine(model, catalog, None, 0, speculation))
+    assert all(reason == "length" for reason, _ in finishes.values())
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def unpreempted(model, catalog):
+    return _unpreempted(model, catalog)
+
+
+@pytest.mark.parametrize("speculation", ["off", "adaptive"])
+def test_a_preempted_decoder_resumes_from_its_snapshot_with_the_unpreempted_output(
+    model, catalog, unpreempted, speculation
+):
+    if speculation != "off":
+        unpreempted = _unpreempted(model, catalog, speculation)
+    engine = _engine(model, catalog, TIGHT_PAGES, snapshot_rows=4, speculation=speculation)
+    restores = []
+    engine.frame_listeners.append(
+        lambda plan, _: restores.extend(
+            lane.checkpoint_tokens for lane in plan.lanes if plan.kind is GraphKind.RESTORE
+        )
+    )
+    outputs, finishes = _run(engine)
+    stats = engine.stats.snapshot()
+    assert stats.preemptions >= 1
+    assert outputs == unpreempted
+    assert all(reason == "length" for reason, _ in finishes.values())
+    # The resume restored prompt plus output (not just a prompt checkpoint).
+    assert any(n > max(len(p) for p in PROMPTS.values()) for n in restores), restores
+    assert stats.preempted == 0 and not engine.preemption.resume
+    rows = engine.retention.cache.rows
+    assert rows.count(RowState.ARMED) == rows.count(RowState.COPYING) == 0
+
+
+def test_without_retention_a_preempted_request_is_recomputed_with_the_same_output(
+    model, catalog, unpreempted
+):
+    engine = _engine(model, catalog, TIGHT_PAGES, snapshot_rows=0)
+    outputs, finishes = _run(engine)
+    stats = engine.stats.snapshot()
+    assert stats.preemptions >= 1 and "restore" not in stats.executions_by_kind
+    assert outputs == unpreempted
+    assert all(reason == "length" for reason, _ in finishes.values())
+    assert engine.scheduler.pool.num_free_pages == TIGHT_PAGES  # every page came back
+
+
+def test_cancelling_a_request_while_it_waits_to_resume_aborts_it_and_frees_everything(
+    model, catalog, unpreempted
+):
+    engine = _engine(model, catalog, TIGHT_PAGES, snapshot_rows=4)
+    outputs, finishes = {}, {}
+    _submit_all(engine, outputs, finishes)
+    cancelled = None
+    for _ in range(20_000):
+        if not engine.has_work:
+            break
+        if cancelled is None and engine.preemption.resume:
+            cancelled = engine.preemption.resume[0].request.request_id
+            engine.cancel(cancelled)
+        engine.step()
+    assert cancelled is not None and finishes[cancelled][0] == "abort"
+    for name, ids in outputs.items():
+        if name != cancelled:
+            assert finishes[name][0] == "length" and ids == unpreempted[name]
+    assert engine.scheduler.pool.num_free_pages == TIGHT_PAGES
+    rows = engine.retention.cache.rows
+    assert rows.count(RowState.ARMED) == rows.count(RowState.COPYING) == 0
+
+
+def test_a_lone_request_the_page_pool_cannot_hold_ends_with_an_error_naming_the_pool(
+    model, catalog
+):
+    engine = _engine(model, catalog, 2, snapshot_rows=4)  # 32 tokens of KV
+    outputs, finishes = {}, {}
+    _submit_all(engine, outputs, finishes, {"big": PROMPTS["r2"]}, max_tokens=20)
+    engine.run_until_idle(max_steps=2_000)
+    reason, error = finishes["big"]
+    assert reason == "error" and "KV page pool (2 pages of 16 tokens)" in error
