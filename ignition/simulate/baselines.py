@@ -15,9 +15,11 @@ model, so baselines and Helios differ only in what they choose.
   whenever prompt work can run, a prompt-only batch up to the chunk budget runs and
   decoders wait; otherwise every decoder runs.
 
-Names: ``NAME[-bBUDGET][-kK]``, e.g. ``vllm-b8192-k3``; ``helios`` is the Helios
-scheduler itself, ``helios+VARIANT[+VARIANT]`` an experiment on it (see ``harness.py``
-and ``HELIOS_VARIANTS``).
+Names: ``NAME[-bBUDGET][-kK][-padded]``, e.g. ``vllm-b8192-k3``; ``-padded`` runs each
+step at vLLM V1's CUDA-graph capture size that holds it (``capture.py``), as real vLLM
+does, instead of an eager batch of exactly its work (``vllm`` and ``sarathi`` only).
+``helios`` is the Helios scheduler itself, ``helios+VARIANT[+VARIANT]`` an experiment
+on it (see ``harness.py`` and ``HELIOS_VARIANTS``).
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ class Batch:
 
 class BaselinePolicy(Protocol):
     name: str
+    budget: int
     drafts: int
+    padded: bool  # steps run at vLLM's capture sizes (``capture.py``), not eagerly
 
     def schedule(
         self, running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int
@@ -113,6 +117,7 @@ class DecodeFirst:
     name: str = "vllm"
     budget: int = 2048
     drafts: int = 0
+    padded: bool = False
 
     def schedule(
         self, running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int
@@ -135,6 +140,7 @@ class PrefillFirst:
     name: str = "prefill-first"
     budget: int = 8192
     drafts: int = 0
+    padded: bool = False
 
     def schedule(
         self, running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int
@@ -168,6 +174,8 @@ HELIOS_VARIANTS = {
     "chunk2048": "load-time selection: prompt capacities up to 2048 tokens only",
     "full-batch": "load-time selection: generation and mixed programs at the full batch only",
     "one-frame": "what-if transport: plan the next frame only when the device is idle",
+    "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
+    "(mixed programs stay powers of two)",
 }
 _ENVELOPE = re.compile(r"^r(?P<r>[1-9]\d*)$")  # helios+r192: a what-if build R
 
@@ -185,7 +193,10 @@ def variant_summary(variant: str) -> str:
     return HELIOS_VARIANTS[variant]
 
 
-_NAME = re.compile(r"^(?P<family>[a-z]+(?:-first)?)(?:-b(?P<budget>\d+))?(?:-k(?P<k>\d+))?$")
+_NAME = re.compile(
+    r"^(?P<family>[a-z]+(?:-first)?)(?:-b(?P<budget>\d+))?(?:-k(?P<k>\d+))?(?P<padded>-padded)?$"
+)
+PADDED_FAMILIES = ("vllm", "sarathi")  # engines whose graphs follow vLLM's capture sizes
 
 
 @dataclass(frozen=True)
@@ -196,12 +207,15 @@ class PolicyName:
     family: str
     budget: int = 0
     drafts: int = 0
+    padded: bool = False
     extras: dict = field(default_factory=dict)
 
 
 def parse_policy(text: str) -> PolicyName:
-    """``helios`` or ``FAMILY[-bBUDGET][-kK]``; anything else is one line naming it."""
-    known = ", ".join([HELIOS, *FAMILIES, "<family>-b<budget>", "<family>-k<drafts>"])
+    """``helios`` or ``FAMILY[-bBUDGET][-kK][-padded]``; anything else is one line naming it."""
+    known = ", ".join(
+        [HELIOS, *FAMILIES, "<family>-b<budget>", "<family>-k<drafts>", "<family>-padded"]
+    )
     if text == HELIOS or text.startswith(HELIOS + "+"):
         variants = text.split("+")[1:]
         for v in variants:
@@ -219,14 +233,22 @@ def parse_policy(text: str) -> PolicyName:
     drafts = int(m.group("k")) if m.group("k") else 0
     if budget < 1 + drafts:
         raise PolicyError(f"policy {text!r}: budget {budget} below one decoder's 1 + {drafts}")
-    return PolicyName(text, m.group("family"), budget, drafts)
+    padded = m.group("padded") is not None
+    if padded and m.group("family") not in PADDED_FAMILIES:
+        raise PolicyError(
+            f"policy {text!r}: -padded follows vLLM's capture sizes "
+            f"(only {', '.join(PADDED_FAMILIES)})"
+        )
+    return PolicyName(text, m.group("family"), budget, drafts, padded)
 
 
 def make_baseline(text: str) -> BaselinePolicy:
     name = parse_policy(text)
     if name.family == HELIOS:
         raise PolicyError("helios is not a baseline; run it through harness.run_policy")
-    return FAMILIES[name.family].make(name=text, budget=name.budget, drafts=name.drafts)
+    return FAMILIES[name.family].make(
+        name=text, budget=name.budget, drafts=name.drafts, padded=name.padded
+    )
 
 
 def describe(text: str) -> str:
@@ -237,4 +259,5 @@ def describe(text: str) -> str:
         return f"{base}; {extra}" if extra else base
     summary = FAMILIES[name.family].summary
     drafts = f", fixed K = {name.drafts} MTP drafts" if name.drafts else ", no speculation"
-    return f"{summary}, budget {name.budget}{drafts}"
+    padded = ", padded to vLLM's CUDA-graph capture sizes" if name.padded else ""
+    return f"{summary}, budget {name.budget}{drafts}{padded}"

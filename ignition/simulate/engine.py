@@ -2,7 +2,10 @@
 
 A step is one eager execution of exactly the work it holds: the device sees its
 active tokens, rows and cached context (no padding to a prepared graph, which
-favours the baselines slightly). Prompt chunks that finish a prompt emit the first
+favours the baselines slightly). A ``padded`` policy instead runs each step at the
+smallest vLLM V1 capture size holding its tokens (``capture.py``): the matrix terms
+pay for the padded tokens, the state and cache terms for the active rows, as for
+Helios's prepared graphs. Prompt chunks that finish a prompt emit the first
 token; decoders verify 1 + K tokens and keep the accepted prefix plus one, drawn
 from the request's per-position acceptance. Every output is delivered at the end of
 its step. Requests are admitted FCFS as slots free up.
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 
 from ignition.components.catalog import GraphKind
 from ignition.simulate.baselines import BaselinePolicy, Batch, Seq
+from ignition.simulate.capture import CaptureSizes, vllm_capture_sizes
 from ignition.simulate.devices import DeviceModel, Execution
 from ignition.simulate.results import ExecutionRecord, RequestRecord, RunResult
 from ignition.simulate.workloads import SimRequest
@@ -30,14 +34,20 @@ def batch_kind(batch: Batch) -> GraphKind:
     return GraphKind.SPECULATIVE if batch.drafts else GraphKind.DECODE
 
 
-def batch_execution(batch: Batch) -> Execution:
+def batch_execution(batch: Batch, capture: CaptureSizes | None = None) -> Execution:
+    """The device's view of one step: eager at its own extents, or with ``capture`` at
+    the padded token count (a uniform decode graph also pads whole rows)."""
     rows = len(batch.prefill) + len(batch.decode)
     tokens = batch.tokens
+    capacity_tokens = capture.pad(tokens) if capture is not None else tokens
+    capacity_rows = rows
+    if not batch.prefill:
+        capacity_rows = max(rows, capacity_tokens // (1 + batch.drafts))
     context = sum(s.context for s, _ in batch.prefill) + sum(s.context for s in batch.decode)
     return Execution(
         kind=batch_kind(batch),
-        capacity_tokens=tokens,
-        capacity_rows=rows,
+        capacity_tokens=capacity_tokens,
+        capacity_rows=capacity_rows,
         tokens=tokens,
         rows=rows,
         context=context,
@@ -91,6 +101,11 @@ def run_baseline(
     check_every: int = 64,
 ) -> RunResult:
     rng = random.Random(seed)
+    capture = (
+        vllm_capture_sizes(slots, policy.drafts, policy.budget)
+        if getattr(policy, "padded", False)
+        else None
+    )
     order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_ms)
     records = [
         RequestRecord(i, r.arrival_ms, r.prompt_tokens, r.output_tokens)
@@ -117,7 +132,7 @@ def run_baseline(
                 s.record.admitted_ms = now
                 waiting.remove(s)
                 running.append(s)
-        e = batch_execution(batch)
+        e = batch_execution(batch, capture)
         idle = sum(1 for s in running if s.is_decoding) - len(batch.decode)
         duration = device.duration_ms(e) * math.exp(rng.gauss(0.0, noise_sigma))
         start, now = now, now + duration

@@ -48,13 +48,16 @@ def helios_catalog(
     wide_mixed: int = 0,
     max_prompt: int = 0,
     full_batch: bool = False,
+    step8: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 adds, as a what-if
     outside the recipe rules, every wider mixed width at that prompt bucket too;
     ``max_prompt`` > 0 loads only prompt capacities up to it (the seed's load-time
     selection, which may reduce capacities where the smaller programs exist);
     ``full_batch`` loads only generation and mixed programs of batch capacity ``slots``
-    (load-time selection again: every frame can hold every decoder)."""
+    (load-time selection again: every frame can hold every decoder); ``step8`` adds, as
+    a what-if, decode and speculative programs at batch buckets 1, 2, 4 and every
+    multiple of 8 (``step8_generation_shapes``)."""
     from ignition.components.capacity import (
         _speculative,
         mixed_batch_buckets,
@@ -81,6 +84,12 @@ def helios_catalog(
         ]
         extra = [d for d in extra if d.name not in names]
         catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
+    if step8:
+        names = {d.name for d in catalog.descriptors}
+        extra = [
+            d for d in step8_generation_shapes(resolve(chosen, options)) if d.name not in names
+        ]
+        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
     if max_prompt:
         kept = tuple(
             d
@@ -97,6 +106,28 @@ def helios_catalog(
         )
         catalog = Catalog(catalog.recipe, catalog.options, kept)
     return select_for_mode(catalog, speculation)
+
+
+def step8_buckets(padded_concurrency: int, minimum: int = 1) -> list[int]:
+    """1, 2, 4, then every multiple of 8 through the padded concurrency (vLLM's grid)."""
+    grid = [1, 2, 4, *range(8, padded_concurrency + 1, 8)]
+    return [b for b in grid if minimum <= b <= padded_concurrency]
+
+
+def step8_generation_shapes(cap: object) -> list:
+    """The recipe's decode and speculative enumeration with ``step8_buckets`` in place of
+    its power-of-two request buckets. ``capacity.py`` keeps its rule (the recipes'
+    declared catalogs and the CI check stay as they are): only these two enumerations
+    run, for this call, over the other grid. Mixed programs are left out: the catalog
+    contract requires a power-of-two mixed batch capacity."""
+    from ignition.components import capacity
+
+    previous = capacity.request_buckets
+    capacity.request_buckets = step8_buckets
+    try:
+        return capacity.decode_shapes(cap) + capacity.speculative_shapes(cap)
+    finally:
+        capacity.request_buckets = previous
 
 
 @contextlib.contextmanager
@@ -134,6 +165,7 @@ def run_helios(
             wide_mixed=wide,
             max_prompt=max_prompt,
             full_batch="full-batch" in variants,
+            step8="step8" in variants,
         ),
         durations=setup.device,
         requests=tuple(requests),

@@ -30,6 +30,7 @@ from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import Metrics, measure, metrics_from_json
 from ignition.simulate.search import BISECTIONS, GRID_FACTOR, SLO, Capacity, search
 from scripts.scheduling_sim.ceiling import ceiling_lines
+from scripts.scheduling_sim.padding import padding_section
 
 TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
 POLICIES = (
@@ -508,7 +509,9 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   rows costs 41.9 / 44.9 / 48.1 / 50.4 ms (1.22x / 1.15x / 1.08x / 1.03x). At load 1.0
   Helios's p50 TPOT is 22.9 ms against 18.6 (`vllm-k3`) and 18.5 ms (`vllm-k5`); slots
   stay held longer, so its p99 TTFT there is 4.2 s against 1.8 and 1.7 s. (Durations
-  at 1400 cached tokens per row.)
+  at 1400 cached tokens per row.) Baselines padded as real vLLM pads (its capture
+  sizes, steps of 8 tokens) lose no capacity, and Helios with step-8 batch buckets
+  gains none: "Padding for fairness" above.
 - **TBT at 60 ms: frames near 56 ms plus one skipped short frame.** Helios's p99 TBT is
   62.2 ms at load 0.5, 74.8 ms at 0.707 and 70.5 ms at 1.0 (`vllm-k3`: 59.0 ms at 1.0).
   At 0.707, 3.1% of its gaps exceed 60 ms: 65% are a decoder left out of a width-one
@@ -583,6 +586,7 @@ def render(
     resolution: Resolution = FULL,
     plots_wanted: bool = True,
     whatifs: list[JobResult] | None = None,
+    padding: list[JobResult] | None = None,
 ) -> int:
     a, b = rows
     quick = resolution != FULL
@@ -599,6 +603,7 @@ def render(
     lines += [""]
     lines += findings(results, slots)
     lines += ["", *whatif_section(results, whatifs or [])] if whatifs else []
+    lines += ["", *padding_section(padding, (STUDY_SLO, *TARGET_SLOS))] if padding else []
     lines += mixed_cost_note()
     if 32 in slots and spot:
         lines += spot_checks(rows)
@@ -658,6 +663,12 @@ def main(argv: list[str] | None = None) -> int:
         "separate table against the main results' best baselines.",
     )
     parser.add_argument(
+        "--padding-results",
+        default="",
+        help="A results file of padded baselines and Helios's step-8 what-if (one quick-mode "
+        "search; scripts/scheduling_sim/padding.py), rendered as the padding section.",
+    )
+    parser.add_argument(
         "--no-spot-checks",
         action="store_true",
         help="Leave out the acceptance-learning spot check (four Helios runs).",
@@ -681,6 +692,7 @@ def main(argv: list[str] | None = None) -> int:
         results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
         seconds = sum(r.seconds for r in results)
         whatifs = [r for f in args.whatif_results.split(",") if f for r in load_results(Path(f))]
+        padding = load_results(Path(args.padding_results)) if args.padding_results else []
         return render(
             results,
             slots,
@@ -693,6 +705,7 @@ def main(argv: list[str] | None = None) -> int:
             resolution=resolution,
             plots_wanted=not args.quick,
             whatifs=whatifs,
+            padding=padding,
         )
     jobs = [Job(s, p, (a, b), resolution) for s in slots for p in policies]
     # at the stock R = 6 the only wider mixed width is B = 2, W = 3: nothing to what-if
@@ -730,6 +743,8 @@ def main(argv: list[str] | None = None) -> int:
         spot=spot,
         resolution=resolution,
         plots_wanted=not args.quick,
+        whatifs=[r for f in args.whatif_results.split(",") if f for r in load_results(Path(f))],
+        padding=load_results(Path(args.padding_results)) if args.padding_results else [],
     )
 
 
