@@ -82,14 +82,17 @@ class CheckpointCache:
         message_ends: Sequence[int],
         costs: CaptureCosts,
         now_ns: int,
+        restore: bool = True,
     ) -> Admission:
+        """``restore=False``: the request may publish checkpoints but restores none (its
+        sampling needs the token history a checkpoint does not carry)."""
         prompt = tuple(prompt)
         state = RequestCheckpoints(prompt)
         self.requests[owner] = state
         if not self.is_enabled:
             return Admission(0, (), False)
         self.counters.queries += 1
-        match = self.rows.lookup(prompt, now_ns)
+        match = self.rows.lookup(prompt, now_ns) if restore else None
         if match is not None:
             state.restore_row, state.restore_tokens = match.row, match.num_tokens
             self.rows.begin_read(match.row)  # pinned until its restore completes

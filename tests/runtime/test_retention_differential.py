@@ -66,7 +66,7 @@ def _sequence(seed: int) -> list[list[Planned]]:
     return waves
 
 
-def _run(engine, waves: list[list[Planned]]) -> dict[str, tuple[int, ...]]:
+def _run(engine, waves: list[list[Planned]], **penalties: float) -> dict[str, tuple[int, ...]]:
     outputs: dict[str, list[int]] = {}
     finish: dict[str, str] = {}
     for wave in waves:
@@ -78,7 +78,9 @@ def _run(engine, waves: list[list[Planned]]) -> dict[str, tuple[int, ...]]:
                 if chunk.finish_reason:
                     finish[name] = chunk.finish_reason
 
-            sampling = SamplingParams(max_tokens=p.max_tokens, temperature=0.0, ignore_eos=True)
+            sampling = SamplingParams(
+                max_tokens=p.max_tokens, temperature=0.0, ignore_eos=True, **penalties
+            )
             engine.submit(GenerationRequest(p.name, p.prompt, sampling, p.ends), sink)
         for step in range(1, 4000):
             if not engine.has_work:
@@ -148,3 +150,18 @@ def test_a_page_pool_that_forces_preemption_changes_no_greedy_output(engines):
     tight = engines["tight"]
     assert tight.stats.snapshot().preemptions > 0
     assert tight.scheduler.pool.num_free_pages == TIGHT_PAGES and not tight.preemption.resume
+
+
+PENALTIES = {"repetition_penalty": 1.5, "presence_penalty": 1.0, "frequency_penalty": 0.5}
+
+
+def test_penalties_see_the_whole_history_through_retention_and_preemption(engines):
+    """Penalties depend on every prompt and output token a request has seen, which a
+    restored checkpoint or a resumed snapshot does not carry: such a request prefills
+    instead, so its tokens equal those of a request that never left the device."""
+    for seed in range(200, 200 + NUM_SEQUENCES // 2):
+        waves = _sequence(seed)
+        expected = _run(engines[0], waves, **PENALTIES)
+        assert expected != _run(engines[0], waves), seed  # the penalties do change tokens
+        for key in (8, "tight"):
+            assert _run(engines[key], waves, **PENALTIES) == expected, (seed, key)
