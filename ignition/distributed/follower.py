@@ -17,6 +17,7 @@ import torch.distributed as dist
 from ignition.distributed.context import TensorParallel
 from ignition.distributed.faults import RankFault
 from ignition.distributed.ranks import (
+    CarryHistory,
     LaneRequest,
     Launch,
     RankReport,
@@ -135,6 +136,8 @@ def follow(worker: ModelWorker, tp: TensorParallel) -> None:
             follower.wait(message)
         elif isinstance(message, Release):
             follower.release(message)
+        elif isinstance(message, CarryHistory):
+            worker.carry_history(message.old, message.new)
         else:
             raise TypeError(f"rank {tp.rank}: unknown message {type(message).__name__}")
 

@@ -67,6 +67,12 @@ class Release:
 
 
 @dataclass(frozen=True)
+class CarryHistory:
+    old: RequestHandle
+    new: RequestHandle
+
+
+@dataclass(frozen=True)
 class Stop:
     pass
 
@@ -247,3 +253,7 @@ class RankZeroWorker:
         self._send(Release(handle))
         self._known.discard(handle)
         self.inner.release(handle)
+
+    def carry_history(self, old: RequestHandle, new: RequestHandle) -> None:
+        self._send(CarryHistory(old, new))
+        self.inner.carry_history(old, new)

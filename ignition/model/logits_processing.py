@@ -89,6 +89,13 @@ class SlotHistory:
     def vocab_size(self) -> int:
         return self.output_counts.shape[1]
 
+    def copy_row(self, source: int, destination: int) -> None:
+        """Carry one request's history to another slot (stream-ordered device copies): a
+        vision window's fresh generation continues the logical request's history."""
+        for table in (self.output_counts, self.num_output, self.prompt_mask, self.bias):
+            table[destination].copy_(table[source])
+        self.stop_mask[destination].copy_(self.stop_mask[source])
+
     def rows(self, slot_ids: Tensor) -> Tensor:
         """History rows of program rows: the slot, or the scratch row for padding."""
         return torch.where(slot_ids >= 0, slot_ids.long(), self.scratch_row)

@@ -502,6 +502,7 @@ class Engine(Publication):
         self.scheduler.cancel(old)  # idle: its slot and pages are released now
         self.worker.release(old)
         handle = self.scheduler.admit(self.vision_windows.next_spec(live))
+        self.worker.carry_history(old, handle)  # penalties see every window's tokens
         del self.live[old]
         live.handle = handle
         self.live[handle] = live

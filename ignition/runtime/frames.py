@@ -41,6 +41,8 @@ class Worker(Protocol):
 
     def release(self, handle: RequestHandle) -> None: ...
 
+    def carry_history(self, old: RequestHandle, new: RequestHandle) -> None: ...
+
 
 @dataclass
 class _Inflight:

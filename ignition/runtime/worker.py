@@ -162,6 +162,16 @@ class ModelWorker:
             return self._round_result(launched, timing)
         return self._step_result(launched, timing)
 
+    def carry_history(self, old: RequestHandle, new: RequestHandle) -> None:
+        """``new`` continues ``old``'s logical request (its next vision window): it keeps
+        the sampling history instead of starting one at its first prompt chunk. Called
+        right after ``old`` is released and ``new`` admitted, before any frame could let
+        another request begin in ``old``'s slot."""
+        history = next((p.history for p, _ in self.programs.values() if p.history), None)
+        if history is not None and old.slot != new.slot:
+            history.copy_row(old.slot, new.slot)
+        self._begun.add(new)
+
     def release(self, handle: RequestHandle) -> None:
         self._vision.pop(handle, None)
         self._prompt_cursor.pop(handle, None)

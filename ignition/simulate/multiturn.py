@@ -219,6 +219,9 @@ class SimulatedWorker:
         self._emitted.pop(handle, None)
         self._context.pop(handle, None)
 
+    def carry_history(self, old: RequestHandle, new: RequestHandle) -> None:
+        """The simulated device keeps no sampling history (and serves no images)."""
+
 
 class _Ids:
     def decode(self, ids, skip_special_tokens: bool = True) -> str:

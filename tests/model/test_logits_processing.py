@@ -145,3 +145,21 @@ def test_logprobs_are_raw_log_softmax_with_the_top_alternatives_best_first():
     assert lp.top_ids.shape == (3, VOCAB)  # min(MAX_LOGPROBS, vocab)
     assert torch.equal(lp.top_ids[:, 0], expected.argmax(-1))
     assert (lp.top_logprobs[:, :-1] >= lp.top_logprobs[:, 1:]).all()
+
+
+def test_a_carried_history_row_equals_its_source_in_every_table():
+    history = SlotHistory.allocate(3, 11, "cpu")
+    generator = torch.Generator().manual_seed(0)
+    for table in (history.output_counts, history.prompt_mask, history.bias, history.stop_mask):
+        table[1] = torch.randint(0, 3, (11,), generator=generator).to(table.dtype)
+    history.num_output[1] = 7
+    history.copy_row(1, 2)
+    for table in (
+        history.output_counts,
+        history.num_output,
+        history.prompt_mask,
+        history.bias,
+        history.stop_mask,
+    ):
+        assert torch.equal(table[2], table[1])
+    assert history.num_output[0] == 0 and not history.prompt_mask[0].any()  # others untouched

@@ -60,6 +60,9 @@ class ScriptedWorker:
         self.released.append(handle)
         self.last.pop(handle, None)
 
+    def carry_history(self, old, new):
+        pass  # the scripted model samples without a history
+
 
 def make_engine(num_slots: int = 4, max_waiting: int = 8, mixed: bool = True):
     catalog = plan_catalog(

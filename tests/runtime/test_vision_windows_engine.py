@@ -30,7 +30,7 @@ def serve_once(
         )
     )
     chunks = []
-    sampling = SamplingParams(max_tokens=NUM_TOKENS, temperature=0)
+    sampling = sampling or SamplingParams(max_tokens=NUM_TOKENS, temperature=0)
     request = GenerationRequest("windowed", tuple(expanded), sampling, images=images)
     engine.submit(request, chunks.append)
     engine.run_until_idle()
@@ -76,3 +76,19 @@ def test_one_window_needs_no_snapshot(vision_case):
     engine, chunks = serve_once(bundle, expanded, images, capacity=0)
     assert [t for c in chunks for t in c.token_ids][: len(expected)] == expected
     assert not any(e.kind in ("snapshot", "restore") for e in engine.scheduler.trace)
+
+
+def test_the_sampling_history_carries_across_window_generations(vision_case):
+    """Penalties see every prompt token of the logical request, not just the current
+    window's: the windowed answer equals the one-window answer with the same penalties."""
+    bundle, expected, expanded, images, _ = vision_case
+    # A penalty below 1 favours tokens already seen, so the answer leans on the prompt's
+    # tokens, the first window's included.
+    sampling = SamplingParams(max_tokens=NUM_TOKENS, temperature=0, repetition_penalty=0.01)
+    _, whole = serve_once(bundle, expanded, images, capacity=0, sampling=sampling)
+    _, windowed = serve_once(
+        bundle, expanded, images, capacity=8, snapshot_rows=2, sampling=sampling
+    )
+    ids = [t for c in whole for t in c.token_ids]
+    assert ids[: len(expected)] != expected  # the penalties do change the answer
+    assert [t for c in windowed for t in c.token_ids] == ids
