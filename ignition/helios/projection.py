@@ -198,6 +198,7 @@ def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: in
         spec.image_spans,
         spec.capture_ends,
         spec.vision_patches if r.needs_vision else 0,
+        spec.vision_patches if r.needs_restore and not r.is_vision_ready else 0,
     )
 
 

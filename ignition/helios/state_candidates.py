@@ -37,6 +37,8 @@ from ignition.helios.prerequisites import (
     PinnedRow,
     TerminalContribution,
     best_pair_cohort,
+    chain_score,
+    continuation_contribution,
 )
 from ignition.helios.terminal import (
     TerminalPrices,
@@ -127,6 +129,7 @@ class StateTables:
     ) -> None:
         self.population = population
         self.inference = list(inference)
+        self.vision: list[Descriptor] = []  # the vision stages a chain may pass through
         self.costs = costs
         self.decision = decision
         scale = math.exp(decision.log_scale)
@@ -200,6 +203,7 @@ def state_candidates(
     snapshots = [d for d in state if d.kind is GraphKind.SNAPSHOT]
     inference = [d for d in descriptors if d.kind not in STATE_KINDS]
     tables = StateTables(population, inference, snapshots, costs, decision, policy)
+    tables.vision = [d for d in state if d.kind is GraphKind.VISION]
     out = []
     for d in state:
         candidate = _best_for(d, tables, now_ns)
@@ -213,6 +217,9 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
     t_ms = _ms(costs, d)
     freshness = costs.freshness(d, now_ns)
     enabled = [v for v in tables.population.pending if _enables(v, d)]
+    chained = [v for v in enabled if v.chained_patches]
+    if chained:  # restore -> vision -> inference: no inference follows this stage directly
+        enabled = [v for v in enabled if not v.chained_patches]
     terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
     role = ROLES[d.kind]
     best: tuple[float, int, list[LanePick], list[TerminalView], float] | None = None
@@ -253,6 +260,10 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
                 lanes.insert(0, _state_lane(views[0], role))
             retire = [terminal[i] for i in choice.terminal]
             consider(choice.score, lanes, retire, choice.sequence_value)
+    if chained:
+        chain = _chain_cohort(d, tables, chained, t_ms)
+        if chain is not None:
+            consider(chain[0], [_state_lane(v, role) for v in chain[1]], [], chain[2])
     if best is None:
         return None
     score, count, lanes, retire, value = best
@@ -267,6 +278,42 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
     else:
         candidate.score = score
     return candidate
+
+
+def _chain_cohort(
+    d: Descriptor, tables: StateTables, chained: Sequence[LaneView], t_ms: float | None
+) -> tuple[float, list[LaneView], float] | None:
+    """The first stage of longer chains (restore, then vision, then inference): each row is
+    ranked by its individual continuation index V * T / (T + F), F being the rest of its
+    chain (the fastest vision program that holds its window, then the following graph it
+    is worth most in); the cohort is the best ``batch_capacity`` rows, scored over T."""
+    costs, decision = tables.costs, tables.decision
+    contributions = []
+    for v in chained:
+        vision = [g for g in tables.vision if v.chained_patches <= g.patch_capacity]
+        known = [m for g in vision if (m := _ms(costs, g)) is not None]
+        v_ms = min(known) if len(known) == len(vision) and known else None
+        best = 0.0
+        for following in tables.inference if vision else ():
+            f_ms = _ms(costs, following)
+            rest = None if v_ms is None or f_ms is None else v_ms + f_ms
+            if v.is_decoder:
+                if following.kind not in (GraphKind.DECODE, GraphKind.SPECULATIVE):
+                    continue
+                value = _decoder_value(v, decision, (t_ms or 0.0) + (rest or 0.0))
+            elif following.kind in (GraphKind.PREFILL, GraphKind.MIXED):
+                value = _prompt_value(v, following)[0]
+            else:
+                continue
+            best = max(best, continuation_contribution(value, t_ms, rest))
+        contributions.append(best)
+    order = sorted(range(len(chained)), key=lambda i: -contributions[i])[: d.batch_capacity]
+    order = [i for i in order if contributions[i] > 0]
+    if not order:
+        return None
+    values = [contributions[i] for i in order]
+    score = chain_score(values, t_ms, decision.waiting_coefficient)
+    return score, [chained[i] for i in order], sum(values)
 
 
 def _terminal_pick(row: TerminalView) -> LanePick:

@@ -101,6 +101,9 @@ class LaneView:
     image_spans: tuple[tuple[int, int], ...] = ()
     capture_ends: tuple[int, ...] = ()  # prefill is cut here for a checkpoint capture
     vision_patches: int = 0  # > 0: a vision prerequisite of this many patches is pending
+    # > 0: after its pending restore, a vision prerequisite of this many patches follows
+    # (a chain restore -> vision -> inference, ranked by the continuation index).
+    chained_patches: int = 0
 
     @property
     def slot(self) -> int:

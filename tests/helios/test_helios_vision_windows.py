@@ -170,3 +170,23 @@ def test_vision_programs_alone_do_not_hold_a_finished_request_for_terminal_retir
     driver = Driver(s)
     driver.step()  # the prompt: its one output token finishes the request
     assert h not in s.requests  # released at once: there is no snapshot program to wait for
+
+
+def _restore_chain_beside_a_decoder(vision_ms: float):
+    costs = {prefill(64): 3.0, decode(1): 2.0, SNAPSHOT: 0.5, RESTORE: 0.5, VISION_LARGE: vision_ms}
+    s = scheduler(list(costs), costs)
+    driver = Driver(s)
+    s.admit(request(prompt=4, output=200))
+    assert [driver.step().kind for _ in range(3)] == [GraphKind.PREFILL] + [GraphKind.DECODE] * 2
+    windows = plan_windows(SPANS, 60, feature_capacity=12)
+    spec = window_spec(request(prompt=60, output=4, image_spans=SPANS), windows, 1)
+    s.admit(replace(spec, vision_patches=24))
+    return s.plan().kind
+
+
+def test_a_restore_chained_to_vision_work_ranks_by_its_continuation_index():
+    """Longer chains use V * T / (T + F): the restore's value arrives only after the vision
+    stage and the prefill, so a slow vision stage lets the ready decoder go first, while a
+    fast one restores at once (a pair lookahead straight to the prefill ignored it)."""
+    assert _restore_chain_beside_a_decoder(vision_ms=0.3) is GraphKind.RESTORE
+    assert _restore_chain_beside_a_decoder(vision_ms=30.0) is GraphKind.DECODE

@@ -140,6 +140,9 @@ def build_population(
             image_spans=r.spec.image_spans,
             capture_ends=r.spec.capture_ends,
             vision_patches=r.spec.vision_patches if r.needs_vision else 0,  # mirrors issue 13
+            chained_patches=(  # mirrors issue 10's chains
+                r.spec.vision_patches if r.needs_restore and not r.is_vision_ready else 0
+            ),
         )
         if r.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
