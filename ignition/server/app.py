@@ -33,6 +33,7 @@ from ignition.runtime.requests import (
     StreamChunk,
 )
 from ignition.runtime.stats import EngineStats
+from ignition.server.chat_protocol import ChatCompletionRequest, TokenizeChatRequest
 from ignition.server.config import ServerConfig
 from ignition.server.errors import (
     ApiError,
@@ -45,10 +46,8 @@ from ignition.server.images import VisionServing, expand_chat_prompt, load_chat_
 from ignition.server.metrics import ServerMetrics
 from ignition.server.middleware import ApiKey, BodyLimit, LastResort
 from ignition.server.protocol import (
-    ChatCompletionRequest,
     CompletionRequest,
     DetokenizeRequest,
-    TokenizeChatRequest,
     TokenizeCompletionRequest,
     new_id,
     now_s,

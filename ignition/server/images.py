@@ -26,8 +26,8 @@ from ignition.model.vision.preprocess import (
 )
 from ignition.model.vision.prompt import PlaceholderError
 from ignition.runtime.image_inputs import RequestImages, expand_offsets, expand_request
+from ignition.server.chat_protocol import ChatCompletionRequest, ImagePart, TokenizeChatRequest
 from ignition.server.errors import ApiError
-from ignition.server.protocol import ChatCompletionRequest, ImagePart, TokenizeChatRequest
 
 MAX_IMAGES_PER_REQUEST = 16
 

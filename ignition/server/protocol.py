@@ -16,6 +16,8 @@ rules follow what OpenAI and vLLM clients send:
 - sampling options follow vLLM's ranges and semantics (penalties, ``min_p``,
   ``min_tokens``, ``logit_bias`` with its keys checked against the vocabulary,
   ``logprobs`` as raw logprobs, ``best_of`` ranked by cumulative logprob).
+
+The chat bodies (messages, content parts, tools) are in server/chat_protocol.py.
 """
 
 from __future__ import annotations
@@ -362,147 +364,11 @@ class CompletionRequest(_SamplingFields):
         return self.prompt
 
 
-class TextPart(_Body):
-    type: Literal["text"]
-    text: Text
-
-
-class ImageUrl(_Body):
-    url: Text
-    detail: Literal["auto", "low", "high"] | None = None
-
-
-class ImagePart(_Body):
-    """An image (server/images.py decodes it; only vision models accept it)."""
-
-    type: Literal["image_url"]
-    image_url: ImageUrl
-
-
-ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
-
-
-class ToolCallFunction(_Body):
-    name: Text
-    arguments: Text | dict[str, Any] = "{}"
-
-
-class ToolCall(_Body):
-    """A call an assistant message made earlier in the conversation."""
-
-    id: Text | None = None
-    type: Literal["function"] = "function"
-    function: ToolCallFunction
-
-
-class ChatMessage(_Body):
-    role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: Text | list[ContentPart] | None = None
-    name: Text | None = None
-    tool_calls: list[ToolCall] | None = None
-    tool_call_id: Text | None = None
-    reasoning_content: Text | None = None
-
-    @model_validator(mode="after")
-    def _content_or_calls(self) -> ChatMessage:
-        if self.content is None and not (self.role == "assistant" and self.tool_calls):
-            raise ValueError(
-                "content is required (only an assistant message with tool_calls may omit it)"
-            )
-        return self
-
-    def text(self, image_text: str = "") -> str:
-        """The content as text; each image part becomes ``image_text`` (its placeholder)."""
-        if self.content is None:
-            return ""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(
-            part.text if isinstance(part, TextPart) else image_text for part in self.content
-        )
-
-    def for_template(self, image_text: str = "") -> dict[str, Any]:
-        """The message as chat templates read it: text content, optional fields only when set."""
-        message = self.model_dump(exclude_none=True, exclude={"content"})
-        message["content"] = self.text(image_text)
-        return message
-
-
-class ToolFunction(_Body):
-    name: Annotated[str, Field(strict=True, min_length=1), AfterValidator(valid_unicode)]
-    description: Text | None = None
-    parameters: dict[str, Any] | None = None
-    strict: Bool | None = None
-
-
-class Tool(_Body):
-    type: Literal["function"]
-    function: ToolFunction
-
-
-class ChatCompletionRequest(_SamplingFields):
-    messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: PositiveInt | None = None
-    logprobs: Bool = False
-    top_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
-    tools: list[Tool] | None = None
-    # "required" and a named function need constrained decoding: refused with a message.
-    tool_choice: Literal["none", "auto"] | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
-    add_generation_prompt: Bool = True
-
-    @field_validator("tool_choice", mode="before")
-    @classmethod
-    def _free_tool_choice(cls, value: Any) -> Any:
-        if value == "required" or isinstance(value, dict):
-            raise ValueError(
-                "forcing a tool call needs constrained decoding, which is not supported; "
-                "use 'auto' or 'none'"
-            )
-        return value
-
-    def template_messages(self, image_text: str = "") -> list[dict[str, Any]]:
-        return [m.for_template(image_text) for m in self.messages]
-
-    def template_tools(self) -> list[dict[str, Any]] | None:
-        """The tools the template describes; none when tool_choice is 'none'."""
-        if self.tools is None or self.tool_choice == "none":
-            return None
-        return [t.model_dump(exclude_none=True) for t in self.tools]
-
-    @field_validator("top_logprobs")
-    @classmethod
-    def _top_logprobs_need_logprobs(cls, value: int | None, info) -> int | None:
-        if value is not None and not info.data.get("logprobs"):
-            raise ValueError("top_logprobs needs logprobs = true")
-        return value
-
-    @property
-    def num_logprobs(self) -> int | None:
-        return (self.top_logprobs or 0) if self.logprobs else None
-
-    @property
-    def num_candidates(self) -> int:
-        return self.n
-
-    def sampling(self, default_max_tokens: int, vocab_size: int | None = None) -> SamplingParams:
-        if self.max_completion_tokens and not self.max_tokens:
-            self.max_tokens = self.max_completion_tokens
-        return super().sampling(default_max_tokens, vocab_size)
-
-
 class TokenizeCompletionRequest(_Body):
     """vLLM's /tokenize for a prompt."""
 
     model: Text | None = None
     prompt: Text
-
-
-class TokenizeChatRequest(_Body):
-    """vLLM's /tokenize for chat messages (rendered with the chat template)."""
-
-    model: Text | None = None
-    messages: list[ChatMessage]
 
 
 class DetokenizeRequest(_Body):
