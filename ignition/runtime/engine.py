@@ -388,19 +388,10 @@ class Engine(Publication):
             return False
         self._retry.popleft()
         log.warning("%s: restarting after a failed frame", old.request.request_id)
-        live = LiveRequest(
-            old.request,
-            handle,
-            old.sink,
-            old.detokenizer,
-            output_ids=list(replay),
-            replay_ids=replay,
-            num_restarts=old.num_restarts + int(old.restart_charged),
-            probation_output=len(replay),
-            arrival_ns=old.arrival_ns,
-            admitted_ns=old.admitted_ns,
-            first_token_ns=old.first_token_ns,
-        )
+        live = self._continuation(old, handle, replay)
+        live.num_restarts = old.num_restarts + int(old.restart_charged)
+        live.probation_output = len(replay)
+        live.num_cached_tokens = 0  # the restart runs without retention: nothing restored
         live.windows, live.window_row, live.base_spec = windowed.windows, windowed.row, spec
         self._add_live(live)
         return True
