@@ -43,6 +43,7 @@ from ignition.helios.types import (
     LaneRole,
     RequestSpec,
     Resources,
+    ScheduledPlan,
 )
 from ignition.simulate.scenario import Formula
 
@@ -100,14 +101,7 @@ def prepared(
         s.commit(plan, Fence(fence))
         now += plan.estimated_duration_ns
         s.advance_to(now)
-        records = [
-            CompletionRecord(
-                lane.handle,
-                lane.num_prompt_tokens,
-                (1,) * (lane.max_advance_tokens if lane.role is LaneRole.PROMPT else 1),
-            )
-            for lane in plan.lanes
-        ]
+        records = _completed(plan)
         tokens = s.complete(Fence(fence), records, ExecutionTiming(plan.estimated_duration_ns))
         for handle in {t.handle for t in tokens}:
             s.published_output(handle, Fence(fence))
@@ -115,6 +109,18 @@ def prepared(
         s.admit(RequestSpec(3000, 200))
     s._last_fence = fence  # the next fence follows the warm-up's
     return s
+
+
+def _completed(plan: ScheduledPlan) -> list[CompletionRecord]:
+    """Records completing ``plan`` as estimated: whole prompt chunks, one token per row."""
+    return [
+        CompletionRecord(
+            lane.handle,
+            lane.num_prompt_tokens,
+            (1,) * (lane.max_advance_tokens if lane.role is LaneRole.PROMPT else 1),
+        )
+        for lane in plan.lanes
+    ]
 
 
 def queue_decode_frame(s: Scheduler) -> None:
@@ -146,14 +152,7 @@ def _complete_head(s: Scheduler, rng: random.Random) -> None:
     frame = s.queue.head()
     plan = frame.plan
     s.advance_to(max(s.now_ns, frame.expected_end_ns))
-    records = [
-        CompletionRecord(
-            lane.handle,
-            lane.num_prompt_tokens,
-            (1,) * (lane.max_advance_tokens if lane.role is LaneRole.PROMPT else 1),
-        )
-        for lane in plan.lanes
-    ]
+    records = _completed(plan)
     timing = ExecutionTiming(round(plan.estimated_duration_ns * rng.uniform(0.97, 1.03)))
     fence = Fence(frame.fence)
     d = plan.descriptor
