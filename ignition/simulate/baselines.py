@@ -19,7 +19,8 @@ Names: ``NAME[-bBUDGET][-kK][-padded]``, e.g. ``vllm-b8192-k3``; ``-padded`` run
 step at vLLM V1's CUDA-graph capture size that holds it (``capture.py``), as real vLLM
 does, instead of an eager batch of exactly its work (``vllm`` and ``sarathi`` only).
 ``helios`` is the Helios scheduler itself, ``helios+VARIANT[+VARIANT]`` an experiment
-on it (see ``harness.py`` and ``HELIOS_VARIANTS``).
+on it (see ``harness.py`` and ``HELIOS_VARIANTS``; ``rN`` builds with speculative token
+capacity N, ``wN`` runs fixed speculation at verification width N).
 """
 
 from __future__ import annotations
@@ -178,6 +179,7 @@ HELIOS_VARIANTS = {
     "(mixed programs stay powers of two)",
 }
 _ENVELOPE = re.compile(r"^r(?P<r>[1-9]\d*)$")  # helios+r192: a what-if build R
+_WIDTH = re.compile(r"^w(?P<w>[1-9]\d*)$")  # helios+w3: fixed width three
 
 
 def envelope_variant(variant: str) -> int | None:
@@ -186,10 +188,22 @@ def envelope_variant(variant: str) -> int | None:
     return int(m.group("r")) if m else None
 
 
+def width_variant(variant: str) -> int | None:
+    """``wN``: Helios with fixed verification width N (N - 1 drafts per decoder)."""
+    m = _WIDTH.match(variant)
+    return int(m.group("w")) if m else None
+
+
 def variant_summary(variant: str) -> str:
     r = envelope_variant(variant)
     if r is not None:
         return f"what-if build: speculative token capacity R = {r}"
+    w = width_variant(variant)
+    if w is not None:
+        return (
+            f"fixed speculation at verification width {w}: load-time selection of the "
+            f"width-{w} generation and mixed programs"
+        )
     return HELIOS_VARIANTS[variant]
 
 
@@ -219,7 +233,8 @@ def parse_policy(text: str) -> PolicyName:
     if text == HELIOS or text.startswith(HELIOS + "+"):
         variants = text.split("+")[1:]
         for v in variants:
-            if v not in HELIOS_VARIANTS and envelope_variant(v) is None:
+            parametric = envelope_variant(v) is not None or width_variant(v) is not None
+            if v not in HELIOS_VARIANTS and not parametric:
                 known_variants = ", ".join(HELIOS_VARIANTS)
                 raise PolicyError(
                     f"unknown Helios variant {v!r} in {text!r} (known: {known_variants})"

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field, replace
 from ignition.components.catalog import Catalog, GraphKind
 from ignition.helios.config import PolicyConfig, SpeculationMode, throughput
 from ignition.helios.types import Resources
-from ignition.simulate.baselines import HELIOS, envelope_variant, make_baseline, parse_policy
+from ignition.simulate.baselines import (
+    HELIOS,
+    envelope_variant,
+    make_baseline,
+    parse_policy,
+    width_variant,
+)
 from ignition.simulate.devices import DeviceModel, H200Roofline
 from ignition.simulate.engine import LateWatch, run_baseline
 from ignition.simulate.results import RunResult
@@ -49,6 +55,7 @@ def helios_catalog(
     max_prompt: int = 0,
     full_batch: bool = False,
     step8: bool = False,
+    width: int = 0,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 adds, as a what-if
     outside the recipe rules, every wider mixed width at that prompt bucket too;
@@ -57,7 +64,9 @@ def helios_catalog(
     ``full_batch`` loads only generation and mixed programs of batch capacity ``slots``
     (load-time selection again: every frame can hold every decoder); ``step8`` adds, as
     a what-if, decode and speculative programs at batch buckets 1, 2, 4 and every
-    multiple of 8 (``step8_generation_shapes``)."""
+    multiple of 8 (``step8_generation_shapes``); ``width`` > 0 loads the fixed-mode
+    programs of that verification width only (generation and mixed; load-time selection
+    of a fixed width, so Helios can be compared with itself at each width)."""
     from ignition.components.capacity import (
         _speculative,
         mixed_batch_buckets,
@@ -105,7 +114,21 @@ def helios_catalog(
             if d.kind is GraphKind.PREFILL or d.batch_capacity >= slots
         )
         catalog = Catalog(catalog.recipe, catalog.options, kept)
+    if width:
+        return fixed_width(select_for_mode(catalog, "fixed"), width)
     return select_for_mode(catalog, speculation)
+
+
+def fixed_width(catalog: Catalog, width: int) -> Catalog:
+    """Prefill and state programs, and the generation and mixed programs of exactly this
+    verification width (one line naming the width when the build has none)."""
+    generation = (GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
+    kept = tuple(
+        d for d in catalog.descriptors if d.kind not in generation or d.token_capacity == width
+    )
+    if not any(d.kind in generation for d in kept):
+        raise ValueError(f"fixed width {width}: the catalog has no generation program that wide")
+    return Catalog(catalog.recipe, catalog.options, kept)
 
 
 def step8_buckets(padded_concurrency: int, minimum: int = 1) -> list[int]:
@@ -157,6 +180,8 @@ def run_helios(
     envelopes = [r for r in map(envelope_variant, variants) if r is not None]
     envelope = envelopes[-1] if envelopes else setup.speculative_token_capacity
     max_prompt = 2048 if "chunk2048" in variants else 0
+    widths = [w for w in map(width_variant, variants) if w is not None]
+    width = widths[-1] if widths else 0
     scenario = Scenario(
         catalog=helios_catalog(
             setup.recipe,
@@ -166,6 +191,7 @@ def run_helios(
             max_prompt=max_prompt,
             full_batch="full-batch" in variants,
             step8="step8" in variants,
+            width=width,
         ),
         durations=setup.device,
         requests=tuple(requests),
@@ -174,7 +200,7 @@ def run_helios(
         end_ms=float("inf"),
         noise_sigma=setup.noise_sigma,
         preseed_costs=True,
-        speculation=SpeculationMode.ADAPTIVE,
+        speculation=SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE,
         resources=Resources(num_request_slots=setup.slots),
     )
     rule = next(

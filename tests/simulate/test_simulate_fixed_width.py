@@ -1,0 +1,53 @@
+"""Helios at one fixed verification width (issue 12: "adaptive speculation never below the
+best fixed width at any load" needs Helios itself at each fixed width, on its own catalog)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ignition.components.catalog import GraphKind
+from ignition.simulate.baselines import PolicyError, describe, parse_policy, width_variant
+from ignition.simulate.harness import Setup, helios_catalog, run_policy
+from ignition.simulate.workloads import AcceptanceModel, poisson, with_acceptance
+
+GENERATION = (GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
+
+
+def test_w_n_names_a_fixed_width_and_other_suffixes_stay_unknown():
+    assert width_variant("w3") == 3 and width_variant("w") is None
+    assert parse_policy("helios+w3+trained").extras["variants"] == ("w3", "trained")
+    assert "verification width 3" in describe("helios+w3")
+    with pytest.raises(PolicyError, match="unknown Helios variant 'w0'"):
+        parse_policy("helios+w0")
+
+
+def test_a_fixed_width_catalog_keeps_prefill_and_only_host_allocated_programs_of_that_width():
+    adaptive = helios_catalog("qwen38", 32, 128)
+    fixed = helios_catalog("qwen38", 32, 128, width=3)
+    generation = [d for d in fixed.descriptors if d.kind in GENERATION]
+    assert generation and {d.token_capacity for d in generation} == {3}
+    assert not any(d.is_device_allocated for d in fixed.descriptors)
+    prefill = {d.name for d in adaptive.descriptors if d.kind is GraphKind.PREFILL}
+    assert {d.name for d in fixed.descriptors if d.kind is GraphKind.PREFILL} == prefill
+    # the seed's one-bucket rule: the wider mixed width exists at one prompt bucket only
+    assert {d.prefill_capacity for d in generation if d.kind is GraphKind.MIXED} == {512}
+
+
+def test_a_width_the_envelope_leaves_out_at_the_full_batch_is_absent_there():
+    fixed = helios_catalog("qwen38", 32, 128, width=5)  # 32 x 5 = 160 > R = 128
+    batches = {d.batch_capacity for d in fixed.descriptors if d.kind is GraphKind.SPECULATIVE}
+    assert 32 not in batches and 16 in batches
+
+
+def test_fixed_width_helios_verifies_every_decoder_at_that_width():
+    requests = with_acceptance(
+        poisson(20.0, 12, prompt_tokens=(64, 300), output_tokens=(20, 40), seed=5),
+        AcceptanceModel((0.8, 0.7, 0.6)),
+    )
+    run = run_policy("helios+w3", requests, Setup(slots=4, speculative_token_capacity=12))
+    assert run.finished == len(requests)
+    generation = [e for e in run.executions if e.decoders]
+    assert generation
+    # a lane shorter than 3 only where the request had fewer than 3 tokens left
+    assert {e.width for e in generation} <= {1, 2, 3}
+    assert sum(e.width == 3 for e in generation) > 0.8 * len(generation)
