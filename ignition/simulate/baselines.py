@@ -170,7 +170,7 @@ HELIOS_VARIANTS = {
     "normalizer-newcomer": "newcomers start at the token normalizer (the earlier rule)",
     "generation-newcomer": "newcomers start at the best generation graph's per-stream rate",
     "wide-mixed": "what-if catalog: wider mixed widths also at the 2048 prompt bucket",
-    "trained": "acceptance preseeded with each request's true per-position means",
+    "trained": "acceptance preseeded with each request's true prefix survivals",
     "throughput": "the seed's throughput preset (delivery fairness and age price zero)",
     "chunk2048": "load-time selection: prompt capacities up to 2048 tokens only",
     "full-batch": "load-time selection: generation and mixed programs at the full batch only",

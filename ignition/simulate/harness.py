@@ -45,6 +45,18 @@ class Setup:
     trained_acceptance: bool = False  # preseed Helios with each request's true acceptance
 
 
+def true_survivals(conditional: Sequence[float]) -> tuple[float, ...]:
+    """Prefix survivals s_d = p_1 * ... * p_d of a request's conditional acceptance: what
+    Helios's per-depth estimates (and ``RequestSpec.acceptance_prior``) mean, so a
+    ``trained`` preseed is the truth rather than the conditional probabilities (which
+    overstate every depth past the first: 0.5 for s_4 where the truth is 0.168)."""
+    out, p = [], 1.0
+    for q in conditional:
+        p *= q
+        out.append(p)
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=16)
 def helios_catalog(
     recipe: str,
@@ -166,15 +178,14 @@ def newcomer_rule(name: str) -> Iterator[None]:
         utility.NEWCOMER_RULE = previous
 
 
-def run_helios(
-    requests: Sequence[SimRequest],
-    setup: Setup,
-    ttft_guard_ms: float | None = None,
-    name: str = HELIOS,
-) -> RunResult:
+def helios_simulation(
+    requests: Sequence[SimRequest], setup: Setup, name: str = HELIOS
+) -> tuple[Simulation, str]:
+    """The Simulation of Helios variant ``name`` and the newcomer rule it runs under
+    (``newcomer_rule``), for callers that watch a run from inside (``run_helios`` runs it)."""
     variants = parse_policy(name).extras.get("variants", ())
     if setup.trained_acceptance or "trained" in variants:
-        requests = [replace(r, acceptance_prior=r.acceptance) for r in requests]
+        requests = [replace(r, acceptance_prior=true_survivals(r.acceptance)) for r in requests]
     wide = 2048 if "wide-mixed" in variants else 0
     policy = throughput() if "throughput" in variants else setup.helios_policy
     envelopes = [r for r in map(envelope_variant, variants) if r is not None]
@@ -208,8 +219,19 @@ def run_helios(
     )
     with newcomer_rule(rule):
         sim = Simulation(scenario)
-        if "one-frame" in variants:
-            sim.window = 1
+    if "one-frame" in variants:
+        sim.window = 1
+    return sim, rule
+
+
+def run_helios(
+    requests: Sequence[SimRequest],
+    setup: Setup,
+    ttft_guard_ms: float | None = None,
+    name: str = HELIOS,
+) -> RunResult:
+    sim, rule = helios_simulation(requests, setup, name)
+    with newcomer_rule(rule):
         if ttft_guard_ms is not None:
             sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
         return sim.run_result(name)

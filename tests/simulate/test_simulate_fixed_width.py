@@ -51,3 +51,18 @@ def test_fixed_width_helios_verifies_every_decoder_at_that_width():
     # a lane shorter than 3 only where the request had fewer than 3 tokens left
     assert {e.width for e in generation} <= {1, 2, 3}
     assert sum(e.width == 3 for e in generation) > 0.8 * len(generation)
+
+
+def test_trained_preseeds_the_true_prefix_survivals_not_the_conditional_probabilities():
+    # Helios's per-depth estimates are prefix survivals (the first d drafts all accepted)
+    from ignition.simulate.harness import helios_simulation, true_survivals
+
+    assert true_survivals((0.8, 0.5, 0.5)) == pytest.approx((0.8, 0.4, 0.2))
+    requests = with_acceptance(
+        poisson(20.0, 2, prompt_tokens=(64, 65), output_tokens=(5, 6), seed=1),
+        AcceptanceModel((0.8, 0.5, 0.5)),
+    )
+    sim, _ = helios_simulation(
+        requests, Setup(slots=4, speculative_token_capacity=12), "helios+trained"
+    )
+    assert sim.scenario.requests[0].acceptance_prior == pytest.approx((0.8, 0.4, 0.2))
