@@ -175,6 +175,8 @@ HELIOS_VARIANTS = {
     "chunk2048": "load-time selection: prompt capacities up to 2048 tokens only",
     "full-batch": "load-time selection: generation and mixed programs at the full batch only",
     "one-frame": "what-if transport: plan the next frame only when the device is idle",
+    "late-queue": "what-if transport: fill the second frame slot 1 ms (a host round trip) "
+    "before the frame ahead ends, not at once",
     "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
     "(mixed programs stay powers of two)",
 }

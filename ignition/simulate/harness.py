@@ -30,6 +30,8 @@ from ignition.simulate.scenario import Scenario
 from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
 
+LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
+
 
 @dataclass(frozen=True)
 class Setup:
@@ -221,6 +223,8 @@ def helios_simulation(
         sim = Simulation(scenario)
     if "one-frame" in variants:
         sim.window = 1
+    if "late-queue" in variants:
+        sim.queue_lead_ns = LATE_QUEUE_LEAD_NS
     return sim, rule
 
 

@@ -66,3 +66,33 @@ def test_trained_preseeds_the_true_prefix_survivals_not_the_conditional_probabil
         requests, Setup(slots=4, speculative_token_capacity=12), "helios+trained"
     )
     assert sim.scenario.requests[0].acceptance_prior == pytest.approx((0.8, 0.4, 0.2))
+
+
+def _queued_ahead_ms(policy: str) -> list[float]:
+    """How long before its start each frame was committed (time spent queued)."""
+    from ignition.simulate.harness import helios_simulation, newcomer_rule
+
+    requests = with_acceptance(
+        poisson(40.0, 10, prompt_tokens=(64, 300), output_tokens=(30, 60), seed=2),
+        AcceptanceModel((0.8, 0.7, 0.6)),
+    )
+    sim, rule = helios_simulation(requests, Setup(slots=4, speculative_token_capacity=12), policy)
+    waits: list[float] = []
+    complete = sim._complete
+
+    def watch(run, now):
+        waits.append((run.start_ns - run.commit_ns) / 1e6)
+        complete(run, now)
+
+    sim._complete = watch
+    with newcomer_rule(rule):
+        sim._loop()
+    assert all(r.finish_ms is not None for r in sim.streams)
+    return waits
+
+
+def test_late_queue_fills_the_second_slot_only_a_host_round_trip_before_the_frame_ahead_ends():
+    from ignition.simulate.harness import LATE_QUEUE_LEAD_NS
+
+    assert max(_queued_ahead_ms("helios")) > 2.0  # the default fills it at once
+    assert max(_queued_ahead_ms("helios+late-queue")) <= LATE_QUEUE_LEAD_NS / 1e6 + 1e-6
