@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ignition.helios.types import LaneRole
 from ignition.simulate.command import TraceSpec, trace_workload
-from ignition.simulate.harness import Setup, helios_simulation, newcomer_rule
+from ignition.simulate.harness import Setup, helios_simulation, newcomer_rule, true_survivals
 from ignition.simulate.sim import NS_PER_MS, Simulation
 
 TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
@@ -39,14 +39,6 @@ class Stretch:
     observations: list[int] = field(default_factory=list)
     rounds: int = 0
     rows: int = 0
-
-
-def true_survivals(acceptance: Sequence[float], depth: int) -> list[float]:
-    out, p = [], 1.0
-    for d in range(depth):
-        p *= acceptance[d] if d < len(acceptance) else 0.0
-        out.append(p)
-    return out
 
 
 class Watcher:
@@ -107,7 +99,8 @@ def watch(policy: str, load: float, slots: int, rows: tuple[int, int], every_s: 
     watcher = Watcher(sim, depth, every_s)
     with newcomer_rule(rule):
         end_ns = sim._loop()
-    truth = true_survivals(requests[0].acceptance, depth)
+    truth = list(true_survivals(requests[0].acceptance))[:depth]
+    truth += [0.0] * (depth - len(truth))
     return truth, watcher.finish(end_ns), sim.output_tokens / max(1e-9, end_ns / NS_PER_MS)
 
 
