@@ -4,6 +4,13 @@ trace and the H200 timing model, at the recipe's 4 slots and at 32 slots.
     python -m scripts.scheduling_sim.capacity_study            # writes docs/capacity.md
     python -m scripts.scheduling_sim.capacity_study --jobs 2   # two processes
     python -m scripts.scheduling_sim.capacity_study --quick    # a few minutes, to iterate
+    python -m scripts.scheduling_sim.capacity_study --all --jobs 2   # everything, one command
+    python -m scripts.scheduling_sim.capacity_study --page     # re-render from committed files
+
+``--all`` runs the study for both slot counts, then the what-if and padding searches
+(quick mode) and the width comparison (``widths.py``), writes their files under
+``docs/capacity/`` and renders the whole page from them; ``--page`` renders the same
+page from the committed files without simulating.
 
 ``--quick`` ranks the policies that matter (Helios and the baselines that were best at
 some SLO or are the half-load reference) on a coarser search (grid factor 2^(1/2), three
@@ -31,8 +38,10 @@ from ignition.simulate.metrics import Metrics, measure, metrics_from_json
 from ignition.simulate.search import BISECTIONS, GRID_FACTOR, SLO, Capacity, search
 from scripts.scheduling_sim.causes import CAUSES
 from scripts.scheduling_sim.ceiling import ceiling_lines
+from scripts.scheduling_sim.padding import POLICIES as PADDING_POLICIES
 from scripts.scheduling_sim.padding import padding_section
 from scripts.scheduling_sim.widths import fixed_width_section, load_widths
+from scripts.scheduling_sim.widths import main as widths_main
 
 TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
 POLICIES = (
@@ -349,7 +358,7 @@ def spot_checks(rows: tuple[int, int]) -> list[str]:
     lines = [
         "",
         "Acceptance learning, spot check at 32 slots (`helios+trained` preseeds each"
-        " request's true per-position acceptance, what perfect learning would reach):",
+        " request's true prefix survivals, what perfect learning would reach):",
         "",
         "| load | variant | p99 TTFT | p50 TPOT | p99 TBT | finished |",
         "|---|---|---|---|---|---|",
@@ -529,6 +538,27 @@ def render(
     return 0
 
 
+PAGE_WHATIFS = "docs/capacity/whatifs.json"
+PAGE_PADDING = "docs/capacity/padding.json"
+PAGE_WIDTHS = "docs/capacity/widths.json"
+# (slots, Helios what-if variants) that --all searches in quick mode
+WHATIF_POLICIES = (
+    (
+        32,
+        (
+            "helios+full-batch+chunk2048",
+            "helios+wide-mixed+r192+full-batch+chunk2048",
+            "helios+late-queue",
+        ),
+    ),
+    (4, ("helios+r8", "helios+r8+w2")),
+)
+
+
+def _existing(path: str) -> str:
+    return path if Path(path).exists() else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="capacity_study")
     parser.add_argument("--slots", default="4,32")
@@ -569,11 +599,28 @@ def main(argv: list[str] | None = None) -> int:
         "width), rendered as its own section.",
     )
     parser.add_argument(
+        "--page",
+        action="store_true",
+        help="Rewrite docs/capacity.md from every committed results file (docs/capacity/"
+        "results.json, whatifs.json, padding.json, widths.json) without simulating.",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="Also search the what-ifs and the padding policies (quick mode) and run the "
+        "width comparison, writing their committed files, then render the whole page.",
+    )
+    parser.add_argument(
         "--no-spot-checks",
         action="store_true",
         help="Leave out the acceptance-learning spot check (four Helios runs).",
     )
     args = parser.parse_args(argv)
+    if args.page:  # the page of record from every committed results file
+        args.render_only = True
+        args.whatif_results = args.whatif_results or _existing(PAGE_WHATIFS)
+        args.padding_results = args.padding_results or _existing(PAGE_PADDING)
+        args.width_results = args.width_results or _existing(PAGE_WIDTHS)
     a, b = (int(x) for x in args.rows.split(":"))
     slots = [int(s) for s in args.slots.split(",")]
     resolution = QUICK if args.quick else FULL
@@ -608,31 +655,24 @@ def main(argv: list[str] | None = None) -> int:
             padding=padding,
             widths=load_widths(Path(args.width_results)) if args.width_results else None,
         )
+    started = time.time()
     jobs = [Job(s, p, (a, b), resolution) for s in slots for p in policies]
     # at the stock R = 6 the only wider mixed width is B = 2, W = 3: nothing to what-if
     jobs = [j for j in jobs if not (j.slots < 8 and "wide-mixed" in j.policy)]
-    jobs.sort(key=lambda j: (not j.policy.startswith(HELIOS), -j.slots))  # longest first
-    started = time.time()
-    results = []
-
-    def report(r: JobResult) -> None:
-        results.append(r)
-        print(
-            f"{r.job.slots:>2} slots {r.job.policy:<28} "
-            + " ".join(f"{c.slo.label}: {c.rate:.3f}" for c in r.capacities)
-            + f" ({r.seconds:.0f} s)",
-            flush=True,
-        )
-
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            for future in as_completed([pool.submit(run_job, j) for j in jobs]):
-                report(future.result())
-    else:
-        for j in jobs:
-            report(run_job(j))
+    results = simulate(jobs, args.jobs)
     results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
     save_results(results, Path(args.results))
+    if args.all:
+        whatifs = simulate(
+            [Job(n, p, (a, b), QUICK) for n, names in WHATIF_POLICIES for p in names if n in slots],
+            args.jobs,
+        )
+        save_results(whatifs, Path(PAGE_WHATIFS))
+        padding = simulate([Job(32, p, (a, b), QUICK) for p in PADDING_POLICIES], args.jobs)
+        save_results(padding, Path(PAGE_PADDING))
+        widths_main(["--jobs", str(args.jobs), "--out", PAGE_WIDTHS])
+        args.whatif_results, args.padding_results = PAGE_WHATIFS, PAGE_PADDING
+        args.width_results = PAGE_WIDTHS
     return render(
         results,
         slots,
@@ -648,6 +688,30 @@ def main(argv: list[str] | None = None) -> int:
         padding=load_results(Path(args.padding_results)) if args.padding_results else [],
         widths=load_widths(Path(args.width_results)) if args.width_results else None,
     )
+
+
+def simulate(jobs: list[Job], processes: int) -> list[JobResult]:
+    """Runs every search, Helios's (the longest) first, printing each as it ends."""
+    jobs = sorted(jobs, key=lambda j: (not j.policy.startswith(HELIOS), -j.slots))
+    results: list[JobResult] = []
+
+    def report(r: JobResult) -> None:
+        results.append(r)
+        print(
+            f"{r.job.slots:>2} slots {r.job.policy:<28} "
+            + " ".join(f"{c.slo.label}: {c.rate:.3f}" for c in r.capacities)
+            + f" ({r.seconds:.0f} s)",
+            flush=True,
+        )
+
+    if processes > 1:
+        with ProcessPoolExecutor(processes) as pool:
+            for future in as_completed([pool.submit(run_job, j) for j in jobs]):
+                report(future.result())
+    else:
+        for j in jobs:
+            report(run_job(j))
+    return results
 
 
 if __name__ == "__main__":
