@@ -129,10 +129,10 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   both catalogs (the population prior, moving 1/64 per observation, within 0.10), on
   1500-9400 observations per depth and 20 s in `helios` (depths four and five fall
   under 100 in some stretches of `helios+step8`, whose live estimates still read
-  0.12-0.19 and 0.04-0.08 for 0.168 and 0.067). The earlier spot check's `helios+trained` preseeded the conditional
-  probabilities 0.8 / 0.7 / 0.6 / 0.5 / 0.4 as prefix survivals (0.5 for s_4 against
-  0.168), a simulator defect now fixed: it preseeds the truth, and the spot check
-  above is that run.
+  0.12-0.19 and 0.04-0.08 for 0.168 and 0.067). The earlier spot check's
+  `helios+trained` preseeded the conditional probabilities 0.8 / 0.7 / 0.6 / 0.5 / 0.4
+  as prefix survivals (0.5 for s_4 against 0.168), a simulator defect now fixed: it
+  preseeds the truth, and the spot check above is that run.
 - **Four slots: the gap in four measured steps.** At the stock recipe every policy keeps
   all four slots busy; one draft per row (B = 4, W = 2, 8 target tokens) is the best
   frame (ceiling 0.704 tokens/ms against 0.641 at R = 6), but R = 6 prepares no B = 4,
