@@ -47,14 +47,18 @@ def _score_bound(
     return bound
 
 
+def _ceiling(d: Descriptor) -> int:
+    """The row ceiling every lane of ``d`` is cut to: min(D + 1, W)."""
+    return min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
+
+
 def _fresh_bound(
     d: Descriptor, tables: Tables, duration_ns: int, decision: Decision
 ) -> float | None:
     t_ms = duration_ns / 1e6
     if t_ms <= 0:
         return None
-    cap = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
-    value = tables.decoders.value_bound(cap, d.batch_capacity, t_ms)
+    value = tables.decoders.value_bound(_ceiling(d), d.batch_capacity, t_ms)
     if d.kind is GraphKind.MIXED:
         prompt = tables.prompts.rows(d, False, 1, d.prefill_capacity)
         if prompt:
@@ -80,6 +84,10 @@ def bounded_candidates(
     skipped; skipped shapes that could prune a kept candidate are evaluated after all.
     """
     found: dict[int, list[Candidate]] = {}
+    # every ceiling's decoder sums in one vectorised pass (lane_core.py)
+    tables.decoders.arrays.positive_sums(
+        [_ceiling(d) for d, _ in shapes if d.kind is not GraphKind.PREFILL]
+    )
     floor = max((c.score for c in others if not c.is_indeterminate), default=-math.inf)
     bounded: list[tuple[float, int]] = []
     for position, (d, _) in enumerate(shapes):

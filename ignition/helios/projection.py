@@ -324,9 +324,7 @@ def build_population(
     )
     decision = Decision(
         age_price=policy.decode_age_price * scale,
-        num_active_decoders=sum(
-            1 for r in live if r.prompt_position >= r.spec.num_prompt_tokens
-        ),
+        num_active_decoders=sum(1 for r in live if r.prompt_position >= r.spec.num_prompt_tokens),
         alpha=policy.adaptive_verification_alpha,
         log_scale=math.log(scale),
         terminal_age_price=policy.terminal_age_price * scale,
