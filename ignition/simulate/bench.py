@@ -145,7 +145,7 @@ def queue_decode_frame(s: Scheduler) -> None:
     s.commit(plan, Fence(s._last_fence + 1))
 
 
-def _complete_head(s: Scheduler, rng: random.Random) -> None:
+def complete_head(s: Scheduler, rng: random.Random) -> None:
     """Complete the oldest frame: one token per decode lane, whole chunks for prompt rows,
     every output published, a device time within 3% of the estimate (as a real device
     varies, so the cost medians move)."""
@@ -184,7 +184,7 @@ def measure_loop(
         if plan is not None:
             s.commit(plan, Fence(s._last_fence + 1))
         if plan is None or len(s.queue) > 1:
-            _complete_head(s, rng)
+            complete_head(s, rng)
         for _ in range(num_requests - sum(1 for r in s.requests.values() if r.is_live)):
             s.admit(RequestSpec(3000, 200))
     return {
