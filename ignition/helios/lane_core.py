@@ -28,7 +28,7 @@ class LaneArrays:
         fixed: Sequence[float],
         outputs: Sequence[Sequence[float]],
     ) -> None:
-        index, limits, prices, seqs, slots = [], [], [], [], []
+        index, limits, prices, seqs, slots, sigmas = [], [], [], [], [], []
         for i, v in enumerate(views):
             remaining = v.remaining_output
             if remaining < 1:
@@ -38,6 +38,7 @@ class LaneArrays:
             prices.append(v.prices.output_token)
             seqs.append(v.last_served_seq)
             slots.append(v.handle.slot)
+            sigmas.append(v.sigma_ms)
         self.size = len(index)
         self._index = np.array(index, dtype=np.int64)
         self._limits = np.array(limits, dtype=np.int64)
@@ -47,6 +48,8 @@ class LaneArrays:
         self._seqs = np.array(seqs, dtype=np.int64)
         self._slots = np.array(slots, dtype=np.int64)
         self._rows = np.arange(self.size)
+        self._has_sigma = np.array([x is not None for x in sigmas], dtype=bool)
+        self._sigmas = np.array([0.0 if x is None else x for x in sigmas], dtype=np.float64)
         self._sums: dict[int, list[float]] = {}
 
     def values(self, cap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -70,6 +73,23 @@ class LaneArrays:
                 strict=True,
             )
         )
+
+    def best_per_row(
+        self, cap: int, length: int, age_price: float, duration_ms: float
+    ) -> list[int]:
+        """View indices of the ``length`` best by value per target row at ``cap``, the
+        value including the age continuation (``LaneTable._leaders``' third ordering):
+        key (-(value + age) / ceiling, seq, slot), each term in the Python order."""
+        if not self.size or length <= 0:
+            return []
+        ceilings, values = self.values(cap)
+        if age_price == 0:
+            age = np.zeros(self.size)
+        else:
+            age = np.where(self._has_sigma, age_price * self._sigmas * (0.0 + duration_ms), 0.0)
+        keys = -(values + age) / ceilings
+        ranked = np.lexsort((self._slots, self._seqs, keys))[:length]
+        return self._index[ranked].tolist()
 
     def positive_sums(self, caps: Sequence[int]) -> None:
         """For each cap, sums[k] = the sum of the positive values among the k best (the

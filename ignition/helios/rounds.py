@@ -390,21 +390,9 @@ class LaneTable:
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
         full = self.order(cap)
-        views = self.views
-        price = self.decision.age_price
-        # nsmallest's own decoration, built without a key call per lane: the key is
-        # (-(value + age value) / ceiling, seq, slot), age_value's arithmetic inlined;
-        # slots are unique, so the trailing position never decides.
-        keyed = []
-        for position, (i, ceiling, value) in enumerate(full):
-            v = views[i]
-            sigma = v.sigma_ms
-            age = 0.0 if sigma is None or price == 0 else price * sigma * (0.0 + duration_ms)
-            keyed.append((-(value + age) / ceiling, v.last_served_seq, v.handle.slot, position))
-        per_row = heapq.nsmallest(length, keyed)
         chosen = {i for i, _, _ in full[:length]}
         chosen |= {i for i, _, _ in self.order(1)[:length]}
-        chosen |= {full[row[3]][0] for row in per_row}
+        chosen.update(self.arrays.best_per_row(cap, length, self.decision.age_price, duration_ms))
         return [self._view(i) for i in sorted(chosen)]
 
     def _pick(self, i: int, ceiling: int, d: Descriptor, duration_ms: float, budget: int):

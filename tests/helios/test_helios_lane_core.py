@@ -76,3 +76,15 @@ def test_bound_sums_equal_the_sequential_sum_of_the_positive_values_best_first()
                         break
                     expected += value
                 assert table.arrays.positive_sum(cap, max_lanes) == expected
+
+
+def test_leaders_from_the_arrays_are_the_reference_leaders_of_every_ordering():
+    rng = random.Random(16)
+    for _ in range(300):
+        views, decision = _views(rng), _decision(rng)
+        fast = LaneTable(views, decision, MAX_DEPTH)
+        ref = ReferenceLaneTable(views, decision, MAX_DEPTH)
+        cap, length = rng.randint(1, MAX_DEPTH + 1), rng.randint(0, 10)
+        duration = rng.choice([0.5, 3.0])
+        got = [v.handle for v in fast._leaders(cap, length, duration)]
+        assert got == [v.handle for v in ref._leaders(cap, length, duration)]
