@@ -385,9 +385,10 @@ def whatif_section(results: list[JobResult], whatifs: list[JobResult]) -> list[s
         "",
         "Helios variants searched separately (`--whatif-results`; the search resolution is"
         " each file's, quick mode: within about 4.4%), against the best baseline above."
-        " Regenerate with `python -m scripts.scheduling_sim.capacity_study --quick --slots 32"
-        " --policies VARIANTS --results docs/capacity/whatifs.json`, then `--render-only"
-        " --whatif-results docs/capacity/whatifs.json`:",
+        " `--all` searches them (`WHATIF_POLICIES`) into docs/capacity/whatifs.json; one by"
+        " one: `python -m scripts.scheduling_sim.capacity_study --quick --slots S"
+        " --policies VARIANTS --results FILE`, then merge FILE into whatifs.json and"
+        " `--page`:",
         "",
         "| slots | variant | " + " | ".join(s.label for s in slos) + " |",
         "|---|---|" + "---|" * len(slos),

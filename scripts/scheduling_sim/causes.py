@@ -83,7 +83,17 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   `helios+one-frame` (plan only when the device is idle): p50 TTFT at load 0.5 is
   0.061 s (`vllm` 0.060 s) with p50 TPOT unchanged (13.7 ms). The simulator spends no
   host time between a completion and the next plan, so this measures what the sentence
-  costs; on hardware an idle-time plan adds a host round trip per frame.
+  costs; on hardware an idle-time plan adds a host round trip per frame. The seed lets
+  generation occupy both slots but does not say when the second is filled, so the
+  runtime may ask for the second plan late: what-if `helios+late-queue` fills it 1 ms
+  (a host round trip) before the frame ahead ends, with Helios's decisions and both
+  slots unchanged. p50 TTFT at load 0.5: 0.062 s (6.5 ms until the first prompt frame
+  starts, against 15.4 ms), p50 TPOT 13.7 ms; its quick search ("What-ifs") gives
+  capacities equal to `helios`'s on the same grid (1.139 / 0.479 / 1.000 / 1.139). The
+  remaining 1.7 ms of wait against `vllm` (6.5 against 4.8 ms) was not split further
+  (a prompt arriving inside the lead still waits behind the queued frame). Not done:
+  serving's dispatch loop (issue 15's) would have to call plan() for the second slot at
+  that point; nothing in Helios changes.
 - **The newcomer rule is not the remaining cause.** With the balanced rule a new prompt
   is taken at the first frame the window allows (the split above); the earlier
   normalizer start raised capacity by 2% and nearly tripled the half-load p50 TTFT
@@ -146,5 +156,9 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   9.4% of device time in 529 prefill-only frames where `vllm-k1` mixes 1057-token
   chunks at width two); and `vllm-k1` 3.56 s eager, 3.74 s padded to vLLM's capture
   sizes, so the last 0.05 s against real vLLM's padding (0.23 s against an eager
-  engine) is the padded buckets. The quick searches of "What-ifs" give the capacities.
+  engine) is the padded buckets. In capacity ("What-ifs", quick mode, within about
+  4.4%): `helios+r8` 0.420 and `helios+r8+w2` 0.439 at TTFT 10 s against `vllm-k1`'s
+  0.459 (0.92x and 0.96x); 0.354 for both at TBT 100 ms / TTFT 5 s against 0.377. The
+  wide-mixed step has no four-slot capacity search (the study leaves wide-mixed out
+  below 8 slots).
 """
