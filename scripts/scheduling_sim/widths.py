@@ -126,7 +126,7 @@ def fixed_width_section(data: dict) -> list[str]:
         "Adaptive speculation against fixed widths, one run per cell (p50 TPOT ms, p99 TTFT"
         " s, p99 TBT ms, target rows per decoder in generation frames; 10 s guard)."
         f" Regenerate with `{COMMAND}`, then `capacity_study --render-only ..."
-        f" --width-results {DEFAULT_OUT}`.",
+        f" --width-results {DEFAULT_OUT}` (`capacity_study --page` reads it).",
         "",
     ]
     summary = [
