@@ -71,9 +71,9 @@ DEFAULT_OUT = "docs/capacity/widths.json"
 COMMAND = f"python -m scripts.scheduling_sim.widths --jobs 2 --out {DEFAULT_OUT}"
 
 
-def run_cell(job: tuple[int, float, str]) -> tuple[int, float, str, dict]:
-    slots, load, policy = job
-    workload = trace_workload(TraceSpec(TRACE, ROWS[0], ROWS[1] - ROWS[0]))
+def run_cell(job: tuple[int, float, str, tuple[int, int]]) -> tuple[int, float, str, dict]:
+    slots, load, policy, rows = job
+    workload = trace_workload(TraceSpec(TRACE, rows[0], rows[1] - rows[0]))
     setup = Setup(slots=slots, speculative_token_capacity=ENVELOPE[slots])
     run = run_policy(policy, workload(load), setup, GUARD_MS)
     m = measure(run)
@@ -97,12 +97,13 @@ def run_cell(job: tuple[int, float, str]) -> tuple[int, float, str, dict]:
     )
 
 
-def jobs() -> list[tuple[int, float, str]]:
+def jobs(rows: tuple[int, int] = ROWS) -> list[tuple[int, float, str, tuple[int, int]]]:
     out = []
     for slots, loads, families in MATRIX:
         for load in loads:
             for adaptive, fixed in families:
-                out += [(slots, load, p) for p in ((adaptive,) if adaptive else ()) + fixed]
+                names = ((adaptive,) if adaptive else ()) + fixed
+                out += [(slots, load, p, rows) for p in names]
     return out
 
 
@@ -171,9 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="widths")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", default="/tmp/widths.json")
+    parser.add_argument("--rows", default=f"{ROWS[0]}:{ROWS[1]}")
     args = parser.parse_args(argv)
     started = time.time()
-    todo = jobs()
+    a, b = (int(x) for x in args.rows.split(":"))
+    todo = jobs((a, b))
     data: dict = {}
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:

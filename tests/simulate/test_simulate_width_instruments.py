@@ -78,3 +78,14 @@ def test_the_width_page_compares_adaptive_with_its_best_finished_fixed_width():
     row = next(line for line in lines if line.startswith(f"| {slots} | {load:g} | `helios` |"))
     assert "`helios+w2` | 12.4 | 0.81" in row
     assert any("stopped (10/600)" in line for line in lines)
+
+
+def test_all_writes_the_committed_side_files_beside_the_page_results_and_prefixed_elsewhere():
+    from pathlib import Path
+
+    from scripts.scheduling_sim.capacity_study import side_files
+
+    page = side_files(Path("docs/capacity/results.json"))
+    assert page["widths"] == Path("docs/capacity/widths.json")
+    assert page["whatifs"] == Path("docs/capacity/whatifs.json")
+    assert side_files(Path("/tmp/q.json"))["padding"] == Path("/tmp/q-padding.json")
