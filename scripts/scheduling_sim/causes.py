@@ -125,8 +125,9 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   18.6 ms / 1.84 s. What every Helios width shares is the catalog: a width-N Helios has
   its width-N mixed program at the 512 prompt bucket only (the one-bucket cause above)
   and spends 15% of its device time at 1.0 in prefill-only frames with 27 decoders
-  waiting, and the power-of-two buckets leave decoders out of a frame (0.5-1.4 per
-  generation frame; vLLM's none). With wider mixed widths at 2048 too the fixed widths
+  waiting, and its generation frames leave 0.5-1.4 resident decoders out (vLLM's none;
+  a smaller power-of-two bucket costs less than the padded larger one, "Padded batch
+  buckets" above; not split further). With wider mixed widths at 2048 too the fixed widths
   move most of the way (`helios+wide-mixed+w4` 20.3 ms / 2.25 s at 1.0 against
   `vllm-k3-padded` 18.6 ms / 1.69 s; `helios+wide-mixed+w3` 11.3 ms at 0.5 against
   `vllm-k2-padded` 10.3 ms). The same preset cost appears on that catalog
