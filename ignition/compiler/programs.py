@@ -37,7 +37,7 @@ from ignition.compiler.workspace import (
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
-from ignition.model.packing import PackedCapacity, PackedInputs
+from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
 from ignition.model.speculative import (
     PromptChunk,
     RoundCapacity,
@@ -195,7 +195,12 @@ def build_program(
         out = run_step(model, state, packed, capacity, x.sampling, history, x.begin)
         _store_pending(pending, packed.slot_ids, out.next_tokens, scratch)
         lp = out.logprobs
-        return StepProgramOutputs(out.next_tokens, lp.logprob, lp.top_ids, lp.top_logprobs)
+        prompt_hidden = None
+        if capacity.prefill_capacity:
+            prompt_hidden = gather_rows(out.target.hidden, out.target.meta.prompt_index)
+        return StepProgramOutputs(
+            out.next_tokens, lp.logprob, lp.top_ids, lp.top_logprobs, prompt_hidden
+        )
 
     return Program(d, inputs, run_packed_step, uploads, staging, history)
 

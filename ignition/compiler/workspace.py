@@ -49,6 +49,10 @@ class StepProgramOutputs:
     logprob: Tensor  # [R] fp32 raw logprob of the sampled token
     top_ids: Tensor  # [R, K] int64 the K most likely tokens
     top_logprobs: Tensor  # [R, K] fp32 their raw logprobs
+    # Programs with a prompt lane: the final-normed hidden state of each prompt position
+    # [prefill_capacity, hidden] (zero past the chunk), which prompt logprobs score after
+    # the program (model.prompt_logprobs); None without a prompt lane.
+    prompt_hidden: Tensor | None = None
 
 
 @dataclass
