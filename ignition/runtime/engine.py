@@ -56,8 +56,8 @@ from ignition.runtime.publication import Publication, Sink, _deliver, check_prom
 from ignition.runtime.requests import (
     EngineStoppedError,
     GenerationRequest,
-    QueueFullError,
     PromptLogprob,
+    QueueFullError,
     RequestError,
     StreamChunk,
 )
