@@ -243,6 +243,7 @@ def speculative_round(
         params,
         start_pos,
         inputs.rope_offset,
+        history,
     )
     token_probs = dists.gather(-1, drafts.clamp(min=0)[..., None]).squeeze(-1)  # [B, D]
     spec_lens, confidence = allocate(

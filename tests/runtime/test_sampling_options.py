@@ -17,6 +17,7 @@ import torch
 
 from ignition.components.capacity import plan_catalog
 from ignition.kernels import use_backend
+from ignition.model import proposals
 from ignition.model.config import Qwen38Config
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams as DeviceSampling
@@ -139,6 +140,27 @@ def test_greedy_with_penalties_is_the_same_with_speculation_on_and_off(
     on, engine = generate(model, catalog, speculation, **PENALTIES)
     assert {n: tokens_of(c) for n, c in on.items()} == penalized
     assert engine.stats.snapshot().speculative_rounds > 0
+
+
+def _acceptance(engine) -> float:
+    stats = engine.stats.snapshot()
+    return stats.speculative_accepted_tokens / max(1, stats.speculative_draft_tokens)
+
+
+@pytest.mark.parametrize("speculation", ["fixed", "adaptive"])
+def test_mtp_drafts_are_proposed_from_processed_logits_so_a_bias_the_target_obeys_is_accepted(
+    model, catalog, speculation, monkeypatch
+):
+    """Issue 15: a logit bias makes the target emit one token; drafts from the processed
+    draft logits propose it too and are all accepted, drafts from unprocessed ones are
+    rejected, and the output is the same either way."""
+    bias = {"logit_bias": ((40, 100.0),), "max_tokens": 12}
+    processed, engine = generate(model, catalog, speculation, **bias)
+    monkeypatch.setattr(proposals, "DRAFTS_FROM_PROCESSED_LOGITS", False)
+    unprocessed, before = generate(model, catalog, speculation, **bias)
+    assert {n: tokens_of(c) for n, c in processed.items()} == {n: [40] * 12 for n in PROMPTS}
+    assert {n: tokens_of(c) for n, c in unprocessed.items()} == {n: [40] * 12 for n in PROMPTS}
+    assert _acceptance(engine) == 1.0 and _acceptance(before) < 0.5
 
 
 def test_logit_bias_moves_greedy_decoding_to_the_biased_token(model, catalog, plain):
