@@ -6,13 +6,15 @@ model's logits there, read at the prompt token p + 1: its logprob, its rank in t
 vocabulary and the most likely alternatives. The programs project only the rows they
 sample (a whole chunk's logits would be [chunk, vocab] fp32, 4 GB for a 4096-token chunk
 at a 248k vocabulary), so this stage runs after the program, on the final-normed hidden
-states it kept of its prompt lane (``prompt_hidden``), and reduces them on the device
-``SCORING_CHUNK`` positions at a time: lm_head -> log_softmax -> the target's logprob and
-rank, and the top K. Only [N, K] values ever reach the host.
+states it wrote of its prompt lane (``Program.prompt_hidden``, one workspace buffer),
+and reduces them on the device ``SCORING_CHUNK`` positions at a time: lm_head ->
+log_softmax -> the target's logprob and rank, and the top K. Only [N, K] values ever
+reach the host.
 
 It is not a prepared program: it runs eagerly, only for the frames whose prompt lane asked
 for it, so the catalog each recipe declares (and ``ignition catalog --check``) is
-unchanged, and requests that did not ask pay nothing but the kept hidden states.
+unchanged, and requests that did not ask pay only for one copy of the chunk's hidden
+states per frame (into that buffer, inside the program).
 """
 
 from __future__ import annotations

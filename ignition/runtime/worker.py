@@ -26,7 +26,6 @@ hidden states, and :func:`ignition.model.prompt_logprobs.score_positions` reduce
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import time
 from collections.abc import Callable
@@ -173,23 +172,28 @@ class ModelWorker:
             self.before_run(fence)
         launched_ns = time.perf_counter_ns()
         scored: list[PromptScores] = []
-        inflight = launch(prepared, snapshot=lambda out: self._keep_outputs(out, job, scored))
+
+        def keep(out):
+            # The static outputs belong to the program, and a second queued frame of the same
+            # program would overwrite them before this frame is read: keep a stream-ordered
+            # copy; score the prompt hidden states now, before any later frame rewrites them.
+            if job is not None:
+                scored.append(self._score(program, job))
+            return map_tensors(out, lambda t: t.clone())
+
+        inflight = launch(prepared, snapshot=keep)
         return _Launched(
             fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos),
             tuple(num_logprobs), job, scored[0] if scored else None,
         )  # fmt: skip
 
-    def _keep_outputs(self, out, job: _PromptJob | None, scored: list[PromptScores]):
-        """The static outputs belong to the program, and a second queued frame of the same
-        program would overwrite them before this frame is read: keep a stream-ordered copy
-        (of everything but the prompt hidden states, which are scored here or never)."""
-        hidden = getattr(out, "prompt_hidden", None)
-        if hidden is None:
-            return map_tensors(out, lambda t: t.clone())
-        if job is not None and self.score_prompt is not None:
-            targets = torch.tensor(job.targets, dtype=torch.int64, device=hidden.device)
-            scored.append(self.score_prompt(hidden[: len(job.targets)], targets, job.num_top))
-        return map_tensors(dataclasses.replace(out, prompt_hidden=None), lambda t: t.clone())
+    def _score(self, program: Program, job: _PromptJob) -> PromptScores:
+        """The prompt-logprobs stage over the hidden states the program just kept."""
+        hidden = program.prompt_hidden
+        if hidden is None or self.score_prompt is None:
+            raise WorkerError(f"{program.descriptor.name}: no prompt hidden states to score")
+        targets = torch.tensor(job.targets, dtype=torch.int64, device=hidden.device)
+        return self.score_prompt(hidden[: len(job.targets)], targets, job.num_top)
 
     def _prompt_job(
         self, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]
