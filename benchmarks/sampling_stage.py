@@ -5,7 +5,9 @@ sampling alone (temperature / top-p and the exponential race), then with the log
 processing of issue 15 (penalties, bias, min_tokens from the per-slot history) and the
 raw logprobs (log-softmax, top 20). Every program always runs the processing (fixed
 shapes: a captured graph cannot branch on whether a row asked for it), so the difference
-is what it costs every frame.
+is what it costs every frame. On CPU the sampler skips the paths no row takes; the last
+column times every path over every row, as a GPU's fixed-shape program runs it (and as the
+CPU did before issue 15's fix, less the in-place noise hash).
 
     .venv/bin/python benchmarks/sampling_stage.py [--vocab 151936] [--rows 1 8 32]
         [--repeats 20] [--top-p 1.0] [--device cpu|cuda]
@@ -18,6 +20,7 @@ import time
 
 import torch
 
+from ignition.model import sampling
 from ignition.model.logits_processing import SlotHistory, token_logprobs
 from ignition.model.sampling import SamplingParams, sample
 
@@ -43,9 +46,13 @@ def main() -> None:
     print(f"vocab {args.vocab}, {device}, {torch.get_num_threads()} torch threads")
     for rows in args.rows:
         plain, processed = _timed(rows, args, device, sync)
+        sampling.SKIP_UNUSED_PATHS = False
+        every_path, _ = _timed(rows, args, device, sync)
+        sampling.SKIP_UNUSED_PATHS = True
         print(
             f"rows {rows:3d}: sampling {plain:8.3f} ms, "
-            f"with processing + logprobs {processed:8.3f} ms"
+            f"with processing + logprobs {processed:8.3f} ms, "
+            f"sampling running every path {every_path:8.3f} ms"
         )
 
 

@@ -27,7 +27,7 @@ from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.async_engine import AsyncEngine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests import GenerationRequest, RequestError, SamplingParams
 from ignition.server.app import create_app
 
 pytest.importorskip("transformers")
@@ -166,8 +166,9 @@ def test_prompt_logprobs_equal_transformers_log_softmax_with_speculation(
         check_position(expected, position, scores[position])
 
 
+@pytest.mark.parametrize("speculation", ["off", "fixed", "adaptive"])
 def test_echo_with_logprobs_starts_with_the_prompt_tokens_streamed_and_not(
-    checkpoint, catalog, expected
+    checkpoint, catalog, expected, speculation
 ):
     async def both(client):
         plain = await _completion(client, echo=True, logprobs=2)
@@ -175,7 +176,7 @@ def test_echo_with_logprobs_starts_with_the_prompt_tokens_streamed_and_not(
         chunks = [c async for c in stream]
         return plain, chunks
 
-    plain, chunks = run(serve(checkpoint, catalog, "adaptive"), both)
+    plain, chunks = run(serve(checkpoint, catalog, speculation), both)
     logprobs = plain.choices[0].logprobs
     prompt_text = [CharDecoder().decode([t]) for t in PROMPT]
     assert logprobs.tokens[: len(PROMPT)] == prompt_text
@@ -254,3 +255,11 @@ def test_a_prompt_logprobs_request_never_restores_a_retained_prefix(checkpoint, 
     want = [float(expected[i - 1, PROMPT[i]]) for i in range(1, len(PROMPT))]
     assert [e.logprob for e in entries[1:]] == pytest.approx(want, abs=ATOL)
     assert all(e.top == () for e in entries[1:])
+
+
+def test_prompt_logprobs_for_a_prompt_with_images_are_refused_at_submit(checkpoint, catalog):
+    """Vision windows restore their boundaries from snapshots, which hold no hidden states."""
+    engine = serve(checkpoint, catalog, "off").engine
+    request = GenerationRequest("img", (5, 6), SamplingParams(prompt_logprobs=1))
+    with pytest.raises(RequestError, match="images"):
+        engine.submit(dataclasses.replace(request, images=object()), lambda chunk: None)
