@@ -420,6 +420,9 @@ class Engine(Publication):
             first_token_ns=old.first_token_ns,
         )
         live.num_cached_tokens = old.num_cached_tokens  # usage reports prompt tokens only
+        # The client has (or will get) the prompt logprobs once; a replay rescores the same
+        # positions, which changes nothing.
+        live.prompt_scores, live.prompt_scores_sent = old.prompt_scores, old.prompt_scores_sent
         return live
 
     def _add_live(self, live: LiveRequest) -> None:

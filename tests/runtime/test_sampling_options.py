@@ -233,6 +233,30 @@ def test_a_restarted_request_counts_its_replayed_output_as_output(
     assert len(slots) == 1 and history.num_output[slots[0]] == 10
 
 
+def test_a_restarted_request_sends_its_prompt_logprobs_once_and_unchanged(model, catalog, caplog):
+    """A restart replays prompt + output as a new prompt, which scores the prompt again:
+    the client still gets the prompt logprobs once, on the first chunk, as without it."""
+    params = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True, prompt_logprobs=2)
+    prompt = tuple(PROMPTS["repeat"])
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    calm = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    expected: list = []
+    calm.submit(GenerationRequest("a", prompt, params), expected.append)
+    calm.run_until_idle(max_steps=3000)
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    install(engine, FaultPlan({"wait": 501}))
+    chunks: list = []
+    engine.submit(GenerationRequest("a", prompt, params), chunks.append)
+    while len(tokens_of(chunks)) < 4:
+        engine.step()
+    engine.submit(GenerationRequest("b", (501, 3, 4), SamplingParams(max_tokens=4)), print)
+    engine.run_until_idle(max_steps=3000)
+    assert "a: restarting after a failed frame" in caplog.text
+    assert tokens_of(chunks) == tokens_of(expected)
+    carried = [c.prompt_logprobs for c in chunks if c.prompt_logprobs is not None]
+    assert carried == [expected[0].prompt_logprobs] and chunks[0].prompt_logprobs is not None
+
+
 def test_stop_strings_count_only_after_min_tokens_as_in_vllm(model, catalog, plain):
     stop = CharDecoder().decode([plain["short"][1]])
     stopped, _ = generate(model, catalog, "off", stop=(stop,))
