@@ -192,7 +192,9 @@ class ModelWorker:
         hidden = program.prompt_hidden
         if hidden is None or self.score_prompt is None:
             raise WorkerError(f"{program.descriptor.name}: no prompt hidden states to score")
-        targets = torch.tensor(job.targets, dtype=torch.int64, device=hidden.device)
+        targets = torch.tensor(job.targets, dtype=torch.int64)
+        if hidden.is_cuda:  # a pageable copy would block the host until the frame ends
+            targets = targets.pin_memory().to(hidden.device, non_blocking=True)
         return self.score_prompt(hidden[: len(job.targets)], targets, job.num_top)
 
     def _prompt_job(
