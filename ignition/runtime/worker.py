@@ -19,9 +19,10 @@ the programs count emitted tokens themselves. Raw logprobs are program outputs,
 read on the host only for the requests that asked for them.
 
 Prompt logprobs are scored after the program, in the same launch (stream-ordered before any
-later frame can overwrite the program's outputs): the program keeps its prompt lane's final
-hidden states, and :func:`ignition.model.prompt_logprobs.score_positions` reduces them to
-[N, K] values for a prompt lane whose request asked, and only then.
+later frame can overwrite them): every program with a prompt lane writes the lane's final
+hidden states to one workspace buffer, and
+:func:`ignition.model.prompt_logprobs.score_positions` reduces them to [N, K] values for a
+prompt lane whose request asked, and only then.
 """
 
 from __future__ import annotations
