@@ -10,7 +10,7 @@ column times every path over every row, as a GPU's fixed-shape program runs it (
 CPU did before issue 15's fix, less the in-place noise hash).
 
     .venv/bin/python benchmarks/sampling_stage.py [--vocab 151936] [--rows 1 8 32]
-        [--repeats 20] [--top-p 1.0] [--device cpu|cuda]
+        [--repeats 20] [--top-p 1.0] [--no-penalties] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument(
+        "--no-penalties", action="store_true", help="process with neutral penalties (no row asks)"
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -65,8 +68,8 @@ def _timed(rows: int, args, device: torch.device, sync) -> tuple[float, float]:
         top_p=[args.top_p] * rows,
         seed=list(range(rows)),
         device=device,
-        repetition_penalty=[1.1] * rows,
-        frequency_penalty=[0.5] * rows,
+        repetition_penalty=[1.0 if args.no_penalties else 1.1] * rows,
+        frequency_penalty=[0.0 if args.no_penalties else 0.5] * rows,
     )
     slots = torch.arange(rows, device=device, dtype=torch.int32)
     positions = torch.full((rows,), 10, device=device)
