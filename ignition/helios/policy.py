@@ -18,6 +18,7 @@ from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.rounds import LaneTable
+from ignition.helios.tails import completion_times, stranded_tail_score
 from ignition.helios.terminal import TerminalView
 from ignition.helios.utility import (
     Candidate,
@@ -221,9 +222,13 @@ def candidates_for(
     t_ms = duration_ns / 1e6
     family = _family(d)
 
-    def make(value: float, count: int, key: tuple, build) -> Candidate:
+    def make(value: float, count: int, key: tuple, build, prompt: LanePick | None = None):
         c = Candidate(d, duration_ns, freshness, value, count, (*family, *key), build)
-        return finish(c, decision)
+        finish(c, decision)
+        if prompt is not None:  # issue 10: a chunk stranding a tail (helios/tails.py)
+            times = completion_times(tables.prompts.descriptors, costs)
+            c.score = stranded_tail_score(c, prompt, times, decision)
+        return c
 
     def prompt_key(pick: LanePick) -> tuple:
         return ("prompt", pick.view.handle, pick.num_prompt_tokens)
@@ -233,7 +238,8 @@ def candidates_for(
         if not rows:
             return []
         key = tuple(prompt_key(p) for p in rows)
-        return [make(sum(p.value for p in rows), len(rows), key, lambda: (rows, -1))]
+        single = rows[0] if len(rows) == 1 else None
+        return [make(sum(p.value for p in rows), len(rows), key, lambda: (rows, -1), single)]
     if d.kind in QUEUEABLE_KINDS:
         cohort = tables.decoders.cohort(d, mode, t_ms)
         if cohort is None:
@@ -261,7 +267,7 @@ def candidates_for(
             lanes = sorted([prompt[0], *(rows.build() if rows else [])], key=lambda p: p.view.slot)
             return lanes, lanes.index(prompt[0])
 
-        out.append(make(value, count, key, build))
+        out.append(make(value, count, key, build, prompt[0]))
     return out
 
 
@@ -532,7 +538,8 @@ def _evaluate(
     d, decode_only = shape
     if tables.decision is not decision:
         return candidates_for(d, tables, costs, decision, now_ns, mode, decode_only)
-    key = (id(d), decode_only, costs.estimate_ns(d), costs.freshness(d, now_ns), mode)
+    # the estimates version: a stranded tail is priced with the other graphs' costs
+    key = (id(d), decode_only, costs.estimates_version, costs.freshness(d, now_ns), mode)
     found = tables.evaluated.get(key)
     if found is None or found[0] is not d:
         found = (d, candidates_for(d, tables, costs, decision, now_ns, mode, decode_only))
