@@ -96,7 +96,6 @@ class RetentionHooks:
             request.message_end_offsets,
             self.capture_costs(),
             now_ns,
-            restore=not request.sampling.uses_token_history,
         )
         return admission
 
@@ -184,8 +183,6 @@ class RetentionHooks:
         """
         if self.cache is None or not live.output_ids:
             return False
-        if live.request.sampling.uses_token_history:
-            return False  # a resume would restore state without its sampling history
         policy = self.scheduler.policy
         if policy.terminal_value == 0 and policy.terminal_age_price == 0:
             return False

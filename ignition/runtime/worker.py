@@ -14,8 +14,9 @@ bound); pending decode tokens stay on the device (see compiler.programs), which
 is what allows a second decode frame to be launched before the first one's
 outputs are read. The same holds for the sampling history behind penalties,
 logit bias and min_tokens (model.logits_processing): the frame carrying a
-request's first prompt chunk resets its slot's row from workspace buffers, and
-the programs count emitted tokens themselves. Raw logprobs are program outputs,
+request's first prompt chunk resets its slot's row from workspace buffers (a
+restore rebuilds it from the restored tokens instead), and the programs count
+emitted tokens themselves. Raw logprobs are program outputs,
 read on the host only for the requests that asked for them.
 """
 
@@ -37,6 +38,7 @@ from ignition.compiler.workspace import RoundProgramInputs
 from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
+from ignition.model.logits_processing import MAX_LOGIT_BIAS, MAX_STOP_IDS
 from ignition.model.state import ModelState
 from ignition.runtime.engine import LiveRequest
 from ignition.runtime.frames import FrameResult
@@ -205,6 +207,7 @@ class ModelWorker:
                 self._sync_page_table()
                 device_ns += self.state_ops.restore(slot, row)
                 self._prompt_cursor[lane.handle] = lane.checkpoint_tokens
+                self._restore_history(lane, live[lane.handle])
             elif row is not None:
                 # Capture only a state whose length is exactly the checkpoint's (known on
                 # the host: launching never reads the device).
@@ -344,20 +347,46 @@ class ModelWorker:
     def _bind_begin(self, frame: HostFrame, row: int, live: LiveRequest) -> None:
         """The request starts its device sampling history in this frame: its row, its logit
         bias and the ids min_tokens masks (stop token ids, and EOS unless ignored)."""
-        sampling = live.request.sampling
         frame["history_begin"][0] = row
-        bias = sampling.logit_bias
-        if len(bias) > len(frame["bias_ids"]):
-            raise WorkerError(f"{len(bias)} logit_bias entries; at most {len(frame['bias_ids'])}")
+        bias, stop_ids = self._history_start(live)
         if bias:
             frame["bias_ids"][: len(bias)] = [t for t, _ in bias]
             frame["bias_values"][: len(bias)] = [b for _, b in bias]
+        if stop_ids:
+            frame["stop_ids"][: len(stop_ids)] = stop_ids
+
+    def _history_start(self, live: LiveRequest) -> tuple[tuple[tuple[int, float], ...], list[int]]:
+        """A request's logit bias and the ids min_tokens masks (stop token ids, and EOS
+        unless ignored), bounded as the programs' begin buffers bound them."""
+        sampling = live.request.sampling
+        bias = tuple(sampling.logit_bias)
+        if len(bias) > MAX_LOGIT_BIAS:
+            raise WorkerError(f"{len(bias)} logit_bias entries; at most {MAX_LOGIT_BIAS}")
+        stop_ids: list[int] = []
         if sampling.min_tokens:
             stops = set(sampling.stop_token_ids)
             if not sampling.ignore_eos:
                 stops |= self.eos_token_ids
-            stops_ids = sorted(stops)[: len(frame["stop_ids"])]
-            frame["stop_ids"][: len(stops_ids)] = stops_ids
+            stop_ids = sorted(stops)[:MAX_STOP_IDS]
+        return bias, stop_ids
+
+    def _restore_history(self, lane: LaneWork, live: LiveRequest) -> None:
+        """A restore's request starts its sampling history from the restored tokens (its
+        prompt part marks the prompt mask, a resumed request's replayed output counts as
+        output), so penalties and min_tokens see what an unrestored request would have
+        seen; its first prompt chunk then continues that history instead of resetting it.
+        Every tensor-parallel rank restores the same lane from the same tokens. A vision
+        window's fresh generation already carries its request's history (carry_history)."""
+        history = next((p.history for p, _ in self.programs.values() if p.history), None)
+        if history is None or lane.handle in self._begun:
+            return
+        restored = live.prompt_ids[: lane.checkpoint_tokens]
+        boundary = min(len(live.request.prompt_ids), len(restored))
+        bias, stop_ids = self._history_start(live)
+        history.rebuild_row(
+            lane.handle.slot, restored[:boundary], restored[boundary:], bias, stop_ids
+        )
+        self._begun.add(lane.handle)
 
     def _request_vision(
         self, program: Program, lane: LaneWork, live: LiveRequest
