@@ -146,6 +146,7 @@ def _request_key(r: RequestState) -> tuple:
         r.spec,
         r.is_restored,
         r.is_vision_ready,
+        r.is_initialized,
         len(r.captured),
     )
 
@@ -198,7 +199,7 @@ def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: in
         spec.image_spans,
         spec.capture_ends,
         spec.vision_patches if r.needs_vision else 0,
-        spec.vision_patches if r.needs_restore and not r.is_vision_ready else 0,
+        spec.vision_patches if (r.needs_restore or r.needs_init) and not r.is_vision_ready else 0,
     )
 
 

@@ -50,6 +50,9 @@ from ignition.runtime.vision_binding import (
     RequestVision,
 )
 
+# The state programs of compiler.state_ops: initialization, restore and snapshots.
+STATE_COPY_KINDS = (GraphKind.SNAPSHOT, GraphKind.RESTORE, GraphKind.INIT)
+
 
 class WorkerError(RuntimeError):
     """A plan the prepared programs cannot execute (a runtime contract violation)."""
@@ -118,13 +121,15 @@ class ModelWorker:
         # Requests whose device sampling history (penalties, bias, min_tokens) has been
         # reset: by the frame carrying their first prompt chunk.
         self._begun: set[RequestHandle] = set()
+        # Requests whose slot state an init or restore lane started (no eager reset).
+        self._started: set[RequestHandle] = set()
 
     # -- Worker protocol -----------------------------------------------------------
 
     def launch(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> _Launched:
-        if plan.descriptor.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
+        if plan.descriptor.kind in STATE_COPY_KINDS:
             return self._launch_state(plan, fence, live)
         if plan.descriptor.kind is GraphKind.VISION:
             return self._launch_vision(plan, fence, live)
@@ -179,12 +184,14 @@ class ModelWorker:
         self._prompt_cursor.pop(handle, None)
         self._overrun.discard(handle)
         self._begun.discard(handle)
+        self._started.discard(handle)
         self.resources.release(handle.slot)
 
     def _launch_state(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> _StateLaunched:
-        """Restore rows into fresh slots, or copy slots into their snapshot rows.
+        """Initialize fresh slots, restore rows into fresh slots, or copy slots into their
+        snapshot rows.
 
         The engine names each lane's row (``LiveRequest.state_row``); a capture without
         one (aliased, or skipped because its cost expired) copies nothing.
@@ -196,10 +203,14 @@ class ModelWorker:
         for lane in plan.lanes:
             row = live[lane.handle].state_row
             slot = lane.handle.slot
-            if lane.role is LaneRole.RESTORE:
+            if lane.role is LaneRole.INIT:
+                self.resources.begin(slot, reset_state=False)
+                device_ns += self.state_ops.initialize(slot)
+                self._started.add(lane.handle)
+            elif lane.role is LaneRole.RESTORE:
                 if row is None:
                     raise WorkerError(f"fence {fence.value}: restore of {lane.handle} has no row")
-                self.resources.begin(slot)
+                self.resources.begin(slot, reset_state=False)  # the restore writes it
                 self.resources.reserve(slot, lane.checkpoint_tokens, lookahead=1)
                 # The restore writes into the pages the *device* table names: the ones just
                 # assigned on the host must reach it first, or the prefix lands in the
@@ -308,8 +319,8 @@ class ModelWorker:
             frame["rope_offset"][row] = vision.rope_delta
         if lane.role is LaneRole.PROMPT:
             start = self._prompt_cursor.get(lane.handle, 0)
-            if start == 0:
-                self.resources.begin(slot)
+            if start == 0 and lane.handle not in self._started:
+                self.resources.begin(slot)  # no init program scheduled: zero it eagerly
             if lane.handle not in self._begun:
                 self._bind_begin(frame, row, live)
                 self._begun.add(lane.handle)

@@ -188,7 +188,8 @@ def test_a_restarted_request_counts_its_replayed_output_as_output(
 ):
     """A frame shared with a failing request restarts the innocent one from prompt + output
     so far; its penalties must see that output as output, so its tokens do not change."""
-    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    # speculation off: one token per frame, so the doomed prompt shares a frame with a decode
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation="off")
     engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
     install(engine, FaultPlan({"wait": 501}))
     chunks = []
