@@ -27,13 +27,10 @@ from dataclasses import dataclass
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
-from ignition.helios.policy import (
-    Population,
-    Tables,
-    candidates_for,
-)
+from ignition.helios.policy import Population, candidates_for
 from ignition.helios.rounds import LaneTable
 from ignition.helios.speculation import PrefixHistory
+from ignition.helios.tables import Tables
 from ignition.helios.types import LaneRole, RequestHandle
 from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision, LaneView
 

@@ -24,9 +24,9 @@ from ignition.helios.requests import RequestState
 from ignition.helios.service import (
     Normalizers,
     Prices,
+    _fairness,
     decay,
     normalizers,
-    projected_prices,
     stream_family,
 )
 from ignition.helios.terminal import TerminalView
@@ -152,11 +152,15 @@ def _request_key(r: RequestState) -> tuple:
 
 
 def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, policy) -> _Row:
-    """The request's rates and limits as if every queued frame completed as expected."""
+    """The request's rates and limits as if every queued frame completed as expected:
+    ``service.projected_prices`` of its (decay, duration, tokens, deliveries) steps, the
+    same arithmetic in the same order, inlined (every decision after a completion
+    projects every request: the completion moved every participant's rates)."""
     advance, last_output, blocked = 0, r.last_output_ns, False
-    is_decoder = r.is_decoder
+    is_decoder = r.prompt_position >= r.spec.num_prompt_tokens
     slot, generation = r.handle.slot, r.handle.generation
-    steps = []
+    rates = r.rates
+    x, z = rates.token_rate, rates.delivery_rate
     for frame, duration_ms, expected_end_ns, a in frames:
         lane = frame.lanes_by_slot.get(slot)
         if lane is not None and lane.handle.generation != generation:
@@ -168,19 +172,48 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
                 last_output = expected_end_ns
         if duration_ms > 0 and frame.participant_generations.get(slot) == generation:
             if lane is None:
-                steps.append((a, duration_ms, 0.0, 0.0))
+                tokens, deliveries = 0.0, 0.0
             else:
                 tokens = lane.num_prompt_tokens + lane.expected_output_tokens
-                steps.append((a, duration_ms, tokens, lane.expected_deliveries))
-    price = None if blocked else projected_prices(r.rates, steps, norms, policy, is_decoder)
-    return _Row(r, key, price, advance, last_output, norms.sigma_ms, r.awaits_prerequisite)
+                deliveries = lane.expected_deliveries
+            x0 = x if x is not None else (norms.token_rate or 0.0)
+            x = a * x0 + (1 - a) * tokens / duration_ms
+            if is_decoder:
+                z0 = z if z is not None else (norms.delivery_rate or 0.0)
+                z = a * z0 + (1 - a) * deliveries / duration_ms
+    price = None
+    if not blocked:
+        token_term = _fairness(policy.token_fairness, x, norms.token_rate)
+        delivery = (
+            _fairness(policy.delivery_fairness, z, norms.delivery_rate) if is_decoder else 0.0
+        )
+        price = Prices(1.0 + token_term, policy.beta + token_term, delivery)
+    return _Row(r, key, price, advance, last_output, norms.sigma_ms, _awaits_prerequisite(r))
 
 
-def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
+def _awaits_prerequisite(r: RequestState) -> bool:
+    """``RequestState.awaits_prerequisite`` with its properties inlined."""
+    spec = r.spec
+    if spec.restore_tokens > 0 and not r.is_restored:
+        return True  # needs_restore
+    if not r.is_initialized:
+        return True  # needs_init
+    if spec.vision_patches > 0 and not r.is_vision_ready:
+        return True  # needs_vision (a restore would have answered above)
+    position = r.prompt_position
+    return position in spec.capture_ends and position not in r.captured
+
+
+def _view(row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
     """The request's LaneView; RequestState's position properties are inlined (one view
     per request per decision, so each property call shows)."""
+    r = row.request
     spec = r.spec
     position, num_output = r.prompt_position, r.num_output
+    price = row.price
+    # needs_restore or needs_init: the vision prerequisite follows that one
+    before_vision = (spec.restore_tokens > 0 and not r.is_restored) or not r.is_initialized
+    vision = spec.vision_patches if not r.is_vision_ready else 0
     return LaneView(
         r.handle,
         r.epoch,
@@ -189,7 +222,7 @@ def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: in
         spec.num_prompt_tokens,
         spec.max_output_tokens - num_output - row.advance,  # remaining_output - advance
         spec.context_capacity - (position + num_output) - row.advance,  # remaining_context
-        _scaled(row.price, scale),
+        Prices(price.prefill_token * scale, price.output_token * scale, price.delivery * scale),
         age_ms,
         r.last_served_seq,
         row.sigma_ms,
@@ -198,8 +231,8 @@ def _view(r: RequestState, row: _Row, scale: float, age_ms: float, max_depth: in
         spec.message_endpoints,
         spec.image_spans,
         spec.capture_ends,
-        spec.vision_patches if r.needs_vision else 0,
-        spec.vision_patches if (r.needs_restore or r.needs_init) and not r.is_vision_ready else 0,
+        vision if not before_vision else 0,  # needs_vision
+        vision if before_vision else 0,  # chained after the restore or init
     )
 
 
@@ -225,40 +258,64 @@ def build_population(
         cache = ProjectionCache()
     cache.prepare((*queue.frames, norms, policy, max_depth))
     cached = cache.rows
-    live = [r for r in requests.values() if r.is_live]
+    live = []
     families: dict[str, Normalizers] = {}
     rows = []
-    for r in live:
-        if r.is_window_held:
+    largest = 1.0
+    for r in requests.values():
+        if r.is_finished or r.is_cancelled or r.is_preempted:
+            continue  # not live
+        live.append(r)
+        spec = r.spec
+        stop = spec.window_stop
+        if stop and stop in r.captured:
             continue  # waits for its next window's generation (helios/vision_windows.py)
-        key = _request_key(r)
+        rates = r.rates
+        key = (  # _request_key, inlined
+            r.epoch,
+            rates.token_rate,
+            rates.delivery_rate,
+            r.last_output_ns,
+            r.prompt_position,
+            r.num_output,
+            r.last_served_seq,
+            spec,
+            r.is_restored,
+            r.is_vision_ready,
+            r.is_initialized,
+            len(r.captured),
+        )
         row = cached.get(id(r))
         if row is None or row.request is not r or row.key != key:
-            source = r.spec.proposal_source
+            source = spec.proposal_source
             family_norms = families.get(source)
             if family_norms is None:
                 family_norms = families[source] = norms.for_family(stream_family(source))
             row = cached[id(r)] = _project(r, key, frames, family_norms, policy)
-        if row.price is not None:
-            rows.append((r, row))
+        price = row.price
+        if price is not None:
+            rows.append(row)
+            # Prices.largest, inlined; max() keeps the first of equal values as before
+            largest = max(largest, price.prefill_token, price.output_token, price.delivery)
     if len(cached) > 2 * len(live) + 16:
         current = {id(r) for r in live}
         for ident in [i for i in cached if i not in current]:
             del cached[ident]
-    largest = max([1.0, *(row.price.largest for _, row in rows)])
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []
-    for r, row in rows:
+    for row in rows:
         last_output = row.last_output_ns
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
         view = row.view
         if view is None or row.view_scale != scale or view.age_ms != age_ms:
-            view = row.view = _view(r, row, scale, age_ms, max_depth)
+            view = row.view = _view(row, scale, age_ms, max_depth)
             row.view_scale = scale
         if row.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
+        elif view.is_decoder:
+            decoders.append(view)
         else:
-            (decoders if view.is_decoder else prompts).append(view)
+            prompts.append(view)
     terminal = tuple(
         TerminalView(
             handle=r.handle,
@@ -272,7 +329,7 @@ def build_population(
     )
     decision = Decision(
         age_price=policy.decode_age_price * scale,
-        num_active_decoders=sum(1 for r in live if r.is_decoder),
+        num_active_decoders=sum(1 for r in live if r.prompt_position >= r.spec.num_prompt_tokens),
         alpha=policy.adaptive_verification_alpha,
         log_scale=math.log(scale),
         terminal_age_price=policy.terminal_age_price * scale,

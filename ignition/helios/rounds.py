@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
+from ignition.helios.lane_core import LaneArrays
 from ignition.helios.speculation import PopulationPrior, PrefixHistory, expected_output
 from ignition.helios.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
 
@@ -293,11 +294,8 @@ class LaneTable:
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
         self._bounds: dict[tuple[int, int], float] = {}
-        self._positive_sums: dict[int, list[float]] = {}  # [cap] -> see value_bound
         self._top_sigmas: list[float] | None = None
-        # (fixed value, output price, outputs, row limit) of each view that can decode
-        self._limits: list[tuple[float, float, list[float], int]] | None = None
-        self._values: dict[int, list[float]] = {}  # [cap] -> every view's value, best first
+        self._arrays: LaneArrays | None = None
 
     def _view(self, i: int) -> LaneView:
         if self._survivals is None:
@@ -311,21 +309,15 @@ class LaneTable:
         """(view index, ceiling, value without the duration term), best first."""
         found = self._orders.get(cap)
         if found is None:
-            keyed = []
-            fixed, outputs = self.fixed, self._outputs
-            for i, v in enumerate(self.views):
-                remaining = v.remaining_output
-                if remaining < 1:
-                    continue
-                ceiling = min(cap, remaining, v.remaining_context)
-                if ceiling < 1:
-                    ceiling = 1
-                value = fixed[i] + v.prices.output_token * outputs[i][ceiling]
-                # (-value, seq, slot) is unique per view (slots are), so i never decides
-                keyed.append((-value, v.last_served_seq, v.handle.slot, i, ceiling, value))
-            keyed.sort()
-            found = self._orders[cap] = [(row[3], row[4], row[5]) for row in keyed]
+            found = self._orders[cap] = self.arrays.order(cap)
         return found
+
+    @property
+    def arrays(self) -> LaneArrays:
+        """The views' values at every ceiling as arrays (lane_core.py), built once."""
+        if self._arrays is None:
+            self._arrays = LaneArrays(self.views, self.fixed, self._outputs)
+        return self._arrays
 
     def cohort(
         self,
@@ -385,19 +377,7 @@ class LaneTable:
         key = (cap, max_lanes)
         found = self._bounds.get(key)
         if found is None:
-            sums = self._positive_sums.get(cap)
-            if sums is None:
-                # sums[k]: the positive values among the first k, added in the order
-                # sum() over them would add them (values are best first, so the
-                # positive ones are a prefix): one pass per ceiling serves every batch.
-                sums, running = [0], 0
-                for value in self._sorted_values(cap):
-                    if not value > 0:
-                        break
-                    running += value
-                    sums.append(running)
-                self._positive_sums[cap] = sums
-            found = self._bounds[key] = sums[min(max_lanes, len(sums) - 1)]
+            found = self._bounds[key] = self.arrays.positive_sum(cap, max_lanes)
         if self._top_sigmas is None:
             sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
             running, self._top_sigmas = 0.0, [0.0]
@@ -407,47 +387,12 @@ class LaneTable:
         sigma = self._top_sigmas[min(max_lanes, len(self._top_sigmas) - 1)]
         return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
 
-    def _sorted_values(self, cap: int) -> list[float]:
-        """Every value of ``order(cap)``, best first, without ordering views by their
-        tie-breaks when that order has not been needed yet (bounds need values only,
-        and equal values are the same floats in either order)."""
-        found = self._orders.get(cap)
-        if found is not None:
-            return [value for _, _, value in found]
-        if self._limits is None:
-            self._limits = []
-            for i, v in enumerate(self.views):
-                remaining = v.remaining_output
-                if remaining >= 1:
-                    limit = max(1, min(remaining, v.remaining_context))
-                    self._limits.append(
-                        (self.fixed[i], v.prices.output_token, self._outputs[i], limit)
-                    )
-        values = self._values.get(cap)
-        if values is None:
-            values = [f + p * out[cap if cap < lim else lim] for f, p, out, lim in self._limits]
-            values.sort(reverse=True)
-            self._values[cap] = values
-        return values
-
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
         full = self.order(cap)
-        views = self.views
-        price = self.decision.age_price
-        # nsmallest's own decoration, built without a key call per lane: the key is
-        # (-(value + age value) / ceiling, seq, slot), age_value's arithmetic inlined;
-        # slots are unique, so the trailing position never decides.
-        keyed = []
-        for position, (i, ceiling, value) in enumerate(full):
-            v = views[i]
-            sigma = v.sigma_ms
-            age = 0.0 if sigma is None or price == 0 else price * sigma * (0.0 + duration_ms)
-            keyed.append((-(value + age) / ceiling, v.last_served_seq, v.handle.slot, position))
-        per_row = heapq.nsmallest(length, keyed)
         chosen = {i for i, _, _ in full[:length]}
         chosen |= {i for i, _, _ in self.order(1)[:length]}
-        chosen |= {full[row[3]][0] for row in per_row}
+        chosen.update(self.arrays.best_per_row(cap, length, self.decision.age_price, duration_ms))
         return [self._view(i) for i in sorted(chosen)]
 
     def _pick(self, i: int, ceiling: int, d: Descriptor, duration_ms: float, budget: int):

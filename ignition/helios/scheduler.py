@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios.accounting import Publication, apply_lane, charge_service
+from ignition.helios.bounds import bounded_candidates
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
@@ -27,9 +28,7 @@ from ignition.helios.policy import (
     QUEUEABLE_KINDS,
     SCHEDULABLE_KINDS,
     CatalogIndex,
-    TableCache,
     active_descriptors,
-    bounded_candidates,
     select,
 )
 from ignition.helios.projection import ProjectionCache, build_population, current_normalizers
@@ -40,6 +39,7 @@ from ignition.helios.rounds import ConfidenceForecast
 from ignition.helios.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
 from ignition.helios.state_candidates import STATE_KINDS, state_candidates
 from ignition.helios.state_work import apply_state_lane, check_state_lane, checkpoint_tokens
+from ignition.helios.tables import TableCache
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import (
     CompletionRecord,

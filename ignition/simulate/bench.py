@@ -20,6 +20,7 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
@@ -145,7 +146,7 @@ def queue_decode_frame(s: Scheduler) -> None:
     s.commit(plan, Fence(s._last_fence + 1))
 
 
-def _complete_head(s: Scheduler, rng: random.Random) -> None:
+def complete_head(s: Scheduler, rng: random.Random) -> None:
     """Complete the oldest frame: one token per decode lane, whole chunks for prompt rows,
     every output published, a device time within 3% of the estimate (as a real device
     varies, so the cost medians move)."""
@@ -184,7 +185,7 @@ def measure_loop(
         if plan is not None:
             s.commit(plan, Fence(s._last_fence + 1))
         if plan is None or len(s.queue) > 1:
-            _complete_head(s, rng)
+            complete_head(s, rng)
         for _ in range(num_requests - sum(1 for r in s.requests.values() if r.is_live)):
             s.admit(RequestSpec(3000, 200))
     return {
@@ -192,6 +193,48 @@ def measure_loop(
         "cpu": _percentiles(cpu),
         "programs": len(s.descriptors) + len(s.state_descriptors),
     }
+
+
+# The scheduler's phases of one plan(), as scheduler.py names them.
+PHASES = (
+    "build_population",
+    "active_descriptors",
+    "state_candidates",
+    "bounded_candidates",
+    "choose_refresh",
+    "choose_probe",
+)
+
+
+def phase_timers() -> tuple[dict[str, list[float]], Callable[[], None]]:
+    """Wrap each of ``PHASES`` in helios.scheduler (and TableCache.tables) with a CPU
+    timer; returns the samples (us per call) and a function that unwraps them. For the
+    next optimisation pass: which phase the commit loop's time goes to."""
+    from ignition.helios import scheduler
+    from ignition.helios.tables import TableCache
+
+    samples: dict[str, list[float]] = {name: [] for name in (*PHASES, "tables")}
+    originals = [(scheduler, name, getattr(scheduler, name)) for name in PHASES]
+    originals.append((TableCache, "tables", TableCache.tables))
+
+    def timed(name: str, f: Callable) -> Callable:
+        def call(*args, **kwargs):
+            start = time.process_time_ns()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                samples[name].append((time.process_time_ns() - start) / 1000)
+
+        return call
+
+    for owner, name, f in originals:
+        setattr(owner, name, timed(name, f))
+
+    def restore() -> None:
+        for owner, name, f in originals:
+            setattr(owner, name, f)
+
+    return samples, restore
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -233,7 +276,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--loop", action="store_true", help="also time plan() inside a commit/complete loop"
     )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="only the commit loop, with per-phase CPU time (calls per plan, p50, p99, mean)",
+    )
     args = parser.parse_args(argv)
+    if args.phases:
+        for mode in args.modes:
+            for n in args.sizes:
+                samples, restore = phase_timers()
+                try:
+                    r = measure_loop(n, args.iterations, mode)
+                finally:
+                    restore()
+                c50, c99 = r["cpu"]
+                print(
+                    f"commit loop, {n} requests, {mode}: "
+                    f"plan() cpu p50 {c50:.1f} us p99 {c99:.1f} us"
+                )
+                for name, values in samples.items():
+                    if values:
+                        p50, p99 = _percentiles(values)
+                        print(
+                            f"  {name:>18}: {len(values) / args.iterations:4.2f} calls/plan, "
+                            f"p50 {p50:7.1f} us p99 {p99:7.1f} us, "
+                            f"mean per plan {sum(values) / args.iterations:7.1f} us"
+                        )
+        return
     for mode in args.modes:
         for queued in (False, True, "loop") if args.loop else (False, True):
             for n in args.sizes:

@@ -30,7 +30,13 @@ from ignition.helios.config import SpeculationMode
 from ignition.helios.policy import SCHEDULABLE_KINDS
 from ignition.helios.state_candidates import STATE_KINDS
 from ignition.helios.types import ExecutionClass, SchedulerError
-from ignition.simulate.bench import STATE_PROGRAMS, runtime_catalog
+from ignition.simulate.bench import (
+    STATE_PROGRAMS,
+    complete_head,
+    prepared,
+    queue_decode_frame,
+    runtime_catalog,
+)
 
 NUM_STATES = 5000
 SOURCES = ("mtp", "ngram", "draft")
@@ -218,3 +224,31 @@ def test_fast_selector_returns_the_reference_plan_on_random_states():
     wanted = (*SCHEDULABLE_KINDS, *STATE_KINDS, *ExecutionClass, ("queued", 0), ("queued", 1))
     missing = [k for k in wanted if not seen[k]]
     assert not missing, f"the random states never reached {missing}: {seen}"
+
+
+def test_fast_selector_returns_the_reference_plan_inside_the_engines_commit_loop():
+    """Issue 14: the states the engine plans in, mid commit loop (every plan() after a
+    commit or a completion that moved every participant's rates, one frame queued,
+    device times off their estimates), on each runtime catalog at 8 and 64 requests."""
+    checked = 0
+    for mode in ("off", "fixed", "adaptive"):
+        for n in (8, 64):
+            cat, speculation = runtime_catalog(mode)
+            s = prepared(cat, n, speculation)
+            queue_decode_frame(s)
+            rng = random.Random(n)
+            for step in range(60):
+                if step % 7 == 3:  # full learning credit now and then: probes compete
+                    s.learning.balance = s.learning.cap_ns * s.learning.denominator
+                ref = reference_plan(s)
+                plan = s.plan()
+                problem = _same(plan, ref)
+                assert problem is None, f"{mode} {n} requests, step {step}: {problem}"
+                checked += 1
+                if plan is not None:
+                    s.commit(plan, Fence(s._last_fence + 1))
+                if plan is None or len(s.queue) > 1:
+                    complete_head(s, rng)
+                for _ in range(n - sum(1 for r in s.requests.values() if r.is_live)):
+                    s.admit(RequestSpec(3000, 200))
+    assert checked == 360

@@ -1,0 +1,155 @@
+"""Bound-and-skip: evaluate only the shapes that could be selected.
+
+Every fresh program gets an O(1) optimistic score from per-decision maxima
+(``rounds.LaneTable.value_bound``); shapes are evaluated best bound first and the
+rest are skipped once a bound falls clearly below the best real score. The
+exhaustive path (``policy.all_candidates``) is what this must agree with.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.config import SpeculationMode
+from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.policy import CatalogIndex, candidates_for, prune_dominated
+from ignition.helios.tables import Tables
+from ignition.helios.utility import Candidate, Decision
+
+# Skipping needs a bound below the best score by more than this (relative): far above
+# the ranking's 1e-9 tie tolerance and any rounding between a bound and a real score.
+BOUND_MARGIN = 1e-6
+
+
+def _score_bound(
+    d: Descriptor, tables: Tables, costs: CostModel, decision: Decision, now_ns: int
+) -> float | None:
+    """A true upper bound on the score of any candidate of ``d``; None where ``d`` must
+    be evaluated regardless (prefill rows are cheap; unknown costs rank first; stale
+    ones are what timing refresh chooses among)."""
+    if d.kind is GraphKind.PREFILL:
+        return None
+    entry = costs.entry(d)
+    if entry.freshness(now_ns, costs.ttl_ns) is not Freshness.FRESH:
+        return None
+    duration_ns = entry.estimate_ns
+    memo = tables.bounds if tables.decision is decision else None
+    if memo is not None:
+        key = (id(d), duration_ns)
+        found = memo.get(key)
+        if found is not None and found[0] is d:
+            return found[1]
+    bound = _fresh_bound(d, tables, duration_ns, decision)
+    if memo is not None:
+        memo[key] = (d, bound)
+    return bound
+
+
+def _ceiling(d: Descriptor) -> int:
+    """The row ceiling every lane of ``d`` is cut to: min(D + 1, W)."""
+    return min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
+
+
+def _fresh_bound(
+    d: Descriptor, tables: Tables, duration_ns: int, decision: Decision
+) -> float | None:
+    t_ms = duration_ns / 1e6
+    if t_ms <= 0:
+        return None
+    value = tables.decoders.value_bound(_ceiling(d), d.batch_capacity, t_ms)
+    if d.kind is GraphKind.MIXED:
+        prompt = tables.prompts.rows(d, False, 1, d.prefill_capacity)
+        if prompt:
+            value += max(0.0, prompt[0].value)
+    return value / t_ms - decision.waiting_cost(t_ms)
+
+
+def bounded_candidates(
+    shapes: Sequence[tuple[Descriptor, bool]],
+    tables: Tables,
+    costs: CostModel,
+    decision: Decision,
+    now_ns: int,
+    mode: SpeculationMode,
+    index: CatalogIndex,
+    others: Sequence[Candidate] = (),
+) -> list[Candidate]:
+    """``all_candidates`` less shapes that provably cannot be selected among them and
+    ``others``: the same winner, the same stale alternatives, far fewer cohorts.
+
+    Shapes are evaluated best bound first; once a bound falls clearly below the best
+    real score (by more than the ranking's tie tolerance), every remaining shape is
+    skipped; skipped shapes that could prune a kept candidate are evaluated after all.
+    """
+    found: dict[int, list[Candidate]] = {}
+    # every ceiling's decoder sums in one vectorised pass (lane_core.py)
+    tables.decoders.arrays.positive_sums(
+        [_ceiling(d) for d, _ in shapes if d.kind is not GraphKind.PREFILL]
+    )
+    floor = max((c.score for c in others if not c.is_indeterminate), default=-math.inf)
+    bounded: list[tuple[float, int]] = []
+    for position, (d, _) in enumerate(shapes):
+        bound = _score_bound(d, tables, costs, decision, now_ns)
+        if bound is None:
+            found[position] = _evaluate(shapes[position], tables, costs, decision, now_ns, mode)
+        else:
+            bounded.append((-bound, position))
+    bounded.sort()
+    best = max([floor, *(c.score for out in found.values() for c in out if not c.is_indeterminate)])
+    while True:
+        # The best score so far may belong to a candidate that pruning removes, so the
+        # skip is checked again against the survivors' best until it holds.
+        skipped: list[tuple[float, int]] = []
+        for k, (negative, position) in enumerate(bounded):
+            bound = -negative
+            if bound < best - BOUND_MARGIN * max(1.0, abs(best), abs(bound)):
+                skipped = bounded[k:]
+                break
+            out = found[position] = _evaluate(
+                shapes[position], tables, costs, decision, now_ns, mode
+            )
+            best = max([best, *(c.score for c in out if not c.is_indeterminate)])
+        # A skipped shape that pads beyond a kept candidate's could carry the same work
+        # and prune it, as it would in the exhaustive path: evaluate those (they cannot
+        # win, being below the best, but they must be there to prune).
+        where = {id(shapes[p][0]): p for _, p in skipped}
+        wanted = {
+            where[id(o)]
+            for out in list(found.values())
+            for c in out
+            for o in index.dominators.get(id(c.descriptor), ())
+            if id(o) in where
+        }
+        for position in wanted:
+            found[position] = _evaluate(shapes[position], tables, costs, decision, now_ns, mode)
+        kept = prune_dominated([c for position in sorted(found) for c in found[position]])
+        best = max([floor, *(c.score for c in kept if not c.is_indeterminate)])
+        bounded = [(b, p) for b, p in skipped if p not in found]
+        if not bounded or -bounded[0][0] < best - BOUND_MARGIN * max(
+            1.0, abs(best), abs(bounded[0][0])
+        ):
+            return kept
+
+
+def _evaluate(
+    shape: tuple[Descriptor, bool],
+    tables: Tables,
+    costs: CostModel,
+    decision: Decision,
+    now_ns: int,
+    mode: SpeculationMode,
+) -> list[Candidate]:
+    """``candidates_for``, memoised on the tables: a program's candidates depend on the
+    decision only through the tables and on time only through its cost's freshness."""
+    d, decode_only = shape
+    if tables.decision is not decision:
+        return candidates_for(d, tables, costs, decision, now_ns, mode, decode_only)
+    # the estimates version: a stranded tail is priced with the other graphs' costs
+    key = (id(d), decode_only, costs.estimates_version, costs.freshness(d, now_ns), mode)
+    found = tables.evaluated.get(key)
+    if found is None or found[0] is not d:
+        found = (d, candidates_for(d, tables, costs, decision, now_ns, mode, decode_only))
+        tables.evaluated[key] = found
+    return found[1]

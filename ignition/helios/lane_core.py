@@ -1,0 +1,119 @@
+"""Decoder lane values of one decision as arrays (structure of arrays, numpy).
+
+After every completion each decoder's price moves, so ``rounds.LaneTable`` is rebuilt
+on almost every decision and its per-ceiling value lists were recomputed in Python
+loops: one pass per ceiling for the sorted orders and another for the bounds. This
+computes every ceiling's values at once with the same IEEE operations per lane
+(``fixed + price * outputs[min(cap, limit)]``: one multiply, then one add), so the
+values and orders are bit-identical to the Python loops, which stay the reference
+(tests/helios/reference_selector).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ignition.helios.utility import LaneView
+
+
+class LaneArrays:
+    """Every decodable view's value at each row ceiling, and the orders and positive
+    prefix sums the cohort search and the score bounds read."""
+
+    def __init__(
+        self,
+        views: Sequence[LaneView],
+        fixed: Sequence[float],
+        outputs: Sequence[Sequence[float]],
+    ) -> None:
+        index, limits, prices, seqs, slots, sigmas = [], [], [], [], [], []
+        for i, v in enumerate(views):
+            remaining = v.remaining_output
+            if remaining < 1:
+                continue  # cannot decode: in no order
+            index.append(i)
+            limits.append(max(1, min(remaining, v.remaining_context)))
+            prices.append(v.prices.output_token)
+            seqs.append(v.last_served_seq)
+            slots.append(v.handle.slot)
+            sigmas.append(v.sigma_ms)
+        self.size = len(index)
+        self._index = np.array(index, dtype=np.int64)
+        self._limits = np.array(limits, dtype=np.int64)
+        self._fixed = np.array([fixed[i] for i in index], dtype=np.float64)
+        self._prices = np.array(prices, dtype=np.float64)
+        self._outputs = np.array([outputs[i] for i in index], dtype=np.float64) if index else None
+        self._seqs = np.array(seqs, dtype=np.int64)
+        self._slots = np.array(slots, dtype=np.int64)
+        self._rows = np.arange(self.size)
+        self._has_sigma = np.array([x is not None for x in sigmas], dtype=bool)
+        self._sigmas = np.array([0.0 if x is None else x for x in sigmas], dtype=np.float64)
+        self._sums: dict[int, list[float]] = {}
+
+    def values(self, cap: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ceilings, values) of every decodable view at row ceiling ``cap``."""
+        # = max(1, min(cap, remaining, context)), limits being max(1, min(remaining, context))
+        ceilings = np.minimum(self._limits, max(1, cap))
+        return ceilings, self._fixed + self._prices * self._outputs[self._rows, ceilings]
+
+    def order(self, cap: int) -> list[tuple[int, int, float]]:
+        """``LaneTable.order``: (view index, ceiling, value), best value first, then less
+        recently served, then lower slot (slots are unique, so the order is total)."""
+        if not self.size:
+            return []
+        ceilings, values = self.values(cap)
+        ranked = np.lexsort((self._slots, self._seqs, -values))
+        return list(
+            zip(
+                self._index[ranked].tolist(),
+                ceilings[ranked].tolist(),
+                values[ranked].tolist(),
+                strict=True,
+            )
+        )
+
+    def best_per_row(
+        self, cap: int, length: int, age_price: float, duration_ms: float
+    ) -> list[int]:
+        """View indices of the ``length`` best by value per target row at ``cap``, the
+        value including the age continuation (``LaneTable._leaders``' third ordering):
+        key (-(value + age) / ceiling, seq, slot), each term in the Python order."""
+        if not self.size or length <= 0:
+            return []
+        ceilings, values = self.values(cap)
+        if age_price == 0:
+            age = np.zeros(self.size)
+        else:
+            age = np.where(self._has_sigma, age_price * self._sigmas * (0.0 + duration_ms), 0.0)
+        keys = -(values + age) / ceilings
+        ranked = np.lexsort((self._slots, self._seqs, keys))[:length]
+        return self._index[ranked].tolist()
+
+    def positive_sums(self, caps: Sequence[int]) -> None:
+        """For each cap, sums[k] = the sum of the positive values among the k best (the
+        score bounds' decoder term), computed for all ``caps`` in one pass."""
+        wanted = [c for c in dict.fromkeys(caps) if c not in self._sums]
+        if not wanted:
+            return
+        if not self.size:
+            for c in wanted:
+                self._sums[c] = [0.0]
+            return
+        caps = np.array([max(1, c) for c in wanted], dtype=np.int64)
+        ceilings = np.minimum(self._limits[None, :], caps[:, None])
+        values = self._fixed + self._prices * self._outputs[self._rows[None, :], ceilings]
+        best_first = -np.sort(-values, axis=1)
+        sums = np.zeros((len(wanted), self.size + 1))
+        np.cumsum(np.where(best_first > 0, best_first, 0.0), axis=1, out=sums[:, 1:])
+        for c, row in zip(wanted, sums.tolist(), strict=True):
+            self._sums[c] = row
+
+    def positive_sum(self, cap: int, max_lanes: int) -> float:
+        """The positive values among the best ``max_lanes`` at ``cap``, summed."""
+        sums = self._sums.get(cap)
+        if sums is None:
+            self.positive_sums((cap,))
+            sums = self._sums[cap]
+        return sums[min(max_lanes, len(sums) - 1)]

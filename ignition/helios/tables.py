@@ -1,0 +1,225 @@
+"""One decision's prompt and decoder tables, and the cache that hands them out again.
+
+A prompt row earns only the tokens its capacity can consume; decoder values live in
+``rounds.LaneTable``. Tables memoise candidates and bounds for their decision, so a
+plan() that meets the same population and decision again reuses them
+(``TableCache``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.rounds import LaneTable
+from ignition.helios.utility import (
+    Candidate,
+    Decision,
+    LanePick,
+    LaneView,
+    consumable_tokens,
+    lane_order_key,
+    prompt_lane,
+    tokens_to_endpoint,
+)
+
+if TYPE_CHECKING:
+    from ignition.helios.policy import CatalogIndex, Population
+
+
+def prompt_capacity(d: Descriptor) -> int:
+    if d.kind is GraphKind.MIXED:
+        return d.prefill_capacity
+    if d.kind is GraphKind.PREFILL:
+        return d.token_capacity
+    return 0
+
+
+def _explores_needlessly(
+    view: LaneView, d: Descriptor, descriptors: Sequence[Descriptor], capacity: int
+) -> bool:
+    """An unmeasured larger prompt graph is excluded when a smaller prepared capacity of
+    the same family consumes the same tokens up to the next message or prompt endpoint."""
+    wanted = min(consumable_tokens(view, capacity), tokens_to_endpoint(view))
+    for other in descriptors:
+        if other.kind is not d.kind or other is d:
+            continue
+        if d.kind is GraphKind.MIXED and (
+            other.batch_capacity != d.batch_capacity
+            or other.token_capacity != d.token_capacity
+            or other.speculation_enabled != d.speculation_enabled
+        ):
+            continue
+        smaller = prompt_capacity(other)
+        if smaller < capacity and consumable_tokens(view, smaller) >= wanted:
+            return True
+    return False
+
+
+class PromptTable:
+    """Prompt rows of one decision: each capacity earns only the tokens it can consume."""
+
+    def __init__(self, views: Sequence[LaneView], descriptors: Sequence[Descriptor]) -> None:
+        self.views = list(views)
+        self.descriptors = descriptors
+        self._best: dict[tuple[int, int, int], list[LanePick]] = {}
+        # Measured capacities: the scored rows depend only on min(capacity, budget)
+        self._scored: dict[int, list[tuple[tuple, int, LaneView]]] = {}
+        # plain rows grouped by equal prefill price, best price first, each group in
+        # (last served, slot) order
+        self._by_price: list[list[LaneView]] | None = None
+        self._by_remaining: list[LaneView] = []  # plain rows, shortest remaining prompt first
+        self._irregular: list[LaneView] = []  # rows with image spans or capture ends
+
+    def rows(
+        self, d: Descriptor, unknown: bool, max_rows: int, token_budget: int
+    ) -> list[LanePick]:
+        """The highest-value prompt rows fitting ``max_rows`` and ``token_budget``."""
+        capacity = prompt_capacity(d)
+        key = (capacity, max_rows, token_budget)
+        if not unknown and key in self._best:
+            return self._best[key]
+        usable = min(capacity, token_budget)
+        if max_rows == 1 and not unknown:
+            chosen = self._best[key] = self._top_row(usable)
+            return chosen
+        scored = None if unknown else self._scored.get(usable)
+        if scored is None:
+            scored = []
+            for view in self.views:
+                tokens = consumable_tokens(view, usable)
+                if tokens <= 0:
+                    continue
+                if unknown and _explores_needlessly(view, d, self.descriptors, capacity):
+                    continue
+                value = view.prices.prefill_token * tokens
+                if tokens >= view.remaining_prompt:
+                    value += view.prices.output_token
+                scored.append((lane_order_key(view, value), tokens, view))
+            # keys are unique (they end in the slot), so the sorted head is the minimum
+            scored.sort(key=lambda x: x[0])
+            if not unknown:
+                self._scored[usable] = scored
+        chosen, used = [], 0
+        for _, tokens, view in scored:
+            if len(chosen) == max_rows:
+                break
+            if used + tokens <= token_budget:
+                chosen.append(prompt_lane(view, tokens))
+                used += tokens
+        if not unknown:
+            self._best[key] = chosen
+        return chosen
+
+    def _top_row(self, usable: int) -> list[LanePick]:
+        """The first row of the sorted scores at ``usable`` tokens, without scoring every
+        row: a plain row (no image span or capture end) longer than ``usable`` is worth
+        prefill price x usable, which keeps the prefill-price order (multiplying by a
+        positive number is monotone in floating point too), so only the head of each
+        equal-price group, up to the first strictly lower value, and the rows that end
+        within ``usable`` or are irregular can hold the minimum key."""
+        if usable <= 0 or not self.views:
+            return []
+        if self._by_price is None:
+            plain = [v for v in self.views if not v.image_spans and not v.capture_ends]
+            self._irregular = [v for v in self.views if v.image_spans or v.capture_ends]
+            self._by_price = []
+            for v in sorted(
+                plain, key=lambda v: (-v.prices.prefill_token, v.last_served_seq, v.slot)
+            ):
+                group = self._by_price[-1] if self._by_price else None
+                if group and group[0].prices.prefill_token == v.prices.prefill_token:
+                    group.append(v)
+                else:
+                    self._by_price.append([v])
+            self._by_remaining = sorted(plain, key=lambda v: v.remaining_prompt)
+        exact = list(self._irregular)
+        for view in self._by_remaining:
+            if view.remaining_prompt > usable:
+                break
+            exact.append(view)
+        best: tuple | None = None
+        top_value: float | None = None
+        for group in self._by_price:
+            # the group's best row not scored exactly below
+            view = next((v for v in group if v.remaining_prompt > usable), None)
+            if view is None:
+                continue
+            value = view.prices.prefill_token * usable
+            if top_value is not None and value < top_value:
+                break
+            top_value = value
+            entry = (lane_order_key(view, value), usable, view)
+            if best is None or entry[0] < best[0]:
+                best = entry
+        for view in exact:
+            tokens = consumable_tokens(view, usable)
+            if tokens <= 0:
+                continue
+            value = view.prices.prefill_token * tokens
+            if tokens >= view.remaining_prompt:
+                value += view.prices.output_token
+            entry = (lane_order_key(view, value), tokens, view)
+            if best is None or entry[0] < best[0]:
+                best = entry
+        return [] if best is None else [prompt_lane(best[2], best[1])]
+
+
+@dataclass
+class Tables:
+    """One decision's prompt and decoder tables. ``decision`` is set when the tables may
+    memoise candidates and bounds for it (``build_tables``); those depend only on the
+    tables, the decision, the program and its cost, so they outlive the plan() that made
+    them while ``TableCache`` hands the same tables out."""
+
+    prompts: PromptTable
+    decoders: LaneTable
+    decision: Decision | None = None
+    evaluated: dict[tuple, tuple[Descriptor, list[Candidate]]] = field(default_factory=dict)
+    bounds: dict[tuple, tuple[Descriptor, float | None]] = field(default_factory=dict)
+
+
+def build_tables(
+    index: CatalogIndex, population: Population, decision: Decision, max_depth: int
+) -> Tables:
+    return Tables(
+        PromptTable(population.prompts, index.descriptors),
+        LaneTable(population.decoders, decision, max_depth),
+        decision,
+    )
+
+
+def _same_views(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class TableCache:
+    """The last decision's tables, handed out again while the population holds the same
+    view objects (the projection reuses a view only when it is unchanged) and the
+    decision is equal: their orders, cohorts, prompt rows and bounds then still hold.
+    The prompt table alone is kept while only decoders changed (the clock moves decoder
+    ages, never prompt rows')."""
+
+    def __init__(self) -> None:
+        self._last: tuple[CatalogIndex, int, Population, Tables] | None = None
+
+    def tables(
+        self, index: CatalogIndex, population: Population, decision: Decision, max_depth: int
+    ) -> Tables:
+        last = self._last
+        if (
+            last is None
+            or last[0] is not index
+            or last[1] != max_depth
+            or not _same_views(last[2].prompts, population.prompts)
+        ):
+            tables = build_tables(index, population, decision, max_depth)
+        elif last[3].decision == decision and _same_views(last[2].decoders, population.decoders):
+            return last[3]
+        else:
+            decoders = LaneTable(population.decoders, decision, max_depth)
+            tables = Tables(last[3].prompts, decoders, decision)
+        self._last = (index, max_depth, population, tables)
+        return tables

@@ -1,0 +1,90 @@
+"""Issue 14: lane_core.py's arrays give LaneTable the same orders and bound sums as the
+Python loops they replace (the frozen reference in ``reference_selector.rounds``),
+float for float, on random views with tied values, exhausted outputs and contexts."""
+
+from __future__ import annotations
+
+import random
+
+from reference_selector.rounds import LaneTable as ReferenceLaneTable
+
+from ignition.helios.rounds import LaneTable
+from ignition.helios.service import Prices
+from ignition.helios.types import RequestHandle
+from ignition.helios.utility import Decision, LaneView
+
+MAX_DEPTH = 4
+
+
+def _views(rng: random.Random) -> list[LaneView]:
+    prices = [rng.choice([0.0, 0.25, 1.0, 3.5]) for _ in range(3)]  # few: values tie
+    out = []
+    for slot in rng.sample(range(64), rng.randint(0, 24)):
+        depth = rng.randint(0, MAX_DEPTH)
+        out.append(
+            LaneView(
+                handle=RequestHandle(slot, 1),
+                epoch=0,
+                is_decoder=True,
+                prompt_position=8,
+                num_prompt_tokens=8,
+                remaining_output=rng.choice([0, 1, 2, 3, 50]),
+                remaining_context=rng.choice([-1, 0, 1, 2, 100]),
+                prices=Prices(1.0, rng.choice(prices), rng.choice([0.0, 0.5])),
+                age_ms=rng.choice([0.0, 2.0]),
+                last_served_seq=rng.choice([0, 1, 2]),
+                sigma_ms=rng.choice([None, 1.5]),
+                survivals=tuple(rng.choice([0.0, 0.5, 0.9]) for _ in range(depth)),
+            )
+        )
+    return out
+
+
+def _decision(rng: random.Random) -> Decision:
+    return Decision(
+        age_price=rng.choice([0.0, 0.01]),
+        num_active_decoders=8,
+        alpha=rng.choice([1.0, 0.5]),
+        log_scale=0.0,
+    )
+
+
+def test_array_orders_equal_the_python_sort_by_value_recency_and_slot():
+    rng = random.Random(14)
+    for _ in range(400):
+        views, decision = _views(rng), _decision(rng)
+        fast = LaneTable(views, decision, MAX_DEPTH)
+        ref = ReferenceLaneTable(views, decision, MAX_DEPTH)
+        for cap in range(0, MAX_DEPTH + 2):
+            assert fast.order(cap) == ref.order(cap), (cap, views)
+
+
+def test_bound_sums_equal_the_sequential_sum_of_the_positive_values_best_first():
+    rng = random.Random(15)
+    for _ in range(400):
+        views, decision = _views(rng), _decision(rng)
+        table = LaneTable(views, decision, MAX_DEPTH)
+        ref = ReferenceLaneTable(views, decision, MAX_DEPTH)
+        caps = list(range(1, MAX_DEPTH + 2))
+        table.arrays.positive_sums(rng.sample(caps, rng.randint(1, len(caps))))
+        for cap in caps:
+            values = sorted((value for _, _, value in ref.order(cap)), reverse=True)
+            for max_lanes in (0, 1, 3, 64):
+                expected = 0.0
+                for value in values[:max_lanes]:
+                    if not value > 0:
+                        break
+                    expected += value
+                assert table.arrays.positive_sum(cap, max_lanes) == expected
+
+
+def test_leaders_from_the_arrays_are_the_reference_leaders_of_every_ordering():
+    rng = random.Random(16)
+    for _ in range(300):
+        views, decision = _views(rng), _decision(rng)
+        fast = LaneTable(views, decision, MAX_DEPTH)
+        ref = ReferenceLaneTable(views, decision, MAX_DEPTH)
+        cap, length = rng.randint(1, MAX_DEPTH + 1), rng.randint(0, 10)
+        duration = rng.choice([0.5, 3.0])
+        got = [v.handle for v in fast._leaders(cap, length, duration)]
+        assert got == [v.handle for v in ref._leaders(cap, length, duration)]
