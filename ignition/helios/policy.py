@@ -90,7 +90,8 @@ def candidates_for(
     def make(value: float, count: int, key: tuple, build, prompt: LanePick | None = None):
         c = Candidate(d, duration_ns, freshness, value, count, (*family, *key), build)
         finish(c, decision)
-        if prompt is not None:  # issue 10: a chunk stranding a tail (helios/tails.py)
+        # issue 10: a chunk stranding a tail (helios/tails.py); completing rows never do
+        if prompt is not None and prompt.expected_output == 0 and not c.is_indeterminate:
             times = completion_times(tables.prompts.descriptors, costs)
             c.score = stranded_tail_score(c, prompt, times, decision)
         return c
