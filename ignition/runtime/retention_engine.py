@@ -96,6 +96,8 @@ class RetentionHooks:
             request.message_end_offsets,
             self.capture_costs(),
             now_ns,
+            # Prompt logprobs score hidden states a restored prefix does not have.
+            restore=request.sampling.prompt_logprobs is None,
         )
         return admission
 
