@@ -239,7 +239,9 @@ def test_a_restarted_request_sends_its_prompt_logprobs_once_and_unchanged(model,
     the client still gets the prompt logprobs once, on the first chunk, as without it."""
     params = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True, prompt_logprobs=2)
     prompt = tuple(PROMPTS["repeat"])
-    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    # speculation off: one token per frame, so the doomed prompt shares a frame with a decode
+    # (its init, a frame of its own, comes first)
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation="off")
     calm = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
     expected: list = []
     calm.submit(GenerationRequest("a", prompt, params), expected.append)
