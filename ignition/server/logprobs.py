@@ -46,18 +46,33 @@ class CompletionLogprobs:
             values.append(_value(item.logprob))
             offsets.append(self.offset)
             self.offset += len(text)
-            if self._k:
-                top = {self._text(t): _value(v) for t, v in item.top[: self._k]}
-                top.setdefault(text, _value(item.logprob))
-                tops.append(top)
-            else:
-                tops.append(None)
-        return {
-            "tokens": tokens,
-            "token_logprobs": values,
-            "top_logprobs": tops,
-            "text_offset": offsets,
-        }
+            tops.append(_legacy_top(text, item.logprob, item.top, self._k, self._text))
+        return _legacy_body(tokens, values, tops, offsets)
+
+
+def _legacy_top(
+    text: str,
+    logprob: float,
+    top: Sequence[tuple[int, float]],
+    num_alternatives: int,
+    token_text: TokenText,
+) -> dict[str, float] | None:
+    """One position's ``top_logprobs`` entry: the alternatives by text, the chosen token
+    always among them (OpenAI's legacy shape lists it even when it ranks below k)."""
+    if not num_alternatives:
+        return None
+    entry = {token_text(t): _value(v) for t, v in top[:num_alternatives]}
+    entry.setdefault(text, _value(logprob))
+    return entry
+
+
+def _legacy_body(tokens: list[str], values: list, tops: list, offsets: list[int]) -> dict[str, Any]:
+    return {
+        "tokens": tokens,
+        "token_logprobs": values,
+        "top_logprobs": tops,
+        "text_offset": offsets,
+    }
 
 
 def prompt_logprobs_body(
@@ -100,18 +115,8 @@ def echoed_prompt_logprobs(
             tops.append(None)
             continue
         values.append(_value(item.logprob))
-        if num_alternatives:
-            top = {token_text(t): _value(v) for t, v in item.top[:num_alternatives]}
-            top.setdefault(text, _value(item.logprob))
-            tops.append(top)
-        else:
-            tops.append(None)
-    return {
-        "tokens": tokens,
-        "token_logprobs": values,
-        "top_logprobs": tops,
-        "text_offset": offsets,
-    }
+        tops.append(_legacy_top(text, item.logprob, item.top, num_alternatives, token_text))
+    return _legacy_body(tokens, values, tops, offsets)
 
 
 def joined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
