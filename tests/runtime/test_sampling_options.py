@@ -210,7 +210,8 @@ def test_a_restarted_request_counts_its_replayed_output_as_output(
 ):
     """A frame shared with a failing request restarts the innocent one from prompt + output
     so far; its penalties must see that output as output, so its tokens do not change."""
-    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    # speculation off: one token per frame, so the doomed prompt shares a frame with a decode
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation="off")
     engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
     install(engine, FaultPlan({"wait": 501}))
     chunks = []
@@ -238,7 +239,9 @@ def test_a_restarted_request_sends_its_prompt_logprobs_once_and_unchanged(model,
     the client still gets the prompt logprobs once, on the first chunk, as without it."""
     params = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True, prompt_logprobs=2)
     prompt = tuple(PROMPTS["repeat"])
-    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    # speculation off: one token per frame, so the doomed prompt shares a frame with a decode
+    # (its init, a frame of its own, comes first)
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation="off")
     calm = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
     expected: list = []
     calm.submit(GenerationRequest("a", prompt, params), expected.append)
