@@ -856,6 +856,14 @@ class _Progress:
     callback=_finite_nonnegative,
     help="With --conversations: mean time between a reply and the next turn.",
 )
+@click.option(
+    "--scheduler-first-delivery",
+    type=float,
+    default=None,
+    callback=_finite_nonnegative,
+    help="With --conversations: weight on the first-delivery credit of the chunk that "
+    "finishes a prompt (PolicyConfig.first_delivery; 0: off, 1: on).",
+)
 def simulate_cmd(scenario: str | None, as_json: bool, **options: Any) -> None:
     """Simulate Helios (and baselines on a trace) against a device model; no model, no torch."""
     multiturn = {
@@ -869,6 +877,7 @@ def simulate_cmd(scenario: str | None, as_json: bool, **options: Any) -> None:
             "turn_prompt",
             "turn_output",
             "think_ms",
+            "scheduler_first_delivery",
         )
     }
     if multiturn["conversations"] is not None:

@@ -32,6 +32,9 @@ class PolicyConfig:
     adaptation_ms: float = 100.0  # service-price adaptation time
     estimate_ttl_ns: int = 30_000_000_000  # timing freshness interval
     adaptive_verification_alpha: float = 1.0  # exponent on prefix survivals
+    # weight on the delivery price g / z at the delivery normalizer that the chunk
+    # finishing a prompt earns (its first output is the request's first delivery); 0 off
+    first_delivery: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

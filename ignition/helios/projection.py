@@ -25,6 +25,7 @@ from ignition.helios.service import (
     Normalizers,
     Prices,
     _fairness,
+    first_delivery_price,
     decay,
     normalizers,
     stream_family,
@@ -185,7 +186,9 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
     if not blocked:
         token_term = _fairness(policy.token_fairness, x, norms.token_rate)
         delivery = (
-            _fairness(policy.delivery_fairness, z, norms.delivery_rate) if is_decoder else 0.0
+            _fairness(policy.delivery_fairness, z, norms.delivery_rate)
+            if is_decoder
+            else first_delivery_price(norms, policy)
         )
         price = Prices(1.0 + token_term, policy.beta + token_term, delivery)
     return _Row(r, key, price, advance, last_output, norms.sigma_ms, _awaits_prerequisite(r))

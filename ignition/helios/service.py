@@ -148,6 +148,16 @@ def _fairness(coefficient: float, rate: float | None, normal: float | None) -> f
     return coefficient / max(rate, floor)
 
 
+def first_delivery_price(norms: Normalizers, policy: PolicyConfig) -> float:
+    """A prompt row's delivery price: the chunk that finishes its prompt makes the
+    request's first delivery, credited (``PolicyConfig.first_delivery``) at the price a
+    decoder without delivery history starts at, g / z at the delivery normalizer. Zero
+    when the option is off, so the finishing chunk's value is then unchanged."""
+    if policy.first_delivery == 0:
+        return 0.0
+    return policy.first_delivery * _fairness(policy.delivery_fairness, None, norms.delivery_rate)
+
+
 def prices(
     rates: ServiceRates, norms: Normalizers, policy: PolicyConfig, is_decoder: bool
 ) -> Prices:
@@ -155,7 +165,7 @@ def prices(
     delivery = (
         _fairness(policy.delivery_fairness, rates.delivery_rate, norms.delivery_rate)
         if is_decoder
-        else 0.0
+        else first_delivery_price(norms, policy)
     )
     return Prices(
         prefill_token=1.0 + token_term,
@@ -182,7 +192,10 @@ def projected_prices(
             z0 = z if z is not None else (norms.delivery_rate or 0.0)
             z = a * z0 + (1 - a) * deliveries / duration_ms
     token_term = _fairness(policy.token_fairness, x, norms.token_rate)
-    delivery = _fairness(policy.delivery_fairness, z, norms.delivery_rate) if is_decoder else 0.0
+    if is_decoder:
+        delivery = _fairness(policy.delivery_fairness, z, norms.delivery_rate)
+    else:
+        delivery = first_delivery_price(norms, policy)
     return Prices(1.0 + token_term, policy.beta + token_term, delivery)
 
 

@@ -112,7 +112,7 @@ def _prompt_value(view: LaneView, d: Descriptor) -> tuple[float, int]:
     tokens = consumable_tokens(view, prompt_capacity(d))
     value = view.prices.prefill_token * tokens
     if tokens > 0 and tokens >= view.remaining_prompt:
-        value += view.prices.output_token
+        value += view.prices.output_token + view.prices.delivery
     return value, tokens
 
 

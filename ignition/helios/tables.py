@@ -96,7 +96,7 @@ class PromptTable:
                     continue
                 value = view.prices.prefill_token * tokens
                 if tokens >= view.remaining_prompt:
-                    value += view.prices.output_token
+                    value += view.prices.output_token + view.prices.delivery
                 scored.append((lane_order_key(view, value), tokens, view))
             # keys are unique (they end in the slot), so the sorted head is the minimum
             scored.sort(key=lambda x: x[0])
@@ -160,7 +160,7 @@ class PromptTable:
                 continue
             value = view.prices.prefill_token * tokens
             if tokens >= view.remaining_prompt:
-                value += view.prices.output_token
+                value += view.prices.output_token + view.prices.delivery
             entry = (lane_order_key(view, value), tokens, view)
             if best is None or entry[0] < best[0]:
                 best = entry

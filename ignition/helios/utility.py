@@ -224,7 +224,7 @@ def prompt_lane(view: LaneView, num_tokens: int) -> LanePick:
     completes = view.prompt_position + num_tokens >= view.num_prompt_tokens
     value = view.prices.prefill_token * num_tokens
     if completes:
-        value += view.prices.output_token
+        value += view.prices.output_token + view.prices.delivery  # first delivery
     return LanePick(
         view=view,
         role=LaneRole.PROMPT,

@@ -177,6 +177,8 @@ HELIOS_VARIANTS = {
     "one-frame": "what-if transport: plan the next frame only when the device is idle",
     "late-queue": "what-if transport: fill the second frame slot 1 ms (a host round trip) "
     "before the frame ahead ends, not at once",
+    "first-delivery": "the chunk finishing a prompt also earns the delivery price at the "
+    "delivery normalizer (PolicyConfig.first_delivery = 1)",
     "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
     "(mixed programs stay powers of two)",
 }

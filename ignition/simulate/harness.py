@@ -190,6 +190,8 @@ def helios_simulation(
         requests = [replace(r, acceptance_prior=true_survivals(r.acceptance)) for r in requests]
     wide = 2048 if "wide-mixed" in variants else 0
     policy = throughput() if "throughput" in variants else setup.helios_policy
+    if "first-delivery" in variants:
+        policy = replace(policy, first_delivery=1.0)
     envelopes = [r for r in map(envelope_variant, variants) if r is not None]
     envelope = envelopes[-1] if envelopes else setup.speculative_token_capacity
     max_prompt = 2048 if "chunk2048" in variants else 0

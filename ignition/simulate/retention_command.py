@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 from ignition.simulate.devices import DeviceError, device_from_spec
@@ -37,11 +38,13 @@ def main(
     device: str,
     seed: int,
     as_json: bool,
+    scheduler_first_delivery: float | None = None,
 ) -> int:
     """Returns the exit status."""
     from rich.console import Console
 
     from ignition.components.capacity import CapacityError
+    from ignition.helios.config import PolicyConfig
     from ignition.helios.types import SchedulerError
     from ignition.simulate.harness import helios_catalog
 
@@ -59,7 +62,13 @@ def main(
         rows = parse_rows_list(snapshot_rows)
         model = device_from_spec(device)
         catalog = helios_catalog("qwen38", slots, 128, speculation="off")
-        runs = [run_retention(spec, r, catalog, slots=slots, device=model) for r in rows]
+        policy = PolicyConfig()
+        if scheduler_first_delivery is not None:
+            policy = replace(policy, first_delivery=scheduler_first_delivery)
+        runs = [
+            run_retention(spec, r, catalog, slots=slots, device=model, policy=policy)
+            for r in rows
+        ]
     except (WorkloadError, DeviceError, CapacityError, SchedulerError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

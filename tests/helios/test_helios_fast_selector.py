@@ -29,7 +29,7 @@ from ignition.helios import (
 from ignition.helios.config import SpeculationMode
 from ignition.helios.policy import SCHEDULABLE_KINDS
 from ignition.helios.state_candidates import STATE_KINDS
-from ignition.helios.types import ExecutionClass, SchedulerError
+from ignition.helios.types import ExecutionClass, LaneRole, SchedulerError
 from ignition.simulate.bench import (
     STATE_PROGRAMS,
     complete_head,
@@ -85,9 +85,10 @@ def _synthetic(rng: random.Random) -> list[Descriptor]:
     return list(dict.fromkeys(out))
 
 
-def _scheduler(rng: random.Random) -> Scheduler:
+def _scheduler(rng: random.Random, first_delivery: float = 0.0) -> Scheduler:
     ttl = rng.choice([None, 5 * MS, 50 * MS])
     policy = PolicyConfig() if ttl is None else PolicyConfig(estimate_ttl_ns=ttl)
+    policy = replace(policy, first_delivery=first_delivery)
     resources = Resources(num_request_slots=rng.choice([8, 16, 64]))
     if rng.random() < 0.35:
         cat, mode = runtime_catalog(rng.choice(["off", "fixed", "adaptive"]))
@@ -124,9 +125,9 @@ def _spec(rng: random.Random) -> RequestSpec:
 class _Walk:
     """Random admissions, cancellations, commits and completions; frames stay queued."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, first_delivery: float = 0.0) -> None:
         self.rng = rng
-        self.s = _scheduler(rng)
+        self.s = _scheduler(rng, first_delivery)
         self.fence = 0
         self.now = 0
         self.inflight: list[ScheduledPlan] = []
@@ -222,6 +223,35 @@ def test_fast_selector_returns_the_reference_plan_on_random_states():
             seen[("queued", min(queued, 1))] += 1
             walk.act(fast)
     wanted = (*SCHEDULABLE_KINDS, *STATE_KINDS, *ExecutionClass, ("queued", 0), ("queued", 1))
+    missing = [k for k in wanted if not seen[k]]
+    assert not missing, f"the random states never reached {missing}: {seen}"
+
+
+def test_fast_selector_returns_the_reference_plan_with_the_first_delivery_credit_on():
+    """Issue 10b: with ``PolicyConfig.first_delivery`` on, the chunk finishing a prompt
+    earns the delivery price everywhere its value is computed and in every bound, so the
+    fast path (bound-and-skip, cached tables) still returns the reference's plan, and
+    prompt-finishing programs of every kind are among the plans compared."""
+    rng = random.Random(1014)
+    seen: Counter = Counter()
+    checked = 0
+    while checked < 1200:
+        walk = _Walk(rng, first_delivery=1.0)
+        for _ in range(rng.randint(20, 60)):
+            walk.perturb()
+            ref = reference_plan(walk.s)
+            fast = walk.s.plan()
+            problem = _same(fast, ref)
+            assert problem is None, f"state {checked}: {problem}"
+            checked += 1
+            if fast is not None:
+                finishing = any(
+                    x.role is LaneRole.PROMPT and x.expected_output_tokens > 0 for x in fast.lanes
+                )
+                seen[(fast.descriptor.kind, finishing)] += 1
+            walk.act(fast)
+    wanted = [(k, True) for k in (GraphKind.PREFILL, GraphKind.MIXED)]
+    wanted += [(k, False) for k in STATE_KINDS if k is not GraphKind.VISION]
     missing = [k for k in wanted if not seen[k]]
     assert not missing, f"the random states never reached {missing}: {seen}"
 

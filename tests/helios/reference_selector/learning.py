@@ -126,7 +126,9 @@ class _Bound:
             self.loose.append(self.loose[-1] + value)
         self.sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
         self.prompt_price = max((v.prices.prefill_token for v in population.prompts), default=0.0)
-        self.prompt_output = max((v.prices.output_token for v in population.prompts), default=0.0)
+        self.prompt_output = max(
+            (v.prices.output_token + v.prices.delivery for v in population.prompts), default=0.0
+        )
         self._tops: dict[tuple[int, int], float] = {}
 
     def _top(self, cap: int, batch: int) -> float:

@@ -100,7 +100,7 @@ class PromptTable:
                 continue
             value = view.prices.prefill_token * tokens
             if tokens >= view.remaining_prompt:
-                value += view.prices.output_token
+                value += view.prices.output_token + view.prices.delivery
             scored.append((lane_order_key(view, value), tokens, view))
         if max_rows == 1:
             scored = [min(scored, key=lambda x: x[0])] if scored else []
