@@ -116,3 +116,15 @@ def test_the_wide_mixed_what_if_adds_wider_mixed_widths_at_the_2048_bucket_only(
 
     assert wider(stock) == {512} and wider(wide) == {512, 2048}
     assert {d.name for d in stock.descriptors} < {d.name for d in wide.descriptors}
+
+
+def test_the_first_delivery_variant_runs_helios_with_the_credit_on():
+    """Issue 10b: ``helios+first-delivery`` is Helios with PolicyConfig.first_delivery = 1."""
+    from ignition.simulate.harness import Setup, helios_simulation
+    from ignition.simulate.workloads import SimRequest
+
+    requests = [SimRequest(0.0, 100, 4)]
+    plain, _ = helios_simulation(requests, Setup(slots=4), "helios")
+    sim, _ = helios_simulation(requests, Setup(slots=4), "helios+first-delivery")
+    assert plain.scheduler.policy.first_delivery == 0
+    assert sim.scheduler.policy.first_delivery == 1.0
