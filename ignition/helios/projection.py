@@ -25,8 +25,8 @@ from ignition.helios.service import (
     Normalizers,
     Prices,
     _fairness,
-    first_delivery_price,
     decay,
+    first_delivery_price,
     normalizers,
     stream_family,
 )

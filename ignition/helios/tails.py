@@ -99,8 +99,6 @@ def stranded_tail_score(
     if tail <= 0 or f_ms is None:
         return candidate.score
     total_ms = candidate.duration_ms + f_ms
-    tail_value = (
-        view.prices.prefill_token * tail + view.prices.output_token + view.prices.delivery
-    )
+    tail_value = view.prices.prefill_token * tail + view.prices.output_token + view.prices.delivery
     sequence = (candidate.total_value + tail_value) / total_ms - decision.waiting_cost(total_ms)
     return min(candidate.score, sequence)

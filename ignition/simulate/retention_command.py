@@ -66,8 +66,7 @@ def main(
         if scheduler_first_delivery is not None:
             policy = replace(policy, first_delivery=scheduler_first_delivery)
         runs = [
-            run_retention(spec, r, catalog, slots=slots, device=model, policy=policy)
-            for r in rows
+            run_retention(spec, r, catalog, slots=slots, device=model, policy=policy) for r in rows
         ]
     except (WorkloadError, DeviceError, CapacityError, SchedulerError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -3,11 +3,10 @@ token into its admission, prerequisite, finishing chunk and first decode."""
 
 from __future__ import annotations
 
-from scripts.scheduling_sim.turn_waits import later_turn_waits, recording
-
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog
 from ignition.simulate.multiturn import MultiTurnSpec, run_retention
+from scripts.scheduling_sim.turn_waits import later_turn_waits, recording
 
 SPEC = MultiTurnSpec(
     conversations=2, turns=2, first_prompt=200, turn_prompt=30, output_tokens=4, think_ms=20
