@@ -52,6 +52,16 @@ class LaneArrays:
         self._sigmas = np.array([0.0 if x is None else x for x in sigmas], dtype=np.float64)
         self._sums: dict[int, list[float]] = {}
 
+    def with_outputs(self, outputs: np.ndarray) -> LaneArrays:
+        """These views' arrays with other expected outputs (``outputs[i, q]`` for view
+        index i): the probe search's optimistic table shares every other column, and its
+        fixed values too (they depend only on the views and the decision)."""
+        twin = LaneArrays.__new__(LaneArrays)
+        twin.__dict__.update(self.__dict__)
+        twin._outputs = outputs[self._index] if self.size else None
+        twin._sums = {}
+        return twin
+
     def values(self, cap: int) -> tuple[np.ndarray, np.ndarray]:
         """(ceilings, values) of every decodable view at row ceiling ``cap``."""
         # = max(1, min(cap, remaining, context)), limits being max(1, min(remaining, context))

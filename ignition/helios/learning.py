@@ -152,7 +152,11 @@ def choose_probe(
     survivals = [tuple(row) for row in optimistic.tolist()]
     # The bound's optimistic outputs are _expected_outputs of these survivals: reused,
     # they keep per-decision tuples out of the shared outputs memo.
-    decoders = LaneTable(population.decoders, decision, max_depth, survivals, outputs.tolist())
+    # Only the outputs differ from the ordinary table's arrays: every other column is shared.
+    arrays = ordinary.decoders.arrays.with_outputs(outputs)
+    decoders = LaneTable(
+        population.decoders, decision, max_depth, survivals, outputs.tolist(), arrays
+    )
     tables = Tables(ordinary.prompts, decoders)
     depths = _ordinary_depths(winner)
     views = {v.handle: v for v in population.decoders}

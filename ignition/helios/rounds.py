@@ -272,11 +272,13 @@ class LaneTable:
         max_depth: int,
         survivals: Sequence[tuple[float, ...]] | None = None,
         outputs: Sequence[Sequence[float]] | None = None,
+        arrays: LaneArrays | None = None,
     ) -> None:
         """``survivals`` replaces the views' own (acceptance learning scores probes with
         optimistic estimates); views carrying them are made only when a cohort needs one.
         ``outputs``, where given, are ``_expected_outputs`` of those survivals, already
-        made (each history memoises its optimistic ones)."""
+        made (each history memoises its optimistic ones); ``arrays``, where given, are
+        those views and outputs as ``LaneArrays`` (``LaneArrays.with_outputs``)."""
         self.views = list(views)
         self.decision = decision
         self._survivals = survivals
@@ -295,7 +297,7 @@ class LaneTable:
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
         self._bounds: dict[tuple[int, int], float] = {}
         self._top_sigmas: list[float] | None = None
-        self._arrays: LaneArrays | None = None
+        self._arrays = arrays
 
     def _view(self, i: int) -> LaneView:
         if self._survivals is None:
