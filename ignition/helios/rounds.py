@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.lane_core import LaneArrays
+from ignition.helios.lane_core import LaneArrays, decoder_table
 from ignition.helios.speculation import PopulationPrior, PrefixHistory, expected_output
 from ignition.helios.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
 
@@ -286,7 +286,13 @@ class LaneTable:
         self.fixed: list[float] = []  # delivery price + age value at T = 0
         self._outputs: list[list[float]] = []  # [q] -> expected output with q rows
         alpha = decision.alpha
-        for i, v in enumerate(self.views):
+        fused = survivals is None and outputs is None and arrays is None
+        if fused:
+            # the ordinary table, built on almost every decision: one pass (lane_core.py)
+            self.fixed, self._outputs, arrays = decoder_table(
+                self.views, decision, lambda own: _expected_outputs(own, alpha, max_depth)
+            )
+        for i, v in enumerate(() if fused else self.views):
             self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
             if outputs is not None:
                 self._outputs.append(outputs[i])
@@ -318,7 +324,7 @@ class LaneTable:
     def arrays(self) -> LaneArrays:
         """The views' values at every ceiling as arrays (lane_core.py), built once."""
         if self._arrays is None:
-            self._arrays = LaneArrays(self.views, self.fixed, self._outputs)
+            self._arrays = LaneArrays.from_views(self.views, self.fixed, self._outputs)
         return self._arrays
 
     def cohort(
@@ -359,7 +365,8 @@ class LaneTable:
         """The first ``max_lanes`` of ``order(cap)``: lanes, rows, value, summed sigmas."""
         prefix = self._prefixes.get((cap, max_lanes))
         if prefix is None:
-            top = self.order(cap)[:max_lanes]
+            full = self._orders.get(cap)
+            top = full[:max_lanes] if full is not None else self.arrays.head(cap, max_lanes)
             rows, value0, sigmas = 0, 0.0, 0.0
             for i, ceiling, value in top:
                 rows += ceiling
@@ -391,9 +398,8 @@ class LaneTable:
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
-        full = self.order(cap)
-        chosen = {i for i, _, _ in full[:length]}
-        chosen |= {i for i, _, _ in self.order(1)[:length]}
+        chosen = {i for i, _, _ in self.arrays.head(cap, length)}
+        chosen |= {i for i, _, _ in self.arrays.head(1, length)}
         chosen.update(self.arrays.best_per_row(cap, length, self.decision.age_price, duration_ms))
         return [self._view(i) for i in sorted(chosen)]
 

@@ -103,3 +103,15 @@ def test_arrays_with_other_outputs_order_as_a_table_built_from_those_outputs():
         arrays = ordinary.arrays.with_outputs(outputs)
         for cap in range(0, MAX_DEPTH + 2):
             assert arrays.order(cap) == ref.order(cap), (cap, views)
+
+
+def test_an_order_head_is_the_first_entries_of_the_full_order():
+    """Cohort searches read only the first few of an order; the rest stay unconverted."""
+    rng = random.Random(18)
+    for _ in range(200):
+        views, decision = _views(rng), _decision(rng)
+        arrays = LaneTable(views, decision, MAX_DEPTH).arrays
+        ref = ReferenceLaneTable(views, decision, MAX_DEPTH)
+        cap, length = rng.randint(0, MAX_DEPTH + 1), rng.randint(0, 30)
+        assert arrays.head(cap, length) == ref.order(cap)[:length]
+        assert arrays.order(cap) == ref.order(cap)
