@@ -11,11 +11,11 @@ values and orders are bit-identical to the Python loops, which stay the referenc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from ignition.helios.utility import Decision, LaneView
+from ignition.helios.utility import LaneView
 
 
 class LaneArrays:
@@ -24,45 +24,35 @@ class LaneArrays:
 
     def __init__(
         self,
-        index: list[int],
-        limits: list[int],
-        fixed: list[float],
-        prices: list[float],
-        outputs: list[float],
-        seqs: list[int],
-        slots: list[int],
-        sigmas: list[float | None],
+        views: Sequence[LaneView],
+        fixed: Sequence[float],
+        outputs: Sequence[Sequence[float]],
     ) -> None:
-        """Columns of the decodable views (``index`` into the table's views); ``outputs``
-        holds their expected-output rows end to end, all of one length."""
+        index, limits, prices, seqs, slots, sigmas = [], [], [], [], [], []
+        for i, v in enumerate(views):
+            remaining = v.remaining_output
+            if remaining < 1:
+                continue  # cannot decode: in no order
+            index.append(i)
+            limits.append(max(1, min(remaining, v.remaining_context)))
+            prices.append(v.prices.output_token)
+            seqs.append(v.last_served_seq)
+            slots.append(v.handle.slot)
+            sigmas.append(v.sigma_ms)
         self.size = len(index)
-        # one conversion per column type: each np.array call costs more than its copy
-        ints = np.array((index, limits, seqs, slots), dtype=np.int64).reshape(4, self.size)
-        self._index, self._limits, self._seqs, self._slots = ints
-        floats = np.array((fixed, prices), dtype=np.float64).reshape(2, self.size)
-        self._fixed, self._prices = floats
-        self._outputs = (
-            np.array(outputs, dtype=np.float64).reshape(self.size, -1) if index else None
-        )
+        self._index = np.array(index, dtype=np.int64)
+        self._limits = np.array(limits, dtype=np.int64)
+        self._fixed = np.array([fixed[i] for i in index], dtype=np.float64)
+        self._prices = np.array(prices, dtype=np.float64)
+        self._outputs = np.array([outputs[i] for i in index], dtype=np.float64) if index else None
+        self._seqs = np.array(seqs, dtype=np.int64)
+        self._slots = np.array(slots, dtype=np.int64)
         self._rows = np.arange(self.size)
         self._has_sigma = np.array([x is not None for x in sigmas], dtype=bool)
         self._sigmas = np.array([0.0 if x is None else x for x in sigmas], dtype=np.float64)
         self._sums: dict[int, list[float]] = {}
         self._values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._ranked: dict[int, np.ndarray] = {}
-
-    @classmethod
-    def from_views(
-        cls,
-        views: Sequence[LaneView],
-        fixed: Sequence[float],
-        outputs: Sequence[Sequence[float]],
-    ) -> LaneArrays:
-        """The arrays of ``views`` given their fixed values and expected outputs."""
-        columns = _Columns()
-        for i, v in enumerate(views):
-            columns.add(i, v, fixed[i], outputs[i])
-        return columns.arrays()
 
     def with_outputs(self, outputs: np.ndarray) -> LaneArrays:
         """These views' arrays with other expected outputs (``outputs[i, q]`` for view
@@ -150,66 +140,3 @@ class LaneArrays:
             self.positive_sums((cap,))
             sums = self._sums[cap]
         return sums[min(max_lanes, len(sums) - 1)]
-
-
-class _Columns:
-    """The decodable views' columns, gathered one view at a time."""
-
-    def __init__(self) -> None:
-        self.index: list[int] = []
-        self.limits: list[int] = []
-        self.fixed: list[float] = []
-        self.prices: list[float] = []
-        self.outputs: list[float] = []
-        self.seqs: list[int] = []
-        self.slots: list[int] = []
-        self.sigmas: list[float | None] = []
-
-    def add(self, i: int, v: LaneView, fixed: float, outputs: Sequence[float]) -> None:
-        remaining = v.remaining_output
-        if remaining < 1:
-            return  # cannot decode: in no order
-        self.index.append(i)
-        self.limits.append(max(1, min(remaining, v.remaining_context)))
-        self.fixed.append(fixed)
-        self.prices.append(v.prices.output_token)
-        self.outputs.extend(outputs)
-        self.seqs.append(v.last_served_seq)
-        self.slots.append(v.handle.slot)
-        self.sigmas.append(v.sigma_ms)
-
-    def arrays(self) -> LaneArrays:
-        return LaneArrays(
-            self.index,
-            self.limits,
-            self.fixed,
-            self.prices,
-            self.outputs,
-            self.seqs,
-            self.slots,
-            self.sigmas,
-        )
-
-
-def decoder_table(
-    views: Sequence[LaneView],
-    decision: Decision,
-    outputs_of: Callable[[tuple[float, ...]], list[float]],
-) -> tuple[list[float], list[list[float]], LaneArrays]:
-    """``rounds.LaneTable``'s fixed values (delivery price + age value at T = 0) and
-    expected outputs (``outputs_of`` each view's survivals), and their arrays, in one pass
-    over the views: every decision after a completion builds the table afresh."""
-    fixed, outputs = [], []
-    columns = _Columns()
-    add = columns.add
-    age_price = decision.age_price
-    for i, v in enumerate(views):
-        sigma = v.sigma_ms
-        # Decision.age_value(sigma, age, 0.0), the same operations inlined
-        age = 0.0 if sigma is None or age_price == 0 else age_price * sigma * (v.age_ms + 0.0)
-        value = v.prices.delivery + age
-        row = outputs_of(v.survivals)
-        fixed.append(value)
-        outputs.append(row)
-        add(i, v, value, row)
-    return fixed, outputs, columns.arrays()

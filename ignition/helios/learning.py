@@ -23,11 +23,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.policy import Population, candidates_for
-from ignition.helios.probe_core import ProbeBound, optimistic_arrays
+from ignition.helios.probe_core import ProbeBound, shape_cap
 from ignition.helios.rounds import LaneTable
 from ignition.helios.speculation import PrefixHistory
 from ignition.helios.tables import Tables
@@ -125,10 +127,12 @@ def choose_probe(
     if not shapes or not population.decoders:
         return None
     max_batch = max(d.batch_capacity for d, _ in shapes)
-    # Every decoder's optimistic survivals and outputs at once (probe_core.py): each
-    # completion ages the histories, so their memoised ones rarely survive to here.
+    # Each history memoises its optimistic estimates until it is aged or observed (only
+    # the last frame's participants are, per completion); the bound reads them as arrays.
+    alpha = decision.alpha
     histories = [history_of(v.handle) for v in population.decoders]
-    optimistic, outputs = optimistic_arrays(histories, max_depth, decision.alpha)
+    optimistic = [history.optimistic_outputs(max_depth, alpha) for history in histories]
+    outputs = np.array(optimistic, dtype=np.float64)
     bound = ProbeBound(
         population.decoders,
         ordinary.decoders.fixed,
@@ -137,6 +141,7 @@ def choose_probe(
         decision,
         max_depth,
         max_batch,
+        [shape_cap(d) for d, _ in shapes],
     )
     # (gain bound, position, shape): no probe of a shape gains more than its bound
     bounded = []
@@ -149,13 +154,19 @@ def choose_probe(
             bounded.append(((found - winner.score) / t_ms, position, (d, decode_only)))
     if not bounded:
         return None  # the common case while credit waits for a useful probe
-    survivals = [tuple(row) for row in optimistic.tolist()]
+    survivals = [history.optimistic_survivals(max_depth) for history in histories]
     # The bound's optimistic outputs are _expected_outputs of these survivals: reused,
-    # they keep per-decision tuples out of the shared outputs memo.
-    # Only the outputs differ from the ordinary table's arrays: every other column is shared.
+    # they keep per-decision tuples out of the shared outputs memo. Only the outputs
+    # differ from the ordinary table's arrays and fixed values: the rest is shared.
     arrays = ordinary.decoders.arrays.with_outputs(outputs)
     decoders = LaneTable(
-        population.decoders, decision, max_depth, survivals, outputs.tolist(), arrays
+        population.decoders,
+        decision,
+        max_depth,
+        survivals,
+        optimistic,
+        arrays,
+        ordinary.decoders.fixed,
     )
     tables = Tables(ordinary.prompts, decoders)
     depths = _ordinary_depths(winner)

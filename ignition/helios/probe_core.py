@@ -1,13 +1,12 @@
-"""One probe search's optimistic decoder values as arrays (structure of arrays, numpy).
+"""The acceptance-probe search's shape bounds over arrays (structure of arrays, numpy).
 
-Every completion ages the participants' acceptance histories, which clears their
-memoised optimistic estimates, so each probe search recomputed every decoder's
-optimistic survivals and outputs in Python (a square root per depth, then a running
-minimum and a running sum) and sorted the bound's values per ceiling in Python too.
-Here every decoder and depth is computed at once with the same IEEE operations in the
-same order (running minima and sums accumulate left to right, as the loops did), so
-the survivals, outputs and bounds are bit-identical to the Python path, which stays
-the reference (``PrefixHistory.optimistic_outputs``; tests/helios/reference_selector).
+The probe search bounds every speculative shape before evaluating any: per ceiling,
+the sum of the best lanes' optimistic values. Those per-ceiling values, sorts and
+prefix sums ran as Python loops over every decoder; here every ceiling the shapes use
+is computed in one vectorised pass with the same IEEE operations per lane (one
+multiply, one add) and sums accumulated left to right, as the loops did, so the bounds
+are bit-identical to the Python path, which stays the reference
+(tests/helios/reference_selector/learning.py).
 """
 
 from __future__ import annotations
@@ -16,40 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ignition.helios.speculation import OPTIMISM_LOG, PrefixHistory
+from ignition.components.catalog import Descriptor
 from ignition.helios.utility import Decision, LaneView
-
-
-def optimistic_arrays(
-    histories: Sequence[PrefixHistory], max_depth: int, alpha: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(survivals, outputs): survivals[i, d - 1] is ``histories[i]``'s optimistic s_d
-    (``PrefixHistory.optimistic_survivals``); outputs[i, q] its optimistic expected output
-    with q target rows (``optimistic_outputs``; column 0 unused, as there)."""
-    n = len(histories)
-    means, weights = [], []
-    for history in histories:
-        m, w = history.estimates(max_depth)
-        means += m
-        weights += w
-    mean = np.array(means, dtype=np.float64).reshape(n, max_depth)
-    weight = np.array(weights, dtype=np.float64).reshape(n, max_depth)
-    # min(1, mean + sqrt(ln 20 / (2 * max(weight, 1e-9)))), then the running ceiling
-    # min(ceiling, max(0, x)) from 1: every operation correctly rounded, as in Python.
-    optimistic = np.minimum(1.0, mean + np.sqrt(OPTIMISM_LOG / (2.0 * np.maximum(weight, 1e-9))))
-    survivals = np.minimum.accumulate(np.maximum(optimistic, 0.0), axis=1)
-    if alpha == 1.0:
-        powered = survivals  # s ** 1.0 is s exactly
-    else:  # Python's own power, element by element, keeps the reference's rounding
-        powered = np.array(
-            [s**alpha for s in survivals.ravel().tolist()], dtype=np.float64
-        ).reshape(n, max_depth)
-    outputs = np.empty((n, max_depth + 2), dtype=np.float64)
-    outputs[:, 0] = 0.0
-    outputs[:, 1] = 1.0
-    outputs[:, 2:] = powered
-    np.cumsum(outputs[:, 1:], axis=1, out=outputs[:, 1:])  # total += s, left to right
-    return survivals, outputs
 
 
 class ProbeBound:
@@ -57,8 +24,7 @@ class ProbeBound:
     a decoder's value in a graph of ceiling q is at most its value with q complete
     optimistic rows, so the B best such values, plus the best conceivable prompt row for
     a mixed graph, bound the graph's cohort value. A loose bound at each lane's deepest
-    ceiling rules out most shapes; the rest get the bound at their own ceiling, every
-    ceiling's sorted prefix sums made in one vectorised step when first asked."""
+    ceiling rules out most shapes; the rest get the bound at their own ceiling."""
 
     def __init__(
         self,
@@ -69,7 +35,10 @@ class ProbeBound:
         decision: Decision,
         max_depth: int,
         max_batch: int,
+        caps: Sequence[int] = (),
     ) -> None:
+        """``outputs[i, q]``: view i's optimistic expected output with q rows; ``caps``:
+        the ceilings the shapes will ask about (any other is computed when asked)."""
         self.decision = decision
         self.num_views = len(views)
         keep, limits, prices = [], [], []
@@ -84,27 +53,36 @@ class ProbeBound:
         self._limits = np.array(limits, dtype=np.int64)
         self._outputs = outputs[keep] if keep else np.zeros((0, max_depth + 2))
         self._rows = np.arange(len(keep))
-        deepest = self._sorted_values(max_depth + 1)[:max_batch]
-        self.loose = [0.0, *np.cumsum(deepest).tolist()]
+        self._tops: dict[int, list[float]] = {}
+        deepest = max_depth + 1
+        self._prepare([deepest, *caps])
+        self.loose = self._tops[deepest][: max_batch + 1]
         running, self._sigmas = 0.0, [0.0]
         for s in sorted((v.sigma_ms or 0.0 for v in views), reverse=True):
             running += s
             self._sigmas.append(running)
         self.prompt_price = max((v.prices.prefill_token for v in prompts), default=0.0)
         self.prompt_output = max((v.prices.output_token for v in prompts), default=0.0)
-        self._tops: dict[int, list[float]] = {}
 
-    def _sorted_values(self, cap: int) -> np.ndarray:
-        """fixed + price * outputs[min(cap, limit)] per decodable lane, best first."""
-        values = (
-            self._fixed + self._prices * self._outputs[self._rows, np.minimum(self._limits, cap)]
-        )
-        return -np.sort(-values)
+    def _prepare(self, caps: Sequence[int]) -> None:
+        """Per ceiling, sums[k] = the sum of the k best values fixed + price *
+        outputs[min(cap, limit)], all ceilings in one pass."""
+        wanted = [c for c in dict.fromkeys(caps) if c not in self._tops]
+        if not wanted:
+            return
+        caps_array = np.array(wanted, dtype=np.int64)
+        ceilings = np.minimum(self._limits[None, :], caps_array[:, None])
+        values = self._fixed + self._prices * self._outputs[self._rows[None, :], ceilings]
+        sums = np.zeros((len(wanted), len(self._rows) + 1))
+        np.cumsum(-np.sort(-values, axis=1), axis=1, out=sums[:, 1:])  # left to right
+        for c, row in zip(wanted, sums.tolist(), strict=True):
+            self._tops[c] = row
 
     def _top(self, cap: int, batch: int) -> float:
         sums = self._tops.get(cap)
         if sums is None:
-            sums = self._tops[cap] = [0.0, *np.cumsum(self._sorted_values(cap)).tolist()]
+            self._prepare((cap,))
+            sums = self._tops[cap]
         return sums[min(batch, len(sums) - 1)]
 
     def _score(self, batch_capacity: int, mixed_tokens: int | None, t_ms: float, value: float):
@@ -114,12 +92,18 @@ class ProbeBound:
             value += self.prompt_price * mixed_tokens + self.prompt_output
         return value / t_ms - self.decision.waiting_cost(t_ms)
 
-    def bound(self, d, t_ms: float, score: float) -> float | None:
+    def bound(self, d: Descriptor, t_ms: float, score: float) -> float | None:
         """The bound on ``d``'s optimistic scores where it exceeds ``score``, else None."""
         mixed = d.prefill_capacity if d.is_mixed else None
         batch = min(d.batch_capacity, len(self.loose) - 1)
         if self._score(d.batch_capacity, mixed, t_ms, self.loose[batch]) <= score:
             return None
-        cap = min(d.proposal_depth + 1, d.token_capacity)
-        found = self._score(d.batch_capacity, mixed, t_ms, self._top(cap, d.batch_capacity))
+        found = self._score(
+            d.batch_capacity, mixed, t_ms, self._top(shape_cap(d), d.batch_capacity)
+        )
         return found if found > score else None
+
+
+def shape_cap(d: Descriptor) -> int:
+    """The row ceiling the bound reads for ``d``: min(D + 1, W)."""
+    return min(d.proposal_depth + 1, d.token_capacity)

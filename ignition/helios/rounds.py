@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.lane_core import LaneArrays, decoder_table
+from ignition.helios.lane_core import LaneArrays
 from ignition.helios.speculation import PopulationPrior, PrefixHistory, expected_output
 from ignition.helios.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
 
@@ -273,12 +273,14 @@ class LaneTable:
         survivals: Sequence[tuple[float, ...]] | None = None,
         outputs: Sequence[Sequence[float]] | None = None,
         arrays: LaneArrays | None = None,
+        fixed: Sequence[float] | None = None,
     ) -> None:
         """``survivals`` replaces the views' own (acceptance learning scores probes with
         optimistic estimates); views carrying them are made only when a cohort needs one.
         ``outputs``, where given, are ``_expected_outputs`` of those survivals, already
         made (each history memoises its optimistic ones); ``arrays``, where given, are
-        those views and outputs as ``LaneArrays`` (``LaneArrays.with_outputs``)."""
+        those views and outputs as ``LaneArrays`` (``LaneArrays.with_outputs``), and
+        ``fixed`` their fixed values (``fixed`` of a table of the same views and decision)."""
         self.views = list(views)
         self.decision = decision
         self._survivals = survivals
@@ -286,14 +288,11 @@ class LaneTable:
         self.fixed: list[float] = []  # delivery price + age value at T = 0
         self._outputs: list[list[float]] = []  # [q] -> expected output with q rows
         alpha = decision.alpha
-        fused = survivals is None and outputs is None and arrays is None
-        if fused:
-            # the ordinary table, built on almost every decision: one pass (lane_core.py)
-            self.fixed, self._outputs, arrays = decoder_table(
-                self.views, decision, lambda own: _expected_outputs(own, alpha, max_depth)
-            )
-        for i, v in enumerate(() if fused else self.views):
-            self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
+        if fixed is not None:
+            self.fixed = list(fixed)
+        for i, v in enumerate(self.views):
+            if fixed is None:
+                self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
             if outputs is not None:
                 self._outputs.append(outputs[i])
                 continue
@@ -324,7 +323,7 @@ class LaneTable:
     def arrays(self) -> LaneArrays:
         """The views' values at every ceiling as arrays (lane_core.py), built once."""
         if self._arrays is None:
-            self._arrays = LaneArrays.from_views(self.views, self.fixed, self._outputs)
+            self._arrays = LaneArrays(self.views, self.fixed, self._outputs)
         return self._arrays
 
     def cohort(

@@ -115,14 +115,6 @@ class PrefixHistory:
     def weight(self, depth: int) -> float:
         return self._at(depth).weight
 
-    def estimates(self, max_depth: int) -> tuple[list[float], list[float]]:
-        """(means, aged weights) at depths 1..max_depth: the optimistic estimates' inputs,
-        for computing many histories' at once (probe_core.py)."""
-        if max_depth > 0:
-            self._at(max_depth)
-        chosen = self._estimates[:max_depth]
-        return [e.mean for e in chosen], [e.weight for e in chosen]
-
     def age(self, num_tokens: int) -> None:
         if num_tokens > 0:
             self._optimistic.clear()
