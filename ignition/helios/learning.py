@@ -34,7 +34,7 @@ from ignition.helios.rounds import LaneTable
 from ignition.helios.speculation import PrefixHistory
 from ignition.helios.tables import Tables
 from ignition.helios.types import LaneRole, RequestHandle
-from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision, LaneView
+from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision
 
 # The acceptance history a decision's request is scored and informed by.
 HistoryOf = Callable[[RequestHandle], PrefixHistory]
@@ -61,11 +61,11 @@ def _ordinary_depths(winner: Candidate) -> dict[RequestHandle, int]:
 def _added_prefix_weights(
     c: Candidate,
     ordinary: Mapping[RequestHandle, int],
-    views: Mapping[RequestHandle, LaneView],
     history_of: HistoryOf,
 ) -> list[float]:
     """Aged weights at the first added depth of each lane offered beyond its ordinary
-    choice that keeps output after the probe."""
+    choice that keeps output after the probe (a lane's view is the population's, or its
+    twin with optimistic survivals: the same remaining output either way)."""
     out = []
     for lane in c.lanes:
         if lane.role is not LaneRole.DECODE:
@@ -73,7 +73,7 @@ def _added_prefix_weights(
         handle = lane.view.handle
         depth = ordinary.get(handle, 0) + 1
         offered = lane.query_length - 1
-        if offered >= depth and views[handle].remaining_output > lane.max_advance:
+        if offered >= depth and lane.view.remaining_output > lane.max_advance:
             out.append(history_of(handle).weight(depth))
     return out
 
@@ -170,7 +170,6 @@ def choose_probe(
     )
     tables = Tables(ordinary.prompts, decoders)
     depths = _ordinary_depths(winner)
-    views = {v.handle: v for v in population.decoders}
     # Best gain bound first; once a bound is clearly below the best gain found, no later
     # shape can rank first (a probe needs a gain within the tie tolerance of the best).
     bounded.sort(key=lambda item: -item[0])
@@ -183,7 +182,7 @@ def choose_probe(
         for c in candidates_for(d, tables, costs, decision, now_ns, mode, decode_only):
             if c.score <= winner.score:
                 continue
-            weights = _added_prefix_weights(c, depths, views, history_of)
+            weights = _added_prefix_weights(c, depths, history_of)
             if not weights:
                 continue
             probes.append(Probe(c, (c.score - winner.score) / c.duration_ms, min(weights)))

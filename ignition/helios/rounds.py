@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
@@ -243,15 +244,14 @@ def _expected_outputs(own: tuple[float, ...], alpha: float, max_depth: int) -> l
     return found
 
 
-_LANE_VIEW_FIELDS = tuple(f.name for f in fields(LaneView))
+_LANE_VIEW_FIELDS = operator.attrgetter(*(f.name for f in fields(LaneView)))
 
 
 def _twin(view: LaneView, survivals: tuple[float, ...]) -> LaneView:
-    """``view`` with other survivals; field by field, as copy.copy of a slots dataclass
-    goes through the pickle protocol at about four times the cost."""
-    twin = LaneView.__new__(LaneView)
-    for name in _LANE_VIEW_FIELDS:
-        setattr(twin, name, getattr(view, name))
+    """``view`` with other survivals: every field read in one C call and passed to the
+    constructor, as copy.copy of a slots dataclass goes through the pickle protocol at
+    about four times the cost (and a setattr per field at twice)."""
+    twin = LaneView(*_LANE_VIEW_FIELDS(view))
     twin.survivals = survivals
     return twin
 
