@@ -45,10 +45,10 @@ class _Lane:
     base: float
     gains: list[float]
     ranks: list[float]
+    full: float = 0.0  # base + sum(gains), summed once: every ordering key reads it
 
-    @property
-    def full(self) -> float:
-        return self.base + sum(self.gains)
+    def __post_init__(self) -> None:
+        self.full = self.base + sum(self.gains)
 
 
 def _lanes(
@@ -147,8 +147,11 @@ def _allocate(cohort: list[_Lane], budget: int) -> list[int]:
     return rows
 
 
-def _orderings(lanes: list[_Lane], length: int) -> list[list[_Lane]]:
-    """The three bounded orderings, each cut to the prefixes the search can use."""
+def _orderings(
+    lanes: list[_Lane], length: int, by_full: list[_Lane] | None = None
+) -> list[list[_Lane]]:
+    """The three bounded orderings, each cut to the prefixes the search can use;
+    ``by_full``, where given, is ``lanes`` sorted by the first key already."""
     keys = (
         lambda lane: lane_order_key(lane.view, lane.full),
         lambda lane: lane_order_key(lane.view, lane.base),
@@ -156,8 +159,11 @@ def _orderings(lanes: list[_Lane], length: int) -> list[list[_Lane]]:
     )
     seen: set[tuple[int, ...]] = set()
     out = []
-    for key in keys:
-        order = heapq.nsmallest(length, lanes, key=key)
+    for k, key in enumerate(keys):
+        if k == 0 and by_full is not None:
+            order = by_full[:length]  # = nsmallest(length, lanes, key): the keys are unique
+        else:
+            order = heapq.nsmallest(length, lanes, key=key)
         ident = tuple(lane.view.slot for lane in order)
         if ident not in seen:
             seen.add(ident)
@@ -195,7 +201,7 @@ def speculative_cohort(
         rows = [lane.ceiling for lane in cohort]
     else:
         best: tuple[float, list[_Lane]] | None = None
-        for order in _orderings(lanes, min(max_lanes, budget)):
+        for order in _orderings(lanes, min(max_lanes, budget), by_full):
             value, m = _prefix_value(order, budget, max_lanes)
             if best is None or value > best[0]:
                 best = (value, order[:m])
