@@ -5,10 +5,12 @@ sampling alone (temperature / top-p and the exponential race), then with the log
 processing of issue 15 (penalties, bias, min_tokens from the per-slot history) and the
 raw logprobs (log-softmax, top 20). Every program always runs the processing (fixed
 shapes: a captured graph cannot branch on whether a row asked for it), so the difference
-is what it costs every frame.
+is what it costs every frame. On CPU the sampler skips the paths no row takes; the last
+column times every path over every row, as a GPU's fixed-shape program runs it (and as the
+CPU did before issue 15's fix, less the in-place noise hash).
 
     .venv/bin/python benchmarks/sampling_stage.py [--vocab 151936] [--rows 1 8 32]
-        [--repeats 20] [--top-p 1.0] [--device cpu|cuda]
+        [--repeats 20] [--top-p 1.0] [--no-penalties] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 
 import torch
 
+from ignition.model import sampling
 from ignition.model.logits_processing import SlotHistory, token_logprobs
 from ignition.model.sampling import SamplingParams, sample
 
@@ -36,6 +39,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument(
+        "--no-penalties", action="store_true", help="process with neutral penalties (no row asks)"
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -43,9 +49,13 @@ def main() -> None:
     print(f"vocab {args.vocab}, {device}, {torch.get_num_threads()} torch threads")
     for rows in args.rows:
         plain, processed = _timed(rows, args, device, sync)
+        sampling.SKIP_UNUSED_PATHS = False
+        every_path, _ = _timed(rows, args, device, sync)
+        sampling.SKIP_UNUSED_PATHS = True
         print(
             f"rows {rows:3d}: sampling {plain:8.3f} ms, "
-            f"with processing + logprobs {processed:8.3f} ms"
+            f"with processing + logprobs {processed:8.3f} ms, "
+            f"sampling running every path {every_path:8.3f} ms"
         )
 
 
@@ -58,8 +68,8 @@ def _timed(rows: int, args, device: torch.device, sync) -> tuple[float, float]:
         top_p=[args.top_p] * rows,
         seed=list(range(rows)),
         device=device,
-        repetition_penalty=[1.1] * rows,
-        frequency_penalty=[0.5] * rows,
+        repetition_penalty=[1.0 if args.no_penalties else 1.1] * rows,
+        frequency_penalty=[0.0 if args.no_penalties else 0.5] * rows,
     )
     slots = torch.arange(rows, device=device, dtype=torch.int32)
     positions = torch.full((rows,), 10, device=device)

@@ -16,7 +16,8 @@ Sections (each row: check | result | detail):
 4. overlap: during a decode run, how much host planning happened while a frame was queued
    on the device (the overlap ratio), and device busy time over wall time;
 5. greedy: the same prompt generates identical greedy tokens with speculation off, fixed
-   and adaptive, all on captured graphs.
+   and adaptive, all on captured graphs; its prompt logprobs (scored from the hidden states
+   the captured programs keep) agree across the three modes and with an eager forward.
 
 The dry run replaces what needs CUDA with its CPU counterpart (reference kernels timed on
 CPU, eager programs, the host-sync detector instead of the sync debug mode) and fails if
@@ -306,17 +307,52 @@ def check_overlap(s: Setup, model, prompt_ids: list[int]) -> list[Row]:
     ]  # fmt: skip
 
 
+def _prompt_logprobs(engine, prompt_ids: list[int]) -> list[float]:
+    from ignition.runtime.requests import GenerationRequest, SamplingParams
+
+    chunks: list = []
+    sampling = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True, prompt_logprobs=1)
+    engine.submit(GenerationRequest("scored", tuple(prompt_ids), sampling), chunks.append)
+    engine.run_until_idle(max_steps=100_000)
+    return [entry.logprob for entry in chunks[0].prompt_logprobs[1:]]
+
+
+@torch.no_grad()
+def _eager_prompt_logprobs(model, prompt_ids: list[int]) -> list[float]:
+    from ignition.model.packing import PackedCapacity, PackedInputs
+    from ignition.model.state import contiguous_pages
+
+    weight = next(model.parameters())
+    state = ModelState.allocate(model.config, 1, 16, 64, 16, weight.device, weight.dtype)
+    contiguous_pages(state)
+    device = weight.device
+    capacity = PackedCapacity.mixed(1, 1, len(prompt_ids))
+    inputs = PackedInputs.build(capacity, [prompt_ids], [0], prefill_row=0, device=device)
+    out = model.forward_packed(inputs, capacity, state)
+    logprobs = torch.log_softmax(out.logits[: len(prompt_ids) - 1].float(), dim=-1)
+    targets = torch.tensor(prompt_ids[1:], device=device)
+    return logprobs.gather(-1, targets[:, None]).squeeze(-1).tolist()
+
+
 def check_greedy(s: Setup, model, prompt_ids: list[int]) -> list[Row]:
-    tokens = {}
+    tokens, scored = {}, {}
     for mode in ("off", "fixed", "adaptive"):
         engine = _engine(s, model, mode)
         tokens[mode] = _generate(engine, prompt_ids, s.max_tokens)["r0"]
+        scored[mode] = _prompt_logprobs(engine, prompt_ids)
         del engine
     same = tokens["off"] == tokens["fixed"] == tokens["adaptive"] and tokens["off"]
     detail = f"{len(tokens['off'])} tokens" if same else "; ".join(
         f"{m}: {t[:8]}" for m, t in tokens.items()
     )  # fmt: skip
-    return [Row("greedy", "off == fixed == adaptive (captured)", bool(same), detail)]
+    eager = _eager_prompt_logprobs(model, prompt_ids)
+    error = max(abs(a - b) for values in scored.values() for a, b in zip(values, eager,
+                                                                         strict=True))  # fmt: skip
+    return [
+        Row("greedy", "off == fixed == adaptive (captured)", bool(same), detail),
+        Row("greedy", "prompt logprobs (captured) == eager", error < ERROR_LIMIT,
+            f"{len(eager)} positions, max |error| {error:.2e} over 3 modes"),
+    ]  # fmt: skip
 
 
 def run_checks(s: Setup) -> list[Row]:

@@ -37,6 +37,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ignition.model import sampling
+
 aten = torch.ops.aten
 
 
@@ -170,6 +172,10 @@ class HostSyncDetector:
             raise HostSyncError(f"{self.where}: {what}; a captured graph cannot contain it")
 
     def __enter__(self) -> HostSyncDetector:
+        # The CPU sampler skips paths no row takes (a host read a graph cannot hold);
+        # under the detector it runs every path, as on a GPU, so that is what is checked.
+        self._skipped = sampling.SKIP_UNUSED_PATHS
+        sampling.SKIP_UNUSED_PATHS = False
         self._function = _FunctionLayer(self._on_violation)
         self._dispatch = _DispatchLayer(self._on_violation)
         self._function.__enter__()
@@ -179,3 +185,4 @@ class HostSyncDetector:
     def __exit__(self, *exc: object) -> None:
         self._dispatch.__exit__(*exc)
         self._function.__exit__(*exc)
+        sampling.SKIP_UNUSED_PATHS = self._skipped

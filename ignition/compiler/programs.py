@@ -17,6 +17,7 @@ warm-up or capture with empty inputs mutates no request.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,7 @@ from ignition.compiler.workspace import (
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
-from ignition.model.packing import PackedCapacity, PackedInputs
+from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
 from ignition.model.speculative import (
     PromptChunk,
     RoundCapacity,
@@ -63,6 +64,10 @@ class Program:
     staging: HostStaging
     # Per-slot sampling history the program reads and counts into (shared by all programs).
     history: SlotHistory | None = None
+    # Programs with a prompt lane: where each run writes the chunk's final-normed hidden
+    # states [prefill_capacity, hidden] (zero past the chunk), which prompt logprobs score
+    # after the run (model.prompt_logprobs); a workspace view shared by every program.
+    prompt_hidden: Tensor | None = None
 
     @property
     def is_round(self) -> bool:
@@ -171,6 +176,8 @@ def build_program(
         capacity = round_capacity(d)
         inputs, uploads = workspace.round_inputs(capacity, device_allocated=d.is_device_allocated)
 
+        round_hidden = _prompt_hidden(workspace, model, capacity.prefill_capacity)
+
         def run_round(x: RoundProgramInputs) -> RoundOutputs:
             pending_tokens = _gather_pending(pending, x.round.slot_ids, scratch)
             x.round.pending_tokens.copy_(
@@ -182,22 +189,34 @@ def build_program(
             emitted = out.num_emitted
             last = out.output_tokens.gather(1, (emitted - 1).clamp(min=0)[:, None]).squeeze(1)
             _store_pending(pending, x.round.slot_ids, torch.where(emitted > 0, last, -1), scratch)
-            return out
+            if round_hidden is not None and out.prompt_hidden is not None:
+                round_hidden.copy_(out.prompt_hidden)
+            return dataclasses.replace(out, prompt_hidden=None)  # not a static output
 
-        return Program(d, inputs, run_round, uploads, staging, history)
+        return Program(d, inputs, run_round, uploads, staging, history, round_hidden)
 
     capacity = step_capacity(d)
     inputs, uploads = workspace.step_inputs(capacity)
+    step_hidden = _prompt_hidden(workspace, model, capacity.prefill_capacity)
 
     def run_packed_step(x: StepProgramInputs) -> StepProgramOutputs:
         packed = x.packed
         _take_pending_first_tokens(packed, x.is_decode_row, pending, scratch)
         out = run_step(model, state, packed, capacity, x.sampling, history, x.begin)
         _store_pending(pending, packed.slot_ids, out.next_tokens, scratch)
+        if step_hidden is not None:
+            step_hidden.copy_(gather_rows(out.target.hidden, out.target.meta.prompt_index))
         lp = out.logprobs
         return StepProgramOutputs(out.next_tokens, lp.logprob, lp.top_ids, lp.top_logprobs)
 
-    return Program(d, inputs, run_packed_step, uploads, staging, history)
+    return Program(d, inputs, run_packed_step, uploads, staging, history, step_hidden)
+
+
+def _prompt_hidden(workspace: Workspace, model: HybridModel, prefill_capacity: int):
+    """The workspace view a program with a prompt lane writes its hidden states to."""
+    if not prefill_capacity:
+        return None
+    return workspace.prompt_hidden(prefill_capacity, model.embed_tokens.weight.dtype)
 
 
 __all__ = [

@@ -184,6 +184,18 @@ class Workspace:
             for name, spec in BUFFERS.items()
         }
         self.image_features = torch.zeros(extents.max_image_tokens, hidden_size, device=device)
+        self.hidden_size = hidden_size
+        self._prompt_hidden: Tensor | None = None
+
+    def prompt_hidden(self, prefill_capacity: int, dtype: torch.dtype) -> Tensor:
+        """[prefill_capacity, hidden] view of the one buffer every program with a prompt
+        lane writes its chunk's final hidden states to, for prompt logprobs to score after
+        it (model.prompt_logprobs). One buffer at the largest prompt capacity, not a static
+        output per program: a catalog's graphs would each hold their own copy."""
+        if self._prompt_hidden is None:
+            shape = (self.extents.max_prompt, self.hidden_size)
+            self._prompt_hidden = torch.zeros(shape, dtype=dtype, device=self.device)
+        return self._prompt_hidden[:prefill_capacity]
 
     def _views(self, lengths: dict[str, int]) -> tuple[dict[str, Tensor], Uploads]:
         views = {name: self.buffers[name][:n] for name, n in lengths.items()}

@@ -193,6 +193,12 @@ class RankZeroWorker:
         self.tp = tp
         self._known: set[RequestHandle] = set()  # requests the followers hold
 
+    @property
+    def score_prompt(self):
+        """Rank zero's prompt-logprobs stage: every rank's worker scores the same prompt
+        lane in the same launch, so the vocabulary-parallel head's gathers stay in step."""
+        return self.inner.score_prompt
+
     def _send(self, message: object) -> None:
         dist.broadcast_object_list([message], src=0, group=self.tp.control_group)
 

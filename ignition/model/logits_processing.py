@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingParams, runs_every_path
 
 # The most alternatives a position reports (OpenAI's and vLLM's default cap).
 MAX_LOGPROBS = 20
@@ -168,15 +168,25 @@ class SlotHistory:
         history was last recorded: a verification position's accepted-draft prefix.
         """
         logits = logits.float()
-        counts = self.output_counts[rows]
         num_output = self.num_output[rows]
-        if extra_counts is not None:
-            counts = counts + extra_counts
         if extra_output is not None:
             num_output = num_output + extra_output
         too_short = (num_output < params.min_tokens)[:, None]
-        logits = logits.masked_fill(too_short & self.stop_mask[rows], -torch.inf)
+        # On CPU a stage whose parameter is neutral for every row is skipped (it would
+        # change no value; see sampling.runs_every_path); a GPU runs every stage.
+        if runs_every_path(too_short):
+            logits = logits.masked_fill(too_short & self.stop_mask[rows], -torch.inf)
         logits = logits + self.bias[rows]
+        penalized = (
+            (params.repetition_penalty != 1)
+            | (params.frequency_penalty != 0)
+            | (params.presence_penalty != 0)
+        )
+        if not runs_every_path(penalized):
+            return logits
+        counts = self.output_counts[rows]
+        if extra_counts is not None:
+            counts = counts + extra_counts
         seen = counts > 0
         repetition = torch.where(
             seen | self.prompt_mask[rows], params.repetition_penalty[:, None], 1.0

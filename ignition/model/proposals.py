@@ -4,6 +4,13 @@ Proposals are D MTP drafts with their distributions q (draft 1 from the MTP hidd
 the last absorbed position, drafts 2..D by recursive single-token MTP steps), or supplied copy
 proposals with q one-hot. Allocation either takes host query lengths or runs the device
 confidence allocation within P; both return the FP32 confidence sidecar [2, B, D].
+
+With the slots' sampling history, each draft is proposed from processed draft logits
+(penalties, logit bias, min_tokens), processed exactly as verification will process the
+target logits at that position: the row's history plus the drafts before it. Drafts from
+unprocessed logits ignore a repetition penalty or a bias the target obeys, and are
+rejected where the processing moves the argmax; the output is the same either way (the
+verification decides), only acceptance changes.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import torch
 from torch import Tensor
 
 from ignition.kernels import ops
+from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.sampling import (
     RandomStream,
@@ -21,6 +29,10 @@ from ignition.model.sampling import (
     target_distribution,
 )
 from ignition.model.state import ModelState
+
+# False proposes from unprocessed draft logits, as before issue 15's fix (benchmarks compare
+# acceptance both ways; the output is the same).
+DRAFTS_FROM_PROCESSED_LOGITS = True
 
 
 def propose(
@@ -33,8 +45,12 @@ def propose(
     params: SamplingParams,
     start_pos: Tensor,
     rope_offset: Tensor | None = None,
+    history: SlotHistory | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """(draft tokens [B, D], draft distributions [B, D, V]); lanes with slot -1 draft nothing."""
+    """(draft tokens [B, D], draft distributions [B, D, V]); lanes with slot -1 draft nothing.
+
+    ``history``: process each draft's logits as verification processes its position (see
+    the module docstring); lanes with slot -1 read the scratch row."""
     num_rows = pending_tokens.shape[0]
     vocab = model.config.vocab_size
     device = pending_tokens.device
@@ -47,11 +63,19 @@ def propose(
     mtp_hidden = state.mtp_hidden[rows]
     previous = pending_tokens.long()
     is_greedy = params.temperature <= 0
+    drafted = None  # [B, V] int32 counts of the drafts so far (processed rows only)
+    if history is not None and depth > 0 and DRAFTS_FROM_PROCESSED_LOGITS:
+        history_rows = history.rows(slot_ids)
+        drafted = torch.zeros(num_rows, vocab, dtype=torch.int32, device=device)
     for k in range(depth):
         if k > 0:
             # Draft k+1 comes from position S + k, fed the previous draft and its MTP hidden.
             mtp_hidden = model.draft_step(previous, mtp_hidden, slot_ids, k - 1, state, rope_offset)
         logits = model.draft_logits(mtp_hidden)
+        if drafted is not None:
+            # Verification position k: the history plus drafts 1..k-1, k tokens more output.
+            offset = torch.full((num_rows,), k, dtype=torch.int32, device=device)
+            logits = history.process(logits, history_rows, params, drafted, offset)
         # Greedy lanes draft the argmax but keep the softmax as q: it is their confidence.
         q = torch.where(
             is_greedy[:, None], torch.softmax(logits, -1), target_distribution(logits, params)
@@ -60,6 +84,8 @@ def propose(
         previous = torch.where(is_greedy, logits.argmax(-1), sample_from(q, noise))
         drafts[:, k] = previous
         dists[:, k] = q
+        if drafted is not None and k + 1 < depth:
+            drafted.scatter_add_(1, previous[:, None], torch.ones_like(drafted[:, :1]))
     return drafts, dists
 
 

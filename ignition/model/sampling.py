@@ -113,6 +113,30 @@ _NEUTRAL = {
 # whose kept prefix ends inside it (top_k <= 256, or a nucleus reached within 256 tokens)
 # never needs the rest of its vocabulary ordered.
 CANDIDATE_WINDOW = 256
+# On CPU, rows whose prefix outgrows the window try these wider windows before a full sort
+# (a partial sort of 4096 of 151,936 logits costs 2.4 ms, the full sort 20 ms).
+WIDER_WINDOWS = (4096,)
+
+
+# Skip, on CPU, the per-row paths no row takes (see runs_every_path); False runs every
+# path as a GPU does (tests compare the two bit for bit).
+SKIP_UNUSED_PATHS = True
+
+
+def skips_paths(t: Tensor) -> bool:
+    """Whether work on ``t``'s device may branch on data: eager CPU programs may."""
+    return SKIP_UNUSED_PATHS and t.device.type == "cpu"
+
+
+def runs_every_path(mask: Tensor) -> bool:
+    """Whether a per-row path must run although ``mask`` may select no row.
+
+    On a GPU every path always runs: a captured graph cannot branch on data, and a host
+    read would synchronize. On CPU programs run eagerly, so a path no row takes is skipped:
+    its values would only be discarded by the ``torch.where`` that picks each row's path,
+    so skipping it changes no value.
+    """
+    return not skips_paths(mask) or bool(mask.any())
 
 
 def _keep_prefix(sorted_probs: Tensor, top_k: Tensor, top_p: Tensor) -> Tensor:
@@ -125,52 +149,103 @@ def _keep_prefix(sorted_probs: Tensor, top_k: Tensor, top_p: Tensor) -> Tensor:
     return (rank < top_k[:, None]) & within_p
 
 
+def _window_cut(
+    scaled: Tensor, full_probs: Tensor, top_k: Tensor, top_p: Tensor, width: int
+) -> tuple[Tensor, Tensor]:
+    """(the cut distribution [N, V] of each row's kept prefix among its ``width`` most
+    likely tokens, whether that prefix ends inside the window [N])."""
+    vocab = scaled.shape[-1]
+    width = min(vocab, width + 1)  # one token more than it keeps: does the prefix end inside?
+    window_logits, window_order = scaled.topk(width, dim=-1)
+    keep = _keep_prefix(full_probs.gather(-1, window_order), top_k, top_p)
+    fits = (width == vocab) | ~keep[:, -1]
+    cut = torch.zeros_like(scaled).scatter(
+        -1, window_order, torch.softmax(window_logits.masked_fill(~keep, -torch.inf), -1)
+    )
+    return cut, fits
+
+
+def _sorted_cut(scaled: Tensor, full_probs: Tensor, top_k: Tensor, top_p: Tensor) -> Tensor:
+    """The cut distribution [N, V] from a full sort of every row."""
+    sorted_logits, order = scaled.sort(dim=-1, descending=True)
+    keep = _keep_prefix(full_probs.gather(-1, order), top_k, top_p)
+    masked = torch.where(keep, sorted_logits, -torch.inf)
+    return torch.zeros_like(scaled).scatter(-1, order, torch.softmax(masked, dim=-1))
+
+
+def _wide_cut(
+    scaled: Tensor, full_probs: Tensor, top_k: Tensor, top_p: Tensor, rows: Tensor
+) -> Tensor:
+    """CPU only: the cut distribution of ``rows`` (each row's prefix outgrew the window),
+    from the narrowest wider window it fits in, else a full sort of those rows alone."""
+    cut = torch.zeros_like(scaled)
+    pending = rows.nonzero().squeeze(-1)
+    for width in WIDER_WINDOWS:
+        if pending.numel() == 0 or width + 1 >= scaled.shape[-1]:
+            break
+        part, fits = _window_cut(
+            scaled[pending], full_probs[pending], top_k[pending], top_p[pending], width
+        )
+        cut[pending[fits]] = part[fits]
+        pending = pending[~fits]
+    if pending.numel():
+        cut[pending] = _sorted_cut(
+            scaled[pending], full_probs[pending], top_k[pending], top_p[pending]
+        )
+    return cut
+
+
 def target_distribution(logits: Tensor, params: SamplingParams) -> Tensor:
     """The distribution a row samples from: [N, V] fp32; greedy rows are one-hot at argmax.
 
     ``min_p`` cuts first (tokens below ``min_p`` times the most likely one's probability),
     then top-k / top-p within what remains.
 
-    Three exact paths, chosen per row with masks (no host reads, fixed shapes): greedy rows
-    and rows without top-k / top-p are a plain argmax / softmax; a filtered row whose kept
-    prefix ends inside the CANDIDATE_WINDOW most likely tokens is cut from a partial sort
-    (``topk``); only the others read the full sort, whose input is a constant for every
-    other row (the sort then costs almost nothing for them on CPU).
+    Three exact paths, chosen per row with masks (no host reads on a GPU, fixed shapes):
+    greedy rows and rows without top-k / top-p are a plain argmax / softmax; a filtered row
+    whose kept prefix ends inside the CANDIDATE_WINDOW most likely tokens is cut from a
+    partial sort (``topk``); only the others need a full sort. On a GPU the full sort runs
+    over every row, its input a constant for the rows that do not need it; on CPU a path
+    no row takes is skipped (:func:`runs_every_path`), and the rows that need more than
+    the window are cut from a wider window before falling back to a sort of those rows.
     """
     logits = logits.float()
     vocab = logits.shape[-1]
     is_greedy = params.temperature <= 0
+    # scatter, not F.one_hot: on CPU one_hot reads the indices' range on the host.
+    one_hot = None
+    if runs_every_path(is_greedy):
+        one_hot = torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+        if not runs_every_path(~is_greedy):
+            return one_hot
     temperature = torch.where(is_greedy, 1.0, params.temperature)
     scaled = logits / temperature[:, None]
     full_probs = torch.softmax(scaled, dim=-1)
     # min_p (after temperature, as vLLM): drop tokens below min_p times the best probability.
-    below = full_probs < params.min_p[:, None] * full_probs.amax(-1, keepdim=True)
-    scaled = scaled.masked_fill(below, -torch.inf)
-    full_probs = full_probs.masked_fill(below, 0.0)
+    if runs_every_path(params.min_p > 0):
+        below = full_probs < params.min_p[:, None] * full_probs.amax(-1, keepdim=True)
+        scaled = scaled.masked_fill(below, -torch.inf)
+        full_probs = full_probs.masked_fill(below, 0.0)
     full_probs = full_probs / full_probs.sum(-1, keepdim=True)
     top_k = torch.where(params.top_k > 0, params.top_k.long(), vocab)
     is_filtered = ~is_greedy & ((top_k < vocab) | (params.top_p < 1.0))
-    # The window holds one token more than it keeps, to tell whether the prefix ends inside.
-    width = min(vocab, CANDIDATE_WINDOW + 1)
-    window_logits, window_order = scaled.topk(width, dim=-1)
-    window_keep = _keep_prefix(full_probs.gather(-1, window_order), top_k, params.top_p)
-    fits = (width == vocab) | ~window_keep[:, -1]
-    window = torch.zeros_like(scaled).scatter(
-        -1, window_order, torch.softmax(window_logits.masked_fill(~window_keep, -torch.inf), -1)
-    )
-    needs_sort = is_filtered & ~fits
-    sorted_logits, order = torch.where(needs_sort[:, None], scaled, 0.0).sort(
-        dim=-1, descending=True
-    )
-    keep = _keep_prefix(full_probs.gather(-1, order), top_k, params.top_p)
-    masked = torch.where(keep, sorted_logits, -torch.inf)
-    cut = torch.zeros_like(scaled).scatter(-1, order, torch.softmax(masked, dim=-1))
-    probs = torch.where(
-        is_filtered[:, None], torch.where(needs_sort[:, None], cut, window), full_probs
-    )
-    # scatter, not F.one_hot: on CPU one_hot reads the indices' range on the host.
-    one_hot = torch.zeros_like(scaled).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-    return torch.where(is_greedy[:, None], one_hot, probs)
+    probs = full_probs
+    if runs_every_path(is_filtered):
+        window, fits = _window_cut(scaled, full_probs, top_k, params.top_p, CANDIDATE_WINDOW)
+        needs_sort = is_filtered & ~fits
+        cut = window
+        if not skips_paths(scaled):
+            constant = torch.where(needs_sort[:, None], scaled, 0.0)
+            cut = torch.where(
+                needs_sort[:, None], _sorted_cut(constant, full_probs, top_k, params.top_p), window
+            )
+        elif needs_sort.any():
+            wide = _wide_cut(scaled, full_probs, top_k, params.top_p, needs_sort)
+            cut = torch.where(needs_sort[:, None], wide, window)
+        probs = torch.where(is_filtered[:, None], cut, full_probs)
+    if one_hot is not None:
+        probs = torch.where(is_greedy[:, None], one_hot, probs)
+    return probs
 
 
 def _mix32(x: Tensor) -> Tensor:
@@ -189,23 +264,25 @@ def _as_int32(x: Tensor) -> Tensor:
     return torch.where(x >= 1 << 31, x - (1 << 32), x).to(torch.int32)
 
 
-def _shr32(x: Tensor, bits: int) -> Tensor:
-    """Logical right shift of int32 bit patterns (``>>`` on int32 is arithmetic)."""
-    return (x >> bits) & ((1 << (32 - bits)) - 1)
-
-
 _MUL1 = 0x7FEB352D
 _MUL2 = 0x846CA68B - (1 << 32)  # the same 32 bits as a signed int32 constant
 
 
-def _mix32_wide(x: Tensor) -> Tensor:
-    """lowbias32 on int32 bit patterns: the same bits as :func:`_mix32` (int32 products
-    wrap modulo 2^32), at a fraction of the int64 cost on the [N, vocab] noise."""
-    x = x ^ _shr32(x, 16)
-    x = x * _MUL1
-    x = x ^ _shr32(x, 15)
-    x = x * _MUL2
-    return x ^ _shr32(x, 16)
+def _mix32_wide_(x: Tensor, scratch: Tensor) -> Tensor:
+    """lowbias32 on int32 bit patterns, in place: the same bits as :func:`_mix32` (int32
+    products wrap modulo 2^32), at a fraction of the int64 cost on the [N, vocab] noise.
+
+    In place, with one scratch buffer for the shifts: out-of-place, every one of the eleven
+    steps allocated a fresh [N, vocab] tensor, which on CPU cost more than its arithmetic
+    (a 600 KB allocation per row is a fresh mapping, paid in page faults).
+    """
+    for bits, multiplier in ((16, _MUL1), (15, _MUL2), (16, None)):
+        torch.bitwise_right_shift(x, bits, out=scratch)
+        scratch.bitwise_and_((1 << (32 - bits)) - 1)  # logical, not arithmetic, shift
+        x.bitwise_xor_(scratch)
+        if multiplier is not None:
+            x.mul_(multiplier)
+    return x
 
 
 _UNIFORM_BITS = 23  # fp32 holds (m + 0.5) / 2^23 exactly for every 23-bit m
@@ -224,11 +301,14 @@ def seeded_uniform(
     """
     # Per-row terms in int64 ([N, 1]), the per-token mixing in int32 ([N, num]).
     index = torch.arange(num, device=seed.device, dtype=torch.int32)[None, :]
-    h = _mix32_wide(index + _as_int32(_mix32(counter.long()[:, None] * 4 + stream)))
-    h = _mix32_wide(h ^ _as_int32(_mix32(seed[:, None] & _MASK32)))
-    h = _mix32_wide(h ^ _as_int32(_mix32((seed[:, None] >> 32) & _MASK32)))
+    h = index + _as_int32(_mix32(counter.long()[:, None] * 4 + stream))
+    scratch = torch.empty_like(h)
+    _mix32_wide_(h, scratch).bitwise_xor_(_as_int32(_mix32(seed[:, None] & _MASK32)))
+    _mix32_wide_(h, scratch).bitwise_xor_(_as_int32(_mix32((seed[:, None] >> 32) & _MASK32)))
+    _mix32_wide_(h, scratch)
     bits = 32 - _UNIFORM_BITS
-    u = (_shr32(h, bits).float() + 0.5) * (1.0 / float(1 << _UNIFORM_BITS))
+    torch.bitwise_right_shift(h, bits, out=scratch).bitwise_and_((1 << _UNIFORM_BITS) - 1)
+    u = scratch.float().add_(0.5).mul_(1.0 / float(1 << _UNIFORM_BITS))
     if dtype == torch.float32 or dtype == torch.float64:
         return u.to(dtype)
     info = torch.finfo(dtype)
@@ -237,7 +317,7 @@ def seeded_uniform(
 
 def exponential_noise(seed: Tensor, stream: int, counter: Tensor, vocab: int) -> Tensor:
     """[N, vocab] Exponential(1) draws for the exponential race."""
-    return -torch.log(seeded_uniform(seed, stream, counter, vocab))
+    return seeded_uniform(seed, stream, counter, vocab).log_().neg_()
 
 
 def sample_from(probs: Tensor, noise: Tensor) -> Tensor:
@@ -251,4 +331,4 @@ def sample(
     """Sample one token per row; ``positions`` [N] is the position of the token sampled."""
     probs = target_distribution(logits, params)
     noise = exponential_noise(params.seed, stream, positions, logits.shape[-1])
-    return sample_from(probs, noise)
+    return torch.div(probs, noise, out=noise).argmax(-1)  # sample_from, in place

@@ -39,7 +39,7 @@ from ignition.model.logits_processing import (
     token_logprobs,
 )
 from ignition.model.model import HybridModel
-from ignition.model.packing import PackedCapacity, PackedInputs
+from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
 from ignition.model.proposals import allocate, propose
 from ignition.model.sampling import (
     RandomStream,
@@ -135,6 +135,9 @@ class RoundOutputs:
     confidence: Tensor  # [2, B, D] fp32 per-position and joint prefix draft probabilities
     survival: Tensor  # [B, D] fp32 cumulative min(1, p/q) over offered drafts
     logprobs: TokenLogprobs | None = None  # [B, W] raw logprobs of the output tokens
+    # With a prompt lane: the final-normed hidden state of each prompt position
+    # [prefill_capacity, hidden] (zero past the chunk), what prompt logprobs score.
+    prompt_hidden: Tensor | None = None
 
     @property
     def num_emitted(self) -> Tensor:
@@ -240,6 +243,7 @@ def speculative_round(
         params,
         start_pos,
         inputs.rope_offset,
+        history,
     )
     token_probs = dists.gather(-1, drafts.clamp(min=0)[..., None]).squeeze(-1)  # [B, D]
     spec_lens, confidence = allocate(
@@ -347,4 +351,7 @@ def speculative_round(
         confidence=confidence,
         survival=survival,
         logprobs=logprobs,
+        prompt_hidden=(
+            None if inputs.prompt is None else gather_rows(out.hidden, meta.prompt_index)
+        ),
     )

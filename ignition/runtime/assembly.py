@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from ignition.helios import (
     helios_scheduler,
 )
 from ignition.model.model import HybridModel
+from ignition.model.prompt_logprobs import score_positions
 from ignition.model.state import ModelState
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import TextDecoder
@@ -171,6 +173,7 @@ def assemble_worker(
         encode_images=image_encoder(model, programs),
         feature_storage=storage,
         snapshot_rows=snapshot_rows,
+        score_prompt=functools.partial(score_positions, model.project),
     )
     windows = VisionWindowHooks(
         feature_capacity, WindowRows(retained_rows, window_rows) if window_rows else None

@@ -52,10 +52,11 @@ from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.frames import FrameResult, Worker, _Inflight
 from ignition.runtime.preemption import Preemption
-from ignition.runtime.publication import Publication, Sink, _deliver
+from ignition.runtime.publication import Publication, Sink, _deliver, check_prompt_scoring
 from ignition.runtime.requests import (
     EngineStoppedError,
     GenerationRequest,
+    PromptLogprob,
     QueueFullError,
     RequestError,
     StreamChunk,
@@ -107,6 +108,10 @@ class LiveRequest:
     window_index: int = 0
     window_row: int | None = None
     base_spec: RequestSpec | None = None
+    # Prompt logprobs scored so far, by prompt token index (1 .. n - 1), and whether the
+    # client has them (publication.py sends them once, on the first chunk).
+    prompt_scores: dict[int, PromptLogprob] = field(default_factory=dict)
+    prompt_scores_sent: bool = False
 
     @property
     def vision_window(self) -> tuple[int, ...] | None:
@@ -193,6 +198,8 @@ class Engine(Publication):
             )
         if self.vocab_size is not None:
             check_token_ids(request.prompt_ids, self.vocab_size)
+        if request.sampling.prompt_logprobs is not None:
+            check_prompt_scoring(request, self.worker)
         with self._wakeup:
             if self._is_stopped:
                 raise EngineStoppedError("the engine loop has stopped; see the server log")
@@ -413,6 +420,9 @@ class Engine(Publication):
             first_token_ns=old.first_token_ns,
         )
         live.num_cached_tokens = old.num_cached_tokens  # usage reports prompt tokens only
+        # The client has (or will get) the prompt logprobs once; a replay rescores the same
+        # positions, which changes nothing.
+        live.prompt_scores, live.prompt_scores_sent = old.prompt_scores, old.prompt_scores_sent
         return live
 
     def _add_live(self, live: LiveRequest) -> None:
@@ -476,6 +486,7 @@ class Engine(Publication):
             if live is not None and record.num_prompt_tokens:
                 live.num_prompt_consumed += record.num_prompt_tokens
                 self.stats.record_tokens(record.num_prompt_tokens, 0)
+        self._keep_prompt_scores(result.prompt_logprobs)
         self._publish(frame.fence, tokens, result.records, result.logprobs)
         for handle in self.retention.retired(frame.plan, self.live):
             live = self.live[handle]

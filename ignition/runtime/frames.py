@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar
-from ignition.runtime.requests import TokenLogprob
+from ignition.runtime.requests import PromptLogprob, TokenLogprob
 
 if TYPE_CHECKING:
     from ignition.runtime.engine import LiveRequest
@@ -29,6 +29,11 @@ class FrameResult:
     num_offered_drafts: tuple[int, ...] = ()
     # Raw logprobs per emitted token, for the requests that asked for them.
     logprobs: dict[RequestHandle, tuple[TokenLogprob, ...]] = field(default_factory=dict)
+    # Scored prompt positions of the prompt lane that asked for prompt logprobs:
+    # {handle: (first position p, entries for the prompt tokens p + 1, p + 2, ...)}.
+    prompt_logprobs: dict[RequestHandle, tuple[int, tuple[PromptLogprob, ...]]] = field(
+        default_factory=dict
+    )
 
 
 class Worker(Protocol):

@@ -5,7 +5,8 @@ through each request's incremental detokenizer, and only text actually shown cou
 delivery (``published_output``). A stop string found in the text ends the request on
 the host: Helios is told through ``cancel``, which stops selection at once and keeps
 pages and slot owned through the last submitted fence. Stop token ids end it the same
-way; logprobs travel with the token ids they belong to.
+way; logprobs travel with the token ids they belong to, and a request's prompt logprobs,
+scored chunk by chunk as its prompt runs, travel once, on its first chunk.
 
 :class:`Publication` is a part of :class:`ignition.runtime.engine.Engine` (a mixin over
 its state: ``live``, ``stats``, ``scheduler``, ``retention``, ``fault_hook``, the clocks
@@ -21,7 +22,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle
-from ignition.runtime.requests import StreamChunk, TokenLogprob
+from ignition.runtime.requests import (
+    GenerationRequest,
+    PromptLogprob,
+    RequestError,
+    StreamChunk,
+    TokenLogprob,
+)
 
 if TYPE_CHECKING:
     from ignition.runtime.engine import LiveRequest
@@ -30,8 +37,41 @@ Sink = Callable[[StreamChunk], None]
 log = logging.getLogger("ignition.engine")
 
 
+def check_prompt_scoring(request: GenerationRequest, worker: object) -> None:
+    """Refuse prompt logprobs the worker cannot score (at submit: a 400, not a failed
+    frame). A prompt with images is refused too: its vision windows restore their
+    boundaries from snapshots, which carry no hidden states."""
+    if request.images is not None:
+        raise RequestError("prompt_logprobs are not supported for prompts with images")
+    if getattr(worker, "score_prompt", None) is None:
+        raise RequestError("prompt_logprobs are not supported by this engine's worker")
+
+
 class Publication:
     """The engine's publication step (see the module docstring)."""
+
+    def _keep_prompt_scores(
+        self, scored: dict[RequestHandle, tuple[int, tuple[PromptLogprob, ...]]]
+    ) -> None:
+        """File a frame's scored prompt positions by prompt token index; a restarted or
+        recomputed request scores the same positions again, which changes nothing."""
+        for handle, (start, entries) in scored.items():
+            live = self.live.get(handle)
+            if live is not None:
+                for i, entry in enumerate(entries):
+                    live.prompt_scores[start + 1 + i] = entry
+
+    def _take_prompt_scores(self, live: LiveRequest) -> tuple[PromptLogprob | None, ...] | None:
+        """The request's prompt logprobs, once (its first chunk): None for the first token,
+        then one entry per prompt token."""
+        if live.request.sampling.prompt_logprobs is None or live.prompt_scores_sent:
+            return None
+        live.prompt_scores_sent = True
+        num_prompt = len(live.request.prompt_ids)
+        missing = [i for i in range(1, num_prompt) if i not in live.prompt_scores]
+        if missing:  # a contract violation: every prompt chunk runs before the first output
+            raise RuntimeError(f"prompt logprobs missing at {len(missing)} positions")
+        return (None, *(live.prompt_scores[i] for i in range(1, num_prompt)))
 
     def _publish(
         self,
@@ -139,6 +179,7 @@ class Publication:
             len(live.output_ids),
             num_cached_tokens=live.num_cached_tokens,
             logprobs=tuple(logprobs),
+            prompt_logprobs=self._take_prompt_scores(live),
         )
         _deliver(live.sink, chunk)
         if text:

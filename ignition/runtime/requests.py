@@ -56,6 +56,10 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias) pairs
     # Raw logprobs of each output token with this many alternatives (None: not reported).
     logprobs: int | None = None
+    # Raw logprobs of every prompt token after the first (its rank and this many most
+    # likely alternatives at each position; None: not reported). Such a request never
+    # restores a retained prefix: a restored prefix has no hidden states to score.
+    prompt_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -92,6 +96,10 @@ class SamplingParams:
                 raise RequestError(f"logit_bias[{token}] = {bias}: needs an id >= 0, finite bias")
         if self.logprobs is not None and not 0 <= self.logprobs <= MAX_LOGPROBS:
             raise RequestError(f"logprobs = {self.logprobs}: must be in [0, {MAX_LOGPROBS}]")
+        if self.prompt_logprobs is not None and not 0 <= self.prompt_logprobs <= MAX_LOGPROBS:
+            raise RequestError(
+                f"prompt_logprobs = {self.prompt_logprobs}: must be in [0, {MAX_LOGPROBS}]"
+            )
 
     @property
     def is_greedy(self) -> bool:
@@ -135,6 +143,17 @@ class TokenLogprob:
 
 
 @dataclass(frozen=True)
+class PromptLogprob:
+    """The raw logprob of one prompt token given the tokens before it, its rank in the
+    vocabulary (1 = most likely) and the most likely alternatives there, best first."""
+
+    token_id: int
+    logprob: float
+    rank: int
+    top: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class StreamChunk:
     """One published burst: visible text, its token ids, and running usage counts.
 
@@ -155,3 +174,6 @@ class StreamChunk:
     stop_reason: int | str | None = None
     # One per token id when the request asked for logprobs, else empty.
     logprobs: tuple[TokenLogprob, ...] = ()
+    # On a request's first chunk when it asked for prompt logprobs: one entry per prompt
+    # token, None for the first (nothing precedes it); None on every other chunk.
+    prompt_logprobs: tuple[PromptLogprob | None, ...] | None = None

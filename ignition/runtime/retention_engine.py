@@ -96,7 +96,9 @@ class RetentionHooks:
             request.message_end_offsets,
             self.capture_costs(),
             now_ns,
-            restore=not request.sampling.uses_token_history,
+            # Prompt logprobs score hidden states a restored prefix does not have.
+            restore=not request.sampling.uses_token_history
+            and request.sampling.prompt_logprobs is None,
         )
         return admission
 

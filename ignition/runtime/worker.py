@@ -17,6 +17,12 @@ logit bias and min_tokens (model.logits_processing): the frame carrying a
 request's first prompt chunk resets its slot's row from workspace buffers, and
 the programs count emitted tokens themselves. Raw logprobs are program outputs,
 read on the host only for the requests that asked for them.
+
+Prompt logprobs are scored after the program, in the same launch (stream-ordered before any
+later frame can overwrite them): every program with a prompt lane writes the lane's final
+hidden states to one workspace buffer, and
+:func:`ignition.model.prompt_logprobs.score_positions` reduces them to [N, K] values for a
+prompt lane whose request asked, and only then.
 """
 
 from __future__ import annotations
@@ -37,10 +43,11 @@ from ignition.compiler.workspace import RoundProgramInputs
 from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
+from ignition.model.prompt_logprobs import PromptScores
 from ignition.model.state import ModelState
 from ignition.runtime.engine import LiveRequest
 from ignition.runtime.frames import FrameResult
-from ignition.runtime.requests import TokenLogprob
+from ignition.runtime.requests import PromptLogprob, TokenLogprob
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.vision_binding import (
     ImageBindingError,
@@ -63,6 +70,23 @@ class _Launched:
     lanes: tuple[LaneWork, ...]
     eos: tuple[frozenset[int], ...]
     num_logprobs: tuple[int | None, ...] = ()  # per lane: alternatives asked for, None = none
+    prompt_job: _PromptJob | None = None
+    prompt_scores: PromptScores | None = None  # device values, readable after the wait
+
+
+@dataclass(frozen=True)
+class _PromptJob:
+    """The prompt positions a frame scores: its prompt lane's chunk positions ``start`` ..
+    ``start + len(targets) - 1``, each read at the prompt token after it."""
+
+    handle: RequestHandle
+    start: int
+    targets: tuple[int, ...]
+    num_top: int
+
+
+# (final-normed hidden [N, H], target ids [N], alternatives) -> device scores
+PromptScorer = Callable[[torch.Tensor, torch.Tensor, int], PromptScores]
 
 
 @dataclass
@@ -93,8 +117,11 @@ class ModelWorker:
         encode_images: ImageEncoder | None = None,
         feature_storage: torch.Tensor | None = None,
         snapshot_rows: int = 0,
+        score_prompt: PromptScorer | None = None,
     ) -> None:
         self.state = state
+        # The prompt-logprobs stage (None: this worker cannot serve prompt logprobs).
+        self.score_prompt = score_prompt
         # The store's first rows the checkpoint cache retains into (the rest are private
         # vision-window rows); resolved once per rank at assembly.
         self.snapshot_rows = snapshot_rows
@@ -131,6 +158,7 @@ class ModelWorker:
             raise WorkerError(f"fence {fence.value}: no prepared program {name}")
         program, prepared = self.programs[name]
         self._validate_roles(plan, program)
+        job = self._prompt_job(plan, live)
         frame = program.stage()
         offset = 0  # packed offset of the next row: the host prefix sum of query lengths
         eos, num_logprobs = [], []
@@ -144,12 +172,51 @@ class ModelWorker:
         if self.before_run is not None:
             self.before_run(fence)
         launched_ns = time.perf_counter_ns()
-        # The static outputs belong to the program, and a second queued frame of the same
-        # program would overwrite them before this frame is read: keep a stream-ordered copy.
-        inflight = launch(prepared, snapshot=lambda out: map_tensors(out, lambda t: t.clone()))
+        scored: list[PromptScores] = []
+
+        def keep(out):
+            # The static outputs belong to the program, and a second queued frame of the same
+            # program would overwrite them before this frame is read: keep a stream-ordered
+            # copy; score the prompt hidden states now, before any later frame rewrites them.
+            if job is not None:
+                scored.append(self._score(program, job))
+            return map_tensors(out, lambda t: t.clone())
+
+        inflight = launch(prepared, snapshot=keep)
         return _Launched(
-            fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos), tuple(num_logprobs)
-        )
+            fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos),
+            tuple(num_logprobs), job, scored[0] if scored else None,
+        )  # fmt: skip
+
+    def _score(self, program: Program, job: _PromptJob) -> PromptScores:
+        """The prompt-logprobs stage over the hidden states the program just kept."""
+        hidden = program.prompt_hidden
+        if hidden is None or self.score_prompt is None:
+            raise WorkerError(f"{program.descriptor.name}: no prompt hidden states to score")
+        targets = torch.tensor(job.targets, dtype=torch.int64)
+        if hidden.is_cuda:  # a pageable copy would block the host until the frame ends
+            targets = targets.pin_memory().to(hidden.device, non_blocking=True)
+        return self.score_prompt(hidden[: len(job.targets)], targets, job.num_top)
+
+    def _prompt_job(
+        self, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]
+    ) -> _PromptJob | None:
+        """What this frame's prompt lane scores, if its request asked for prompt logprobs:
+        every chunk position but the prompt's last (that one predicts the first output)."""
+        lane = next((x for x in plan.lanes if x.role is LaneRole.PROMPT), None)
+        if lane is None:
+            return None
+        request = live[lane.handle]
+        num_top = request.request.sampling.prompt_logprobs
+        if num_top is None:
+            return None
+        if self.score_prompt is None:
+            raise WorkerError(f"{lane.handle}: prompt logprobs, and no scoring stage")
+        start = self._prompt_cursor.get(lane.handle, 0)
+        end = min(start + lane.num_prompt_tokens, len(request.request.prompt_ids) - 1)
+        if end <= start:
+            return None
+        return _PromptJob(lane.handle, start, request.prompt_ids[start + 1 : end + 1], num_top)
 
     def wait(self, launched: _Launched | _StateLaunched) -> FrameResult:
         if isinstance(launched, _StateLaunched):
@@ -421,7 +488,9 @@ class ModelWorker:
             launched, [[t] for t in next_tokens], out.logprob[:, None], out.top_ids[:, None],
             out.top_logprobs[:, None],
         )  # fmt: skip
-        return FrameResult(tuple(records), timing, logprobs=logprobs)
+        return FrameResult(
+            tuple(records), timing, logprobs=logprobs, prompt_logprobs=_prompt_logprobs(launched)
+        )
 
     def _round_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
         out = launched.inflight.outputs
@@ -452,7 +521,13 @@ class ModelWorker:
         lp = out.logprobs  # type: ignore[attr-defined]
         logprobs = _logprobs(launched, tokens, lp.logprob, lp.top_ids, lp.top_logprobs)
         return FrameResult(
-            tuple(records), timing, sidecar, survival, tuple(offered), logprobs=logprobs
+            tuple(records),
+            timing,
+            sidecar,
+            survival,
+            tuple(offered),
+            logprobs=logprobs,
+            prompt_logprobs=_prompt_logprobs(launched),
         )
 
     def _record(
@@ -503,3 +578,22 @@ def _logprobs(launched: _Launched, tokens, logprob, top_ids, top_logprobs):
             for j, token in enumerate(emitted)
         )
     return result
+
+
+def _prompt_logprobs(launched: _Launched) -> dict[RequestHandle, tuple[int, tuple]]:
+    """The frame's scored prompt positions, read from the device only when some were:
+    {handle: (first position, one PromptLogprob per position, for the token after it)}."""
+    job, scores = launched.prompt_job, launched.prompt_scores
+    if job is None or scores is None:
+        return {}
+    chosen, ranks = scores.logprob.tolist(), scores.rank.tolist()
+    ids, values = scores.top_ids.tolist(), scores.top_logprobs.tolist()
+    k = job.num_top
+    entries = tuple(
+        PromptLogprob(
+            int(token), float(chosen[i]), int(ranks[i]),
+            tuple(zip(ids[i][:k], values[i][:k], strict=True)),
+        )
+        for i, token in enumerate(job.targets)
+    )  # fmt: skip
+    return {job.handle: (job.start, entries)}

@@ -223,14 +223,6 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             if not isinstance(prompts[i], str):
                 check_ids(ids, "prompt" if len(prompts) == 1 else f"prompt[{i}]")
         echoes = [""] * len(prompts)
-        if body.echo and body.logprobs is not None:
-            metrics.count("completions", 400)
-            raise ApiError(
-                400,
-                "echo with logprobs asks for prompt logprobs, which are not supported; "
-                "send echo or logprobs, not both",
-                param="logprobs",
-            )
         if body.echo:
             echoes = [
                 p if isinstance(p, str) else await asyncio.to_thread(engine.decode, p)
@@ -299,7 +291,16 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 relay = Relay(metrics, arrival)
                 echo = echoes[prompt_index]
                 choices.append(
-                    Choice(index, prompt_index, request, stream, relay, echo, body.num_logprobs)
+                    Choice(
+                        index,
+                        prompt_index,
+                        request,
+                        stream,
+                        relay,
+                        echo,
+                        body.num_logprobs,
+                        body.echoes_logprobs,
+                    )
                 )
         except (QueueFullError, EngineStoppedError, RequestError) as err:
             await close_all(choices)

@@ -4,7 +4,11 @@
   ``top_logprobs`` (a ``{token: logprob}`` map per position holding the ``logprobs``
   most likely tokens and the chosen one, as vLLM does; ``None`` when 0 are asked) and
   ``text_offset`` (each token's character offset in the choice's text, echo included);
-- chat: ``{"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}``.
+- chat: ``{"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}``;
+- prompt logprobs (vLLM's ``prompt_logprobs``): one entry per prompt token, ``None`` for
+  the first, else ``{token id: {logprob, rank, decoded_token}}`` holding the prompt token
+  and the most likely alternatives; with completions' ``echo`` and ``logprobs``, the legacy
+  shape starts with the prompt's tokens too (the first one's logprob and top are null).
 
 The values are raw logprobs (vLLM's default ``raw_logprobs`` mode): the model's own
 distribution before penalties, bias, temperature or top-k / top-p. JSON has no -inf, so
@@ -16,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ignition.runtime.requests import TokenLogprob
+from ignition.runtime.requests import PromptLogprob, TokenLogprob
 
 TokenText = Callable[[int], str]
 FLOOR = -9999.0
@@ -42,18 +46,82 @@ class CompletionLogprobs:
             values.append(_value(item.logprob))
             offsets.append(self.offset)
             self.offset += len(text)
-            if self._k:
-                top = {self._text(t): _value(v) for t, v in item.top[: self._k]}
-                top.setdefault(text, _value(item.logprob))
-                tops.append(top)
-            else:
-                tops.append(None)
-        return {
-            "tokens": tokens,
-            "token_logprobs": values,
-            "top_logprobs": tops,
-            "text_offset": offsets,
-        }
+            tops.append(_legacy_top(text, item.logprob, item.top, self._k, self._text))
+        return _legacy_body(tokens, values, tops, offsets)
+
+
+def _legacy_top(
+    text: str,
+    logprob: float,
+    top: Sequence[tuple[int, float]],
+    num_alternatives: int,
+    token_text: TokenText,
+) -> dict[str, float] | None:
+    """One position's ``top_logprobs`` entry: the alternatives by text, the chosen token
+    always among them (OpenAI's legacy shape lists it even when it ranks below k)."""
+    if not num_alternatives:
+        return None
+    entry = {token_text(t): _value(v) for t, v in top[:num_alternatives]}
+    entry.setdefault(text, _value(logprob))
+    return entry
+
+
+def _legacy_body(tokens: list[str], values: list, tops: list, offsets: list[int]) -> dict[str, Any]:
+    return {
+        "tokens": tokens,
+        "token_logprobs": values,
+        "top_logprobs": tops,
+        "text_offset": offsets,
+    }
+
+
+def prompt_logprobs_body(
+    items: Sequence[PromptLogprob | None], token_text: TokenText
+) -> list[dict[str, dict[str, Any]] | None]:
+    """vLLM's ``prompt_logprobs``: the prompt token first, then its alternatives by rank."""
+
+    def entry(logprob: float, rank: int, token: int) -> dict[str, Any]:
+        return {"logprob": _value(logprob), "rank": rank, "decoded_token": token_text(token)}
+
+    body: list[dict[str, dict[str, Any]] | None] = []
+    for item in items:
+        if item is None:
+            body.append(None)
+            continue
+        position = {str(item.token_id): entry(item.logprob, item.rank, item.token_id)}
+        for rank, (token, logprob) in enumerate(item.top, start=1):
+            position.setdefault(str(token), entry(logprob, rank, token))
+        body.append(position)
+    return body
+
+
+def echoed_prompt_logprobs(
+    prompt_ids: Sequence[int],
+    items: Sequence[PromptLogprob | None],
+    token_text: TokenText,
+    num_alternatives: int,
+) -> dict[str, Any]:
+    """The legacy shape of an echoed prompt: its tokens from text offset 0, the first one's
+    logprob and top null (nothing precedes it), as vLLM's ``echo`` with ``logprobs``."""
+    tokens, values, tops, offsets = [], [], [], []
+    offset = 0
+    for token, item in zip(prompt_ids, items, strict=True):
+        text = token_text(token)
+        tokens.append(text)
+        offsets.append(offset)
+        offset += len(text)
+        if item is None:
+            values.append(None)
+            tops.append(None)
+            continue
+        values.append(_value(item.logprob))
+        tops.append(_legacy_top(text, item.logprob, item.top, num_alternatives, token_text))
+    return _legacy_body(tokens, values, tops, offsets)
+
+
+def joined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two legacy bodies one after the other (the echoed prompt, then the output)."""
+    return {key: first[key] + second[key] for key in first}
 
 
 def chat_logprobs(

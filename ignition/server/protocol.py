@@ -163,6 +163,16 @@ class _SamplingFields(_Body):
         },
     )
     response_format: ResponseFormat | None = None
+    # vLLM's extension: the raw logprob and rank of every prompt token after the first,
+    # with this many alternatives per position (not streamed, as in vLLM).
+    prompt_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
+
+    @field_validator("prompt_logprobs")
+    @classmethod
+    def _prompt_logprobs_not_streamed(cls, value: int | None, info) -> int | None:
+        if value and info.data.get("stream"):
+            raise ValueError("`prompt_logprobs` are not available when `stream=True`")
+        return value
 
     @field_validator("stop")
     @classmethod
@@ -215,6 +225,16 @@ class _SamplingFields(_Body):
         """Alternatives per output token the response shows; None: no logprobs."""
         return None
 
+    @property
+    def num_prompt_logprobs(self) -> int | None:
+        """Alternatives per prompt position the engine scores; None: none scored."""
+        return self.prompt_logprobs
+
+    @property
+    def echoes_logprobs(self) -> bool:
+        """Whether the legacy logprobs start with the echoed prompt's tokens."""
+        return False
+
     def sampling(self, default_max_tokens: int, vocab_size: int | None = None) -> SamplingParams:
         return SamplingParams(
             max_tokens=self.max_tokens or default_max_tokens,
@@ -234,6 +254,7 @@ class _SamplingFields(_Body):
             min_tokens=self.min_tokens,
             logit_bias=self.logit_bias_ids(vocab_size),
             logprobs=self.num_logprobs,
+            prompt_logprobs=self.num_prompt_logprobs,
         )
 
     @property
@@ -351,6 +372,18 @@ class CompletionRequest(_SamplingFields):
     @property
     def num_logprobs(self) -> int | None:
         return self.logprobs
+
+    @property
+    def num_prompt_logprobs(self) -> int | None:
+        """As vLLM: ``echo`` with ``logprobs`` scores the prompt with that many
+        alternatives unless ``prompt_logprobs`` says otherwise."""
+        if self.prompt_logprobs is None and self.echoes_logprobs:
+            return self.logprobs
+        return self.prompt_logprobs
+
+    @property
+    def echoes_logprobs(self) -> bool:
+        return self.echo and self.logprobs is not None
 
     def sampling(self, default_max_tokens: int, vocab_size: int | None = None) -> SamplingParams:
         sampling = super().sampling(default_max_tokens, vocab_size)

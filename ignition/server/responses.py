@@ -23,9 +23,22 @@ class CompletionLogprobs(BaseModel):
     """The legacy completions shape (raw logprobs; see server/logprobs.py)."""
 
     tokens: list[str]
-    token_logprobs: list[float]
+    # null for an echoed prompt's first token (nothing precedes it)
+    token_logprobs: list[float | None]
     top_logprobs: list[dict[str, float] | None]
     text_offset: list[int]
+
+
+class PromptLogprob(BaseModel):
+    """vLLM's Logprob: one token's raw logprob at a prompt position and its rank."""
+
+    logprob: float
+    rank: int
+    decoded_token: str
+
+
+# One per prompt token, null for the first; keys are token ids.
+PromptLogprobs = list[dict[str, PromptLogprob] | None]
 
 
 class TopLogprob(BaseModel):
@@ -48,6 +61,7 @@ class CompletionChoice(BaseModel):
     logprobs: CompletionLogprobs | None = None
     finish_reason: str | None
     stop_reason: int | str | None = None
+    prompt_logprobs: PromptLogprobs | None = None
 
 
 class CompletionResponse(BaseModel):
@@ -79,6 +93,7 @@ class ChatCompletionResponse(BaseModel):
     model: str
     choices: list[ChatChoice]
     usage: Usage
+    prompt_logprobs: PromptLogprobs | None = None
 
 
 class ModelCard(BaseModel):

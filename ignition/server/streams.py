@@ -20,12 +20,15 @@ from typing import Any
 
 from fastapi import Request
 
-from ignition.runtime.requests import GenerationRequest, StreamChunk, TokenLogprob
+from ignition.runtime.requests import GenerationRequest, PromptLogprob, StreamChunk, TokenLogprob
 from ignition.server.logprobs import (
     CompletionLogprobs,
     TokenText,
     chat_logprobs,
     cumulative_logprob,
+    echoed_prompt_logprobs,
+    joined,
+    prompt_logprobs_body,
 )
 from ignition.server.metrics import ServerMetrics
 from ignition.server.protocol import error_body, now_s, usage
@@ -64,7 +67,15 @@ class Choice:
     echo: str = ""
     # Alternatives per token the response shows; None: the response shows no logprobs.
     num_logprobs: int | None = None
+    # Completions' echo with logprobs: the legacy logprobs start with the prompt's tokens.
+    echo_scores: bool = False
     last: StreamChunk | None = field(default=None, init=False)
+    # The prompt logprobs the engine's first chunk carried (when the request asked).
+    prompt_scores: tuple[PromptLogprob | None, ...] | None = field(default=None, init=False)
+
+    @property
+    def shows_prompt_logprobs(self) -> bool:
+        return self.request.sampling.prompt_logprobs is not None
 
     @property
     def num_prompt(self) -> int:
@@ -85,6 +96,8 @@ async def _chunks(choice: Choice):
         async for chunk in choice.stream:
             choice.relay.saw(chunk)
             choice.last = chunk
+            if chunk.prompt_logprobs is not None:
+                choice.prompt_scores = chunk.prompt_logprobs
             yield chunk
     finally:
         await choice.stream.aclose()  # type: ignore[attr-defined]
@@ -163,6 +176,14 @@ def _completion_state(choice: Choice, token_text: TokenText) -> CompletionLogpro
     return CompletionLogprobs(token_text, choice.num_logprobs or 0, len(choice.echo))
 
 
+def _echo_body(choice: Choice, token_text: TokenText) -> dict[str, Any] | None:
+    """The echoed prompt's legacy logprobs (echo with logprobs), None otherwise."""
+    if not choice.echo_scores or choice.prompt_scores is None:
+        return None
+    ids = choice.request.prompt_ids
+    return echoed_prompt_logprobs(ids, choice.prompt_scores, token_text, choice.num_logprobs or 0)
+
+
 async def collect(
     response_id: str,
     choices: list[Choice],
@@ -208,10 +229,14 @@ async def collect(
         logprobs = _logprobs_body(
             choice, items, chat, token_text, _completion_state(choice, token_text)
         )
-        bodies.append(
-            _choice_body(chat, index, text, finish, stop_reason, delta=False, logprobs=logprobs)
-        )
-    return {
+        echoed = _echo_body(choice, token_text)
+        if echoed is not None and logprobs is not None:
+            logprobs = joined(echoed, logprobs)
+        body = _choice_body(chat, index, text, finish, stop_reason, delta=False, logprobs=logprobs)
+        if not chat and choice.shows_prompt_logprobs:
+            body["prompt_logprobs"] = prompt_logprobs_body(choice.prompt_scores or (), token_text)
+        bodies.append(body)
+    response = {
         "id": response_id,
         "object": "chat.completion" if chat else "text_completion",
         "created": now_s(),
@@ -219,6 +244,11 @@ async def collect(
         "choices": bodies,
         "usage": total_usage(choices),
     }
+    if chat and choices and choices[0].shows_prompt_logprobs:  # vLLM: on the response
+        response["prompt_logprobs"] = prompt_logprobs_body(
+            choices[0].prompt_scores or (), token_text
+        )
+    return response
 
 
 def _event(payload: dict[str, Any]) -> str:
@@ -258,15 +288,22 @@ async def sse(
                 opening = {"index": choice.index, "delta": {"role": "assistant"}}
                 opening.update(logprobs=None, finish_reason=None)
                 yield _event({**base, "choices": [opening]})
-            elif choice.echo:
+            elif choice.echo and not choice.echo_scores:
                 body = _choice_body(False, choice.index, choice.echo, None, None, True)
                 yield _event({**base, "choices": [body]})
+        # Echo with logprobs: the echo waits for the prompt's logprobs (the first chunk).
+        echo_pending = {c.index for c in choices if c.echo and c.echo_scores}
         num_open = len(choices)
         while num_open:
             choice, chunk = await queue.get()
             if chunk is None:
                 num_open -= 1
                 continue
+            if choice.index in echo_pending and not chunk.error:
+                echo_pending.discard(choice.index)
+                logprobs = _echo_body(choice, token_text)
+                body = _choice_body(False, choice.index, choice.echo, None, None, True, logprobs)
+                yield _event({**base, "choices": [body]})
             if chunk.error:
                 yield _event(error_body(chunk.error, "server_error"))
                 body = _choice_body(chat, choice.index, "", "error", None, True)

@@ -55,20 +55,23 @@ def qwen35_bundle(tmp_path_factory) -> Path:
     return build(tmp_path_factory.mktemp("qwen35-tp"), "--weights", str(weights))
 
 
-def generate(options: ServeOptions, tp) -> dict:
+def generate(options: ServeOptions, tp, **extra) -> dict:
     """Rank zero's side: every prompt at once through the engine; tokens and program kinds."""
     _bundle, engine = open_engine(options, tp=tp)
     kinds: list[str] = []
     engine.frame_listeners.append(lambda plan, _result: kinds.append(plan.descriptor.kind.value))
     chunks: dict[int, list[StreamChunk]] = {i: [] for i in range(len(PROMPTS))}
-    sampling = SamplingParams(max_tokens=NUM_TOKENS, temperature=0.0, ignore_eos=True)
+    sampling = SamplingParams(max_tokens=NUM_TOKENS, temperature=0.0, ignore_eos=True, **extra)
     for i, prompt in enumerate(PROMPTS):
         engine.submit(GenerationRequest(f"r{i}", prompt, sampling), chunks[i].append)
     engine.run_until_idle()
     tokens = {i: [t for c in got for t in c.token_ids] for i, got in chunks.items()}
     finishes = {i: got[-1].finish_reason for i, got in chunks.items()}
     errors = [c.error for got in chunks.values() for c in got if c.error]
-    return {"tokens": tokens, "finishes": finishes, "errors": errors, "kinds": kinds}
+    scores = {i: [(e.token_id, e.logprob, e.rank) for e in got[0].prompt_logprobs[1:]]
+              for i, got in chunks.items() if got and got[0].prompt_logprobs}  # fmt: skip
+    return {"tokens": tokens, "finishes": finishes, "errors": errors, "kinds": kinds,
+            "prompt_logprobs": scores}  # fmt: skip
 
 
 def one_and_two_ranks(bundle: Path, speculation: str) -> tuple[dict, dict]:
@@ -109,3 +112,21 @@ def test_generate_with_two_ranks_prints_one_ranks_greedy_tokens(qwen38_bundle):
     assert one.exit_code == 0 and two.exit_code == 0, two.output
     tokens = [json.loads(r.stdout[r.stdout.index("{") :])["token_ids"] for r in (one, two)]
     assert len(tokens[0]) == 8 and tokens[1] == tokens[0]
+
+
+def generate_scored(options: ServeOptions, tp) -> dict:
+    return generate(options, tp, prompt_logprobs=2)
+
+
+def test_two_ranks_score_prompt_logprobs_as_one_rank_does(qwen38_bundle):
+    """Issue 15: every rank scores the prompt lane in the same launch (the vocabulary-
+    parallel head gathers the logits), so prompt logprobs need no single-rank fallback."""
+    options = ServeOptions(artifacts=str(qwen38_bundle), speculation="adaptive", device="cpu")
+    one = generate_scored(options, None)
+    two = run_tensor_parallel(2, options, generate_scored, debug=True)
+    assert two["errors"] == [] and two["tokens"] == one["tokens"]
+    assert sorted(two["prompt_logprobs"]) == list(range(len(PROMPTS)))
+    for i, expected in one["prompt_logprobs"].items():
+        got = two["prompt_logprobs"][i]
+        assert [(t, r) for t, _, r in got] == [(t, r) for t, _, r in expected]
+        assert [v for _, v, _ in got] == pytest.approx([v for _, v, _ in expected], abs=1e-4)

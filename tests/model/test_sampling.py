@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ignition.model import sampling
 from ignition.model.sampling import (
     RandomStream,
     SamplingParams,
@@ -181,3 +182,35 @@ def test_uniforms_are_the_lowbias32_hash_of_seed_stream_position_and_index():
         h = _lowbias32(h ^ _lowbias32(seed & 0xFFFFFFFF))
         h = _lowbias32(h ^ _lowbias32(seed >> 32))
         assert u[index].item() == ((h >> 9) + 0.5) / 2**23
+
+
+def test_cpu_sampling_skipping_unused_paths_matches_running_every_path_bit_for_bit(
+    monkeypatch,
+):
+    """Issue 15: on CPU the sampler skips the paths no row takes and cuts rows beyond the
+    window from a wider one; its distributions and tokens are the ones a GPU's fixed-shape
+    path (every path over every row) gives. Rows: greedy, plain, top-k inside the window,
+    beyond it but inside the wider window, beyond both (a full sort), top-p, min_p."""
+    vocab = 20_000
+    logits = torch.randn(8, vocab, generator=torch.Generator().manual_seed(11)) * 3
+    params = SamplingParams.build(
+        [0.0, 0.9, 1.0, 0.8, 1.2, 0.7, 1.0, 0.6],
+        top_k=[0, 0, 40, 1000, 6000, 0, 0, 300],
+        top_p=[1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 1.0, 0.95],
+        seed=list(range(8)),
+        min_p=[0.0] * 6 + [0.05, 0.0],
+    )
+    positions = torch.arange(8) + 100
+    skipping = target_distribution(logits, params), sample(logits, params, positions)
+    monkeypatch.setattr(sampling, "SKIP_UNUSED_PATHS", False)
+    every_path = target_distribution(logits, params), sample(logits, params, positions)
+    assert torch.equal(skipping[0], every_path[0])
+    assert torch.equal(skipping[1], every_path[1])
+    counts = (skipping[0] > 0).sum(-1).tolist()
+    assert counts[0] == 1 and counts[2:5] == [40, 1000, 6000]
+
+
+def test_an_all_greedy_batch_on_cpu_is_the_argmax_one_hot():
+    logits = _logits(3)
+    probs = target_distribution(logits, SamplingParams.greedy(3))
+    assert torch.equal(probs.argmax(-1), logits.argmax(-1)) and bool((probs.sum(-1) == 1).all())

@@ -17,6 +17,7 @@ import torch
 
 from ignition.components.capacity import plan_catalog
 from ignition.kernels import use_backend
+from ignition.model import proposals
 from ignition.model.config import Qwen38Config
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams as DeviceSampling
@@ -141,6 +142,27 @@ def test_greedy_with_penalties_is_the_same_with_speculation_on_and_off(
     assert engine.stats.snapshot().speculative_rounds > 0
 
 
+def _acceptance(engine) -> float:
+    stats = engine.stats.snapshot()
+    return stats.speculative_accepted_tokens / max(1, stats.speculative_draft_tokens)
+
+
+@pytest.mark.parametrize("speculation", ["fixed", "adaptive"])
+def test_mtp_drafts_are_proposed_from_processed_logits_so_a_bias_the_target_obeys_is_accepted(
+    model, catalog, speculation, monkeypatch
+):
+    """Issue 15: a logit bias makes the target emit one token; drafts from the processed
+    draft logits propose it too and are all accepted, drafts from unprocessed ones are
+    rejected, and the output is the same either way."""
+    bias = {"logit_bias": ((40, 100.0),), "max_tokens": 12}
+    processed, engine = generate(model, catalog, speculation, **bias)
+    monkeypatch.setattr(proposals, "DRAFTS_FROM_PROCESSED_LOGITS", False)
+    unprocessed, before = generate(model, catalog, speculation, **bias)
+    assert {n: tokens_of(c) for n, c in processed.items()} == {n: [40] * 12 for n in PROMPTS}
+    assert {n: tokens_of(c) for n, c in unprocessed.items()} == {n: [40] * 12 for n in PROMPTS}
+    assert _acceptance(engine) == 1.0 and _acceptance(before) < 0.5
+
+
 def test_logit_bias_moves_greedy_decoding_to_the_biased_token(model, catalog, plain):
     first = plain["short"][0]
     chunks, _ = generate(model, catalog, "off", logit_bias=((first, -100.0), (40, 100.0)))
@@ -209,6 +231,30 @@ def test_a_restarted_request_counts_its_replayed_output_as_output(
         expected[token] += 1
     slots = [s for s in range(4) if torch.equal(history.output_counts[s], expected)]
     assert len(slots) == 1 and history.num_output[slots[0]] == 10
+
+
+def test_a_restarted_request_sends_its_prompt_logprobs_once_and_unchanged(model, catalog, caplog):
+    """A restart replays prompt + output as a new prompt, which scores the prompt again:
+    the client still gets the prompt logprobs once, on the first chunk, as without it."""
+    params = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True, prompt_logprobs=2)
+    prompt = tuple(PROMPTS["repeat"])
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    calm = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    expected: list = []
+    calm.submit(GenerationRequest("a", prompt, params), expected.append)
+    calm.run_until_idle(max_steps=3000)
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    install(engine, FaultPlan({"wait": 501}))
+    chunks: list = []
+    engine.submit(GenerationRequest("a", prompt, params), chunks.append)
+    while len(tokens_of(chunks)) < 4:
+        engine.step()
+    engine.submit(GenerationRequest("b", (501, 3, 4), SamplingParams(max_tokens=4)), print)
+    engine.run_until_idle(max_steps=3000)
+    assert "a: restarting after a failed frame" in caplog.text
+    assert tokens_of(chunks) == tokens_of(expected)
+    carried = [c.prompt_logprobs for c in chunks if c.prompt_logprobs is not None]
+    assert carried == [expected[0].prompt_logprobs] and chunks[0].prompt_logprobs is not None
 
 
 def test_stop_strings_count_only_after_min_tokens_as_in_vllm(model, catalog, plain):

@@ -152,7 +152,8 @@ def test_streaming_sends_sse_data_lines_ending_with_done():
         ({"prompt": "x", "logit_bias": {"999999": 1}}, "logit_bias"),
         ({"prompt": "x", "best_of": 1, "n": 2}, "best_of"),
         ({"prompt": "x", "best_of": 3, "stream": True}, "best_of"),
-        ({"prompt": "x", "echo": True, "logprobs": 1}, "logprobs"),
+        ({"prompt": "x", "prompt_logprobs": 21}, "prompt_logprobs"),
+        ({"prompt": "x", "prompt_logprobs": 1, "stream": True}, "prompt_logprobs"),
         ({}, "prompt"),
     ],
 )
