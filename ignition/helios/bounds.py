@@ -1,18 +1,15 @@
 """Bound-and-skip: evaluate only the shapes that could be selected.
 
 Every fresh program gets an O(1) optimistic score from per-decision maxima
-(``rounds.LaneTable.value_bound``'s terms, every shape in one vectorised pass);
-shapes are evaluated best bound first and the rest are skipped once a bound falls
-clearly below the best real score. The exhaustive path (``policy.all_candidates``)
-is what this must agree with.
+(``rounds.LaneTable.value_bound``); shapes are evaluated best bound first and the
+rest are skipped once a bound falls clearly below the best real score. The
+exhaustive path (``policy.all_candidates``) is what this must agree with.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-import numpy as np
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
@@ -26,73 +23,47 @@ from ignition.helios.utility import Candidate, Decision
 BOUND_MARGIN = 1e-6
 
 
-def _score_bounds(
-    shapes: Sequence[tuple[Descriptor, bool]],
-    tables: Tables,
-    costs: CostModel,
-    decision: Decision,
-    now_ns: int,
-) -> list[float | None]:
-    """A true upper bound on the score of any candidate of each shape; None where the
-    shape must be evaluated regardless (prefill rows are cheap; unknown costs rank first;
-    stale ones are what timing refresh chooses among). The fresh shapes' arithmetic
-    (``LaneTable.value_bound``, the best prompt row, the waiting cost) runs in one
-    vectorised pass with the same operations in the same order, so the same floats:
-    every decision after a completion bounds every shape afresh."""
-    out: list[float | None] = [None] * len(shapes)
+def _score_bound(
+    d: Descriptor, tables: Tables, costs: CostModel, decision: Decision, now_ns: int
+) -> float | None:
+    """A true upper bound on the score of any candidate of ``d``; None where ``d`` must
+    be evaluated regardless (prefill rows are cheap; unknown costs rank first; stale
+    ones are what timing refresh chooses among)."""
+    if d.kind is GraphKind.PREFILL:
+        return None
+    entry = costs.entry(d)
+    if entry.freshness(now_ns, costs.ttl_ns) is not Freshness.FRESH:
+        return None
+    duration_ns = entry.estimate_ns
     memo = tables.bounds if tables.decision is decision else None
-    todo: list[tuple[int, Descriptor, int]] = []
-    ttl_ns = costs.ttl_ns
-    for position, (d, _) in enumerate(shapes):
-        if d.kind is GraphKind.PREFILL:
-            continue
-        entry = costs.entry(d)
-        if entry.freshness(now_ns, ttl_ns) is not Freshness.FRESH:
-            continue
-        duration_ns = entry.estimate_ns
-        if memo is not None:
-            found = memo.get((id(d), duration_ns))
-            if found is not None and found[0] is d:
-                out[position] = found[1]
-                continue
-        todo.append((position, d, duration_ns))
-    if not todo:
-        return out
-    decoders = tables.decoders
-    arrays = decoders.arrays
-    # value_bound's terms: the decoders' positive sum and the largest sigmas, per shape
-    sums, sigmas, prompts = [], [], []
-    for _, d, _ in todo:
-        sums.append(arrays.positive_sum(_ceiling(d), d.batch_capacity))
-        sigmas.append(decoders.top_sigma(d.batch_capacity))
-        prompt = (
-            tables.prompts.rows(d, False, 1, d.prefill_capacity)
-            if d.kind is GraphKind.MIXED
-            else None
-        )
-        prompts.append(max(0.0, prompt[0].value) if prompt else None)
-    t_ms = np.array([ns for _, _, ns in todo], dtype=np.int64) / 1e6
-    value = np.array(sums)
-    if decision.age_price != 0:  # Decision.age_value(sigma, 0.0, t), then max(0, .)
-        value = value + np.maximum(0.0, decision.age_price * np.array(sigmas) * (0.0 + t_ms))
-    else:
-        value = value + 0.0
-    values = value.tolist()
-    for k, extra in enumerate(prompts):
-        if extra is not None:
-            values[k] += extra
-    # value / t - Decision.waiting_cost(t)
-    bounds = np.array(values) / t_ms - t_ms / 2.0 * decision.waiting_coefficient
-    for (position, d, duration_ns), bound in zip(todo, bounds.tolist(), strict=True):
-        out[position] = bound
-        if memo is not None:
-            memo[(id(d), duration_ns)] = (d, bound)
-    return out
+    if memo is not None:
+        key = (id(d), duration_ns)
+        found = memo.get(key)
+        if found is not None and found[0] is d:
+            return found[1]
+    bound = _fresh_bound(d, tables, duration_ns, decision)
+    if memo is not None:
+        memo[key] = (d, bound)
+    return bound
 
 
 def _ceiling(d: Descriptor) -> int:
     """The row ceiling every lane of ``d`` is cut to: min(D + 1, W)."""
     return min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
+
+
+def _fresh_bound(
+    d: Descriptor, tables: Tables, duration_ns: int, decision: Decision
+) -> float | None:
+    t_ms = duration_ns / 1e6
+    if t_ms <= 0:
+        return None
+    value = tables.decoders.value_bound(_ceiling(d), d.batch_capacity, t_ms)
+    if d.kind is GraphKind.MIXED:
+        prompt = tables.prompts.rows(d, False, 1, d.prefill_capacity)
+        if prompt:
+            value += max(0.0, prompt[0].value)
+    return value / t_ms - decision.waiting_cost(t_ms)
 
 
 def bounded_candidates(
@@ -119,7 +90,8 @@ def bounded_candidates(
     )
     floor = max((c.score for c in others if not c.is_indeterminate), default=-math.inf)
     bounded: list[tuple[float, int]] = []
-    for position, bound in enumerate(_score_bounds(shapes, tables, costs, decision, now_ns)):
+    for position, (d, _) in enumerate(shapes):
+        bound = _score_bound(d, tables, costs, decision, now_ns)
         if bound is None:
             found[position] = _evaluate(shapes[position], tables, costs, decision, now_ns, mode)
         else:

@@ -392,19 +392,14 @@ class LaneTable:
         found = self._bounds.get(key)
         if found is None:
             found = self._bounds[key] = self.arrays.positive_sum(cap, max_lanes)
-        sigma = self.top_sigma(max_lanes)
-        return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
-
-    def top_sigma(self, max_lanes: int) -> float:
-        """The positive sigmas among the ``max_lanes`` largest, summed (the bound on any
-        cohort's duration term: ``value_bound``)."""
         if self._top_sigmas is None:
             sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
             running, self._top_sigmas = 0.0, [0.0]
             for s in sigmas:
                 running += max(0.0, s)
                 self._top_sigmas.append(running)
-        return self._top_sigmas[min(max_lanes, len(self._top_sigmas) - 1)]
+        sigma = self._top_sigmas[min(max_lanes, len(self._top_sigmas) - 1)]
+        return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
