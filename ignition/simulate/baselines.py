@@ -19,7 +19,8 @@ Names: ``NAME[-bBUDGET][-kK][-padded]``, e.g. ``vllm-b8192-k3``; ``-padded`` run
 step at vLLM V1's CUDA-graph capture size that holds it (``capture.py``), as real vLLM
 does, instead of an eager batch of exactly its work (``vllm`` and ``sarathi`` only).
 ``helios`` is the Helios scheduler itself, ``helios+VARIANT[+VARIANT]`` an experiment
-on it (see ``harness.py`` and ``HELIOS_VARIANTS``).
+on it (see ``harness.py`` and ``HELIOS_VARIANTS``; ``rN`` builds with speculative token
+capacity N, ``wN`` runs fixed speculation at verification width N).
 """
 
 from __future__ import annotations
@@ -169,15 +170,18 @@ HELIOS_VARIANTS = {
     "normalizer-newcomer": "newcomers start at the token normalizer (the earlier rule)",
     "generation-newcomer": "newcomers start at the best generation graph's per-stream rate",
     "wide-mixed": "what-if catalog: wider mixed widths also at the 2048 prompt bucket",
-    "trained": "acceptance preseeded with each request's true per-position means",
+    "trained": "acceptance preseeded with each request's true prefix survivals",
     "throughput": "the seed's throughput preset (delivery fairness and age price zero)",
     "chunk2048": "load-time selection: prompt capacities up to 2048 tokens only",
     "full-batch": "load-time selection: generation and mixed programs at the full batch only",
     "one-frame": "what-if transport: plan the next frame only when the device is idle",
+    "late-queue": "what-if transport: fill the second frame slot 1 ms (a host round trip) "
+    "before the frame ahead ends, not at once",
     "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
     "(mixed programs stay powers of two)",
 }
 _ENVELOPE = re.compile(r"^r(?P<r>[1-9]\d*)$")  # helios+r192: a what-if build R
+_WIDTH = re.compile(r"^w(?P<w>[1-9]\d*)$")  # helios+w3: fixed width three
 
 
 def envelope_variant(variant: str) -> int | None:
@@ -186,10 +190,22 @@ def envelope_variant(variant: str) -> int | None:
     return int(m.group("r")) if m else None
 
 
+def width_variant(variant: str) -> int | None:
+    """``wN``: Helios with fixed verification width N (N - 1 drafts per decoder)."""
+    m = _WIDTH.match(variant)
+    return int(m.group("w")) if m else None
+
+
 def variant_summary(variant: str) -> str:
     r = envelope_variant(variant)
     if r is not None:
         return f"what-if build: speculative token capacity R = {r}"
+    w = width_variant(variant)
+    if w is not None:
+        return (
+            f"fixed speculation at verification width {w}: load-time selection of the "
+            f"width-{w} generation and mixed programs"
+        )
     return HELIOS_VARIANTS[variant]
 
 
@@ -219,7 +235,8 @@ def parse_policy(text: str) -> PolicyName:
     if text == HELIOS or text.startswith(HELIOS + "+"):
         variants = text.split("+")[1:]
         for v in variants:
-            if v not in HELIOS_VARIANTS and envelope_variant(v) is None:
+            parametric = envelope_variant(v) is not None or width_variant(v) is not None
+            if v not in HELIOS_VARIANTS and not parametric:
                 known_variants = ", ".join(HELIOS_VARIANTS)
                 raise PolicyError(
                     f"unknown Helios variant {v!r} in {text!r} (known: {known_variants})"

@@ -16,13 +16,21 @@ from dataclasses import dataclass, field, replace
 from ignition.components.catalog import Catalog, GraphKind
 from ignition.helios.config import PolicyConfig, SpeculationMode, throughput
 from ignition.helios.types import Resources
-from ignition.simulate.baselines import HELIOS, envelope_variant, make_baseline, parse_policy
+from ignition.simulate.baselines import (
+    HELIOS,
+    envelope_variant,
+    make_baseline,
+    parse_policy,
+    width_variant,
+)
 from ignition.simulate.devices import DeviceModel, H200Roofline
 from ignition.simulate.engine import LateWatch, run_baseline
 from ignition.simulate.results import RunResult
 from ignition.simulate.scenario import Scenario
 from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
+
+LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,18 @@ class Setup:
     trained_acceptance: bool = False  # preseed Helios with each request's true acceptance
 
 
+def true_survivals(conditional: Sequence[float]) -> tuple[float, ...]:
+    """Prefix survivals s_d = p_1 * ... * p_d of a request's conditional acceptance: what
+    Helios's per-depth estimates (and ``RequestSpec.acceptance_prior``) mean, so a
+    ``trained`` preseed is the truth rather than the conditional probabilities (which
+    overstate every depth past the first: 0.5 for s_4 where the truth is 0.168)."""
+    out, p = [], 1.0
+    for q in conditional:
+        p *= q
+        out.append(p)
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=16)
 def helios_catalog(
     recipe: str,
@@ -49,6 +69,7 @@ def helios_catalog(
     max_prompt: int = 0,
     full_batch: bool = False,
     step8: bool = False,
+    width: int = 0,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 adds, as a what-if
     outside the recipe rules, every wider mixed width at that prompt bucket too;
@@ -57,7 +78,9 @@ def helios_catalog(
     ``full_batch`` loads only generation and mixed programs of batch capacity ``slots``
     (load-time selection again: every frame can hold every decoder); ``step8`` adds, as
     a what-if, decode and speculative programs at batch buckets 1, 2, 4 and every
-    multiple of 8 (``step8_generation_shapes``)."""
+    multiple of 8 (``step8_generation_shapes``); ``width`` > 0 loads the fixed-mode
+    programs of that verification width only (generation and mixed; load-time selection
+    of a fixed width, so Helios can be compared with itself at each width)."""
     from ignition.components.capacity import (
         _speculative,
         mixed_batch_buckets,
@@ -105,7 +128,21 @@ def helios_catalog(
             if d.kind is GraphKind.PREFILL or d.batch_capacity >= slots
         )
         catalog = Catalog(catalog.recipe, catalog.options, kept)
+    if width:
+        return fixed_width(select_for_mode(catalog, "fixed"), width)
     return select_for_mode(catalog, speculation)
+
+
+def fixed_width(catalog: Catalog, width: int) -> Catalog:
+    """Prefill and state programs, and the generation and mixed programs of exactly this
+    verification width (one line naming the width when the build has none)."""
+    generation = (GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
+    kept = tuple(
+        d for d in catalog.descriptors if d.kind not in generation or d.token_capacity == width
+    )
+    if not any(d.kind in generation for d in kept):
+        raise ValueError(f"fixed width {width}: the catalog has no generation program that wide")
+    return Catalog(catalog.recipe, catalog.options, kept)
 
 
 def step8_buckets(padded_concurrency: int, minimum: int = 1) -> list[int]:
@@ -143,20 +180,21 @@ def newcomer_rule(name: str) -> Iterator[None]:
         utility.NEWCOMER_RULE = previous
 
 
-def run_helios(
-    requests: Sequence[SimRequest],
-    setup: Setup,
-    ttft_guard_ms: float | None = None,
-    name: str = HELIOS,
-) -> RunResult:
+def helios_simulation(
+    requests: Sequence[SimRequest], setup: Setup, name: str = HELIOS
+) -> tuple[Simulation, str]:
+    """The Simulation of Helios variant ``name`` and the newcomer rule it runs under
+    (``newcomer_rule``), for callers that watch a run from inside (``run_helios`` runs it)."""
     variants = parse_policy(name).extras.get("variants", ())
     if setup.trained_acceptance or "trained" in variants:
-        requests = [replace(r, acceptance_prior=r.acceptance) for r in requests]
+        requests = [replace(r, acceptance_prior=true_survivals(r.acceptance)) for r in requests]
     wide = 2048 if "wide-mixed" in variants else 0
     policy = throughput() if "throughput" in variants else setup.helios_policy
     envelopes = [r for r in map(envelope_variant, variants) if r is not None]
     envelope = envelopes[-1] if envelopes else setup.speculative_token_capacity
     max_prompt = 2048 if "chunk2048" in variants else 0
+    widths = [w for w in map(width_variant, variants) if w is not None]
+    width = widths[-1] if widths else 0
     scenario = Scenario(
         catalog=helios_catalog(
             setup.recipe,
@@ -166,6 +204,7 @@ def run_helios(
             max_prompt=max_prompt,
             full_batch="full-batch" in variants,
             step8="step8" in variants,
+            width=width,
         ),
         durations=setup.device,
         requests=tuple(requests),
@@ -174,7 +213,7 @@ def run_helios(
         end_ms=float("inf"),
         noise_sigma=setup.noise_sigma,
         preseed_costs=True,
-        speculation=SpeculationMode.ADAPTIVE,
+        speculation=SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE,
         resources=Resources(num_request_slots=setup.slots),
     )
     rule = next(
@@ -182,8 +221,21 @@ def run_helios(
     )
     with newcomer_rule(rule):
         sim = Simulation(scenario)
-        if "one-frame" in variants:
-            sim.window = 1
+    if "one-frame" in variants:
+        sim.window = 1
+    if "late-queue" in variants:
+        sim.queue_lead_ns = LATE_QUEUE_LEAD_NS
+    return sim, rule
+
+
+def run_helios(
+    requests: Sequence[SimRequest],
+    setup: Setup,
+    ttft_guard_ms: float | None = None,
+    name: str = HELIOS,
+) -> RunResult:
+    sim, rule = helios_simulation(requests, setup, name)
+    with newcomer_rule(rule):
         if ttft_guard_ms is not None:
             sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
         return sim.run_result(name)

@@ -118,6 +118,10 @@ class Simulation:
         # one (plan only when the device is idle) costs no device time here, because the
         # simulator spends none between a completion and the next plan
         self.window = 2
+        # What-if transport: the second slot is filled only this long before the frame
+        # ahead of it ends (the host round trip a just-in-time plan needs) instead of at
+        # once, so a prompt that arrives meanwhile is planned ahead of it. None: at once.
+        self.queue_lead_ns: int | None = None
 
     def _ms(self, d: Descriptor, tokens: int, rows: int, context: int) -> float:
         try:
@@ -160,7 +164,13 @@ class Simulation:
                     break
                 self._admit(pending.pop(0))
             self.scheduler.advance_to(now)
+            wake = None
             while len(running) < self.window:
+                if running and self.queue_lead_ns is not None:
+                    due = running[-1].end_ns - self.queue_lead_ns
+                    if now < due:
+                        wake = due
+                        break
                 plan = self.scheduler.plan()
                 if plan is None:
                     break
@@ -177,6 +187,7 @@ class Simulation:
                 )
             arrivals = [s.arrival_ns for s in pending[:1]]
             upcoming = [r.end_ns for r in running[:1]] + [a for a in arrivals if a > now]
+            upcoming += [wake] if wake is not None else []
             if not upcoming:
                 break
             now = min(upcoming)

@@ -1,7 +1,7 @@
 """Why a policy reaches the capacity it does: what its frames were, frame by frame.
 
     python -m scripts.scheduling_sim.frame_mix --slots 32 --load 1.0 \\
-        --policies helios,vllm-k3,vllm-k5 [--tbt-ms 60]
+        --policies helios,vllm-k3,vllm-k5 [--tbt-ms 60] [--graphs]
 
 For each policy at one load, prints per frame class (prefill only, mixed with a prompt,
 generation by width): frames, device-time share, mean duration, mean prompt tokens,
@@ -56,6 +56,25 @@ def frame_table(run: RunResult) -> list[str]:
         )
     graphs = Counter(e.graph for e in run.executions)
     lines.append("  most used graphs: " + ", ".join(f"{g} x{n}" for g, n in graphs.most_common(6)))
+    return lines
+
+
+def graph_table(run: RunResult, top: int = 8) -> list[str]:
+    """The most used decoder-only speculative graphs: how full their cohorts were and how
+    many target rows each decoder got (``--graphs``; a ragged program's extra rows per
+    decoder come from its row budget shared by fewer lanes than its batch capacity)."""
+    groups: dict[str, list[ExecutionRecord]] = defaultdict(list)
+    for e in run.executions:
+        if e.decoders and not e.prompt_tokens and e.width > 1:
+            groups[e.graph].append(e)
+    lines = [f"  {'speculative graph':<36} {'frames':>6} {'decoders':>8} {'rows/dec':>8} {'ms':>6}"]
+    for graph, es in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:top]:
+        decoders = sum(e.decoders for e in es)
+        lines.append(
+            f"  {graph:<36} {len(es):>6} {decoders / len(es):>8.1f} "
+            f"{sum(e.tokens for e in es) / decoders:>8.2f} "
+            f"{sum(e.device_ms for e in es) / len(es):>6.1f}"
+        )
     return lines
 
 
@@ -131,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tbt-ms", type=float, default=60.0)
     parser.add_argument("--envelope", type=int, default=0, help="R; 0: the study's")
     parser.add_argument(
+        "--graphs", action="store_true", help="also the most used speculative graphs"
+    )
+    parser.add_argument(
         "--ttft-guard-s",
         type=float,
         default=0.0,
@@ -147,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = run_policy(policy, workload(args.load), setup, guard)
         print(f"{policy} at load {args.load:g}, {args.slots} slots, R = {envelope}")
         for line in (*summary(run), *frame_table(run), *gap_causes(run, args.tbt_ms)):
+            print(line)
+        for line in graph_table(run) if args.graphs else []:
             print(line)
     return 0
 

@@ -69,9 +69,23 @@ FINDINGS = """Findings (frame numbers from `python -m scripts.scheduling_sim.fra
   frames shift from the ragged W = 6 and W = 5 programs (31.9% of device time) to the
   rectangular B = 32, W = 4 one (46.4% against 25.1%): target tokens per decoder fall
   from 3.08 to 2.84 and p50 TTFT rises from 0.37 to 0.58 s, p50 TPOT 22.9 against
-  23.2 ms. Why the extra buckets move the width choice was not measured. At half load
-  (5.7 decoders per frame) the 17-31 range is rarely reached and nothing changes
-  (p50 TPOT 13.7 against 14.1 ms)."""
+  23.2 ms. The extra buckets move the width choice by taking away the ragged
+  program's slack (`python -m scripts.scheduling_sim.frame_mix --slots 32 --load 1.0
+  --ttft-guard-s 10 --graphs --policies helios,helios+step8`): on the stock catalog the
+  device-allocated B = 32 program (P = 128, lane ceiling 6) ran 903 frames with 28.9
+  decoders each, so its 128 rows gave 4.43 rows per decoder, and the rectangular
+  B = 32, W = 4 one 480 frames with 31.3 decoders at 3.97. With 32 lanes, allocation by
+  joint prefix probability gives every lane four rows, as the rectangular program does:
+  the ragged program's extra rows exist only while fewer than 32 decoders share it, and
+  on the stock catalog it is the only wide program for 17-31 decoders. With step-8
+  buckets those populations run on the cheaper B = 24 programs (W = 4: 47.9 ms for 23.6
+  decoders at 3.99 rows; W = 3; width one), and B = 32 runs near-full cohorts (31.2
+  and 30.7 decoders), where ragged and rectangular allocate alike (923 and 227 frames,
+  4.17 rows in the ragged one). The acceptance estimates are right in both runs
+  ("Acceptance estimates are not a cause" below), so the shift is value per ms at the
+  decision choosing the cheaper, narrower frame, with capacity equal within the grid.
+  At half load (5.7 decoders per frame) the 17-31 range is rarely reached and nothing
+  changes (p50 TPOT 13.7 against 14.1 ms)."""
 
 RENDER = (
     "python -m scripts.scheduling_sim.capacity_study --render-only --results"

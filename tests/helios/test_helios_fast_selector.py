@@ -80,6 +80,7 @@ def _synthetic(rng: random.Random) -> list[Descriptor]:
         out.append(decode(4))
     if rng.random() < 0.6:
         out += list(STATE_PROGRAMS)
+        out.append(Descriptor(GraphKind.INIT, 1, 0, 1, 1))  # issue 10: init as a prerequisite
         out += [Descriptor(GraphKind.VISION, 1, 0, p, p) for p in (64, 256)]  # issue 13
     return list(dict.fromkeys(out))
 
