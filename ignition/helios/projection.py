@@ -262,6 +262,7 @@ def build_population(
     cache.prepare((*queue.frames, norms, policy, max_depth))
     cached = cache.rows
     live = []
+    num_decoders = 0
     families: dict[str, Normalizers] = {}
     rows = []
     largest = 1.0
@@ -270,6 +271,7 @@ def build_population(
             continue  # not live
         live.append(r)
         spec = r.spec
+        num_decoders += r.prompt_position >= spec.num_prompt_tokens  # is_decoder, inlined
         stop = spec.window_stop
         if stop and stop in r.captured:
             continue  # waits for its next window's generation (helios/vision_windows.py)
@@ -328,11 +330,11 @@ def build_population(
             last_served_seq=r.last_served_seq,
         )
         for r in requests.values()
-        if r.is_terminal_pending
+        if r.terminal_since_ns >= 0 and not r.is_cancelled  # is_terminal_pending, inlined
     )
     decision = Decision(
         age_price=policy.decode_age_price * scale,
-        num_active_decoders=sum(1 for r in live if r.prompt_position >= r.spec.num_prompt_tokens),
+        num_active_decoders=num_decoders,
         alpha=policy.adaptive_verification_alpha,
         log_scale=math.log(scale),
         terminal_age_price=policy.terminal_age_price * scale,
