@@ -410,6 +410,9 @@ def whatif_section(results: list[JobResult], whatifs: list[JobResult]) -> list[s
     if not whatifs:
         return []
     slos = (STUDY_SLO, *TARGET_SLOS)
+    lows = ", ".join(
+        f"{n} slots from {lo:g}" for n, lo in sorted({(w.job.slots, w.job.lo) for w in whatifs})
+    )
     lines = [
         "## What-ifs",
         "",
@@ -418,7 +421,8 @@ def whatif_section(results: list[JobResult], whatifs: list[JobResult]) -> list[s
         " `--all` searches them (`WHATIF_POLICIES`) into docs/capacity/whatifs.json; one by"
         " one: `python -m scripts.scheduling_sim.capacity_study --quick --slots S"
         " --policies VARIANTS --results FILE`, then merge FILE into whatifs.json and"
-        " `--page`:",
+        " `--page`. A search starts at the load its file names (`--lo`; 0.25 unless said):"
+        f" here {lows}; a capacity below it reads `< lo`:",
         "",
         "| slots | variant | " + " | ".join(s.label for s in slos) + " |",
         "|---|---|" + "---|" * len(slos),
@@ -584,8 +588,11 @@ WHATIF_POLICIES = (
             "helios+late-queue",
         ),
     ),
-    (4, ("helios+r8", "helios+r8+w2")),
+    (4, ("helios", "helios+r8", "helios+r8+w2")),
 )
+# the what-ifs' search floor per slot count: at 4 slots every Helios variant misses the
+# TTFT 2 s guard already at SEARCH_LO, so their searches start lower
+WHATIF_LO = {4: 0.125}
 
 
 def side_files(results: Path) -> dict[str, Path]:
@@ -714,7 +721,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.all:
         side = side_files(Path(args.results))
         whatifs = simulate(
-            [Job(n, p, (a, b), QUICK) for n, names in WHATIF_POLICIES for p in names if n in slots],
+            [
+                Job(n, p, (a, b), QUICK, WHATIF_LO.get(n, SEARCH_LO))
+                for n, names in WHATIF_POLICIES
+                for p in names
+                if n in slots
+            ],
             args.jobs,
         )
         save_results(whatifs, side["whatifs"])
