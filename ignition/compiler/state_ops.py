@@ -1,4 +1,5 @@
-"""State operations: snapshot a request slot's complete state, restore it into a slot.
+"""State operations: snapshot a request slot's complete state, restore it into a slot,
+and initialize a fresh request's slot (a restore from the zero state).
 
 Both are static-shape programs (captured like any other on a GPU): the slot and
 the snapshot row are device inputs, and every copy is an indexed tensor copy
@@ -13,9 +14,15 @@ runtime assigns them first. Page-table entries still unassigned (-1) redirect
 their copy to the state's scratch page, which no request ever owns, so the
 program has no data-dependent branch.
 
-The build prepares and validates them; at serve time Helios schedules them
-(restores as prerequisites, intermediate and terminal snapshots) and the worker
-runs them into the rows the runtime's checkpoint cache names.
+Initialization writes what a restore of an empty checkpoint would: length zero and
+zero recurrent state, convolution window and MTP hidden state. It copies no pages (a
+length-zero slot reads none, and prefill writes every page before attention reads
+it), so it needs no snapshot row.
+
+The build prepares and validates snapshot and restore; at serve time Helios schedules
+all three (initialization and restores as prerequisites, intermediate and terminal
+snapshots) and the worker runs them into the rows the runtime's checkpoint cache
+names.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from ignition.model.state import ModelState
 
 SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
 RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
+INIT = Descriptor(GraphKind.INIT, 1, 0, 1, 1)
 
 
 @dataclass
@@ -137,6 +145,20 @@ def restore_program(state: ModelState, store: SnapshotStore):
     return run_restore
 
 
+def init_program(state: ModelState):
+    """fn(inputs): start slot ``inputs.slot`` from the zero state (``inputs.row`` unused)."""
+
+    def run_init(x: StateOpInputs) -> Tensor:
+        slot = x.slot.long()
+        state.seq_lens.index_fill_(0, slot, 0)
+        state.gdn_state.index_fill_(1, slot, 0)
+        state.conv_window.index_fill_(1, slot, 0)
+        state.mtp_hidden.index_fill_(0, slot, 0)
+        return state.seq_lens[slot]
+
+    return run_init
+
+
 def state_scratch_page(state: ModelState) -> int:
     """The last KV page: reserved by the runtime, never handed to a request."""
     num_pages = state.k_cache.shape[1] if state.k_cache.numel() else state.mtp_k_cache.shape[1]
@@ -165,6 +187,8 @@ class StateOperations:
         self.restore_program = capturer.prepare(
             RESTORE.name, restore_program(state, self.store), self._restore_inputs
         )
+        self._init_inputs = state_op_inputs(device)
+        self.init_program = capturer.prepare(INIT.name, init_program(state), self._init_inputs)
 
     def snapshot(self, slot: int, row: int) -> int:
         """Copy ``slot`` into snapshot ``row``; returns the measured interval in ns."""
@@ -179,6 +203,12 @@ class StateOperations:
         self._restore_inputs.slot.fill_(slot)
         self._restore_inputs.row.fill_(row)
         return timed_run(self.restore_program)[1]
+
+    def initialize(self, slot: int) -> int:
+        """Start ``slot`` from the zero state; returns the measured interval in ns."""
+        self._check(slot, 0)
+        self._init_inputs.slot.fill_(slot)
+        return timed_run(self.init_program)[1]
 
     def _check(self, slot: int, row: int) -> None:
         if not 0 <= slot < self.state.num_slots:

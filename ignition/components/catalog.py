@@ -41,6 +41,7 @@ class GraphKind(StrEnum):
     MIXED = "mixed"
     SNAPSHOT = "snapshot"
     RESTORE = "restore"
+    INIT = "init"  # a fresh request's zero state: a restore from nothing
     VISION = "vision"
 
 

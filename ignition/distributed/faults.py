@@ -2,7 +2,8 @@
 
 ``IGNITION_TEST_RANK_FAULT=RANK:STAGE:TOKEN[,...]`` makes rank RANK raise while staging
 (``launch``), inside the program once every rank agreed to run it (``run``), or while waiting
-for (``wait``) a frame that holds a request whose prompt starts with token id TOKEN: the
+for (``wait``) a frame that holds a request whose prompt starts with token id TOKEN (its
+initialization, a state operation before any of its work, is not such a frame): the
 failures a test needs to show that a staging or waiting error fails that frame's requests on
 rank zero, naming the rank, and leaves the group serving, and that a failure inside a
 program stops the whole group instead of hanging it. Spawned ranks
@@ -15,7 +16,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ignition.helios.types import LaneWork, RequestHandle
+from ignition.helios.types import LaneRole, LaneWork, RequestHandle
 from ignition.runtime.faults import InjectedFault
 
 ENV = "IGNITION_TEST_RANK_FAULT"
@@ -46,6 +47,8 @@ class RankFault:
         if rank != self.rank or stage != self.stage:
             return
         for lane in lanes:
+            if lane.role is LaneRole.INIT:
+                continue
             prompt = prompt_of(lane.handle)
             if prompt and prompt[0] == self.token_id:
                 raise InjectedFault(f"rank {rank}: injected {stage} fault ({ENV})")

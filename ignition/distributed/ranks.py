@@ -145,7 +145,7 @@ class _Agreement:
 
 def needs_agreement(plan: ScheduledPlan) -> bool:
     """Program frames run collectives; state operations are rank-local copies."""
-    return plan.descriptor.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE)
+    return plan.descriptor.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE, GraphKind.INIT)
 
 
 def guarded_launch(

@@ -146,7 +146,8 @@ def _evaluate(
     d, decode_only = shape
     if tables.decision is not decision:
         return candidates_for(d, tables, costs, decision, now_ns, mode, decode_only)
-    key = (id(d), decode_only, costs.estimate_ns(d), costs.freshness(d, now_ns), mode)
+    # the estimates version: a stranded tail is priced with the other graphs' costs
+    key = (id(d), decode_only, costs.estimates_version, costs.freshness(d, now_ns), mode)
     found = tables.evaluated.get(key)
     if found is None or found[0] is not d:
         found = (d, candidates_for(d, tables, costs, decision, now_ns, mode, decode_only))

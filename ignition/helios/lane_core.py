@@ -51,20 +51,43 @@ class LaneArrays:
         self._has_sigma = np.array([x is not None for x in sigmas], dtype=bool)
         self._sigmas = np.array([0.0 if x is None else x for x in sigmas], dtype=np.float64)
         self._sums: dict[int, list[float]] = {}
+        self._values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._ranked: dict[int, np.ndarray] = {}
+
+    def with_outputs(self, outputs: np.ndarray) -> LaneArrays:
+        """These views' arrays with other expected outputs (``outputs[i, q]`` for view
+        index i): the probe search's optimistic table shares every other column, and its
+        fixed values too (they depend only on the views and the decision)."""
+        twin = LaneArrays.__new__(LaneArrays)
+        twin.__dict__.update(self.__dict__)
+        twin._outputs = outputs[self._index] if self.size else None
+        twin._sums, twin._values, twin._ranked = {}, {}, {}
+        return twin
 
     def values(self, cap: int) -> tuple[np.ndarray, np.ndarray]:
         """(ceilings, values) of every decodable view at row ceiling ``cap``."""
-        # = max(1, min(cap, remaining, context)), limits being max(1, min(remaining, context))
-        ceilings = np.minimum(self._limits, max(1, cap))
-        return ceilings, self._fixed + self._prices * self._outputs[self._rows, ceilings]
+        found = self._values.get(cap)
+        if found is None:
+            # = max(1, min(cap, remaining, context)), limits being max(1, min(remaining, context))
+            ceilings = np.minimum(self._limits, max(1, cap))
+            values = self._fixed + self._prices * self._outputs[self._rows, ceilings]
+            found = self._values[cap] = (ceilings, values)
+        return found
 
     def order(self, cap: int) -> list[tuple[int, int, float]]:
         """``LaneTable.order``: (view index, ceiling, value), best value first, then less
         recently served, then lower slot (slots are unique, so the order is total)."""
-        if not self.size:
+        return self.head(cap, self.size)
+
+    def head(self, cap: int, length: int) -> list[tuple[int, int, float]]:
+        """The first ``length`` entries of ``order(cap)``, without converting the rest."""
+        if not self.size or length <= 0:
             return []
         ceilings, values = self.values(cap)
-        ranked = np.lexsort((self._slots, self._seqs, -values))
+        ranked = self._ranked.get(cap)
+        if ranked is None:
+            ranked = self._ranked[cap] = np.lexsort((self._slots, self._seqs, -values))
+        ranked = ranked[:length]
         return list(
             zip(
                 self._index[ranked].tolist(),

@@ -19,20 +19,22 @@ a time, and fixed-width execution never probes.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.policy import Population, candidates_for
+from ignition.helios.probe_core import ProbeBound, shape_cap
 from ignition.helios.rounds import LaneTable
 from ignition.helios.speculation import PrefixHistory
 from ignition.helios.tables import Tables
 from ignition.helios.types import LaneRole, RequestHandle
-from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision, LaneView
+from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision
 
 # The acceptance history a decision's request is scored and informed by.
 HistoryOf = Callable[[RequestHandle], PrefixHistory]
@@ -59,11 +61,11 @@ def _ordinary_depths(winner: Candidate) -> dict[RequestHandle, int]:
 def _added_prefix_weights(
     c: Candidate,
     ordinary: Mapping[RequestHandle, int],
-    views: Mapping[RequestHandle, LaneView],
     history_of: HistoryOf,
 ) -> list[float]:
     """Aged weights at the first added depth of each lane offered beyond its ordinary
-    choice that keeps output after the probe."""
+    choice that keeps output after the probe (a lane's view is the population's, or its
+    twin with optimistic survivals: the same remaining output either way)."""
     out = []
     for lane in c.lanes:
         if lane.role is not LaneRole.DECODE:
@@ -71,7 +73,7 @@ def _added_prefix_weights(
         handle = lane.view.handle
         depth = ordinary.get(handle, 0) + 1
         offered = lane.query_length - 1
-        if offered >= depth and views[handle].remaining_output > lane.max_advance:
+        if offered >= depth and lane.view.remaining_output > lane.max_advance:
             out.append(history_of(handle).weight(depth))
     return out
 
@@ -85,85 +87,6 @@ def _geometry(c: Candidate) -> tuple[int, int, int, int, int]:
         d.proposal_depth,
         d.prefill_capacity,
     )
-
-
-class _Bound:
-    """Cheap upper bounds on any optimistic candidate's score.
-
-    A decoder's value in a graph of ceiling q is at most its value with q complete
-    optimistic rows (fewer rows never add value), so the B best such values, plus the best
-    conceivable prompt row for a mixed graph, bound the graph's cohort value. A loose
-    bound at each lane's deepest ceiling (one pass, one partial sort) rules out most
-    shapes; the rest get the bound at their own ceiling. Shapes ruled out need no cohort
-    search, which keeps plan() cheap while full credit waits for a useful probe.
-    """
-
-    def __init__(
-        self,
-        population: Population,
-        ordinary: LaneTable,
-        history_of: HistoryOf,
-        decision: Decision,
-        max_depth: int,
-        max_batch: int,
-    ) -> None:
-        self.decision = decision
-        self.views = population.decoders
-        self.fixed = ordinary.fixed
-        alpha, deepest_rows = decision.alpha, max_depth + 1
-        self.outputs, self.limits, self.prices = [], [], []
-        self.histories = [history_of(v.handle) for v in self.views]
-        deepest = []
-        for v, fixed, history in zip(self.views, self.fixed, self.histories, strict=True):
-            outputs = history.optimistic_outputs(max_depth, alpha)
-            limit = min(v.remaining_output, v.remaining_context)
-            price = v.prices.output_token
-            self.outputs.append(outputs)
-            self.limits.append(limit)
-            self.prices.append(price)
-            if limit >= 1:
-                deepest.append(fixed + price * outputs[min(limit, deepest_rows)])
-        self.loose = [0.0]
-        for value in heapq.nlargest(max_batch, deepest):
-            self.loose.append(self.loose[-1] + value)
-        self.sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
-        self.prompt_price = max((v.prices.prefill_token for v in population.prompts), default=0.0)
-        self.prompt_output = max((v.prices.output_token for v in population.prompts), default=0.0)
-        self._tops: dict[tuple[int, int], float] = {}
-        self._values: dict[int, list[float]] = {}
-
-    def _top(self, cap: int, batch: int) -> float:
-        found = self._tops.get((cap, batch))
-        if found is None:
-            values = self._values.get(cap)
-            if values is None:
-                values = [
-                    fixed + price * outputs[min(cap, limit)]
-                    for fixed, price, outputs, limit in zip(
-                        self.fixed, self.prices, self.outputs, self.limits, strict=True
-                    )
-                    if limit >= 1
-                ]
-                values.sort(reverse=True)  # one sort per ceiling serves every batch
-                self._values[cap] = values
-            found = self._tops[(cap, batch)] = sum(values[:batch])
-        return found
-
-    def _score(self, d: Descriptor, t_ms: float, value: float) -> float:
-        batch = min(d.batch_capacity, len(self.views))
-        value += self.decision.age_value(sum(self.sigmas[:batch]), 0.0, t_ms)
-        if d.is_mixed:
-            value += self.prompt_price * d.prefill_capacity + self.prompt_output
-        return value / t_ms - self.decision.waiting_cost(t_ms)
-
-    def bound(self, d: Descriptor, t_ms: float, score: float) -> float | None:
-        """The bound on ``d``'s optimistic scores where it exceeds ``score``, else None."""
-        batch = min(d.batch_capacity, len(self.loose) - 1)
-        if self._score(d, t_ms, self.loose[batch]) <= score:
-            return None
-        cap = min(d.proposal_depth + 1, d.token_capacity)
-        found = self._score(d, t_ms, self._top(cap, d.batch_capacity))
-        return found if found > score else None
 
 
 def ranks_before(a: Probe, b: Probe) -> bool:
@@ -204,7 +127,22 @@ def choose_probe(
     if not shapes or not population.decoders:
         return None
     max_batch = max(d.batch_capacity for d, _ in shapes)
-    bound = _Bound(population, ordinary.decoders, history_of, decision, max_depth, max_batch)
+    # Each history memoises its optimistic estimates until it is aged or observed (only
+    # the last frame's participants are, per completion); the bound reads them as arrays.
+    alpha = decision.alpha
+    histories = [history_of(v.handle) for v in population.decoders]
+    optimistic = [history.optimistic_outputs(max_depth, alpha) for history in histories]
+    outputs = np.array(optimistic, dtype=np.float64)
+    bound = ProbeBound(
+        population.decoders,
+        ordinary.decoders.fixed,
+        outputs,
+        population.prompts,
+        decision,
+        max_depth,
+        max_batch,
+        [shape_cap(d) for d, _ in shapes],
+    )
     # (gain bound, position, shape): no probe of a shape gains more than its bound
     bounded = []
     for position, (d, decode_only) in enumerate(shapes):
@@ -216,13 +154,22 @@ def choose_probe(
             bounded.append(((found - winner.score) / t_ms, position, (d, decode_only)))
     if not bounded:
         return None  # the common case while credit waits for a useful probe
-    survivals = [history.optimistic_survivals(max_depth) for history in bound.histories]
+    survivals = [history.optimistic_survivals(max_depth) for history in histories]
     # The bound's optimistic outputs are _expected_outputs of these survivals: reused,
-    # they keep per-decision tuples out of the shared outputs memo.
-    decoders = LaneTable(population.decoders, decision, max_depth, survivals, bound.outputs)
+    # they keep per-decision tuples out of the shared outputs memo. Only the outputs
+    # differ from the ordinary table's arrays and fixed values: the rest is shared.
+    arrays = ordinary.decoders.arrays.with_outputs(outputs)
+    decoders = LaneTable(
+        population.decoders,
+        decision,
+        max_depth,
+        survivals,
+        optimistic,
+        arrays,
+        ordinary.decoders.fixed,
+    )
     tables = Tables(ordinary.prompts, decoders)
     depths = _ordinary_depths(winner)
-    views = {v.handle: v for v in population.decoders}
     # Best gain bound first; once a bound is clearly below the best gain found, no later
     # shape can rank first (a probe needs a gain within the tie tolerance of the best).
     bounded.sort(key=lambda item: -item[0])
@@ -235,7 +182,7 @@ def choose_probe(
         for c in candidates_for(d, tables, costs, decision, now_ns, mode, decode_only):
             if c.score <= winner.score:
                 continue
-            weights = _added_prefix_weights(c, depths, views, history_of)
+            weights = _added_prefix_weights(c, depths, history_of)
             if not weights:
                 continue
             probes.append(Probe(c, (c.score - winner.score) / c.duration_ms, min(weights)))

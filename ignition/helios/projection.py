@@ -146,6 +146,7 @@ def _request_key(r: RequestState) -> tuple:
         r.spec,
         r.is_restored,
         r.is_vision_ready,
+        r.is_initialized,
         len(r.captured),
     )
 
@@ -195,6 +196,8 @@ def _awaits_prerequisite(r: RequestState) -> bool:
     spec = r.spec
     if spec.restore_tokens > 0 and not r.is_restored:
         return True  # needs_restore
+    if not r.is_initialized:
+        return True  # needs_init
     if spec.vision_patches > 0 and not r.is_vision_ready:
         return True  # needs_vision (a restore would have answered above)
     position = r.prompt_position
@@ -208,7 +211,8 @@ def _view(row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
     spec = r.spec
     position, num_output = r.prompt_position, r.num_output
     price = row.price
-    needs_restore = spec.restore_tokens > 0 and not r.is_restored
+    # needs_restore or needs_init: the vision prerequisite follows that one
+    before_vision = (spec.restore_tokens > 0 and not r.is_restored) or not r.is_initialized
     vision = spec.vision_patches if not r.is_vision_ready else 0
     return LaneView(
         r.handle,
@@ -227,8 +231,8 @@ def _view(row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
         spec.message_endpoints,
         spec.image_spans,
         spec.capture_ends,
-        vision if not needs_restore else 0,  # needs_vision
-        vision if needs_restore else 0,
+        vision if not before_vision else 0,  # needs_vision
+        vision if before_vision else 0,  # chained after the restore or init
     )
 
 
@@ -255,6 +259,7 @@ def build_population(
     cache.prepare((*queue.frames, norms, policy, max_depth))
     cached = cache.rows
     live = []
+    num_decoders = 0
     families: dict[str, Normalizers] = {}
     rows = []
     largest = 1.0
@@ -263,6 +268,7 @@ def build_population(
             continue  # not live
         live.append(r)
         spec = r.spec
+        num_decoders += r.prompt_position >= spec.num_prompt_tokens  # is_decoder, inlined
         stop = spec.window_stop
         if stop and stop in r.captured:
             continue  # waits for its next window's generation (helios/vision_windows.py)
@@ -278,6 +284,7 @@ def build_population(
             spec,
             r.is_restored,
             r.is_vision_ready,
+            r.is_initialized,
             len(r.captured),
         )
         row = cached.get(id(r))
@@ -320,11 +327,11 @@ def build_population(
             last_served_seq=r.last_served_seq,
         )
         for r in requests.values()
-        if r.is_terminal_pending
+        if r.terminal_since_ns >= 0 and not r.is_cancelled  # is_terminal_pending, inlined
     )
     decision = Decision(
         age_price=policy.decode_age_price * scale,
-        num_active_decoders=sum(1 for r in live if r.prompt_position >= r.spec.num_prompt_tokens),
+        num_active_decoders=num_decoders,
         alpha=policy.adaptive_verification_alpha,
         log_scale=math.log(scale),
         terminal_age_price=policy.terminal_age_price * scale,

@@ -35,10 +35,17 @@ class RequestState:
     terminal_since_ns: int = -1  # terminal retirement pending since (validated completion)
     is_preempted: bool = False
     is_vision_ready: bool = False  # the vision prerequisite of this generation completed
+    # A fresh request starts from the zero state through the prepared init program (a
+    # prerequisite like a restore); True where none is prepared or a restore starts it.
+    is_initialized: bool = True
 
     @property
     def needs_restore(self) -> bool:
         return self.spec.restore_tokens > 0 and not self.is_restored
+
+    @property
+    def needs_init(self) -> bool:
+        return not self.is_initialized
 
     @property
     def pending_capture(self) -> int | None:
@@ -58,11 +65,21 @@ class RequestState:
     @property
     def needs_vision(self) -> bool:
         """Its window of images awaits encoding (after any restore, before prefill)."""
-        return self.spec.vision_patches > 0 and not self.is_vision_ready and not self.needs_restore
+        return (
+            self.spec.vision_patches > 0
+            and not self.is_vision_ready
+            and not self.needs_restore
+            and not self.needs_init
+        )
 
     @property
     def awaits_prerequisite(self) -> bool:
-        return self.needs_restore or self.needs_vision or self.pending_capture is not None
+        return (
+            self.needs_restore
+            or self.needs_init
+            or self.needs_vision
+            or self.pending_capture is not None
+        )
 
     @property
     def is_terminal_pending(self) -> bool:

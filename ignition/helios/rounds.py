@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
@@ -44,10 +45,10 @@ class _Lane:
     base: float
     gains: list[float]
     ranks: list[float]
+    full: float = 0.0  # base + sum(gains), summed once: every ordering key reads it
 
-    @property
-    def full(self) -> float:
-        return self.base + sum(self.gains)
+    def __post_init__(self) -> None:
+        self.full = self.base + sum(self.gains)
 
 
 def _lanes(
@@ -146,8 +147,11 @@ def _allocate(cohort: list[_Lane], budget: int) -> list[int]:
     return rows
 
 
-def _orderings(lanes: list[_Lane], length: int) -> list[list[_Lane]]:
-    """The three bounded orderings, each cut to the prefixes the search can use."""
+def _orderings(
+    lanes: list[_Lane], length: int, by_full: list[_Lane] | None = None
+) -> list[list[_Lane]]:
+    """The three bounded orderings, each cut to the prefixes the search can use;
+    ``by_full``, where given, is ``lanes`` sorted by the first key already."""
     keys = (
         lambda lane: lane_order_key(lane.view, lane.full),
         lambda lane: lane_order_key(lane.view, lane.base),
@@ -155,8 +159,11 @@ def _orderings(lanes: list[_Lane], length: int) -> list[list[_Lane]]:
     )
     seen: set[tuple[int, ...]] = set()
     out = []
-    for key in keys:
-        order = heapq.nsmallest(length, lanes, key=key)
+    for k, key in enumerate(keys):
+        if k == 0 and by_full is not None:
+            order = by_full[:length]  # = nsmallest(length, lanes, key): the keys are unique
+        else:
+            order = heapq.nsmallest(length, lanes, key=key)
         ident = tuple(lane.view.slot for lane in order)
         if ident not in seen:
             seen.add(ident)
@@ -194,7 +201,7 @@ def speculative_cohort(
         rows = [lane.ceiling for lane in cohort]
     else:
         best: tuple[float, list[_Lane]] | None = None
-        for order in _orderings(lanes, min(max_lanes, budget)):
+        for order in _orderings(lanes, min(max_lanes, budget), by_full):
             value, m = _prefix_value(order, budget, max_lanes)
             if best is None or value > best[0]:
                 best = (value, order[:m])
@@ -243,15 +250,14 @@ def _expected_outputs(own: tuple[float, ...], alpha: float, max_depth: int) -> l
     return found
 
 
-_LANE_VIEW_FIELDS = tuple(f.name for f in fields(LaneView))
+_LANE_VIEW_FIELDS = operator.attrgetter(*(f.name for f in fields(LaneView)))
 
 
 def _twin(view: LaneView, survivals: tuple[float, ...]) -> LaneView:
-    """``view`` with other survivals; field by field, as copy.copy of a slots dataclass
-    goes through the pickle protocol at about four times the cost."""
-    twin = LaneView.__new__(LaneView)
-    for name in _LANE_VIEW_FIELDS:
-        setattr(twin, name, getattr(view, name))
+    """``view`` with other survivals: every field read in one C call and passed to the
+    constructor, as copy.copy of a slots dataclass goes through the pickle protocol at
+    about four times the cost (and a setattr per field at twice)."""
+    twin = LaneView(*_LANE_VIEW_FIELDS(view))
     twin.survivals = survivals
     return twin
 
@@ -272,11 +278,15 @@ class LaneTable:
         max_depth: int,
         survivals: Sequence[tuple[float, ...]] | None = None,
         outputs: Sequence[Sequence[float]] | None = None,
+        arrays: LaneArrays | None = None,
+        fixed: Sequence[float] | None = None,
     ) -> None:
         """``survivals`` replaces the views' own (acceptance learning scores probes with
         optimistic estimates); views carrying them are made only when a cohort needs one.
         ``outputs``, where given, are ``_expected_outputs`` of those survivals, already
-        made (each history memoises its optimistic ones)."""
+        made (each history memoises its optimistic ones); ``arrays``, where given, are
+        those views and outputs as ``LaneArrays`` (``LaneArrays.with_outputs``), and
+        ``fixed`` their fixed values (``fixed`` of a table of the same views and decision)."""
         self.views = list(views)
         self.decision = decision
         self._survivals = survivals
@@ -284,8 +294,11 @@ class LaneTable:
         self.fixed: list[float] = []  # delivery price + age value at T = 0
         self._outputs: list[list[float]] = []  # [q] -> expected output with q rows
         alpha = decision.alpha
+        if fixed is not None:
+            self.fixed = list(fixed)
         for i, v in enumerate(self.views):
-            self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
+            if fixed is None:
+                self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
             if outputs is not None:
                 self._outputs.append(outputs[i])
                 continue
@@ -295,7 +308,7 @@ class LaneTable:
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
         self._bounds: dict[tuple[int, int], float] = {}
         self._top_sigmas: list[float] | None = None
-        self._arrays: LaneArrays | None = None
+        self._arrays = arrays
 
     def _view(self, i: int) -> LaneView:
         if self._survivals is None:
@@ -357,7 +370,8 @@ class LaneTable:
         """The first ``max_lanes`` of ``order(cap)``: lanes, rows, value, summed sigmas."""
         prefix = self._prefixes.get((cap, max_lanes))
         if prefix is None:
-            top = self.order(cap)[:max_lanes]
+            full = self._orders.get(cap)
+            top = full[:max_lanes] if full is not None else self.arrays.head(cap, max_lanes)
             rows, value0, sigmas = 0, 0.0, 0.0
             for i, ceiling, value in top:
                 rows += ceiling
@@ -389,9 +403,8 @@ class LaneTable:
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
-        full = self.order(cap)
-        chosen = {i for i, _, _ in full[:length]}
-        chosen |= {i for i, _, _ in self.order(1)[:length]}
+        chosen = {i for i, _, _ in self.arrays.head(cap, length)}
+        chosen |= {i for i, _, _ in self.arrays.head(1, length)}
         chosen.update(self.arrays.best_per_row(cap, length, self.decision.age_price, duration_ms))
         return [self._view(i) for i in sorted(chosen)]
 

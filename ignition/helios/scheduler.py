@@ -88,6 +88,7 @@ class Scheduler:
         self.state_descriptors = tuple(d for d in catalog.descriptors if d.kind in STATE_KINDS)
         # Terminal retirement and preemption need a snapshot program (vision ones do not).
         self._has_snapshot = any(d.kind is GraphKind.SNAPSHOT for d in self.state_descriptors)
+        self._has_init = any(d.kind is GraphKind.INIT for d in self.state_descriptors)
         self.index = CatalogIndex(self.descriptors)
         self.policy = policy or PolicyConfig()
         self.speculation = speculation
@@ -131,6 +132,9 @@ class Scheduler:
             spec=spec,
             acceptance=AcceptanceTracker(self._acceptance_prior, spec.acceptance_prior),
             forecast=ConfidenceForecast(self._forecast_prior),
+            # with a prepared init program a fresh request starts through it (a restore
+            # starts a request from its checkpoint instead)
+            is_initialized=not self._has_init or spec.restore_tokens > 0,
         )
         self._changes += 1
         return handle

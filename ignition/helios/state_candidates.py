@@ -1,8 +1,11 @@
-"""Candidates for state operations: restore, intermediate snapshots, terminal retirement,
-and the vision work that encodes a request's window of images (a prerequisite too).
+"""Candidates for state operations: initialization, restore, intermediate snapshots,
+terminal retirement, and the vision work that encodes a request's window of images (a
+prerequisite too).
 
-A restore (a retained checkpoint matching a new request's prefix) and an intermediate
-snapshot (a checkpoint capture where prefill was cut) are prerequisites: they earn no
+An initialization (a fresh request's zero state, when an init program is prepared: a
+restore from nothing), a restore (a retained checkpoint matching a new request's
+prefix) and an intermediate snapshot (a checkpoint capture where prefill was cut) are
+prerequisites: they earn no
 token service themselves and are ranked by what they enable. For every pair of a
 prepared state-operation shape and a following inference shape, the two cohorts are
 chosen jointly with the exact prefix-sum calculation of prerequisites.py, and the
@@ -57,8 +60,9 @@ from ignition.helios.utility import (
     finish,
 )
 
-STATE_KINDS = (GraphKind.RESTORE, GraphKind.SNAPSHOT, GraphKind.VISION)
+STATE_KINDS = (GraphKind.INIT, GraphKind.RESTORE, GraphKind.SNAPSHOT, GraphKind.VISION)
 ROLES = {
+    GraphKind.INIT: LaneRole.INIT,
     GraphKind.RESTORE: LaneRole.RESTORE,
     GraphKind.SNAPSHOT: LaneRole.SNAPSHOT,
     GraphKind.VISION: LaneRole.VISION,
@@ -87,10 +91,13 @@ def terminal_sigma_ms(
 
 def _enabled_kind(view: LaneView) -> GraphKind:
     """Vision-pending views carry their patches; restore-pending ones sit at the restored
-    position, capture-pending ones at the capture end (see projection)."""
+    position, capture-pending ones at the capture end, init-pending ones at position zero
+    (a capture never ends there, a restore never restores nothing; see projection)."""
     if view.vision_patches:
         return GraphKind.VISION
-    return GraphKind.SNAPSHOT if view.prompt_position in view.capture_ends else GraphKind.RESTORE
+    if view.prompt_position in view.capture_ends:
+        return GraphKind.SNAPSHOT
+    return GraphKind.RESTORE if view.prompt_position > 0 else GraphKind.INIT
 
 
 def _enables(view: LaneView, d: Descriptor) -> bool:

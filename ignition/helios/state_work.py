@@ -1,6 +1,8 @@
-"""Commit checks and completion of state-operation lanes (restore, snapshot, terminal).
+"""Commit checks and completion of state-operation lanes (init, restore, snapshot,
+terminal, vision).
 
-State operations earn no committed tokens and no streaming delivery: a restore makes
+State operations earn no committed tokens and no streaming delivery: an init gives a
+fresh request its zero state, a restore makes
 the restored prefix the request's committed prompt position (restored history is not
 prompt progress), an intermediate snapshot clears the capture the request stood at,
 and a terminal snapshot ends the request's retirement so its slot and pages are
@@ -23,7 +25,7 @@ def checkpoint_tokens(r: RequestState, role: LaneRole, restore_only: bool = Fals
     """
     if role is LaneRole.RESTORE:
         return r.spec.restore_tokens
-    if restore_only:
+    if restore_only or role is LaneRole.INIT:
         return 0
     if role is LaneRole.SNAPSHOT:
         return r.prompt_position
@@ -39,6 +41,9 @@ def check_state_lane(r: RequestState, lane: LaneWork, inflight: Sequence[LaneWor
     if lane.role is LaneRole.RESTORE:
         if not r.is_live or not r.needs_restore:
             raise SchedulerError(f"{where}: the request has no pending restore")
+    elif lane.role is LaneRole.INIT:
+        if not r.is_live or not r.needs_init:
+            raise SchedulerError(f"{where}: the request needs no initialization")
     elif lane.role is LaneRole.VISION:
         if not r.is_live or not r.needs_vision:
             raise SchedulerError(f"{where}: the request has no pending vision work")
@@ -58,6 +63,8 @@ def apply_state_lane(r: RequestState, lane: LaneWork) -> None:
         return
     if lane.role is LaneRole.VISION:
         r.is_vision_ready = True
+    elif lane.role is LaneRole.INIT:
+        r.is_initialized = True
     elif lane.role is LaneRole.RESTORE:
         r.is_restored = True
         r.prompt_position = r.spec.restore_tokens

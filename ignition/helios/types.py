@@ -121,7 +121,8 @@ class Resources:
 
 class LaneRole(StrEnum):
     """Inference rows (prompt, decode) and state-operation rows: ``restore`` enables a
-    request from a retained checkpoint, ``snapshot`` captures an intermediate
+    request from a retained checkpoint, ``init`` enables a fresh request from the zero
+    state (when an init program is prepared), ``snapshot`` captures an intermediate
     checkpoint, ``terminal`` retires a request through its terminal snapshot, ``vision``
     encodes a request's window of images into its feature storage. State operations
     commit no tokens and need the request idle."""
@@ -129,13 +130,14 @@ class LaneRole(StrEnum):
     PROMPT = "prompt"
     DECODE = "decode"
     RESTORE = "restore"
+    INIT = "init"
     SNAPSHOT = "snapshot"
     TERMINAL = "terminal"
     VISION = "vision"
 
     @property
     def is_state_operation(self) -> bool:
-        return self in (LaneRole.RESTORE, LaneRole.SNAPSHOT, LaneRole.TERMINAL, LaneRole.VISION)
+        return self is not LaneRole.PROMPT and self is not LaneRole.DECODE
 
 
 class SelectionReason(StrEnum):

@@ -19,7 +19,9 @@ Everything a row needs lives on the device, batched per row, with fixed shapes:
   updated inside the program as tokens are emitted; a prompt mask filled as prompt chunks
   run; a bias row and a stop mask written, with the reset, by the frame that carries the
   request's first prompt chunk (from small workspace buffers, :class:`HistoryBegin`), so
-  the host never writes device memory outside the frame's uploads. A verification position of a
+  the host never writes device memory outside the frame's uploads; a restore (a state
+  operation, not a frame) instead rebuilds the row from the tokens it restores
+  (:meth:`SlotHistory.rebuild_row`). A verification position of a
   speculative round adds the drafts before it to its row's counts, so every verified
   position is processed exactly as non-speculative sampling would process it.
 
@@ -29,6 +31,7 @@ before any processing (penalties, temperature, top-k / top-p do not change them)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -95,6 +98,35 @@ class SlotHistory:
         for table in (self.output_counts, self.num_output, self.prompt_mask, self.bias):
             table[destination].copy_(table[source])
         self.stop_mask[destination].copy_(self.stop_mask[source])
+
+    def rebuild_row(
+        self,
+        slot: int,
+        prompt_ids: Sequence[int],
+        output_ids: Sequence[int],
+        bias: Sequence[tuple[int, float]],
+        stop_ids: Sequence[int],
+    ) -> None:
+        """Write a restored request's row from the tokens the host knows (stream-ordered
+        device writes, like ``copy_row``): a checkpoint carries model state but not the
+        history, so a restored prefix's prompt tokens and a resumed request's replayed
+        output are marked here, as the frames that never ran would have marked them."""
+        device = self.num_output.device
+        for table in (self.output_counts, self.num_output, self.prompt_mask, self.bias):
+            table[slot].zero_()
+        self.stop_mask[slot].fill_(False)
+        if prompt_ids:
+            self.prompt_mask[slot, torch.tensor(prompt_ids, dtype=torch.long, device=device)] = True
+        if output_ids:
+            ids = torch.tensor(output_ids, dtype=torch.long, device=device)
+            self.output_counts[slot].index_add_(0, ids, torch.ones_like(ids, dtype=torch.int32))
+            self.num_output[slot] = len(output_ids)
+        if bias:
+            ids = torch.tensor([t for t, _ in bias], dtype=torch.long, device=device)
+            values = torch.tensor([b for _, b in bias], dtype=torch.float32, device=device)
+            self.bias[slot].index_put_((ids,), values)
+        if stop_ids:
+            self.stop_mask[slot, torch.tensor(stop_ids, dtype=torch.long, device=device)] = True
 
     def rows(self, slot_ids: Tensor) -> Tensor:
         """History rows of program rows: the slot, or the scratch row for padding."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
-from ignition.compiler.state_ops import RESTORE, SNAPSHOT, SnapshotStore, StateOperations
+from ignition.compiler.state_ops import INIT, RESTORE, SNAPSHOT, SnapshotStore, StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import (
@@ -202,8 +202,9 @@ def assemble_engine(
     resources = Resources(
         num_request_slots=options.num_slots, num_pages=num_pages, page_size_tokens=options.page_size
     )
-    # Helios schedules the state programs (restore, snapshots) beside inference.
-    schedulable = replace(selected, descriptors=(*selected.descriptors, SNAPSHOT, RESTORE))
+    # Helios schedules the state programs (initialization, restore, snapshots) beside
+    # inference; initialization and restores are prerequisites of a request's prompt.
+    schedulable = replace(selected, descriptors=(*selected.descriptors, SNAPSHOT, RESTORE, INIT))
     scheduler = scheduler_factory(schedulable, options.policy, resources, mode)
     return Engine(
         scheduler,

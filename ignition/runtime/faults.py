@@ -6,7 +6,8 @@ Reliability tests need real failures in a real server without a broken model.
 a marker fails at that stage.
 
 - ``launch`` / ``wait``: the worker raises while launching or waiting for a
-  frame that contains the marked request (a frame failure);
+  frame that contains the marked request (a frame failure; its initialization, a
+  state operation before any of its work, is not such a frame);
 - ``publish``: publishing the marked request's text raises (one request);
 - ``step``: the engine step raises outside any frame or request, which the loop
   cannot survive (the server must fail every open request and exit non-zero).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ignition.helios import LaneRole
 from ignition.runtime.engine import Engine, LiveRequest
 
 ENV = "IGNITION_TEST_FAULTS"
@@ -67,7 +69,11 @@ class FaultyWorker:
         self.plan = plan
 
     def launch(self, plan, fence, live):
-        lanes = [live[lane.handle] for lane in plan.lanes if lane.handle in live]
+        lanes = [
+            live[lane.handle]
+            for lane in plan.lanes
+            if lane.handle in live and lane.role is not LaneRole.INIT
+        ]
         for request in lanes:
             self.plan.check("launch", request)
         doomed = next((r for r in lanes if self.plan.hits("wait", r)), None)

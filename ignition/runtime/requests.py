@@ -105,18 +105,6 @@ class SamplingParams:
     def is_greedy(self) -> bool:
         return self.temperature == 0
 
-    @property
-    def uses_token_history(self) -> bool:
-        """Whether sampling reads the device history of the tokens seen so far (penalties,
-        min_tokens). A restored checkpoint or a resumed snapshot carries model state but
-        not that history, so such a request prefills its prefix instead."""
-        return (
-            self.presence_penalty != 0
-            or self.frequency_penalty != 0
-            or self.repetition_penalty != 1
-            or self.min_tokens > 0
-        )
-
 
 @dataclass(frozen=True)
 class GenerationRequest:

@@ -39,10 +39,14 @@ class SlotResources:
     def pages_of(self, slot: int) -> list[int]:
         return list(self._pages.get(slot, ()))
 
-    def begin(self, slot: int) -> None:
-        """A new request takes ``slot``: fresh recurrent state, no pages, length zero."""
+    def begin(self, slot: int, reset_state: bool = True) -> None:
+        """A new request takes ``slot``: no pages, length zero and, unless a state program
+        writes it (initialization, restore), fresh recurrent state. With a prepared init
+        program Helios schedules the fresh state as a prerequisite instead (the worker
+        then passes ``reset_state=False``); without one it is zeroed here, eagerly."""
         self.release(slot)
-        self.state.reset_slot(slot)
+        if reset_state:
+            self.state.reset_slot(slot)
         self._upper_len[slot] = 0
 
     def reserve(self, slot: int, length: int, lookahead: int) -> None:

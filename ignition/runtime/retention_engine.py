@@ -97,8 +97,7 @@ class RetentionHooks:
             self.capture_costs(),
             now_ns,
             # Prompt logprobs score hidden states a restored prefix does not have.
-            restore=not request.sampling.uses_token_history
-            and request.sampling.prompt_logprobs is None,
+            restore=request.sampling.prompt_logprobs is None,
         )
         return admission
 
@@ -186,8 +185,6 @@ class RetentionHooks:
         """
         if self.cache is None or not live.output_ids:
             return False
-        if live.request.sampling.uses_token_history:
-            return False  # a resume would restore state without its sampling history
         policy = self.scheduler.policy
         if policy.terminal_value == 0 and policy.terminal_age_price == 0:
             return False

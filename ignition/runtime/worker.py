@@ -14,8 +14,9 @@ bound); pending decode tokens stay on the device (see compiler.programs), which
 is what allows a second decode frame to be launched before the first one's
 outputs are read. The same holds for the sampling history behind penalties,
 logit bias and min_tokens (model.logits_processing): the frame carrying a
-request's first prompt chunk resets its slot's row from workspace buffers, and
-the programs count emitted tokens themselves. Raw logprobs are program outputs,
+request's first prompt chunk resets its slot's row from workspace buffers (a
+restore rebuilds it from the restored tokens instead), and the programs count
+emitted tokens themselves. Raw logprobs are program outputs,
 read on the host only for the requests that asked for them.
 
 Prompt logprobs are scored after the program, in the same launch (stream-ordered before any
@@ -43,6 +44,7 @@ from ignition.compiler.workspace import RoundProgramInputs
 from ignition.components.catalog import GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
+from ignition.model.logits_processing import MAX_LOGIT_BIAS, MAX_STOP_IDS
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.model.state import ModelState
 from ignition.runtime.engine import LiveRequest
@@ -54,6 +56,9 @@ from ignition.runtime.vision_binding import (
     ImageEncoder,
     RequestVision,
 )
+
+# The state programs of compiler.state_ops: initialization, restore and snapshots.
+STATE_COPY_KINDS = (GraphKind.SNAPSHOT, GraphKind.RESTORE, GraphKind.INIT)
 
 
 class WorkerError(RuntimeError):
@@ -143,13 +148,15 @@ class ModelWorker:
         # Requests whose device sampling history (penalties, bias, min_tokens) has been
         # reset: by the frame carrying their first prompt chunk.
         self._begun: set[RequestHandle] = set()
+        # Requests whose slot state an init or restore lane started (no eager reset).
+        self._started: set[RequestHandle] = set()
 
     # -- Worker protocol -----------------------------------------------------------
 
     def launch(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> _Launched:
-        if plan.descriptor.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
+        if plan.descriptor.kind in STATE_COPY_KINDS:
             return self._launch_state(plan, fence, live)
         if plan.descriptor.kind is GraphKind.VISION:
             return self._launch_vision(plan, fence, live)
@@ -244,12 +251,14 @@ class ModelWorker:
         self._prompt_cursor.pop(handle, None)
         self._overrun.discard(handle)
         self._begun.discard(handle)
+        self._started.discard(handle)
         self.resources.release(handle.slot)
 
     def _launch_state(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> _StateLaunched:
-        """Restore rows into fresh slots, or copy slots into their snapshot rows.
+        """Initialize fresh slots, restore rows into fresh slots, or copy slots into their
+        snapshot rows.
 
         The engine names each lane's row (``LiveRequest.state_row``); a capture without
         one (aliased, or skipped because its cost expired) copies nothing.
@@ -261,10 +270,14 @@ class ModelWorker:
         for lane in plan.lanes:
             row = live[lane.handle].state_row
             slot = lane.handle.slot
-            if lane.role is LaneRole.RESTORE:
+            if lane.role is LaneRole.INIT:
+                self.resources.begin(slot, reset_state=False)
+                device_ns += self.state_ops.initialize(slot)
+                self._started.add(lane.handle)
+            elif lane.role is LaneRole.RESTORE:
                 if row is None:
                     raise WorkerError(f"fence {fence.value}: restore of {lane.handle} has no row")
-                self.resources.begin(slot)
+                self.resources.begin(slot, reset_state=False)  # the restore writes it
                 self.resources.reserve(slot, lane.checkpoint_tokens, lookahead=1)
                 # The restore writes into the pages the *device* table names: the ones just
                 # assigned on the host must reach it first, or the prefix lands in the
@@ -272,6 +285,7 @@ class ModelWorker:
                 self._sync_page_table()
                 device_ns += self.state_ops.restore(slot, row)
                 self._prompt_cursor[lane.handle] = lane.checkpoint_tokens
+                self._restore_history(lane, live[lane.handle])
             elif row is not None:
                 # Capture only a state whose length is exactly the checkpoint's (known on
                 # the host: launching never reads the device).
@@ -372,8 +386,8 @@ class ModelWorker:
             frame["rope_offset"][row] = vision.rope_delta
         if lane.role is LaneRole.PROMPT:
             start = self._prompt_cursor.get(lane.handle, 0)
-            if start == 0:
-                self.resources.begin(slot)
+            if start == 0 and lane.handle not in self._started:
+                self.resources.begin(slot)  # no init program scheduled: zero it eagerly
             if lane.handle not in self._begun:
                 self._bind_begin(frame, row, live)
                 self._begun.add(lane.handle)
@@ -411,20 +425,46 @@ class ModelWorker:
     def _bind_begin(self, frame: HostFrame, row: int, live: LiveRequest) -> None:
         """The request starts its device sampling history in this frame: its row, its logit
         bias and the ids min_tokens masks (stop token ids, and EOS unless ignored)."""
-        sampling = live.request.sampling
         frame["history_begin"][0] = row
-        bias = sampling.logit_bias
-        if len(bias) > len(frame["bias_ids"]):
-            raise WorkerError(f"{len(bias)} logit_bias entries; at most {len(frame['bias_ids'])}")
+        bias, stop_ids = self._history_start(live)
         if bias:
             frame["bias_ids"][: len(bias)] = [t for t, _ in bias]
             frame["bias_values"][: len(bias)] = [b for _, b in bias]
+        if stop_ids:
+            frame["stop_ids"][: len(stop_ids)] = stop_ids
+
+    def _history_start(self, live: LiveRequest) -> tuple[tuple[tuple[int, float], ...], list[int]]:
+        """A request's logit bias and the ids min_tokens masks (stop token ids, and EOS
+        unless ignored), bounded as the programs' begin buffers bound them."""
+        sampling = live.request.sampling
+        bias = tuple(sampling.logit_bias)
+        if len(bias) > MAX_LOGIT_BIAS:
+            raise WorkerError(f"{len(bias)} logit_bias entries; at most {MAX_LOGIT_BIAS}")
+        stop_ids: list[int] = []
         if sampling.min_tokens:
             stops = set(sampling.stop_token_ids)
             if not sampling.ignore_eos:
                 stops |= self.eos_token_ids
-            stops_ids = sorted(stops)[: len(frame["stop_ids"])]
-            frame["stop_ids"][: len(stops_ids)] = stops_ids
+            stop_ids = sorted(stops)[:MAX_STOP_IDS]
+        return bias, stop_ids
+
+    def _restore_history(self, lane: LaneWork, live: LiveRequest) -> None:
+        """A restore's request starts its sampling history from the restored tokens (its
+        prompt part marks the prompt mask, a resumed request's replayed output counts as
+        output), so penalties and min_tokens see what an unrestored request would have
+        seen; its first prompt chunk then continues that history instead of resetting it.
+        Every tensor-parallel rank restores the same lane from the same tokens. A vision
+        window's fresh generation already carries its request's history (carry_history)."""
+        history = next((p.history for p, _ in self.programs.values() if p.history), None)
+        if history is None or lane.handle in self._begun:
+            return
+        restored = live.prompt_ids[: lane.checkpoint_tokens]
+        boundary = min(len(live.request.prompt_ids), len(restored))
+        bias, stop_ids = self._history_start(live)
+        history.rebuild_row(
+            lane.handle.slot, restored[:boundary], restored[boundary:], bias, stop_ids
+        )
+        self._begun.add(lane.handle)
 
     def _request_vision(
         self, program: Program, lane: LaneWork, live: LiveRequest

@@ -16,7 +16,9 @@ a user cannot answer a reply they have not seen. TTFT counts from that sending.
 
 Snapshot and restore copy a whole snapshot row (the recurrent state plus every page
 of a slot's context capacity, as ``compiler/state_ops.py`` does), timed as a memory
-copy at the device's bandwidth when the model states one.
+copy at the device's bandwidth when the model states one; initialization (a fresh
+request's zero state, a prerequisite Helios schedules like a restore) writes the
+recurrent state alone.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ NS_PER_MS = 1_000_000
 # that module needs torch and ``ignition simulate`` does not.
 SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
 RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
+INIT = Descriptor(GraphKind.INIT, 1, 0, 1, 1)
 GENERATION_PROMPT = (1, 2)  # what a chat template appends after the last user message
 END_OF_TURN = 3
 NOMINAL_CONTEXT_PER_ROW = 1024
@@ -131,9 +134,15 @@ def build_turns(spec: MultiTurnSpec) -> list[list[Turn]]:
 
 
 def state_copy_ms(device: DeviceModel, d: Descriptor, slot_capacity_tokens: int) -> float:
-    """One snapshot-row copy: read and write the recurrent state and a slot's pages."""
+    """One snapshot-row copy: read and write the recurrent state and a slot's pages; an
+    initialization writes zeros over the recurrent state only."""
     if isinstance(device, H200Roofline):
-        moved = 2 * (device.state_bytes_per_row + slot_capacity_tokens * device.kv_bytes_per_token)
+        if d.kind is GraphKind.INIT:
+            moved = device.state_bytes_per_row
+        else:
+            moved = 2 * (
+                device.state_bytes_per_row + slot_capacity_tokens * device.kv_bytes_per_token
+            )
         return STATE_COPY_LAUNCH_MS + 1e3 * moved / (device.bandwidth_fraction * device.bandwidth)
     try:
         return device.duration_ms(execution_of(d, 0, 1, slot_capacity_tokens))
@@ -167,7 +176,7 @@ class SimulatedWorker:
         self._context: dict[RequestHandle, int] = {}
 
     def duration_ns(self, d: Descriptor, tokens: int, rows: int, context: int) -> int:
-        if d.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
+        if d.kind in (GraphKind.SNAPSHOT, GraphKind.RESTORE, GraphKind.INIT):
             ms = rows * state_copy_ms(self.device, d, self.slot_capacity_tokens)
         else:
             ms = self.device.duration_ms(execution_of(d, tokens, rows, context))
@@ -292,8 +301,13 @@ def run_retention(
     policy: PolicyConfig | None = None,
     max_context_tokens: int = 16384,
     preseed_costs: bool = True,
+    initialize: bool = True,
 ) -> RetentionRun:
-    """One run of the workload with ``snapshot_rows`` retained-checkpoint rows (0: off)."""
+    """One run of the workload with ``snapshot_rows`` retained-checkpoint rows (0: off).
+
+    ``initialize``: fresh requests start through the init program, as in the runtime
+    (False: their state is zeroed outside Helios, at no device time, the former way).
+    """
     conversations_ = build_turns(spec)
     turns = [t for c in conversations_ for t in c]
     longest = max(len(t.prompt) + len(t.reply) for t in turns)
@@ -303,7 +317,8 @@ def run_retention(
             f"{max_context_tokens}; fewer turns or shorter messages"
         )
     clock = Clock()
-    catalog = replace(catalog, descriptors=(*catalog.descriptors, SNAPSHOT, RESTORE))
+    state = (SNAPSHOT, RESTORE, INIT) if initialize else (SNAPSHOT, RESTORE)
+    catalog = replace(catalog, descriptors=(*catalog.descriptors, *state))
     scheduler = Scheduler(
         catalog, policy or PolicyConfig(), resources=Resources(num_request_slots=slots)
     )

@@ -87,3 +87,24 @@ def test_rows_and_slots_are_checked(model):
         ops.snapshot(slot=0, row=1)
     with pytest.raises(ValueError, match="slot 3"):
         ops.restore(slot=3, row=0)
+
+
+def test_initialization_writes_what_a_reset_slot_writes_and_touches_no_other_slot(model):
+    """Initialization is a restore from the zero state (issue 10): the prepared program
+    leaves exactly what ``ModelState.reset_slot`` leaves, pages and other slots untouched."""
+    state = new_state(model)
+    ops = StateOperations(state, num_rows=1, capturer=GraphCapturer("cpu"))
+    state.assign_pages(1, [4, 5])
+    for slot in (0, 1):
+        state.seq_lens[slot] = 7 + slot
+        state.gdn_state[:, slot].normal_()
+        state.conv_window[:, slot].normal_()
+        state.mtp_hidden[slot].normal_()
+    other = state.gdn_state[:, 0].clone()
+    pages = state.k_cache[:, 4:6].clone()
+    ops.initialize(slot=1)
+    assert int(state.seq_lens[1]) == 0 and int(state.seq_lens[0]) == 7
+    for table in (state.gdn_state[:, 1], state.conv_window[:, 1], state.mtp_hidden[1]):
+        assert not table.any()
+    assert torch.equal(state.gdn_state[:, 0], other)
+    assert torch.equal(state.k_cache[:, 4:6], pages) and int(state.page_table[1][0]) == 4

@@ -130,3 +130,37 @@ def test_two_ranks_score_prompt_logprobs_as_one_rank_does(qwen38_bundle):
         got = two["prompt_logprobs"][i]
         assert [(t, r) for t, _, r in got] == [(t, r) for t, _, r in expected]
         assert [v for _, v, _ in got] == pytest.approx([v for _, v, _ in expected], abs=1e-4)
+
+
+# Issue 10: a request whose sampling reads its history (penalties, min_tokens) restores a
+# retained checkpoint; every rank rebuilds the history row from the same restored tokens.
+HISTORY = {"repetition_penalty": 1.5, "presence_penalty": 1.0, "min_tokens": 3}
+TURN = tuple(40 + (7 * j) % 50 for j in range(40))
+TURNS = (TURN, (*TURN, 91, 92, 93, 94, 95))
+
+
+def generate_turns(options: ServeOptions, tp) -> dict:
+    """Rank zero's side: two penalized requests one after the other, the second extending
+    the first's prompt; tokens, cached prompt tokens and program kinds."""
+    _bundle, engine = open_engine(options, tp=tp)
+    kinds: list[str] = []
+    engine.frame_listeners.append(lambda plan, _result: kinds.append(plan.descriptor.kind.value))
+    tokens, cached = [], []
+    for i, prompt in enumerate(TURNS):
+        chunks: list[StreamChunk] = []
+        sampling = SamplingParams(
+            max_tokens=NUM_TOKENS, temperature=0.0, ignore_eos=True, **HISTORY
+        )
+        engine.submit(GenerationRequest(f"t{i}", prompt, sampling), chunks.append)
+        engine.run_until_idle()
+        tokens.append([t for c in chunks for t in c.token_ids])
+        cached.append(chunks[-1].num_cached_tokens)
+    return {"tokens": tokens, "cached": cached, "kinds": kinds}
+
+
+def test_two_ranks_restore_a_penalized_request_with_one_ranks_tokens(qwen38_bundle):
+    options = ServeOptions(artifacts=str(qwen38_bundle), speculation="off", device="cpu")
+    one = generate_turns(options, None)
+    two = run_tensor_parallel(2, options, generate_turns, debug=True)
+    assert two["tokens"] == one["tokens"]
+    assert two["cached"][1] >= len(TURN) and "restore" in two["kinds"] and "init" in two["kinds"]

@@ -80,6 +80,7 @@ def _synthetic(rng: random.Random) -> list[Descriptor]:
         out.append(decode(4))
     if rng.random() < 0.6:
         out += list(STATE_PROGRAMS)
+        out.append(Descriptor(GraphKind.INIT, 1, 0, 1, 1))  # issue 10: init as a prerequisite
         out += [Descriptor(GraphKind.VISION, 1, 0, p, p) for p in (64, 256)]  # issue 13
     return list(dict.fromkeys(out))
 
@@ -251,3 +252,32 @@ def test_fast_selector_returns_the_reference_plan_inside_the_engines_commit_loop
                 for _ in range(n - sum(1 for r in s.requests.values() if r.is_live)):
                     s.admit(RequestSpec(3000, 200))
     assert checked == 360
+
+
+def test_fast_probe_search_returns_the_reference_probe_inside_the_engines_commit_loop():
+    """Issue 14: the acceptance-probe search's fast path (array bounds over every ceiling,
+    the optimistic table sharing the ordinary arrays) chooses the reference's probe on the
+    engine's commit-loop states, learning credit refilled whenever the ledger is closed so
+    that probes compete on most decisions, with and without a queued frame."""
+    probes = Counter()
+    for n in (8, 64):
+        cat, speculation = runtime_catalog("adaptive")
+        s = prepared(cat, n, speculation)
+        queue_decode_frame(s)
+        rng = random.Random(100 + n)
+        for step in range(50):
+            if not s.learning.is_open:
+                s.learning.balance = s.learning.cap_ns * s.learning.denominator
+            queued = len(s.queue)
+            ref = reference_plan(s)
+            plan = s.plan()
+            problem = _same(plan, ref)
+            assert problem is None, f"{n} requests, step {step} (queued {queued}): {problem}"
+            if plan is not None:
+                probes[plan.execution_class is ExecutionClass.ACCEPTANCE_LEARNING] += 1
+                s.commit(plan, Fence(s._last_fence + 1))
+            if plan is None or len(s.queue) > 1:
+                complete_head(s, rng)
+            for _ in range(n - sum(1 for r in s.requests.values() if r.is_live)):
+                s.admit(RequestSpec(3000, 200))
+    assert probes[True] >= 5, probes

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 from reference_selector.rounds import LaneTable as ReferenceLaneTable
 
 from ignition.helios.rounds import LaneTable
@@ -88,3 +89,29 @@ def test_leaders_from_the_arrays_are_the_reference_leaders_of_every_ordering():
         duration = rng.choice([0.5, 3.0])
         got = [v.handle for v in fast._leaders(cap, length, duration)]
         assert got == [v.handle for v in ref._leaders(cap, length, duration)]
+
+
+def test_arrays_with_other_outputs_order_as_a_table_built_from_those_outputs():
+    """The probe search's optimistic table shares the ordinary arrays but its outputs."""
+    rng = random.Random(17)
+    for _ in range(300):
+        views, decision = _views(rng), _decision(rng)
+        survivals = [tuple(rng.choice([0.0, 0.6, 1.0]) for _ in range(MAX_DEPTH)) for _ in views]
+        ordinary = LaneTable(views, decision, MAX_DEPTH)
+        ref = ReferenceLaneTable(views, decision, MAX_DEPTH, survivals)
+        outputs = np.array(ref._outputs, dtype=np.float64).reshape(len(views), MAX_DEPTH + 2)
+        arrays = ordinary.arrays.with_outputs(outputs)
+        for cap in range(0, MAX_DEPTH + 2):
+            assert arrays.order(cap) == ref.order(cap), (cap, views)
+
+
+def test_an_order_head_is_the_first_entries_of_the_full_order():
+    """Cohort searches read only the first few of an order; the rest stay unconverted."""
+    rng = random.Random(18)
+    for _ in range(200):
+        views, decision = _views(rng), _decision(rng)
+        arrays = LaneTable(views, decision, MAX_DEPTH).arrays
+        ref = ReferenceLaneTable(views, decision, MAX_DEPTH)
+        cap, length = rng.randint(0, MAX_DEPTH + 1), rng.randint(0, 30)
+        assert arrays.head(cap, length) == ref.order(cap)[:length]
+        assert arrays.order(cap) == ref.order(cap)

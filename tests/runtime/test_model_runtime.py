@@ -8,44 +8,14 @@ commit and the completion records Helios validates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 import torch
 
-from ignition.components.capacity import plan_catalog
-from ignition.kernels import use_backend
-from ignition.model.config import Qwen38Config
-from ignition.model.weights import random_model
-from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.requests import GenerationRequest, SamplingParams
+from tests.runtime.tiny import EOS, CharDecoder
 
-EOS = 2
-
-
-class CharDecoder:
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        return "".join(chr(0x4E00 + i) for i in ids if not (skip_special_tokens and i == EOS))
-
-
-@pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(0)
-    return random_model(Qwen38Config.tiny(), seed=3)
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return plan_catalog(
-        get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=256)
-    )
-
-
-@pytest.fixture(autouse=True)
-def reference_kernels():
-    with use_backend("reference"):
-        yield
+pytestmark = pytest.mark.usefixtures("reference_kernels")
 
 
 PROMPTS = {

@@ -6,41 +6,19 @@ greedy output equals the unpreempted one. Preempted requests are resumed, never 
 from __future__ import annotations
 
 import pytest
-import torch
 
-from ignition.components.capacity import plan_catalog
 from ignition.components.catalog import GraphKind
-from ignition.kernels.dispatch import use_backend
-from ignition.model.config import Qwen38Config
-from ignition.model.weights import random_model
-from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 from ignition.runtime.snapshot_rows import RowState
-from tests.runtime.test_model_runtime import EOS, CharDecoder
+from tests.runtime.tiny import EOS, CharDecoder
 
 PROMPTS = {f"r{i}": tuple((7 * i + 5 * j) % 100 + 4 for j in range(20 + 5 * i)) for i in range(3)}
 MAX_TOKENS = 30
 TIGHT_PAGES = 6  # 96 tokens; the three requests reach 50, 55 and 60
 
 
-@pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(0)
-    return random_model(Qwen38Config.tiny(), seed=3)
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return plan_catalog(
-        get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=256)
-    )
-
-
-@pytest.fixture(autouse=True)
-def reference_kernels():
-    with use_backend("reference"):
-        yield
+pytestmark = pytest.mark.usefixtures("reference_kernels")
 
 
 def _engine(model, catalog, num_pages, snapshot_rows, speculation="off"):

@@ -6,38 +6,16 @@ retention off."""
 from __future__ import annotations
 
 import pytest
-import torch
 
-from ignition.components.capacity import plan_catalog
-from ignition.kernels.dispatch import use_backend
-from ignition.model.config import Qwen38Config
-from ignition.model.weights import random_model
-from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.requests import GenerationRequest, SamplingParams
-from tests.runtime.test_model_runtime import EOS, CharDecoder
+from tests.runtime.tiny import EOS, CharDecoder
 
 USER_1 = [(7 * i + 3) % 120 + 4 for i in range(150)]
 TURN_1 = [*USER_1, 60, 61, 62]  # the user message, then a generation prompt
 
 
-@pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(0)
-    return random_model(Qwen38Config.tiny(), seed=3)
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return plan_catalog(
-        get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=256)
-    )
-
-
-@pytest.fixture(autouse=True)
-def reference_kernels():
-    with use_backend("reference"):
-        yield
+pytestmark = pytest.mark.usefixtures("reference_kernels")
 
 
 def _run(engine, name, prompt, ends, max_tokens=8):

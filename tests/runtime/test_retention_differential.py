@@ -19,17 +19,13 @@ import random
 from dataclasses import dataclass
 
 import pytest
-import torch
 
-from ignition.components.capacity import plan_catalog
-from ignition.kernels.dispatch import use_backend
-from ignition.model.config import Qwen38Config
-from ignition.model.weights import random_model
-from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 from ignition.runtime.snapshot_rows import RowState
-from tests.runtime.test_model_runtime import EOS, CharDecoder
+from tests.runtime.tiny import EOS, CharDecoder, tiny_catalog, tiny_model
+
+pytestmark = pytest.mark.usefixtures("reference_kernels")
 
 NUM_SEQUENCES = 8
 TIGHT_PAGES = 7  # 112 tokens for four slots: concurrent requests preempt each other
@@ -98,11 +94,8 @@ def _run(engine, waves: list[list[Planned]], **penalties: float) -> dict[str, tu
 
 @pytest.fixture(scope="module", params=["off", "adaptive"])
 def engines(request):
-    torch.manual_seed(0)
-    model = random_model(Qwen38Config.tiny(), seed=5)
-    catalog = plan_catalog(
-        get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=256)
-    )
+    model = tiny_model(seed=5)
+    catalog = tiny_catalog()
 
     def build(rows: int, pages: int | None = None):
         options = RuntimeOptions(
@@ -118,12 +111,6 @@ def engines(request):
     engines = {rows: build(rows) for rows in (0, 8, 2)}
     engines["tight"] = build(4, TIGHT_PAGES)
     return engines
-
-
-@pytest.fixture(autouse=True)
-def reference_kernels():
-    with use_backend("reference"):
-        yield
 
 
 def test_retention_on_and_off_give_identical_greedy_output_over_random_sequences(engines):

@@ -15,19 +15,16 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-from ignition.components.capacity import plan_catalog
 from ignition.kernels import use_backend
 from ignition.model import proposals
-from ignition.model.config import Qwen38Config
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams as DeviceSampling
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.model.step import run_step
-from ignition.model.weights import random_model
-from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.faults import FaultPlan, install
 from ignition.runtime.requests import GenerationRequest, SamplingParams
+from tests.runtime.tiny import tiny_catalog
 
 EOS = 2
 PROMPTS = {"short": [5, 9, 11, 17, 9], "repeat": [7, 7, 7, 8, 9] * 8}
@@ -40,20 +37,11 @@ class CharDecoder:
 
 
 @pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(0)
-    return random_model(Qwen38Config.tiny(), seed=3)
-
-
-@pytest.fixture(scope="module")
 def catalog():
-    return plan_catalog(get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=64))
+    return tiny_catalog(max_prefill_chunk=64)
 
 
-@pytest.fixture(autouse=True)
-def reference_kernels():
-    with use_backend("reference"):
-        yield
+pytestmark = pytest.mark.usefixtures("reference_kernels")
 
 
 def generate(model, catalog, speculation: str, eos=(EOS,), prompts=PROMPTS, **sampling):
@@ -210,7 +198,8 @@ def test_a_restarted_request_counts_its_replayed_output_as_output(
 ):
     """A frame shared with a failing request restarts the innocent one from prompt + output
     so far; its penalties must see that output as output, so its tokens do not change."""
-    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    # speculation off: one token per frame, so the doomed prompt shares a frame with a decode
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation="off")
     engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
     install(engine, FaultPlan({"wait": 501}))
     chunks = []
@@ -238,7 +227,9 @@ def test_a_restarted_request_sends_its_prompt_logprobs_once_and_unchanged(model,
     the client still gets the prompt logprobs once, on the first chunk, as without it."""
     params = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True, prompt_logprobs=2)
     prompt = tuple(PROMPTS["repeat"])
-    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512)
+    # speculation off: one token per frame, so the doomed prompt shares a frame with a decode
+    # (its init, a frame of its own, comes first)
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation="off")
     calm = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
     expected: list = []
     calm.submit(GenerationRequest("a", prompt, params), expected.append)

@@ -90,3 +90,30 @@ def test_the_multiturn_simulation_runs_without_torch():
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_restored_turn_consumes_its_remainder_in_one_prompt_launch(monkeypatch):
+    """Table C of issue 10: a remainder of a message plus two tokens must not be cut at a
+    prepared capacity, stranding a 2-token tail behind the decoders (helios/tails.py)."""
+    from ignition.helios import LaneRole
+    from ignition.simulate import multiturn
+
+    chunks: dict[str, list[int]] = {}
+    launch = multiturn.SimulatedWorker.launch
+
+    def recording(self, plan, fence, live):
+        for lane in plan.lanes:
+            if lane.role is LaneRole.PROMPT:
+                name = live[lane.handle].request.request_id
+                chunks.setdefault(name, []).append(lane.num_prompt_tokens)
+        return launch(self, plan, fence, live)
+
+    monkeypatch.setattr(multiturn.SimulatedWorker, "launch", recording)
+    spec = MultiTurnSpec(
+        conversations=3, turns=2, first_prompt=300, turn_prompt=128, output_tokens=16, think_ms=50
+    )
+    catalog = helios_catalog("qwen38", 2, 128, speculation="off")
+    on = run_retention(spec, 8, catalog, slots=2, device=H200Roofline())
+    assert on.restores == 3
+    later = {name: sizes for name, sizes in chunks.items() if not name.endswith("t0")}
+    assert later and all(sizes == [130] for sizes in later.values()), later

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.tails import completion_times, stranded_tail_score
 from ignition.helios.terminal import TerminalView
 from ignition.helios.utility import (
     Candidate,
@@ -143,9 +144,14 @@ def candidates_for(
     t_ms = duration_ns / 1e6
     family = _family(d)
 
-    def make(value: float, count: int, key: tuple, build) -> Candidate:
+    def make(value: float, count: int, key: tuple, build, prompt: LanePick | None = None):
         c = Candidate(d, duration_ns, freshness, value, count, (*family, *key), build)
-        return finish(c, decision)
+        finish(c, decision)
+        # issue 10: a chunk stranding a tail (helios/tails.py); completing rows never do
+        if prompt is not None and prompt.expected_output == 0 and not c.is_indeterminate:
+            times = completion_times(tables.prompts.descriptors, costs)
+            c.score = stranded_tail_score(c, prompt, times, decision)
+        return c
 
     def prompt_key(pick: LanePick) -> tuple:
         return ("prompt", pick.view.handle, pick.num_prompt_tokens)
@@ -155,7 +161,8 @@ def candidates_for(
         if not rows:
             return []
         key = tuple(prompt_key(p) for p in rows)
-        return [make(sum(p.value for p in rows), len(rows), key, lambda: (rows, -1))]
+        single = rows[0] if len(rows) == 1 else None
+        return [make(sum(p.value for p in rows), len(rows), key, lambda: (rows, -1), single)]
     if d.kind in QUEUEABLE_KINDS:
         cohort = tables.decoders.cohort(d, mode, t_ms)
         if cohort is None:
@@ -183,7 +190,7 @@ def candidates_for(
             lanes = sorted([prompt[0], *(rows.build() if rows else [])], key=lambda p: p.view.slot)
             return lanes, lanes.index(prompt[0])
 
-        out.append(make(value, count, key, build))
+        out.append(make(value, count, key, build, prompt[0]))
     return out
 
 

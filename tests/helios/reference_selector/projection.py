@@ -141,7 +141,9 @@ def build_population(
             capture_ends=r.spec.capture_ends,
             vision_patches=r.spec.vision_patches if r.needs_vision else 0,  # mirrors issue 13
             chained_patches=(  # mirrors issue 10's chains
-                r.spec.vision_patches if r.needs_restore and not r.is_vision_ready else 0
+                r.spec.vision_patches
+                if (r.needs_restore or r.needs_init) and not r.is_vision_ready
+                else 0
             ),
         )
         if r.awaits_prerequisite:

@@ -1,0 +1,109 @@
+"""The acceptance-probe search's shape bounds over arrays (structure of arrays, numpy).
+
+The probe search bounds every speculative shape before evaluating any: per ceiling,
+the sum of the best lanes' optimistic values. Those per-ceiling values, sorts and
+prefix sums ran as Python loops over every decoder; here every ceiling the shapes use
+is computed in one vectorised pass with the same IEEE operations per lane (one
+multiply, one add) and sums accumulated left to right, as the loops did, so the bounds
+are bit-identical to the Python path, which stays the reference
+(tests/helios/reference_selector/learning.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ignition.components.catalog import Descriptor
+from ignition.helios.utility import Decision, LaneView
+
+
+class ProbeBound:
+    """Cheap upper bounds on any optimistic candidate's score (``learning``'s bound):
+    a decoder's value in a graph of ceiling q is at most its value with q complete
+    optimistic rows, so the B best such values, plus the best conceivable prompt row for
+    a mixed graph, bound the graph's cohort value. A loose bound at each lane's deepest
+    ceiling rules out most shapes; the rest get the bound at their own ceiling."""
+
+    def __init__(
+        self,
+        views: Sequence[LaneView],
+        fixed: Sequence[float],
+        outputs: np.ndarray,
+        prompts: Sequence[LaneView],
+        decision: Decision,
+        max_depth: int,
+        max_batch: int,
+        caps: Sequence[int] = (),
+    ) -> None:
+        """``outputs[i, q]``: view i's optimistic expected output with q rows; ``caps``:
+        the ceilings the shapes will ask about (any other is computed when asked)."""
+        self.decision = decision
+        self.num_views = len(views)
+        keep, limits, prices = [], [], []
+        for i, v in enumerate(views):
+            limit = min(v.remaining_output, v.remaining_context)
+            if limit >= 1:
+                keep.append(i)
+                limits.append(limit)
+                prices.append(v.prices.output_token)
+        self._fixed = np.array([fixed[i] for i in keep], dtype=np.float64)
+        self._prices = np.array(prices, dtype=np.float64)
+        self._limits = np.array(limits, dtype=np.int64)
+        self._outputs = outputs[keep] if keep else np.zeros((0, max_depth + 2))
+        self._rows = np.arange(len(keep))
+        self._tops: dict[int, list[float]] = {}
+        deepest = max_depth + 1
+        self._prepare([deepest, *caps])
+        self.loose = self._tops[deepest][: max_batch + 1]
+        running, self._sigmas = 0.0, [0.0]
+        for s in sorted((v.sigma_ms or 0.0 for v in views), reverse=True):
+            running += s
+            self._sigmas.append(running)
+        self.prompt_price = max((v.prices.prefill_token for v in prompts), default=0.0)
+        self.prompt_output = max((v.prices.output_token for v in prompts), default=0.0)
+
+    def _prepare(self, caps: Sequence[int]) -> None:
+        """Per ceiling, sums[k] = the sum of the k best values fixed + price *
+        outputs[min(cap, limit)], all ceilings in one pass."""
+        wanted = [c for c in dict.fromkeys(caps) if c not in self._tops]
+        if not wanted:
+            return
+        caps_array = np.array(wanted, dtype=np.int64)
+        ceilings = np.minimum(self._limits[None, :], caps_array[:, None])
+        values = self._fixed + self._prices * self._outputs[self._rows[None, :], ceilings]
+        sums = np.zeros((len(wanted), len(self._rows) + 1))
+        np.cumsum(-np.sort(-values, axis=1), axis=1, out=sums[:, 1:])  # left to right
+        for c, row in zip(wanted, sums.tolist(), strict=True):
+            self._tops[c] = row
+
+    def _top(self, cap: int, batch: int) -> float:
+        sums = self._tops.get(cap)
+        if sums is None:
+            self._prepare((cap,))
+            sums = self._tops[cap]
+        return sums[min(batch, len(sums) - 1)]
+
+    def _score(self, batch_capacity: int, mixed_tokens: int | None, t_ms: float, value: float):
+        batch = min(batch_capacity, self.num_views)
+        value += self.decision.age_value(self._sigmas[batch], 0.0, t_ms)
+        if mixed_tokens is not None:
+            value += self.prompt_price * mixed_tokens + self.prompt_output
+        return value / t_ms - self.decision.waiting_cost(t_ms)
+
+    def bound(self, d: Descriptor, t_ms: float, score: float) -> float | None:
+        """The bound on ``d``'s optimistic scores where it exceeds ``score``, else None."""
+        mixed = d.prefill_capacity if d.is_mixed else None
+        batch = min(d.batch_capacity, len(self.loose) - 1)
+        if self._score(d.batch_capacity, mixed, t_ms, self.loose[batch]) <= score:
+            return None
+        found = self._score(
+            d.batch_capacity, mixed, t_ms, self._top(shape_cap(d), d.batch_capacity)
+        )
+        return found if found > score else None
+
+
+def shape_cap(d: Descriptor) -> int:
+    """The row ceiling the bound reads for ``d``: min(D + 1, W)."""
+    return min(d.proposal_depth + 1, d.token_capacity)

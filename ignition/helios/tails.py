@@ -1,0 +1,104 @@
+"""Prompt tails: a chunk that stops short of a remainder one prepared graph could finish.
+
+Prefill capacities compete by the tokens they consume, so a 128-token chunk of a
+130-token remainder can out-rate the 256-token graph that finishes the prompt (the
+256-token graph costs a little more and earns only two more tokens and the first
+output). On a large MoE model every launch touches most experts, so the stranded
+2-token tail then costs nearly a whole launch for almost no value: it waits behind
+the decoders until its fairness price has grown tenfold, and the request's first
+token waits with it. A restored conversation turn (retention) meets this every time:
+its remainder is the new message plus the two tokens the terminal capture did not
+include, and message sizes are often prepared capacities.
+
+The rule here is a bounded lookahead over the prompt's completion, like the pair
+lookahead of prerequisites.py: when nothing (an image span, a capture cut) forces a
+chunk to stop before the prompt end and some prepared prompt graph could consume the
+whole remainder now, a chunk that strands a tail is worth no more than the sequence
+it starts: the chunk (duration T, value V), then the fastest measured prompt graph
+able to consume the tail (F), which earns the tail's tokens and the output token.
+The score is min(plain, (V + V_tail) / (T + F) - waiting over T + F), so it only
+ever lowers a score (every upper bound of the bounded search stays true), and a chunk
+whose tail can be finished cheaply keeps its plain score. Remainders no single graph
+holds, rows of several prompts, and unknown durations are left as they are (unknown
+durations compare optimistically by value). Only the chunk's own duration enters the
+plan; lookahead time never enters execution timing or cost learning.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.cost import CostModel
+from ignition.helios.utility import Candidate, Decision, LanePick, consumable_tokens
+
+
+def _capacity(d: Descriptor) -> int:
+    if d.kind is GraphKind.MIXED:
+        return d.prefill_capacity
+    if d.kind is GraphKind.PREFILL:
+        return d.token_capacity
+    return 0
+
+
+class CompletionTimes:
+    """The fastest measured prompt graph per needed capacity, and the largest prepared
+    prompt capacity (measured or not: what one graph could consume now)."""
+
+    def __init__(self, descriptors: Sequence[Descriptor], costs: CostModel) -> None:
+        measured = []
+        self.largest = 0
+        for d in descriptors:
+            capacity = _capacity(d)
+            if capacity <= 0:
+                continue
+            self.largest = max(self.largest, capacity)
+            estimate = costs.estimate_ns(d)
+            if estimate > 0:
+                measured.append((capacity, estimate / 1e6))
+        measured.sort()
+        # fastest[i]: the least duration among graphs holding at least capacities[i]
+        self.capacities = [c for c, _ in measured]
+        self.fastest = [0.0] * len(measured)
+        best = float("inf")
+        for i in range(len(measured) - 1, -1, -1):
+            best = min(best, measured[i][1])
+            self.fastest[i] = best
+
+    def ms_for(self, tokens: int) -> float | None:
+        """The fastest measured graph consuming ``tokens`` prompt tokens in one row."""
+        i = bisect.bisect_left(self.capacities, tokens)
+        return self.fastest[i] if i < len(self.capacities) else None
+
+
+def completion_times(descriptors: Sequence[Descriptor], costs: CostModel) -> CompletionTimes:
+    """Memoised on the catalog object and the estimates' version."""
+    key = (id(descriptors), costs.estimates_version)
+    cached = costs.derived.get("tail_completion")
+    if cached is not None and cached[0] == key and cached[1][0] is descriptors:
+        return cached[1][1]
+    times = CompletionTimes(descriptors, costs)
+    costs.derived["tail_completion"] = (key, (descriptors, times))
+    return times
+
+
+def stranded_tail_score(
+    candidate: Candidate, pick: LanePick, times: CompletionTimes, decision: Decision
+) -> float:
+    """``candidate``'s score, lowered to the completing sequence's when its one prompt
+    row ``pick`` strands a tail that a prepared graph could have consumed now."""
+    if candidate.is_indeterminate or pick.expected_output > 0:
+        return candidate.score
+    view = pick.view
+    remaining = view.remaining_prompt
+    if remaining > times.largest or consumable_tokens(view, remaining) < remaining:
+        return candidate.score  # no graph holds it all, or a span or cut stops it anyway
+    tail = remaining - pick.num_prompt_tokens
+    f_ms = times.ms_for(tail)
+    if tail <= 0 or f_ms is None:
+        return candidate.score
+    total_ms = candidate.duration_ms + f_ms
+    tail_value = view.prices.prefill_token * tail + view.prices.output_token
+    sequence = (candidate.total_value + tail_value) / total_ms - decision.waiting_cost(total_ms)
+    return min(candidate.score, sequence)

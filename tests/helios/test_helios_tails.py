@@ -1,0 +1,60 @@
+"""Stranded prompt tails (issue 10, table C: retention must not lose).
+
+On a MoE roofline a launch costs nearly the same whatever its prompt size, so a chunk
+two tokens short of the prompt end out-rates the graph that finishes it and leaves a
+2-token tail worth a whole launch. helios/tails.py scores such a chunk by the sequence
+it starts; these tests check that sentence and its limits.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helios_helpers import MS, decode, prefill, request, scheduler
+
+from ignition.components.catalog import GraphKind
+from ignition.helios import PolicyConfig
+from ignition.helios.tails import CompletionTimes
+
+# A launch floor dominated by expert weights (simulate/devices.py H200Roofline, rounded).
+MOE_MS = {prefill(64): 39.0, prefill(128): 50.0, prefill(256): 53.6, decode(1): 3.4}
+# With beta = 1 an output token is worth one prompt token: the output the finishing
+# graph adds cannot pay for its extra duration, the case where a tail gets stranded.
+FLAT_OUTPUT = PolicyConfig(output_token_value=1.0)
+
+
+def _first_prompt_plan(costs: dict, prompt: int):
+    s = scheduler(costs, costs, policy=FLAT_OUTPUT)
+    s.admit(request(prompt=prompt, output=8))
+    plan = s.plan()
+    assert plan is not None and plan.kind is GraphKind.PREFILL
+    return plan
+
+
+def test_a_chunk_stranding_a_tail_one_graph_could_finish_is_worth_no_more_than_its_sequence():
+    plan = _first_prompt_plan(MOE_MS, 130)
+    assert plan.descriptor == prefill(256)
+    assert plan.lanes[0].num_prompt_tokens == 130 and plan.lanes[0].max_advance_tokens == 1
+
+
+def test_a_chunk_still_wins_when_its_sequence_out_rates_the_graph_covering_the_prompt():
+    # a chunk then its tail (39 + 50 ms either way round) beats one 110-ms graph
+    costly_cover = {**MOE_MS, prefill(256): 110.0}
+    plan = _first_prompt_plan(costly_cover, 130)
+    assert plan.descriptor != prefill(256)
+    assert plan.lanes[0].num_prompt_tokens < 130 and plan.lanes[0].max_advance_tokens == 0
+
+
+def test_a_prompt_no_graph_holds_whole_is_chunked_by_plain_rate():
+    plan = _first_prompt_plan(MOE_MS, 300)
+    assert plan.descriptor == prefill(256)
+    assert plan.lanes[0].num_prompt_tokens == 256
+
+
+def test_the_tail_is_priced_with_the_fastest_measured_graph_holding_it():
+    s = scheduler(MOE_MS, MOE_MS)
+    times = CompletionTimes(s.descriptors, s.costs)
+    assert times.largest == 256
+    assert times.ms_for(2) == pytest.approx(39.0)
+    assert times.ms_for(65) == pytest.approx(50.0)
+    assert times.ms_for(257) is None
+    assert s.costs.estimate_ns(prefill(64)) == 39 * MS
