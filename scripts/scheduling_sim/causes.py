@@ -177,10 +177,10 @@ split; which frames filled every TBT gap above 60 ms). Single what-if runs:
   meets the pair up to 0.220 (p99 TTFT 1.97 s, p99 TBT 17.5 ms at 0.219) against
   `vllm-k1`'s 0.261 (0.84x), and `helios+r8+w2` up to 0.239 (0.92x); the full-resolution
   search below gives Helios the same 0.220 (every number of this bullet is from the code
-  before issue 12b merged main; after that merge, with main's Helios changes of the same
-  pass, the same search gives Helios 0.215, 0.82x, one grid step lower). So this gap is
-  the four-slot throughput gap of the bullet above at a tighter guard, in the same steps,
-  p99 TTFT at 0.25 (one run each, `frame_mix --slots 4 --load 0.25 --policies P`):
+  before this pass merged main; after that merge (15b68ae), with main's Helios changes of
+  the same pass, the same search gives Helios 0.215, 0.82x, one grid step lower). So this
+  gap is the four-slot throughput gap of the bullet above at a tighter guard, in the same
+  steps, p99 TTFT at 0.25 (one run each, `frame_mix --slots 4 --load 0.25 --policies P`):
   `helios` 2.36 s; R = 8 (`helios+r8`, a build choice within the recipe's maxima; R = 6
   prepares no B = 4, W = 2 graph, so with three or four decoders Helios runs width one
   (16.2% of device time, 3.1 decoders a frame) or the ragged B = 4 program of six rows
