@@ -62,6 +62,7 @@ FIXED_WIDTHS = ("vllm", "vllm-k1", "vllm-k2", "vllm-k3", "vllm-k5")
 STUDY_SLO = SLO(None, 10_000.0)  # the issue's table: TBT not binding, p99 TTFT under 10 s
 TARGET_SLOS = (SLO(60.0, 2_000.0), SLO(100.0, 5_000.0), SLO(200.0, 10_000.0))
 HALF_LOAD = 0.5
+SEARCH_LO = 0.25  # the grid's first load; --lo lowers it where a policy fails even there
 ENVELOPE = {4: 6, 32: 128}  # the recipe's default R at 4 slots; the issue's 128 at 32
 
 
@@ -87,6 +88,7 @@ class Job:
     policy: str
     rows: tuple[int, int]
     resolution: Resolution = FULL
+    lo: float = SEARCH_LO  # the search's lowest load: a capacity of 0.0 means "below lo"
 
 
 @dataclass
@@ -110,7 +112,7 @@ def run_job(job: Job) -> JobResult:
         slos,
         workload,
         setup,
-        lo=0.25,
+        lo=job.lo,
         hi=4.0,
         factor=res.factor,
         bisections=res.bisections,
@@ -119,14 +121,33 @@ def run_job(job: Job) -> JobResult:
     return JobResult(job, capacities, runs[job.policy], half, time.time() - start)
 
 
-def _ratio(helios: float, other: float) -> str:
-    return "-" if other <= 0 else f"{helios / other:.2f}x"
+def _shown(rate: float, lo: float = SEARCH_LO) -> str:
+    """A capacity for the page: 0.0 means the policy failed the SLO at the search's lowest
+    load, so it reads "< lo" (a bound the search measured), not "no load at all"."""
+    return f"{rate:.3f}" if rate > 0 else f"< {lo:g}"
+
+
+def _lo(results: list[JobResult], slots: int, policy: str) -> float:
+    return next(
+        (r.job.lo for r in results if r.job.slots == slots and r.job.policy == policy), SEARCH_LO
+    )
+
+
+def _ratio(helios: float, other: float, helios_lo: float = SEARCH_LO) -> str:
+    """Helios's capacity over another's; a Helios that failed at the search's lowest load
+    reads as the bound that measured ("< lo / other"), not as 0.00x."""
+    if other <= 0:
+        return "-"
+    if helios <= 0:
+        return f"< {helios_lo / other:.2f}x"
+    return f"{helios / other:.2f}x"
 
 
 def capacity_section(results: list[JobResult], slots: int) -> list[str]:
     mine = [r for r in results if r.job.slots == slots]
     by = {(r.job.policy, c.slo): c.rate for r in mine for c in r.capacities}
     helios = {slo: by.get((HELIOS, slo), 0.0) for slo in (STUDY_SLO, *TARGET_SLOS)}
+    helios_lo = _lo(mine, slots, HELIOS)
     lines = [
         f"### {slots} slots, R = {ENVELOPE.get(slots, 128)}",
         "",
@@ -138,8 +159,8 @@ def capacity_section(results: list[JobResult], slots: int) -> list[str]:
     for r in mine:
         rate = by[(r.job.policy, STUDY_SLO)]
         lines.append(
-            f"| {describe(r.job.policy)} (`{r.job.policy}`) | {rate:.3f} | "
-            f"{_ratio(helios[STUDY_SLO], rate)} |"
+            f"| {describe(r.job.policy)} (`{r.job.policy}`) | {_shown(rate, r.job.lo)} | "
+            f"{_ratio(helios[STUDY_SLO], rate, helios_lo)} |"
         )
     lines += [
         "",
@@ -152,7 +173,7 @@ def capacity_section(results: list[JobResult], slots: int) -> list[str]:
         cells = []
         for slo in TARGET_SLOS:
             rate = by[(r.job.policy, slo)]
-            cells += [f"{rate:.3f}", _ratio(helios[slo], rate)]
+            cells += [_shown(rate, r.job.lo), _ratio(helios[slo], rate, helios_lo)]
         lines.append(f"| `{r.job.policy}` | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -182,8 +203,9 @@ def capacity_section(results: list[JobResult], slots: int) -> list[str]:
         best = max(baselines, key=lambda r: by[(r.job.policy, slo)])
         rate = by[(best.job.policy, slo)]
         lines.append(
-            f"| {slo.label} | {helios[slo]:.3f} | `{best.job.policy}` | {rate:.3f} | "
-            f"{_ratio(helios[slo], rate)} |"
+            f"| {slo.label} | {_shown(helios[slo], _lo(mine, slots, HELIOS))} | "
+            f"`{best.job.policy}` | {_shown(rate, best.job.lo)} | "
+            f"{_ratio(helios[slo], rate, helios_lo)} |"
         )
     lines += widths_section(mine)
     lines += ["", f"![latency vs load, {slots} slots](capacity/latency_vs_load_{slots}.png)", ""]
@@ -281,6 +303,7 @@ def save_results(results: list[JobResult], path: Path) -> None:
             "policy": r.job.policy,
             "rows": list(r.job.rows),
             "seconds": r.seconds,
+            "lo": r.job.lo,
             "capacities": [
                 {"tbt_p99_ms": c.slo.tbt_p99_ms, "ttft_p99_ms": c.slo.ttft_p99_ms, "rate": c.rate}
                 for c in r.capacities
@@ -297,7 +320,7 @@ def save_results(results: list[JobResult], path: Path) -> None:
 def load_results(path: Path) -> list[JobResult]:
     out = []
     for item in json.loads(path.read_text()):
-        job = Job(item["slots"], item["policy"], tuple(item["rows"]))
+        job = Job(item["slots"], item["policy"], tuple(item["rows"]), lo=item.get("lo", SEARCH_LO))
         capacities = [
             Capacity(job.policy, SLO(c["tbt_p99_ms"], c["ttft_p99_ms"]), c["rate"], None)
             for c in item["capacities"]
@@ -346,7 +369,10 @@ def findings(results: list[JobResult], slots: list[int]) -> list[str]:
             half = _half(results, n, v)
             if half is None:
                 continue
-            caps = " | ".join(f"{_cap(results, n, v, s):.3f}" for s in (STUDY_SLO, *TARGET_SLOS))
+            caps = " | ".join(
+                _shown(_cap(results, n, v, s), _lo(results, n, v))
+                for s in (STUDY_SLO, *TARGET_SLOS)
+            )
             lines.append(f"| {n} | `{v}` | {caps} | {half.ttft_ms.p50 / 1e3:.3f} s |")
     return lines
 
@@ -384,6 +410,9 @@ def whatif_section(results: list[JobResult], whatifs: list[JobResult]) -> list[s
     if not whatifs:
         return []
     slos = (STUDY_SLO, *TARGET_SLOS)
+    lows = ", ".join(
+        f"{n} slots from {lo:g}" for n, lo in sorted({(w.job.slots, w.job.lo) for w in whatifs})
+    )
     lines = [
         "## What-ifs",
         "",
@@ -392,7 +421,8 @@ def whatif_section(results: list[JobResult], whatifs: list[JobResult]) -> list[s
         " `--all` searches them (`WHATIF_POLICIES`) into docs/capacity/whatifs.json; one by"
         " one: `python -m scripts.scheduling_sim.capacity_study --quick --slots S"
         " --policies VARIANTS --results FILE`, then merge FILE into whatifs.json and"
-        " `--page`:",
+        " `--page`. A search starts at the load its file names (`--lo`; 0.25 unless said):"
+        f" here {lows}; a capacity below it reads `< lo`:",
         "",
         "| slots | variant | " + " | ".join(s.label for s in slos) + " |",
         "|---|---|" + "---|" * len(slos),
@@ -404,7 +434,7 @@ def whatif_section(results: list[JobResult], whatifs: list[JobResult]) -> list[s
         for slo in slos:
             mine = next((c.rate for c in w.capacities if c.slo == slo), 0.0)
             best = max((_cap(results, n, r.job.policy, slo) for r in base), default=0.0)
-            cells.append(f"{mine:.3f} ({_ratio(mine, best)})")
+            cells.append(f"{_shown(mine, w.job.lo)} ({_ratio(mine, best, w.job.lo)})")
         lines.append(f"| {n} | `{w.job.policy}` | " + " | ".join(cells) + " |")
     lines += ["", *(f"- `{w.job.policy}`: {describe(w.job.policy)}" for w in whatifs)]
     return lines
@@ -449,16 +479,18 @@ def targets(results: list[JobResult], slots: list[int]) -> list[str]:
                 continue
             best = max(base, key=lambda r: _cap(results, n, r.job.policy, slo))
             rate, mine = _cap(results, n, best.job.policy, slo), _cap(results, n, HELIOS, slo)
+            shown = _shown(mine, _lo(results, n, HELIOS))
             if rate <= 0:
                 lines.append(
-                    f"| {n} | {slo.label} | {mine:.3f} | every baseline below the "
-                    "search floor 0.25 | - | - |"
+                    f"| {n} | {slo.label} | {shown} | every baseline below the "
+                    f"search floor {best.job.lo:g} | - | - |"
                 )
                 continue
             ratio = mine / rate
             lines.append(
-                f"| {n} | {slo.label} | {mine:.3f} | `{best.job.policy}` {rate:.3f} | "
-                f"{ratio:.2f}x | {'met' if ratio >= 1.1 else 'not met'} |"
+                f"| {n} | {slo.label} | {shown} | `{best.job.policy}` {rate:.3f} | "
+                f"{_ratio(mine, rate, _lo(results, n, HELIOS))} | "
+                f"{'met' if ratio >= 1.1 else 'not met'} |"
             )
     for n in slots:
         h, v = _half(results, n, HELIOS), _half(results, n, "vllm")
@@ -556,8 +588,11 @@ WHATIF_POLICIES = (
             "helios+late-queue",
         ),
     ),
-    (4, ("helios+r8", "helios+r8+w2")),
+    (4, ("helios", "helios+r8", "helios+r8+w2")),
 )
+# the what-ifs' search floor per slot count: at 4 slots every Helios variant misses the
+# TTFT 2 s guard already at SEARCH_LO, so their searches start lower
+WHATIF_LO = {4: 0.125}
 
 
 def side_files(results: Path) -> dict[str, Path]:
@@ -580,6 +615,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plots", default="docs/capacity")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--results", default=None)
+    parser.add_argument(
+        "--lo",
+        type=float,
+        default=SEARCH_LO,
+        help="The capacity search's lowest load (default %(default)s); a policy failing "
+        "there gets capacity 0.000, so lower it to find where it does pass.",
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -668,7 +710,9 @@ def main(argv: list[str] | None = None) -> int:
             widths=load_widths(Path(args.width_results)) if args.width_results else None,
         )
     started = time.time()
-    jobs = [Job(s, p, (a, b), resolution) for s in slots for p in policies]
+    if not args.lo > 0:
+        parser.error(f"--lo {args.lo}: needs a positive load")
+    jobs = [Job(s, p, (a, b), resolution, args.lo) for s in slots for p in policies]
     # at the stock R = 6 the only wider mixed width is B = 2, W = 3: nothing to what-if
     jobs = [j for j in jobs if not (j.slots < 8 and "wide-mixed" in j.policy)]
     results = simulate(jobs, args.jobs)
@@ -677,7 +721,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.all:
         side = side_files(Path(args.results))
         whatifs = simulate(
-            [Job(n, p, (a, b), QUICK) for n, names in WHATIF_POLICIES for p in names if n in slots],
+            [
+                Job(n, p, (a, b), QUICK, WHATIF_LO.get(n, SEARCH_LO))
+                for n, names in WHATIF_POLICIES
+                for p in names
+                if n in slots
+            ],
             args.jobs,
         )
         save_results(whatifs, side["whatifs"])
