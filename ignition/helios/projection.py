@@ -134,24 +134,6 @@ class ProjectionCache:
             self.context = context
 
 
-def _request_key(r: RequestState) -> tuple:
-    rates = r.rates
-    return (
-        r.epoch,
-        rates.token_rate,
-        rates.delivery_rate,
-        r.last_output_ns,
-        r.prompt_position,
-        r.num_output,
-        r.last_served_seq,
-        r.spec,
-        r.is_restored,
-        r.is_vision_ready,
-        r.is_initialized,
-        len(r.captured),
-    )
-
-
 def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, policy) -> _Row:
     """The request's rates and limits as if every queued frame completed as expected:
     ``service.projected_prices`` of its (decay, duration, tokens, deliveries) steps, the
@@ -276,7 +258,7 @@ def build_population(
         if stop and stop in r.captured:
             continue  # waits for its next window's generation (helios/vision_windows.py)
         rates = r.rates
-        key = (  # _request_key, inlined
+        key = (  # every input of the row: it is rebuilt only when one changes
             r.epoch,
             rates.token_rate,
             rates.delivery_rate,
