@@ -29,17 +29,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.catalog import Descriptor
 from ignition.helios.cost import CostModel
+from ignition.helios.tables import prompt_capacity
 from ignition.helios.utility import Candidate, Decision, LanePick, consumable_tokens
-
-
-def _capacity(d: Descriptor) -> int:
-    if d.kind is GraphKind.MIXED:
-        return d.prefill_capacity
-    if d.kind is GraphKind.PREFILL:
-        return d.token_capacity
-    return 0
 
 
 class CompletionTimes:
@@ -50,7 +43,7 @@ class CompletionTimes:
         measured = []
         self.largest = 0
         for d in descriptors:
-            capacity = _capacity(d)
+            capacity = prompt_capacity(d)
             if capacity <= 0:
                 continue
             self.largest = max(self.largest, capacity)
