@@ -140,3 +140,128 @@ class LaneArrays:
             self.positive_sums((cap,))
             sums = self._sums[cap]
         return sums[min(max_lanes, len(sums) - 1)]
+
+
+SMALL_TABLE = 16
+"""Below this many views a decision's lanes stay Python lists (``LaneLists``): with a
+handful of decoders numpy's per-call overhead costs more than the loops it replaces
+(1 request: +15 us per plan() measured in session 3, ``python benchmarks/helios_plan.py``)."""
+
+
+def lane_arrays(
+    views: Sequence[LaneView], fixed: Sequence[float], outputs: Sequence[Sequence[float]]
+) -> LaneArrays | LaneLists:
+    """``LaneArrays`` for many views, ``LaneLists`` for a few; both give the same floats."""
+    if len(views) < SMALL_TABLE:
+        return LaneLists(views, fixed, outputs)
+    return LaneArrays(views, fixed, outputs)
+
+
+class LaneLists:
+    """``LaneArrays``' interface in plain Python, for small tables. Each value is the same
+    IEEE expression (one multiply, then one add), orders use the same keys, and the
+    positive prefix sums add best first from 0.0 as ``np.cumsum`` does, so the two are
+    interchangeable float for float (``tests/helios/test_helios_lane_core.py`` runs both)."""
+
+    def __init__(
+        self,
+        views: Sequence[LaneView],
+        fixed: Sequence[float],
+        outputs: Sequence[Sequence[float]],
+    ) -> None:
+        index, limits, prices, seqs, slots, sigmas = [], [], [], [], [], []
+        for i, v in enumerate(views):
+            remaining = v.remaining_output
+            if remaining < 1:
+                continue  # cannot decode: in no order
+            index.append(i)
+            limits.append(max(1, min(remaining, v.remaining_context)))
+            prices.append(float(v.prices.output_token))
+            seqs.append(v.last_served_seq)
+            slots.append(v.handle.slot)
+            sigmas.append(v.sigma_ms)
+        self.size = len(index)
+        self._index = index
+        self._limits = limits
+        self._fixed = [float(fixed[i]) for i in index]
+        self._prices = prices
+        self._outputs = [[float(x) for x in outputs[i]] for i in index]
+        self._seqs = seqs
+        self._slots = slots
+        self._sigmas = sigmas
+        self._sums: dict[int, list[float]] = {}
+        self._values: dict[int, tuple[list[int], list[float]]] = {}
+        self._ranked: dict[int, list[int]] = {}
+
+    def with_outputs(self, outputs: np.ndarray) -> LaneLists:
+        """As ``LaneArrays.with_outputs`` (``outputs[i, q]`` for view index i)."""
+        twin = LaneLists.__new__(LaneLists)
+        twin.__dict__.update(self.__dict__)
+        twin._outputs = [outputs[i].tolist() for i in self._index]
+        twin._sums, twin._values, twin._ranked = {}, {}, {}
+        return twin
+
+    def values(self, cap: int) -> tuple[list[int], list[float]]:
+        found = self._values.get(cap)
+        if found is None:
+            top = max(1, cap)
+            ceilings = [min(limit, top) for limit in self._limits]
+            values = [
+                f + p * out[c]
+                for f, p, out, c in zip(
+                    self._fixed, self._prices, self._outputs, ceilings, strict=True
+                )
+            ]
+            found = self._values[cap] = (ceilings, values)
+        return found
+
+    def order(self, cap: int) -> list[tuple[int, int, float]]:
+        return self.head(cap, self.size)
+
+    def head(self, cap: int, length: int) -> list[tuple[int, int, float]]:
+        if not self.size or length <= 0:
+            return []
+        ceilings, values = self.values(cap)
+        ranked = self._ranked.get(cap)
+        if ranked is None:
+            seqs, slots = self._seqs, self._slots
+            ranked = self._ranked[cap] = sorted(
+                range(self.size), key=lambda j: (-values[j], seqs[j], slots[j])
+            )
+        return [(self._index[j], ceilings[j], values[j]) for j in ranked[:length]]
+
+    def best_per_row(
+        self, cap: int, length: int, age_price: float, duration_ms: float
+    ) -> list[int]:
+        if not self.size or length <= 0:
+            return []
+        ceilings, values = self.values(cap)
+        keys = []
+        for j in range(self.size):
+            sigma = self._sigmas[j]
+            age = 0.0
+            if age_price != 0 and sigma is not None:
+                age = age_price * sigma * (0.0 + duration_ms)
+            keys.append(-(values[j] + age) / ceilings[j])
+        seqs, slots = self._seqs, self._slots
+        ranked = sorted(range(self.size), key=lambda j: (keys[j], seqs[j], slots[j]))
+        return [self._index[j] for j in ranked[:length]]
+
+    def positive_sums(self, caps: Sequence[int]) -> None:
+        for c in caps:
+            if c in self._sums:
+                continue
+            _, values = self.values(max(1, c))
+            row = [0.0]
+            total = 0.0
+            for value in sorted(values, reverse=True):
+                total += value if value > 0 else 0.0
+                row.append(total)
+            self._sums[c] = row
+
+    def positive_sum(self, cap: int, max_lanes: int) -> float:
+        sums = self._sums.get(cap)
+        if sums is None:
+            self.positive_sums((cap,))
+            sums = self._sums[cap]
+        return sums[min(max_lanes, len(sums) - 1)]

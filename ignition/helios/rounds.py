@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.lane_core import LaneArrays
+from ignition.helios.lane_core import LaneArrays, LaneLists, lane_arrays
 from ignition.helios.speculation import PopulationPrior, PrefixHistory, expected_output
 from ignition.helios.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
 
@@ -278,7 +278,7 @@ class LaneTable:
         max_depth: int,
         survivals: Sequence[tuple[float, ...]] | None = None,
         outputs: Sequence[Sequence[float]] | None = None,
-        arrays: LaneArrays | None = None,
+        arrays: LaneArrays | LaneLists | None = None,
         fixed: Sequence[float] | None = None,
     ) -> None:
         """``survivals`` replaces the views' own (acceptance learning scores probes with
@@ -326,10 +326,11 @@ class LaneTable:
         return found
 
     @property
-    def arrays(self) -> LaneArrays:
-        """The views' values at every ceiling as arrays (lane_core.py), built once."""
+    def arrays(self) -> LaneArrays | LaneLists:
+        """The views' values at every ceiling as arrays (lane_core.py; lists for a small
+        table), built once."""
         if self._arrays is None:
-            self._arrays = LaneArrays(self.views, self.fixed, self._outputs)
+            self._arrays = lane_arrays(self.views, self.fixed, self._outputs)
         return self._arrays
 
     def cohort(

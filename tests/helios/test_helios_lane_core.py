@@ -1,20 +1,31 @@
 """Issue 14: lane_core.py's arrays give LaneTable the same orders and bound sums as the
 Python loops they replace (the frozen reference in ``reference_selector.rounds``),
-float for float, on random views with tied values, exhausted outputs and contexts."""
+float for float, on random views with tied values, exhausted outputs and contexts.
+Every test runs twice: with numpy arrays for every table, and with the plain lists
+small tables use (``LaneLists``)."""
 
 from __future__ import annotations
 
 import random
 
 import numpy as np
+import pytest
 from reference_selector.rounds import LaneTable as ReferenceLaneTable
 
+from ignition.helios import lane_core
 from ignition.helios.rounds import LaneTable
 from ignition.helios.service import Prices
 from ignition.helios.types import RequestHandle
 from ignition.helios.utility import Decision, LaneView
 
 MAX_DEPTH = 4
+
+
+@pytest.fixture(autouse=True, params=["arrays", "lists"])
+def table_kind(request, monkeypatch):
+    """Every table as numpy arrays, or every table as LaneLists."""
+    monkeypatch.setattr(lane_core, "SMALL_TABLE", 0 if request.param == "arrays" else 10**9)
+    return request.param
 
 
 def _views(rng: random.Random) -> list[LaneView]:
