@@ -18,7 +18,50 @@ import numpy as np
 from ignition.helios.utility import LaneView
 
 
-class LaneArrays:
+def _decodable_columns(views: Sequence[LaneView]) -> tuple[list, list, list, list, list, list]:
+    """(view index, row limit, output-token price, last served seq, slot, sigma) of every
+    view that can still decode: the columns both table kinds are built from."""
+    index, limits, prices, seqs, slots, sigmas = [], [], [], [], [], []
+    for i, v in enumerate(views):
+        remaining = v.remaining_output
+        if remaining < 1:
+            continue  # cannot decode: in no order
+        index.append(i)
+        limits.append(max(1, min(remaining, v.remaining_context)))
+        prices.append(float(v.prices.output_token))
+        seqs.append(v.last_served_seq)
+        slots.append(v.handle.slot)
+        sigmas.append(v.sigma_ms)
+    return index, limits, prices, seqs, slots, sigmas
+
+
+class _LaneOrders:
+    """What both table kinds derive from their ``head`` and ``positive_sums``."""
+
+    size: int
+    _sums: dict[int, list[float]]
+
+    def head(self, cap: int, length: int) -> list[tuple[int, int, float]]:
+        raise NotImplementedError
+
+    def positive_sums(self, caps: Sequence[int]) -> None:
+        raise NotImplementedError
+
+    def order(self, cap: int) -> list[tuple[int, int, float]]:
+        """``LaneTable.order``: (view index, ceiling, value), best value first, then less
+        recently served, then lower slot (slots are unique, so the order is total)."""
+        return self.head(cap, self.size)
+
+    def positive_sum(self, cap: int, max_lanes: int) -> float:
+        """The positive values among the best ``max_lanes`` at ``cap``, summed."""
+        sums = self._sums.get(cap)
+        if sums is None:
+            self.positive_sums((cap,))
+            sums = self._sums[cap]
+        return sums[min(max_lanes, len(sums) - 1)]
+
+
+class LaneArrays(_LaneOrders):
     """Every decodable view's value at each row ceiling, and the orders and positive
     prefix sums the cohort search and the score bounds read."""
 
@@ -28,17 +71,7 @@ class LaneArrays:
         fixed: Sequence[float],
         outputs: Sequence[Sequence[float]],
     ) -> None:
-        index, limits, prices, seqs, slots, sigmas = [], [], [], [], [], []
-        for i, v in enumerate(views):
-            remaining = v.remaining_output
-            if remaining < 1:
-                continue  # cannot decode: in no order
-            index.append(i)
-            limits.append(max(1, min(remaining, v.remaining_context)))
-            prices.append(v.prices.output_token)
-            seqs.append(v.last_served_seq)
-            slots.append(v.handle.slot)
-            sigmas.append(v.sigma_ms)
+        index, limits, prices, seqs, slots, sigmas = _decodable_columns(views)
         self.size = len(index)
         self._index = np.array(index, dtype=np.int64)
         self._limits = np.array(limits, dtype=np.int64)
@@ -73,11 +106,6 @@ class LaneArrays:
             values = self._fixed + self._prices * self._outputs[self._rows, ceilings]
             found = self._values[cap] = (ceilings, values)
         return found
-
-    def order(self, cap: int) -> list[tuple[int, int, float]]:
-        """``LaneTable.order``: (view index, ceiling, value), best value first, then less
-        recently served, then lower slot (slots are unique, so the order is total)."""
-        return self.head(cap, self.size)
 
     def head(self, cap: int, length: int) -> list[tuple[int, int, float]]:
         """The first ``length`` entries of ``order(cap)``, without converting the rest."""
@@ -133,14 +161,6 @@ class LaneArrays:
         for c, row in zip(wanted, sums.tolist(), strict=True):
             self._sums[c] = row
 
-    def positive_sum(self, cap: int, max_lanes: int) -> float:
-        """The positive values among the best ``max_lanes`` at ``cap``, summed."""
-        sums = self._sums.get(cap)
-        if sums is None:
-            self.positive_sums((cap,))
-            sums = self._sums[cap]
-        return sums[min(max_lanes, len(sums) - 1)]
-
 
 SMALL_TABLE = 16
 """Below this many views a decision's lanes stay Python lists (``LaneLists``): with a
@@ -157,7 +177,7 @@ def lane_arrays(
     return LaneArrays(views, fixed, outputs)
 
 
-class LaneLists:
+class LaneLists(_LaneOrders):
     """``LaneArrays``' interface in plain Python, for small tables. Each value is the same
     IEEE expression (one multiply, then one add), orders use the same keys, and the
     positive prefix sums add best first from 0.0 as ``np.cumsum`` does, so the two are
@@ -169,17 +189,7 @@ class LaneLists:
         fixed: Sequence[float],
         outputs: Sequence[Sequence[float]],
     ) -> None:
-        index, limits, prices, seqs, slots, sigmas = [], [], [], [], [], []
-        for i, v in enumerate(views):
-            remaining = v.remaining_output
-            if remaining < 1:
-                continue  # cannot decode: in no order
-            index.append(i)
-            limits.append(max(1, min(remaining, v.remaining_context)))
-            prices.append(float(v.prices.output_token))
-            seqs.append(v.last_served_seq)
-            slots.append(v.handle.slot)
-            sigmas.append(v.sigma_ms)
+        index, limits, prices, seqs, slots, sigmas = _decodable_columns(views)
         self.size = len(index)
         self._index = index
         self._limits = limits
@@ -214,9 +224,6 @@ class LaneLists:
             ]
             found = self._values[cap] = (ceilings, values)
         return found
-
-    def order(self, cap: int) -> list[tuple[int, int, float]]:
-        return self.head(cap, self.size)
 
     def head(self, cap: int, length: int) -> list[tuple[int, int, float]]:
         if not self.size or length <= 0:
@@ -258,10 +265,3 @@ class LaneLists:
                 total += value if value > 0 else 0.0
                 row.append(total)
             self._sums[c] = row
-
-    def positive_sum(self, cap: int, max_lanes: int) -> float:
-        sums = self._sums.get(cap)
-        if sums is None:
-            self.positive_sums((cap,))
-            sums = self._sums[cap]
-        return sums[min(max_lanes, len(sums) - 1)]
