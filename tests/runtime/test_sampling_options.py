@@ -226,24 +226,36 @@ class FailSharedFrameOnce:
         return getattr(self.inner, name)
 
 
-def test_a_restarted_request_counts_its_replayed_output_as_output(
-    model, catalog, penalized, caplog
-):
-    """A failed shared frame restarts its requests from prompt + output so far; the
-    penalties must see that output as output, so the tokens do not change."""
-    # speculation off: one token per frame, so "a" still decodes when it shares one with "b"
-    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation="off")
-    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+# speculation off: one token per frame, so "a" still decodes when it shares one with "b"
+RESTART_OPTIONS = RuntimeOptions(
+    num_slots=4, page_size=64, max_context_tokens=512, speculation="off"
+)
+
+
+def _restarted(model, catalog, params: SamplingParams):
+    """Request "a" (the repeat prompt) generates with ``params``; after two tokens "b"
+    arrives, and the first frame holding both fails, so both restart. Returns a's chunks
+    and the engine."""
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], RESTART_OPTIONS)
     engine.worker = FailSharedFrameOnce(engine.worker, ("a", "b"))
-    chunks = []
-    params = {"max_tokens": 10, "temperature": 0.0, "ignore_eos": True} | PENALTIES
+    chunks: list = []
     prompt = tuple(PROMPTS["repeat"])
-    engine.submit(GenerationRequest("a", prompt, SamplingParams(**params)), chunks.append)
+    engine.submit(GenerationRequest("a", prompt, params), chunks.append)
     while len(tokens_of(chunks)) < 2:
         engine.step()
     other = GenerationRequest("b", (5, 3, 4), SamplingParams(max_tokens=12, ignore_eos=True))
     engine.submit(other, lambda chunk: None)
     engine.run_until_idle(max_steps=3000)
+    return chunks, engine
+
+
+def test_a_restarted_request_counts_its_replayed_output_as_output(
+    model, catalog, penalized, caplog
+):
+    """A failed shared frame restarts its requests from prompt + output so far; the
+    penalties must see that output as output, so the tokens do not change."""
+    params = {"max_tokens": 10, "temperature": 0.0, "ignore_eos": True} | PENALTIES
+    chunks, engine = _restarted(model, catalog, SamplingParams(**params))
     assert "a: restarting after a failed frame" in caplog.text
     assert tokens_of(chunks) == penalized["repeat"]
     # The restarted request's slot history holds its whole output, replay included.
@@ -260,21 +272,11 @@ def test_a_restarted_request_sends_its_prompt_logprobs_once_and_unchanged(model,
     the client still gets the prompt logprobs once, on the first chunk, as without it."""
     params = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True, prompt_logprobs=2)
     prompt = tuple(PROMPTS["repeat"])
-    # speculation off: one token per frame, so "a" still decodes when it shares one with "b"
-    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation="off")
-    calm = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    calm = assemble_engine(model, catalog, CharDecoder(), [EOS], RESTART_OPTIONS)
     expected: list = []
     calm.submit(GenerationRequest("a", prompt, params), expected.append)
     calm.run_until_idle(max_steps=3000)
-    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
-    engine.worker = FailSharedFrameOnce(engine.worker, ("a", "b"))
-    chunks: list = []
-    engine.submit(GenerationRequest("a", prompt, params), chunks.append)
-    while len(tokens_of(chunks)) < 2:
-        engine.step()
-    other = GenerationRequest("b", (5, 3, 4), SamplingParams(max_tokens=12, ignore_eos=True))
-    engine.submit(other, lambda chunk: None)
-    engine.run_until_idle(max_steps=3000)
+    chunks, _ = _restarted(model, catalog, params)
     assert "a: restarting after a failed frame" in caplog.text
     assert tokens_of(chunks) == tokens_of(expected)
     carried = [c.prompt_logprobs for c in chunks if c.prompt_logprobs is not None]
