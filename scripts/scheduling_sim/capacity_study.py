@@ -692,27 +692,39 @@ def main(argv: list[str] | None = None) -> int:
         results = [r for r in results if r.job.slots in slots and r.job.policy in policies]
         results.sort(key=lambda r: (slots.index(r.job.slots), policies.index(r.job.policy)))
         seconds = sum(r.seconds for r in results)
-        whatifs = [r for f in args.whatif_results.split(",") if f for r in load_results(Path(f))]
-        padding = load_results(Path(args.padding_results)) if args.padding_results else []
-        return render(
-            results,
-            slots,
-            policies,
-            (a, b),
-            Path(args.out),
-            Path(args.plots),
-            seconds,
-            spot=spot,
-            resolution=resolution,
-            plots_wanted=not args.quick,
-            whatifs=whatifs,
-            padding=padding,
-            widths=load_widths(Path(args.width_results)) if args.width_results else None,
-        )
-    started = time.time()
-    if not args.lo > 0:
-        parser.error(f"--lo {args.lo}: needs a positive load")
-    jobs = [Job(s, p, (a, b), resolution, args.lo) for s in slots for p in policies]
+    else:
+        started = time.time()
+        if not args.lo > 0:
+            parser.error(f"--lo {args.lo}: needs a positive load")
+        results = search_all(args, slots, policies, (a, b), resolution)
+        seconds = time.time() - started
+    return render(
+        results,
+        slots,
+        policies,
+        (a, b),
+        Path(args.out),
+        Path(args.plots),
+        seconds,
+        spot=spot,
+        resolution=resolution,
+        plots_wanted=not args.quick,
+        whatifs=[r for f in args.whatif_results.split(",") if f for r in load_results(Path(f))],
+        padding=load_results(Path(args.padding_results)) if args.padding_results else [],
+        widths=load_widths(Path(args.width_results)) if args.width_results else None,
+    )
+
+
+def search_all(
+    args: argparse.Namespace,
+    slots: list[int],
+    policies: list[str],
+    rows: tuple[int, int],
+    resolution: Resolution,
+) -> list[JobResult]:
+    """The main searches, saved to ``--results``; with ``--all`` also the what-if, padding
+    and width files beside it, which ``args`` then names for the page."""
+    jobs = [Job(s, p, rows, resolution, args.lo) for s in slots for p in policies]
     # at the stock R = 6 the only wider mixed width is B = 2, W = 3: nothing to what-if
     jobs = [j for j in jobs if not (j.slots < 8 and "wide-mixed" in j.policy)]
     results = simulate(jobs, args.jobs)
@@ -722,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
         side = side_files(Path(args.results))
         whatifs = simulate(
             [
-                Job(n, p, (a, b), QUICK, WHATIF_LO.get(n, SEARCH_LO))
+                Job(n, p, rows, QUICK, WHATIF_LO.get(n, SEARCH_LO))
                 for n, names in WHATIF_POLICIES
                 for p in names
                 if n in slots
@@ -730,26 +742,12 @@ def main(argv: list[str] | None = None) -> int:
             args.jobs,
         )
         save_results(whatifs, side["whatifs"])
-        padding = simulate([Job(32, p, (a, b), QUICK) for p in PADDING_POLICIES], args.jobs)
+        padding = simulate([Job(32, p, rows, QUICK) for p in PADDING_POLICIES], args.jobs)
         save_results(padding, side["padding"])
         widths_main(["--jobs", str(args.jobs), "--out", str(side["widths"]), "--rows", args.rows])
         args.whatif_results, args.padding_results = str(side["whatifs"]), str(side["padding"])
         args.width_results = str(side["widths"])
-    return render(
-        results,
-        slots,
-        policies,
-        (a, b),
-        Path(args.out),
-        Path(args.plots),
-        time.time() - started,
-        spot=spot,
-        resolution=resolution,
-        plots_wanted=not args.quick,
-        whatifs=[r for f in args.whatif_results.split(",") if f for r in load_results(Path(f))],
-        padding=load_results(Path(args.padding_results)) if args.padding_results else [],
-        widths=load_widths(Path(args.width_results)) if args.width_results else None,
-    )
+    return results
 
 
 def simulate(jobs: list[Job], processes: int) -> list[JobResult]:
