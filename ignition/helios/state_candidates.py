@@ -21,7 +21,10 @@ snapshot's completion, which saves the waiting it would otherwise incur over the
 following graph.
 
 Following-graph lane values use the ordinary lane arithmetic at the lookahead's end
-(ages reset at the following graph's completion). Decoders are valued as width-one
+(ages reset at the following graph's completion). When the following graph's one prompt
+row stops short of a remainder one prepared graph could consume whole (tails.py), the
+pair is worth no more than the sequence that also finishes the tail: min(pair, sequence
+over T + F + tail), so the bound only lowers scores. Decoders are valued as width-one
 rows, exact for ordinary decode and mixed width-one graphs and a lower bound for
 speculative ones.
 """
@@ -30,12 +33,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.policy import Population, prompt_capacity
 from ignition.helios.prerequisites import (
+    PairChoice,
     PairShape,
     PinnedRow,
     TerminalContribution,
@@ -43,6 +48,7 @@ from ignition.helios.prerequisites import (
     chain_score,
     continuation_contribution,
 )
+from ignition.helios.tails import CompletionTimes, sequence_rate, stranded_tail
 from ignition.helios.terminal import (
     TerminalPrices,
     TerminalView,
@@ -142,6 +148,15 @@ class StateTables:
         scale = math.exp(decision.log_scale)
         self.prices = TerminalPrices(policy.terminal_value * scale, decision.terminal_age_price)
         self.sigma = terminal_sigma_ms(snapshots, costs, len(population.terminal))
+        self._completion: CompletionTimes | None = None
+
+    @property
+    def completion(self) -> CompletionTimes:
+        """The tail rule's completion times over the inference shapes, built on first use
+        (not tails.completion_times: its one memo slot belongs to the selector's list)."""
+        if self._completion is None:
+            self._completion = CompletionTimes(self.inference, self.costs)
+        return self._completion
 
     def terminal_contributions(
         self, rows: Sequence[TerminalView], t_ms: float | None, total_ms: float | None
@@ -156,13 +171,26 @@ class StateTables:
         return out
 
 
+@dataclass(frozen=True)
+class PairCase:
+    """One way the following graph can take its rows: the enabled and already-ready
+    contributions with their views, and the mixed graph's pinned prompt row (its view in
+    ``prompt``), if any."""
+
+    values: list[float]
+    ready: list[float]
+    pin: PinnedRow | None
+    views: list[LaneView]
+    ready_views: list[LaneView]
+    prompt: LaneView | None = None
+
+
 def _pair_inputs(
     tables: StateTables,
     enabled: Sequence[LaneView],
     following: Descriptor,
     total_ms: float,
-) -> list[tuple[list[float], list[float], PinnedRow | None, list[LaneView], list[LaneView]]]:
-    """(enabled values, ready values, pinned, enabled views, ready views) per case."""
+) -> list[PairCase]:
     decision = tables.decision
     ready_prompts = list(tables.population.prompts)
     ready_decoders = [v for v in tables.population.decoders if v.remaining_output >= 1]
@@ -172,23 +200,59 @@ def _pair_inputs(
     if following.kind is GraphKind.PREFILL:
         values = [_prompt_value(v, following)[0] for v in prompt_rows]
         ready = [_prompt_value(v, following)[0] for v in ready_prompts]
-        cases.append((values, ready, None, prompt_rows, ready_prompts))
+        cases.append(PairCase(values, ready, None, prompt_rows, ready_prompts))
     elif following.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE):
         values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
         ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
-        cases.append((values, ready, None, decode_rows, ready_decoders))
+        cases.append(PairCase(values, ready, None, decode_rows, ready_decoders))
     elif following.kind is GraphKind.MIXED:
         dec_values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
         ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
-        cases.append((dec_values, ready, None, decode_rows, ready_decoders))  # prompt absent
-        best_ready = max((_prompt_value(v, following)[0] for v in ready_prompts), default=None)
-        if best_ready is not None:  # prompt already ready
-            pin = PinnedRow(best_ready, enabled=False)
-            cases.append((dec_values, ready, pin, decode_rows, ready_decoders))
+        cases.append(PairCase(dec_values, ready, None, decode_rows, ready_decoders))  # absent
+        ready_values = [_prompt_value(v, following)[0] for v in ready_prompts]
+        if ready_values:  # prompt already ready: the best one
+            best = max(range(len(ready_values)), key=ready_values.__getitem__)
+            pin = PinnedRow(ready_values[best], enabled=False)
+            cases.append(
+                PairCase(dec_values, ready, pin, decode_rows, ready_decoders, ready_prompts[best])
+            )
         for v in prompt_rows:  # prompt enabled by the prerequisite
             pin = PinnedRow(_prompt_value(v, following)[0], enabled=True)
-            cases.append(([], ready, pin, [v], ready_decoders))
+            cases.append(PairCase([], ready, pin, [v], ready_decoders, v))
     return cases
+
+
+def _one_prompt_row(case: PairCase, choice: PairChoice, following: Descriptor) -> LaneView | None:
+    """The following graph's prompt row when it serves exactly one (the tail rule leaves
+    rows of several prompts as they are)."""
+    if case.pin is not None:
+        return case.prompt
+    if following.kind is not GraphKind.PREFILL or len(choice.enabled) + len(choice.ready) != 1:
+        return None
+    return case.views[choice.enabled[0]] if choice.enabled else case.ready_views[choice.ready[0]]
+
+
+def _tail_bounded(
+    choice: PairChoice,
+    shape: PairShape,
+    row: LaneView | None,
+    following: Descriptor,
+    tables: StateTables,
+) -> float:
+    """The pair's score, lowered to the sequence that also finishes the tail its one
+    prompt row strands (tails.py); the productive first-stage prefix is untouched."""
+    if row is None or not shape.is_known:
+        return choice.score  # unknown durations compare optimistically by value
+    tail = stranded_tail(row, _prompt_value(row, following)[1], tables.completion)
+    if tail is None:
+        return choice.score
+    t_ms, f_ms = shape.prerequisite_ms, shape.following_ms
+    assert t_ms is not None and f_ms is not None
+    decision = tables.decision
+    bound = sequence_rate(choice.sequence_value, t_ms + f_ms, tail, decision)
+    if choice.terminal:  # the prefix (terminal rows alone over T) stays as compared
+        bound = max(bound, choice.prefix_value / t_ms - decision.waiting_cost(t_ms))
+    return min(choice.score, bound)
 
 
 def _state_lane(view: LaneView, role: LaneRole) -> LanePick:
@@ -254,11 +318,12 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
         contributions = tables.terminal_contributions(
             terminal, t_ms, None if f_ms is None else total_ms
         )
-        for values, ready, pin, views, _ in _pair_inputs(tables, enabled, following, total_ms):
-            if pin is None and not values:
+        for case in _pair_inputs(tables, enabled, following, total_ms):
+            pin, views = case.pin, case.views
+            if pin is None and not case.values:
                 continue
             choice = best_pair_cohort(
-                shape, values, ready, contributions, decision.waiting_coefficient, pin
+                shape, case.values, case.ready, contributions, decision.waiting_coefficient, pin
             )
             if choice is None:
                 continue
@@ -266,7 +331,9 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
             if pin is not None and pin.enabled:
                 lanes.insert(0, _state_lane(views[0], role))
             retire = [terminal[i] for i in choice.terminal]
-            consider(choice.score, lanes, retire, choice.sequence_value)
+            row = _one_prompt_row(case, choice, following)
+            score = _tail_bounded(choice, shape, row, following, tables)
+            consider(score, lanes, retire, choice.sequence_value)
     if chained:
         chain = _chain_cohort(d, tables, chained, t_ms)
         if chain is not None:
