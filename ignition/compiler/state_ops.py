@@ -19,7 +19,8 @@ zero recurrent state, convolution window and MTP hidden state. It copies no page
 length-zero slot reads none, and prefill writes every page before attention reads
 it), so it needs no snapshot row.
 
-The build prepares and validates snapshot and restore; at serve time Helios schedules
+The build prepares and validates all three (snapshot -> restore round-trips a slot,
+initialization writes what ``ModelState.reset_slot`` writes); at serve time Helios schedules
 all three (initialization and restores as prerequisites, intermediate and terminal
 snapshots) and the worker runs them into the rows the runtime's checkpoint cache
 names.
