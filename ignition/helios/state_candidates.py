@@ -293,13 +293,19 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
         enabled = [v for v in enabled if not v.chained_patches]
     terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
     role = ROLES[d.kind]
-    best: tuple[float, int, list[LanePick], list[TerminalView], float] | None = None
+    # (known, score, count, lanes, retire, value); a cohort whose lookahead has an unknown
+    # duration scores its value and ranks first, as an unknown-duration candidate does
+    best: tuple[bool, float, int, list[LanePick], list[TerminalView], float] | None = None
 
-    def consider(score, lanes, retire, value) -> None:
+    def consider(score, lanes, retire, value, known: bool) -> None:
         nonlocal best
         count = len(lanes) + len(retire)
-        if best is None or score > best[0] or (score == best[0] and count > best[1]):
-            best = (score, count, lanes, retire, value)
+        if (
+            best is None
+            or (not known and best[0])
+            or (known == best[0] and (score > best[1] or (score == best[1] and count > best[2])))
+        ):
+            best = (known, score, count, lanes, retire, value)
 
     if terminal:  # terminal retirement alone (a pair needs a newly ready row)
         contributions = tables.terminal_contributions(terminal, t_ms, t_ms)
@@ -310,7 +316,7 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
             d, costs.estimate_ns(d), freshness, value, len(chosen), (), lambda: ([], -1)
         )
         finish(probe, decision)
-        consider(probe.score, [], [terminal[i] for i in chosen], value)
+        consider(probe.score, [], [terminal[i] for i in chosen], value, t_ms is not None)
     for following in tables.inference if enabled else ():
         f_ms = _ms(costs, following)
         total_ms = (t_ms or 0.0) + (f_ms or 0.0)
@@ -333,41 +339,48 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
             retire = [terminal[i] for i in choice.terminal]
             row = _one_prompt_row(case, choice, following)
             score = _tail_bounded(choice, shape, row, following, tables)
-            consider(score, lanes, retire, choice.sequence_value)
+            consider(score, lanes, retire, choice.sequence_value, shape.is_known)
     if chained:
         chain = _chain_cohort(d, tables, chained, t_ms)
         if chain is not None:
-            consider(chain[0], [_state_lane(v, role) for v in chain[1]], [], chain[2])
+            score, rows, value, known = chain
+            consider(score, [_state_lane(v, role) for v in rows], [], value, known)
     if best is None:
         return None
-    score, count, lanes, retire, value = best
+    known, score, count, lanes, retire, value = best
     key = (d.kind, tuple(p.view.handle for p in lanes), tuple(r.handle for r in retire))
 
     def build() -> tuple[list[LanePick], int]:
         return [*lanes, *(_terminal_pick(r) for r in retire)], -1
 
+    if not known:
+        # Unknown durations compare optimistically by useful value: a prerequisite whose
+        # lookahead has one (its own or the following graph's) ranks with the other
+        # unknown-duration candidates, by value, not among measured rates (where a value
+        # would outrank every rate while every discovery outranked it, so a fresh
+        # request's init waited behind the exploration of programs others could fill).
+        freshness = Freshness.UNKNOWN
     candidate = Candidate(d, costs.estimate_ns(d), freshness, value, count, key, build)
-    if freshness is Freshness.UNKNOWN:
-        candidate.score = value  # unknown durations compare optimistically by value
-    else:
-        candidate.score = score
+    candidate.score = value if freshness is Freshness.UNKNOWN else score
     return candidate
 
 
 def _chain_cohort(
     d: Descriptor, tables: StateTables, chained: Sequence[LaneView], t_ms: float | None
-) -> tuple[float, list[LaneView], float] | None:
+) -> tuple[float, list[LaneView], float, bool] | None:
     """The first stage of longer chains (restore, then vision, then inference): each row is
     ranked by its individual continuation index V * T / (T + F), F being the rest of its
     chain (the fastest vision program that holds its window, then the following graph it
-    is worth most in); the cohort is the best ``batch_capacity`` rows, scored over T."""
+    is worth most in); the cohort is the best ``batch_capacity`` rows, scored over T.
+    The last field says whether every duration behind the score is known."""
     costs, decision = tables.costs, tables.decision
     contributions = []
+    unknown = []  # whether a row's contribution rests on an unknown duration
     for v in chained:
         vision = [g for g in tables.vision if v.chained_patches <= g.patch_capacity]
         known = [m for g in vision if (m := _ms(costs, g)) is not None]
         v_ms = min(known) if len(known) == len(vision) and known else None
-        best = 0.0
+        best, best_unknown = 0.0, False
         for following in tables.inference if vision else ():
             f_ms = _ms(costs, following)
             rest = None if v_ms is None or f_ms is None else v_ms + f_ms
@@ -379,15 +392,19 @@ def _chain_cohort(
                 value = _prompt_value(v, following)[0]
             else:
                 continue
-            best = max(best, continuation_contribution(value, t_ms, rest))
+            contribution = continuation_contribution(value, t_ms, rest)
+            if contribution > best:
+                best, best_unknown = contribution, rest is None
         contributions.append(best)
+        unknown.append(best_unknown)
     order = sorted(range(len(chained)), key=lambda i: -contributions[i])[: d.batch_capacity]
     order = [i for i in order if contributions[i] > 0]
     if not order:
         return None
     values = [contributions[i] for i in order]
     score = chain_score(values, t_ms, decision.waiting_coefficient)
-    return score, [chained[i] for i in order], sum(values)
+    known = t_ms is not None and not any(unknown[i] for i in order)
+    return score, [chained[i] for i in order], sum(values), known
 
 
 def _terminal_pick(row: TerminalView) -> LanePick:
