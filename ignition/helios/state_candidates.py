@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
@@ -47,6 +47,7 @@ from ignition.helios.prerequisites import (
     best_pair_cohort,
     chain_score,
     continuation_contribution,
+    sequence_score,
 )
 from ignition.helios.tails import CompletionTimes, sequence_rate, stranded_tail
 from ignition.helios.terminal import (
@@ -183,6 +184,9 @@ class PairCase:
     views: list[LaneView]
     ready_views: list[LaneView]
     prompt: LaneView | None = None
+    # the mixed graph's prompt enabled by the prerequisite: one (value, view) per row that
+    # could be it; the decoder cohort beside it is the same for each (see _enabled_prompts)
+    enabled_prompts: list[tuple[float, LaneView]] | None = None
 
 
 def _pair_inputs(
@@ -202,6 +206,8 @@ def _pair_inputs(
         ready = [_prompt_value(v, following)[0] for v in ready_prompts]
         cases.append(PairCase(values, ready, None, prompt_rows, ready_prompts))
     elif following.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE):
+        if not decode_rows:
+            return []  # the pair needs a newly ready row
         values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
         ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
         cases.append(PairCase(values, ready, None, decode_rows, ready_decoders))
@@ -216,10 +222,40 @@ def _pair_inputs(
             cases.append(
                 PairCase(dec_values, ready, pin, decode_rows, ready_decoders, ready_prompts[best])
             )
-        for v in prompt_rows:  # prompt enabled by the prerequisite
-            pin = PinnedRow(_prompt_value(v, following)[0], enabled=True)
-            cases.append(PairCase([], ready, pin, [v], ready_decoders, v))
+        if prompt_rows:  # prompt enabled by the prerequisite
+            prompts = [(_prompt_value(v, following)[0], v) for v in prompt_rows]
+            pin = PinnedRow(0.0, enabled=True)
+            cases.append(PairCase([], ready, pin, [], ready_decoders, None, prompts))
     return cases
+
+
+def _enabled_prompts(
+    case: PairCase, shape: PairShape, contributions: Sequence[TerminalContribution], waiting: float
+) -> list[tuple[PairChoice, LaneView]]:
+    """The pair choice for each row that could be the mixed graph's enabled prompt.
+
+    With no other newly ready row, the cohort beside the pinned prompt (the ready
+    decoders, the prerequisite's terminal rows) does not depend on the prompt's value
+    unless terminal rows take part (the prefix comparison then may), so one cohort
+    serves every row: value = prompt + cohort, scored as best_pair_cohort scores it."""
+    assert case.enabled_prompts is not None
+    base = best_pair_cohort(shape, [], case.ready, contributions, waiting, case.pin)
+    if base is None:
+        return []
+    if base.terminal:
+        out = []
+        for value, v in case.enabled_prompts:
+            pin = PinnedRow(value, enabled=True)
+            choice = best_pair_cohort(shape, [], case.ready, contributions, waiting, pin)
+            if choice is not None:
+                out.append((choice, v))
+        return out
+    out = []
+    for value, v in case.enabled_prompts:
+        total = value + base.sequence_value
+        score = sequence_score(shape, total, base.prefix_value, False, waiting)
+        out.append((replace(base, sequence_value=total, score=score), v))
+    return out
 
 
 def _one_prompt_row(case: PairCase, choice: PairChoice, following: Descriptor) -> LaneView | None:
@@ -325,6 +361,14 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
             terminal, t_ms, None if f_ms is None else total_ms
         )
         for case in _pair_inputs(tables, enabled, following, total_ms):
+            if case.enabled_prompts is not None:
+                waiting = decision.waiting_coefficient
+                for choice, v in _enabled_prompts(case, shape, contributions, waiting):
+                    retire = [terminal[i] for i in choice.terminal]
+                    score = _tail_bounded(choice, shape, v, following, tables)
+                    lanes = [_state_lane(v, role)]
+                    consider(score, lanes, retire, choice.sequence_value, shape.is_known)
+                continue
             pin, views = case.pin, case.views
             if pin is None and not case.values:
                 continue
@@ -334,8 +378,6 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
             if choice is None:
                 continue
             lanes = [_state_lane(views[i], role) for i in choice.prerequisite_rows]
-            if pin is not None and pin.enabled:
-                lanes.insert(0, _state_lane(views[0], role))
             retire = [terminal[i] for i in choice.terminal]
             row = _one_prompt_row(case, choice, following)
             score = _tail_bounded(choice, shape, row, following, tables)
