@@ -96,8 +96,16 @@ def test_an_init_enabling_an_unmeasured_graph_competes_with_discovery_by_useful_
     b = s.admit(request(prompt=40, output=4))
     plan = s.plan()
     assert plan.kind is GraphKind.INIT and plan.lane_of(b) is not None
-    assert plan.execution_class is ExecutionClass.DISCOVERY
     assert plan.estimated_duration_ns == s.costs.estimate_ns(INIT)  # its own, measured T
+
+
+def test_a_measured_init_ranked_by_value_executes_as_ordinary_work():
+    """It discovers nothing of its own cost: accounted and reported as ordinary."""
+    s = scheduler(COSTS, {d: ms for d, ms in COSTS.items() if d.kind is not GraphKind.MIXED})
+    s.admit(request(prompt=40, output=4))
+    plan = s.plan()
+    assert plan.kind is GraphKind.INIT
+    assert plan.execution_class is ExecutionClass.ORDINARY and plan.reason.value == "ordinary"
 
 
 def test_an_init_whose_lookahead_is_measured_ranks_by_its_pair_rate():
