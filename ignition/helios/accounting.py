@@ -76,6 +76,7 @@ def charge_service(
             norms=norms.for_family(stream_family(r.spec.proposal_source)),
             is_decoder=p.was_decoder,
             adaptation_ms=policy.adaptation_ms,
+            prompt_tokens=r.spec.uncached_prompt_tokens,
         )
         if rec is not None and rec.token_ids:
             publications[p.handle] = Publication(frame.fence, a, duration_ms, had_history)

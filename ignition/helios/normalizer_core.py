@@ -17,11 +17,12 @@ import numpy as np
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.cost import CostEntry, CostModel
+from ignition.helios.prompt_starts import BOUNDED_RULES, prompt_starts
 from ignition.helios.service import Normalizers
 
 # The newcomer rules this core reproduces (utility.NEWCOMER_RULES); any other rule
 # name makes the caller take the Python path.
-VECTOR_RULES = ("balanced", "generation", "normalizer")
+VECTOR_RULES = ("balanced", "whole-prompt", "generation", "normalizer")
 
 
 class CatalogArrays:
@@ -43,7 +44,7 @@ class CatalogArrays:
         self._rows: dict[int, np.ndarray] = {}
 
     def useful(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """``service._useful_tokens`` of every program at min(B, k) rows, and the same
+        """``service.useful_tokens`` of every program at min(B, k) rows, and the same
         with zeros outside decode and speculative programs."""
         found = self._useful.get(k)
         if found is None:
@@ -81,6 +82,14 @@ class CatalogArrays:
         high = float((every / kt).max())
         low = float((decode_like / kt).max())
         return (high if high > 0 else None), (low if low > 0 else None)
+
+    def shares(self, t_ms: np.ndarray, num_streams: int) -> list[tuple[float, float]]:
+        """``service.graph_shares``: (useful / k, duration ms) of every measured program
+        with useful tokens, the same floats."""
+        k = max(1, num_streams)
+        every, _ = self.useful(k)
+        keep = (every > 0) & np.isfinite(t_ms)
+        return list(zip((every[keep] / k).tolist(), t_ms[keep].tolist(), strict=True))
 
     def reference_interval_ms(
         self, t_generation: np.ndarray, num_streams: int, family_size: int | None = None
@@ -133,14 +142,19 @@ def vector_normalizers(
         start = high if low is None else low
     else:
         start = math.sqrt(low * high)
+    starts = None
     if start is not None:
         token_rate = start
+        if rule in BOUNDED_RULES:
+            starts = prompt_starts(arrays.shares(t, num_live), low, start)
         by_family = {
-            f: Normalizers(start, n.delivery_rate, n.sigma_ms) for f, n in by_family.items()
+            f: Normalizers(start, n.delivery_rate, n.sigma_ms, prompt_starts=starts)
+            for f, n in by_family.items()
         }
     return Normalizers(
         token_rate=token_rate,
         delivery_rate=None if sigma is None else 1.0 / sigma,
         sigma_ms=sigma,
         by_family=by_family,
+        prompt_starts=starts,
     )

@@ -19,6 +19,7 @@ from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel
 from ignition.helios.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
 from ignition.helios.policy import Population
+from ignition.helios.prompt_starts import BOUNDED_RULES, prompt_starts
 from ignition.helios.queue import ExecutionQueue
 from ignition.helios.requests import RequestState
 from ignition.helios.service import (
@@ -27,6 +28,7 @@ from ignition.helios.service import (
     _fairness,
     decay,
     first_delivery_price,
+    graph_shares,
     normalizers,
     stream_family,
 )
@@ -78,17 +80,35 @@ def current_normalizers(
         arrays = catalog_arrays(descriptors, costs)
         norms = vector_normalizers(arrays, num_live, decoders, families, rule)
     else:
-        graphs = measured(descriptors, costs)
-        norms = normalizers(graphs, num_live, decoders, families)
-        start = utility.newcomer_token_rate(graphs, num_live)
-        if start is not None:
-            by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
-            norms = replace(norms, token_rate=start, by_family=by_family)
+        norms = python_normalizers(measured(descriptors, costs), num_live, decoders, families, rule)
     # Equal normalizers keep their object: the projection cache is keyed on its identity.
     if cached is not None and cached[1] == norms and cached[1].by_family == norms.by_family:
         norms = cached[1]
     costs.derived["normalizers"] = (key, norms)
     return norms
+
+
+def python_normalizers(
+    graphs: list[tuple[Descriptor, float]],
+    num_live: int,
+    num_decoders: int,
+    families: Mapping[str, int],
+    rule: str,
+) -> Normalizers:
+    """``service.normalizers`` with newcomer start ``rule`` (and, for the bounded rules,
+    its prompt-bounded table) applied: the reference of ``normalizer_core``."""
+    norms = normalizers(graphs, num_live, num_decoders, families)
+    start = utility.NEWCOMER_RULES[rule](graphs, num_live)
+    if start is None:
+        return norms
+    starts = None
+    if rule in BOUNDED_RULES:
+        low = utility.generation_start_rate(graphs, num_live)
+        starts = prompt_starts(graph_shares(graphs, num_live), low, start)
+    by_family = {
+        f: replace(n, token_rate=start, prompt_starts=starts) for f, n in norms.by_family.items()
+    }
+    return replace(norms, token_rate=start, by_family=by_family, prompt_starts=starts)
 
 
 def _scaled(p: Prices, scale: float) -> Prices:
@@ -136,9 +156,10 @@ class ProjectionCache:
 
 def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, policy) -> _Row:
     """The request's rates and limits as if every queued frame completed as expected:
-    ``service.projected_prices`` of its (decay, duration, tokens, deliveries) steps, the
-    same arithmetic in the same order, inlined (every decision after a completion
-    projects every request: the completion moved every participant's rates)."""
+    ``service.advance_rates`` for each queued frame it takes part in, then
+    ``service.prices``, the same arithmetic in the same order, inlined (every decision
+    after a completion projects every request: the completion moved every participant's
+    rates). A newcomer starts at its prompt-bounded start (helios/prompt_starts.py)."""
     advance, last_output, blocked = 0, r.last_output_ns, False
     is_decoder = r.prompt_position >= r.spec.num_prompt_tokens
     slot, generation = r.handle.slot, r.handle.generation
@@ -159,13 +180,16 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
             else:
                 tokens = lane.num_prompt_tokens + lane.expected_output_tokens
                 deliveries = lane.expected_deliveries
-            x0 = x if x is not None else (norms.token_rate or 0.0)
-            x = a * x0 + (1 - a) * tokens / duration_ms
+            if x is None:
+                x = norms.start_rate(r.spec.uncached_prompt_tokens) or 0.0
+            x = a * x + (1 - a) * tokens / duration_ms
             if is_decoder:
                 z0 = z if z is not None else (norms.delivery_rate or 0.0)
                 z = a * z0 + (1 - a) * deliveries / duration_ms
     price = None
     if not blocked:
+        if x is None:
+            x = norms.start_rate(r.spec.uncached_prompt_tokens)
         token_term = _fairness(policy.token_fairness, x, norms.token_rate)
         delivery = (
             _fairness(policy.delivery_fairness, z, norms.delivery_rate)

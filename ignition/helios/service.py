@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
+from ignition.helios.prompt_starts import PromptStarts
 
 RATE_FLOOR_FRACTION = 1e-9
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
@@ -39,9 +40,18 @@ class Normalizers:
     delivery_rate: float | None = None
     sigma_ms: float | None = None
     by_family: Mapping[str, Normalizers] = field(default_factory=dict, compare=False)
+    # The newcomer start bounded by each request's prompt (helios/prompt_starts.py);
+    # None: every newcomer starts at token_rate.
+    prompt_starts: PromptStarts | None = None
 
     def for_family(self, family: str) -> Normalizers:
         return self.by_family.get(family, self)
+
+    def start_rate(self, prompt_tokens: int) -> float | None:
+        """The token rate a request without token history starts at, given the prompt
+        tokens it must consume (``RequestSpec.uncached_prompt_tokens``)."""
+        starts = self.prompt_starts
+        return self.token_rate if starts is None else starts.rate(prompt_tokens)
 
 
 def stream_family(proposal_source: str) -> str:
@@ -87,7 +97,7 @@ def reference_interval_ms(
     return None if best is None else num_streams * best
 
 
-def _useful_tokens(d: Descriptor, rows: int) -> int:
+def useful_tokens(d: Descriptor, rows: int) -> int:
     if d.kind is GraphKind.PREFILL:
         return rows * d.token_capacity
     if d.kind is GraphKind.MIXED:
@@ -95,6 +105,21 @@ def _useful_tokens(d: Descriptor, rows: int) -> int:
     if d.kind in GENERATION_KINDS:
         return rows
     return 0
+
+
+def graph_shares(
+    measured: Iterable[tuple[Descriptor, float]], num_streams: int
+) -> list[tuple[float, float]]:
+    """(useful tokens per stream, duration ms) of every measured graph at k streams,
+    counted as ``token_normalizer`` counts them (the input of ``prompt_starts``)."""
+    k = max(1, num_streams)
+    out = []
+    for d, t_ms in measured:
+        if t_ms > 0:
+            useful = useful_tokens(d, min(d.batch_capacity, k))
+            if useful > 0:
+                out.append((useful / k, t_ms))
+    return out
 
 
 def token_normalizer(
@@ -107,7 +132,7 @@ def token_normalizer(
         if t_ms <= 0:
             continue
         rows = min(d.batch_capacity, k)
-        rate = _useful_tokens(d, rows) / (k * t_ms)
+        rate = useful_tokens(d, rows) / (k * t_ms)
         if rate > 0 and (best is None or rate > best):
             best = rate
     return best
@@ -159,9 +184,18 @@ def first_delivery_price(norms: Normalizers, policy: PolicyConfig) -> float:
 
 
 def prices(
-    rates: ServiceRates, norms: Normalizers, policy: PolicyConfig, is_decoder: bool
+    rates: ServiceRates,
+    norms: Normalizers,
+    policy: PolicyConfig,
+    is_decoder: bool,
+    prompt_tokens: int | None = None,
 ) -> Prices:
-    token_term = _fairness(policy.token_fairness, rates.token_rate, norms.token_rate)
+    """``prompt_tokens``: the request's uncached prompt, which bounds its start rate
+    while it has no token history (None: the unbounded start)."""
+    x = rates.token_rate
+    if x is None and prompt_tokens is not None:
+        x = norms.start_rate(prompt_tokens)
+    token_term = _fairness(policy.token_fairness, x, norms.token_rate)
     delivery = (
         _fairness(policy.delivery_fairness, rates.delivery_rate, norms.delivery_rate)
         if is_decoder
@@ -172,31 +206,6 @@ def prices(
         output_token=policy.beta + token_term,
         delivery=delivery,
     )
-
-
-def projected_prices(
-    rates: ServiceRates,
-    steps: Iterable[tuple[float, float, float, float]],
-    norms: Normalizers,
-    policy: PolicyConfig,
-    is_decoder: bool,
-) -> Prices:
-    """``prices`` after ``advance_rates`` for each (decay, duration_ms, tokens,
-    deliveries) step, term for term the same arithmetic without the intermediate
-    objects: every decision projects every request through every queued frame."""
-    x, z = rates.token_rate, rates.delivery_rate
-    for a, duration_ms, tokens, deliveries in steps:
-        x0 = x if x is not None else (norms.token_rate or 0.0)
-        x = a * x0 + (1 - a) * tokens / duration_ms
-        if is_decoder:
-            z0 = z if z is not None else (norms.delivery_rate or 0.0)
-            z = a * z0 + (1 - a) * deliveries / duration_ms
-    token_term = _fairness(policy.token_fairness, x, norms.token_rate)
-    if is_decoder:
-        delivery = _fairness(policy.delivery_fairness, z, norms.delivery_rate)
-    else:
-        delivery = first_delivery_price(norms, policy)
-    return Prices(1.0 + token_term, policy.beta + token_term, delivery)
 
 
 def decay(duration_ms: float, adaptation_ms: float) -> float:
@@ -212,10 +221,15 @@ def advance_rates(
     norms: Normalizers,
     is_decoder: bool,
     adaptation_ms: float,
+    prompt_tokens: int | None = None,
 ) -> ServiceRates:
-    """One measured interval of the entropy-dual update; returns new rates."""
+    """One measured interval of the entropy-dual update; returns new rates. Without
+    token history x starts at the newcomer start (``prices``' ``prompt_tokens``)."""
     a = decay(duration_ms, adaptation_ms)
-    x0 = rates.token_rate if rates.token_rate is not None else (norms.token_rate or 0.0)
+    x0 = rates.token_rate
+    if x0 is None:
+        start = norms.token_rate if prompt_tokens is None else norms.start_rate(prompt_tokens)
+        x0 = start or 0.0
     x = a * x0 + (1 - a) * tokens / duration_ms
     z = rates.delivery_rate
     if is_decoder:

@@ -101,6 +101,12 @@ class RequestSpec:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
 
+    @property
+    def uncached_prompt_tokens(self) -> int:
+        """The prompt tokens this request must consume itself (after its restore): what
+        bounds its newcomer start (helios/prompt_starts.py)."""
+        return self.num_prompt_tokens - self.restore_tokens
+
 
 @dataclass(frozen=True)
 class Resources:

@@ -63,8 +63,12 @@ def balanced_start_rate(measured: Measured, num_streams: int) -> float | None:
     return math.sqrt(low * high)
 
 
+# "balanced" is bounded per request by the prompt it can absorb (prompt_starts.py,
+# BOUNDED_RULES); "whole-prompt" is the same start without that bound (the rule before
+# issue 10's later-turn study), kept for before/after comparisons.
 NEWCOMER_RULES: dict[str, Callable[[Measured, int], float | None]] = {
     "balanced": balanced_start_rate,
+    "whole-prompt": balanced_start_rate,
     "generation": generation_start_rate,
     "normalizer": normalizer_start_rate,
 }

@@ -169,6 +169,8 @@ HELIOS = "helios"
 HELIOS_VARIANTS = {
     "normalizer-newcomer": "newcomers start at the token normalizer (the earlier rule)",
     "generation-newcomer": "newcomers start at the best generation graph's per-stream rate",
+    "whole-prompt-newcomer": "the balanced newcomer start without its bound by the prompt a "
+    "request can absorb (the rule before the later-turn study)",
     "wide-mixed": "what-if catalog: wider mixed widths also at the 2048 prompt bucket",
     "trained": "acceptance preseeded with each request's true prefix survivals",
     "throughput": "the seed's throughput preset (delivery fairness and age price zero)",

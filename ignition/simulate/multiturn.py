@@ -246,6 +246,8 @@ class RetentionRun:
     restores: int
     evictions: int
     makespan_ms: float
+    # every turn's mean time per output token after its first: what the decoders paid
+    tpot_ms: tuple[float, ...] = ()
     outputs: dict[str, tuple[int, ...]] = field(repr=False, compare=False, default_factory=dict)
 
     @property
@@ -273,6 +275,8 @@ class RetentionRun:
             "restores": self.restores,
             "evictions": self.evictions,
             "makespan_ms": self.makespan_ms,
+            "tpot_mean_ms": _mean(self.tpot_ms),
+            "tpot_p90_ms": _quantile(self.tpot_ms, 0.9),
         }
 
 
@@ -386,6 +390,11 @@ def run_retention(
         restores=stats.executions_by_kind.get("restore", 0),
         evictions=stats.prefix_cache_evictions,
         makespan_ms=clock.now_ns / NS_PER_MS,
+        tpot_ms=tuple(
+            (t.finish_ns - t.first_token_ns) / NS_PER_MS / (len(t.output) - 1)
+            for t in turns
+            if len(t.output) > 1
+        ),
         outputs={t.name: t.output for t in turns},
     )
 
@@ -418,6 +427,7 @@ def retention_table(runs: Sequence[RetentionRun], title: str):
         "prefill tokens",
         "restores",
         "evictions",
+        "TPOT mean",
         "makespan s",
     )
     for column in columns:
@@ -435,6 +445,7 @@ def retention_table(runs: Sequence[RetentionRun], title: str):
             str(run.prefill_tokens),
             str(run.restores),
             str(run.evictions),
+            f"{j['tpot_mean_ms']:.2f}",
             f"{run.makespan_ms / 1e3:.2f}",
         )
     return table

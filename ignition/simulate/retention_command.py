@@ -74,7 +74,7 @@ def main(
     title = (
         f"{conversations} conversations x {turns} turns ({first_prompt}-token first prompt, "
         f"{turn_prompt}-token turns, {turn_output}-token replies, think {think_ms:g} ms), "
-        f"{slots} slots, device {model.name}; TTFT in ms"
+        f"{slots} slots, device {model.name}; TTFT and TPOT in ms"
     )
     if as_json:
         report: dict[str, Any] = {"workload": spec.__dict__, "slots": slots, "device": model.name}

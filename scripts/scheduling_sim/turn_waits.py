@@ -1,7 +1,8 @@
 """Where a later turn's time to first token goes, retention off against on (issue 10b).
 
     python -m scripts.scheduling_sim.turn_waits --conversations 8 --turns 3 --slots 4 \\
-        --first-prompt 1024 --turn-prompt 128 --snapshot-rows 0,16 [--first-delivery W]
+        --first-prompt 1024 --turn-prompt 128 --snapshot-rows 0,16 [--first-delivery W] \\
+        [--newcomer-rule whole-prompt]
 
 Runs ``ignition simulate --conversations``'s workload (``multiturn.run_retention``) and,
 for every later turn, the mean time after it was sent until it was admitted and until
@@ -23,9 +24,10 @@ from collections.abc import Iterator, Sequence
 from ignition.helios.config import PolicyConfig
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import LaneRole
+from ignition.helios.utility import NEWCOMER_RULES
 from ignition.runtime.engine import Engine
 from ignition.simulate.devices import H200Roofline
-from ignition.simulate.harness import helios_catalog
+from ignition.simulate.harness import helios_catalog, newcomer_rule
 from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list, run_retention
 
 Events = dict[tuple[int, int], dict[str, int]]
@@ -89,6 +91,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--think-ms", type=float, default=1000.0)
     parser.add_argument("--snapshot-rows", default="0,16")
     parser.add_argument("--first-delivery", type=float, default=0.0)
+    parser.add_argument(
+        "--newcomer-rule",
+        default="balanced",
+        choices=sorted(NEWCOMER_RULES),
+        help="the newcomer start (docs/scheduling.md); whole-prompt: the start before "
+        "its bound by the prompt a request can absorb",
+    )
     args = parser.parse_args(argv)
     spec = MultiTurnSpec(
         conversations=args.conversations,
@@ -102,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     catalog = helios_catalog("qwen38", args.slots, 128, speculation="off")
     policy = PolicyConfig(first_delivery=args.first_delivery)
     for rows in parse_rows_list(args.snapshot_rows):
-        with recording() as events:
+        with recording() as events, newcomer_rule(args.newcomer_rule):
             run = run_retention(
                 spec, rows, catalog, slots=args.slots, device=H200Roofline(), policy=policy
             )

@@ -47,5 +47,5 @@ def test_the_scheduler_prices_newcomers_from_the_rule():
 
 
 def test_the_earlier_rule_remains_selectable_for_comparison():
-    assert set(utility.NEWCOMER_RULES) == {"balanced", "generation", "normalizer"}
+    assert set(utility.NEWCOMER_RULES) == {"balanced", "whole-prompt", "generation", "normalizer"}
     assert utility.NEWCOMER_RULE == "balanced"

@@ -4,16 +4,13 @@ path's floats exactly, for every newcomer rule, catalog mix and stream count."""
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 import pytest
 from helios_helpers import decode, mixed, prefill, spec
 
-from ignition.helios import utility
 from ignition.helios.cost import CostModel
 from ignition.helios.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
-from ignition.helios.projection import measured
-from ignition.helios.service import normalizers
+from ignition.helios.projection import measured, python_normalizers
 
 POOL = (
     prefill(512),
@@ -29,13 +26,7 @@ POOL = (
 
 
 def _python_path(descriptors, costs, num_live, num_decoders, families, rule):
-    graphs = measured(descriptors, costs)
-    norms = normalizers(graphs, num_live, num_decoders, families)
-    start = utility.NEWCOMER_RULES[rule](graphs, num_live)
-    if start is not None:
-        by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
-        norms = replace(norms, token_rate=start, by_family=by_family)
-    return norms
+    return python_normalizers(measured(descriptors, costs), num_live, num_decoders, families, rule)
 
 
 @pytest.mark.parametrize("rule", VECTOR_RULES)

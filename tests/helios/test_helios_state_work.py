@@ -65,7 +65,8 @@ def test_restored_prompt_history_earns_no_token_service():
     h = s.admit(request(prompt=100, output=4, restore_tokens=80))
     plan = s.plan()
     s.commit(plan, Fence(1))
-    x0 = s.queue.head().norms.token_rate
+    # the newcomer start of its 20 uncached tokens (helios/prompt_starts.py)
+    x0 = s.queue.head().norms.start_rate(20)
     _complete_empty(s, plan, 1)
     a = decay(1.0, s.policy.adaptation_ms)
     assert s.requests[h].rates.token_rate == pytest.approx(a * x0)  # a zero-token interval

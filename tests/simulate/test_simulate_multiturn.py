@@ -134,3 +134,24 @@ def test_the_multiturn_simulation_runs_helios_with_the_first_delivery_option(mon
     result = run(*CLI_SMALL, "--snapshot-rows", "0,4", "--scheduler-first-delivery", "1")
     assert result.exit_code == 0, result.output
     assert seen == [1.0, 1.0]
+
+
+def test_a_restored_turn_waits_no_longer_than_an_uncached_one_under_the_bounded_start():
+    """Issue 10: a restored turn's ~130-token remainder costs a whole prompt launch on
+    the MoE roofline; started at the whole-prompt newcomer rate it was priced about
+    capacity / remainder too low and waited behind the decoders. Bounded by what it can
+    absorb (helios/prompt_starts.py) it starts as soon as the uncached turn would."""
+    from ignition.simulate.harness import newcomer_rule
+
+    spec = MultiTurnSpec(conversations=4, turns=2, first_prompt=1024, turn_prompt=128)
+    catalog = helios_catalog("qwen38", 2, 128, speculation="off")
+
+    def later_ttft(rows: int) -> float:
+        ttft = run_retention(spec, rows, catalog, slots=2, device=H200Roofline())
+        return sum(ttft.later_turn_ttft_ms) / len(ttft.later_turn_ttft_ms)
+
+    off, on = later_ttft(0), later_ttft(8)
+    with newcomer_rule("whole-prompt"):
+        whole_prompt_on = later_ttft(8)
+    assert on < whole_prompt_on - 10.0  # the earlier start left it waiting
+    assert on <= off + 1.0  # simulated time: one prompt launch either way

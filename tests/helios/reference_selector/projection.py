@@ -17,6 +17,7 @@ from ignition.components.catalog import Descriptor
 from ignition.helios import utility
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel
+from ignition.helios.prompt_starts import BOUNDED_RULES
 from ignition.helios.queue import ExecutionQueue
 from ignition.helios.requests import RequestState
 from ignition.helios.service import (
@@ -27,6 +28,7 @@ from ignition.helios.service import (
     normalizers,
     prices,
     stream_family,
+    useful_tokens,
 )
 from ignition.helios.terminal import TerminalView
 from ignition.helios.types import LaneRole, RequestHandle
@@ -69,6 +71,31 @@ def current_normalizers(
     return norms
 
 
+def newcomer_start(
+    graphs: list[tuple[Descriptor, float]], num_live: int, norms: Normalizers, prompt_tokens: int
+) -> float | None:
+    """The start of a request without token history whose uncached prompt is
+    ``prompt_tokens`` (ignition/helios/prompt_starts.py), by its definition: the
+    balanced rule's sqrt(x_gen * x_norm(R)), x_norm(R) the best min(useful / k, R) / T
+    over the measured graphs; a prompt at least the best graph's share keeps the start."""
+    start = norms.token_rate
+    if start is None or utility.NEWCOMER_RULE not in BOUNDED_RULES:
+        return start
+    k = max(1, num_live)
+    low = utility.generation_start_rate(graphs, k)
+    shares = [
+        (useful_tokens(d, min(d.batch_capacity, k)) / k, t_ms) for d, t_ms in graphs if t_ms > 0
+    ]
+    shares = [(s, t) for s, t in shares if s > 0]
+    if low is None or not shares:
+        return start
+    best = max(shares, key=lambda st: (st[0] / st[1], -st[0]))
+    if prompt_tokens >= best[0]:
+        return start
+    absorbable = max(min(s, prompt_tokens) / t for s, t in shares)
+    return min(start, math.sqrt(low * absorbable))
+
+
 def _scaled(p: Prices, scale: float) -> Prices:
     return Prices(p.prefill_token * scale, p.output_token * scale, p.delivery * scale)
 
@@ -84,12 +111,18 @@ def build_population(
 ) -> tuple[Population, Decision]:
     norms = current_normalizers(descriptors, costs, requests.values())
     live = [r for r in requests.values() if r.is_live]
+    graphs = measured(descriptors, costs)
     rows = []
     for r in live:
         if r.is_window_held:  # mirrors issue 13's vision windows in ignition/helios
             continue
         family_norms = norms.for_family(stream_family(r.spec.proposal_source))
-        rates = ServiceRates(r.rates.token_rate, r.rates.delivery_rate)
+        token_rate = r.rates.token_rate
+        if token_rate is None:  # a newcomer: the start bounded by its prompt
+            token_rate = newcomer_start(
+                graphs, len(live), family_norms, r.spec.uncached_prompt_tokens
+            )
+        rates = ServiceRates(token_rate, r.rates.delivery_rate)
         advance, last_output, blocked = 0, r.last_output_ns, False
         for frame in queue.frames:
             lane = frame.plan.lane_of(r.handle)
