@@ -13,6 +13,7 @@ funded timing refresh (refresh.py) or, failing that, one funded acceptance probe
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
@@ -28,6 +29,7 @@ from ignition.helios.policy import (
     QUEUEABLE_KINDS,
     SCHEDULABLE_KINDS,
     CatalogIndex,
+    Population,
     active_descriptors,
     select,
 )
@@ -211,25 +213,22 @@ class Scheduler:
         tables = self._tables.tables(self.index, population, decision, self._max_depth)
         decision = tables.decision  # equal to the one built; the tables memoise for it
         shapes = active_descriptors(self.index, population)
-        states = (
-            state_candidates(
-                (*self.descriptors, *self.state_descriptors),
-                population,
-                self.costs,
-                decision,
-                self.policy,
-                self.now_ns,
-            )
-            if self.state_descriptors
-            else []
-        )
         # Only shapes that could win are evaluated (tests/helios/reference_selector holds
-        # the exhaustive path this must agree with).
-        candidates = bounded_candidates(
-            shapes, tables, self.costs, decision, self.now_ns, self.speculation, self.index, states
+        # the exhaustive path this must agree with): inference first, then the state
+        # operations' pairs against its best score (state_candidates' floor).
+        inference = bounded_candidates(
+            shapes, tables, self.costs, decision, self.now_ns, self.speculation, self.index
         )
-        candidates += states
-        winner = self.page_feasible(select(candidates), states)
+        floor = max((c.score for c in inference if not c.is_indeterminate), default=-math.inf)
+        states = self._state_candidates(population, decision, floor)
+        candidates = inference + states
+        winner = select(candidates)
+        if winner is not None and self.state_descriptors and self.page_shortfall(winner) > 0:
+            # the winner yields to the best state operation that fits, which needs every
+            # state shape's own best, not only those that could win
+            states = self._state_candidates(population, decision, None)
+            candidates = inference + states
+            winner = self.page_feasible(select(candidates), states)
         if winner is None:
             return None
         own = self.own_freshness(winner)
@@ -269,6 +268,21 @@ class Scheduler:
         if needs and not self.queue.is_empty:
             return None  # the winner waits for the window to drain; nothing displaces it
         return self._freeze(winner, decision, start_ns, needs, credit, cls)
+
+    def _state_candidates(
+        self, population: Population, decision: Decision, floor: float | None
+    ) -> list[Candidate]:
+        if not self.state_descriptors:
+            return []
+        return state_candidates(
+            (*self.descriptors, *self.state_descriptors),
+            population,
+            self.costs,
+            decision,
+            self.policy,
+            self.now_ns,
+            floor,
+        )
 
     def page_shortfall(self, c: Candidate) -> int:
         """KV pages ``c``'s commit would need beyond the free ones (0 or less: it fits)."""

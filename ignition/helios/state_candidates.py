@@ -36,8 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.bounds import BOUND_MARGIN
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.pair_bounds import PairBounds
 from ignition.helios.policy import Population, prompt_capacity
 from ignition.helios.prerequisites import (
     PairChoice,
@@ -302,8 +304,17 @@ def state_candidates(
     decision: Decision,
     policy: PolicyConfig,
     now_ns: int,
+    floor: float | None = None,
 ) -> list[Candidate]:
-    """The best candidate of every prepared state-operation shape."""
+    """The best candidate of every prepared state-operation shape.
+
+    ``floor`` None evaluates every pair (the exhaustive path the reference selector
+    holds plan() to). A number is the best known score among the other candidates of
+    the decision (the inference incumbent, -inf for none): pairs whose bound falls
+    clearly below it and below the best state candidate found so far are skipped
+    (pair_bounds.py), so a shape's candidate may then be a lesser one or absent, but
+    only where it could not be selected; the winner is unchanged.
+    """
     state = [d for d in descriptors if d.kind in STATE_KINDS]
     if not state or not (population.pending or population.terminal):
         return []
@@ -313,13 +324,76 @@ def state_candidates(
     tables.vision = [d for d in state if d.kind is GraphKind.VISION]
     out = []
     for d in state:
-        candidate = _best_for(d, tables, now_ns)
+        candidate = _best_for(d, tables, now_ns, floor)
         if candidate is not None:
             out.append(candidate)
+            if floor is not None and not candidate.is_indeterminate:
+                floor = max(floor, candidate.score)
     return out
 
 
-def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | None:
+class _Best:
+    """The best entry of one prerequisite, ranked as the lookahead always ranked them
+    when evaluated in catalog order: an unknown-duration entry before any measured one,
+    then score, then more advanced requests, then the earlier position. The position
+    lets pairs be evaluated best bound first with the same result."""
+
+    def __init__(self) -> None:
+        self.entry: tuple[bool, float, int, tuple, list, list, float] | None = None
+
+    @property
+    def known_score(self) -> float | None:
+        """The best score when it is a measured rate (None before any, or when an
+        unknown-duration entry leads: no measured pair can then replace it)."""
+        if self.entry is None or not self.entry[0]:
+            return None
+        return self.entry[1]
+
+    def consider(self, position, score, lanes, retire, value, known: bool) -> None:
+        count = len(lanes) + len(retire)
+        best = self.entry
+        if (
+            best is None
+            or (not known and best[0])
+            or (
+                known == best[0]
+                and (
+                    score > best[1]
+                    or (
+                        score == best[1]
+                        and (count > best[2] or (count == best[2] and position < best[3]))
+                    )
+                )
+            )
+        ):
+            self.entry = (known, score, count, position, lanes, retire, value)
+
+
+def _below(bound: float, incumbent: float) -> bool:
+    """Whether ``bound`` falls clearly below ``incumbent`` (bounds.py's margin: far above
+    the ranking's tie tolerance and any rounding between a bound and a real score)."""
+    return bound < incumbent - BOUND_MARGIN * max(1.0, abs(incumbent), abs(bound))
+
+
+def _pair_bounds(
+    d: Descriptor, tables: StateTables, enabled: Sequence[LaneView], terminal, t_ms: float
+) -> PairBounds:
+    contributions = tables.terminal_contributions(terminal, t_ms, None)
+    population = tables.population
+    return PairBounds(
+        enabled,
+        population.prompts,
+        [v for v in population.decoders if v.remaining_output >= 1],
+        [c.prefix for c in contributions],
+        tables.prices.age_price,
+        d.batch_capacity,
+        tables.decision,
+    )
+
+
+def _best_for(
+    d: Descriptor, tables: StateTables, now_ns: int, floor: float | None = None
+) -> Candidate | None:
     costs, decision = tables.costs, tables.decision
     t_ms = _ms(costs, d)
     freshness = costs.freshness(d, now_ns)
@@ -329,19 +403,9 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
         enabled = [v for v in enabled if not v.chained_patches]
     terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
     role = ROLES[d.kind]
-    # (known, score, count, lanes, retire, value); a cohort whose lookahead has an unknown
-    # duration scores its value and ranks first, as an unknown-duration candidate does
-    best: tuple[bool, float, int, list[LanePick], list[TerminalView], float] | None = None
-
-    def consider(score, lanes, retire, value, known: bool) -> None:
-        nonlocal best
-        count = len(lanes) + len(retire)
-        if (
-            best is None
-            or (not known and best[0])
-            or (known == best[0] and (score > best[1] or (score == best[1] and count > best[2])))
-        ):
-            best = (known, score, count, lanes, retire, value)
+    # a cohort whose lookahead has an unknown duration scores its value and ranks first,
+    # as an unknown-duration candidate does
+    best = _Best()
 
     if terminal:  # terminal retirement alone (a pair needs a newly ready row)
         contributions = tables.terminal_contributions(terminal, t_ms, t_ms)
@@ -352,44 +416,47 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
             d, costs.estimate_ns(d), freshness, value, len(chosen), (), lambda: ([], -1)
         )
         finish(probe, decision)
-        consider(probe.score, [], [terminal[i] for i in chosen], value, t_ms is not None)
-    for following in tables.inference if enabled else ():
-        f_ms = _ms(costs, following)
-        total_ms = (t_ms or 0.0) + (f_ms or 0.0)
-        shape = PairShape(d.batch_capacity, following.batch_capacity, t_ms, f_ms)
-        contributions = tables.terminal_contributions(
-            terminal, t_ms, None if f_ms is None else total_ms
+        best.consider(
+            (-1,), probe.score, [], [terminal[i] for i in chosen], value, t_ms is not None
         )
-        for case in _pair_inputs(tables, enabled, following, total_ms):
-            if case.enabled_prompts is not None:
-                waiting = decision.waiting_coefficient
-                for choice, v in _enabled_prompts(case, shape, contributions, waiting):
-                    retire = [terminal[i] for i in choice.terminal]
-                    score = _tail_bounded(choice, shape, v, following, tables)
-                    lanes = [_state_lane(v, role)]
-                    consider(score, lanes, retire, choice.sequence_value, shape.is_known)
-                continue
-            pin, views = case.pin, case.views
-            if pin is None and not case.values:
-                continue
-            choice = best_pair_cohort(
-                shape, case.values, case.ready, contributions, decision.waiting_coefficient, pin
-            )
-            if choice is None:
-                continue
-            lanes = [_state_lane(views[i], role) for i in choice.prerequisite_rows]
-            retire = [terminal[i] for i in choice.terminal]
-            row = _one_prompt_row(case, choice, following)
-            score = _tail_bounded(choice, shape, row, following, tables)
-            consider(score, lanes, retire, choice.sequence_value, shape.is_known)
+    followings = list(enumerate(tables.inference)) if enabled else []
+    # A stale or unknown prerequisite is evaluated whole: timing refresh chooses among
+    # the stale ones, and an unknown duration has no rate to bound.
+    if floor is None or t_ms is None or freshness is not Freshness.FRESH:
+        for position, following in followings:
+            _pair(d, tables, position, following, enabled, terminal, t_ms, best)
+    else:
+        measured = []
+        for position, following in followings:
+            f_ms = _ms(costs, following)
+            if f_ms is None:  # unknown durations compare optimistically by value
+                _pair(d, tables, position, following, enabled, terminal, t_ms, best)
+            else:
+                measured.append((position, following, f_ms))
+        # an unknown-duration entry already leads: no measured pair can replace it
+        if measured and (best.entry is None or best.known_score is not None):
+            bounds = _pair_bounds(d, tables, enabled, terminal, t_ms)
+            ranked = []
+            for position, following, f_ms in measured:
+                bound = bounds.score(following, t_ms, f_ms)
+                if bound is not None:
+                    ranked.append((-bound, position, following))
+            ranked.sort(key=lambda item: (item[0], item[1]))
+            for negative, position, following in ranked:
+                own = best.known_score
+                incumbent = floor if own is None else max(floor, own)
+                if _below(-negative, incumbent):
+                    break
+                _pair(d, tables, position, following, enabled, terminal, t_ms, best)
     if chained:
         chain = _chain_cohort(d, tables, chained, t_ms)
         if chain is not None:
             score, rows, value, known = chain
-            consider(score, [_state_lane(v, role) for v in rows], [], value, known)
-    if best is None:
+            lanes = [_state_lane(v, role) for v in rows]
+            best.consider((len(tables.inference),), score, lanes, [], value, known)
+    if best.entry is None:
         return None
-    known, score, count, lanes, retire, value = best
+    known, score, count, _, lanes, retire, value = best.entry
     key = (d.kind, tuple(p.view.handle for p in lanes), tuple(r.handle for r in retire))
 
     def build() -> tuple[list[LanePick], int]:
@@ -405,6 +472,51 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
     candidate = Candidate(d, costs.estimate_ns(d), freshness, value, count, key, build)
     candidate.score = value if freshness is Freshness.UNKNOWN else score
     return candidate
+
+
+def _pair(
+    d: Descriptor,
+    tables: StateTables,
+    position: int,
+    following: Descriptor,
+    enabled: Sequence[LaneView],
+    terminal: Sequence[TerminalView],
+    t_ms: float | None,
+    best: _Best,
+) -> None:
+    """Every case of the pair (``d``, ``following``) offered to ``best``."""
+    costs, decision = tables.costs, tables.decision
+    role = ROLES[d.kind]
+    f_ms = _ms(costs, following)
+    total_ms = (t_ms or 0.0) + (f_ms or 0.0)
+    shape = PairShape(d.batch_capacity, following.batch_capacity, t_ms, f_ms)
+    contributions = tables.terminal_contributions(
+        terminal, t_ms, None if f_ms is None else total_ms
+    )
+    for c, case in enumerate(_pair_inputs(tables, enabled, following, total_ms)):
+        if case.enabled_prompts is not None:
+            waiting = decision.waiting_coefficient
+            for i, (choice, v) in enumerate(_enabled_prompts(case, shape, contributions, waiting)):
+                retire = [terminal[j] for j in choice.terminal]
+                score = _tail_bounded(choice, shape, v, following, tables)
+                lanes = [_state_lane(v, role)]
+                best.consider(
+                    (position, c, i), score, lanes, retire, choice.sequence_value, shape.is_known
+                )
+            continue
+        pin, views = case.pin, case.views
+        if pin is None and not case.values:
+            continue
+        choice = best_pair_cohort(
+            shape, case.values, case.ready, contributions, decision.waiting_coefficient, pin
+        )
+        if choice is None:
+            continue
+        lanes = [_state_lane(views[i], role) for i in choice.prerequisite_rows]
+        retire = [terminal[i] for i in choice.terminal]
+        row = _one_prompt_row(case, choice, following)
+        score = _tail_bounded(choice, shape, row, following, tables)
+        best.consider((position, c), score, lanes, retire, choice.sequence_value, shape.is_known)
 
 
 def _chain_cohort(

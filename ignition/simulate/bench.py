@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ignition.components.catalog import Catalog, GraphKind
-from ignition.components.state_programs import STATE_PROGRAMS
+from ignition.components.state_programs import state_programs
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import Freshness
 from ignition.helios.policy import (
@@ -70,12 +70,14 @@ def qwen38_catalog() -> Catalog:
     return plan_catalog(get_recipe("qwen38"), LoadOptions(mixed_prefill=True))
 
 
-def runtime_catalog(mode: str) -> tuple[Catalog, SpeculationMode]:
-    """The catalog and scheduler mode the runtime uses for one decode mode."""
+def runtime_catalog(mode: str, initialize: bool = True) -> tuple[Catalog, SpeculationMode]:
+    """The catalog and scheduler mode the runtime uses for one decode mode; ``initialize``
+    False leaves out the init program (the figure plan() had before init was scheduled)."""
     from ignition.components.capacity import select_for_mode
 
     selected = select_for_mode(qwen38_catalog(), mode)
-    schedulable = replace(selected, descriptors=(*selected.descriptors, *STATE_PROGRAMS))
+    programs = state_programs(initialize)
+    schedulable = replace(selected, descriptors=(*selected.descriptors, *programs))
     return schedulable, SpeculationMode.FIXED if mode == "fixed" else SpeculationMode.ADAPTIVE
 
 
@@ -171,11 +173,11 @@ def complete_head(s: Scheduler, rng: random.Random) -> None:
 
 
 def measure_loop(
-    num_requests: int, iterations: int = 2000, mode: str = "adaptive"
+    num_requests: int, iterations: int = 2000, mode: str = "adaptive", initialize: bool = True
 ) -> dict[str, tuple[float, float]]:
     """plan() as the engine calls it: after each commit or completion, with the previous
     frame still queued where the winner may queue. Finished requests are replaced."""
-    catalog, speculation = runtime_catalog(mode)
+    catalog, speculation = runtime_catalog(mode, initialize)
     s = prepared(catalog, num_requests, speculation)
     queue_decode_frame(s)
     rng = random.Random(14)
@@ -250,9 +252,10 @@ def measure(
     iterations: int = 2000,
     mode: str = "adaptive",
     queued: bool = False,
+    initialize: bool = True,
 ) -> dict[str, tuple[float, float]]:
     """Wall and process-CPU percentiles of plan() in one state."""
-    catalog, speculation = runtime_catalog(mode)
+    catalog, speculation = runtime_catalog(mode, initialize)
     s = prepared(catalog, num_requests, speculation)
     if queued:
         queue_decode_frame(s)
@@ -284,13 +287,19 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="only the commit loop, with per-phase CPU time (calls per plan, p50, p99, mean)",
     )
+    parser.add_argument(
+        "--without-init",
+        action="store_true",
+        help="leave the init program out of the catalog (fresh requests start ready)",
+    )
     args = parser.parse_args(argv)
+    initialize = not args.without_init
     if args.phases:
         for mode in args.modes:
             for n in args.sizes:
                 samples, restore = phase_timers()
                 try:
-                    r = measure_loop(n, args.iterations, mode)
+                    r = measure_loop(n, args.iterations, mode, initialize)
                 finally:
                     restore()
                 c50, c99 = r["cpu"]
@@ -311,9 +320,9 @@ def main(argv: list[str] | None = None) -> None:
         for queued in (False, True, "loop") if args.loop else (False, True):
             for n in args.sizes:
                 if queued == "loop":
-                    r = measure_loop(n, args.iterations, mode)
+                    r = measure_loop(n, args.iterations, mode, initialize)
                 else:
-                    r = measure(n, args.iterations, mode, queued)
+                    r = measure(n, args.iterations, mode, queued, initialize)
                 (w50, w99), (c50, c99) = r["wall"], r["cpu"]
                 if args.json:
                     print(

@@ -1,0 +1,142 @@
+"""Upper bounds on a prerequisite's pair scores, one per following inference shape.
+
+The pair lookahead (state_candidates.py) chooses a joint cohort for every pair of a
+prepared prerequisite shape and a following inference shape: per pair it values every
+enabled and ready row for the following graph and sorts them (prerequisites.py). With
+an init program in the catalog every fresh prompt waits on such a pair, and 33-45
+following shapes per prerequisite made that the bulk of plan(). Most of those pairs
+cannot win, so, like bounds.py for inference shapes, each pair gets an O(1) optimistic
+score from per-prerequisite sorted prefix sums, pairs are evaluated best bound first,
+and the rest are skipped once a bound falls clearly below the incumbent.
+
+Every term is bounded from above:
+
+- a decoder's width-one value is output + delivery + c * sigma * (A + T + F), linear in
+  the lookahead's span, so the sum of any m of them is at most the sum of the m largest
+  intercepts plus (T + F) times the sum of the m largest slopes;
+- a prompt row's value at capacity C is at most price * min(remaining, C) + completion
+  bonus, so the sum of any m rows is at most min(the m largest price * remaining +
+  bonus, C * the m largest prices + the m largest bonuses);
+- the following graph serves at most its batch capacity of rows (a mixed graph one
+  prompt beside the rest as decoders), enabled and already-ready rows together;
+- terminal rows add at most the prerequisite capacity's largest prefix contributions
+  plus the waiting each saves over the following graph (the same for every row);
+- the stranded-tail rule only lowers a pair's score, so it is left out;
+
+and the span, hence the common waiting cost over T + F and T, is exact. The productive
+first-stage prefix (terminal rows alone over T) is bounded the same way. A pair with
+an unknown duration has no rate to bound and is never pruned (state_candidates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import accumulate
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.tables import prompt_capacity
+from ignition.helios.utility import Decision, LaneView
+
+
+def _top_sums(values: Sequence[float]) -> list[float]:
+    """Prefix sums of ``values`` in descending order: [0, largest, largest two, ...]."""
+    return [0.0, *accumulate(sorted(values, reverse=True))]
+
+
+def _top(sums: Sequence[float], m: int) -> float:
+    """The sum of the ``m`` largest values (all of them when fewer)."""
+    return sums[max(0, min(m, len(sums) - 1))]
+
+
+class PairBounds:
+    """The bound tables of one prerequisite in one decision: the rows its pairs can
+    serve (the ones it enables and the already-ready ones) and its terminal rows'
+    first-stage contributions."""
+
+    def __init__(
+        self,
+        enabled: Sequence[LaneView],
+        ready_prompts: Sequence[LaneView],
+        ready_decoders: Sequence[LaneView],
+        terminal_prefix: Sequence[float],
+        terminal_age_price: float,
+        prerequisite_rows: int,
+        decision: Decision,
+    ) -> None:
+        prompts = [*(v for v in enabled if not v.is_decoder), *ready_prompts]
+        decoders = [
+            v
+            for v in (*(v for v in enabled if v.is_decoder), *ready_decoders)
+            if v.remaining_output >= 1
+        ]
+        self.has_enabled_decoder = any(v.is_decoder for v in enabled)
+        self.has_enabled_prompt = any(not v.is_decoder for v in enabled)
+        self.num_prompts = len(prompts)
+        intercepts, slopes = [], []
+        for v in decoders:
+            value = v.prices.output_token + v.prices.delivery
+            slope = 0.0
+            if v.sigma_ms is not None and decision.age_price != 0:
+                slope = decision.age_price * v.sigma_ms
+                value += slope * v.age_ms
+            intercepts.append(value)
+            slopes.append(slope)
+        self._intercepts, self._slopes = _top_sums(intercepts), _top_sums(slopes)
+        bonus = [v.prices.output_token + v.prices.delivery for v in prompts]
+        self._whole = _top_sums(
+            [
+                v.prices.prefill_token * max(0, v.remaining_prompt) + b
+                for v, b in zip(prompts, bonus, strict=True)
+            ]
+        )
+        self._prices = _top_sums([v.prices.prefill_token for v in prompts])
+        self._bonus = _top_sums(bonus)
+        self.num_terminal = len(terminal_prefix)
+        self._terminal = _top(_top_sums(terminal_prefix), prerequisite_rows)
+        self._terminal_rows = min(prerequisite_rows, len(terminal_prefix))
+        self._age_price = terminal_age_price
+        self._waiting = decision.waiting_coefficient
+
+    def _decoders(self, m: int, span_ms: float) -> float:
+        return _top(self._intercepts, m) + span_ms * _top(self._slopes, m)
+
+    def _prompts(self, m: int, capacity: int) -> float:
+        return min(_top(self._whole, m), capacity * _top(self._prices, m) + _top(self._bonus, m))
+
+    def following_value(self, following: Descriptor, span_ms: float) -> float | None:
+        """At most what ``following``'s rows earn in any pair with this prerequisite
+        over a ``span_ms`` lookahead; None where no pair of this shape exists."""
+        rows = following.batch_capacity
+        if following.kind is GraphKind.PREFILL:
+            if not self.has_enabled_prompt:
+                return None
+            return self._prompts(rows, prompt_capacity(following))
+        if following.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE):
+            if not self.has_enabled_decoder:
+                return None
+            return self._decoders(rows, span_ms)
+        if following.kind is GraphKind.MIXED:
+            if not (self.has_enabled_decoder or self.has_enabled_prompt):
+                return None
+            value = self._decoders(rows, span_ms)
+            if self.num_prompts:
+                prompt = self._prompts(1, prompt_capacity(following))
+                value = max(value, prompt + self._decoders(rows - 1, span_ms))
+            return value
+        return None
+
+    def score(self, following: Descriptor, t_ms: float, f_ms: float) -> float | None:
+        """An upper bound on the score of every pair of this prerequisite (``t_ms``)
+        with ``following`` (``f_ms``); None where the pair cannot exist."""
+        span = t_ms + f_ms
+        value = self.following_value(following, span)
+        if value is None:
+            return None
+        saved = 0.0
+        if self._terminal_rows and span > t_ms:
+            saved = self._age_price * (span * span - t_ms * t_ms) / 2.0
+        value += self._terminal + self._terminal_rows * saved
+        bound = value / span - span / 2.0 * self._waiting
+        if self.num_terminal:  # the productive first-stage prefix, compared as well
+            bound = max(bound, self._terminal / t_ms - t_ms / 2.0 * self._waiting)
+        return bound
