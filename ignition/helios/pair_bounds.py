@@ -38,14 +38,12 @@ from ignition.helios.tables import prompt_capacity
 from ignition.helios.utility import Decision, LaneView
 
 
-def _top_sums(values: Sequence[float]) -> list[float]:
-    """Prefix sums of ``values`` in descending order: [0, largest, largest two, ...]."""
-    return [0.0, *accumulate(sorted(values, reverse=True))]
-
-
-def _top(sums: Sequence[float], m: int) -> float:
-    """The sum of the ``m`` largest values (all of them when fewer)."""
-    return sums[max(0, min(m, len(sums) - 1))]
+def _top_sums(values: Sequence[float], length: int) -> list[float]:
+    """Prefix sums of ``values`` in descending order, [0, largest, largest two, ...],
+    padded with the total to ``length`` + 1 entries: entry m is the sum of the m largest
+    values (all of them when fewer), for every m up to ``length``."""
+    sums = [0.0, *accumulate(sorted(values, reverse=True))]
+    return sums + [sums[-1]] * max(0, length + 1 - len(sums))
 
 
 class PairBounds:
@@ -62,7 +60,9 @@ class PairBounds:
         terminal_age_price: float,
         prerequisite_rows: int,
         decision: Decision,
+        max_rows: int,
     ) -> None:
+        """``max_rows``: the largest batch capacity among the following shapes."""
         prompts = [*(v for v in enabled if not v.is_decoder), *ready_prompts]
         decoders = [
             v
@@ -81,27 +81,29 @@ class PairBounds:
                 value += slope * v.age_ms
             intercepts.append(value)
             slopes.append(slope)
-        self._intercepts, self._slopes = _top_sums(intercepts), _top_sums(slopes)
+        self._intercepts = _top_sums(intercepts, max_rows)
+        self._slopes = _top_sums(slopes, max_rows)
         bonus = [v.prices.output_token + v.prices.delivery for v in prompts]
         self._whole = _top_sums(
             [
                 v.prices.prefill_token * max(0, v.remaining_prompt) + b
                 for v, b in zip(prompts, bonus, strict=True)
-            ]
+            ],
+            max_rows,
         )
-        self._prices = _top_sums([v.prices.prefill_token for v in prompts])
-        self._bonus = _top_sums(bonus)
+        self._prices = _top_sums([v.prices.prefill_token for v in prompts], max_rows)
+        self._bonus = _top_sums(bonus, max_rows)
         self.num_terminal = len(terminal_prefix)
-        self._terminal = _top(_top_sums(terminal_prefix), prerequisite_rows)
+        self._terminal = _top_sums(terminal_prefix, prerequisite_rows)[prerequisite_rows]
         self._terminal_rows = min(prerequisite_rows, len(terminal_prefix))
         self._age_price = terminal_age_price
         self._waiting = decision.waiting_coefficient
 
     def _decoders(self, m: int, span_ms: float) -> float:
-        return _top(self._intercepts, m) + span_ms * _top(self._slopes, m)
+        return self._intercepts[m] + span_ms * self._slopes[m]
 
     def _prompts(self, m: int, capacity: int) -> float:
-        return min(_top(self._whole, m), capacity * _top(self._prices, m) + _top(self._bonus, m))
+        return min(self._whole[m], capacity * self._prices[m] + self._bonus[m])
 
     def following_value(self, following: Descriptor, span_ms: float) -> float | None:
         """At most what ``following``'s rows earn in any pair with this prerequisite
@@ -132,11 +134,54 @@ class PairBounds:
         value = self.following_value(following, span)
         if value is None:
             return None
-        saved = 0.0
+        return self._rate(value, t_ms, span)
+
+    def _rate(self, value: float, t_ms: float, span: float) -> float:
         if self._terminal_rows and span > t_ms:
             saved = self._age_price * (span * span - t_ms * t_ms) / 2.0
-        value += self._terminal + self._terminal_rows * saved
-        bound = value / span - span / 2.0 * self._waiting
+            value += self._terminal_rows * saved
+        bound = (value + self._terminal) / span - span / 2.0 * self._waiting
         if self.num_terminal:  # the productive first-stage prefix, compared as well
             bound = max(bound, self._terminal / t_ms - t_ms / 2.0 * self._waiting)
         return bound
+
+    def ranked(
+        self, followings: Sequence[tuple[int, Descriptor, float]], t_ms: float
+    ) -> list[tuple[float, int, Descriptor]]:
+        """(-bound, position, following) of every pair that can exist among
+        ``followings`` ((position, shape, duration) triples), best bound first and in
+        catalog order among equal bounds. ``score`` written out for the hot loop."""
+        out = []
+        whole, prices, bonus = self._whole, self._prices, self._bonus
+        intercepts, slopes = self._intercepts, self._slopes
+        prompt_ok, decoder_ok = self.has_enabled_prompt, self.has_enabled_decoder
+        mixed_ok = prompt_ok or decoder_ok
+        for position, following, f_ms in followings:
+            kind, rows = following.kind, following.batch_capacity
+            span = t_ms + f_ms
+            if kind is GraphKind.PREFILL:
+                if not prompt_ok:
+                    continue
+                capacity = following.token_capacity
+                value = min(whole[rows], capacity * prices[rows] + bonus[rows])
+            elif kind is GraphKind.MIXED:
+                if not mixed_ok:
+                    continue
+                value = intercepts[rows] + span * slopes[rows]
+                if self.num_prompts:
+                    capacity = following.prefill_capacity
+                    prompt = min(whole[1], capacity * prices[1] + bonus[1])
+                    value = max(value, prompt + intercepts[rows - 1] + span * slopes[rows - 1])
+            elif kind is GraphKind.DECODE or kind is GraphKind.SPECULATIVE:
+                if not decoder_ok:
+                    continue
+                value = intercepts[rows] + span * slopes[rows]
+            else:
+                continue
+            out.append((-self._rate(value, t_ms, span), position, following))
+        out.sort(key=_rank_key)
+        return out
+
+
+def _rank_key(item: tuple[float, int, Descriptor]) -> tuple[float, int]:
+    return item[0], item[1]

@@ -131,6 +131,24 @@ def _decoder_value(view: LaneView, decision: Decision, total_ms: float) -> float
     return decode_lane(view, decision, total_ms, 1, 1.0, 1).value
 
 
+class _Shapes:
+    """What the pair lookahead needs of the inference shapes alone: each one's duration
+    in ms (None: unknown) and the tail rule's completion times, built on first use. The
+    shapes are held, so the ids a memo key records stay theirs."""
+
+    def __init__(self, inference: Sequence[Descriptor], costs: CostModel) -> None:
+        self.inference = list(inference)
+        self.ms = [_ms(costs, d) for d in self.inference]
+        self._costs = costs
+        self._completion: CompletionTimes | None = None
+
+    @property
+    def completion(self) -> CompletionTimes:
+        if self._completion is None:
+            self._completion = CompletionTimes(self.inference, self._costs)
+        return self._completion
+
+
 class StateTables:
     """The lane contributions one decision needs, per following shape."""
 
@@ -151,15 +169,27 @@ class StateTables:
         scale = math.exp(decision.log_scale)
         self.prices = TerminalPrices(policy.terminal_value * scale, decision.terminal_age_price)
         self.sigma = terminal_sigma_ms(snapshots, costs, len(population.terminal))
-        self._completion: CompletionTimes | None = None
+        self.max_rows = max((d.batch_capacity for d in self.inference), default=1)
+        self._shapes: _Shapes | None = None
+
+    @property
+    def shapes(self) -> _Shapes:
+        """The inference shapes' durations and completion times, memoised on the shapes
+        and the estimates' version in a slot of their own (tails.completion_times' one
+        slot belongs to the selector's list)."""
+        if self._shapes is None:
+            key = (tuple(map(id, self.inference)), self.costs.estimates_version)
+            cached = self.costs.derived.get("state_shapes")
+            if cached is not None and cached[0] == key:
+                self._shapes = cached[1]
+            else:
+                self._shapes = _Shapes(self.inference, self.costs)
+                self.costs.derived["state_shapes"] = (key, self._shapes)
+        return self._shapes
 
     @property
     def completion(self) -> CompletionTimes:
-        """The tail rule's completion times over the inference shapes, built on first use
-        (not tails.completion_times: its one memo slot belongs to the selector's list)."""
-        if self._completion is None:
-            self._completion = CompletionTimes(self.inference, self.costs)
-        return self._completion
+        return self.shapes.completion
 
     def terminal_contributions(
         self, rows: Sequence[TerminalView], t_ms: float | None, total_ms: float | None
@@ -388,6 +418,7 @@ def _pair_bounds(
         tables.prices.age_price,
         d.batch_capacity,
         tables.decision,
+        tables.max_rows,
     )
 
 
@@ -427,8 +458,9 @@ def _best_for(
             _pair(d, tables, position, following, enabled, terminal, t_ms, best)
     else:
         measured = []
+        durations = tables.shapes.ms
         for position, following in followings:
-            f_ms = _ms(costs, following)
+            f_ms = durations[position]
             if f_ms is None:  # unknown durations compare optimistically by value
                 _pair(d, tables, position, following, enabled, terminal, t_ms, best)
             else:
@@ -436,13 +468,7 @@ def _best_for(
         # an unknown-duration entry already leads: no measured pair can replace it
         if measured and (best.entry is None or best.known_score is not None):
             bounds = _pair_bounds(d, tables, enabled, terminal, t_ms)
-            ranked = []
-            for position, following, f_ms in measured:
-                bound = bounds.score(following, t_ms, f_ms)
-                if bound is not None:
-                    ranked.append((-bound, position, following))
-            ranked.sort(key=lambda item: (item[0], item[1]))
-            for negative, position, following in ranked:
+            for negative, position, following in bounds.ranked(measured, t_ms):
                 own = best.known_score
                 incumbent = floor if own is None else max(floor, own)
                 if _below(-negative, incumbent):
