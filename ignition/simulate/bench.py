@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ignition.components.catalog import Catalog, GraphKind
-from ignition.components.state_programs import state_programs
+from ignition.components.state_programs import STATE_PROGRAMS, state_programs
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import Freshness
 from ignition.helios.policy import (
@@ -76,7 +76,7 @@ def runtime_catalog(mode: str, initialize: bool = True) -> tuple[Catalog, Specul
     from ignition.components.capacity import select_for_mode
 
     selected = select_for_mode(qwen38_catalog(), mode)
-    programs = state_programs(initialize)
+    programs = STATE_PROGRAMS if initialize else state_programs(initialize=False)
     schedulable = replace(selected, descriptors=(*selected.descriptors, *programs))
     return schedulable, SpeculationMode.FIXED if mode == "fixed" else SpeculationMode.ADAPTIVE
 
