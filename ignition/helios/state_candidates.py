@@ -454,6 +454,7 @@ def _best_for(
     # A stale or unknown prerequisite is evaluated whole: timing refresh chooses among
     # the stale ones, and an unknown duration has no rate to bound.
     if floor is None or t_ms is None or freshness is not Freshness.FRESH:
+        floor = None
         for position, following in followings:
             _pair(d, tables, position, following, enabled, terminal, t_ms, best)
     else:
@@ -474,7 +475,7 @@ def _best_for(
                 if _below(-negative, incumbent):
                     break
                 _pair(d, tables, position, following, enabled, terminal, t_ms, best)
-    if chained:
+    if chained and (floor is None or not _chain_skipped(d, tables, chained, t_ms, best, floor)):
         chain = _chain_cohort(d, tables, chained, t_ms)
         if chain is not None:
             score, rows, value, known = chain
@@ -543,6 +544,74 @@ def _pair(
         row = _one_prompt_row(case, choice, following)
         score = _tail_bounded(choice, shape, row, following, tables)
         best.consider((position, c), score, lanes, retire, choice.sequence_value, shape.is_known)
+
+
+def _chain_skipped(
+    d: Descriptor,
+    tables: StateTables,
+    chained: Sequence[LaneView],
+    t_ms: float,
+    best: _Best,
+    floor: float,
+) -> bool:
+    """Whether the chain cohort cannot be selected: every duration behind it is measured
+    (so it would rank as a measured rate) and an unknown-duration entry already leads or
+    its bound falls clearly below the incumbent."""
+    bound = _chain_bound(d, tables, chained, t_ms)
+    if bound is None:
+        return False
+    own = best.known_score
+    if best.entry is not None and own is None:
+        return True
+    return _below(bound, floor if own is None else max(floor, own))
+
+
+def _chain_bound(
+    d: Descriptor, tables: StateTables, chained: Sequence[LaneView], t_ms: float
+) -> float | None:
+    """An upper bound on the chain cohort's score, None where a duration behind it is
+    unknown: a row's continuation contribution V * T / (T + F) is at most its largest
+    value over its fastest rest (a decoder's value grows with the span, but V * T / (T + F)
+    is then its intercept's share plus c * sigma * T, largest over the fastest rest)."""
+    durations = tables.shapes.ms
+    if any(m is None for m in durations):
+        return None
+    prompt_ms = [
+        m
+        for f, m in zip(tables.inference, durations, strict=True)
+        if f.kind in (GraphKind.PREFILL, GraphKind.MIXED)
+    ]
+    decode_ms = [
+        m
+        for f, m in zip(tables.inference, durations, strict=True)
+        if f.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE)
+    ]
+    decision = tables.decision
+    bounds = []
+    for v in chained:
+        vision = [
+            _ms(tables.costs, g) for g in tables.vision if v.chained_patches <= g.patch_capacity
+        ]
+        if any(m is None for m in vision):
+            return None
+        if not vision:
+            continue  # no vision program holds the window: the row contributes nothing
+        v_ms = min(m for m in vision if m is not None)
+        prices = v.prices
+        if v.is_decoder:
+            if not decode_ms or v.remaining_output < 1:
+                continue
+            slope = 0.0
+            if v.sigma_ms is not None and decision.age_price != 0:
+                slope = decision.age_price * v.sigma_ms
+            intercept = prices.output_token + prices.delivery + slope * v.age_ms
+            bounds.append(intercept * t_ms / (t_ms + v_ms + min(decode_ms)) + slope * t_ms)
+        elif prompt_ms:
+            value = prices.prefill_token * max(0, v.remaining_prompt)
+            value += prices.output_token + prices.delivery
+            bounds.append(value * t_ms / (t_ms + v_ms + min(prompt_ms)))
+    total = sum(sorted(bounds, reverse=True)[: d.batch_capacity])
+    return chain_score([total], t_ms, decision.waiting_coefficient)
 
 
 def _chain_cohort(

@@ -21,7 +21,14 @@ from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.pair_bounds import PairBounds
 from ignition.helios.policy import Population, select
 from ignition.helios.service import Prices
-from ignition.helios.state_candidates import StateTables, _enables, _pair, state_candidates
+from ignition.helios.state_candidates import (
+    StateTables,
+    _chain_bound,
+    _chain_cohort,
+    _enables,
+    _pair,
+    state_candidates,
+)
 from ignition.helios.terminal import TerminalView
 from ignition.helios.types import RequestHandle
 from ignition.helios.utility import Candidate, Decision, LaneView
@@ -42,6 +49,7 @@ INFERENCE = [
 ]
 STATE = [Descriptor(k, b, 0, 1, b) for k in (GraphKind.INIT, GraphKind.RESTORE) for b in (1, 4)]
 STATE += [Descriptor(GraphKind.SNAPSHOT, b, 0, 1, b) for b in (1, 3)]
+STATE += [Descriptor(GraphKind.VISION, 1, 0, p, p) for p in (64, 256)]
 NOW_NS = 1_000 * MS
 TTL_NS = 100 * MS
 
@@ -60,7 +68,7 @@ costs = st.tuples(st.floats(0.05, 60.0), st.integers(0, 4).map(bool))
 def rows(draw, kind: str, slot: int) -> LaneView:
     """One row: a ready prompt or decoder, or a row pending init / restore / capture."""
     prompt = draw(st.integers(2, 3000))
-    decoder = kind in ("decoder", "restore-decoder")
+    decoder = kind in ("decoder", "restore-decoder", "chain-decoder")
     position = {
         "prompt": draw(st.integers(0, prompt - 1)),
         "decoder": prompt,
@@ -68,7 +76,13 @@ def rows(draw, kind: str, slot: int) -> LaneView:
         "restore": draw(st.integers(1, prompt - 1)),
         "restore-decoder": prompt,
         "capture": draw(st.integers(1, prompt - 1)),
+        "vision": draw(st.integers(0, prompt - 1)),
+        "chain": draw(st.integers(1, prompt - 1)),
+        "chain-decoder": prompt,
     }[kind]
+    # a window's largest image: a pending vision prerequisite, or one after the restore
+    # (300 patches: no vision program holds it)
+    patches = draw(st.sampled_from([48, 200, 300]))
     capture = (position,) if kind == "capture" else ()
     if kind in ("prompt", "init", "restore") and draw(st.booleans()):
         capture = (draw(st.integers(position + 1, prompt)),)  # a later cut stops the chunk
@@ -85,12 +99,15 @@ def rows(draw, kind: str, slot: int) -> LaneView:
         last_served_seq=draw(st.integers(0, 5)),
         sigma_ms=draw(st.one_of(st.none(), st.floats(0.5, 30.0))),
         capture_ends=capture,
+        vision_patches=patches if kind == "vision" else 0,
+        chained_patches=patches if kind.startswith("chain") else 0,
     )
 
 
 @st.composite
 def decisions(draw):
-    kinds = ("prompt", "decoder", "init", "restore", "restore-decoder", "capture")
+    kinds = ("prompt", "decoder", "init", "restore", "restore-decoder", "capture", "vision")
+    kinds += ("chain", "chain-decoder")
     drawn = draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=14))
     views = [draw(rows(kind, slot)) for slot, kind in enumerate(drawn)]
     ready = ("prompt", "decoder")
@@ -192,15 +209,26 @@ def test_a_pair_below_the_inference_incumbent_is_pruned_only_where_it_cannot_win
 @settings(max_examples=100, deadline=None)
 @given(case=decisions())
 def test_every_pair_score_stays_within_its_bound(case):
-    """pair_bounds.py: no (prerequisite, following) pair's best score exceeds its bound."""
+    """pair_bounds.py: no (prerequisite, following) pair's score exceeds its bound, nor a
+    measured chain cohort's score its bound."""
     population, decision, model, policy = case
     snapshots = [d for d in STATE if d.kind is GraphKind.SNAPSHOT]
     tables = StateTables(population, INFERENCE, snapshots, model, decision, policy)
+    tables.vision = [d for d in STATE if d.kind is GraphKind.VISION]
+    measured = [
+        (i, f, model.estimate_ns(f) / 1e6) for i, f in enumerate(INFERENCE) if model.estimate_ns(f)
+    ]
     for d in STATE:
         t_ms = model.estimate_ns(d) / 1e6
         if t_ms <= 0:
             continue
         enabled = [v for v in population.pending if _enables(v, d)]
+        chained = [v for v in enabled if v.chained_patches]
+        chain = _chain_cohort(d, tables, chained, t_ms) if chained else None
+        chain_bound = _chain_bound(d, tables, chained, t_ms) if chained else None
+        if chain is not None and chain_bound is not None:
+            assert chain[3] and chain[0] <= chain_bound + 1e-9 * max(1.0, abs(chain_bound))
+        enabled = [v for v in enabled if not v.chained_patches]
         terminal = list(population.terminal) if d.kind is GraphKind.SNAPSHOT else []
         contributions = tables.terminal_contributions(terminal, t_ms, None)
         bounds = PairBounds(
@@ -213,11 +241,6 @@ def test_every_pair_score_stays_within_its_bound(case):
             decision,
             tables.max_rows,
         )
-        measured = [
-            (i, f, model.estimate_ns(f) / 1e6)
-            for i, f in enumerate(INFERENCE)
-            if model.estimate_ns(f) > 0
-        ]
         ranked = {position: -negative for negative, position, _ in bounds.ranked(measured, t_ms)}
         for position, following, _ in measured:
             best = _Recorder()
