@@ -66,6 +66,23 @@ def _fresh_bound(
     return value / t_ms - decision.waiting_cost(t_ms)
 
 
+def largest_bound(
+    shapes: Sequence[tuple[Descriptor, bool]],
+    tables: Tables,
+    costs: CostModel,
+    decision: Decision,
+    now_ns: int,
+) -> float:
+    """The largest score bound among ``shapes`` that have one (-inf for none). The bounds
+    are memoised on the tables, so bounded_candidates then reads them for free; plan()
+    compares this with the state operations' best pair bounds to order the searches."""
+    tables.decoders.arrays.positive_sums(
+        [_ceiling(d) for d, _ in shapes if d.kind is not GraphKind.PREFILL]
+    )
+    found = (_score_bound(d, tables, costs, decision, now_ns) for d, _ in shapes)
+    return max((b for b in found if b is not None), default=-math.inf)
+
+
 def bounded_candidates(
     shapes: Sequence[tuple[Descriptor, bool]],
     tables: Tables,

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios.accounting import Publication, apply_lane, charge_service
-from ignition.helios.bounds import bounded_candidates
+from ignition.helios.bounds import bounded_candidates, largest_bound
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
@@ -29,7 +29,6 @@ from ignition.helios.policy import (
     QUEUEABLE_KINDS,
     SCHEDULABLE_KINDS,
     CatalogIndex,
-    Population,
     active_descriptors,
     select,
 )
@@ -39,7 +38,7 @@ from ignition.helios.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
 from ignition.helios.rounds import ConfidenceForecast
 from ignition.helios.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
-from ignition.helios.state_candidates import STATE_KINDS, state_candidates
+from ignition.helios.state_candidates import STATE_KINDS, StateSearch, state_candidates
 from ignition.helios.state_work import apply_state_lane, check_state_lane, checkpoint_tokens
 from ignition.helios.tables import TableCache
 from ignition.helios.trace import trace_entry
@@ -214,19 +213,44 @@ class Scheduler:
         decision = tables.decision  # equal to the one built; the tables memoise for it
         shapes = active_descriptors(self.index, population)
         # Only shapes that could win are evaluated (tests/helios/reference_selector holds
-        # the exhaustive path this must agree with): inference first, then the state
-        # operations' pairs against its best score (state_candidates' floor).
+        # the exhaustive path this must agree with). Each prerequisite's best-bound pair
+        # first, then the inference shapes that could beat those, then the remaining
+        # pairs that could beat the inference incumbent.
+        search = StateSearch(
+            (*self.descriptors, *self.state_descriptors),
+            population,
+            self.costs,
+            decision,
+            self.policy,
+            self.now_ns,
+        )
+        hint = largest_bound(shapes, tables, self.costs, decision, self.now_ns)
+        provisional = search.provisional(hint)
         inference = bounded_candidates(
-            shapes, tables, self.costs, decision, self.now_ns, self.speculation, self.index
+            shapes,
+            tables,
+            self.costs,
+            decision,
+            self.now_ns,
+            self.speculation,
+            self.index,
+            provisional,
         )
         floor = max((c.score for c in inference if not c.is_indeterminate), default=-math.inf)
-        states = self._state_candidates(population, decision, floor)
+        states = search.candidates(floor)
         candidates = inference + states
         winner = select(candidates)
         if winner is not None and self.state_descriptors and self.page_shortfall(winner) > 0:
             # the winner yields to the best state operation that fits, which needs every
             # state shape's own best, not only those that could win
-            states = self._state_candidates(population, decision, None)
+            states = state_candidates(
+                (*self.descriptors, *self.state_descriptors),
+                population,
+                self.costs,
+                decision,
+                self.policy,
+                self.now_ns,
+            )
             candidates = inference + states
             winner = self.page_feasible(select(candidates), states)
         if winner is None:
@@ -268,21 +292,6 @@ class Scheduler:
         if needs and not self.queue.is_empty:
             return None  # the winner waits for the window to drain; nothing displaces it
         return self._freeze(winner, decision, start_ns, needs, credit, cls)
-
-    def _state_candidates(
-        self, population: Population, decision: Decision, floor: float | None
-    ) -> list[Candidate]:
-        if not self.state_descriptors:
-            return []
-        return state_candidates(
-            (*self.descriptors, *self.state_descriptors),
-            population,
-            self.costs,
-            decision,
-            self.policy,
-            self.now_ns,
-            floor,
-        )
 
     def page_shortfall(self, c: Candidate) -> int:
         """KV pages ``c``'s commit would need beyond the free ones (0 or less: it fits)."""

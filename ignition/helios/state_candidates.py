@@ -345,21 +345,64 @@ def state_candidates(
     (pair_bounds.py), so a shape's candidate may then be a lesser one or absent, but
     only where it could not be selected; the winner is unchanged.
     """
-    state = [d for d in descriptors if d.kind in STATE_KINDS]
-    if not state or not (population.pending or population.terminal):
-        return []
-    snapshots = [d for d in state if d.kind is GraphKind.SNAPSHOT]
-    inference = [d for d in descriptors if d.kind not in STATE_KINDS]
-    tables = StateTables(population, inference, snapshots, costs, decision, policy)
-    tables.vision = [d for d in state if d.kind is GraphKind.VISION]
-    out = []
-    for d in state:
-        candidate = _best_for(d, tables, now_ns, floor)
-        if candidate is not None:
-            out.append(candidate)
-            if floor is not None and not candidate.is_indeterminate:
-                floor = max(floor, candidate.score)
-    return out
+    search = StateSearch(
+        descriptors, population, costs, decision, policy, now_ns, floor is not None
+    )
+    return search.candidates(-math.inf if floor is None else floor)
+
+
+class StateSearch:
+    """The state operations' lookahead, resumable so that it and the inference search
+    can each use the other's incumbent (plan()): ``provisional`` evaluates each
+    prerequisite's best-bound pair, whose scores the inference search may skip below;
+    ``candidates`` resumes every prerequisite against the inference incumbent."""
+
+    def __init__(
+        self,
+        descriptors: Sequence[Descriptor],
+        population: Population,
+        costs: CostModel,
+        decision: Decision,
+        policy: PolicyConfig,
+        now_ns: int,
+        prune: bool = True,
+    ) -> None:
+        state = [d for d in descriptors if d.kind in STATE_KINDS]
+        self._searches: list[_PrerequisiteSearch] = []
+        if not state or not (population.pending or population.terminal):
+            return
+        snapshots = [d for d in state if d.kind is GraphKind.SNAPSHOT]
+        inference = [d for d in descriptors if d.kind not in STATE_KINDS]
+        tables = StateTables(population, inference, snapshots, costs, decision, policy)
+        tables.vision = [d for d in state if d.kind is GraphKind.VISION]
+        self._searches = [_PrerequisiteSearch(d, tables, now_ns, prune) for d in state]
+
+    def provisional(self, hint: float = -math.inf) -> list[Candidate]:
+        """Each prerequisite's best so far after its best-bound pair, where that bound
+        is not clearly below ``hint`` (the inference shapes' largest bound: a pair below
+        it is unlikely to set the incumbent, so it waits for the inference search's):
+        real candidates whose scores the final ones can only raise (or, turning
+        indeterminate, outrank), so other searches may skip what falls clearly below."""
+        out = []
+        for search in self._searches:
+            if search.leads(hint):
+                search.advance(-math.inf, 1)
+            candidate = search.candidate()
+            if candidate is not None:
+                out.append(candidate)
+        return out
+
+    def candidates(self, floor: float) -> list[Candidate]:
+        """Every prerequisite's candidate, its pairs pruned against ``floor`` (the best
+        known score of the other candidates) and the state candidates found so far."""
+        out = []
+        for search in self._searches:
+            candidate = search.finish(floor)
+            if candidate is not None:
+                out.append(candidate)
+                if not candidate.is_indeterminate:
+                    floor = max(floor, candidate.score)
+        return out
 
 
 class _Best:
@@ -422,65 +465,129 @@ def _pair_bounds(
     )
 
 
-def _best_for(
-    d: Descriptor, tables: StateTables, now_ns: int, floor: float | None = None
-) -> Candidate | None:
-    costs, decision = tables.costs, tables.decision
-    t_ms = _ms(costs, d)
-    freshness = costs.freshness(d, now_ns)
-    enabled = [v for v in tables.population.pending if _enables(v, d)]
-    chained = [v for v in enabled if v.chained_patches]
-    if chained:  # restore -> vision -> inference: no inference follows this stage directly
-        enabled = [v for v in enabled if not v.chained_patches]
-    terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
-    role = ROLES[d.kind]
-    # a cohort whose lookahead has an unknown duration scores its value and ranks first,
-    # as an unknown-duration candidate does
-    best = _Best()
+class _PrerequisiteSearch:
+    """One prerequisite shape's lookahead: terminal retirement alone, every pair with a
+    following inference shape, and the chain cohort. With ``prune``, a measured fresh
+    prerequisite evaluates its pairs with unknown durations first, then the measured
+    ones best bound first, resumably, each time stopping once the next bound falls
+    clearly below the incumbent; otherwise every pair is evaluated at once."""
 
-    if terminal:  # terminal retirement alone (a pair needs a newly ready row)
-        contributions = tables.terminal_contributions(terminal, t_ms, t_ms)
-        order = sorted(range(len(terminal)), key=lambda i: -contributions[i].prefix)
-        chosen = order[: d.batch_capacity]
-        value = sum(contributions[i].prefix for i in chosen)
-        probe = Candidate(
-            d, costs.estimate_ns(d), freshness, value, len(chosen), (), lambda: ([], -1)
-        )
-        finish(probe, decision)
-        best.consider(
-            (-1,), probe.score, [], [terminal[i] for i in chosen], value, t_ms is not None
-        )
-    followings = list(enumerate(tables.inference)) if enabled else []
-    # A stale or unknown prerequisite is evaluated whole: timing refresh chooses among
-    # the stale ones, and an unknown duration has no rate to bound.
-    if floor is None or t_ms is None or freshness is not Freshness.FRESH:
-        floor = None
-        for position, following in followings:
-            _pair(d, tables, position, following, enabled, terminal, t_ms, best)
-    else:
+    def __init__(self, d: Descriptor, tables: StateTables, now_ns: int, prune: bool) -> None:
+        self.d, self.tables = d, tables
+        costs = tables.costs
+        self.t_ms = t_ms = _ms(costs, d)
+        self.freshness = costs.freshness(d, now_ns)
+        enabled = [v for v in tables.population.pending if _enables(v, d)]
+        # restore -> vision -> inference: no inference follows this stage directly
+        self.chained = [v for v in enabled if v.chained_patches]
+        if self.chained:
+            enabled = [v for v in enabled if not v.chained_patches]
+        self.enabled = enabled
+        self.terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
+        # A stale or unknown prerequisite is evaluated whole: timing refresh chooses among
+        # the stale ones, and an unknown duration has no rate to bound.
+        self.prune = prune and t_ms is not None and self.freshness is Freshness.FRESH
+        self.best = _Best()
+        self._ranked: list[tuple[float, int, Descriptor]] = []
+        self._next = 0
+        self._built: Candidate | None = None
+        self._stale = True  # whether ``_built`` lags ``best``
+        if self.terminal:
+            self._terminal_alone()
+        followings = list(enumerate(tables.inference)) if enabled else []
+        if not self.prune:
+            for position, following in followings:
+                self._pair(position, following)
+            return
         measured = []
         durations = tables.shapes.ms
         for position, following in followings:
             f_ms = durations[position]
             if f_ms is None:  # unknown durations compare optimistically by value
-                _pair(d, tables, position, following, enabled, terminal, t_ms, best)
+                self._pair(position, following)
             else:
                 measured.append((position, following, f_ms))
         # an unknown-duration entry already leads: no measured pair can replace it
-        if measured and (best.entry is None or best.known_score is not None):
-            bounds = _pair_bounds(d, tables, enabled, terminal, t_ms)
-            for negative, position, following in bounds.ranked(measured, t_ms):
-                own = best.known_score
-                incumbent = floor if own is None else max(floor, own)
-                if _below(-negative, incumbent):
-                    break
-                _pair(d, tables, position, following, enabled, terminal, t_ms, best)
-    if chained and (floor is None or not _chain_skipped(d, tables, chained, t_ms, best, floor)):
-        chain = _chain_cohort(d, tables, chained, t_ms)
-        if chain is not None:
-            score, rows, value, known = chain
-            lanes = [_state_lane(v, role) for v in rows]
-            best.consider((len(tables.inference),), score, lanes, [], value, known)
+        if measured and (self.best.entry is None or self.best.known_score is not None):
+            assert t_ms is not None
+            bounds = _pair_bounds(d, tables, enabled, self.terminal, t_ms)
+            self._ranked = bounds.ranked(measured, t_ms)
+
+    def _terminal_alone(self) -> None:
+        """Terminal retirement alone (a pair needs a newly ready row)."""
+        d, tables, t_ms = self.d, self.tables, self.t_ms
+        contributions = tables.terminal_contributions(self.terminal, t_ms, t_ms)
+        order = sorted(range(len(self.terminal)), key=lambda i: -contributions[i].prefix)
+        chosen = order[: d.batch_capacity]
+        value = sum(contributions[i].prefix for i in chosen)
+        probe = Candidate(
+            d, tables.costs.estimate_ns(d), self.freshness, value, len(chosen), (), _no_lanes
+        )
+        finish(probe, tables.decision)
+        retire = [self.terminal[i] for i in chosen]
+        self.best.consider((-1,), probe.score, [], retire, value, t_ms is not None)
+
+    def _pair(self, position: int, following: Descriptor) -> None:
+        self._stale = True
+        _pair(
+            self.d,
+            self.tables,
+            position,
+            following,
+            self.enabled,
+            self.terminal,
+            self.t_ms,
+            self.best,
+        )
+
+    def leads(self, hint: float) -> bool:
+        """Whether the next measured pair's bound is not clearly below ``hint``."""
+        return self._next < len(self._ranked) and not _below(-self._ranked[self._next][0], hint)
+
+    def advance(self, floor: float, limit: int | None = None) -> None:
+        """Evaluate measured pairs best bound first (at most ``limit``) until the next
+        bound falls clearly below both ``floor`` and the best found."""
+        ranked, count = self._ranked, 0
+        while self._next < len(ranked) and (limit is None or count < limit):
+            negative, position, following = ranked[self._next]
+            own = self.best.known_score
+            if _below(-negative, floor if own is None else max(floor, own)):
+                self._ranked = []  # the bounds only fall: nothing later can rise above
+                return
+            self._next += 1
+            count += 1
+            self._pair(position, following)
+
+    def finish(self, floor: float) -> Candidate | None:
+        """The shape's candidate: the remaining pairs against ``floor``, then the chain."""
+        self.advance(floor)
+        chained = self.chained
+        if chained and not (
+            self.prune and _chain_skipped(self.d, self.tables, chained, self.t_ms, self.best, floor)
+        ):
+            chain = _chain_cohort(self.d, self.tables, chained, self.t_ms)
+            if chain is not None:
+                self._stale = True
+                score, rows, value, known = chain
+                lanes = [_state_lane(v, ROLES[self.d.kind]) for v in rows]
+                self.best.consider((len(self.tables.inference),), score, lanes, [], value, known)
+        return self.candidate()
+
+    def candidate(self) -> Candidate | None:
+        """The candidate of the best entry so far."""
+        if self._stale:
+            self._built = _candidate(self.d, self.tables, self.freshness, self.best)
+            self._stale = False
+        return self._built
+
+
+def _no_lanes() -> tuple[list[LanePick], int]:
+    return [], -1
+
+
+def _candidate(
+    d: Descriptor, tables: StateTables, freshness: Freshness, best: _Best
+) -> Candidate | None:
     if best.entry is None:
         return None
     known, score, count, _, lanes, retire, value = best.entry
@@ -496,7 +603,7 @@ def _best_for(
         # would outrank every rate while every discovery outranked it, so a fresh
         # request's init waited behind the exploration of programs others could fill).
         freshness = Freshness.UNKNOWN
-    candidate = Candidate(d, costs.estimate_ns(d), freshness, value, count, key, build)
+    candidate = Candidate(d, tables.costs.estimate_ns(d), freshness, value, count, key, build)
     candidate.score = value if freshness is Freshness.UNKNOWN else score
     return candidate
 

@@ -22,6 +22,7 @@ from ignition.helios.pair_bounds import PairBounds
 from ignition.helios.policy import Population, select
 from ignition.helios.service import Prices
 from ignition.helios.state_candidates import (
+    StateSearch,
     StateTables,
     _chain_bound,
     _chain_cohort,
@@ -207,6 +208,27 @@ def test_a_pair_below_the_inference_incumbent_is_pruned_only_where_it_cannot_win
 
 
 @settings(max_examples=100, deadline=None)
+@given(case=decisions(), hint=st.floats(-5.0, 5.0), offset=st.floats(-2.0, 2.0))
+def test_the_search_resumed_after_its_provisional_pairs_selects_the_same_winner(case, hint, offset):
+    """plan(): each prerequisite's best-bound pair first (its scores bound the inference
+    search from below), then the rest against the inference incumbent: the provisional
+    scores are real lower bounds of the final ones and the winner is unchanged."""
+    population, decision, model, policy = case
+    exhaustive = _candidates(case, None)
+    winner = select(exhaustive)
+    best = _best_known(exhaustive)
+    floor = best + offset if math.isfinite(best) else offset
+    search = StateSearch((*INFERENCE, *STATE), population, model, decision, policy, NOW_NS)
+    provisional = search.provisional(hint)
+    final = search.candidates(floor)
+    assert _best_known(provisional) <= max(best, _best_known(final))
+    if winner is not None and (winner.is_indeterminate or winner.score >= floor):
+        assert _same(select(final), winner)
+    else:
+        assert _best_known(final) < floor
+
+
+@settings(max_examples=100, deadline=None)
 @given(case=decisions())
 def test_every_pair_score_stays_within_its_bound(case):
     """pair_bounds.py: no (prerequisite, following) pair's score exceeds its bound, nor a
@@ -288,3 +310,41 @@ def test_a_stale_prerequisite_is_evaluated_whole():
     exhaustive = state_candidates(*args)
     pruned = state_candidates(*args, 1e12)
     assert len(exhaustive) == 1 and _same(pruned[0], exhaustive[0])
+
+
+def test_a_winner_short_of_pages_yields_as_the_exhaustive_path_decides():
+    """plan() prunes pairs below the incumbent, but a winner its pages cannot cover yields
+    to the best state operation that fits, which needs every state shape's own best: the
+    plan is the reference selector's (a fresh request awaits its init, a preempted one
+    its retirement, no page is free)."""
+    from helios_helpers import Driver, request, scheduler
+    from reference_selector import reference_plan
+
+    from ignition.components.state_programs import INIT, RESTORE, SNAPSHOT
+    from ignition.helios import Resources, ResourceShortage
+    from ignition.helios.config import policy_from_preset
+
+    costs = {prefill(64): 40.0, decode(1): 2.0, decode(2): 2.4, mixed(2, 64): 40.0}
+    costs |= {SNAPSHOT: 0.5, RESTORE: 0.5, INIT: 0.05}
+    pool = Resources(num_request_slots=4, num_pages=4, page_size_tokens=64)
+    cheap = policy_from_preset("balanced", terminal_value=1e-3, terminal_age_price=0.0)
+    s = scheduler(list(costs), costs, resources=pool, policy=cheap)
+    driver = Driver(s)
+    s.admit(request(prompt=64, output=200))
+    b = s.admit(request(prompt=64, output=200))
+    for _ in range(400):
+        try:
+            driver.step()
+        except ResourceShortage:
+            break
+    else:
+        raise AssertionError("the two decoders never ran out of pages")
+    s.admit(request(prompt=64, output=8))
+    s.preempt(b)
+    assert s.pool.num_free_pages == 0 and s.queue.is_empty
+    plan, reference = s.plan(), reference_plan(s)
+    assert plan is not None and reference is not None
+    assert plan.descriptor.kind in (GraphKind.INIT, GraphKind.SNAPSHOT)
+    assert plan.descriptor == reference.descriptor
+    assert [(x.handle, x.role) for x in plan.lanes] == [(x.handle, x.role) for x in reference.lanes]
+    assert math.isclose(plan.value_rate, reference.value_rate, rel_tol=1e-9)
