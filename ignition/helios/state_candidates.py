@@ -27,6 +27,13 @@ pair is worth no more than the sequence that also finishes the tail: min(pair, s
 over T + F + tail), so the bound only lowers scores. Decoders are valued as width-one
 rows, exact for ordinary decode and mixed width-one graphs and a lower bound for
 speculative ones.
+
+Pairs are not all evaluated: each gets an upper bound (pair_bounds.py), measured pairs
+are evaluated best bound first and the rest skipped once a bound falls clearly below the
+incumbent (the best state candidate found so far, or the inference incumbent plan()
+passes in), as bounds.py does for inference shapes; pairs with an unknown duration and
+stale or unmeasured prerequisites are always evaluated whole. ``state_candidates``
+without a floor is the exhaustive path the reference selector uses.
 """
 
 from __future__ import annotations
