@@ -7,7 +7,7 @@ an init program in the catalog every fresh prompt waits on such a pair, and 33-4
 following shapes per prerequisite made that the bulk of plan(). Most of those pairs
 cannot win, so, like bounds.py for inference shapes, each pair gets an O(1) optimistic
 score from per-prerequisite sorted prefix sums, pairs are evaluated best bound first,
-and the rest are skipped once a bound falls clearly below the incumbent.
+and the rest are skipped once a bound falls clearly below the incumbent (state_search.py).
 
 Every term is bounded from above:
 
@@ -25,7 +25,7 @@ Every term is bounded from above:
 
 and the span, hence the common waiting cost over T + F and T, is exact. The productive
 first-stage prefix (terminal rows alone over T) is bounded the same way. A pair with
-an unknown duration has no rate to bound and is never pruned (state_candidates).
+an unknown duration has no rate to bound and is never pruned (state_search.py).
 """
 
 from __future__ import annotations

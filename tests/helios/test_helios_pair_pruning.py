@@ -22,14 +22,13 @@ from ignition.helios.pair_bounds import PairBounds
 from ignition.helios.policy import Population, select
 from ignition.helios.service import Prices
 from ignition.helios.state_candidates import (
-    StateSearch,
     StateTables,
-    _chain_bound,
     _chain_cohort,
     _enables,
     _pair,
     state_candidates,
 )
+from ignition.helios.state_search import StateSearch, _chain_bound
 from ignition.helios.terminal import TerminalView
 from ignition.helios.types import RequestHandle
 from ignition.helios.utility import Candidate, Decision, LaneView

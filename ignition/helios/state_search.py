@@ -1,0 +1,368 @@
+"""The state operations' search: which (prerequisite, following) pairs to evaluate.
+
+state_candidates.py values a pair (its joint cohort and score); this module decides
+which pairs get valued. Every measured pair of a fresh, measured prerequisite gets an
+upper bound (pair_bounds.py); pairs are evaluated best bound first and the rest skipped
+once a bound falls clearly below the incumbent, as bounds.py does for inference shapes.
+The incumbent is the best state candidate found so far and, in plan(), the inference
+search's best: ``StateSearch.provisional`` evaluates each prerequisite's best-bound pair
+(whose scores the inference search may skip below), ``StateSearch.candidates`` resumes
+every prerequisite against the inference incumbent. Pairs with an unknown duration and
+stale or unmeasured prerequisites are evaluated whole (unknown durations compare
+optimistically by value; timing refresh chooses among stale candidates), and the chain
+cohort (restore -> vision -> inference) is skipped only when measured and bounded below.
+
+The winner is the exhaustive one; a prerequisite's own candidate may be a lesser one or
+absent where it could not be selected (plan() reruns the exhaustive search when the
+winner's pages fall short, since the fitting state operation then matters).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.bounds import BOUND_MARGIN
+from ignition.helios.config import PolicyConfig
+from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.pair_bounds import PairBounds
+from ignition.helios.policy import Population
+from ignition.helios.prerequisites import chain_score
+from ignition.helios.state_candidates import (
+    ROLES,
+    STATE_KINDS,
+    StateTables,
+    _chain_cohort,
+    _enables,
+    _ms,
+    _pair,
+    _state_lane,
+    _terminal_pick,
+)
+from ignition.helios.utility import Candidate, Decision, LanePick, LaneView, finish
+
+
+class StateSearch:
+    """The state operations' lookahead, resumable so that it and the inference search
+    can each use the other's incumbent (plan()): ``provisional`` evaluates each
+    prerequisite's best-bound pair, whose scores the inference search may skip below;
+    ``candidates`` resumes every prerequisite against the inference incumbent."""
+
+    def __init__(
+        self,
+        descriptors: Sequence[Descriptor],
+        population: Population,
+        costs: CostModel,
+        decision: Decision,
+        policy: PolicyConfig,
+        now_ns: int,
+        prune: bool = True,
+    ) -> None:
+        state = [d for d in descriptors if d.kind in STATE_KINDS]
+        self._searches: list[_PrerequisiteSearch] = []
+        if not state or not (population.pending or population.terminal):
+            return
+        snapshots = [d for d in state if d.kind is GraphKind.SNAPSHOT]
+        inference = [d for d in descriptors if d.kind not in STATE_KINDS]
+        tables = StateTables(population, inference, snapshots, costs, decision, policy)
+        tables.vision = [d for d in state if d.kind is GraphKind.VISION]
+        self._searches = [_PrerequisiteSearch(d, tables, now_ns, prune) for d in state]
+
+    def provisional(self, hint: float = -math.inf) -> list[Candidate]:
+        """Each prerequisite's best so far after its best-bound pair, where that bound
+        is not clearly below ``hint`` (the inference shapes' largest bound: a pair below
+        it is unlikely to set the incumbent, so it waits for the inference search's):
+        real candidates whose scores the final ones can only raise (or, turning
+        indeterminate, outrank), so other searches may skip what falls clearly below."""
+        out = []
+        for search in self._searches:
+            if search.leads(hint):
+                search.advance(-math.inf, 1)
+            candidate = search.candidate()
+            if candidate is not None:
+                out.append(candidate)
+        return out
+
+    def candidates(self, floor: float) -> list[Candidate]:
+        """Every prerequisite's candidate, its pairs pruned against ``floor`` (the best
+        known score of the other candidates) and the state candidates found so far."""
+        out = []
+        for search in self._searches:
+            candidate = search.finish(floor)
+            if candidate is not None:
+                out.append(candidate)
+                if not candidate.is_indeterminate:
+                    floor = max(floor, candidate.score)
+        return out
+
+
+class _Best:
+    """The best entry of one prerequisite, ranked as the lookahead always ranked them
+    when evaluated in catalog order: an unknown-duration entry before any measured one,
+    then score, then more advanced requests, then the earlier position. The position
+    lets pairs be evaluated best bound first with the same result."""
+
+    def __init__(self) -> None:
+        self.entry: tuple[bool, float, int, tuple, list, list, float] | None = None
+
+    @property
+    def known_score(self) -> float | None:
+        """The best score when it is a measured rate (None before any, or when an
+        unknown-duration entry leads: no measured pair can then replace it)."""
+        if self.entry is None or not self.entry[0]:
+            return None
+        return self.entry[1]
+
+    def consider(self, position, score, lanes, retire, value, known: bool) -> None:
+        count = len(lanes) + len(retire)
+        best = self.entry
+        if (
+            best is None
+            or (not known and best[0])
+            or (
+                known == best[0]
+                and (
+                    score > best[1]
+                    or (
+                        score == best[1]
+                        and (count > best[2] or (count == best[2] and position < best[3]))
+                    )
+                )
+            )
+        ):
+            self.entry = (known, score, count, position, lanes, retire, value)
+
+
+def _below(bound: float, incumbent: float) -> bool:
+    """Whether ``bound`` falls clearly below ``incumbent`` (bounds.py's margin: far above
+    the ranking's tie tolerance and any rounding between a bound and a real score)."""
+    return bound < incumbent - BOUND_MARGIN * max(1.0, abs(incumbent), abs(bound))
+
+
+def _pair_bounds(
+    d: Descriptor, tables: StateTables, enabled: Sequence[LaneView], terminal, t_ms: float
+) -> PairBounds:
+    contributions = tables.terminal_contributions(terminal, t_ms, None)
+    population = tables.population
+    return PairBounds(
+        enabled,
+        population.prompts,
+        [v for v in population.decoders if v.remaining_output >= 1],
+        [c.prefix for c in contributions],
+        tables.prices.age_price,
+        d.batch_capacity,
+        tables.decision,
+        tables.max_rows,
+    )
+
+
+class _PrerequisiteSearch:
+    """One prerequisite shape's lookahead: terminal retirement alone, every pair with a
+    following inference shape, and the chain cohort. With ``prune``, a measured fresh
+    prerequisite evaluates its pairs with unknown durations first, then the measured
+    ones best bound first, resumably, each time stopping once the next bound falls
+    clearly below the incumbent; otherwise every pair is evaluated at once."""
+
+    def __init__(self, d: Descriptor, tables: StateTables, now_ns: int, prune: bool) -> None:
+        self.d, self.tables = d, tables
+        costs = tables.costs
+        self.t_ms = t_ms = _ms(costs, d)
+        self.freshness = costs.freshness(d, now_ns)
+        enabled = [v for v in tables.population.pending if _enables(v, d)]
+        # restore -> vision -> inference: no inference follows this stage directly
+        self.chained = [v for v in enabled if v.chained_patches]
+        if self.chained:
+            enabled = [v for v in enabled if not v.chained_patches]
+        self.enabled = enabled
+        self.terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
+        # A stale or unknown prerequisite is evaluated whole: timing refresh chooses among
+        # the stale ones, and an unknown duration has no rate to bound.
+        self.prune = prune and t_ms is not None and self.freshness is Freshness.FRESH
+        self.best = _Best()
+        self._ranked: list[tuple[float, int, Descriptor]] = []
+        self._next = 0
+        self._built: Candidate | None = None
+        self._stale = True  # whether ``_built`` lags ``best``
+        if self.terminal:
+            self._terminal_alone()
+        followings = list(enumerate(tables.inference)) if enabled else []
+        if not self.prune:
+            for position, following in followings:
+                self._pair(position, following)
+            return
+        measured = []
+        durations = tables.shapes.ms
+        for position, following in followings:
+            f_ms = durations[position]
+            if f_ms is None:  # unknown durations compare optimistically by value
+                self._pair(position, following)
+            else:
+                measured.append((position, following, f_ms))
+        # an unknown-duration entry already leads: no measured pair can replace it
+        if measured and (self.best.entry is None or self.best.known_score is not None):
+            assert t_ms is not None
+            bounds = _pair_bounds(d, tables, enabled, self.terminal, t_ms)
+            self._ranked = bounds.ranked(measured, t_ms)
+
+    def _terminal_alone(self) -> None:
+        """Terminal retirement alone (a pair needs a newly ready row)."""
+        d, tables, t_ms = self.d, self.tables, self.t_ms
+        contributions = tables.terminal_contributions(self.terminal, t_ms, t_ms)
+        order = sorted(range(len(self.terminal)), key=lambda i: -contributions[i].prefix)
+        chosen = order[: d.batch_capacity]
+        value = sum(contributions[i].prefix for i in chosen)
+        probe = Candidate(
+            d, tables.costs.estimate_ns(d), self.freshness, value, len(chosen), (), _no_lanes
+        )
+        finish(probe, tables.decision)
+        retire = [self.terminal[i] for i in chosen]
+        self.best.consider((-1,), probe.score, [], retire, value, t_ms is not None)
+
+    def _pair(self, position: int, following: Descriptor) -> None:
+        self._stale = True
+        _pair(
+            self.d,
+            self.tables,
+            position,
+            following,
+            self.enabled,
+            self.terminal,
+            self.t_ms,
+            self.best,
+        )
+
+    def leads(self, hint: float) -> bool:
+        """Whether the next measured pair's bound is not clearly below ``hint``."""
+        return self._next < len(self._ranked) and not _below(-self._ranked[self._next][0], hint)
+
+    def advance(self, floor: float, limit: int | None = None) -> None:
+        """Evaluate measured pairs best bound first (at most ``limit``) until the next
+        bound falls clearly below both ``floor`` and the best found."""
+        ranked, count = self._ranked, 0
+        while self._next < len(ranked) and (limit is None or count < limit):
+            negative, position, following = ranked[self._next]
+            own = self.best.known_score
+            if _below(-negative, floor if own is None else max(floor, own)):
+                self._ranked = []  # the bounds only fall: nothing later can rise above
+                return
+            self._next += 1
+            count += 1
+            self._pair(position, following)
+
+    def finish(self, floor: float) -> Candidate | None:
+        """The shape's candidate: the remaining pairs against ``floor``, then the chain."""
+        self.advance(floor)
+        chained = self.chained
+        if chained and not (
+            self.prune and _chain_skipped(self.d, self.tables, chained, self.t_ms, self.best, floor)
+        ):
+            chain = _chain_cohort(self.d, self.tables, chained, self.t_ms)
+            if chain is not None:
+                self._stale = True
+                score, rows, value, known = chain
+                lanes = [_state_lane(v, ROLES[self.d.kind]) for v in rows]
+                self.best.consider((len(self.tables.inference),), score, lanes, [], value, known)
+        return self.candidate()
+
+    def candidate(self) -> Candidate | None:
+        """The candidate of the best entry so far."""
+        if self._stale:
+            self._built = _candidate(self.d, self.tables, self.freshness, self.best)
+            self._stale = False
+        return self._built
+
+
+def _no_lanes() -> tuple[list[LanePick], int]:
+    return [], -1
+
+
+def _candidate(
+    d: Descriptor, tables: StateTables, freshness: Freshness, best: _Best
+) -> Candidate | None:
+    if best.entry is None:
+        return None
+    known, score, count, _, lanes, retire, value = best.entry
+    key = (d.kind, tuple(p.view.handle for p in lanes), tuple(r.handle for r in retire))
+
+    def build() -> tuple[list[LanePick], int]:
+        return [*lanes, *(_terminal_pick(r) for r in retire)], -1
+
+    if not known:
+        # Unknown durations compare optimistically by useful value: a prerequisite whose
+        # lookahead has one (its own or the following graph's) ranks with the other
+        # unknown-duration candidates, by value, not among measured rates (where a value
+        # would outrank every rate while every discovery outranked it, so a fresh
+        # request's init waited behind the exploration of programs others could fill).
+        freshness = Freshness.UNKNOWN
+    candidate = Candidate(d, tables.costs.estimate_ns(d), freshness, value, count, key, build)
+    candidate.score = value if freshness is Freshness.UNKNOWN else score
+    return candidate
+
+
+def _chain_skipped(
+    d: Descriptor,
+    tables: StateTables,
+    chained: Sequence[LaneView],
+    t_ms: float,
+    best: _Best,
+    floor: float,
+) -> bool:
+    """Whether the chain cohort cannot be selected: every duration behind it is measured
+    (so it would rank as a measured rate) and an unknown-duration entry already leads or
+    its bound falls clearly below the incumbent."""
+    bound = _chain_bound(d, tables, chained, t_ms)
+    if bound is None:
+        return False
+    own = best.known_score
+    if best.entry is not None and own is None:
+        return True
+    return _below(bound, floor if own is None else max(floor, own))
+
+
+def _chain_bound(
+    d: Descriptor, tables: StateTables, chained: Sequence[LaneView], t_ms: float
+) -> float | None:
+    """An upper bound on the chain cohort's score, None where a duration behind it is
+    unknown: a row's continuation contribution V * T / (T + F) is at most its largest
+    value over its fastest rest (a decoder's value grows with the span, but V * T / (T + F)
+    is then its intercept's share plus c * sigma * T, largest over the fastest rest)."""
+    durations = tables.shapes.ms
+    if any(m is None for m in durations):
+        return None
+    prompt_ms = [
+        m
+        for f, m in zip(tables.inference, durations, strict=True)
+        if f.kind in (GraphKind.PREFILL, GraphKind.MIXED)
+    ]
+    decode_ms = [
+        m
+        for f, m in zip(tables.inference, durations, strict=True)
+        if f.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE)
+    ]
+    decision = tables.decision
+    bounds = []
+    for v in chained:
+        vision = [
+            _ms(tables.costs, g) for g in tables.vision if v.chained_patches <= g.patch_capacity
+        ]
+        if any(m is None for m in vision):
+            return None
+        if not vision:
+            continue  # no vision program holds the window: the row contributes nothing
+        v_ms = min(m for m in vision if m is not None)
+        prices = v.prices
+        if v.is_decoder:
+            if not decode_ms or v.remaining_output < 1:
+                continue
+            slope = 0.0
+            if v.sigma_ms is not None and decision.age_price != 0:
+                slope = decision.age_price * v.sigma_ms
+            intercept = prices.output_token + prices.delivery + slope * v.age_ms
+            bounds.append(intercept * t_ms / (t_ms + v_ms + min(decode_ms)) + slope * t_ms)
+        elif prompt_ms:
+            value = prices.prefill_token * max(0, v.remaining_prompt)
+            value += prices.output_token + prices.delivery
+            bounds.append(value * t_ms / (t_ms + v_ms + min(prompt_ms)))
+    total = sum(sorted(bounds, reverse=True)[: d.batch_capacity])
+    return chain_score([total], t_ms, decision.waiting_coefficient)
