@@ -111,12 +111,12 @@ class CheckpointCache:
             return Admission(0, (), False)
         self.counters.queries += 1
         match = self.rows.lookup(prompt, now_ns) if restore else None
-        if match is not None and self.payoff and not mandatory:
-            if not restore_pays(
-                costs.prefill, len(prompt), match.num_tokens, costs.restore_ns, self.fraction
-            ):
-                self.counters.unprofitable_restores += 1
-                match = None
+        checked = match is not None and self.payoff and not mandatory
+        if checked and not restore_pays(
+            costs.prefill, len(prompt), match.num_tokens, costs.restore_ns, self.fraction
+        ):
+            self.counters.unprofitable_restores += 1
+            match = None
         if match is not None:
             state.restore_row, state.restore_tokens = match.row, match.num_tokens
             self.rows.begin_read(match.row)  # pinned until its restore completes

@@ -41,9 +41,10 @@ def _retained(cache: CheckpointCache, tokens: tuple[int, ...]) -> int:
 def test_the_prefill_estimate_covers_whole_launches_of_the_cheapest_per_token_graph_then_the_rest():
     assert ROOFLINE.ns(130) == 53.45 * MS  # the fastest graph holding 130 tokens
     assert ROOFLINE.ns(1217) == 53.79 * MS
-    assert ROOFLINE.ns(5250) == pytest.approx((63.76 + 53.79) * MS)  # one 4096 launch, 1154 in a 1536
+    # one 4096-token launch, then 1154 tokens in a 1536-token one
+    assert ROOFLINE.ns(5250) == pytest.approx((63.76 + 53.79) * MS)
     assert ROOFLINE.ns(0) == 0.0
-    assert LINEAR.ns(1088) == pytest.approx((102.4 + 6.4) * MS)  # 1024, then 64 in the 64-token graph
+    assert LINEAR.ns(1088) == pytest.approx((102.4 + 6.4) * MS)  # 1024, then 64 in the 64
 
 
 def test_a_restore_that_saves_no_prefill_launch_does_not_pay_and_one_that_saves_a_launch_does():

@@ -158,3 +158,30 @@ def test_a_restored_turn_waits_no_longer_than_an_uncached_one_under_the_bounded_
         whole_prompt_on = later_ttft(8)
     assert on < whole_prompt_on - 10.0  # the earlier start left it waiting
     assert on <= off + 1.0  # simulated time: one prompt launch either way
+
+
+def _retention(spec: MultiTurnSpec, rows: int, payoff: bool = True):
+    catalog = helios_catalog("qwen38", 2, 128, speculation="off")
+    return run_retention(spec, rows, catalog, slots=2, device=H200Roofline(), payoff=payoff)
+
+
+def test_retention_that_saves_no_prefill_launch_does_no_work_and_matches_retention_off():
+    """docs/scheduling.md, "Retention pays only where it saves prefill launches": a
+    1024-token first prompt and 128-token turns fit one weight-bound launch whether or
+    not the history is restored, so no restore or capture pays and the run is the
+    retention-off run (issue 10d: at saturation the restores made it slower)."""
+    spec = MultiTurnSpec(conversations=4, turns=3, first_prompt=1024, turn_prompt=128)
+    off, on = _retention(spec, 0), _retention(spec, 8)
+    assert on.restores == 0 and on.later_cached_tokens == 0
+    assert on.later_turn_ttft_ms == off.later_turn_ttft_ms
+    assert on.makespan_ms == off.makespan_ms
+    assert _retention(spec, 8, payoff=False).restores > 0  # the rule is what skips them
+
+
+def test_retention_still_restores_histories_whose_restore_saves_a_prefill_launch():
+    spec = MultiTurnSpec(
+        conversations=3, turns=3, first_prompt=4096, turn_prompt=256, output_tokens=16
+    )
+    off, on = _retention(spec, 0), _retention(spec, 8)
+    assert on.restores == 6 and on.prefill_tokens < off.prefill_tokens
+    assert sum(on.later_turn_ttft_ms) < sum(off.later_turn_ttft_ms)
