@@ -17,7 +17,7 @@ import numpy as np
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.cost import CostEntry, CostModel
-from ignition.helios.prompt_starts import BOUNDED_RULES, prompt_starts
+from ignition.helios.prompt_starts import BOUNDED_RULES, PromptStarts
 from ignition.helios.service import Normalizers
 
 # The newcomer rules this core reproduces (utility.NEWCOMER_RULES); any other rule
@@ -83,13 +83,33 @@ class CatalogArrays:
         low = float((decode_like / kt).max())
         return (high if high > 0 else None), (low if low > 0 else None)
 
-    def shares(self, t_ms: np.ndarray, num_streams: int) -> list[tuple[float, float]]:
-        """``service.graph_shares``: (useful / k, duration ms) of every measured program
-        with useful tokens, the same floats."""
+    def prompt_starts(
+        self, t_ms: np.ndarray, num_streams: int, generation: float | None, start: float | None
+    ) -> PromptStarts | None:
+        """``prompt_starts.prompt_starts`` over ``service.graph_shares``, vectorised: the
+        same sort order and the same IEEE operations, so the same table."""
+        if generation is None or start is None:
+            return None
         k = max(1, num_streams)
         every, _ = self.useful(k)
         keep = (every > 0) & np.isfinite(t_ms)
-        return list(zip((every[keep] / k).tolist(), t_ms[keep].tolist(), strict=True))
+        if not keep.any():
+            return None
+        shares, t = every[keep] / k, t_ms[keep]
+        order = np.lexsort((t, shares))  # by share, then duration: sorted((s, t))
+        shares, t = shares[order], t[order]
+        rates = shares / t
+        below = np.concatenate(([0.0], np.maximum.accumulate(rates)))
+        fastest = np.concatenate((np.minimum.accumulate(t[::-1])[::-1], [math.inf]))
+        full = float(shares[int(np.argmax(rates))])
+        return PromptStarts(
+            tuple(shares.tolist()),
+            tuple(below.tolist()),
+            tuple(fastest.tolist()),
+            full,
+            generation,
+            start,
+        )
 
     def reference_interval_ms(
         self, t_generation: np.ndarray, num_streams: int, family_size: int | None = None
@@ -146,7 +166,7 @@ def vector_normalizers(
     if start is not None:
         token_rate = start
         if rule in BOUNDED_RULES:
-            starts = prompt_starts(arrays.shares(t, num_live), low, start)
+            starts = arrays.prompt_starts(t, num_live, low, start)
         by_family = {
             f: Normalizers(start, n.delivery_rate, n.sigma_ms, prompt_starts=starts)
             for f, n in by_family.items()
