@@ -326,13 +326,11 @@ def _prepare_and_validate(model, recipe: Recipe, todo, checkpoint: Path, device,
 
 
 def _validate_state_operations(model, page_size: int, device) -> list[dict[str, Any]]:
-    """Snapshot and restore, prepared over a small state and checked to round-trip."""
+    """Snapshot, restore and init, prepared over a small state and checked: the first two
+    round-trip a slot, the third writes what ``reset_slot`` writes."""
     state = _validation_state(model, page_size, (), device)
     ops = StateOperations(state, num_rows=1, capturer=GraphCapturer(device))
-    prepared = {
-        ops.snapshot_program.name: ops.snapshot_program,
-        ops.restore_program.name: ops.restore_program,
-    }
+    prepared = {p.name: p for p in ops.programs.values()}
     return [
         {
             "name": result.name,

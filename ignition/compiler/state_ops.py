@@ -19,7 +19,8 @@ zero recurrent state, convolution window and MTP hidden state. It copies no page
 length-zero slot reads none, and prefill writes every page before attention reads
 it), so it needs no snapshot row.
 
-The build prepares and validates snapshot and restore; at serve time Helios schedules
+The build prepares and validates all three (snapshot -> restore round-trips a slot,
+initialization writes what ``ModelState.reset_slot`` writes); at serve time Helios schedules
 all three (initialization and restores as prerequisites, intermediate and terminal
 snapshots) and the worker runs them into the rows the runtime's checkpoint cache
 names.
@@ -32,13 +33,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ignition.compiler.graph import timed_run
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.compiler.graph import PreparedProgram, timed_run
+from ignition.components.catalog import Descriptor
+from ignition.components.state_programs import INIT, RESTORE, SNAPSHOT
 from ignition.model.state import ModelState
-
-SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
-RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
-INIT = Descriptor(GraphKind.INIT, 1, 0, 1, 1)
 
 
 @dataclass
@@ -173,7 +171,7 @@ def state_op_inputs(device: torch.device) -> StateOpInputs:
 
 
 class StateOperations:
-    """The prepared snapshot and restore programs over one state and one store."""
+    """The prepared snapshot, restore and init programs over one state and one store."""
 
     def __init__(self, state: ModelState, num_rows: int, capturer) -> None:
         device = state.seq_lens.device
@@ -189,6 +187,15 @@ class StateOperations:
         )
         self._init_inputs = state_op_inputs(device)
         self.init_program = capturer.prepare(INIT.name, init_program(state), self._init_inputs)
+
+    @property
+    def programs(self) -> dict[Descriptor, PreparedProgram]:
+        """Each prepared program under its descriptor (components/state_programs.py)."""
+        return {
+            SNAPSHOT: self.snapshot_program,
+            RESTORE: self.restore_program,
+            INIT: self.init_program,
+        }
 
     def snapshot(self, slot: int, row: int) -> int:
         """Copy ``slot`` into snapshot ``row``; returns the measured interval in ns."""

@@ -11,7 +11,7 @@ run is timed; on a GPU that is one graph replay.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -181,7 +181,8 @@ def validate_vision_program(program: Program, prepared: PreparedProgram) -> Vali
 
 
 def validate_state_operations(ops) -> list[ValidationResult]:
-    """Snapshot slot 0 holding random state, restore it into slot 1, and compare them."""
+    """Snapshot slot 0 holding random state, restore it into slot 1, and compare them;
+    then initialize slot 1 and compare the whole state with a reset_slot'ed copy."""
     state = ops.state
     if state.num_slots < 2:
         raise ValidationError("state operations need two validation slots")
@@ -211,9 +212,47 @@ def validate_state_operations(ops) -> list[ValidationResult]:
         torch.equal(got, want) for got, want in zip(restored, expected, strict=True)
     ):
         raise ValidationError("restore did not reproduce the snapshotted slot")
+    init_ns = _validate_init(ops, generator)
     for slot in (0, 1):
         state.reset_slot(slot)
     return [
         ValidationResult(ops.snapshot_program.name, snapshot_ns, 0),
         ValidationResult(ops.restore_program.name, restore_ns, 0),
+        ValidationResult(ops.init_program.name, init_ns, 0),
     ]
+
+
+def _state_tensors(state: ModelState) -> dict[str, torch.Tensor]:
+    return {
+        f.name: getattr(state, f.name)
+        for f in fields(state)
+        if isinstance(getattr(state, f.name), torch.Tensor)
+    }
+
+
+def _validate_init(ops, generator: torch.Generator) -> int:
+    """Both validation slots hold random lengths, GDN states, convolution windows and MTP
+    hidden states (and their pages random content); initializing slot 1 must leave every
+    tensor of the state exactly as ``reset_slot(1)`` leaves a copy: slot 1 zeroed, its
+    pages kept, slot 0 and every cache page untouched."""
+    state = ops.state
+    for slot in (0, 1):
+        state.seq_lens[slot] = 1 + int(
+            torch.randint(state.capacity_tokens, (1,), generator=generator)
+        )
+        for piece in (state.gdn_state[:, slot], state.conv_window[:, slot], state.mtp_hidden[slot]):
+            piece.copy_(torch.randn(piece.shape, generator=generator).to(piece))
+    tensors = _state_tensors(state)
+    before = {name: t.clone() for name, t in tensors.items()}
+    state.reset_slot(1)
+    expected = {name: t.clone() for name, t in tensors.items()}
+    for name, t in tensors.items():
+        t.copy_(before[name])
+    init_ns = ops.initialize(slot=1)
+    wrong = [name for name, t in tensors.items() if not torch.equal(t, expected[name])]
+    if wrong:
+        raise ValidationError(
+            f"{ops.init_program.name}: initializing slot 1 left {', '.join(wrong)} "
+            "unlike reset_slot"
+        )
+    return init_ns

@@ -186,6 +186,14 @@ class Scheduler:
     def _needs_feedback(self, d: Descriptor, freshness: Freshness) -> bool:
         return d.kind not in QUEUEABLE_KINDS or freshness is not Freshness.FRESH
 
+    def own_freshness(self, c: Candidate) -> Freshness:
+        """The timing state of ``c``'s own graph. A measured prerequisite whose lookahead
+        has an unknown duration ranks as unknown (state_candidates) but discovers nothing
+        of its own cost: it executes, is accounted and reported as ordinary."""
+        if c.descriptor.kind in STATE_KINDS:
+            return self.costs.freshness(c.descriptor, self.now_ns)
+        return c.freshness
+
     def plan(self) -> ScheduledPlan | None:
         if self.queue.why_closed() is not None:
             return None
@@ -224,7 +232,8 @@ class Scheduler:
         winner = self.page_feasible(select(candidates), states)
         if winner is None:
             return None
-        cls = ExecutionClass.DISCOVERY if winner.is_indeterminate else ExecutionClass.ORDINARY
+        own = self.own_freshness(winner)
+        cls = ExecutionClass.DISCOVERY if own is Freshness.UNKNOWN else ExecutionClass.ORDINARY
         credit = 0.0
         if cls is ExecutionClass.ORDINARY and self.refresh.can_open():
             stale = choose_refresh(winner, candidates, self.costs)
@@ -324,7 +333,7 @@ class Scheduler:
             Freshness.UNKNOWN: SelectionReason.DISCOVERY,
             Freshness.STALE: SelectionReason.STALE,
             Freshness.FRESH: SelectionReason.ORDINARY,
-        }[c.freshness]
+        }[self.own_freshness(c)]
         return ScheduledPlan(
             descriptor=c.descriptor,
             lanes=lanes,

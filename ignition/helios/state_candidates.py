@@ -21,7 +21,10 @@ snapshot's completion, which saves the waiting it would otherwise incur over the
 following graph.
 
 Following-graph lane values use the ordinary lane arithmetic at the lookahead's end
-(ages reset at the following graph's completion). Decoders are valued as width-one
+(ages reset at the following graph's completion). When the following graph's one prompt
+row stops short of a remainder one prepared graph could consume whole (tails.py), the
+pair is worth no more than the sequence that also finishes the tail: min(pair, sequence
+over T + F + tail), so the bound only lowers scores. Decoders are valued as width-one
 rows, exact for ordinary decode and mixed width-one graphs and a lower bound for
 speculative ones.
 """
@@ -30,19 +33,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.policy import Population, prompt_capacity
 from ignition.helios.prerequisites import (
+    PairChoice,
     PairShape,
     PinnedRow,
     TerminalContribution,
     best_pair_cohort,
     chain_score,
     continuation_contribution,
+    sequence_score,
 )
+from ignition.helios.tails import CompletionTimes, sequence_rate, stranded_tail
 from ignition.helios.terminal import (
     TerminalPrices,
     TerminalView,
@@ -142,6 +149,15 @@ class StateTables:
         scale = math.exp(decision.log_scale)
         self.prices = TerminalPrices(policy.terminal_value * scale, decision.terminal_age_price)
         self.sigma = terminal_sigma_ms(snapshots, costs, len(population.terminal))
+        self._completion: CompletionTimes | None = None
+
+    @property
+    def completion(self) -> CompletionTimes:
+        """The tail rule's completion times over the inference shapes, built on first use
+        (not tails.completion_times: its one memo slot belongs to the selector's list)."""
+        if self._completion is None:
+            self._completion = CompletionTimes(self.inference, self.costs)
+        return self._completion
 
     def terminal_contributions(
         self, rows: Sequence[TerminalView], t_ms: float | None, total_ms: float | None
@@ -156,13 +172,29 @@ class StateTables:
         return out
 
 
+@dataclass(frozen=True)
+class PairCase:
+    """One way the following graph can take its rows: the enabled and already-ready
+    contributions with their views, and the mixed graph's pinned prompt row (its view in
+    ``prompt``), if any."""
+
+    values: list[float]
+    ready: list[float]
+    pin: PinnedRow | None
+    views: list[LaneView]
+    ready_views: list[LaneView]
+    prompt: LaneView | None = None
+    # the mixed graph's prompt enabled by the prerequisite: one (value, view) per row that
+    # could be it; the decoder cohort beside it is the same for each (see _enabled_prompts)
+    enabled_prompts: list[tuple[float, LaneView]] | None = None
+
+
 def _pair_inputs(
     tables: StateTables,
     enabled: Sequence[LaneView],
     following: Descriptor,
     total_ms: float,
-) -> list[tuple[list[float], list[float], PinnedRow | None, list[LaneView], list[LaneView]]]:
-    """(enabled values, ready values, pinned, enabled views, ready views) per case."""
+) -> list[PairCase]:
     decision = tables.decision
     ready_prompts = list(tables.population.prompts)
     ready_decoders = [v for v in tables.population.decoders if v.remaining_output >= 1]
@@ -172,23 +204,91 @@ def _pair_inputs(
     if following.kind is GraphKind.PREFILL:
         values = [_prompt_value(v, following)[0] for v in prompt_rows]
         ready = [_prompt_value(v, following)[0] for v in ready_prompts]
-        cases.append((values, ready, None, prompt_rows, ready_prompts))
+        cases.append(PairCase(values, ready, None, prompt_rows, ready_prompts))
     elif following.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE):
+        if not decode_rows:
+            return []  # the pair needs a newly ready row
         values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
         ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
-        cases.append((values, ready, None, decode_rows, ready_decoders))
+        cases.append(PairCase(values, ready, None, decode_rows, ready_decoders))
     elif following.kind is GraphKind.MIXED:
         dec_values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
         ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
-        cases.append((dec_values, ready, None, decode_rows, ready_decoders))  # prompt absent
-        best_ready = max((_prompt_value(v, following)[0] for v in ready_prompts), default=None)
-        if best_ready is not None:  # prompt already ready
-            pin = PinnedRow(best_ready, enabled=False)
-            cases.append((dec_values, ready, pin, decode_rows, ready_decoders))
-        for v in prompt_rows:  # prompt enabled by the prerequisite
-            pin = PinnedRow(_prompt_value(v, following)[0], enabled=True)
-            cases.append(([], ready, pin, [v], ready_decoders))
+        cases.append(PairCase(dec_values, ready, None, decode_rows, ready_decoders))  # absent
+        ready_values = [_prompt_value(v, following)[0] for v in ready_prompts]
+        if ready_values:  # prompt already ready: the best one
+            best = max(range(len(ready_values)), key=ready_values.__getitem__)
+            pin = PinnedRow(ready_values[best], enabled=False)
+            cases.append(
+                PairCase(dec_values, ready, pin, decode_rows, ready_decoders, ready_prompts[best])
+            )
+        if prompt_rows:  # prompt enabled by the prerequisite
+            prompts = [(_prompt_value(v, following)[0], v) for v in prompt_rows]
+            pin = PinnedRow(0.0, enabled=True)
+            cases.append(PairCase([], ready, pin, [], ready_decoders, None, prompts))
     return cases
+
+
+def _enabled_prompts(
+    case: PairCase, shape: PairShape, contributions: Sequence[TerminalContribution], waiting: float
+) -> list[tuple[PairChoice, LaneView]]:
+    """The pair choice for each row that could be the mixed graph's enabled prompt.
+
+    With no other newly ready row, the cohort beside the pinned prompt (the ready
+    decoders, the prerequisite's terminal rows) does not depend on the prompt's value
+    unless terminal rows take part (the prefix comparison then may), so one cohort
+    serves every row: value = prompt + cohort, scored as best_pair_cohort scores it."""
+    assert case.enabled_prompts is not None
+    base = best_pair_cohort(shape, [], case.ready, contributions, waiting, case.pin)
+    if base is None:
+        return []
+    if base.terminal:
+        out = []
+        for value, v in case.enabled_prompts:
+            pin = PinnedRow(value, enabled=True)
+            choice = best_pair_cohort(shape, [], case.ready, contributions, waiting, pin)
+            if choice is not None:
+                out.append((choice, v))
+        return out
+    out = []
+    for value, v in case.enabled_prompts:
+        total = value + base.sequence_value
+        score = sequence_score(shape, total, base.prefix_value, False, waiting)
+        out.append((replace(base, sequence_value=total, score=score), v))
+    return out
+
+
+def _one_prompt_row(case: PairCase, choice: PairChoice, following: Descriptor) -> LaneView | None:
+    """The following graph's prompt row when it serves exactly one (the tail rule leaves
+    rows of several prompts as they are)."""
+    if case.pin is not None:
+        return case.prompt
+    if following.kind is not GraphKind.PREFILL or len(choice.enabled) + len(choice.ready) != 1:
+        return None
+    return case.views[choice.enabled[0]] if choice.enabled else case.ready_views[choice.ready[0]]
+
+
+def _tail_bounded(
+    choice: PairChoice,
+    shape: PairShape,
+    row: LaneView | None,
+    following: Descriptor,
+    tables: StateTables,
+) -> float:
+    """The pair's score, lowered to the sequence that also finishes the tail its one
+    prompt row strands (tails.py); the productive first-stage prefix is untouched."""
+    if row is None or not shape.is_known:
+        return choice.score  # unknown durations compare optimistically by value
+    tail = stranded_tail(row, _prompt_value(row, following)[1], tables.completion)
+    if tail is None:
+        return choice.score
+    t_ms, f_ms = shape.prerequisite_ms, shape.following_ms
+    assert t_ms is not None and f_ms is not None
+    decision = tables.decision
+    bound = sequence_rate(choice.sequence_value, t_ms + f_ms, tail, decision)
+    if choice.terminal:  # the prefix (terminal rows alone over T) stays as compared
+        bound = max(bound, choice.prefix_value / t_ms - decision.waiting_cost(t_ms))
+    return min(choice.score, bound)
 
 
 def _state_lane(view: LaneView, role: LaneRole) -> LanePick:
@@ -229,13 +329,19 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
         enabled = [v for v in enabled if not v.chained_patches]
     terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
     role = ROLES[d.kind]
-    best: tuple[float, int, list[LanePick], list[TerminalView], float] | None = None
+    # (known, score, count, lanes, retire, value); a cohort whose lookahead has an unknown
+    # duration scores its value and ranks first, as an unknown-duration candidate does
+    best: tuple[bool, float, int, list[LanePick], list[TerminalView], float] | None = None
 
-    def consider(score, lanes, retire, value) -> None:
+    def consider(score, lanes, retire, value, known: bool) -> None:
         nonlocal best
         count = len(lanes) + len(retire)
-        if best is None or score > best[0] or (score == best[0] and count > best[1]):
-            best = (score, count, lanes, retire, value)
+        if (
+            best is None
+            or (not known and best[0])
+            or (known == best[0] and (score > best[1] or (score == best[1] and count > best[2])))
+        ):
+            best = (known, score, count, lanes, retire, value)
 
     if terminal:  # terminal retirement alone (a pair needs a newly ready row)
         contributions = tables.terminal_contributions(terminal, t_ms, t_ms)
@@ -246,7 +352,7 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
             d, costs.estimate_ns(d), freshness, value, len(chosen), (), lambda: ([], -1)
         )
         finish(probe, decision)
-        consider(probe.score, [], [terminal[i] for i in chosen], value)
+        consider(probe.score, [], [terminal[i] for i in chosen], value, t_ms is not None)
     for following in tables.inference if enabled else ():
         f_ms = _ms(costs, following)
         total_ms = (t_ms or 0.0) + (f_ms or 0.0)
@@ -254,53 +360,69 @@ def _best_for(d: Descriptor, tables: StateTables, now_ns: int) -> Candidate | No
         contributions = tables.terminal_contributions(
             terminal, t_ms, None if f_ms is None else total_ms
         )
-        for values, ready, pin, views, _ in _pair_inputs(tables, enabled, following, total_ms):
-            if pin is None and not values:
+        for case in _pair_inputs(tables, enabled, following, total_ms):
+            if case.enabled_prompts is not None:
+                waiting = decision.waiting_coefficient
+                for choice, v in _enabled_prompts(case, shape, contributions, waiting):
+                    retire = [terminal[i] for i in choice.terminal]
+                    score = _tail_bounded(choice, shape, v, following, tables)
+                    lanes = [_state_lane(v, role)]
+                    consider(score, lanes, retire, choice.sequence_value, shape.is_known)
+                continue
+            pin, views = case.pin, case.views
+            if pin is None and not case.values:
                 continue
             choice = best_pair_cohort(
-                shape, values, ready, contributions, decision.waiting_coefficient, pin
+                shape, case.values, case.ready, contributions, decision.waiting_coefficient, pin
             )
             if choice is None:
                 continue
             lanes = [_state_lane(views[i], role) for i in choice.prerequisite_rows]
-            if pin is not None and pin.enabled:
-                lanes.insert(0, _state_lane(views[0], role))
             retire = [terminal[i] for i in choice.terminal]
-            consider(choice.score, lanes, retire, choice.sequence_value)
+            row = _one_prompt_row(case, choice, following)
+            score = _tail_bounded(choice, shape, row, following, tables)
+            consider(score, lanes, retire, choice.sequence_value, shape.is_known)
     if chained:
         chain = _chain_cohort(d, tables, chained, t_ms)
         if chain is not None:
-            consider(chain[0], [_state_lane(v, role) for v in chain[1]], [], chain[2])
+            score, rows, value, known = chain
+            consider(score, [_state_lane(v, role) for v in rows], [], value, known)
     if best is None:
         return None
-    score, count, lanes, retire, value = best
+    known, score, count, lanes, retire, value = best
     key = (d.kind, tuple(p.view.handle for p in lanes), tuple(r.handle for r in retire))
 
     def build() -> tuple[list[LanePick], int]:
         return [*lanes, *(_terminal_pick(r) for r in retire)], -1
 
+    if not known:
+        # Unknown durations compare optimistically by useful value: a prerequisite whose
+        # lookahead has one (its own or the following graph's) ranks with the other
+        # unknown-duration candidates, by value, not among measured rates (where a value
+        # would outrank every rate while every discovery outranked it, so a fresh
+        # request's init waited behind the exploration of programs others could fill).
+        freshness = Freshness.UNKNOWN
     candidate = Candidate(d, costs.estimate_ns(d), freshness, value, count, key, build)
-    if freshness is Freshness.UNKNOWN:
-        candidate.score = value  # unknown durations compare optimistically by value
-    else:
-        candidate.score = score
+    candidate.score = value if freshness is Freshness.UNKNOWN else score
     return candidate
 
 
 def _chain_cohort(
     d: Descriptor, tables: StateTables, chained: Sequence[LaneView], t_ms: float | None
-) -> tuple[float, list[LaneView], float] | None:
+) -> tuple[float, list[LaneView], float, bool] | None:
     """The first stage of longer chains (restore, then vision, then inference): each row is
     ranked by its individual continuation index V * T / (T + F), F being the rest of its
     chain (the fastest vision program that holds its window, then the following graph it
-    is worth most in); the cohort is the best ``batch_capacity`` rows, scored over T."""
+    is worth most in); the cohort is the best ``batch_capacity`` rows, scored over T.
+    The last field says whether every duration behind the score is known."""
     costs, decision = tables.costs, tables.decision
     contributions = []
+    unknown = []  # whether a row's contribution rests on an unknown duration
     for v in chained:
         vision = [g for g in tables.vision if v.chained_patches <= g.patch_capacity]
         known = [m for g in vision if (m := _ms(costs, g)) is not None]
         v_ms = min(known) if len(known) == len(vision) and known else None
-        best = 0.0
+        best, best_unknown = 0.0, False
         for following in tables.inference if vision else ():
             f_ms = _ms(costs, following)
             rest = None if v_ms is None or f_ms is None else v_ms + f_ms
@@ -312,15 +434,19 @@ def _chain_cohort(
                 value = _prompt_value(v, following)[0]
             else:
                 continue
-            best = max(best, continuation_contribution(value, t_ms, rest))
+            contribution = continuation_contribution(value, t_ms, rest)
+            if contribution > best:
+                best, best_unknown = contribution, rest is None
         contributions.append(best)
+        unknown.append(best_unknown)
     order = sorted(range(len(chained)), key=lambda i: -contributions[i])[: d.batch_capacity]
     order = [i for i in order if contributions[i] > 0]
     if not order:
         return None
     values = [contributions[i] for i in order]
     score = chain_score(values, t_ms, decision.waiting_coefficient)
-    return score, [chained[i] for i in order], sum(values)
+    known = t_ms is not None and not any(unknown[i] for i in order)
+    return score, [chained[i] for i in order], sum(values), known
 
 
 def _terminal_pick(row: TerminalView) -> LanePick:

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.cost import CostModel
 from ignition.helios.tables import prompt_capacity
-from ignition.helios.utility import Candidate, Decision, LanePick, consumable_tokens
+from ignition.helios.utility import Candidate, Decision, LanePick, LaneView, consumable_tokens
 
 
 class CompletionTimes:
@@ -76,6 +77,38 @@ def completion_times(descriptors: Sequence[Descriptor], costs: CostModel) -> Com
     return times
 
 
+@dataclass(frozen=True)
+class StrandedTail:
+    """What finishing a stranded tail earns (its tokens, the output token, delivery) and
+    the fastest measured graph able to consume it whole."""
+
+    value: float
+    ms: float
+
+
+def stranded_tail(view: LaneView, chunk_tokens: int, times: CompletionTimes) -> StrandedTail | None:
+    """The tail a ``chunk_tokens`` chunk of ``view``'s one row leaves, when nothing forces
+    the stop (no span or cut) and a prepared graph could have consumed the remainder now."""
+    remaining = view.remaining_prompt
+    if remaining > times.largest or consumable_tokens(view, remaining) < remaining:
+        return None  # no graph holds it all, or a span or cut stops it anyway
+    tail = remaining - chunk_tokens
+    f_ms = times.ms_for(tail)
+    if tail <= 0 or f_ms is None:
+        return None
+    value = view.prices.prefill_token * tail + view.prices.output_token + view.prices.delivery
+    return StrandedTail(value, f_ms)
+
+
+def sequence_rate(
+    value: float, duration_ms: float, tail: StrandedTail, decision: Decision
+) -> float:
+    """The value rate of ``value`` earned over ``duration_ms`` followed by the tail's graph,
+    less the common waiting cost over both."""
+    total_ms = duration_ms + tail.ms
+    return (value + tail.value) / total_ms - decision.waiting_cost(total_ms)
+
+
 def stranded_tail_score(
     candidate: Candidate, pick: LanePick, times: CompletionTimes, decision: Decision
 ) -> float:
@@ -83,15 +116,8 @@ def stranded_tail_score(
     row ``pick`` strands a tail that a prepared graph could have consumed now."""
     if candidate.is_indeterminate or pick.expected_output > 0:
         return candidate.score
-    view = pick.view
-    remaining = view.remaining_prompt
-    if remaining > times.largest or consumable_tokens(view, remaining) < remaining:
-        return candidate.score  # no graph holds it all, or a span or cut stops it anyway
-    tail = remaining - pick.num_prompt_tokens
-    f_ms = times.ms_for(tail)
-    if tail <= 0 or f_ms is None:
+    tail = stranded_tail(pick.view, pick.num_prompt_tokens, times)
+    if tail is None:
         return candidate.score
-    total_ms = candidate.duration_ms + f_ms
-    tail_value = view.prices.prefill_token * tail + view.prices.output_token + view.prices.delivery
-    sequence = (candidate.total_value + tail_value) / total_ms - decision.waiting_cost(total_ms)
+    sequence = sequence_rate(candidate.total_value, candidate.duration_ms, tail, decision)
     return min(candidate.score, sequence)

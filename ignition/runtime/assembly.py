@@ -10,9 +10,10 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
-from ignition.compiler.state_ops import INIT, RESTORE, SNAPSHOT, SnapshotStore, StateOperations
+from ignition.compiler.state_ops import SnapshotStore, StateOperations
 from ignition.components.capacity import select_for_mode
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.state_programs import STATE_PROGRAMS
 from ignition.helios import (
     PolicyConfig,
     Resources,
@@ -206,7 +207,7 @@ def assemble_engine(
     )
     # Helios schedules the state programs (initialization, restore, snapshots) beside
     # inference; initialization and restores are prerequisites of a request's prompt.
-    schedulable = replace(selected, descriptors=(*selected.descriptors, SNAPSHOT, RESTORE, INIT))
+    schedulable = replace(selected, descriptors=(*selected.descriptors, *STATE_PROGRAMS))
     scheduler = scheduler_factory(schedulable, options.policy, resources, mode)
     return Engine(
         scheduler,

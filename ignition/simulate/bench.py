@@ -2,7 +2,8 @@
 
 Run ``python -m ignition.simulate.bench [--json] [--iterations N]``. For each decode
 mode (off / fixed / adaptive) the qwen38 catalog is filtered the way the runtime
-filters it at load (``select_for_mode`` plus the snapshot and restore programs), and
+filters it at load (``select_for_mode`` plus the state programs: snapshot, restore and
+initialization), and
 plan() is timed at 1, 8 and 64 active requests (three quarters decoding, the rest
 waiting on prompts), with an empty queue and with one decode frame queued. CPU time
 is the figure that matters on a shared machine; wall p99 there shows preemption.
@@ -23,7 +24,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.state_programs import STATE_PROGRAMS
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import Freshness
 from ignition.helios.policy import (
@@ -57,12 +59,6 @@ H200_LIKE = {
     GraphKind.MIXED: Formula(base_ms=38.0, per_row_ms=1.0, per_token_ms=0.006, per_draft_ms=0.25),
 }
 STATE_MS = 0.05
-# The runtime's state programs (ignition.compiler.state_ops), restated here because that
-# module imports torch and Helios never does.
-STATE_PROGRAMS = (
-    Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1),
-    Descriptor(GraphKind.RESTORE, 1, 0, 1, 1),
-)
 MODES = ("off", "fixed", "adaptive")
 SIZES = (1, 8, 64)
 
@@ -112,13 +108,20 @@ def prepared(
     return s
 
 
+def _tokens(role: LaneRole, max_advance_tokens: int) -> tuple[int, ...]:
+    if role is LaneRole.PROMPT:
+        return (1,) * max_advance_tokens
+    if role is LaneRole.DECODE:
+        return (1,)
+    return ()  # state operations (init, restore, snapshots) commit no tokens
+
+
 def _completed(plan: ScheduledPlan) -> list[CompletionRecord]:
-    """Records completing ``plan`` as estimated: whole prompt chunks, one token per row."""
+    """Records completing ``plan`` as estimated: whole prompt chunks, one token per
+    decode row, none for a state operation's rows."""
     return [
         CompletionRecord(
-            lane.handle,
-            lane.num_prompt_tokens,
-            (1,) * (lane.max_advance_tokens if lane.role is LaneRole.PROMPT else 1),
+            lane.handle, lane.num_prompt_tokens, _tokens(lane.role, lane.max_advance_tokens)
         )
         for lane in plan.lanes
     ]

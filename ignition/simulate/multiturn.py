@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.state_programs import state_programs
 from ignition.helios import (
     CompletionRecord,
     ExecutionTiming,
@@ -47,11 +48,6 @@ from ignition.simulate.devices import DeviceError, DeviceModel, H200Roofline, ex
 from ignition.simulate.workloads import WorkloadError, conversations
 
 NS_PER_MS = 1_000_000
-# The prepared state programs' shapes (compiler/state_ops.py), restated here because
-# that module needs torch and ``ignition simulate`` does not.
-SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
-RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
-INIT = Descriptor(GraphKind.INIT, 1, 0, 1, 1)
 GENERATION_PROMPT = (1, 2)  # what a chat template appends after the last user message
 END_OF_TURN = 3
 NOMINAL_CONTEXT_PER_ROW = 1024
@@ -324,8 +320,7 @@ def run_retention(
             f"{max_context_tokens}; fewer turns or shorter messages"
         )
     clock = Clock()
-    state = (SNAPSHOT, RESTORE, INIT) if initialize else (SNAPSHOT, RESTORE)
-    catalog = replace(catalog, descriptors=(*catalog.descriptors, *state))
+    catalog = replace(catalog, descriptors=(*catalog.descriptors, *state_programs(initialize)))
     scheduler = Scheduler(
         catalog, policy or PolicyConfig(), resources=Resources(num_request_slots=slots)
     )

@@ -180,7 +180,7 @@ def test_state_operations_are_validated_and_reported(built):
     out, _ = built
     manifest = json.loads((out / "manifest.json").read_text())
     names = [p["name"] for p in manifest["state_operations"]]
-    assert names == ["snapshot-b1-d0-w1-p1", "restore-b1-d0-w1-p1"]
+    assert names == ["snapshot-b1-d0-w1-p1", "restore-b1-d0-w1-p1", "init-b1-d0-w1-p1"]
     assert all(p["validation_ns"] > 0 for p in manifest["state_operations"])
     assert "## State operations" in (out / "build_report.md").read_text()
 

@@ -80,7 +80,7 @@ def test_every_prepared_program_runs_without_a_host_sync(prepared, name):
         )
 
 
-def test_snapshot_and_restore_run_without_a_host_sync(prepared):
+def test_snapshot_restore_and_init_run_without_a_host_sync(prepared):
     from ignition.compiler.graph import GraphCapturer
     from ignition.compiler.state_ops import StateOperations
     from ignition.compiler.validate import validate_state_operations
@@ -89,6 +89,7 @@ def test_snapshot_and_restore_run_without_a_host_sync(prepared):
     ops = StateOperations(state, num_rows=1, capturer=GraphCapturer("cpu"))
     _under_detector(ops.snapshot_program, "snapshot")
     _under_detector(ops.restore_program, "restore")
+    _under_detector(ops.init_program, "init")
     with torch.no_grad():
         validate_state_operations(ops)
 

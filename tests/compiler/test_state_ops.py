@@ -1,12 +1,16 @@
-"""Snapshot and restore programs round-trip a slot's complete state."""
+"""Snapshot and restore programs round-trip a slot's complete state; initialization
+writes what ``reset_slot`` writes, and the build validation checks both."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from ignition.compiler import state_ops
 from ignition.compiler.graph import GraphCapturer
 from ignition.compiler.state_ops import StateOperations, state_scratch_page
+from ignition.compiler.validate import ValidationError, validate_state_operations
+from ignition.components.state_programs import INIT, RESTORE, SNAPSHOT
 from ignition.kernels import use_backend
 from ignition.model.config import Qwen38Config
 from ignition.model.packing import PackedCapacity, PackedInputs
@@ -108,3 +112,48 @@ def test_initialization_writes_what_a_reset_slot_writes_and_touches_no_other_slo
         assert not table.any()
     assert torch.equal(state.gdn_state[:, 0], other)
     assert torch.equal(state.k_cache[:, 4:6], pages) and int(state.page_table[1][0]) == 4
+
+
+def _validation_ops(model) -> StateOperations:
+    return StateOperations(new_state(model), num_rows=1, capturer=GraphCapturer("cpu"))
+
+
+def test_the_build_validation_returns_a_result_for_the_init_program_beside_the_others(model):
+    results = validate_state_operations(_validation_ops(model))
+    assert [r.name for r in results] == [SNAPSHOT.name, RESTORE.name, INIT.name]
+    assert all(r.validation_ns > 0 for r in results)
+
+
+def test_an_init_program_that_leaves_the_conv_window_fails_validation_naming_it(model, monkeypatch):
+    """Issue 10: the build validates the init program against ``reset_slot``; one that
+    forgets a piece of the state fails with the program's name and the piece."""
+
+    def leaves_conv_window(state):
+        def run_init(x):
+            slot = x.slot.long()
+            state.seq_lens.index_fill_(0, slot, 0)
+            state.gdn_state.index_fill_(1, slot, 0)
+            state.mtp_hidden.index_fill_(0, slot, 0)
+            return state.seq_lens[slot]
+
+        return run_init
+
+    monkeypatch.setattr(state_ops, "init_program", leaves_conv_window)
+    with pytest.raises(ValidationError, match=rf"^{INIT.name}: .*conv_window"):
+        validate_state_operations(_validation_ops(model))
+
+
+def test_an_init_program_that_touches_another_slot_fails_validation(model, monkeypatch):
+    def zeroes_every_slot(state):
+        def run_init(x):
+            state.seq_lens.zero_()
+            state.gdn_state.zero_()
+            state.conv_window.zero_()
+            state.mtp_hidden.zero_()
+            return state.seq_lens[x.slot.long()]
+
+        return run_init
+
+    monkeypatch.setattr(state_ops, "init_program", zeroes_every_slot)
+    with pytest.raises(ValidationError, match=rf"^{INIT.name}: .*seq_lens"):
+        validate_state_operations(_validation_ops(model))

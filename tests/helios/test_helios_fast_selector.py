@@ -79,8 +79,7 @@ def _synthetic(rng: random.Random) -> list[Descriptor]:
     if not any(d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE) for d in out):
         out.append(decode(4))
     if rng.random() < 0.6:
-        out += list(STATE_PROGRAMS)
-        out.append(Descriptor(GraphKind.INIT, 1, 0, 1, 1))  # issue 10: init as a prerequisite
+        out += list(STATE_PROGRAMS)  # snapshot, restore and init (issue 10)
         out += [Descriptor(GraphKind.VISION, 1, 0, p, p) for p in (64, 256)]  # issue 13
     return list(dict.fromkeys(out))
 

@@ -12,7 +12,7 @@ import pytest
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import ExecutionClass, Fence, LaneRole, SchedulerError
-from tests.helios.helios_helpers import Driver, decode, mixed, prefill, request, scheduler
+from tests.helios.helios_helpers import Driver, decode, mixed, prefill, request, scheduler, spec
 
 INIT = Descriptor(GraphKind.INIT, 1, 0, 1, 1)
 RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
@@ -79,3 +79,37 @@ def test_an_init_plan_for_an_initialized_request_is_refused_at_commit():
     driver.step()  # the init runs and completes
     with pytest.raises(SchedulerError):
         s.commit(stale, Fence(99))
+
+
+def test_an_init_enabling_an_unmeasured_graph_competes_with_discovery_by_useful_value():
+    """Unknown durations compare optimistically by useful value: a measured init whose
+    following graph is unmeasured ranks with the unknown-duration candidates, so a fresh
+    request is not held behind the exploration of programs a running decoder can fill."""
+    measured = {prefill(64): 3.0, decode(1): 2.0, mixed(2, 64): 2.5, INIT: 0.05}
+    # unmeasured: a speculative round, and a prefill graph a's 40-token prompt never
+    # explores (the measured 64-token one consumes the same tokens)
+    s = scheduler((*measured, spec(1, 3), prefill(128)), measured)
+    driver = Driver(s)
+    a = s.admit(request(prompt=40, output=1000))
+    while not s.requests[a].is_decoder:
+        driver.step()
+    b = s.admit(request(prompt=40, output=4))
+    plan = s.plan()
+    assert plan.kind is GraphKind.INIT and plan.lane_of(b) is not None
+    assert plan.estimated_duration_ns == s.costs.estimate_ns(INIT)  # its own, measured T
+
+
+def test_a_measured_init_ranked_by_value_executes_as_ordinary_work():
+    """It discovers nothing of its own cost: accounted and reported as ordinary."""
+    s = scheduler(COSTS, {d: ms for d, ms in COSTS.items() if d.kind is not GraphKind.MIXED})
+    s.admit(request(prompt=40, output=4))
+    plan = s.plan()
+    assert plan.kind is GraphKind.INIT
+    assert plan.execution_class is ExecutionClass.ORDINARY and plan.reason.value == "ordinary"
+
+
+def test_an_init_whose_lookahead_is_measured_ranks_by_its_pair_rate():
+    s = scheduler(COSTS, COSTS)
+    s.admit(request(prompt=40, output=4))
+    plan = s.plan()
+    assert plan.kind is GraphKind.INIT and plan.execution_class is ExecutionClass.ORDINARY

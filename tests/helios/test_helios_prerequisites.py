@@ -23,6 +23,7 @@ from ignition.helios.prerequisites import (
     continuation_contribution,
     sequence_score,
 )
+from ignition.helios.state_candidates import PairCase, _enabled_prompts
 from ignition.helios.terminal import saved_waiting
 from ignition.helios.types import SchedulerError
 
@@ -191,3 +192,41 @@ def test_snapshot_cost_decides_whether_a_shared_decode_batch_wins(restore_ms):
     sufficient = (ready_value + enabled_value) / total - total / 2 * waiting > solo
     assert (pair.score > solo) == sufficient
     assert sufficient == (restore_ms < 1.5)  # both sides of the boundary are exercised
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    bp=st.integers(1, 3),
+    bf=st.integers(1, 4),
+    t_ms=durations,
+    f_ms=durations,
+    prompts=st.lists(values, min_size=1, max_size=4),
+    ready=st.lists(values, max_size=4),
+    terminal=st.lists(terminals(), max_size=3),
+    waiting=st.floats(min_value=0.0, max_value=5.0),
+)
+def test_enabled_prompt_rows_sharing_one_cohort_score_as_each_pinned_alone(
+    bp, bf, t_ms, f_ms, prompts, ready, terminal, waiting
+):
+    """The mixed graph's enabled-prompt cases share one cohort (state_candidates): each
+    row's choice equals best_pair_cohort with that row pinned alone."""
+    shape = PairShape(bp, bf, t_ms, f_ms)
+    views = [object() for _ in prompts]
+    case = PairCase(
+        [],
+        ready,
+        PinnedRow(0.0, enabled=True),
+        [],
+        [],
+        None,
+        list(zip(prompts, views, strict=True)),
+    )
+    shared = _enabled_prompts(case, shape, terminal, waiting)
+    alone = [
+        best_pair_cohort(shape, [], ready, terminal, waiting, PinnedRow(p, enabled=True))
+        for p in prompts
+    ]
+    assert [v for _, v in shared] == [v for v, c in zip(views, alone, strict=True) if c is not None]
+    for (got, _), want in zip(shared, [c for c in alone if c is not None], strict=True):
+        assert got.score == want.score and got.sequence_value == want.sequence_value
+        assert got.terminal == want.terminal and got.ready == want.ready

@@ -11,8 +11,10 @@ from __future__ import annotations
 import pytest
 from helios_helpers import MS, decode, prefill, request, scheduler
 
-from ignition.components.catalog import GraphKind
+from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import PolicyConfig
+from ignition.helios.projection import build_population
+from ignition.helios.state_candidates import state_candidates
 from ignition.helios.tails import CompletionTimes
 
 # A launch floor dominated by expert weights (simulate/devices.py H200Roofline, rounded).
@@ -58,3 +60,45 @@ def test_the_tail_is_priced_with_the_fastest_measured_graph_holding_it():
     assert times.ms_for(65) == pytest.approx(50.0)
     assert times.ms_for(257) is None
     assert s.costs.estimate_ns(prefill(64)) == 39 * MS
+
+
+RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
+# The 256-token graph holds the restored remainder but is too slow to follow the restore.
+RESTORE_MS = {**MOE_MS, prefill(256): 400.0, RESTORE: 0.3}
+
+
+def _restore_candidate(costs: dict):
+    s = scheduler(costs, costs, policy=FLAT_OUTPUT)
+    s.admit(request(prompt=1154, output=8, restore_tokens=1024))  # a 130-token remainder
+    population, decision = build_population(
+        s.requests, s.queue, s.descriptors, s.costs, s.policy, s.now_ns, s._max_depth
+    )
+    found = state_candidates(
+        (*s.descriptors, *s.state_descriptors), population, s.costs, decision, s.policy, s.now_ns
+    )
+    assert [c.descriptor for c in found] == [RESTORE]
+    return found[0], population.pending[0], decision
+
+
+def test_a_restore_whose_following_chunk_strands_a_tail_scores_no_higher_than_the_sequence():
+    """A restore whose following 128-token chunk would strand a 2-token tail scores no
+    higher than the sequence restore, chunk, then the fastest graph holding the tail."""
+    candidate, view, decision = _restore_candidate(RESTORE_MS)
+    assert view.remaining_prompt == 130
+    p = view.prices
+    chunk = p.prefill_token * 128
+    plain = chunk / (0.3 + 50.0) - decision.waiting_cost(0.3 + 50.0)
+    sequence_ms = 0.3 + 50.0 + 39.0  # the 2-token tail's fastest graph is the 64-token one
+    tail = p.prefill_token * 2 + p.output_token + p.delivery
+    sequence = (chunk + tail) / sequence_ms - decision.waiting_cost(sequence_ms)
+    assert sequence < plain
+    assert candidate.score <= sequence * (1 + 1e-12)
+
+
+def test_a_restore_whose_following_graph_finishes_the_prompt_keeps_its_pair_score():
+    costs = {**RESTORE_MS, prefill(256): 53.6}  # now the covering graph follows the restore
+    candidate, view, decision = _restore_candidate(costs)
+    p = view.prices
+    whole = p.prefill_token * 130 + p.output_token + p.delivery
+    pair = whole / (0.3 + 53.6) - decision.waiting_cost(0.3 + 53.6)
+    assert candidate.score == pytest.approx(pair, rel=1e-12)

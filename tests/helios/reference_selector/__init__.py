@@ -8,6 +8,7 @@ reference makes. Do not optimise these files: they are the specification by exam
 
 from __future__ import annotations
 
+from ignition.helios.cost import Freshness
 from ignition.helios.refresh import choose_refresh
 from ignition.helios.scheduler import EXPLORATION, Scheduler
 from ignition.helios.state_candidates import state_candidates
@@ -61,7 +62,8 @@ def reference_plan(s: Scheduler) -> ScheduledPlan | None:
     winner = s.page_feasible(select(candidates), states)
     if winner is None:
         return None
-    cls = ExecutionClass.DISCOVERY if winner.is_indeterminate else ExecutionClass.ORDINARY
+    discovers = s.own_freshness(winner) is Freshness.UNKNOWN  # issue 10: a state op's own
+    cls = ExecutionClass.DISCOVERY if discovers else ExecutionClass.ORDINARY
     credit = 0.0
     if cls is ExecutionClass.ORDINARY and s.refresh.can_open():
         stale = choose_refresh(winner, candidates, s.costs)
