@@ -126,6 +126,13 @@ class RetentionHooks:
         if self.cache is not None:
             tokens = admission.restore_tokens
             self.stats.record_prefix_cache(queries=1, hits=1 if tokens else 0, tokens=tokens)
+            self._report_unprofitable()
+
+    def _report_unprofitable(self) -> None:
+        counters = self.cache.counters  # type: ignore[union-attr]
+        self.stats.set_prefix_cache_unprofitable(
+            counters.unprofitable_restores, counters.unprofitable_captures
+        )
 
     def before_launch(self, plan: ScheduledPlan, live: Mapping[RequestHandle, object]) -> None:
         if self.cache is None or plan.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
@@ -190,9 +197,11 @@ class RetentionHooks:
             self.scheduler.retire_without_snapshot(live.handle)
             return False
         tokens = (*live.prompt_ids, *live.output_ids[:-1])
-        if self.cache is not None and self.cache.arm_terminal(
+        armed = self.cache.arm_terminal(
             live.request.request_id, tokens, self._estimate_ns(self._snapshot), now_ns
-        ):
+        )
+        self._report_unprofitable()
+        if armed:
             return True
         self.scheduler.retire_without_snapshot(live.handle)
         return False

@@ -113,6 +113,7 @@ def test_a_capture_that_would_not_pay_for_the_predicted_next_prompt_is_skipped_a
     cache.earn_decode("turn", 10**12)
     assert not cache.arm_terminal("turn", prompt + tuple(range(63)), COPY, now_ns=3)
     assert cache.rows.count(RowState.ARMED) == 0
+    assert cache.counters.unprofitable_captures == 2  # the prompt-end anchor, the terminal
 
 
 def test_a_capture_whose_restore_would_save_a_launch_is_kept():
