@@ -25,7 +25,12 @@ from ignition.runtime.retention import (
     plan_captures,
     validate_fraction,
 )
-from ignition.runtime.retention_payoff import capture_pays, latest_message, restore_pays
+from ignition.runtime.retention_payoff import (
+    NextMessages,
+    capture_pays,
+    latest_message,
+    restore_pays,
+)
 from ignition.runtime.snapshot_rows import Destination, SnapshotRows
 
 
@@ -75,6 +80,7 @@ class CheckpointCache:
         self.rows = SnapshotRows(num_rows)
         self.fraction = extra_work_fraction
         self.payoff = payoff
+        self.next_messages = NextMessages()
         self.requests: dict[object, RequestCheckpoints] = {}
         self.counters = CacheCounters()
 
@@ -128,7 +134,12 @@ class CheckpointCache:
         )
         state.allowance = allowance
         if self.payoff:
-            state.next_message = latest_message(message_ends, len(prompt))
+            latest = latest_message(message_ends, len(prompt))
+            if latest is not None and not latest.is_only:
+                self.next_messages.observe(latest.tokens)
+                state.next_message = latest.tokens
+            elif latest is not None:
+                state.next_message = self.next_messages.predict()
         anchor = next((p for p in allowance.points if not p.is_extra), None)
         if anchor is not None and self._capture_pays(state, anchor.end, len(prompt)):
             self.rows.guard(owner)  # keeps a free row for the anchor from optional captures

@@ -22,8 +22,11 @@ no retention. So retention work must pay:
   adds one message, predicted as long as this prompt's latest message (with what
   follows it, the generation prompt): N = prompt + reply + latest message, the reply
   being the request's output limit for captures planned at admission and its actual
-  output for the terminal capture. A prompt without message endpoints has no
-  prediction, and the capture is kept.
+  output for the terminal capture. A prompt of one message (a conversation's first
+  turn) says nothing of the next message's length: it is predicted by the median latest
+  message of the last nine prompts of several messages, and with none yet the capture
+  is kept. A prompt without message endpoints has no prediction, and the capture is
+  kept.
 
 ``prefill(x)`` is the measured prefill graphs' cheapest cover of ``x`` tokens: whole
 launches of the graph with the least time per token, the rest in the fastest graph that
@@ -34,6 +37,8 @@ as before: unknown durations compare optimistically.
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -80,15 +85,36 @@ def restore_pays(
     return saved - restore_ns - copy_ns > fraction * whole
 
 
-def latest_message(message_ends: Sequence[int], prompt_tokens: int) -> int | None:
-    """The latest message's length with what follows it (the generation prompt): what a
-    conversation's next turn is predicted to add after this turn's reply. None without
-    message endpoints."""
+@dataclass(frozen=True)
+class LatestMessage:
+    tokens: int  # the latest message's length with what follows it (the generation prompt)
+    is_only: bool  # no earlier message: the prompt is one message
+
+
+def latest_message(message_ends: Sequence[int], prompt_tokens: int) -> LatestMessage | None:
+    """What a conversation's next turn is predicted to add after this turn's reply. None
+    without message endpoints."""
     ends = sorted({e for e in message_ends if 0 < e <= prompt_tokens})
     if not ends:
         return None
     earlier = [e for e in ends if e < ends[-1]]
-    return prompt_tokens - (earlier[-1] if earlier else 0)
+    return LatestMessage(prompt_tokens - (earlier[-1] if earlier else 0), not earlier)
+
+
+class NextMessages:
+    """The latest-message lengths of recent prompts that hold more than one message: what
+    a one-message prompt's next turn is predicted to add (its own length says nothing of
+    the replies' followers). The median of the last nine, as for graph costs; none yet
+    predicts nothing, and the capture is kept."""
+
+    def __init__(self, window: int = 9) -> None:
+        self._recent: deque[int] = deque(maxlen=window)
+
+    def observe(self, tokens: int) -> None:
+        self._recent.append(tokens)
+
+    def predict(self) -> int | None:
+        return round(statistics.median(self._recent)) if self._recent else None
 
 
 def capture_pays(

@@ -9,6 +9,7 @@ import pytest
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.retention import CaptureCosts, CheckpointRole
 from ignition.runtime.retention_payoff import (
+    LatestMessage,
     PrefillEstimate,
     capture_pays,
     latest_message,
@@ -64,9 +65,24 @@ def test_unknown_costs_keep_every_restore_and_capture():
 
 
 def test_the_predicted_next_message_is_the_latest_message_with_the_generation_prompt():
-    assert latest_message([1022, 1089, 1215], 1217) == 128
-    assert latest_message([1022], 1024) == 1024  # a first turn: its one message
+    assert latest_message([1022, 1089, 1215], 1217) == LatestMessage(128, is_only=False)
+    assert latest_message([1022], 1024) == LatestMessage(1024, is_only=True)
     assert latest_message([], 1024) is None
+
+
+def test_a_one_message_prompt_is_predicted_by_the_median_of_recent_later_messages():
+    """A first turn's own length says nothing of the next message (table E: 1024-token
+    first prompts, 2048-token turns); with no later turn seen yet its captures are kept."""
+    cache = CheckpointCache(8)
+    first = tuple(range(100, 1124))
+    cache.admit("t0", first, [1022], _costs(ROOFLINE), now_ns=1, max_output=64)
+    assert cache.requests["t0"].next_message is None
+    for i, size in enumerate((2048, 2048, 130)):
+        later = tuple(range(10_000 * (i + 1), 10_000 * (i + 1) + 1089 + size))
+        cache.admit(f"t1-{i}", later, [1022, 1089, 1087 + size], _costs(ROOFLINE), 2)
+    assert cache.next_messages.predict() == 2048
+    cache.admit("t0b", first, [1022], _costs(ROOFLINE), now_ns=3, max_output=64)
+    assert cache.requests["t0b"].next_message == 2048
 
 
 def test_an_unprofitable_restore_is_skipped_and_pins_no_row():

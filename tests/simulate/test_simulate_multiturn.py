@@ -168,8 +168,9 @@ def _retention(spec: MultiTurnSpec, rows: int, payoff: bool = True):
 def test_retention_that_saves_no_prefill_launch_does_no_work_and_matches_retention_off():
     """docs/scheduling.md, "Retention pays only where it saves prefill launches": a
     1024-token first prompt and 128-token turns fit one weight-bound launch whether or
-    not the history is restored, so no restore or capture pays and the run is the
-    retention-off run (issue 10d: at saturation the restores made it slower)."""
+    not the history is restored, so no restore pays (only the first turns' captures,
+    taken before a later turn predicts the next message, are copied) and the turns see
+    the retention-off run (issue 10d: at saturation the restores made it slower)."""
     spec = MultiTurnSpec(conversations=4, turns=3, first_prompt=1024, turn_prompt=128)
     off, on = _retention(spec, 0), _retention(spec, 8)
     assert on.restores == 0 and on.later_cached_tokens == 0
