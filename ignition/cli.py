@@ -601,6 +601,13 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
     help="Checkpoint extras (prefill splits, snapshot copies) per unit of uncached prefill.",
 )
 @click.option(
+    "--scheduler-checkpoint-payoff/--no-scheduler-checkpoint-payoff",
+    default=True,
+    show_default=True,
+    help="Restore and capture checkpoints only where they save more prefill time than they "
+    "cost (docs/scheduling.md); off: every restore and capture the allowance admits.",
+)
+@click.option(
     "--snapshot-rows",
     default=None,
     metavar="N",
@@ -645,6 +652,7 @@ def serve_cmd(
     scheduler_terminal_value: float | None,
     scheduler_terminal_age_price: float | None,
     scheduler_checkpoint_extra_work_fraction: float,
+    scheduler_checkpoint_payoff: bool,
     snapshot_rows: int | None,
     kv_pages: int | None,
     vision_feature_capacity: int,
@@ -675,6 +683,7 @@ def serve_cmd(
         policy=policy,
         max_waiting=max_waiting,
         checkpoint_extra_work_fraction=scheduler_checkpoint_extra_work_fraction,
+        checkpoint_payoff=scheduler_checkpoint_payoff,
         snapshot_rows=snapshot_rows,
         num_pages=kv_pages,
         vision_feature_capacity=vision_feature_capacity,
@@ -864,6 +873,13 @@ class _Progress:
     help="With --conversations: weight on the first-delivery credit of the chunk that "
     "finishes a prompt (PolicyConfig.first_delivery; 0: off, 1: on).",
 )
+@click.option(
+    "--scheduler-checkpoint-payoff/--no-scheduler-checkpoint-payoff",
+    default=True,
+    show_default=True,
+    help="With --conversations: restore and capture checkpoints only where they save more "
+    "prefill time than they cost (docs/scheduling.md).",
+)
 def simulate_cmd(scenario: str | None, as_json: bool, **options: Any) -> None:
     """Simulate Helios (and baselines on a trace) against a device model; no model, no torch."""
     multiturn = {
@@ -878,6 +894,7 @@ def simulate_cmd(scenario: str | None, as_json: bool, **options: Any) -> None:
             "turn_output",
             "think_ms",
             "scheduler_first_delivery",
+            "scheduler_checkpoint_payoff",
         )
     }
     if multiturn["conversations"] is not None:

@@ -42,6 +42,7 @@ class ServeOptions:
     device: str | None = None
     num_threads: int | None = None
     checkpoint_extra_work_fraction: float = 0.05
+    checkpoint_payoff: bool = True  # retention_payoff.py; False keeps every restore and capture
     # Retained-checkpoint rows; None: 4 per request slot (runtime.assembly), 0: off.
     snapshot_rows: int | None = None
     num_pages: int | None = None  # KV pages requests may own; None: every slot reaches the context
@@ -94,6 +95,7 @@ def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
         max_waiting=options.max_waiting,
         policy=options.policy,
         checkpoint_extra_work_fraction=options.checkpoint_extra_work_fraction,
+        checkpoint_payoff=options.checkpoint_payoff,
         snapshot_rows=options.snapshot_rows,
         num_pages=options.num_pages,
         vision_feature_capacity=options.vision_feature_capacity,

@@ -49,6 +49,8 @@ class RuntimeOptions:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     use_graphs: bool | None = None
     checkpoint_extra_work_fraction: float = 0.05
+    # Restores and captures must save more prefill time than they cost (False: keep all).
+    checkpoint_payoff: bool = True
     # Retained-checkpoint rows; 0 turns retention off. None: ROWS_PER_SLOT per request slot,
     # fewer on a GPU where they would take more than half the memory left after the state.
     snapshot_rows: int | None = 4
@@ -216,7 +218,9 @@ def assemble_engine(
         max_waiting=options.max_waiting,
         stats=stats,
         checkpoints=CheckpointCache(
-            model_worker.snapshot_rows, options.checkpoint_extra_work_fraction
+            model_worker.snapshot_rows,
+            options.checkpoint_extra_work_fraction,
+            payoff=options.checkpoint_payoff,
         ),
         vision_windows=windows,
     )

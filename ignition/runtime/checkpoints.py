@@ -25,6 +25,12 @@ from ignition.runtime.retention import (
     plan_captures,
     validate_fraction,
 )
+from ignition.runtime.retention_payoff import (
+    NextMessages,
+    capture_pays,
+    latest_message,
+    restore_pays,
+)
 from ignition.runtime.snapshot_rows import Destination, SnapshotRows
 
 
@@ -39,6 +45,9 @@ class RequestCheckpoints:
     roles: dict[int, CheckpointRole] = field(default_factory=dict)
     reading: bool = False  # a restore of restore_row is in flight
     terminal: Destination | None = None
+    costs: CaptureCosts | None = None  # the estimates at admission (the pay-off rule's)
+    next_message: int | None = None  # the predicted next message (retention_payoff.py)
+    max_output: int = 0  # the reply a capture planned at admission predicts
 
 
 @dataclass(frozen=True)
@@ -55,13 +64,23 @@ class CacheCounters:
     restored_tokens: int = 0
     published: int = 0
     skipped_copies: int = 0
+    # restores and captures left out because they would not pay (retention_payoff.py)
+    unprofitable_restores: int = 0
+    unprofitable_captures: int = 0
 
 
 class CheckpointCache:
-    def __init__(self, num_rows: int, extra_work_fraction: float = 0.05) -> None:
+    """``payoff``: restores and captures must save more prefill time than they cost
+    (retention_payoff.py); False keeps every one, as the seed's rules alone do."""
+
+    def __init__(
+        self, num_rows: int, extra_work_fraction: float = 0.05, payoff: bool = True
+    ) -> None:
         validate_fraction(extra_work_fraction)
         self.rows = SnapshotRows(num_rows)
         self.fraction = extra_work_fraction
+        self.payoff = payoff
+        self.next_messages = NextMessages()
         self.requests: dict[object, RequestCheckpoints] = {}
         self.counters = CacheCounters()
 
@@ -83,16 +102,27 @@ class CheckpointCache:
         costs: CaptureCosts,
         now_ns: int,
         restore: bool = True,
+        mandatory: bool = False,
+        max_output: int = 0,
     ) -> Admission:
         """``restore=False``: the request may publish checkpoints but restores none (its
-        sampling needs the token history a checkpoint does not carry)."""
+        sampling needs the token history a checkpoint does not carry). ``mandatory``:
+        a preempted request's resume restores whatever it pays (its capture was
+        mandatory work for exactly that). ``max_output``: the request's output limit, the
+        reply the next turn is predicted to re-send."""
         prompt = tuple(prompt)
-        state = RequestCheckpoints(prompt)
+        state = RequestCheckpoints(prompt, costs=costs, max_output=max_output)
         self.requests[owner] = state
         if not self.is_enabled:
             return Admission(0, (), False)
         self.counters.queries += 1
         match = self.rows.lookup(prompt, now_ns) if restore else None
+        checked = match is not None and self.payoff and not mandatory
+        if checked and not restore_pays(
+            costs.prefill, len(prompt), match.num_tokens, costs.restore_ns, self.fraction
+        ):
+            self.counters.unprofitable_restores += 1
+            match = None
         if match is not None:
             state.restore_row, state.restore_tokens = match.row, match.num_tokens
             self.rows.begin_read(match.row)  # pinned until its restore completes
@@ -103,11 +133,21 @@ class CheckpointCache:
             message_ends, len(prompt), state.restore_tokens, costs, self.fraction
         )
         state.allowance = allowance
+        if self.payoff:
+            latest = latest_message(message_ends, len(prompt))
+            if latest is not None and not latest.is_only:
+                self.next_messages.observe(latest.tokens)
+                state.next_message = latest.tokens
+            elif latest is not None:
+                state.next_message = self.next_messages.predict()
         anchor = next((p for p in allowance.points if not p.is_extra), None)
-        if anchor is not None:
+        if anchor is not None and self._capture_pays(state, anchor.end, len(prompt)):
             self.rows.guard(owner)  # keeps a free row for the anchor from optional captures
         ends = []
         for point in allowance.points:
+            if not self._capture_pays(state, point.end, len(prompt)):
+                self.counters.unprofitable_captures += 1
+                continue
             if not self.rows.can_obtain(prompt[: point.end], owner, optional=point.is_extra):
                 continue  # no obtainable destination: no cut there
             if self.rows.holds(prompt[: point.end]):
@@ -115,6 +155,23 @@ class CheckpointCache:
             state.roles[point.end] = point.role
             ends.append(point.end)
         return Admission(state.restore_tokens, tuple(sorted(ends)), True)
+
+    def _capture_pays(self, state: RequestCheckpoints, tokens: int, covered: int) -> bool:
+        """A capture of ``tokens`` tokens pays (retention_payoff.py); ``covered``: the
+        tokens of prompt and reply already known, the reply's rest is predicted by the
+        output limit (a terminal capture covers all of its reply but the pending token)."""
+        if not self.payoff or state.costs is None or state.next_message is None:
+            return True
+        costs = state.costs
+        reply_rest = 1 if covered > len(state.prompt) else state.max_output
+        return capture_pays(
+            costs.prefill,
+            tokens,
+            covered + reply_rest + state.next_message,
+            costs.snapshot_ns,
+            costs.restore_ns,
+            self.fraction,
+        )
 
     # -- restore -------------------------------------------------------------------
 
@@ -170,6 +227,9 @@ class CheckpointCache:
         """Fund and place the distinct terminal capture; False: retire without one."""
         state = self.requests.get(owner)
         if state is None or state.allowance is None or len(tokens) <= len(state.prompt):
+            return False
+        if not self._capture_pays(state, len(tokens), len(tokens)):
+            self.counters.unprofitable_captures += 1
             return False
         if not self.rows.can_obtain(tokens, owner):
             return False

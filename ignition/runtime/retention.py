@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from ignition.runtime.retention_payoff import PrefillEstimate
+
 DEFAULT_EXTRA_WORK_FRACTION = 0.05
 # Default snapshot rows per request slot. A conversation keeps about two checkpoints
 # (its latest anchor and its terminal capture) through its think time, and more
@@ -73,6 +75,9 @@ class CaptureCosts:
     prefill_ns_per_token: float | None
     split_ns: float | None  # the extra launch a prefill cut adds
     snapshot_ns: float | None
+    # What the pay-off rule (retention_payoff.py) reads; None: unknown, work is kept.
+    prefill: PrefillEstimate | None = None
+    restore_ns: float | None = None
 
     @property
     def is_known(self) -> bool:

@@ -20,6 +20,7 @@ from ignition.helios.cost import Freshness
 from ignition.runtime.checkpoints import Admission, CheckpointCache
 from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.retention import CaptureCosts
+from ignition.runtime.retention_payoff import PrefillEstimate
 from ignition.runtime.stats import EngineStats
 
 
@@ -39,6 +40,7 @@ class RetentionHooks:
         self.stats = stats
         state = getattr(self._helios, "state_descriptors", ())
         self._snapshot = next((d for d in state if d.kind is GraphKind.SNAPSHOT), None)
+        self._restore = next((d for d in state if d.kind is GraphKind.RESTORE), None)
         has_restore = any(d.kind is GraphKind.RESTORE for d in state)
         if self._snapshot is None or not has_restore:
             self._cache = None  # retention needs both prepared state programs
@@ -73,11 +75,27 @@ class RetentionHooks:
                 capacity = d.token_capacity if d.kind is GraphKind.PREFILL else d.prefill_capacity
                 if estimate is not None and capacity > 0:
                     measured.append((capacity, estimate))
+        snapshot, restore = self._estimate_ns(self._snapshot), self._estimate_ns(self._restore)
         if not measured:
-            return CaptureCosts(None, None, self._estimate_ns(self._snapshot))
+            return CaptureCosts(None, None, snapshot, None, restore)
         per_token = min(estimate / capacity for capacity, estimate in measured)
         split = min(estimate for _, estimate in measured)
-        return CaptureCosts(per_token, split, self._estimate_ns(self._snapshot))
+        return CaptureCosts(per_token, split, snapshot, self._prefill_estimate(), restore)
+
+    def _prefill_estimate(self) -> PrefillEstimate | None:
+        """The pay-off rule's prefill times: the measured prefill graphs, or without one
+        the mixed graphs' (each prompt capacity at its fastest batch)."""
+        for kind in (GraphKind.PREFILL, GraphKind.MIXED):
+            best: dict[int, float] = {}
+            for d in self.scheduler.descriptors:
+                estimate = self._estimate_ns(d) if d.kind is kind else None
+                if estimate is not None:
+                    c = d.token_capacity if kind is GraphKind.PREFILL else d.prefill_capacity
+                    best[c] = min(best.get(c, estimate), estimate)
+            estimate = PrefillEstimate.of(best.items())
+            if estimate is not None:
+                return estimate
+        return None
 
     # -- hooks ---------------------------------------------------------------------
 
@@ -98,6 +116,9 @@ class RetentionHooks:
             now_ns,
             # Prompt logprobs score hidden states a restored prefix does not have.
             restore=request.sampling.prompt_logprobs is None,
+            # A preempted request's resume restores the state its capture kept for it.
+            mandatory=prompt_ids is not None,
+            max_output=request.sampling.max_tokens,
         )
         return admission
 
@@ -105,6 +126,13 @@ class RetentionHooks:
         if self.cache is not None:
             tokens = admission.restore_tokens
             self.stats.record_prefix_cache(queries=1, hits=1 if tokens else 0, tokens=tokens)
+            self._report_unprofitable()
+
+    def _report_unprofitable(self) -> None:
+        counters = self.cache.counters  # type: ignore[union-attr]
+        self.stats.set_prefix_cache_unprofitable(
+            counters.unprofitable_restores, counters.unprofitable_captures
+        )
 
     def before_launch(self, plan: ScheduledPlan, live: Mapping[RequestHandle, object]) -> None:
         if self.cache is None or plan.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
@@ -169,9 +197,11 @@ class RetentionHooks:
             self.scheduler.retire_without_snapshot(live.handle)
             return False
         tokens = (*live.prompt_ids, *live.output_ids[:-1])
-        if self.cache is not None and self.cache.arm_terminal(
+        armed = self.cache.arm_terminal(
             live.request.request_id, tokens, self._estimate_ns(self._snapshot), now_ns
-        ):
+        )
+        self._report_unprofitable()
+        if armed:
             return True
         self.scheduler.retire_without_snapshot(live.handle)
         return False

@@ -55,6 +55,9 @@ class StatsSnapshot:
     prefix_cache_hits: int = 0
     prefix_cache_restored_tokens: int = 0
     prefix_cache_evictions: int = 0
+    # restores and captures the pay-off rule left out (runtime/retention_payoff.py)
+    prefix_cache_unprofitable_restores: int = 0
+    prefix_cache_unprofitable_captures: int = 0
     slots_used: int = 0
     num_slots: int = 0
     pages_used: int = 0
@@ -79,6 +82,7 @@ class EngineStats:
         self._preempted = 0
         self._preemptions = 0
         self._cache = [0, 0, 0, 0]  # queries, hits, restored tokens, evictions
+        self._unprofitable = (0, 0)  # restores, captures (runtime/retention_payoff.py)
         self._slots = (0, 0)
         self._pages = (0, 0)
         self._phases = {phase: PhaseHistogram() for phase in PHASES}
@@ -121,6 +125,10 @@ class EngineStats:
     def set_prefix_cache_evictions(self, total: int) -> None:
         with self._lock:
             self._cache[3] = total
+
+    def set_prefix_cache_unprofitable(self, restores: int, captures: int) -> None:
+        with self._lock:
+            self._unprofitable = (restores, captures)
 
     def set_queue(self, running: int, waiting: int, preempted: int = 0) -> None:
         with self._lock:
@@ -166,6 +174,8 @@ class EngineStats:
                 prefix_cache_hits=self._cache[1],
                 prefix_cache_restored_tokens=self._cache[2],
                 prefix_cache_evictions=self._cache[3],
+                prefix_cache_unprofitable_restores=self._unprofitable[0],
+                prefix_cache_unprofitable_captures=self._unprofitable[1],
                 slots_used=self._slots[0],
                 num_slots=self._slots[1],
                 pages_used=self._pages[0],

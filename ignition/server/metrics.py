@@ -163,6 +163,16 @@ class _EngineCollector(Collector):
                 "Retained checkpoints evicted for a new capture",
                 s.prefix_cache_evictions,
             ),
+            (
+                "flare_prefix_cache_unprofitable_restores",
+                "Matched checkpoints not restored: the saved prefill would not pay for the copy",
+                s.prefix_cache_unprofitable_restores,
+            ),
+            (
+                "flare_prefix_cache_unprofitable_captures",
+                "Captures not taken: restoring them for the predicted next turn would not pay",
+                s.prefix_cache_unprofitable_captures,
+            ),
         ):
             yield self._counter(name, help_text, value)
         yield self._gauge("flare_request_slots", "Request slots (GDN state rows)", s.num_slots)

@@ -302,11 +302,14 @@ def run_retention(
     max_context_tokens: int = 16384,
     preseed_costs: bool = True,
     initialize: bool = True,
+    payoff: bool = True,
 ) -> RetentionRun:
     """One run of the workload with ``snapshot_rows`` retained-checkpoint rows (0: off).
 
     ``initialize``: fresh requests start through the init program, as in the runtime
     (False: their state is zeroed outside Helios, at no device time, the former way).
+    ``payoff``: the checkpoint cache's pay-off rule (runtime/retention_payoff.py); False
+    restores and captures whatever the allowance admits.
     """
     conversations_ = build_turns(spec)
     turns = [t for c in conversations_ for t in c]
@@ -331,7 +334,7 @@ def run_retention(
         _Ids(),
         max_context_tokens=max_context_tokens,
         clock_ns=lambda: clock.now_ns,
-        checkpoints=CheckpointCache(snapshot_rows),
+        checkpoints=CheckpointCache(snapshot_rows, payoff=payoff),
         max_waiting=len(turns) + 1,
     )
     ready: list[tuple[int, int, int]] = []  # (send time, conversation, turn index)

@@ -39,6 +39,7 @@ def main(
     seed: int,
     as_json: bool,
     scheduler_first_delivery: float | None = None,
+    scheduler_checkpoint_payoff: bool = True,
 ) -> int:
     """Returns the exit status."""
     from rich.console import Console
@@ -66,7 +67,16 @@ def main(
         if scheduler_first_delivery is not None:
             policy = replace(policy, first_delivery=scheduler_first_delivery)
         runs = [
-            run_retention(spec, r, catalog, slots=slots, device=model, policy=policy) for r in rows
+            run_retention(
+                spec,
+                r,
+                catalog,
+                slots=slots,
+                device=model,
+                policy=policy,
+                payoff=scheduler_checkpoint_payoff,
+            )
+            for r in rows
         ]
     except (WorkloadError, DeviceError, CapacityError, SchedulerError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -2,7 +2,7 @@
 
     python -m scripts.scheduling_sim.turn_waits --conversations 8 --turns 3 --slots 4 \\
         --first-prompt 1024 --turn-prompt 128 --snapshot-rows 0,16 [--first-delivery W] \\
-        [--newcomer-rule whole-prompt]
+        [--newcomer-rule whole-prompt] [--no-checkpoint-payoff]
 
 Runs ``ignition simulate --conversations``'s workload (``multiturn.run_retention``) and,
 for every later turn, the mean time after it was sent until it was admitted and until
@@ -98,6 +98,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the newcomer start (docs/scheduling.md); whole-prompt: the start before "
         "its bound by the prompt a request can absorb",
     )
+    parser.add_argument(
+        "--no-checkpoint-payoff",
+        action="store_true",
+        help="keep every restore and capture (runtime/retention_payoff.py off): the split "
+        "before that rule",
+    )
     args = parser.parse_args(argv)
     spec = MultiTurnSpec(
         conversations=args.conversations,
@@ -113,7 +119,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     for rows in parse_rows_list(args.snapshot_rows):
         with recording() as events, newcomer_rule(args.newcomer_rule):
             run = run_retention(
-                spec, rows, catalog, slots=args.slots, device=H200Roofline(), policy=policy
+                spec,
+                rows,
+                catalog,
+                slots=args.slots,
+                device=H200Roofline(),
+                policy=policy,
+                payoff=not args.no_checkpoint_payoff,
             )
         ttft = run.later_turn_ttft_ms
         print(f"snapshot rows {rows}: later-turn TTFT mean {sum(ttft) / max(1, len(ttft)):.1f} ms")

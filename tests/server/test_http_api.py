@@ -292,3 +292,16 @@ def test_metrics_count_prefix_cache_hits_restored_tokens_and_evictions():
     assert 'flare_prefix_cache_hits_total{model_name="scripted"} 2.0' in text
     assert 'flare_prefix_cache_restored_tokens_total{model_name="scripted"} 700.0' in text
     assert 'flare_prefix_cache_evictions_total{model_name="scripted"} 5.0' in text
+
+
+def test_metrics_count_the_restores_and_captures_the_payoff_rule_left_out():
+    engine = ScriptedEngine()
+    engine.stats.set_prefix_cache_unprofitable(restores=4, captures=9)
+
+    async def go():
+        async with client(engine) as c:
+            return await c.get("/metrics")
+
+    text = run(go()).text
+    assert 'flare_prefix_cache_unprofitable_restores_total{model_name="scripted"} 4.0' in text
+    assert 'flare_prefix_cache_unprofitable_captures_total{model_name="scripted"} 9.0' in text

@@ -38,9 +38,11 @@ def test_every_turn_resends_the_history_with_its_message_endpoints():
 
 @pytest.fixture(scope="module")
 def runs():
+    """The restore mechanics: SMALL's histories fit one prefill launch, so the pay-off rule
+    (runtime/retention_payoff.py) would skip every restore; these runs keep them all."""
     catalog = helios_catalog("qwen38", 2, 128, speculation="off")
     return {
-        rows: run_retention(SMALL, rows, catalog, slots=2, device=H200Roofline())
+        rows: run_retention(SMALL, rows, catalog, slots=2, device=H200Roofline(), payoff=False)
         for rows in (0, 12)
     }
 
@@ -54,7 +56,8 @@ def test_retention_restores_later_turns_and_saves_their_prefill(runs):
 
 
 def test_the_command_prints_one_row_per_snapshot_row_count():
-    result = run(*CLI_SMALL, "--snapshot-rows", "0,8", "--json")
+    # CLI_SMALL's histories fit one prefill launch: without the pay-off rule, so it restores
+    result = run(*CLI_SMALL, "--snapshot-rows", "0,8", "--json", "--no-scheduler-checkpoint-payoff")
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert [r["snapshot_rows"] for r in report["runs"]] == [0, 8]
@@ -113,7 +116,7 @@ def test_a_restored_turn_consumes_its_remainder_in_one_prompt_launch(monkeypatch
         conversations=3, turns=2, first_prompt=300, turn_prompt=128, output_tokens=16, think_ms=50
     )
     catalog = helios_catalog("qwen38", 2, 128, speculation="off")
-    on = run_retention(spec, 8, catalog, slots=2, device=H200Roofline())
+    on = run_retention(spec, 8, catalog, slots=2, device=H200Roofline(), payoff=False)
     assert on.restores == 3
     later = {name: sizes for name, sizes in chunks.items() if not name.endswith("t0")}
     assert later and all(sizes == [130] for sizes in later.values()), later
@@ -147,7 +150,7 @@ def test_a_restored_turn_waits_no_longer_than_an_uncached_one_under_the_bounded_
     catalog = helios_catalog("qwen38", 2, 128, speculation="off")
 
     def later_ttft(rows: int) -> float:
-        ttft = run_retention(spec, rows, catalog, slots=2, device=H200Roofline())
+        ttft = run_retention(spec, rows, catalog, slots=2, device=H200Roofline(), payoff=False)
         return sum(ttft.later_turn_ttft_ms) / len(ttft.later_turn_ttft_ms)
 
     off, on = later_ttft(0), later_ttft(8)
@@ -155,3 +158,31 @@ def test_a_restored_turn_waits_no_longer_than_an_uncached_one_under_the_bounded_
         whole_prompt_on = later_ttft(8)
     assert on < whole_prompt_on - 10.0  # the earlier start left it waiting
     assert on <= off + 1.0  # simulated time: one prompt launch either way
+
+
+def _retention(spec: MultiTurnSpec, rows: int, payoff: bool = True):
+    catalog = helios_catalog("qwen38", 2, 128, speculation="off")
+    return run_retention(spec, rows, catalog, slots=2, device=H200Roofline(), payoff=payoff)
+
+
+def test_retention_that_saves_no_prefill_launch_does_no_work_and_matches_retention_off():
+    """docs/scheduling.md, "Retention pays only where it saves prefill launches": a
+    1024-token first prompt and 128-token turns fit one weight-bound launch whether or
+    not the history is restored, so no restore pays (only the first turns' captures,
+    taken before a later turn predicts the next message, are copied) and the turns see
+    the retention-off run (issue 10d: at saturation the restores made it slower)."""
+    spec = MultiTurnSpec(conversations=4, turns=3, first_prompt=1024, turn_prompt=128)
+    off, on = _retention(spec, 0), _retention(spec, 8)
+    assert on.restores == 0 and on.later_cached_tokens == 0
+    assert on.later_turn_ttft_ms == off.later_turn_ttft_ms
+    assert on.makespan_ms == off.makespan_ms
+    assert _retention(spec, 8, payoff=False).restores > 0  # the rule is what skips them
+
+
+def test_retention_still_restores_histories_whose_restore_saves_a_prefill_launch():
+    spec = MultiTurnSpec(
+        conversations=3, turns=3, first_prompt=4096, turn_prompt=256, output_tokens=16
+    )
+    off, on = _retention(spec, 0), _retention(spec, 8)
+    assert on.restores == 6 and on.prefill_tokens < off.prefill_tokens
+    assert sum(on.later_turn_ttft_ms) < sum(off.later_turn_ttft_ms)
