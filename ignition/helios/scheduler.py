@@ -225,7 +225,9 @@ class Scheduler:
             self.policy,
             self.now_ns,
         )
-        hint = largest_bound(shapes, tables, self.costs, decision, self.now_ns)
+        hint = None  # the inference shapes' largest bound, only where a pair could use it
+        if search.has_ranked_pairs:
+            hint = largest_bound(shapes, tables, self.costs, decision, self.now_ns)
         provisional = search.provisional(hint)
         inference = bounded_candidates(
             shapes,
@@ -241,7 +243,7 @@ class Scheduler:
         states = search.candidates(floor)
         candidates = inference + states
         winner = select(candidates)
-        if winner is not None and self.state_descriptors and self.page_shortfall(winner) > 0:
+        if winner is not None and not search.is_empty and self.page_shortfall(winner) > 0:
             # the winner yields to the best state operation that fits, which needs every
             # state shape's own best, not only those that could win
             states = state_candidates(

@@ -69,15 +69,26 @@ class StateSearch:
         tables.vision = [d for d in state if d.kind is GraphKind.VISION]
         self._searches = [_PrerequisiteSearch(d, tables, now_ns, prune) for d in state]
 
-    def provisional(self, hint: float = -math.inf) -> list[Candidate]:
+    @property
+    def is_empty(self) -> bool:
+        """No prerequisite to search (nothing pending, no terminal row): no candidate."""
+        return not self._searches
+
+    @property
+    def has_ranked_pairs(self) -> bool:
+        """Whether some prerequisite has measured pairs left to evaluate."""
+        return any(search.leads(-math.inf) for search in self._searches)
+
+    def provisional(self, hint: float | None = -math.inf) -> list[Candidate]:
         """Each prerequisite's best so far after its best-bound pair, where that bound
         is not clearly below ``hint`` (the inference shapes' largest bound: a pair below
-        it is unlikely to set the incumbent, so it waits for the inference search's):
-        real candidates whose scores the final ones can only raise (or, turning
-        indeterminate, outrank), so other searches may skip what falls clearly below."""
+        it is unlikely to set the incumbent, so it waits for the inference search's;
+        None: no pair yet): real candidates whose scores the final ones can only raise
+        (or, turning indeterminate, outrank), so other searches may skip what falls
+        clearly below them."""
         out = []
         for search in self._searches:
-            if search.leads(hint):
+            if hint is not None and search.leads(hint):
                 search.advance(-math.inf, 1)
             candidate = search.candidate()
             if candidate is not None:
