@@ -30,6 +30,7 @@ an unknown duration has no rate to bound and is never pruned (state_search.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import accumulate
 
@@ -150,38 +151,48 @@ class PairBounds:
     ) -> list[tuple[float, int, Descriptor]]:
         """(-bound, position, following) of every pair that can exist among
         ``followings`` ((position, shape, duration) triples), best bound first and in
-        catalog order among equal bounds. ``score`` written out for the hot loop."""
+        catalog order among equal bounds (positions are distinct, so the shapes are never
+        compared). ``score`` written out for the hot loop."""
         out = []
         whole, prices, bonus = self._whole, self._prices, self._bonus
         intercepts, slopes = self._intercepts, self._slopes
         prompt_ok, decoder_ok = self.has_enabled_prompt, self.has_enabled_decoder
         mixed_ok = prompt_ok or decoder_ok
+        terminal, waiting = self._terminal, self._waiting / 2.0
+        saving = self._terminal_rows * self._age_price / 2.0
+        prefix = terminal / t_ms - t_ms * waiting if self.num_terminal else -math.inf
+        t_squared = t_ms * t_ms
+        prefill, mixed = GraphKind.PREFILL, GraphKind.MIXED
+        decode, speculative = GraphKind.DECODE, GraphKind.SPECULATIVE
         for position, following, f_ms in followings:
             kind, rows = following.kind, following.batch_capacity
             span = t_ms + f_ms
-            if kind is GraphKind.PREFILL:
+            if kind is prefill:
                 if not prompt_ok:
                     continue
                 capacity = following.token_capacity
-                value = min(whole[rows], capacity * prices[rows] + bonus[rows])
-            elif kind is GraphKind.MIXED:
+                value = capacity * prices[rows] + bonus[rows]
+                if whole[rows] < value:
+                    value = whole[rows]
+            elif kind is mixed:
                 if not mixed_ok:
                     continue
                 value = intercepts[rows] + span * slopes[rows]
                 if self.num_prompts:
                     capacity = following.prefill_capacity
                     prompt = min(whole[1], capacity * prices[1] + bonus[1])
-                    value = max(value, prompt + intercepts[rows - 1] + span * slopes[rows - 1])
-            elif kind is GraphKind.DECODE or kind is GraphKind.SPECULATIVE:
+                    beside = prompt + intercepts[rows - 1] + span * slopes[rows - 1]
+                    if beside > value:
+                        value = beside
+            elif kind is decode or kind is speculative:
                 if not decoder_ok:
                     continue
                 value = intercepts[rows] + span * slopes[rows]
             else:
                 continue
-            out.append((-self._rate(value, t_ms, span), position, following))
-        out.sort(key=_rank_key)
+            if saving and span > t_ms:
+                value += saving * (span * span - t_squared)
+            bound = (value + terminal) / span - span * waiting
+            out.append((-(bound if bound > prefix else prefix), position, following))
+        out.sort()
         return out
-
-
-def _rank_key(item: tuple[float, int, Descriptor]) -> tuple[float, int]:
-    return item[0], item[1]

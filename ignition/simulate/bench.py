@@ -204,11 +204,14 @@ def measure_loop(
 PHASES = (
     "build_population",
     "active_descriptors",
-    "state_candidates",
+    "largest_bound",
     "bounded_candidates",
+    "state_candidates",  # the exhaustive state search, only when the winner lacks pages
     "choose_refresh",
     "choose_probe",
 )
+# The state search's steps (helios/state_search.py), timed as methods.
+SEARCH_PHASES = ("__init__", "provisional", "candidates")
 
 
 def phase_timers() -> tuple[dict[str, list[float]], Callable[[], None]]:
@@ -216,27 +219,32 @@ def phase_timers() -> tuple[dict[str, list[float]], Callable[[], None]]:
     timer; returns the samples (us per call) and a function that unwraps them. For the
     next optimisation pass: which phase the commit loop's time goes to."""
     from ignition.helios import scheduler
+    from ignition.helios.state_search import StateSearch
     from ignition.helios.tables import TableCache
 
-    samples: dict[str, list[float]] = {name: [] for name in (*PHASES, "tables")}
-    originals = [(scheduler, name, getattr(scheduler, name)) for name in PHASES]
-    originals.append((TableCache, "tables", TableCache.tables))
+    originals = [(scheduler, name, getattr(scheduler, name), name) for name in PHASES]
+    originals.append((TableCache, "tables", TableCache.tables, "tables"))
+    originals += [
+        (StateSearch, name, getattr(StateSearch, name), f"state search {name.strip('_')}")
+        for name in SEARCH_PHASES
+    ]
+    samples: dict[str, list[float]] = {label: [] for *_, label in originals}
 
-    def timed(name: str, f: Callable) -> Callable:
+    def timed(label: str, f: Callable) -> Callable:
         def call(*args, **kwargs):
             start = time.process_time_ns()
             try:
                 return f(*args, **kwargs)
             finally:
-                samples[name].append((time.process_time_ns() - start) / 1000)
+                samples[label].append((time.process_time_ns() - start) / 1000)
 
         return call
 
-    for owner, name, f in originals:
-        setattr(owner, name, timed(name, f))
+    for owner, name, f, label in originals:
+        setattr(owner, name, timed(label, f))
 
     def restore() -> None:
-        for owner, name, f in originals:
+        for owner, name, f, _ in originals:
             setattr(owner, name, f)
 
     return samples, restore
