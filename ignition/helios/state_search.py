@@ -8,9 +8,10 @@ The incumbent is the best state candidate found so far and, in plan(), the infer
 search's best: ``StateSearch.provisional`` evaluates each prerequisite's best-bound pair
 (whose scores the inference search may skip below), ``StateSearch.candidates`` resumes
 every prerequisite against the inference incumbent. Pairs with an unknown duration and
-stale or unmeasured prerequisites are evaluated whole (unknown durations compare
-optimistically by value; timing refresh chooses among stale candidates), and the chain
-cohort (restore -> vision -> inference) is skipped only when measured and bounded below.
+unmeasured prerequisites are evaluated whole (unknown durations compare optimistically
+by value); a stale prerequisite prunes only against its own best (timing refresh chooses
+among stale candidates, so each keeps its exact best); and the chain cohort (restore ->
+vision -> inference) is skipped only when measured and bounded below.
 
 The winner is the exhaustive one; a prerequisite's own candidate may be a lesser one or
 absent where it could not be selected (plan() reruns the exhaustive search when the
@@ -187,9 +188,11 @@ class _PrerequisiteSearch:
             enabled = [v for v in enabled if not v.chained_patches]
         self.enabled = enabled
         self.terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
-        # A stale or unknown prerequisite is evaluated whole: timing refresh chooses among
-        # the stale ones, and an unknown duration has no rate to bound.
-        self.prune = prune and t_ms is not None and self.freshness is Freshness.FRESH
+        # An unmeasured prerequisite is evaluated whole (an unknown duration has no rate
+        # to bound); a stale one keeps its own exact best (timing refresh chooses among
+        # stale candidates and runs the one it picks), so only its own best prunes it.
+        self.prune = prune and t_ms is not None
+        self.own_only = self.freshness is not Freshness.FRESH
         self.best = _Best()
         self._ranked: list[tuple[float, int, Descriptor]] = []
         self._next = 0
@@ -249,7 +252,10 @@ class _PrerequisiteSearch:
 
     def advance(self, floor: float, limit: int | None = None) -> None:
         """Evaluate measured pairs best bound first (at most ``limit``) until the next
-        bound falls clearly below both ``floor`` and the best found."""
+        bound falls clearly below both ``floor`` and the best found (the best found
+        alone for a stale prerequisite)."""
+        if self.own_only:
+            floor = -math.inf
         ranked, count = self._ranked, 0
         while self._next < len(ranked) and (limit is None or count < limit):
             negative, position, following = ranked[self._next]
@@ -263,6 +269,8 @@ class _PrerequisiteSearch:
 
     def finish(self, floor: float) -> Candidate | None:
         """The shape's candidate: the remaining pairs against ``floor``, then the chain."""
+        if self.own_only:
+            floor = -math.inf
         self.advance(floor)
         chained = self.chained
         if chained and not (

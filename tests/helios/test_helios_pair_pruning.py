@@ -204,7 +204,8 @@ def test_pruned_state_candidates_have_the_exhaustive_best_score_and_winner(case)
 def test_a_pair_below_the_inference_incumbent_is_pruned_only_where_it_cannot_win(case, offset):
     """With the inference incumbent as floor: the winner is unchanged wherever it can
     beat the incumbent (a floor at the exhaustive best itself included: ties survive),
-    and nothing pruned rises above a floor it could not reach."""
+    nothing pruned rises above a floor it could not reach, and every stale candidate
+    (what timing refresh chooses among) is the exhaustive one."""
     exhaustive = _candidates(case, None)
     best = _best_known(exhaustive)
     floors = [best * (1 + offset), best + offset] if math.isfinite(best) else [offset]
@@ -216,6 +217,9 @@ def test_a_pair_below_the_inference_incumbent_is_pruned_only_where_it_cannot_win
         elif winner is None or _clearly_below(winner.score, floor):
             assert _best_known(pruned) < floor
         assert _best_known(pruned) <= best
+        for c in exhaustive:  # timing refresh runs the stale candidate it picks
+            if c.freshness is Freshness.STALE:
+                assert any(_same(c, p) for p in pruned)
 
 
 @settings(max_examples=100, deadline=None)
@@ -304,9 +308,9 @@ class _Recorder:
             self.scores.append(score)
 
 
-def test_a_stale_prerequisite_is_evaluated_whole():
-    """Timing refresh chooses among stale candidates: a stale prerequisite keeps its own
-    best candidate whatever the floor."""
+def test_a_stale_prerequisite_keeps_its_own_best_candidate_whatever_the_floor():
+    """Timing refresh chooses among stale candidates and runs the one it picks: a stale
+    prerequisite's pairs are pruned only by its own best, never by the floor."""
     init = STATE[0]
     model = CostModel(TTL_NS)
     model.seed(init, 1 * MS, 0)  # observed long ago: stale now
