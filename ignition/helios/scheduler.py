@@ -217,7 +217,7 @@ class Scheduler:
         # the exhaustive path this must agree with). Each prerequisite's best-bound pair
         # first, then the inference shapes that could beat those, then the remaining
         # pairs that could beat the inference incumbent.
-        search = StateSearch(
+        state_inputs = (
             (*self.descriptors, *self.state_descriptors),
             population,
             self.costs,
@@ -225,6 +225,7 @@ class Scheduler:
             self.policy,
             self.now_ns,
         )
+        search = StateSearch(*state_inputs)
         hint = None  # the inference shapes' largest bound, only where a pair could use it
         if search.has_ranked_pairs:
             hint = largest_bound(shapes, tables, self.costs, decision, self.now_ns)
@@ -246,14 +247,7 @@ class Scheduler:
         if winner is not None and not search.is_empty and self.page_shortfall(winner) > 0:
             # the winner yields to the best state operation that fits, which needs every
             # state shape's own best, not only those that could win
-            states = state_candidates(
-                (*self.descriptors, *self.state_descriptors),
-                population,
-                self.costs,
-                decision,
-                self.policy,
-                self.now_ns,
-            )
+            states = state_candidates(*state_inputs)
             candidates = inference + states
             winner = self.page_feasible(select(candidates), states)
         if winner is None:
