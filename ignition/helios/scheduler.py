@@ -38,8 +38,8 @@ from ignition.helios.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
 from ignition.helios.rounds import ConfidenceForecast
 from ignition.helios.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
-from ignition.helios.state_candidates import STATE_KINDS, state_candidates
-from ignition.helios.state_search import StateSearch
+from ignition.helios.state_candidates import STATE_KINDS
+from ignition.helios.state_search import StateSearch, state_candidates
 from ignition.helios.state_work import apply_state_lane, check_state_lane, checkpoint_tokens
 from ignition.helios.tables import TableCache
 from ignition.helios.trace import trace_entry

@@ -63,7 +63,6 @@ from ignition.helios.terminal import (
 )
 from ignition.helios.types import LaneRole
 from ignition.helios.utility import (
-    Candidate,
     Decision,
     LanePick,
     LaneView,
@@ -327,32 +326,6 @@ def _tail_bounded(
 
 def _state_lane(view: LaneView, role: LaneRole) -> LanePick:
     return LanePick(view=view, role=role, query_length=0, value=0.0)
-
-
-def state_candidates(
-    descriptors: Sequence[Descriptor],
-    population: Population,
-    costs: CostModel,
-    decision: Decision,
-    policy: PolicyConfig,
-    now_ns: int,
-    floor: float | None = None,
-) -> list[Candidate]:
-    """The best candidate of every prepared state-operation shape.
-
-    ``floor`` None evaluates every pair (the exhaustive path the reference selector
-    holds plan() to). A number is the best known score among the other candidates of
-    the decision (the inference incumbent, -inf for none): pairs whose bound falls
-    clearly below it and below the best state candidate found so far are skipped
-    (pair_bounds.py), so a shape's candidate may then be a lesser one or absent, but
-    only where it could not be selected; the winner is unchanged.
-    """
-    from ignition.helios.state_search import StateSearch  # the search imports this module
-
-    search = StateSearch(
-        descriptors, population, costs, decision, policy, now_ns, floor is not None
-    )
-    return search.candidates(-math.inf if floor is None else floor)
 
 
 class Offers(Protocol):

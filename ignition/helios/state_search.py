@@ -385,3 +385,27 @@ def _chain_bound(
             bounds.append(value * t_ms / (t_ms + v_ms + min(prompt_ms)))
     total = sum(sorted(bounds, reverse=True)[: d.batch_capacity])
     return chain_score([total], t_ms, decision.waiting_coefficient)
+
+
+def state_candidates(
+    descriptors: Sequence[Descriptor],
+    population: Population,
+    costs: CostModel,
+    decision: Decision,
+    policy: PolicyConfig,
+    now_ns: int,
+    floor: float | None = None,
+) -> list[Candidate]:
+    """The best candidate of every prepared state-operation shape.
+
+    ``floor`` None evaluates every pair (the exhaustive path the reference selector
+    holds plan() to). A number is the best known score among the other candidates of
+    the decision (the inference incumbent, -inf for none): pairs whose bound falls
+    clearly below it and below the best state candidate found so far are skipped
+    (pair_bounds.py), so a shape's candidate may then be a lesser one or absent, but
+    only where it could not be selected; the winner is unchanged.
+    """
+    search = StateSearch(
+        descriptors, population, costs, decision, policy, now_ns, floor is not None
+    )
+    return search.candidates(-math.inf if floor is None else floor)

@@ -26,9 +26,8 @@ from ignition.helios.state_candidates import (
     _chain_cohort,
     _enables,
     _pair,
-    state_candidates,
 )
-from ignition.helios.state_search import StateSearch, _chain_bound
+from ignition.helios.state_search import StateSearch, _chain_bound, state_candidates
 from ignition.helios.terminal import TerminalView
 from ignition.helios.types import RequestHandle
 from ignition.helios.utility import Candidate, Decision, LaneView

@@ -14,7 +14,7 @@ from helios_helpers import MS, decode, prefill, request, scheduler
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import PolicyConfig
 from ignition.helios.projection import build_population
-from ignition.helios.state_candidates import state_candidates
+from ignition.helios.state_search import state_candidates
 from ignition.helios.tails import CompletionTimes
 
 # A launch floor dominated by expert weights (simulate/devices.py H200Roofline, rounded).

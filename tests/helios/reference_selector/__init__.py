@@ -11,7 +11,7 @@ from __future__ import annotations
 from ignition.helios.cost import Freshness
 from ignition.helios.refresh import choose_refresh
 from ignition.helios.scheduler import EXPLORATION, Scheduler
-from ignition.helios.state_candidates import state_candidates
+from ignition.helios.state_search import state_candidates
 from ignition.helios.types import ExecutionClass, ScheduledPlan
 from reference_selector.learning import choose_probe
 from reference_selector.policy import (
