@@ -137,3 +137,14 @@ class Driver:
             for handle in {t.handle for t in tokens}:
                 self.s.published_output(handle, Fence(self.fence))
         return plan
+
+    def run_until_out_of_pages(self, max_steps: int = 400) -> None:
+        """Steps until the decoders hold every KV page (a step raises ResourceShortage)."""
+        from ignition.helios import ResourceShortage
+
+        for _ in range(max_steps):
+            try:
+                self.step()
+            except ResourceShortage:
+                return
+        raise AssertionError("the decoders never ran out of pages")
