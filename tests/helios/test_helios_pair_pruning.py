@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import PolicyConfig
 from ignition.helios.cost import CostModel, Freshness
-from ignition.helios.pair_bounds import PairBounds
 from ignition.helios.policy import Population, select
 from ignition.helios.service import Prices
 from ignition.helios.state_candidates import (
@@ -27,7 +26,7 @@ from ignition.helios.state_candidates import (
     _enables,
     _pair,
 )
-from ignition.helios.state_search import StateSearch, _chain_bound, state_candidates
+from ignition.helios.state_search import StateSearch, _chain_bound, _pair_bounds, state_candidates
 from ignition.helios.terminal import TerminalView
 from ignition.helios.types import RequestHandle
 from ignition.helios.utility import Candidate, Decision, LaneView
@@ -269,17 +268,7 @@ def test_every_pair_score_stays_within_its_bound(case):
             assert chain[3] and chain[0] <= chain_bound + 1e-9 * max(1.0, abs(chain_bound))
         enabled = [v for v in enabled if not v.chained_patches]
         terminal = list(population.terminal) if d.kind is GraphKind.SNAPSHOT else []
-        contributions = tables.terminal_contributions(terminal, t_ms, None)
-        bounds = PairBounds(
-            enabled,
-            population.prompts,
-            [v for v in population.decoders if v.remaining_output >= 1],
-            [c.prefix for c in contributions],
-            tables.prices.age_price,
-            d.batch_capacity,
-            decision,
-            tables.max_rows,
-        )
+        bounds = _pair_bounds(d, tables, enabled, terminal, t_ms)  # as the search builds them
         ranked = {position: -negative for negative, position, _ in bounds.ranked(measured, t_ms)}
         for position, following, f_ms in measured:  # the hot loop is the readable bound
             readable = bounds.score(following, t_ms, f_ms)
