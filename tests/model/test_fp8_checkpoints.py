@@ -11,12 +11,13 @@ import json
 import pytest
 import torch
 
-from ignition.model.checkpoint_files import WeightsError
+from ignition.model.checkpoint_files import WeightsError, locate_tensors
+from ignition.model.families.registry import family_for_checkpoint
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.quant import UnsupportedQuantization
 from ignition.model.sampling import SamplingParams
 from ignition.model.step import run_step
-from ignition.model.weights import load_checkpoint
+from ignition.model.weights import check_layout, load_checkpoint
 from tests.model.conftest import new_state
 from tests.model.fp8_checkpoints import edit_file, quantize_to_fp8, write_dequantized
 from tests.model.hf_checkpoints import Variant, write_qwen3_next, write_qwen35
@@ -160,3 +161,17 @@ def test_fp8_tensor_without_quantization_config_is_named(tmp_path):
     (fp8 / "config.json").write_text(json.dumps(config))
     with pytest.raises(WeightsError, match=r"is F8_E4M3 but .*config\.json has no quantization"):
         load_checkpoint(fp8)
+
+
+def test_a_loader_without_the_fp8_plan_refuses_fp8_tensors(dense):
+    """The tensor-parallel loader reads raw slices, so it must not take FP8 bytes as weights."""
+    fp8, _, _ = dense
+    family = family_for_checkpoint(fp8)
+    located = locate_tensors(fp8)
+    raw = json.loads((fp8 / "config.json").read_text())
+    config = family.parse_config(raw, "config.json", frozenset(located))
+    with torch.device("meta"):
+        model = family.model_class()(config)
+    layout = family.layout(model, frozenset(located))
+    with pytest.raises(WeightsError, match="is F8_E4M3; only the one-device loader"):
+        check_layout(model, fp8, located, layout, strict_dtype=False)
