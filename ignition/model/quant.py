@@ -22,6 +22,15 @@ share one layout, which is the only one accepted:
 
 ModelOpt (NVFP4, FP8), compressed-tensors, GPTQ, AWQ, bitsandbytes and the rest are refused in
 one line naming the file and the ``quant_method``.
+
+Where the layout was read (learned from, not copied): vLLM ``quantization/fp8.py`` (block scale
+``weight_scale_inv`` [ceil(out/bo), ceil(in/bi)]) and ``models/qwen4_exp/nvidia/ple_layer.py``
+(n-gram ``ngram_embedding.shard_N.weight`` rows, ``ngram_embedding.weight_scale``, lookup
+rows times that scale); transformers 5 ``integrations/finegrained_fp8.py`` (``FP8Linear``,
+``FP8Experts`` ``gate_up_proj_scale_inv``, ``FP8Embedding`` with a ``(1,)`` ``weight_scale``)
+and its ``qwen4_exp_text`` mapping that concatenates ``ngram_embedding.shard_*.weight``.
+Third-party converters of the official Qwen3.8-Flash-Next-FP8 agree: block-FP8 (BF16 scales)
+on the routed experts, the n-gram table F8_E4M3 with one BF16 scale shared by its shards.
 """
 
 from __future__ import annotations

@@ -104,6 +104,20 @@ def test_split_ple_table_shards_are_paired_with_the_shared_scale(tmp_path):
         assert torch.equal(got, rows.float() * 0.25)
 
 
+def test_static_activation_scales_are_read_with_their_weight_and_not_left_over(tmp_path):
+    """Dequantised serving computes activations in the serving dtype; the scale is unused."""
+    name = "model.layers.0.mlp.down_proj"
+    tensors = {
+        f"{name}.weight": _fp8(4, 8),
+        f"{name}.weight_scale_inv": torch.ones(1, 1),
+        f"{name}.input_scale": torch.ones(()),
+    }
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    scheme = Fp8Scheme(block=(128, 128), activation_scheme="static")
+    plan = plan_fp8(tmp_path / "config.json", locate_tensors(tmp_path), scheme)
+    assert plan.consumed == {f"{name}.weight_scale_inv", f"{name}.input_scale"}
+
+
 def _scheme(tmp_path, quantization):
     (tmp_path / "config.json").write_text(json.dumps({"quantization_config": quantization}))
     return read_quantization({"quantization_config": quantization}, tmp_path)
