@@ -133,8 +133,7 @@ def _read_piece(
     shape, begin, end = entry["shape"], *entry["data_offsets"]
     if len(shape) != 2 or shape[1] != row_width or _DTYPES.get(entry["dtype"]) != dtype:
         raise PleTableError(
-            f"{where}: {entry['dtype']} {shape}, the index says "
-            f"{_NAMES[dtype]} [rows, {row_width}]"
+            f"{where}: {entry['dtype']} {shape}, the index says {_NAMES[dtype]} [rows, {row_width}]"
         )
     data_offset = 8 + header_len + begin
     if size < 8 + header_len + end:

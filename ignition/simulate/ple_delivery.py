@@ -81,4 +81,4 @@ def exposed_ns(delivery: int, overlap_ns: int) -> int:
 
 
 def _ns(seconds: float) -> int:
-    return int(math.ceil(seconds * 1e9))
+    return math.ceil(seconds * 1e9)

@@ -151,7 +151,7 @@ def test_a_delay_is_subtracted_from_the_cost_sample_and_not_from_the_service_cha
         timing.device_ns - timing.readiness_stall_ns
     )
     # service charge: the raw interval, stall included
-    timing_seen, charged = next((t, c) for t, c in seen if t == timing)
+    charged = next(c for t, c in seen if t == timing)
     (charged_ms,) = charged.values()
     raw_ns = {timing.device_ns, max(timing.device_ns, timing.wall_ns)}
     assert round(charged_ms * 1e6) in raw_ns

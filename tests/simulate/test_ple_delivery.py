@@ -41,8 +41,7 @@ def test_host_rows_on_cpu_skip_the_pcie_copy():
 
 def test_preloaded_host_rows_gathered_in_the_program_skip_the_mailbox():
     assert (
-        delivery_ns("host", ROWS, ROW)
-        - delivery_ns("host", ROWS, ROW, preload=True)
+        delivery_ns("host", ROWS, ROW) - delivery_ns("host", ROWS, ROW, preload=True)
         == DeliveryProfile().mailbox_ns
     )
 
@@ -62,7 +61,7 @@ def test_only_delivery_beyond_the_overlap_is_exposed():
 def test_bad_inputs_fail_with_one_line():
     with pytest.raises(ValueError, match="residency = 'ssd'"):
         delivery_ns("ssd", 1, ROW)
-    with pytest.raises(ValueError, match="cache_hit_rate = 1.5"):
+    with pytest.raises(ValueError, match=r"cache_hit_rate = 1\.5"):
         delivery_ns("disk", 1, ROW, cache_hit_rate=1.5)
     with pytest.raises(ValueError, match="pcie_bandwidth = 0"):
         DeliveryProfile(pcie_bandwidth=0)
