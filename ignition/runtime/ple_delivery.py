@@ -14,16 +14,25 @@ context to global row ids. Until it lands, tests and the benchmark use
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan
 from ignition.runtime.ple_mailbox import Delivery, Mailbox, Readiness, frame_exposed_ns
-from ignition.runtime.ple_store import DEFAULT_CACHE_BYTES, RESIDENCIES
-from ignition.runtime.ple_table import TableLayout
+from ignition.runtime.ple_stats import PleStats
+from ignition.runtime.ple_store import (
+    DEFAULT_CACHE_BYTES,
+    RESIDENCIES,
+    RowStore,
+    choose_residency,
+    open_store,
+)
+from ignition.runtime.ple_table import TableLayout, find_layout
 
 # (token ids [T], the request's context before them [context_size]) -> row ids [T, heads]
 RowIdFunction = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -50,6 +59,19 @@ class PleOptions:
     def to_json(self) -> dict[str, Any]:
         return {"residency": self.residency or "auto", "preload": self.preload,
                 "cache_bytes": self.cache_bytes}  # fmt: skip
+
+
+_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
+          "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30, "ti": 1 << 40}  # fmt: skip
+_BYTES = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?", re.IGNORECASE)
+
+
+def parse_bytes(text: str, flag: str = "--ple-cache-bytes") -> int:
+    """``4GiB``, ``512MiB``, ``1G`` or a plain count; anything else is one line."""
+    match = _BYTES.fullmatch(str(text).strip())
+    if match is None:
+        raise ValueError(f"{flag} = {text!r}: a byte count such as 1073741824, 512MiB or 4GiB")
+    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
 
 
 def describe_table(
@@ -154,3 +176,45 @@ class FrameDelivery:
         if deliveries:
             self.stats.add_frame(exposed)
         return readiness, exposed if self.inside_interval else 0
+
+
+@dataclass
+class PleRuntime:
+    """What serving holds: the store (None: no table) and its counters for /metrics."""
+
+    options: PleOptions
+    stats: PleStats
+    store: RowStore | None = None
+    mailbox: Mailbox | None = None
+
+    @property
+    def residency(self) -> str:
+        return self.stats.snapshot().residency
+
+
+def open_ple(
+    checkpoint: str | Path,
+    options: PleOptions,
+    device: torch.device,
+    worker: Any = None,
+    row_ids: RowIdFunction | None = None,
+    context_size: int = 2,
+    pad_id: int = 0,
+) -> PleRuntime:
+    """Open the checkpoint's table at its residency; with the model's ``row_ids`` (the
+    qwen4_exp layer), host and disk rows reach ``worker`` through the mailbox. Without a
+    table the options are accepted and the counters say "none"."""
+    layout = find_layout(checkpoint)
+    if layout is None:
+        return PleRuntime(options, PleStats("none", 0))
+    residency = options.residency or choose_residency(layout.table_bytes, device)
+    store = open_store(
+        layout, residency, device, preload=options.preload, cache_bytes=options.cache_bytes
+    )
+    runtime = PleRuntime(options, store.stats, store)
+    if row_ids is not None and worker is not None and residency != "device":
+        runtime.mailbox = Mailbox(store, pin=device.type == "cuda")
+        worker.ple = FrameDelivery(
+            runtime.mailbox, row_ids, context_size, pad_id, device.type != "cuda"
+        )
+    return runtime

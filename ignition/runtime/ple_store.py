@@ -11,14 +11,13 @@ row storage. Counters (rows, bytes, cache hits and misses, exposed delay) live i
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
 from ignition.runtime.ple_cache import RowCache
+from ignition.runtime.ple_stats import PleStats
 from ignition.runtime.ple_table import TableLayout
 
 RESIDENCIES = ("device", "host", "disk")
@@ -27,46 +26,6 @@ RESIDENCIES = ("device", "host", "disk")
 DEVICE_SHARE = 0.25
 HOST_SHARE = 0.5
 DEFAULT_CACHE_BYTES = 1 << 30
-
-
-@dataclass(frozen=True)
-class PleSnapshot:
-    residency: str
-    table_bytes: int
-    rows_gathered: int = 0
-    bytes_moved: int = 0
-    cache_hits: int = 0
-    cache_misses: int = 0
-    exposed_ns: int = 0  # summed exposed delivery delay over frames
-    frames: int = 0  # frames whose rows went through the mailbox
-
-
-class PleStats:
-    """Thread-safe counters: the mailbox thread adds, the metrics scrape reads."""
-
-    def __init__(self, residency: str, table_bytes: int) -> None:
-        self._lock = threading.Lock()
-        self._s = PleSnapshot(residency, table_bytes)
-
-    def add_gather(self, rows: int, nbytes: int, hits: int = 0, misses: int = 0) -> None:
-        with self._lock:
-            s = self._s
-            self._s = PleSnapshot(
-                s.residency, s.table_bytes, s.rows_gathered + rows, s.bytes_moved + nbytes,
-                s.cache_hits + hits, s.cache_misses + misses, s.exposed_ns, s.frames,
-            )  # fmt: skip
-
-    def add_frame(self, exposed_ns: int) -> None:
-        with self._lock:
-            s = self._s
-            self._s = PleSnapshot(
-                s.residency, s.table_bytes, s.rows_gathered, s.bytes_moved, s.cache_hits,
-                s.cache_misses, s.exposed_ns + exposed_ns, s.frames + 1,
-            )  # fmt: skip
-
-    def snapshot(self) -> PleSnapshot:
-        with self._lock:
-            return self._s
 
 
 class RowStore(Protocol):

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 
 INDEX_FILE = "table.json"
+# Where a checkpoint (or bundle) keeps its table: <checkpoint>/ngram_table/.
+TABLE_FOLDER = "ngram_table"
 DEFAULT_TENSOR = "table"
 
 _DTYPES: dict[str, torch.dtype] = {
@@ -83,6 +85,12 @@ class TableLayout:
                 tensor = torch.frombuffer(memoryview(raw), dtype=torch.uint8)
             mapped.append(tensor.view(self.dtype).view(p.num_rows, self.row_width))
         return mapped
+
+
+def find_layout(checkpoint: str | Path) -> TableLayout | None:
+    """The checkpoint's n-gram table, or None for a model without one."""
+    folder = Path(checkpoint) / TABLE_FOLDER
+    return read_layout(folder) if (folder / INDEX_FILE).exists() else None
 
 
 def read_layout(folder: str | Path) -> TableLayout:
