@@ -70,7 +70,11 @@ class DeviceStore:
     def gather(self, row_ids: torch.Tensor, out: torch.Tensor) -> None:
         ids = row_ids.reshape(-1).to(self.table.device)
         _check_ids(self.layout, ids)
-        torch.index_select(self.table, 0, ids, out=out.view(-1, self.layout.row_width))
+        rows = out.view(-1, self.layout.row_width)
+        if rows.device == self.table.device:
+            torch.index_select(self.table, 0, ids, out=rows)
+        else:  # host staging of device rows (the mailbox's buffers live on the host)
+            rows.copy_(self.table.index_select(0, ids))
         self.stats.add_gather(ids.numel(), ids.numel() * self.layout.row_bytes)
 
 
