@@ -18,7 +18,7 @@ frame "computes" (``--compute-ms`` of sleep, the overlap rows known before launc
 qwen4_exp model layer.
 
     .venv/bin/python benchmarks/ple_delivery.py [--table-mib 384] [--tokens 256] [--heads 8]
-        [--frames 40] [--compute-ms 2] [--device cpu|cuda]
+        [--frames 40] [--compute-ms 2] [--device cpu|cuda] [--threads 1]
 """
 
 from __future__ import annotations
@@ -125,7 +125,9 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=40)
     parser.add_argument("--compute-ms", type=float, default=2.0)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (serve's: 1)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="ple-bench-") as tmp:
         folder = Path(tmp)
         began = time.perf_counter()
@@ -136,7 +138,7 @@ def main() -> None:
             f"{len(layout.pieces)} shards (written in {time.perf_counter() - began:.1f} s); "
             f"frames of {args.tokens} tokens x {args.heads} heads = "
             f"{args.tokens * args.heads} rows, {args.frames} frames, "
-            f"overlap {args.compute_ms} ms; device {args.device}"
+            f"overlap {args.compute_ms} ms; device {args.device}, {args.threads} torch threads"
         )
         cold = frames_of(layout.num_rows, args, seed=1)
         cache = 2 * args.frames * args.tokens * args.heads * layout.row_bytes

@@ -55,22 +55,28 @@ class RowCache:
                 hit_slots.append(slot)
         self.hits += len(hit_pos)
         self.misses += len(miss_pos)
-        if hit_pos:
-            out[torch.tensor(hit_pos)] = self._block[torch.tensor(hit_slots)]
-        if not miss_pos:
+        if not miss_pos:  # all hits, in order: one gather straight into ``out``
+            torch.index_select(self._block, 0, torch.tensor(hit_slots), out=out)
             return
-        positions = torch.tensor(miss_pos)
-        fetched = out[positions]  # a copy; written back below
+        if hit_pos:
+            hits = self._block.index_select(0, torch.tensor(hit_slots))
+            out.index_copy_(0, torch.tensor(hit_pos), hits)
+        fetched = torch.empty(len(miss_ids), out.shape[1], dtype=out.dtype)
         read(torch.tensor(miss_ids, dtype=torch.int64), fetched)
-        out[positions] = fetched
+        out.index_copy_(0, torch.tensor(miss_pos), fetched)
         keep = min(len(miss_ids), self.capacity_rows)  # only the most recent can stay
-        for j in range(len(miss_ids) - keep, len(miss_ids)):
-            self._insert(miss_ids[j], fetched[j])
+        if keep == 0:
+            return
+        slots = [self._claim(row) for row in miss_ids[len(miss_ids) - keep :]]
+        # Distinct slots: at most capacity rows enter, each evicting an entry older than all
+        # of them, so one indexed copy stores them.
+        self._block[torch.tensor(slots)] = fetched[len(miss_ids) - keep :]
 
-    def _insert(self, row: int, values: torch.Tensor) -> None:
+    def _claim(self, row: int) -> int:
+        """A slot for ``row``: a free one, else the least recently used entry's."""
         if self._free:
             slot = self._free.pop()
         else:
             _, slot = self._slots.popitem(last=False)
-        self._block[slot] = values
         self._slots[row] = slot
+        return slot
