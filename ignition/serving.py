@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -163,8 +163,12 @@ def _open_ple(bundle: Bundle, options: ServeOptions):
     checkpoint = Path(bundle.manifest["checkpoint"]["path"])
     if not checkpoint.is_absolute():
         checkpoint = bundle.path / checkpoint
+    ple = options.ple
+    built = bundle.manifest.get("ple", {}).get("residency")
+    if ple.residency is None and built in ("device", "host", "disk"):
+        ple = replace(ple, residency=built)  # the build's choice, unless serve names one
     try:
-        return open_ple(checkpoint, options.ple, resolve_device(options.device))
+        return open_ple(checkpoint, ple, resolve_device(options.device))
     except (PleTableError, ValueError) as err:
         raise BundleError(str(err)) from None
 

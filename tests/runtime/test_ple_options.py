@@ -102,3 +102,16 @@ def test_metrics_carry_the_delivery_counters_by_residency(tmp_path):
     assert f"flare_ple_cache_misses_total{labels} 2.0" in text
     assert f"flare_ple_exposed_delivery_nanoseconds_total{labels} 1500.0" in text
     assert f"flare_ple_bytes_moved_total{labels} 32.0" in text
+
+
+def test_serve_keeps_the_residency_the_build_chose_unless_it_names_one(tmp_path):
+    from types import SimpleNamespace
+
+    from ignition.serving import ServeOptions, _open_ple
+
+    write_table(tmp_path / TABLE_FOLDER, [torch.zeros(8, 4)])
+    manifest = {"checkpoint": {"path": str(tmp_path)}, "ple": {"residency": "disk"}}
+    bundle = SimpleNamespace(manifest=manifest, path=tmp_path)
+    assert _open_ple(bundle, ServeOptions(str(tmp_path), device="cpu")).residency == "disk"
+    named = ServeOptions(str(tmp_path), device="cpu", ple=PleOptions("host"))
+    assert _open_ple(bundle, named).residency == "host"
