@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ignition.runtime.ple_cache import RowCache
+from ignition.runtime.ple_store import open_store
+from ignition.runtime.ple_table import read_layout, write_table
 
 WIDTH = 3
 TABLE = torch.arange(40 * WIDTH, dtype=torch.float32).view(40, WIDTH)
@@ -46,3 +49,33 @@ def test_hits_and_misses_are_counted():
     cache.gather([5, 6], out, read)
     cache.gather([6, 7], out, read)
     assert (cache.hits, cache.misses) == (1, 3)
+
+
+@pytest.fixture(scope="module")
+def disk_table(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ple")
+    full = torch.randn(37, WIDTH).to(torch.bfloat16)
+    write_table(folder, list(full.split((10, 1, 26))))
+    return read_layout(folder), full
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    cache_rows=st.integers(0, 4),
+    frames=st.lists(
+        st.lists(st.integers(0, 36), min_size=1, max_size=10).map(lambda f: torch.tensor(f)),
+        max_size=10,
+    ),
+)
+def test_the_disk_store_returns_exact_rows_across_shards_with_a_tiny_cache(
+    disk_table, cache_rows, frames
+):
+    layout, full = disk_table
+    store = open_store(layout, "disk", torch.device("cpu"), cache_bytes=cache_rows * WIDTH * 2)
+    for ids in frames:
+        out = torch.empty(len(ids), WIDTH, dtype=torch.bfloat16)
+        store.gather(ids, out)
+        assert torch.equal(out, full[ids])
+        assert store.cache.resident_bytes <= store.cache.capacity_bytes
