@@ -34,6 +34,9 @@ class FrameResult:
     prompt_logprobs: dict[RequestHandle, tuple[int, tuple[PromptLogprob, ...]]] = field(
         default_factory=dict
     )
+    # Frame-owned readiness timestamps of the PLE rows delivered through the mailbox
+    # (runtime/ple_mailbox.Readiness); their exposed delay is timing.readiness_stall_ns.
+    readiness: tuple = ()
 
 
 class Worker(Protocol):
