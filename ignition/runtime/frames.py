@@ -34,6 +34,9 @@ class FrameResult:
     prompt_logprobs: dict[RequestHandle, tuple[int, tuple[PromptLogprob, ...]]] = field(
         default_factory=dict
     )
+    # Requests whose sampling distribution was not finite in this frame (their record
+    # carries no tokens): the engine ends each with the message; the frame completes.
+    failed: dict[RequestHandle, str] = field(default_factory=dict)
 
 
 class Worker(Protocol):

@@ -146,6 +146,7 @@ def test_streaming_sends_sse_data_lines_ending_with_done():
         ({"prompt": "x", "logprobs": 21}, "logprobs"),
         ({"prompt": "x", "presence_penalty": 2.5}, "presence_penalty"),
         ({"prompt": "x", "repetition_penalty": 0}, "repetition_penalty"),
+        ({"prompt": "x", "repetition_penalty": 1e-303}, "repetition_penalty"),
         ({"prompt": "x", "min_p": 1.5}, "min_p"),
         ({"prompt": "x", "min_tokens": -1}, "min_tokens"),
         ({"prompt": "x", "logit_bias": {"abc": 1}}, "logit_bias"),
