@@ -37,6 +37,9 @@ class FrameResult:
     # Frame-owned readiness timestamps of the PLE rows delivered through the mailbox
     # (runtime/ple_mailbox.Readiness); their exposed delay is timing.readiness_stall_ns.
     readiness: tuple = ()
+    # Requests whose sampling distribution was not finite in this frame (their record
+    # carries no tokens): the engine ends each with the message; the frame completes.
+    failed: dict[RequestHandle, str] = field(default_factory=dict)
 
 
 class Worker(Protocol):

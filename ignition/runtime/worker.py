@@ -46,6 +46,7 @@ from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, 
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.logits_processing import MAX_LOGIT_BIAS, MAX_STOP_IDS
 from ignition.model.prompt_logprobs import PromptScores
+from ignition.model.sampling import INVALID_TOKEN
 from ignition.model.state import ModelState
 from ignition.runtime.engine import LiveRequest
 from ignition.runtime.frames import FrameResult
@@ -57,6 +58,12 @@ from ignition.runtime.vision_binding import (
     ImageBindingError,
     ImageEncoder,
     RequestVision,
+)
+
+# What a request whose row emitted INVALID_TOKEN is told (model.sampling).
+NON_FINITE_MESSAGE = (
+    "sampling failed: this request's token distribution was not finite (NaN or inf logits "
+    "after its penalties, bias and temperature); other requests were not affected"
 )
 
 # The state programs of compiler.state_ops: initialization, restore and snapshots.
@@ -562,19 +569,25 @@ class ModelWorker:
     def _step_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
         out = launched.inflight.outputs
         next_tokens = out.next_tokens.tolist()  # type: ignore[attr-defined]
+        failed = _failed_rows(launched, [[t] for t in next_tokens])
         records = []
         for row, lane in enumerate(launched.lanes):
+            ids = [] if lane.handle in failed else [next_tokens[row]]
             if lane.role is LaneRole.PROMPT:
-                ids = [next_tokens[row]] if lane.max_advance_tokens else []
+                ids = ids if lane.max_advance_tokens else []
                 records.append(self._record(lane, ids, launched.eos[row], lane.num_prompt_tokens))
             else:
-                records.append(self._record(lane, [next_tokens[row]], launched.eos[row]))
+                records.append(self._record(lane, ids, launched.eos[row]))
         logprobs = _logprobs(
             launched, [[t] for t in next_tokens], out.logprob[:, None], out.top_ids[:, None],
             out.top_logprobs[:, None],
         )  # fmt: skip
         return FrameResult(
-            tuple(records), timing, logprobs=logprobs, prompt_logprobs=_prompt_logprobs(launched)
+            tuple(records),
+            timing,
+            logprobs=logprobs,
+            prompt_logprobs=_prompt_logprobs(launched),
+            failed=failed,
         )
 
     def _round_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
@@ -582,9 +595,10 @@ class ModelWorker:
         d = launched.plan.descriptor
         tokens = out.output_tokens.tolist()  # type: ignore[attr-defined]
         verified = out.query_lens.tolist()  # type: ignore[attr-defined]
+        failed = _failed_rows(launched, tokens)
         records, offered = [], []
         for row, lane in enumerate(launched.lanes):
-            emitted = [t for t in tokens[row] if t >= 0]
+            emitted = [t for t in tokens[row] if t >= 0 and lane.handle not in failed]
             if lane.role is LaneRole.PROMPT:
                 ids = emitted[:1] if lane.max_advance_tokens else []
                 records.append(self._record(lane, ids, launched.eos[row], lane.num_prompt_tokens))
@@ -592,7 +606,8 @@ class ModelWorker:
                 continue
             rows = verified[row] if d.is_device_allocated else 0
             records.append(self._record(lane, emitted, launched.eos[row], 0, rows))
-            offered.append(max(0, (verified[row] or lane.query_length) - 1))
+            is_failed = lane.handle in failed
+            offered.append(0 if is_failed else max(0, (verified[row] or lane.query_length) - 1))
         sidecar = survival = None
         if d.proposal_depth > 0:
             confidence = out.confidence  # type: ignore[attr-defined]
@@ -613,6 +628,7 @@ class ModelWorker:
             tuple(offered),
             logprobs=logprobs,
             prompt_logprobs=_prompt_logprobs(launched),
+            failed=failed,
         )
 
     def _record(
@@ -641,6 +657,15 @@ class ModelWorker:
             is_finished=finished,
             num_verified_tokens=num_verified,
         )
+
+
+def _failed_rows(launched: _Launched, tokens: list[list[int]]) -> dict[RequestHandle, str]:
+    """The lanes whose row emitted INVALID_TOKEN (model.sampling), with their message."""
+    return {
+        lane.handle: NON_FINITE_MESSAGE
+        for row, lane in enumerate(launched.lanes)
+        if INVALID_TOKEN in tokens[row]
+    }
 
 
 def _logprobs(launched: _Launched, tokens, logprob, top_ids, top_logprobs):
