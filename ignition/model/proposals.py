@@ -19,10 +19,10 @@ import torch
 from torch import Tensor
 
 from ignition.kernels import ops
+from ignition.model.coupled_verify import draft_stream
 from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.sampling import (
-    RandomStream,
     SamplingParams,
     exponential_noise,
     sample_from,
@@ -67,6 +67,7 @@ def propose(
     if history is not None and depth > 0 and DRAFTS_FROM_PROCESSED_LOGITS:
         history_rows = history.rows(slot_ids)
         drafted = torch.zeros(num_rows, vocab, dtype=torch.int32, device=device)
+    stream = draft_stream()  # under coupling, the noise the target samples this position with
     for k in range(depth):
         if k > 0:
             # Draft k+1 comes from position S + k, fed the previous draft and its MTP hidden.
@@ -80,7 +81,7 @@ def propose(
         q = torch.where(
             is_greedy[:, None], torch.softmax(logits, -1), target_distribution(logits, params)
         )
-        noise = exponential_noise(params.seed, RandomStream.DRAFT, start_pos + k + 1, vocab)
+        noise = exponential_noise(params.seed, stream, start_pos + k + 1, vocab)
         previous = torch.where(is_greedy, logits.argmax(-1), sample_from(q, noise))
         drafts[:, k] = previous
         dists[:, k] = q

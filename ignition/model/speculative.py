@@ -11,7 +11,10 @@ one program. Each active lane holds a committed length S and a pending token at 
    ceilings; either way the FP32 confidence sidecar [2, B, D];
 3. verification: one packed target forward over every lane's pending token and its
    allocated drafts;
-4. acceptance through ``rejection_verify`` (greedy or sampled), survival products included;
+4. acceptance: coupled by default (a draft is kept when it equals the token ordinary
+   sampling emits at its position, so speculation never changes a seeded request's output;
+   ``model.coupled_verify``), or ``rejection_verify`` (greedy or sampled); survival products
+   included either way;
 5. commit: GDN state and conv window at the accepted length, lengths advanced; KV past the
    accepted length is simply not counted;
 6. draft-context absorption of the committed positions by the MTP head.
@@ -31,6 +34,7 @@ import torch
 from torch import Tensor
 
 from ignition.kernels import ops
+from ignition.model.coupled_verify import coupled_verify, position_samples, verification_mode
 from ignition.model.logits_processing import (
     HistoryBegin,
     SlotHistory,
@@ -302,14 +306,20 @@ def speculative_round(
     )
     target_probs = torch.where(is_position_valid.reshape(-1, 1), target_probs, 0.0)
     target_probs = target_probs.reshape(num_rows, width, vocab)
-    uniforms = seeded_uniform(params.seed, RandomStream.ACCEPT, start_pos, width)
-    noise = exponential_noise(params.seed, RandomStream.RESAMPLE, start_pos, vocab)
     if capacity.draft_depth == 0:
         drafts = drafts.new_zeros(num_rows, 1)
         dists = dists.new_zeros(num_rows, 1, vocab)
-    num_accepted, output_tokens, survival = ops.rejection_verify(
-        drafts, dists, target_probs, spec_lens, uniforms, noise, greedy
-    )
+    if verification_mode() == "coupled" and not greedy:
+        samples = position_samples(target_probs, params.seed, start_pos)
+        num_accepted, output_tokens, survival = coupled_verify(
+            drafts, dists, target_probs, samples, spec_lens
+        )
+    else:
+        uniforms = seeded_uniform(params.seed, RandomStream.ACCEPT, start_pos, width)
+        noise = exponential_noise(params.seed, RandomStream.RESAMPLE, start_pos, vocab)
+        num_accepted, output_tokens, survival = ops.rejection_verify(
+            drafts, dists, target_probs, spec_lens, uniforms, noise, greedy
+        )
     survival = survival[:, : capacity.draft_depth]
 
     prompt_raw = sampled_rows[num_rows * width :]

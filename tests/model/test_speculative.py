@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ignition.model.coupled_verify import VERIFICATION_MODES, use_verification
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams, target_distribution
 from ignition.model.speculative import (
@@ -139,8 +140,14 @@ def test_round_reports_the_confidence_sidecar_shape(config, model):
     torch.testing.assert_close(out.confidence[1, 1], joint)
 
 
-def test_sampled_acceptance_preserves_the_target_distribution(config, model):
+@pytest.mark.parametrize("mode", VERIFICATION_MODES)
+def test_sampled_acceptance_preserves_the_target_distribution(config, model, mode):
     """The first emitted token of sampled rounds is distributed as the target's p."""
+    with use_verification(mode):
+        _check_first_token_distribution(config, model)
+
+
+def _check_first_token_distribution(config, model):
     num_lanes, repeats, top_k = 48, 12, 4
     state = new_state(config, num_slots=num_lanes)
     prompt = [9, 8, 7, 6, 5]
