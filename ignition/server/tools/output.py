@@ -51,9 +51,6 @@ class Delta:
             elif isinstance(piece, CallArguments):
                 self.arguments[piece.index] = self.arguments.get(piece.index, "") + piece.text
 
-    def is_empty(self) -> bool:
-        return not (self.content or self.reasoning or self.arguments)
-
     def body(self) -> dict[str, Any]:
         """The SSE ``delta``: a call's first entry carries its id, type and name."""
         delta: dict[str, Any] = {}
