@@ -121,6 +121,7 @@ class ChatCompletionRequest(_SamplingFields):
     tools: list[Tool] | None = None
     # How server/tools/choice.py enforces "required" and a named function: see README.
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: Bool | None = None  # false: only a reply's first call is returned
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: Bool = True
 

@@ -248,3 +248,25 @@ def test_a_forced_call_after_an_open_think_block_closes_it_first():
     assert engine.rendered[-1].endswith("<think>\n</think>\n\n<tool_call>\n<function=get_time>\n")
     assert reply.choices[0].message.reasoning_content is None
     assert reply.choices[0].message.tool_calls[0].function.name == "get_time"
+
+
+TWO_CALLS = [*CODER_CALL, "\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>"]
+
+
+def test_parallel_tool_calls_false_returns_only_the_first_call_streamed_and_not():
+    fields = {"tools": [WEATHER, TIME], "parallel_tool_calls": False}
+    reply = ask(scripted(TWO_CALLS), AUTO, **fields)
+    assert [c.function.name for c in reply.choices[0].message.tool_calls] == ["get_weather"]
+    chunks = ask(scripted(TWO_CALLS), AUTO, stream=True, **fields)
+    assert [c["name"] for c in streamed_calls(chunks).values()] == ["get_weather"]
+    both = ask(scripted(TWO_CALLS), AUTO, tools=[WEATHER, TIME])
+    assert [c.function.name for c in both.choices[0].message.tool_calls] == [
+        "get_weather",
+        "get_time",
+    ]
+
+
+def test_each_of_n_choices_parses_its_own_reply():
+    reply = ask(scripted(CODER_CALL), AUTO, tools=[WEATHER], n=2)
+    calls = [c.message.tool_calls for c in sorted(reply.choices, key=lambda c: c.index)]
+    assert [len(c) for c in calls] == [1, 1] and calls[0][0].id != calls[1][0].id

@@ -33,7 +33,7 @@ def test_a_named_parser_wins_over_the_template():
 
 
 def test_auto_tool_choice_with_a_template_that_renders_no_known_format_is_refused():
-    with pytest.raises(BundleError, match="chat_template.jinja: --enable-auto-tool-choice needs"):
+    with pytest.raises(BundleError, match=r"chat_template\.jinja: --enable-auto-tool-choice needs"):
         config_for("{{ messages }}", enable_auto_tool_choice=True)
 
 

@@ -42,6 +42,7 @@ class ReplyPlan:
     function: str | None = None
     reasoning: type[ReasoningParser] | None = None
     thinking: bool = True
+    single_call: bool = False  # parallel_tool_calls = false
 
     @property
     def parses(self) -> bool:
@@ -67,7 +68,7 @@ class ReplyPlan:
             reasoning = self.reasoning(opens_reasoning(prompt, start, end), self.thinking)
         tools = self.tools(self.declared) if self.tools is not None else None
         prefill = tools.opening(self.function) if tools is not None and self.forced else ""
-        return ReplyParser(reasoning, tools, prefill, self.forced)
+        return ReplyParser(reasoning, tools, prefill, self.forced, self.single_call)
 
 
 def plan_reply(body: ChatCompletionRequest, config: ServerConfig) -> ReplyPlan:
@@ -103,4 +104,5 @@ def plan_reply(body: ChatCompletionRequest, config: ServerConfig) -> ReplyPlan:
         function=body.forced_function,
         reasoning=reasoning,
         thinking=thinking,
+        single_call=body.parallel_tool_calls is False,
     )

@@ -82,10 +82,13 @@ class ReplyParser:
         tools: ToolCallParser | None,
         prefill: str = "",
         forced: bool = False,
+        single_call: bool = False,
     ) -> None:
+        """``single_call``: keep only the reply's first call (``parallel_tool_calls`` false)."""
         self._reasoning = reasoning
         self._tools = tools
         self._forced = forced
+        self._single_call = single_call
         self.shows_reasoning = reasoning is not None
         self.content = ""
         self.reasoning = ""
@@ -104,6 +107,8 @@ class ReplyParser:
         if final:
             fresh += self._route(reasoning.finish() if reasoning else [])
             fresh += self._tools.finish() if self._tools else []
+        if self._single_call:
+            fresh = [p for p in fresh if isinstance(p, TextPiece) or p.index == 0]
         self._record(fresh)
         if final and self._forced and not self.calls and self.failure is None:
             self.failure = "the reply holds no tool call"
