@@ -208,3 +208,13 @@ def test_the_format_is_detected_from_the_chat_template():
 def test_an_unknown_parser_name_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="'nope': unknown; choose one of hermes, qwen3_coder"):
         tool_call_parser_class("nope")
+
+
+def test_qwen3_coder_text_value_streams_before_its_end_tag_arrives():
+    reply = ReplyParser(None, tool_call_parser_class("qwen3_coder")([WEATHER]))
+    opened = reply.step("<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Fr")
+    assert opened.arguments == {0: '{"city": "San Fr'}
+    assert reply.step('an "C"\n').arguments == {0: 'an \\"C\\"'}  # the newline waits
+    closed = reply.step("\n</parameter>\n</function>\n</tool_call>", final=True)
+    assert closed.arguments == {0: '\\n"}'}
+    assert json.loads(reply.calls[0].arguments) == {"city": 'San Fran "C"\n'}
