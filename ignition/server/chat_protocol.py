@@ -125,22 +125,23 @@ class ChatCompletionRequest(_SamplingFields):
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: Bool = True
 
-    @model_validator(mode="after")
-    def _forced_call_of_a_declared_tool(self) -> ChatCompletionRequest:
+    @field_validator("tool_choice")
+    @classmethod
+    def _forced_call_of_a_declared_tool(cls, choice: Any, info) -> Any:
         """A forced call needs tools, and a named one must be among them."""
-        choice = self.tool_choice
         if choice is None or choice in ("none", "auto"):
-            return self
+            return choice
         shown = "'required'" if choice == "required" else "a named function"
-        if not self.tools:
-            raise ValueError(f"tool_choice = {shown} needs tools")
-        declared = [tool.function.name for tool in self.tools]
+        tools = info.data.get("tools")
+        if not tools:
+            raise ValueError(f"{shown} needs tools")
+        declared = [tool.function.name for tool in tools]
         if isinstance(choice, NamedToolChoice) and choice.function.name not in declared:
             raise ValueError(
-                f"tool_choice names the function {choice.function.name!r}, which no tool "
-                f"declares (declared: {', '.join(map(repr, declared))})"
+                f"names the function {choice.function.name!r}, which no tool declares "
+                f"(declared: {', '.join(map(repr, declared))})"
             )
-        return self
+        return choice
 
     @property
     def forced_function(self) -> str | None:

@@ -81,20 +81,20 @@ def plan_reply(body: ChatCompletionRequest, config: ServerConfig) -> ReplyPlan:
     if not body.tools or choice == "none":
         return ReplyPlan(reasoning=reasoning, thinking=thinking)
     forced = choice not in (None, "auto")
-    if config.tool_call_parser is None:
-        shown = "'auto'" if not forced else "'required'" if choice == "required" else "a function"
-        raise ApiError(
-            400,
-            f"tool_choice = {shown} needs a tool-call format: this server's chat template "
-            "renders none that ignition knows; start it with --tool-call-parser",
-            param="tool_choice",
-        )
     if not forced and not config.enable_auto_tool_choice:
         raise ApiError(
             400,
             "tool_choice = 'auto' (the default with tools) needs the server started with "
             "--enable-auto-tool-choice; send tool_choice 'none' to describe tools without "
             "parsing calls",
+            param="tool_choice",
+        )
+    if config.tool_call_parser is None:
+        shown = "'required'" if choice == "required" else "a named function"
+        raise ApiError(
+            400,
+            f"tool_choice = {shown} needs a tool-call format: this server's chat template "
+            "renders none that ignition knows; start it with --tool-call-parser",
             param="tool_choice",
         )
     return ReplyPlan(
