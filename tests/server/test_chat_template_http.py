@@ -29,7 +29,10 @@ class RenderingEngine:
     max_context_tokens = 4096
     default_max_tokens = 8
 
-    def __init__(self, template: str, defaults: GenerationDefaults | None = None) -> None:
+    def __init__(
+        self, template: str, defaults: GenerationDefaults | None = None, reply: str = "ok"
+    ) -> None:
+        self.reply = reply
         self.stats = EngineStats()
         self.generation_defaults = defaults or GenerationDefaults()
         self.requests: list[GenerationRequest] = []
@@ -52,7 +55,7 @@ class RenderingEngine:
         return self._stream(request)
 
     async def _stream(self, request: GenerationRequest):
-        yield StreamChunk("ok", (1,), len(request.prompt_ids), 1, "stop")
+        yield StreamChunk(self.reply, (1,), len(request.prompt_ids), 1, "stop")
 
     def prompt(self, index: int = -1) -> str:
         return "".join(chr(t) for t in self.requests[index].prompt_ids)
@@ -175,3 +178,19 @@ def test_add_generation_prompt_false_renders_without_the_assistant_opening():
     engine = RenderingEngine(QWEN35_SHAPE)
     assert chat(engine, add_generation_prompt=False).status_code == 200
     assert engine.prompt() == "<|im_start|>user\nhi<|im_end|>\n"
+
+
+def test_reasoning_of_a_template_that_opens_think_in_the_prompt_is_split():
+    engine = RenderingEngine(QWEN35_SHAPE, reply="Greet back.\n</think>\n\nHello!")
+    response = chat(engine, ServerConfig(reasoning_parser="qwen3"))
+    assert engine.prompt().endswith("<|im_start|>assistant\n<think>\n")
+    message = response.json()["choices"][0]["message"]
+    assert (message["reasoning_content"], message["content"]) == ("Greet back.", "Hello!")
+
+
+def test_with_thinking_off_the_template_closes_think_and_the_reply_is_content():
+    engine = RenderingEngine(QWEN35_SHAPE, reply="Hello!")
+    config = ServerConfig(reasoning_parser="qwen3")
+    response = chat(engine, config, chat_template_kwargs={"enable_thinking": False})
+    message = response.json()["choices"][0]["message"]
+    assert (message["reasoning_content"], message["content"]) == (None, "Hello!")
