@@ -529,6 +529,9 @@ def _serve_options(runtime: dict[str, Any], **extra: Any):
         device=runtime["device"],
         num_threads=runtime["threads"],
         verify_weights=runtime["verify_weights"],
+        tool_call_parser=runtime.get("tool_call_parser"),
+        enable_auto_tool_choice=runtime.get("enable_auto_tool_choice", False),
+        reasoning_parser=runtime.get("reasoning_parser"),
         **extra,
     )
 
@@ -612,6 +615,7 @@ def server_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Name clients send as `model` (repeatable: the first is reported, all are "
             "accepted; default: the recipe name).",
         ),
+        *reply_parsing_options(),
         click.option(
             "--api-key",
             envvar="IGNITION_API_KEY",
@@ -635,6 +639,29 @@ def server_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def reply_parsing_options() -> list[Callable[..., Any]]:
+    """Tool calls and reasoning in chat replies (server/tools/; vLLM's flags)."""
+    from ignition.server.tools import REASONING_PARSERS, TOOL_CALL_PARSERS
+
+    return [
+        click.option(
+            "--tool-call-parser",
+            type=click.Choice(sorted(TOOL_CALL_PARSERS)),
+            help="Tool-call format of replies (default: the one the chat template renders).",
+        ),
+        click.option(
+            "--enable-auto-tool-choice",
+            is_flag=True,
+            help='Parse tool calls for tool_choice "auto" (without it such requests get 400).',
+        ),
+        click.option(
+            "--reasoning-parser",
+            type=click.Choice(sorted(REASONING_PARSERS)),
+            help="Split <think>...</think> into reasoning_content (default: no split).",
+        ),
+    ]
 
 
 def _http_options(http: dict[str, Any]) -> dict[str, Any]:

@@ -56,6 +56,10 @@ class ServeOptions:
     allowed_local_media_path: str | None = None  # image files chat requests may name
     vision_feature_capacity: int = 0  # 0: as many features as the largest prompt chunk
     ple: PleOptions = field(default_factory=PleOptions)  # the n-gram table (docs/ple.md)
+    # Chat replies (server/tools/): None: the format the chat template renders, if any.
+    tool_call_parser: str | None = None
+    enable_auto_tool_choice: bool = False
+    reasoning_parser: str | None = None
 
 
 @dataclass
@@ -212,11 +216,7 @@ def serve_forever(
     plan = faults.FaultPlan.from_env()
     if plan is not None:
         faults.install(engine, plan)
-    config = ServerConfig(
-        served_model_names=options.served_model_names or (bundle.name,),
-        api_key=options.api_key,
-        max_request_bytes=options.max_request_bytes,
-    )
+    config = _server_config(options, bundle, chat)
     server = None
 
     def stop_serving(_message: str) -> None:
@@ -247,6 +247,25 @@ def serve_forever(
     finally:
         bridge.stop()
     return bridge.failure
+
+
+def _server_config(options: ServeOptions, bundle: Bundle, chat) -> ServerConfig:
+    """The HTTP options, with the tool-call format detected from the chat templates
+    unless --tool-call-parser names one."""
+    from ignition.server.tools import detect_tool_call_parser
+
+    templates = list(chat.templates.templates.values())
+    try:
+        return ServerConfig(
+            served_model_names=options.served_model_names or (bundle.name,),
+            api_key=options.api_key,
+            max_request_bytes=options.max_request_bytes,
+            tool_call_parser=options.tool_call_parser or detect_tool_call_parser(templates),
+            enable_auto_tool_choice=options.enable_auto_tool_choice,
+            reasoning_parser=options.reasoning_parser,
+        )
+    except ValueError as err:
+        raise BundleError(f"{chat.templates.source}: {err}") from None
 
 
 def vision_serving(bundle: Bundle, allowed_folder: str | None = None):

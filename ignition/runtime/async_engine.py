@@ -114,6 +114,7 @@ class AsyncEngine:
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
         template_kwargs: Mapping[str, Any] | None = None,
+        continuation: Callable[[str], str] | None = None,
     ) -> RenderedChat:
         """Render and tokenize a conversation (raises ChatTemplateError, a 400)."""
         return self._chat.render(
@@ -121,6 +122,7 @@ class AsyncEngine:
             tools=tools,
             add_generation_prompt=add_generation_prompt,
             template_kwargs=template_kwargs,
+            continuation=continuation,
         )
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:

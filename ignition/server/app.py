@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -65,6 +65,8 @@ from ignition.server.responses import (
     generation_responses,
 )
 from ignition.server.streams import Choice, Relay, close_all, collect, collect_or_cancel, sse
+from ignition.server.tools.choice import plan_reply
+from ignition.server.tools.output import ReplyParser
 
 
 class EngineClient(Protocol):
@@ -89,8 +91,11 @@ class EngineClient(Protocol):
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
         template_kwargs: Mapping[str, Any] | None = None,
+        continuation: Callable[[str], str] | None = None,
     ) -> RenderedChat:
-        """The prompt ids and per-message end offsets; raises ChatTemplateError (a 400)."""
+        """The prompt ids and per-message end offsets; raises ChatTemplateError (a 400).
+        ``continuation`` (passed only for a forced tool call): text to append after the
+        rendered text before tokenizing, given that text."""
         ...
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
@@ -234,14 +239,18 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     @app.post("/v1/chat/completions", responses=generation_responses(ChatCompletionResponse))
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
         model_name = check_model(body.model)
+        plan = plan_reply(body, config)
         vision: VisionServing | None = getattr(engine, "vision", None)
         prepared = await asyncio.to_thread(load_chat_images, body, vision)
+        # Only a forced tool call prefills the assistant turn (server/tools/choice.py).
+        prefill = {"continuation": plan.continuation} if plan.forced else {}
         rendered = await render(
             lambda: engine.render_chat(
                 body.template_messages(vision.placeholder if prepared and vision else ""),
                 tools=body.template_tools(),
                 add_generation_prompt=body.add_generation_prompt,
                 template_kwargs=body.chat_template_kwargs,
+                **prefill,
             )
         )
         ids, ends, images = list(rendered.prompt_ids), rendered.message_end_offsets, None
@@ -249,7 +258,17 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             ids, images, ends = await asyncio.to_thread(
                 expand_chat_prompt, ids, ends, prepared, vision
             )
-        return await _serve(raw, body, [ids], [""], model_name, chat=True, ends=ends, images=images)
+        return await _serve(
+            raw,
+            body,
+            [ids],
+            [""],
+            model_name,
+            chat=True,
+            ends=ends,
+            images=images,
+            reply=functools.partial(plan.parser, rendered.text) if plan.parses else None,
+        )
 
     async def render(work) -> RenderedChat:
         """Render and tokenize off the event loop; a template error is a 400."""
@@ -267,7 +286,9 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         chat: bool,
         ends: tuple[int, ...] = (),
         images: RequestImages | None = None,
+        reply: Callable[[], ReplyParser | None] | None = None,
     ) -> Response:
+        """``reply`` makes each chat choice's parser (reasoning, tool calls), if any."""
         response_id = new_id("chatcmpl" if chat else "cmpl")
         requests = _build_requests(body, prompt_ids, response_id, ends, images)
         arrival = time.monotonic()
@@ -287,6 +308,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                         echo,
                         body.num_logprobs,
                         body.echoes_logprobs,
+                        reply() if reply is not None else None,
                     )
                 )
         except (QueueFullError, EngineStoppedError, RequestError) as err:

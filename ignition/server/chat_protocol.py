@@ -102,26 +102,55 @@ class Tool(_Body):
     function: ToolFunction
 
 
+class NamedFunction(_Body):
+    name: Text
+
+
+class NamedToolChoice(_Body):
+    """``{"type": "function", "function": {"name": ...}}``: call this function."""
+
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: PositiveInt | None = None
     logprobs: Bool = False
     top_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
     tools: list[Tool] | None = None
-    # "required" and a named function need constrained decoding: refused with a message.
-    tool_choice: Literal["none", "auto"] | None = None
+    # How server/tools/choice.py enforces "required" and a named function: see README.
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: Bool | None = None  # false: only a reply's first call is returned
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: Bool = True
 
-    @field_validator("tool_choice", mode="before")
+    @field_validator("tool_choice")
     @classmethod
-    def _free_tool_choice(cls, value: Any) -> Any:
-        if value == "required" or isinstance(value, dict):
+    def _forced_call_of_a_declared_tool(cls, choice: Any, info) -> Any:
+        """A forced call needs tools, and a named one must be among them."""
+        if choice is None or choice in ("none", "auto"):
+            return choice
+        shown = "'required'" if choice == "required" else "a named function"
+        tools = info.data.get("tools")
+        if not tools:
+            raise ValueError(f"{shown} needs tools")
+        declared = [tool.function.name for tool in tools]
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in declared:
             raise ValueError(
-                "forcing a tool call needs constrained decoding, which is not supported; "
-                "use 'auto' or 'none'"
+                f"names the function {choice.function.name!r}, which no tool declares "
+                f"(declared: {', '.join(map(repr, declared))})"
             )
-        return value
+        return choice
+
+    @property
+    def forced_function(self) -> str | None:
+        """The function tool_choice names (or the only tool, when a call is required)."""
+        if isinstance(self.tool_choice, NamedToolChoice):
+            return self.tool_choice.function.name
+        if self.tool_choice == "required" and self.tools and len(self.tools) == 1:
+            return self.tools[0].function.name
+        return None
 
     def template_messages(self, image_text: str = "") -> list[dict[str, Any]]:
         return [m.for_template(image_text) for m in self.messages]

@@ -17,9 +17,23 @@ class ServerConfig:
     served_model_names: tuple[str, ...] = ()
     api_key: str | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    tool_call_parser: str | None = None
+    enable_auto_tool_choice: bool = False
+    reasoning_parser: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_request_bytes < 1:
             raise ValueError(f"max_request_bytes = {self.max_request_bytes}: must be >= 1")
         if any(not name for name in self.served_model_names):
             raise ValueError("a served model name is empty")
+        from ignition.server.tools import reasoning_parser_class, tool_call_parser_class
+
+        if self.tool_call_parser is not None:
+            tool_call_parser_class(self.tool_call_parser)
+        if self.reasoning_parser is not None:
+            reasoning_parser_class(self.reasoning_parser)
+        if self.enable_auto_tool_choice and self.tool_call_parser is None:
+            raise ValueError(
+                "--enable-auto-tool-choice needs a tool-call format: name one with "
+                "--tool-call-parser (the chat template renders none that ignition knows)"
+            )

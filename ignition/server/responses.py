@@ -73,9 +73,25 @@ class CompletionResponse(BaseModel):
     usage: Usage
 
 
+class CalledFunction(BaseModel):
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    type: Literal["function"]
+    function: CalledFunction
+
+
 class AssistantMessage(BaseModel):
+    """``content`` is null when the reply is only tool calls; ``reasoning_content`` is
+    present with --reasoning-parser (null when the reply did not reason)."""
+
     role: Literal["assistant"]
-    content: str
+    content: str | None
+    reasoning_content: str | None = None
+    tool_calls: list[ToolCallOut] | None = None
 
 
 class ChatChoice(BaseModel):

@@ -32,6 +32,7 @@ from ignition.server.logprobs import (
 )
 from ignition.server.metrics import ServerMetrics
 from ignition.server.protocol import error_body, now_s, usage
+from ignition.server.tools.output import ReplyParser
 
 
 class Relay:
@@ -69,6 +70,8 @@ class Choice:
     num_logprobs: int | None = None
     # Completions' echo with logprobs: the legacy logprobs start with the prompt's tokens.
     echo_scores: bool = False
+    # Chat with a reasoning or tool-call parser: the reply becomes message fields.
+    reply: ReplyParser | None = None
     last: StreamChunk | None = field(default=None, init=False)
     # The prompt logprobs the engine's first chunk carried (when the request asked).
     prompt_scores: tuple[PromptLogprob | None, ...] | None = field(default=None, init=False)
@@ -127,10 +130,15 @@ def _choice_body(
     stop_reason,
     delta: bool,
     logprobs: dict[str, Any] | None = None,
+    parsed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``parsed``: a chat choice's parsed ``delta`` or ``message`` (server/tools/), which
+    replaces the plain text one."""
     body: dict[str, Any] = {"index": index}
     if not chat:
         body["text"] = text
+    elif parsed is not None:
+        body["delta" if delta else "message"] = parsed
     elif delta:
         body["delta"] = {"content": text} if text else {}
     else:
@@ -221,9 +229,14 @@ async def collect(
             for p in sorted(by_prompt)
             for cr in sorted(by_prompt[p], key=lambda cr: -cumulative_logprob(cr[1][2]))[:keep_best]
         ]
+    for choice, (text, _last, _items) in ranked:
+        if choice.reply is not None:
+            choice.reply.step(text, final=True)
+            if choice.reply.failure is not None:
+                return error_body(f"tool_choice: {choice.reply.failure}", "server_error")
     bodies = []
     for position, (choice, (text, last, items)) in enumerate(ranked):
-        finish = (last.finish_reason if last else None) or "stop"
+        finish = _finish_reason(choice, (last.finish_reason if last else None) or "stop")
         stop_reason = last.stop_reason if last else None
         index = position if keep_best is not None else choice.index
         logprobs = _logprobs_body(
@@ -232,7 +245,8 @@ async def collect(
         echoed = _echo_body(choice, token_text)
         if echoed is not None and logprobs is not None:
             logprobs = joined(echoed, logprobs)
-        body = _choice_body(chat, index, text, finish, stop_reason, delta=False, logprobs=logprobs)
+        message = choice.reply.message() if choice.reply is not None else None
+        body = _choice_body(chat, index, text, finish, stop_reason, False, logprobs, message)
         if not chat and choice.shows_prompt_logprobs:
             body["prompt_logprobs"] = prompt_logprobs_body(choice.prompt_scores or (), token_text)
         bodies.append(body)
@@ -249,6 +263,13 @@ async def collect(
             choices[0].prompt_scores or (), token_text
         )
     return response
+
+
+def _finish_reason(choice: Choice, finish: str | None) -> str | None:
+    """A reply that ended by itself after calling tools finishes with "tool_calls"."""
+    if finish == "stop" and choice.reply is not None and choice.reply.calls:
+        return "tool_calls"
+    return finish
 
 
 def _event(payload: dict[str, Any]) -> str:
@@ -310,7 +331,17 @@ async def sse(
                 yield _event({**base, "choices": [body]})
                 break
             shows_logprobs = choice.num_logprobs is not None and bool(chunk.logprobs)
-            if not (chunk.text or chunk.finish_reason or continuous_usage or shows_logprobs):
+            parsed, visible = None, bool(chunk.text)
+            if choice.reply is not None:
+                final = chunk.finish_reason is not None
+                parsed = choice.reply.step(chunk.text, final).body()
+                visible = bool(parsed)
+                if choice.reply.failure is not None:
+                    yield _event(error_body(f"tool_choice: {choice.reply.failure}", "server_error"))
+                    body = _choice_body(chat, choice.index, "", "error", None, True)
+                    yield _event({**base, "choices": [body]})
+                    break
+            if not (visible or chunk.finish_reason or continuous_usage or shows_logprobs):
                 continue
             logprobs = None
             if shows_logprobs:
@@ -321,10 +352,11 @@ async def sse(
                 chat,
                 choice.index,
                 chunk.text,
-                chunk.finish_reason,
+                _finish_reason(choice, chunk.finish_reason),
                 chunk.stop_reason,
                 True,
                 logprobs,
+                parsed,
             )
             payload = {**base, "choices": [body]}
             if continuous_usage:

@@ -15,7 +15,12 @@ from ignition.server.config import ServerConfig
 
 
 class ScriptedEngine:
-    """Emits the words of ``reply`` one chunk at a time and records what it was asked."""
+    """Emits the words of ``reply`` one chunk at a time and records what it was asked.
+
+    ``pieces``: emit exactly these texts, one chunk each, instead (tool calls and
+    reasoning need exact text). ``opening``: what the chat "template" writes after the
+    assistant turn starts (for example ``<think>\n``); a prefilled ``continuation``
+    follows it, as in the real renderer. ``rendered`` holds each rendered chat prompt."""
 
     model_name = "scripted"
     max_context_tokens = 64
@@ -23,8 +28,16 @@ class ScriptedEngine:
     vocab_size = 64
     generation_defaults = GenerationDefaults()
 
-    def __init__(self, reply: str = "one two three four", full: bool = False) -> None:
-        self.reply = reply.split()
+    def __init__(
+        self,
+        reply: str = "one two three four",
+        full: bool = False,
+        pieces: list[str] | None = None,
+        opening: str = "",
+    ) -> None:
+        self.reply = list(pieces) if pieces is not None else [w + " " for w in reply.split()]
+        self.opening = opening
+        self.rendered: list[str] = []
         self.full = full
         self.stats = EngineStats()
         self.requests: list[GenerationRequest] = []
@@ -41,8 +54,11 @@ class ScriptedEngine:
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         return "".join(chr(96 + i % 27) for i in ids)
 
-    def render_chat(self, messages, **_: object) -> RenderedChat:
+    def render_chat(self, messages, continuation=None, **_: object) -> RenderedChat:
         text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+        text += self.opening
+        text += continuation(text) if continuation is not None else ""
+        self.rendered.append(text)
         return RenderedChat(text, tuple(self.encode(text)), ())
 
     def is_healthy(self) -> bool:
@@ -62,7 +78,7 @@ class ScriptedEngine:
                 await self.gate.wait()
                 last = i == len(words) - 1
                 finish = ("length" if len(words) < len(self.reply) else "stop") if last else None
-                yield StreamChunk(word + " ", (i,), n, i + 1, finish, num_cached_tokens=self.cached)
+                yield StreamChunk(word, (i,), n, i + 1, finish, num_cached_tokens=self.cached)
         finally:
             self.closed.append(request.request_id)
 

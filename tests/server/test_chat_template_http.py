@@ -17,6 +17,7 @@ from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
+from ignition.server.config import ServerConfig
 
 QWEN35_SHAPE = (Path(__file__).resolve().parents[1] / "runtime" / "qwen35_shape.jinja").read_text()
 TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
@@ -28,7 +29,10 @@ class RenderingEngine:
     max_context_tokens = 4096
     default_max_tokens = 8
 
-    def __init__(self, template: str, defaults: GenerationDefaults | None = None) -> None:
+    def __init__(
+        self, template: str, defaults: GenerationDefaults | None = None, reply: str = "ok"
+    ) -> None:
+        self.reply = reply
         self.stats = EngineStats()
         self.generation_defaults = defaults or GenerationDefaults()
         self.requests: list[GenerationRequest] = []
@@ -51,23 +55,28 @@ class RenderingEngine:
         return self._stream(request)
 
     async def _stream(self, request: GenerationRequest):
-        yield StreamChunk("ok", (1,), len(request.prompt_ids), 1, "stop")
+        yield StreamChunk(self.reply, (1,), len(request.prompt_ids), 1, "stop")
 
     def prompt(self, index: int = -1) -> str:
         return "".join(chr(t) for t in self.requests[index].prompt_ids)
 
 
-def post(engine: RenderingEngine, path: str, payload: dict) -> httpx.Response:
+def post(
+    engine: RenderingEngine, path: str, payload: dict, config: ServerConfig | None = None
+) -> httpx.Response:
     async def go():
-        transport = httpx.ASGITransport(app=create_app(engine))
+        transport = httpx.ASGITransport(app=create_app(engine, config))
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
             return await client.post(path, json=payload)
 
     return asyncio.run(go())
 
 
-def chat(engine: RenderingEngine, **fields) -> httpx.Response:
-    return post(engine, "/v1/chat/completions", {"messages": ASK, **fields})
+def chat(engine: RenderingEngine, config: ServerConfig | None = None, **fields) -> httpx.Response:
+    return post(engine, "/v1/chat/completions", {"messages": ASK, **fields}, config)
+
+
+AUTO_TOOLS = ServerConfig(tool_call_parser="qwen3_coder", enable_auto_tool_choice=True)
 
 
 def test_chat_template_kwargs_reach_the_template():
@@ -79,7 +88,7 @@ def test_chat_template_kwargs_reach_the_template():
 
 def test_tools_and_tool_choice_auto_put_the_tools_block_in_the_prompt():
     engine = RenderingEngine(QWEN35_SHAPE)
-    response = chat(engine, tools=[TOOL], tool_choice="auto")
+    response = chat(engine, AUTO_TOOLS, tools=[TOOL], tool_choice="auto")
     assert response.status_code == 200, response.text
     assert '<tools>\n{"type": "function", "function": {"name": "lookup"' in engine.prompt()
 
@@ -90,11 +99,17 @@ def test_tool_choice_none_leaves_the_tools_out_of_the_prompt():
     assert "<tools>" not in engine.prompt()
 
 
-def test_forcing_a_tool_call_is_refused_by_name():
+def test_a_required_call_prefills_the_call_opening_after_closing_the_open_think_block():
     engine = RenderingEngine(QWEN35_SHAPE)
-    response = chat(engine, tools=[TOOL], tool_choice="required")
-    assert response.status_code == 400
-    assert response.json()["error"]["message"].startswith("tool_choice: forcing a tool call")
+    config = ServerConfig(tool_call_parser="qwen3_coder")
+    response = chat(engine, config, tools=[TOOL], tool_choice="required", max_tokens=1)
+    assert engine.prompt().endswith(
+        "<|im_start|>assistant\n<think>\n</think>\n\n<tool_call>\n<function=lookup>\n"
+    )
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    assert choice["message"]["tool_calls"][0]["function"]["name"] == "lookup"
+    assert choice["finish_reason"] == "tool_calls"
 
 
 def test_a_tool_call_turn_may_omit_content_and_its_tool_response_follows():
@@ -105,7 +120,8 @@ def test_a_tool_call_turn_may_omit_content_and_its_tool_response_follows():
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "found"},
     ]
-    response = post(engine, "/v1/chat/completions", {"messages": messages, "tools": [TOOL]})
+    payload = {"messages": messages, "tools": [TOOL]}
+    response = post(engine, "/v1/chat/completions", payload, AUTO_TOOLS)
     assert response.status_code == 200, response.text
     assert "<function=lookup>\n</function>" in engine.prompt()
     assert "<tool_response>\nfound\n</tool_response>" in engine.prompt()
@@ -162,3 +178,19 @@ def test_add_generation_prompt_false_renders_without_the_assistant_opening():
     engine = RenderingEngine(QWEN35_SHAPE)
     assert chat(engine, add_generation_prompt=False).status_code == 200
     assert engine.prompt() == "<|im_start|>user\nhi<|im_end|>\n"
+
+
+def test_reasoning_of_a_template_that_opens_think_in_the_prompt_is_split():
+    engine = RenderingEngine(QWEN35_SHAPE, reply="Greet back.\n</think>\n\nHello!")
+    response = chat(engine, ServerConfig(reasoning_parser="qwen3"))
+    assert engine.prompt().endswith("<|im_start|>assistant\n<think>\n")
+    message = response.json()["choices"][0]["message"]
+    assert (message["reasoning_content"], message["content"]) == ("Greet back.", "Hello!")
+
+
+def test_with_thinking_off_the_template_closes_think_and_the_reply_is_content():
+    engine = RenderingEngine(QWEN35_SHAPE, reply="Hello!")
+    config = ServerConfig(reasoning_parser="qwen3")
+    response = chat(engine, config, chat_template_kwargs={"enable_thinking": False})
+    message = response.json()["choices"][0]["message"]
+    assert (message["reasoning_content"], message["content"]) == (None, "Hello!")

@@ -31,7 +31,8 @@ SHORT_PROMPT = "import os\n"
 
 @pytest.fixture(scope="module", params=["off", "fixed", "adaptive"])
 def server(request, bundle):
-    with running_server(bundle, "serve", "--speculation", request.param) as url:
+    flags = ("--tool-call-parser", "hermes", "--enable-auto-tool-choice")
+    with running_server(bundle, "serve", "--speculation", request.param, *flags) as url:
         print(f"\n[{request.param}] server on {url}")
         yield url, request.param
 

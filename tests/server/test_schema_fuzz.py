@@ -36,7 +36,8 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(bridge))
 # tools, the chat template's own rules, logit_bias keys against the vocabulary,
 # min_tokens against max_tokens, top_logprobs without logprobs, prompt_logprobs with stream
 # (and on this scripted worker, which cannot score prompts), and image parts (a text-only
-# model refuses them; no schema says which bytes decode as an image). A schema-valid
+# model refuses them; no schema says which bytes decode as an image), and tool_choice
+# against the tools given and the server's tool-call flags. A schema-valid
 # request may get a 400 for these only (an image error names its part,
 # ``messages[i].content[j].image_url``).
 BEYOND_THE_SCHEMA = (
@@ -50,6 +51,7 @@ BEYOND_THE_SCHEMA = (
     "top_logprobs needs logprobs",
     "prompt_logprobs",
     ".image_url",
+    "tool_choice",
 )
 
 
