@@ -23,8 +23,11 @@ import torch
 from torch import Tensor, nn
 
 from ignition.model.config import Qwen38Config
-from ignition.model.layers.decoder import DecoderLayer
+from ignition.model.layers.decoder import DecoderLayer, PleInputs
+from ignition.model.layers.gated_hyper import GatedHyperConnection
 from ignition.model.layers.gdn import GdnUpdate
+from ignition.model.layers.ngram_hash import next_context
+from ignition.model.layers.ngram_ple import PleUpdate
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.ple import PerLayerEmbedding
 from ignition.model.mtp import MtpHead
@@ -54,6 +57,10 @@ class TargetOutput:
     hidden: Tensor  # [T, hidden] final-normed, the MTP head's input
     gdn_updates: list[GdnUpdate]
     project: Callable[[Tensor], Tensor]  # final-normed hidden [..., hidden] -> fp32 logits
+    ple_updates: list[PleUpdate] = field(default_factory=list)
+    index_raw: list[Tensor] = field(default_factory=list)  # [T, d] per indexed QSA layer
+    ngram_next: Tensor | None = None  # [T, ngram_size - 1] n-gram context after each token
+    rope: Tensor | None = None  # [3, T] rope positions (the indexer's ring keeps them)
     _all_logits: Tensor | None = field(default=None, repr=False)
 
     def logits_at(self, index: Tensor) -> Tensor:
@@ -78,7 +85,21 @@ class HybridModel(nn.Module):
         self.layers = nn.ModuleList(
             DecoderLayer(config, i) for i in range(config.num_hidden_layers)
         )
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
+        # The gated-residual hyper-connections end in a mixer that folds the streams into the
+        # head's input (its group norm is the only final norm); the others sum and norm.
+        gated = config.gated_hyper
+        self.norm = (
+            RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
+            if gated is None
+            else None
+        )
+        self.hc_mixer = (
+            GatedHyperConnection(
+                config.hc_streams, config.hidden_size, gated.lowrank, config.rms_norm_eps, False
+            )
+            if gated is not None
+            else None
+        )
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.tie_weights()
         self.mtp = MtpHead(config) if config.mtp_num_layers else None
@@ -104,23 +125,60 @@ class HybridModel(nn.Module):
         return padded[:num_tokens]
 
     def forward_packed(
-        self, inputs: PackedInputs, capacity: PackedCapacity, state: ModelState
+        self,
+        inputs: PackedInputs,
+        capacity: PackedCapacity,
+        state: ModelState,
+        ple_rows: list[Tensor | None] | None = None,
     ) -> TargetOutput:
+        """One packed frame; ``ple_rows`` (per PLE layer, [T, heads, head_dim]) are n-gram
+        table rows gathered by the caller (see ``ngram_hash``), None to read the model's own."""
         meta = PackedMeta.build(
             capacity, inputs.query_lens, inputs.slot_ids, inputs.prefill_row, state
         )
         meta.rope_positions = multimodal_rope(meta, inputs)
         x = self.embed(inputs, meta)
         ple = self.ple(inputs.token_ids) if self.ple is not None else None
+        ple_inputs, ngram_next = self._ple_inputs(inputs, meta, state, ple_rows)
         num_streams = max(self.config.hc_streams, 1)
         streams = x[:, None, :].expand(-1, num_streams, -1).contiguous()
-        updates = []
+        gdn_updates, ple_updates, index_raw = [], [], []
         for i, layer in enumerate(self.layers):
-            streams, update = layer(streams, None if ple is None else ple[:, i], meta, state)
-            if update is not None:
-                updates.append(update)
-        hidden = self.norm(streams.sum(1))
-        return TargetOutput(meta, state, hidden, updates, self.project)
+            layer_ple = None if ple is None else ple[:, i]
+            streams, update = layer(streams, layer_ple, meta, state, ple_inputs)
+            if update.gdn is not None:
+                gdn_updates.append(update.gdn)
+            if update.ple is not None:
+                ple_updates.append(update.ple)
+            if update.index_raw is not None:
+                index_raw.append(update.index_raw)
+        if self.hc_mixer is not None:
+            hidden = self.hc_mixer.read(streams)[0]
+        else:
+            assert self.norm is not None
+            hidden = self.norm(streams.sum(1))
+        rope = meta.rope_positions
+        rope = meta.positions[None].expand(3, -1) if rope is None else rope
+        return TargetOutput(
+            meta, state, hidden, gdn_updates, self.project, ple_updates, index_raw, ngram_next,
+            rope,
+        )
+
+    def _ple_inputs(
+        self,
+        inputs: PackedInputs,
+        meta: PackedMeta,
+        state: ModelState,
+        ple_rows: list[Tensor | None] | None,
+    ) -> tuple[PleInputs | None, Tensor | None]:
+        """What the PLE layers read, and the n-gram context after each packed token."""
+        if self.config.ngram_ple is None:
+            return None, None
+        contexts = state.ngram_context[meta.state_rows]  # [R, ngram_size - 1]
+        rows = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+        following = next_context(inputs.token_ids, contexts, rows, meta.token_offset)
+        per_layer = ple_rows if ple_rows is not None else [None] * self.config.num_ple_layers
+        return PleInputs(inputs.token_ids, contexts, list(per_layer)), following
 
     def project(self, hidden: Tensor) -> Tensor:
         """Final-normed hidden states -> fp32 vocabulary logits (lm_head has no bias, so a
@@ -147,11 +205,39 @@ class HybridModel(nn.Module):
             state.conv_window[g, decode_rows] = update.decode_windows[row_index, position]
             state.gdn_state[g, prompt_row] = update.prompt_state
             state.conv_window[g, prompt_row] = update.prompt_window
+        for p, update in enumerate(out.ple_updates):
+            state.ple_window[p, decode_rows] = update.decode_windows[row_index, position]
+            state.ple_window[p, prompt_row] = update.prompt_window
+        if out.ngram_next is not None:
+            following = gather_rows(out.ngram_next, meta.decode_index)  # [R, W, n - 1]
+            state.ngram_context[decode_rows] = following[row_index, position]
+            last = meta.cu_query_lens[meta.prompt_row].long() + meta.prompt_len.long() - 1
+            state.ngram_context[prompt_row] = out.ngram_next[last.clamp(min=0)]
+        if out.index_raw:
+            self._commit_index_ring(out, commit_lens)
         seq_lens = state.seq_lens.clone()
         seq_lens[decode_rows] += commit_lens.to(seq_lens.dtype)
         seq_lens[prompt_row] += meta.prompt_len
         seq_lens[meta.scratch_row] = 0
         state.seq_lens.copy_(seq_lens)
+
+    @staticmethod
+    def _commit_index_ring(out: TargetOutput, commit_lens: Tensor) -> None:
+        """Keep the last ``compress_ratio`` committed raw index keys (and rope positions) of
+        every row, by position % ratio; everything else goes to the scratch row."""
+        meta, state = out.meta, out.state
+        ratio = state.index_raw.shape[2]
+        num_rows = meta.capacity.batch_capacity
+        is_prompt_row = (torch.arange(num_rows, device=commit_lens.device) == meta.prompt_row)
+        kept = commit_lens + torch.where(is_prompt_row & meta.has_prompt, meta.prompt_len, 0)
+        row = meta.token_row.clamp(max=num_rows - 1)
+        offset = meta.token_offset
+        is_written = meta.is_token_valid & (offset < kept[row]) & (offset >= kept[row] - ratio)
+        target = torch.where(is_written, meta.state_rows[row], meta.scratch_row)
+        ring = meta.positions.remainder(ratio)
+        state.index_raw[:, target, ring] = torch.stack(out.index_raw).to(state.index_raw.dtype)
+        assert out.rope is not None
+        state.index_rope[target, ring] = out.rope.t().long()
 
     def absorb_draft_context(
         self, out: TargetOutput, next_tokens: Tensor, absorb_lens: Tensor

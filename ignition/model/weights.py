@@ -194,7 +194,11 @@ def check_layout(
     ignored = layout.ignored_prefixes
     if model.config.tie_word_embeddings:
         ignored = (*ignored, "lm_head.")  # a tied head some savers still write out
-    unexpected = sorted(n for n in set(located) - set(used) if not n.startswith(ignored))
+    unexpected = sorted(
+        n
+        for n in set(located) - set(used)
+        if not n.startswith(ignored) and not n.endswith(layout.ignored_suffixes)
+    )
     if unexpected:
         raise WeightsError(
             f"{path}: unexpected tensor {unexpected[0]!r} ({len(unexpected)} in all)"

@@ -295,3 +295,58 @@ def write_qwen3_next(path: Path, seed: int = 0) -> torch.nn.Module:
     model.save_pretrained(path)
     _copy_tokenizer(path)
     return model
+
+
+def qwen4_exp_text_config(vocab_size: int = VOCAB_SIZE) -> dict:
+    """A tiny Qwen3.8-Flash-Next text config: two PLE layers, a QSA index budget of 8 tokens
+    in blocks of 4 (prompts of tens of tokens select), four streams, MoE."""
+    config = text_config(moe=True, tie=False, vocab_size=vocab_size)
+    config.pop("mtp_num_hidden_layers")
+    config.update(
+        hidden_size=32,
+        layer_types=["linear_attention"] * 3 + ["indexed_attention"],
+        output_gate_type="sigmoid",
+        hc_count=4,
+        hc_lowrank=8,
+        ple_layer_ids=[1, 3],
+        ple_embed_dim=16,
+        ple_conv_kernel_size=3,
+        ngram_size=3,
+        heads_per_ngram=2,
+        ngram_vocab_size_base=97,
+        make_ngram_vocab_size_divisible_by=8,
+        seed=11,
+        split_ngram_parts=4,
+        indexer_n_heads=8,
+        indexer_kv_heads=1,
+        indexer_head_dim=16,
+        indexer_budget=8,
+        indexer_compress_ratio=4,
+    )
+    return config
+
+
+def write_qwen4_exp(path: Path, seed: int = 0, multimodal: bool = False) -> torch.nn.Module:
+    """Save a tiny Qwen4Exp (CausalLM, or ConditionalGeneration with a vision tower) with every
+    parameter random, PLE tables included; returns the fp32 transformers model."""
+    import transformers as tf
+
+    text = qwen4_exp_text_config()
+    if multimodal:
+        config = tf.Qwen4ExpConfig(
+            text_config=text,
+            vision_config=VISION | {"out_hidden_size": text["hidden_size"]},
+            image_token_id=5,
+            video_token_id=6,
+            vision_start_token_id=7,
+            vision_end_token_id=8,
+        )
+        cls = tf.Qwen4ExpForConditionalGeneration
+    else:
+        config, cls = tf.Qwen4ExpTextConfig(**text), tf.Qwen4ExpForCausalLM
+    torch.manual_seed(seed)
+    model = cls(config).eval()
+    randomize(model, seed, zero_centred=True)
+    model.save_pretrained(path)
+    _copy_tokenizer(path)
+    return model

@@ -1,0 +1,175 @@
+"""QSA's token indexer (Qwen3.8-Flash-Next): which earlier tokens each query attends to.
+
+One projection gives ``num_heads`` index query heads and one raw index key per token. Every
+``compress_ratio`` consecutive raw keys of a request form a block; once complete, its key is
+their mean, normed and roped at the block's first position, and lives in pages beside the KV
+(one page holds page_size / compress_ratio block keys). A query at position p sees the
+(p + 1) // ratio complete blocks, scores each as sum over heads of relu(q . k) / sqrt(d),
+keeps the best ``budget / ratio`` of them and adds the incomplete tail (positions from the
+last block boundary to p). With at most ``budget`` visible tokens every block is kept, which
+is dense attention.
+
+State: the block keys of committed complete blocks (paged), and a ring of the last
+``compress_ratio`` raw keys and rope positions per slot (the incomplete block's members, read
+when a later frame completes it). The forward writes block keys only for blocks that end at
+its own tokens (as KV is written), so rejected drafts leave committed blocks untouched; the
+ring is written by ``commit`` at the accepted length.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ignition.model.config import Qwen38Config
+from ignition.model.layers.norm import RMSNorm
+from ignition.model.layers.rope import PartialRotary
+from ignition.model.packing import PackedMeta
+
+
+class QsaIndexer(nn.Module):
+    def __init__(self, config: Qwen38Config) -> None:
+        super().__init__()
+        index = config.qsa_indexer
+        assert index is not None
+        self.num_heads, self.head_dim = index.num_heads, index.head_dim
+        self.ratio, self.num_blocks = index.compress_ratio, index.num_blocks
+        self.index_qk_proj = nn.Linear(
+            config.hidden_size, (index.num_heads + 1) * index.head_dim, bias=False
+        )
+        self.q_layernorm = RMSNorm(index.head_dim, config.rms_norm_eps, offset=1.0)
+        self.k_layernorm = RMSNorm(index.head_dim, config.rms_norm_eps, offset=1.0)
+        # the attention's own rope (its rotary dims), applied to the leading index channels
+        self.rotary = PartialRotary(
+            index.head_dim,
+            config.rotary_dim,
+            config.rope_theta,
+            config.rope_scaling,
+            config.mrope_section,
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        meta: PackedMeta,
+        rope: Tensor,
+        block_keys: Tensor,
+        raw_ring: Tensor,
+        rope_ring: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """(selected positions [T, budget + ratio - 1] int64, -1 = none; raw keys [T, d]).
+
+        rope [3, T] rope positions; block_keys [num_pages, page_size / ratio, d] (written
+        here for blocks completed by this frame's tokens); raw_ring [slots + 1, ratio, d];
+        rope_ring [slots + 1, ratio, 3].
+        """
+        num_tokens = x.shape[0]
+        q, raw = self.index_qk_proj(x).split(
+            [self.num_heads * self.head_dim, self.head_dim], dim=-1
+        )
+        q = self.rotary(self.q_layernorm(q.view(num_tokens, self.num_heads, self.head_dim)), rope)
+        self._write_completed_blocks(raw, meta, rope, block_keys, raw_ring, rope_ring)
+        return self._select(q, meta, block_keys), raw
+
+    def _write_completed_blocks(
+        self,
+        raw: Tensor,
+        meta: PackedMeta,
+        rope: Tensor,
+        block_keys: Tensor,
+        raw_ring: Tensor,
+        rope_ring: Tensor,
+    ) -> None:
+        """Block keys of every block whose last member is one of this frame's tokens."""
+        ratio, num_tokens = self.ratio, raw.shape[0]
+        token = torch.arange(num_tokens, device=raw.device)
+        row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+        slot_row = meta.state_rows[row]  # [T]
+        back = torch.arange(ratio - 1, -1, -1, device=raw.device)  # member j is p - back[j]
+        member_pos = meta.positions[:, None] - back[None, :]  # [T, ratio]
+        is_in_frame = meta.token_offset[:, None] >= back[None, :]
+        frame_index = (token[:, None] - back[None, :]).clamp(min=0)
+        ring_index = member_pos.remainder(ratio)
+        members = torch.where(
+            is_in_frame[..., None], raw[frame_index], raw_ring[slot_row[:, None], ring_index]
+        )  # [T, ratio, d]
+        start_rope = torch.where(
+            is_in_frame[:, :1].t(), rope[:, frame_index[:, 0]],
+            rope_ring[slot_row, ring_index[:, 0]].t().to(rope.dtype),
+        )  # [3, T]
+        pooled = members.float().mean(dim=1).to(raw.dtype)
+        keys = self.rotary(self.k_layernorm(pooled)[:, None, :], start_rope)[:, 0]
+        is_complete = (meta.positions + 1).remainder(ratio) == 0
+        is_written = is_complete & (meta.kv_slots >= 0)
+        page_size = block_keys.shape[1] * ratio
+        block_start = meta.positions - (ratio - 1)
+        page = meta.page_table[row, (block_start // page_size).clamp(min=0)].long()
+        flat_slot = page * block_keys.shape[1] + (block_start % page_size) // ratio
+        flat = block_keys.view(-1, self.head_dim)
+        flat[flat_slot[is_written]] = keys[is_written].to(flat.dtype)
+
+    def _select(self, q: Tensor, meta: PackedMeta, block_keys: Tensor) -> Tensor:
+        """[T, budget + ratio - 1] selected positions per query (best blocks, then the tail)."""
+        ratio, num_tokens = self.ratio, q.shape[0]
+        row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+        keys = block_keys[meta.page_table.long().clamp(min=0)]  # [R, pages, per_page, d]
+        keys = keys.flatten(1, 2).float()  # [R, max_blocks, d]
+        max_blocks = keys.shape[1]
+        scores = torch.einsum("thd,tbd->thb", q.float(), keys[row])
+        scores = scores.relu().sum(dim=1) / self.head_dim**0.5  # [T, max_blocks]
+        num_complete = (meta.positions + 1) // ratio  # [T]
+        block = torch.arange(max_blocks, device=q.device)
+        is_visible = block[None, :] < num_complete[:, None]
+        scores = scores.masked_fill(~is_visible, float("-inf"))
+        keep = min(self.num_blocks, max_blocks)
+        best = scores.topk(keep, dim=-1).indices  # [T, keep]
+        is_kept = best < num_complete[:, None]
+        member = torch.arange(ratio, device=q.device)
+        block_pos = (best[..., None] * ratio + member).flatten(1)  # [T, keep * ratio]
+        block_pos = torch.where(is_kept.repeat_interleave(ratio, dim=1), block_pos, -1)
+        tail_pos = (num_complete * ratio)[:, None] + member[None, : ratio - 1]
+        tail_pos = torch.where(tail_pos <= meta.positions[:, None], tail_pos, -1)
+        selected = torch.cat([block_pos, tail_pos], dim=1)
+        width = self.num_blocks * ratio + ratio - 1
+        if selected.shape[1] < width:
+            pad = selected.new_full((num_tokens, width - selected.shape[1]), -1)
+            selected = torch.cat([selected, pad], dim=1)
+        return torch.where(meta.is_token_valid[:, None], selected, -1)
+
+
+def selected_attention(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    meta: PackedMeta,
+    selected: Tensor,
+    scale: float,
+    chunk: int = 256,
+) -> Tensor:
+    """Attention of each packed query over its selected positions of its row's paged KV.
+
+    q [T, H, Dh]; caches [num_pages, page_size, Hkv, Dh]; selected [T, S] positions, -1 =
+    none. Reads keys already written by this frame. Returns [T, H, Dh] in q's dtype (zeros
+    for queries that select nothing: padding). Queries run in chunks to bound memory.
+    """
+    num_tokens, num_heads, head_dim = q.shape
+    page_size, num_kv = k_cache.shape[1], k_cache.shape[2]
+    row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+    flat_k = k_cache.reshape(-1, num_kv, head_dim)
+    flat_v = v_cache.reshape(-1, num_kv, head_dim)
+    out = torch.zeros_like(q)
+    group = num_heads // num_kv
+    for start in range(0, num_tokens, chunk):
+        part = slice(start, start + chunk)
+        pos = selected[part]
+        is_used = pos >= 0
+        safe = pos.clamp(min=0)
+        page = meta.page_table[row[part, None], safe // page_size].long().clamp(min=0)
+        slot = page * page_size + safe % page_size  # [t, S]
+        keys = flat_k[slot].float().repeat_interleave(group, dim=2)  # [t, S, H, Dh]
+        values = flat_v[slot].float().repeat_interleave(group, dim=2)
+        logits = torch.einsum("thd,tshd->ths", q[part].float(), keys) * scale
+        logits = logits.masked_fill(~is_used[:, None, :], float("-inf"))
+        weights = torch.softmax(logits, dim=-1).nan_to_num(0.0)
+        out[part] = torch.einsum("ths,tshd->thd", weights, values).to(q.dtype)
+    return out
