@@ -109,3 +109,19 @@ def test_four_wide_verification_rows_match_transformers(pair):
     for r, (context, row) in enumerate(zip([PROMPT, PROMPT[:15]], rows, strict=True)):
         expected = reference_logits(reference, context + row)[len(context) :]
         assert max_diff(out.target.logits[4 * r : 4 * r + 4], expected) < ATOL, r
+
+
+def test_conditional_generation_checkpoint_matches_transformers(tmp_path):
+    """The multimodal class nests the trunk under model.language_model.* beside the tower."""
+    from ignition.model.weights import load_checkpoint
+    from tests.model.hf_checkpoints import write_qwen4_exp
+
+    reference = write_qwen4_exp(tmp_path, seed=1, multimodal=True)
+    model = load_checkpoint(tmp_path).model
+    assert model.visual is not None
+    state = new_state(model.config)
+    ours = prompt_logits(model, state, 0, PROMPT, chunk=13)
+    assert max_diff(ours, reference_logits(reference, PROMPT)) < ATOL
+    out = decode_rows(model, state, [CONTINUATION[:4]], [0], width=4)
+    expected = reference_logits(reference, PROMPT + CONTINUATION[:4])[len(PROMPT) :]
+    assert max_diff(out.target.logits[:4], expected) < ATOL
