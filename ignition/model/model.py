@@ -31,6 +31,7 @@ from ignition.model.layers.ngram_ple import PleUpdate
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.ple import PerLayerEmbedding
 from ignition.model.mtp import MtpHead
+from ignition.model.mtp_gated import GatedMtpHead
 from ignition.model.packing import (
     PackedCapacity,
     PackedInputs,
@@ -61,6 +62,7 @@ class TargetOutput:
     index_raw: list[Tensor] = field(default_factory=list)  # [T, d] per indexed QSA layer
     ngram_next: Tensor | None = None  # [T, ngram_size - 1] n-gram context after each token
     rope: Tensor | None = None  # [3, T] rope positions (the indexer's ring keeps them)
+    streams: Tensor | None = None  # [T, S * hidden] pre-mixer streams (the gated MTP's input)
     _all_logits: Tensor | None = field(default=None, repr=False)
 
     def logits_at(self, index: Tensor) -> Tensor:
@@ -102,7 +104,9 @@ class HybridModel(nn.Module):
         )
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.tie_weights()
-        self.mtp = MtpHead(config) if config.mtp_num_layers else None
+        self.mtp: MtpHead | GatedMtpHead | None = None
+        if config.mtp_num_layers:
+            self.mtp = GatedMtpHead(config) if gated is not None else MtpHead(config)
         self.visual = VisionEncoder(config.vision, config.hidden_size) if config.vision else None
 
     def tie_weights(self) -> None:
@@ -161,7 +165,7 @@ class HybridModel(nn.Module):
         rope = meta.positions[None].expand(3, -1) if rope is None else rope
         return TargetOutput(
             meta, state, hidden, gdn_updates, self.project, ple_updates, index_raw, ngram_next,
-            rope,
+            rope, streams.flatten(1) if self.hc_mixer is not None else None,
         )
 
     def _ple_inputs(
@@ -255,14 +259,37 @@ class HybridModel(nn.Module):
         row = meta.token_row.clamp(max=lens.shape[0] - 1)
         is_absorbed = meta.is_token_valid & (meta.token_offset < lens[row])
         kv_slots = torch.where(is_absorbed, meta.kv_slots, -1)
-        g = self.mtp(self.embed_tokens(next_tokens.clamp(min=0)), out.hidden, meta, state, kv_slots)
+        embeds = self.embed_tokens(next_tokens.clamp(min=0))
+        if isinstance(self.mtp, GatedMtpHead):
+            assert out.streams is not None
+            g, raw_keys = self.mtp(embeds, out.streams, meta, state, kv_slots)
+            if raw_keys:
+                self._keep_mtp_ring(out, lens, raw_keys)
+        else:
+            g = self.mtp(embeds, out.hidden, meta, state, kv_slots)
         last = (meta.cu_query_lens[:-1].long() + lens - 1).clamp(min=0)
         rows = torch.where(lens > 0, meta.state_rows, meta.scratch_row)
         state.mtp_hidden[rows] = g[last].to(state.mtp_hidden.dtype)
 
+    @staticmethod
+    def _keep_mtp_ring(out: TargetOutput, lens: Tensor, raw_keys: list[Tensor]) -> None:
+        """The MTP's committed ring: the last ``compress_ratio`` absorbed raw index keys."""
+        meta, state = out.meta, out.state
+        ratio = state.mtp_index_raw.shape[2]
+        row = meta.token_row.clamp(max=lens.shape[0] - 1)
+        offset = meta.token_offset
+        is_kept = meta.is_token_valid & (offset < lens[row]) & (offset >= lens[row] - ratio)
+        target = torch.where(is_kept, meta.state_rows[row], meta.scratch_row)
+        ring = meta.positions.remainder(ratio)
+        stacked = torch.stack(raw_keys).to(state.mtp_index_raw.dtype)
+        state.mtp_index_raw[:, target, ring] = stacked
+
     def draft_logits(self, mtp_hidden: Tensor) -> Tensor:
-        """MTP hidden [N, hidden] -> draft logits [N, vocab] through the shared lm_head."""
+        """MTP hidden [N, hidden] (gated: [N, S * hidden]) -> draft logits [N, vocab] through
+        the shared lm_head."""
         assert self.mtp is not None
+        if isinstance(self.mtp, GatedMtpHead):
+            return self.lm_head(self.mtp.mix(mtp_hidden)).float()
         return self.lm_head(self.mtp.norm(mtp_hidden)).float()
 
     def draft_step(
@@ -292,6 +319,17 @@ class HybridModel(nn.Module):
         if rope_offset is not None:  # one token per lane: packed index == lane
             meta.rope_positions = (meta.positions + rope_offset.long())[None].repeat(3, 1)
         embeds = self.embed_tokens(tokens.clamp(min=0))
+        if isinstance(self.mtp, GatedMtpHead):
+            g, raw_keys = self.mtp(embeds, mtp_hidden, meta, state, meta.kv_slots, is_draft=True)
+            if raw_keys:  # one token per lane: the draft ring keeps it at position % ratio
+                ratio = state.mtp_draft_raw.shape[2]
+                ring = meta.positions.remainder(ratio)
+                stacked = torch.stack(raw_keys).to(state.mtp_draft_raw.dtype)
+                state.mtp_draft_raw[:, meta.state_rows, ring] = stacked
+                rope = meta.rope_positions
+                rope = meta.positions[None].expand(3, -1) if rope is None else rope
+                state.mtp_draft_rope[meta.state_rows, ring] = rope.t().long()
+            return g
         if self.config.mtp_feeds_normed_hidden:
             mtp_hidden = self.mtp.norm(mtp_hidden)
         return self.mtp(embeds, mtp_hidden, meta, state, meta.kv_slots)

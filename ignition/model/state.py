@@ -30,9 +30,17 @@ SLOT_FIELDS: tuple[tuple[str, int], ...] = (
     ("ngram_context", 0),
     ("index_raw", 1),
     ("index_rope", 0),
+    ("mtp_index_raw", 1),
 )
 # paged caches, [layers, num_pages, ...]; a slot's pages are named by its page-table row
-PAGED_FIELDS: tuple[str, ...] = ("k_cache", "v_cache", "mtp_k_cache", "mtp_v_cache", "index_keys")
+PAGED_FIELDS: tuple[str, ...] = (
+    "k_cache",
+    "v_cache",
+    "mtp_k_cache",
+    "mtp_v_cache",
+    "index_keys",
+    "mtp_index_keys",
+)
 
 
 @dataclass(frozen=True)
@@ -59,12 +67,18 @@ class ModelState:
     mtp_v_cache: Tensor
     gdn_state: Tensor  # [gdn_layers, slots + 1, H, Dk, Dv] fp32
     conv_window: Tensor  # [gdn_layers, slots + 1, C, K - 1]
-    mtp_hidden: Tensor  # [slots + 1, hidden] MTP output at the last absorbed position
+    mtp_hidden: Tensor  # [slots + 1, S * hidden] MTP output at the last absorbed position
     ple_window: Tensor  # [ple_layers, slots + 1, S * hidden, (K - 1) * ngram_size]
     ngram_context: Tensor  # [slots + 1, ngram_size - 1] int64 last token ids, oldest first
     index_keys: Tensor  # [qsa_layers, num_pages, page_size / ratio, d] block keys
     index_raw: Tensor  # [qsa_layers, slots + 1, ratio, d] raw index keys by position % ratio
     index_rope: Tensor  # [slots + 1, ratio, 3] int64 rope positions by position % ratio
+    mtp_index_keys: Tensor  # [mtp_layers, num_pages, page_size / ratio, d] (indexed MTP)
+    mtp_index_raw: Tensor  # [mtp_layers, slots + 1, ratio, d] the MTP's committed ring
+    # Scratch of one speculative round, not state: raw index keys and rope positions of the
+    # draft positions (past the committed length), read only by later drafts of the round.
+    mtp_draft_raw: Tensor  # [mtp_layers, slots + 1, ratio, d]
+    mtp_draft_rope: Tensor  # [slots + 1, ratio, 3] int64
     ngram_eos: int = 0  # what a fresh n-gram context holds
 
     @classmethod
@@ -101,6 +115,8 @@ class ModelState:
         eos = config.eos_token_id
         eos_id = (eos[0] if isinstance(eos, tuple) else eos) or 0
         context = ple.context_len if ple else 0
+        index_dim = index.head_dim if index else 1
+        mtp_indexed = config.mtp_num_layers if index and config.gated_hyper else 0
         state = cls(
             num_slots=num_slots,
             page_size=page_size,
@@ -121,7 +137,7 @@ class ModelState:
             conv_window=zeros(
                 config.num_gdn_layers, rows, config.conv_channels, config.conv_kernel - 1
             ),
-            mtp_hidden=zeros(rows, config.hidden_size),
+            mtp_hidden=zeros(rows, streams if config.gated_hyper else config.hidden_size),
             ple_window=zeros(config.num_ple_layers, rows, streams, ple.window_len if ple else 1),
             ngram_context=torch.full((rows, context), eos_id, dtype=torch.long, device=device),
             index_keys=zeros(
@@ -134,6 +150,10 @@ class ModelState:
                 config.num_qsa_layers if index else 0, rows, ratio, index.head_dim if index else 1
             ),
             index_rope=zeros(rows, ratio, 3, kind=torch.long),
+            mtp_index_keys=zeros(mtp_indexed, num_pages, page_size // ratio, index_dim),
+            mtp_index_raw=zeros(mtp_indexed, rows, ratio, index_dim),
+            mtp_draft_raw=zeros(mtp_indexed, rows, ratio, index_dim),
+            mtp_draft_rope=zeros(rows, ratio, 3, kind=torch.long),
             ngram_eos=eos_id,
         )
         return state

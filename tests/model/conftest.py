@@ -63,12 +63,13 @@ def state(config: Qwen38Config) -> ModelState:
 
 @pytest.fixture(scope="session")
 def qwen4_checkpoint(tmp_path_factory):
-    """(path, transformers model) of a tiny random Qwen4ExpForCausalLM checkpoint."""
+    """(path, transformers model) of a tiny random Qwen4ExpForCausalLM checkpoint with an MTP
+    head (mtp.* tensors beside what transformers saves)."""
     pytest.importorskip("transformers")
     from tests.model.hf_checkpoints import write_qwen4_exp
 
     path = tmp_path_factory.mktemp("qwen4_exp")
-    return path, write_qwen4_exp(path)
+    return path, write_qwen4_exp(path, mtp=True)
 
 
 @pytest.fixture(scope="session")

@@ -73,11 +73,12 @@ def committed_kv(state: ModelState, name: str) -> list[torch.Tensor]:
     return entries
 
 
-def committed_blocks(state: ModelState) -> list[torch.Tensor]:
-    """Per slot, the QSA block index keys of its complete committed blocks."""
-    per_page = state.index_keys.shape[2]
+def committed_blocks(state: ModelState, name: str = "index_keys") -> list[torch.Tensor]:
+    """Per slot, the QSA block index keys (``name``) of its complete committed blocks."""
+    cache = getattr(state, name)
+    per_page = cache.shape[2]
     ratio = state.page_size // per_page
-    flat = state.index_keys.flatten(1, 2)
+    flat = cache.flatten(1, 2)
     entries = []
     for slot in range(state.num_slots):
         starts = torch.arange(int(state.seq_lens[slot]) // ratio) * ratio
@@ -101,5 +102,7 @@ def assert_states_equal(a: ModelState, b: ModelState, atol: float = 1e-5) -> Non
     for name in ("k_cache", "v_cache", "mtp_k_cache", "mtp_v_cache"):
         for got, expected in zip(committed_kv(a, name), committed_kv(b, name), strict=True):
             torch.testing.assert_close(got, expected, atol=atol, rtol=0)
-    for got, expected in zip(committed_blocks(a), committed_blocks(b), strict=True):
-        torch.testing.assert_close(got, expected, atol=atol, rtol=0, msg="index_keys")
+    for name in ("index_keys", "mtp_index_keys"):
+        pairs = zip(committed_blocks(a, name), committed_blocks(b, name), strict=True)
+        for got, expected in pairs:
+            torch.testing.assert_close(got, expected, atol=atol, rtol=0, msg=name)

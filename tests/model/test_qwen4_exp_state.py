@@ -95,4 +95,7 @@ def test_commit_at_the_accepted_length_equals_decoding_the_accepted_tokens(qwen4
     out = _verify(qwen4_model, verified, 0, [5, 900, 77, 3000])
     qwen4_model.commit(out, torch.tensor([3]))
     _decode(qwen4_model, stepped, 0, [5, 900, 77])
+    # the MTP's draft context is absorbed by a later call (the round's), not by commit
+    for name in ("mtp_hidden", "mtp_index_raw", "mtp_k_cache", "mtp_v_cache", "mtp_index_keys"):
+        getattr(verified, name).copy_(getattr(stepped, name))
     assert_states_equal(stepped, verified, atol=1e-5)

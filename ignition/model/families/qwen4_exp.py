@@ -9,7 +9,9 @@ norms), PLE on ``ple_layer_ids`` (one-indexed in config.json) whose n-gram table
 hash constants saved beside them are recomputed, not read), and QSA's indexer on every
 attention layer (``self_attn.indexer.*``; all five ``indexer_*`` keys required).
 
-The MTP head (``mtp.*``) is not read yet: such checkpoints build with speculation off.
+The MTP head (``mtp.*``, ``ignition.model.mtp_gated``) is read as vLLM's Qwen4Exp MTP reads
+it: ``fc_embedding``, ``fc_hidden``, the two pre-fc norms, ``layers.N`` (named as a trunk
+attention layer) and ``hyper_connection_mixer``; the vocabulary head is the trunk's.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ignition.model.families.qwen3_5 import (
     _mrope_section,
     _source,
     has_mtp,
+    mtp_layer_count,
     vision_block,
 )
 from ignition.model.families.registry import register
@@ -101,7 +104,7 @@ class Qwen4ExpFamily(ModelFamily):
             mtp_mlp_kind="moe",
             hc_streams=r.int("hc_count", 4),
             ple_dim=0,
-            mtp_num_layers=0,
+            mtp_num_layers=mtp_layer_count(tensor_names) if has_mtp(tensor_names) else 0,
             vision=vision_block(raw, source, tensor_names),
             rms_norm_eps=r.float("rms_norm_eps", 1e-6),
             max_position_embeddings=r.int("max_position_embeddings", 32768),
@@ -134,15 +137,16 @@ class Qwen4ExpFamily(ModelFamily):
             for old, new in _RENAMED.items():
                 internal = internal.replace(old, new)
             sources[name] = _source(internal, shape, trunk, config, tensor_names)
-        ignored = ("mtp.",) if config.vision else ("mtp.", "model.visual.")
-        return CheckpointLayout(
-            sources,
-            ignored_prefixes=ignored,
-            ignored_suffixes=tuple(f".ple_embedding.{b}" for b in _HASH_BUFFERS),
-        )
+        ignored = ("mtp.embed_tokens.", "mtp.shared_head.")
+        if not config.vision:
+            ignored = (*ignored, "model.visual.")
+        # saved constants recomputed here, and the mixers' unused injection weights
+        suffixes = tuple(f".ple_embedding.{b}" for b in _HASH_BUFFERS)
+        suffixes += ("hyper_connection_mixer.block_inject_weight",)
+        return CheckpointLayout(sources, ignored_prefixes=ignored, ignored_suffixes=suffixes)
 
     def load_notes(self, config: Qwen38Config, raw: Mapping[str, Any]) -> list[str]:
-        notes = ["speculation: this build does not read the Qwen4Exp MTP head yet; drafts off"]
+        notes = []
         if "vision_config" in raw and config.vision is None:
             notes.append("vision: no model.visual.* tensors in the checkpoint; text prompts only")
         return notes

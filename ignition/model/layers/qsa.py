@@ -32,6 +32,10 @@ class IndexCaches:
     block_keys: Tensor  # [num_pages, page_size / ratio, d]
     raw_ring: Tensor  # [slots + 1, ratio, d]
     rope_ring: Tensor  # [slots + 1, ratio, 3]
+    # MTP draft steps: positions past the committed length read the round's draft ring
+    draft_raw: Tensor | None = None  # [slots + 1, ratio, d]
+    draft_rope: Tensor | None = None  # [slots + 1, ratio, 3]
+    committed: Tensor | None = None  # [slots + 1] committed lengths
 
 
 class QueryGatedAttention(nn.Module):
@@ -91,9 +95,7 @@ class QueryGatedAttention(nn.Module):
         raw_keys = None
         if self.indexer is not None and index is not None:
             rope3 = rope if rope.dim() == 2 else rope[None].expand(3, -1)
-            selected, raw_keys = self.indexer(
-                x, meta, rope3, index.block_keys, index.raw_ring, index.rope_ring
-            )
+            selected, raw_keys = self.indexer(x, meta, rope3, index)
             attn = selected_attention(q, k_cache, v_cache, meta, selected, self.head_dim**-0.5)
         else:
             attn = ops.packed_paged_attention(

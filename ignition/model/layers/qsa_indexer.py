@@ -18,6 +18,8 @@ ring is written by ``commit`` at the accepted length.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor, nn
 
@@ -25,6 +27,9 @@ from ignition.model.config import Qwen38Config
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.rope import PartialRotary
 from ignition.model.packing import PackedMeta
+
+if TYPE_CHECKING:
+    from ignition.model.layers.qsa import IndexCaches
 
 
 class QsaIndexer(nn.Module):
@@ -49,38 +54,27 @@ class QsaIndexer(nn.Module):
         )
 
     def forward(
-        self,
-        x: Tensor,
-        meta: PackedMeta,
-        rope: Tensor,
-        block_keys: Tensor,
-        raw_ring: Tensor,
-        rope_ring: Tensor,
+        self, x: Tensor, meta: PackedMeta, rope: Tensor, caches: IndexCaches
     ) -> tuple[Tensor, Tensor]:
         """(selected positions [T, budget + ratio - 1] int64, -1 = none; raw keys [T, d]).
 
-        rope [3, T] rope positions; block_keys [num_pages, page_size / ratio, d] (written
-        here for blocks completed by this frame's tokens); raw_ring [slots + 1, ratio, d];
-        rope_ring [slots + 1, ratio, 3].
+        rope [3, T] rope positions; the block keys in ``caches`` are written here for blocks
+        completed by this frame's tokens (where ``meta.kv_slots`` writes).
         """
         num_tokens = x.shape[0]
         q, raw = self.index_qk_proj(x).split(
             [self.num_heads * self.head_dim, self.head_dim], dim=-1
         )
         q = self.rotary(self.q_layernorm(q.view(num_tokens, self.num_heads, self.head_dim)), rope)
-        self._write_completed_blocks(raw, meta, rope, block_keys, raw_ring, rope_ring)
-        return self._select(q, meta, block_keys), raw
+        self._write_completed_blocks(raw, meta, rope, caches)
+        return self._select(q, meta, caches.block_keys), raw
 
     def _write_completed_blocks(
-        self,
-        raw: Tensor,
-        meta: PackedMeta,
-        rope: Tensor,
-        block_keys: Tensor,
-        raw_ring: Tensor,
-        rope_ring: Tensor,
+        self, raw: Tensor, meta: PackedMeta, rope: Tensor, caches: IndexCaches
     ) -> None:
-        """Block keys of every block whose last member is one of this frame's tokens."""
+        """Block keys of every block whose last member is one of this frame's tokens; earlier
+        members come from the committed ring, or (MTP drafts) the round's draft ring."""
+        block_keys, raw_ring, rope_ring = caches.block_keys, caches.raw_ring, caches.rope_ring
         ratio, num_tokens = self.ratio, raw.shape[0]
         token = torch.arange(num_tokens, device=raw.device)
         row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
@@ -90,12 +84,20 @@ class QsaIndexer(nn.Module):
         is_in_frame = meta.token_offset[:, None] >= back[None, :]
         frame_index = (token[:, None] - back[None, :]).clamp(min=0)
         ring_index = member_pos.remainder(ratio)
-        members = torch.where(
-            is_in_frame[..., None], raw[frame_index], raw_ring[slot_row[:, None], ring_index]
-        )  # [T, ratio, d]
+        ringed = raw_ring[slot_row[:, None], ring_index]  # [T, ratio, d]
+        ringed_rope = rope_ring[slot_row, ring_index[:, 0]]  # [T, 3]
+        if caches.draft_raw is not None:
+            assert caches.draft_rope is not None and caches.committed is not None
+            is_draft = member_pos >= caches.committed[slot_row].long()[:, None]
+            ringed = torch.where(
+                is_draft[..., None], caches.draft_raw[slot_row[:, None], ring_index], ringed
+            )
+            ringed_rope = torch.where(
+                is_draft[:, :1], caches.draft_rope[slot_row, ring_index[:, 0]], ringed_rope
+            )
+        members = torch.where(is_in_frame[..., None], raw[frame_index], ringed)
         start_rope = torch.where(
-            is_in_frame[:, :1].t(), rope[:, frame_index[:, 0]],
-            rope_ring[slot_row, ring_index[:, 0]].t().to(rope.dtype),
+            is_in_frame[:, :1].t(), rope[:, frame_index[:, 0]], ringed_rope.t().to(rope.dtype)
         )  # [3, T]
         pooled = members.float().mean(dim=1).to(raw.dtype)
         keys = self.rotary(self.k_layernorm(pooled)[:, None, :], start_rope)[:, 0]
