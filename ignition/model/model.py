@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from ignition.model.config import Qwen38Config
+from ignition.model.index_rings import keep_draft_ring, keep_index_ring, keep_mtp_ring
 from ignition.model.layers.decoder import DecoderLayer, PleInputs
 from ignition.model.layers.gated_hyper import GatedHyperConnection
 from ignition.model.layers.gdn import GdnUpdate
@@ -164,8 +165,16 @@ class HybridModel(nn.Module):
         rope = meta.rope_positions
         rope = meta.positions[None].expand(3, -1) if rope is None else rope
         return TargetOutput(
-            meta, state, hidden, gdn_updates, self.project, ple_updates, index_raw, ngram_next,
-            rope, streams.flatten(1) if self.hc_mixer is not None else None,
+            meta,
+            state,
+            hidden,
+            gdn_updates,
+            self.project,
+            ple_updates,
+            index_raw,
+            ngram_next,
+            rope,
+            streams.flatten(1) if self.hc_mixer is not None else None,
         )
 
     def _ple_inputs(
@@ -218,30 +227,12 @@ class HybridModel(nn.Module):
             last = meta.cu_query_lens[meta.prompt_row].long() + meta.prompt_len.long() - 1
             state.ngram_context[prompt_row] = out.ngram_next[last.clamp(min=0)]
         if out.index_raw:
-            self._commit_index_ring(out, commit_lens)
+            keep_index_ring(out, commit_lens)
         seq_lens = state.seq_lens.clone()
         seq_lens[decode_rows] += commit_lens.to(seq_lens.dtype)
         seq_lens[prompt_row] += meta.prompt_len
         seq_lens[meta.scratch_row] = 0
         state.seq_lens.copy_(seq_lens)
-
-    @staticmethod
-    def _commit_index_ring(out: TargetOutput, commit_lens: Tensor) -> None:
-        """Keep the last ``compress_ratio`` committed raw index keys (and rope positions) of
-        every row, by position % ratio; everything else goes to the scratch row."""
-        meta, state = out.meta, out.state
-        ratio = state.index_raw.shape[2]
-        num_rows = meta.capacity.batch_capacity
-        is_prompt_row = (torch.arange(num_rows, device=commit_lens.device) == meta.prompt_row)
-        kept = commit_lens + torch.where(is_prompt_row & meta.has_prompt, meta.prompt_len, 0)
-        row = meta.token_row.clamp(max=num_rows - 1)
-        offset = meta.token_offset
-        is_written = meta.is_token_valid & (offset < kept[row]) & (offset >= kept[row] - ratio)
-        target = torch.where(is_written, meta.state_rows[row], meta.scratch_row)
-        ring = meta.positions.remainder(ratio)
-        state.index_raw[:, target, ring] = torch.stack(out.index_raw).to(state.index_raw.dtype)
-        assert out.rope is not None
-        state.index_rope[target, ring] = out.rope.t().long()
 
     def absorb_draft_context(
         self, out: TargetOutput, next_tokens: Tensor, absorb_lens: Tensor
@@ -264,25 +255,12 @@ class HybridModel(nn.Module):
             assert out.streams is not None
             g, raw_keys = self.mtp(embeds, out.streams, meta, state, kv_slots)
             if raw_keys:
-                self._keep_mtp_ring(out, lens, raw_keys)
+                keep_mtp_ring(out, lens, raw_keys)
         else:
             g = self.mtp(embeds, out.hidden, meta, state, kv_slots)
         last = (meta.cu_query_lens[:-1].long() + lens - 1).clamp(min=0)
         rows = torch.where(lens > 0, meta.state_rows, meta.scratch_row)
         state.mtp_hidden[rows] = g[last].to(state.mtp_hidden.dtype)
-
-    @staticmethod
-    def _keep_mtp_ring(out: TargetOutput, lens: Tensor, raw_keys: list[Tensor]) -> None:
-        """The MTP's committed ring: the last ``compress_ratio`` absorbed raw index keys."""
-        meta, state = out.meta, out.state
-        ratio = state.mtp_index_raw.shape[2]
-        row = meta.token_row.clamp(max=lens.shape[0] - 1)
-        offset = meta.token_offset
-        is_kept = meta.is_token_valid & (offset < lens[row]) & (offset >= lens[row] - ratio)
-        target = torch.where(is_kept, meta.state_rows[row], meta.scratch_row)
-        ring = meta.positions.remainder(ratio)
-        stacked = torch.stack(raw_keys).to(state.mtp_index_raw.dtype)
-        state.mtp_index_raw[:, target, ring] = stacked
 
     def draft_logits(self, mtp_hidden: Tensor) -> Tensor:
         """MTP hidden [N, hidden] (gated: [N, S * hidden]) -> draft logits [N, vocab] through
@@ -321,14 +299,8 @@ class HybridModel(nn.Module):
         embeds = self.embed_tokens(tokens.clamp(min=0))
         if isinstance(self.mtp, GatedMtpHead):
             g, raw_keys = self.mtp(embeds, mtp_hidden, meta, state, meta.kv_slots, is_draft=True)
-            if raw_keys:  # one token per lane: the draft ring keeps it at position % ratio
-                ratio = state.mtp_draft_raw.shape[2]
-                ring = meta.positions.remainder(ratio)
-                stacked = torch.stack(raw_keys).to(state.mtp_draft_raw.dtype)
-                state.mtp_draft_raw[:, meta.state_rows, ring] = stacked
-                rope = meta.rope_positions
-                rope = meta.positions[None].expand(3, -1) if rope is None else rope
-                state.mtp_draft_rope[meta.state_rows, ring] = rope.t().long()
+            if raw_keys:
+                keep_draft_ring(meta, state, raw_keys)
             return g
         if self.config.mtp_feeds_normed_hidden:
             mtp_hidden = self.mtp.norm(mtp_hidden)

@@ -275,30 +275,7 @@ def write_llama(path: Path, seed: int = 0) -> torch.nn.Module:
     randomize(model, seed, zero_centred=False)
     model.save_pretrained(path)
     _copy_tokenizer(path)
-    if mtp:
-        _add_qwen4_exp_mtp(path, model.config.get_text_config(), seed)
     return model
-
-
-def _add_qwen4_exp_mtp(path: Path, text, seed: int) -> None:
-    """mtp.* tensors in their own file: transformers has no MTP head, so its own indexed
-    attention layer and gated residual supply the layer's and the mixer's names and shapes."""
-    from transformers.models.qwen4_exp import modeling_qwen4_exp as reference
-
-    layer = reference.Qwen4ExpTextDecoderLayer(text, text.layer_types.index("indexed_attention"))
-    mixer = reference.Qwen4ExpTextGatedResidual(text, use_combine=False)
-    randomize(layer, seed + 1, zero_centred=True)
-    randomize(mixer, seed + 2, zero_centred=True)
-    hidden, streams = text.hidden_size, text.hc_count
-    generator = torch.Generator().manual_seed(seed + 3)
-    tensors = {f"mtp.layers.0.{k}": v for k, v in layer.state_dict().items()}
-    tensors |= {f"mtp.hyper_connection_mixer.{k}": v for k, v in mixer.state_dict().items()}
-    for name in ("fc_embedding", "fc_hidden"):
-        tensors[f"mtp.{name}.weight"] = torch.randn(hidden, hidden, generator=generator) / 6
-    tensors["mtp.pre_fc_norm_embedding.weight"] = torch.randn(hidden, generator=generator) / 5
-    tensors["mtp.pre_fc_norm_hidden.weight"] = torch.randn(streams * hidden, generator=generator) / 5
-    tensors = {k: v.contiguous() for k, v in tensors.items()}
-    save_file(tensors, str(path / "mtp.safetensors"), metadata={"format": "pt"})
 
 
 def write_qwen3_next(path: Path, seed: int = 0) -> torch.nn.Module:
@@ -317,30 +294,7 @@ def write_qwen3_next(path: Path, seed: int = 0) -> torch.nn.Module:
     randomize(model, seed, zero_centred=True)
     model.save_pretrained(path)
     _copy_tokenizer(path)
-    if mtp:
-        _add_qwen4_exp_mtp(path, model.config.get_text_config(), seed)
     return model
-
-
-def _add_qwen4_exp_mtp(path: Path, text, seed: int) -> None:
-    """mtp.* tensors in their own file: transformers has no MTP head, so its own indexed
-    attention layer and gated residual supply the layer's and the mixer's names and shapes."""
-    from transformers.models.qwen4_exp import modeling_qwen4_exp as reference
-
-    layer = reference.Qwen4ExpTextDecoderLayer(text, text.layer_types.index("indexed_attention"))
-    mixer = reference.Qwen4ExpTextGatedResidual(text, use_combine=False)
-    randomize(layer, seed + 1, zero_centred=True)
-    randomize(mixer, seed + 2, zero_centred=True)
-    hidden, streams = text.hidden_size, text.hc_count
-    generator = torch.Generator().manual_seed(seed + 3)
-    tensors = {f"mtp.layers.0.{k}": v for k, v in layer.state_dict().items()}
-    tensors |= {f"mtp.hyper_connection_mixer.{k}": v for k, v in mixer.state_dict().items()}
-    for name in ("fc_embedding", "fc_hidden"):
-        tensors[f"mtp.{name}.weight"] = torch.randn(hidden, hidden, generator=generator) / 6
-    tensors["mtp.pre_fc_norm_embedding.weight"] = torch.randn(hidden, generator=generator) / 5
-    tensors["mtp.pre_fc_norm_hidden.weight"] = torch.randn(streams * hidden, generator=generator) / 5
-    tensors = {k: v.contiguous() for k, v in tensors.items()}
-    save_file(tensors, str(path / "mtp.safetensors"), metadata={"format": "pt"})
 
 
 def qwen4_exp_text_config(vocab_size: int = VOCAB_SIZE) -> dict:
@@ -419,6 +373,8 @@ def _add_qwen4_exp_mtp(path: Path, text, seed: int) -> None:
     for name in ("fc_embedding", "fc_hidden"):
         tensors[f"mtp.{name}.weight"] = torch.randn(hidden, hidden, generator=generator) / 6
     tensors["mtp.pre_fc_norm_embedding.weight"] = torch.randn(hidden, generator=generator) / 5
-    tensors["mtp.pre_fc_norm_hidden.weight"] = torch.randn(streams * hidden, generator=generator) / 5
+    tensors["mtp.pre_fc_norm_hidden.weight"] = (
+        torch.randn(streams * hidden, generator=generator) / 5
+    )
     tensors = {k: v.contiguous() for k, v in tensors.items()}
     save_file(tensors, str(path / "mtp.safetensors"), metadata={"format": "pt"})

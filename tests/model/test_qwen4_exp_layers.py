@@ -41,8 +41,14 @@ def _reference_ngram_ids(ple_index: int) -> torch.Tensor:
 def _hash(ple_index: int):
     c = qwen4_exp_text_config()
     return build_hash(
-        c["vocab_size"], c["ngram_size"], c["heads_per_ngram"], c["ngram_vocab_size_base"],
-        c["make_ngram_vocab_size_divisible_by"], c["seed"], ple_index, EOS_TOKEN_ID,
+        c["vocab_size"],
+        c["ngram_size"],
+        c["heads_per_ngram"],
+        c["ngram_vocab_size_base"],
+        c["make_ngram_vocab_size_divisible_by"],
+        c["seed"],
+        ple_index,
+        EOS_TOKEN_ID,
     )
 
 
@@ -68,8 +74,11 @@ def test_ngram_rows_are_transformers_rows_whole_and_in_chunks(ple_index):
 def test_ngram_rows_stay_inside_each_heads_table():
     spec = _hash(1)
     ids = ngram_row_ids(
-        torch.tensor(TOKENS), torch.full((1, 2), EOS_TOKEN_ID),
-        torch.zeros(len(TOKENS), dtype=torch.long), torch.arange(len(TOKENS)), spec,
+        torch.tensor(TOKENS),
+        torch.full((1, 2), EOS_TOKEN_ID),
+        torch.zeros(len(TOKENS), dtype=torch.long),
+        torch.arange(len(TOKENS)),
+        spec,
     )
     low = torch.tensor(spec.head_offsets)
     assert bool(((ids >= low) & (ids < low + torch.tensor(spec.head_sizes))).all())
@@ -90,14 +99,17 @@ def test_ple_layers_use_rows_gathered_by_the_caller(qwen4_model):
     gathered = []
     for layer in qwen4_model.layers:
         if layer.ple is not None:
-            gathered.append(layer.ple.ngram_embedding(layer.ple.row_ids(inputs.token_ids,
-                                                                        contexts, meta)))
+            gathered.append(
+                layer.ple.ngram_embedding(layer.ple.row_ids(inputs.token_ids, contexts, meta))
+            )
     given = qwen4_model.forward_packed(
         inputs, capacity, new_state(qwen4_model.config), ple_rows=gathered
     )
     torch.testing.assert_close(given.logits, plain.logits, atol=0, rtol=0)
     zeroed = qwen4_model.forward_packed(
-        inputs, capacity, new_state(qwen4_model.config),
+        inputs,
+        capacity,
+        new_state(qwen4_model.config),
         ple_rows=[torch.zeros_like(g) for g in gathered],
     )
     assert not torch.allclose(zeroed.logits, plain.logits)
@@ -122,8 +134,9 @@ def test_indexer_is_dense_up_to_its_budget_and_selects_beyond_it(qwen4_model, mo
         if (position + 1) // index.compress_ratio <= index.num_blocks:  # blocks fit the budget
             assert chosen == list(range(position + 1))
             continue
-        tail = list(range((position + 1) // index.compress_ratio * index.compress_ratio,
-                          position + 1))
+        tail = list(
+            range((position + 1) // index.compress_ratio * index.compress_ratio, position + 1)
+        )
         assert len(chosen) == index.budget + len(tail) < position + 1
         assert set(tail) <= set(chosen)
 
@@ -160,5 +173,5 @@ def test_ple_on_an_attention_layer_is_refused(qwen4_checkpoint, tmp_path):
     path = tmp_path / "ckpt"
     shutil.copytree(qwen4_checkpoint[0], path)
     _edit_config(path, lambda raw: raw.update(ple_layer_ids=[1, 4]))
-    with pytest.raises(ConfigError, match="ngram_ple.layers"):
+    with pytest.raises(ConfigError, match=r"ngram_ple\.layers"):
         load_checkpoint(path)

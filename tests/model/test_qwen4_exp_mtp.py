@@ -62,6 +62,9 @@ def test_draft_steps_leave_the_committed_mtp_ring_and_blocks_alone(qwen4_model):
     for k, token in enumerate(DRAFTS):
         hidden = model.draft_step(torch.tensor([token]), hidden, slots, k, state)
     assert torch.equal(state.mtp_index_raw, before.mtp_index_raw)
-    got, expected = committed_blocks(state, "mtp_index_keys"), committed_blocks(before, "mtp_index_keys")
+    got, expected = (
+        committed_blocks(state, "mtp_index_keys"),
+        committed_blocks(before, "mtp_index_keys"),
+    )
     assert got[0].shape[1] == len(PROMPT) // model.config.qsa_indexer.compress_ratio
     assert torch.equal(got[0], expected[0])

@@ -52,9 +52,7 @@ class Qwen4ExpFamily(ModelFamily):
     name = "qwen4_exp"
     model_types = ("qwen4_exp", "qwen4_exp_text")
     recipe = "qwen4-exp"
-    description = (
-        "Qwen3.8-Flash-Next: GDN + QSA 3:1, MoE, gated hyper-connections, PLE n-grams"
-    )
+    description = "Qwen3.8-Flash-Next: GDN + QSA 3:1, MoE, gated hyper-connections, PLE n-grams"
 
     def parse_config(
         self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]

@@ -152,7 +152,9 @@ class DecoderLayer(nn.Module):
             h = x if self.input_layernorm is None else self.input_layernorm(x)
             i = self.state_index
             if self.kind == "gdn":
-                out, update.gdn = self.linear_attn(h, meta, state.gdn_state[i], state.conv_window[i])
+                out, update.gdn = self.linear_attn(
+                    h, meta, state.gdn_state[i], state.conv_window[i]
+                )
                 return out
             index = None
             if state.index_keys.shape[0]:

@@ -74,7 +74,11 @@ class NgramPle(nn.Module):
         self.norm_conv = GroupedRMSNorm(streams, hidden, eps)
         channels = streams * hidden
         self.conv1d = nn.Conv1d(
-            channels, channels, ple.conv_kernel, groups=channels, dilation=ple.ngram_size,
+            channels,
+            channels,
+            ple.conv_kernel,
+            groups=channels,
+            dilation=ple.ngram_size,
             bias=False,
         )
 
