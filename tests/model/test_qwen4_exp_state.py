@@ -14,8 +14,10 @@ from ignition.compiler.state_ops import (
     snapshot_program,
 )
 from ignition.model.packing import PackedCapacity, PackedInputs
+from ignition.model.sampling import SamplingParams
+from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
 from tests.model.conftest import new_state
-from tests.model.helpers import assert_states_equal, decode_rows, prefill
+from tests.model.helpers import assert_states_equal, decode_rows, greedy_generate, prefill
 from tests.model.hf_checkpoints import EOS_TOKEN_ID
 
 PROMPT = [(37 * i + 11) % 4000 + 9 for i in range(21)]  # 21 = 5 blocks of 4 + a tail
@@ -99,3 +101,44 @@ def test_commit_at_the_accepted_length_equals_decoding_the_accepted_tokens(qwen4
     for name in ("mtp_hidden", "mtp_index_raw", "mtp_k_cache", "mtp_v_cache", "mtp_index_keys"):
         getattr(verified, name).copy_(getattr(stepped, name))
     assert_states_equal(stepped, verified, atol=1e-5)
+
+
+def _round(model, state, pending: int, drafts: list[int] | None, query_len: int, depth: int = 0):
+    """One greedy speculative round of slot 0: ``drafts`` supplied, else ``depth`` MTP drafts."""
+    slot = torch.tensor([0], dtype=torch.int32)
+    lanes = dict(pending_tokens=torch.tensor([pending]), slot_ids=slot)
+    depth = depth if drafts is None else len(drafts)
+    extra = {} if drafts is None else {"supplied_drafts": torch.tensor([drafts])}
+    return speculative_round(
+        model,
+        state,
+        RoundInputs(**lanes, query_lens=torch.tensor([query_len], dtype=torch.int32), **extra),
+        RoundCapacity(1, depth, query_len, query_len),
+        SamplingParams.greedy(1),
+        greedy=True,
+    )
+
+
+def test_a_fully_rejected_round_leaves_every_state_kind_as_a_round_that_never_proposed(
+    qwen4_model,
+):
+    base = new_state(qwen4_model.config)
+    first = prefill(qwen4_model, base, 0, PROMPT)
+    reference = greedy_generate(qwen4_model, new_state(qwen4_model.config), 0, PROMPT, 4)
+    wrong = [(t + 1) % 4096 for t in reference[1:4]]
+    proposed, plain = base.clone(), base.clone()
+    rejected = _round(qwen4_model, proposed, first, wrong, 4)
+    never = _round(qwen4_model, plain, first, None, 1)
+    assert int(rejected.num_accepted[0]) == 0
+    assert rejected.output_tokens[0, 0] == never.output_tokens[0, 0]
+    assert_states_equal(proposed, plain, atol=1e-5)
+
+
+def test_greedy_mtp_speculation_matches_greedy_decoding(qwen4_model):
+    expected = greedy_generate(qwen4_model, new_state(qwen4_model.config), 0, PROMPT, 12)
+    state = new_state(qwen4_model.config)
+    tokens = [prefill(qwen4_model, state, 0, PROMPT)]
+    while len(tokens) < 12:
+        out = _round(qwen4_model, state, tokens[-1], None, 4, depth=3)
+        tokens += [t for t in out.output_tokens[0].tolist() if t >= 0]
+    assert tokens[:12] == expected
