@@ -114,12 +114,22 @@ def build_hash(
     )
 
 
-def ngram_row_ids_from_members(members: Tensor, spec: NgramHash) -> Tensor:
+def hash_constants(spec: NgramHash, device: torch.device | str = "cpu") -> tuple[Tensor, ...]:
+    """(multipliers [n], head sizes [heads], head offsets [heads]) int64 on ``device``; a model
+    builds them once on the CPU (never from host data inside a captured program)."""
+    return tuple(
+        torch.tensor(values, dtype=torch.long, device=device)
+        for values in (spec.multipliers, spec.head_sizes, spec.head_offsets)
+    )
+
+
+def ngram_row_ids_from_members(
+    members: Tensor, spec: NgramHash, constants: tuple[Tensor, ...] | None = None
+) -> Tensor:
     """[T, num_heads] int64 rows of the layer's table for each token's n-gram members."""
-    device = members.device
-    multipliers = torch.tensor(spec.multipliers, dtype=torch.long, device=device)
-    sizes = torch.tensor(spec.head_sizes, dtype=torch.long, device=device)
-    offsets = torch.tensor(spec.head_offsets, dtype=torch.long, device=device)
+    if constants is None:
+        constants = hash_constants(spec, members.device)
+    multipliers, sizes, offsets = (c.to(members.device) for c in constants)
     products = members.long() * multipliers  # [T, n], wrapping int64 as the reference does
     per_order = []
     mixed = products[:, 0]
@@ -136,6 +146,7 @@ def ngram_row_ids(
     token_row: Tensor,
     token_offset: Tensor,
     spec: NgramHash,
+    constants: tuple[Tensor, ...] | None = None,
 ) -> Tensor:
     """[T, num_heads] int64 table rows of every packed token (see :func:`ngram_members`).
 
@@ -143,7 +154,7 @@ def ngram_row_ids(
     adds the layer's offset when it concatenates several layers' tables.
     """
     members = ngram_members(token_ids, context, token_row, token_offset, spec.eos_token_id)
-    return ngram_row_ids_from_members(members, spec)
+    return ngram_row_ids_from_members(members, spec, constants)
 
 
 def ngram_members(

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from ignition.kernels import ops
 from ignition.model.config import Qwen38Config
 from ignition.model.layers.gated_hyper import GroupedRMSNorm
-from ignition.model.layers.ngram_hash import NgramHash, build_hash, ngram_row_ids
+from ignition.model.layers.ngram_hash import NgramHash, build_hash, hash_constants, ngram_row_ids
 from ignition.model.packing import PackedMeta, gather_rows, scatter_rows
 
 
@@ -63,6 +63,8 @@ class NgramPle(nn.Module):
             ple_index,
             eos_id,
         )
+        # Explicit CPU, not buffers: a model built on "meta" (loading) still needs real values.
+        self.hash_constants = hash_constants(self.hash, "cpu")
         hidden, streams = config.hidden_size, config.hc_streams
         self.hidden, self.num_streams, self.dilation = hidden, streams, ple.ngram_size
         self.ngram_embedding = nn.Embedding(self.hash.num_rows, ple.head_dim)
@@ -85,7 +87,9 @@ class NgramPle(nn.Module):
     def row_ids(self, token_ids: Tensor, contexts: Tensor, meta: PackedMeta) -> Tensor:
         """[T, heads] rows of this layer's table (contexts: [R, ngram_size - 1] per row)."""
         rows = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
-        return ngram_row_ids(token_ids, contexts, rows, meta.token_offset, self.hash)
+        return ngram_row_ids(
+            token_ids, contexts, rows, meta.token_offset, self.hash, self.hash_constants
+        )
 
     def forward(
         self,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from ignition.kernels import ops
 from ignition.model.config import Qwen38Config
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.rope import PartialRotary
@@ -103,12 +104,16 @@ class QsaIndexer(nn.Module):
         keys = self.rotary(self.k_layernorm(pooled)[:, None, :], start_rope)[:, 0]
         is_complete = (meta.positions + 1).remainder(ratio) == 0
         is_written = is_complete & (meta.kv_slots >= 0)
-        page_size = block_keys.shape[1] * ratio
+        per_page = block_keys.shape[1]
+        page_size = per_page * ratio
         block_start = meta.positions - (ratio - 1)
         page = meta.page_table[row, (block_start // page_size).clamp(min=0)].long()
-        flat_slot = page * block_keys.shape[1] + (block_start % page_size) // ratio
-        flat = block_keys.view(-1, self.head_dim)
-        flat[flat_slot[is_written]] = keys[is_written].to(flat.dtype)
+        flat_slot = page * per_page + (block_start % page_size) // ratio
+        slots = torch.where(is_written, flat_slot, -1).to(torch.int32)
+        # The paged KV write (slot -1 skips) with one "head" of width d; keys and values are
+        # the same cache, written twice with the same rows.
+        cache = block_keys[:, :, None, :]
+        ops.write_paged_kv(keys[:, None, :], keys[:, None, :], cache, cache, slots)
 
     def _select(self, q: Tensor, meta: PackedMeta, block_keys: Tensor) -> Tensor:
         """[T, budget + ratio - 1] selected positions per query (best blocks, then the tail)."""
