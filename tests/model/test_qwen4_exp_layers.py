@@ -120,9 +120,9 @@ def test_indexer_is_dense_up_to_its_budget_and_selects_beyond_it(qwen4_model, mo
     recorded = {}
     original = layers.qsa.selected_attention
 
-    def spy(q, k_cache, v_cache, meta, selected, scale, chunk=256):
+    def spy(q, k_cache, v_cache, meta, selected, scale):
         recorded["selected"] = selected.clone()
-        return original(q, k_cache, v_cache, meta, selected, scale, chunk)
+        return original(q, k_cache, v_cache, meta, selected, scale)
 
     monkeypatch.setattr(layers.qsa, "selected_attention", spy)
     tokens = [(31 * i + 7) % 4000 + 9 for i in range(40)]
@@ -175,3 +175,13 @@ def test_ple_on_an_attention_layer_is_refused(qwen4_checkpoint, tmp_path):
     _edit_config(path, lambda raw: raw.update(ple_layer_ids=[1, 4]))
     with pytest.raises(ConfigError, match=r"ngram_ple\.layers"):
         load_checkpoint(path)
+
+
+@torch.no_grad()
+def test_query_chunks_bounding_the_gathers_change_nothing(qwen4_model, monkeypatch):
+    tokens = [(31 * i + 7) % 4000 + 9 for i in range(40)]
+    inputs, capacity = _prompt_inputs(tokens)
+    whole = qwen4_model.forward_packed(inputs, capacity, new_state(qwen4_model.config)).logits
+    monkeypatch.setattr(layers.qsa_indexer, "MAX_CHUNK_ELEMENTS", 1000)
+    chunked = qwen4_model.forward_packed(inputs, capacity, new_state(qwen4_model.config)).logits
+    torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)

@@ -32,6 +32,9 @@ from ignition.model.packing import PackedMeta
 if TYPE_CHECKING:
     from ignition.model.layers.qsa import IndexCaches
 
+# Gathered keys per query chunk (elements): bounds the reference path's memory on long rows.
+MAX_CHUNK_ELEMENTS = 1 << 24
+
 
 class QsaIndexer(nn.Module):
     def __init__(self, config: Qwen38Config) -> None:
@@ -116,23 +119,32 @@ class QsaIndexer(nn.Module):
         ops.write_paged_kv(keys[:, None, :], keys[:, None, :], cache, cache, slots)
 
     def _select(self, q: Tensor, meta: PackedMeta, block_keys: Tensor) -> Tensor:
-        """[T, budget + ratio - 1] selected positions per query (best blocks, then the tail)."""
+        """[T, budget + ratio - 1] selected positions per query (best blocks, then the tail).
+
+        Scoring reads every visible block key of the query's row; queries run in chunks so
+        that the gathered keys stay within ``MAX_CHUNK_ELEMENTS``.
+        """
         ratio, num_tokens = self.ratio, q.shape[0]
         row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
         keys = block_keys[meta.page_table.long().clamp(min=0)]  # [R, pages, per_page, d]
-        keys = keys.flatten(1, 2).float()  # [R, max_blocks, d]
+        keys = keys.flatten(1, 2)  # [R, max_blocks, d]
         max_blocks = keys.shape[1]
-        scores = torch.einsum("thd,tbd->thb", q.float(), keys[row])
-        scores = scores.relu().sum(dim=1) / self.head_dim**0.5  # [T, max_blocks]
         num_complete = (meta.positions + 1) // ratio  # [T]
-        block = torch.arange(max_blocks, device=q.device)
-        is_visible = block[None, :] < num_complete[:, None]
-        scores = scores.masked_fill(~is_visible, float("-inf"))
         keep = min(self.num_blocks, max_blocks)
-        best = scores.topk(keep, dim=-1).indices  # [T, keep]
-        is_kept = best < num_complete[:, None]
+        block = torch.arange(max_blocks, device=q.device)
+        chunk = max(1, MAX_CHUNK_ELEMENTS // (max_blocks * (self.head_dim + self.num_heads)))
+        best = []
+        for start in range(0, num_tokens, chunk):
+            part = slice(start, start + chunk)
+            scores = torch.einsum("thd,tbd->thb", q[part].float(), keys[row[part]].float())
+            scores = scores.relu().sum(dim=1) / self.head_dim**0.5  # [t, max_blocks]
+            is_visible = block[None, :] < num_complete[part, None]
+            scores = scores.masked_fill(~is_visible, float("-inf"))
+            best.append(scores.topk(keep, dim=-1).indices)  # [t, keep]
+        chosen = torch.cat(best)
+        is_kept = chosen < num_complete[:, None]
         member = torch.arange(ratio, device=q.device)
-        block_pos = (best[..., None] * ratio + member).flatten(1)  # [T, keep * ratio]
+        block_pos = (chosen[..., None] * ratio + member).flatten(1)  # [T, keep * ratio]
         block_pos = torch.where(is_kept.repeat_interleave(ratio, dim=1), block_pos, -1)
         tail_pos = (num_complete * ratio)[:, None] + member[None, : ratio - 1]
         tail_pos = torch.where(tail_pos <= meta.positions[:, None], tail_pos, -1)
@@ -151,21 +163,23 @@ def selected_attention(
     meta: PackedMeta,
     selected: Tensor,
     scale: float,
-    chunk: int = 256,
 ) -> Tensor:
     """Attention of each packed query over its selected positions of its row's paged KV.
 
-    q [T, H, Dh]; caches [num_pages, page_size, Hkv, Dh]; selected [T, S] positions, -1 =
-    none. Reads keys already written by this frame. Returns [T, H, Dh] in q's dtype (zeros
-    for queries that select nothing: padding). Queries run in chunks to bound memory.
+    q [T, H, Dh]; caches [num_pages, page_size, Hkv, Dh] (head h reads kv head h // (H / Hkv));
+    selected [T, S] positions, -1 = none. Reads keys already written by this frame. Returns
+    [T, H, Dh] in q's dtype (zeros for queries that select nothing: padding). Queries run in
+    chunks so that the gathered keys stay within ``MAX_CHUNK_ELEMENTS``.
     """
     num_tokens, num_heads, head_dim = q.shape
     page_size, num_kv = k_cache.shape[1], k_cache.shape[2]
+    width = selected.shape[1]
     row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
     flat_k = k_cache.reshape(-1, num_kv, head_dim)
     flat_v = v_cache.reshape(-1, num_kv, head_dim)
+    grouped = q.view(num_tokens, num_kv, num_heads // num_kv, head_dim)
     out = torch.zeros_like(q)
-    group = num_heads // num_kv
+    chunk = max(1, MAX_CHUNK_ELEMENTS // (2 * width * num_kv * head_dim))
     for start in range(0, num_tokens, chunk):
         part = slice(start, start + chunk)
         pos = selected[part]
@@ -173,10 +187,10 @@ def selected_attention(
         safe = pos.clamp(min=0)
         page = meta.page_table[row[part, None], safe // page_size].long().clamp(min=0)
         slot = page * page_size + safe % page_size  # [t, S]
-        keys = flat_k[slot].float().repeat_interleave(group, dim=2)  # [t, S, H, Dh]
-        values = flat_v[slot].float().repeat_interleave(group, dim=2)
-        logits = torch.einsum("thd,tshd->ths", q[part].float(), keys) * scale
-        logits = logits.masked_fill(~is_used[:, None, :], float("-inf"))
+        keys, values = flat_k[slot].float(), flat_v[slot].float()  # [t, S, Hkv, Dh]
+        logits = torch.einsum("tkgd,tskd->tkgs", grouped[part].float(), keys) * scale
+        logits = logits.masked_fill(~is_used[:, None, None, :], float("-inf"))
         weights = torch.softmax(logits, dim=-1).nan_to_num(0.0)
-        out[part] = torch.einsum("ths,tshd->thd", weights, values).to(q.dtype)
+        attended = torch.einsum("tkgs,tskd->tkgd", weights, values)
+        out[part] = attended.reshape(-1, num_heads, head_dim).to(q.dtype)
     return out
