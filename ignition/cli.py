@@ -260,6 +260,81 @@ def tensor_parallel_options() -> list[Callable[..., Any]]:
     ]
 
 
+def _ple_residency(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and value not in ("device", "host", "disk"):
+        raise _UserError(f"--ple-residency = {value!r}: one of device, host, disk")
+    return value
+
+
+def _ple_cache_bytes(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
+    if value is None:
+        return None
+    from ignition.runtime.ple_delivery import parse_bytes
+
+    try:
+        return parse_bytes(value)
+    except ValueError as err:
+        raise _UserError(str(err)) from None
+
+
+def ple_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Where the PLE n-gram table lives (build and serve; docs/ple.md). Models without a
+    table accept them and report "no PLE table"."""
+    options = [
+        click.option(
+            "--ple-residency",
+            callback=_ple_residency,
+            metavar="device|host|disk",
+            help="Where the PLE n-gram table lives (default: from its size and the memory).",
+        ),
+        click.option(
+            "--ple-preload",
+            is_flag=True,
+            help="Host residency: copy the table into pinned memory at load.",
+        ),
+        click.option(
+            "--ple-cache-bytes",
+            callback=_ple_cache_bytes,
+            metavar="BYTES",
+            help="Disk residency: the row cache's bound, e.g. 4GiB (default: 1GiB).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _ple_options_from(kwargs: dict[str, Any]) -> Any:
+    """PleOptions from (and out of) a command's keyword arguments."""
+    from ignition.runtime.ple_delivery import PleOptions
+    from ignition.runtime.ple_store import DEFAULT_CACHE_BYTES
+
+    cache = kwargs.pop("ple_cache_bytes")
+    return PleOptions(
+        kwargs.pop("ple_residency"),
+        kwargs.pop("ple_preload"),
+        DEFAULT_CACHE_BYTES if cache is None else cache,
+    )
+
+
+def _ple_description(options: Any, weights: Path | None, device: str | None) -> dict[str, Any]:
+    """The build report's PLE entry: the checkpoint's table and where it will live."""
+    from ignition.compiler.build import DEFAULT_CHECKPOINT
+    from ignition.compiler.device import resolve_device
+    from ignition.runtime.ple_delivery import describe_table
+    from ignition.runtime.ple_store import choose_residency
+    from ignition.runtime.ple_table import PleTableError, find_layout
+
+    try:
+        layout = find_layout(weights or DEFAULT_CHECKPOINT)
+    except PleTableError as err:
+        raise _UserError(str(err)) from None
+    if layout is None:
+        return describe_table(options, None)
+    residency = options.residency or choose_residency(layout.table_bytes, resolve_device(device))
+    return describe_table(options, layout, residency)
+
+
 @main.command("build")
 @capacity_options(
     recipe_help="Recipe name, alias or path; default: the recipe registered for the "
@@ -286,6 +361,7 @@ def tensor_parallel_options() -> list[Callable[..., Any]]:
     "--threads", type=int, callback=_at_least(1), help="torch CPU threads (default on CPU: 1)."
 )
 @tensor_parallel_options()[0]
+@ple_options
 @_fail_cleanly
 def build_cmd(
     recipe_name: str | None,
@@ -303,6 +379,7 @@ def build_cmd(
 
     from ignition.compiler.build import DEFAULT_CHECKPOINT, build_bundle, resolve_recipe
 
+    ple = _ple_description(_ple_options_from(kwargs), weights, device)
     options = load_options_from(kwargs)
     resolve_recipe(recipe_name, weights or DEFAULT_CHECKPOINT)  # a mismatch fails before any bar
     with Progress(
@@ -332,6 +409,7 @@ def build_cmd(
                 threads=threads,
                 on_program=done,
                 on_start=started,
+                ple=ple,
             )
         else:
             from ignition.distributed.build import BuildJob, build_on_rank, follow_build
@@ -644,6 +722,7 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
     callback=_at_least(0),
     help="Requests that may wait for a slot, beyond the free slots, before new ones get 503.",
 )
+@ple_options
 @_fail_cleanly
 def serve_cmd(
     host: str,
@@ -680,6 +759,7 @@ def serve_cmd(
     http = _http_options(locals())
     options = _serve_options(
         runtime,
+        ple=_ple_options_from(runtime),
         policy=policy,
         max_waiting=max_waiting,
         checkpoint_extra_work_fraction=scheduler_checkpoint_extra_work_fraction,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ignition.compiler.device import configure_threads, resolve_device
@@ -22,6 +23,8 @@ from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_worker
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.engine import Engine
+from ignition.runtime.ple_delivery import PleOptions, open_ple
+from ignition.runtime.ple_table import PleTableError
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 
 if TYPE_CHECKING:
@@ -52,6 +55,7 @@ class ServeOptions:
     verify_weights: bool = False  # hash the checkpoint again instead of the stat check
     allowed_local_media_path: str | None = None  # image files chat requests may name
     vision_feature_capacity: int = 0  # 0: as many features as the largest prompt chunk
+    ple: PleOptions = field(default_factory=PleOptions)  # the n-gram table (docs/ple.md)
 
 
 @dataclass
@@ -149,7 +153,24 @@ def open_engine(
         wrap_worker=wrap,
     )
     engine.vocab_size = bundle.model.config.vocab_size
+    # The model's row-id function arrives with the qwen4_exp layer; until then a table is
+    # opened at its residency and counted, and no frame needs its rows.
+    engine.stats.ple = _open_ple(bundle, options).stats
     return bundle, engine
+
+
+def _open_ple(bundle: Bundle, options: ServeOptions):
+    checkpoint = Path(bundle.manifest["checkpoint"]["path"])
+    if not checkpoint.is_absolute():
+        checkpoint = bundle.path / checkpoint
+    ple = options.ple
+    built = bundle.manifest.get("ple", {}).get("residency")
+    if ple.residency is None and built in ("device", "host", "disk"):
+        ple = replace(ple, residency=built)  # the build's choice, unless serve names one
+    try:
+        return open_ple(checkpoint, ple, resolve_device(options.device))
+    except (PleTableError, ValueError) as err:
+        raise BundleError(str(err)) from None
 
 
 def gil_releasing_encoder(tokenizer) -> Callable[[str], list[int]]:

@@ -176,10 +176,12 @@ def build_bundle(
     load: Callable[[Path, torch.device], LoadedCheckpoint] = load_checkpoint,
     write: bool = True,
     tensor_parallel_size: int = 1,
+    ple: dict[str, Any] | None = None,
 ) -> BuildResult:
     """``load`` reads the checkpoint (a tensor-parallel rank reads its shard); ``write``
     False runs every step but writes nothing (the ranks beside rank zero: their programs
-    run the same collectives as rank zero's)."""
+    run the same collectives as rank zero's). ``ple``: the PLE n-gram table's entry for the
+    manifest and the report (runtime.ple_delivery.describe_table; None: no table)."""
     checkpoint = Path(weights) if weights else DEFAULT_CHECKPOINT
     recipe = resolve_recipe(recipe_name, checkpoint)
     plan_catalog(recipe, options)  # bad options fail before the weights are read
@@ -252,6 +254,7 @@ def build_bundle(
         "reused": len(ordered) - len(todo),
         "programs": [results[d.name] for d in ordered],
         "state_operations": state_operations,
+        "ple": ple or {"table": "no PLE table"},
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     _write_report(manifest, out_dir)

@@ -18,6 +18,10 @@ import torch
 from torch import Tensor
 
 _MASK32 = 0xFFFFFFFF
+# The token a row emits when its distribution is not finite (NaN or +inf logits after
+# processing, from the model or from extreme parameters): the worker fails that request
+# alone and the rest of the frame completes. Distinct from -1, "nothing emitted".
+INVALID_TOKEN = -2
 
 
 class RandomStream(IntEnum):
@@ -216,6 +220,8 @@ def target_distribution(logits: Tensor, params: SamplingParams) -> Tensor:
     one_hot = None
     if runs_every_path(is_greedy):
         one_hot = torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+        # argmax ranks NaN first: a greedy row with NaN logits has no answer either.
+        one_hot = torch.where(logits.isnan().any(-1, keepdim=True), torch.nan, one_hot)
         if not runs_every_path(~is_greedy):
             return one_hot
     temperature = torch.where(is_greedy, 1.0, params.temperature)
@@ -320,6 +326,12 @@ def exponential_noise(seed: Tensor, stream: int, counter: Tensor, vocab: int) ->
     return seeded_uniform(seed, stream, counter, vocab).log_().neg_()
 
 
+def finite_rows(probs: Tensor) -> Tensor:
+    """[N] whether each row of ``probs`` [N, V] is a usable distribution: every value finite
+    and some mass left (a row whose every logit was masked to -inf has none)."""
+    return torch.isfinite(probs).all(-1) & (probs.sum(-1) > 0)
+
+
 def sample_from(probs: Tensor, noise: Tensor) -> Tensor:
     """argmax(p / E): a draw from p (exact argmax for one-hot rows). Returns [N] int64."""
     return (probs / noise).argmax(-1)
@@ -328,7 +340,12 @@ def sample_from(probs: Tensor, noise: Tensor) -> Tensor:
 def sample(
     logits: Tensor, params: SamplingParams, positions: Tensor, stream: int = RandomStream.SAMPLE
 ) -> Tensor:
-    """Sample one token per row; ``positions`` [N] is the position of the token sampled."""
+    """Sample one token per row; ``positions`` [N] is the position of the token sampled.
+
+    A row whose distribution is not finite emits :data:`INVALID_TOKEN` instead of whatever
+    the argmax of NaN would pick (a branch-free select, so it stays capture-safe)."""
     probs = target_distribution(logits, params)
     noise = exponential_noise(params.seed, stream, positions, logits.shape[-1])
-    return torch.div(probs, noise, out=noise).argmax(-1)  # sample_from, in place
+    is_valid = finite_rows(probs)
+    tokens = torch.div(probs, noise, out=noise).argmax(-1)  # sample_from, in place
+    return torch.where(is_valid, tokens, INVALID_TOKEN)

@@ -42,9 +42,11 @@ from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
 from ignition.model.proposals import allocate, propose
 from ignition.model.sampling import (
+    INVALID_TOKEN,
     RandomStream,
     SamplingParams,
     exponential_noise,
+    finite_rows,
     sample,
     seeded_uniform,
     target_distribution,
@@ -245,6 +247,10 @@ def speculative_round(
         inputs.rope_offset,
         history,
     )
+    # A lane whose draft distributions are not finite is failed below; zeroing them keeps
+    # its NaN out of the shared allocation of P and out of the confidence sidecar.
+    is_draft_valid = torch.isfinite(dists).all(-1).all(-1)  # [B]
+    dists = torch.where(is_draft_valid[:, None, None], dists, 0.0)
     token_probs = dists.gather(-1, drafts.clamp(min=0)[..., None]).squeeze(-1)  # [B, D]
     spec_lens, confidence = allocate(
         spec_slots, inputs.lane_ceilings, inputs.query_lens, capacity.packed_capacity, token_probs
@@ -285,6 +291,16 @@ def speculative_round(
             raw, history_rows.repeat_interleave(width), per_position, extra, offsets
         )
     target_probs = target_distribution(logits, per_position)
+    # Only the positions a lane verifies count; a lane failing any of them is failed whole.
+    is_position_valid = finite_rows(target_probs).reshape(num_rows, width)
+    is_verified = torch.arange(width, device=device)[None, :] < spec_lens[:, None]
+    # Greedy acceptance compares argmaxes and never reads q, so only sampled lanes need
+    # finite drafts (a zeroed q would accept any draft there).
+    is_exact_without_q = is_prompt_lane | (params.temperature <= 0) | greedy
+    is_lane_valid = (is_position_valid | ~is_verified).all(-1) & (
+        is_draft_valid | is_exact_without_q
+    )
+    target_probs = torch.where(is_position_valid.reshape(-1, 1), target_probs, 0.0)
     target_probs = target_probs.reshape(num_rows, width, vocab)
     uniforms = seeded_uniform(params.seed, RandomStream.ACCEPT, start_pos, width)
     noise = exponential_noise(params.seed, RandomStream.RESAMPLE, start_pos, vocab)
@@ -305,6 +321,12 @@ def speculative_round(
     chunk_next = verify.prompt_next_token[0]
     # A prompt lane emits its first output token only when its chunk ends the prompt.
     output_tokens[:, 0] = torch.where(is_prompt_lane & (chunk_next >= 0), -1, first_output)
+    # A failed speculative lane emits INVALID_TOKEN alone and commits nothing.
+    is_failed = ~is_lane_valid & ~is_prompt_lane & is_active
+    failed_row = torch.full_like(output_tokens, -1)
+    failed_row[:, 0] = INVALID_TOKEN
+    output_tokens = torch.where(is_failed[:, None], failed_row, output_tokens)
+    num_accepted = torch.where(is_failed, 0, num_accepted)
     # Raw logprobs: output column j was sampled at verification position j (the prompt
     # lane's only token at its last prompt position).
     logprobs = token_logprobs(raw, output_tokens.reshape(-1))
@@ -329,7 +351,7 @@ def speculative_round(
     if history is not None:
         history.record(inputs.slot_ids, output_tokens)
 
-    commit_lens = torch.where(spec_lens > 0, num_accepted.long() + 1, 0)
+    commit_lens = torch.where((spec_lens > 0) & ~is_failed, num_accepted.long() + 1, 0)
     model.commit(out, commit_lens)
     row = meta.token_row.clamp(max=num_rows - 1)
     # A speculative lane's position j is followed by its j-th output (accepted drafts, then the

@@ -5,7 +5,9 @@ the config into the shared :class:`Qwen38Config` and maps every model parameter 
 checkpoint tensors it is made from (fused projections are split there). Loading checks
 every mapped tensor for presence and shape, and that nothing unmapped is left over, before
 copying any, and names the first mismatch, so a wrong checkpoint is rejected whole. Weights
-may be one file or shards listed by ``model.safetensors.index.json``.
+may be one file or shards listed by ``model.safetensors.index.json``. A block-FP8 checkpoint
+(``ignition.model.quant``) is dequantised to the serving dtype as its tensors are read; any
+other quantisation is refused before a tensor is read.
 """
 
 from __future__ import annotations
@@ -20,14 +22,15 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from ignition.model.checkpoint_files import WeightsError, locate_tensors, read_tensor
 from ignition.model.config import Qwen38Config
 from ignition.model.families.base import CheckpointLayout, ModelFamily
 from ignition.model.families.qwen38 import checkpoint_name
 from ignition.model.families.registry import family_for_checkpoint, read_config_json
 from ignition.model.model import HybridModel
+from ignition.model.quant import FP8_DTYPE, Fp8Plan, plan_fp8, read_quantization
 
 WEIGHTS_FILE = "model.safetensors"
-INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -41,13 +44,10 @@ __all__ = [
     "expected_tensors",
     "load_checkpoint",
     "load_model",
+    "locate_tensors",
     "random_model",
     "write_random_checkpoint",
 ]
-
-
-class WeightsError(ValueError):
-    """A checkpoint whose tensors do not match what its config.json describes."""
 
 
 @dataclass
@@ -69,43 +69,21 @@ def expected_tensors(model: HybridModel) -> dict[str, tuple[tuple[int, ...], tor
     }
 
 
-def locate_tensors(path: Path) -> dict[str, Path]:
-    """Checkpoint tensor name -> the safetensors file that holds it (index or every file)."""
-    index = path / INDEX_FILE
-    if index.exists():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise WeightsError(f"{index}: not a safetensors index ({exc})") from None
-        located = {name: path / file for name, file in weight_map.items()}
-        for file in sorted(set(located.values())):
-            if not file.exists():
-                raise WeightsError(f"{index}: shard {file.name} is missing")
-        return located
-    files = sorted(path.glob("*.safetensors"))
-    if not files:
-        raise WeightsError(f"{path}: no *.safetensors file")
-    located = {}
-    for file in files:
-        with safe_open(file, framework="pt") as handle:
-            for name in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                located.setdefault(name, file)
-    return located
-
-
 def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> LoadedCheckpoint:
     """Build the model described by ``path``/config.json through its family, weights checked."""
     path = Path(path)
     family = family_for_checkpoint(path)
     raw = read_config_json(path / CONFIG_FILE)
+    scheme = read_quantization(raw, path)  # refuses what cannot be dequantised, first
     located = locate_tensors(path)
+    fp8 = plan_fp8(path / CONFIG_FILE, located, scheme)
     config = family.parse_config(raw, str(path / CONFIG_FILE), frozenset(located))
     with torch.device("meta"):
         model = family.model_class()(config)
     model = model.to_empty(device=device).to(_DTYPES[config.torch_dtype])
     model.tie_weights()
     layout = family.layout(model, frozenset(located))
-    _load_layout(model, path, located, layout, strict_dtype=family.name == "qwen38")
+    _load_layout(model, path, located, layout, family.name == "qwen38", fp8)
     return LoadedCheckpoint(model.eval(), family, family.load_notes(config, raw))
 
 
@@ -129,19 +107,23 @@ def _load_layout(
     located: dict[str, Path],
     layout: CheckpointLayout,
     strict_dtype: bool,
+    fp8: Fp8Plan | None = None,
 ) -> None:
-    """Check the layout (:func:`check_layout`), then copy."""
-    used = check_layout(model, path, located, layout, strict_dtype)
+    """Check the layout (:func:`check_layout`), then copy (FP8 tensors dequantised as read)."""
+    used = check_layout(model, path, located, layout, strict_dtype, fp8=fp8)
     params = dict(model.named_parameters())
     cache: dict[str, torch.Tensor] = {}
+    dtype = _DTYPES[model.config.torch_dtype]
     with torch.no_grad():
         for name, source in layout.sources.items():
             param = params[name]
             tensors = []
             for tensor_name in source.names:
                 if tensor_name not in cache:
-                    with safe_open(located[tensor_name], framework="pt") as handle:
-                        cache[tensor_name] = handle.get_tensor(tensor_name)
+                    tensor = read_tensor(located, tensor_name)
+                    if fp8 is not None:
+                        tensor = fp8.dequantize(tensor_name, tensor, located, dtype)
+                    cache[tensor_name] = tensor
                 tensors.append(cache[tensor_name])
                 used[tensor_name] -= 1
                 if used[tensor_name] == 0:  # last reader: free fused tensors early
@@ -158,9 +140,11 @@ def check_layout(
     located: dict[str, Path],
     layout: CheckpointLayout,
     strict_dtype: bool,
+    fp8: Fp8Plan | None = None,
 ) -> Counter[str]:
     """Check every source tensor (presence, shape, dtype; headers only) and that nothing is
-    left over; returns how many parameters read each tensor. ``model`` may be on meta."""
+    left over; returns how many parameters read each tensor. ``model`` may be on meta. An FP8
+    tensor is accepted only with the ``fp8`` plan that dequantises it (:func:`plan_fp8`)."""
     dtype = _DTYPES[model.config.torch_dtype]
     used: Counter[str] = Counter()
     shard_names: dict[Path, set[str]] = {}
@@ -187,16 +171,23 @@ def check_layout(
                     f"{located[name]}: tensor {name!r} has shape {list(got_shape)}, "
                     f"expected {list(shape)}"
                 )
-            if got_dtype != dtype and (strict_dtype or got_dtype not in _DTYPES.values()):
+            if got_dtype == FP8_DTYPE and (fp8 is None or name not in fp8.scales):
+                raise WeightsError(
+                    f"{located[name]}: tensor {name!r} is {FP8_DTYPE}; only the one-device "
+                    "loader dequantises FP8 checkpoints"
+                )
+            is_float = got_dtype in _DTYPES.values()
+            if got_dtype not in (dtype, FP8_DTYPE) and (strict_dtype or not is_float):
                 raise WeightsError(
                     f"{located[name]}: tensor {name!r} has dtype {got_dtype}, expected {dtype}"
                 )
     ignored = layout.ignored_prefixes
     if model.config.tie_word_embeddings:
         ignored = (*ignored, "lm_head.")  # a tied head some savers still write out
+    read_with_weights = fp8.consumed if fp8 is not None else frozenset()
     unexpected = sorted(
         n
-        for n in set(located) - set(used)
+        for n in set(located) - set(used) - read_with_weights
         if not n.startswith(ignored) and not n.endswith(layout.ignored_suffixes)
     )
     if unexpected:

@@ -16,7 +16,7 @@ Two things make streaming text harder than decoding token ids one by one:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 REPLACEMENT = "\ufffd"
@@ -36,6 +36,9 @@ class TextDelta:
     text: str
     stopped: bool = False
     stop_string: str | None = None
+    # Of the ids pushed, how many the output keeps: all of them, or up to and including
+    # the one that completed the stop string (usage counts no token past a stop).
+    num_kept: int | None = None
 
 
 class IncrementalDetokenizer:
@@ -70,16 +73,27 @@ class IncrementalDetokenizer:
         may end the output here, so nothing is held back for one either.
         """
         if self._stopped:
-            return TextDelta("", stopped=True)
-        fresh = ""
-        for token in ids:
-            self._ids.append(int(token))
-            fresh += self._decode_new()
-        if not stoppable:
+            return TextDelta("", stopped=True, num_kept=0)
+        if not stoppable or not self._stop:
+            fresh = ""
+            for token in ids:
+                self._ids.append(int(token))
+                fresh += self._decode_new()
+            if stoppable:
+                return replace(self._release(fresh), num_kept=len(ids))
             visible, self._held = self._held + fresh, ""
             self.text += visible
-            return TextDelta(visible)
-        return self._release(fresh)
+            return TextDelta(visible, num_kept=len(ids))
+        # Token by token, so the stop is pinned to the id that completed it (a speculative
+        # burst carries several ids; the ones after the stop are not output).
+        visible = ""
+        for i, token in enumerate(ids):
+            self._ids.append(int(token))
+            delta = self._release(self._decode_new())
+            visible += delta.text
+            if delta.stopped:
+                return replace(delta, text=visible, num_kept=i + 1)
+        return TextDelta(visible, num_kept=len(ids))
 
     def flush(self) -> TextDelta:
         """End of output: release held text (no stop can complete any more)."""

@@ -468,6 +468,7 @@ class Engine(Publication):
             return
         self.scheduler.advance_to(self._now_ns())
         kind = frame.plan.descriptor.kind.value
+        self._fail_rows(result.failed)
         try:
             tokens = self._complete_in_scheduler(frame, result)
         except SchedulerError as err:  # malformed records: Helios changed nothing
@@ -496,6 +497,16 @@ class Engine(Publication):
                 self._finish(live, live.pending_finish, notify_scheduler=False)
         for listener in self.frame_listeners:
             listener(frame.plan, result)
+
+    def _fail_rows(self, failed: dict[RequestHandle, str]) -> None:
+        """End the requests whose rows the worker reported failed (a non-finite sampling
+        distribution), before the frame completes: cancelled first, Helios accepts their
+        token-less records, and the frame's other requests go on untouched."""
+        for handle, message in failed.items():
+            live = self.live.get(handle)
+            if live is not None and not live.is_done:
+                log.warning("request %s: %s", live.request.request_id, message)
+                self._finish(live, "error", notify_scheduler=True, error=message)
 
     def _next_window(self, live: LiveRequest) -> None:
         """Rebind a request held at its window boundary to a fresh generation, which

@@ -34,6 +34,12 @@ class FrameResult:
     prompt_logprobs: dict[RequestHandle, tuple[int, tuple[PromptLogprob, ...]]] = field(
         default_factory=dict
     )
+    # Frame-owned readiness timestamps of the PLE rows delivered through the mailbox
+    # (runtime/ple_mailbox.Readiness); their exposed delay is timing.readiness_stall_ns.
+    readiness: tuple = ()
+    # Requests whose sampling distribution was not finite in this frame (their record
+    # carries no tokens): the engine ends each with the message; the frame completes.
+    failed: dict[RequestHandle, str] = field(default_factory=dict)
 
 
 class Worker(Protocol):

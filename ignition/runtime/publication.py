@@ -118,21 +118,25 @@ class Publication:
         stop_id = next((t for t in ids if t in stop_ids), None) if stop_ids else None
         if stop_id is not None:
             ids = ids[: ids.index(stop_id) + 1]
-            lps = lps[: len(ids)]
-        live.output_ids += ids
-        self.stats.record_tokens(0, len(ids))
-        if live.probation_output is not None and len(live.output_ids) > live.probation_output:
-            live.probation_output = None
         shown = ids[:-1] if stop_id is not None else ids
         # As vLLM: stop strings count only once min_tokens tokens exist (the device already
         # holds EOS and stop token ids back until then).
-        early = max(0, live.request.sampling.min_tokens - (len(live.output_ids) - len(ids)))
+        early = max(0, live.request.sampling.min_tokens - len(live.output_ids))
         if early:
             held = live.detokenizer.push(shown[:early], stoppable=False)
             delta = live.detokenizer.push(shown[early:])
             delta = replace(delta, text=held.text + delta.text)
+            num_kept = len(shown[:early]) + (delta.num_kept or 0)
         else:
             delta = live.detokenizer.push(shown)
+            num_kept = delta.num_kept or 0
+        if delta.stopped:  # the ids after the one that completed the stop are not output
+            ids = ids[:num_kept]
+        lps = lps[: len(ids)]
+        live.output_ids += ids
+        self.stats.record_tokens(0, len(ids))
+        if live.probation_output is not None and len(live.output_ids) > live.probation_output:
+            live.probation_output = None
         if delta.stopped:
             text = delta.text
             if live.request.sampling.include_stop_str_in_output and delta.stop_string:

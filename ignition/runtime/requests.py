@@ -18,6 +18,14 @@ if TYPE_CHECKING:
 MAX_LOGPROBS = 20
 MAX_LOGIT_BIAS = 300
 MAX_MIN_TOKENS_STOP_IDS = 56
+# A repetition penalty divides positive logits by itself and multiplies negative ones:
+# [1/100, 100] is symmetric in log space, and below it fp32 arithmetic turns logits into
+# inf (1e-303 even rounds to 0, a division by zero). vLLM only asks for > 0.
+MIN_REPETITION_PENALTY = 0.01
+MAX_REPETITION_PENALTY = 100.0
+# vLLM raises a positive temperature below 0.01 to 0.01: dividing logits by less makes
+# them overflow to inf (NaN probabilities). Temperature 0 stays greedy.
+MIN_TEMPERATURE = 0.01
 
 
 class RequestError(ValueError):
@@ -66,6 +74,8 @@ class SamplingParams:
             raise RequestError(f"max_tokens = {self.max_tokens}: must be at least 1")
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
             raise RequestError(f"temperature = {self.temperature}: must be finite and >= 0")
+        if 0 < self.temperature < MIN_TEMPERATURE:
+            object.__setattr__(self, "temperature", MIN_TEMPERATURE)
         if not (0 < self.top_p <= 1):
             raise RequestError(f"top_p = {self.top_p}: must be in (0, 1]")
         if self.top_k < 0:
@@ -74,8 +84,9 @@ class SamplingParams:
             value = getattr(self, name)
             if not (math.isfinite(value) and -2 <= value <= 2):
                 raise RequestError(f"{name} = {value}: must be in [-2, 2]")
-        if not (math.isfinite(self.repetition_penalty) and self.repetition_penalty > 0):
-            raise RequestError(f"repetition_penalty = {self.repetition_penalty}: must be > 0")
+        penalty, low, high = self.repetition_penalty, MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY
+        if not (math.isfinite(penalty) and low <= penalty <= high):
+            raise RequestError(f"repetition_penalty = {penalty}: must be in [{low}, {high}]")
         if not (math.isfinite(self.min_p) and 0 <= self.min_p <= 1):
             raise RequestError(f"min_p = {self.min_p}: must be in [0, 1]")
         if not 0 <= self.min_tokens <= self.max_tokens:

@@ -86,6 +86,8 @@ class EngineStats:
         self._slots = (0, 0)
         self._pages = (0, 0)
         self._phases = {phase: PhaseHistogram() for phase in PHASES}
+        # The PLE n-gram table's counters (runtime.ple_stats.PleStats), set by serving.
+        self.ple = None
 
     def record_execution(
         self, kind: str, interval_ns: int, execution_class: str = "ordinary"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -46,15 +46,24 @@ from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, 
 from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
 from ignition.model.logits_processing import MAX_LOGIT_BIAS, MAX_STOP_IDS
 from ignition.model.prompt_logprobs import PromptScores
+from ignition.model.sampling import INVALID_TOKEN
 from ignition.model.state import ModelState
 from ignition.runtime.engine import LiveRequest
 from ignition.runtime.frames import FrameResult
+from ignition.runtime.ple_delivery import FrameDelivery
+from ignition.runtime.ple_mailbox import Delivery
 from ignition.runtime.requests import PromptLogprob, TokenLogprob
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.vision_binding import (
     ImageBindingError,
     ImageEncoder,
     RequestVision,
+)
+
+# What a request whose row emitted INVALID_TOKEN is told (model.sampling).
+NON_FINITE_MESSAGE = (
+    "sampling failed: this request's token distribution was not finite (NaN or inf logits "
+    "after its penalties, bias and temperature); other requests were not affected"
 )
 
 # The state programs of compiler.state_ops: initialization, restore and snapshots.
@@ -77,6 +86,10 @@ class _Launched:
     num_logprobs: tuple[int | None, ...] = ()  # per lane: alternatives asked for, None = none
     prompt_job: _PromptJob | None = None
     prompt_scores: PromptScores | None = None  # device values, readable after the wait
+    # PLE rows delivered through the mailbox, and how long the frame waited for them inside
+    # its interval (runtime/ple_delivery.py)
+    ple_deliveries: tuple[Delivery, ...] = ()
+    ple_wait_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -150,6 +163,8 @@ class ModelWorker:
         self._begun: set[RequestHandle] = set()
         # Requests whose slot state an init or restore lane started (no eager reset).
         self._started: set[RequestHandle] = set()
+        # The PLE n-gram rows' delivery (None: no table, or one the program gathers itself).
+        self.ple: FrameDelivery | None = None
 
     # -- Worker protocol -----------------------------------------------------------
 
@@ -165,6 +180,25 @@ class ModelWorker:
             raise WorkerError(f"fence {fence.value}: no prepared program {name}")
         program, prepared = self.programs[name]
         self._validate_roles(plan, program)
+        # Known rows go to the mailbox first, so the host thread resolves them while this
+        # frame is staged (and, on a GPU, while the previous frame still runs).
+        deliveries = () if self.ple is None else tuple(self._publish_rows(plan, live))
+        try:
+            return self._launch_program(plan, fence, live, program, prepared, deliveries)
+        except BaseException:
+            if deliveries:  # a frame that never ran hands its staging back
+                self.ple.discard(deliveries)
+            raise
+
+    def _launch_program(
+        self,
+        plan: ScheduledPlan,
+        fence: Fence,
+        live: dict[RequestHandle, LiveRequest],
+        program: Program,
+        prepared: PreparedProgram,
+        deliveries: tuple[Delivery, ...],
+    ) -> _Launched:
         job = self._prompt_job(plan, live)
         frame = program.stage()
         offset = 0  # packed offset of the next row: the host prefix sum of query lengths
@@ -179,6 +213,10 @@ class ModelWorker:
         if self.before_run is not None:
             self.before_run(fence)
         launched_ns = time.perf_counter_ns()
+        ple_wait_ns = 0
+        if deliveries:
+            self.ple.await_rows(deliveries)  # the program's PLE layer cannot start without them
+            ple_wait_ns = time.perf_counter_ns() - launched_ns
         scored: list[PromptScores] = []
 
         def keep(out):
@@ -192,8 +230,16 @@ class ModelWorker:
         inflight = launch(prepared, snapshot=keep)
         return _Launched(
             fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos),
-            tuple(num_logprobs), job, scored[0] if scored else None,
+            tuple(num_logprobs), job, scored[0] if scored else None, deliveries, ple_wait_ns,
         )  # fmt: skip
+
+    def _publish_rows(self, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]):
+        prompts = {
+            lane.handle: live[lane.handle].prompt_ids
+            for lane in plan.lanes
+            if lane.role is LaneRole.PROMPT
+        }
+        return self.ple.publish(plan, prompts, self._prompt_cursor)
 
     def _score(self, program: Program, job: _PromptJob) -> PromptScores:
         """The prompt-logprobs stage over the hidden states the program just kept."""
@@ -231,10 +277,16 @@ class ModelWorker:
             return FrameResult(records, ExecutionTiming(launched.device_ns, launched.wall_ns))
         device_ns = launched.inflight.wait()
         wall_ns = time.perf_counter_ns() - launched.launched_ns
-        timing = ExecutionTiming(device_ns=max(1, device_ns), wall_ns=wall_ns)
+        readiness, stall_ns = (), 0
+        if launched.ple_deliveries:
+            readiness, stall_ns = self.ple.finish(launched.ple_deliveries)
+            if self.ple.inside_interval:  # CPU: the program's interval holds its wait
+                device_ns += launched.ple_wait_ns
+        stall_ns = min(stall_ns, device_ns)
+        timing = ExecutionTiming(max(1, device_ns), wall_ns, readiness_stall_ns=stall_ns)
         if launched.program.is_round:
-            return self._round_result(launched, timing)
-        return self._step_result(launched, timing)
+            return replace(self._round_result(launched, timing), readiness=readiness)
+        return replace(self._step_result(launched, timing), readiness=readiness)
 
     def carry_history(self, old: RequestHandle, new: RequestHandle) -> None:
         """``new`` continues ``old``'s logical request (its next vision window): it keeps
@@ -517,19 +569,25 @@ class ModelWorker:
     def _step_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
         out = launched.inflight.outputs
         next_tokens = out.next_tokens.tolist()  # type: ignore[attr-defined]
+        failed = _failed_rows(launched, [[t] for t in next_tokens])
         records = []
         for row, lane in enumerate(launched.lanes):
+            ids = [] if lane.handle in failed else [next_tokens[row]]
             if lane.role is LaneRole.PROMPT:
-                ids = [next_tokens[row]] if lane.max_advance_tokens else []
+                ids = ids if lane.max_advance_tokens else []
                 records.append(self._record(lane, ids, launched.eos[row], lane.num_prompt_tokens))
             else:
-                records.append(self._record(lane, [next_tokens[row]], launched.eos[row]))
+                records.append(self._record(lane, ids, launched.eos[row]))
         logprobs = _logprobs(
             launched, [[t] for t in next_tokens], out.logprob[:, None], out.top_ids[:, None],
             out.top_logprobs[:, None],
         )  # fmt: skip
         return FrameResult(
-            tuple(records), timing, logprobs=logprobs, prompt_logprobs=_prompt_logprobs(launched)
+            tuple(records),
+            timing,
+            logprobs=logprobs,
+            prompt_logprobs=_prompt_logprobs(launched),
+            failed=failed,
         )
 
     def _round_result(self, launched: _Launched, timing: ExecutionTiming) -> FrameResult:
@@ -537,9 +595,10 @@ class ModelWorker:
         d = launched.plan.descriptor
         tokens = out.output_tokens.tolist()  # type: ignore[attr-defined]
         verified = out.query_lens.tolist()  # type: ignore[attr-defined]
+        failed = _failed_rows(launched, tokens)
         records, offered = [], []
         for row, lane in enumerate(launched.lanes):
-            emitted = [t for t in tokens[row] if t >= 0]
+            emitted = [t for t in tokens[row] if t >= 0 and lane.handle not in failed]
             if lane.role is LaneRole.PROMPT:
                 ids = emitted[:1] if lane.max_advance_tokens else []
                 records.append(self._record(lane, ids, launched.eos[row], lane.num_prompt_tokens))
@@ -547,7 +606,8 @@ class ModelWorker:
                 continue
             rows = verified[row] if d.is_device_allocated else 0
             records.append(self._record(lane, emitted, launched.eos[row], 0, rows))
-            offered.append(max(0, (verified[row] or lane.query_length) - 1))
+            is_failed = lane.handle in failed
+            offered.append(0 if is_failed else max(0, (verified[row] or lane.query_length) - 1))
         sidecar = survival = None
         if d.proposal_depth > 0:
             confidence = out.confidence  # type: ignore[attr-defined]
@@ -568,6 +628,7 @@ class ModelWorker:
             tuple(offered),
             logprobs=logprobs,
             prompt_logprobs=_prompt_logprobs(launched),
+            failed=failed,
         )
 
     def _record(
@@ -596,6 +657,15 @@ class ModelWorker:
             is_finished=finished,
             num_verified_tokens=num_verified,
         )
+
+
+def _failed_rows(launched: _Launched, tokens: list[list[int]]) -> dict[RequestHandle, str]:
+    """The lanes whose row emitted INVALID_TOKEN (model.sampling), with their message."""
+    return {
+        lane.handle: NON_FINITE_MESSAGE
+        for row, lane in enumerate(launched.lanes)
+        if INVALID_TOKEN in tokens[row]
+    }
 
 
 def _logprobs(launched: _Launched, tokens, logprob, top_ids, top_logprobs):

@@ -44,7 +44,7 @@ from ignition.server.errors import (
 )
 from ignition.server.images import VisionServing, expand_chat_prompt, load_chat_images
 from ignition.server.metrics import ServerMetrics
-from ignition.server.middleware import ApiKey, BodyLimit, LastResort
+from ignition.server.middleware import ApiKey, BodyLimit, CountResponses, LastResort
 from ignition.server.protocol import (
     CompletionRequest,
     DetokenizeRequest,
@@ -113,6 +113,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     if config.api_key:
         app.add_middleware(ApiKey, api_key=config.api_key)
     app.add_middleware(LastResort)
+    app.add_middleware(CountResponses, count=metrics.count)  # outermost: sees every status
     app.openapi = lambda: openai_openapi(app, names, engine.vocab_size)  # type: ignore[method-assign]
 
     def check_model(name: str | None) -> str:
@@ -234,7 +235,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
         model_name = check_model(body.model)
         vision: VisionServing | None = getattr(engine, "vision", None)
-        prepared = await counted("chat", asyncio.to_thread(load_chat_images, body, vision))
+        prepared = await asyncio.to_thread(load_chat_images, body, vision)
         rendered = await render(
             lambda: engine.render_chat(
                 body.template_messages(vision.placeholder if prepared and vision else ""),
@@ -245,25 +246,16 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         )
         ids, ends, images = list(rendered.prompt_ids), rendered.message_end_offsets, None
         if prepared and vision is not None:
-            ids, images, ends = await counted(
-                "chat", asyncio.to_thread(expand_chat_prompt, ids, ends, prepared, vision)
+            ids, images, ends = await asyncio.to_thread(
+                expand_chat_prompt, ids, ends, prepared, vision
             )
         return await _serve(raw, body, [ids], [""], model_name, chat=True, ends=ends, images=images)
-
-    async def counted(endpoint: str, work):
-        """Await ``work``; an ApiError it raises is counted against ``endpoint``."""
-        try:
-            return await work
-        except ApiError as err:
-            metrics.count(endpoint, err.status)
-            raise
 
     async def render(work) -> RenderedChat:
         """Render and tokenize off the event loop; a template error is a 400."""
         try:
             return await asyncio.to_thread(work)
         except ChatTemplateError as err:
-            metrics.count("chat", 400)
             raise ApiError(400, str(err), param="messages") from None
 
     async def _serve(
@@ -276,13 +268,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         ends: tuple[int, ...] = (),
         images: RequestImages | None = None,
     ) -> Response:
-        endpoint = "chat" if chat else "completions"
         response_id = new_id("chatcmpl" if chat else "cmpl")
-        try:
-            requests = _build_requests(body, prompt_ids, response_id, ends, images)
-        except ApiError as err:
-            metrics.count(endpoint, err.status)
-            raise
+        requests = _build_requests(body, prompt_ids, response_id, ends, images)
         arrival = time.monotonic()
         choices: list[Choice] = []
         try:
@@ -304,12 +291,9 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 )
         except (QueueFullError, EngineStoppedError, RequestError) as err:
             await close_all(choices)
-            status = 400 if isinstance(err, RequestError) else 503
-            metrics.count(endpoint, status)
-            if status == 400:
+            if isinstance(err, RequestError):
                 raise ApiError(400, str(err)) from None
             raise overloaded(str(err)) from None
-        metrics.count(endpoint, 200)
         if body.stream:
             return StreamingResponse(
                 sse(

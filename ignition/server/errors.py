@@ -66,25 +66,55 @@ def _shown(value: Any) -> str:
     return json.dumps(value)[:80] if isinstance(value, str | int | float | bool) else "a value"
 
 
+def _most_specific(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """The error that names the rule the client broke.
+
+    A union reports one error per member: ``["a"] * 10`` for ``str | list[str]`` is "not a
+    valid string" from the first member and "at most 8 items" from the second. The member
+    whose type the input has is the one that speaks, so type mismatches go first, then our
+    own checks win, then the deepest location (a content part's missing ``text``, not its
+    message's "not a string").
+    """
+    if not errors:
+        return {}
+    typed = [e for e in errors if not str(e.get("type", "")).endswith("_type")] or errors
+    ours = [e for e in typed if e.get("type") in ("value_error", "string_unicode")]
+    return ours[0] if ours else max(typed, key=lambda e: len(e.get("loc", ())))
+
+
+def _without_union_tags(location: list[Any]) -> list[Any]:
+    """Drop the member tag pydantic puts after a tagged union's index (``content.0.text``
+    for a text part), which would otherwise read as a field (``content.0.text.text``)."""
+    kept, skip_tag = [], False
+    for i, part in enumerate(location):
+        if skip_tag and isinstance(part, str) and i > 0 and isinstance(location[i - 1], int):
+            skip_tag = False
+            continue
+        skip_tag = skip_tag or "tagged-union[" in str(part)
+        kept.append(part)
+    return kept
+
+
 def validation_message(err: RequestValidationError) -> tuple[str, str | None]:
     """One line naming the field and the rule, and the field as ``param``."""
-    errors = err.errors()
-    # A union reports one error per member; our own checks say more than "not a string".
-    ours = ("value_error", "string_unicode")
-    first = next((e for e in errors if e.get("type") in ours), errors[0] if errors else {})
+    first = _most_specific(err.errors())
     kind = first.get("type", "")
     location = [p for p in first.get("loc", ()) if p != "body"]
     if kind == "json_invalid":
         detail = (first.get("ctx") or {}).get("error", "malformed")
         where = f" at character {location[0]}" if location else ""
         return f"the request body is not valid JSON: {detail}{where}", None
-    fields = [str(p) for p in location if isinstance(p, int) or not _TAG.search(str(p))]
+    parts = _without_union_tags(location)
+    fields = [str(p) for p in parts if isinstance(p, int) or not _TAG.search(str(p))]
     param = ".".join(fields) or None
     message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
     if kind == "finite_number":
         message = f"must be a finite number, got {_shown(first.get('input'))}"
     elif kind == "string_unicode":
         message = "contains a lone surrogate; text must be valid Unicode"
+    elif kind == "union_tag_not_found":
+        discriminator = (first.get("ctx") or {}).get("discriminator", "'type'")
+        message = f"has no {discriminator} field naming its kind"
     elif kind == "missing":
         message = "is required"
     if param is None or message.startswith(param.split(".")[0]):

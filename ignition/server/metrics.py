@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ignition.helios import ExecutionClass
+from ignition.runtime.ple_stats import PleSnapshot
 from ignition.runtime.stats import PHASE_BUCKETS_S, EngineStats, PhaseHistogram
 
 PHASE_HELP = {
@@ -194,6 +195,58 @@ class _EngineCollector(Collector):
         )
 
 
+class _PleCollector(Collector):
+    """The PLE n-gram table's delivery (docs/ple.md), labelled by residency; a model
+    without a table reports residency "none" and zeros."""
+
+    def __init__(self, stats: EngineStats, model_name: str) -> None:
+        self._stats = stats
+        self._model = model_name
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        ple = getattr(self._stats, "ple", None)
+        s = ple.snapshot() if ple is not None else PleSnapshot("none", 0)
+        labels = [self._model, s.residency]
+        table = GaugeMetricFamily(
+            "flare_ple_table_bytes",
+            "Bytes of the PLE n-gram table, by residency (none: no PLE table)",
+            labels=["model_name", "residency"],
+        )
+        table.add_metric(labels, s.table_bytes)
+        yield table
+        for name, doc, value in (
+            ("flare_ple_rows_gathered", "PLE table rows gathered for frames", s.rows_gathered),
+            (
+                "flare_ple_bytes_moved",
+                "Bytes read from the table's memory (disk: cache misses only)",
+                s.bytes_moved,
+            ),
+            ("flare_ple_cache_hits", "PLE rows served by the disk row cache", s.cache_hits),
+            ("flare_ple_cache_misses", "PLE rows read from the mapped shards", s.cache_misses),
+            (
+                "flare_ple_exposed_delivery_nanoseconds",
+                "Exposed PLE delivery delay summed over frames (subtracted from cost samples)",
+                s.exposed_ns,
+            ),
+            (
+                "flare_ple_delivered_frames",
+                "Frames whose PLE rows went through the mailbox",
+                s.frames,
+            ),
+        ):
+            family = CounterMetricFamily(name, doc, labels=["model_name", "residency"])
+            family.add_metric(labels, value)
+            yield family
+        lookups = s.cache_hits + s.cache_misses
+        rate = GaugeMetricFamily(
+            "flare_ple_cache_hit_rate",
+            "Fraction of disk-residency row lookups served by the cache (0..1)",
+            labels=["model_name", "residency"],
+        )
+        rate.add_metric(labels, s.cache_hits / lookups if lookups else 0.0)
+        yield rate
+
+
 class ServerMetrics:
     """One registry per app, so several servers (or tests) never share counters."""
 
@@ -201,6 +254,7 @@ class ServerMetrics:
         self.model_name = model_name
         self.registry = CollectorRegistry()
         self.registry.register(_EngineCollector(stats, model_name))
+        self.registry.register(_PleCollector(stats, model_name))
         self.http_requests = Counter(
             "flare_http_requests",
             "HTTP requests by endpoint and status",

@@ -10,6 +10,8 @@ that streaming responses pass through untouched.
 - The last resort turns an unexpected exception into a JSON 500 without
   re-raising, so the connection stays usable (Starlette's own handler re-raises,
   which makes the server drop the keep-alive connection).
+- The response counter sits outside all of them, so every status is counted once,
+  whoever produced it: a validation 400, a 401, 404, 405, 413 or a 500.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ignition.server.protocol import error_body
@@ -135,3 +138,45 @@ class LastResort:
                 await send_error(
                     send, 500, f"internal error: {type(err).__name__}: {err}", "server_error"
                 )
+
+
+# Endpoint labels of flare_http_requests_total; any other path counts as "other", so a
+# scanner's random 404s cannot grow the label set.
+ENDPOINT_LABELS = {
+    "/v1/completions": "completions",
+    "/v1/chat/completions": "chat",
+    "/v1/models": "models",
+    "/tokenize": "tokenize",
+    "/detokenize": "detokenize",
+    "/health": "health",
+    "/ping": "ping",
+    "/version": "version",
+    "/metrics": "metrics",
+}
+
+
+def endpoint_label(path: str) -> str:
+    if path.startswith("/v1/models/"):
+        return "models"
+    return ENDPOINT_LABELS.get(path, "other")
+
+
+class CountResponses:
+    """Count every HTTP response by endpoint and status when its head is sent."""
+
+    def __init__(self, app, count: Callable[[str, int], None]) -> None:
+        self.app = app
+        self.count = count
+
+    async def __call__(self, scope: Scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        endpoint = endpoint_label(scope.get("path", ""))
+
+        async def counting(message) -> None:
+            if message["type"] == "http.response.start":
+                self.count(endpoint, int(message["status"]))
+            await send(message)
+
+        await self.app(scope, receive, counting)

@@ -38,7 +38,11 @@ from pydantic import (
     model_validator,
 )
 
-from ignition.runtime.requests import SamplingParams
+from ignition.runtime.requests import (
+    MAX_REPETITION_PENALTY,
+    MIN_REPETITION_PENALTY,
+    SamplingParams,
+)
 
 MAX_STOP_STRINGS = 8
 MAX_CHOICES = 16
@@ -46,7 +50,6 @@ MAX_PROMPTS = 64
 MAX_TOP_K = 2**31 - 1
 MAX_LOGPROBS = 20  # alternatives per token, OpenAI's and vLLM's cap
 MAX_LOGIT_BIAS = 300  # entries of one logit_bias map (model.logits_processing)
-MAX_REPETITION_PENALTY = 100.0
 log = logging.getLogger("ignition.server")
 
 
@@ -152,7 +155,9 @@ class _SamplingFields(_Body):
     ignore_eos: Bool = False
     presence_penalty: Float = Field(default=0.0, ge=-2.0, le=2.0)
     frequency_penalty: Float = Field(default=0.0, ge=-2.0, le=2.0)
-    repetition_penalty: Float = Field(default=1.0, gt=0.0, le=MAX_REPETITION_PENALTY)
+    repetition_penalty: Float = Field(
+        default=1.0, ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY
+    )
     min_tokens: Int = Field(default=0, ge=0)
     # Token id (as a string) -> bias; values are clamped to [-100, 100] as vLLM does.
     logit_bias: dict[str, Float] | None = Field(

@@ -214,3 +214,19 @@ def test_an_all_greedy_batch_on_cpu_is_the_argmax_one_hot():
     logits = _logits(3)
     probs = target_distribution(logits, SamplingParams.greedy(3))
     assert torch.equal(probs.argmax(-1), logits.argmax(-1)) and bool((probs.sum(-1) == 1).all())
+
+
+def test_a_row_whose_distribution_is_not_finite_emits_the_invalid_token_alone():
+    logits = _logits(3)
+    logits[1, 5] = float("inf")  # softmax of +inf is NaN
+    logits[2] = float("nan")
+    params = SamplingParams.build([1.0, 1.0, 0.0], seed=[3, 3, 3])
+    tokens = sample(logits, params, torch.arange(3))
+    clean = sample(logits[:1], params.rows(torch.tensor([0])), torch.arange(1))
+    assert tokens.tolist()[1:] == [sampling.INVALID_TOKEN, sampling.INVALID_TOKEN]
+    assert tokens[0] == clean[0]
+
+
+def test_a_row_masked_to_nothing_is_not_a_distribution():
+    probs = torch.tensor([[0.0, 0.0], [0.25, 0.75], [float("nan"), 1.0]])
+    assert sampling.finite_rows(probs).tolist() == [False, True, False]

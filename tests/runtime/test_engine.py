@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import pytest
 
+from ignition.components.capacity import plan_catalog
+from ignition.helios import Resources, Scheduler
+from ignition.recipes import LoadOptions, get_recipe
+from ignition.runtime.engine import Engine
 from ignition.runtime.requests import GenerationRequest, QueueFullError, SamplingParams
-from tests.runtime.scripted import EOS, Letters, expected_tokens, make_engine
+from tests.runtime.scripted import EOS, Letters, ScriptedWorker, expected_tokens, make_engine
 
 
 def submit(engine, request_id, prompt, **sampling):
@@ -145,3 +149,32 @@ def test_a_failing_frame_fails_its_requests_and_the_engine_goes_on():
     assert "device fault" in failed[-1].error
     assert later[-1].finish_reason == "length"
     assert engine.stats.snapshot().finished_by_reason == {"error": 1, "length": 1}
+
+
+def speculative_engine():
+    """The scripted worker under a fixed-width speculative catalog: a decode lane emits
+    its whole verification width, so one frame publishes a burst of several tokens."""
+    catalog = plan_catalog(
+        get_recipe("qwen38"), LoadOptions(mixed_prefill=True, speculation="fixed")
+    )
+    scheduler = Scheduler(catalog, resources=Resources(num_request_slots=4))
+    return Engine(scheduler, ScriptedWorker(), Letters(), max_context_tokens=4096,
+                  eos_token_ids=[EOS])  # fmt: skip
+
+
+@pytest.mark.parametrize("last", range(1, 9))
+def test_usage_counts_the_tokens_up_to_the_one_completing_the_stop_string(last):
+    """Issue 24, defect 5: a stop string completed inside a speculative burst ends the
+    output at the token that completed it; the burst's later tokens are not output.
+    (Without a stop this engine publishes bursts of 1, 6, 5, ... tokens.)"""
+    prompt = [1, 2, 3]
+    tokens = expected_tokens(prompt, 20, stop_at_eos=False)
+    full = Letters().decode(tokens[:9])  # nine distinct letters, no EOS
+    stop = full[last - 1 : last + 1]
+    engine = speculative_engine()
+    chunks = submit(engine, "a", prompt, max_tokens=20, stop=(stop,), ignore_eos=True)
+    engine.run_until_idle()
+    assert text_of(chunks) == full[: last - 1]
+    assert chunks[-1].finish_reason == "stop"
+    assert chunks[-1].num_output_tokens == last + 1
+    assert [t for c in chunks for t in c.token_ids] == tokens[: last + 1]

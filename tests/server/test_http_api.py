@@ -146,6 +146,7 @@ def test_streaming_sends_sse_data_lines_ending_with_done():
         ({"prompt": "x", "logprobs": 21}, "logprobs"),
         ({"prompt": "x", "presence_penalty": 2.5}, "presence_penalty"),
         ({"prompt": "x", "repetition_penalty": 0}, "repetition_penalty"),
+        ({"prompt": "x", "repetition_penalty": 1e-303}, "repetition_penalty"),
         ({"prompt": "x", "min_p": 1.5}, "min_p"),
         ({"prompt": "x", "min_tokens": -1}, "min_tokens"),
         ({"prompt": "x", "logit_bias": {"abc": 1}}, "logit_bias"),
@@ -305,3 +306,36 @@ def test_metrics_count_the_restores_and_captures_the_payoff_rule_left_out():
     text = run(go()).text
     assert 'flare_prefix_cache_unprofitable_restores_total{model_name="scripted"} 4.0' in text
     assert 'flare_prefix_cache_unprofitable_captures_total{model_name="scripted"} 9.0' in text
+
+
+@pytest.mark.parametrize(
+    ("url", "payload", "param", "rule"),
+    [
+        ("/v1/completions", {"prompt": "x", "stop": ["a"] * 10}, "stop", "at most 8 items"),
+        ("/v1/completions", {"prompt": "x", "stop": ""}, "stop", "at least 1 character"),
+        ("/v1/completions", {"prompt": "x", "stop": ["a", ""]}, "stop.1", "at least 1 character"),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
+            "messages.0.content.0.text",
+            "is required",
+        ),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": [{"text": "x"}]}]},
+            "messages.0.content.0",
+            "'type' field",
+        ),
+    ],
+)
+def test_a_union_field_error_names_the_rule_of_the_member_the_input_is(url, payload, param, rule):
+    """Issue 24, defect 6: not "Input should be a valid string" from the str member."""
+
+    async def go():
+        async with client(ScriptedEngine()) as c:
+            return await c.post(url, json=payload)
+
+    error = run(go()).json()["error"]
+    assert error["param"] == param
+    assert rule in error["message"]
+    assert "valid string" not in error["message"]
