@@ -185,3 +185,17 @@ def test_query_chunks_bounding_the_gathers_change_nothing(qwen4_model, monkeypat
     monkeypatch.setattr(layers.qsa_indexer, "MAX_CHUNK_ELEMENTS", 1000)
     chunked = qwen4_model.forward_packed(inputs, capacity, new_state(qwen4_model.config)).logits
     torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)
+
+
+@torch.no_grad()
+def test_the_runtime_row_id_function_gives_the_models_rows_for_a_chunk(qwen4_model):
+    from ignition.model.layers.ngram_hash import row_id_function
+
+    ple = next(layer.ple for layer in qwen4_model.layers if layer.ple is not None)
+    inputs, capacity = _prompt_inputs(TOKENS)
+    meta = qwen4_model.forward_packed(inputs, capacity, new_state(qwen4_model.config)).meta
+    expected = ple.row_ids(inputs.token_ids, torch.full((1, 2), EOS_TOKEN_ID), meta)
+    row_ids = row_id_function(ple.hash)
+    head = row_ids(torch.tensor(TOKENS[:6]), torch.full((2,), EOS_TOKEN_ID))
+    tail = row_ids(torch.tensor(TOKENS[6:]), torch.tensor(TOKENS[4:6]))
+    assert torch.equal(torch.cat([head, tail]), expected[: len(TOKENS)])

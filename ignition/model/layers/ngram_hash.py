@@ -198,3 +198,17 @@ def next_context(
         ]
         columns.append(torch.where(token_offset >= back, from_frame, from_context))
     return torch.stack(columns, dim=1)
+
+
+def row_id_function(spec: NgramHash):
+    """The runtime's row-id seam for one request (``runtime.ple_delivery.RowIdFunction``):
+    (tokens [T], context [ngram_size - 1] the ids before them, oldest first) -> [T, heads]
+    rows of this layer's table. A request's first frame passes EOS as its context (the
+    delivery's ``pad_id`` must be the EOS id for the rows to be the model's)."""
+
+    def row_ids(tokens: Tensor, context: Tensor) -> Tensor:
+        rows = torch.zeros(tokens.shape[0], dtype=torch.long, device=tokens.device)
+        offsets = torch.arange(tokens.shape[0], device=tokens.device)
+        return ngram_row_ids(tokens.long(), context.long()[None], rows, offsets, spec)
+
+    return row_ids
