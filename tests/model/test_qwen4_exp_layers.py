@@ -199,3 +199,35 @@ def test_the_runtime_row_id_function_gives_the_models_rows_for_a_chunk(qwen4_mod
     head = row_ids(torch.tensor(TOKENS[:6]), torch.full((2,), EOS_TOKEN_ID))
     tail = row_ids(torch.tensor(TOKENS[6:]), torch.tensor(TOKENS[4:6]))
     assert torch.equal(torch.cat([head, tail]), expected[: len(TOKENS)])
+
+
+@pytest.mark.parametrize(("rows", "parts"), [(240, 4), (10, 4), (5, 4), (7, 512), (1000, 3)])
+def test_ple_shards_are_expected_as_save_pretrained_chunks_the_table(rows, parts):
+    from ignition.model.families.qwen4_exp import shard_rows
+
+    expected = [len(c) for c in torch.arange(rows).chunk(parts)]
+    assert shard_rows(rows, parts) == expected
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda raw: raw.update(indexer_kv_heads=2), "key 'indexer_kv_heads' = 2: expected 1"),
+        (lambda raw: raw.update(ple_layer_ids=[9]), "key 'ple_layer_ids' has 9: layers are 1..4"),
+        (
+            lambda raw: raw.update(layer_types=["linear_attention"] * 3 + ["sliding_attention"]),
+            "key 'layer_types' has 'sliding_attention'",
+        ),
+        (lambda raw: raw.update(norm_topk_prob=False), "key 'norm_topk_prob' = false"),
+    ],
+)
+def test_bad_qwen4_exp_configs_fail_in_one_line_naming_the_key(
+    qwen4_checkpoint, tmp_path, edit, message
+):
+    path = tmp_path / "ckpt"
+    shutil.copytree(qwen4_checkpoint[0], path)
+    _edit_config(path, edit)
+    with pytest.raises(ConfigError) as error:
+        load_checkpoint(path)
+    assert message in str(error.value) and "config.json" in str(error.value)
+    assert "\n" not in str(error.value)
