@@ -1,15 +1,17 @@
-"""Ignition vs transformers on the same random Qwen3.5 checkpoint, on CPU (a benchmark).
+"""Ignition vs transformers on the same random checkpoint, on CPU (a benchmark).
 
-Writes a random ~50M-parameter Qwen3.5 (dense, text-only layout) with transformers'
-own class, builds it with ``ignition build`` (recipe qwen35, speculation off: a random model's
-drafts are never accepted, and transformers' generate does not speculate either), then times
-both at batch 1 and 4 with greedy decoding and end-of-sequence ignored:
+Writes a random ~50M-parameter Qwen3.5 (dense, text-only layout) or, with ``--model qwen4_exp``,
+a ~100M-parameter Qwen3.8-Flash-Next (MoE, four streams, one PLE layer, QSA with a 64-token
+index budget below the prompt length) with transformers' own class, builds it with ``ignition
+build`` (speculation off: a random model's drafts are never accepted, and transformers'
+generate does not speculate either), then times both at batch 1 and 4 with greedy decoding and
+end-of-sequence ignored:
 
 - prefill tokens/s: batch * prompt tokens / the time to produce one token;
 - decode tokens/s: batch * (new tokens - 1) / (the time for all of them - the one-token time).
 
-    .venv/bin/python benchmarks/vs_transformers.py [--threads N] [--prompt-tokens P]
-        [--new-tokens N] [--repeats R] [--policy balanced|throughput]
+    .venv/bin/python benchmarks/vs_transformers.py [--model qwen35|qwen4_exp] [--threads N]
+        [--prompt-tokens P] [--new-tokens N] [--repeats R] [--policy balanced|throughput]
 
 Both sides run with the same torch thread count and take turns run by run (best of
 ``--repeats`` each), so a shared machine's load falls on both alike; Ignition serves with the
@@ -61,6 +63,61 @@ def write_checkpoint(path: Path, seed: int = 0) -> int:
     model.save_pretrained(path)
     write_tokenizer(path, config.vocab_size)
     return sum(p.numel() for p in model.parameters())
+
+
+def write_qwen4_exp_checkpoint(path: Path, seed: int = 0) -> int:
+    """A random Qwen3.8-Flash-Next (qwen4_exp) of ~100M parameters; returns the count."""
+    import transformers as tf
+
+    config = tf.Qwen4ExpTextConfig(
+        vocab_size=32000,
+        hidden_size=512,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=64,
+        linear_num_key_heads=4,
+        linear_num_value_heads=8,
+        linear_key_head_dim=64,
+        linear_value_head_dim=64,
+        num_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=384,
+        shared_expert_intermediate_size=512,
+        max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25},
+        output_gate_type="sigmoid",
+        eos_token_id=0,
+        hc_count=4,
+        hc_lowrank=64,
+        ple_layer_ids=[2],
+        ple_embed_dim=256,
+        heads_per_ngram=4,
+        ngram_vocab_size_base=20_000,
+        split_ngram_parts=4,
+        indexer_n_heads=8,
+        indexer_kv_heads=1,
+        indexer_head_dim=64,
+        indexer_budget=64,
+        indexer_compress_ratio=4,
+    )
+    torch.manual_seed(seed)
+    model = tf.Qwen4ExpForCausalLM(config).eval()
+    with torch.no_grad():  # random norms, decays and PLE conv: the init leaves them trivial
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.normal_(1.0 if "linear_attn.norm" in name else 0.0, 0.2)
+            elif name.endswith("A_log"):
+                param.uniform_(-1.0, 1.0)
+            elif name.endswith("ple.conv1d.weight"):
+                param.normal_(0.0, 0.5)
+    model.save_pretrained(path)
+    write_tokenizer(path, config.vocab_size)
+    return sum(p.numel() for p in model.parameters())
+
+
+MODELS = {"qwen35": (write_checkpoint, "Qwen3_5ForCausalLM", "Qwen3.5"),
+          "qwen4_exp": (write_qwen4_exp_checkpoint, "Qwen4ExpForCausalLM", "Qwen4Exp")}  # fmt: skip
 
 
 def write_tokenizer(path: Path, vocab_size: int) -> None:
@@ -129,10 +186,10 @@ def ignition_runner(bundle: Path, prompts: list[list[int]], threads: int, preset
     return run
 
 
-def transformers_runner(weights: Path, prompts: list[list[int]]):
+def transformers_runner(weights: Path, prompts: list[list[int]], class_name: str):
     import transformers as tf
 
-    model = tf.Qwen3_5ForCausalLM.from_pretrained(weights).eval()
+    model = getattr(tf, class_name).from_pretrained(weights).eval()
     input_ids = torch.tensor(prompts)
 
     def run(max_tokens: int) -> None:
@@ -151,6 +208,7 @@ def transformers_runner(weights: Path, prompts: list[list[int]]):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=sorted(MODELS), default="qwen35")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=32)
@@ -166,12 +224,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     root = Path(tempfile.mkdtemp(prefix="ignition-vs-transformers-"))
     weights, bundle = root / "weights", root / "bundle"
-    num_params = write_checkpoint(weights)
+    write, class_name, title = MODELS[args.model]
+    num_params = write(weights)
     chunk = max(64, 1 << (args.prompt_tokens - 1).bit_length())
     options = LoadOptions(concurrency=4, max_prefill_chunk=chunk, speculation="off")
     build_bundle(None, options, weights=weights, out_dir=bundle, device="cpu", threads=args.threads)
     print(
-        f"random Qwen3.5, {num_params / 1e6:.1f}M parameters, fp32, CPU, {args.threads} "
+        f"random {title}, {num_params / 1e6:.1f}M parameters, fp32, CPU, {args.threads} "
         f"thread(s); prompt {args.prompt_tokens} tokens, {args.new_tokens} new tokens, greedy; "
         f"Helios {args.policy} preset"
     )
@@ -183,7 +242,7 @@ def main() -> None:
         prompts = torch.randint(5, 4096, (batch, args.prompt_tokens), generator=generator).tolist()
         ours, theirs = interleaved(
             ignition_runner(bundle, prompts, args.threads, args.policy),
-            transformers_runner(weights, prompts),
+            transformers_runner(weights, prompts, class_name),
             args.new_tokens,
             args.repeats,
         )

@@ -4,18 +4,19 @@ and initialize a fresh request's slot (a restore from the zero state).
 Both are static-shape programs (captured like any other on a GPU): the slot and
 the snapshot row are device inputs, and every copy is an indexed tensor copy
 with no host synchronisation. A snapshot row holds everything a continuation
-needs: the committed length, the GDN recurrent state and convolution window,
-the MTP hidden state and the content of every page the slot's page table
-names (whole pages, so partial pages are preserved), for the target and the
-MTP caches alike.
+needs: the committed length, every per-slot state kind (``SLOT_FIELDS``: GDN
+recurrent state and convolution window, MTP hidden state, PLE convolution window
+and n-gram context, the indexer's raw-key ring) and the content of every page the
+slot's page table names (whole pages, so partial pages are preserved) in every
+paged cache (``PAGED_FIELDS``: target and MTP KV, QSA block index keys).
 
 Restore writes into the pages the target slot's page table already names; the
 runtime assigns them first. Page-table entries still unassigned (-1) redirect
 their copy to the state's scratch page, which no request ever owns, so the
 program has no data-dependent branch.
 
-Initialization writes what a restore of an empty checkpoint would: length zero and
-zero recurrent state, convolution window and MTP hidden state. It copies no pages (a
+Initialization writes what a restore of an empty checkpoint would: length zero,
+zero per-slot state and an all-EOS n-gram context. It copies no pages (a
 length-zero slot reads none, and prefill writes every page before attention reads
 it), so it needs no snapshot row.
 
@@ -36,7 +37,7 @@ from torch import Tensor
 from ignition.compiler.graph import PreparedProgram, timed_run
 from ignition.components.catalog import Descriptor
 from ignition.components.state_programs import INIT, RESTORE, SNAPSHOT
-from ignition.model.state import ModelState
+from ignition.model.state import PAGED_FIELDS, SLOT_FIELDS, ModelState
 
 
 @dataclass
@@ -50,10 +51,8 @@ class SnapshotStore:
     """Preallocated snapshot rows, each with room for a slot's every page."""
 
     seq_lens: Tensor  # [rows] int32
-    gdn_state: Tensor  # [gdn_layers, rows, H, Dk, Dv] fp32
-    conv_window: Tensor  # [gdn_layers, rows, C, K - 1]
-    mtp_hidden: Tensor  # [rows, hidden]
-    caches: tuple[Tensor, ...]  # k, v, mtp_k, mtp_v: [layers, rows * max_pages, page, Hkv, Dh]
+    rows: dict[str, Tensor]  # SLOT_FIELDS name -> the field with ``rows`` in its slot dim
+    caches: dict[str, Tensor]  # PAGED_FIELDS name -> [layers, rows * max_pages, ...]
 
     @classmethod
     def allocate(cls, state: ModelState, num_rows: int) -> SnapshotStore:
@@ -61,8 +60,9 @@ class SnapshotStore:
             raise ValueError(f"a snapshot store needs at least one row, got {num_rows}")
         per_row = state.max_pages_per_slot
 
-        def rows_like(t: Tensor) -> Tensor:  # [layers, slots + 1, ...] -> [layers, rows, ...]
-            return torch.zeros(t.shape[0], num_rows, *t.shape[2:], dtype=t.dtype, device=t.device)
+        def rows_like(t: Tensor, dim: int) -> Tensor:
+            shape = (*t.shape[:dim], num_rows, *t.shape[dim + 1 :])
+            return torch.zeros(shape, dtype=t.dtype, device=t.device)
 
         def pages_like(cache: Tensor) -> Tensor:
             shape = (cache.shape[0], num_rows * per_row, *cache.shape[2:])
@@ -70,15 +70,8 @@ class SnapshotStore:
 
         return cls(
             seq_lens=torch.zeros(num_rows, dtype=torch.int32, device=state.seq_lens.device),
-            gdn_state=rows_like(state.gdn_state),
-            conv_window=rows_like(state.conv_window),
-            mtp_hidden=torch.zeros(
-                num_rows,
-                state.mtp_hidden.shape[1],
-                dtype=state.mtp_hidden.dtype,
-                device=state.mtp_hidden.device,
-            ),
-            caches=tuple(pages_like(c) for c in _caches(state)),
+            rows={name: rows_like(getattr(state, name), dim) for name, dim in SLOT_FIELDS},
+            caches={name: pages_like(getattr(state, name)) for name in PAGED_FIELDS},
         )
 
     @property
@@ -88,16 +81,14 @@ class SnapshotStore:
     @staticmethod
     def row_bytes(state: ModelState) -> int:
         """Device memory one snapshot row takes: a slot's state and every page it can own."""
-        per_slot = 4 + state.mtp_hidden[0].numel() * state.mtp_hidden.element_size()
-        for t in (state.gdn_state, state.conv_window):
-            per_slot += t[:, 0].numel() * t.element_size()
-        for cache in _caches(state):
+        per_slot = 4
+        for name, dim in SLOT_FIELDS:
+            t = getattr(state, name)
+            per_slot += t.select(dim, 0).numel() * t.element_size()
+        for name in PAGED_FIELDS:
+            cache = getattr(state, name)
             per_slot += cache[:, :1].numel() * cache.element_size() * state.max_pages_per_slot
         return per_slot
-
-
-def _caches(state: ModelState) -> tuple[Tensor, ...]:
-    return (state.k_cache, state.v_cache, state.mtp_k_cache, state.mtp_v_cache)
 
 
 def _store_pages(state: ModelState, row: Tensor) -> Tensor:
@@ -111,14 +102,13 @@ def snapshot_program(state: ModelState, store: SnapshotStore):
     def run_snapshot(x: StateOpInputs) -> Tensor:
         slot, row = x.slot.long(), x.row.long()
         store.seq_lens.index_copy_(0, row, state.seq_lens[slot])
-        store.gdn_state.index_copy_(1, row, state.gdn_state[:, slot])
-        store.conv_window.index_copy_(1, row, state.conv_window[:, slot])
-        store.mtp_hidden.index_copy_(0, row, state.mtp_hidden[slot])
+        for name, dim in SLOT_FIELDS:
+            store.rows[name].index_copy_(dim, row, getattr(state, name).index_select(dim, slot))
         pages = state.page_table[slot][0].long()  # [max_pages], -1 unassigned; [slot] gathers
         source = torch.where(pages >= 0, pages, state_scratch_page(state))
         target = _store_pages(state, row)
-        for cache, saved in zip(_caches(state), store.caches, strict=True):
-            saved.index_copy_(1, target, cache[:, source])
+        for name in PAGED_FIELDS:
+            store.caches[name].index_copy_(1, target, getattr(state, name)[:, source])
         return store.seq_lens[row]
 
     return run_snapshot
@@ -130,14 +120,13 @@ def restore_program(state: ModelState, store: SnapshotStore):
     def run_restore(x: StateOpInputs) -> Tensor:
         slot, row = x.slot.long(), x.row.long()
         state.seq_lens.index_copy_(0, slot, store.seq_lens[row])
-        state.gdn_state.index_copy_(1, slot, store.gdn_state[:, row])
-        state.conv_window.index_copy_(1, slot, store.conv_window[:, row])
-        state.mtp_hidden.index_copy_(0, slot, store.mtp_hidden[row])
+        for name, dim in SLOT_FIELDS:
+            getattr(state, name).index_copy_(dim, slot, store.rows[name].index_select(dim, row))
         pages = state.page_table[slot][0].long()
         target = torch.where(pages >= 0, pages, state_scratch_page(state))
         source = _store_pages(state, row)
-        for cache, saved in zip(_caches(state), store.caches, strict=True):
-            cache.index_copy_(1, target, saved[:, source])
+        for name in PAGED_FIELDS:
+            getattr(state, name).index_copy_(1, target, store.caches[name][:, source])
         return state.seq_lens[slot]
 
     return run_restore
@@ -149,9 +138,9 @@ def init_program(state: ModelState):
     def run_init(x: StateOpInputs) -> Tensor:
         slot = x.slot.long()
         state.seq_lens.index_fill_(0, slot, 0)
-        state.gdn_state.index_fill_(1, slot, 0)
-        state.conv_window.index_fill_(1, slot, 0)
-        state.mtp_hidden.index_fill_(0, slot, 0)
+        for name, dim in SLOT_FIELDS:
+            fill = state.ngram_eos if name == "ngram_context" else 0
+            getattr(state, name).index_fill_(dim, slot, fill)
         return state.seq_lens[slot]
 
     return run_init
@@ -159,8 +148,7 @@ def init_program(state: ModelState):
 
 def state_scratch_page(state: ModelState) -> int:
     """The last KV page: reserved by the runtime, never handed to a request."""
-    num_pages = state.k_cache.shape[1] if state.k_cache.numel() else state.mtp_k_cache.shape[1]
-    return num_pages - 1
+    return state.num_pages - 1
 
 
 def state_op_inputs(device: torch.device) -> StateOpInputs:

@@ -26,7 +26,7 @@ from ignition.compiler.vision_program import (
 )
 from ignition.compiler.workspace import RoundProgramInputs, clear_inputs
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.model.state import ModelState
+from ignition.model.state import PAGED_FIELDS, ModelState
 
 
 class ValidationError(RuntimeError):
@@ -193,10 +193,8 @@ def validate_state_operations(ops) -> list[ValidationResult]:
     state.seq_lens[0] = length
     generator = torch.Generator().manual_seed(0)
     pages = torch.arange(per_slot, device=state.seq_lens.device)
-    caches = [
-        c for c in (state.k_cache, state.v_cache, state.mtp_k_cache, state.mtp_v_cache) if c.numel()
-    ]
-    pieces = [state.gdn_state[:, 0], state.conv_window[:, 0], state.mtp_hidden[0]]
+    caches = [c for name in PAGED_FIELDS if (c := getattr(state, name)).numel()]
+    pieces = list(state.slot_rows(0).values())
     pieces += [cache[:, :per_slot] for cache in caches]
     for piece in pieces:
         piece.copy_(torch.randn(piece.shape, generator=generator).to(piece))
@@ -206,7 +204,7 @@ def validate_state_operations(ops) -> list[ValidationResult]:
     for cache in caches:
         cache[:, :per_slot].zero_()
     restore_ns = ops.restore(slot=1, row=0)
-    restored = [state.gdn_state[:, 1], state.conv_window[:, 1], state.mtp_hidden[1]]
+    restored = list(state.slot_rows(1).values())
     restored += [cache[:, pages + per_slot] for cache in caches]
     if int(state.seq_lens[1]) != length or not all(
         torch.equal(got, want) for got, want in zip(restored, expected, strict=True)
@@ -240,7 +238,7 @@ def _validate_init(ops, generator: torch.Generator) -> int:
         state.seq_lens[slot] = 1 + int(
             torch.randint(state.capacity_tokens, (1,), generator=generator)
         )
-        for piece in (state.gdn_state[:, slot], state.conv_window[:, slot], state.mtp_hidden[slot]):
+        for piece in state.slot_rows(slot).values():
             piece.copy_(torch.randn(piece.shape, generator=generator).to(piece))
     tensors = _state_tensors(state)
     before = {name: t.clone() for name, t in tensors.items()}

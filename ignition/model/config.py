@@ -17,20 +17,16 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ignition.model.config_error import ConfigError
+from ignition.model.config_parts import (
+    GatedHyperConfig,
+    IndexerConfig,
+    NgramPleConfig,
+    as_part,
+)
+
 LAYER_KINDS = ("gdn", "qsa")
 MLP_KINDS = ("moe", "dense")
-
-
-class ConfigError(ValueError):
-    """A config.json that does not describe a valid Qwen3.8 Flash model.
-
-    ``detail`` is the message without its source prefix, so a loader can re-attribute
-    an error raised while the dataclass validates itself to the file it came from.
-    """
-
-    def __init__(self, source: str, detail: str) -> None:
-        super().__init__(f"{source}: {detail}")
-        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -124,6 +120,11 @@ class Qwen38Config:
     # True: a recursive draft step reads the previous MTP output after the MTP's final norm
     # (Qwen3.5 / Qwen3-Next, whose MTP returns normed states); False: before it (Qwen3.8).
     mtp_feeds_normed_hidden: bool = False
+    # Qwen3.8-Flash-Next (qwen4_exp): the GDN output gate's activation, and the released parts
+    gdn_gate_activation: str = "silu"
+    gated_hyper: GatedHyperConfig | None = None
+    ngram_ple: NgramPleConfig | None = None
+    qsa_indexer: IndexerConfig | None = None
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -159,6 +160,16 @@ class Qwen38Config:
         """hc_streams 0 means one plain residual stream (families without hyper-connections)."""
         return self.hc_streams > 0
 
+    @property
+    def num_ple_layers(self) -> int:
+        return len(self.ngram_ple.layers) if self.ngram_ple else 0
+
+    def ple_slot(self, layer_index: int) -> int | None:
+        """The layer's index among PLE layers (its hash seed and state row), or None."""
+        if self.ngram_ple is None or layer_index not in self.ngram_ple.layers:
+            return None
+        return self.ngram_ple.layers.index(layer_index)
+
     def layer_slot(self, layer_index: int) -> int:
         """Index of a layer among layers of its own kind (its row in stacked state)."""
         kind = self.layer_types[layer_index]
@@ -187,6 +198,8 @@ class Qwen38Config:
             values["eos_token_id"] = tuple(values["eos_token_id"])
         if isinstance(values.get("mrope_section"), list):
             values["mrope_section"] = tuple(values["mrope_section"])
+        for key, part in _PARTS.items():
+            values[key] = as_part(part, values.get(key), key, source)
         try:
             return cls(**values)
         except ConfigError as exc:
@@ -236,6 +249,13 @@ class Qwen38Config:
         if "layer_types" in overrides and "num_hidden_layers" not in overrides:
             values["num_hidden_layers"] = len(values["layer_types"])
         return cls.from_dict(values, source="<tiny>")
+
+
+_PARTS = {
+    "gated_hyper": GatedHyperConfig,
+    "ngram_ple": NgramPleConfig,
+    "qsa_indexer": IndexerConfig,
+}
 
 
 def _as_layer_types(value: Any, source: str) -> tuple[str, ...]:
@@ -396,6 +416,31 @@ def _validate(config: Qwen38Config) -> None:
     for token in eos_ids:
         if not isinstance(token, int) or not 0 <= token < config.vocab_size:
             fail("eos_token_id", eos, f"ids must be below vocab_size ({config.vocab_size})")
+    _validate_parts(config, eos_ids, fail)
+
+
+def _validate_parts(config: Qwen38Config, eos_ids: tuple[int, ...], fail: Any) -> None:
+    """The released parts' cross-field rules (each part checked its own fields)."""
+    if config.gdn_gate_activation not in ("silu", "sigmoid"):
+        fail("gdn_gate_activation", config.gdn_gate_activation, "must be silu or sigmoid")
+    if config.gated_hyper is not None and config.hc_streams < 2:
+        fail("hc_streams", config.hc_streams, "gated hyper-connections need at least 2 streams")
+    ple = config.ngram_ple
+    if ple is not None:
+        for layer in ple.layers:
+            if layer >= config.num_hidden_layers or config.layer_types[layer] != "gdn":
+                fail("ngram_ple.layers", list(ple.layers), "must name linear-attention layers")
+        if not eos_ids:
+            fail("eos_token_id", config.eos_token_id, "PLE n-grams need an EOS id")
+        if config.gated_hyper is None:
+            fail("ngram_ple", "set", "PLE needs gated hyper-connections (one key per stream)")
+    index = config.qsa_indexer
+    if index is not None and config.rotary_dim > index.head_dim:
+        fail(
+            "qsa_indexer.head_dim",
+            index.head_dim,
+            f"must hold the rotary dims ({config.rotary_dim})",
+        )
 
 
 def read_config_json(path: Path) -> dict[str, Any]:

@@ -23,11 +23,16 @@ import torch
 from torch import Tensor, nn
 
 from ignition.model.config import Qwen38Config
-from ignition.model.layers.decoder import DecoderLayer
+from ignition.model.index_rings import keep_draft_ring, keep_index_ring, keep_mtp_ring
+from ignition.model.layers.decoder import DecoderLayer, PleInputs
+from ignition.model.layers.gated_hyper import GatedHyperConnection
 from ignition.model.layers.gdn import GdnUpdate
+from ignition.model.layers.ngram_hash import next_context
+from ignition.model.layers.ngram_ple import PleUpdate
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.ple import PerLayerEmbedding
 from ignition.model.mtp import MtpHead
+from ignition.model.mtp_gated import GatedMtpHead
 from ignition.model.packing import (
     PackedCapacity,
     PackedInputs,
@@ -54,6 +59,11 @@ class TargetOutput:
     hidden: Tensor  # [T, hidden] final-normed, the MTP head's input
     gdn_updates: list[GdnUpdate]
     project: Callable[[Tensor], Tensor]  # final-normed hidden [..., hidden] -> fp32 logits
+    ple_updates: list[PleUpdate] = field(default_factory=list)
+    index_raw: list[Tensor] = field(default_factory=list)  # [T, d] per indexed QSA layer
+    ngram_next: Tensor | None = None  # [T, ngram_size - 1] n-gram context after each token
+    rope: Tensor | None = None  # [3, T] rope positions (the indexer's ring keeps them)
+    streams: Tensor | None = None  # [T, S * hidden] pre-mixer streams (the gated MTP's input)
     _all_logits: Tensor | None = field(default=None, repr=False)
 
     def logits_at(self, index: Tensor) -> Tensor:
@@ -78,10 +88,26 @@ class HybridModel(nn.Module):
         self.layers = nn.ModuleList(
             DecoderLayer(config, i) for i in range(config.num_hidden_layers)
         )
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
+        # The gated-residual hyper-connections end in a mixer that folds the streams into the
+        # head's input (its group norm is the only final norm); the others sum and norm.
+        gated = config.gated_hyper
+        self.norm = (
+            RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
+            if gated is None
+            else None
+        )
+        self.hc_mixer = (
+            GatedHyperConnection(
+                config.hc_streams, config.hidden_size, gated.lowrank, config.rms_norm_eps, False
+            )
+            if gated is not None
+            else None
+        )
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.tie_weights()
-        self.mtp = MtpHead(config) if config.mtp_num_layers else None
+        self.mtp: MtpHead | GatedMtpHead | None = None
+        if config.mtp_num_layers:
+            self.mtp = GatedMtpHead(config) if gated is not None else MtpHead(config)
         self.visual = VisionEncoder(config.vision, config.hidden_size) if config.vision else None
 
     def tie_weights(self) -> None:
@@ -104,23 +130,68 @@ class HybridModel(nn.Module):
         return padded[:num_tokens]
 
     def forward_packed(
-        self, inputs: PackedInputs, capacity: PackedCapacity, state: ModelState
+        self,
+        inputs: PackedInputs,
+        capacity: PackedCapacity,
+        state: ModelState,
+        ple_rows: list[Tensor | None] | None = None,
     ) -> TargetOutput:
+        """One packed frame; ``ple_rows`` (per PLE layer, [T, heads, head_dim]) are n-gram
+        table rows gathered by the caller (see ``ngram_hash``), None to read the model's own."""
         meta = PackedMeta.build(
             capacity, inputs.query_lens, inputs.slot_ids, inputs.prefill_row, state
         )
         meta.rope_positions = multimodal_rope(meta, inputs)
         x = self.embed(inputs, meta)
         ple = self.ple(inputs.token_ids) if self.ple is not None else None
+        ple_inputs, ngram_next = self._ple_inputs(inputs, meta, state, ple_rows)
         num_streams = max(self.config.hc_streams, 1)
         streams = x[:, None, :].expand(-1, num_streams, -1).contiguous()
-        updates = []
+        gdn_updates, ple_updates, index_raw = [], [], []
         for i, layer in enumerate(self.layers):
-            streams, update = layer(streams, None if ple is None else ple[:, i], meta, state)
-            if update is not None:
-                updates.append(update)
-        hidden = self.norm(streams.sum(1))
-        return TargetOutput(meta, state, hidden, updates, self.project)
+            layer_ple = None if ple is None else ple[:, i]
+            streams, update = layer(streams, layer_ple, meta, state, ple_inputs)
+            if update.gdn is not None:
+                gdn_updates.append(update.gdn)
+            if update.ple is not None:
+                ple_updates.append(update.ple)
+            if update.index_raw is not None:
+                index_raw.append(update.index_raw)
+        if self.hc_mixer is not None:
+            hidden = self.hc_mixer.read(streams)[0]
+        else:
+            assert self.norm is not None
+            hidden = self.norm(streams.sum(1))
+        rope = meta.rope_positions
+        rope = meta.positions[None].expand(3, -1) if rope is None else rope
+        return TargetOutput(
+            meta,
+            state,
+            hidden,
+            gdn_updates,
+            self.project,
+            ple_updates,
+            index_raw,
+            ngram_next,
+            rope,
+            streams.flatten(1) if self.hc_mixer is not None else None,
+        )
+
+    def _ple_inputs(
+        self,
+        inputs: PackedInputs,
+        meta: PackedMeta,
+        state: ModelState,
+        ple_rows: list[Tensor | None] | None,
+    ) -> tuple[PleInputs | None, Tensor | None]:
+        """What the PLE layers read, and the n-gram context after each packed token."""
+        if self.config.ngram_ple is None:
+            return None, None
+        contexts = state.ngram_context[meta.state_rows]  # [R, ngram_size - 1]
+        rows = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+        following = next_context(inputs.token_ids, contexts, rows, meta.token_offset)
+        per_layer = ple_rows if ple_rows is not None else [None] * self.config.num_ple_layers
+        return PleInputs(inputs.token_ids, contexts, list(per_layer)), following
 
     def project(self, hidden: Tensor) -> Tensor:
         """Final-normed hidden states -> fp32 vocabulary logits (lm_head has no bias, so a
@@ -147,6 +218,16 @@ class HybridModel(nn.Module):
             state.conv_window[g, decode_rows] = update.decode_windows[row_index, position]
             state.gdn_state[g, prompt_row] = update.prompt_state
             state.conv_window[g, prompt_row] = update.prompt_window
+        for p, update in enumerate(out.ple_updates):
+            state.ple_window[p, decode_rows] = update.decode_windows[row_index, position]
+            state.ple_window[p, prompt_row] = update.prompt_window
+        if out.ngram_next is not None:
+            following = gather_rows(out.ngram_next, meta.decode_index)  # [R, W, n - 1]
+            state.ngram_context[decode_rows] = following[row_index, position]
+            last = meta.cu_query_lens[meta.prompt_row].long() + meta.prompt_len.long() - 1
+            state.ngram_context[prompt_row] = out.ngram_next[last.clamp(min=0)]
+        if out.index_raw:
+            keep_index_ring(out, commit_lens)
         seq_lens = state.seq_lens.clone()
         seq_lens[decode_rows] += commit_lens.to(seq_lens.dtype)
         seq_lens[prompt_row] += meta.prompt_len
@@ -169,14 +250,24 @@ class HybridModel(nn.Module):
         row = meta.token_row.clamp(max=lens.shape[0] - 1)
         is_absorbed = meta.is_token_valid & (meta.token_offset < lens[row])
         kv_slots = torch.where(is_absorbed, meta.kv_slots, -1)
-        g = self.mtp(self.embed_tokens(next_tokens.clamp(min=0)), out.hidden, meta, state, kv_slots)
+        embeds = self.embed_tokens(next_tokens.clamp(min=0))
+        if isinstance(self.mtp, GatedMtpHead):
+            assert out.streams is not None
+            g, raw_keys = self.mtp(embeds, out.streams, meta, state, kv_slots)
+            if raw_keys:
+                keep_mtp_ring(out, lens, raw_keys)
+        else:
+            g = self.mtp(embeds, out.hidden, meta, state, kv_slots)
         last = (meta.cu_query_lens[:-1].long() + lens - 1).clamp(min=0)
         rows = torch.where(lens > 0, meta.state_rows, meta.scratch_row)
         state.mtp_hidden[rows] = g[last].to(state.mtp_hidden.dtype)
 
     def draft_logits(self, mtp_hidden: Tensor) -> Tensor:
-        """MTP hidden [N, hidden] -> draft logits [N, vocab] through the shared lm_head."""
+        """MTP hidden [N, hidden] (gated: [N, S * hidden]) -> draft logits [N, vocab] through
+        the shared lm_head."""
         assert self.mtp is not None
+        if isinstance(self.mtp, GatedMtpHead):
+            return self.lm_head(self.mtp.mix(mtp_hidden)).float()
         return self.lm_head(self.mtp.norm(mtp_hidden)).float()
 
     def draft_step(
@@ -206,6 +297,11 @@ class HybridModel(nn.Module):
         if rope_offset is not None:  # one token per lane: packed index == lane
             meta.rope_positions = (meta.positions + rope_offset.long())[None].repeat(3, 1)
         embeds = self.embed_tokens(tokens.clamp(min=0))
+        if isinstance(self.mtp, GatedMtpHead):
+            g, raw_keys = self.mtp(embeds, mtp_hidden, meta, state, meta.kv_slots, is_draft=True)
+            if raw_keys:
+                keep_draft_ring(meta, state, raw_keys)
+            return g
         if self.config.mtp_feeds_normed_hidden:
             mtp_hidden = self.mtp.norm(mtp_hidden)
         return self.mtp(embeds, mtp_hidden, meta, state, meta.kv_slots)

@@ -65,7 +65,7 @@ class MtpHead(nn.Module):
             )
         )
         for i, layer in enumerate(self.layers):
-            attn = layer.self_attn(
+            attn, _ = layer.self_attn(
                 layer.input_layernorm(x),
                 meta,
                 state.mtp_k_cache[i],

@@ -1,10 +1,15 @@
-"""Per-request state of Qwen3.8 Flash, one row per request slot.
+"""Per-request state of the hybrid model, one row per request slot.
 
-QSA and MTP keys/values live in paged caches shared by all slots (one page table row per
-slot); GDN recurrent states and convolution windows are not paged: each slot owns one row.
-Every per-slot tensor has one extra row, the scratch row at index ``num_slots``: padding and
-inactive rows read and write it, so that a static-capacity program needs no branch to leave
-the real slots untouched.
+QSA and MTP keys/values (and QSA's block index keys) live in paged caches shared by all
+slots (one page table row per slot); everything else is not paged: each slot owns one row
+of the GDN recurrent states and convolution windows, the PLE convolution windows and n-gram
+context, the indexer's ring of raw keys, and the MTP hidden state. Every per-slot tensor has
+one extra row, the scratch row at index ``num_slots``: padding and inactive rows read and
+write it, so that a static-capacity program needs no branch to leave the real slots
+untouched.
+
+:data:`SLOT_FIELDS` and :data:`PAGED_FIELDS` list the state kinds; reset, snapshot, restore,
+copy and the compiled state programs iterate them, so a new kind is added in one place.
 """
 
 from __future__ import annotations
@@ -16,20 +21,36 @@ from torch import Tensor
 
 from ignition.model.config import Qwen38Config
 
+# per-slot tensors and the dimension that indexes the slot
+SLOT_FIELDS: tuple[tuple[str, int], ...] = (
+    ("gdn_state", 1),
+    ("conv_window", 1),
+    ("mtp_hidden", 0),
+    ("ple_window", 1),
+    ("ngram_context", 0),
+    ("index_raw", 1),
+    ("index_rope", 0),
+    ("mtp_index_raw", 1),
+)
+# paged caches, [layers, num_pages, ...]; a slot's pages are named by its page-table row
+PAGED_FIELDS: tuple[str, ...] = (
+    "k_cache",
+    "v_cache",
+    "mtp_k_cache",
+    "mtp_v_cache",
+    "index_keys",
+    "mtp_index_keys",
+)
+
 
 @dataclass(frozen=True)
 class SlotSnapshot:
-    """A copy of one slot's complete state; KV pages are copied by content."""
+    """A copy of one slot's complete state; pages are copied by content."""
 
     seq_len: Tensor  # [] int32
     page_row: Tensor  # [max_pages] int32
-    gdn_state: Tensor  # [gdn_layers, H, Dk, Dv] fp32
-    conv_window: Tensor  # [gdn_layers, C, K-1]
-    mtp_hidden: Tensor  # [hidden]
-    k_pages: Tensor  # [qsa_layers, used_pages, page_size, Hkv, Dh]
-    v_pages: Tensor
-    mtp_k_pages: Tensor  # [mtp_layers, used_pages, page_size, Hkv, Dh]
-    mtp_v_pages: Tensor
+    rows: dict[str, Tensor]  # SLOT_FIELDS name -> the slot's row
+    pages: dict[str, Tensor]  # PAGED_FIELDS name -> [layers, used_pages, ...]
 
 
 @dataclass
@@ -46,7 +67,19 @@ class ModelState:
     mtp_v_cache: Tensor
     gdn_state: Tensor  # [gdn_layers, slots + 1, H, Dk, Dv] fp32
     conv_window: Tensor  # [gdn_layers, slots + 1, C, K - 1]
-    mtp_hidden: Tensor  # [slots + 1, hidden] MTP output at the last absorbed position
+    mtp_hidden: Tensor  # [slots + 1, S * hidden] MTP output at the last absorbed position
+    ple_window: Tensor  # [ple_layers, slots + 1, S * hidden, (K - 1) * ngram_size]
+    ngram_context: Tensor  # [slots + 1, ngram_size - 1] int64 last token ids, oldest first
+    index_keys: Tensor  # [qsa_layers, num_pages, page_size / ratio, d] block keys
+    index_raw: Tensor  # [qsa_layers, slots + 1, ratio, d] raw index keys by position % ratio
+    index_rope: Tensor  # [slots + 1, ratio, 3] int64 rope positions by position % ratio
+    mtp_index_keys: Tensor  # [mtp_layers, num_pages, page_size / ratio, d] (indexed MTP)
+    mtp_index_raw: Tensor  # [mtp_layers, slots + 1, ratio, d] the MTP's committed ring
+    # Scratch of one speculative round, not state: raw index keys and rope positions of the
+    # draft positions (past the committed length), read only by later drafts of the round.
+    mtp_draft_raw: Tensor  # [mtp_layers, slots + 1, ratio, d]
+    mtp_draft_rope: Tensor  # [slots + 1, ratio, 3] int64
+    ngram_eos: int = 0  # what a fresh n-gram context holds
 
     @classmethod
     def allocate(
@@ -67,34 +100,63 @@ class ModelState:
         rows = num_slots + 1
         kv_shape = (num_pages, page_size, config.num_key_value_heads, config.head_dim)
         heads = config.linear_num_heads
-        return cls(
+
+        def zeros(*shape: int, kind: torch.dtype = dtype) -> Tensor:
+            return torch.zeros(*shape, dtype=kind, device=device)
+
+        ple, index = config.ngram_ple, config.qsa_indexer
+        streams = max(config.hc_streams, 1) * config.hidden_size
+        ratio = index.compress_ratio if index else 1
+        if index is not None and page_size % ratio:
+            raise ValueError(
+                f"page_size {page_size} must be a multiple of the indexer's compress_ratio "
+                f"{ratio} (block keys are paged beside the KV)"
+            )
+        eos = config.eos_token_id
+        eos_id = (eos[0] if isinstance(eos, tuple) else eos) or 0
+        context = ple.context_len if ple else 0
+        index_dim = index.head_dim if index else 1
+        mtp_indexed = config.mtp_num_layers if index and config.gated_hyper else 0
+        state = cls(
             num_slots=num_slots,
             page_size=page_size,
-            seq_lens=torch.zeros(rows, dtype=torch.int32, device=device),
+            seq_lens=zeros(rows, kind=torch.int32),
             page_table=torch.full((rows, max_pages_per_slot), -1, dtype=torch.int32, device=device),
-            k_cache=torch.zeros(config.num_qsa_layers, *kv_shape, dtype=dtype, device=device),
-            v_cache=torch.zeros(config.num_qsa_layers, *kv_shape, dtype=dtype, device=device),
-            mtp_k_cache=torch.zeros(config.mtp_num_layers, *kv_shape, dtype=dtype, device=device),
-            mtp_v_cache=torch.zeros(config.mtp_num_layers, *kv_shape, dtype=dtype, device=device),
-            gdn_state=torch.zeros(
+            k_cache=zeros(config.num_qsa_layers, *kv_shape),
+            v_cache=zeros(config.num_qsa_layers, *kv_shape),
+            mtp_k_cache=zeros(config.mtp_num_layers, *kv_shape),
+            mtp_v_cache=zeros(config.mtp_num_layers, *kv_shape),
+            gdn_state=zeros(
                 config.num_gdn_layers,
                 rows,
                 heads,
                 config.linear_key_head_dim,
                 config.linear_value_head_dim,
-                dtype=torch.float32,
-                device=device,
+                kind=torch.float32,
             ),
-            conv_window=torch.zeros(
-                config.num_gdn_layers,
-                rows,
-                config.conv_channels,
-                config.conv_kernel - 1,
-                dtype=dtype,
-                device=device,
+            conv_window=zeros(
+                config.num_gdn_layers, rows, config.conv_channels, config.conv_kernel - 1
             ),
-            mtp_hidden=torch.zeros(rows, config.hidden_size, dtype=dtype, device=device),
+            mtp_hidden=zeros(rows, streams if config.gated_hyper else config.hidden_size),
+            ple_window=zeros(config.num_ple_layers, rows, streams, ple.window_len if ple else 1),
+            ngram_context=torch.full((rows, context), eos_id, dtype=torch.long, device=device),
+            index_keys=zeros(
+                config.num_qsa_layers if index else 0,
+                num_pages,
+                page_size // ratio,
+                index.head_dim if index else 1,
+            ),
+            index_raw=zeros(
+                config.num_qsa_layers if index else 0, rows, ratio, index.head_dim if index else 1
+            ),
+            index_rope=zeros(rows, ratio, 3, kind=torch.long),
+            mtp_index_keys=zeros(mtp_indexed, num_pages, page_size // ratio, index_dim),
+            mtp_index_raw=zeros(mtp_indexed, rows, ratio, index_dim),
+            mtp_draft_raw=zeros(mtp_indexed, rows, ratio, index_dim),
+            mtp_draft_rope=zeros(rows, ratio, 3, kind=torch.long),
+            ngram_eos=eos_id,
         )
+        return state
 
     @property
     def scratch_row(self) -> int:
@@ -108,6 +170,14 @@ class ModelState:
     def capacity_tokens(self) -> int:
         return self.max_pages_per_slot * self.page_size
 
+    @property
+    def num_pages(self) -> int:
+        return self.k_cache.shape[1] if self.k_cache.numel() else self.mtp_k_cache.shape[1]
+
+    def slot_rows(self, slot: int | Tensor) -> dict[str, Tensor]:
+        """Views of ``slot``'s row in every per-slot tensor."""
+        return {name: getattr(self, name).select(dim, slot) for name, dim in SLOT_FIELDS}
+
     def assign_pages(self, slot: int, pages: list[int]) -> None:
         """Give ``slot`` the pages it reads and writes, in position order."""
         self._check_slot(slot)
@@ -116,21 +186,20 @@ class ModelState:
                 f"slot {slot}: {len(pages)} pages exceed max_pages_per_slot "
                 f"{self.max_pages_per_slot}"
             )
-        num_pages = self.k_cache.shape[1] if self.k_cache.numel() else self.mtp_k_cache.shape[1]
-        bad = [p for p in pages if not 0 <= p < num_pages]
+        bad = [p for p in pages if not 0 <= p < self.num_pages]
         if bad:
-            raise ValueError(f"slot {slot}: page ids {bad} outside [0, {num_pages})")
+            raise ValueError(f"slot {slot}: page ids {bad} outside [0, {self.num_pages})")
         row = torch.full((self.max_pages_per_slot,), -1, dtype=torch.int32)
         row[: len(pages)] = torch.tensor(pages, dtype=torch.int32)
         self.page_table[slot] = row.to(self.page_table.device)
 
     def reset_slot(self, slot: int) -> None:
-        """Start a new request in ``slot``: length 0 and zero recurrent state (pages kept)."""
+        """Start a new request in ``slot``: length 0, zero recurrent state and an all-EOS
+        n-gram context (pages kept)."""
         self._check_slot(slot)
         self.seq_lens[slot] = 0
-        self.gdn_state[:, slot] = 0
-        self.conv_window[:, slot] = 0
-        self.mtp_hidden[slot] = 0
+        for name, row in self.slot_rows(slot).items():
+            row.fill_(self.ngram_eos if name == "ngram_context" else 0)
 
     def snapshot(self, slot: int) -> SlotSnapshot:
         self._check_slot(slot)
@@ -138,33 +207,26 @@ class ModelState:
         return SlotSnapshot(
             seq_len=self.seq_lens[slot].clone(),
             page_row=self.page_table[slot].clone(),
-            gdn_state=self.gdn_state[:, slot].clone(),
-            conv_window=self.conv_window[:, slot].clone(),
-            mtp_hidden=self.mtp_hidden[slot].clone(),
-            k_pages=self.k_cache[:, pages].clone(),
-            v_pages=self.v_cache[:, pages].clone(),
-            mtp_k_pages=self.mtp_k_cache[:, pages].clone(),
-            mtp_v_pages=self.mtp_v_cache[:, pages].clone(),
+            rows={name: row.clone() for name, row in self.slot_rows(slot).items()},
+            pages={name: getattr(self, name)[:, pages].clone() for name in PAGED_FIELDS},
         )
 
     def restore(self, slot: int, snapshot: SlotSnapshot) -> None:
         """Write ``snapshot`` back into ``slot``, pages included (into the snapshot's pages)."""
         self._check_slot(slot)
-        if snapshot.gdn_state.shape != self.gdn_state[:, slot].shape:
+        rows = self.slot_rows(slot)
+        if any(snapshot.rows[n].shape != rows[n].shape for n in rows):
             raise ValueError("snapshot was taken from a state of a different shape")
         self.seq_lens[slot] = snapshot.seq_len
         self.page_table[slot] = snapshot.page_row
-        self.gdn_state[:, slot] = snapshot.gdn_state
-        self.conv_window[:, slot] = snapshot.conv_window
-        self.mtp_hidden[slot] = snapshot.mtp_hidden
+        for name, row in rows.items():
+            row.copy_(snapshot.rows[name])
         pages = self._used_pages(slot)
-        self.k_cache[:, pages] = snapshot.k_pages
-        self.v_cache[:, pages] = snapshot.v_pages
-        self.mtp_k_cache[:, pages] = snapshot.mtp_k_pages
-        self.mtp_v_cache[:, pages] = snapshot.mtp_v_pages
+        for name in PAGED_FIELDS:
+            getattr(self, name)[:, pages] = snapshot.pages[name]
 
     def copy_slot(self, source: int, target: int) -> None:
-        """Fork ``source`` into ``target``: same length and state, KV copied into target's pages."""
+        """Fork ``source`` into ``target``: same length and state, pages copied into target's."""
         self._check_slot(source)
         self._check_slot(target)
         pages = self._used_pages(source)
@@ -172,10 +234,11 @@ class ModelState:
         if bool((target_pages < 0).any()):
             raise ValueError(f"slot {target} lacks the {pages.numel()} pages slot {source} uses")
         self.seq_lens[target] = self.seq_lens[source]
-        self.gdn_state[:, target] = self.gdn_state[:, source]
-        self.conv_window[:, target] = self.conv_window[:, source]
-        self.mtp_hidden[target] = self.mtp_hidden[source]
-        for cache in (self.k_cache, self.v_cache, self.mtp_k_cache, self.mtp_v_cache):
+        targets = self.slot_rows(target)
+        for name, row in self.slot_rows(source).items():
+            targets[name].copy_(row)
+        for name in PAGED_FIELDS:
+            cache = getattr(self, name)
             cache[:, target_pages] = cache[:, pages]
 
     def clone(self) -> ModelState:

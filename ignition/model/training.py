@@ -86,10 +86,14 @@ def full_sequence_gdn(gdn: GatedDeltaNet, x: Tensor) -> Tensor:
         groups=qkv.shape[-1],
     )  # [B, C, T]
     mixed = F.silu(conv).transpose(1, 2).to(x.dtype)
-    key_width = heads * key_dim
+    key_heads = gdn.num_key_heads  # each serves heads / key_heads value heads
+    key_width = key_heads * key_dim
     q, k, v = mixed.split([key_width, key_width, heads * value_dim], dim=-1)
-    q = l2_normalize(q.reshape(batch, num_tokens, heads, key_dim)).to(x.dtype)
-    k = l2_normalize(k.reshape(batch, num_tokens, heads, key_dim)).to(x.dtype)
+    q = l2_normalize(q.reshape(batch, num_tokens, key_heads, key_dim)).to(x.dtype)
+    k = l2_normalize(k.reshape(batch, num_tokens, key_heads, key_dim)).to(x.dtype)
+    if key_heads != heads:
+        q = q.repeat_interleave(heads // key_heads, dim=2)
+        k = k.repeat_interleave(heads // key_heads, dim=2)
     v = v.reshape(batch, num_tokens, heads, value_dim)
     g = -gdn.A_log.float().exp() * F.softplus(gdn.a_proj(x).float() + gdn.dt_bias.float())
     beta = torch.sigmoid(gdn.b_proj(x).float())  # [B, T, H]
@@ -149,6 +153,8 @@ def forward_train(model: HybridModel, token_ids: Tensor) -> TrainOutput:
         )
     positions = torch.arange(num_tokens, device=token_ids.device)
     embeds = model.embed_tokens(token_ids)  # [B, T, hidden]
+    if model.hc_mixer is not None:
+        return _forward_gated(model, token_ids, embeds, positions)
     ple = model.ple(token_ids.reshape(-1)) if model.ple is not None else None
     if ple is not None:
         ple = ple.view(batch, num_tokens, config.num_hidden_layers, config.ple_dim)
@@ -162,6 +168,41 @@ def forward_train(model: HybridModel, token_ids: Tensor) -> TrainOutput:
     mtp_logits = None
     if model.mtp is not None and num_tokens > 1:
         mtp_logits = _mtp_forward(model, hidden[:, :-1], embeds[:, 1:], positions[:-1])
+    return TrainOutput(logits, mtp_logits, router_probs)
+
+
+def _forward_gated(
+    model: HybridModel, token_ids: Tensor, embeds: Tensor, positions: Tensor
+) -> TrainOutput:
+    """Qwen3.8-Flash-Next (``training_gated``): streams, PLE, the indexer, the final mixer."""
+    from ignition.model.mtp_gated import GatedMtpHead
+    from ignition.model.training_gated import gated_decoder_layer, gated_mtp_logits
+
+    assert model.hc_mixer is not None
+    batch, num_tokens, hidden = embeds.shape
+    router_probs: list[Tensor] = []
+
+    def mixture(mlp: MixtureOfExperts, x: Tensor) -> Tensor:
+        return _mixture(mlp, x, router_probs)
+
+    num_streams = model.config.hc_streams
+    streams = embeds[:, :, None, :].expand(-1, -1, num_streams, -1)
+    for layer in model.layers:
+        streams = gated_decoder_layer(
+            layer, streams, token_ids, positions, mixture, full_sequence_gdn
+        )
+    flat = streams.reshape(batch * num_tokens, num_streams, hidden)
+    hidden_states = model.hc_mixer.read(flat)[0].view(batch, num_tokens, hidden)
+    logits = model.lm_head(hidden_states).float()
+    mtp_logits = None
+    if isinstance(model.mtp, GatedMtpHead) and num_tokens > 1:
+
+        def plain(mlp: MixtureOfExperts, x: Tensor) -> Tensor:
+            return mlp(x)
+
+        mtp_logits = gated_mtp_logits(
+            model, streams[:, :-1], embeds[:, 1:], positions[:-1], plain, full_sequence_gdn
+        )
     return TrainOutput(logits, mtp_logits, router_probs)
 
 

@@ -186,7 +186,9 @@ def check_layout(
         ignored = (*ignored, "lm_head.")  # a tied head some savers still write out
     read_with_weights = fp8.consumed if fp8 is not None else frozenset()
     unexpected = sorted(
-        n for n in set(located) - set(used) - read_with_weights if not n.startswith(ignored)
+        n
+        for n in set(located) - set(used) - read_with_weights
+        if not n.startswith(ignored) and not n.endswith(layout.ignored_suffixes)
     )
     if unexpected:
         raise WeightsError(

@@ -59,3 +59,21 @@ def new_state(
 @pytest.fixture
 def state(config: Qwen38Config) -> ModelState:
     return new_state(config)
+
+
+@pytest.fixture(scope="session")
+def qwen4_checkpoint(tmp_path_factory):
+    """(path, transformers model) of a tiny random Qwen4ExpForCausalLM checkpoint with an MTP
+    head (mtp.* tensors beside what transformers saves)."""
+    pytest.importorskip("transformers")
+    from tests.model.hf_checkpoints import write_qwen4_exp
+
+    path = tmp_path_factory.mktemp("qwen4_exp")
+    return path, write_qwen4_exp(path, mtp=True)
+
+
+@pytest.fixture(scope="session")
+def qwen4_model(qwen4_checkpoint):
+    from ignition.model.weights import load_checkpoint
+
+    return load_checkpoint(qwen4_checkpoint[0]).model

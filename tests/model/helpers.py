@@ -7,7 +7,7 @@ import torch
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
-from ignition.model.state import ModelState
+from ignition.model.state import SLOT_FIELDS, ModelState
 from ignition.model.step import StepOutput, run_step
 
 PROMPT_CAPACITY = 64
@@ -73,17 +73,36 @@ def committed_kv(state: ModelState, name: str) -> list[torch.Tensor]:
     return entries
 
 
+def committed_blocks(state: ModelState, name: str = "index_keys") -> list[torch.Tensor]:
+    """Per slot, the QSA block index keys (``name``) of its complete committed blocks."""
+    cache = getattr(state, name)
+    per_page = cache.shape[2]
+    ratio = state.page_size // per_page
+    flat = cache.flatten(1, 2)
+    entries = []
+    for slot in range(state.num_slots):
+        starts = torch.arange(int(state.seq_lens[slot]) // ratio) * ratio
+        pages = state.page_table[slot, starts // state.page_size].long()
+        entries.append(flat[:, pages * per_page + (starts % state.page_size) // ratio])
+    return entries
+
+
 def assert_states_equal(a: ModelState, b: ModelState, atol: float = 1e-5) -> None:
-    """Every per-slot tensor and the committed KV entries agree (scratch row excluded).
+    """Every per-slot tensor (every kind in SLOT_FIELDS), the committed KV entries and the
+    committed block index keys agree (scratch row excluded).
 
     Cache entries past a slot's committed length are not state: nothing reads them before
     they are rewritten.
     """
-    slots = slice(0, a.num_slots)
-    assert torch.equal(a.seq_lens[slots], b.seq_lens[slots])
-    torch.testing.assert_close(a.gdn_state[:, slots], b.gdn_state[:, slots], atol=atol, rtol=0)
-    torch.testing.assert_close(a.conv_window[:, slots], b.conv_window[:, slots], atol=atol, rtol=0)
-    torch.testing.assert_close(a.mtp_hidden[slots], b.mtp_hidden[slots], atol=atol, rtol=0)
+    assert torch.equal(a.seq_lens[: a.num_slots], b.seq_lens[: b.num_slots])
+    for name, dim in SLOT_FIELDS:
+        got = getattr(a, name).narrow(dim, 0, a.num_slots)
+        expected = getattr(b, name).narrow(dim, 0, b.num_slots)
+        torch.testing.assert_close(got, expected, atol=atol, rtol=0, msg=name)
     for name in ("k_cache", "v_cache", "mtp_k_cache", "mtp_v_cache"):
         for got, expected in zip(committed_kv(a, name), committed_kv(b, name), strict=True):
             torch.testing.assert_close(got, expected, atol=atol, rtol=0)
+    for name in ("index_keys", "mtp_index_keys"):
+        pairs = zip(committed_blocks(a, name), committed_blocks(b, name), strict=True)
+        for got, expected in pairs:
+            torch.testing.assert_close(got, expected, atol=atol, rtol=0, msg=name)

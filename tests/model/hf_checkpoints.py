@@ -295,3 +295,86 @@ def write_qwen3_next(path: Path, seed: int = 0) -> torch.nn.Module:
     model.save_pretrained(path)
     _copy_tokenizer(path)
     return model
+
+
+def qwen4_exp_text_config(vocab_size: int = VOCAB_SIZE) -> dict:
+    """A tiny Qwen3.8-Flash-Next text config: two PLE layers, a QSA index budget of 8 tokens
+    in blocks of 4 (prompts of tens of tokens select), four streams, MoE."""
+    config = text_config(moe=True, tie=False, vocab_size=vocab_size)
+    config.pop("mtp_num_hidden_layers")
+    config.update(
+        hidden_size=32,
+        layer_types=["linear_attention"] * 3 + ["indexed_attention"],
+        output_gate_type="sigmoid",
+        hc_count=4,
+        hc_lowrank=8,
+        ple_layer_ids=[1, 3],
+        ple_embed_dim=16,
+        ple_conv_kernel_size=3,
+        ngram_size=3,
+        heads_per_ngram=2,
+        ngram_vocab_size_base=97,
+        make_ngram_vocab_size_divisible_by=8,
+        seed=11,
+        split_ngram_parts=4,
+        indexer_n_heads=8,
+        indexer_kv_heads=1,
+        indexer_head_dim=16,
+        indexer_budget=8,
+        indexer_compress_ratio=4,
+    )
+    return config
+
+
+def write_qwen4_exp(
+    path: Path, seed: int = 0, multimodal: bool = False, mtp: bool = False
+) -> torch.nn.Module:
+    """Save a tiny Qwen4Exp (CausalLM, or ConditionalGeneration with a vision tower) with every
+    parameter random, PLE tables included, and with ``mtp`` random ``mtp.*`` tensors named
+    as vLLM's Qwen4Exp MTP loads them; returns the fp32 transformers model."""
+    import transformers as tf
+
+    text = qwen4_exp_text_config()
+    if multimodal:
+        config = tf.Qwen4ExpConfig(
+            text_config=text,
+            vision_config=VISION | {"out_hidden_size": text["hidden_size"]},
+            image_token_id=5,
+            video_token_id=6,
+            vision_start_token_id=7,
+            vision_end_token_id=8,
+        )
+        cls = tf.Qwen4ExpForConditionalGeneration
+    else:
+        config, cls = tf.Qwen4ExpTextConfig(**text), tf.Qwen4ExpForCausalLM
+    torch.manual_seed(seed)
+    model = cls(config).eval()
+    randomize(model, seed, zero_centred=True)
+    model.save_pretrained(path)
+    _copy_tokenizer(path)
+    if mtp:
+        _add_qwen4_exp_mtp(path, model.config.get_text_config(), seed)
+    return model
+
+
+def _add_qwen4_exp_mtp(path: Path, text, seed: int) -> None:
+    """mtp.* tensors in their own file: transformers has no MTP head, so its own indexed
+    attention layer and gated residual supply the layer's and the mixer's names and shapes."""
+    from transformers.models.qwen4_exp import modeling_qwen4_exp as reference
+
+    layer = reference.Qwen4ExpTextDecoderLayer(text, text.layer_types.index("indexed_attention"))
+    mixer = reference.Qwen4ExpTextGatedResidual(text, use_combine=False)
+    randomize(layer, seed + 1, zero_centred=True)
+    randomize(mixer, seed + 2, zero_centred=True)
+    hidden, streams = text.hidden_size, text.hc_count
+    generator = torch.Generator().manual_seed(seed + 3)
+    tensors = {f"mtp.layers.0.{k}": v for k, v in layer.state_dict().items()}
+    tensors |= {f"mtp.hyper_connection_mixer.{k}": v for k, v in mixer.state_dict().items()}
+    for name in ("fc_embedding", "fc_hidden"):
+        tensors[f"mtp.{name}.weight"] = torch.randn(hidden, hidden, generator=generator) / 6
+    tensors["mtp.pre_fc_norm_embedding.weight"] = torch.randn(hidden, generator=generator) / 5
+    tensors["mtp.pre_fc_norm_hidden.weight"] = (
+        torch.randn(streams * hidden, generator=generator) / 5
+    )
+    tensors = {k: v.contiguous() for k, v in tensors.items()}
+    save_file(tensors, str(path / "mtp.safetensors"), metadata={"format": "pt"})

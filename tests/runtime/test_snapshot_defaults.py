@@ -19,7 +19,7 @@ def _state() -> ModelState:
 def test_row_bytes_are_what_a_snapshot_row_allocates():
     state = _state()
     store = SnapshotStore.allocate(state, 3)
-    tensors = (store.seq_lens, store.gdn_state, store.conv_window, store.mtp_hidden, *store.caches)
+    tensors = (store.seq_lens, *store.rows.values(), *store.caches.values())
     total = sum(t.numel() * t.element_size() for t in tensors)
     assert SnapshotStore.row_bytes(state) * 3 == total
 

@@ -45,6 +45,7 @@ class CheckpointLayout:
 
     sources: dict[str, TensorSource]  # internal parameter name -> where it comes from
     ignored_prefixes: tuple[str, ...] = ()  # checkpoint names loaded elsewhere, if at all
+    ignored_suffixes: tuple[str, ...] = ()  # saved constants the model recomputes
 
 
 class ModelFamily:

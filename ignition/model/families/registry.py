@@ -12,7 +12,7 @@ from pathlib import Path
 from ignition.model.config import ConfigError, read_config_json
 from ignition.model.families.base import ModelFamily
 
-BUILTIN_MODULES = ("qwen38", "qwen3_5", "qwen3_next", "llama")
+BUILTIN_MODULES = ("qwen38", "qwen3_5", "qwen3_next", "qwen4_exp", "llama")
 # The seed's own checkpoints predate the model_type key; they are Qwen3.8 Flash.
 DEFAULT_MODEL_TYPE = "qwen38"
 

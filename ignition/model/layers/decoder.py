@@ -1,22 +1,31 @@
 """One decoder layer: a token mixer (GDN or QSA) and an MLP, each behind a residual.
 
-Qwen3.8 Flash puts each block behind a hyper-connection over ``hc_streams`` streams; families
-without them (``hc_streams`` 0) keep one stream and a plain residual, through the same
-read/write interface so the layer reads the same either way.
+Three residual forms share one interface, ``around(streams, block)``: a plain residual (one
+stream, families without hyper-connections), the old static hyper-connections, and the
+released gated-residual hyper-connections (Qwen3.8-Flash-Next), whose read normalises the
+streams itself, so its layers have no input norms. PLE layers add their n-gram features to
+the streams before the token mixer's hyper-connection.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from torch import Tensor, nn
 
 from ignition.model.config import Qwen38Config
+from ignition.model.layers.gated_hyper import GatedHyperConnection
 from ignition.model.layers.gdn import GatedDeltaNet, GdnUpdate
 from ignition.model.layers.hyper import HyperConnection
 from ignition.model.layers.moe import MixtureOfExperts, SwiGLU
+from ignition.model.layers.ngram_ple import NgramPle, PleUpdate
 from ignition.model.layers.norm import RMSNorm
-from ignition.model.layers.qsa import QueryGatedAttention
+from ignition.model.layers.qsa import IndexCaches, QueryGatedAttention
 from ignition.model.packing import PackedMeta
 from ignition.model.state import ModelState
+
+Block = Callable[[Tensor], Tensor]
 
 
 def make_mlp(config: Qwen38Config, kind: str) -> nn.Module:
@@ -37,11 +46,56 @@ class PlainResidual(nn.Module):
     def write(self, streams: Tensor, block_out: Tensor) -> Tensor:
         return streams + block_out[:, None, :]
 
+    def around(self, streams: Tensor, block: Block) -> Tensor:
+        return self.write(streams, block(self.read(streams)))
+
+
+class StaticHyper(HyperConnection):
+    """The old static hyper-connections with the shared ``around`` interface."""
+
+    def around(self, streams: Tensor, block: Block) -> Tensor:
+        return self.write(streams, block(self.read(streams)))
+
+
+class GatedResidual(GatedHyperConnection):
+    """The gated-residual hyper-connection with the shared ``around`` interface."""
+
+    def around(self, streams: Tensor, block: Block) -> Tensor:
+        block_input, inject = self.read(streams)
+        return self.write(streams, block(block_input), inject)
+
 
 def residual_for(config: Qwen38Config) -> nn.Module:
+    if config.gated_hyper is not None:
+        return GatedResidual(
+            config.hc_streams,
+            config.hidden_size,
+            config.gated_hyper.lowrank,
+            config.rms_norm_eps,
+            writes=True,
+        )
     if config.has_hyper_connections:
-        return HyperConnection(config.hc_streams)
+        return StaticHyper(config.hc_streams)
     return PlainResidual()
+
+
+@dataclass
+class PleInputs:
+    """What every PLE layer of one forward reads: token ids, each row's n-gram context and,
+    per PLE layer, the table rows already gathered (None: the layer reads its own table)."""
+
+    token_ids: Tensor  # [T]
+    contexts: Tensor  # [R, ngram_size - 1]
+    rows: list[Tensor | None]  # per PLE layer: [T, heads, head_dim] or None
+
+
+@dataclass
+class LayerUpdate:
+    """One layer's candidate state, committed by ``HybridModel.commit``."""
+
+    gdn: GdnUpdate | None = None
+    ple: PleUpdate | None = None
+    index_raw: Tensor | None = None  # [T, d] raw index keys of a QSA layer with an indexer
 
 
 class DecoderLayer(nn.Module):
@@ -49,9 +103,12 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.kind = config.layer_types[layer_index]
         self.state_index = config.layer_slot(layer_index)  # row in the stacked state of its kind
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
-        self.post_attention_layernorm = RMSNorm(
-            config.hidden_size, config.rms_norm_eps, config.norm_offset
+        self.ple_index = config.ple_slot(layer_index)
+        has_norms = config.gated_hyper is None  # the gated read normalises the streams itself
+        eps, offset = config.rms_norm_eps, config.norm_offset
+        self.input_layernorm = RMSNorm(config.hidden_size, eps, offset) if has_norms else None
+        self.post_attention_layernorm = (
+            RMSNorm(config.hidden_size, eps, offset) if has_norms else None
         )
         if self.kind == "gdn":
             self.linear_attn = GatedDeltaNet(config)
@@ -63,24 +120,54 @@ class DecoderLayer(nn.Module):
         self.ple_proj = (
             nn.Linear(config.ple_dim, config.hidden_size, bias=False) if config.ple_dim else None
         )
+        self.ple = NgramPle(config, self.ple_index) if self.ple_index is not None else None
 
     def forward(
-        self, streams: Tensor, ple: Tensor | None, meta: PackedMeta, state: ModelState
-    ) -> tuple[Tensor, GdnUpdate | None]:
-        """streams [T, S, hidden]; ple [T, ple_dim] this layer's slice. Mutates only KV pages."""
-        x = self.attn_hc.read(streams)
-        if self.ple_proj is not None and ple is not None:
-            x = x + self.ple_proj(ple)
-        h = self.input_layernorm(x)
-        update = None
-        if self.kind == "gdn":
-            mixed, update = self.linear_attn(
-                h, meta, state.gdn_state[self.state_index], state.conv_window[self.state_index]
+        self,
+        streams: Tensor,
+        ple: Tensor | None,
+        meta: PackedMeta,
+        state: ModelState,
+        ple_inputs: PleInputs | None = None,
+    ) -> tuple[Tensor, LayerUpdate]:
+        """streams [T, S, hidden]; ple [T, ple_dim] the old format's per-layer slice.
+
+        Mutates only paged caches at this frame's own positions (KV, block index keys).
+        """
+        update = LayerUpdate()
+        if self.ple is not None and self.ple_index is not None:
+            assert ple_inputs is not None
+            streams, update.ple = self.ple(
+                streams,
+                ple_inputs.token_ids,
+                ple_inputs.contexts,
+                meta,
+                state.ple_window[self.ple_index],
+                ple_inputs.rows[self.ple_index],
             )
-        else:
+
+        def mix(x: Tensor) -> Tensor:
+            if self.ple_proj is not None and ple is not None:
+                x = x + self.ple_proj(ple)
+            h = x if self.input_layernorm is None else self.input_layernorm(x)
             i = self.state_index
-            mixed = self.self_attn(h, meta, state.k_cache[i], state.v_cache[i])
-        streams = self.attn_hc.write(streams, mixed)
-        x = self.mlp_hc.read(streams)
-        streams = self.mlp_hc.write(streams, self.mlp(self.post_attention_layernorm(x)))
+            if self.kind == "gdn":
+                out, update.gdn = self.linear_attn(
+                    h, meta, state.gdn_state[i], state.conv_window[i]
+                )
+                return out
+            index = None
+            if state.index_keys.shape[0]:
+                index = IndexCaches(state.index_keys[i], state.index_raw[i], state.index_rope)
+            out, update.index_raw = self.self_attn(
+                h, meta, state.k_cache[i], state.v_cache[i], index=index
+            )
+            return out
+
+        def feed_forward(x: Tensor) -> Tensor:
+            norm = self.post_attention_layernorm
+            return self.mlp(x if norm is None else norm(x))
+
+        streams = self.attn_hc.around(streams, mix)
+        streams = self.mlp_hc.around(streams, feed_forward)
         return streams, update

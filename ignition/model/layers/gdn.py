@@ -59,7 +59,7 @@ class GatedDeltaNet(nn.Module):
         )
         self.A_log = nn.Parameter(torch.zeros(heads))
         self.dt_bias = nn.Parameter(torch.ones(heads))
-        self.norm = GatedRMSNorm(self.value_dim, config.rms_norm_eps)
+        self.norm = GatedRMSNorm(self.value_dim, config.rms_norm_eps, config.gdn_gate_activation)
         self.out_proj = nn.Linear(heads * self.value_dim, hidden, bias=False)
 
     def forward(

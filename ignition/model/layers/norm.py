@@ -38,13 +38,15 @@ class RMSNorm(nn.Module):
 
 
 class GatedRMSNorm(nn.Module):
-    """norm(o) * silu(z): the output gate of a GDN head, applied per value head."""
+    """norm(o) * act(z): the output gate of a GDN head, applied per value head (SiLU, or
+    sigmoid where a family's ``output_gate_type`` says so)."""
 
-    def __init__(self, dim: int, eps: float) -> None:
+    def __init__(self, dim: int, eps: float, activation: str = "silu") -> None:
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        self.activation = F.silu if activation == "silu" else torch.sigmoid
 
     def forward(self, x: Tensor, gate: Tensor) -> Tensor:
         normed = rms_norm(x, self.weight, self.eps)
-        return (normed.float() * F.silu(gate.float())).to(x.dtype)
+        return (normed.float() * self.activation(gate.float())).to(x.dtype)

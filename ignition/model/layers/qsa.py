@@ -5,9 +5,14 @@ output gate sigmoid(W_g x) applied to the attention output before o_proj. Famili
 the q/k norms or the gate (Llama) switch them off in the config; the rest is shared. Every
 packed row, prompt or decode, goes through one varlen paged attention call: the row's phase
 is only its query length and cached length.
+
+With an indexer (Qwen3.8-Flash-Next) each query attends only to the positions the indexer
+selects (``qsa_indexer``); the keys and values are written and read in the same pages.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -15,8 +20,22 @@ from torch import Tensor, nn
 from ignition.kernels import ops
 from ignition.model.config import Qwen38Config
 from ignition.model.layers.norm import RMSNorm
+from ignition.model.layers.qsa_indexer import QsaIndexer, selected_attention
 from ignition.model.layers.rope import PartialRotary
 from ignition.model.packing import PackedMeta
+
+
+@dataclass
+class IndexCaches:
+    """One QSA layer's indexer state: paged block keys and the per-slot rings."""
+
+    block_keys: Tensor  # [num_pages, page_size / ratio, d]
+    raw_ring: Tensor  # [slots + 1, ratio, d]
+    rope_ring: Tensor  # [slots + 1, ratio, 3]
+    # MTP draft steps: positions past the committed length read the round's draft ring
+    draft_raw: Tensor | None = None  # [slots + 1, ratio, d]
+    draft_rope: Tensor | None = None  # [slots + 1, ratio, 3]
+    committed: Tensor | None = None  # [slots + 1] committed lengths
 
 
 class QueryGatedAttention(nn.Module):
@@ -45,6 +64,7 @@ class QueryGatedAttention(nn.Module):
             config.rope_scaling,
             config.mrope_section,
         )
+        self.indexer = QsaIndexer(config) if config.qsa_indexer is not None else None
 
     def forward(
         self,
@@ -53,8 +73,10 @@ class QueryGatedAttention(nn.Module):
         k_cache: Tensor,
         v_cache: Tensor,
         kv_slots: Tensor | None = None,
-    ) -> Tensor:
-        """x [T, hidden] -> [T, hidden]; writes this call's keys/values at ``kv_slots``.
+        index: IndexCaches | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """x [T, hidden] -> ([T, hidden], raw index keys [T, d] or None without an indexer);
+        writes this call's keys/values at ``kv_slots``.
 
         ``kv_slots`` defaults to the meta's; the MTP head passes a narrower mapping so that only
         absorbed positions overwrite its draft context.
@@ -70,16 +92,22 @@ class QueryGatedAttention(nn.Module):
         k = self.rotary(k, rope)
         slots = meta.kv_slots if kv_slots is None else kv_slots
         ops.write_paged_kv(k, v, k_cache, v_cache, slots)
-        attn = ops.packed_paged_attention(
-            q,
-            k_cache,
-            v_cache,
-            meta.page_table,
-            meta.cu_query_lens,
-            meta.context_lens,
-            self.head_dim**-0.5,
-        )  # [T, H, Dh]
+        raw_keys = None
+        if self.indexer is not None and index is not None:
+            rope3 = rope if rope.dim() == 2 else rope[None].expand(3, -1)
+            selected, raw_keys = self.indexer(x, meta, rope3, index)
+            attn = selected_attention(q, k_cache, v_cache, meta, selected, self.head_dim**-0.5)
+        else:
+            attn = ops.packed_paged_attention(
+                q,
+                k_cache,
+                v_cache,
+                meta.page_table,
+                meta.cu_query_lens,
+                meta.context_lens,
+                self.head_dim**-0.5,
+            )  # [T, H, Dh]
         attn = attn.reshape(num_tokens, -1)
         if self.g_proj is not None:
             attn = attn * torch.sigmoid(self.g_proj(x).float()).to(x.dtype)
-        return self.o_proj(attn)
+        return self.o_proj(attn), raw_keys

@@ -1,0 +1,255 @@
+"""Qwen3.8-Flash-Next as released (``qwen4_exp`` / ``qwen4_exp_text``), as Hugging Face lays it out.
+
+Qwen3.5-MoE's trunk (GDN with ``output_gate_type``, fused ``in_proj_qkv`` and ``q_proj``,
+fused or per-expert experts, zero-centred norms, interleaved multimodal rope) plus the
+released parts: gated-residual hyper-connections around every block and a final mixer
+instead of a final norm (``*_hyper_connection.*``, ``hyper_connection_mixer.*``; no layer
+norms), PLE on ``ple_layer_ids`` (one-indexed in config.json) whose n-gram table is stored as
+``split_ngram_parts`` row shards ``ngram_embedding.shard_N.weight`` (concatenated here; the
+hash constants saved beside them are recomputed, not read), and QSA's indexer on every
+attention layer (``self_attn.indexer.*``; all five ``indexer_*`` keys required).
+
+The MTP head (``mtp.*``, ``ignition.model.mtp_gated``) is read as vLLM's Qwen4Exp MTP reads
+it: ``fc_embedding``, ``fc_hidden``, the two pre-fc norms, ``layers.N`` (named as a trunk
+attention layer) and ``hyper_connection_mixer``; the vocabulary head is the trunk's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ignition.model.config import ConfigError, Qwen38Config
+from ignition.model.families.base import CheckpointLayout, ModelFamily, TensorSource, as_dtype
+from ignition.model.families.hf_text import TextReader, text_section
+from ignition.model.families.qwen3_5 import (
+    FLAT_PREFIX,
+    NESTED_PREFIX,
+    _mrope_section,
+    _source,
+    has_mtp,
+    mtp_layer_count,
+    vision_block,
+)
+from ignition.model.families.registry import register
+
+_LAYER_KINDS = {"linear_attention": "gdn", "indexed_attention": "qsa", "full_attention": "qsa"}
+_QSA_KEYS = (
+    "indexer_n_heads",
+    "indexer_kv_heads",
+    "indexer_head_dim",
+    "indexer_budget",
+    "indexer_compress_ratio",
+)
+_HASH_BUFFERS = ("layer_multipliers", "ngram_heads_offsets", "ngram_heads_vocab_sizes")
+_RENAMED = {"attn_hc.": "attn_hyper_connection.", "mlp_hc.": "mlp_hyper_connection."}
+
+
+class Qwen4ExpFamily(ModelFamily):
+    name = "qwen4_exp"
+    model_types = ("qwen4_exp", "qwen4_exp_text")
+    recipe = "qwen4-exp"
+    description = "Qwen3.8-Flash-Next: GDN + QSA 3:1, MoE, gated hyper-connections, PLE n-grams"
+
+    def parse_config(
+        self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
+    ) -> Qwen38Config:
+        text, prefix = text_section(raw, source)
+        r = TextReader(text, prefix, source)
+        r.unsupported_true("attention_bias")
+        if text.get("norm_topk_prob", True) is not True:
+            raise ConfigError(source, f"key '{prefix}norm_topk_prob' = false: expected true")
+        num_layers = r.int("num_hidden_layers")
+        layer_types = _layer_types(text, prefix, source, num_layers)
+        hidden = r.int("hidden_size")
+        num_heads = r.int("num_attention_heads")
+        head_dim = r.int("head_dim", hidden // num_heads)
+        rope = r.rope()
+        if rope.get("rope_type", "default") not in ("default", "mrope"):
+            raise ConfigError(
+                source,
+                f"key '{prefix}rope_parameters.rope_type' = {rope['rope_type']!r}: "
+                "expected default",
+            )
+        factor = rope.get("partial_rotary_factor", 1.0)
+        rotary_dim = int(head_dim * factor)
+        gate = text.get("output_gate_type") or text.get("hidden_act", "silu")
+        eos = r.token_ids(raw)
+        values: dict[str, Any] = dict(
+            model_type=str(raw.get("model_type", self.model_types[0])),
+            vocab_size=r.int("vocab_size"),
+            hidden_size=hidden,
+            num_hidden_layers=num_layers,
+            layer_types=layer_types,
+            num_attention_heads=num_heads,
+            num_key_value_heads=r.int("num_key_value_heads"),
+            head_dim=head_dim,
+            rotary_dim=rotary_dim,
+            rope_theta=float(rope.get("rope_theta", 10_000_000.0)),
+            linear_num_heads=r.int("linear_num_value_heads"),
+            linear_num_key_heads=r.int("linear_num_key_heads"),
+            linear_key_head_dim=r.int("linear_key_head_dim"),
+            linear_value_head_dim=r.int("linear_value_head_dim"),
+            conv_kernel=r.int("linear_conv_kernel_dim", 4),
+            num_experts=r.int("num_experts"),
+            num_experts_per_tok=r.int("num_experts_per_tok"),
+            moe_intermediate_size=r.int("moe_intermediate_size"),
+            shared_expert_intermediate_size=r.int("shared_expert_intermediate_size"),
+            mlp_kind="moe",
+            mtp_mlp_kind="moe",
+            hc_streams=r.int("hc_count", 4),
+            ple_dim=0,
+            mtp_num_layers=mtp_layer_count(tensor_names) if has_mtp(tensor_names) else 0,
+            vision=vision_block(raw, source, tensor_names),
+            rms_norm_eps=r.float("rms_norm_eps", 1e-6),
+            max_position_embeddings=r.int("max_position_embeddings", 32768),
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            torch_dtype=as_dtype(raw, source, as_dtype(text, source)),
+            norm_offset=1.0,
+            image_token_id=raw.get("image_token_id"),
+            vision_start_token_id=raw.get("vision_start_token_id"),
+            vision_end_token_id=raw.get("vision_end_token_id"),
+            mrope_section=_mrope_section(rope, prefix, source),
+            gdn_gate_activation=gate,
+            gated_hyper={"lowrank": r.int("hc_lowrank", 320)},
+            ngram_ple=_ple_block(text, r, prefix, source, num_layers, hidden),
+            qsa_indexer=_indexer_block(text, prefix, source, layer_types),
+            **eos,
+        )
+        return Qwen38Config.from_dict(values, source=source)
+
+    def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:
+        config: Qwen38Config = model.config
+        is_nested = any(n.startswith(NESTED_PREFIX) for n in tensor_names)
+        trunk = NESTED_PREFIX if is_nested else FLAT_PREFIX
+        sources = {}
+        for name, param in model.named_parameters():
+            shape = tuple(param.shape)
+            if name.endswith(".ple.ngram_embedding.weight"):
+                sources[name] = _table_source(trunk + name, shape, config, tensor_names)
+                continue
+            internal = name.replace("hc_mixer.", "hyper_connection_mixer.")
+            for old, new in _RENAMED.items():
+                internal = internal.replace(old, new)
+            sources[name] = _source(internal, shape, trunk, config, tensor_names)
+        ignored = ("mtp.embed_tokens.", "mtp.shared_head.")
+        if not config.vision:
+            ignored = (*ignored, "model.visual.")
+        # saved constants recomputed here, and the mixers' unused injection weights
+        suffixes = tuple(f".ple_embedding.{b}" for b in _HASH_BUFFERS)
+        suffixes += ("hyper_connection_mixer.block_inject_weight",)
+        return CheckpointLayout(sources, ignored_prefixes=ignored, ignored_suffixes=suffixes)
+
+    def load_notes(self, config: Qwen38Config, raw: Mapping[str, Any]) -> list[str]:
+        notes = []
+        if "vision_config" in raw and config.vision is None:
+            notes.append("vision: no model.visual.* tensors in the checkpoint; text prompts only")
+        return notes
+
+
+def _layer_types(
+    text: Mapping[str, Any], prefix: str, source: str, num_layers: int
+) -> tuple[str, ...]:
+    raw = text.get("layer_types")
+    if raw is None:
+        interval = text.get("full_attention_interval", 4)
+        raw = [
+            "indexed_attention" if (i + 1) % interval == 0 else "linear_attention"
+            for i in range(num_layers)
+        ]
+    if not isinstance(raw, list) or len(raw) != num_layers:
+        raise ConfigError(source, f"key '{prefix}layer_types' = {raw!r}: expected {num_layers}")
+    bad = [kind for kind in raw if kind not in _LAYER_KINDS]
+    if bad:
+        raise ConfigError(
+            source,
+            f"key '{prefix}layer_types' has {bad[0]!r}; expected linear_attention or "
+            "indexed_attention",
+        )
+    return tuple(_LAYER_KINDS[k] for k in raw)
+
+
+def _ple_block(
+    text: Mapping[str, Any],
+    r: TextReader,
+    prefix: str,
+    source: str,
+    num_layers: int,
+    hidden: int,
+) -> dict[str, Any] | None:
+    """The PLE block from the flat keys; ``ple_layer_ids`` is one-indexed in config.json."""
+    ids = text.get("ple_layer_ids") or []
+    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+        raise ConfigError(source, f"key '{prefix}ple_layer_ids' = {ids!r}: expected ints")
+    bad = [i for i in ids if not 1 <= i <= num_layers]
+    if bad:
+        raise ConfigError(
+            source, f"key '{prefix}ple_layer_ids' has {bad[0]}: layers are 1..{num_layers}"
+        )
+    if not ids:
+        return None
+    return {
+        "layers": sorted({i - 1 for i in ids}),
+        "embed_dim": r.int("ple_embed_dim", hidden) if text.get("ple_embed_dim") else hidden,
+        "conv_kernel": r.int("ple_conv_kernel_size", 4),
+        "ngram_size": r.int("ngram_size", 3),
+        "heads_per_ngram": r.int("heads_per_ngram", 8),
+        "vocab_size_base": r.int("ngram_vocab_size_base", 20_000_000),
+        "vocab_size_divisor": r.int("make_ngram_vocab_size_divisible_by", 128),
+        "seed": text.get("seed", 1234),
+        "split_parts": r.int("split_ngram_parts", 512),
+    }
+
+
+def _indexer_block(
+    text: Mapping[str, Any], prefix: str, source: str, layer_types: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """QSA's indexer: required (all five keys) whenever the model has attention layers."""
+    if "qsa" not in layer_types:
+        return None
+    for key in _QSA_KEYS:
+        value = text.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            why = "missing" if value is None else f"= {value!r}, expected a positive int"
+            raise ConfigError(source, f"key '{prefix}{key}' {why} (QSA indexer)")
+    if text["indexer_kv_heads"] != 1:
+        raise ConfigError(
+            source, f"key '{prefix}indexer_kv_heads' = {text['indexer_kv_heads']}: expected 1"
+        )
+    return {
+        "num_heads": text["indexer_n_heads"],
+        "head_dim": text["indexer_head_dim"],
+        "budget": text["indexer_budget"],
+        "compress_ratio": text["indexer_compress_ratio"],
+    }
+
+
+def shard_rows(num_rows: int, num_parts: int) -> list[int]:
+    """Rows of each ``shard_N`` piece: ``save_pretrained`` splits the table as torch.chunk
+    does (pieces of ceil(rows / parts), so there may be fewer pieces than parts)."""
+    size = -(-num_rows // num_parts)
+    return [min(size, num_rows - start) for start in range(0, num_rows, size)]
+
+
+def _table_source(
+    name: str, shape: tuple[int, ...], config: Qwen38Config, tensor_names: frozenset[str]
+) -> TensorSource:
+    """A PLE table: one tensor, or the concatenation of its row shards in order."""
+    stem = name.replace(".ple.ngram_embedding.weight", ".ple.ple_embedding.ngram_embedding")
+    if f"{stem}.weight" in tensor_names:
+        return TensorSource.same(f"{stem}.weight", shape)
+    assert config.ngram_ple is not None
+    rows = shard_rows(shape[0], config.ngram_ple.split_parts)
+    names = tuple(f"{stem}.shard_{i}.weight" for i in range(len(rows)))
+    shapes = tuple((n, shape[1]) for n in rows)
+    return TensorSource(names, shapes, _concat_rows)
+
+
+def _concat_rows(tensors: Sequence[Tensor]) -> Tensor:
+    return torch.cat(list(tensors), dim=0)
+
+
+QWEN4_EXP = register(Qwen4ExpFamily())

@@ -1,0 +1,196 @@
+"""QSA's token indexer (Qwen3.8-Flash-Next): which earlier tokens each query attends to.
+
+One projection gives ``num_heads`` index query heads and one raw index key per token. Every
+``compress_ratio`` consecutive raw keys of a request form a block; once complete, its key is
+their mean, normed and roped at the block's first position, and lives in pages beside the KV
+(one page holds page_size / compress_ratio block keys). A query at position p sees the
+(p + 1) // ratio complete blocks, scores each as sum over heads of relu(q . k) / sqrt(d),
+keeps the best ``budget / ratio`` of them and adds the incomplete tail (positions from the
+last block boundary to p). With at most ``budget`` visible tokens every block is kept, which
+is dense attention.
+
+State: the block keys of committed complete blocks (paged), and a ring of the last
+``compress_ratio`` raw keys and rope positions per slot (the incomplete block's members, read
+when a later frame completes it). The forward writes block keys only for blocks that end at
+its own tokens (as KV is written), so rejected drafts leave committed blocks untouched; the
+ring is written by ``commit`` at the accepted length.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from ignition.kernels import ops
+from ignition.model.config import Qwen38Config
+from ignition.model.layers.norm import RMSNorm
+from ignition.model.layers.rope import PartialRotary
+from ignition.model.packing import PackedMeta
+
+if TYPE_CHECKING:
+    from ignition.model.layers.qsa import IndexCaches
+
+# Gathered keys per query chunk (elements): bounds the reference path's memory on long rows.
+MAX_CHUNK_ELEMENTS = 1 << 24
+
+
+class QsaIndexer(nn.Module):
+    def __init__(self, config: Qwen38Config) -> None:
+        super().__init__()
+        index = config.qsa_indexer
+        assert index is not None
+        self.num_heads, self.head_dim = index.num_heads, index.head_dim
+        self.ratio, self.num_blocks = index.compress_ratio, index.num_blocks
+        self.index_qk_proj = nn.Linear(
+            config.hidden_size, (index.num_heads + 1) * index.head_dim, bias=False
+        )
+        self.q_layernorm = RMSNorm(index.head_dim, config.rms_norm_eps, offset=1.0)
+        self.k_layernorm = RMSNorm(index.head_dim, config.rms_norm_eps, offset=1.0)
+        # the attention's own rope (its rotary dims), applied to the leading index channels
+        self.rotary = PartialRotary(
+            index.head_dim,
+            config.rotary_dim,
+            config.rope_theta,
+            config.rope_scaling,
+            config.mrope_section,
+        )
+
+    def forward(
+        self, x: Tensor, meta: PackedMeta, rope: Tensor, caches: IndexCaches
+    ) -> tuple[Tensor, Tensor]:
+        """(selected positions [T, budget + ratio - 1] int64, -1 = none; raw keys [T, d]).
+
+        rope [3, T] rope positions; the block keys in ``caches`` are written here for blocks
+        completed by this frame's tokens (where ``meta.kv_slots`` writes).
+        """
+        num_tokens = x.shape[0]
+        q, raw = self.index_qk_proj(x).split(
+            [self.num_heads * self.head_dim, self.head_dim], dim=-1
+        )
+        q = self.rotary(self.q_layernorm(q.view(num_tokens, self.num_heads, self.head_dim)), rope)
+        self._write_completed_blocks(raw, meta, rope, caches)
+        return self._select(q, meta, caches.block_keys), raw
+
+    def _write_completed_blocks(
+        self, raw: Tensor, meta: PackedMeta, rope: Tensor, caches: IndexCaches
+    ) -> None:
+        """Block keys of every block whose last member is one of this frame's tokens; earlier
+        members come from the committed ring, or (MTP drafts) the round's draft ring."""
+        block_keys, raw_ring, rope_ring = caches.block_keys, caches.raw_ring, caches.rope_ring
+        ratio, num_tokens = self.ratio, raw.shape[0]
+        token = torch.arange(num_tokens, device=raw.device)
+        row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+        slot_row = meta.state_rows[row]  # [T]
+        back = torch.arange(ratio - 1, -1, -1, device=raw.device)  # member j is p - back[j]
+        member_pos = meta.positions[:, None] - back[None, :]  # [T, ratio]
+        is_in_frame = meta.token_offset[:, None] >= back[None, :]
+        frame_index = (token[:, None] - back[None, :]).clamp(min=0)
+        ring_index = member_pos.remainder(ratio)
+        ringed = raw_ring[slot_row[:, None], ring_index]  # [T, ratio, d]
+        ringed_rope = rope_ring[slot_row, ring_index[:, 0]]  # [T, 3]
+        if caches.draft_raw is not None:
+            assert caches.draft_rope is not None and caches.committed is not None
+            is_draft = member_pos >= caches.committed[slot_row].long()[:, None]
+            ringed = torch.where(
+                is_draft[..., None], caches.draft_raw[slot_row[:, None], ring_index], ringed
+            )
+            ringed_rope = torch.where(
+                is_draft[:, :1], caches.draft_rope[slot_row, ring_index[:, 0]], ringed_rope
+            )
+        members = torch.where(is_in_frame[..., None], raw[frame_index], ringed)
+        start_rope = torch.where(
+            is_in_frame[:, :1].t(), rope[:, frame_index[:, 0]], ringed_rope.t().to(rope.dtype)
+        )  # [3, T]
+        pooled = members.float().mean(dim=1).to(raw.dtype)
+        keys = self.rotary(self.k_layernorm(pooled)[:, None, :], start_rope)[:, 0]
+        is_complete = (meta.positions + 1).remainder(ratio) == 0
+        is_written = is_complete & (meta.kv_slots >= 0)
+        per_page = block_keys.shape[1]
+        page_size = per_page * ratio
+        block_start = meta.positions - (ratio - 1)
+        page = meta.page_table[row, (block_start // page_size).clamp(min=0)].long()
+        flat_slot = page * per_page + (block_start % page_size) // ratio
+        slots = torch.where(is_written, flat_slot, -1).to(torch.int32)
+        # The paged KV write (slot -1 skips) with one "head" of width d; keys and values are
+        # the same cache, written twice with the same rows.
+        cache = block_keys[:, :, None, :]
+        ops.write_paged_kv(keys[:, None, :], keys[:, None, :], cache, cache, slots)
+
+    def _select(self, q: Tensor, meta: PackedMeta, block_keys: Tensor) -> Tensor:
+        """[T, budget + ratio - 1] selected positions per query (best blocks, then the tail).
+
+        Scoring reads every visible block key of the query's row; queries run in chunks so
+        that the gathered keys stay within ``MAX_CHUNK_ELEMENTS``.
+        """
+        ratio, num_tokens = self.ratio, q.shape[0]
+        row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+        keys = block_keys[meta.page_table.long().clamp(min=0)]  # [R, pages, per_page, d]
+        keys = keys.flatten(1, 2)  # [R, max_blocks, d]
+        max_blocks = keys.shape[1]
+        num_complete = (meta.positions + 1) // ratio  # [T]
+        keep = min(self.num_blocks, max_blocks)
+        block = torch.arange(max_blocks, device=q.device)
+        chunk = max(1, MAX_CHUNK_ELEMENTS // (max_blocks * (self.head_dim + self.num_heads)))
+        best = []
+        for start in range(0, num_tokens, chunk):
+            part = slice(start, start + chunk)
+            scores = torch.einsum("thd,tbd->thb", q[part].float(), keys[row[part]].float())
+            scores = scores.relu().sum(dim=1) / self.head_dim**0.5  # [t, max_blocks]
+            is_visible = block[None, :] < num_complete[part, None]
+            scores = scores.masked_fill(~is_visible, float("-inf"))
+            best.append(scores.topk(keep, dim=-1).indices)  # [t, keep]
+        chosen = torch.cat(best)
+        is_kept = chosen < num_complete[:, None]
+        member = torch.arange(ratio, device=q.device)
+        block_pos = (chosen[..., None] * ratio + member).flatten(1)  # [T, keep * ratio]
+        block_pos = torch.where(is_kept.repeat_interleave(ratio, dim=1), block_pos, -1)
+        tail_pos = (num_complete * ratio)[:, None] + member[None, : ratio - 1]
+        tail_pos = torch.where(tail_pos <= meta.positions[:, None], tail_pos, -1)
+        selected = torch.cat([block_pos, tail_pos], dim=1)
+        width = self.num_blocks * ratio + ratio - 1
+        if selected.shape[1] < width:
+            pad = selected.new_full((num_tokens, width - selected.shape[1]), -1)
+            selected = torch.cat([selected, pad], dim=1)
+        return torch.where(meta.is_token_valid[:, None], selected, -1)
+
+
+def selected_attention(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    meta: PackedMeta,
+    selected: Tensor,
+    scale: float,
+) -> Tensor:
+    """Attention of each packed query over its selected positions of its row's paged KV.
+
+    q [T, H, Dh]; caches [num_pages, page_size, Hkv, Dh] (head h reads kv head h // (H / Hkv));
+    selected [T, S] positions, -1 = none. Reads keys already written by this frame. Returns
+    [T, H, Dh] in q's dtype (zeros for queries that select nothing: padding). Queries run in
+    chunks so that the gathered keys stay within ``MAX_CHUNK_ELEMENTS``.
+    """
+    num_tokens, num_heads, head_dim = q.shape
+    page_size, num_kv = k_cache.shape[1], k_cache.shape[2]
+    width = selected.shape[1]
+    row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+    flat_k = k_cache.reshape(-1, num_kv, head_dim)
+    flat_v = v_cache.reshape(-1, num_kv, head_dim)
+    grouped = q.view(num_tokens, num_kv, num_heads // num_kv, head_dim)
+    out = torch.zeros_like(q)
+    chunk = max(1, MAX_CHUNK_ELEMENTS // (2 * width * num_kv * head_dim))
+    for start in range(0, num_tokens, chunk):
+        part = slice(start, start + chunk)
+        pos = selected[part]
+        is_used = pos >= 0
+        safe = pos.clamp(min=0)
+        page = meta.page_table[row[part, None], safe // page_size].long().clamp(min=0)
+        slot = page * page_size + safe % page_size  # [t, S]
+        keys, values = flat_k[slot].float(), flat_v[slot].float()  # [t, S, Hkv, Dh]
+        logits = torch.einsum("tkgd,tskd->tkgs", grouped[part].float(), keys) * scale
+        logits = logits.masked_fill(~is_used[:, None, None, :], float("-inf"))
+        weights = torch.softmax(logits, dim=-1).nan_to_num(0.0)
+        attended = torch.einsum("tkgs,tskd->tkgd", weights, values)
+        out[part] = attended.reshape(-1, num_heads, head_dim).to(q.dtype)
+    return out

@@ -1,0 +1,115 @@
+"""The MTP head of Qwen3.8-Flash-Next, as vLLM's Qwen4Exp MTP loads it (``mtp.*``).
+
+It keeps the trunk's ``hc_streams`` streams. Its input at position i is the embedding of
+token i+1 (zero-centred RMSNorm, ``fc_embedding``) added to every stream of a multi-stream
+hidden state normed over all streams at once (``pre_fc_norm_hidden``, one RMSNorm over
+S x hidden) and projected stream by stream by the shared ``fc_hidden``. One full-attention
+decoder layer follows (QSA with its own indexer, MoE, both gated hyper-connections; PLE off),
+with its own paged KV and block index keys. Its output streams, before the mixer, are the
+MTP hidden that feeds the next recursive draft; ``hyper_connection_mixer`` folds them into
+the vector the shared vocabulary head reads (no final norm). The first step reads the
+trunk's pre-mixer streams.
+
+Draft steps run one position per lane beyond the committed length; the raw index keys of
+those positions go to a per-round draft ring (``mtp_draft_raw``), so that the committed
+ring, rewritten only when verified positions are absorbed, is never clobbered by drafts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from torch import Tensor, nn
+
+from ignition.model.config import Qwen38Config
+from ignition.model.layers.decoder import GatedResidual, make_mlp
+from ignition.model.layers.gated_hyper import GatedHyperConnection
+from ignition.model.layers.norm import RMSNorm
+from ignition.model.layers.qsa import IndexCaches, QueryGatedAttention
+from ignition.model.packing import PackedMeta
+from ignition.model.state import ModelState
+
+
+class GatedMtpLayer(nn.Module):
+    def __init__(self, config: Qwen38Config) -> None:
+        super().__init__()
+        assert config.gated_hyper is not None
+        self.self_attn = QueryGatedAttention(config)
+        self.mlp = make_mlp(config, config.mtp_mlp_kind)
+
+        def residual() -> GatedResidual:
+            return GatedResidual(
+                config.hc_streams,
+                config.hidden_size,
+                config.gated_hyper.lowrank,
+                config.rms_norm_eps,
+                writes=True,
+            )
+
+        self.attn_hc = residual()
+        self.mlp_hc = residual()
+
+
+class GatedMtpHead(nn.Module):
+    def __init__(self, config: Qwen38Config) -> None:
+        super().__init__()
+        assert config.gated_hyper is not None
+        hidden, eps = config.hidden_size, config.rms_norm_eps
+        self.num_streams = config.hc_streams
+        self.fc_embedding = nn.Linear(hidden, hidden, bias=False)
+        self.fc_hidden = nn.Linear(hidden, hidden, bias=False)
+        self.pre_fc_norm_embedding = RMSNorm(hidden, eps, offset=1.0)
+        self.pre_fc_norm_hidden = RMSNorm(self.num_streams * hidden, eps, offset=1.0)
+        self.layers = nn.ModuleList(GatedMtpLayer(config) for _ in range(config.mtp_num_layers))
+        self.hc_mixer = GatedHyperConnection(
+            self.num_streams, hidden, config.gated_hyper.lowrank, eps, writes=False
+        )
+
+    def mix(self, mtp_hidden: Tensor) -> Tensor:
+        """MTP hidden [N, S * hidden] -> the head's input [N, hidden]."""
+        return self.hc_mixer.read(mtp_hidden.view(mtp_hidden.shape[0], self.num_streams, -1))[0]
+
+    def forward(
+        self,
+        next_embeds: Tensor,
+        hidden: Tensor,
+        meta: PackedMeta,
+        state: ModelState,
+        kv_slots: Tensor,
+        is_draft: bool = False,
+    ) -> tuple[Tensor, list[Tensor]]:
+        """next_embeds [T, hidden], hidden [T, S * hidden] -> (MTP hidden [T, S * hidden],
+        raw index keys [T, d] per indexed layer).
+
+        Writes keys/values and block index keys only at ``kv_slots`` (-1 elsewhere). A draft
+        step (``is_draft``) reads positions past the committed length from the draft ring.
+        """
+        num_tokens = hidden.shape[0]
+        embedded = self.fc_embedding(self.pre_fc_norm_embedding(next_embeds))
+        normed = self.pre_fc_norm_hidden(hidden).view(num_tokens, self.num_streams, -1)
+        streams = self.fc_hidden(normed) + embedded[:, None, :]
+        narrowed = replace(meta, kv_slots=kv_slots)
+        raw_keys: list[Tensor] = []
+        for i, layer in enumerate(self.layers):
+            index = None
+            if state.mtp_index_keys.shape[0]:
+                index = IndexCaches(
+                    state.mtp_index_keys[i],
+                    state.mtp_index_raw[i],
+                    state.index_rope,
+                    state.mtp_draft_raw[i] if is_draft else None,
+                    state.mtp_draft_rope if is_draft else None,
+                    state.seq_lens if is_draft else None,
+                )
+
+            def attend(x: Tensor, i: int = i, layer=layer, index=index) -> Tensor:
+                out, keys = layer.self_attn(
+                    x, narrowed, state.mtp_k_cache[i], state.mtp_v_cache[i], kv_slots, index
+                )
+                if keys is not None:
+                    raw_keys.append(keys)
+                return out
+
+            streams = layer.attn_hc.around(streams, attend)
+            streams = layer.mlp_hc.around(streams, layer.mlp)
+        return streams.flatten(1), raw_keys

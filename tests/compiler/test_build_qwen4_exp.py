@@ -1,0 +1,46 @@
+"""Issue 31: `ignition build --weights DIR` on a transformers-saved Qwen3.8-Flash-Next
+(qwen4_exp) folder picks its recipe from config.json, and `ignition generate` reproduces
+transformers' greedy tokens past the QSA index budget with speculation off, fixed and
+adaptive (the MTP head read as vLLM reads it), with and without mixed programs; without
+``mtp.*`` tensors the bundle serves with speculation off and says so."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.compiler.test_build_families import build, generate, reference_greedy
+from tests.model.hf_checkpoints import write_qwen4_exp
+
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def qwen4_exp(tmp_path_factory):
+    """(bundle, build output, transformers' greedy tokens)."""
+    weights = tmp_path_factory.mktemp("qwen4-weights")
+    reference = write_qwen4_exp(weights, seed=3, mtp=True)
+    bundle = tmp_path_factory.mktemp("qwen4-bundle")
+    output = build(weights, bundle, "--mixed-prefill")
+    return bundle, output, reference_greedy(reference, weights)
+
+
+def test_build_without_recipe_uses_the_qwen4_exp_family_with_speculation(qwen4_exp):
+    bundle, _, _ = qwen4_exp
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert (manifest["family"], manifest["recipe"]) == ("qwen4_exp", "qwen4-exp")
+    assert manifest["runtime"]["speculation"] == "adaptive"
+
+
+@pytest.mark.parametrize("speculation", ["off", "fixed", "adaptive"])
+@pytest.mark.parametrize("mixed", [True, False], ids=["mixed", "no-mixed"])
+def test_generate_reproduces_transformers_greedy_tokens(qwen4_exp, speculation, mixed):
+    bundle, _, expected = qwen4_exp
+    extra = ["--speculation", speculation, *([] if mixed else ["--no-mixed"])]
+    assert generate(bundle, *extra) == expected
+
+
+def test_checkpoint_without_mtp_builds_with_speculation_off_and_says_so(tmp_path):
+    write_qwen4_exp(tmp_path / "w", seed=4)
+    assert "speculation is off" in build(tmp_path / "w", tmp_path / "b")
