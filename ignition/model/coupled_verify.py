@@ -27,7 +27,7 @@ from contextvars import ContextVar
 import torch
 from torch import Tensor
 
-from ignition.kernels.rejection_verify.reference import acceptance_ratio
+from ignition.kernels.rejection_verify.reference import draft_ratios
 from ignition.model.sampling import RandomStream, exponential_noise
 
 VERIFICATION_MODES = ("coupled", "rejection")
@@ -87,13 +87,7 @@ def coupled_verify(
     device = target_probs.device
     num_verified = min(depth, width - 1)
     qlen = query_lens.to(device=device, dtype=torch.int64)
-    offered = torch.arange(depth, device=device)[None, :] < (qlen[:, None] - 1)  # [R, D]
-
-    tokens = draft_tokens[:, :num_verified, None]
-    p_draft = target_probs[:, :num_verified].float().gather(-1, tokens).squeeze(-1)
-    q_draft = draft_probs[:, :num_verified].float().gather(-1, tokens).squeeze(-1)
-    ratio = torch.zeros(num_rows, depth, device=device)
-    ratio[:, :num_verified] = acceptance_ratio(p_draft, q_draft)
+    offered, ratio = draft_ratios(draft_tokens, draft_probs, target_probs, query_lens)
     survival = torch.where(offered, ratio, 0.0).cumprod(dim=1)
 
     accepts = torch.zeros(num_rows, depth, dtype=torch.bool, device=device)

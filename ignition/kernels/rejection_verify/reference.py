@@ -20,6 +20,27 @@ def acceptance_ratio(target_prob: torch.Tensor, draft_prob: torch.Tensor) -> tor
     return torch.where(draft_prob > 0, ratio.clamp(max=1.0), (target_prob > 0).float())
 
 
+def draft_ratios(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    query_lens: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(offered [R, D] bool: drafts the row offers, ratio [R, D]: min(1, p(x_i) / q(x_i)) at
+    each draft with a verifying position, 0 beyond); shapes as :func:`rejection_verify`."""
+    num_rows, depth = draft_tokens.shape
+    device = target_probs.device
+    num_verified = min(depth, target_probs.shape[1] - 1)
+    qlen = query_lens.to(device=device, dtype=torch.int64)
+    offered = torch.arange(depth, device=device)[None, :] < (qlen[:, None] - 1)
+    tokens = draft_tokens[:, :num_verified, None]
+    p_draft = target_probs[:, :num_verified].float().gather(-1, tokens).squeeze(-1)
+    q_draft = draft_probs[:, :num_verified].float().gather(-1, tokens).squeeze(-1)
+    ratio = torch.zeros(num_rows, depth, device=device)
+    ratio[:, :num_verified] = acceptance_ratio(p_draft, q_draft)
+    return offered, ratio
+
+
 def rejection_verify(
     draft_tokens: torch.Tensor,
     draft_probs: torch.Tensor,
@@ -54,14 +75,7 @@ def rejection_verify(
     device = target_probs.device
     num_verified = min(depth, width - 1)  # drafts that have a verifying target position
     qlen = query_lens.to(device=device, dtype=torch.int64)
-    positions = torch.arange(depth, device=device)
-    offered = positions[None, :] < (qlen[:, None] - 1)  # [R, D]
-
-    tokens = draft_tokens[:, :num_verified, None]
-    p_draft = target_probs[:, :num_verified].float().gather(-1, tokens).squeeze(-1)
-    q_draft = draft_probs[:, :num_verified].float().gather(-1, tokens).squeeze(-1)
-    ratio = torch.zeros(num_rows, depth, device=device)
-    ratio[:, :num_verified] = acceptance_ratio(p_draft, q_draft)
+    offered, ratio = draft_ratios(draft_tokens, draft_probs, target_probs, query_lens)
     survival = torch.where(offered, ratio, 0.0).cumprod(dim=1)
 
     accepts = torch.zeros(num_rows, depth, dtype=torch.bool, device=device)
