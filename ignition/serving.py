@@ -22,10 +22,12 @@ from ignition.helios import helios_scheduler
 from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_worker
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
+from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
 from ignition.runtime.ple_delivery import PleOptions, open_ple
 from ignition.runtime.ple_table import PleTableError
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+from ignition.server.tokenizing import max_chars_per_token
 
 if TYPE_CHECKING:
     from ignition.distributed.context import TensorParallel
@@ -173,6 +175,25 @@ def _open_ple(bundle: Bundle, options: ServeOptions):
         raise BundleError(str(err)) from None
 
 
+def template_renders_tools(templates: ChatTemplates) -> bool:
+    """Whether the template a request with tools renders with reads the ``tools`` variable.
+
+    One that never reads it would drop a request's tools without a word, so the server
+    answers such requests with a 400 instead (issue 24, defect 7). A template that does not
+    parse counts as rendering them: its syntax error is every chat request's own 400.
+    """
+    from jinja2 import TemplateSyntaxError, meta
+
+    from ignition.runtime.chat_sandbox import chat_environment
+
+    _name, source = templates.select(has_tools=True)
+    try:
+        parsed = chat_environment().parse(source)
+    except TemplateSyntaxError:
+        return True
+    return "tools" in meta.find_undeclared_variables(parsed)
+
+
 def gil_releasing_encoder(tokenizer) -> Callable[[str], list[int]]:
     """Encode one text as ``tokenizer.encode`` does, without holding the GIL throughout.
 
@@ -216,6 +237,8 @@ def serve_forever(
         served_model_names=options.served_model_names or (bundle.name,),
         api_key=options.api_key,
         max_request_bytes=options.max_request_bytes,
+        template_renders_tools=template_renders_tools(bundle.chat_templates),
+        max_chars_per_token=max_chars_per_token(bundle.tokenizer),
     )
     server = None
 

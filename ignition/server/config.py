@@ -17,9 +17,20 @@ class ServerConfig:
     served_model_names: tuple[str, ...] = ()
     api_key: str | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    # False when the chat template never reads ``tools``: a request with tools is a 400
+    # rather than a prompt that silently omits them (serving.template_renders_tools).
+    template_renders_tools: bool = True
+    # The most characters one token stands for (server/tokenizing.py); None: prompts are
+    # not bounded by length before tokenizing.
+    max_chars_per_token: int | None = None
+    # Large-prompt tokenizer work admitted at once, in characters (0: 4 request bodies).
+    max_queued_tokenizer_chars: int = 0
 
     def __post_init__(self) -> None:
         if self.max_request_bytes < 1:
             raise ValueError(f"max_request_bytes = {self.max_request_bytes}: must be >= 1")
         if any(not name for name in self.served_model_names):
             raise ValueError("a served model name is empty")
+        if not self.max_queued_tokenizer_chars:
+            object.__setattr__(self, "max_queued_tokenizer_chars", 4 * self.max_request_bytes)
+
