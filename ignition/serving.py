@@ -58,6 +58,10 @@ class ServeOptions:
     allowed_local_media_path: str | None = None  # image files chat requests may name
     vision_feature_capacity: int = 0  # 0: as many features as the largest prompt chunk
     ple: PleOptions = field(default_factory=PleOptions)  # the n-gram table (docs/ple.md)
+    # Request slots (--max-num-seqs); None: the bundle's. At most the slots it was built for.
+    max_num_seqs: int | None = None
+    chat_template: tuple[str, str] | None = None  # (source, text) replacing the bundle's
+    metrics_names: str = "flare"  # "vllm": vllm:* aliases beside the flare_* metrics
 
 
 @dataclass
@@ -92,8 +96,16 @@ def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
         raise BundleError(
             f"--max-context = {context} exceeds {bundle.path}'s max_position_embeddings = {limit}"
         )
+    built_slots = runtime["num_slots"]
+    num_slots = options.max_num_seqs or built_slots
+    if num_slots > built_slots:
+        raise BundleError(
+            f"--max-num-seqs = {num_slots}: {bundle.path} was built for {built_slots} request "
+            f"slots; serve its checkpoint with --max-num-seqs {num_slots}, or rebuild with "
+            f"--concurrency {num_slots}"
+        )
     return RuntimeOptions(
-        num_slots=runtime["num_slots"],
+        num_slots=num_slots,
         page_size=runtime["page_size"],
         max_context_tokens=context,
         speculation=speculation,
@@ -226,6 +238,10 @@ def serve_forever(
     from ignition.server.app import create_app
 
     bundle, engine = open_engine(options, listener=listener, direct=direct, tp=tp)
+    if options.chat_template is not None:
+        source, text = options.chat_template
+        special = bundle.chat_templates.special_tokens
+        bundle.chat_templates = ChatTemplates({"default": text}, source, special)
     chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
     problem = chat.problem()
     if problem is not None:  # completions still serve; each chat request gets this as a 400
@@ -239,6 +255,7 @@ def serve_forever(
         max_request_bytes=options.max_request_bytes,
         template_renders_tools=template_renders_tools(bundle.chat_templates),
         max_chars_per_token=max_chars_per_token(bundle.tokenizer),
+        vllm_metrics=options.metrics_names == "vllm",
     )
     server = None
 

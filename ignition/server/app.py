@@ -106,7 +106,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     config = config or ServerConfig()
     names = config.served_model_names or (engine.model_name,)
     app = FastAPI(title="Ignition", version=__version__)
-    metrics = ServerMetrics(engine.stats, names[0])
+    metrics = ServerMetrics(engine.stats, names[0], vllm_aliases=config.vllm_metrics)
     app.state.engine = engine
     app.state.metrics = metrics
     install_error_handlers(app)

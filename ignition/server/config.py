@@ -25,6 +25,7 @@ class ServerConfig:
     max_chars_per_token: int | None = None
     # Large-prompt tokenizer work admitted at once, in characters (0: 4 request bodies).
     max_queued_tokenizer_chars: int = 0
+    vllm_metrics: bool = False  # /metrics also exports vllm:* aliases (server/metrics.py)
 
     def __post_init__(self) -> None:
         if self.max_request_bytes < 1:
