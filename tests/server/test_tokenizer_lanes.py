@@ -3,7 +3,7 @@ waits behind large ones for the tokenizer.
 
 Latency is shown by ordering, not by clocks: large prompts block inside the tokenizer
 until the test releases them, and the small request must finish while all of them are
-still blocked. scripts/bench_tokenizer_lanes.py prints the measured times.
+still blocked. benchmarks/tokenizer_lanes.py prints the measured times.
 """
 
 from __future__ import annotations
