@@ -947,9 +947,7 @@ def serve_cmd(
 
     ple = _ple_options_from(runtime)
     snapshot_rows = _prefix_cache_rows(enable_prefix_caching, snapshot_rows)
-    runtime["artifacts"], num_slots = _serve_artifacts(
-        path, runtime, max_num_seqs, cache_dir, ple
-    )
+    runtime["artifacts"], num_slots = _serve_artifacts(path, runtime, max_num_seqs, cache_dir, ple)
 
     try:
         policy = policy_from_preset(

@@ -26,7 +26,7 @@ class ServePathError(ValueError):
 
 
 def classify(path: Path) -> PathKind:
-    """"bundle" or "checkpoint"; anything else raises ServePathError naming what is missing."""
+    """ "bundle" or "checkpoint"; anything else raises ServePathError naming what is missing."""
     if not path.exists():
         raise ServePathError(f"{path}: no such folder")
     if not path.is_dir():

@@ -284,7 +284,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 tools=body.template_tools(),
                 add_generation_prompt=body.add_generation_prompt,
                 template_kwargs=body.chat_template_kwargs,
-            )
+            ),
         )
         ids, ends, images = list(rendered.prompt_ids), rendered.message_end_offsets, None
         if prepared and vision is not None:

@@ -34,4 +34,3 @@ class ServerConfig:
             raise ValueError("a served model name is empty")
         if not self.max_queued_tokenizer_chars:
             object.__setattr__(self, "max_queued_tokenizer_chars", 4 * self.max_request_bytes)
-

@@ -12,7 +12,10 @@ import pytest
 
 from tests.server.scripted import ScriptedEngine, client, run
 
-SYSTEM_NULL = [{"role": "system", "content": None, "tool_calls": []}, {"role": "user", "content": "x"}]
+SYSTEM_NULL = [
+    {"role": "system", "content": None, "tool_calls": []},
+    {"role": "user", "content": "x"},
+]
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 
 CASES = [
@@ -100,6 +103,7 @@ def test_the_schema_accepts_exactly_what_the_validators_accept(path, component, 
 @pytest.mark.parametrize("component", ["CompletionRequest", "ChatCompletionRequest"])
 def test_schemathesis_can_generate_from_the_rules(component):
     """The rules stay within what schema-driven generators canonicalise (not "raw")."""
+
     async def go():
         async with client(ScriptedEngine()) as c:
             return (await c.get("/openapi.json")).json()

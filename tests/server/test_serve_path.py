@@ -36,7 +36,13 @@ def cache(tmp_path_factory):
 
 def serve(checkpoint, cache, logs, *args):
     return server_process(
-        checkpoint, "serve", "--cache-dir", str(cache), *SMALL, *args, positional=True,
+        checkpoint,
+        "serve",
+        "--cache-dir",
+        str(cache),
+        *SMALL,
+        *args,
+        positional=True,
         log_dir=logs,
     )
 
