@@ -374,14 +374,52 @@ def build_cmd(
     **kwargs: Any,
 ) -> None:
     """Prepare and validate every program of a recipe; write the bundle."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from ignition.compiler.build import DEFAULT_CHECKPOINT, build_bundle, resolve_recipe
+    from ignition.compiler.build import DEFAULT_CHECKPOINT, resolve_recipe
 
     ple = _ple_description(_ple_options_from(kwargs), weights, device)
     options = load_options_from(kwargs)
     resolve_recipe(recipe_name, weights or DEFAULT_CHECKPOINT)  # a mismatch fails before any bar
+    result = _build_with_progress(
+        recipe_name,
+        options,
+        weights=weights,
+        out_dir=out_dir,
+        copy_weights=copy_weights,
+        device=device,
+        threads=threads,
+        tensor_parallel_size=tensor_parallel_size,
+        ple=ple,
+    )
+    if result is None:  # a non-zero torchrun rank: rank zero reports
+        return
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    counts = " ".join(f"{k}={v}" for k, v in result.catalog.counts().items())
+    click.echo(
+        f"built {result.out_dir}: {len(result.catalog.descriptors)} programs ({counts}), "
+        f"{result.num_reused} reused; report: {result.out_dir / 'build_report.md'}"
+    )
+
+
+def _build_with_progress(
+    recipe_name: str | None,
+    options: LoadOptions,
+    *,
+    weights: Path | None,
+    out_dir: Path | None,
+    copy_weights: bool = False,
+    device: str | None = None,
+    threads: int | None = None,
+    tensor_parallel_size: int = 1,
+    ple: dict[str, Any] | None = None,
+) -> Any:
+    """build_bundle (on every rank) under a progress bar on stderr; None on a non-zero
+    torchrun rank."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from ignition.compiler.build import build_bundle
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -399,7 +437,7 @@ def build_cmd(
             progress.update(task, advance=1, program=label)
 
         if tensor_parallel_size == 1:
-            result = build_bundle(
+            return build_bundle(
                 recipe_name,
                 options,
                 weights=weights,
@@ -411,36 +449,32 @@ def build_cmd(
                 on_start=started,
                 ple=ple,
             )
-        else:
-            from ignition.distributed.build import BuildJob, build_on_rank, follow_build
-            from ignition.distributed.launch import run_tensor_parallel
+        from ignition.distributed.build import BuildJob, build_on_rank, follow_build
+        from ignition.distributed.launch import run_tensor_parallel
 
-            job = BuildJob(recipe_name, options, weights, out_dir, copy_weights, device, threads)
-            result = run_tensor_parallel(
-                tensor_parallel_size,
-                job,
-                lambda job, tp: build_on_rank(job, tp, on_program=done, on_start=started),
-                follower=follow_build,
-            )
-    if result is None:  # a non-zero torchrun rank: rank zero reports
-        return
-    for note in result.notes:
-        click.echo(f"note: {note}")
-    counts = " ".join(f"{k}={v}" for k, v in result.catalog.counts().items())
-    click.echo(
-        f"built {result.out_dir}: {len(result.catalog.descriptors)} programs ({counts}), "
-        f"{result.num_reused} reused; report: {result.out_dir / 'build_report.md'}"
-    )
+        job = BuildJob(recipe_name, options, weights, out_dir, copy_weights, device, threads)
+        return run_tensor_parallel(
+            tensor_parallel_size,
+            job,
+            lambda job, tp: build_on_rank(job, tp, on_program=done, on_start=started),
+            follower=follow_build,
+        )
 
 
-def runtime_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Options shared by generate, serve and debug-serve."""
+def runtime_options(
+    fn: Callable[..., Any] | None = None, *, artifacts_required: bool = True
+) -> Callable[..., Any]:
+    """Options shared by generate, serve and debug-serve (serve also takes PATH, so its
+    ``--artifacts`` is optional)."""
+    if fn is None:
+        return functools.partial(runtime_options, artifacts_required=artifacts_required)
     options = [
         click.option(
             "--artifacts",
-            required=True,
+            required=artifacts_required,
             type=click.Path(exists=True, file_okay=False),
-            help="A bundle written by `ignition build`.",
+            help="A bundle written by `ignition build`"
+            + ("." if artifacts_required else " (or give it, or a checkpoint, as PATH)."),
         ),
         click.option(
             "--speculation",
@@ -673,9 +707,163 @@ def _http_options(http: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _chat_template(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """--chat-template: a file, or the template itself (as vLLM reads it); (source, text)."""
+    if value is None:
+        return None
+    from jinja2 import TemplateSyntaxError
+
+    from ignition.runtime.chat_sandbox import chat_environment
+
+    path = Path(value).expanduser()
+    if path.is_file():
+        source, text = str(path), path.read_text()
+    elif "{{" in value or "{%" in value:
+        source, text = "--chat-template", value
+    else:
+        raise _UserError(
+            f"--chat-template = {value!r}: no such file, and not an inline Jinja template "
+            "(no {{ or {%)"
+        )
+    try:
+        chat_environment().parse(text)
+    except TemplateSyntaxError as err:
+        raise _UserError(
+            f"--chat-template {source}: line {err.lineno}: syntax error: {err.message}"
+        ) from None
+    return source, text
+
+
+def serve_path_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``serve PATH`` and the flags vLLM users type (docs: README, serving)."""
+    options = [
+        click.argument("path", required=False, type=click.Path(path_type=Path)),
+        click.option(
+            "--max-num-seqs",
+            type=int,
+            callback=_at_least(1),
+            help="Request slots (sequences decoding at once). A checkpoint is built with "
+            "this concurrency; a bundle serves with at most the slots it was built for.",
+        ),
+        click.option(
+            "--chat-template",
+            callback=_chat_template,
+            help="Chat template replacing the bundle's: a file, or the Jinja text itself.",
+        ),
+        click.option(
+            "--enable-prefix-caching/--no-enable-prefix-caching",
+            default=None,
+            help="Retained-checkpoint prefix caching (default: on); off is --snapshot-rows 0.",
+        ),
+        click.option(
+            "--metrics-names",
+            type=click.Choice(["flare", "vllm"]),
+            default="flare",
+            show_default=True,
+            help="vllm: also export vllm:* aliases of the flare_* metrics on /metrics.",
+        ),
+        click.option(
+            "--cache-dir",
+            envvar="IGNITION_CACHE",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Where checkpoints served by PATH are built (env IGNITION_CACHE; default "
+            "~/.cache/ignition).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _prefix_cache_rows(enabled: bool | None, snapshot_rows: int | None) -> int | None:
+    """--[no-]enable-prefix-caching as --snapshot-rows (0: off; None: the default rows)."""
+    if enabled is None:
+        return snapshot_rows
+    if not enabled:
+        if snapshot_rows:
+            raise _UserError(
+                f"--no-enable-prefix-caching with --snapshot-rows = {snapshot_rows}: "
+                "prefix caching is the snapshot rows; pick one"
+            )
+        return 0
+    if snapshot_rows == 0:
+        raise _UserError("--enable-prefix-caching with --snapshot-rows = 0: pick one")
+    return snapshot_rows
+
+
+def _serve_artifacts(
+    path: Path | None,
+    runtime: dict[str, Any],
+    max_num_seqs: int | None,
+    cache_dir: Path | None,
+    ple: Any,
+) -> tuple[str, int | None]:
+    """The bundle to serve for PATH (a checkpoint is built into the cache first) and the
+    request slots to ask of it (None: the bundle's)."""
+    from ignition.serve_path import (
+        CheckpointBuild,
+        ServePathError,
+        build_options,
+        built_bundle,
+        choose_path,
+        classify,
+    )
+
+    try:
+        chosen = choose_path(path, runtime["artifacts"])
+        kind = classify(chosen)
+    except ServePathError as err:
+        raise _UserError(str(err)) from None
+    if kind == "bundle":
+        return str(chosen), max_num_seqs
+    if runtime["tensor_parallel_size"] > 1:
+        raise _UserError(
+            f"{chosen}: a checkpoint with --tensor-parallel-size > 1: build it first "
+            f"(`ignition build --weights {chosen} -tp N`) and serve the bundle"
+        )
+    from ignition.build_cache import CacheError, default_cache_root
+
+    options = build_options(
+        chosen,
+        max_num_seqs=max_num_seqs,
+        speculation=runtime["speculation"],
+        mixed=not runtime["no_mixed"],
+    )
+    build = CheckpointBuild(
+        chosen,
+        options,
+        runtime["device"],
+        runtime["threads"],
+        _ple_description(ple, chosen, runtime["device"]),
+    )
+
+    def run_build(build: CheckpointBuild, folder: Path) -> None:
+        result = _build_with_progress(
+            None,
+            build.options,
+            weights=build.checkpoint,
+            out_dir=folder,
+            device=build.device,
+            threads=build.threads,
+            ple=build.ple,
+        )
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    try:
+        bundle = built_bundle(build, cache_dir or default_cache_root(), run_build, say)
+    except CacheError as err:
+        raise _UserError(str(err)) from None
+    return str(bundle), None
+
+
 @main.command("serve")
-@runtime_options
+@runtime_options(artifacts_required=False)
 @server_options
+@serve_path_options
 @click.option(
     "--scheduler-policy",
     type=click.Choice(["balanced", "throughput"]),
@@ -768,11 +956,25 @@ def serve_cmd(
     api_key: str | None,
     max_request_bytes: int,
     allowed_local_media_path: str | None,
+    path: Path | None,
+    max_num_seqs: int | None,
+    chat_template: tuple[str, str] | None,
+    enable_prefix_caching: bool | None,
+    metrics_names: str,
+    cache_dir: Path | None,
     **runtime: Any,
 ) -> None:
-    """Serve the OpenAI-compatible API with the Helios scheduler."""
+    """Serve the OpenAI-compatible API with the Helios scheduler.
+
+    PATH is a checkpoint folder (built once into the build cache, then served) or a bundle
+    written by `ignition build`; `--artifacts BUNDLE` still works.
+    """
     from ignition.helios import SchedulerError
     from ignition.helios.config import policy_from_preset
+
+    ple = _ple_options_from(runtime)
+    snapshot_rows = _prefix_cache_rows(enable_prefix_caching, snapshot_rows)
+    runtime["artifacts"], num_slots = _serve_artifacts(path, runtime, max_num_seqs, cache_dir, ple)
 
     try:
         policy = policy_from_preset(
@@ -786,7 +988,10 @@ def serve_cmd(
     http = _http_options(locals())
     options = _serve_options(
         runtime,
-        ple=_ple_options_from(runtime),
+        ple=ple,
+        max_num_seqs=num_slots,
+        chat_template=chat_template,
+        metrics_names=metrics_names,
         policy=policy,
         max_waiting=max_waiting,
         checkpoint_extra_work_fraction=scheduler_checkpoint_extra_work_fraction,

@@ -22,10 +22,12 @@ from ignition.helios import helios_scheduler
 from ignition.helios.config import PolicyConfig
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_worker
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
+from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
 from ignition.runtime.ple_delivery import PleOptions, open_ple
 from ignition.runtime.ple_table import PleTableError
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+from ignition.server.tokenizing import max_chars_per_token
 
 if TYPE_CHECKING:
     from ignition.distributed.context import TensorParallel
@@ -60,6 +62,10 @@ class ServeOptions:
     tool_call_parser: str | None = None
     enable_auto_tool_choice: bool = False
     reasoning_parser: str | None = None
+    # Request slots (--max-num-seqs); None: the bundle's. At most the slots it was built for.
+    max_num_seqs: int | None = None
+    chat_template: tuple[str, str] | None = None  # (source, text) replacing the bundle's
+    metrics_names: str = "flare"  # "vllm": vllm:* aliases beside the flare_* metrics
 
 
 @dataclass
@@ -94,8 +100,16 @@ def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
         raise BundleError(
             f"--max-context = {context} exceeds {bundle.path}'s max_position_embeddings = {limit}"
         )
+    built_slots = runtime["num_slots"]
+    num_slots = options.max_num_seqs or built_slots
+    if num_slots > built_slots:
+        raise BundleError(
+            f"--max-num-seqs = {num_slots}: {bundle.path} was built for {built_slots} request "
+            f"slots; serve its checkpoint with --max-num-seqs {num_slots}, or rebuild with "
+            f"--concurrency {num_slots}"
+        )
     return RuntimeOptions(
-        num_slots=runtime["num_slots"],
+        num_slots=num_slots,
         page_size=runtime["page_size"],
         max_context_tokens=context,
         speculation=speculation,
@@ -177,6 +191,25 @@ def _open_ple(bundle: Bundle, options: ServeOptions):
         raise BundleError(str(err)) from None
 
 
+def template_renders_tools(templates: ChatTemplates) -> bool:
+    """Whether the template a request with tools renders with reads the ``tools`` variable.
+
+    One that never reads it would drop a request's tools without a word, so the server
+    answers such requests with a 400 instead (issue 24, defect 7). A template that does not
+    parse counts as rendering them: its syntax error is every chat request's own 400.
+    """
+    from jinja2 import TemplateSyntaxError, meta
+
+    from ignition.runtime.chat_sandbox import chat_environment
+
+    _name, source = templates.select(has_tools=True)
+    try:
+        parsed = chat_environment().parse(source)
+    except TemplateSyntaxError:
+        return True
+    return "tools" in meta.find_undeclared_variables(parsed)
+
+
 def gil_releasing_encoder(tokenizer) -> Callable[[str], list[int]]:
     """Encode one text as ``tokenizer.encode`` does, without holding the GIL throughout.
 
@@ -209,6 +242,10 @@ def serve_forever(
     from ignition.server.app import create_app
 
     bundle, engine = open_engine(options, listener=listener, direct=direct, tp=tp)
+    if options.chat_template is not None:
+        source, text = options.chat_template
+        special = bundle.chat_templates.special_tokens
+        bundle.chat_templates = ChatTemplates({"default": text}, source, special)
     chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
     problem = chat.problem()
     if problem is not None:  # completions still serve; each chat request gets this as a 400
@@ -263,6 +300,9 @@ def _server_config(options: ServeOptions, bundle: Bundle, chat) -> ServerConfig:
             tool_call_parser=options.tool_call_parser or detect_tool_call_parser(templates),
             enable_auto_tool_choice=options.enable_auto_tool_choice,
             reasoning_parser=options.reasoning_parser,
+            template_renders_tools=template_renders_tools(chat.templates),
+            max_chars_per_token=max_chars_per_token(bundle.tokenizer),
+            vllm_metrics=options.metrics_names == "vllm",
         )
     except ValueError as err:
         raise BundleError(f"{chat.templates.source}: {err}") from None

@@ -214,3 +214,132 @@ def test_every_serve_option_has_help_text():
     assert all(
         p.help for p in command.params if isinstance(p, click.Option) and "scheduler" in p.name
     )
+
+
+# -- issue 24: `ignition serve PATH` and the flags vLLM users type --------------------------
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """Run `serve` up to the point where it would load: the ServeOptions it would serve."""
+    import ignition.serving
+
+    seen = []
+
+    def serve_forever(options, host, port, direct, **_):
+        seen.append(options)
+        return None
+
+    monkeypatch.setattr(ignition.serving, "serve_forever", serve_forever)
+    return seen
+
+
+@pytest.fixture
+def fake_bundle(tmp_path):
+    path = tmp_path / "bundle"
+    path.mkdir()
+    (path / "manifest.json").write_text("{}")
+    return path
+
+
+def test_serve_takes_a_bundle_as_path_as_vllm_serve_takes_a_model(served, fake_bundle):
+    assert run("serve", str(fake_bundle)).exit_code == 0
+    assert run("serve", "--artifacts", str(fake_bundle)).exit_code == 0
+    assert [o.artifacts for o in served] == [str(fake_bundle)] * 2
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda p: p.mkdir(), "neither a bundle (no manifest.json) nor a checkpoint folder"),
+        (lambda p: p.write_text("x"), "a file, not a folder"),
+        (lambda p: None, "no such folder"),
+        (
+            lambda p: (p.mkdir(), (p / "config.json").write_text("{}")),
+            "config.json but no *.safetensors weights",
+        ),
+    ],
+)
+def test_a_path_that_is_neither_is_a_one_line_error_naming_it(served, tmp_path, make, expected):
+    path = tmp_path / "thing"
+    make(path)
+    _one_line_error(run("serve", str(path)), str(path), expected)
+    assert served == []
+
+
+def test_serve_needs_exactly_one_path(served, fake_bundle):
+    _one_line_error(run("serve"), "serve needs PATH")
+    both = run("serve", str(fake_bundle), "--artifacts", str(fake_bundle))
+    _one_line_error(both, "give the bundle or checkpoint once")
+
+
+def test_max_num_seqs_sets_the_request_slots(served, fake_bundle):
+    assert run("serve", str(fake_bundle), "--max-num-seqs", "2").exit_code == 0
+    assert served[0].max_num_seqs == 2
+    _one_line_error(run("serve", str(fake_bundle), "--max-num-seqs", "0"), "--max-num-seqs = 0")
+
+
+def test_chat_template_reads_a_file_or_takes_the_template_inline(served, fake_bundle, tmp_path):
+    template = tmp_path / "chat.jinja"
+    template.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert run("serve", str(fake_bundle), "--chat-template", str(template)).exit_code == 0
+    inline = "{{ messages[0].content }}"
+    assert run("serve", str(fake_bundle), "--chat-template", inline).exit_code == 0
+    assert served[0].chat_template == (str(template), template.read_text())
+    assert served[1].chat_template == ("--chat-template", inline)
+
+
+def test_a_bad_chat_template_is_a_one_line_error(served, fake_bundle):
+    missing = run("serve", str(fake_bundle), "--chat-template", "nowhere.jinja")
+    _one_line_error(missing, "--chat-template = 'nowhere.jinja'", "no such file")
+    broken = run("serve", str(fake_bundle), "--chat-template", "{% for m in %}")
+    _one_line_error(broken, "--chat-template", "syntax error")
+    assert served == []
+
+
+def test_prefix_caching_flags_map_to_the_snapshot_rows(served, fake_bundle):
+    assert run("serve", str(fake_bundle), "--no-enable-prefix-caching").exit_code == 0
+    assert run("serve", str(fake_bundle), "--enable-prefix-caching").exit_code == 0
+    assert run("serve", str(fake_bundle)).exit_code == 0
+    assert [o.snapshot_rows for o in served] == [0, None, None]
+    conflict = run("serve", str(fake_bundle), "--no-enable-prefix-caching", "--snapshot-rows", "4")
+    _one_line_error(conflict, "--no-enable-prefix-caching with --snapshot-rows = 4")
+
+
+def test_metrics_names_vllm_asks_for_the_vllm_aliases(served, fake_bundle):
+    assert run("serve", str(fake_bundle), "--metrics-names", "vllm").exit_code == 0
+    assert run("serve", str(fake_bundle)).exit_code == 0
+    assert [o.metrics_names for o in served] == ["vllm", "flare"]
+
+
+def test_served_model_name_is_accepted_as_in_vllm(served, fake_bundle):
+    assert run("serve", str(fake_bundle), "--served-model-name", "qwen").exit_code == 0
+    assert served[0].served_model_names == ("qwen",)
+
+
+def test_a_checkpoint_is_built_once_into_the_cache_then_served(served, monkeypatch, tmp_path):
+    import ignition.cli
+    from tests.checkpoints import write_test_checkpoint
+
+    checkpoint = write_test_checkpoint(tmp_path / "checkpoint")
+    builds = []
+
+    def fake_build(recipe_name, options, *, weights, out_dir, **_):
+        builds.append(options)
+        out_dir.mkdir(parents=True)
+        for name in ("manifest.json", "catalog.json"):
+            (out_dir / name).write_text("{}")
+        return type("Result", (), {"notes": []})()
+
+    monkeypatch.setattr(ignition.cli, "_build_with_progress", fake_build)
+    cache = tmp_path / "cache"
+    args = ("serve", str(checkpoint), "--cache-dir", str(cache), "--max-num-seqs", "2")
+    first, second = run(*args), run(*args)
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    assert len(builds) == 1 and builds[0].concurrency == 2  # --max-num-seqs is the build's
+    assert "building" in first.output and "reusing the cached build" in second.output
+    assert served[0].artifacts == served[1].artifacts
+    assert served[0].artifacts.startswith(str(cache / "bundles"))
+    assert served[0].max_num_seqs is None  # built in: the bundle's own slots
+    assert run("serve", str(checkpoint), "--cache-dir", str(cache)).exit_code == 0
+    assert len(builds) == 2  # other options, another entry

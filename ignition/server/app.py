@@ -65,6 +65,7 @@ from ignition.server.responses import (
     generation_responses,
 )
 from ignition.server.streams import Choice, Relay, close_all, collect, collect_or_cancel, sse
+from ignition.server.tokenizing import LaneFull, PromptBound, TokenizerLanes
 from ignition.server.tools.choice import plan_reply
 from ignition.server.tools.output import ReplyParser
 
@@ -110,7 +111,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     config = config or ServerConfig()
     names = config.served_model_names or (engine.model_name,)
     app = FastAPI(title="Ignition", version=__version__)
-    metrics = ServerMetrics(engine.stats, names[0])
+    metrics = ServerMetrics(engine.stats, names[0], vllm_aliases=config.vllm_metrics)
     app.state.engine = engine
     app.state.metrics = metrics
     install_error_handlers(app)
@@ -120,6 +121,35 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     app.add_middleware(LastResort)
     app.add_middleware(CountResponses, count=metrics.count)  # outermost: sees every status
     app.openapi = lambda: openai_openapi(app, names, engine.vocab_size)  # type: ignore[method-assign]
+    lanes = TokenizerLanes(max_queued_chars=config.max_queued_tokenizer_chars)
+    app.state.tokenizer_lanes = lanes
+    max_prompt_chars = PromptBound(config.max_chars_per_token).max_prompt_chars(
+        engine.max_context_tokens
+    )
+
+    async def tokenizing(cost: int, work):
+        """Tokenizer work on its lane (server/tokenizing.py); a full lane is a 503."""
+        try:
+            return await lanes.run(cost, work)
+        except LaneFull as err:
+            raise overloaded(str(err)) from None
+
+    def check_prompt_chars(texts: Sequence[str], where: str) -> None:
+        """A prompt too long for the context by its characters alone is refused before any
+        tokenizer time is spent on it (server/tokenizing.py: PromptBound)."""
+        if max_prompt_chars is None:
+            return
+        for i, text in enumerate(texts):
+            if len(text) > max_prompt_chars:
+                name = where if len(texts) == 1 else f"{where}[{i}]"
+                raise ApiError(
+                    400,
+                    f"{name} has {len(text)} characters; this model's context of "
+                    f"{engine.max_context_tokens} tokens holds at most {max_prompt_chars} "
+                    f"({config.max_chars_per_token} characters per token at most, the longest "
+                    "its tokenizer produces)",
+                    param=where,
+                )
 
     def check_model(name: str | None) -> str:
         if name is not None and name not in names:
@@ -133,7 +163,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         return name or names[0]
 
     def check_ids(ids: Sequence[int], where: str) -> None:
-        vocab = engine.vocab_size
+        vocab = getattr(engine, "vocab_size", None)
         if vocab is None:
             return
         for i, token in enumerate(ids):
@@ -205,11 +235,12 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             prepared = await asyncio.to_thread(load_chat_images, body, vision)
             placeholder = vision.placeholder if prepared and vision else ""
             messages = [m.for_template(placeholder) for m in body.messages]
-            ids = list((await render(lambda: engine.render_chat(messages))).prompt_ids)
+            cost = chat_cost(body.messages)
+            ids = list((await render(cost, lambda: engine.render_chat(messages))).prompt_ids)
             if prepared and vision is not None:  # one token per image feature, as served
                 ids = expand_chat_prompt(ids, (), prepared, vision)[0]
         else:
-            ids = await asyncio.to_thread(engine.encode, body.prompt)
+            ids = await tokenizing(len(body.prompt), lambda: engine.encode(body.prompt))
         return {"count": len(ids), "max_model_len": engine.max_context_tokens, "tokens": ids}
 
     @app.post("/detokenize", response_model=DetokenizeResponse, responses=ERRORS)
@@ -223,7 +254,9 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         model_name = check_model(body.model)
         prompts = body.prompts
         texts = [p for p in prompts if isinstance(p, str)]
-        encoded = iter(await asyncio.to_thread(lambda: [engine.encode(t) for t in texts]))
+        check_prompt_chars(texts, "prompt")
+        cost = sum(len(t) for t in texts)
+        encoded = iter(await tokenizing(cost, lambda: [engine.encode(t) for t in texts]))
         prompt_ids = [next(encoded) if isinstance(p, str) else p for p in prompts]
         for i, ids in enumerate(prompt_ids):
             if not isinstance(prompts[i], str):
@@ -239,19 +272,28 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     @app.post("/v1/chat/completions", responses=generation_responses(ChatCompletionResponse))
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
         model_name = check_model(body.model)
+        if body.template_tools() is not None and not config.template_renders_tools:
+            raise ApiError(
+                400,
+                "tools: this model's chat template does not render tool definitions, so the "
+                "model would never see them; send the request without tools (or serve with "
+                "a --chat-template that renders `tools`)",
+                param="tools",
+            )
         plan = plan_reply(body, config)
         vision: VisionServing | None = getattr(engine, "vision", None)
         prepared = await asyncio.to_thread(load_chat_images, body, vision)
         # Only a forced tool call prefills the assistant turn (server/tools/choice.py).
         prefill = {"continuation": plan.continuation} if plan.forced else {}
         rendered = await render(
+            chat_cost(body.messages, body.tools),
             lambda: engine.render_chat(
                 body.template_messages(vision.placeholder if prepared and vision else ""),
                 tools=body.template_tools(),
                 add_generation_prompt=body.add_generation_prompt,
                 template_kwargs=body.chat_template_kwargs,
                 **prefill,
-            )
+            ),
         )
         ids, ends, images = list(rendered.prompt_ids), rendered.message_end_offsets, None
         if prepared and vision is not None:
@@ -270,10 +312,10 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             reply=functools.partial(plan.parser, rendered.text) if plan.parses else None,
         )
 
-    async def render(work) -> RenderedChat:
-        """Render and tokenize off the event loop; a template error is a 400."""
+    async def render(cost: int, work) -> RenderedChat:
+        """Render and tokenize on a tokenizer lane; a template error is a 400."""
         try:
-            return await asyncio.to_thread(work)
+            return await tokenizing(cost, work)
         except ChatTemplateError as err:
             raise ApiError(400, str(err), param="messages") from None
 
@@ -347,6 +389,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     ) -> list[tuple[int, GenerationRequest]]:
         """One engine request per (prompt, choice); seeds differ per choice. ``ends`` are a
         chat prompt's message end offsets (checkpoint retention anchors on them)."""
+        check_ids(body.stop_token_ids or (), "stop_token_ids")
         requests = []
         for prompt_index, ids in enumerate(prompt_ids):
             room = engine.max_context_tokens - len(ids)
@@ -396,6 +439,16 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         return requests
 
     return app
+
+
+def chat_cost(messages: Sequence[Any], tools: Sequence[Any] | None = None) -> int:
+    """A chat's tokenizer cost in characters: its text content and its tools' JSON.
+
+    Chats are not refused by length: a template may leave text out (earlier turns'
+    reasoning), so only the rendered prompt's tokens are held against the context.
+    """
+    cost = sum(len(m.text()) for m in messages)
+    return cost + sum(len(t.model_dump_json()) for t in tools or ())
 
 
 def _given(body: CompletionRequest | ChatCompletionRequest) -> set[str]:

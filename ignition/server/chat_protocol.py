@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ignition.runtime.requests import SamplingParams
+from ignition.server import schema_rules
 from ignition.server.protocol import (
     MAX_LOGPROBS,
     Bool,
@@ -64,6 +65,10 @@ class ChatMessage(_Body):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: Text | None = None
     reasoning_content: Text | None = None
+
+    @classmethod
+    def schema_rules(cls) -> list[dict[str, Any]]:
+        return schema_rules.content_or_tool_calls()
 
     @model_validator(mode="after")
     def _content_or_calls(self) -> ChatMessage:
@@ -124,6 +129,10 @@ class ChatCompletionRequest(_SamplingFields):
     parallel_tool_calls: Bool | None = None  # false: only a reply's first call is returned
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: Bool = True
+
+    @classmethod
+    def schema_rules(cls) -> list[dict[str, Any]]:
+        return [*super().schema_rules(), *schema_rules.requires_true("top_logprobs", "logprobs")]
 
     @field_validator("tool_choice")
     @classmethod

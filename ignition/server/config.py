@@ -20,6 +20,15 @@ class ServerConfig:
     tool_call_parser: str | None = None
     enable_auto_tool_choice: bool = False
     reasoning_parser: str | None = None
+    # False when the chat template never reads ``tools``: a request with tools is a 400
+    # rather than a prompt that silently omits them (serving.template_renders_tools).
+    template_renders_tools: bool = True
+    # The most characters one token stands for (server/tokenizing.py); None: prompts are
+    # not bounded by length before tokenizing.
+    max_chars_per_token: int | None = None
+    # Large-prompt tokenizer work admitted at once, in characters (0: 4 request bodies).
+    max_queued_tokenizer_chars: int = 0
+    vllm_metrics: bool = False  # /metrics also exports vllm:* aliases (server/metrics.py)
 
     def __post_init__(self) -> None:
         if self.max_request_bytes < 1:
@@ -37,3 +46,5 @@ class ServerConfig:
                 "--enable-auto-tool-choice needs a tool-call format: name one with "
                 "--tool-call-parser (the chat template renders none that ignition knows)"
             )
+        if not self.max_queued_tokenizer_chars:
+            object.__setattr__(self, "max_queued_tokenizer_chars", 4 * self.max_request_bytes)

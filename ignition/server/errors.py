@@ -188,7 +188,12 @@ def _json_schema_bounds(schema: Any) -> None:
             _json_schema_bounds(value)
 
 
-_TOKEN_ID_FIELDS = (("CompletionRequest", "prompt"), ("DetokenizeRequest", "tokens"))
+_TOKEN_ID_FIELDS = (
+    ("CompletionRequest", "prompt"),
+    ("CompletionRequest", "stop_token_ids"),
+    ("ChatCompletionRequest", "stop_token_ids"),
+    ("DetokenizeRequest", "tokens"),
+)
 
 
 def openai_openapi(

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from ignition.helios import ExecutionClass
 from ignition.runtime.ple_stats import PleSnapshot
 from ignition.runtime.stats import PHASE_BUCKETS_S, EngineStats, PhaseHistogram
+from ignition.server.vllm_metrics import WithVllmAliases
 
 PHASE_HELP = {
     "queue": "Arrival to admission (waiting for a request slot)",
@@ -250,9 +251,17 @@ class _PleCollector(Collector):
 class ServerMetrics:
     """One registry per app, so several servers (or tests) never share counters."""
 
-    def __init__(self, stats: EngineStats, model_name: str = "ignition") -> None:
+    def __init__(
+        self, stats: EngineStats, model_name: str = "ignition", vllm_aliases: bool = False
+    ) -> None:
         self.model_name = model_name
         self.registry = CollectorRegistry()
+        # What /metrics renders: the flare registry, and with ``vllm_aliases`` its vllm:*
+        # copies too (server/vllm_metrics.py).
+        self.exposed = self.registry
+        if vllm_aliases:
+            self.exposed = CollectorRegistry()
+            self.exposed.register(WithVllmAliases(self.registry))
         self.registry.register(_EngineCollector(stats, model_name))
         self.registry.register(_PleCollector(stats, model_name))
         self.http_requests = Counter(
@@ -284,4 +293,4 @@ class ServerMetrics:
         self.e2e_latency.observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self.exposed)

@@ -43,6 +43,7 @@ from ignition.runtime.requests import (
     MIN_REPETITION_PENALTY,
     SamplingParams,
 )
+from ignition.server import schema_rules
 
 MAX_STOP_STRINGS = 8
 MAX_CHOICES = 16
@@ -83,10 +84,20 @@ Bool = Annotated[bool, Field(strict=True)]
 Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
-class _Body(BaseModel):
-    """Nulls are absent, unknown fields are dropped with one log line."""
+def _schema_extra(schema: dict[str, Any], cls: type[_Body]) -> None:
+    schema_rules.add_rules(schema, cls.schema_rules())
 
-    model_config = ConfigDict(extra="ignore")
+
+class _Body(BaseModel):
+    """Nulls are absent, unknown fields are dropped with one log line. A body whose
+    validators compare fields says the same in its schema (``schema_rules``)."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_schema_extra)
+
+    @classmethod
+    def schema_rules(cls) -> list[dict[str, Any]]:
+        """The cross-field rules of this body's validators, as JSON Schema."""
+        return []
 
     @model_validator(mode="before")
     @classmethod
@@ -134,6 +145,17 @@ class ResponseFormat(_Body):
     type: Literal["text"]
 
 
+# Structured outputs are not served yet: a request asking for them gets a 400 naming the
+# field rather than unconstrained text (issue 24, defect 7). Their schema is ``null``.
+UNSUPPORTED_FIELDS = (
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+    "structured_outputs",
+)
+
+
 class _SamplingFields(_Body):
     """Fields shared by completions and chat completions."""
 
@@ -168,9 +190,47 @@ class _SamplingFields(_Body):
         },
     )
     response_format: ResponseFormat | None = None
+    guided_json: None = None
+    guided_regex: None = None
+    guided_choice: None = None
+    guided_grammar: None = None
+    structured_outputs: None = None
     # vLLM's extension: the raw logprob and rank of every prompt token after the first,
     # with this many alternatives per position (not streamed, as in vLLM).
     prompt_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
+
+    @classmethod
+    def schema_rules(cls) -> list[dict[str, Any]]:
+        return [
+            *schema_rules.stream_options_need_stream(),
+            *schema_rules.not_streamed("prompt_logprobs", 0),
+        ]
+
+    @field_validator(*UNSUPPORTED_FIELDS, mode="before")
+    @classmethod
+    def _not_supported(cls, value: Any, info) -> None:
+        raise ValueError(
+            f"{info.field_name} is not supported yet: this server has no structured outputs "
+            "(constrained decoding); send the request without it"
+        )
+
+    @field_validator("response_format", mode="before")
+    @classmethod
+    def _text_format_only(cls, value: Any) -> Any:
+        kind = value.get("type") if isinstance(value, dict) else None
+        if isinstance(kind, str) and kind != "text":
+            raise ValueError(
+                f"response_format type {kind!r} is not supported yet: this server has no "
+                "structured outputs (constrained decoding); only 'text'"
+            )
+        return value
+
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(cls, value: StreamOptions | None, info) -> Any:
+        if value is not None and not info.data.get("stream"):
+            raise ValueError("stream_options is only allowed with stream = true")
+        return value
 
     @field_validator("prompt_logprobs")
     @classmethod
@@ -344,6 +404,10 @@ class CompletionRequest(_SamplingFields):
     best_of: Annotated[Int, Field(ge=1, le=MAX_CHOICES)] | None = None
     logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
 
+    @classmethod
+    def schema_rules(cls) -> list[dict[str, Any]]:
+        return schema_rules.completion_rules(MAX_CHOICES)
+
     @field_validator("prompt", mode="before")
     @classmethod
     def _prompt(cls, value: Any) -> list[str | list[int]]:
@@ -362,9 +426,9 @@ class CompletionRequest(_SamplingFields):
         n, stream = info.data.get("n", 1), info.data.get("stream", False)
         if value is not None and value < n:
             raise ValueError(f"best_of = {value} must be at least n = {n}")
-        if value is not None and value > n and stream:
+        if value is not None and value > 1 and stream:
             raise ValueError(
-                f"best_of = {value} > n = {n} cannot be streamed: the best candidates are "
+                f"best_of = {value} cannot be streamed (only 1 can): the best candidates are "
                 "known only when all of them have finished"
             )
         return value

@@ -56,17 +56,24 @@ def running_server(bundle: Path, command: str, *args: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def server_process(
-    bundle: Path, command: str, *args: str, env: dict[str, str] | None = None
+    bundle: Path,
+    command: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    positional: bool = False,
+    log_dir: Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen, Path]]:
-    """Like running_server, also yielding the process and its log file."""
+    """Like running_server, also yielding the process and its log file. ``positional``
+    passes the bundle (or checkpoint) as PATH instead of ``--artifacts``; the log goes to
+    ``log_dir`` (default: the bundle folder)."""
     port = free_port()
+    target = [str(bundle)] if positional else ["--artifacts", str(bundle)]
     argv = [
         sys.executable,
         "-m",
         "ignition.cli",
         command,
-        "--artifacts",
-        str(bundle),
+        *target,
         "--port",
         str(port),
         "--threads",
@@ -75,7 +82,7 @@ def server_process(
         "6144",
         *args,
     ]
-    log_path = bundle / f"server-{port}.log"
+    log_path = (log_dir or bundle) / f"server-{port}.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             argv,

@@ -228,16 +228,21 @@ def test_the_official_openai_client_works(server):
 
 
 def test_the_openai_client_sends_tools_tool_choice_and_chat_template_kwargs(server):
+    """The tiny checkpoint's ChatML template never reads ``tools``: a request with tools is
+    a 400 naming them (issue 24, defect 7); with tool_choice none it is served."""
     url, _ = server
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=120)
     tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
-    reply = client.chat.completions.create(
-        model="qwen38",
-        messages=[{"role": "user", "content": "hello"}],
-        tools=[tool],
-        tool_choice="auto",
-        max_tokens=3,
-        temperature=0,
-        extra_body={"ignore_eos": True, "chat_template_kwargs": {"enable_thinking": False}},
-    )
+    ask = {
+        "model": "qwen38",
+        "messages": [{"role": "user", "content": "hello"}],
+        "tools": [tool],
+        "max_tokens": 3,
+        "temperature": 0,
+        "extra_body": {"ignore_eos": True, "chat_template_kwargs": {"enable_thinking": False}},
+    }
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(**ask, tool_choice="auto")
+    assert "does not render tool definitions" in str(info.value)
+    reply = client.chat.completions.create(**ask, tool_choice="none")
     assert reply.usage.completion_tokens == 3

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
+from tokenizers import Tokenizer
 
 from ignition.cli import main
 from ignition.runtime.bundle import BundleError
@@ -14,12 +15,13 @@ from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.server.config import ServerConfig
 from ignition.serving import ServeOptions, _server_config
 
+TOKENIZER = Path(__file__).resolve().parents[2] / "ignition/assets/qwen38-tiny/tokenizer.json"
 QWEN35_SHAPE = (Path(__file__).resolve().parents[1] / "runtime" / "qwen35_shape.jinja").read_text()
 
 
 def config_for(template: str, **options) -> ServerConfig:
     chat = SimpleNamespace(templates=ChatTemplates({"default": template}, "chat_template.jinja"))
-    bundle = SimpleNamespace(name="qwen")
+    bundle = SimpleNamespace(name="qwen", tokenizer=Tokenizer.from_file(str(TOKENIZER)))
     return _server_config(ServeOptions(artifacts="unused", **options), bundle, chat)
 
 
