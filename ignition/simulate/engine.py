@@ -43,7 +43,8 @@ def batch_execution(batch: Batch, capture: CaptureSizes | None = None) -> Execut
     capacity_rows = rows
     if not batch.prefill:
         capacity_rows = max(rows, capacity_tokens // (1 + batch.drafts))
-    context = sum(s.context for s, _ in batch.prefill) + sum(s.context for s in batch.decode)
+    contexts = tuple(s.context for s, _ in batch.prefill) + tuple(s.context for s in batch.decode)
+    context = sum(contexts)
     return Execution(
         kind=batch_kind(batch),
         capacity_tokens=capacity_tokens,
@@ -52,6 +53,9 @@ def batch_execution(batch: Batch, capture: CaptureSizes | None = None) -> Execut
         rows=rows,
         context=context,
         draft_steps=batch.drafts,
+        prompt_tokens=sum(n for _, n in batch.prefill),
+        draft_rows=len(batch.decode),
+        row_contexts=contexts,
     )
 
 

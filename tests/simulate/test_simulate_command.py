@@ -72,7 +72,7 @@ def test_plot_writes_latency_and_graph_mix_pngs(trace, tmp_path):
         (("--rate", "-1"), "--rate = -1: must be a positive load scale"),
         (("--rate", "1", "--compare", "vllm,orca"), "unknown policy 'orca'"),
         (("--sweep", "1,x"), "--sweep '1,x': expected comma-separated numbers"),
-        (("--rate", "1", "--device", "tpu"), "device 'tpu'"),
+        (("--rate", "1", "--device", "tpu"), "unknown device profile 'tpu'"),
     ],
 )
 def test_bad_input_is_one_line_naming_it(trace, args, message):
