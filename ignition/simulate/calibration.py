@@ -142,8 +142,13 @@ def loss(rows: Sequence[Row]) -> float:
 
 FACTORS = (0.8, 0.9, 1.1, 1.25)
 FIT_FIELDS = ("floor_ms", "ple_host_us_per_token", "draft_floor_ms", "speculative_row_us")
-FIT_START = {"floor_ms": 10.6, "ple_host_us_per_token": 106.0, "draft_floor_ms": 1.0,
-             "speculative_row_us": 266.0, "flops_fraction": 0.042}
+FIT_START = {
+    "floor_ms": 10.6,
+    "ple_host_us_per_token": 106.0,
+    "draft_floor_ms": 1.0,
+    "speculative_row_us": 266.0,
+    "flops_fraction": 0.042,
+}
 
 
 def _device(base: HybridMoE, values: dict[str, float]) -> HybridMoE:

@@ -19,10 +19,11 @@ from collections import deque
 from collections.abc import Sequence
 
 from ignition.components.catalog import GraphKind
-from ignition.simulate.baselines import BaselinePolicy, Batch, Seq
+from ignition.simulate.acceptance import draw_round
 from ignition.simulate.capture import CaptureSizes, vllm_capture_sizes
 from ignition.simulate.devices import DeviceModel, Execution
 from ignition.simulate.results import ExecutionRecord, RequestRecord, RunResult
+from ignition.simulate.steps import BaselinePolicy, Batch, Seq
 from ignition.simulate.workloads import SimRequest
 
 
@@ -41,7 +42,7 @@ def batch_execution(batch: Batch, capture: CaptureSizes | None = None) -> Execut
     tokens = batch.tokens
     capacity_tokens = capture.pad(tokens) if capture is not None else tokens
     capacity_rows = rows
-    if not batch.prefill:
+    if not batch.prefill and batch.uniform:
         capacity_rows = max(rows, capacity_tokens // (1 + batch.drafts))
     contexts = tuple(s.context for s, _ in batch.prefill) + tuple(s.context for s in batch.decode)
     context = sum(contexts)
@@ -59,13 +60,13 @@ def batch_execution(batch: Batch, capture: CaptureSizes | None = None) -> Execut
     )
 
 
-def accepted_drafts(acceptance: Sequence[float], drafts: int, rng: random.Random) -> int:
-    accepted = 0
-    for p in acceptance[:drafts]:
-        if rng.random() >= p:
-            break
-        accepted += 1
-    return accepted
+def draw_rounds(running: Sequence[Seq], noise: float, rng: random.Random) -> None:
+    """Every decoder without one gets this step's speculative round (true acceptance and
+    the drafter's confidence), so policies choosing widths see the signal first."""
+    for s in running:
+        if s.round is None and s.is_decoding:
+            r = s.request
+            s.round = draw_round(r.acceptance, r.round_sigma, noise, rng)
 
 
 class LateWatch:
@@ -103,8 +104,12 @@ def run_baseline(
     ttft_guard_ms: float | None = None,
     guard_quantile: float = 0.99,
     check_every: int = 64,
+    confidence_noise: float = 0.0,
 ) -> RunResult:
+    """Runs ``policy`` over ``requests``; ``confidence_noise`` is the drafter's confidence
+    calibration (``acceptance.CONFIDENCE``) the adaptive policies read."""
     rng = random.Random(seed)
+    rounds = random.Random(seed + 7919)  # acceptance draws, apart from duration noise
     capture = (
         vllm_capture_sizes(slots, policy.drafts, policy.budget)
         if getattr(policy, "padded", False)
@@ -125,6 +130,7 @@ def run_baseline(
     while arrivals or waiting or running:
         while arrivals and arrivals[0].request.arrival_ms <= now:
             waiting.append(arrivals.popleft())
+        draw_rounds(running, confidence_noise, rounds)
         batch = policy.schedule(running, waiting, slots - len(running))
         if batch is None:
             if not arrivals:
@@ -150,7 +156,7 @@ def run_baseline(
                 tokens=e.tokens,
                 prompt_tokens=sum(n for _, n in batch.prefill),
                 decoders=len(batch.decode),
-                width=1 + batch.drafts if batch.decode else 0,
+                width=max((batch.width(i) for i in range(len(batch.decode))), default=0),
                 idle_decoders=idle,
             )
         )
@@ -161,11 +167,16 @@ def run_baseline(
             if s.prompt_left == 0:
                 s.generated += 1
                 s.record.deliver(now, 1, s.request.output_tokens - s.generated)
-        for s in batch.decode:
-            count = 1 + accepted_drafts(s.request.acceptance, batch.drafts, rng)
-            count = min(count, s.request.output_tokens - s.generated)
+        accepted = []
+        for i, s in enumerate(batch.decode):
+            drafts = batch.width(i) - 1
+            got = s.round.accepted(drafts, rounds) if s.round is not None else 0
+            s.round = None
+            accepted.append(got)
+            count = min(1 + got, s.request.output_tokens - s.generated)
             s.generated += count
             s.record.deliver(now, count, s.request.output_tokens - s.generated)
+        policy.observe(batch, accepted)
         running = [s for s in running if s.record.finish_ms is None]
         steps += 1
         if steps % check_every == 0 and watch.exceeded(now):

@@ -33,6 +33,7 @@ from ignition.helios.types import (
     RequestSpec,
     ScheduledPlan,
 )
+from ignition.simulate.acceptance import Round, draw_round
 from ignition.simulate.devices import DeviceError, execution_of
 from ignition.simulate.engine import LateWatch
 from ignition.simulate.results import ORDINARY, ExecutionRecord, RequestRecord, RunResult
@@ -123,9 +124,10 @@ class Simulation:
         # once, so a prompt that arrives meanwhile is planned ahead of it. None: at once.
         self.queue_lead_ns: int | None = None
 
-    def _ms(self, d: Descriptor, tokens: int, rows: int, context: int) -> float:
+    def _ms(self, d: Descriptor, tokens: int, rows: int, context: int, **detail: Any) -> float:
         try:
-            return self.scenario.durations.duration_ms(execution_of(d, tokens, rows, context))
+            execution = execution_of(d, tokens, rows, context, **detail)
+            return self.scenario.durations.duration_ms(execution)
         except DeviceError as err:
             raise ScenarioError(str(err)) from None
 
@@ -138,12 +140,25 @@ class Simulation:
 
     def _sample_ns(self, plan: ScheduledPlan) -> int:
         """The plan's duration on the device: its capacities, its lanes' activity."""
-        tokens, context = 0, 0
+        tokens, prompt, contexts, decoders = 0, 0, [], 0
         for lane in plan.lanes:
             stream = self.by_handle[lane.handle]
-            context += stream.context
-            tokens += lane.num_prompt_tokens if lane.role is LaneRole.PROMPT else lane.query_length
-        ms = self._ms(plan.descriptor, tokens, len(plan.lanes), context)
+            contexts.append(stream.context)
+            if lane.role is LaneRole.PROMPT:
+                tokens += lane.num_prompt_tokens
+                prompt += lane.num_prompt_tokens
+            else:
+                tokens += lane.query_length
+                decoders += 1
+        ms = self._ms(
+            plan.descriptor,
+            tokens,
+            len(plan.lanes),
+            sum(contexts),
+            prompt_tokens=prompt,
+            draft_rows=decoders,
+            row_contexts=tuple(contexts),
+        )
         noise = math.exp(self.rng.gauss(0.0, self.scenario.noise_sigma))
         return max(1, round(ms * NS_PER_MS * noise))
 
@@ -225,20 +240,27 @@ class Simulation:
             and s.remaining_output > 0
         )
 
-    def _accepted(self, stream: _Stream, rows: int) -> int:
-        accepted = 0
-        for p in stream.request.acceptance[: rows - 1]:
-            if self.rng.random() >= p:
-                break
-            accepted += 1
-        return accepted
+    def _rounds(self, plan: ScheduledPlan) -> dict[RequestHandle, Round]:
+        """This frame's speculative round per decoding lane: the true acceptance and the
+        drafter's confidence (``acceptance.py``; with no round spread and a perfect
+        drafter, the request's own conditionals, drawing nothing)."""
+        out = {}
+        for lane in plan.lanes:
+            if lane.role is not LaneRole.PROMPT:
+                r = self.by_handle[lane.handle].request
+                out[lane.handle] = draw_round(
+                    r.acceptance, r.round_sigma, self.scenario.confidence_noise, self.rng
+                )
+        return out
 
-    def _device_rows(self, plan: ScheduledPlan) -> list[int]:
-        """Device allocation: the best causal frontier by joint prefix probability."""
+    def _device_rows(self, plan: ScheduledPlan, rounds: dict[RequestHandle, Round]) -> list[int]:
+        """Device allocation: the best causal frontier by the drafter's confidence (the
+        prefix survival of its signal, the one the adaptive baselines read too)."""
         rows = [1] * len(plan.lanes)
         frontier = []
         for i, lane in enumerate(plan.lanes):
-            joint = self.by_handle[lane.handle].joint
+            round_ = rounds.get(lane.handle)
+            joint = round_.survival() if round_ is not None else ()
             for depth in range(1, lane.query_length):
                 p = joint[depth - 1] if depth <= len(joint) else 0.0
                 frontier.append((-p, depth, lane.handle.slot, i))
@@ -250,7 +272,12 @@ class Simulation:
         plan = run.plan
         d = plan.descriptor
         device = d.is_device_allocated and d.proposal_depth > 0
-        rows = self._device_rows(plan) if device else [lane.query_length for lane in plan.lanes]
+        rounds = self._rounds(plan)
+        rows = (
+            self._device_rows(plan, rounds)
+            if device
+            else [lane.query_length for lane in plan.lanes]
+        )
         records = []
         for lane, q in zip(plan.lanes, rows, strict=True):
             stream = self.by_handle[lane.handle]
@@ -262,7 +289,8 @@ class Simulation:
                 stream.context += lane.num_prompt_tokens
                 records.append(CompletionRecord(lane.handle, lane.num_prompt_tokens, (1,) * count))
             else:
-                count = min(stream.remaining_output, 1 + self._accepted(stream, q))
+                got = rounds[lane.handle].accepted(q - 1, self.rng)
+                count = min(stream.remaining_output, 1 + got)
                 records.append(
                     CompletionRecord(
                         lane.handle, 0, (1,) * count, num_verified_tokens=q if device else 0
@@ -275,11 +303,9 @@ class Simulation:
         if device:
             width = d.proposal_depth
             unused = [(0.0,) * width] * (d.batch_capacity - len(plan.lanes))
-            joint = [self._padded(self.by_handle[lane.handle].joint, width) for lane in plan.lanes]
-            cond = [
-                self._padded(list(self.by_handle[lane.handle].request.acceptance), width)
-                for lane in plan.lanes
-            ]
+            signals = [rounds.get(lane.handle) for lane in plan.lanes]
+            joint = [self._padded(r.survival() if r else (), width) for r in signals]
+            cond = [self._padded(r.signal if r else (), width) for r in signals]
             joint, cond = joint + unused, cond + unused
             sidecar = ConfidenceSidecar((tuple(joint), tuple(cond)))
             tokens = self.scheduler.complete_packed_round(

@@ -36,7 +36,7 @@ def test_every_profile_is_named_by_its_spec():
 
 
 def test_an_unknown_profile_is_one_line_naming_it_and_the_known_ones():
-    with pytest.raises(DeviceError, match="unknown device profile 'qwen38-h100'.*4xh100"):
+    with pytest.raises(DeviceError, match=r"unknown device profile 'qwen38-h100'.*4xh100"):
         device_from_spec("qwen38-h100")
 
 

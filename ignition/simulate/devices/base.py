@@ -49,7 +49,16 @@ class Execution:
     row_contexts: tuple[int, ...] = ()
 
 
-def execution_of(d: Descriptor, tokens: int, rows: int, context: int) -> Execution:
+def execution_of(
+    d: Descriptor,
+    tokens: int,
+    rows: int,
+    context: int,
+    *,
+    prompt_tokens: int = 0,
+    draft_rows: int = -1,
+    row_contexts: tuple[int, ...] = (),
+) -> Execution:
     """A prepared graph: capacities from its descriptor, activity from its lanes."""
     return Execution(
         kind=d.kind,
@@ -60,6 +69,9 @@ def execution_of(d: Descriptor, tokens: int, rows: int, context: int) -> Executi
         context=context,
         draft_steps=d.proposal_depth,
         descriptor=d,
+        prompt_tokens=prompt_tokens,
+        draft_rows=draft_rows,
+        row_contexts=row_contexts,
     )
 
 
@@ -69,5 +81,3 @@ class DeviceModel(Protocol):
     name: str
 
     def duration_ms(self, e: Execution) -> float: ...
-
-

@@ -134,8 +134,7 @@ class HybridMoE:
             return tokens * self.ple_bytes_per_token / self._bandwidth() * 1e3
         prompt = min(prompt_tokens, tokens)
         return (
-            prompt * self.ple_prefetch_us_per_token
-            + (tokens - prompt) * self.ple_host_us_per_token
+            prompt * self.ple_prefetch_us_per_token + (tokens - prompt) * self.ple_host_us_per_token
         ) * 1e-3
 
     def state_bytes(self, e: Execution) -> float:
@@ -175,7 +174,9 @@ class HybridMoE:
             self.mtp_dense_bytes
             + self.lm_head_bytes
             + self.experts_touched(r) * self.expert_bytes
-            + r * min(context_per_row, self.attention_budget) * self.kv_bytes_per_token
+            + r
+            * min(context_per_row, self.attention_budget)
+            * self.kv_bytes_per_token
             / max(1, self.qsa_layers)
         )
         work = 2 * (self.active_params / self.moe_layers) * r + 2 * self.lm_head_bytes * r
