@@ -69,6 +69,24 @@ def draw_rounds(running: Sequence[Seq], noise: float, rng: random.Random) -> Non
             s.round = draw_round(r.acceptance, r.round_sigma, noise, rng)
 
 
+class PromptDelivery:
+    """The host's prompt-row delivery (a device with ``prompt_ready_ms``, e.g. PLE rows
+    gathered from host memory): one FIFO gather per prompt, started when a slot is free
+    for it, ahead of its first prompt chunk. Devices without it deliver at once."""
+
+    def __init__(self, device: DeviceModel) -> None:
+        self.cost = getattr(device, "prompt_ready_ms", None)
+        self.free_ms = 0.0
+
+    def start(self, waiting: Sequence[Seq], free_slots: int, now: float) -> None:
+        if self.cost is None:
+            return
+        for s in list(waiting)[: max(0, free_slots)]:
+            if s.ready_ms is None:
+                self.free_ms = max(now, self.free_ms) + self.cost(s.request.prompt_tokens)
+                s.ready_ms = self.free_ms
+
+
 class LateWatch:
     """Counts requests whose first output is later than a TTFT guard, so a run that can
     no longer meet a p99 guard stops early (overloaded runs would otherwise take long)."""
@@ -127,15 +145,20 @@ def run_baseline(
     running: list[Seq] = []
     executions: list[ExecutionRecord] = []
     now, steps, aborted = 0.0, 0, False
+    host = PromptDelivery(device)
     while arrivals or waiting or running:
         while arrivals and arrivals[0].request.arrival_ms <= now:
             waiting.append(arrivals.popleft())
+        host.start(waiting, slots - len(running), now)
+        ready = [s for s in waiting if s.ready_ms is None or s.ready_ms <= now]
         draw_rounds(running, confidence_noise, rounds)
-        batch = policy.schedule(running, waiting, slots - len(running))
+        batch = policy.schedule(running, ready, slots - len(running))
         if batch is None:
-            if not arrivals:
+            upcoming = [arrivals[0].request.arrival_ms] if arrivals else []
+            upcoming += [s.ready_ms for s in waiting if s.ready_ms and s.ready_ms > now]
+            if not upcoming:
                 break  # nothing can ever run (cannot happen with positive lengths)
-            now = max(now, arrivals[0].request.arrival_ms)
+            now = max(now, min(upcoming))
             continue
         for s, _ in batch.prefill:
             if s.record.admitted_ms is None:

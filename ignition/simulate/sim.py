@@ -51,6 +51,7 @@ class _Stream:
     remaining_output: int = 0
     context: int = 0  # tokens cached on the device: prompt consumed plus output
     record: RequestRecord | None = None
+    ready_ns: int | None = None  # prompt rows delivered (devices with ``prompt_ready_ms``)
 
     @property
     def first_output_ms(self) -> float | None:
@@ -123,6 +124,7 @@ class Simulation:
         # ahead of it ends (the host round trip a just-in-time plan needs) instead of at
         # once, so a prompt that arrives meanwhile is planned ahead of it. None: at once.
         self.queue_lead_ns: int | None = None
+        self.host_free_ns = 0  # the host's prompt-row gather is busy until then
 
     def _ms(self, d: Descriptor, tokens: int, rows: int, context: int, **detail: Any) -> float:
         try:
@@ -177,6 +179,8 @@ class Simulation:
             while pending and pending[0].arrival_ns <= now:
                 if not self.scheduler.pool.can_allocate_slot():
                     break
+                if self._prompt_ready_ns(pending[0], now) > now:
+                    break  # its prompt rows are still being gathered on the host
                 self._admit(pending.pop(0))
             self.scheduler.advance_to(now)
             wake = None
@@ -201,6 +205,7 @@ class Simulation:
                     _Running(fence, plan, now, start, device_free, duration, klass, idle)
                 )
             arrivals = [s.arrival_ns for s in pending[:1]]
+            arrivals += [s.ready_ns for s in pending[:1] if s.ready_ns is not None]
             upcoming = [r.end_ns for r in running[:1]] + [a for a in arrivals if a > now]
             upcoming += [wake] if wake is not None else []
             if not upcoming:
@@ -215,6 +220,20 @@ class Simulation:
                     self.aborted = True
                     break
         return min(now, end_ns)
+
+    def _prompt_ready_ns(self, stream: _Stream, now: int) -> int:
+        """When the stream's prompt rows are on the device: a device with
+        ``prompt_ready_ms`` (PLE rows gathered on the host) delivers them one prompt after
+        another, each gather starting once a slot is free for it."""
+        if stream.ready_ns is None:
+            cost = getattr(self.scenario.durations, "prompt_ready_ms", None)
+            if cost is None:
+                return now
+            self.host_free_ns = max(now, self.host_free_ns) + round(
+                cost(stream.request.prompt_tokens) * NS_PER_MS
+            )
+            stream.ready_ns = self.host_free_ns
+        return stream.ready_ns
 
     def _admit(self, stream: _Stream) -> None:
         r = stream.request

@@ -38,6 +38,7 @@ class Seq:
     prefilled: int = 0
     generated: int = 0
     round: Round | None = None  # this step's speculative round (true acceptance, signal)
+    ready_ms: float | None = None  # when its prompt's PLE rows are on the device
 
     @property
     def prompt_left(self) -> int:

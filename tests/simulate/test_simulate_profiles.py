@@ -85,3 +85,16 @@ def test_the_4xh100_profile_reproduces_vllms_published_recipe_table():
     rows = calibration_table(TP4)
     assert holds(rows), [(r.concurrency, r.speculative, r.simulated) for r in rows]
     assert ratios(rows)[64][1] < 0.75  # MTP loses at concurrency 64, as published
+
+
+def test_host_ple_prompts_are_gathered_one_after_another_before_their_first_chunk():
+    from ignition.simulate.baselines import make_baseline
+    from ignition.simulate.engine import run_baseline
+    from ignition.simulate.workloads import SimRequest
+
+    device = replace(H200, ple_prefetch_us_per_token=100.0)
+    requests = [SimRequest(0.0, 1000, 4), SimRequest(0.0, 1000, 4)]
+    run = run_baseline(make_baseline("vllm"), requests, device, slots=4, noise_sigma=0.0)
+    starts = sorted(r.prompt_start_ms for r in run.requests)
+    assert starts[0] == pytest.approx(100.0) and starts[1] >= 200.0
+    assert H200.prompt_ready_ms(1000) == pytest.approx(1000 * H200.ple_prefetch_us_per_token / 1e3)

@@ -73,7 +73,7 @@ class HybridMoE:
     ple_residency: str = "host"
     ple_bytes_per_token: float = 2 * 8 * 160  # bigram + trigram, 8 heads, 160 FP8 values
     ple_host_us_per_token: float = 0.0  # synchronous gather per decode / verify token
-    ple_prefetch_us_per_token: float = 0.0  # per prompt token (rows known ahead, prefetched)
+    ple_prefetch_us_per_token: float = 0.0  # host gather per prompt token, before its prefill
     # --- the MTP head: one full decoder layer plus the shared vocabulary head
     mtp_dense_bytes: float = 0.15e9
     lm_head_bytes: float = 248_320 * 2560
@@ -123,7 +123,8 @@ class HybridMoE:
 
         The hook for the PLE delivery cost function (``ple_delivery.py``, a separate
         branch): replace this body by a call to it. Host residency: a prompt's rows are
-        known ahead and prefetched (``ple_prefetch_us_per_token``); a decode or
+        known ahead and gathered before its first chunk (``prompt_ready_ms``, not in the
+        step); a decode or
         verification token's rows are known only once it is sampled or drafted, so they
         are gathered synchronously (``ple_host_us_per_token``, calibrated). Device
         residency reads the rows from HBM.
@@ -133,9 +134,14 @@ class HybridMoE:
         if self.ple_residency == "device":
             return tokens * self.ple_bytes_per_token / self._bandwidth() * 1e3
         prompt = min(prompt_tokens, tokens)
-        return (
-            prompt * self.ple_prefetch_us_per_token + (tokens - prompt) * self.ple_host_us_per_token
-        ) * 1e-3
+        return (tokens - prompt) * self.ple_host_us_per_token * 1e-3
+
+    def prompt_ready_ms(self, prompt_tokens: int) -> float:
+        """Host time to gather a prompt's PLE rows before its first chunk can run (the
+        engine's asynchronous prefetch: one FIFO on the host, beside the device)."""
+        if self.ple_residency != "host":
+            return 0.0
+        return prompt_tokens * self.ple_prefetch_us_per_token * 1e-3
 
     def state_bytes(self, e: Execution) -> float:
         """GDN state read and written once per row; with ``speculative_state_writes``
