@@ -153,12 +153,15 @@ FIT_FIELDS = (
     "draft_floor_ms",
     "speculative_row_us",
 )
+# The start solves the table by hand (docs/devices.md, "Calibration"): per decode token
+# ~0.24 ms of synchronous row gather, ~3 ms per draft step, prompts gathered at ~70 us
+# per token ahead of their chunks (the published runs' long TTFT), a normal FP8 rate.
 FIT_START = {
-    "floor_ms": 8.0,
-    "ple_host_us_per_token": 40.0,
+    "floor_ms": 6.0,
+    "ple_host_us_per_token": 235.0,
     "ple_prefetch_us_per_token": 70.0,
-    "draft_floor_ms": 1.0,
-    "speculative_row_us": 100.0,
+    "draft_floor_ms": 2.5,
+    "speculative_row_us": 10.0,
     "flops_fraction": 0.35,
 }
 

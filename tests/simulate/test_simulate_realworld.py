@@ -23,7 +23,7 @@ def test_a_negative_long_prompt_rate_is_one_line_naming_it():
 
 def test_long_prompts_arrive_while_the_decoders_run():
     requests = long_prompt_workload(Plan(quick=True, long_decoders=30, long_prompts=5), 0.5)
-    decoders = [r for r in requests if r.output_tokens == 4000]
+    decoders = [r for r in requests if r.output_tokens == 4000]  # the full study's
     prompts = [r for r in requests if r.prompt_tokens >= 2000]
     assert len(decoders) == 30 and len(prompts) == 5
     assert min(p.arrival_ms for p in prompts) > max(d.arrival_ms for d in decoders)
