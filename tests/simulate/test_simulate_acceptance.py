@@ -84,3 +84,21 @@ def test_a_perfect_drafter_reports_the_rounds_true_acceptance():
 def test_confidence_predicts_acceptance_less_as_the_calibration_weakens():
     perfect, eagle2, weak = (_correlation(k) for k in ("perfect", "eagle2", "weak"))
     assert perfect > eagle2 > weak > 0
+
+
+def test_helios_device_allocation_ranks_rows_by_the_drafters_confidence_not_the_truth():
+    from collections import namedtuple
+    from types import SimpleNamespace
+
+    from ignition.simulate.acceptance import Round
+    from ignition.simulate.sim import Simulation
+
+    handle = namedtuple("handle", "slot")
+    lanes = [SimpleNamespace(handle=handle(s), query_length=4) for s in range(2)]
+    plan = SimpleNamespace(lanes=lanes, descriptor=SimpleNamespace(packed_capacity=5))
+    # lane 0 will in truth accept everything but its drafter is unsure; lane 1 the reverse
+    rounds = {
+        lanes[0].handle: Round((1.0, 1.0, 1.0), (0.2, 0.2, 0.2)),
+        lanes[1].handle: Round((0.0, 0.0, 0.0), (0.9, 0.9, 0.9)),
+    }
+    assert Simulation._device_rows(None, plan, rounds) == [1, 4]  # type: ignore[arg-type]
