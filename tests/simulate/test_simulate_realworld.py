@@ -42,3 +42,13 @@ def test_a_bar_chart_is_an_svg_with_one_bar_per_policy(tmp_path):
     bar_chart(path, "t", {"helios": 2.0, "vllm": 1.0, "vllm-k3": float("inf")})
     text = path.read_text()
     assert text.startswith("<svg") and text.count("<rect") == 3
+
+
+def test_the_earlier_capacity_study_keeps_the_sections_this_study_writes(tmp_path):
+    from scripts.scheduling_sim.capacity_study import keep_generated_sections
+
+    out = tmp_path / "capacity.md"
+    out.write_text("# Old\n\n<!-- realworld:begin x -->\nR\n<!-- realworld:end -->\nold body\n")
+    page = keep_generated_sections(out, "# New\n\nnew body\n")
+    assert "<!-- realworld:begin x -->\nR\n<!-- realworld:end -->" in page
+    assert "new body" in page and "old body" not in page
