@@ -137,8 +137,22 @@ class Simulation:
         """A full graph at a nominal cached context: what a build's tuning would measure."""
         rows = d.batch_capacity
         tokens = d.packed_capacity + d.prefill_capacity
-        context = 0 if d.kind is GraphKind.PREFILL else rows * NOMINAL_CONTEXT_PER_ROW
-        return max(1, round(self._ms(d, tokens, rows, context) * NS_PER_MS))
+        if d.kind is GraphKind.PREFILL:
+            prompt, decoders, per_row = tokens, 0, 0
+        elif d.kind is GraphKind.MIXED:
+            prompt, decoders, per_row = d.prefill_capacity, rows - 1, NOMINAL_CONTEXT_PER_ROW
+        else:
+            prompt, decoders, per_row = 0, rows, NOMINAL_CONTEXT_PER_ROW
+        ms = self._ms(
+            d,
+            tokens,
+            rows,
+            rows * per_row,
+            prompt_tokens=prompt,
+            draft_rows=decoders,
+            row_contexts=(per_row,) * rows,
+        )
+        return max(1, round(ms * NS_PER_MS))
 
     def _sample_ns(self, plan: ScheduledPlan) -> int:
         """The plan's duration on the device: its capacities, its lanes' activity."""
