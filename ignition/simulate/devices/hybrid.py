@@ -170,7 +170,9 @@ class HybridMoE:
         )
         roofline = max(moved / self._bandwidth(), work / self._rate()) * 1e3
         collectives = self.all_reduce_ms(n, 2 * self.moe_layers + 1)
-        return self.floor_ms + roofline + collectives + self.ple_delivery_ms(n, e.prompt_tokens)
+        # padding rows are dummy tokens: only active tokens gather PLE rows
+        ple = self.ple_delivery_ms(e.tokens, e.prompt_tokens)
+        return self.floor_ms + roofline + collectives + ple
 
     def draft_step_ms(self, rows: int, context_per_row: float = 0.0) -> float:
         """One MTP proposal for ``rows`` rows: a full decoder layer (its experts touched
