@@ -64,14 +64,18 @@ class Plan:
     long_decoders: int = 30
     long_prompts: int = 40
     decoder_output: int = 4000
+    only: tuple[str, ...] = ()  # --baselines: these instead of the study's
+    trace: str = TRACE
 
     @property
     def fixed(self) -> tuple[str, ...]:
+        if self.only:
+            return tuple(p for p in self.only if parse_policy(p).family == "vllm")
         return QUICK_FIXED if self.quick else FIXED
 
     @property
     def baselines(self) -> tuple[str, ...]:
-        return (*self.fixed, *ADAPTIVE)
+        return self.only or (*self.fixed, *ADAPTIVE)
 
 
 def _b8192(name: str) -> str:
@@ -94,7 +98,7 @@ def random_workload(concurrency: int, seed: int = 0) -> list[SimRequest]:
 
 def conv_workload(plan: Plan, seed: int = 0) -> Callable[[float], list[SimRequest]]:
     start, end = plan.rows
-    base = load_trace(TRACE, start=start, count=end - start)
+    base = load_trace(plan.trace, start=start, count=end - start)
     base = with_tasks(base, TRACE_MIXES["conv"], seed)
 
     def at(rate: float) -> list[SimRequest]:
@@ -321,16 +325,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/capacity.md")
     parser.add_argument("--plots", default="docs/capacity/realworld")
     parser.add_argument("--profiles", default=",".join(PROFILES))
+    parser.add_argument("--trace", default=TRACE, help="conversation trace CSV")
+    parser.add_argument(
+        "--baselines",
+        default="",
+        help="comma-separated baseline policies instead of the study's (must include "
+        "vllm-padded, the no-speculation reference)",
+    )
     args = parser.parse_args(argv)
     try:
         profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
         for p in profiles:
             device_from_spec(p)
+        only = tuple(p.strip() for p in args.baselines.split(",") if p.strip())
+        for p in only:
+            if parse_policy(p).family == "helios":
+                raise PolicyError(f"--baselines: {p!r} is Helios, which every study runs")
+        if only and "vllm-padded" not in only:
+            raise PolicyError("--baselines: include vllm-padded (the no-speculation reference)")
         plan = (
-            Plan(True, (2000, 2200), long_prompts=20, decoder_output=2000)
+            Plan(
+                True,
+                (2000, 2200),
+                long_prompts=20,
+                decoder_output=2000,
+                only=only,
+                trace=args.trace,
+            )
             if args.quick
-            else Plan(False)
+            else Plan(False, only=only, trace=args.trace)
         )
+        conv_workload(plan)  # a malformed trace fails before any run
         start = time.time()
         calibration = markdown(calibration_table())
         random_lines, random_r = study_random(plan)
@@ -351,7 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"Reproduce: `{command}` ({minutes:.1f} min of one core). Devices: `docs/devices.md`;",
             "acceptance by task with per-request and per-round spread, drafter confidence",
             f"`{CONFIDENCE_KNOB}` (`ignition/simulate/acceptance.py`); baselines padded to vLLM's",
-            f"capture sizes. Trace rows {plan.rows[0]}-{plan.rows[1] - 1} of `conv.csv` with the",
+            f"capture sizes. Trace rows {plan.rows[0]}-{plan.rows[1] - 1} of "
+            f"`{Path(plan.trace).name}` with the",
             f"task mix {TRACE_MIXES['conv']}. Plots: " + ", ".join(f"`{p}`" for p in written) + ".",
             "",
             "### Targets",

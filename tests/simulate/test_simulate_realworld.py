@@ -52,3 +52,16 @@ def test_the_earlier_capacity_study_keeps_the_sections_this_study_writes(tmp_pat
     page = keep_generated_sections(out, "# New\n\nnew body\n")
     assert "<!-- realworld:begin x -->\nR\n<!-- realworld:end -->" in page
     assert "new body" in page and "old body" not in page
+
+
+def test_an_unknown_baseline_fails_in_one_line_naming_it(capsys):
+    assert main(["--quick", "--baselines", "vllm-padded,orca"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown policy 'orca'") and "\n" not in err
+
+
+def test_a_trace_missing_a_column_fails_in_one_line_naming_it(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("TIMESTAMP,GeneratedTokens\n2023-11-16 18:15:46.0,3\n")
+    assert main(["--quick", "--trace", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {path}: missing column 'ContextTokens'"
