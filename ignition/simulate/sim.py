@@ -70,14 +70,6 @@ class _Stream:
         """Admission and the clock use this one integer nanosecond arrival time."""
         return round(self.request.arrival_ms * NS_PER_MS)
 
-    @property
-    def joint(self) -> list[float]:
-        out, p = [], 1.0
-        for q in self.request.acceptance:
-            p *= q
-            out.append(p)
-        return out
-
 
 @dataclass
 class _Running:
