@@ -1123,7 +1123,8 @@ class _Progress:
     "--compare",
     default="vllm,vllm-k3,sarathi",
     show_default=True,
-    help="Policies beside Helios: vllm, sarathi, prefill-first, with -bBUDGET / -kDRAFTS.",
+    help="Policies beside Helios: vllm, vllm-dyn, vllm-adaptive, sglang-tiers, sarathi, "
+    "prefill-first, with -bBUDGET / -kDRAFTS / -padded.",
 )
 @click.option("--slots", type=int, default=32, show_default=True, help="Request slots.")
 @click.option(
@@ -1134,7 +1135,25 @@ class _Progress:
     show_default=True,
     help="Helios catalog's target-token envelope R.",
 )
-@click.option("--device", default="h200", show_default=True, help="h200 or measured:PATH.")
+@click.option(
+    "--device",
+    default="h200",
+    show_default=True,
+    help="A profile (qwen38-flash-next-h200, qwen38-flash-next-4xh100, qwen38-27b-dense-h200; "
+    "docs/devices.md), h200 (the earlier roofline) or measured:PATH.",
+)
+@click.option(
+    "--tasks",
+    default=None,
+    help="Acceptance by task: a mix name (conv, code, random) or task:weight,... of "
+    "random, chat, code, math (replaces --acceptance).",
+)
+@click.option(
+    "--confidence",
+    default="perfect",
+    show_default=True,
+    help="Drafter confidence calibration read by adaptive policies: perfect, eagle2, weak.",
+)
 @click.option(
     "--acceptance",
     default="0.8,0.7,0.6,0.5,0.4",

@@ -1,23 +1,20 @@
-"""Fixed baseline policies: what a conventional serving engine would run each step.
+"""Policy names: every baseline behind one interface (``steps.BaselinePolicy``), and Helios.
 
-Each policy is a small class behind :class:`BaselinePolicy`: given the admitted
-requests (holding slots, in admission order), the arrived but unadmitted ones (in
-arrival order) and the free slots, it returns one :class:`Batch` (prompt chunks and
-decoders) or ``None``. The engine (``engine.py``) executes it on the shared device
-model, so baselines and Helios differ only in what they choose.
+Families (``FAMILIES``; policies in ``steps.py`` and ``adaptive.py``):
 
-- :class:`DecodeFirst` (``vllm``, ``vllm-k3``, ``vllm-b8192``, ``sarathi``): the
-  vLLM-v1 / Sarathi-Serve "stall-free" rule. Every running decoder joins first
-  (each costs 1 + K tokens of the budget with K fixed drafts), then partial prompts,
-  then new requests FCFS, each prompt chunked to the budget left. Sarathi is the
-  same rule at a small budget chosen for its cadence (512 by default).
-- :class:`PrefillFirst` (``prefill-first``, SGLang's default without mixed chunks):
-  whenever prompt work can run, a prompt-only batch up to the chunk budget runs and
-  decoders wait; otherwise every decoder runs.
+- ``vllm``: vLLM-v1-style stall-free batching (decode first, chunked prefill, budget
+  2048), no speculation or fixed K = 1..5 (``-kK``);
+- ``vllm-dyn``: vLLM dynamic speculation, K from a batch-size table;
+- ``vllm-adaptive``: vLLM adaptive verification, per-request widths from the drafter's
+  confidence with a global survival-probability threshold, K up to ``-kK`` (5);
+- ``sglang-tiers``: SGLang adaptive speculation, tiers K = 1 / 3 / 7 by an EMA of
+  accept length;
+- ``sarathi``: Sarathi-Serve, the stall-free rule at a small budget (512);
+- ``prefill-first``: SGLang's default without mixed chunks.
 
 Names: ``NAME[-bBUDGET][-kK][-padded]``, e.g. ``vllm-b8192-k3``; ``-padded`` runs each
 step at vLLM V1's CUDA-graph capture size that holds it (``capture.py``), as real vLLM
-does, instead of an eager batch of exactly its work (``vllm`` and ``sarathi`` only).
+does, instead of an eager batch of exactly its work (any family).
 ``helios`` is the Helios scheduler itself, ``helios+VARIANT[+VARIANT]`` an experiment
 on it (see ``harness.py`` and ``HELIOS_VARIANTS``; ``rN`` builds with speculative token
 capacity N, ``wN`` runs fixed speculation at verification width N).
@@ -26,131 +23,24 @@ capacity N, ``wN`` runs fixed speculation at verification width N).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from ignition.simulate.results import RequestRecord
-from ignition.simulate.workloads import SimRequest
+from ignition.simulate.adaptive import AdaptiveVerification, DynamicK, SGLangTiers
+from ignition.simulate.steps import (
+    BaselinePolicy,
+    Batch,
+    DecodeFirst,
+    PrefillFirst,
+    Seq,
+    decode_first,
+)
+
+__all__ = ["BaselinePolicy", "Batch", "DecodeFirst", "PrefillFirst", "Seq", "decode_first"]
 
 
 class PolicyError(ValueError):
     """An unknown or malformed policy name; the message names it and the known ones."""
-
-
-@dataclass(eq=False)
-class Seq:
-    """A request inside a baseline engine."""
-
-    request: SimRequest
-    record: RequestRecord
-    prefilled: int = 0
-    generated: int = 0
-
-    @property
-    def prompt_left(self) -> int:
-        return self.request.prompt_tokens - self.prefilled
-
-    @property
-    def is_decoding(self) -> bool:
-        return self.prompt_left == 0 and self.generated < self.request.output_tokens
-
-    @property
-    def context(self) -> int:
-        return self.prefilled + self.generated
-
-
-@dataclass(frozen=True)
-class Batch:
-    """One step: prompt chunks ``(seq, tokens)`` and decoders, each verifying 1 + drafts."""
-
-    prefill: tuple[tuple[Seq, int], ...] = ()
-    decode: tuple[Seq, ...] = ()
-    drafts: int = 0
-
-    @property
-    def tokens(self) -> int:
-        return sum(n for _, n in self.prefill) + len(self.decode) * (1 + self.drafts)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.prefill and not self.decode
-
-
-class BaselinePolicy(Protocol):
-    name: str
-    budget: int
-    drafts: int
-    padded: bool  # steps run at vLLM's capture sizes (``capture.py``), not eagerly
-
-    def schedule(
-        self, running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int
-    ) -> Batch | None: ...
-
-
-def _fill_prompts(
-    running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int, budget: int
-) -> list[tuple[Seq, int]]:
-    """Partial prompts of admitted requests first, then new requests FCFS (one slot
-    each), each chunked to the budget left."""
-    chunks: list[tuple[Seq, int]] = []
-    for s in running:
-        if budget <= 0:
-            return chunks
-        if s.prompt_left > 0:
-            n = min(s.prompt_left, budget)
-            chunks.append((s, n))
-            budget -= n
-    for s in waiting:
-        if budget <= 0 or free_slots <= 0:
-            break
-        n = min(s.prompt_left, budget)
-        chunks.append((s, n))
-        budget -= n
-        free_slots -= 1
-    return chunks
-
-
-@dataclass
-class DecodeFirst:
-    """Decoders first, then prompt chunks into the token budget left (stall-free)."""
-
-    name: str = "vllm"
-    budget: int = 2048
-    drafts: int = 0
-    padded: bool = False
-
-    def schedule(
-        self, running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int
-    ) -> Batch | None:
-        budget = self.budget
-        decode = []
-        for s in running:
-            if s.is_decoding and budget >= 1 + self.drafts:
-                decode.append(s)
-                budget -= 1 + self.drafts
-        prefill = _fill_prompts(running, waiting, free_slots, budget)
-        batch = Batch(tuple(prefill), tuple(decode), self.drafts if decode else 0)
-        return None if batch.is_empty else batch
-
-
-@dataclass
-class PrefillFirst:
-    """Prompt-only batches whenever prompt work can run; decoders wait for them."""
-
-    name: str = "prefill-first"
-    budget: int = 8192
-    drafts: int = 0
-    padded: bool = False
-
-    def schedule(
-        self, running: Sequence[Seq], waiting: Sequence[Seq], free_slots: int
-    ) -> Batch | None:
-        prefill = _fill_prompts(running, waiting, free_slots, self.budget)
-        if prefill:
-            return Batch(tuple(prefill))
-        decode = tuple(s for s in running if s.is_decoding)
-        return Batch((), decode, self.drafts) if decode else None
 
 
 @dataclass(frozen=True)
@@ -164,7 +54,14 @@ FAMILIES: dict[str, _Family] = {
     "vllm": _Family(DecodeFirst, 2048, "vLLM-v1-style: FCFS, decode first, chunked prefill"),
     "sarathi": _Family(DecodeFirst, 512, "Sarathi-style: stall-free, small fixed budget"),
     "prefill-first": _Family(PrefillFirst, 8192, "SGLang-style default: prefill first"),
+    "vllm-dyn": _Family(DynamicK, 2048, "vLLM dynamic speculation: K by batch size"),
+    "vllm-adaptive": _Family(
+        AdaptiveVerification, 2048, "vLLM adaptive verification: widths from confidence"
+    ),
+    "sglang-tiers": _Family(SGLangTiers, 2048, "SGLang adaptive tiers K = 1/3/7 by EMA"),
 }
+SPECULATING = ("vllm-dyn", "vllm-adaptive", "sglang-tiers")  # K is their own choice
+DEFAULT_MAX_DRAFTS = {"vllm-dyn": 3, "vllm-adaptive": 5, "sglang-tiers": 7}
 HELIOS = "helios"
 HELIOS_VARIANTS = {
     "normalizer-newcomer": "newcomers start at the token normalizer (the earlier rule)",
@@ -214,9 +111,9 @@ def variant_summary(variant: str) -> str:
 
 
 _NAME = re.compile(
-    r"^(?P<family>[a-z]+(?:-first)?)(?:-b(?P<budget>\d+))?(?:-k(?P<k>\d+))?(?P<padded>-padded)?$"
+    r"^(?P<family>prefill-first|vllm-dyn|vllm-adaptive|sglang-tiers|[a-z]+)"
+    r"(?:-b(?P<budget>\d+))?(?:-k(?P<k>\d+))?(?P<padded>-padded)?$"
 )
-PADDED_FAMILIES = ("vllm", "sarathi")  # engines whose graphs follow vLLM's capture sizes
 
 
 @dataclass(frozen=True)
@@ -251,15 +148,11 @@ def parse_policy(text: str) -> PolicyName:
         raise PolicyError(f"unknown policy {text!r} (known: {known})")
     family = FAMILIES[m.group("family")]
     budget = int(m.group("budget")) if m.group("budget") else family.budget
-    drafts = int(m.group("k")) if m.group("k") else 0
+    default = DEFAULT_MAX_DRAFTS.get(m.group("family"), 0)
+    drafts = int(m.group("k")) if m.group("k") else default
     if budget < 1 + drafts:
         raise PolicyError(f"policy {text!r}: budget {budget} below one decoder's 1 + {drafts}")
     padded = m.group("padded") is not None
-    if padded and m.group("family") not in PADDED_FAMILIES:
-        raise PolicyError(
-            f"policy {text!r}: -padded follows vLLM's capture sizes "
-            f"(only {', '.join(PADDED_FAMILIES)})"
-        )
     return PolicyName(text, m.group("family"), budget, drafts, padded)
 
 
@@ -280,5 +173,7 @@ def describe(text: str) -> str:
         return f"{base}; {extra}" if extra else base
     summary = FAMILIES[name.family].summary
     drafts = f", fixed K = {name.drafts} MTP drafts" if name.drafts else ", no speculation"
+    if name.family in SPECULATING:
+        drafts = f", at most K = {name.drafts} drafts"
     padded = ", padded to vLLM's CUDA-graph capture sizes" if name.padded else ""
     return f"{summary}, budget {name.budget}{drafts}{padded}"

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ignition.simulate.acceptance import AcceptanceError, confidence_noise, parse_mix
 from ignition.simulate.baselines import HELIOS, PolicyError, describe, parse_policy
 from ignition.simulate.devices import DeviceError, device_from_spec
 from ignition.simulate.harness import Setup, run_policy
@@ -34,9 +35,10 @@ from ignition.simulate.workloads import (
     WorkloadError,
     load_trace,
     with_acceptance,
+    with_tasks,
 )
 
-ERRORS = (WorkloadError, PolicyError, SearchError, DeviceError, PlotError)
+ERRORS = (WorkloadError, PolicyError, SearchError, DeviceError, PlotError, AcceptanceError)
 
 
 class CommandError(ValueError):
@@ -52,6 +54,7 @@ class TraceSpec:
     max_output: int | None = None
     acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
     seed: int = 0
+    tasks: str | None = None  # a task mix (acceptance.TRACE_MIXES name or task:weight,...)
 
 
 def parse_rows(text: str) -> tuple[int, int]:
@@ -88,7 +91,10 @@ def trace_workload(spec: TraceSpec) -> Callable[[float], list[SimRequest]]:
         max_prompt=spec.max_prompt,
         max_output=spec.max_output,
     )
-    base = with_acceptance(base, spec.acceptance, spec.seed)
+    if spec.tasks:
+        base = with_tasks(base, parse_mix(spec.tasks), spec.seed)
+    else:
+        base = with_acceptance(base, spec.acceptance, spec.seed)
 
     @functools.lru_cache(maxsize=64)
     def at(rate: float) -> list[SimRequest]:
@@ -230,7 +236,8 @@ def setup_json(setup: Setup, spec: TraceSpec) -> dict[str, Any]:
         "slots": setup.slots,
         "speculative_token_capacity": setup.speculative_token_capacity,
         "device": setup.device.name,
-        "acceptance": list(spec.acceptance.conditional),
+        "acceptance": spec.tasks or list(spec.acceptance.conditional),
+        "confidence_noise": setup.confidence_noise,
         "seed": setup.seed,
     }
 
@@ -323,6 +330,8 @@ def main(
     seed: int,
     as_json: bool,
     plot_dir: str | None,
+    tasks: str | None = None,
+    confidence: str = "perfect",
 ) -> int:
     """The ``ignition simulate --trace`` command; returns the exit status."""
     import sys
@@ -337,13 +346,21 @@ def main(
             raise CommandError(f"--rate = {rate:g}: must be a positive load scale")
         start, count = parse_rows(rows)
         spec = TraceSpec(
-            trace, start, count, max_prompt, max_output, AcceptanceModel.parse(acceptance), seed
+            trace,
+            start,
+            count,
+            max_prompt,
+            max_output,
+            AcceptanceModel.parse(acceptance),
+            seed,
+            tasks,
         )
         setup = Setup(
             slots=slots,
             speculative_token_capacity=envelope,
             device=device_from_spec(device),
             seed=seed,
+            confidence_noise=confidence_noise(confidence),
         )
         execute(
             spec=spec,

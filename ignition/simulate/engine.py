@@ -19,10 +19,11 @@ from collections import deque
 from collections.abc import Sequence
 
 from ignition.components.catalog import GraphKind
-from ignition.simulate.baselines import BaselinePolicy, Batch, Seq
+from ignition.simulate.acceptance import draw_round
 from ignition.simulate.capture import CaptureSizes, vllm_capture_sizes
 from ignition.simulate.devices import DeviceModel, Execution
 from ignition.simulate.results import ExecutionRecord, RequestRecord, RunResult
+from ignition.simulate.steps import BaselinePolicy, Batch, Seq
 from ignition.simulate.workloads import SimRequest
 
 
@@ -41,9 +42,10 @@ def batch_execution(batch: Batch, capture: CaptureSizes | None = None) -> Execut
     tokens = batch.tokens
     capacity_tokens = capture.pad(tokens) if capture is not None else tokens
     capacity_rows = rows
-    if not batch.prefill:
+    if not batch.prefill and batch.uniform:
         capacity_rows = max(rows, capacity_tokens // (1 + batch.drafts))
-    context = sum(s.context for s, _ in batch.prefill) + sum(s.context for s in batch.decode)
+    contexts = tuple(s.context for s, _ in batch.prefill) + tuple(s.context for s in batch.decode)
+    context = sum(contexts)
     return Execution(
         kind=batch_kind(batch),
         capacity_tokens=capacity_tokens,
@@ -52,16 +54,37 @@ def batch_execution(batch: Batch, capture: CaptureSizes | None = None) -> Execut
         rows=rows,
         context=context,
         draft_steps=batch.drafts,
+        prompt_tokens=sum(n for _, n in batch.prefill),
+        draft_rows=len(batch.decode),
+        row_contexts=contexts,
     )
 
 
-def accepted_drafts(acceptance: Sequence[float], drafts: int, rng: random.Random) -> int:
-    accepted = 0
-    for p in acceptance[:drafts]:
-        if rng.random() >= p:
-            break
-        accepted += 1
-    return accepted
+def draw_rounds(running: Sequence[Seq], noise: float, rng: random.Random) -> None:
+    """Every decoder without one gets this step's speculative round (true acceptance and
+    the drafter's confidence), so policies choosing widths see the signal first."""
+    for s in running:
+        if s.round is None and s.is_decoding:
+            r = s.request
+            s.round = draw_round(r.acceptance, r.round_sigma, noise, rng)
+
+
+class PromptDelivery:
+    """The host's prompt-row delivery (a device with ``prompt_ready_ms``, e.g. PLE rows
+    gathered from host memory): one FIFO gather per prompt, started when a slot is free
+    for it, ahead of its first prompt chunk. Devices without it deliver at once."""
+
+    def __init__(self, device: DeviceModel) -> None:
+        self.cost = getattr(device, "prompt_ready_ms", None)
+        self.free_ms = 0.0
+
+    def start(self, waiting: Sequence[Seq], free_slots: int, now: float) -> None:
+        if self.cost is None:
+            return
+        for s in list(waiting)[: max(0, free_slots)]:
+            if s.ready_ms is None:
+                self.free_ms = max(now, self.free_ms) + self.cost(s.request.prompt_tokens)
+                s.ready_ms = self.free_ms
 
 
 class LateWatch:
@@ -99,8 +122,12 @@ def run_baseline(
     ttft_guard_ms: float | None = None,
     guard_quantile: float = 0.99,
     check_every: int = 64,
+    confidence_noise: float = 0.0,
 ) -> RunResult:
+    """Runs ``policy`` over ``requests``; ``confidence_noise`` is the drafter's confidence
+    calibration (``acceptance.CONFIDENCE``) the adaptive policies read."""
     rng = random.Random(seed)
+    rounds = random.Random(seed + 7919)  # acceptance draws, apart from duration noise
     capture = (
         vllm_capture_sizes(slots, policy.drafts, policy.budget)
         if getattr(policy, "padded", False)
@@ -118,14 +145,20 @@ def run_baseline(
     running: list[Seq] = []
     executions: list[ExecutionRecord] = []
     now, steps, aborted = 0.0, 0, False
+    host = PromptDelivery(device)
     while arrivals or waiting or running:
         while arrivals and arrivals[0].request.arrival_ms <= now:
             waiting.append(arrivals.popleft())
-        batch = policy.schedule(running, waiting, slots - len(running))
+        host.start(waiting, slots - len(running), now)
+        ready = [s for s in waiting if s.ready_ms is None or s.ready_ms <= now]
+        draw_rounds(running, confidence_noise, rounds)
+        batch = policy.schedule(running, ready, slots - len(running))
         if batch is None:
-            if not arrivals:
+            upcoming = [arrivals[0].request.arrival_ms] if arrivals else []
+            upcoming += [s.ready_ms for s in waiting if s.ready_ms and s.ready_ms > now]
+            if not upcoming:
                 break  # nothing can ever run (cannot happen with positive lengths)
-            now = max(now, arrivals[0].request.arrival_ms)
+            now = max(now, min(upcoming))
             continue
         for s, _ in batch.prefill:
             if s.record.admitted_ms is None:
@@ -146,7 +179,7 @@ def run_baseline(
                 tokens=e.tokens,
                 prompt_tokens=sum(n for _, n in batch.prefill),
                 decoders=len(batch.decode),
-                width=1 + batch.drafts if batch.decode else 0,
+                width=max((batch.width(i) for i in range(len(batch.decode))), default=0),
                 idle_decoders=idle,
             )
         )
@@ -157,11 +190,16 @@ def run_baseline(
             if s.prompt_left == 0:
                 s.generated += 1
                 s.record.deliver(now, 1, s.request.output_tokens - s.generated)
-        for s in batch.decode:
-            count = 1 + accepted_drafts(s.request.acceptance, batch.drafts, rng)
-            count = min(count, s.request.output_tokens - s.generated)
+        accepted = []
+        for i, s in enumerate(batch.decode):
+            drafts = batch.width(i) - 1
+            got = s.round.accepted(drafts, rounds) if s.round is not None else 0
+            s.round = None
+            accepted.append(got)
+            count = min(1 + got, s.request.output_tokens - s.generated)
             s.generated += count
             s.record.deliver(now, count, s.request.output_tokens - s.generated)
+        policy.observe(batch, accepted)
         running = [s for s in running if s.record.finish_ms is None]
         steps += 1
         if steps % check_every == 0 and watch.exceeded(now):

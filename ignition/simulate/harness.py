@@ -45,6 +45,7 @@ class Setup:
     recipe: str = "qwen38"
     helios_policy: PolicyConfig = field(default_factory=PolicyConfig)
     trained_acceptance: bool = False  # preseed Helios with each request's true acceptance
+    confidence_noise: float = 0.0  # the drafter's confidence calibration (acceptance.CONFIDENCE)
 
 
 def true_survivals(conditional: Sequence[float]) -> tuple[float, ...]:
@@ -217,6 +218,7 @@ def helios_simulation(
         preseed_costs=True,
         speculation=SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE,
         resources=Resources(num_request_slots=setup.slots),
+        confidence_noise=setup.confidence_noise,
     )
     rule = next(
         (v.removesuffix("-newcomer") for v in variants if v.endswith("-newcomer")), "balanced"
@@ -261,4 +263,5 @@ def run_policy(
         seed=setup.seed,
         noise_sigma=setup.noise_sigma,
         ttft_guard_ms=ttft_guard_ms,
+        confidence_noise=setup.confidence_noise,
     )

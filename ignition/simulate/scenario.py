@@ -50,6 +50,7 @@ class Scenario:
     preseed_costs: bool = False
     speculation: SpeculationMode = SpeculationMode.ADAPTIVE
     resources: Resources = field(default_factory=Resources)
+    confidence_noise: float = 0.0  # drafter confidence noise (acceptance.CONFIDENCE)
 
 
 def _get(

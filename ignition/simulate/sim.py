@@ -3,10 +3,12 @@
 The device executes committed frames one after another (two may be queued),
 each taking its device model's duration (capacities for the matrix terms, active
 rows and their cached context for the state and cache terms) times a lognormal
-noise factor. Speculative lanes
-accept drafts position by position with the request's conditional acceptance
-probabilities; device-allocated rounds allocate their rows by true joint prefix
-probability and report a confidence sidecar. Every published burst is reported
+noise factor. Each speculative round draws the lane's true acceptance and the
+drafter's confidence (``acceptance.py``); drafts are accepted position by position with
+the true conditionals, device-allocated rounds allocate their rows by the confidence's
+prefix survival and report it as the confidence sidecar. A device with
+``prompt_ready_ms`` (PLE rows on the host) delays each admission until its prompt's
+rows are gathered. Every published burst is reported
 back through ``published_output`` at its completion time.
 """
 
@@ -33,6 +35,7 @@ from ignition.helios.types import (
     RequestSpec,
     ScheduledPlan,
 )
+from ignition.simulate.acceptance import Round, draw_round
 from ignition.simulate.devices import DeviceError, execution_of
 from ignition.simulate.engine import LateWatch
 from ignition.simulate.results import ORDINARY, ExecutionRecord, RequestRecord, RunResult
@@ -50,6 +53,7 @@ class _Stream:
     remaining_output: int = 0
     context: int = 0  # tokens cached on the device: prompt consumed plus output
     record: RequestRecord | None = None
+    ready_ns: int | None = None  # prompt rows delivered (devices with ``prompt_ready_ms``)
 
     @property
     def first_output_ms(self) -> float | None:
@@ -67,14 +71,6 @@ class _Stream:
     def arrival_ns(self) -> int:
         """Admission and the clock use this one integer nanosecond arrival time."""
         return round(self.request.arrival_ms * NS_PER_MS)
-
-    @property
-    def joint(self) -> list[float]:
-        out, p = [], 1.0
-        for q in self.request.acceptance:
-            p *= q
-            out.append(p)
-        return out
 
 
 @dataclass
@@ -122,10 +118,12 @@ class Simulation:
         # ahead of it ends (the host round trip a just-in-time plan needs) instead of at
         # once, so a prompt that arrives meanwhile is planned ahead of it. None: at once.
         self.queue_lead_ns: int | None = None
+        self.host_free_ns = 0  # the host's prompt-row gather is busy until then
 
-    def _ms(self, d: Descriptor, tokens: int, rows: int, context: int) -> float:
+    def _ms(self, d: Descriptor, tokens: int, rows: int, context: int, **detail: Any) -> float:
         try:
-            return self.scenario.durations.duration_ms(execution_of(d, tokens, rows, context))
+            execution = execution_of(d, tokens, rows, context, **detail)
+            return self.scenario.durations.duration_ms(execution)
         except DeviceError as err:
             raise ScenarioError(str(err)) from None
 
@@ -133,17 +131,44 @@ class Simulation:
         """A full graph at a nominal cached context: what a build's tuning would measure."""
         rows = d.batch_capacity
         tokens = d.packed_capacity + d.prefill_capacity
-        context = 0 if d.kind is GraphKind.PREFILL else rows * NOMINAL_CONTEXT_PER_ROW
-        return max(1, round(self._ms(d, tokens, rows, context) * NS_PER_MS))
+        if d.kind is GraphKind.PREFILL:
+            prompt, decoders, per_row = tokens, 0, 0
+        elif d.kind is GraphKind.MIXED:
+            prompt, decoders, per_row = d.prefill_capacity, rows - 1, NOMINAL_CONTEXT_PER_ROW
+        else:
+            prompt, decoders, per_row = 0, rows, NOMINAL_CONTEXT_PER_ROW
+        ms = self._ms(
+            d,
+            tokens,
+            rows,
+            rows * per_row,
+            prompt_tokens=prompt,
+            draft_rows=decoders,
+            row_contexts=(per_row,) * rows,
+        )
+        return max(1, round(ms * NS_PER_MS))
 
     def _sample_ns(self, plan: ScheduledPlan) -> int:
         """The plan's duration on the device: its capacities, its lanes' activity."""
-        tokens, context = 0, 0
+        tokens, prompt, contexts, decoders = 0, 0, [], 0
         for lane in plan.lanes:
             stream = self.by_handle[lane.handle]
-            context += stream.context
-            tokens += lane.num_prompt_tokens if lane.role is LaneRole.PROMPT else lane.query_length
-        ms = self._ms(plan.descriptor, tokens, len(plan.lanes), context)
+            contexts.append(stream.context)
+            if lane.role is LaneRole.PROMPT:
+                tokens += lane.num_prompt_tokens
+                prompt += lane.num_prompt_tokens
+            else:
+                tokens += lane.query_length
+                decoders += 1
+        ms = self._ms(
+            plan.descriptor,
+            tokens,
+            len(plan.lanes),
+            sum(contexts),
+            prompt_tokens=prompt,
+            draft_rows=decoders,
+            row_contexts=tuple(contexts),
+        )
         noise = math.exp(self.rng.gauss(0.0, self.scenario.noise_sigma))
         return max(1, round(ms * NS_PER_MS * noise))
 
@@ -162,6 +187,8 @@ class Simulation:
             while pending and pending[0].arrival_ns <= now:
                 if not self.scheduler.pool.can_allocate_slot():
                     break
+                if self._prompt_ready_ns(pending[0], now) > now:
+                    break  # its prompt rows are still being gathered on the host
                 self._admit(pending.pop(0))
             self.scheduler.advance_to(now)
             wake = None
@@ -186,6 +213,7 @@ class Simulation:
                     _Running(fence, plan, now, start, device_free, duration, klass, idle)
                 )
             arrivals = [s.arrival_ns for s in pending[:1]]
+            arrivals += [s.ready_ns for s in pending[:1] if s.ready_ns is not None]
             upcoming = [r.end_ns for r in running[:1]] + [a for a in arrivals if a > now]
             upcoming += [wake] if wake is not None else []
             if not upcoming:
@@ -200,6 +228,20 @@ class Simulation:
                     self.aborted = True
                     break
         return min(now, end_ns)
+
+    def _prompt_ready_ns(self, stream: _Stream, now: int) -> int:
+        """When the stream's prompt rows are on the device: a device with
+        ``prompt_ready_ms`` (PLE rows gathered on the host) delivers them one prompt after
+        another, each gather starting once a slot is free for it."""
+        if stream.ready_ns is None:
+            cost = getattr(self.scenario.durations, "prompt_ready_ms", None)
+            if cost is None:
+                return now
+            self.host_free_ns = max(now, self.host_free_ns) + round(
+                cost(stream.request.prompt_tokens) * NS_PER_MS
+            )
+            stream.ready_ns = self.host_free_ns
+        return stream.ready_ns
 
     def _admit(self, stream: _Stream) -> None:
         r = stream.request
@@ -225,20 +267,27 @@ class Simulation:
             and s.remaining_output > 0
         )
 
-    def _accepted(self, stream: _Stream, rows: int) -> int:
-        accepted = 0
-        for p in stream.request.acceptance[: rows - 1]:
-            if self.rng.random() >= p:
-                break
-            accepted += 1
-        return accepted
+    def _rounds(self, plan: ScheduledPlan) -> dict[RequestHandle, Round]:
+        """This frame's speculative round per decoding lane: the true acceptance and the
+        drafter's confidence (``acceptance.py``; with no round spread and a perfect
+        drafter, the request's own conditionals, drawing nothing)."""
+        out = {}
+        for lane in plan.lanes:
+            if lane.role is not LaneRole.PROMPT:
+                r = self.by_handle[lane.handle].request
+                out[lane.handle] = draw_round(
+                    r.acceptance, r.round_sigma, self.scenario.confidence_noise, self.rng
+                )
+        return out
 
-    def _device_rows(self, plan: ScheduledPlan) -> list[int]:
-        """Device allocation: the best causal frontier by joint prefix probability."""
+    def _device_rows(self, plan: ScheduledPlan, rounds: dict[RequestHandle, Round]) -> list[int]:
+        """Device allocation: the best causal frontier by the drafter's confidence (the
+        prefix survival of its signal, the one the adaptive baselines read too)."""
         rows = [1] * len(plan.lanes)
         frontier = []
         for i, lane in enumerate(plan.lanes):
-            joint = self.by_handle[lane.handle].joint
+            round_ = rounds.get(lane.handle)
+            joint = round_.survival() if round_ is not None else ()
             for depth in range(1, lane.query_length):
                 p = joint[depth - 1] if depth <= len(joint) else 0.0
                 frontier.append((-p, depth, lane.handle.slot, i))
@@ -250,7 +299,12 @@ class Simulation:
         plan = run.plan
         d = plan.descriptor
         device = d.is_device_allocated and d.proposal_depth > 0
-        rows = self._device_rows(plan) if device else [lane.query_length for lane in plan.lanes]
+        rounds = self._rounds(plan)
+        rows = (
+            self._device_rows(plan, rounds)
+            if device
+            else [lane.query_length for lane in plan.lanes]
+        )
         records = []
         for lane, q in zip(plan.lanes, rows, strict=True):
             stream = self.by_handle[lane.handle]
@@ -262,7 +316,8 @@ class Simulation:
                 stream.context += lane.num_prompt_tokens
                 records.append(CompletionRecord(lane.handle, lane.num_prompt_tokens, (1,) * count))
             else:
-                count = min(stream.remaining_output, 1 + self._accepted(stream, q))
+                got = rounds[lane.handle].accepted(q - 1, self.rng)
+                count = min(stream.remaining_output, 1 + got)
                 records.append(
                     CompletionRecord(
                         lane.handle, 0, (1,) * count, num_verified_tokens=q if device else 0
@@ -275,11 +330,9 @@ class Simulation:
         if device:
             width = d.proposal_depth
             unused = [(0.0,) * width] * (d.batch_capacity - len(plan.lanes))
-            joint = [self._padded(self.by_handle[lane.handle].joint, width) for lane in plan.lanes]
-            cond = [
-                self._padded(list(self.by_handle[lane.handle].request.acceptance), width)
-                for lane in plan.lanes
-            ]
+            signals = [rounds.get(lane.handle) for lane in plan.lanes]
+            joint = [self._padded(r.survival() if r else (), width) for r in signals]
+            cond = [self._padded(r.signal if r else (), width) for r in signals]
             joint, cond = joint + unused, cond + unused
             sidecar = ConfidenceSidecar((tuple(joint), tuple(cond)))
             tokens = self.scheduler.complete_packed_round(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +45,8 @@ class SimRequest:
     conversation: int = -1
     turn: int = 0
     cached_prefix: int = 0  # prompt tokens a retaining server still holds from earlier turns
+    task: str = ""  # acceptance.TASKS name, when acceptance was drawn from a task
+    round_sigma: float = 0.0  # logit sd of a speculative round's acceptance around the request's
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,23 @@ def with_acceptance(
 ) -> list[SimRequest]:
     rng = random.Random(seed)
     return [replace(r, acceptance=model.draw(rng)) for r in requests]
+
+
+def with_tasks(
+    requests: Sequence[SimRequest], mix: Mapping[str, float], seed: int = 0
+) -> list[SimRequest]:
+    """Each request gets a task drawn from ``mix`` and its acceptance drawn from the task
+    (``acceptance.py``): per-request level, per-position decay, per-round spread."""
+    from ignition.simulate.acceptance import choose_task
+
+    rng = random.Random(seed)
+    out = []
+    for r in requests:
+        task = choose_task(mix, rng)
+        out.append(
+            replace(r, acceptance=task.draw(rng), task=task.name, round_sigma=task.round_sigma)
+        )
+    return out
 
 
 def _timestamp(text: str, where: str) -> float:

@@ -510,6 +510,22 @@ def targets(results: list[JobResult], slots: list[int]) -> list[str]:
     return lines
 
 
+def keep_generated_sections(out: Path, page: str) -> str:
+    """The sections other commands write into the same page (the calibration and the
+    real-world study, ``realworld.py``) survive a re-render of this study's page."""
+    from scripts.scheduling_sim.realworld import replace_section
+
+    if not out.exists():
+        return page
+    old = out.read_text()
+    for name in ("realworld", "calibration"):
+        begin, end = f"<!-- {name}:begin", f"<!-- {name}:end -->"
+        if begin in old and end in old:
+            block = old[old.index(begin) : old.index(end) + len(end)]
+            page = replace_section(page, name, block)
+    return page
+
+
 def render(
     results: list[JobResult],
     slots: list[int],
@@ -570,7 +586,7 @@ def render(
             "",
         ]
     lines.append(f"Study time: {seconds:.0f} s of simulation on this machine.")
-    out.write_text("\n".join(lines) + "\n")
+    out.write_text(keep_generated_sections(out, "\n".join(lines) + "\n"))
     print(f"wrote {out} and {len(written)} plots")
     return 0
 

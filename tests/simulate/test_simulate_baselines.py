@@ -8,13 +8,13 @@ from ignition.simulate.baselines import (
     DecodeFirst,
     PolicyError,
     PrefillFirst,
-    RequestRecord,
     Seq,
     make_baseline,
     parse_policy,
 )
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.engine import run_baseline
+from ignition.simulate.results import RequestRecord
 from ignition.simulate.workloads import AcceptanceModel, SimRequest, poisson, with_acceptance
 
 

@@ -72,7 +72,9 @@ def test_plot_writes_latency_and_graph_mix_pngs(trace, tmp_path):
         (("--rate", "-1"), "--rate = -1: must be a positive load scale"),
         (("--rate", "1", "--compare", "vllm,orca"), "unknown policy 'orca'"),
         (("--sweep", "1,x"), "--sweep '1,x': expected comma-separated numbers"),
-        (("--rate", "1", "--device", "tpu"), "device 'tpu'"),
+        (("--rate", "1", "--device", "tpu"), "unknown device profile 'tpu'"),
+        (("--rate", "1", "--tasks", "chat:1,poems:1"), "unknown task 'poems'"),
+        (("--rate", "1", "--confidence", "oracle"), "confidence 'oracle'"),
     ],
 )
 def test_bad_input_is_one_line_naming_it(trace, args, message):
@@ -80,6 +82,34 @@ def test_bad_input_is_one_line_naming_it(trace, args, message):
     assert result.exit_code == 2
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_a_task_mix_a_profile_and_the_new_baselines_run_through_the_one_command(trace):
+    result = run(
+        "--trace",
+        trace,
+        *SMALL,
+        "--rate",
+        "1",
+        "--json",
+        "--tasks",
+        "conv",
+        "--confidence",
+        "eagle2",
+        "--device",
+        "qwen38-flash-next-4xh100",
+        "--compare",
+        "vllm-adaptive-padded,sglang-tiers,vllm-dyn",
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert {r["policy"] for r in report["results"]} == {
+        "helios",
+        "vllm-adaptive-padded",
+        "sglang-tiers",
+        "vllm-dyn",
+    }
+    assert report["setup"]["acceptance"] == "conv"
 
 
 def test_a_trace_missing_a_column_is_one_line_naming_it(tmp_path):

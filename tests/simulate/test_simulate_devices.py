@@ -91,5 +91,5 @@ def test_a_timing_csv_without_the_ms_column_is_one_line_naming_it(tmp_path):
 
 
 def test_an_unknown_device_name_is_one_line_naming_it():
-    with pytest.raises(DeviceError, match="device 'a100': expected h200 or measured:PATH"):
+    with pytest.raises(DeviceError, match="unknown device profile 'a100' \\(known: qwen38-"):
         device_from_spec("a100")

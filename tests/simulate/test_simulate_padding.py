@@ -62,9 +62,17 @@ def test_padded_policy_names_keep_family_budget_and_drafts():
     assert not parse_policy("vllm-k3").padded
 
 
-def test_padding_to_vllm_capture_sizes_is_refused_for_prefill_first_in_one_line():
-    with pytest.raises(PolicyError, match="prefill-first-padded") as info:
-        parse_policy("prefill-first-padded")
+@pytest.mark.parametrize(
+    "family", ["prefill-first", "sarathi", "vllm-dyn", "vllm-adaptive", "sglang-tiers"]
+)
+def test_padding_to_vllm_capture_sizes_is_an_option_of_every_baseline(family):
+    assert parse_policy(f"{family}-padded").padded
+    assert make_baseline(f"{family}-padded").padded
+
+
+def test_an_unknown_suffix_is_refused_in_one_line():
+    with pytest.raises(PolicyError, match="vllm-padded-k3") as info:
+        parse_policy("vllm-padded-k3")
     assert "\n" not in str(info.value)
 
 

@@ -1,18 +1,13 @@
-"""Simulated devices: how long one execution takes.
+"""The earlier device models: the invented-model roofline, the seed's formula, measured tables.
 
-Every policy in the room (Helios and the baselines) runs on the same device model,
-so capacity comparisons measure scheduling, not timing assumptions. A device sees
-one :class:`Execution`: the physical capacities of the graph (what the matrix units
-pay for) and the active rows, tokens and cached context (what the state and cache
-terms pay for). Three models are provided:
-
-- :class:`H200Roofline`: the reference model of ``shared/spec/h200-timing-model.md``;
+- :class:`H200Roofline` (``h200``): the reference model of
+  ``shared/spec/h200-timing-model.md`` (an invented model; kept to reproduce earlier
+  tables, superseded by the profiles of ``profiles.py``);
 - :class:`FormulaDevice`: the seed's per-kind linear formula and name table
   (``durations`` in a scenario);
 - :class:`MeasuredTable`: graph durations measured on a GPU, from a build manifest
   (``programs[].validation_ns``) or a timing file (graph name -> ms).
 
-A scenario names one; ``device_from_spec`` parses the name.
 """
 
 from __future__ import annotations
@@ -23,56 +18,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
-from ignition.components.catalog import Descriptor, GraphKind
-
-
-class DeviceError(ValueError):
-    """A device model that cannot time an execution; the message names what is missing."""
-
-
-@dataclass(frozen=True)
-class Execution:
-    """One graph execution as the device sees it.
-
-    ``capacity_tokens`` / ``capacity_rows`` are the physical (padded) extents: for a
-    prepared graph its packed + prefill capacity and batch capacity; for a baseline's
-    eager batch the active counts. ``tokens`` / ``rows`` / ``context`` are the active
-    packed tokens, active rows and summed cached context of those rows. ``draft_steps``
-    is D, the MTP proposal steps the program runs.
-    """
-
-    kind: GraphKind
-    capacity_tokens: int
-    capacity_rows: int
-    tokens: int
-    rows: int
-    context: int
-    draft_steps: int = 0
-    descriptor: Descriptor | None = None
-
-
-def execution_of(d: Descriptor, tokens: int, rows: int, context: int) -> Execution:
-    """A prepared graph: capacities from its descriptor, activity from its lanes."""
-    return Execution(
-        kind=d.kind,
-        capacity_tokens=d.packed_capacity + d.prefill_capacity,
-        capacity_rows=d.batch_capacity,
-        tokens=tokens,
-        rows=rows,
-        context=context,
-        draft_steps=d.proposal_depth,
-        descriptor=d,
-    )
-
-
-class DeviceModel(Protocol):
-    """Nominal duration of one execution in ms (noise is the harness's job)."""
-
-    name: str
-
-    def duration_ms(self, e: Execution) -> float: ...
+from ignition.components.catalog import Descriptor
+from ignition.simulate.devices.base import DeviceError, Execution
 
 
 @dataclass(frozen=True)
@@ -266,12 +214,3 @@ def _positive_ms(value: object, where: str) -> float:
     if not math.isfinite(ms) or ms <= 0:
         raise DeviceError(f"{where} = {value!r}: must be a positive duration")
     return ms
-
-
-def device_from_spec(spec: str) -> DeviceModel:
-    """``h200`` (the roofline) or ``measured:PATH`` (a manifest or timing file)."""
-    if spec == "h200":
-        return H200Roofline()
-    if spec.startswith("measured:"):
-        return load_measured(spec.removeprefix("measured:"))
-    raise DeviceError(f"device {spec!r}: expected h200 or measured:PATH")

@@ -1,0 +1,170 @@
+"""Acceptance as it varies: by task, by request, by position, by round; and the
+draft-confidence signal the adaptive policies see.
+
+A request's drafts are accepted position by position with conditional probabilities
+p_d = first * decay^(d-1) (clipped to [0, 1]), its level drawn around its task's on the
+logit scale (``spread``). Each speculative round moves the level again (``round_sigma``:
+some continuations are easy, some hard), giving the round's true conditionals q_d; the
+drafter reports a confidence c_d = sigmoid(logit q_d + noise), the noise set by the
+calibration knob (``CONFIDENCE``). Helios's device allocation and the adaptive
+baselines read c; the acceptance drawn is q's.
+
+Every task is tied to a published figure (docs/capacity.md, "Acceptance"):
+
+- ``random``: vLLM's Qwen3.8-Flash-Next recipe, random-token prompts: ~36.5% of K = 3
+  drafts accepted (2.1 tokens per round);
+- ``chat``: MT-Bench-like chat: MTP per-position acceptance falling from 76% to 24%
+  over 8 positions (Qwen3.8-27B's MTP, issue 29);
+- ``code``: the released MTP head on real prompts: ~0.9 per position at k = 4 (~4.2
+  tokens per verification, vLLM on two GB10s; HumanEval's accept length 4.20 in vLLM
+  PR 52228 is the same range): 4.0 tokens at K = 4 here;
+- ``math``: GSM8K: accept length 5.11 with one drafter (vLLM PR 52228): 5.13 at K = 7.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+MAX_DEPTH = 8
+
+
+class AcceptanceError(ValueError):
+    """An unknown task, mix or confidence knob; the message names it."""
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+def _sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task's acceptance: conditional at position 1, decay per position, the spread of
+    requests around it and of rounds around a request (logit sd)."""
+
+    name: str
+    first: float
+    decay: float
+    spread: float
+    round_sigma: float
+    source: str
+
+    def conditional(self, depth: int = MAX_DEPTH) -> tuple[float, ...]:
+        return tuple(min(1.0, self.first * self.decay**d) for d in range(depth))
+
+    def draw(self, rng: random.Random, depth: int = MAX_DEPTH) -> tuple[float, ...]:
+        """One request's conditional vector: the task's, shifted on the logit scale."""
+        shift = rng.gauss(0.0, self.spread) if self.spread else 0.0
+        return tuple(_sigmoid(_logit(p) + shift) for p in self.conditional(depth))
+
+
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in (
+        Task("random", 0.59, 0.95, 0.1, 0.2, "vLLM recipe, random tokens: 36.5% of K = 3"),
+        Task("chat", 0.76, 0.848, 0.5, 0.6, "Qwen3.8-27B MTP: 76% -> 24% over 8 positions"),
+        Task("code", 0.90, 0.97, 0.4, 0.6, "released MTP head: ~0.9 per position, ~4 at k = 4"),
+        Task("math", 0.93, 0.96, 0.3, 0.5, "GSM8K accept length 5.11 at K = 7 (vLLM PR 52228)"),
+    )
+}
+
+# The Azure traces carry no task labels; these mixes are assigned (docs/capacity.md).
+TRACE_MIXES: dict[str, dict[str, float]] = {
+    "conv": {"chat": 0.7, "math": 0.15, "code": 0.1, "random": 0.05},
+    "code": {"code": 0.8, "chat": 0.2},
+    "random": {"random": 1.0},
+}
+
+# Logit-scale noise of the drafter's confidence around the round's true acceptance.
+CONFIDENCE: dict[str, float] = {"perfect": 0.0, "eagle2": 0.7, "weak": 2.0}
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """A named mix (``TRACE_MIXES``) or ``task:weight,...``; weights are normalised."""
+    if text in TRACE_MIXES:
+        return dict(TRACE_MIXES[text])
+    mix: dict[str, float] = {}
+    for part in text.split(","):
+        name, _, weight = part.strip().partition(":")
+        if name not in TASKS:
+            known = ", ".join([*TRACE_MIXES, *TASKS])
+            raise AcceptanceError(f"task mix {text!r}: unknown task {name!r} (known: {known})")
+        try:
+            w = float(weight) if weight else 1.0
+        except ValueError:
+            raise AcceptanceError(f"task mix {text!r}: weight {weight!r} is not a number") from None
+        if not math.isfinite(w) or w < 0:
+            raise AcceptanceError(f"task mix {text!r}: weight {w!r} must be nonnegative")
+        mix[name] = mix.get(name, 0.0) + w
+    total = sum(mix.values())
+    if total <= 0:
+        raise AcceptanceError(f"task mix {text!r}: weights sum to zero")
+    return {k: v / total for k, v in mix.items()}
+
+
+def confidence_noise(knob: str) -> float:
+    if knob not in CONFIDENCE:
+        known = ", ".join(CONFIDENCE)
+        raise AcceptanceError(f"confidence {knob!r}: unknown calibration (known: {known})")
+    return CONFIDENCE[knob]
+
+
+def choose_task(mix: Mapping[str, float], rng: random.Random) -> Task:
+    x, acc = rng.random(), 0.0
+    for name, w in mix.items():
+        acc += w
+        if x < acc:
+            return TASKS[name]
+    return TASKS[next(reversed(list(mix)))]
+
+
+@dataclass(frozen=True)
+class Round:
+    """One speculative round of one request: true conditionals and the drafter's signal."""
+
+    conditional: tuple[float, ...]
+    signal: tuple[float, ...]
+
+    def survival(self) -> tuple[float, ...]:
+        """The signal's prefix survival s_d = c_1 ... c_d (what width choices rank by)."""
+        out, p = [], 1.0
+        for c in self.signal:
+            p *= c
+            out.append(p)
+        return tuple(out)
+
+    def accepted(self, drafts: int, rng: random.Random) -> int:
+        n = 0
+        for q in self.conditional[:drafts]:
+            if rng.random() >= q:
+                break
+            n += 1
+        return n
+
+
+def draw_round(
+    conditional: Sequence[float], round_sigma: float, noise: float, rng: random.Random
+) -> Round:
+    """The round's true conditionals (the request's, moved by one shared logit shock) and
+    the drafter's confidence (each position's own logit noise)."""
+    shock = rng.gauss(0.0, round_sigma) if round_sigma else 0.0
+    q = tuple(_sigmoid(_logit(p) + shock) for p in conditional)
+    if noise == 0:
+        return Round(q, q)
+    return Round(q, tuple(_sigmoid(_logit(p) + rng.gauss(0.0, noise)) for p in q))
+
+
+def accept_length(conditional: Sequence[float], drafts: int) -> float:
+    """Expected tokens per round with ``drafts`` drafts: 1 + sum of prefix survivals."""
+    total, p = 1.0, 1.0
+    for q in conditional[:drafts]:
+        p *= q
+        total += p
+    return total

@@ -1,0 +1,67 @@
+"""The real-world study's one command: bad input in one line, its page sections, plots."""
+
+from __future__ import annotations
+
+import pytest
+
+from ignition.simulate.workloads import WorkloadError
+from scripts.scheduling_sim.realworld import Plan, long_prompt_workload, main, replace_section
+from scripts.scheduling_sim.svg import bar_chart
+
+
+def test_an_unknown_profile_fails_in_one_line_naming_it(capsys):
+    assert main(["--quick", "--profiles", "qwen38-flash-next-a100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown device profile 'qwen38-flash-next-a100'")
+    assert "\n" not in err
+
+
+def test_a_negative_long_prompt_rate_is_one_line_naming_it():
+    with pytest.raises(WorkloadError, match="long-prompt load = -1"):
+        long_prompt_workload(Plan(quick=True), -1.0)
+
+
+def test_long_prompts_arrive_while_the_decoders_run():
+    requests = long_prompt_workload(Plan(quick=True, long_decoders=30, long_prompts=5), 0.5)
+    decoders = [r for r in requests if r.output_tokens == 4000]  # the full study's
+    prompts = [r for r in requests if r.prompt_tokens >= 2000]
+    assert len(decoders) == 30 and len(prompts) == 5
+    assert min(p.arrival_ms for p in prompts) > max(d.arrival_ms for d in decoders)
+
+
+def test_a_section_is_replaced_between_its_markers_and_inserted_when_absent():
+    page = "# T\n\nold\n<!-- x:begin -->\nA\n<!-- x:end -->\ntail\n"
+    assert replace_section(page, "x", "<!-- x:begin -->\nB\n<!-- x:end -->") == (
+        "# T\n\nold\n<!-- x:begin -->\nB\n<!-- x:end -->\ntail\n"
+    )
+    assert "<!-- y:begin -->" in replace_section(page, "y", "<!-- y:begin -->\n<!-- y:end -->")
+
+
+def test_a_bar_chart_is_an_svg_with_one_bar_per_policy(tmp_path):
+    path = tmp_path / "p.svg"
+    bar_chart(path, "t", {"helios": 2.0, "vllm": 1.0, "vllm-k3": float("inf")})
+    text = path.read_text()
+    assert text.startswith("<svg") and text.count("<rect") == 3
+
+
+def test_the_earlier_capacity_study_keeps_the_sections_this_study_writes(tmp_path):
+    from scripts.scheduling_sim.capacity_study import keep_generated_sections
+
+    out = tmp_path / "capacity.md"
+    out.write_text("# Old\n\n<!-- realworld:begin x -->\nR\n<!-- realworld:end -->\nold body\n")
+    page = keep_generated_sections(out, "# New\n\nnew body\n")
+    assert "<!-- realworld:begin x -->\nR\n<!-- realworld:end -->" in page
+    assert "new body" in page and "old body" not in page
+
+
+def test_an_unknown_baseline_fails_in_one_line_naming_it(capsys):
+    assert main(["--quick", "--baselines", "vllm-padded,orca"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown policy 'orca'") and "\n" not in err
+
+
+def test_a_trace_missing_a_column_fails_in_one_line_naming_it(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("TIMESTAMP,GeneratedTokens\n2023-11-16 18:15:46.0,3\n")
+    assert main(["--quick", "--trace", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {path}: missing column 'ContextTokens'"
