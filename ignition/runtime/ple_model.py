@@ -1,0 +1,132 @@
+"""The model's side of the table: its PLE layers' row ids and where their tables are stored.
+
+A qwen4_exp model has one n-gram table per PLE layer; the runtime serves them as one table,
+the layers' tables concatenated in PLE-layer order (the same order and offsets as the
+programs' staged rows, ``compiler.ple_input``). The rows of layer p are found by the model's
+own hash (``ngram_hash.row_id_function``) plus the layer's offset.
+
+On disk the table is either a table folder beside the weights (``ple_table.TABLE_FOLDER``,
+written by :func:`write_model_table`) or, for a checkpoint as transformers saves it, the
+checkpoint's own tensors (``*.ple.ple_embedding.ngram_embedding[.shard_N].weight``), mapped
+in place by :func:`checkpoint_layout`: no copy of a 48 GiB table is made to serve it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ignition.model.layers.ngram_hash import row_id_function
+from ignition.model.model import HybridModel
+from ignition.runtime.ple_delivery import LayerRows, PleOptions, PleRuntime, open_ple
+from ignition.runtime.ple_table import (
+    TABLE_FOLDER,
+    PleTableError,
+    TableLayout,
+    _read_piece,
+    write_table,
+)
+
+
+def ple_layers(model: HybridModel) -> list:
+    """The model's PLE modules in PLE-layer order."""
+    return [ple for _, ple in sorted(
+        (layer.ple_index, layer.ple) for layer in model.layers if layer.ple is not None
+    )]  # fmt: skip
+
+
+def model_row_ids(model: HybridModel) -> list[LayerRows]:
+    """Per PLE layer: the model's row-id function and the layer's first global row."""
+    layers, first = [], 0
+    for ple in ple_layers(model):
+        layers.append(LayerRows(row_id_function(ple.hash), first))
+        first += ple.hash.num_rows
+    return layers
+
+
+def context_size(model: HybridModel) -> int:
+    assert model.config.ngram_ple is not None
+    return model.config.ngram_ple.ngram_size - 1
+
+
+def eos_id(model: HybridModel) -> int:
+    """The id the n-gram context is padded with (the hash's EOS)."""
+    return ple_layers(model)[0].hash.eos_token_id
+
+
+def write_model_table(model: HybridModel, folder: str | Path, num_shards: int = 4) -> TableLayout:
+    """Write the model's tables (concatenated) as a table folder of ``num_shards`` pieces:
+    tests and the benchmark make the table a server reads from their model's weights."""
+    table = torch.cat([ple.ngram_embedding.weight.detach().cpu() for ple in ple_layers(model)])
+    return write_table(folder, list(torch.chunk(table, num_shards)))
+
+
+def checkpoint_layout(checkpoint: str | Path, model: HybridModel) -> TableLayout | None:
+    """The table of a checkpoint: its table folder, else its own PLE tensors mapped in place
+    (None: a model without an n-gram table)."""
+    checkpoint = Path(checkpoint)
+    if model.config.ngram_ple is None:
+        return None
+    if (checkpoint / TABLE_FOLDER).is_dir():
+        from ignition.runtime.ple_table import read_layout
+
+        return read_layout(checkpoint / TABLE_FOLDER)
+    from ignition.model.families.registry import family_for_checkpoint
+    from ignition.model.weights import locate_tensors
+
+    located = locate_tensors(checkpoint)
+    layout = family_for_checkpoint(checkpoint).layout(model, frozenset(located))
+    names = sorted(
+        (n for n in layout.sources if n.endswith(".ple.ngram_embedding.weight")),
+        key=lambda n: ple_index_of(model, n),
+    )
+    pieces, first, dtype = [], 0, None
+    for name in names:
+        source = layout.sources[name]
+        for tensor in source.names:
+            path = located.get(tensor)
+            if path is None:
+                raise PleTableError(f"{checkpoint}: PLE table tensor '{tensor}' missing")
+            dtype = dtype or _tensor_dtype(path, tensor)
+            piece = _read_piece(path, tensor, first, _width(source), dtype)
+            pieces.append(piece)
+            first += piece.num_rows
+    return TableLayout(checkpoint, tuple(pieces), _width(layout.sources[names[0]]), dtype)
+
+
+def ple_index_of(model: HybridModel, param_name: str) -> int:
+    layer = int(param_name.split("layers.")[1].split(".")[0])
+    return model.layers[layer].ple_index
+
+
+def _width(source) -> int:
+    return source.shapes[0][1]
+
+
+def _tensor_dtype(path: Path, tensor: str) -> torch.dtype:
+    import json
+    import struct
+
+    from ignition.runtime.ple_table import _DTYPES
+
+    with path.open("rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    return _DTYPES[header[tensor]["dtype"]]
+
+
+def open_model_ple(
+    checkpoint: str | Path,
+    options: PleOptions,
+    device: torch.device,
+    worker: object,
+    model: HybridModel,
+) -> PleRuntime:
+    """Serving's entry: the model's table at its residency, delivered to ``worker``."""
+    if model.config.ngram_ple is None:
+        return open_ple(checkpoint, options, device)
+    return open_ple(
+        checkpoint, options, device, worker, model_row_ids(model), context_size(model),
+        eos_id(model), checkpoint_layout(checkpoint, model),
+    )  # fmt: skip
