@@ -55,7 +55,7 @@ def waves() -> list[list[Planned]]:
     base = tuple((7 * i + 3) % 110 + 4 for i in range(70))
     first = [Planned("a", base, (len(base),), 6, None), Planned("b", base[:21], (), 5, None)]
     second = [
-        Planned("c", base + (9, 41, 77), (), 6, None),
+        Planned("c", (*base, 9, 41, 77), (), 6, None),
         Planned("d", tuple((5 * i + 1) % 100 + 4 for i in range(18)), (), 4, None),
     ]
     return [first, second]
@@ -198,9 +198,7 @@ def test_a_slow_host_worker_on_the_draft_path_is_subtracted_from_the_cost_sample
     _run(engine, [waves()[1][:1]])
     ple.mailbox.close()
 
-    rounds = [
-        r for p, r in frames if p.descriptor.proposal_depth > 0 and len(r.readiness) > 1
-    ]
+    rounds = [r for p, r in frames if p.descriptor.proposal_depth > 0 and len(r.readiness) > 1]
     assert rounds, "no speculative round asked its mailbox for draft rows"
     for result in rounds:
         timing = result.timing
