@@ -117,7 +117,8 @@ class DiskStore:
         self.layout = layout
         self.pieces = layout.map_pieces()
         self.starts = torch.tensor([p.first_row for p in layout.pieces], dtype=torch.int64)
-        self.cache = RowCache(cache_bytes, layout.row_width, layout.dtype)
+        # never more room than the table has rows (the cache keeps a free-slot list)
+        self.cache = RowCache(min(cache_bytes, layout.table_bytes), layout.row_width, layout.dtype)
         self.stats = PleStats(self.residency, layout.table_bytes)
         self._unique_rows = torch.empty(0, layout.row_width, dtype=layout.dtype)
 
