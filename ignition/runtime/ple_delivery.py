@@ -260,6 +260,7 @@ class PleRuntime:
     stats: PleStats
     store: RowStore | None = None
     mailbox: Mailbox | None = None
+    delivery: FrameDelivery | None = None  # what the worker was given (host / disk on CPU)
 
     @property
     def residency(self) -> str:
@@ -296,7 +297,7 @@ def open_ple(
         if device.type == "cuda":
             return runtime
         runtime.mailbox = Mailbox(store)
-        delivery = FrameDelivery(runtime.mailbox, row_ids, context_size, pad_id)
+        delivery = runtime.delivery = FrameDelivery(runtime.mailbox, row_ids, context_size, pad_id)
         attach = getattr(worker, "attach_ple", None)
         if attach is not None:
             attach(delivery)
