@@ -22,6 +22,7 @@ Then tokens/s end to end per residency on a qwen4_exp model with tables of
     PYTHONPATH=. .venv/bin/python benchmarks/ple_delivery.py [--table-mib 384] [--tokens 256]
         [--heads 8] [--frames 40] [--compute-ms 2] [--device cpu|cuda] [--threads 1]
         [--e2e-table-mib 256] [--e2e-requests 4] [--e2e-prompt 192] [--e2e-tokens 32]
+        [--e2e-repeats 3]
 """
 
 from __future__ import annotations
@@ -133,6 +134,7 @@ def main() -> None:
     parser.add_argument("--e2e-requests", type=int, default=4)
     parser.add_argument("--e2e-prompt", type=int, default=192)
     parser.add_argument("--e2e-tokens", type=int, default=32)
+    parser.add_argument("--e2e-repeats", type=int, default=3, help="passes; each case's best")
     parser.add_argument("--skip-rows", action="store_true", help="only the end-to-end table")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -115,9 +115,20 @@ def run_end_to_end(folder: Path, args, drop_page_cache) -> list[EndToEnd]:
     cases = [("device", "device", {}, False), ("host", "host", {}, False),
              ("host+preload", "host", {"preload": True}, False),
              ("disk cold", "disk", {}, True), ("disk warm", "disk", {}, False)]  # fmt: skip
-    results, disk_runtime = [], None
     warmup = assemble_engine(model, catalog, _Decoder(), [EOS], options)
-    serve_once(warmup, requests[:1], 4)  # first-call costs (allocator, kernels) off the clock
+    serve_once(warmup, requests, args.e2e_tokens)  # first-call costs off the clock
+    best: dict[str, EndToEnd] = {}
+    for _ in range(args.e2e_repeats):  # the shared machine's noise: keep each case's best
+        for r in _one_pass(folder, model, catalog, options, requests, cases, layout, args,
+                           drop_page_cache, total, generated):  # fmt: skip
+            if r.label not in best or r.tokens_per_s > best[r.label].tokens_per_s:
+                best[r.label] = r
+    return [best[label] for label, *_ in cases]
+
+
+def _one_pass(folder, model, catalog, options, requests, cases, layout, args, drop_page_cache,
+              total, generated) -> list[EndToEnd]:  # fmt: skip
+    results, disk_runtime = [], None
     for label, residency, extra, cold in cases:
         engine = assemble_engine(model, catalog, _Decoder(), [EOS], options)
         if label == "disk warm" and disk_runtime is not None:
