@@ -121,10 +121,11 @@ def open_model_ple(
     options: PleOptions,
     device: torch.device,
     worker: object,
-    model: HybridModel,
+    model: HybridModel | None,
 ) -> PleRuntime:
-    """Serving's entry: the model's table at its residency, delivered to ``worker``."""
-    if model.config.ngram_ple is None:
+    """Serving's entry: the model's table at its residency, delivered to ``worker`` (no
+    model: only a table folder is opened and counted)."""
+    if model is None or model.config.ngram_ple is None:
         return open_ple(checkpoint, options, device)
     return open_ple(
         checkpoint, options, device, worker, model_row_ids(model), context_size(model),
