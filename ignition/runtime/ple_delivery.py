@@ -111,11 +111,13 @@ def modulo_row_ids(num_heads: int, num_rows: int, context_size: int = 2) -> RowI
 
 @dataclass(frozen=True)
 class LayerRows:
-    """One PLE layer's row ids: its row-id function (layer-local rows) and where its table
-    starts in the concatenated table."""
+    """One PLE layer's row ids: its row-id function (layer-local rows), where its table
+    starts in the concatenated table and, for an FP8 table, the one scale its rows are
+    multiplied by as they are delivered (``model.quant.dequantize_rows``)."""
 
     row_ids: RowIdFunction
     offset: int = 0
+    scale: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,7 @@ class FrameDelivery:
     ) -> None:
         self.mailbox = mailbox
         self.layers = [LayerRows(row_ids)] if callable(row_ids) else list(row_ids)
+        self._starts = torch.tensor([layer.offset for layer in self.layers], dtype=torch.int64)
         self.context_size = context_size
         self.pad_id = pad_id
         self.inside_interval = inside_interval
@@ -214,17 +217,45 @@ class FrameDelivery:
     def await_rows(self, deliveries: Sequence[Delivery]) -> list[torch.Tensor]:
         return [self.mailbox.wait(d) for d in deliveries]
 
+    def layer_rows(
+        self, delivery: Delivery, rows: torch.Tensor, dtype: torch.dtype
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """A known delivery split per PLE layer: (sorted global ids, their rows in ``dtype``,
+        FP8 rows times their layer's scale)."""
+        parts, first = [], 0
+        for layer, count in zip(self.layers, delivery.parts, strict=True):
+            ids, values = delivery.row_ids[first : first + count], rows[first : first + count]
+            parts.append((ids, self._expand(values, layer.scale, dtype)))
+            first += count
+        return parts
+
+    @staticmethod
+    def _expand(rows: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dtype):
+        if scale is None:
+            return rows
+        from ignition.model.quant import dequantize_rows
+
+        return dequantize_rows(rows, scale, dtype)
+
     def resolve_inside(self, row_ids: torch.Tensor) -> torch.Tensor:
         """The program's mailbox: rows it could not find staged (drafts, pending tokens the
         host had not read). Publishes, waits for the host thread, keeps the timestamps for
         the running frame and hands the staging back at once (the rows are copied out)."""
-        delivery = self.mailbox.publish(row_ids.to("cpu", torch.int64))
+        ids = row_ids.to("cpu", torch.int64)
+        delivery = self.mailbox.publish(ids)
         try:
             rows = self.mailbox.wait(delivery).clone()
         finally:
             self.mailbox.release(delivery)
         self._made_inside.append(delivery)
-        return rows
+        if all(layer.scale is None for layer in self.layers):
+            return rows
+        layer_of = torch.searchsorted(self._starts, ids, right=True) - 1
+        out = torch.empty(rows.shape, dtype=torch.float32)
+        for index, layer in enumerate(self.layers):
+            mine = layer_of == index
+            out[mine] = self._expand(rows[mine], layer.scale, torch.float32)
+        return out
 
     def take_inside(self) -> tuple[Delivery, ...]:
         """The in-program deliveries of the frame that just ran (and forget them)."""

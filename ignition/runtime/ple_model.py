@@ -36,11 +36,15 @@ def ple_layers(model: HybridModel) -> list:
     )]  # fmt: skip
 
 
-def model_row_ids(model: HybridModel) -> list[LayerRows]:
-    """Per PLE layer: the model's row-id function and the layer's first global row."""
+def model_row_ids(
+    model: HybridModel, scales: list[torch.Tensor | None] | None = None
+) -> list[LayerRows]:
+    """Per PLE layer: the model's row-id function, the layer's first global row and its FP8
+    scale (None: rows are stored as the model uses them)."""
     layers, first = [], 0
-    for ple in ple_layers(model):
-        layers.append(LayerRows(row_id_function(ple.hash), first))
+    for p, ple in enumerate(ple_layers(model)):
+        scale = scales[p] if scales is not None else None
+        layers.append(LayerRows(row_id_function(ple.hash), first, scale))
         first += ple.hash.num_rows
     return layers
 
@@ -65,13 +69,24 @@ def write_model_table(model: HybridModel, folder: str | Path, num_shards: int = 
 def checkpoint_layout(checkpoint: str | Path, model: HybridModel) -> TableLayout | None:
     """The table of a checkpoint: its table folder, else its own PLE tensors mapped in place
     (None: a model without an n-gram table)."""
+    return checkpoint_table(checkpoint, model)[0]
+
+
+def checkpoint_table(
+    checkpoint: str | Path, model: HybridModel
+) -> tuple[TableLayout | None, list[torch.Tensor | None]]:
+    """(the table's layout, each PLE layer's FP8 scale or None). A checkpoint as
+    Qwen3.8-Flash-Next-FP8 ships stores each layer's shards in F8_E4M3 beside one
+    ``ngram_embedding.weight_scale``: the rows are mapped as stored and expanded as they are
+    delivered, exactly as the loader expands them (``model.quant.dequantize_rows``)."""
     checkpoint = Path(checkpoint)
     if model.config.ngram_ple is None:
-        return None
+        return None, []
     if (checkpoint / TABLE_FOLDER).is_dir():
         from ignition.runtime.ple_table import read_layout
 
-        return read_layout(checkpoint / TABLE_FOLDER)
+        return read_layout(checkpoint / TABLE_FOLDER), [None] * len(ple_layers(model))
+    from ignition.model.checkpoint_files import read_tensor
     from ignition.model.families.registry import family_for_checkpoint
     from ignition.model.weights import locate_tensors
 
@@ -81,9 +96,12 @@ def checkpoint_layout(checkpoint: str | Path, model: HybridModel) -> TableLayout
         (n for n in layout.sources if n.endswith(".ple.ngram_embedding.weight")),
         key=lambda n: ple_index_of(model, n),
     )
-    pieces, first, dtype = [], 0, None
+    pieces, first, dtype, scales = [], 0, None, []
     for name in names:
         source = layout.sources[name]
+        stem = source.names[0].split(".shard_")[0].removesuffix(".weight")
+        scale = f"{stem}.weight_scale"
+        scales.append(read_tensor(located, scale) if scale in located else None)
         for tensor in source.names:
             path = located.get(tensor)
             if path is None:
@@ -92,7 +110,8 @@ def checkpoint_layout(checkpoint: str | Path, model: HybridModel) -> TableLayout
             piece = _read_piece(path, tensor, first, _width(source), dtype)
             pieces.append(piece)
             first += piece.num_rows
-    return TableLayout(checkpoint, tuple(pieces), _width(layout.sources[names[0]]), dtype)
+    width = _width(layout.sources[names[0]])
+    return TableLayout(checkpoint, tuple(pieces), width, dtype), scales
 
 
 def ple_index_of(model: HybridModel, param_name: str) -> int:
@@ -127,7 +146,8 @@ def open_model_ple(
     model: only a table folder is opened and counted)."""
     if model is None or model.config.ngram_ple is None:
         return open_ple(checkpoint, options, device)
+    layout, scales = checkpoint_table(checkpoint, model)
     return open_ple(
-        checkpoint, options, device, worker, model_row_ids(model), context_size(model),
-        eos_id(model), checkpoint_layout(checkpoint, model),
+        checkpoint, options, device, worker, model_row_ids(model, scales), context_size(model),
+        eos_id(model), layout,
     )  # fmt: skip

@@ -235,7 +235,8 @@ class ModelWorker:
         if deliveries:
             # the program's PLE layer cannot start without them
             rows = self.ple.await_rows(deliveries)
-            _stage_known_rows(getattr(program.inputs, "ple", None), deliveries, rows)
+            staged = getattr(program.inputs, "ple", None)
+            _stage_known_rows(staged, deliveries, rows, self.ple.layer_rows)
             ple_wait_ns = time.perf_counter_ns() - launched_ns
         scored: list[PromptScores] = []
 
@@ -711,18 +712,19 @@ class ModelWorker:
 
 
 def _stage_known_rows(
-    staged: PleRowsInput | None, deliveries: tuple[Delivery, ...], rows: list[torch.Tensor]
+    staged: PleRowsInput | None,
+    deliveries: tuple[Delivery, ...],
+    rows: list[torch.Tensor],
+    delivery_rows: Callable[..., list[tuple[torch.Tensor, torch.Tensor]]],
 ) -> None:
     """Copy the frame's known rows into the program's PLE input, layer by layer (a program
     without one, a model without an n-gram table, only waits for them)."""
     if staged is None or not staged.is_enabled:
         return
+    dtype = staged.rows[0].dtype
     for delivery, values in zip(deliveries, rows, strict=True):
-        first = 0
-        for layer, count in enumerate(delivery.parts):
-            ids = delivery.row_ids[first : first + count]
-            stage_rows(staged, layer, ids, values[first : first + count])
-            first += count
+        for layer, (ids, layer_values) in enumerate(delivery_rows(delivery, values, dtype)):
+            stage_rows(staged, layer, ids, layer_values)
 
 
 def _failed_rows(launched: _Launched, tokens: list[list[int]]) -> dict[RequestHandle, str]:
