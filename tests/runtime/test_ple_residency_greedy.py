@@ -20,7 +20,7 @@ from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.ple_delivery import PleOptions
 from ignition.runtime.ple_model import open_model_ple
-from tests.runtime.test_retention_differential import Planned, _run
+from tests.runtime.test_retention_differential import Planned, _run, _sequence
 from tests.runtime.tiny import EOS, CharDecoder
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("reference_kernels")]
@@ -61,11 +61,13 @@ def waves() -> list[list[Planned]]:
     return [first, second]
 
 
-def engine_at(checkpoint, catalog, residency: str, speculation: str, mixed: bool = True):
+def engine_at(
+    checkpoint, catalog, residency: str, speculation: str, mixed: bool = True, pages=None
+):
     path, model = checkpoint
     options = RuntimeOptions(
         num_slots=4, page_size=16, max_context_tokens=256, speculation=speculation,
-        mixed=mixed, snapshot_rows=4, checkpoint_payoff=False,
+        mixed=mixed, snapshot_rows=4, checkpoint_payoff=False, num_pages=pages,
     )  # fmt: skip
     engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
     ple = open_model_ple(
@@ -111,6 +113,17 @@ def test_greedy_output_is_the_same_without_mixed_programs(checkpoint, catalog):
         if ple.mailbox is not None:
             ple.mailbox.close()
     assert runs["disk"] == runs["device"]
+
+
+def test_preemption_keeps_the_greedy_output_of_a_table_on_disk(checkpoint, catalog):
+    """A page pool too small for every request: preempted requests replay their output as
+    prompt, and the host derives their n-gram context from the replayed sequence."""
+    sequence = _sequence(0)  # the retention differential's waves (issue 31's preemption test)
+    expected = _run(engine_at(checkpoint, catalog, "device", "adaptive")[0], sequence)
+    engine, ple = engine_at(checkpoint, catalog, "disk", "adaptive", pages=7)
+    assert _run(engine, sequence) == expected
+    ple.mailbox.close()
+    assert engine.stats.snapshot().preemptions > 0
 
 
 def test_the_host_stages_every_row_it_can_name(checkpoint, catalog):
