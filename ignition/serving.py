@@ -173,7 +173,8 @@ def _open_ple(bundle: Bundle, options: ServeOptions, worker: object = None):
     if ple.residency is None and built in ("device", "host", "disk"):
         ple = replace(ple, residency=built)  # the build's choice, unless serve names one
     try:
-        return open_model_ple(checkpoint, ple, resolve_device(options.device), worker, bundle.model)
+        device = resolve_device(options.device)
+        return open_model_ple(checkpoint, ple, device, worker, bundle.model, True)
     except (PleTableError, ValueError) as err:
         raise BundleError(str(err)) from None
 

@@ -141,13 +141,29 @@ def open_model_ple(
     device: torch.device,
     worker: object,
     model: HybridModel | None,
+    release_model_table: bool = False,
 ) -> PleRuntime:
     """Serving's entry: the model's table at its residency, delivered to ``worker`` (no
-    model: only a table folder is opened and counted)."""
+    model: only a table folder is opened and counted). ``release_model_table``: once the
+    rows are delivered, the model's own copy is dropped (serving owns its model; tests that
+    share one across residencies keep it)."""
     if model is None or model.config.ngram_ple is None:
         return open_ple(checkpoint, options, device)
     layout, scales = checkpoint_table(checkpoint, model)
-    return open_ple(
+    runtime = open_ple(
         checkpoint, options, device, worker, model_row_ids(model, scales), context_size(model),
         eos_id(model), layout,
     )  # fmt: skip
+    if release_model_table and runtime.delivery is not None:
+        release_tables(model)
+    return runtime
+
+
+def release_tables(model: HybridModel) -> None:
+    """Drop the model's n-gram tables (zero rows): every program now takes its rows from the
+    delivery, and a forward that still reached for the table fails on an empty embedding
+    instead of reading stale rows. Loading still reads the table once (the loader's job)."""
+    for ple in ple_layers(model):
+        weight = ple.ngram_embedding.weight
+        empty = torch.empty(0, weight.shape[1], dtype=weight.dtype, device=weight.device)
+        ple.ngram_embedding.weight = torch.nn.Parameter(empty, requires_grad=False)

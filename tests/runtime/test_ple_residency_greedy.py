@@ -19,7 +19,7 @@ from ignition.helios import LaneRole
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.ple_delivery import PleOptions
-from ignition.runtime.ple_model import open_model_ple
+from ignition.runtime.ple_model import open_model_ple, ple_layers
 from tests.runtime.test_retention_differential import Planned, _run, _sequence
 from tests.runtime.tiny import EOS, CharDecoder
 
@@ -124,6 +124,22 @@ def test_preemption_keeps_the_greedy_output_of_a_table_on_disk(checkpoint, catal
     assert _run(engine, sequence) == expected
     ple.mailbox.close()
     assert engine.stats.snapshot().preemptions > 0
+
+
+def test_serving_drops_the_models_own_table_once_rows_are_delivered(checkpoint, catalog):
+    from ignition.model.weights import load_checkpoint
+
+    path, _ = checkpoint
+    expected = _run(engine_at(checkpoint, catalog, "device", "off")[0], waves())
+    model = load_checkpoint(path).model  # its own copy: the shared one keeps its table
+    options = RuntimeOptions(
+        num_slots=4, page_size=16, max_context_tokens=256, speculation="off", snapshot_rows=4
+    )
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    ple = open_model_ple(path, PleOptions("host"), CPU, engine.worker, model, True)
+    assert all(p.ngram_embedding.weight.numel() == 0 for p in ple_layers(model))
+    assert _run(engine, waves()) == expected
+    ple.mailbox.close()
 
 
 def test_the_host_stages_every_row_it_can_name(checkpoint, catalog):
