@@ -20,13 +20,7 @@ import torch
 from ignition.model.layers.ngram_hash import row_id_function
 from ignition.model.model import HybridModel
 from ignition.runtime.ple_delivery import LayerRows, PleOptions, PleRuntime, open_ple
-from ignition.runtime.ple_table import (
-    TABLE_FOLDER,
-    PleTableError,
-    TableLayout,
-    _read_piece,
-    write_table,
-)
+from ignition.runtime.ple_table import PleTableError, TableLayout, find_layout, write_table
 
 
 def ple_layers(model: HybridModel) -> list:
@@ -80,59 +74,41 @@ def checkpoint_table(
     ``ngram_embedding.weight_scale``: the rows are mapped as stored and expanded as they are
     delivered, exactly as the loader expands them (``model.quant.dequantize_rows``)."""
     checkpoint = Path(checkpoint)
-    if model.config.ngram_ple is None:
+    layers = ple_layers(model)
+    if not layers:
         return None, []
-    if (checkpoint / TABLE_FOLDER).is_dir():
-        from ignition.runtime.ple_table import read_layout
+    layout = find_layout(checkpoint)
+    if layout is None:
+        return None, []
+    expected = sum(ple.hash.num_rows for ple in layers)
+    if layout.num_rows != expected or layout.row_width != layers[0].ngram_embedding.embedding_dim:
+        raise PleTableError(
+            f"{layout.folder}: PLE table of {layout.num_rows} rows x {layout.row_width}, the "
+            f"model's {len(layers)} PLE layers need {expected} x "
+            f"{layers[0].ngram_embedding.embedding_dim}"
+        )
+    return layout, _scales(checkpoint, layout, model)
 
-        return read_layout(checkpoint / TABLE_FOLDER), [None] * len(ple_layers(model))
-    from ignition.model.checkpoint_files import read_tensor
-    from ignition.model.families.registry import family_for_checkpoint
-    from ignition.model.weights import locate_tensors
+
+def _scales(checkpoint: Path, layout: TableLayout, model: HybridModel) -> list[torch.Tensor | None]:
+    """Each PLE layer's ``ngram_embedding.weight_scale`` beside its FP8 shards, else None."""
+    if layout.dtype not in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return [None] * len(ple_layers(model))
+    from ignition.model.checkpoint_files import locate_tensors, read_tensor
 
     located = locate_tensors(checkpoint)
-    layout = family_for_checkpoint(checkpoint).layout(model, frozenset(located))
-    names = sorted(
-        (n for n in layout.sources if n.endswith(".ple.ngram_embedding.weight")),
-        key=lambda n: ple_index_of(model, n),
-    )
-    pieces, first, dtype, scales = [], 0, None, []
-    for name in names:
-        source = layout.sources[name]
-        stem = source.names[0].split(".shard_")[0].removesuffix(".weight")
-        scale = f"{stem}.weight_scale"
-        scales.append(read_tensor(located, scale) if scale in located else None)
-        for tensor in source.names:
-            path = located.get(tensor)
-            if path is None:
-                raise PleTableError(f"{checkpoint}: PLE table tensor '{tensor}' missing")
-            dtype = dtype or _tensor_dtype(path, tensor)
-            piece = _read_piece(path, tensor, first, _width(source), dtype)
-            pieces.append(piece)
-            first += piece.num_rows
-    width = _width(layout.sources[names[0]])
-    return TableLayout(checkpoint, tuple(pieces), width, dtype), scales
-
-
-def ple_index_of(model: HybridModel, param_name: str) -> int:
-    layer = int(param_name.split("layers.")[1].split(".")[0])
-    return model.layers[layer].ple_index
-
-
-def _width(source) -> int:
-    return source.shapes[0][1]
-
-
-def _tensor_dtype(path: Path, tensor: str) -> torch.dtype:
-    import json
-    import struct
-
-    from ignition.runtime.ple_table import _DTYPES
-
-    with path.open("rb") as f:
-        (size,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(size))
-    return _DTYPES[header[tensor]["dtype"]]
+    stems = []
+    for piece in layout.pieces:
+        stem = piece.tensor.split(".shard_")[0].removesuffix(".weight")
+        if stem not in stems:
+            stems.append(stem)
+    scales = []
+    for stem in stems:
+        name = f"{stem}.weight_scale"
+        if name not in located:
+            raise PleTableError(f"{checkpoint}: FP8 PLE table '{stem}' without '{name}'")
+        scales.append(read_tensor(located, name))
+    return scales
 
 
 def open_model_ple(

@@ -58,6 +58,8 @@ def test_a_table_off_the_device_reproduces_transformers_greedy_tokens(
     build(qwen4_weights[0], bundle, "--mixed-prefill", "--ple-residency", residency)
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["ple"]["residency"] == residency
+    # the build report describes the checkpoint's own shards: two layers' tables in pieces
+    assert manifest["ple"]["table"] == "n-gram" and manifest["ple"]["num_shards"] >= 2
     for speculation in ("off", "adaptive"):
         assert generate(bundle, "--speculation", speculation) == expected
 
