@@ -14,11 +14,15 @@ runtime path, ``ignition/runtime/ple_mailbox.py``):
 Rows are drawn uniformly (the hash spreads n-grams over the table); warm frames reuse a
 working set. Two exposures per frame: ``known`` publishes a frame's rows while the previous
 frame "computes" (``--compute-ms`` of sleep, the overlap rows known before launch get), and
-``made inside`` publishes and waits at once (draft rows). Tokens/s end to end waits for the
-qwen4_exp model layer.
+``made inside`` publishes and waits at once (draft rows).
 
-    .venv/bin/python benchmarks/ple_delivery.py [--table-mib 384] [--tokens 256] [--heads 8]
-        [--frames 40] [--compute-ms 2] [--device cpu|cuda] [--threads 1]
+Then tokens/s end to end per residency on a qwen4_exp model with tables of
+``--e2e-table-mib`` made here (``benchmarks/ple_end_to_end.py``; ``--e2e-table-mib 0`` skips).
+
+    PYTHONPATH=. .venv/bin/python benchmarks/ple_delivery.py [--table-mib 384] [--tokens 256]
+        [--heads 8] [--frames 40] [--compute-ms 2] [--device cpu|cuda] [--threads 1]
+        [--e2e-table-mib 256] [--e2e-requests 4] [--e2e-prompt 192] [--e2e-tokens 32]
+        [--e2e-repeats 3]
 """
 
 from __future__ import annotations
@@ -126,8 +130,24 @@ def main() -> None:
     parser.add_argument("--compute-ms", type=float, default=2.0)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (serve's: 1)")
+    parser.add_argument("--e2e-table-mib", type=int, default=256)
+    parser.add_argument("--e2e-requests", type=int, default=4)
+    parser.add_argument("--e2e-prompt", type=int, default=192)
+    parser.add_argument("--e2e-tokens", type=int, default=32)
+    parser.add_argument("--e2e-repeats", type=int, default=3, help="passes; each case's best")
+    parser.add_argument("--skip-rows", action="store_true", help="only the end-to-end table")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if not args.skip_rows:
+        rows_table(args)
+    if args.e2e_table_mib > 0 and args.device == "cpu":
+        from benchmarks.ple_end_to_end import print_end_to_end, run_end_to_end
+
+        with tempfile.TemporaryDirectory(prefix="ple-e2e-") as tmp:
+            print_end_to_end(run_end_to_end(Path(tmp), args, drop_page_cache))
+
+
+def rows_table(args) -> None:
     with tempfile.TemporaryDirectory(prefix="ple-bench-") as tmp:
         folder = Path(tmp)
         began = time.perf_counter()

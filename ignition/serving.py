@@ -24,7 +24,8 @@ from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
-from ignition.runtime.ple_delivery import PleOptions, open_ple
+from ignition.runtime.ple_delivery import PleOptions
+from ignition.runtime.ple_model import open_model_ple
 from ignition.runtime.ple_table import PleTableError
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from ignition.server.tokenizing import max_chars_per_token
@@ -171,13 +172,13 @@ def open_engine(
         wrap_worker=wrap,
     )
     engine.vocab_size = bundle.model.config.vocab_size
-    # The model's row-id function arrives with the qwen4_exp layer; until then a table is
-    # opened at its residency and counted, and no frame needs its rows.
-    engine.stats.ple = _open_ple(bundle, options).stats
+    # The n-gram table at its residency; off the device, its rows reach the programs through
+    # the worker (tensor parallel ranks: not yet, every rank gathers from its own table).
+    engine.stats.ple = _open_ple(bundle, options, engine.worker if tp is None else None).stats
     return bundle, engine
 
 
-def _open_ple(bundle: Bundle, options: ServeOptions):
+def _open_ple(bundle: Bundle, options: ServeOptions, worker: object = None):
     checkpoint = Path(bundle.manifest["checkpoint"]["path"])
     if not checkpoint.is_absolute():
         checkpoint = bundle.path / checkpoint
@@ -186,7 +187,8 @@ def _open_ple(bundle: Bundle, options: ServeOptions):
     if ple.residency is None and built in ("device", "host", "disk"):
         ple = replace(ple, residency=built)  # the build's choice, unless serve names one
     try:
-        return open_ple(checkpoint, ple, resolve_device(options.device))
+        device = resolve_device(options.device)
+        return open_model_ple(checkpoint, ple, device, worker, bundle.model, True)
     except (PleTableError, ValueError) as err:
         raise BundleError(str(err)) from None
 

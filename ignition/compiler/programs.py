@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ignition.compiler.ple_input import PleRowsInput
 from ignition.compiler.staging import HostFrame, HostStaging
 from ignition.compiler.vision_program import build_vision_program, check_vision_buildable
 from ignition.compiler.workspace import (
@@ -177,8 +178,13 @@ def build_program(
         inputs, uploads = workspace.round_inputs(capacity, device_allocated=d.is_device_allocated)
 
         round_hidden = _prompt_hidden(workspace, model, capacity.prefill_capacity)
+        inputs.ple = workspace.ple_rows(model)
 
         def run_round(x: RoundProgramInputs) -> RoundOutputs:
+            with model.gathering_ple_rows(_ple_lookups(x.ple)):
+                return _run_round(x)
+
+        def _run_round(x: RoundProgramInputs) -> RoundOutputs:
             pending_tokens = _gather_pending(pending, x.round.slot_ids, scratch)
             x.round.pending_tokens.copy_(
                 torch.where(x.is_decode_row, pending_tokens, x.round.pending_tokens)
@@ -198,8 +204,13 @@ def build_program(
     capacity = step_capacity(d)
     inputs, uploads = workspace.step_inputs(capacity)
     step_hidden = _prompt_hidden(workspace, model, capacity.prefill_capacity)
+    inputs.ple = workspace.ple_rows(model)
 
     def run_packed_step(x: StepProgramInputs) -> StepProgramOutputs:
+        with model.gathering_ple_rows(_ple_lookups(x.ple)):
+            return _run_packed_step(x)
+
+    def _run_packed_step(x: StepProgramInputs) -> StepProgramOutputs:
         packed = x.packed
         _take_pending_first_tokens(packed, x.is_decode_row, pending, scratch)
         out = run_step(model, state, packed, capacity, x.sampling, history, x.begin)
@@ -210,6 +221,14 @@ def build_program(
         return StepProgramOutputs(out.next_tokens, lp.logprob, lp.top_ids, lp.top_logprobs)
 
     return Program(d, inputs, run_packed_step, uploads, staging, history, step_hidden)
+
+
+def _ple_lookups(staged: PleRowsInput | None):
+    """The staged rows' lookups while the runtime delivers rows (host / disk residency);
+    None: the PLE layers gather from the model's own table (device residency)."""
+    if staged is None or not staged.is_enabled:
+        return None
+    return staged.lookups()
 
 
 def _prompt_hidden(workspace: Workspace, model: HybridModel, prefill_capacity: int):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ignition.compiler.ple_input import PleRowsInput, allocate_ple_rows
 from ignition.compiler.vision_program import VisionProgramInputs, clear_vision_inputs
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.logits_processing import (
@@ -28,6 +29,7 @@ from ignition.model.logits_processing import (
     NO_REPLAY,
     HistoryBegin,
 )
+from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import PromptChunk, RoundCapacity, RoundInputs
@@ -41,6 +43,7 @@ class StepProgramInputs:
     sampling: SamplingParams
     is_decode_row: Tensor  # [R] bool rows whose first token comes from ``pending``
     begin: HistoryBegin | None = None  # programs with a prompt lane: a request's first chunk
+    ple: PleRowsInput | None = None  # models with an n-gram table: the staged rows
 
 
 @dataclass
@@ -59,6 +62,7 @@ class RoundProgramInputs:
     sampling: SamplingParams
     is_decode_row: Tensor  # [R] bool
     begin: HistoryBegin | None = None
+    ple: PleRowsInput | None = None
 
 
 ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
@@ -186,6 +190,7 @@ class Workspace:
         self.image_features = torch.zeros(extents.max_image_tokens, hidden_size, device=device)
         self.hidden_size = hidden_size
         self._prompt_hidden: Tensor | None = None
+        self._ple: PleRowsInput | None = None
 
     def prompt_hidden(self, prefill_capacity: int, dtype: torch.dtype) -> Tensor:
         """[prefill_capacity, hidden] view of the one buffer every program with a prompt
@@ -196,6 +201,26 @@ class Workspace:
             shape = (self.extents.max_prompt, self.hidden_size)
             self._prompt_hidden = torch.zeros(shape, dtype=dtype, device=self.device)
         return self._prompt_hidden[:prefill_capacity]
+
+    def ple_rows(self, model: HybridModel) -> PleRowsInput | None:
+        """The staged PLE rows every program binds (compiler.ple_input), None for a model
+        without an n-gram table. Per PLE layer room for every token's rows at the largest
+        token extent; the layers' tables are concatenated in PLE-layer order."""
+        if model.config.ngram_ple is None:
+            return None
+        if self._ple is None:
+            layers = sorted(
+                (layer.ple_index, layer.ple) for layer in model.layers if layer.ple is not None
+            )
+            capacities, widths, offsets, first = [], [], [], 0
+            for _, ple in layers:
+                capacities.append(self.extents.max_tokens * ple.hash.num_heads)
+                widths.append(ple.ngram_embedding.embedding_dim)
+                offsets.append(first)
+                first += ple.hash.num_rows
+            dtype = layers[0][1].ngram_embedding.weight.dtype
+            self._ple = allocate_ple_rows(capacities, widths, offsets, dtype, self.device)
+        return self._ple
 
     def _views(self, lengths: dict[str, int]) -> tuple[dict[str, Tensor], Uploads]:
         views = {name: self.buffers[name][:n] for name, n in lengths.items()}

@@ -16,7 +16,8 @@ reject drafts without touching state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -28,7 +29,7 @@ from ignition.model.layers.decoder import DecoderLayer, PleInputs
 from ignition.model.layers.gated_hyper import GatedHyperConnection
 from ignition.model.layers.gdn import GdnUpdate
 from ignition.model.layers.ngram_hash import next_context
-from ignition.model.layers.ngram_ple import PleUpdate
+from ignition.model.layers.ngram_ple import PleUpdate, RowLookup
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.ple import PerLayerEmbedding
 from ignition.model.mtp import MtpHead
@@ -85,6 +86,9 @@ class HybridModel(nn.Module):
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.ple = PerLayerEmbedding(config) if config.ple_dim else None
+        # Per PLE layer, where a forward without ``ple_rows`` takes its n-gram rows from
+        # while a program runs (its staged rows, see :meth:`gathering_ple_rows`).
+        self.ple_lookups: list[RowLookup] | None = None
         self.layers = nn.ModuleList(
             DecoderLayer(config, i) for i in range(config.num_hidden_layers)
         )
@@ -177,6 +181,17 @@ class HybridModel(nn.Module):
             streams.flatten(1) if self.hc_mixer is not None else None,
         )
 
+    @contextmanager
+    def gathering_ple_rows(self, lookups: Sequence[RowLookup] | None) -> Iterator[None]:
+        """Inside the block, every forward's PLE layer p takes its rows from ``lookups[p]``
+        (None: from its own table). A program sets it around its run: the speculative round
+        and the step call the forward themselves."""
+        previous, self.ple_lookups = self.ple_lookups, None if lookups is None else list(lookups)
+        try:
+            yield
+        finally:
+            self.ple_lookups = previous
+
     def _ple_inputs(
         self,
         inputs: PackedInputs,
@@ -190,7 +205,11 @@ class HybridModel(nn.Module):
         contexts = state.ngram_context[meta.state_rows]  # [R, ngram_size - 1]
         rows = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
         following = next_context(inputs.token_ids, contexts, rows, meta.token_offset)
-        per_layer = ple_rows if ple_rows is not None else [None] * self.config.num_ple_layers
+        per_layer: Sequence[Tensor | RowLookup | None] = [None] * self.config.num_ple_layers
+        if ple_rows is not None:
+            per_layer = ple_rows
+        elif self.ple_lookups is not None:
+            per_layer = self.ple_lookups
         return PleInputs(inputs.token_ids, contexts, list(per_layer)), following
 
     def project(self, hidden: Tensor) -> Tensor:

@@ -109,10 +109,46 @@ def modulo_row_ids(num_heads: int, num_rows: int, context_size: int = 2) -> RowI
     return row_ids
 
 
-class FrameDelivery:
-    """Rows known before launch, through the mailbox, with their readiness timestamps.
+@dataclass(frozen=True)
+class LayerRows:
+    """One PLE layer's row ids: its row-id function (layer-local rows), where its table
+    starts in the concatenated table and, for an FP8 table, the one scale its rows are
+    multiplied by as they are delivered (``model.quant.dequantize_rows``)."""
 
-    ``inside_interval``: whether the wait lies inside the frame's measured device interval
+    row_ids: RowIdFunction
+    offset: int = 0
+    scale: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class KnownTokens:
+    """Tokens of one frame the host can name before launch, with the n-gram context before
+    the first of them (the request's last ``context_size`` ids, oldest first)."""
+
+    tokens: tuple[int, ...]
+    context: tuple[int, ...]
+
+
+def known_tokens(history: Sequence[int], start: int, count: int, context_size: int,
+                 pad_id: int) -> KnownTokens:  # fmt: skip
+    """``history[start : start + count]`` with the ids before it, padded with ``pad_id``
+    (EOS: a request's first frame starts a segment) as the model's n-gram context is."""
+    before = list(history[max(0, start - context_size) : start])
+    context = [pad_id] * (context_size - len(before)) + before
+    return KnownTokens(tuple(history[start : start + count]), tuple(context))
+
+
+class FrameDelivery:
+    """PLE rows through the mailbox, with their readiness timestamps.
+
+    Rows known before launch: :meth:`publish` hashes them on the host (the model's row-id
+    function per PLE layer), one delivery per frame holding each layer's sorted unique
+    global row ids; :meth:`await_rows` waits where the program needs them. Rows not known
+    before launch: :meth:`resolve_inside` is the program's mailbox (the program publishes
+    the ids it could not find staged and waits). :meth:`finish` releases the staging and
+    returns the frame's readiness timestamps and exposed delay.
+
+    ``inside_interval``: whether the waits lie inside the frame's measured device interval
     (CPU: the worker waits there, as the program would; CUDA: the host waits before the
     graph is enqueued, so the stall is host time, outside the replay interval, and reporting
     it would under-estimate the graph). Only such a stall is reported to Helios.
@@ -121,16 +157,18 @@ class FrameDelivery:
     def __init__(
         self,
         mailbox: Mailbox,
-        row_ids: RowIdFunction,
+        row_ids: RowIdFunction | Sequence[LayerRows],
         context_size: int,
         pad_id: int,
         inside_interval: bool = True,
     ) -> None:
         self.mailbox = mailbox
-        self.row_ids = row_ids
+        self.layers = [LayerRows(row_ids)] if callable(row_ids) else list(row_ids)
+        self._starts = torch.tensor([layer.offset for layer in self.layers], dtype=torch.int64)
         self.context_size = context_size
         self.pad_id = pad_id
         self.inside_interval = inside_interval
+        self._made_inside: list[Delivery] = []  # the running frame's in-program deliveries
 
     @property
     def stats(self):
@@ -141,39 +179,106 @@ class FrameDelivery:
         plan: ScheduledPlan,
         prompt_ids: Mapping[RequestHandle, Sequence[int]],
         cursors: Mapping[RequestHandle, int],
+        pending: Mapping[RequestHandle, Sequence[int]] | None = None,
     ) -> list[Delivery]:
-        """Publish the rows of the plan's prompt chunks (``cursors``: each request's
-        next prompt position before this frame)."""
-        deliveries = []
+        """Publish the rows of the plan's prompt chunks (``cursors``: each request's next
+        prompt position before this frame) and of the pending tokens the host has read
+        (``pending``: per decode lane, the request's whole token history ending with it)."""
+        known = []
         for lane in plan.lanes:
-            if lane.role is not LaneRole.PROMPT or not lane.num_prompt_tokens:
-                continue
-            ids = prompt_ids[lane.handle]
-            start = cursors.get(lane.handle, 0)
-            chunk = torch.tensor(ids[start : start + lane.num_prompt_tokens], dtype=torch.int64)
-            before = list(ids[max(0, start - self.context_size) : start])
-            context = [self.pad_id] * (self.context_size - len(before)) + before
-            rows = self.row_ids(chunk, torch.tensor(context, dtype=torch.int64))
-            deliveries.append(self.mailbox.publish(rows))
-        return deliveries
+            if lane.role is LaneRole.PROMPT and lane.num_prompt_tokens:
+                start = cursors.get(lane.handle, 0)
+                known.append(known_tokens(prompt_ids[lane.handle], start,
+                                          lane.num_prompt_tokens, self.context_size,
+                                          self.pad_id))  # fmt: skip
+            elif lane.role is LaneRole.DECODE and pending and lane.handle in pending:
+                history = pending[lane.handle]
+                known.append(known_tokens(history, len(history) - 1, 1, self.context_size,
+                                          self.pad_id))  # fmt: skip
+        return self.publish_tokens(known)
+
+    def publish_tokens(self, known: Sequence[KnownTokens]) -> list[Delivery]:
+        """One delivery for every layer's distinct rows of ``known`` (none if empty)."""
+        known = [k for k in known if k.tokens]
+        if not known:
+            return []
+        per_layer = []
+        for layer in self.layers:
+            ids = [
+                layer.row_ids(torch.tensor(k.tokens, dtype=torch.int64),
+                              torch.tensor(k.context, dtype=torch.int64)).reshape(-1)
+                for k in known
+            ]  # fmt: skip
+            per_layer.append(torch.unique(torch.cat(ids)) + layer.offset)  # sorted
+        delivery = self.mailbox.publish(torch.cat(per_layer))
+        delivery.parts = tuple(len(ids) for ids in per_layer)
+        return [delivery]
 
     def await_rows(self, deliveries: Sequence[Delivery]) -> list[torch.Tensor]:
         return [self.mailbox.wait(d) for d in deliveries]
+
+    def layer_rows(
+        self, delivery: Delivery, rows: torch.Tensor, dtype: torch.dtype
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """A known delivery split per PLE layer: (sorted global ids, their rows in ``dtype``,
+        FP8 rows times their layer's scale)."""
+        parts, first = [], 0
+        for layer, count in zip(self.layers, delivery.parts, strict=True):
+            ids, values = delivery.row_ids[first : first + count], rows[first : first + count]
+            parts.append((ids, self._expand(values, layer.scale, dtype)))
+            first += count
+        return parts
+
+    @staticmethod
+    def _expand(rows: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dtype):
+        if scale is None:
+            return rows
+        from ignition.model.quant import dequantize_rows
+
+        return dequantize_rows(rows, scale, dtype)
+
+    def resolve_inside(self, row_ids: torch.Tensor) -> torch.Tensor:
+        """The program's mailbox: rows it could not find staged (drafts, pending tokens the
+        host had not read). Publishes, waits for the host thread, keeps the timestamps for
+        the running frame and hands the staging back at once (the rows are copied out)."""
+        ids = row_ids.to("cpu", torch.int64)
+        delivery = self.mailbox.publish(ids)
+        try:
+            rows = self.mailbox.wait(delivery).clone()
+        finally:
+            self.mailbox.release(delivery)
+        self._made_inside.append(delivery)
+        if all(layer.scale is None for layer in self.layers):
+            return rows
+        layer_of = torch.searchsorted(self._starts, ids, right=True) - 1
+        out = torch.empty(rows.shape, dtype=torch.float32)
+        for index, layer in enumerate(self.layers):
+            mine = layer_of == index
+            out[mine] = self._expand(rows[mine], layer.scale, torch.float32)
+        return out
+
+    def take_inside(self) -> tuple[Delivery, ...]:
+        """The in-program deliveries of the frame that just ran (and forget them)."""
+        made, self._made_inside = tuple(self._made_inside), []
+        return made
 
     def discard(self, deliveries: Sequence[Delivery]) -> None:
         """A frame that failed before it ran: wait out the thread, free the staging."""
         for d in deliveries:
             d.done.wait()
             self.mailbox.release(d)
+        self._made_inside.clear()
 
-    def finish(self, deliveries: Sequence[Delivery]) -> tuple[tuple[Readiness, ...], int]:
-        """Release the frame's staging; (its readiness timestamps, the exposed delay to
-        report as ``readiness_stall_ns``)."""
+    def finish(
+        self, deliveries: Sequence[Delivery], inside: Sequence[Delivery] = ()
+    ) -> tuple[tuple[Readiness, ...], int]:
+        """Release the frame's staging; (its readiness timestamps, known rows first, then
+        the in-program ones; the exposed delay to report as ``readiness_stall_ns``)."""
         for d in deliveries:
             self.mailbox.release(d)
-        readiness = tuple(d.readiness for d in deliveries)
+        readiness = tuple(d.readiness for d in (*deliveries, *inside))
         exposed = frame_exposed_ns(readiness)
-        if deliveries:
+        if readiness:
             self.stats.add_frame(exposed)
         return readiness, exposed if self.inside_interval else 0
 
@@ -186,6 +291,7 @@ class PleRuntime:
     stats: PleStats
     store: RowStore | None = None
     mailbox: Mailbox | None = None
+    delivery: FrameDelivery | None = None  # what the worker was given (host / disk on CPU)
 
     @property
     def residency(self) -> str:
@@ -197,14 +303,20 @@ def open_ple(
     options: PleOptions,
     device: torch.device,
     worker: Any = None,
-    row_ids: RowIdFunction | None = None,
+    row_ids: RowIdFunction | Sequence[LayerRows] | None = None,
     context_size: int = 2,
     pad_id: int = 0,
+    layout: TableLayout | None = None,
 ) -> PleRuntime:
-    """Open the checkpoint's table at its residency; with the model's ``row_ids`` (the
-    qwen4_exp layer), host and disk rows reach ``worker`` through the mailbox. Without a
-    table the options are accepted and the counters say "none"."""
-    layout = find_layout(checkpoint)
+    """Open the checkpoint's table (``layout``, else its table folder) at its residency; with
+    the model's ``row_ids`` (the qwen4_exp layers), host and disk rows reach ``worker``'s
+    programs through the mailbox. Without a table the options are accepted and the counters
+    say "none".
+
+    On CUDA the programs are captured graphs and the in-graph mailbox is not built yet
+    (docs/ple.md): the table is opened and counted, and the programs keep gathering from
+    the model's own table."""
+    layout = layout if layout is not None else find_layout(checkpoint)
     if layout is None:
         return PleRuntime(options, PleStats("none", 0))
     residency = options.residency or choose_residency(layout.table_bytes, device)
@@ -213,8 +325,13 @@ def open_ple(
     )
     runtime = PleRuntime(options, store.stats, store)
     if row_ids is not None and worker is not None and residency != "device":
-        runtime.mailbox = Mailbox(store, pin=device.type == "cuda")
-        worker.ple = FrameDelivery(
-            runtime.mailbox, row_ids, context_size, pad_id, device.type != "cuda"
-        )
+        if device.type == "cuda":
+            return runtime
+        runtime.mailbox = Mailbox(store)
+        delivery = runtime.delivery = FrameDelivery(runtime.mailbox, row_ids, context_size, pad_id)
+        attach = getattr(worker, "attach_ple", None)
+        if attach is not None:
+            attach(delivery)
+        else:
+            worker.ple = delivery
     return runtime

@@ -57,6 +57,7 @@ class Delivery:
     slot: int
     readiness: Readiness = field(default_factory=Readiness)
     error: BaseException | None = None
+    parts: tuple[int, ...] = ()  # rows per PLE layer, when several layers share a delivery
     done: threading.Event = field(default_factory=threading.Event)
 
 

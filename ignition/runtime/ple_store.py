@@ -38,6 +38,12 @@ class RowStore(Protocol):
         ...
 
 
+def raw_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype rows are moved as: FP8 as bytes (CPU index_copy has no FP8 kernel, and a
+    move needs none), everything else as itself."""
+    return torch.uint8 if dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else dtype
+
+
 def _gather_pieces(pieces: list[torch.Tensor], starts: torch.Tensor, ids, out) -> None:
     """Global ids [N] into out [N, width] from row-concatenated pieces."""
     if len(pieces) == 1:
@@ -64,13 +70,14 @@ class DeviceStore:
 
     def __init__(self, layout: TableLayout, device: torch.device, **_: object) -> None:
         self.layout = layout
-        self.table = torch.cat(layout.map_pieces()).to(device)
+        raw = raw_dtype(layout.dtype)
+        self.table = torch.cat([p.view(raw) for p in layout.map_pieces()]).to(device)
         self.stats = PleStats(self.residency, layout.table_bytes)
 
     def gather(self, row_ids: torch.Tensor, out: torch.Tensor) -> None:
         ids = row_ids.reshape(-1).to(self.table.device)
         _check_ids(self.layout, ids)
-        rows = out.view(-1, self.layout.row_width)
+        rows = out.view(raw_dtype(out.dtype)).view(-1, self.layout.row_width)
         if rows.device == self.table.device:
             torch.index_select(self.table, 0, ids, out=rows)
         else:  # host staging of device rows (the mailbox's buffers live on the host)
@@ -87,7 +94,7 @@ class HostStore:
         self, layout: TableLayout, device: torch.device, preload: bool = False, **_: object
     ) -> None:
         self.layout = layout
-        pieces = layout.map_pieces()
+        pieces = [p.view(raw_dtype(layout.dtype)) for p in layout.map_pieces()]
         if preload:
             table = torch.cat(pieces)
             pieces = [table.pin_memory() if device.type == "cuda" else table]
@@ -98,7 +105,8 @@ class HostStore:
     def gather(self, row_ids: torch.Tensor, out: torch.Tensor) -> None:
         ids = row_ids.reshape(-1).cpu()
         _check_ids(self.layout, ids)
-        _gather_pieces(self.pieces, self.starts, ids, out.view(-1, self.layout.row_width))
+        rows = out.view(raw_dtype(out.dtype)).view(-1, self.layout.row_width)
+        _gather_pieces(self.pieces, self.starts, ids, rows)
         self.stats.add_gather(ids.numel(), ids.numel() * self.layout.row_bytes)
 
 
@@ -115,11 +123,13 @@ class DiskStore:
         **_: object,
     ) -> None:
         self.layout = layout
-        self.pieces = layout.map_pieces()
+        self.raw = raw_dtype(layout.dtype)
+        self.pieces = [p.view(self.raw) for p in layout.map_pieces()]
         self.starts = torch.tensor([p.first_row for p in layout.pieces], dtype=torch.int64)
-        self.cache = RowCache(cache_bytes, layout.row_width, layout.dtype)
+        # never more room than the table has rows (the cache keeps a free-slot list)
+        self.cache = RowCache(min(cache_bytes, layout.table_bytes), layout.row_width, self.raw)
         self.stats = PleStats(self.residency, layout.table_bytes)
-        self._unique_rows = torch.empty(0, layout.row_width, dtype=layout.dtype)
+        self._unique_rows = torch.empty(0, layout.row_width, dtype=self.raw)
 
     def gather(self, row_ids: torch.Tensor, out: torch.Tensor) -> None:
         ids = row_ids.reshape(-1).cpu()
@@ -127,7 +137,7 @@ class DiskStore:
         unique, inverse = torch.unique(ids, return_inverse=True)
         if len(unique) > len(self._unique_rows):  # grows to the widest frame, then stays
             self._unique_rows = torch.empty(len(unique), self.layout.row_width,
-                                            dtype=self.layout.dtype)  # fmt: skip
+                                            dtype=self.raw)  # fmt: skip
         rows = self._unique_rows[: len(unique)]
         hits, misses = self.cache.hits, self.cache.misses
 
@@ -135,7 +145,8 @@ class DiskStore:
             _gather_pieces(self.pieces, self.starts, miss_ids, dst)
 
         self.cache.gather(unique.tolist(), rows, read)
-        torch.index_select(rows, 0, inverse, out=out.view(-1, self.layout.row_width))
+        flat = out.view(self.raw).view(-1, self.layout.row_width)
+        torch.index_select(rows, 0, inverse, out=flat)
         new_misses = self.cache.misses - misses
         self.stats.add_gather(
             ids.numel(), new_misses * self.layout.row_bytes, self.cache.hits - hits, new_misses

@@ -11,6 +11,7 @@ wrong row on some later frame.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import warnings
 from dataclasses import dataclass
@@ -88,9 +89,53 @@ class TableLayout:
 
 
 def find_layout(checkpoint: str | Path) -> TableLayout | None:
-    """The checkpoint's n-gram table, or None for a model without one."""
+    """The checkpoint's n-gram table (its table folder, else its own PLE tensors), or None
+    for a model without one."""
     folder = Path(checkpoint) / TABLE_FOLDER
-    return read_layout(folder) if (folder / INDEX_FILE).exists() else None
+    if (folder / INDEX_FILE).exists():
+        return read_layout(folder)
+    return checkpoint_layout(checkpoint)
+
+
+# A PLE layer's table as transformers saves Qwen3.8-Flash-Next: one tensor, or row shards.
+PLE_TENSOR = re.compile(
+    r"layers\.(\d+)\.ple\.ple_embedding\.ngram_embedding(?:\.shard_(\d+))?\.weight$"
+)
+
+
+def checkpoint_layout(checkpoint: str | Path) -> TableLayout | None:
+    """A checkpoint's own PLE tensors mapped in place, layers in order, each layer's shards in
+    order (None: no such tensors, or no safetensors at all)."""
+    from ignition.model.checkpoint_files import WeightsError, locate_tensors
+
+    try:
+        located = locate_tensors(Path(checkpoint))
+    except WeightsError:
+        return None
+    found = sorted(
+        (int(m.group(1)), int(m.group(2) or 0), name)
+        for name in located
+        if (m := PLE_TENSOR.search(name)) is not None
+    )
+    if not found:
+        return None
+    first_path, first_name = located[found[0][2]], found[0][2]
+    entry = _header(first_path).get(first_name, {})
+    dtype, shape = _DTYPES.get(entry.get("dtype", "")), entry.get("shape", [])
+    if dtype is None or len(shape) != 2:
+        raise PleTableError(f"PLE table tensor '{first_name}' in {first_path}: {entry!r}")
+    pieces, first = [], 0
+    for _, _, name in found:
+        piece = _read_piece(located[name], name, first, int(shape[1]), dtype)
+        pieces.append(piece)
+        first += piece.num_rows
+    return TableLayout(Path(checkpoint), tuple(pieces), int(shape[1]), dtype)
+
+
+def _header(path: Path) -> dict:
+    with path.open("rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(size))
 
 
 def read_layout(folder: str | Path) -> TableLayout:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ignition.compiler.graph import InflightRun, PreparedProgram, launch, map_tensors
+from ignition.compiler.ple_input import PleRowsInput, stage_rows
 from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame
 from ignition.compiler.state_ops import StateOperations
@@ -90,6 +91,7 @@ class _Launched:
     # its interval (runtime/ple_delivery.py)
     ple_deliveries: tuple[Delivery, ...] = ()
     ple_wait_ns: int = 0
+    ple_inside: tuple[Delivery, ...] = ()  # rows the program itself asked for (drafts, ...)
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,19 @@ class ModelWorker:
         self._started: set[RequestHandle] = set()
         # The PLE n-gram rows' delivery (None: no table, or one the program gathers itself).
         self.ple: FrameDelivery | None = None
+        # Program frames launched and not yet read, per request: while one is, the request's
+        # pending token lives only on the device and its PLE rows are not known at launch.
+        self._unread: dict[RequestHandle, int] = {}
+
+    def attach_ple(self, delivery: FrameDelivery) -> None:
+        """Deliver the n-gram table's rows (host / disk residency): known rows are staged
+        into every program's PLE input, the rest resolve through the in-program mailbox."""
+        self.ple = delivery
+        for program, _ in self.programs.values():
+            staged: PleRowsInput | None = getattr(program.inputs, "ple", None)
+            if staged is not None:
+                staged.is_enabled = True
+                staged.resolve = delivery.resolve_inside
 
     # -- Worker protocol -----------------------------------------------------------
 
@@ -184,11 +199,14 @@ class ModelWorker:
         # frame is staged (and, on a GPU, while the previous frame still runs).
         deliveries = () if self.ple is None else tuple(self._publish_rows(plan, live))
         try:
-            return self._launch_program(plan, fence, live, program, prepared, deliveries)
+            launched = self._launch_program(plan, fence, live, program, prepared, deliveries)
         except BaseException:
-            if deliveries:  # a frame that never ran hands its staging back
+            if self.ple is not None:  # a frame that never ran hands its staging back
                 self.ple.discard(deliveries)
             raise
+        for lane in plan.lanes:
+            self._unread[lane.handle] = self._unread.get(lane.handle, 0) + 1
+        return launched
 
     def _launch_program(
         self,
@@ -215,7 +233,10 @@ class ModelWorker:
         launched_ns = time.perf_counter_ns()
         ple_wait_ns = 0
         if deliveries:
-            self.ple.await_rows(deliveries)  # the program's PLE layer cannot start without them
+            # the program's PLE layer cannot start without them
+            rows = self.ple.await_rows(deliveries)
+            staged = getattr(program.inputs, "ple", None)
+            _stage_known_rows(staged, deliveries, rows, self.ple.layer_rows)
             ple_wait_ns = time.perf_counter_ns() - launched_ns
         scored: list[PromptScores] = []
 
@@ -228,9 +249,11 @@ class ModelWorker:
             return map_tensors(out, lambda t: t.clone())
 
         inflight = launch(prepared, snapshot=keep)
+        inside = self.ple.take_inside() if self.ple is not None else ()
         return _Launched(
             fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos),
             tuple(num_logprobs), job, scored[0] if scored else None, deliveries, ple_wait_ns,
+            inside,
         )  # fmt: skip
 
     def _publish_rows(self, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]):
@@ -239,7 +262,26 @@ class ModelWorker:
             for lane in plan.lanes
             if lane.role is LaneRole.PROMPT
         }
-        return self.ple.publish(plan, prompts, self._prompt_cursor)
+        return self.ple.publish(plan, prompts, self._prompt_cursor, self._read_pending(plan, live))
+
+    def _read_pending(
+        self, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]
+    ) -> dict[RequestHandle, tuple[int, ...]]:
+        """Decode lanes whose pending token the host has read: the request's token history
+        (prompt, then output, replayed output included), ending with that token. A request
+        with a frame still unread, or whose device state ran past its reported output,
+        keeps its pending token on the device: the program's mailbox resolves those rows."""
+        known = {}
+        for lane in plan.lanes:
+            request = live[lane.handle]
+            if (
+                lane.role is LaneRole.DECODE
+                and request.output_ids
+                and not self._unread.get(lane.handle)
+                and lane.handle not in self._overrun
+            ):
+                known[lane.handle] = (*request.request.prompt_ids, *request.output_ids)
+        return known
 
     def _score(self, program: Program, job: _PromptJob) -> PromptScores:
         """The prompt-logprobs stage over the hidden states the program just kept."""
@@ -277,9 +319,10 @@ class ModelWorker:
             return FrameResult(records, ExecutionTiming(launched.device_ns, launched.wall_ns))
         device_ns = launched.inflight.wait()
         wall_ns = time.perf_counter_ns() - launched.launched_ns
+        self._mark_read(launched.lanes)
         readiness, stall_ns = (), 0
-        if launched.ple_deliveries:
-            readiness, stall_ns = self.ple.finish(launched.ple_deliveries)
+        if launched.ple_deliveries or launched.ple_inside:
+            readiness, stall_ns = self.ple.finish(launched.ple_deliveries, launched.ple_inside)
             if self.ple.inside_interval:  # CPU: the program's interval holds its wait
                 device_ns += launched.ple_wait_ns
         stall_ns = min(stall_ns, device_ns)
@@ -298,7 +341,16 @@ class ModelWorker:
             history.copy_row(old.slot, new.slot)
         self._begun.add(new)
 
+    def _mark_read(self, lanes: tuple[LaneWork, ...]) -> None:
+        for lane in lanes:
+            left = self._unread.get(lane.handle, 0) - 1
+            if left > 0:
+                self._unread[lane.handle] = left
+            else:
+                self._unread.pop(lane.handle, None)
+
     def release(self, handle: RequestHandle) -> None:
+        self._unread.pop(handle, None)
         self._vision.pop(handle, None)
         self._prompt_cursor.pop(handle, None)
         self._overrun.discard(handle)
@@ -657,6 +709,22 @@ class ModelWorker:
             is_finished=finished,
             num_verified_tokens=num_verified,
         )
+
+
+def _stage_known_rows(
+    staged: PleRowsInput | None,
+    deliveries: tuple[Delivery, ...],
+    rows: list[torch.Tensor],
+    delivery_rows: Callable[..., list[tuple[torch.Tensor, torch.Tensor]]],
+) -> None:
+    """Copy the frame's known rows into the program's PLE input, layer by layer (a program
+    without one, a model without an n-gram table, only waits for them)."""
+    if staged is None or not staged.is_enabled:
+        return
+    dtype = staged.rows[0].dtype
+    for delivery, values in zip(deliveries, rows, strict=True):
+        for layer, (ids, layer_values) in enumerate(delivery_rows(delivery, values, dtype)):
+            stage_rows(staged, layer, ids, layer_values)
 
 
 def _failed_rows(launched: _Launched, tokens: list[list[int]]) -> dict[RequestHandle, str]:

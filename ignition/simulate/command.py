@@ -23,9 +23,10 @@ from typing import Any
 
 from ignition.simulate.acceptance import AcceptanceError, confidence_noise, parse_mix
 from ignition.simulate.baselines import HELIOS, PolicyError, describe, parse_policy
-from ignition.simulate.devices import DeviceError, device_from_spec
+from ignition.simulate.devices import DeviceError
 from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import Metrics, measure
+from ignition.simulate.ple_charge import device_with_ple
 from ignition.simulate.plots import PlotError, require_matplotlib, write_plots
 from ignition.simulate.results import RunResult
 from ignition.simulate.search import SLO, Capacity, SearchError, parse_slos, search
@@ -358,7 +359,7 @@ def main(
         setup = Setup(
             slots=slots,
             speculative_token_capacity=envelope,
-            device=device_from_spec(device),
+            device=device_with_ple(device),  # h200+ple:disk charges PLE delivery
             seed=seed,
             confidence_noise=confidence_noise(confidence),
         )

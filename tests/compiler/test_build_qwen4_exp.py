@@ -17,10 +17,16 @@ pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")
-def qwen4_exp(tmp_path_factory):
-    """(bundle, build output, transformers' greedy tokens)."""
+def qwen4_weights(tmp_path_factory):
+    """(checkpoint folder, the transformers model)."""
     weights = tmp_path_factory.mktemp("qwen4-weights")
-    reference = write_qwen4_exp(weights, seed=3, mtp=True)
+    return weights, write_qwen4_exp(weights, seed=3, mtp=True)
+
+
+@pytest.fixture(scope="module")
+def qwen4_exp(tmp_path_factory, qwen4_weights):
+    """(bundle, build output, transformers' greedy tokens)."""
+    weights, reference = qwen4_weights
     bundle = tmp_path_factory.mktemp("qwen4-bundle")
     output = build(weights, bundle, "--mixed-prefill")
     return bundle, output, reference_greedy(reference, weights)
@@ -39,6 +45,23 @@ def test_generate_reproduces_transformers_greedy_tokens(qwen4_exp, speculation, 
     bundle, _, expected = qwen4_exp
     extra = ["--speculation", speculation, *([] if mixed else ["--no-mixed"])]
     assert generate(bundle, *extra) == expected
+
+
+@pytest.mark.parametrize("residency", ["host", "disk"])
+def test_a_table_off_the_device_reproduces_transformers_greedy_tokens(
+    qwen4_weights, qwen4_exp, tmp_path, residency
+):
+    """The n-gram table mapped from the checkpoint's own shards in place, its rows staged by
+    the host or resolved by the program's mailbox."""
+    _, _, expected = qwen4_exp
+    bundle = tmp_path / "bundle"
+    build(qwen4_weights[0], bundle, "--mixed-prefill", "--ple-residency", residency)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["ple"]["residency"] == residency
+    # the build report describes the checkpoint's own shards: two layers' tables in pieces
+    assert manifest["ple"]["table"] == "n-gram" and manifest["ple"]["num_shards"] >= 2
+    for speculation in ("off", "adaptive"):
+        assert generate(bundle, "--speculation", speculation) == expected
 
 
 def test_checkpoint_without_mtp_builds_with_speculation_off_and_says_so(tmp_path):

@@ -111,7 +111,7 @@ def test_serve_keeps_the_residency_the_build_chose_unless_it_names_one(tmp_path)
 
     write_table(tmp_path / TABLE_FOLDER, [torch.zeros(8, 4)])
     manifest = {"checkpoint": {"path": str(tmp_path)}, "ple": {"residency": "disk"}}
-    bundle = SimpleNamespace(manifest=manifest, path=tmp_path)
+    bundle = SimpleNamespace(manifest=manifest, path=tmp_path, model=None)
     assert _open_ple(bundle, ServeOptions(str(tmp_path), device="cpu")).residency == "disk"
     named = ServeOptions(str(tmp_path), device="cpu", ple=PleOptions("host"))
     assert _open_ple(bundle, named).residency == "host"

@@ -8,15 +8,17 @@ root); sigmoid(score) gates the value for that stream. A dilated depthwise causa
 values adds local context, and gated value + conv is added to the streams.
 
 The table is the part a server cannot keep beside the rest: :meth:`NgramPle.forward` takes
-rows gathered elsewhere (``rows``, [T, heads, head_dim]) and reads its own ``ngram_embedding``
-only when none are given. The conv runs in the prompt and decode workspaces the GDN conv uses
-(a dilated kernel is a plain causal kernel with zero taps between), keeping the window after
-every decode position so commit can keep the accepted one.
+rows gathered elsewhere (``rows``, [T, heads, head_dim]), or a lookup that turns this layer's
+row ids into them (a program's staged rows, ``compiler.ple_input``), and reads its own
+``ngram_embedding`` only when given neither. The conv runs in the prompt and decode
+workspaces the GDN conv uses (a dilated kernel is a plain causal kernel with zero taps
+between), keeping the window after every decode position so commit can keep the accepted one.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +29,9 @@ from ignition.model.config import Qwen38Config
 from ignition.model.layers.gated_hyper import GroupedRMSNorm
 from ignition.model.layers.ngram_hash import NgramHash, build_hash, hash_constants, ngram_row_ids
 from ignition.model.packing import PackedMeta, gather_rows, scatter_rows
+
+# (this layer's row ids [T, heads], the frame's packing) -> rows [T, heads, head_dim]
+RowLookup = Callable[[Tensor, PackedMeta], Tensor]
 
 
 @dataclass
@@ -98,15 +103,18 @@ class NgramPle(nn.Module):
         contexts: Tensor,
         meta: PackedMeta,
         window: Tensor,
-        rows: Tensor | None = None,
+        rows: Tensor | RowLookup | None = None,
     ) -> tuple[Tensor, PleUpdate]:
         """streams [T, S, hidden] -> streams + PLE; window [slots + 1, S * hidden, window_len].
 
-        rows [T, heads, head_dim]: the table rows already gathered, else read here.
+        rows [T, heads, head_dim]: the table rows already gathered; or a lookup from this
+        layer's row ids to them; else read here.
         """
         num_tokens = streams.shape[0]
         if rows is None:
             rows = self.ngram_embedding(self.row_ids(token_ids, contexts, meta))
+        elif callable(rows):
+            rows = rows(self.row_ids(token_ids, contexts, meta), meta)
         embedding = rows.reshape(num_tokens, -1).to(streams.dtype)
         keys = self.norm_key(self.key_proj(embedding).view_as(streams))
         value = self.value_proj(embedding)  # [T, hidden]

@@ -1,0 +1,108 @@
+"""A program's staged PLE rows: the n-gram table rows the host resolved before launch.
+
+With the table off the device (``host`` / ``disk`` residency, docs/ple.md) a program cannot
+gather from it. The host resolves the rows it can name before launch (prompt-chunk tokens,
+pending tokens it has read) into two static workspace buffers per PLE layer: ``ids`` [N]
+the layer's global row ids, sorted, padded with ``NO_ROW`` (larger than any row), and
+``rows`` [N, head_dim] their values. Inside the program each PLE layer computes its row ids
+from the tokens it really runs (the model's hash, on the device) and finds them in ``ids``
+by binary search: static shapes, no host data, whatever the packed layout (device-allocated
+verification lanes included).
+
+A row the host could not name (a draft token made inside a speculative program, a pending
+token whose frame the host has not read) is not found; ``resolve``, installed by the runtime,
+is the mailbox: the program publishes the missing ids, the host worker resolves them and the
+program waits (on CPU a real wait on the host thread inside the run). Padding tokens never
+ask: their rows are never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from ignition.model.packing import PackedMeta
+
+NO_ROW = torch.iinfo(torch.int64).max  # the ids buffer's padding: sorts after every row
+
+# missing global row ids [M] (unique) -> their rows [M, head_dim], waiting for the host
+Resolver = Callable[[Tensor], Tensor]
+
+
+@dataclass
+class PleRowsInput:
+    """The staged rows every program binds (whole buffers: the search needs no length)."""
+
+    ids: list[Tensor]  # per PLE layer [N] int64 sorted global row ids, NO_ROW padding
+    rows: list[Tensor]  # per PLE layer [N, head_dim]
+    offsets: list[int]  # per PLE layer: its first row in the concatenated table
+    # Set by the runtime when it delivers rows (host / disk); off: the PLE layers read the
+    # model's own table (device residency).
+    is_enabled: bool = False
+    # The in-program mailbox (runtime.ple_delivery); None: every row must be staged.
+    resolve: Resolver | None = None
+    num_resolved: list[int] = field(default_factory=lambda: [0])  # rows asked in-program
+
+    def lookups(self) -> list[Callable[[Tensor, PackedMeta], Tensor]]:
+        """One row lookup per PLE layer, as the model's ``gathering_ple_rows`` takes them."""
+        return [self._lookup(p) for p in range(len(self.ids))]
+
+    def _lookup(self, layer: int) -> Callable[[Tensor, PackedMeta], Tensor]:
+        def lookup(row_ids: Tensor, meta: PackedMeta) -> Tensor:
+            return self.gather(layer, row_ids, meta.is_token_valid)
+
+        return lookup
+
+    def gather(self, layer: int, row_ids: Tensor, is_token_valid: Tensor) -> Tensor:
+        """[T, heads] layer-local row ids -> [T, heads, head_dim] rows."""
+        num_tokens, heads = row_ids.shape
+        ids, table = self.ids[layer], self.rows[layer]
+        wanted = row_ids.reshape(-1) + self.offsets[layer]
+        at = torch.searchsorted(ids, wanted).clamp(max=ids.shape[0] - 1)
+        is_found = ids[at] == wanted
+        rows = table[at]  # a new tensor: filling its misses leaves the staging untouched
+        is_needed = is_token_valid[:, None].expand(num_tokens, heads).reshape(-1)
+        missing = is_needed & ~is_found
+        if bool(missing.any()):  # on a GPU this needs the in-graph mailbox (docs/ple.md)
+            if self.resolve is None:
+                raise RuntimeError(
+                    f"PLE layer {layer}: {int(missing.sum())} rows were not staged and the "
+                    "program has no mailbox to resolve them"
+                )
+            unique, inverse = torch.unique(wanted[missing], return_inverse=True)
+            resolved = self.resolve(unique).to(device=table.device, dtype=table.dtype)
+            rows[missing] = resolved[inverse]
+            self.num_resolved[0] += int(unique.numel())
+        return rows.view(num_tokens, heads, -1)
+
+
+def allocate_ple_rows(
+    capacities: list[int],
+    widths: list[int],
+    offsets: list[int],
+    dtype: torch.dtype,
+    device: torch.device,
+) -> PleRowsInput:
+    """The workspace's staged-row buffers, one pair per PLE layer, all padding."""
+    ids = [torch.full((n,), NO_ROW, dtype=torch.int64, device=device) for n in capacities]
+    rows = [
+        torch.zeros(n, w, dtype=dtype, device=device)
+        for n, w in zip(capacities, widths, strict=True)
+    ]
+    return PleRowsInput(ids, rows, list(offsets))
+
+
+def stage_rows(staged: PleRowsInput, layer: int, ids: Tensor, rows: Tensor) -> None:
+    """Write one layer's resolved rows (``ids`` sorted, unique) and pad the rest; the copy
+    is stream-ordered before the program that reads them."""
+    n = ids.numel()
+    capacity = staged.ids[layer].shape[0]
+    if n > capacity:
+        raise ValueError(f"PLE layer {layer}: {n} staged rows, the workspace holds {capacity}")
+    non_blocking = staged.ids[layer].is_cuda
+    staged.ids[layer][:n].copy_(ids, non_blocking=non_blocking)
+    staged.ids[layer][n:].fill_(NO_ROW)
+    staged.rows[layer][:n].copy_(rows, non_blocking=non_blocking)

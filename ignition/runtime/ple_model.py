@@ -1,0 +1,145 @@
+"""The model's side of the table: its PLE layers' row ids and where their tables are stored.
+
+A qwen4_exp model has one n-gram table per PLE layer; the runtime serves them as one table,
+the layers' tables concatenated in PLE-layer order (the same order and offsets as the
+programs' staged rows, ``compiler.ple_input``). The rows of layer p are found by the model's
+own hash (``ngram_hash.row_id_function``) plus the layer's offset.
+
+On disk the table is either a table folder beside the weights (``ple_table.TABLE_FOLDER``,
+written by :func:`write_model_table`) or, for a checkpoint as transformers saves it, the
+checkpoint's own tensors (``*.ple.ple_embedding.ngram_embedding[.shard_N].weight``), mapped
+in place by :func:`checkpoint_layout`: no copy of a 48 GiB table is made to serve it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ignition.model.layers.ngram_hash import row_id_function
+from ignition.model.model import HybridModel
+from ignition.runtime.ple_delivery import LayerRows, PleOptions, PleRuntime, open_ple
+from ignition.runtime.ple_table import PleTableError, TableLayout, find_layout, write_table
+
+
+def ple_layers(model: HybridModel) -> list:
+    """The model's PLE modules in PLE-layer order."""
+    return [ple for _, ple in sorted(
+        (layer.ple_index, layer.ple) for layer in model.layers if layer.ple is not None
+    )]  # fmt: skip
+
+
+def model_row_ids(
+    model: HybridModel, scales: list[torch.Tensor | None] | None = None
+) -> list[LayerRows]:
+    """Per PLE layer: the model's row-id function, the layer's first global row and its FP8
+    scale (None: rows are stored as the model uses them)."""
+    layers, first = [], 0
+    for p, ple in enumerate(ple_layers(model)):
+        scale = scales[p] if scales is not None else None
+        layers.append(LayerRows(row_id_function(ple.hash), first, scale))
+        first += ple.hash.num_rows
+    return layers
+
+
+def context_size(model: HybridModel) -> int:
+    assert model.config.ngram_ple is not None
+    return model.config.ngram_ple.ngram_size - 1
+
+
+def eos_id(model: HybridModel) -> int:
+    """The id the n-gram context is padded with (the hash's EOS)."""
+    return ple_layers(model)[0].hash.eos_token_id
+
+
+def write_model_table(model: HybridModel, folder: str | Path, num_shards: int = 4) -> TableLayout:
+    """Write the model's tables (concatenated) as a table folder of ``num_shards`` pieces:
+    tests and the benchmark make the table a server reads from their model's weights."""
+    table = torch.cat([ple.ngram_embedding.weight.detach().cpu() for ple in ple_layers(model)])
+    return write_table(folder, list(torch.chunk(table, num_shards)))
+
+
+def checkpoint_layout(checkpoint: str | Path, model: HybridModel) -> TableLayout | None:
+    """The table of a checkpoint: its table folder, else its own PLE tensors mapped in place
+    (None: a model without an n-gram table)."""
+    return checkpoint_table(checkpoint, model)[0]
+
+
+def checkpoint_table(
+    checkpoint: str | Path, model: HybridModel
+) -> tuple[TableLayout | None, list[torch.Tensor | None]]:
+    """(the table's layout, each PLE layer's FP8 scale or None). A checkpoint as
+    Qwen3.8-Flash-Next-FP8 ships stores each layer's shards in F8_E4M3 beside one
+    ``ngram_embedding.weight_scale``: the rows are mapped as stored and expanded as they are
+    delivered, exactly as the loader expands them (``model.quant.dequantize_rows``)."""
+    checkpoint = Path(checkpoint)
+    layers = ple_layers(model)
+    if not layers:
+        return None, []
+    layout = find_layout(checkpoint)
+    if layout is None:
+        return None, []
+    expected = sum(ple.hash.num_rows for ple in layers)
+    if layout.num_rows != expected or layout.row_width != layers[0].ngram_embedding.embedding_dim:
+        raise PleTableError(
+            f"{layout.folder}: PLE table of {layout.num_rows} rows x {layout.row_width}, the "
+            f"model's {len(layers)} PLE layers need {expected} x "
+            f"{layers[0].ngram_embedding.embedding_dim}"
+        )
+    return layout, _scales(checkpoint, layout, model)
+
+
+def _scales(checkpoint: Path, layout: TableLayout, model: HybridModel) -> list[torch.Tensor | None]:
+    """Each PLE layer's ``ngram_embedding.weight_scale`` beside its FP8 shards, else None."""
+    if layout.dtype not in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return [None] * len(ple_layers(model))
+    from ignition.model.checkpoint_files import locate_tensors, read_tensor
+
+    located = locate_tensors(checkpoint)
+    stems = []
+    for piece in layout.pieces:
+        stem = piece.tensor.split(".shard_")[0].removesuffix(".weight")
+        if stem not in stems:
+            stems.append(stem)
+    scales = []
+    for stem in stems:
+        name = f"{stem}.weight_scale"
+        if name not in located:
+            raise PleTableError(f"{checkpoint}: FP8 PLE table '{stem}' without '{name}'")
+        scales.append(read_tensor(located, name))
+    return scales
+
+
+def open_model_ple(
+    checkpoint: str | Path,
+    options: PleOptions,
+    device: torch.device,
+    worker: object,
+    model: HybridModel | None,
+    release_model_table: bool = False,
+) -> PleRuntime:
+    """Serving's entry: the model's table at its residency, delivered to ``worker`` (no
+    model: only a table folder is opened and counted). ``release_model_table``: once the
+    rows are delivered, the model's own copy is dropped (serving owns its model; tests that
+    share one across residencies keep it)."""
+    if model is None or model.config.ngram_ple is None:
+        return open_ple(checkpoint, options, device)
+    layout, scales = checkpoint_table(checkpoint, model)
+    runtime = open_ple(
+        checkpoint, options, device, worker, model_row_ids(model, scales), context_size(model),
+        eos_id(model), layout,
+    )  # fmt: skip
+    if release_model_table and runtime.delivery is not None:
+        release_tables(model)
+    return runtime
+
+
+def release_tables(model: HybridModel) -> None:
+    """Drop the model's n-gram tables (zero rows): every program now takes its rows from the
+    delivery, and a forward that still reached for the table fails on an empty embedding
+    instead of reading stale rows. Loading still reads the table once (the loader's job)."""
+    for ple in ple_layers(model):
+        weight = ple.ngram_embedding.weight
+        empty = torch.empty(0, weight.shape[1], dtype=weight.dtype, device=weight.device)
+        ple.ngram_embedding.weight = torch.nn.Parameter(empty, requires_grad=False)
