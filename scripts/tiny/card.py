@@ -61,12 +61,15 @@ def render(facts: TrainingFacts, evaluation: Evaluation, config: dict) -> str:
     train_command = TRAIN_COMMAND if is_default else f"{TRAIN_COMMAND} --threads {threads}"
     return f"""# qwen38-tiny: the embedded default checkpoint
 
-A {facts.num_parameters / 1e6:.2f} M-parameter model of the Qwen3.8 Flash family
-(`shared/spec/qwen38-flash.md`) that ships with Ignition so that every command works on a fresh
+A {facts.num_parameters / 1e6:.2f} M-parameter Qwen3.8-Flash-Next (`qwen4_exp`,
+`shared/spec/qwen38-flash.md`) that ships with Ignition so that every command works on a fresh
 machine with no download, and so that speculative decoding meets real MTP acceptance rather
 than the noise of random weights. It writes Python that looks like the standard library; it
 knows nothing else. Weights are fp32 ({facts.checkpoint_bytes / 1e6:.1f} MB in
-`model.safetensors`), in the Hugging Face layout read by `ignition.model.weights.load_model`.
+`model.safetensors`), in the released layout (`config.json` with `model_type`
+`qwen4_exp_text` as transformers writes it; tensors `model.language_model.*` with the PLE table
+in `shard_N` pieces, `lm_head`, and the MTP head under `mtp.*` as vLLM loads it), read by
+`ignition.model.weights.load_model` and by transformers' `Qwen4ExpForCausalLM`.
 
 ## Architecture
 
@@ -85,7 +88,13 @@ patch release gives another hash, and numbers that differ within noise.
 
 The tokenizer (`tokenizer.json`, 4096 byte-level BPE tokens trained with `tokenizers` on the
 training files) reserves `<|endoftext|>`, `<|im_start|>`, `<|im_end|>`, `<|pad|>` and
-`<|image|>` as ids 0-4; `tokenizer_config.json` carries the ChatML chat template.
+`<|image|>` as special ids 0-4, and `<think>`, `</think>`, `<tool_call>`, `</tool_call>`,
+`<tool_response>`, `</tool_response>` as ordinary single tokens 5-10. `chat_template.jinja`
+follows the Qwen3.5 conventions: tools listed in the system turn, calls as `<tool_call>` with
+`<function=...>` and `<parameter=...>` (the server detects the `qwen3_coder` parser from it),
+tool responses grouped into a user turn, and the reply opened inside `<think>` unless a
+request sets `enable_thinking` to false. The model never saw any of this in training: the
+template is there so that every serving feature can be shown, not so that it is used well.
 
 ## Training
 
@@ -151,30 +160,49 @@ Greedy continuation (plain decoding, 120 tokens):
 
 
 def _architecture_rows(c: dict) -> str:
+    """The config.json keys (``Qwen4ExpTextConfig``) as the table of the card."""
+    kinds = {"linear_attention": "GDN", "indexed_attention": "QSA"}
+    rope = c.get("rope_parameters") or {}
+    rotary = int(c["head_dim"] * rope.get("partial_rotary_factor", 1.0))
+    ple_ids = ", ".join(str(i) for i in c["ple_layer_ids"])
     rows = [
-        ("layers", f"{c['num_hidden_layers']}: {', '.join(c['layer_types'])}"),
-        ("hidden", f"{c['hidden_size']}, {c['hc_streams']} hyper-connection streams"),
+        ("layers", f"{c['num_hidden_layers']}: {', '.join(kinds[k] for k in c['layer_types'])}"),
+        (
+            "hidden",
+            f"{c['hidden_size']}, {c['hc_count']} gated hyper-connection streams "
+            f"(low rank {c['hc_lowrank']})",
+        ),
         (
             "QSA",
             f"{c['num_attention_heads']} query / {c['num_key_value_heads']} KV heads of "
-            f"{c['head_dim']}, rotary {c['rotary_dim']}",
+            f"{c['head_dim']}, rotary {rotary}; indexer {c['indexer_n_heads']} heads of "
+            f"{c['indexer_head_dim']}, budget {c['indexer_budget']} tokens in blocks of "
+            f"{c['indexer_compress_ratio']}",
         ),
         (
             "GDN",
-            f"{c['linear_num_heads']} heads, key {c['linear_key_head_dim']}, value "
-            f"{c['linear_value_head_dim']}, conv {c['conv_kernel']}",
+            f"{c['linear_num_value_heads']} value / {c['linear_num_key_heads']} key heads, key "
+            f"{c['linear_key_head_dim']}, value {c['linear_value_head_dim']}, conv "
+            f"{c['linear_conv_kernel_dim']}, {c['output_gate_type']} output gate",
         ),
         (
             "MoE",
             f"{c['num_experts']} experts top-{c['num_experts_per_tok']} (width "
-            f"{c['moe_intermediate_size']}) + shared expert "
+            f"{c['moe_intermediate_size']}) + gated shared expert "
             f"({c['shared_expert_intermediate_size']})",
         ),
-        ("PLE", f"{c['ple_dim']} per layer"),
-        ("MTP", f"{c['mtp_num_layers']} layer, trained jointly (loss on token t+2)"),
+        (
+            "PLE",
+            f"layer {ple_ids} (one-indexed): {c['ngram_size']}-gram hash, "
+            f"{c['heads_per_ngram']} heads per n-gram, table base {c['ngram_vocab_size_base']} "
+            f"rows per head, embed {c['ple_embed_dim']}, conv {c['ple_conv_kernel_size']}, "
+            f"{c['split_ngram_parts']} shards",
+        ),
+        ("MTP", "1 layer (`mtp.*`), trained jointly (loss on token t+2)"),
         (
             "vocab",
-            f"{c['vocab_size']} byte-level BPE, tied embeddings, "
+            f"{c['vocab_size']} byte-level BPE, "
+            f"{'tied' if c.get('tie_word_embeddings') else 'untied'} embeddings, "
             f"{c['max_position_embeddings']} positions",
         ),
     ]
