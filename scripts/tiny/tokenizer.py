@@ -24,9 +24,8 @@ TAG_TOKENS = (
     "<tool_response>",
     "</tool_response>",
 )
-CHAT_TEMPLATE_FILE = "chat_template.jinja"
 # Qwen3.5-style ChatML: tools, <tool_call> with <function=...>, <think> and enable_thinking.
-CHAT_TEMPLATE = (Path(__file__).resolve().parent / CHAT_TEMPLATE_FILE).read_text()
+CHAT_TEMPLATE = (Path(__file__).resolve().parent / "chat_template.jinja").read_text()
 
 
 def train_tokenizer(text: str, vocab_size: int = 4096) -> Tokenizer:
@@ -64,8 +63,9 @@ def special_token_ids(tokenizer: Tokenizer) -> dict[str, int]:
 
 
 def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
-    """Write tokenizer.json, tokenizer_config.json and chat_template.jinja (the file
-    transformers >= 4.50 and Qwen's recent repositories use)."""
+    """Write tokenizer.json and a tokenizer_config.json carrying the chat template (there,
+    rather than in a chat_template.jinja, it travels with every copy of the tokenizer
+    files that tests and tools make)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(out_dir / "tokenizer.json"))
     config = {
@@ -75,7 +75,7 @@ def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
         "pad_token": "<|pad|>",
         "unk_token": None,
         "additional_special_tokens": list(SPECIAL_TOKENS),
+        "chat_template": CHAT_TEMPLATE,
         "model_max_length": 8192,
     }
     (out_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (out_dir / CHAT_TEMPLATE_FILE).write_text(CHAT_TEMPLATE)

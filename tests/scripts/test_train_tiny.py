@@ -177,7 +177,8 @@ def test_a_saved_checkpoint_loads_with_the_same_logits(saved, periodic_stream):
         got = forward_train(loaded, tokens)
     torch.testing.assert_close(got.logits, expected.logits, atol=0, rtol=0)
     torch.testing.assert_close(got.mtp_logits, expected.mtp_logits, atol=0, rtol=0)
-    assert "<tool_call>" in (path / "chat_template.jinja").read_text()
+    template = json.loads((path / "tokenizer_config.json").read_text())["chat_template"]
+    assert "<tool_call>" in template and "enable_thinking" in template
 
 
 def test_the_saved_checkpoint_is_in_the_released_layout(saved):
