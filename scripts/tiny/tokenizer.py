@@ -28,7 +28,9 @@ TAG_TOKENS = (
 CHAT_TEMPLATE = (Path(__file__).resolve().parent / "chat_template.jinja").read_text()
 
 
-def train_tokenizer(text: str, vocab_size: int = 4096) -> Tokenizer:
+def train_tokenizer(text: str, vocab_size: int = 4096, tags: bool = True) -> Tokenizer:
+    """``tags``: reserve the reasoning and tool tags after the special tokens (the embedded
+    default does; without them the merges are those of the special tokens alone)."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -36,7 +38,7 @@ def train_tokenizer(text: str, vocab_size: int = 4096) -> Tokenizer:
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=2,
-        special_tokens=[*SPECIAL_TOKENS, *TAG_TOKENS],
+        special_tokens=[*SPECIAL_TOKENS, *(TAG_TOKENS if tags else ())],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
