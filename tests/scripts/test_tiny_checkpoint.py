@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 
 import ignition
 from ignition.kernels import use_backend
+from ignition.model.training import forward_train
 from ignition.model.weights import load_model
 from ignition.server.tools import detect_tool_call_parser
 from scripts.tiny.corpus import stdlib_corpus
@@ -31,6 +32,17 @@ FILES = (
 MAX_BYTES = 24_000_000  # fp32, untied head, PLE table: the repository's budget for the asset
 TYPICAL_PROMPT_TOKENS = 100  # QSA selection must be active at ordinary prompt lengths
 PROMPT = 'import os\n\n\ndef join(a, *p):\n    """Join two or more pathname components."""'
+LONG_PROMPT = (
+    "class Queue:\n"
+    '    """A first-in, first-out queue of items."""\n\n'
+    "    def __init__(self, maxsize=0):\n"
+    "        self.maxsize = maxsize\n"
+    "        self.items = []\n\n"
+    "    def put(self, item):\n"
+    "        if self.maxsize and len(self.items) >= self.maxsize:\n"
+    "            raise ValueError('queue is full')\n"
+    "        self.items.append(item)\n"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -101,6 +113,20 @@ def test_the_reasoning_and_tool_tags_are_single_ordinary_tokens(tokenizer):
         ids = tokenizer.encode(f"a{tag}b", add_special_tokens=False).ids
         assert tokenizer.token_to_id(tag) in ids
         assert tag in tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_transformers_reads_the_checkpoint_with_our_logits(model, tokenizer):
+    """Within the QSA budget (dense attention): past it, QSA keeps the top-k blocks and the
+    trained indexer gives exactly tied (zero) block scores often enough that transformers
+    and we, breaking ties differently, keep different blocks at a few positions."""
+    transformers = pytest.importorskip("transformers")
+    reference = transformers.Qwen4ExpForCausalLM.from_pretrained(str(ASSET)).eval()
+    ids = tokenizer.encode(LONG_PROMPT).ids[: model.config.qsa_indexer.budget]
+    assert len(ids) == model.config.qsa_indexer.budget
+    with torch.no_grad():
+        ours = forward_train(model, torch.tensor([ids])).logits
+        theirs = reference(input_ids=torch.tensor([ids]), use_cache=False).logits.float()
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
 
 
 def test_greedy_generation_writes_python(model, tokenizer):
