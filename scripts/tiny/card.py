@@ -98,8 +98,9 @@ The tokenizer (`tokenizer.json`, 4096 byte-level BPE tokens trained with `tokeni
 training files) reserves `<|endoftext|>`, `<|im_start|>`, `<|im_end|>`, `<|pad|>` and
 `<|image|>` as special ids 0-4, and `<think>`, `</think>`, `<tool_call>`, `</tool_call>`,
 `<tool_response>`, `</tool_response>` as ordinary single tokens 5-10. The chat template in
-`tokenizer_config.json` follows the Qwen3.5 conventions: tools listed in the system turn, calls as `<tool_call>` with
-`<function=...>` and `<parameter=...>` (the server detects the `qwen3_coder` parser from it),
+`tokenizer_config.json` follows the Qwen3.5 conventions: tools listed in the system turn,
+calls as `<tool_call>` with `<function=...>` and `<parameter=...>` (the server detects the
+`qwen3_coder` parser from it),
 tool responses grouped into a user turn, and the reply opened inside `<think>` unless a
 request sets `enable_thinking` to false. The model never saw any of this in training: the
 template is there so that every serving feature can be shown, not so that it is used well.

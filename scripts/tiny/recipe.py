@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
-from torch import nn
 
 from ignition.model.layers.gdn import GatedDeltaNet
 from ignition.model.layers.ngram_ple import NgramPle
@@ -117,8 +116,8 @@ class TinyRecipe:
 @torch.no_grad()
 def init_weights_(model: HybridModel, seed: int) -> HybridModel:
     """Small normal matrices (hyper-connection mixing included: every stream starts at mix
-    weight 1/2 and injection 1), norms at their module defaults (identity), FLA-style GDN decays, GDN
-    convolutions uniform and the PLE convolution at zero (transformers' init)."""
+    weight 1/2 and injection 1), norms at their module defaults (identity), FLA-style GDN
+    decays, GDN convolutions uniform and the PLE convolution at zero (transformers' init)."""
     generator = torch.Generator().manual_seed(seed)
     num_layers = model.config.num_hidden_layers
     for name, param in model.named_parameters():

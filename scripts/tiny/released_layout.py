@@ -123,7 +123,7 @@ def save_released(model: HybridModel, template: ReleasedTemplate, out_dir: Path)
         reference.save_pretrained(tmp)
         saved: dict[str, Tensor] = {}
         with safe_open(str(Path(tmp) / WEIGHTS_FILE), "pt") as f:
-            for key in f.keys():
+            for key in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
                 name = RELEASED_TRUNK + key[len(TRUNK) :] if key.startswith(TRUNK) else key
                 saved[name] = f.get_tensor(key)
         config = json.loads((Path(tmp) / CONFIG_FILE).read_text())

@@ -126,7 +126,8 @@ def test_the_default_recipe_has_every_released_part():
     assert config.num_experts > config.num_experts_per_tok > 1
     assert config.shared_expert_intermediate_size > 0
     assert config.hc_streams == 4 and config.mtp_num_layers == 1
-    assert config.ngram_ple is not None and tuple(config.ngram_ple.layers) == (1,)  # layer 2: linear
+    assert config.ngram_ple is not None
+    assert tuple(config.ngram_ple.layers) == (1,)  # layer 2 (one-indexed): linear
     assert config.layer_types[1] == "gdn"
     assert config.qsa_indexer is not None and config.qsa_indexer.budget == 64
     assert config.qsa_indexer.compress_ratio == 4
