@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +45,7 @@ from scripts.tiny.evaluate import (  # noqa: E402
     validate,
 )
 from scripts.tiny.recipe import TinyRecipe  # noqa: E402
+from scripts.tiny.released_layout import ReleasedTemplate  # noqa: E402
 from scripts.tiny.tokenizer import special_token_ids, train_tokenizer  # noqa: E402
 from scripts.tiny.trainer import StepLog, save_checkpoint, train  # noqa: E402
 
@@ -85,13 +87,14 @@ def train_and_write(out_dir: Path, recipe: TinyRecipe) -> None:
     corpus = stdlib_corpus()
     tokenizer = train_tokenizer(corpus.train_text, VOCAB_SIZE)
     stream = TokenStream.encode(tokenizer, corpus.train_files)
-    config = recipe.model_config(special_token_ids(tokenizer))
+    template = ReleasedTemplate.build(recipe.text_config(special_token_ids(tokenizer)))
     print(f"corpus {corpus.sha256()}: {len(stream):,} training tokens", flush=True)
-    result = train(recipe, config, stream, report=_print_step)
-    save_checkpoint(result.model, tokenizer, out_dir)
-    print(f"trained in {result.train_seconds:.0f}s; evaluating", flush=True)
-    evaluation = evaluate(out_dir, corpus)
-    print(evaluation.to_json(), flush=True)
+    result = train(recipe, template, stream, report=_print_step)
+    # the trained weights first in torch's own format: a failed export loses no training
+    backup = Path(tempfile.gettempdir()) / f"train_tiny_{os.getpid()}.pt"
+    torch.save(result.model.state_dict(), backup)
+    print(f"trained weights saved to {backup}", flush=True)
+    save_checkpoint(result.model, template, tokenizer, out_dir)
     last = result.log[-1]
     facts = TrainingFacts(
         corpus_root=str(corpus.root),
@@ -110,7 +113,11 @@ def train_and_write(out_dir: Path, recipe: TinyRecipe) -> None:
         final_mtp_loss=last.mtp_loss,
         recipe=dataclasses.asdict(recipe),
     )
-    write_card(out_dir, facts, evaluation, config.to_dict())
+    backup.with_suffix(".facts.json").write_text(json.dumps(dataclasses.asdict(facts)))
+    print(f"trained in {result.train_seconds:.0f}s; evaluating", flush=True)
+    evaluation = evaluate(out_dir, corpus)
+    print(evaluation.to_json(), flush=True)
+    write_card(out_dir, facts, evaluation, template.config_json())
 
 
 def main(argv: list[str] | None = None) -> None:

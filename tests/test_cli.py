@@ -114,7 +114,7 @@ def test_recipes_lists_names_aliases_and_support():
     result = run("recipes", "--json")
     assert result.exit_code == 0
     rows = {r["name"]: r for r in json.loads(result.output)}
-    assert rows["qwen38"]["aliases"] == ["qwen3.8-flash"]
+    assert rows["qwen38"]["aliases"] == ["qwen3.8-flash", "qwen3.8-flash-next", "qwen4-exp"]
     assert rows["qwen38"]["supports"]["mixed_capture"] is True
     assert rows["llama32"]["supports"]["mixed_capture"] is False
     table = run("recipes")

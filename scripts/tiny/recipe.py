@@ -1,10 +1,14 @@
 """What the embedded default is: its architecture, its training hyper-parameters, its init.
 
-Sized for CPU serving (a batch-4 decode step in milliseconds, a 4096-token prefill well
-under a second with the reference kernels) and for training on 2 cores in about 25 minutes:
-hidden 128, eight layers in the 3 gdn : 1 qsa pattern, 4 experts top-2 with a shared
-expert, two hyper-connection streams, per-layer embeddings and one MTP layer, fp32 weights
-(about 17 MB with the tied embedding).
+The architecture is Qwen3.8-Flash-Next's (``qwen4_exp``, shared/spec/qwen38-flash.md) at toy
+size, written as the ``Qwen4ExpTextConfig`` keys transformers saves, with every released
+part present and exercised: eight layers in the 3 linear : 1 indexed attention pattern,
+four gated hyper-connection streams, 4 experts top-2 with a gated shared expert, PLE n-grams
+on one linear-attention layer (layer 2, as released) with a table small enough to ship, a
+QSA index budget of 64 tokens in blocks of 4 (below typical prompt lengths, so selection is
+active in training and serving) and one MTP layer. Sized for CPU serving (a batch-4 decode
+step in milliseconds with the reference kernels) and for training on 2 shared cores in about
+half an hour; fp32 weights.
 """
 
 from __future__ import annotations
@@ -14,36 +18,52 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
-from torch import nn
 
-from ignition.model.config import Qwen38Config
 from ignition.model.layers.gdn import GatedDeltaNet
+from ignition.model.layers.ngram_ple import NgramPle
 from ignition.model.model import HybridModel
+
+LINEAR, INDEXED = "linear_attention", "indexed_attention"
 
 ARCHITECTURE: dict[str, Any] = dict(
     vocab_size=4096,
     hidden_size=128,
-    layer_types=("gdn", "gdn", "gdn", "qsa") * 2,
+    num_hidden_layers=8,
+    layer_types=[LINEAR, LINEAR, LINEAR, INDEXED] * 2,
     num_attention_heads=4,
     num_key_value_heads=2,
     head_dim=32,
-    rotary_dim=16,
-    rope_theta=10000.0,
-    linear_num_heads=4,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    linear_num_key_heads=4,
+    linear_num_value_heads=4,
     linear_key_head_dim=32,
     linear_value_head_dim=32,
-    conv_kernel=4,
+    linear_conv_kernel_dim=4,
+    output_gate_type="sigmoid",
     num_experts=4,
     num_experts_per_tok=2,
     moe_intermediate_size=128,
     shared_expert_intermediate_size=256,
-    hc_streams=2,
-    ple_dim=16,
-    mtp_num_layers=1,
-    vision=None,
+    norm_topk_prob=True,
+    hc_count=4,
+    hc_lowrank=16,
+    ple_layer_ids=[2],
+    ple_embed_dim=64,
+    ple_conv_kernel_size=4,
+    ngram_size=3,
+    heads_per_ngram=4,
+    ngram_vocab_size_base=4096,
+    make_ngram_vocab_size_divisible_by=8,
+    seed=1234,
+    split_ngram_parts=4,
+    indexer_n_heads=4,
+    indexer_kv_heads=1,
+    indexer_head_dim=32,
+    indexer_budget=64,
+    indexer_compress_ratio=4,
     rms_norm_eps=1e-6,
     max_position_embeddings=8192,
-    tie_word_embeddings=True,
+    tie_word_embeddings=False,
 )
 
 # Output projections of residual branches start smaller (GPT-2's 1/sqrt(2L)).
@@ -57,33 +77,32 @@ class TinyRecipe:
     architecture: dict[str, Any] = field(default_factory=lambda: dict(ARCHITECTURE))
     seed: int = 0
     seq_len: int = 256
-    batch_size: int = 16
-    num_steps: int = 700
-    warmup_steps: int = 40
+    batch_size: int = 8
+    num_steps: int = 320
+    warmup_steps: int = 20
     learning_rate: float = 3e-3
     min_learning_rate: float = 3e-4
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     mtp_weight: float = 0.5
     balance_weight: float = 0.01
-    num_threads: int = 2
+    num_threads: int = 1
 
     def with_overrides(self, **changes: Any) -> TinyRecipe:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
-    def model_config(self, special_ids: dict[str, int]) -> Qwen38Config:
-        """The checkpoint's config: the architecture plus the tokenizer's special token ids."""
+    def text_config(self, special_ids: dict[str, int]) -> dict[str, Any]:
+        """The ``Qwen4ExpTextConfig`` keys: the architecture plus the tokenizer's ids (EOS
+        first: it also bounds the PLE n-gram segments)."""
         values = dict(self.architecture)
-        values["num_hidden_layers"] = len(values["layer_types"])
         values["layer_types"] = list(values["layer_types"])
+        values["num_hidden_layers"] = len(values["layer_types"])
         values.update(
             bos_token_id=None,
             eos_token_id=[special_ids["<|im_end|>"], special_ids["<|endoftext|>"]],
             pad_token_id=special_ids["<|pad|>"],
-            image_token_id=special_ids["<|image|>"],
-            torch_dtype="float32",
         )
-        return Qwen38Config.from_dict(values, source="<tiny recipe>")
+        return values
 
     def learning_rate_at(self, step: int) -> float:
         """Linear warmup, then cosine decay to ``min_learning_rate`` at the last step."""
@@ -96,21 +115,23 @@ class TinyRecipe:
 
 @torch.no_grad()
 def init_weights_(model: HybridModel, seed: int) -> HybridModel:
-    """Small normal matrices, unit norms, identity hyper-connections, FLA-style GDN decays."""
+    """Small normal matrices (hyper-connection mixing included: every stream starts at mix
+    weight 1/2 and injection 1), norms at their module defaults (identity), FLA-style GDN
+    decays, GDN convolutions uniform and the PLE convolution at zero (transformers' init)."""
     generator = torch.Generator().manual_seed(seed)
     num_layers = model.config.num_hidden_layers
     for name, param in model.named_parameters():
-        # Vectors (norms, decays, hyper-connection weights) keep their module defaults.
         if name.endswith(_RESIDUAL_OUTPUTS):
             param.normal_(0.0, 0.02 / math.sqrt(2 * num_layers), generator=generator)
-        elif param.dim() >= 2 and "_hc." not in name:
+        elif param.dim() >= 2:
             param.normal_(0.0, 0.02, generator=generator)
     for module in model.modules():
         if isinstance(module, GatedDeltaNet):
             _init_decay_(module, generator)
-        elif isinstance(module, nn.Conv1d):
-            bound = 1.0 / math.sqrt(module.weight.shape[-1])
-            module.weight.uniform_(-bound, bound, generator=generator)
+            bound = 1.0 / math.sqrt(module.conv1d.weight.shape[-1])
+            module.conv1d.weight.uniform_(-bound, bound, generator=generator)
+        elif isinstance(module, NgramPle):
+            module.conv1d.weight.zero_()
     return model
 
 

@@ -2,7 +2,10 @@
 
 Byte-level BPE never meets an unknown character, so any prompt a user sends
 round-trips. Special tokens are reserved first so their ids are stable across
-retrains (the model config records them).
+retrains (the model config records them); the reasoning and tool tags of the Qwen3.x
+chat conventions follow them as single tokens that are not special (as Qwen's own
+tokenizers mark them), so a reply decoded without special tokens keeps its ``<think>``
+and ``<tool_call>`` for the server's reasoning and tool-call parsers.
 """
 
 from __future__ import annotations
@@ -13,17 +16,21 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>", "<|image|>")
-
-# ChatML, as the Qwen family uses; `add_generation_prompt` opens the assistant turn.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+TAG_TOKENS = (
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
 )
+# Qwen3.5-style ChatML: tools, <tool_call> with <function=...>, <think> and enable_thinking.
+CHAT_TEMPLATE = (Path(__file__).resolve().parent / "chat_template.jinja").read_text()
 
 
-def train_tokenizer(text: str, vocab_size: int = 4096) -> Tokenizer:
+def train_tokenizer(text: str, vocab_size: int = 4096, tags: bool = True) -> Tokenizer:
+    """``tags``: reserve the reasoning and tool tags after the special tokens (the embedded
+    default does; without them the merges are those of the special tokens alone)."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -31,12 +38,21 @@ def train_tokenizer(text: str, vocab_size: int = 4096) -> Tokenizer:
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=2,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=[*SPECIAL_TOKENS, *(TAG_TOKENS if tags else ())],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator(_chunks(text), trainer=trainer, length=None)
-    return tokenizer
+    return _tags_not_special(tokenizer)
+
+
+def _tags_not_special(tokenizer: Tokenizer) -> Tokenizer:
+    """The trainer reserves every added token as special; the tags are ordinary text."""
+    data = json.loads(tokenizer.to_str())
+    for entry in data["added_tokens"]:
+        if entry["content"] in TAG_TOKENS:
+            entry["special"] = False
+    return Tokenizer.from_str(json.dumps(data))
 
 
 def _chunks(text: str, size: int = 1 << 16):
@@ -49,7 +65,9 @@ def special_token_ids(tokenizer: Tokenizer) -> dict[str, int]:
 
 
 def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
-    """Write tokenizer.json and a tokenizer_config.json carrying the chat template."""
+    """Write tokenizer.json and a tokenizer_config.json carrying the chat template (there,
+    rather than in a chat_template.jinja, it travels with every copy of the tokenizer
+    files that tests and tools make)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(out_dir / "tokenizer.json"))
     config = {
@@ -60,6 +78,6 @@ def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
         "unk_token": None,
         "additional_special_tokens": list(SPECIAL_TOKENS),
         "chat_template": CHAT_TEMPLATE,
-        "model_max_length": 4096,
+        "model_max_length": 8192,
     }
     (out_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -2,28 +2,26 @@
 
 AdamW over the batched training forward (``ignition.model.training``) with the joint loss:
 next token + MTP (token t+2) + a small MoE balance term. The seed fixes the initial weights
-and the batch order; the checkpoint is written in the Hugging Face layout that
-``ignition.model.weights.load_model`` reads.
+and the batch order; the checkpoint is written in the released Qwen3.8-Flash-Next layout
+(``scripts.tiny.released_layout``) that ``ignition.model.weights.load_model`` and
+transformers' ``Qwen4ExpForCausalLM`` read.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
-from ignition.model.config import Qwen38Config
 from ignition.model.model import HybridModel
 from ignition.model.training import training_losses
-from ignition.model.weights import CONFIG_FILE, WEIGHTS_FILE, checkpoint_name
 from scripts.tiny.data import TokenStream, training_batches
 from scripts.tiny.recipe import TinyRecipe, init_weights_
+from scripts.tiny.released_layout import ReleasedTemplate, save_released
 from scripts.tiny.tokenizer import save_tokenizer
 
 
@@ -60,14 +58,14 @@ def _optimizer(model: HybridModel, recipe: TinyRecipe) -> torch.optim.Optimizer:
 
 def train(
     recipe: TinyRecipe,
-    config: Qwen38Config,
+    template: ReleasedTemplate,
     stream: TokenStream,
     report: Callable[[StepLog], None] | None = None,
     report_every: int = 10,
 ) -> TrainResult:
-    """Train a fresh model of ``config`` on ``stream`` for ``recipe.num_steps`` steps."""
+    """Train a fresh model of ``template``'s config on ``stream`` for ``recipe.num_steps``."""
     torch.manual_seed(recipe.seed)
-    model = init_weights_(HybridModel(config), recipe.seed).train()
+    model = init_weights_(template.empty_model(), recipe.seed).train()
     optimizer = _optimizer(model, recipe)
     batches = training_batches(
         stream, recipe.batch_size, recipe.seq_len, recipe.num_steps, recipe.seed
@@ -101,14 +99,9 @@ def train(
     return TrainResult(model.eval(), elapsed, num_tokens, log)
 
 
-def save_checkpoint(model: HybridModel, tokenizer: Tokenizer, out_dir: Path) -> None:
-    """config.json, model.safetensors (HF names, tied lm_head omitted) and the tokenizer."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config_json = json.dumps(model.config.to_dict(), indent=2) + "\n"
-    (out_dir / CONFIG_FILE).write_text(config_json)
-    tensors = {
-        checkpoint_name(name): param.detach().contiguous()
-        for name, param in model.named_parameters()
-    }
-    save_file(tensors, str(out_dir / WEIGHTS_FILE), metadata={"format": "pt"})
+def save_checkpoint(
+    model: HybridModel, template: ReleasedTemplate, tokenizer: Tokenizer, out_dir: Path
+) -> None:
+    """config.json and model.safetensors in the released layout, and the tokenizer."""
+    save_released(model, template, out_dir)
     save_tokenizer(tokenizer, out_dir)

@@ -93,7 +93,7 @@ def test_a_recipe_of_another_family_is_one_line_naming_both(tmp_path):
     assert result.exit_code == 2
     message = result.output.strip().splitlines()
     assert len(message) == 1
-    assert "recipe qwen38 is for family 'qwen38'" in message[0]
+    assert "recipe qwen38 is for family 'qwen4_exp'" in message[0]
     assert "is family 'qwen3_5' (recipe qwen35)" in message[0]
 
 

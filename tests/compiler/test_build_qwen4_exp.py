@@ -35,7 +35,7 @@ def qwen4_exp(tmp_path_factory, qwen4_weights):
 def test_build_without_recipe_uses_the_qwen4_exp_family_with_speculation(qwen4_exp):
     bundle, _, _ = qwen4_exp
     manifest = json.loads((bundle / "manifest.json").read_text())
-    assert (manifest["family"], manifest["recipe"]) == ("qwen4_exp", "qwen4-exp")
+    assert (manifest["family"], manifest["recipe"]) == ("qwen4_exp", "qwen38")
     assert manifest["runtime"]["speculation"] == "adaptive"
 
 

@@ -44,7 +44,7 @@ def expect_error(tmp_path: Path, data: dict, *fragments: str) -> str:
 def test_qwen38_declares_the_issue_capacities():
     recipe = get_recipe("qwen38")
     cap = recipe.capacity
-    assert recipe.family == "qwen38"
+    assert recipe.family == "qwen4_exp"  # Qwen3.8-Flash-Next as released
     assert recipe.supports.mixed_capture
     assert cap.concurrency == 4
     assert cap.max_prefill_chunk == 4096

@@ -61,5 +61,6 @@ def test_saved_files_carry_the_chat_template(tmp_path, tokenizer):
         .from_string(config["chat_template"])
         .render(messages=[{"role": "user", "content": "hi"}], add_generation_prompt=True)
     )
-    assert prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    # Qwen3.5 conventions: the reply opens inside <think> unless thinking is turned off
+    assert prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n"
     assert (tmp_path / "tokenizer.json").exists()

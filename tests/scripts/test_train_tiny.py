@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from safetensors import safe_open
 
 from ignition.kernels import use_backend
 from ignition.model.training import forward_train
@@ -15,33 +16,52 @@ from scripts.tiny.card import Evaluation, TrainingFacts, read_facts, render, wri
 from scripts.tiny.data import TokenStream, training_batches
 from scripts.tiny.evaluate import Acceptance, ServingSpeed, Validation
 from scripts.tiny.recipe import TinyRecipe
-from scripts.tiny.tokenizer import SPECIAL_TOKENS, special_token_ids, train_tokenizer
+from scripts.tiny.released_layout import ReleasedTemplate
+from scripts.tiny.tokenizer import SPECIAL_TOKENS, TAG_TOKENS, special_token_ids, train_tokenizer
 from scripts.tiny.trainer import save_checkpoint, train
 
+LINEAR, INDEXED = "linear_attention", "indexed_attention"
+# The released parts at toy size: PLE on layer 2 (linear), a QSA budget of 8 tokens in blocks
+# of 4 (the 32-token windows select), four streams, MoE; MTP comes with the template.
 TINY_ARCHITECTURE = dict(
     vocab_size=64,
     hidden_size=32,
-    layer_types=("gdn", "gdn", "gdn", "qsa"),
+    num_hidden_layers=4,
+    layer_types=[LINEAR, LINEAR, LINEAR, INDEXED],
     num_attention_heads=2,
     num_key_value_heads=1,
     head_dim=16,
-    rotary_dim=8,
-    rope_theta=10000.0,
-    linear_num_heads=2,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    linear_num_key_heads=2,
+    linear_num_value_heads=2,
     linear_key_head_dim=16,
     linear_value_head_dim=16,
-    conv_kernel=4,
+    linear_conv_kernel_dim=4,
+    output_gate_type="sigmoid",
     num_experts=4,
     num_experts_per_tok=2,
     moe_intermediate_size=32,
     shared_expert_intermediate_size=32,
-    hc_streams=2,
-    ple_dim=4,
-    mtp_num_layers=1,
-    vision=None,
+    norm_topk_prob=True,
+    hc_count=4,
+    hc_lowrank=8,
+    ple_layer_ids=[2],
+    ple_embed_dim=16,
+    ple_conv_kernel_size=3,
+    ngram_size=3,
+    heads_per_ngram=2,
+    ngram_vocab_size_base=61,
+    make_ngram_vocab_size_divisible_by=8,
+    seed=7,
+    split_ngram_parts=4,
+    indexer_n_heads=2,
+    indexer_kv_heads=1,
+    indexer_head_dim=16,
+    indexer_budget=8,
+    indexer_compress_ratio=4,
     rms_norm_eps=1e-6,
     max_position_embeddings=512,
-    tie_word_embeddings=True,
+    tie_word_embeddings=False,
 )
 SPECIAL_IDS = {name: i for i, name in enumerate(SPECIAL_TOKENS)}
 
@@ -95,26 +115,34 @@ def test_learning_rate_warms_up_then_decays_to_the_floor():
     assert recipe.learning_rate_at(100) == pytest.approx(0.1)
 
 
-def test_the_default_recipe_has_every_layer_kind():
-    config = TinyRecipe().model_config(SPECIAL_IDS)
-    assert {"gdn", "qsa"} <= set(config.layer_types)
+def template_of(recipe: TinyRecipe) -> ReleasedTemplate:
+    return ReleasedTemplate.build(recipe.text_config(SPECIAL_IDS))
+
+
+def test_the_default_recipe_has_every_released_part():
+    config = template_of(TinyRecipe()).empty_model().config
+    assert config.model_type == "qwen4_exp_text"
     assert config.layer_types[:4] == ("gdn", "gdn", "gdn", "qsa")
     assert config.num_experts > config.num_experts_per_tok > 1
     assert config.shared_expert_intermediate_size > 0
-    assert config.hc_streams >= 2 and config.ple_dim > 0 and config.mtp_num_layers >= 1
+    assert config.hc_streams == 4 and config.mtp_num_layers == 1
+    assert config.ngram_ple is not None
+    assert tuple(config.ngram_ple.layers) == (1,)  # layer 2 (one-indexed): linear
+    assert config.layer_types[1] == "gdn"
+    assert config.qsa_indexer is not None and config.qsa_indexer.budget == 64
+    assert config.qsa_indexer.compress_ratio == 4
     assert config.max_position_embeddings >= 8192
 
 
 def test_the_checkpoint_config_names_the_tokenizer_special_ids():
-    config = TinyRecipe().model_config(SPECIAL_IDS)
-    assert config.eos_token_id == (SPECIAL_IDS["<|im_end|>"], SPECIAL_IDS["<|endoftext|>"])
-    assert config.pad_token_id == SPECIAL_IDS["<|pad|>"]
-    assert config.image_token_id == SPECIAL_IDS["<|image|>"]
+    config = TinyRecipe().text_config(SPECIAL_IDS)
+    assert config["eos_token_id"] == [SPECIAL_IDS["<|im_end|>"], SPECIAL_IDS["<|endoftext|>"]]
+    assert config["pad_token_id"] == SPECIAL_IDS["<|pad|>"]
 
 
 def test_a_twenty_step_run_lowers_the_loss(periodic_stream):
     recipe = tiny_recipe()
-    result = train(recipe, recipe.model_config(SPECIAL_IDS), periodic_stream, report_every=1)
+    result = train(recipe, template_of(recipe), periodic_stream, report_every=1)
     assert len(result.log) == 20
     assert result.log[-1].lm_loss < 0.5 * result.log[0].lm_loss
     assert result.log[-1].mtp_loss < 0.5 * result.log[0].mtp_loss
@@ -122,25 +150,70 @@ def test_a_twenty_step_run_lowers_the_loss(periodic_stream):
 
 def test_training_is_reproducible_with_a_fixed_seed(periodic_stream):
     recipe = tiny_recipe(num_steps=3)
-    config = recipe.model_config(SPECIAL_IDS)
-    first = train(recipe, config, periodic_stream, report_every=1)
-    again = train(recipe, config, periodic_stream, report_every=1)
+    template = template_of(recipe)
+    first = train(recipe, template, periodic_stream, report_every=1)
+    again = train(recipe, template, periodic_stream, report_every=1)
     assert [e.loss for e in first.log] == [e.loss for e in again.log]
 
 
-def test_a_saved_checkpoint_loads_with_the_same_logits(tmp_path, periodic_stream):
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, periodic_stream):
+    """(trained model, its checkpoint folder) after two steps."""
     recipe = tiny_recipe(num_steps=2)
-    result = train(recipe, recipe.model_config(SPECIAL_IDS), periodic_stream)
+    template = template_of(recipe)
+    result = train(recipe, template, periodic_stream)
     tokenizer = train_tokenizer("def f(x):\n    return x\n" * 50, vocab_size=300)
     assert special_token_ids(tokenizer) == SPECIAL_IDS
-    save_checkpoint(result.model, tokenizer, tmp_path)
-    loaded = load_model(tmp_path)
+    path = tmp_path_factory.mktemp("tiny")
+    save_checkpoint(result.model, template, tokenizer, path)
+    return result.model, path
+
+
+def test_a_saved_checkpoint_loads_with_the_same_logits(saved, periodic_stream):
+    model, path = saved
+    loaded = load_model(path)
     tokens = periodic_stream.ids[:40][None, :]
     with torch.no_grad():
-        expected = forward_train(result.model, tokens).logits
-        got = forward_train(loaded, tokens).logits
-    torch.testing.assert_close(got, expected, atol=0, rtol=0)
-    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["chat_template"]
+        expected = forward_train(model, tokens)
+        got = forward_train(loaded, tokens)
+    torch.testing.assert_close(got.logits, expected.logits, atol=0, rtol=0)
+    torch.testing.assert_close(got.mtp_logits, expected.mtp_logits, atol=0, rtol=0)
+    template = json.loads((path / "tokenizer_config.json").read_text())["chat_template"]
+    assert "<tool_call>" in template and "enable_thinking" in template
+
+
+def test_the_saved_checkpoint_is_in_the_released_layout(saved):
+    _, path = saved
+    config = json.loads((path / "config.json").read_text())
+    assert (config["model_type"], config["architectures"]) == (
+        "qwen4_exp_text",
+        ["Qwen4ExpForCausalLM"],
+    )
+    with safe_open(str(path / "model.safetensors"), "pt") as f:
+        names = set(f.keys())
+    assert all(n.startswith(("model.language_model.", "mtp.", "lm_head.")) for n in names)
+    shards = [n for n in names if ".ngram_embedding.shard_" in n]
+    assert len(shards) == TINY_ARCHITECTURE["split_ngram_parts"]
+    assert "mtp.layers.0.self_attn.indexer.index_qk_proj.weight" in names
+
+
+def test_transformers_reads_the_saved_checkpoint_with_the_same_logits(saved, periodic_stream):
+    transformers = pytest.importorskip("transformers")
+    model, path = saved
+    reference = transformers.Qwen4ExpForCausalLM.from_pretrained(str(path)).eval()
+    tokens = periodic_stream.ids[:40][None, :]  # beyond the index budget of 8
+    with torch.no_grad():
+        ours = forward_train(model, tokens).logits
+        theirs = reference(input_ids=tokens, use_cache=False).logits.float()
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
+
+
+def test_the_reasoning_and_tool_tags_are_ordinary_single_tokens():
+    tokenizer = train_tokenizer("def f(x):\n    return x\n" * 50, vocab_size=300)
+    for tag in TAG_TOKENS:
+        assert tokenizer.token_to_id(tag) is not None
+        ids = tokenizer.encode(f"x{tag}y", add_special_tokens=False).ids
+        assert tag in tokenizer.decode(ids, skip_special_tokens=True)
 
 
 def test_the_card_keeps_the_training_facts_for_a_re_render(tmp_path):
@@ -169,7 +242,7 @@ def test_the_card_keeps_the_training_facts_for_a_re_render(tmp_path):
         "def f(",
         "x):\n    return x",
     )
-    config = recipe.model_config(SPECIAL_IDS).to_dict()
+    config = template_of(recipe).config_json()
     write_card(tmp_path, facts, evaluation, config)
     card = (tmp_path / "README.md").read_text()
     assert facts.corpus_sha256 in card and "--evaluate" in card

@@ -22,7 +22,7 @@ def ignition(*args: str) -> subprocess.CompletedProcess:
 def test_build_writes_a_bundle_and_reports_its_programs(tmp_path):
     checkpoint = write_test_checkpoint(tmp_path / "checkpoint")
     out = tmp_path / "bundle"
-    args = ("--recipe", "qwen38", "--speculation", "off", "--concurrency", "1")
+    args = ("--speculation", "off", "--concurrency", "1")  # the family's recipe: qwen38
     result = ignition("build", *args, "--weights", str(checkpoint), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1].startswith(f"built {out}: ")  # progress: stderr

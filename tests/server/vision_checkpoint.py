@@ -26,6 +26,10 @@ from tests.model.hf_checkpoints import Variant, randomize_vision, rewrite_tensor
 START, END, IMAGE, VIDEO = 4096, 4097, 4098, 4099
 PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 PROCESSING = ImageProcessing(patch_size=4, min_pixels=64, max_pixels=24 * 24)
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def write_vision_checkpoint(path: Path, seed: int = 9) -> torch.nn.Module:
@@ -40,6 +44,11 @@ def write_vision_checkpoint(path: Path, seed: int = 9) -> torch.nn.Module:
     tokenizer.add_special_tokens([AddedToken(n, special=True, normalized=False) for n in names])
     assert [tokenizer.token_to_id(n) for n in names] == [START, END, IMAGE]
     tokenizer.save(str(path / "tokenizer.json"))
+    # plain ChatML renders the prompts here (the embedded default's Qwen3.5-style template
+    # would open a <think> block that the reference prompt below does not have)
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config["chat_template"] = CHATML
+    (path / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
     (path / "preprocessor_config.json").write_text(
         json.dumps(
             {
@@ -88,7 +97,7 @@ def build_vision_case(tmp_path_factory):
     """(bundle, transformers' greedy tokens, the expanded prompt, its images, tokenizer).
 
     The bundle has 128-token prompt chunks, two request slots and mixed programs; the
-    prompt is the fallback chat template's rendering of ``content()``."""
+    prompt is the ChatML rendering of ``content()``."""
     weights = tmp_path_factory.mktemp("vision-weights")
     reference = write_vision_checkpoint(weights)
     bundle = tmp_path_factory.mktemp("vision-bundle")
