@@ -51,7 +51,7 @@ _RENAMED = {"attn_hc.": "attn_hyper_connection.", "mlp_hc.": "mlp_hyper_connecti
 class Qwen4ExpFamily(ModelFamily):
     name = "qwen4_exp"
     model_types = ("qwen4_exp", "qwen4_exp_text")
-    recipe = "qwen4-exp"
+    recipe = "qwen38"
     description = "Qwen3.8-Flash-Next: GDN + QSA 3:1, MoE, gated hyper-connections, PLE n-grams"
 
     def parse_config(
