@@ -60,58 +60,17 @@ class Qwen35Family(ModelFamily):
         r.unsupported_true("attention_bias")
         num_layers = r.int("num_hidden_layers")
         layer_types = _layer_types(text, prefix, source, num_layers)
-        num_heads = r.int("num_attention_heads")
-        hidden = r.int("hidden_size")
-        head_dim = r.int("head_dim", hidden // num_heads)
-        rope = r.rope()
-        rope_type = rope.get("rope_type", "default")
-        if rope_type not in ("default", "mrope"):  # text positions make mrope plain rope
-            raise ConfigError(
-                source, f"key '{prefix}rope_parameters.rope_type' = {rope_type!r}: expected default"
-            )
-        factor = rope.get("partial_rotary_factor", 0.25)
-        rotary_dim = int(head_dim * factor)
-        if not isinstance(factor, int | float) or not 0 < factor <= 1 or rotary_dim % 2:
-            raise ConfigError(
-                source,
-                f"key '{prefix}rope_parameters.partial_rotary_factor' = {factor!r}: must give "
-                f"an even rotary width in (0, head_dim {head_dim}]",
-            )
+        values = shared_text_values(
+            self.model_types[0], raw, text, prefix, source, r, tensor_names, layer_types, 0.25
+        )
         num_mtp = 0
         if has_mtp(tensor_names):
             num_mtp = text.get("mtp_num_hidden_layers") or mtp_layer_count(tensor_names)
-        outer_tie = raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
-        values: dict[str, Any] = dict(
-            model_type=str(raw.get("model_type", self.model_types[0])),
-            vocab_size=r.int("vocab_size"),
-            hidden_size=hidden,
-            num_hidden_layers=num_layers,
-            layer_types=layer_types,
-            num_attention_heads=num_heads,
-            num_key_value_heads=r.int("num_key_value_heads"),
-            head_dim=head_dim,
-            rotary_dim=rotary_dim,
-            rope_theta=float(rope.get("rope_theta", 10_000_000.0)),
-            linear_num_heads=r.int("linear_num_value_heads"),
-            linear_num_key_heads=r.int("linear_num_key_heads"),
-            linear_key_head_dim=r.int("linear_key_head_dim"),
-            linear_value_head_dim=r.int("linear_value_head_dim"),
-            conv_kernel=r.int("linear_conv_kernel_dim", 4),
+        values.update(
             hc_streams=0,
             ple_dim=0,
             mtp_num_layers=num_mtp,
-            vision=vision_block(raw, source, tensor_names),
-            rms_norm_eps=r.float("rms_norm_eps", 1e-6),
-            max_position_embeddings=r.int("max_position_embeddings", 32768),
-            tie_word_embeddings=bool(outer_tie),
-            torch_dtype=as_dtype(raw, source, as_dtype(text, source)),
-            norm_offset=1.0,
             mtp_feeds_normed_hidden=True,
-            image_token_id=raw.get("image_token_id"),
-            vision_start_token_id=raw.get("vision_start_token_id"),
-            vision_end_token_id=raw.get("vision_end_token_id"),
-            mrope_section=_mrope_section(rope, prefix, source),
-            **r.token_ids(raw),
         )
         if self.is_moe:
             values.update(
@@ -163,6 +122,70 @@ class Qwen35MoeFamily(Qwen35Family):
     recipe = "qwen35-moe"
     description = "Qwen3.5 / Qwen3.6 MoE: GDN + gated attention 3:1, routed + shared experts, MTP"
     is_moe = True
+
+
+def shared_text_values(
+    model_type: str,
+    raw: Mapping[str, Any],
+    text: Mapping[str, Any],
+    prefix: str,
+    source: str,
+    r: TextReader,
+    tensor_names: frozenset[str],
+    layer_types: tuple[str, ...],
+    default_rotary_factor: float,
+) -> dict[str, Any]:
+    """The config fields the Qwen3.5 lineage (Qwen3.5, Qwen3.5-MoE, Qwen3.8-Flash-Next) states
+    alike: the attention and GDN shapes, partial interleaved multimodal rope, zero-centred
+    norms, the vision block and the special token ids. Each family adds its MLP and its own
+    parts; ``default_rotary_factor`` is the partial rotary factor when config.json has none.
+    """
+    hidden = r.int("hidden_size")
+    num_heads = r.int("num_attention_heads")
+    head_dim = r.int("head_dim", hidden // num_heads)
+    rope = r.rope()
+    rope_type = rope.get("rope_type", "default")
+    if rope_type not in ("default", "mrope"):  # text positions make mrope plain rope
+        raise ConfigError(
+            source, f"key '{prefix}rope_parameters.rope_type' = {rope_type!r}: expected default"
+        )
+    factor = rope.get("partial_rotary_factor", default_rotary_factor)
+    rotary_dim = int(head_dim * factor) if isinstance(factor, int | float) else 0
+    if not isinstance(factor, int | float) or not 0 < factor <= 1 or rotary_dim % 2:
+        raise ConfigError(
+            source,
+            f"key '{prefix}rope_parameters.partial_rotary_factor' = {factor!r}: must give "
+            f"an even rotary width in (0, head_dim {head_dim}]",
+        )
+    tie = raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
+    return dict(
+        model_type=str(raw.get("model_type", model_type)),
+        vocab_size=r.int("vocab_size"),
+        hidden_size=hidden,
+        num_hidden_layers=len(layer_types),
+        layer_types=layer_types,
+        num_attention_heads=num_heads,
+        num_key_value_heads=r.int("num_key_value_heads"),
+        head_dim=head_dim,
+        rotary_dim=rotary_dim,
+        rope_theta=float(rope.get("rope_theta", 10_000_000.0)),
+        linear_num_heads=r.int("linear_num_value_heads"),
+        linear_num_key_heads=r.int("linear_num_key_heads"),
+        linear_key_head_dim=r.int("linear_key_head_dim"),
+        linear_value_head_dim=r.int("linear_value_head_dim"),
+        conv_kernel=r.int("linear_conv_kernel_dim", 4),
+        vision=vision_block(raw, source, tensor_names),
+        rms_norm_eps=r.float("rms_norm_eps", 1e-6),
+        max_position_embeddings=r.int("max_position_embeddings", 32768),
+        tie_word_embeddings=bool(tie),
+        torch_dtype=as_dtype(raw, source, as_dtype(text, source)),
+        norm_offset=1.0,
+        image_token_id=raw.get("image_token_id"),
+        vision_start_token_id=raw.get("vision_start_token_id"),
+        vision_end_token_id=raw.get("vision_end_token_id"),
+        mrope_section=_mrope_section(rope, prefix, source),
+        **r.token_ids(raw),
+    )
 
 
 def _mrope_section(

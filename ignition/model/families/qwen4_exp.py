@@ -23,16 +23,15 @@ import torch
 from torch import Tensor, nn
 
 from ignition.model.config import ConfigError, Qwen38Config
-from ignition.model.families.base import CheckpointLayout, ModelFamily, TensorSource, as_dtype
+from ignition.model.families.base import CheckpointLayout, ModelFamily, TensorSource
 from ignition.model.families.hf_text import TextReader, text_section
 from ignition.model.families.qwen3_5 import (
     FLAT_PREFIX,
     NESTED_PREFIX,
-    _mrope_section,
     _source,
     has_mtp,
     mtp_layer_count,
-    vision_block,
+    shared_text_values,
 )
 from ignition.model.families.registry import register
 
@@ -64,36 +63,12 @@ class Qwen4ExpFamily(ModelFamily):
             raise ConfigError(source, f"key '{prefix}norm_topk_prob' = false: expected true")
         num_layers = r.int("num_hidden_layers")
         layer_types = _layer_types(text, prefix, source, num_layers)
-        hidden = r.int("hidden_size")
-        num_heads = r.int("num_attention_heads")
-        head_dim = r.int("head_dim", hidden // num_heads)
-        rope = r.rope()
-        if rope.get("rope_type", "default") not in ("default", "mrope"):
-            raise ConfigError(
-                source,
-                f"key '{prefix}rope_parameters.rope_type' = {rope['rope_type']!r}: "
-                "expected default",
-            )
-        factor = rope.get("partial_rotary_factor", 1.0)
-        rotary_dim = int(head_dim * factor)
+        values = shared_text_values(
+            self.model_types[0], raw, text, prefix, source, r, tensor_names, layer_types, 1.0
+        )
+        hidden = values["hidden_size"]
         gate = text.get("output_gate_type") or text.get("hidden_act", "silu")
-        eos = r.token_ids(raw)
-        values: dict[str, Any] = dict(
-            model_type=str(raw.get("model_type", self.model_types[0])),
-            vocab_size=r.int("vocab_size"),
-            hidden_size=hidden,
-            num_hidden_layers=num_layers,
-            layer_types=layer_types,
-            num_attention_heads=num_heads,
-            num_key_value_heads=r.int("num_key_value_heads"),
-            head_dim=head_dim,
-            rotary_dim=rotary_dim,
-            rope_theta=float(rope.get("rope_theta", 10_000_000.0)),
-            linear_num_heads=r.int("linear_num_value_heads"),
-            linear_num_key_heads=r.int("linear_num_key_heads"),
-            linear_key_head_dim=r.int("linear_key_head_dim"),
-            linear_value_head_dim=r.int("linear_value_head_dim"),
-            conv_kernel=r.int("linear_conv_kernel_dim", 4),
+        values.update(
             num_experts=r.int("num_experts"),
             num_experts_per_tok=r.int("num_experts_per_tok"),
             moe_intermediate_size=r.int("moe_intermediate_size"),
@@ -103,21 +78,10 @@ class Qwen4ExpFamily(ModelFamily):
             hc_streams=r.int("hc_count", 4),
             ple_dim=0,
             mtp_num_layers=mtp_layer_count(tensor_names) if has_mtp(tensor_names) else 0,
-            vision=vision_block(raw, source, tensor_names),
-            rms_norm_eps=r.float("rms_norm_eps", 1e-6),
-            max_position_embeddings=r.int("max_position_embeddings", 32768),
-            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            torch_dtype=as_dtype(raw, source, as_dtype(text, source)),
-            norm_offset=1.0,
-            image_token_id=raw.get("image_token_id"),
-            vision_start_token_id=raw.get("vision_start_token_id"),
-            vision_end_token_id=raw.get("vision_end_token_id"),
-            mrope_section=_mrope_section(rope, prefix, source),
             gdn_gate_activation=gate,
             gated_hyper={"lowrank": r.int("hc_lowrank", 320)},
             ngram_ple=_ple_block(text, r, prefix, source, num_layers, hidden),
             qsa_indexer=_indexer_block(text, prefix, source, layer_types),
-            **eos,
         )
         return Qwen38Config.from_dict(values, source=source)
 
