@@ -59,7 +59,7 @@ class Qwen35Family(ModelFamily):
         r = TextReader(text, prefix, source)
         r.unsupported_true("attention_bias")
         num_layers = r.int("num_hidden_layers")
-        layer_types = _layer_types(text, prefix, source, num_layers)
+        layer_types = read_layer_types(text, prefix, source, num_layers)
         values = shared_text_values(
             self.model_types[0], raw, text, prefix, source, r, tensor_names, layer_types, 0.25
         )
@@ -237,28 +237,33 @@ def vision_block(
     return as_vision_config(values, source, key="vision_config")
 
 
-def _layer_types(
-    text: Mapping[str, Any], prefix: str, source: str, num_layers: int
+def read_layer_types(
+    text: Mapping[str, Any],
+    prefix: str,
+    source: str,
+    num_layers: int,
+    kinds: Mapping[str, str] = _LAYER_KINDS,
+    attention: str = "full_attention",
 ) -> tuple[str, ...]:
+    """config.json's ``layer_types`` (or every ``full_attention_interval``-th layer named
+    ``attention``, the rest linear) as internal kinds through ``kinds``."""
     raw = text.get("layer_types")
     if raw is None:
         interval = text.get("full_attention_interval", 4)
         raw = [
-            "full_attention" if (i + 1) % interval == 0 else "linear_attention"
-            for i in range(num_layers)
+            attention if (i + 1) % interval == 0 else "linear_attention" for i in range(num_layers)
         ]
     if not isinstance(raw, list) or len(raw) != num_layers:
         raise ConfigError(
             source, f"key '{prefix}layer_types' = {raw!r}: expected {num_layers} entries"
         )
     for kind in raw:
-        if kind not in _LAYER_KINDS:
+        if kind not in kinds:
             raise ConfigError(
                 source,
-                f"key '{prefix}layer_types' has {kind!r}; expected linear_attention or "
-                "full_attention",
+                f"key '{prefix}layer_types' has {kind!r}; expected linear_attention or {attention}",
             )
-    return tuple(_LAYER_KINDS[k] for k in raw)
+    return tuple(kinds[k] for k in raw)
 
 
 def _rows(start: int, stop: int):

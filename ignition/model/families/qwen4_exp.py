@@ -31,6 +31,7 @@ from ignition.model.families.qwen3_5 import (
     _source,
     has_mtp,
     mtp_layer_count,
+    read_layer_types,
     shared_text_values,
 )
 from ignition.model.families.registry import register
@@ -62,7 +63,9 @@ class Qwen4ExpFamily(ModelFamily):
         if text.get("norm_topk_prob", True) is not True:
             raise ConfigError(source, f"key '{prefix}norm_topk_prob' = false: expected true")
         num_layers = r.int("num_hidden_layers")
-        layer_types = _layer_types(text, prefix, source, num_layers)
+        layer_types = read_layer_types(
+            text, prefix, source, num_layers, _LAYER_KINDS, "indexed_attention"
+        )
         values = shared_text_values(
             self.model_types[0], raw, text, prefix, source, r, tensor_names, layer_types, 1.0
         )
@@ -112,28 +115,6 @@ class Qwen4ExpFamily(ModelFamily):
         if "vision_config" in raw and config.vision is None:
             notes.append("vision: no model.visual.* tensors in the checkpoint; text prompts only")
         return notes
-
-
-def _layer_types(
-    text: Mapping[str, Any], prefix: str, source: str, num_layers: int
-) -> tuple[str, ...]:
-    raw = text.get("layer_types")
-    if raw is None:
-        interval = text.get("full_attention_interval", 4)
-        raw = [
-            "indexed_attention" if (i + 1) % interval == 0 else "linear_attention"
-            for i in range(num_layers)
-        ]
-    if not isinstance(raw, list) or len(raw) != num_layers:
-        raise ConfigError(source, f"key '{prefix}layer_types' = {raw!r}: expected {num_layers}")
-    bad = [kind for kind in raw if kind not in _LAYER_KINDS]
-    if bad:
-        raise ConfigError(
-            source,
-            f"key '{prefix}layer_types' has {bad[0]!r}; expected linear_attention or "
-            "indexed_attention",
-        )
-    return tuple(_LAYER_KINDS[k] for k in raw)
 
 
 def _ple_block(
