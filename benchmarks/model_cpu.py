@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.state import ModelState, contiguous_pages
@@ -29,7 +29,7 @@ PAGE_SIZE = 64
 PREFILL_TOKENS = 512
 
 
-def _state(config: Qwen38Config, num_slots: int) -> ModelState:
+def _state(config: ModelConfig, num_slots: int) -> ModelState:
     max_pages = 2048 // PAGE_SIZE
     state = ModelState.allocate(config, num_slots, num_slots * max_pages, PAGE_SIZE, max_pages)
     contiguous_pages(state)
@@ -57,7 +57,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"tiny Qwen3.8 Flash, reference kernels, {torch.get_num_threads()} torch threads")
-    config = Qwen38Config.tiny()
+    config = ModelConfig.tiny()
     model = random_model(config, seed=0)
     generator = torch.Generator().manual_seed(0)
     prompt = torch.randint(config.vocab_size, (PREFILL_TOKENS,), generator=generator).tolist()

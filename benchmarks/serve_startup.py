@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from ignition.compiler.build import DEFAULT_CHECKPOINT, build_bundle
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.weights import write_random_checkpoint
 from ignition.recipes import LoadOptions
 from ignition.runtime.bundle import load_bundle
@@ -55,7 +55,7 @@ BIG = dict(
 def big_checkpoint(path: Path) -> Path:
     if not (path / "model.safetensors").exists():
         torch.manual_seed(0)
-        write_random_checkpoint(path, Qwen38Config.tiny(**BIG), seed=0)
+        write_random_checkpoint(path, ModelConfig.tiny(**BIG), seed=0)
         for name in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copyfile(DEFAULT_CHECKPOINT / name, path / name)
     return path

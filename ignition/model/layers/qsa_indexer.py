@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from ignition.kernels import ops
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.rope import PartialRotary
 from ignition.model.packing import PackedMeta
@@ -37,7 +37,7 @@ MAX_CHUNK_ELEMENTS = 1 << 24
 
 
 class QsaIndexer(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         index = config.qsa_indexer
         assert index is not None
