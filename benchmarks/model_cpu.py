@@ -1,4 +1,4 @@
-"""CPU speed of the reference path on the tiny Qwen3.8 Flash config (a benchmark, not a test).
+"""CPU speed of the reference path on the tiny hybrid config (a benchmark, not a test).
 
 Prints prompt tokens/s for a 512-token prefill, and decode steps/s at batch 1 and 4, with the
 rows packed into one program ("packed") and run one program per row ("separate"); plus one
@@ -56,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"tiny Qwen3.8 Flash, reference kernels, {torch.get_num_threads()} torch threads")
+    print(f"tiny Qwen3.5-MoE hybrid, reference kernels, {torch.get_num_threads()} torch threads")
     config = ModelConfig.tiny()
     model = random_model(config, seed=0)
     generator = torch.Generator().manual_seed(0)

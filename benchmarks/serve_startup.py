@@ -1,6 +1,6 @@
 """Serve start-up with a ~1 GB checkpoint: stat fingerprint vs full hash (a benchmark).
 
-Writes a random Qwen3.8-shaped checkpoint of about 1 GB (fp32) to ``--checkpoint`` once,
+Writes a random Qwen3.8-Flash-Next (qwen4_exp) checkpoint of about 1 GB (fp32) to ``--checkpoint`` once,
 builds a small bundle over the embedded checkpoint, points its manifest at the big one
 (hash and stamps recorded as ``ignition build`` records them), then times
 ``load_bundle``: manifest, checkpoint verification, weight loading, tokenizer. Preparing
@@ -49,13 +49,14 @@ BIG = dict(
     shared_expert_intermediate_size=1024,
     max_position_embeddings=8192,
     tie_word_embeddings=True,
+    qsa_indexer={"num_heads": 4, "head_dim": 128, "budget": 256, "compress_ratio": 4},
 )
 
 
 def big_checkpoint(path: Path) -> Path:
     if not (path / "model.safetensors").exists():
         torch.manual_seed(0)
-        write_random_checkpoint(path, ModelConfig.tiny(**BIG), seed=0)
+        write_random_checkpoint(path, ModelConfig.tiny_flash_next(**BIG), seed=0)
         for name in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copyfile(DEFAULT_CHECKPOINT / name, path / name)
     return path

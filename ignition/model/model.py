@@ -1,6 +1,6 @@
 """The hybrid decoder every family shares: the packed mixed forward over prompt and decode rows.
 
-Qwen3.8 Flash uses all of it; Qwen3.5 and Llama switch parts off in their config (see
+Qwen3.8-Flash-Next uses all of it; Qwen3.5 and Llama switch parts off in their config (see
 ``ignition.model.families``), so one forward, one state layout and one set of programs
 serve them all.
 

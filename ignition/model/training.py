@@ -143,7 +143,7 @@ def forward_train(model: HybridModel, token_ids: Tensor) -> TrainOutput:
     config = model.config
     if token_ids.dim() != 2 or token_ids.shape[1] < 1:
         raise ValueError(f"token_ids must be [batch, tokens], got shape {list(token_ids.shape)}")
-    batch, num_tokens = token_ids.shape
+    num_tokens = token_ids.shape[1]
     if num_tokens > config.max_position_embeddings:
         raise ValueError(
             f"{num_tokens} tokens exceed max_position_embeddings {config.max_position_embeddings}"

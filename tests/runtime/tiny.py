@@ -4,7 +4,8 @@ Every end-to-end runtime test drives the real engine over the same tiny random h
 (``ModelConfig.tiny``: Qwen3.5-MoE's shape with its MTP head; seed 3 unless a test needs
 another) and the qwen38 catalog with mixed programs; keeping them here means a test says only
 what it varies (the prefill chunk, the seed). The Qwen3.8-Flash-Next parts (streams, PLE,
-the indexer) have their own runtime tests over qwen4_exp checkpoints. The pytest fixtures over these live in ``conftest.py``.
+the indexer) have their own runtime tests over qwen4_exp checkpoints. The pytest fixtures
+over these live in ``conftest.py``.
 """
 
 from __future__ import annotations
