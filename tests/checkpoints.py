@@ -17,7 +17,13 @@ VOCAB_SIZE = 512
 def write_tiny_checkpoint(path: Path, seed: int = 0) -> Path:
     """config.json + model.safetensors of a random tiny qwen4_exp model + a byte-level BPE
     tokenizer."""
-    config = ModelConfig.tiny_flash_next(vocab_size=VOCAB_SIZE, max_position_embeddings=8192)
+    config = ModelConfig.tiny_flash_next(
+        vocab_size=VOCAB_SIZE,
+        max_position_embeddings=8192,
+        # blocks of 16: a quarter of the block keys to score at the recipe's 4096-token
+        # prompts (the CPU reference gathers every visible block key per query)
+        qsa_indexer={"num_heads": 4, "head_dim": 16, "budget": 64, "compress_ratio": 16},
+    )
     write_random_checkpoint(path, config, seed=seed)
     text = stdlib_corpus().train_text[:200_000]
     # no tag tokens: the random model's tests were written against these merges

@@ -17,7 +17,7 @@ def tied_scores(num_queries: int, max_blocks: int, seed: int = 0) -> torch.Tenso
     """Relu-like scores: most blocks exactly 0, a few positive, so cuts fall among ties."""
     gen = torch.Generator().manual_seed(seed)
     scores = torch.rand(num_queries, max_blocks, generator=gen)
-    return torch.where(scores > 0.8, scores, torch.zeros(()))
+    return torch.where(scores > 0.95, scores, torch.zeros(()))
 
 
 def test_each_query_keeps_the_topk_of_exactly_its_own_visible_blocks():
