@@ -3,8 +3,8 @@
 Two residual forms share one interface, ``around(streams, block)``: a plain residual (one
 stream, families without hyper-connections) and the gated-residual hyper-connections
 (Qwen3.8-Flash-Next), whose read normalises the streams itself, so its layers have no input
-norms. PLE layers add their n-gram features to
-the streams before the token mixer's hyper-connection.
+norms. PLE layers add their n-gram features to the streams before the token mixer's
+hyper-connection.
 """
 
 from __future__ import annotations
