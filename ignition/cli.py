@@ -269,7 +269,7 @@ def _ple_residency(ctx: click.Context, param: click.Parameter, value: str | None
 def _ple_cache_bytes(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
     if value is None:
         return None
-    from ignition.runtime.ple_delivery import parse_bytes
+    from ignition.runtime.ple import parse_bytes
 
     try:
         return parse_bytes(value)
@@ -306,8 +306,7 @@ def ple_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _ple_options_from(kwargs: dict[str, Any]) -> Any:
     """PleOptions from (and out of) a command's keyword arguments."""
-    from ignition.runtime.ple_delivery import PleOptions
-    from ignition.runtime.ple_store import DEFAULT_CACHE_BYTES
+    from ignition.runtime.ple import DEFAULT_CACHE_BYTES, PleOptions
 
     cache = kwargs.pop("ple_cache_bytes")
     return PleOptions(
@@ -321,9 +320,7 @@ def _ple_description(options: Any, weights: Path | None, device: str | None) -> 
     """The build report's PLE entry: the checkpoint's table and where it will live."""
     from ignition.compiler.build import DEFAULT_CHECKPOINT
     from ignition.compiler.device import resolve_device
-    from ignition.runtime.ple_delivery import describe_table
-    from ignition.runtime.ple_store import choose_residency
-    from ignition.runtime.ple_table import PleTableError, find_layout
+    from ignition.runtime.ple import PleTableError, choose_residency, describe_table, find_layout
 
     try:
         layout = find_layout(weights or DEFAULT_CHECKPOINT)

@@ -24,9 +24,7 @@ from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
-from ignition.runtime.ple_delivery import PleOptions
-from ignition.runtime.ple_model import open_model_ple
-from ignition.runtime.ple_table import PleTableError
+from ignition.runtime.ple import PleOptions, PleTableError, open_model_ple
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from ignition.server.tokenizing import max_chars_per_token
 

@@ -17,10 +17,10 @@ import torch
 
 from ignition.components.catalog import GraphKind
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.ple_delivery import FrameDelivery, modulo_row_ids
-from ignition.runtime.ple_mailbox import Mailbox, Readiness, aggregate_exposed_ns
-from ignition.runtime.ple_store import open_store
-from ignition.runtime.ple_table import write_table
+from ignition.runtime.ple.delivery import FrameDelivery, modulo_row_ids
+from ignition.runtime.ple.mailbox import Mailbox, Readiness, aggregate_exposed_ns
+from ignition.runtime.ple.store import open_store
+from ignition.runtime.ple.table import write_table
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 

@@ -23,16 +23,16 @@ from typing import Any
 import torch
 
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan
-from ignition.runtime.ple_mailbox import Delivery, Mailbox, Readiness, frame_exposed_ns
-from ignition.runtime.ple_stats import PleStats
-from ignition.runtime.ple_store import (
+from ignition.runtime.ple.mailbox import Delivery, Mailbox, Readiness, frame_exposed_ns
+from ignition.runtime.ple.stats import PleStats
+from ignition.runtime.ple.store import (
     DEFAULT_CACHE_BYTES,
     RESIDENCIES,
     RowStore,
     choose_residency,
     open_store,
 )
-from ignition.runtime.ple_table import TableLayout, find_layout
+from ignition.runtime.ple.table import TableLayout, find_layout
 
 # (token ids [T], the request's context before them [context_size]) -> row ids [T, heads]
 RowIdFunction = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

@@ -5,7 +5,7 @@ the layers' tables concatenated in PLE-layer order (the same order and offsets a
 programs' staged rows, ``compiler.ple_input``). The rows of layer p are found by the model's
 own hash (``ngram_hash.row_id_function``) plus the layer's offset.
 
-On disk the table is either a table folder beside the weights (``ple_table.TABLE_FOLDER``,
+On disk the table is either a table folder beside the weights (``table.TABLE_FOLDER``,
 written by :func:`write_model_table`) or, for a checkpoint as transformers saves it, the
 checkpoint's own tensors (``*.ple.ple_embedding.ngram_embedding[.shard_N].weight``), mapped
 in place by :func:`checkpoint_layout`: no copy of a 48 GiB table is made to serve it.
@@ -19,8 +19,8 @@ import torch
 
 from ignition.model.layers.ngram_hash import row_id_function
 from ignition.model.model import HybridModel
-from ignition.runtime.ple_delivery import LayerRows, PleOptions, PleRuntime, open_ple
-from ignition.runtime.ple_table import PleTableError, TableLayout, find_layout, write_table
+from ignition.runtime.ple.delivery import LayerRows, PleOptions, PleRuntime, open_ple
+from ignition.runtime.ple.table import PleTableError, TableLayout, find_layout, write_table
 
 
 def ple_layers(model: HybridModel) -> list:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ignition.runtime.ple_store import RowStore
+from ignition.runtime.ple.store import RowStore
 
 # Staging buffers: two frames in flight, each with its known rows and a draft step.
 DEFAULT_NUM_STAGING = 4
