@@ -10,11 +10,14 @@ shut down, and the CLI exits non-zero so that a supervisor restarts the server.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import torch
 
 from ignition.compiler.device import configure_threads, resolve_device
 from ignition.direct.scheduler import direct_scheduler
@@ -24,7 +27,15 @@ from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
-from ignition.runtime.ple import PleOptions, PleTableError, open_model_ple
+from ignition.model.model import HybridModel
+from ignition.model.weights import load_model
+from ignition.runtime.ple import (
+    RESIDENCIES,
+    PleOptions,
+    PleTableError,
+    delivers_table,
+    open_model_ple,
+)
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from ignition.server.tokenizing import max_chars_per_token
 
@@ -76,18 +87,48 @@ class LoadListener:
 
 
 def _load(options: ServeOptions, tp: TensorParallel | None) -> Bundle:
-    """The bundle with the whole model, or with rank ``tp.rank``'s shard of it."""
+    """The bundle with the whole model, or with rank ``tp.rank``'s shard of it. A table this
+    rank will deliver itself (host or disk residency) is left unread: its rows come from the
+    shards, mapped in place, and the whole table is never in memory (docs/ple.md)."""
     configure_threads(resolve_device(options.device), options.num_threads)
-    if tp is None:
-        return load_bundle(options.artifacts, options.device, verify_weights=options.verify_weights)
-    from ignition.distributed.loading import load_sharded_checkpoint
+    ple = serve_ple_options(options.ple, _built_ple(options.artifacts))
+
+    def load_model_of(path: Path, device: torch.device) -> HybridModel:
+        try:
+            skip = tp is None and delivers_table(path, ple, device)
+        except (PleTableError, ValueError) as err:
+            raise BundleError(str(err)) from None
+        if tp is None:
+            return load_model(path, device, without_ple_tables=skip)
+        from ignition.distributed.loading import load_sharded_checkpoint
+
+        return load_sharded_checkpoint(path, tp, device).model
 
     return load_bundle(
         options.artifacts,
         options.device,
         verify_weights=options.verify_weights,
-        model_loader=lambda path, device: load_sharded_checkpoint(path, tp, device).model,
+        model_loader=load_model_of,
     )
+
+
+def serve_ple_options(ple: PleOptions, built: dict) -> PleOptions:
+    """Serve's PLE options over the built bundle's (``manifest.json``'s ``ple`` entry): the
+    build's residency, unless serve names one."""
+    residency = built.get("residency")
+    if ple.residency is None and residency in RESIDENCIES:
+        ple = replace(ple, residency=residency)
+    return ple
+
+
+def _built_ple(artifacts: str | Path) -> dict:
+    """The bundle's ``ple`` entry ({} when it has none; a missing or bad manifest is
+    ``load_bundle``'s error to report)."""
+    try:
+        entry = json.loads((Path(artifacts) / "manifest.json").read_text()).get("ple", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return entry if isinstance(entry, dict) else {}
 
 
 def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
@@ -180,10 +221,7 @@ def _open_ple(bundle: Bundle, options: ServeOptions, worker: object = None):
     checkpoint = Path(bundle.manifest["checkpoint"]["path"])
     if not checkpoint.is_absolute():
         checkpoint = bundle.path / checkpoint
-    ple = options.ple
-    built = bundle.manifest.get("ple", {}).get("residency")
-    if ple.residency is None and built in ("device", "host", "disk"):
-        ple = replace(ple, residency=built)  # the build's choice, unless serve names one
+    ple = serve_ple_options(options.ple, bundle.manifest.get("ple", {}))
     try:
         device = resolve_device(options.device)
         return open_model_ple(checkpoint, ple, device, worker, bundle.model, True)

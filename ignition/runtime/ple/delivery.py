@@ -298,6 +298,18 @@ class PleRuntime:
         return self.stats.snapshot().residency
 
 
+def resolve_residency(options: PleOptions, layout: TableLayout, device: torch.device) -> str:
+    """``--ple-residency``, else the default for the table's size and the memory."""
+    return options.residency or choose_residency(layout.table_bytes, device)
+
+
+def delivers_rows(residency: str, device: torch.device) -> bool:
+    """Whether the rows reach the programs through a delivery (host or disk residency on
+    CPU). On CUDA the in-graph mailbox is not built, so the captured programs still gather
+    from the model's own table, which must therefore be loaded (docs/ple.md)."""
+    return residency != "device" and device.type != "cuda"
+
+
 def open_ple(
     checkpoint: str | Path,
     options: PleOptions,
@@ -319,14 +331,12 @@ def open_ple(
     layout = layout if layout is not None else find_layout(checkpoint)
     if layout is None:
         return PleRuntime(options, PleStats("none", 0))
-    residency = options.residency or choose_residency(layout.table_bytes, device)
+    residency = resolve_residency(options, layout, device)
     store = open_store(
         layout, residency, device, preload=options.preload, cache_bytes=options.cache_bytes
     )
     runtime = PleRuntime(options, store.stats, store)
-    if row_ids is not None and worker is not None and residency != "device":
-        if device.type == "cuda":
-            return runtime
+    if row_ids is not None and worker is not None and delivers_rows(residency, device):
         runtime.mailbox = Mailbox(store)
         delivery = runtime.delivery = FrameDelivery(runtime.mailbox, row_ids, context_size, pad_id)
         attach = getattr(worker, "attach_ple", None)
