@@ -288,15 +288,17 @@ def ple_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Where the PLE n-gram table lives (default: from its size and the memory).",
         ),
         click.option(
-            "--ple-preload",
-            is_flag=True,
-            help="Host residency: copy the table into pinned memory at load.",
+            "--ple-preload/--no-ple-preload",
+            default=None,
+            help="Host residency: copy the table into pinned memory at load (serve: default "
+            "the bundle's).",
         ),
         click.option(
             "--ple-cache-bytes",
             callback=_ple_cache_bytes,
             metavar="BYTES",
-            help="Disk residency: the row cache's bound, e.g. 4GiB (default: 1GiB).",
+            help="Disk residency: the row cache's bound, e.g. 4GiB (build: default 1GiB; "
+            "serve: default the bundle's).",
         ),
     ]
     for option in reversed(options):
@@ -305,14 +307,12 @@ def ple_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _ple_options_from(kwargs: dict[str, Any]) -> Any:
-    """PleOptions from (and out of) a command's keyword arguments."""
-    from ignition.runtime.ple import DEFAULT_CACHE_BYTES, PleOptions
+    """PleOptions from (and out of) a command's keyword arguments; a flag not given stays
+    None, so that serve takes the built bundle's value (``PleOptions.over``)."""
+    from ignition.runtime.ple import PleOptions
 
-    cache = kwargs.pop("ple_cache_bytes")
     return PleOptions(
-        kwargs.pop("ple_residency"),
-        kwargs.pop("ple_preload"),
-        DEFAULT_CACHE_BYTES if cache is None else cache,
+        kwargs.pop("ple_residency"), kwargs.pop("ple_preload"), kwargs.pop("ple_cache_bytes")
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,14 +23,13 @@ from ignition.compiler.device import configure_threads, resolve_device
 from ignition.direct.scheduler import direct_scheduler
 from ignition.helios import helios_scheduler
 from ignition.helios.config import PolicyConfig
+from ignition.model.model import HybridModel
+from ignition.model.weights import load_model
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_worker
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
-from ignition.model.model import HybridModel
-from ignition.model.weights import load_model
 from ignition.runtime.ple import (
-    RESIDENCIES,
     PleOptions,
     PleTableError,
     delivers_table,
@@ -91,7 +90,9 @@ def _load(options: ServeOptions, tp: TensorParallel | None) -> Bundle:
     rank will deliver itself (host or disk residency) is left unread: its rows come from the
     shards, mapped in place, and the whole table is never in memory (docs/ple.md)."""
     configure_threads(resolve_device(options.device), options.num_threads)
-    ple = serve_ple_options(options.ple, _built_ple(options.artifacts))
+    ple = serve_ple_options(
+        options.ple, _built_ple(options.artifacts), str(Path(options.artifacts) / "manifest.json")
+    )
 
     def load_model_of(path: Path, device: torch.device) -> HybridModel:
         try:
@@ -112,13 +113,13 @@ def _load(options: ServeOptions, tp: TensorParallel | None) -> Bundle:
     )
 
 
-def serve_ple_options(ple: PleOptions, built: dict) -> PleOptions:
+def serve_ple_options(ple: PleOptions, built: dict, where: str = "manifest.json") -> PleOptions:
     """Serve's PLE options over the built bundle's (``manifest.json``'s ``ple`` entry): the
-    build's residency, unless serve names one."""
-    residency = built.get("residency")
-    if ple.residency is None and residency in RESIDENCIES:
-        ple = replace(ple, residency=residency)
-    return ple
+    build's residency, preload and row-cache bound, each unless serve names its own."""
+    try:
+        return ple.over(built, where)
+    except ValueError as err:
+        raise BundleError(str(err)) from None
 
 
 def _built_ple(artifacts: str | Path) -> dict:
@@ -221,7 +222,9 @@ def _open_ple(bundle: Bundle, options: ServeOptions, worker: object = None):
     checkpoint = Path(bundle.manifest["checkpoint"]["path"])
     if not checkpoint.is_absolute():
         checkpoint = bundle.path / checkpoint
-    ple = serve_ple_options(options.ple, bundle.manifest.get("ple", {}))
+    ple = serve_ple_options(
+        options.ple, bundle.manifest.get("ple", {}), str(bundle.path / "manifest.json")
+    )
     try:
         device = resolve_device(options.device)
         return open_model_ple(checkpoint, ple, device, worker, bundle.model, True)

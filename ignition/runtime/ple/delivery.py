@@ -42,23 +42,53 @@ NO_TABLE = "no PLE table"
 @dataclass(frozen=True)
 class PleOptions:
     """``--ple-residency`` (None: chosen from the table and memory sizes), ``--ple-preload``
-    and ``--ple-cache-bytes``."""
+    and ``--ple-cache-bytes``; None: not named (serve takes the built bundle's, see
+    :meth:`over`; otherwise no preload and :data:`DEFAULT_CACHE_BYTES`)."""
 
     residency: str | None = None
-    preload: bool = False
-    cache_bytes: int = DEFAULT_CACHE_BYTES
+    preload: bool | None = None
+    cache_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.residency is not None and self.residency not in RESIDENCIES:
             raise ValueError(
                 f"--ple-residency = {self.residency!r}: one of {', '.join(RESIDENCIES)}"
             )
-        if self.cache_bytes < 0:
+        if self.cache_bytes is not None and self.cache_bytes < 0:
             raise ValueError(f"--ple-cache-bytes = {self.cache_bytes}: must be nonnegative")
 
+    @property
+    def preloads(self) -> bool:
+        return bool(self.preload)
+
+    @property
+    def cache_bound(self) -> int:
+        return DEFAULT_CACHE_BYTES if self.cache_bytes is None else self.cache_bytes
+
+    def over(self, built: Mapping[str, Any], where: str = "manifest.json") -> PleOptions:
+        """These options where named, the built bundle's (its manifest's ``ple`` entry, as
+        :meth:`to_json` wrote it) where not: serve keeps what build chose unless told."""
+        residency, preload, cache = self.residency, self.preload, self.cache_bytes
+        built_residency = built.get("residency")
+        if residency is None and built_residency not in (None, "auto"):
+            if built_residency not in RESIDENCIES:
+                raise ValueError(f"{where}: ple.residency = {built_residency!r}: one of "
+                                 f"{', '.join(RESIDENCIES)}")  # fmt: skip
+            residency = built_residency
+        if preload is None and built.get("preload") is not None:
+            if not isinstance(built["preload"], bool):
+                raise ValueError(f"{where}: ple.preload = {built['preload']!r}: true or false")
+            preload = built["preload"]
+        if cache is None and built.get("cache_bytes") is not None:
+            value = built["cache_bytes"]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{where}: ple.cache_bytes = {value!r}: a byte count")
+            cache = value
+        return PleOptions(residency, preload, cache)
+
     def to_json(self) -> dict[str, Any]:
-        return {"residency": self.residency or "auto", "preload": self.preload,
-                "cache_bytes": self.cache_bytes}  # fmt: skip
+        return {"residency": self.residency or "auto", "preload": self.preloads,
+                "cache_bytes": self.cache_bound}  # fmt: skip
 
 
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
@@ -333,7 +363,7 @@ def open_ple(
         return PleRuntime(options, PleStats("none", 0))
     residency = resolve_residency(options, layout, device)
     store = open_store(
-        layout, residency, device, preload=options.preload, cache_bytes=options.cache_bytes
+        layout, residency, device, preload=options.preloads, cache_bytes=options.cache_bound
     )
     runtime = PleRuntime(options, store.stats, store)
     if row_ids is not None and worker is not None and delivers_rows(residency, device):
