@@ -96,14 +96,14 @@ def _load(options: ServeOptions, tp: TensorParallel | None) -> Bundle:
 
     def load_model_of(path: Path, device: torch.device) -> HybridModel:
         try:
-            skip = tp is None and delivers_table(path, ple, device)
+            skip = delivers_table(path, ple, device)
         except (PleTableError, ValueError) as err:
             raise BundleError(str(err)) from None
         if tp is None:
             return load_model(path, device, without_ple_tables=skip)
         from ignition.distributed.loading import load_sharded_checkpoint
 
-        return load_sharded_checkpoint(path, tp, device).model
+        return load_sharded_checkpoint(path, tp, device, without_ple_tables=skip).model
 
     return load_bundle(
         options.artifacts,
@@ -174,7 +174,12 @@ def follow_engine(options: ServeOptions, tp: TensorParallel) -> None:
     worker, _selected, _pages, _windows = assemble_worker(
         bundle.model, bundle.catalog, bundle.eos_token_ids, _runtime_options(options, bundle)
     )
-    follow(worker, tp)
+    ple = _open_ple(bundle, options, worker)  # this rank's own rows (docs/ple.md)
+    try:
+        follow(worker, tp)
+    finally:
+        if ple.mailbox is not None:
+            ple.mailbox.close()
 
 
 def open_engine(
@@ -213,8 +218,10 @@ def open_engine(
     )
     engine.vocab_size = bundle.model.config.vocab_size
     # The n-gram table at its residency; off the device, its rows reach the programs through
-    # the worker (tensor parallel ranks: not yet, every rank gathers from its own table).
-    engine.stats.ple = _open_ple(bundle, options, engine.worker if tp is None else None).stats
+    # the worker. Tensor parallel: every rank delivers its own rows (the table is replicated,
+    # not sharded); rank zero's counters are the ones /metrics shows.
+    worker = engine.worker if tp is None else engine.worker.inner
+    engine.stats.ple = _open_ple(bundle, options, worker).stats
     return bundle, engine
 
 
