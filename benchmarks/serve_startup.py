@@ -1,9 +1,9 @@
 """Serve start-up with a ~1 GB checkpoint: stat fingerprint vs full hash (a benchmark).
 
 Writes a random Qwen3.8-Flash-Next (qwen4_exp) checkpoint of about 1 GB (fp32) to
-``--checkpoint`` once, builds a small bundle over the embedded checkpoint, points its manifest at the big one
-(hash and stamps recorded as ``ignition build`` records them), then times
-``load_bundle``: manifest, checkpoint verification, weight loading, tokenizer. Preparing
+``--checkpoint`` once, builds a small bundle over the embedded checkpoint, points its
+manifest at the big one (hash and stamps recorded as ``ignition build`` records them), then
+times ``load_bundle``: manifest, checkpoint verification, weight loading, tokenizer. Preparing
 programs comes after and is the same either way.
 
     .venv/bin/python benchmarks/serve_startup.py [--checkpoint /tmp/ignition-1g] [--repeats 3]
