@@ -20,8 +20,8 @@ from tests.checkpoints import write_tiny_checkpoint
 @pytest.fixture(scope="session")
 def bundle(tmp_path_factory) -> Path:
     """qwen38 with --mixed-prefill: four request slots, a 4096-token prefill capacity."""
-    # seed 11: greedy continuations repeat tokens, which the penalty tests need to change
-    checkpoint = write_tiny_checkpoint(tmp_path_factory.mktemp("checkpoint"), seed=11)
+    # seed 12: greedy continuations repeat tokens, which the penalty tests need to change
+    checkpoint = write_tiny_checkpoint(tmp_path_factory.mktemp("checkpoint"), seed=12)
     out = tmp_path_factory.mktemp("bundle")
     command = [
         sys.executable,
