@@ -21,7 +21,7 @@ import torch
 from ignition.components.capacity import plan_catalog
 from ignition.helios import Fence, LaneRole, LaneWork, RequestHandle, ScheduledPlan, SelectionReason
 from ignition.kernels import use_backend
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.state import ModelState
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2000)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    model = random_model(Qwen38Config.tiny(), seed=1)
+    model = random_model(ModelConfig.tiny(), seed=1)
     options = LoadOptions(mixed_prefill=True, max_prefill_chunk=512, speculation="off")
     catalog = plan_catalog(get_recipe("qwen38"), options)
     state = ModelState.allocate(model.config, 4, 4 * 64, 64, 64)

@@ -1,4 +1,4 @@
-"""CPU speed of the reference path on the tiny Qwen3.8 Flash config (a benchmark, not a test).
+"""CPU speed of the reference path on the tiny hybrid config (a benchmark, not a test).
 
 Prints prompt tokens/s for a 512-token prefill, and decode steps/s at batch 1 and 4, with the
 rows packed into one program ("packed") and run one program per row ("separate"); plus one
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.state import ModelState, contiguous_pages
@@ -29,7 +29,7 @@ PAGE_SIZE = 64
 PREFILL_TOKENS = 512
 
 
-def _state(config: Qwen38Config, num_slots: int) -> ModelState:
+def _state(config: ModelConfig, num_slots: int) -> ModelState:
     max_pages = 2048 // PAGE_SIZE
     state = ModelState.allocate(config, num_slots, num_slots * max_pages, PAGE_SIZE, max_pages)
     contiguous_pages(state)
@@ -56,8 +56,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"tiny Qwen3.8 Flash, reference kernels, {torch.get_num_threads()} torch threads")
-    config = Qwen38Config.tiny()
+    print(f"tiny Qwen3.5-MoE hybrid, reference kernels, {torch.get_num_threads()} torch threads")
+    config = ModelConfig.tiny()
     model = random_model(config, seed=0)
     generator = torch.Generator().manual_seed(0)
     prompt = torch.randint(config.vocab_size, (PREFILL_TOKENS,), generator=generator).tolist()

@@ -1,9 +1,9 @@
 """Serve start-up with a ~1 GB checkpoint: stat fingerprint vs full hash (a benchmark).
 
-Writes a random Qwen3.8-shaped checkpoint of about 1 GB (fp32) to ``--checkpoint`` once,
-builds a small bundle over the embedded checkpoint, points its manifest at the big one
-(hash and stamps recorded as ``ignition build`` records them), then times
-``load_bundle``: manifest, checkpoint verification, weight loading, tokenizer. Preparing
+Writes a random Qwen3.8-Flash-Next (qwen4_exp) checkpoint of about 1 GB (fp32) to
+``--checkpoint`` once, builds a small bundle over the embedded checkpoint, points its
+manifest at the big one (hash and stamps recorded as ``ignition build`` records them), then
+times ``load_bundle``: manifest, checkpoint verification, weight loading, tokenizer. Preparing
 programs comes after and is the same either way.
 
     .venv/bin/python benchmarks/serve_startup.py [--checkpoint /tmp/ignition-1g] [--repeats 3]
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from ignition.compiler.build import DEFAULT_CHECKPOINT, build_bundle
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.weights import write_random_checkpoint
 from ignition.recipes import LoadOptions
 from ignition.runtime.bundle import load_bundle
@@ -49,13 +49,14 @@ BIG = dict(
     shared_expert_intermediate_size=1024,
     max_position_embeddings=8192,
     tie_word_embeddings=True,
+    qsa_indexer={"num_heads": 4, "head_dim": 128, "budget": 256, "compress_ratio": 4},
 )
 
 
 def big_checkpoint(path: Path) -> Path:
     if not (path / "model.safetensors").exists():
         torch.manual_seed(0)
-        write_random_checkpoint(path, Qwen38Config.tiny(**BIG), seed=0)
+        write_random_checkpoint(path, ModelConfig.tiny_flash_next(**BIG), seed=0)
         for name in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copyfile(DEFAULT_CHECKPOINT / name, path / name)
     return path

@@ -150,12 +150,12 @@ def check_kernels(s: Setup) -> list[Row]:
 
 
 def check_moe_grouped(s: Setup) -> Row:
-    from ignition.model.config import Qwen38Config
+    from ignition.model.config import ModelConfig
     from ignition.model.layers.moe import MixtureOfExperts
 
     dtype = torch.float32 if s.dry_run else torch.bfloat16
     hidden, inter = (128, 128) if s.dry_run else (2048, 512)
-    config = Qwen38Config.tiny(
+    config = ModelConfig.tiny(
         hidden_size=hidden, moe_intermediate_size=inter, num_experts=64, num_experts_per_tok=8
     )
     torch.manual_seed(0)

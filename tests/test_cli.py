@@ -319,9 +319,9 @@ def test_served_model_name_is_accepted_as_in_vllm(served, fake_bundle):
 
 def test_a_checkpoint_is_built_once_into_the_cache_then_served(served, monkeypatch, tmp_path):
     import ignition.cli
-    from tests.checkpoints import write_test_checkpoint
+    from tests.checkpoints import write_tiny_checkpoint
 
-    checkpoint = write_test_checkpoint(tmp_path / "checkpoint")
+    checkpoint = write_tiny_checkpoint(tmp_path / "checkpoint")
     builds = []
 
     def fake_build(recipe_name, options, *, weights, out_dir, **_):

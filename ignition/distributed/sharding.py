@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from ignition.distributed.context import TensorParallel, TensorParallelError
 from ignition.distributed.layers import VocabParallelEmbedding, VocabParallelHead, reduce_outputs
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.gdn import GatedDeltaNet
 from ignition.model.layers.moe import MixtureOfExperts, SwiGLU
 from ignition.model.layers.qsa import QueryGatedAttention
@@ -40,7 +40,7 @@ _DIVIDED = (
 )
 
 
-def local_config(config: Qwen38Config, world_size: int) -> Qwen38Config:
+def local_config(config: ModelConfig, world_size: int) -> ModelConfig:
     """The config of one rank's shard; a width that does not split is a one-line error."""
     values = {}
     for name in _DIVIDED:
@@ -95,7 +95,7 @@ class ShardRule:
         return pieces[0] if len(pieces) == 1 else torch.cat(pieces, self.dim)
 
 
-def shard_rules(model: nn.Module, config: Qwen38Config) -> dict[str, ShardRule]:
+def shard_rules(model: nn.Module, config: ModelConfig) -> dict[str, ShardRule]:
     """Parameter name -> rule for every split parameter (the rest are replicated), from the
     module types and the *global* ``config``."""
     rules: dict[str, ShardRule] = {}
@@ -136,7 +136,7 @@ def shard_rules(model: nn.Module, config: Qwen38Config) -> dict[str, ShardRule]:
     return rules
 
 
-def parallelize(model: nn.Module, config: Qwen38Config, tp: TensorParallel) -> nn.Module:
+def parallelize(model: nn.Module, config: ModelConfig, tp: TensorParallel) -> nn.Module:
     """Make a local-config ``model`` one rank of ``config``'s model (before weights load):
     vocabulary-parallel embedding and head, all-reduces after the row-parallel layers."""
     hidden, vocab = config.hidden_size, config.vocab_size

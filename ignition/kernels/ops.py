@@ -24,9 +24,11 @@ allocate_speculative_prefixes = register(
     KernelOp("allocate_speculative_prefixes", "speculative_allocation")
 )
 rejection_verify = register(KernelOp("rejection_verify", "rejection_verify"))
+block_topk = register(KernelOp("block_topk", "block_topk"))
 
 __all__ = [
     "allocate_speculative_prefixes",
+    "block_topk",
     "causal_conv1d_prefill",
     "causal_conv1d_update",
     "chunk_gated_delta_rule",

@@ -1,12 +1,11 @@
-"""The model configuration shared by every family, with Qwen3.8 Flash's own config.json format.
+"""The model configuration shared by every family.
 
-Every dimension of the model comes from here, so the same code serves the tiny
-test checkpoint and a full-size one. Qwen3.8 Flash checkpoints store this dataclass as their
-config.json; other families (``ignition.model.families``) parse their published config.json
-into it, switching off what they lack (hyper-connections, per-layer embeddings, the MoE) and
-on what they add (zero-centred norms, fewer GDN key heads than value heads, a dense MLP).
-Validation happens once, when the config is built; an error names the file, the key and the
-offending value so that a bad checkpoint fails at load rather than deep inside a matmul.
+Every dimension of the model comes from here, so the same code serves the tiny test models
+and a full-size one. Each family (``ignition.model.families``) parses its published
+config.json into it, switching off what it lacks (hyper-connections, PLE, the indexer, the
+MoE) and on what it adds (zero-centred norms, fewer GDN key heads than value heads, a dense
+MLP). Validation happens once, when the config is built; an error names the file, the key and
+the offending value so that a bad checkpoint fails at load rather than deep inside a matmul.
 """
 
 from __future__ import annotations
@@ -67,11 +66,12 @@ class RopeScaling:
 
 
 @dataclass(frozen=True)
-class Qwen38Config:
-    """Every dimension of a model, validated when built (Qwen3.8 Flash's defaults).
+class ModelConfig:
+    """Every dimension of a model, validated when built.
 
-    The fields after ``torch_dtype`` describe how other families differ; their defaults are
-    Qwen3.8 Flash's, so its config.json files need none of them.
+    ``hc_streams`` counts the gated-residual hyper-connection streams (0: one plain residual
+    stream; more needs ``gated_hyper``). The fields after ``torch_dtype`` say how a family
+    departs from the defaults.
     """
 
     vocab_size: int
@@ -92,7 +92,6 @@ class Qwen38Config:
     moe_intermediate_size: int
     shared_expert_intermediate_size: int
     hc_streams: int
-    ple_dim: int
     mtp_num_layers: int
     vision: VisionConfig | None
     rms_norm_eps: float
@@ -108,7 +107,7 @@ class Qwen38Config:
     # None is plain rope (the three axes coincide for text anyway)
     mrope_section: tuple[int, int, int] | None = None
     torch_dtype: str = "float32"
-    model_type: str = "qwen38"
+    model_type: str = "qwen3_5_moe_text"
     linear_num_key_heads: int = 0  # 0: one GDN key head per value head (linear_num_heads)
     mlp_kind: str = "moe"
     intermediate_size: int = 0  # the dense MLP's width (mlp_kind "dense")
@@ -118,7 +117,7 @@ class Qwen38Config:
     qk_norm: bool = True
     rope_scaling: RopeScaling | None = None
     # True: a recursive draft step reads the previous MTP output after the MTP's final norm
-    # (Qwen3.5 / Qwen3-Next, whose MTP returns normed states); False: before it (Qwen3.8).
+    # (Qwen3.5 / Qwen3-Next, whose MTP returns normed states); False: before it.
     mtp_feeds_normed_hidden: bool = False
     # Qwen3.8-Flash-Next (qwen4_exp): the GDN output gate's activation, and the released parts
     gdn_gate_activation: str = "silu"
@@ -156,11 +155,6 @@ class Qwen38Config:
         return self.shared_expert_intermediate_size
 
     @property
-    def has_hyper_connections(self) -> bool:
-        """hc_streams 0 means one plain residual stream (families without hyper-connections)."""
-        return self.hc_streams > 0
-
-    @property
     def num_ple_layers(self) -> int:
         return len(self.ngram_ple.layers) if self.ngram_ple else 0
 
@@ -183,7 +177,7 @@ class Qwen38Config:
         return out
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any], source: str = "<dict>") -> Qwen38Config:
+    def from_dict(cls, raw: Mapping[str, Any], source: str = "<dict>") -> ModelConfig:
         known = {f.name for f in fields(cls)}
         required = sorted(f.name for f in fields(cls) if f.default is MISSING)
         for key in required:
@@ -206,15 +200,16 @@ class Qwen38Config:
             raise ConfigError(source, exc.detail) from None
 
     @classmethod
-    def from_json(cls, path: str | Path) -> Qwen38Config:
+    def from_json(cls, path: str | Path) -> ModelConfig:
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
         return cls.from_dict(read_config_json(path), source=str(path))
 
     @classmethod
-    def tiny(cls, **overrides: Any) -> Qwen38Config:
-        """Three GDN layers then one QSA layer at hidden 64: fast enough for CPU tests."""
+    def tiny(cls, **overrides: Any) -> ModelConfig:
+        """A Qwen3.5-MoE hybrid (family ``qwen3_5_moe``): three GDN layers then one gated
+        attention layer at hidden 64, four experts, one MTP layer; fast enough for CPU tests."""
         values: dict[str, Any] = dict(
             vocab_size=128,
             hidden_size=64,
@@ -233,8 +228,7 @@ class Qwen38Config:
             num_experts_per_tok=2,
             moe_intermediate_size=32,
             shared_expert_intermediate_size=32,
-            hc_streams=2,
-            ple_dim=8,
+            hc_streams=0,
             mtp_num_layers=1,
             vision=None,
             rms_norm_eps=1e-6,
@@ -244,11 +238,43 @@ class Qwen38Config:
             eos_token_id=2,
             pad_token_id=0,
             image_token_id=3,
+            model_type="qwen3_5_moe_text",
+            linear_num_key_heads=2,
+            mtp_mlp_kind="moe",
+            norm_offset=1.0,
+            mtp_feeds_normed_hidden=True,
         )
         values.update(overrides)
         if "layer_types" in overrides and "num_hidden_layers" not in overrides:
             values["num_hidden_layers"] = len(values["layer_types"])
         return cls.from_dict(values, source="<tiny>")
+
+    @classmethod
+    def tiny_flash_next(cls, **overrides: Any) -> ModelConfig:
+        """:meth:`tiny` as Qwen3.8-Flash-Next (family ``qwen4_exp``): two gated-residual
+        streams, PLE n-grams on layer 1, QSA's indexer (a 16-token budget in blocks of 4), the
+        gated MTP head."""
+        values: dict[str, Any] = dict(
+            model_type="qwen4_exp_text",
+            hc_streams=2,
+            mtp_feeds_normed_hidden=False,
+            gdn_gate_activation="sigmoid",
+            gated_hyper={"lowrank": 8},
+            ngram_ple={
+                "layers": [1],
+                "embed_dim": 32,
+                "conv_kernel": 3,
+                "ngram_size": 3,
+                "heads_per_ngram": 2,
+                "vocab_size_base": 97,
+                "vocab_size_divisor": 8,
+                "seed": 11,
+                "split_parts": 4,
+            },
+            qsa_indexer={"num_heads": 4, "head_dim": 16, "budget": 16, "compress_ratio": 4},
+        )
+        values.update(overrides)
+        return cls.tiny(**values)
 
 
 _PARTS = {
@@ -326,7 +352,6 @@ _MOE_INTS = (
 )
 _NON_NEGATIVE_INTS = (
     "rotary_dim",
-    "ple_dim",
     "mtp_num_layers",
     "hc_streams",
     "linear_num_key_heads",
@@ -335,7 +360,7 @@ _NON_NEGATIVE_INTS = (
 _DTYPES = ("float32", "bfloat16", "float16")
 
 
-def _validate(config: Qwen38Config) -> None:
+def _validate(config: ModelConfig) -> None:
     def fail(key: str, value: Any, why: str) -> None:
         raise ConfigError("<config>", f"key {key!r} = {value!r}: {why}")
 
@@ -419,12 +444,14 @@ def _validate(config: Qwen38Config) -> None:
     _validate_parts(config, eos_ids, fail)
 
 
-def _validate_parts(config: Qwen38Config, eos_ids: tuple[int, ...], fail: Any) -> None:
+def _validate_parts(config: ModelConfig, eos_ids: tuple[int, ...], fail: Any) -> None:
     """The released parts' cross-field rules (each part checked its own fields)."""
     if config.gdn_gate_activation not in ("silu", "sigmoid"):
         fail("gdn_gate_activation", config.gdn_gate_activation, "must be silu or sigmoid")
     if config.gated_hyper is not None and config.hc_streams < 2:
         fail("hc_streams", config.hc_streams, "gated hyper-connections need at least 2 streams")
+    if config.gated_hyper is None and config.hc_streams:
+        fail("hc_streams", config.hc_streams, "streams need gated_hyper (0: one plain stream)")
     ple = config.ngram_ple
     if ple is not None:
         for layer in ple.layers:

@@ -1,6 +1,6 @@
 """The hybrid decoder every family shares: the packed mixed forward over prompt and decode rows.
 
-Qwen3.8 Flash uses all of it; Qwen3.5 and Llama switch parts off in their config (see
+Qwen3.8-Flash-Next uses all of it; Qwen3.5 and Llama switch parts off in their config (see
 ``ignition.model.families``), so one forward, one state layout and one set of programs
 serve them all.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.index_rings import keep_draft_ring, keep_index_ring, keep_mtp_ring
 from ignition.model.layers.decoder import DecoderLayer, PleInputs
 from ignition.model.layers.gated_hyper import GatedHyperConnection
@@ -31,7 +31,6 @@ from ignition.model.layers.gdn import GdnUpdate
 from ignition.model.layers.ngram_hash import next_context
 from ignition.model.layers.ngram_ple import PleUpdate, RowLookup
 from ignition.model.layers.norm import RMSNorm
-from ignition.model.layers.ple import PerLayerEmbedding
 from ignition.model.mtp import MtpHead
 from ignition.model.mtp_gated import GatedMtpHead
 from ignition.model.packing import (
@@ -81,11 +80,10 @@ class TargetOutput:
 
 
 class HybridModel(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.ple = PerLayerEmbedding(config) if config.ple_dim else None
         # Per PLE layer, where a forward without ``ple_rows`` takes its n-gram rows from
         # while a program runs (its staged rows, see :meth:`gathering_ple_rows`).
         self.ple_lookups: list[RowLookup] | None = None
@@ -147,14 +145,12 @@ class HybridModel(nn.Module):
         )
         meta.rope_positions = multimodal_rope(meta, inputs)
         x = self.embed(inputs, meta)
-        ple = self.ple(inputs.token_ids) if self.ple is not None else None
         ple_inputs, ngram_next = self._ple_inputs(inputs, meta, state, ple_rows)
         num_streams = max(self.config.hc_streams, 1)
         streams = x[:, None, :].expand(-1, num_streams, -1).contiguous()
         gdn_updates, ple_updates, index_raw = [], [], []
-        for i, layer in enumerate(self.layers):
-            layer_ple = None if ple is None else ple[:, i]
-            streams, update = layer(streams, layer_ple, meta, state, ple_inputs)
+        for layer in self.layers:
+            streams, update = layer(streams, meta, state, ple_inputs)
             if update.gdn is not None:
                 gdn_updates.append(update.gdn)
             if update.ple is not None:

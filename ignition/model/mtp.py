@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.decoder import make_mlp
 from ignition.model.layers.moe import SwiGLU
 from ignition.model.layers.norm import RMSNorm
@@ -23,7 +23,7 @@ from ignition.model.state import ModelState
 
 
 class MtpLayer(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
         self.self_attn = QueryGatedAttention(config)
@@ -38,7 +38,7 @@ class MtpLayer(nn.Module):
 
 
 class MtpHead(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         hidden = config.hidden_size
         self.pre_fc_norm_embedding = RMSNorm(hidden, config.rms_norm_eps, config.norm_offset)

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from torch import Tensor, nn
 
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.decoder import GatedResidual, make_mlp
 from ignition.model.layers.gated_hyper import GatedHyperConnection
 from ignition.model.layers.norm import RMSNorm
@@ -31,7 +31,7 @@ from ignition.model.state import ModelState
 
 
 class GatedMtpLayer(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         assert config.gated_hyper is not None
         self.self_attn = QueryGatedAttention(config)
@@ -51,7 +51,7 @@ class GatedMtpLayer(nn.Module):
 
 
 class GatedMtpHead(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         assert config.gated_hyper is not None
         hidden, eps = config.hidden_size, config.rms_norm_eps

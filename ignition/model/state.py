@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 
 # per-slot tensors and the dimension that indexes the slot
 SLOT_FIELDS: tuple[tuple[str, int], ...] = (
@@ -84,7 +84,7 @@ class ModelState:
     @classmethod
     def allocate(
         cls,
-        config: Qwen38Config,
+        config: ModelConfig,
         num_slots: int,
         num_pages: int,
         page_size: int,

@@ -1,11 +1,12 @@
-"""The batched training forward of Qwen3.8 Flash: same modules, same weights, no caches.
+"""The batched training forward of the hybrid models: same modules, same weights, no caches.
 
 Serving runs one packed array through paged attention and per-slot recurrent state; training
 wants full sequences, a batch dimension and gradients. This module walks the very same
 submodules of a :class:`HybridModel` over ``[B, T]`` token ids from a zero state: QSA is
 dense causal attention, GDN is the full-sequence causal conv and the chunked gated-delta-rule
-reference (differentiable, heads and batch folded together), the MoE, hyper-connections and
-PLE are called as they are. Agreement with :meth:`HybridModel.forward_packed` is the contract
+reference (differentiable, heads and batch folded together), the MLP and the residual are
+called as they are; Qwen3.8-Flash-Next's gated streams, PLE and indexer go through
+``training_gated``. Agreement with :meth:`HybridModel.forward_packed` is the contract
 (tests/model/test_training.py), so a checkpoint trained here serves unchanged.
 
 The MTP head is trained jointly: position t reads the final-normed target hidden h_t with the
@@ -112,23 +113,19 @@ def full_sequence_gdn(gdn: GatedDeltaNet, x: Tensor) -> Tensor:
 
 def _mixture(mlp: MixtureOfExperts, x: Tensor, router_probs: list[Tensor]) -> Tensor:
     flat = x.reshape(-1, x.shape[-1])
+    if not isinstance(mlp, MixtureOfExperts):  # a dense SwiGLU: nothing to balance
+        return mlp(flat).view_as(x)
     router_probs.append(torch.softmax(mlp.gate(flat).float(), dim=-1))
     return mlp(flat).view_as(x)
 
 
 def _decoder_layer(
-    layer: DecoderLayer,
-    streams: Tensor,
-    ple: Tensor | None,
-    positions: Tensor,
-    router_probs: list[Tensor],
+    layer: DecoderLayer, streams: Tensor, positions: Tensor, router_probs: list[Tensor]
 ) -> Tensor:
-    """streams [B, T, S, hidden] -> same; the order of DecoderLayer.forward, batched."""
+    """streams [B, T, 1, hidden] -> same; the order of DecoderLayer.forward, batched."""
     batch, num_tokens, num_streams, hidden = streams.shape
     flat_streams = streams.reshape(batch * num_tokens, num_streams, hidden)
     x = layer.attn_hc.read(flat_streams).view(batch, num_tokens, hidden)
-    if layer.ple_proj is not None and ple is not None:
-        x = x + layer.ple_proj(ple)
     h = layer.input_layernorm(x)
     if layer.kind == "gdn":
         mixed = full_sequence_gdn(layer.linear_attn, h)
@@ -146,7 +143,7 @@ def forward_train(model: HybridModel, token_ids: Tensor) -> TrainOutput:
     config = model.config
     if token_ids.dim() != 2 or token_ids.shape[1] < 1:
         raise ValueError(f"token_ids must be [batch, tokens], got shape {list(token_ids.shape)}")
-    batch, num_tokens = token_ids.shape
+    num_tokens = token_ids.shape[1]
     if num_tokens > config.max_position_embeddings:
         raise ValueError(
             f"{num_tokens} tokens exceed max_position_embeddings {config.max_position_embeddings}"
@@ -155,15 +152,12 @@ def forward_train(model: HybridModel, token_ids: Tensor) -> TrainOutput:
     embeds = model.embed_tokens(token_ids)  # [B, T, hidden]
     if model.hc_mixer is not None:
         return _forward_gated(model, token_ids, embeds, positions)
-    ple = model.ple(token_ids.reshape(-1)) if model.ple is not None else None
-    if ple is not None:
-        ple = ple.view(batch, num_tokens, config.num_hidden_layers, config.ple_dim)
-    streams = embeds[:, :, None, :].expand(-1, -1, config.hc_streams, -1)
+    assert model.norm is not None
+    streams = embeds[:, :, None, :]  # one plain residual stream
     router_probs: list[Tensor] = []
-    for i, layer in enumerate(model.layers):
-        layer_ple = None if ple is None else ple[:, :, i]
-        streams = _decoder_layer(layer, streams, layer_ple, positions, router_probs)
-    hidden = model.norm(streams.sum(2))  # [B, T, hidden]
+    for layer in model.layers:
+        streams = _decoder_layer(layer, streams, positions, router_probs)
+    hidden = model.norm(streams[:, :, 0])  # [B, T, hidden]
     logits = model.lm_head(hidden).float()
     mtp_logits = None
     if model.mtp is not None and num_tokens > 1:
@@ -217,12 +211,15 @@ def _mtp_forward(
     )
     for layer in mtp.layers:
         x = x + dense_attention(layer.self_attn, layer.input_layernorm(x), positions)
-        x = x + layer.mlp(layer.post_attention_layernorm(x))
+        normed = layer.post_attention_layernorm(x)
+        x = x + layer.mlp(normed.reshape(-1, normed.shape[-1])).view_as(x)
     return model.lm_head(mtp.norm(x)).float()
 
 
 def balance_loss(router_probs: list[Tensor], top_k: int) -> Tensor:
     """Switch-style load balance: E * sum_e (routed fraction_e * mean prob_e), 1 when uniform."""
+    if not router_probs:  # dense MLPs
+        return torch.zeros(())
     terms = []
     for probs in router_probs:
         num_experts = probs.shape[-1]

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ignition.kernels import ops
 from ignition.model.layers.decoder import DecoderLayer
 from ignition.model.layers.ngram_hash import ngram_row_ids
 from ignition.model.layers.ngram_ple import NgramPle
@@ -65,12 +66,13 @@ def selection_mask(indexer: QsaIndexer, x: Tensor, positions: Tensor) -> Tensor:
     scores = torch.einsum("bthd,bnd->bthn", q.float(), block_keys.float())
     scores = scores.relu().sum(dim=2) / dim**0.5  # [B, T, NB]
     visible = (positions + 1) // ratio  # [T] complete blocks each query sees
-    block = torch.arange(num_blocks, device=x.device)
-    scores = scores.masked_fill(block[None, None, :] >= visible[None, :, None], float("-inf"))
     keep = min(indexer.num_blocks, num_blocks)
     is_chosen = torch.zeros(batch, num_tokens, num_blocks + 1, dtype=torch.bool, device=x.device)
     if keep:
-        best = scores.topk(keep, dim=-1).indices
+        # serving's selection (QsaIndexer._select), ties broken as transformers breaks them
+        flat_visible = visible.repeat(batch)
+        best = ops.block_topk(scores.reshape(batch * num_tokens, num_blocks), flat_visible, keep)
+        best = best.view(batch, num_tokens, keep)
         best = torch.where(best < visible[None, :, None], best, num_blocks)
         is_chosen.scatter_(-1, best, True)
     key_block = torch.arange(num_tokens, device=x.device) // ratio  # [T]

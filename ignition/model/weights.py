@@ -1,7 +1,7 @@
 """Safetensors checkpoints in the Hugging Face layout, loaded through their model family.
 
 ``config.json``'s ``model_type`` picks the family (``ignition.model.families``), which parses
-the config into the shared :class:`Qwen38Config` and maps every model parameter to the
+the config into the shared :class:`ModelConfig` and maps every model parameter to the
 checkpoint tensors it is made from (fused projections are split there). Loading checks
 every mapped tensor for presence and shape, and that nothing unmapped is left over, before
 copying any, and names the first mismatch, so a wrong checkpoint is rejected whole. Weights
@@ -23,10 +23,13 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ignition.model.checkpoint_files import WeightsError, locate_tensors, read_tensor
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.families.base import CheckpointLayout, ModelFamily
-from ignition.model.families.qwen38 import checkpoint_name
-from ignition.model.families.registry import family_for_checkpoint, read_config_json
+from ignition.model.families.registry import (
+    family_for_checkpoint,
+    family_for_model_type,
+    read_config_json,
+)
 from ignition.model.model import HybridModel
 from ignition.model.quant import FP8_DTYPE, Fp8Plan, plan_fp8, read_quantization
 
@@ -40,9 +43,8 @@ __all__ = [
     "LoadedCheckpoint",
     "WeightsError",
     "check_layout",
-    "checkpoint_name",
+    "checkpoint_tensors",
     "drop_ple_tables",
-    "expected_tensors",
     "load_checkpoint",
     "load_model",
     "locate_tensors",
@@ -58,16 +60,6 @@ class LoadedCheckpoint:
     model: HybridModel
     family: ModelFamily
     notes: list[str] = field(default_factory=list)
-
-
-def expected_tensors(model: HybridModel) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-    """Qwen3.8 name -> (shape, dtype) of every tensor its checkpoint holds, in module order."""
-    dtype = _DTYPES[model.config.torch_dtype]
-    # named_parameters drops the tied lm_head (it is the embedding), as HF checkpoints do.
-    return {
-        checkpoint_name(name): (tuple(param.shape), dtype)
-        for name, param in model.named_parameters()
-    }
 
 
 def load_checkpoint(
@@ -94,7 +86,7 @@ def load_checkpoint(
         unread = drop_ple_tables(model) if without_ple_tables else frozenset()
     model = model.to_empty(device=device).to(_DTYPES[config.torch_dtype])
     model.tie_weights()
-    _load_layout(model, path, located, layout, family.name == "qwen38", fp8, unread)
+    _load_layout(model, path, located, layout, False, fp8, unread)
     return LoadedCheckpoint(model.eval(), family, family.load_notes(config, raw))
 
 
@@ -119,15 +111,6 @@ def drop_ple_tables(model: HybridModel) -> frozenset[str]:
         if isinstance(module, NgramPle):
             module.drop_table()
     return names
-
-
-def load_weights(model: HybridModel, path: str | Path) -> None:
-    """Load a Qwen3.8 Flash checkpoint's tensors into ``model`` (checked first)."""
-    path = Path(path)
-    located = locate_tensors(path)
-    from ignition.model.families.qwen38 import QWEN38
-
-    _load_layout(model, path, located, QWEN38.layout(model, frozenset(located)), True)
 
 
 def _load_layout(
@@ -242,24 +225,24 @@ def randomize_(model: HybridModel, seed: int) -> HybridModel:
     def normal(shape: torch.Size, std: float, mean: float = 0.0) -> torch.Tensor:
         return torch.randn(shape, generator=generator) * std + mean
 
+    # a norm's scale is weight + offset: centre each weight so that the scale is near 1
+    offsets = {
+        f"{module_name}.weight": float(module.offset)
+        for module_name, module in model.named_modules()
+        if isinstance(getattr(module, "offset", None), float)
+    }
     for name, param in model.named_parameters():
         leaf = name.rsplit(".", 1)[-1]
-        if name.endswith(("embed_tokens.weight", "ple.embed.weight")):
+        if name.endswith("embed_tokens.weight"):
             value = normal(param.shape, 1.0)
         elif name.endswith("lm_head.weight"):
             value = normal(param.shape, 3.0 / math.sqrt(param.shape[1]))
         elif "norm" in name:
-            value = normal(param.shape, 0.1, 1.0)
+            value = normal(param.shape, 0.1, 1.0 - offsets.get(name, 0.0))
         elif leaf == "A_log":
             value = torch.rand(param.shape, generator=generator) * 2.0 - 1.0
         elif leaf == "dt_bias":
             value = normal(param.shape, 0.5)
-        elif leaf == "read_weight":
-            value = normal(param.shape, 0.2, 1.0 / param.shape[0])
-        elif leaf == "mix_weight":
-            value = torch.eye(param.shape[0]) + normal(param.shape, 0.1)
-        elif leaf == "write_weight":
-            value = normal(param.shape, 0.2, 1.0)
         elif leaf == "weight" and param.dim() >= 2:
             fan_in = param.shape[1] * (param.shape[2] if param.dim() == 3 else 1)
             value = normal(param.shape, 1.0 / math.sqrt(fan_in))
@@ -269,20 +252,71 @@ def randomize_(model: HybridModel, seed: int) -> HybridModel:
     return model
 
 
-def random_model(config: Qwen38Config, seed: int = 0) -> HybridModel:
-    """A Qwen3.8 Flash-layout model with random weights (tests and the tiny trainer)."""
+def random_model(config: ModelConfig, seed: int = 0) -> HybridModel:
+    """A model of ``config`` with random weights (tests, benchmarks and the tiny trainer)."""
     return randomize_(HybridModel(config), seed).to(_DTYPES[config.torch_dtype]).eval()
 
 
-def write_random_checkpoint(path: str | Path, config: Qwen38Config, seed: int = 0) -> Path:
-    """Write config.json and model.safetensors of a random model of ``config`` (for tests)."""
+def write_random_checkpoint(path: str | Path, config: ModelConfig, seed: int = 0) -> Path:
+    """config.json and model.safetensors of a random model of ``config``, in the published
+    layout of the family its ``model_type`` names (read back by that family, checked)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
+    family = family_for_model_type(config.model_type, "<config>")
+    raw = family.config_json(config)
     model = random_model(config, seed)
-    (path / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-    tensors = {
-        checkpoint_name(name): param.detach().contiguous()
-        for name, param in model.named_parameters()
-    }
+    tensors = checkpoint_tensors(model, family.layout(model, frozenset()))
+    parsed = family.parse_config(raw, str(path / CONFIG_FILE), frozenset(tensors))
+    if parsed != config:
+        changed = next(
+            f for f in config.__dataclass_fields__ if getattr(parsed, f) != getattr(config, f)
+        )
+        raise ValueError(
+            f"family {family.name!r} cannot state field {changed!r} = "
+            f"{getattr(config, changed)!r} in config.json (reads back "
+            f"{getattr(parsed, changed)!r})"
+        )
+    (path / CONFIG_FILE).write_text(json.dumps(raw, indent=2) + "\n")
     save_file(tensors, str(path / WEIGHTS_FILE))
     return path
+
+
+@torch.no_grad()
+def checkpoint_tensors(model: HybridModel, layout: CheckpointLayout) -> dict[str, torch.Tensor]:
+    """The checkpoint tensors ``layout`` reads ``model``'s parameters from: the inverse of
+    loading. Every combine a family uses gathers elements (row slices, a head's half, one
+    expert, concatenated shards), so building a source from element indices says where each
+    parameter element lives; a tensor element no parameter reads is an error."""
+    params = dict(model.named_parameters())
+    flat: dict[str, torch.Tensor] = {}
+    written: dict[str, torch.Tensor] = {}
+    for name, source in layout.sources.items():
+        param = params[name].detach()
+        if source.combine is None:
+            flat[source.names[0]] = param.reshape(-1).clone()
+            written[source.names[0]] = torch.ones(param.numel(), dtype=torch.bool)
+            continue
+        offsets, indices = [0], []
+        for shape in source.shapes:
+            numel = math.prod(shape)
+            indices.append(torch.arange(offsets[-1], offsets[-1] + numel).view(shape))
+            offsets.append(offsets[-1] + numel)
+        picked = source.build(indices).reshape(-1)
+        values = param.reshape(-1)
+        for i, (tensor_name, shape) in enumerate(zip(source.names, source.shapes, strict=True)):
+            numel = math.prod(shape)
+            if tensor_name not in flat:
+                flat[tensor_name] = torch.zeros(numel, dtype=param.dtype)
+                written[tensor_name] = torch.zeros(numel, dtype=torch.bool)
+            mine = (picked >= offsets[i]) & (picked < offsets[i + 1])
+            flat[tensor_name][picked[mine] - offsets[i]] = values[mine]
+            written[tensor_name][picked[mine] - offsets[i]] = True
+    shapes = {
+        n: shape
+        for source in layout.sources.values()
+        for n, shape in zip(source.names, source.shapes, strict=True)
+    }
+    for tensor_name, is_written in written.items():
+        if not bool(is_written.all()):
+            raise ValueError(f"tensor {tensor_name!r}: some elements are read by no parameter")
+    return {n: t.view(shapes[n]).contiguous() for n, t in flat.items()}

@@ -9,15 +9,15 @@ from click.testing import CliRunner
 
 from ignition.cli import main
 from ignition.components.catalog import load_catalog
-from tests.checkpoints import write_test_checkpoint
+from tests.checkpoints import write_tiny_checkpoint
 
-# No --recipe: the seed-format test checkpoint resolves to qwen38 through its family.
+# No --recipe: the qwen4_exp test checkpoint resolves to qwen38 through its family.
 BUILD = ["--mixed-prefill", "--max-prefill-chunk", "128"]
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    return write_test_checkpoint(tmp_path_factory.mktemp("ckpt"))
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("ckpt"))
 
 
 @pytest.fixture(scope="module")

@@ -58,10 +58,10 @@ def test_the_detector_lets_sync_free_operations_through(name):
 
 
 def test_a_violation_names_the_ignition_line_that_made_it():
-    from ignition.model.config import Qwen38Config
+    from ignition.model.config import ModelConfig
     from ignition.model.layers.moe import MixtureOfExperts
 
-    moe = MixtureOfExperts(Qwen38Config.tiny())
+    moe = MixtureOfExperts(ModelConfig.tiny())
     x = torch.randn(5, moe.gate.in_features)
     expected = r"at ignition/model/layers/moe\.py:\d+"
     with pytest.raises(HostSyncError, match=expected), HostSyncDetector("moe"), torch.no_grad():

@@ -12,7 +12,7 @@ from ignition.compiler.state_ops import StateOperations, state_scratch_page
 from ignition.compiler.validate import ValidationError, validate_state_operations
 from ignition.components.state_programs import INIT, RESTORE, SNAPSHOT
 from ignition.kernels import use_backend
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
 from ignition.model.state import ModelState
@@ -24,7 +24,7 @@ PAGE, PER_SLOT = 8, 6
 
 @pytest.fixture(scope="module")
 def model():
-    return random_model(Qwen38Config.tiny(), seed=5)
+    return random_model(ModelConfig.tiny(), seed=5)
 
 
 def new_state(model) -> ModelState:

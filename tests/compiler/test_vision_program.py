@@ -11,7 +11,7 @@ from ignition.compiler.programs import ProgramError, build_program, check_builda
 from ignition.compiler.validate import ValidationError, validate_program
 from ignition.compiler.vision_program import bind_images
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.model.config import Qwen38Config, VisionConfig
+from ignition.model.config import ModelConfig, VisionConfig
 from ignition.model.model import HybridModel
 from ignition.model.vision.grid import ImageGrid
 from ignition.model.weights import randomize_
@@ -27,7 +27,7 @@ VISION = VisionConfig(
 
 @pytest.fixture(scope="module")
 def model() -> HybridModel:
-    return randomize_(HybridModel(Qwen38Config.tiny(vision=VISION)), seed=3).eval()
+    return randomize_(HybridModel(ModelConfig.tiny(vision=VISION)), seed=3).eval()
 
 
 def prepared(model: HybridModel, patches: int):
@@ -72,7 +72,7 @@ def test_vision_program_runs_without_a_host_sync(model):
 
 
 def test_towerless_model_cannot_build_a_vision_program():
-    plain = HybridModel(Qwen38Config.tiny())
+    plain = HybridModel(ModelConfig.tiny())
     with pytest.raises(ProgramError, match="needs a vision tower"):
         check_buildable(Descriptor(GraphKind.VISION, 1, 0, 64, 64), plain)
 

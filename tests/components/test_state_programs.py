@@ -9,7 +9,7 @@ from ignition.compiler.state_ops import StateOperations
 from ignition.components.catalog import GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS, state_programs
 from ignition.helios import Scheduler
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.state import ModelState
 from ignition.simulate.bench import runtime_catalog
 
@@ -17,7 +17,7 @@ STATE_KINDS = {GraphKind.SNAPSHOT, GraphKind.RESTORE, GraphKind.INIT}
 
 
 def _prepared_kinds() -> set[GraphKind]:
-    state = ModelState.allocate(Qwen38Config.tiny(), 2, 5, 8, 2)
+    state = ModelState.allocate(ModelConfig.tiny(), 2, 5, 8, 2)
     ops = StateOperations(state, num_rows=1, capturer=GraphCapturer("cpu"))
     assert {p.name for p in ops.programs.values()} == {d.name for d in ops.programs}
     return {d.kind for d in ops.programs}

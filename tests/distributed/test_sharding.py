@@ -11,11 +11,11 @@ import torch
 from ignition.distributed.context import TensorParallel
 from ignition.distributed.loading import load_sharded_checkpoint
 from ignition.distributed.sharding import ShardRule, local_config, shard_rules
-from ignition.model.config import ConfigError, Qwen38Config
+from ignition.model.config import ConfigError, ModelConfig
 from ignition.model.weights import load_model, write_random_checkpoint
 
 # GDN with two key heads per four value heads, and a vocabulary that does not split evenly.
-CONFIG = Qwen38Config.tiny(vocab_size=127, linear_num_heads=4, linear_num_key_heads=2)
+CONFIG = ModelConfig.tiny(vocab_size=127, linear_num_heads=4, linear_num_key_heads=2)
 
 
 def reassemble(rule: ShardRule, shards: list[torch.Tensor]) -> torch.Tensor:

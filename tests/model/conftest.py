@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ignition.kernels import use_backend
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.model import HybridModel
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.model.weights import random_model
@@ -31,18 +31,18 @@ def reference_kernels():
 
 
 @pytest.fixture(scope="session")
-def config() -> Qwen38Config:
-    return Qwen38Config.tiny()
+def config() -> ModelConfig:
+    return ModelConfig.tiny()
 
 
 @pytest.fixture(scope="session")
-def model(config: Qwen38Config) -> HybridModel:
+def model(config: ModelConfig) -> HybridModel:
     torch.manual_seed(0)
     return random_model(config, seed=0)
 
 
 def new_state(
-    config: Qwen38Config, num_slots: int = NUM_SLOTS, device: torch.device | str = "cpu"
+    config: ModelConfig, num_slots: int = NUM_SLOTS, device: torch.device | str = "cpu"
 ) -> ModelState:
     state = ModelState.allocate(
         config,
@@ -57,7 +57,7 @@ def new_state(
 
 
 @pytest.fixture
-def state(config: Qwen38Config) -> ModelState:
+def state(config: ModelConfig) -> ModelState:
     return new_state(config)
 
 

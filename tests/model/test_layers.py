@@ -1,10 +1,10 @@
-"""Layer-level behaviour: MoE routing, hyper-connections, partial rotary."""
+"""Layer-level behaviour: MoE routing, the plain residual, partial rotary."""
 
 from __future__ import annotations
 
 import torch
 
-from ignition.model.layers.hyper import HyperConnection
+from ignition.model.layers.decoder import PlainResidual
 from ignition.model.layers.moe import MixtureOfExperts
 from ignition.model.layers.rope import PartialRotary
 
@@ -35,12 +35,10 @@ def test_moe_is_a_token_wise_map(config, model):
     torch.testing.assert_close(together, one_by_one, atol=1e-5, rtol=1e-5)
 
 
-def test_hyper_connection_initialisation_is_a_plain_residual():
-    hc = HyperConnection(num_streams=2)
-    streams = torch.randn(5, 1, 8).expand(-1, 2, -1)
-    block_out = torch.randn(5, 8)
-    torch.testing.assert_close(hc.read(streams), streams[:, 0])
-    torch.testing.assert_close(hc.write(streams, block_out), streams + block_out[:, None])
+def test_the_plain_residual_adds_the_block_output_to_its_one_stream():
+    streams = torch.randn(5, 1, 8)
+    out = PlainResidual().around(streams, lambda x: 2 * x + 1)
+    torch.testing.assert_close(out, streams + 2 * streams + 1)
 
 
 def test_partial_rotary_leaves_the_pass_through_channels_and_norms():

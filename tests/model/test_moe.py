@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ignition.compiler.host_sync import HostSyncDetector
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.moe import MixtureOfExperts
 
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
@@ -15,7 +15,7 @@ TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 
 def _moe(dtype: torch.dtype = torch.float32, num_experts: int = 8) -> MixtureOfExperts:
     torch.manual_seed(0)
-    return MixtureOfExperts(Qwen38Config.tiny(num_experts=num_experts)).to(dtype).eval()
+    return MixtureOfExperts(ModelConfig.tiny(num_experts=num_experts)).to(dtype).eval()
 
 
 def _tokens(moe: MixtureOfExperts, n: int, dtype: torch.dtype) -> torch.Tensor:

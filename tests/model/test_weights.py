@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from ignition.model.config import ConfigError, Qwen38Config
+from ignition.model.config import ConfigError, ModelConfig
 from ignition.model.weights import (
     WEIGHTS_FILE,
     WeightsError,
@@ -74,12 +74,20 @@ def test_wrong_shape_is_named(checkpoint):
         load_model(checkpoint)
 
 
-def test_wrong_dtype_is_named(checkpoint):
+def test_a_non_float_dtype_is_named(checkpoint):
     def edit(tensors):
-        tensors["mtp.fc.weight"] = tensors["mtp.fc.weight"].to(torch.bfloat16)
+        tensors["mtp.fc.weight"] = tensors["mtp.fc.weight"].to(torch.int32)
 
     _rewrite(checkpoint, edit)
-    with pytest.raises(WeightsError, match=r"'mtp.fc.weight' has dtype torch.bfloat16"):
+    with pytest.raises(WeightsError, match=r"'mtp.fc.weight' has dtype I32, expected"):
+        load_model(checkpoint)
+
+
+def test_a_config_without_model_type_is_refused_naming_the_file(checkpoint):
+    raw = json.loads((checkpoint / "config.json").read_text())
+    del raw["model_type"]
+    (checkpoint / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match=r"tiny/config.json: missing key 'model_type'"):
         load_model(checkpoint)
 
 
@@ -102,16 +110,16 @@ def test_config_missing_key_is_named(tmp_path, config):
     del raw["linear_value_head_dim"]
     (tmp_path / "config.json").write_text(json.dumps(raw))
     with pytest.raises(ConfigError, match="missing key 'linear_value_head_dim'"):
-        Qwen38Config.from_json(tmp_path)
+        ModelConfig.from_json(tmp_path)
 
 
 def test_config_round_trips_through_json(tmp_path, config):
     (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
-    assert Qwen38Config.from_json(tmp_path) == config
+    assert ModelConfig.from_json(tmp_path) == config
 
 
 def test_tied_checkpoint_has_no_separate_lm_head(tmp_path):
-    config = Qwen38Config.tiny(tie_word_embeddings=True)
+    config = ModelConfig.tiny(tie_word_embeddings=True)
     path = write_random_checkpoint(tmp_path / "tied", config, seed=1)
     assert "lm_head.weight" not in load_file(path / WEIGHTS_FILE)
     model = load_model(path)

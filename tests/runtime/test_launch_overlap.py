@@ -16,7 +16,7 @@ import torch
 from ignition.compiler import graph
 from ignition.components.capacity import plan_catalog
 from ignition.kernels import use_backend
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
@@ -30,7 +30,7 @@ class Chars:
 
 @pytest.fixture(scope="module")
 def engine_parts():
-    model = random_model(Qwen38Config.tiny(), seed=5)
+    model = random_model(ModelConfig.tiny(), seed=5)
     catalog = plan_catalog(get_recipe("qwen38"), LoadOptions(max_prefill_chunk=64))
     return model, catalog
 

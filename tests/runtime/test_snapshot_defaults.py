@@ -6,14 +6,14 @@ from __future__ import annotations
 import torch
 
 from ignition.compiler.state_ops import SnapshotStore
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.state import ModelState
 from ignition.runtime.assembly import RuntimeOptions, resolve_snapshot_rows
 
 
 def _state() -> ModelState:
     cpu = torch.device("cpu")
-    return ModelState.allocate(Qwen38Config.tiny(), 4, 33, 16, 8, device=cpu, dtype=torch.float32)
+    return ModelState.allocate(ModelConfig.tiny(), 4, 33, 16, 8, device=cpu, dtype=torch.float32)
 
 
 def test_row_bytes_are_what_a_snapshot_row_allocates():

@@ -16,7 +16,7 @@ from ignition.helios import (
     SelectionReason,
 )
 from ignition.kernels import use_backend
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.state import ModelState
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
@@ -37,7 +37,7 @@ class Chars:
 @pytest.fixture(scope="module")
 def setup():
     with use_backend("reference"):
-        model = random_model(Qwen38Config.tiny(), seed=1)
+        model = random_model(ModelConfig.tiny(), seed=1)
         catalog = select_for_mode(
             plan_catalog(
                 get_recipe("qwen38"), LoadOptions(mixed_prefill=True, max_prefill_chunk=128)

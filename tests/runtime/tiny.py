@@ -1,9 +1,11 @@
 """The tiny random model, catalog and decoder the runtime tests share.
 
-Every end-to-end runtime test drives the real engine over the same tiny random
-Qwen3.8 model (seed 3 unless a test needs another) and the qwen38 catalog with mixed
-programs; keeping them here means a test says only what it varies (the prefill chunk,
-the seed). The pytest fixtures over these live in ``conftest.py``.
+Every end-to-end runtime test drives the real engine over the same tiny random hybrid
+(``ModelConfig.tiny``: Qwen3.5-MoE's shape with its MTP head; seed 3 unless a test needs
+another) and the qwen38 catalog with mixed programs; keeping them here means a test says only
+what it varies (the prefill chunk, the seed). The Qwen3.8-Flash-Next parts (streams, PLE,
+the indexer) have their own runtime tests over qwen4_exp checkpoints. The pytest fixtures
+over these live in ``conftest.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 
 from ignition.components.capacity import plan_catalog
 from ignition.components.catalog import Catalog
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
 
@@ -30,7 +32,7 @@ class CharDecoder:
 
 def tiny_model(seed: int = 3):
     torch.manual_seed(0)
-    return random_model(Qwen38Config.tiny(), seed=seed)
+    return random_model(ModelConfig.tiny(), seed=seed)
 
 
 def tiny_catalog(max_prefill_chunk: int = 256) -> Catalog:

@@ -116,13 +116,12 @@ def test_the_reasoning_and_tool_tags_are_single_ordinary_tokens(tokenizer):
 
 
 def test_transformers_reads_the_checkpoint_with_our_logits(model, tokenizer):
-    """Within the QSA budget (dense attention): past it, QSA keeps the top-k blocks and the
-    trained indexer gives exactly tied (zero) block scores often enough that transformers
-    and we, breaking ties differently, keep different blocks at a few positions."""
+    """Past the QSA budget too: the trained indexer scores many blocks exactly 0, so the top-k
+    cut falls among ties, and training keeps the blocks transformers keeps (ops.block_topk)."""
     transformers = pytest.importorskip("transformers")
     reference = transformers.Qwen4ExpForCausalLM.from_pretrained(str(ASSET)).eval()
-    ids = tokenizer.encode(LONG_PROMPT).ids[: model.config.qsa_indexer.budget]
-    assert len(ids) == model.config.qsa_indexer.budget
+    ids = tokenizer.encode(LONG_PROMPT).ids
+    assert len(ids) > model.config.qsa_indexer.budget + 16
     with torch.no_grad():
         ours = forward_train(model, torch.tensor([ids])).logits
         theirs = reference(input_ids=torch.tensor([ids]), use_cache=False).logits.float()

@@ -14,21 +14,21 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.checkpoints import write_test_checkpoint
+from tests.checkpoints import write_tiny_checkpoint
 
 
 @pytest.fixture(scope="session")
 def bundle(tmp_path_factory) -> Path:
     """qwen38 with --mixed-prefill: four request slots, a 4096-token prefill capacity."""
-    checkpoint = write_test_checkpoint(tmp_path_factory.mktemp("checkpoint"))
+    # seed 12: greedy continuations repeat tokens, which the penalty tests need to change
+    checkpoint = write_tiny_checkpoint(tmp_path_factory.mktemp("checkpoint"), seed=12)
     out = tmp_path_factory.mktemp("bundle")
     command = [
         sys.executable,
         "-m",
         "ignition.cli",
         "build",
-        # no --recipe: the seed-format test checkpoint resolves to the qwen38 recipe through
-        # its family (the named recipe is now for the released qwen4_exp family)
+        # no --recipe: the qwen4_exp test checkpoint resolves to the qwen38 recipe
         "--mixed-prefill",
         "--weights",
         str(checkpoint),

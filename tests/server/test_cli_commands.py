@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.checkpoints import write_test_checkpoint
+from tests.checkpoints import write_tiny_checkpoint
 from tests.server.conftest import server_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -20,7 +20,7 @@ def ignition(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_build_writes_a_bundle_and_reports_its_programs(tmp_path):
-    checkpoint = write_test_checkpoint(tmp_path / "checkpoint")
+    checkpoint = write_tiny_checkpoint(tmp_path / "checkpoint")
     out = tmp_path / "bundle"
     args = ("--speculation", "off", "--concurrency", "1")  # the family's recipe: qwen38
     result = ignition("build", *args, "--weights", str(checkpoint), "--out", str(out))

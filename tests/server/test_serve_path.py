@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from ignition.build_cache import MARKER
-from tests.checkpoints import write_test_checkpoint
+from tests.checkpoints import write_tiny_checkpoint
 from tests.server.conftest import server_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -26,7 +26,7 @@ TOOLS_TEMPLATE = (
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    return write_test_checkpoint(tmp_path_factory.mktemp("served-checkpoint"))
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("served-checkpoint"))
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from ignition.server.config import ServerConfig
 from ignition.server.tokenizing import SMALL_CHARS, PromptBound, TokenizerLanes, max_chars_per_token
-from tests.checkpoints import write_test_checkpoint
+from tests.checkpoints import write_tiny_checkpoint
 from tests.server.scripted import ScriptedEngine, client, run
 
 BIG = "x" * (SMALL_CHARS + 1)
@@ -149,7 +149,7 @@ def test_the_bound_is_the_context_less_one_token_times_the_characters_per_token(
 
 @pytest.fixture(scope="module")
 def tiny_tokenizer(tmp_path_factory) -> Tokenizer:
-    path = write_test_checkpoint(tmp_path_factory.mktemp("checkpoint"))
+    path = write_tiny_checkpoint(tmp_path_factory.mktemp("checkpoint"))
     return Tokenizer.from_file(str(path / "tokenizer.json"))
 
 

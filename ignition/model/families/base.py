@@ -1,6 +1,6 @@
 """The seam between a published checkpoint layout and the shared model code.
 
-A family turns its config.json into a :class:`Qwen38Config` (the dimensions the shared model
+A family turns its config.json into a :class:`ModelConfig` (the dimensions the shared model
 code reads), names the model class, maps every internal parameter to the checkpoint tensors
 it is made from, and names the recipe that serves it. The loader in ``ignition.model.weights``
 only ever talks to this interface, so adding a family adds one file and touches nothing else.
@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ignition.model.config import ConfigError, Qwen38Config
+from ignition.model.config import ConfigError, ModelConfig
 
 Shape = tuple[int, ...]
 
@@ -63,7 +63,7 @@ class ModelFamily:
 
     def parse_config(
         self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
-    ) -> Qwen38Config:
+    ) -> ModelConfig:
         """The shared config from a checkpoint's config.json (and its tensor names, which
         say whether optional parts such as the MTP head are present)."""
         raise NotImplementedError
@@ -71,7 +71,11 @@ class ModelFamily:
     def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:
         raise NotImplementedError
 
-    def load_notes(self, config: Qwen38Config, raw: Mapping[str, Any]) -> list[str]:
+    def config_json(self, config: ModelConfig) -> dict[str, Any]:
+        """The config.json this family would read as ``config`` (random test checkpoints)."""
+        raise NotImplementedError(f"family {self.name!r} writes no config.json")
+
+    def load_notes(self, config: ModelConfig, raw: Mapping[str, Any]) -> list[str]:
         """One-line notes the build prints (parts skipped, features switched off)."""
         return []
 

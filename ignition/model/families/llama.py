@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from ignition.model.config import ConfigError, Qwen38Config, RopeScaling
+from ignition.model.config import ConfigError, ModelConfig, RopeScaling
 from ignition.model.families.base import CheckpointLayout, ModelFamily, TensorSource, as_dtype
 from ignition.model.families.hf_text import TextReader
 from ignition.model.families.registry import register
@@ -28,7 +28,7 @@ class LlamaFamily(ModelFamily):
 
     def parse_config(
         self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
-    ) -> Qwen38Config:
+    ) -> ModelConfig:
         r = TextReader(raw, "", source)
         r.unsupported_true("attention_bias", "mlp_bias")
         hidden = r.int("hidden_size")
@@ -76,7 +76,6 @@ class LlamaFamily(ModelFamily):
             moe_intermediate_size=0,
             shared_expert_intermediate_size=0,
             hc_streams=0,
-            ple_dim=0,
             mtp_num_layers=0,
             vision=None,
             rms_norm_eps=r.float("rms_norm_eps", 1e-5),
@@ -87,7 +86,7 @@ class LlamaFamily(ModelFamily):
             attn_output_gate=False,
             **r.token_ids(raw),
         )
-        return Qwen38Config.from_dict(values, source=source)
+        return ModelConfig.from_dict(values, source=source)
 
     def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:
         sources = {

@@ -20,7 +20,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ignition.model.config import ConfigError, Qwen38Config, VisionConfig, as_vision_config
+from ignition.model.config import ConfigError, ModelConfig, VisionConfig, as_vision_config
 from ignition.model.families.base import (
     CheckpointLayout,
     ModelFamily,
@@ -54,7 +54,7 @@ class Qwen35Family(ModelFamily):
 
     def parse_config(
         self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
-    ) -> Qwen38Config:
+    ) -> ModelConfig:
         text, prefix = text_section(raw, source)
         r = TextReader(text, prefix, source)
         r.unsupported_true("attention_bias")
@@ -68,7 +68,6 @@ class Qwen35Family(ModelFamily):
             num_mtp = text.get("mtp_num_hidden_layers") or mtp_layer_count(tensor_names)
         values.update(
             hc_streams=0,
-            ple_dim=0,
             mtp_num_layers=num_mtp,
             mtp_feeds_normed_hidden=True,
         )
@@ -91,10 +90,10 @@ class Qwen35Family(ModelFamily):
                 moe_intermediate_size=0,
                 shared_expert_intermediate_size=0,
             )
-        return Qwen38Config.from_dict(values, source=source)
+        return ModelConfig.from_dict(values, source=source)
 
     def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:
-        config: Qwen38Config = model.config
+        config: ModelConfig = model.config
         is_nested = any(n.startswith(NESTED_PREFIX) for n in tensor_names)
         trunk = NESTED_PREFIX if is_nested else FLAT_PREFIX
         sources = {
@@ -106,7 +105,16 @@ class Qwen35Family(ModelFamily):
         )
         return CheckpointLayout(sources, ignored_prefixes=ignored)
 
-    def load_notes(self, config: Qwen38Config, raw: Mapping[str, Any]) -> list[str]:
+    def config_json(self, config: ModelConfig) -> dict[str, Any]:
+        from ignition.model.families.lineage_json import lineage_config_json, moe_keys
+
+        raw = lineage_config_json(config, "full_attention")
+        raw["mtp_num_hidden_layers"] = config.mtp_num_layers
+        if self.is_moe:
+            return raw | moe_keys(config)
+        return raw | {"intermediate_size": config.intermediate_size}
+
+    def load_notes(self, config: ModelConfig, raw: Mapping[str, Any]) -> list[str]:
         notes = []
         if "vision_config" in raw and config.vision is None:
             notes.append(
@@ -296,7 +304,7 @@ def _source(
     name: str,
     shape: tuple[int, ...],
     trunk: str,
-    config: Qwen38Config,
+    config: ModelConfig,
     tensor_names: frozenset[str],
 ) -> TensorSource:
     """Where internal parameter ``name`` comes from in a Qwen3.5 checkpoint."""
@@ -332,7 +340,7 @@ def _source(
 
 
 def _fused_expert_source(
-    match: re.Match[str], config: Qwen38Config, tensor_names: frozenset[str]
+    match: re.Match[str], config: ModelConfig, tensor_names: frozenset[str]
 ) -> TensorSource | None:
     """Expert E's projection from the fused [E, ...] tensors, when the checkpoint has them."""
     experts, index, proj = match.group(1), int(match.group(2)), match.group(3)

@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ignition.model.config import ConfigError, Qwen38Config
+from ignition.model.config import ConfigError, ModelConfig
 from ignition.model.families.base import CheckpointLayout, TensorSource
 from ignition.model.families.qwen3_5 import Qwen35MoeFamily
 from ignition.model.families.registry import register
@@ -31,7 +31,7 @@ class Qwen3NextFamily(Qwen35MoeFamily):
 
     def parse_config(
         self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
-    ) -> Qwen38Config:
+    ) -> ModelConfig:
         if raw.get("norm_topk_prob", True) is not True:
             raise ConfigError(source, "key 'norm_topk_prob' = false: not supported (expected true)")
         if raw.get("mlp_only_layers") or raw.get("decoder_sparse_step", 1) != 1:
@@ -45,7 +45,7 @@ class Qwen3NextFamily(Qwen35MoeFamily):
 
     def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:
         layout = super().layout(model, tensor_names)
-        config: Qwen38Config = model.config
+        config: ModelConfig = model.config
         sources = dict(layout.sources)
         for name, _ in model.named_parameters():
             match = _GDN_PARAM.match(name if name.startswith("mtp.") else f"model.{name}")
@@ -53,11 +53,11 @@ class Qwen3NextFamily(Qwen35MoeFamily):
                 sources[name] = _grouped_source(match["block"], match["proj"], config)
         return CheckpointLayout(sources, layout.ignored_prefixes)
 
-    def load_notes(self, config: Qwen38Config, raw: Mapping[str, Any]) -> list[str]:
+    def load_notes(self, config: ModelConfig, raw: Mapping[str, Any]) -> list[str]:
         return []
 
 
-def _grouped_source(block: str, proj: str, config: Qwen38Config) -> TensorSource:
+def _grouped_source(block: str, proj: str, config: ModelConfig) -> TensorSource:
     """One of q, k, v, z (from in_proj_qkvz) or a, b (from in_proj_ba), per key-head group."""
     key_heads = config.num_linear_key_heads
     ratio = config.linear_num_heads // key_heads

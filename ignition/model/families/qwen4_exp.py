@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ignition.model.config import ConfigError, Qwen38Config
+from ignition.model.config import ConfigError, ModelConfig
 from ignition.model.families.base import CheckpointLayout, ModelFamily, TensorSource
 from ignition.model.families.hf_text import TextReader, text_section
 from ignition.model.families.qwen3_5 import (
@@ -56,7 +56,7 @@ class Qwen4ExpFamily(ModelFamily):
 
     def parse_config(
         self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
-    ) -> Qwen38Config:
+    ) -> ModelConfig:
         text, prefix = text_section(raw, source)
         r = TextReader(text, prefix, source)
         r.unsupported_true("attention_bias")
@@ -79,17 +79,16 @@ class Qwen4ExpFamily(ModelFamily):
             mlp_kind="moe",
             mtp_mlp_kind="moe",
             hc_streams=r.int("hc_count", 4),
-            ple_dim=0,
             mtp_num_layers=mtp_layer_count(tensor_names) if has_mtp(tensor_names) else 0,
             gdn_gate_activation=gate,
             gated_hyper={"lowrank": r.int("hc_lowrank", 320)},
             ngram_ple=_ple_block(text, r, prefix, source, num_layers, hidden),
             qsa_indexer=_indexer_block(text, prefix, source, layer_types),
         )
-        return Qwen38Config.from_dict(values, source=source)
+        return ModelConfig.from_dict(values, source=source)
 
     def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:
-        config: Qwen38Config = model.config
+        config: ModelConfig = model.config
         is_nested = any(n.startswith(NESTED_PREFIX) for n in tensor_names)
         trunk = NESTED_PREFIX if is_nested else FLAT_PREFIX
         sources = {}
@@ -110,7 +109,17 @@ class Qwen4ExpFamily(ModelFamily):
         suffixes += ("hyper_connection_mixer.block_inject_weight",)
         return CheckpointLayout(sources, ignored_prefixes=ignored, ignored_suffixes=suffixes)
 
-    def load_notes(self, config: Qwen38Config, raw: Mapping[str, Any]) -> list[str]:
+    def config_json(self, config: ModelConfig) -> dict[str, Any]:
+        from ignition.model.families.lineage_json import (
+            lineage_config_json,
+            moe_keys,
+            qwen4_exp_keys,
+        )
+
+        raw = lineage_config_json(config, "indexed_attention")
+        return raw | moe_keys(config) | qwen4_exp_keys(config)
+
+    def load_notes(self, config: ModelConfig, raw: Mapping[str, Any]) -> list[str]:
         notes = []
         if "vision_config" in raw and config.vision is None:
             notes.append("vision: no model.visual.* tensors in the checkpoint; text prompts only")
@@ -180,7 +189,7 @@ def shard_rows(num_rows: int, num_parts: int) -> list[int]:
 
 
 def _table_source(
-    name: str, shape: tuple[int, ...], config: Qwen38Config, tensor_names: frozenset[str]
+    name: str, shape: tuple[int, ...], config: ModelConfig, tensor_names: frozenset[str]
 ) -> TensorSource:
     """A PLE table: one tensor, or the concatenation of its row shards in order."""
     stem = name.replace(".ple.ngram_embedding.weight", ".ple.ple_embedding.ngram_embedding")

@@ -12,9 +12,7 @@ from pathlib import Path
 from ignition.model.config import ConfigError, read_config_json
 from ignition.model.families.base import ModelFamily
 
-BUILTIN_MODULES = ("qwen38", "qwen3_5", "qwen3_next", "qwen4_exp", "llama")
-# The seed's own checkpoints predate the model_type key; they are Qwen3.8 Flash.
-DEFAULT_MODEL_TYPE = "qwen38"
+BUILTIN_MODULES = ("qwen3_5", "qwen3_next", "qwen4_exp", "llama")
 
 _FAMILIES: dict[str, ModelFamily] = {}
 _BY_MODEL_TYPE: dict[str, ModelFamily] = {}
@@ -61,10 +59,13 @@ def family_for_model_type(model_type: str, source: str) -> ModelFamily:
 
 
 def family_for_checkpoint(path: Path) -> ModelFamily:
-    """The family of the checkpoint folder ``path`` from its config.json's ``model_type``."""
+    """The family of the checkpoint folder ``path`` from its config.json's ``model_type``
+    (required, as transformers and vLLM require it: nothing else says what the file is)."""
     config_path = path / "config.json"
     raw = read_config_json(config_path)
-    model_type = raw.get("model_type", DEFAULT_MODEL_TYPE)
+    if "model_type" not in raw:
+        raise ConfigError(str(config_path), "missing key 'model_type' (the model family)")
+    model_type = raw["model_type"]
     if not isinstance(model_type, str):
         raise ConfigError(str(config_path), f"key 'model_type' = {model_type!r}: expected str")
     return family_for_model_type(model_type, str(config_path))

@@ -1,3 +1,3 @@
-"""One module per architectural concept of Qwen3.8 Flash."""
+"""One module per architectural concept of the hybrid families (Qwen3.8-Flash-Next's included)."""
 
 from __future__ import annotations

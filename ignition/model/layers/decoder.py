@@ -1,10 +1,10 @@
 """One decoder layer: a token mixer (GDN or QSA) and an MLP, each behind a residual.
 
-Three residual forms share one interface, ``around(streams, block)``: a plain residual (one
-stream, families without hyper-connections), the old static hyper-connections, and the
-released gated-residual hyper-connections (Qwen3.8-Flash-Next), whose read normalises the
-streams itself, so its layers have no input norms. PLE layers add their n-gram features to
-the streams before the token mixer's hyper-connection.
+Two residual forms share one interface, ``around(streams, block)``: a plain residual (one
+stream, families without hyper-connections) and the gated-residual hyper-connections
+(Qwen3.8-Flash-Next), whose read normalises the streams itself, so its layers have no input
+norms. PLE layers add their n-gram features to the streams before the token mixer's
+hyper-connection.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.gated_hyper import GatedHyperConnection
 from ignition.model.layers.gdn import GatedDeltaNet, GdnUpdate
-from ignition.model.layers.hyper import HyperConnection
 from ignition.model.layers.moe import MixtureOfExperts, SwiGLU
 from ignition.model.layers.ngram_ple import NgramPle, PleUpdate
 from ignition.model.layers.norm import RMSNorm
@@ -28,7 +27,7 @@ from ignition.model.state import ModelState
 Block = Callable[[Tensor], Tensor]
 
 
-def make_mlp(config: Qwen38Config, kind: str) -> nn.Module:
+def make_mlp(config: ModelConfig, kind: str) -> nn.Module:
     """The routed mixture of experts or a dense SwiGLU as wide as ``intermediate_size``."""
     if kind == "moe":
         return MixtureOfExperts(config)
@@ -50,13 +49,6 @@ class PlainResidual(nn.Module):
         return self.write(streams, block(self.read(streams)))
 
 
-class StaticHyper(HyperConnection):
-    """The old static hyper-connections with the shared ``around`` interface."""
-
-    def around(self, streams: Tensor, block: Block) -> Tensor:
-        return self.write(streams, block(self.read(streams)))
-
-
 class GatedResidual(GatedHyperConnection):
     """The gated-residual hyper-connection with the shared ``around`` interface."""
 
@@ -65,7 +57,7 @@ class GatedResidual(GatedHyperConnection):
         return self.write(streams, block(block_input), inject)
 
 
-def residual_for(config: Qwen38Config) -> nn.Module:
+def residual_for(config: ModelConfig) -> nn.Module:
     if config.gated_hyper is not None:
         return GatedResidual(
             config.hc_streams,
@@ -74,8 +66,6 @@ def residual_for(config: Qwen38Config) -> nn.Module:
             config.rms_norm_eps,
             writes=True,
         )
-    if config.has_hyper_connections:
-        return StaticHyper(config.hc_streams)
     return PlainResidual()
 
 
@@ -99,7 +89,7 @@ class LayerUpdate:
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config: Qwen38Config, layer_index: int) -> None:
+    def __init__(self, config: ModelConfig, layer_index: int) -> None:
         super().__init__()
         self.kind = config.layer_types[layer_index]
         self.state_index = config.layer_slot(layer_index)  # row in the stacked state of its kind
@@ -117,20 +107,16 @@ class DecoderLayer(nn.Module):
         self.mlp = make_mlp(config, config.mlp_kind)
         self.attn_hc = residual_for(config)
         self.mlp_hc = residual_for(config)
-        self.ple_proj = (
-            nn.Linear(config.ple_dim, config.hidden_size, bias=False) if config.ple_dim else None
-        )
         self.ple = NgramPle(config, self.ple_index) if self.ple_index is not None else None
 
     def forward(
         self,
         streams: Tensor,
-        ple: Tensor | None,
         meta: PackedMeta,
         state: ModelState,
         ple_inputs: PleInputs | None = None,
     ) -> tuple[Tensor, LayerUpdate]:
-        """streams [T, S, hidden]; ple [T, ple_dim] the old format's per-layer slice.
+        """streams [T, S, hidden] (S = 1 for the plain residual).
 
         Mutates only paged caches at this frame's own positions (KV, block index keys).
         """
@@ -147,8 +133,6 @@ class DecoderLayer(nn.Module):
             )
 
         def mix(x: Tensor) -> Tensor:
-            if self.ple_proj is not None and ple is not None:
-                x = x + self.ple_proj(ple)
             h = x if self.input_layernorm is None else self.input_layernorm(x)
             i = self.state_index
             if self.kind == "gdn":

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ignition.kernels import ops
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import GatedRMSNorm, l2_normalize
 from ignition.model.packing import PackedMeta, gather_rows, scatter_rows
 
@@ -37,7 +37,7 @@ class GdnUpdate:
 
 
 class GatedDeltaNet(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         hidden = config.hidden_size
         self.num_heads = heads = config.linear_num_heads

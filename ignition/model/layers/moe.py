@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 
 
 class SwiGLU(nn.Module):
@@ -36,7 +36,7 @@ class SwiGLU(nn.Module):
 
 
 class MixtureOfExperts(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         hidden = config.hidden_size
         self.top_k = config.num_experts_per_tok

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from ignition.kernels import ops
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.gated_hyper import GroupedRMSNorm
 from ignition.model.layers.ngram_hash import NgramHash, build_hash, hash_constants, ngram_row_ids
 from ignition.model.packing import PackedMeta, gather_rows, scatter_rows
@@ -51,7 +51,7 @@ def dilated_taps(weight: Tensor, dilation: int) -> Tensor:
 
 
 class NgramPle(nn.Module):
-    def __init__(self, config: Qwen38Config, ple_index: int) -> None:
+    def __init__(self, config: ModelConfig, ple_index: int) -> None:
         super().__init__()
         ple = config.ngram_ple
         assert ple is not None and config.gated_hyper is not None

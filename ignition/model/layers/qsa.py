@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ignition.kernels import ops
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.qsa_indexer import QsaIndexer, selected_attention
 from ignition.model.layers.rope import PartialRotary
@@ -39,7 +39,7 @@ class IndexCaches:
 
 
 class QueryGatedAttention(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         hidden, head_dim = config.hidden_size, config.head_dim
         self.num_heads = config.num_attention_heads

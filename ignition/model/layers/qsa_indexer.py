@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from ignition.kernels import ops
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.rope import PartialRotary
 from ignition.model.packing import PackedMeta
@@ -37,7 +37,7 @@ MAX_CHUNK_ELEMENTS = 1 << 24
 
 
 class QsaIndexer(nn.Module):
-    def __init__(self, config: Qwen38Config) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         index = config.qsa_indexer
         assert index is not None
@@ -121,6 +121,9 @@ class QsaIndexer(nn.Module):
     def _select(self, q: Tensor, meta: PackedMeta, block_keys: Tensor) -> Tensor:
         """[T, budget + ratio - 1] selected positions per query (best blocks, then the tail).
 
+        The blocks are chosen by ``ops.block_topk``, as in training (``training_gated``): its
+        reference breaks ties among equal scores exactly as transformers does.
+
         Scoring reads every visible block key of the query's row; queries run in chunks so
         that the gathered keys stay within ``MAX_CHUNK_ELEMENTS``.
         """
@@ -131,16 +134,13 @@ class QsaIndexer(nn.Module):
         max_blocks = keys.shape[1]
         num_complete = (meta.positions + 1) // ratio  # [T]
         keep = min(self.num_blocks, max_blocks)
-        block = torch.arange(max_blocks, device=q.device)
         chunk = max(1, MAX_CHUNK_ELEMENTS // (max_blocks * (self.head_dim + self.num_heads)))
         best = []
         for start in range(0, num_tokens, chunk):
             part = slice(start, start + chunk)
             scores = torch.einsum("thd,tbd->thb", q[part].float(), keys[row[part]].float())
             scores = scores.relu().sum(dim=1) / self.head_dim**0.5  # [t, max_blocks]
-            is_visible = block[None, :] < num_complete[part, None]
-            scores = scores.masked_fill(~is_visible, float("-inf"))
-            best.append(scores.topk(keep, dim=-1).indices)  # [t, keep]
+            best.append(ops.block_topk(scores, num_complete[part], keep))  # [t, keep]
         chosen = torch.cat(best)
         is_kept = chosen < num_complete[:, None]
         member = torch.arange(ratio, device=q.device)

@@ -7,8 +7,8 @@ pre-norm transformer blocks attend bidirectionally within one image only, with a
 rotary embedding (half the rotated channels follow the patch row, half the column); the
 merger layer-norms each patch, concatenates every ``merge x merge`` block and projects it
 through a GELU MLP to the text hidden size. Parameter names follow ``model.visual.*`` so
-the checkpoint layout is a prefix. The qwen38 family's optional vision block is the same
-module with its own dimensions.
+the checkpoint layout is a prefix. Every family with a tower (Qwen3.5, Qwen3.8-Flash-Next)
+builds this module with its own dimensions.
 """
 
 from __future__ import annotations
