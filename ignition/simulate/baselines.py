@@ -64,6 +64,8 @@ SPECULATING = ("vllm-dyn", "vllm-adaptive", "sglang-tiers")  # K is their own ch
 DEFAULT_MAX_DRAFTS = {"vllm-dyn": 3, "vllm-adaptive": 5, "sglang-tiers": 7}
 HELIOS = "helios"
 HELIOS_VARIANTS = {
+    "keep-left-out": "prompt frames may leave ready decoders out at their one-frame score "
+    "(before issue 29's rule, helios/left_out.py)",
     "normalizer-newcomer": "newcomers start at the token normalizer (the earlier rule)",
     "generation-newcomer": "newcomers start at the best generation graph's per-stream rate",
     "whole-prompt-newcomer": "the balanced newcomer start without its bound by the prompt a "

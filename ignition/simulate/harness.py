@@ -181,6 +181,19 @@ def newcomer_rule(name: str) -> Iterator[None]:
         utility.NEWCOMER_RULE = previous
 
 
+@contextlib.contextmanager
+def left_out_rule(enabled: bool) -> Iterator[None]:
+    """Runs Helios with or without ``helios/left_out.py``'s rule (before/after studies)."""
+    from ignition.helios import left_out
+
+    previous = left_out.ENABLED
+    left_out.ENABLED = enabled
+    try:
+        yield
+    finally:
+        left_out.ENABLED = previous
+
+
 def helios_simulation(
     requests: Sequence[SimRequest], setup: Setup, name: str = HELIOS
 ) -> tuple[Simulation, str]:
@@ -239,7 +252,8 @@ def run_helios(
     name: str = HELIOS,
 ) -> RunResult:
     sim, rule = helios_simulation(requests, setup, name)
-    with newcomer_rule(rule):
+    keep = "keep-left-out" in parse_policy(name).extras.get("variants", ())
+    with newcomer_rule(rule), left_out_rule(not keep):
         if ttft_guard_ms is not None:
             sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
         return sim.run_result(name)
