@@ -131,6 +131,12 @@ def capacity_options(
             type=click.Choice(SPECULATION_MODES),
             help="off: none; fixed: host-allocated; adaptive: adds device-allocated.",
         ),
+        click.option(
+            "--mixed-wide-prompt-buckets",
+            callback=_bucket_list,
+            help="Comma-separated prompt buckets at which every wider mixed width is also "
+            "prepared ('' for the seed's one balanced bucket; default: the recipe's).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -145,7 +151,20 @@ def load_options_from(kwargs: dict[str, Any]) -> LoadOptions:
         num_draft_tokens=kwargs["num_draft_tokens"],
         max_prefill_chunk=kwargs["max_prefill_chunk"],
         speculation=kwargs["speculation"],
+        mixed_wide_prompt_buckets=kwargs["mixed_wide_prompt_buckets"],
     )
+
+
+def _bucket_list(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[int, ...] | None:
+    """'2048,4096' -> (2048, 4096); '' -> (); unset -> None (the recipe's)."""
+    if value is None:
+        return None
+    try:
+        return tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected comma-separated integers") from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -75,6 +75,9 @@ class CapacitySpec:
 
     vision_patch_capacities: tuple[int, ...] = ()  # patches per vision program, one each
     vision_max_images: int = 1  # images one vision program may pack together
+    # Prompt buckets at which every wider mixed width is prepared besides the seed's one
+    # balanced bucket (docs/scheduling.md, "Wider mixed widths"); empty: the seed's rule.
+    mixed_wide_prompt_buckets: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,21 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
                 "vision patch capacities must be strictly increasing",
                 r.sub("vision_patch_capacities"),
             )
+    wide: tuple[int, ...] = ()
+    if "mixed_wide_prompt_buckets" in r.data:
+        key = r.sub("mixed_wide_prompt_buckets")
+        if not (supports.mixed_capture and supports.speculation):
+            r.fail(
+                r.data["mixed_wide_prompt_buckets"],
+                "wider mixed widths need supports.mixed_capture and supports.speculation",
+                key,
+            )
+        wide = _int_list(r, "mixed_wide_prompt_buckets", _bucket_rule)
+        if list(wide) != sorted(set(wide)):
+            r.fail(list(wide), "must be strictly increasing", key)
+        for i, bucket in enumerate(wide):
+            if bucket not in buckets:
+                r.fail(bucket, f"not one of capacity.prompt_buckets {list(buckets)}", f"{key}[{i}]")
     spec = CapacitySpec(
         concurrency=concurrency,
         max_prefill_chunk=chunk,
@@ -258,6 +276,7 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         max_speculative_token_capacity=max_envelope,
         vision_patch_capacities=vision_patches,
         vision_max_images=_positive(r, "vision_max_images", default=1),
+        mixed_wide_prompt_buckets=wide,
     )
     r.finish()
     return spec

@@ -18,6 +18,7 @@ from ignition.helios.config import PolicyConfig, SpeculationMode, throughput
 from ignition.helios.types import Resources
 from ignition.simulate.baselines import (
     HELIOS,
+    chunk_variant,
     envelope_variant,
     make_baseline,
     parse_policy,
@@ -72,8 +73,8 @@ def helios_catalog(
     step8: bool = False,
     width: int = 0,
 ) -> Catalog:
-    """The recipe's catalog for these capacities; ``wide_mixed`` > 0 adds, as a what-if
-    outside the recipe rules, every wider mixed width at that prompt bucket too;
+    """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
+    wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
     ``max_prompt`` > 0 loads only prompt capacities up to it (the seed's load-time
     selection, which may reduce capacities where the smaller programs exist);
     ``full_batch`` loads only generation and mixed programs of batch capacity ``slots``
@@ -83,31 +84,20 @@ def helios_catalog(
     programs of that verification width only (generation and mixed; load-time selection
     of a fixed width, so Helios can be compared with itself at each width)."""
     from ignition.components.capacity import (
-        _speculative,
-        mixed_batch_buckets,
-        mixed_widths,
         plan_catalog,
         resolve,
         select_for_mode,
     )
-    from ignition.components.catalog import ValueSource
     from ignition.recipes import LoadOptions, get_recipe
 
     chosen = get_recipe(recipe)
     options = LoadOptions(
-        mixed_prefill=True, concurrency=slots, speculative_token_capacity=envelope
+        mixed_prefill=True,
+        concurrency=slots,
+        speculative_token_capacity=envelope,
+        mixed_wide_prompt_buckets=(wide_mixed,) if wide_mixed else None,
     )
     catalog = plan_catalog(chosen, options)
-    if wide_mixed:
-        cap = resolve(chosen, options)
-        names = {d.name for d in catalog.descriptors}
-        extra = [
-            _speculative(b, w, b * w, ValueSource.QUERY_LENGTH, GraphKind.MIXED, wide_mixed)
-            for b in mixed_batch_buckets(cap)
-            for w in mixed_widths(cap, b)
-        ]
-        extra = [d for d in extra if d.name not in names]
-        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
     if step8:
         names = {d.name for d in catalog.descriptors}
         extra = [
@@ -208,7 +198,8 @@ def helios_simulation(
         policy = replace(policy, first_delivery=1.0)
     envelopes = [r for r in map(envelope_variant, variants) if r is not None]
     envelope = envelopes[-1] if envelopes else setup.speculative_token_capacity
-    max_prompt = 2048 if "chunk2048" in variants else 0
+    chunks = [c for c in map(chunk_variant, variants) if c is not None]
+    max_prompt = chunks[-1] if chunks else 0
     widths = [w for w in map(width_variant, variants) if w is not None]
     width = widths[-1] if widths else 0
     scenario = Scenario(
