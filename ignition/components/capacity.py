@@ -94,7 +94,7 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
     envelope = bounded(
         "--speculative-token-capacity",
         options.speculative_token_capacity,
-        cap.speculative_token_capacity,
+        cap.default_envelope(concurrency),
         1,
         cap.max_speculative_token_capacity,
     )
