@@ -110,6 +110,7 @@ class Simulation:
         self.output_tokens = 0
         self.watch: LateWatch | None = None  # stops a run that can no longer meet its guard
         self.aborted = False
+        self.end_ns = 0  # where the last run stopped (run_result)
         # frames planned ahead on the device; the transport has two slots. A what-if of
         # one (plan only when the device is idle) costs no device time here, because the
         # simulator spends none between a completion and the next plan
@@ -387,7 +388,8 @@ class Simulation:
         )
 
     def run_result(self, policy: str = "helios") -> RunResult:
-        result = self.result(self._loop(), policy)
+        self.end_ns = self._loop()
+        result = self.result(self.end_ns, policy)
         result.info["aborted"] = self.aborted
         return result
 
