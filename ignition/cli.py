@@ -1235,7 +1235,7 @@ class _Progress:
 def simulate_cmd(**options: Any) -> None:
     """Simulate Helios and baselines against a device model on a trace, a scenario file or
     multi-turn conversations; no model, no torch."""
-    from ignition.simulate.command import main as simulate_main
+    from ignition.simulate.runner import main as simulate_main
 
     status = simulate_main(**options)
     if status:

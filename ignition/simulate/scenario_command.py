@@ -5,7 +5,7 @@ policies to compare (``policies:``, Helios alone by default; ``--compare`` adds 
 Every policy runs through ``harness.run_policy`` on ``harness.scenario_setup``. The
 output keeps Helios's detailed report (requests with every delivery, graphs, execution
 classes and the decision trace) and adds the trace path's latency and device tables
-(``command.metrics_table``) for every policy.
+(``tables.py``) for every policy.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ignition.simulate.harness import run_policy, scenario_setup
 from ignition.simulate.metrics import measure
 from ignition.simulate.scenario import load_scenario
 from ignition.simulate.sim import format_summary
+from ignition.simulate.tables import device_table, metrics_table
 
 
 def scenario_policies(declared: Sequence[str], extra: Sequence[str]) -> list[str]:
@@ -47,8 +48,6 @@ def execute(
     if as_json:
         echo(json.dumps(report, indent=2))
         return report
-    from ignition.simulate.command import device_table, metrics_table
-
     if helios:
         echo(format_summary(report))
     rows = [("scenario", m) for m in metrics.values()]

@@ -426,10 +426,10 @@ def simulate(scenario: Scenario) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ignition.simulate.sim --scenario FILE.yaml [--json]``: the same run and
-    output as ``ignition simulate --scenario`` (``command.main``)."""
+    output as ``ignition simulate --scenario`` (``runner.main``)."""
     import argparse
 
-    from ignition.simulate.command import main as simulate_main
+    from ignition.simulate.runner import main as simulate_main
 
     parser = argparse.ArgumentParser(prog="ignition simulate")
     parser.add_argument("--scenario", required=True)
