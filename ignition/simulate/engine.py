@@ -141,6 +141,8 @@ def run_baseline(
     followers: dict[int, list[int]] = {}
     for i, before in enumerate(after or ()):
         if before is not None:
+            if not 0 <= before < len(requests) or before == i:
+                raise ValueError(f"after[{i}] = {before}: not another request's index")
             followers.setdefault(before, []).append(i)
     rng = random.Random(seed)
     rounds = random.Random(seed + 7919)  # acceptance draws, apart from duration noise

@@ -154,10 +154,12 @@ def test_a_baseline_resends_every_turns_whole_prompt():
     assert all(math.isfinite(x) for x in summary.later_turn_ttft_ms)
 
 
-def test_run_baseline_refuses_dependencies_of_the_wrong_length():
+def test_run_baseline_refuses_dependencies_that_name_no_other_request():
     _, requests, after = conversation_requests(THINK_FAST)
     with pytest.raises(ValueError, match="after"):
         run_baseline(make_baseline("vllm"), requests, H200Roofline(), slots=2, after=after[1:])
+    with pytest.raises(ValueError, match=r"after\[1\] = 1"):
+        run_baseline(make_baseline("vllm"), requests[:2], H200Roofline(), slots=2, after=[None, 1])
 
 
 def test_conversations_compare_helios_rows_with_baselines_in_one_table():
