@@ -1,0 +1,177 @@
+"""Structured outputs: grammars compiled with xgrammar, and one host matcher per request.
+
+The server turns ``response_format`` / ``structured_outputs`` / ``guided_*`` into a
+:class:`GrammarSpec`; :class:`GrammarCompiler` compiles it against the bundle's tokenizer
+(a failure is a :class:`GrammarError` naming the request field, a 400); the request then
+carries the :class:`RequestGrammar` in its sampling parameters. The worker keeps one
+:class:`GrammarState` per admitted request: before each frame it writes the bitmask of the
+tokens the grammar allows at the position the frame samples (model.grammar_mask applies it
+on the device), and after the frame it advances the matcher with the tokens the row emitted.
+
+Two rules keep that exact:
+
+- the mask for a frame needs every token before it on the host, so a frame with a
+  constrained lane is launched only after the frames in flight that hold the same request
+  have completed (Engine: completion feedback, the design's "grammar" rule);
+- a constrained row verifies no drafts (model.speculative: drafts are proposed and verified
+  inside one program, out of the host matcher's reach), so speculation never emits a token
+  the grammar forbids.
+
+The end of sequence is allowed only where the grammar can end (xgrammar's stop tokens are
+the model's EOS ids); once it has ended, only EOS is allowed (``ignore_eos`` keeps emitting
+it until ``max_tokens``).
+
+The vocabulary: xgrammar reads the tokenizer (HF ``tokenizer.json``) for the token strings
+and is told the model's vocabulary size, which may be padded past the tokenizer's ids; the
+padding ids are never allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ignition.runtime.requests import RequestError
+
+GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar")
+# What a request whose row emitted a token its grammar rejects is told (it cannot happen
+# while the mask is applied; it guards the contract between worker and program).
+GRAMMAR_REJECTED = "structured output failed: the model emitted a token the grammar forbids"
+
+
+class GrammarError(RequestError):
+    """A grammar that cannot be compiled; ``param`` names the request field."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    """What a request asked for. ``source``: the JSON schema as JSON text, the regex, the
+    choices as a JSON list, or the EBNF grammar ('' for json_object); ``field``: the request
+    field it came from (errors name it)."""
+
+    kind: str
+    source: str
+    field: str
+    # JSON between tokens: compact by default (one space after ':' and ','), since a model
+    # allowed any whitespace can spend its whole budget on it; structured_outputs'
+    # ``disable_any_whitespace: false`` allows it.
+    any_whitespace: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in GRAMMAR_KINDS:
+            raise GrammarError(f"unknown grammar kind {self.kind!r}", self.field)
+
+
+@dataclass(frozen=True, eq=False)
+class RequestGrammar:
+    """A compiled grammar (xgrammar ``CompiledGrammar``) and the spec it came from."""
+
+    spec: GrammarSpec
+    compiled: Any
+    stop_ids: tuple[int, ...]
+
+
+class GrammarCompiler:
+    """Compiles specs against one tokenizer; thread-safe, with xgrammar's cache."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: Iterable[int]) -> None:
+        """``tokenizer``: a ``tokenizers.Tokenizer`` or a transformers tokenizer;
+        ``vocab_size``: the model's (padded) vocabulary, the bitmask's width."""
+        import xgrammar as xgr
+
+        if not hasattr(tokenizer, "convert_ids_to_tokens"):  # a tokenizers.Tokenizer
+            from transformers import PreTrainedTokenizerFast
+
+            tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+        self.stop_ids = tuple(sorted(set(stop_ids)))
+        self.vocab_size = vocab_size
+        info = xgr.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=list(self.stop_ids)
+        )
+        self._compiler = xgr.GrammarCompiler(info, max_threads=2)
+        self._lock = threading.Lock()
+
+    def compile(self, spec: GrammarSpec) -> RequestGrammar:
+        """The compiled grammar, or GrammarError naming ``spec.field``."""
+        try:
+            with self._lock:
+                compiled = self._compile(spec)
+        except GrammarError:
+            raise
+        except Exception as err:  # xgrammar reports bad schemas, regexes and EBNF as such
+            detail = _message(err)
+            raise GrammarError(f"{spec.field}: invalid {spec.kind}: {detail}", spec.field) from None
+        return RequestGrammar(spec, compiled, self.stop_ids)
+
+    def _compile(self, spec: GrammarSpec) -> Any:
+        c = self._compiler
+        if spec.kind == "json_object":  # OpenAI's JSON mode: any JSON object
+            return c.compile_json_schema('{"type": "object"}', any_whitespace=spec.any_whitespace)
+        if spec.kind == "json_schema":
+            return c.compile_json_schema(spec.source, any_whitespace=spec.any_whitespace)
+        if spec.kind == "regex":
+            return c.compile_regex(spec.source)
+        if spec.kind == "choice":
+            choices = json.loads(spec.source)
+            rule = " | ".join(json.dumps(choice, ensure_ascii=False) for choice in choices)
+            return c.compile_grammar(f"root ::= {rule}")
+        return c.compile_grammar(spec.source)
+
+
+def _message(err: Exception) -> str:
+    """xgrammar's first error line without its time stamp and C++ source location."""
+    lines = str(err).strip().splitlines()
+    if not lines:
+        return type(err).__name__
+    return re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", lines[0])
+
+
+class GrammarState:
+    """One request's matcher: the bitmask before each frame, the tokens after it."""
+
+    def __init__(self, grammar: RequestGrammar, history: Sequence[int] = ()) -> None:
+        """``history``: output tokens the request already has (a restart's replayed output),
+        accepted first so the matcher continues where the request is."""
+        import xgrammar as xgr
+
+        self.grammar = grammar
+        self.matcher = xgr.GrammarMatcher(grammar.compiled)
+        self.is_broken = False
+        for token in history:
+            self.accept(token)
+
+    @property
+    def is_terminated(self) -> bool:
+        return self.matcher.is_terminated()
+
+    def fill(self, bitmask: torch.Tensor, row: int) -> None:
+        """Write the allowed tokens of the next position into ``bitmask[row]`` ([rows,
+        words] int32 on the host): the grammar's, or only EOS once it has ended."""
+        if self.is_terminated or self.is_broken:
+            bitmask[row].zero_()
+            for token in self.grammar.stop_ids:
+                word, bit = divmod(token, 32)
+                if word < bitmask.shape[1]:
+                    value = int(bitmask[row, word]) | (1 << bit)
+                    bitmask[row, word] = value - (1 << 32) if value >= 1 << 31 else value
+            return
+        self.matcher.fill_next_token_bitmask(bitmask, row)
+
+    def accept(self, token: int) -> bool:
+        """Advance by one emitted token; False when the grammar forbids it."""
+        if self.is_terminated:
+            ok = token in self.grammar.stop_ids
+        else:
+            ok = bool(self.matcher.accept_token(int(token)))
+        self.is_broken |= not ok
+        return ok
