@@ -158,6 +158,9 @@ class Engine(Publication):
         self.max_waiting = max_waiting
         self.num_slots = _slot_count(scheduler) if num_slots is None else num_slots
         self.vocab_size = vocab_size
+        # Structured outputs: the grammar compiler over the model's tokenizer
+        # (runtime.grammar.GrammarCompiler), set by whoever opens the bundle; None: none.
+        self.grammar = None
         self.stats = stats or EngineStats()
         self._clock_ns = clock_ns
         self._start_ns = clock_ns()

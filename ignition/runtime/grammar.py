@@ -33,11 +33,12 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ignition.runtime.requests import RequestError
+
+if TYPE_CHECKING:
+    import torch
 
 GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar")
 # What a request whose row emitted a token its grammar rejects is told (it cannot happen
@@ -110,7 +111,7 @@ class GrammarCompiler:
             raise
         except Exception as err:  # xgrammar reports bad schemas, regexes and EBNF as such
             detail = _message(err)
-            raise GrammarError(f"{spec.field}: invalid {spec.kind}: {detail}", spec.field) from None
+            raise GrammarError(f"{spec.field}: invalid {spec.kind} for structured outputs: {detail}", spec.field) from None
         return RequestGrammar(spec, compiled, self.stop_ids)
 
     def _compile(self, spec: GrammarSpec) -> Any:
@@ -134,6 +135,19 @@ def _message(err: Exception) -> str:
     if not lines:
         return type(err).__name__
     return re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", lines[0])
+
+
+def open_grammar_compiler(
+    tokenizer: Any, vocab_size: int, stop_ids: Iterable[int]
+) -> tuple[GrammarCompiler | None, str | None]:
+    """(the compiler, None), or (None, why) when xgrammar is missing or cannot read the
+    tokenizer: the server then answers structured-output requests with a 400."""
+    try:
+        return GrammarCompiler(tokenizer, vocab_size, stop_ids), None
+    except ImportError as err:
+        return None, f"structured outputs are off: {err} (pip install 'ignition[serve]')"
+    except Exception as err:  # a tokenizer xgrammar cannot read
+        return None, f"structured outputs are off: xgrammar cannot read the tokenizer: {err}"
 
 
 class GrammarState:

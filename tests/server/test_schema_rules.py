@@ -76,7 +76,7 @@ CASES = [
         {"prompt": "x", "stream": True, "stream_options": {"include_usage": True}},
         True,
     ),
-    ("/v1/completions", "CompletionRequest", {"prompt": "x", "guided_json": {}}, False),
+    ("/v1/completions", "CompletionRequest", {"prompt": "x", "guided_json": 5}, False),
     ("/v1/completions", "CompletionRequest", {"prompt": "x", "stop_token_ids": [64]}, False),
 ]
 
