@@ -43,8 +43,8 @@ import torch
 from torch import Tensor
 
 from ignition.kernels import ops
-from ignition.model.grammar_mask import apply_token_mask
 from ignition.model.coupled_verify import coupled_verify, position_samples, verification_mode
+from ignition.model.grammar_mask import apply_token_mask
 from ignition.model.logits_processing import (
     HistoryBegin,
     SlotHistory,

@@ -111,7 +111,8 @@ class GrammarCompiler:
             raise
         except Exception as err:  # xgrammar reports bad schemas, regexes and EBNF as such
             detail = _message(err)
-            raise GrammarError(f"{spec.field}: invalid {spec.kind} for structured outputs: {detail}", spec.field) from None
+            message = f"{spec.field}: invalid {spec.kind} for structured outputs: {detail}"
+            raise GrammarError(message, spec.field) from None
         return RequestGrammar(spec, compiled, self.stop_ids)
 
     def _compile(self, spec: GrammarSpec) -> Any:

@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from dataclasses import replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -38,12 +38,12 @@ from pydantic import (
     model_validator,
 )
 
+from ignition.runtime.grammar import GrammarSpec
 from ignition.runtime.requests import (
     MAX_REPETITION_PENALTY,
     MIN_REPETITION_PENALTY,
     SamplingParams,
 )
-from ignition.runtime.grammar import GrammarSpec
 from ignition.server import schema_rules
 from ignition.server.structured_protocol import (
     ResponseFormat,
@@ -186,9 +186,7 @@ class _SamplingFields(_Body):
     # Structured outputs (server/structured_protocol.py): at most one of these.
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputs | None = None
-    guided_json: Any = Field(
-        default=None, json_schema_extra={"type": ["object", "string", "null"]}
-    )
+    guided_json: Any = Field(default=None, json_schema_extra={"type": ["object", "string", "null"]})
     guided_regex: Text | None = None
     guided_choice: Annotated[list[Text], Field(min_length=1)] | None = None
     guided_grammar: Annotated[Text, Field(min_length=1)] | None = None
