@@ -21,6 +21,12 @@ The end of sequence is allowed only where the grammar can end (xgrammar's stop t
 the model's EOS ids); once it has ended, only EOS is allowed (``ignore_eos`` keeps emitting
 it until ``max_tokens``).
 
+JSON strings hold no raw control characters: xgrammar's rule for a string with
+``maxLength`` (0.2.9) admits bytes 0x00-0x1F, which no strict JSON parser accepts, so for
+JSON grammars the mask also drops every token holding such a byte (outside whitespace that
+``any_whitespace`` allows); the one-byte tokens of a byte-level vocabulary keep every valid
+output reachable.
+
 The vocabulary: xgrammar reads the tokenizer (HF ``tokenizer.json``) for the token strings
 and is told the model's vocabulary size, which may be padded past the tokenizer's ids; the
 padding ids are never allowed.
@@ -40,6 +46,7 @@ from ignition.runtime.requests import RequestError
 if TYPE_CHECKING:
     import torch
 
+CONTROL_BYTES = frozenset(range(0x20))
 GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar")
 # What a request whose row emitted a token its grammar rejects is told (it cannot happen
 # while the mask is applied; it guards the contract between worker and program).
@@ -75,11 +82,13 @@ class GrammarSpec:
 
 @dataclass(frozen=True, eq=False)
 class RequestGrammar:
-    """A compiled grammar (xgrammar ``CompiledGrammar``) and the spec it came from."""
+    """A compiled grammar (xgrammar ``CompiledGrammar``) and the spec it came from;
+    ``allowed``: a bitmask [words] int32 ANDed into every row (None: none)."""
 
     spec: GrammarSpec
     compiled: Any
     stop_ids: tuple[int, ...]
+    allowed: Any = None
 
 
 class GrammarCompiler:
@@ -101,6 +110,11 @@ class GrammarCompiler:
         )
         self._compiler = xgr.GrammarCompiler(info, max_threads=2)
         self._lock = threading.Lock()
+        # JSON: tokens without raw control bytes, compact and with any whitespace
+        self._json_tokens = {
+            ws: _without_bytes(info.decoded_vocab, vocab_size, CONTROL_BYTES - ws_bytes)
+            for ws, ws_bytes in ((False, frozenset()), (True, frozenset(b"\t\n\r")))
+        }
 
     def compile(self, spec: GrammarSpec) -> RequestGrammar:
         """The compiled grammar, or GrammarError naming ``spec.field``."""
@@ -113,7 +127,9 @@ class GrammarCompiler:
             detail = _message(err)
             message = f"{spec.field}: invalid {spec.kind} for structured outputs: {detail}"
             raise GrammarError(message, spec.field) from None
-        return RequestGrammar(spec, compiled, self.stop_ids)
+        is_json = spec.kind in ("json_schema", "json_object")
+        allowed = self._json_tokens[spec.any_whitespace] if is_json else None
+        return RequestGrammar(spec, compiled, self.stop_ids, allowed)
 
     def _compile(self, spec: GrammarSpec) -> Any:
         c = self._compiler
@@ -128,6 +144,22 @@ class GrammarCompiler:
             rule = " | ".join(json.dumps(choice, ensure_ascii=False) for choice in choices)
             return c.compile_grammar(f"root ::= {rule}")
         return c.compile_grammar(spec.source)
+
+
+def _without_bytes(vocab: Sequence[bytes], vocab_size: int, banned: frozenset[int]) -> Any:
+    """The bitmask [words] int32 of the ids whose bytes hold none of ``banned`` (xgrammar's
+    layout: bit i % 32 of word i // 32); ids past the tokenizer's count as clean."""
+    import numpy as np
+    import torch
+
+    words = (vocab_size + 31) // 32
+    clean = np.ones(words * 32, dtype=bool)
+    for token, text in enumerate(vocab[:vocab_size]):
+        clean[token] = not banned.intersection(text)
+    packed = np.packbits(clean, bitorder="little").view("<u4").astype(np.int64)
+    return torch.from_numpy(
+        np.where(packed >= 1 << 31, packed - (1 << 32), packed).astype(np.int32)
+    )
 
 
 def _message(err: Exception) -> str:
@@ -181,6 +213,8 @@ class GrammarState:
                     bitmask[row, word] = value - (1 << 32) if value >= 1 << 31 else value
             return
         self.matcher.fill_next_token_bitmask(bitmask, row)
+        if self.grammar.allowed is not None:
+            bitmask[row] &= self.grammar.allowed
 
     def accept(self, token: int) -> bool:
         """Advance by one emitted token; False when the grammar forbids it."""

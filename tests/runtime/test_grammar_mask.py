@@ -118,3 +118,19 @@ def test_a_masked_row_verifies_no_drafts_and_samples_under_its_mask(model):
     only.token_mask[0, forced // 32] = torch.tensor(1 << (forced % 32)).to(torch.int32)
     only.is_masked = torch.ones(1, dtype=torch.bool)
     assert _round(model, base.clone(), first, drafts, only).output_tokens[0, 0] == forced
+
+
+def test_a_json_string_never_admits_a_token_holding_a_raw_control_byte():
+    """xgrammar 0.2.9's rule for a string with maxLength admits bytes 0x00-0x1F, which
+    strict JSON forbids; the grammar's token filter drops them."""
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 6}}}
+    state = GrammarState(compiler().compile(GrammarSpec("json_schema", json.dumps(schema), "x")))
+    for token in tokenizer().encode('{"a": "').ids:
+        assert state.accept(token)
+    table = torch.full((1, mask_words(MODEL_VOCAB)), -1, dtype=torch.int32)
+    state.fill(table, 0)
+    allowed = apply_token_mask(torch.zeros(1, MODEL_VOCAB), table, torch.ones(1, dtype=bool))
+    ids = torch.isfinite(allowed[0]).nonzero().flatten().tolist()
+    texts = [tokenizer().decode([i]) for i in ids]
+    assert "a" in texts
+    assert not any(ord(c) < 0x20 for text in texts for c in text)
