@@ -24,7 +24,7 @@ from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
-from ignition.runtime.grammar import open_grammar_compiler
+from ignition.runtime.grammar import LazyGrammarCompiler
 from ignition.runtime.ple_delivery import PleOptions
 from ignition.runtime.ple_model import open_model_ple
 from ignition.runtime.ple_table import PleTableError
@@ -173,11 +173,9 @@ def open_engine(
         wrap_worker=wrap,
     )
     engine.vocab_size = bundle.model.config.vocab_size
-    engine.grammar, why = open_grammar_compiler(
+    engine.grammar = LazyGrammarCompiler(
         bundle.tokenizer, bundle.model.config.vocab_size, bundle.eos_token_ids
     )
-    if why is not None:
-        print(f"warning: {bundle.path}: {why}", file=sys.stderr)
     # The n-gram table at its residency; off the device, its rows reach the programs through
     # the worker (tensor parallel ranks: not yet, every rank gathers from its own table).
     engine.stats.ple = _open_ple(bundle, options, engine.worker if tp is None else None).stats

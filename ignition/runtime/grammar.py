@@ -170,17 +170,38 @@ def _message(err: Exception) -> str:
     return re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", lines[0])
 
 
-def open_grammar_compiler(
+class LazyGrammarCompiler:
+    """A GrammarCompiler opened at the first structured-output request, not at start-up:
+    importing xgrammar imports transformers (seconds), which a server that is never asked
+    for structured outputs should not pay (issue 11: serving does not import it)."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: Iterable[int]) -> None:
+        self._arguments = (tokenizer, vocab_size, tuple(stop_ids))
+        self._compiler: GrammarCompiler | None = None
+        self._why: str | None = None
+        self._lock = threading.Lock()
+
+    def compile(self, spec: GrammarSpec) -> RequestGrammar:
+        with self._lock:
+            if self._compiler is None and self._why is None:
+                self._compiler, self._why = _open(*self._arguments)
+        if self._compiler is None:
+            raise GrammarError(f"{spec.field}: {self._why}", spec.field)
+        return self._compiler.compile(spec)
+
+
+def _open(
     tokenizer: Any, vocab_size: int, stop_ids: Iterable[int]
 ) -> tuple[GrammarCompiler | None, str | None]:
     """(the compiler, None), or (None, why) when xgrammar is missing or cannot read the
-    tokenizer: the server then answers structured-output requests with a 400."""
+    tokenizer: structured-output requests are then a 400 saying so."""
     try:
         return GrammarCompiler(tokenizer, vocab_size, stop_ids), None
     except ImportError as err:
-        return None, f"structured outputs are off: {err} (pip install 'ignition[serve]')"
+        return None, f"this server has no structured outputs: {err} (pip install xgrammar)"
     except Exception as err:  # a tokenizer xgrammar cannot read
-        return None, f"structured outputs are off: xgrammar cannot read the tokenizer: {err}"
+        why = f"xgrammar cannot read the tokenizer: {_message(err)}"
+        return None, f"this server has no structured outputs: {why}"
 
 
 class GrammarState:

@@ -4,6 +4,8 @@ speculative round's rule that a constrained row verifies no drafts."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -12,7 +14,12 @@ import xgrammar as xgr
 from ignition.model.grammar_mask import apply_token_mask, mask_words
 from ignition.model.sampling import SamplingParams
 from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
-from ignition.runtime.grammar import GrammarError, GrammarSpec, GrammarState
+from ignition.runtime.grammar import (
+    GrammarError,
+    GrammarSpec,
+    GrammarState,
+    LazyGrammarCompiler,
+)
 from tests.model.conftest import new_state
 from tests.model.helpers import greedy_generate, prefill
 from tests.runtime.structured import MODEL_VOCAB, compiler, tokenizer
@@ -134,3 +141,22 @@ def test_a_json_string_never_admits_a_token_holding_a_raw_control_byte():
     texts = [tokenizer().decode([i]) for i in ids]
     assert "a" in texts
     assert not any(ord(c) < 0x20 for text in texts for c in text)
+
+
+def test_the_lazy_compiler_imports_no_xgrammar_until_a_grammar_is_asked_for():
+    code = (
+        "import sys\n"
+        "from ignition.runtime.grammar import LazyGrammarCompiler\n"
+        "LazyGrammarCompiler(None, 8, [0])\n"
+        "assert 'xgrammar' not in sys.modules and 'transformers' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_tokenizer_xgrammar_cannot_read_fails_each_grammar_request_naming_its_field():
+    lazy = LazyGrammarCompiler(object(), 8, [0])
+    with pytest.raises(GrammarError) as caught:
+        lazy.compile(GrammarSpec("regex", "a+", "guided_regex"))
+    assert caught.value.param == "guided_regex"
+    assert "this server has no structured outputs" in str(caught.value)
