@@ -66,7 +66,27 @@ class JsonSchemaFormat(_Part):
     strict: Annotated[bool, Field(strict=True)] | None = None
 
 
+# The validators' rule in the published schema (server/schema_rules.py's convention):
+# ``json_schema`` is given exactly when ``type`` is "json_schema".
+_JSON_SCHEMA_WITH_ITS_TYPE = [
+    {
+        "anyOf": [
+            {"properties": {"json_schema": {"type": "null"}}},
+            {"properties": {"type": {"const": "json_schema"}}, "required": ["type"]},
+        ]
+    },
+    {
+        "anyOf": [
+            {"properties": {"type": {"enum": ["text", "json_object"]}}},
+            {"properties": {"json_schema": {"type": "object"}}, "required": ["json_schema"]},
+        ]
+    },
+]
+
+
 class ResponseFormat(_Part):
+    model_config = ConfigDict(json_schema_extra={"allOf": _JSON_SCHEMA_WITH_ITS_TYPE})
+
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
 
