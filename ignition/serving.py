@@ -176,6 +176,8 @@ def open_engine(
     engine.grammar = LazyGrammarCompiler(
         bundle.tokenizer, bundle.model.config.vocab_size, bundle.eos_token_ids
     )
+    if tp is not None:  # the followers would sample without the host's grammar masks
+        engine.grammar = LazyGrammarCompiler.unavailable("not yet with tensor parallelism")
     # The n-gram table at its residency; off the device, its rows reach the programs through
     # the worker (tensor parallel ranks: not yet, every rank gathers from its own table).
     engine.stats.ple = _open_ple(bundle, options, engine.worker if tp is None else None).stats

@@ -181,6 +181,13 @@ class LazyGrammarCompiler:
         self._why: str | None = None
         self._lock = threading.Lock()
 
+    @classmethod
+    def unavailable(cls, why: str) -> LazyGrammarCompiler:
+        """One that answers every grammar request with GrammarError(why)."""
+        lazy = cls(None, 0, ())
+        lazy._why = f"this server has no structured outputs: {why}"
+        return lazy
+
     def compile(self, spec: GrammarSpec) -> RequestGrammar:
         with self._lock:
             if self._compiler is None and self._why is None:

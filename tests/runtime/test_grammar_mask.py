@@ -160,3 +160,11 @@ def test_a_tokenizer_xgrammar_cannot_read_fails_each_grammar_request_naming_its_
         lazy.compile(GrammarSpec("regex", "a+", "guided_regex"))
     assert caught.value.param == "guided_regex"
     assert "this server has no structured outputs" in str(caught.value)
+
+
+def test_a_server_that_cannot_serve_grammars_says_why_naming_the_field():
+    lazy = LazyGrammarCompiler.unavailable("not yet with tensor parallelism")
+    with pytest.raises(GrammarError) as caught:
+        lazy.compile(GrammarSpec("json_object", "", "response_format"))
+    assert caught.value.param == "response_format"
+    assert "no structured outputs: not yet with tensor parallelism" in str(caught.value)
