@@ -17,6 +17,12 @@ Two rules keep that exact:
   inside one program, out of the host matcher's reach), so speculation never emits a token
   the grammar forbids.
 
+With ``--reasoning-parser`` and a prompt that opens a reasoning block, the grammar starts
+after the block's end tag (``RequestGrammar.gate``, matched as the tag's token ids: one
+added token in Qwen3.x vocabularies), as vLLM does: the reasoning is free text, the reply
+after it follows the grammar. The row is still constrained while it reasons (an all-ones
+mask), so it verifies no drafts there either: the tag may fall anywhere in a burst.
+
 The end of sequence is allowed only where the grammar can end (xgrammar's stop tokens are
 the model's EOS ids); once it has ended, only EOS is allowed (``ignore_eos`` keeps emitting
 it until ``max_tokens``).
@@ -89,6 +95,9 @@ class RequestGrammar:
     compiled: Any
     stop_ids: tuple[int, ...]
     allowed: Any = None
+    # Token ids after which the grammar starts (a reasoning block's end tag, which the
+    # output must reach first); (): from the first output token.
+    gate: tuple[int, ...] = ()
 
 
 class GrammarCompiler:
@@ -222,6 +231,8 @@ class GrammarState:
         self.grammar = grammar
         self.matcher = xgr.GrammarMatcher(grammar.compiled)
         self.is_broken = False
+        self.is_gated = bool(grammar.gate)  # still before the gate: nothing constrained
+        self._recent: list[int] = []  # the last len(gate) tokens while gated
         for token in history:
             self.accept(token)
 
@@ -232,6 +243,9 @@ class GrammarState:
     def fill(self, bitmask: torch.Tensor, row: int) -> None:
         """Write the allowed tokens of the next position into ``bitmask[row]`` ([rows,
         words] int32 on the host): the grammar's, or only EOS once it has ended."""
+        if self.is_gated:
+            bitmask[row].fill_(-1)
+            return
         if self.is_terminated or self.is_broken:
             bitmask[row].zero_()
             for token in self.grammar.stop_ids:
@@ -246,6 +260,11 @@ class GrammarState:
 
     def accept(self, token: int) -> bool:
         """Advance by one emitted token; False when the grammar forbids it."""
+        if self.is_gated:
+            gate = self.grammar.gate
+            self._recent = [*self._recent, int(token)][-len(gate) :]
+            self.is_gated = tuple(self._recent) != gate
+            return True
         if self.is_terminated:
             ok = token in self.grammar.stop_ids
         else:

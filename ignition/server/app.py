@@ -311,6 +311,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             ends=ends,
             images=images,
             reply=functools.partial(plan.parser, rendered.text) if plan.parses else None,
+            grammar_after=plan.reasoning_end(rendered.text),
         )
 
     async def render(cost: int, work) -> RenderedChat:
@@ -330,10 +331,12 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         ends: tuple[int, ...] = (),
         images: RequestImages | None = None,
         reply: Callable[[], ReplyParser | None] | None = None,
+        grammar_after: str | None = None,
     ) -> Response:
-        """``reply`` makes each chat choice's parser (reasoning, tool calls), if any."""
+        """``reply`` makes each chat choice's parser (reasoning, tool calls), if any;
+        ``grammar_after``: the text a structured output starts after (a reasoning end tag)."""
         response_id = new_id("chatcmpl" if chat else "cmpl")
-        grammar = await _grammar(body)
+        grammar = await _grammar(body, grammar_after)
         requests = _build_requests(body, prompt_ids, response_id, ends, images, grammar)
         arrival = time.monotonic()
         choices: list[Choice] = []
@@ -382,9 +385,12 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             return Response(status_code=499)
         return json_response(500 if "error" in result else 200, result)
 
-    async def _grammar(body: CompletionRequest | ChatCompletionRequest) -> RequestGrammar | None:
-        """The request's compiled structured-output grammar (None: free text); one that
-        cannot be compiled is a 400 naming its field. Compiled off the event loop."""
+    async def _grammar(
+        body: CompletionRequest | ChatCompletionRequest, after: str | None = None
+    ) -> RequestGrammar | None:
+        """The request's compiled structured-output grammar (None: free text), starting
+        after ``after``'s tokens when given; one that cannot be compiled is a 400 naming
+        its field. Compiled off the event loop."""
         spec = body.grammar_spec()
         if spec is None:
             return None
@@ -393,9 +399,12 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             message = f"{spec.field}: this server has no structured outputs"
             raise ApiError(400, message, param=spec.field)
         try:
-            return await asyncio.to_thread(compile_grammar, spec)
+            grammar = await asyncio.to_thread(compile_grammar, spec)
         except GrammarError as err:
             raise ApiError(400, str(err), param=err.param) from None
+        if after:
+            grammar = replace(grammar, gate=tuple(engine.encode(after)))
+        return grammar
 
     def _build_requests(
         body: CompletionRequest | ChatCompletionRequest,

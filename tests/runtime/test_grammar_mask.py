@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -168,3 +169,20 @@ def test_a_server_that_cannot_serve_grammars_says_why_naming_the_field():
         lazy.compile(GrammarSpec("json_object", "", "response_format"))
     assert caught.value.param == "response_format"
     assert "no structured outputs: not yet with tensor parallelism" in str(caught.value)
+
+
+def test_a_gated_grammar_constrains_nothing_until_its_gate_then_everything():
+    """A reasoning reply: free text up to the end tag's tokens, the grammar after them."""
+    spec = GrammarSpec("choice", json.dumps(["ok"]), "structured_outputs.choice")
+    gate = tuple(tokenizer().encode("</think>").ids)
+    state = GrammarState(replace(compiler().compile(spec), gate=gate))
+    table = torch.zeros((1, mask_words(MODEL_VOCAB)), dtype=torch.int32)
+    state.fill(table, 0)
+    assert (table == -1).all()
+    for token in [*tokenizer().encode("x < y").ids, *gate]:
+        assert state.accept(token)
+    assert not state.is_gated
+    state.fill(table, 0)
+    allowed = apply_token_mask(torch.zeros(1, MODEL_VOCAB), table, torch.ones(1, dtype=bool))
+    texts = {tokenizer().decode([i]) for i in torch.isfinite(allowed[0]).nonzero().flatten()}
+    assert texts and all("ok".startswith(text) for text in texts)
