@@ -52,8 +52,7 @@ from ignition.model.state import ModelState
 from ignition.runtime.engine import LiveRequest
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.grammar import GRAMMAR_REJECTED, GrammarState
-from ignition.runtime.ple_delivery import FrameDelivery
-from ignition.runtime.ple_mailbox import Delivery
+from ignition.runtime.ple import Delivery, FrameDelivery
 from ignition.runtime.requests import PromptLogprob, TokenLogprob
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.vision_binding import (
@@ -90,7 +89,7 @@ class _Launched:
     prompt_job: _PromptJob | None = None
     prompt_scores: PromptScores | None = None  # device values, readable after the wait
     # PLE rows delivered through the mailbox, and how long the frame waited for them inside
-    # its interval (runtime/ple_delivery.py)
+    # its interval (runtime/ple/delivery.py)
     ple_deliveries: tuple[Delivery, ...] = ()
     ple_wait_ns: int = 0
     ple_inside: tuple[Delivery, ...] = ()  # rows the program itself asked for (drafts, ...)
