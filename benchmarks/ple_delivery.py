@@ -3,7 +3,7 @@
 Writes a table of a few hundred MiB in ``shard_N.safetensors`` pieces to a temporary folder
 (160 bf16 values a row, as released), opens it at each residency and gathers the rows of
 frames of ``--tokens`` tokens x ``--heads`` n-gram heads through the mailbox (the real
-runtime path, ``ignition/runtime/ple_mailbox.py``):
+runtime path, ``ignition/runtime/ple/mailbox.py``):
 
 - ``device``: the table in device memory (on CPU: one in-memory tensor);
 - ``host``: the mapped shards, then ``host+preload`` (one copy in memory, pinned on CUDA);
@@ -35,9 +35,7 @@ from pathlib import Path
 
 import torch
 
-from ignition.runtime.ple_mailbox import Mailbox
-from ignition.runtime.ple_store import open_store
-from ignition.runtime.ple_table import read_layout, write_table
+from ignition.runtime.ple import Mailbox, open_store, read_layout, write_table
 
 WIDTH = 160
 

@@ -288,7 +288,7 @@ def _ple_residency(ctx: click.Context, param: click.Parameter, value: str | None
 def _ple_cache_bytes(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
     if value is None:
         return None
-    from ignition.runtime.ple_delivery import parse_bytes
+    from ignition.runtime.ple import parse_bytes
 
     try:
         return parse_bytes(value)
@@ -307,15 +307,17 @@ def ple_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Where the PLE n-gram table lives (default: from its size and the memory).",
         ),
         click.option(
-            "--ple-preload",
-            is_flag=True,
-            help="Host residency: copy the table into pinned memory at load.",
+            "--ple-preload/--no-ple-preload",
+            default=None,
+            help="Host residency: copy the table into pinned memory at load (serve: default "
+            "the bundle's).",
         ),
         click.option(
             "--ple-cache-bytes",
             callback=_ple_cache_bytes,
             metavar="BYTES",
-            help="Disk residency: the row cache's bound, e.g. 4GiB (default: 1GiB).",
+            help="Disk residency: the row cache's bound, e.g. 4GiB (build: default 1GiB; "
+            "serve: default the bundle's).",
         ),
     ]
     for option in reversed(options):
@@ -324,15 +326,12 @@ def ple_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _ple_options_from(kwargs: dict[str, Any]) -> Any:
-    """PleOptions from (and out of) a command's keyword arguments."""
-    from ignition.runtime.ple_delivery import PleOptions
-    from ignition.runtime.ple_store import DEFAULT_CACHE_BYTES
+    """PleOptions from (and out of) a command's keyword arguments; a flag not given stays
+    None, so that serve takes the built bundle's value (``PleOptions.over``)."""
+    from ignition.runtime.ple import PleOptions
 
-    cache = kwargs.pop("ple_cache_bytes")
     return PleOptions(
-        kwargs.pop("ple_residency"),
-        kwargs.pop("ple_preload"),
-        DEFAULT_CACHE_BYTES if cache is None else cache,
+        kwargs.pop("ple_residency"), kwargs.pop("ple_preload"), kwargs.pop("ple_cache_bytes")
     )
 
 
@@ -340,9 +339,7 @@ def _ple_description(options: Any, weights: Path | None, device: str | None) -> 
     """The build report's PLE entry: the checkpoint's table and where it will live."""
     from ignition.compiler.build import DEFAULT_CHECKPOINT
     from ignition.compiler.device import resolve_device
-    from ignition.runtime.ple_delivery import describe_table
-    from ignition.runtime.ple_store import choose_residency
-    from ignition.runtime.ple_table import PleTableError, find_layout
+    from ignition.runtime.ple import PleTableError, choose_residency, describe_table, find_layout
 
     try:
         layout = find_layout(weights or DEFAULT_CHECKPOINT)

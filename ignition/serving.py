@@ -10,23 +10,32 @@ shut down, and the CLI exits non-zero so that a supervisor restarts the server.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import torch
 
 from ignition.compiler.device import configure_threads, resolve_device
 from ignition.direct.scheduler import direct_scheduler
 from ignition.helios import helios_scheduler
 from ignition.helios.config import PolicyConfig
+from ignition.model.model import HybridModel
+from ignition.model.weights import load_model
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_worker
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
-from ignition.runtime.ple_delivery import PleOptions
-from ignition.runtime.ple_model import open_model_ple
-from ignition.runtime.ple_table import PleTableError
+from ignition.runtime.grammar import LazyGrammarCompiler
+from ignition.runtime.ple import (
+    PleOptions,
+    PleTableError,
+    delivers_table,
+    open_model_ple,
+)
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from ignition.server.tokenizing import max_chars_per_token
 
@@ -78,18 +87,50 @@ class LoadListener:
 
 
 def _load(options: ServeOptions, tp: TensorParallel | None) -> Bundle:
-    """The bundle with the whole model, or with rank ``tp.rank``'s shard of it."""
+    """The bundle with the whole model, or with rank ``tp.rank``'s shard of it. A table this
+    rank will deliver itself (host or disk residency) is left unread: its rows come from the
+    shards, mapped in place, and the whole table is never in memory (docs/ple.md)."""
     configure_threads(resolve_device(options.device), options.num_threads)
-    if tp is None:
-        return load_bundle(options.artifacts, options.device, verify_weights=options.verify_weights)
-    from ignition.distributed.loading import load_sharded_checkpoint
+    ple = serve_ple_options(
+        options.ple, _built_ple(options.artifacts), str(Path(options.artifacts) / "manifest.json")
+    )
+
+    def load_model_of(path: Path, device: torch.device) -> HybridModel:
+        try:
+            skip = delivers_table(path, ple, device)
+        except (PleTableError, ValueError) as err:
+            raise BundleError(str(err)) from None
+        if tp is None:
+            return load_model(path, device, without_ple_tables=skip)
+        from ignition.distributed.loading import load_sharded_checkpoint
+
+        return load_sharded_checkpoint(path, tp, device, without_ple_tables=skip).model
 
     return load_bundle(
         options.artifacts,
         options.device,
         verify_weights=options.verify_weights,
-        model_loader=lambda path, device: load_sharded_checkpoint(path, tp, device).model,
+        model_loader=load_model_of,
     )
+
+
+def serve_ple_options(ple: PleOptions, built: dict, where: str = "manifest.json") -> PleOptions:
+    """Serve's PLE options over the built bundle's (``manifest.json``'s ``ple`` entry): the
+    build's residency, preload and row-cache bound, each unless serve names its own."""
+    try:
+        return ple.over(built, where)
+    except ValueError as err:
+        raise BundleError(str(err)) from None
+
+
+def _built_ple(artifacts: str | Path) -> dict:
+    """The bundle's ``ple`` entry ({} when it has none; a missing or bad manifest is
+    ``load_bundle``'s error to report)."""
+    try:
+        entry = json.loads((Path(artifacts) / "manifest.json").read_text()).get("ple", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return entry if isinstance(entry, dict) else {}
 
 
 def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
@@ -134,7 +175,12 @@ def follow_engine(options: ServeOptions, tp: TensorParallel) -> None:
     worker, _selected, _pages, _windows = assemble_worker(
         bundle.model, bundle.catalog, bundle.eos_token_ids, _runtime_options(options, bundle)
     )
-    follow(worker, tp)
+    ple = _open_ple(bundle, options, worker)  # this rank's own rows (docs/ple.md)
+    try:
+        follow(worker, tp)
+    finally:
+        if ple.mailbox is not None:
+            ple.mailbox.close()
 
 
 def open_engine(
@@ -172,9 +218,16 @@ def open_engine(
         wrap_worker=wrap,
     )
     engine.vocab_size = bundle.model.config.vocab_size
+    engine.grammar = LazyGrammarCompiler(
+        bundle.tokenizer, bundle.model.config.vocab_size, bundle.eos_token_ids
+    )
+    if tp is not None:  # the followers would sample without the host's grammar masks
+        engine.grammar = LazyGrammarCompiler.unavailable("not yet with tensor parallelism")
     # The n-gram table at its residency; off the device, its rows reach the programs through
-    # the worker (tensor parallel ranks: not yet, every rank gathers from its own table).
-    engine.stats.ple = _open_ple(bundle, options, engine.worker if tp is None else None).stats
+    # the worker. Tensor parallel: every rank delivers its own rows (the table is replicated,
+    # not sharded); rank zero's counters are the ones /metrics shows.
+    worker = engine.worker if tp is None else engine.worker.inner
+    engine.stats.ple = _open_ple(bundle, options, worker).stats
     return bundle, engine
 
 
@@ -182,10 +235,9 @@ def _open_ple(bundle: Bundle, options: ServeOptions, worker: object = None):
     checkpoint = Path(bundle.manifest["checkpoint"]["path"])
     if not checkpoint.is_absolute():
         checkpoint = bundle.path / checkpoint
-    ple = options.ple
-    built = bundle.manifest.get("ple", {}).get("residency")
-    if ple.residency is None and built in ("device", "host", "disk"):
-        ple = replace(ple, residency=built)  # the build's choice, unless serve names one
+    ple = serve_ple_options(
+        options.ple, bundle.manifest.get("ple", {}), str(bundle.path / "manifest.json")
+    )
     try:
         device = resolve_device(options.device)
         return open_model_ple(checkpoint, ple, device, worker, bundle.model, True)

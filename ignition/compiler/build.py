@@ -181,7 +181,7 @@ def build_bundle(
     """``load`` reads the checkpoint (a tensor-parallel rank reads its shard); ``write``
     False runs every step but writes nothing (the ranks beside rank zero: their programs
     run the same collectives as rank zero's). ``ple``: the PLE n-gram table's entry for the
-    manifest and the report (runtime.ple_delivery.describe_table; None: no table)."""
+    manifest and the report (runtime.ple.delivery.describe_table; None: no table)."""
     checkpoint = Path(weights) if weights else DEFAULT_CHECKPOINT
     recipe = resolve_recipe(recipe_name, checkpoint)
     plan_catalog(recipe, options)  # bad options fail before the weights are read

@@ -42,7 +42,7 @@ class PleRowsInput:
     # Set by the runtime when it delivers rows (host / disk); off: the PLE layers read the
     # model's own table (device residency).
     is_enabled: bool = False
-    # The in-program mailbox (runtime.ple_delivery); None: every row must be staged.
+    # The in-program mailbox (runtime.ple.delivery); None: every row must be staged.
     resolve: Resolver | None = None
     num_resolved: list[int] = field(default_factory=lambda: [0])  # rows asked in-program
 

@@ -25,10 +25,9 @@ from ignition.distributed.ranks import (
     Stop,
     Wait,
     describe,
-    frame_digest,
     guarded_launch,
     needs_agreement,
-    sidecar_problem,
+    rank_report,
 )
 from ignition.helios import RequestHandle
 from ignition.runtime.engine import FatalWorkerError, LiveRequest
@@ -108,12 +107,7 @@ class _Follower:
             except Exception as err:
                 report = replace(report, error=describe(err))
             else:
-                report = replace(
-                    report,
-                    device_ns=result.timing.device_ns,
-                    sidecar_problem=sidecar_problem(result.sidecar),
-                    digest=frame_digest(result, self.worker) if self.tp.debug else None,
-                )
+                report = rank_report(self.tp.rank, result, self.worker, self.tp.debug)
         dist.gather_object(report, None, dst=0, group=self.tp.cpu_group)
 
     def release(self, message: Release) -> None:

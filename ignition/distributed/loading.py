@@ -28,14 +28,22 @@ from ignition.model.weights import (
     CONFIG_FILE,
     LoadedCheckpoint,
     check_layout,
+    drop_ple_tables,
     locate_tensors,
 )
 
 
 def load_sharded_checkpoint(
-    path: str | Path, tp: TensorParallel, device: torch.device | str = "cpu"
+    path: str | Path,
+    tp: TensorParallel,
+    device: torch.device | str = "cpu",
+    *,
+    without_ple_tables: bool = False,
 ) -> LoadedCheckpoint:
-    """Rank ``tp.rank``'s model of the checkpoint at ``path``; its ``config`` is the local one."""
+    """Rank ``tp.rank``'s model of the checkpoint at ``path``; its ``config`` is the local one.
+    ``without_ple_tables``: as the one-rank loader's (``load_checkpoint``), the n-gram tables
+    (replicated, not sharded) are checked but neither allocated nor read: this rank's PLE
+    delivery serves their rows from the shards."""
     path = Path(path)
     family = family_for_checkpoint(path)
     raw = read_config_json(path / CONFIG_FILE)
@@ -51,11 +59,14 @@ def load_sharded_checkpoint(
         readers = check_layout(whole, path, located, layout, strict_dtype=family.name == "qwen38")
         rules = shard_rules(whole, config)
         model = parallelize(family.model_class()(shard_config), config, tp)
+        unread = drop_ple_tables(model) if without_ple_tables else frozenset()
     model = model.to_empty(device=device).to(_DTYPES[config.torch_dtype])
     model.tie_weights()
     reader = _CheckpointReader(located, readers)
     with torch.no_grad():
         for name, param in model.named_parameters():
+            if name in unread:
+                continue
             value = _read(layout.sources[name], rules.get(name), reader, tp)
             if tuple(value.shape) != tuple(param.shape):
                 raise ValueError(

@@ -15,16 +15,19 @@ agreed program leaves the others waiting in its collectives: that is fatal for t
 (``FatalWorkerError``: rank zero's engine stops and ends every request, a follower exits),
 never a hang. Waiting gathers one
 :class:`RankReport` per rank: its device interval (rank zero's cost sample is the maximum,
-``ExecutionTiming.across_ranks``), any error (the frame fails, naming the rank), whether its
-confidence sidecar holds probabilities, and in debug mode its records and committed state,
-which must equal rank zero's.
+``ExecutionTiming.across_ranks``), its PLE rows' readiness timestamps (every rank delivers
+its own rows; the frame's readiness stall is the time any rank was stalled, subtracted by
+Helios from that maximum: :func:`frame_timing`), any error (the frame fails, naming the
+rank), whether its confidence sidecar holds probabilities, and in debug mode its records
+and committed state, which must equal rank zero's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,6 +39,7 @@ from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.helios.types import ConfidenceSidecar
 from ignition.runtime.engine import FatalWorkerError, LiveRequest
 from ignition.runtime.frames import FrameResult
+from ignition.runtime.ple import Readiness, aggregate_exposed_ns
 from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.worker import ModelWorker, WorkerError
 
@@ -86,6 +90,32 @@ class RankReport:
     error: str | None = None
     sidecar_problem: str | None = None
     digest: tuple[str, ...] | None = None  # debug mode: records and committed state
+    # The frame's PLE deliveries on this rank (runtime.ple.Readiness), and whether its
+    # stalls lie inside its device interval (CPU) and so count for the cost sample.
+    readiness: tuple[Readiness, ...] = ()
+    counts_stalls: bool = False
+
+
+def rank_report(rank: int, result: FrameResult, worker: ModelWorker, debug: bool) -> RankReport:
+    """A rank's report of a frame its worker completed."""
+    return RankReport(
+        rank,
+        result.timing.device_ns,
+        sidecar_problem=sidecar_problem(result.sidecar),
+        digest=frame_digest(result, worker) if debug else None,
+        readiness=tuple(result.readiness),
+        counts_stalls=worker.ple is not None and worker.ple.inside_interval,
+    )
+
+
+def frame_timing(wall_ns: int, reports: Sequence[RankReport]) -> ExecutionTiming:
+    """The frame's timing from every rank's report: the raw interval is the ranks' maximum,
+    and the readiness stall (what Helios subtracts from that maximum for the cost sample,
+    never from the service charge) the time during which any rank waited for its PLE rows
+    (``aggregate_exposed_ns``), at most that maximum."""
+    intervals = tuple(int(r.device_ns) for r in reports)
+    stall = aggregate_exposed_ns([r.readiness for r in reports if r.counts_stalls])
+    return ExecutionTiming.across_ranks(intervals, wall_ns, min(stall, max(intervals, default=0)))
 
 
 def describe(err: BaseException) -> str:
@@ -192,6 +222,8 @@ class RankZeroWorker:
         self.inner = inner
         self.tp = tp
         self._known: set[RequestHandle] = set()  # requests the followers hold
+        # Frames each rank delivered PLE rows for (its own table, mailbox and stalls).
+        self.ple_frames: Counter[int] = Counter()
 
     @property
     def score_prompt(self):
@@ -220,7 +252,7 @@ class RankZeroWorker:
             result = self.inner.wait(launched)
         except Exception as err:
             result, error = None, err
-        own = RankReport(0, result.timing.device_ns if result else 0, None)
+        own = RankReport(0) if result is None else rank_report(0, result, self.inner, False)
         if result is not None and self.tp.debug:
             own = replace(own, digest=frame_digest(result, self.inner))
         reports: list[Any] = [None] * self.tp.world_size
@@ -249,11 +281,10 @@ class RankZeroWorker:
                     f"fence {fence}: rank {report.rank}'s {' and '.join(differ)} differ from "
                     "rank 0's (--tensor-parallel-debug)"
                 )
-        intervals = tuple(int(r.device_ns) for r in reports)
-        timing = ExecutionTiming.across_ranks(
-            intervals, result.timing.wall_ns, result.timing.readiness_stall_ns
-        )
-        return replace(result, timing=timing)
+        for report in reports:
+            if report.readiness:
+                self.ple_frames[report.rank] += 1
+        return replace(result, timing=frame_timing(result.timing.wall_ns, reports))
 
     def release(self, handle: RequestHandle) -> None:
         self._send(Release(handle))

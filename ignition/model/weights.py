@@ -41,6 +41,7 @@ __all__ = [
     "WeightsError",
     "check_layout",
     "checkpoint_name",
+    "drop_ple_tables",
     "expected_tensors",
     "load_checkpoint",
     "load_model",
@@ -69,8 +70,15 @@ def expected_tensors(model: HybridModel) -> dict[str, tuple[tuple[int, ...], tor
     }
 
 
-def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> LoadedCheckpoint:
-    """Build the model described by ``path``/config.json through its family, weights checked."""
+def load_checkpoint(
+    path: str | Path, device: torch.device | str = "cpu", *, without_ple_tables: bool = False
+) -> LoadedCheckpoint:
+    """Build the model described by ``path``/config.json through its family, weights checked.
+
+    ``without_ple_tables``: the PLE layers' n-gram tables (qwen4_exp; ~48 GiB released) are
+    checked like every tensor (headers only) but neither allocated nor read: the model holds
+    zero-row tables (:func:`drop_ple_tables`) and the runtime serves their rows from the
+    checkpoint's shards, mapped in place (``runtime.ple``, host or disk residency)."""
     path = Path(path)
     family = family_for_checkpoint(path)
     raw = read_config_json(path / CONFIG_FILE)
@@ -80,16 +88,37 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Loa
     config = family.parse_config(raw, str(path / CONFIG_FILE), frozenset(located))
     with torch.device("meta"):
         model = family.model_class()(config)
+        model.tie_weights()
+        # the whole model's layout, tables included: a wrong checkpoint fails as it always did
+        layout = family.layout(model, frozenset(located))
+        unread = drop_ple_tables(model) if without_ple_tables else frozenset()
     model = model.to_empty(device=device).to(_DTYPES[config.torch_dtype])
     model.tie_weights()
-    layout = family.layout(model, frozenset(located))
-    _load_layout(model, path, located, layout, family.name == "qwen38", fp8)
+    _load_layout(model, path, located, layout, family.name == "qwen38", fp8, unread)
     return LoadedCheckpoint(model.eval(), family, family.load_notes(config, raw))
 
 
-def load_model(path: str | Path, device: torch.device | str = "cpu") -> HybridModel:
+def load_model(
+    path: str | Path, device: torch.device | str = "cpu", *, without_ple_tables: bool = False
+) -> HybridModel:
     """Build the model described by ``path``/config.json and load its weights (checked)."""
-    return load_checkpoint(path, device).model
+    return load_checkpoint(path, device, without_ple_tables=without_ple_tables).model
+
+
+# A PLE layer's n-gram table: the one parameter a loader may leave unread.
+PLE_TABLE_PARAMETER = ".ple.ngram_embedding.weight"
+
+
+def drop_ple_tables(model: HybridModel) -> frozenset[str]:
+    """Give every PLE layer a zero-row table (``NgramPle.drop_table``); returns the dropped
+    parameters' names (empty for a model without an n-gram table)."""
+    from ignition.model.layers.ngram_ple import NgramPle
+
+    names = frozenset(n for n, _ in model.named_parameters() if n.endswith(PLE_TABLE_PARAMETER))
+    for module in model.modules():
+        if isinstance(module, NgramPle):
+            module.drop_table()
+    return names
 
 
 def load_weights(model: HybridModel, path: str | Path) -> None:
@@ -108,14 +137,18 @@ def _load_layout(
     layout: CheckpointLayout,
     strict_dtype: bool,
     fp8: Fp8Plan | None = None,
+    unread: frozenset[str] = frozenset(),
 ) -> None:
-    """Check the layout (:func:`check_layout`), then copy (FP8 tensors dequantised as read)."""
+    """Check the layout (:func:`check_layout`), then copy (FP8 tensors dequantised as read);
+    the parameters named in ``unread`` are checked and left unread."""
     used = check_layout(model, path, located, layout, strict_dtype, fp8=fp8)
     params = dict(model.named_parameters())
     cache: dict[str, torch.Tensor] = {}
     dtype = _DTYPES[model.config.torch_dtype]
     with torch.no_grad():
         for name, source in layout.sources.items():
+            if name in unread:
+                continue
             param = params[name]
             tensors = []
             for tensor_name in source.names:

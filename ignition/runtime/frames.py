@@ -35,7 +35,7 @@ class FrameResult:
         default_factory=dict
     )
     # Frame-owned readiness timestamps of the PLE rows delivered through the mailbox
-    # (runtime/ple_mailbox.Readiness); their exposed delay is timing.readiness_stall_ns.
+    # (runtime/ple/mailbox.Readiness); their exposed delay is timing.readiness_stall_ns.
     readiness: tuple = ()
     # Requests whose sampling distribution was not finite in this frame (their record
     # carries no tokens): the engine ends each with the message; the frame completes.

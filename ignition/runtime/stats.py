@@ -86,7 +86,7 @@ class EngineStats:
         self._slots = (0, 0)
         self._pages = (0, 0)
         self._phases = {phase: PhaseHistogram() for phase in PHASES}
-        # The PLE n-gram table's counters (runtime.ple_stats.PleStats), set by serving.
+        # The PLE n-gram table's counters (runtime.ple.stats.PleStats), set by serving.
         self.ple = None
 
     def record_execution(

@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ignition.helios import ExecutionClass
-from ignition.runtime.ple_stats import PleSnapshot
+from ignition.runtime.ple import PleSnapshot
 from ignition.runtime.stats import PHASE_BUCKETS_S, EngineStats, PhaseHistogram
 from ignition.server.vllm_metrics import WithVllmAliases
 

@@ -7,9 +7,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ignition.runtime.ple_cache import RowCache
-from ignition.runtime.ple_store import open_store
-from ignition.runtime.ple_table import read_layout, write_table
+from ignition.runtime.ple.cache import RowCache
+from ignition.runtime.ple.store import open_store
+from ignition.runtime.ple.table import read_layout, write_table
 
 WIDTH = 3
 TABLE = torch.arange(40 * WIDTH, dtype=torch.float32).view(40, WIDTH)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ignition.runtime.ple_model import checkpoint_table
+from ignition.runtime.ple.model import checkpoint_table
 from tests.runtime.test_ple_residency_greedy import catalog, engine_at, waves  # noqa: F401
 from tests.runtime.test_retention_differential import _run
 

@@ -17,10 +17,15 @@ import torch
 
 from ignition.components.catalog import GraphKind
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.ple_delivery import FrameDelivery, modulo_row_ids
-from ignition.runtime.ple_mailbox import Mailbox, Readiness, aggregate_exposed_ns
-from ignition.runtime.ple_store import open_store
-from ignition.runtime.ple_table import write_table
+from ignition.runtime.ple.delivery import FrameDelivery, modulo_row_ids
+from ignition.runtime.ple.mailbox import (
+    Mailbox,
+    Readiness,
+    aggregate_exposed_ns,
+    frame_exposed_ns,
+)
+from ignition.runtime.ple.store import open_store
+from ignition.runtime.ple.table import write_table
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
@@ -94,9 +99,28 @@ def test_rows_staged_before_they_are_needed_expose_nothing(store):
     mailbox.close()
 
 
-def test_the_ranks_exposed_delays_aggregate_to_their_maximum():
-    assert aggregate_exposed_ns([3, 11, 0]) == 11
-    assert aggregate_exposed_ns([]) == 0
+def stalled(needed_ns: int, ready_ns: int) -> Readiness:
+    return Readiness(requested_ns=0, ready_ns=ready_ns, needed_ns=needed_ns)
+
+
+def test_ranks_stalled_at_once_delay_the_frame_once():
+    """Not the sum: rank 1's stall lies inside rank 0's."""
+    assert aggregate_exposed_ns([[stalled(100, 110)], [stalled(102, 108)]]) == 10
+
+
+def test_ranks_stalled_one_after_the_other_delay_the_frame_by_both():
+    """Not the maximum: rank 0 waits before the program, rank 1 inside it, later."""
+    assert aggregate_exposed_ns([[stalled(100, 110)], [stalled(120, 127)]]) == 17
+
+
+def test_overlapping_stalls_count_their_union():
+    assert aggregate_exposed_ns([[stalled(100, 110)], [stalled(105, 115)]]) == 15
+
+
+def test_one_ranks_stalls_add_and_rows_ready_in_time_count_nothing():
+    rank = [stalled(100, 104), stalled(200, 203), stalled(300, 250)]
+    assert aggregate_exposed_ns([rank]) == frame_exposed_ns(rank) == 7
+    assert aggregate_exposed_ns([]) == aggregate_exposed_ns([[], []]) == 0
 
 
 def test_staging_buffers_are_reused_not_reallocated(store):

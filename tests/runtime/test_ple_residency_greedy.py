@@ -18,8 +18,8 @@ from ignition.components.catalog import Catalog, GraphKind
 from ignition.helios import LaneRole
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.ple_delivery import PleOptions
-from ignition.runtime.ple_model import open_model_ple, ple_layers
+from ignition.runtime.ple.delivery import PleOptions
+from ignition.runtime.ple.model import open_model_ple, ple_layers
 from tests.runtime.test_retention_differential import Planned, _run, _sequence
 from tests.runtime.tiny import EOS, CharDecoder
 

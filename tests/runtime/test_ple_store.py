@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from ignition.runtime.ple_store import choose_residency, open_store
-from ignition.runtime.ple_table import PleTableError, read_layout, shard_name, write_table
+from ignition.runtime.ple.store import choose_residency, open_store
+from ignition.runtime.ple.table import PleTableError, read_layout, shard_name, write_table
 
 WIDTH = 6
 SIZES = (7, 5, 9)  # rows per piece

@@ -201,7 +201,7 @@ def next_context(
 
 
 def row_id_function(spec: NgramHash):
-    """The runtime's row-id seam for one request (``runtime.ple_delivery.RowIdFunction``):
+    """The runtime's row-id seam for one request (``runtime.ple.delivery.RowIdFunction``):
     (tokens [T], context [ngram_size - 1] the ids before them, oldest first) -> [T, heads]
     rows of this layer's table. A request's first frame passes EOS as its context (the
     delivery's ``pad_id`` must be the EOS id for the rows to be the model's)."""

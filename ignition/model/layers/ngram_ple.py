@@ -89,6 +89,14 @@ class NgramPle(nn.Module):
             bias=False,
         )
 
+    def drop_table(self) -> None:
+        """Hold no n-gram table (zero rows; width, dtype and device kept): its rows reach the
+        forward from the table's shards (``runtime.ple``, host or disk residency). A forward
+        that still reached for the table fails on the empty embedding, never a stale row."""
+        weight = self.ngram_embedding.weight
+        empty = torch.empty(0, weight.shape[1], dtype=weight.dtype, device=weight.device)
+        self.ngram_embedding.weight = nn.Parameter(empty, requires_grad=False)
+
     def row_ids(self, token_ids: Tensor, contexts: Tensor, meta: PackedMeta) -> Tensor:
         """[T, heads] rows of this layer's table (contexts: [R, ngram_size - 1] per row)."""
         rows = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)

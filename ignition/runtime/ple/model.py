@@ -5,7 +5,7 @@ the layers' tables concatenated in PLE-layer order (the same order and offsets a
 programs' staged rows, ``compiler.ple_input``). The rows of layer p are found by the model's
 own hash (``ngram_hash.row_id_function``) plus the layer's offset.
 
-On disk the table is either a table folder beside the weights (``ple_table.TABLE_FOLDER``,
+On disk the table is either a table folder beside the weights (``table.TABLE_FOLDER``,
 written by :func:`write_model_table`) or, for a checkpoint as transformers saves it, the
 checkpoint's own tensors (``*.ple.ple_embedding.ngram_embedding[.shard_N].weight``), mapped
 in place by :func:`checkpoint_layout`: no copy of a 48 GiB table is made to serve it.
@@ -19,8 +19,16 @@ import torch
 
 from ignition.model.layers.ngram_hash import row_id_function
 from ignition.model.model import HybridModel
-from ignition.runtime.ple_delivery import LayerRows, PleOptions, PleRuntime, open_ple
-from ignition.runtime.ple_table import PleTableError, TableLayout, find_layout, write_table
+from ignition.model.weights import drop_ple_tables
+from ignition.runtime.ple.delivery import (
+    LayerRows,
+    PleOptions,
+    PleRuntime,
+    delivers_rows,
+    open_ple,
+    resolve_residency,
+)
+from ignition.runtime.ple.table import PleTableError, TableLayout, find_layout, write_table
 
 
 def ple_layers(model: HybridModel) -> list:
@@ -130,16 +138,31 @@ def open_model_ple(
         checkpoint, options, device, worker, model_row_ids(model, scales), context_size(model),
         eos_id(model), layout,
     )  # fmt: skip
+    if runtime.delivery is None and not holds_tables(model):
+        raise PleTableError(
+            f"{checkpoint}: the model was loaded without its n-gram table, and residency "
+            f"{runtime.residency} on {device.type} does not deliver its rows"
+        )
     if release_model_table and runtime.delivery is not None:
         release_tables(model)
     return runtime
 
 
+def delivers_table(checkpoint: str | Path, options: PleOptions, device: torch.device) -> bool:
+    """Whether serving ``checkpoint`` at ``options`` delivers the table's rows itself (host or
+    disk residency on CPU), so the loader leaves the model's tables unread
+    (``load_model(..., without_ple_tables=True)``): the store maps the shards in place and
+    the whole table is never in memory at once. False for a model without a table."""
+    layout = find_layout(checkpoint)
+    return layout is not None and delivers_rows(resolve_residency(options, layout, device), device)
+
+
+def holds_tables(model: HybridModel) -> bool:
+    """Whether every PLE layer holds its n-gram table (a model without one: True)."""
+    return all(ple.ngram_embedding.weight.shape[0] > 0 for ple in ple_layers(model))
+
+
 def release_tables(model: HybridModel) -> None:
-    """Drop the model's n-gram tables (zero rows): every program now takes its rows from the
-    delivery, and a forward that still reached for the table fails on an empty embedding
-    instead of reading stale rows. Loading still reads the table once (the loader's job)."""
-    for ple in ple_layers(model):
-        weight = ple.ngram_embedding.weight
-        empty = torch.empty(0, weight.shape[1], dtype=weight.dtype, device=weight.device)
-        ple.ngram_embedding.weight = torch.nn.Parameter(empty, requires_grad=False)
+    """Drop the model's n-gram tables (zero rows) once the delivery serves their rows: a model
+    shared with a device-residency run (tests) loaded them; serving's loader does not."""
+    drop_ple_tables(model)

@@ -16,9 +16,9 @@ from typing import Protocol
 
 import torch
 
-from ignition.runtime.ple_cache import RowCache
-from ignition.runtime.ple_stats import PleStats
-from ignition.runtime.ple_table import TableLayout
+from ignition.runtime.ple.cache import RowCache
+from ignition.runtime.ple.stats import PleStats
+from ignition.runtime.ple.table import TableLayout
 
 RESIDENCIES = ("device", "host", "disk")
 # A default device residency leaves three quarters of the free device memory to the model,

@@ -23,16 +23,16 @@ from typing import Any
 import torch
 
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan
-from ignition.runtime.ple_mailbox import Delivery, Mailbox, Readiness, frame_exposed_ns
-from ignition.runtime.ple_stats import PleStats
-from ignition.runtime.ple_store import (
+from ignition.runtime.ple.mailbox import Delivery, Mailbox, Readiness, frame_exposed_ns
+from ignition.runtime.ple.stats import PleStats
+from ignition.runtime.ple.store import (
     DEFAULT_CACHE_BYTES,
     RESIDENCIES,
     RowStore,
     choose_residency,
     open_store,
 )
-from ignition.runtime.ple_table import TableLayout, find_layout
+from ignition.runtime.ple.table import TableLayout, find_layout
 
 # (token ids [T], the request's context before them [context_size]) -> row ids [T, heads]
 RowIdFunction = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -42,23 +42,53 @@ NO_TABLE = "no PLE table"
 @dataclass(frozen=True)
 class PleOptions:
     """``--ple-residency`` (None: chosen from the table and memory sizes), ``--ple-preload``
-    and ``--ple-cache-bytes``."""
+    and ``--ple-cache-bytes``; None: not named (serve takes the built bundle's, see
+    :meth:`over`; otherwise no preload and :data:`DEFAULT_CACHE_BYTES`)."""
 
     residency: str | None = None
-    preload: bool = False
-    cache_bytes: int = DEFAULT_CACHE_BYTES
+    preload: bool | None = None
+    cache_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.residency is not None and self.residency not in RESIDENCIES:
             raise ValueError(
                 f"--ple-residency = {self.residency!r}: one of {', '.join(RESIDENCIES)}"
             )
-        if self.cache_bytes < 0:
+        if self.cache_bytes is not None and self.cache_bytes < 0:
             raise ValueError(f"--ple-cache-bytes = {self.cache_bytes}: must be nonnegative")
 
+    @property
+    def preloads(self) -> bool:
+        return bool(self.preload)
+
+    @property
+    def cache_bound(self) -> int:
+        return DEFAULT_CACHE_BYTES if self.cache_bytes is None else self.cache_bytes
+
+    def over(self, built: Mapping[str, Any], where: str = "manifest.json") -> PleOptions:
+        """These options where named, the built bundle's (its manifest's ``ple`` entry, as
+        :meth:`to_json` wrote it) where not: serve keeps what build chose unless told."""
+        residency, preload, cache = self.residency, self.preload, self.cache_bytes
+        built_residency = built.get("residency")
+        if residency is None and built_residency not in (None, "auto"):
+            if built_residency not in RESIDENCIES:
+                raise ValueError(f"{where}: ple.residency = {built_residency!r}: one of "
+                                 f"{', '.join(RESIDENCIES)}")  # fmt: skip
+            residency = built_residency
+        if preload is None and built.get("preload") is not None:
+            if not isinstance(built["preload"], bool):
+                raise ValueError(f"{where}: ple.preload = {built['preload']!r}: true or false")
+            preload = built["preload"]
+        if cache is None and built.get("cache_bytes") is not None:
+            value = built["cache_bytes"]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{where}: ple.cache_bytes = {value!r}: a byte count")
+            cache = value
+        return PleOptions(residency, preload, cache)
+
     def to_json(self) -> dict[str, Any]:
-        return {"residency": self.residency or "auto", "preload": self.preload,
-                "cache_bytes": self.cache_bytes}  # fmt: skip
+        return {"residency": self.residency or "auto", "preload": self.preloads,
+                "cache_bytes": self.cache_bound}  # fmt: skip
 
 
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
@@ -298,6 +328,18 @@ class PleRuntime:
         return self.stats.snapshot().residency
 
 
+def resolve_residency(options: PleOptions, layout: TableLayout, device: torch.device) -> str:
+    """``--ple-residency``, else the default for the table's size and the memory."""
+    return options.residency or choose_residency(layout.table_bytes, device)
+
+
+def delivers_rows(residency: str, device: torch.device) -> bool:
+    """Whether the rows reach the programs through a delivery (host or disk residency on
+    CPU). On CUDA the in-graph mailbox is not built, so the captured programs still gather
+    from the model's own table, which must therefore be loaded (docs/ple.md)."""
+    return residency != "device" and device.type != "cuda"
+
+
 def open_ple(
     checkpoint: str | Path,
     options: PleOptions,
@@ -319,14 +361,12 @@ def open_ple(
     layout = layout if layout is not None else find_layout(checkpoint)
     if layout is None:
         return PleRuntime(options, PleStats("none", 0))
-    residency = options.residency or choose_residency(layout.table_bytes, device)
+    residency = resolve_residency(options, layout, device)
     store = open_store(
-        layout, residency, device, preload=options.preload, cache_bytes=options.cache_bytes
+        layout, residency, device, preload=options.preloads, cache_bytes=options.cache_bound
     )
     runtime = PleRuntime(options, store.stats, store)
-    if row_ids is not None and worker is not None and residency != "device":
-        if device.type == "cuda":
-            return runtime
+    if row_ids is not None and worker is not None and delivers_rows(residency, device):
         runtime.mailbox = Mailbox(store)
         delivery = runtime.delivery = FrameDelivery(runtime.mailbox, row_ids, context_size, pad_id)
         attach = getattr(worker, "attach_ple", None)

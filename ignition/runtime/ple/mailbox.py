@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ignition.runtime.ple_store import RowStore
+from ignition.runtime.ple.store import RowStore
 
 # Staging buffers: two frames in flight, each with its known rows and a draft step.
 DEFAULT_NUM_STAGING = 4
@@ -44,10 +44,29 @@ def frame_exposed_ns(readiness: Sequence[Readiness]) -> int:
     return sum(r.exposed_ns for r in readiness)
 
 
-def aggregate_exposed_ns(rank_exposed_ns: Sequence[int]) -> int:
-    """Across tensor-parallel ranks: the collective after the PLE layer makes every rank
-    wait for the slowest delivery, so the frame's exposed delay is the maximum."""
-    return max(rank_exposed_ns, default=0)
+def aggregate_exposed_ns(ranks: Sequence[Sequence[Readiness]]) -> int:
+    """A tensor-parallel frame's exposed delay from every rank's readiness timestamps: the
+    time during which at least one rank was stalled (the union of the ranks' exposed
+    windows ``[needed, ready]``).
+
+    A stalled rank holds every other rank at the next collective, so two ranks stalled at
+    once delay the frame once (not the sum), and stalls at different points (rank zero
+    waiting for its known rows before the program, a follower waiting inside it for a
+    pending token's rows) delay it one after the other (not the maximum). The union lies
+    between the two, and for one rank it is its own sum (its waits follow one another).
+    The timestamps are ``perf_counter_ns``, the host's monotonic clock, which the ranks of
+    one group share: the launcher starts them on one node. The seed subtracts this from the
+    cost sample after aggregating the ranks' intervals (their maximum), never per rank."""
+    windows = sorted(
+        (r.needed_ns, r.ready_ns) for rank in ranks for r in rank if r.ready_ns > r.needed_ns
+    )
+    total, end = 0, None
+    for start, stop in windows:
+        if end is None or start > end:
+            total, end = total + stop - start, stop
+        elif stop > end:
+            total, end = total + stop - end, stop
+    return total
 
 
 @dataclass

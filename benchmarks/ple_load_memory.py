@@ -1,0 +1,91 @@
+"""Peak memory of loading a qwen4_exp checkpoint with and without its n-gram table (issue 23).
+
+Serving at host or disk residency loads with ``without_ple_tables=True``: the table's
+tensors are checked from their headers and never read, and the store maps the shards. This
+writes a transformers checkpoint whose two PLE tables take about ``--table-mib`` MiB (fp32),
+then loads it in fresh processes, one way after the other (``--repeats`` times,
+interleaved), and prints each load's peak resident-memory growth (Linux: VmHWM reset
+through /proc/self/clear_refs, minus VmRSS before loading), the difference and the ratio:
+
+    PYTHONPATH=. .venv/bin/python benchmarks/ple_load_memory.py --table-mib 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CHILD = """
+import json, sys
+import torch
+from ignition.model.weights import load_model
+from ignition.runtime.ple import find_layout
+
+def status_kib(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+
+torch.set_num_threads(1)
+path, skip = sys.argv[1], sys.argv[2] == "1"
+layout = find_layout(path)
+open("/proc/self/clear_refs", "w").write("5")  # the peak (VmHWM) restarts from now
+before = status_kib("VmRSS")
+model = load_model(path, without_ple_tables=skip)
+peak = status_kib("VmHWM")
+print(json.dumps({"peak_growth_kib": peak - before, "table_bytes": layout.table_bytes}))
+"""
+
+
+def write_checkpoint(path: Path, table_mib: int) -> None:
+    import torch
+    import transformers as tf
+
+    from tests.model.hf_checkpoints import _copy_tokenizer, qwen4_exp_text_config
+
+    text = qwen4_exp_text_config()
+    row_bytes = text["ple_embed_dim"] // ((text["ngram_size"] - 1) * text["heads_per_ngram"]) * 4
+    heads = 2 * (text["ngram_size"] - 1) * text["heads_per_ngram"]  # two PLE layers
+    text["ngram_vocab_size_base"] = table_mib * (1 << 20) // row_bytes // heads
+    torch.manual_seed(0)
+    model = tf.Qwen4ExpForCausalLM(tf.Qwen4ExpTextConfig(**text)).eval()
+    model.save_pretrained(path)
+    _copy_tokenizer(path)
+
+
+def load_once(path: Path, skip: bool) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), "1" if skip else "0"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--table-mib", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder)
+        write_checkpoint(path, args.table_mib)
+        runs: dict[bool, list[int]] = {False: [], True: []}
+        for _ in range(args.repeats):
+            for skip in (False, True):
+                result = load_once(path, skip)
+                runs[skip].append(result["peak_growth_kib"])
+        table_mib = result["table_bytes"] / (1 << 20)
+    whole, without = min(runs[False]) / 1024, min(runs[True]) / 1024
+    print(f"table: {table_mib:.1f} MiB; peak RSS growth while loading, best of {args.repeats}:")
+    print(f"  with the table (device residency):      {whole:8.1f} MiB")
+    print(f"  without it (host / disk residency):     {without:8.1f} MiB")
+    print(f"  with minus without:                     {whole - without:8.1f} MiB")
+    print(f"  ratio with / without:                   {whole / max(without, 1e-9):8.2f}")
+
+
+if __name__ == "__main__":
+    main()

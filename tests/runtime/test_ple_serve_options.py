@@ -1,0 +1,79 @@
+"""Issue 23: `ignition serve` keeps the PLE options the bundle was built with (its manifest's
+``ple`` entry: residency, preload, row-cache bound); each flag serve names wins."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from ignition.cli import main
+from ignition.runtime.bundle import BundleError
+from ignition.runtime.ple import TABLE_FOLDER, PleOptions, write_table
+from ignition.serving import ServeOptions, _open_ple, serve_ple_options
+
+BUILT = {"table": "n-gram", "residency": "disk", "preload": True, "cache_bytes": 64}
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """`serve` run up to the point where it would load: the ServeOptions it would serve."""
+    import ignition.serving
+
+    seen: list[ServeOptions] = []
+    monkeypatch.setattr(ignition.serving, "serve_forever", lambda o, *a, **k: seen.append(o))
+    return seen
+
+
+@pytest.fixture
+def bundle(tmp_path):
+    """A bundle folder whose manifest says how its table was built; the table beside it."""
+    write_table(tmp_path / TABLE_FOLDER, [torch.zeros(8, 4), torch.ones(8, 4)])  # 256 bytes
+    manifest = {"checkpoint": {"path": str(tmp_path)}, "ple": BUILT}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    return SimpleNamespace(manifest=manifest, path=tmp_path, model=None)
+
+
+def test_serve_leaves_every_ple_flag_it_was_not_given_unset(served, bundle):
+    assert CliRunner().invoke(main, ["serve", str(bundle.path)]).exit_code == 0
+    assert served[0].ple == PleOptions(None, None, None)
+
+
+def test_serve_passes_the_ple_flags_it_was_given(served, bundle):
+    flags = ["--ple-residency", "host", "--no-ple-preload", "--ple-cache-bytes", "2MiB"]
+    result = CliRunner().invoke(main, ["serve", str(bundle.path), *flags])
+    assert result.exit_code == 0, result.output
+    assert served[0].ple == PleOptions("host", False, 2 << 20)
+
+
+def test_unnamed_ple_options_are_the_builds():
+    assert serve_ple_options(PleOptions(), BUILT) == PleOptions("disk", True, 64)
+
+
+def test_each_named_ple_option_wins_over_the_builds():
+    assert serve_ple_options(PleOptions(cache_bytes=32), BUILT) == PleOptions("disk", True, 32)
+    assert serve_ple_options(PleOptions(preload=False), BUILT) == PleOptions("disk", False, 64)
+    assert serve_ple_options(PleOptions("host"), BUILT) == PleOptions("host", True, 64)
+
+
+def test_the_served_row_cache_has_the_builds_bound(bundle):
+    ple = _open_ple(bundle, ServeOptions(str(bundle.path), device="cpu"))
+    assert ple.residency == "disk" and ple.store.cache.capacity_bytes == 64
+    named = ServeOptions(str(bundle.path), device="cpu", ple=PleOptions(cache_bytes=32))
+    assert _open_ple(bundle, named).store.cache.capacity_bytes == 32
+
+
+def test_the_served_host_table_is_preloaded_as_built_unless_serve_says_no(bundle):
+    bundle.manifest["ple"] = {**BUILT, "residency": "host"}
+    preloaded = _open_ple(bundle, ServeOptions(str(bundle.path), device="cpu"))
+    assert len(preloaded.store.pieces) == 1  # the two mapped shards, copied into one
+    mapped = ServeOptions(str(bundle.path), device="cpu", ple=PleOptions(preload=False))
+    assert len(_open_ple(bundle, mapped).store.pieces) == 2
+
+
+def test_a_bad_built_ple_value_is_one_line_naming_the_manifest_key():
+    with pytest.raises(BundleError, match=r"bundle/manifest.json: ple.cache_bytes = 'lots'"):
+        serve_ple_options(PleOptions(), {**BUILT, "cache_bytes": "lots"}, "bundle/manifest.json")
