@@ -51,6 +51,7 @@ from ignition.helios.vision_windows import VisionWindow
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.frames import FrameResult, Worker, _Inflight
+from ignition.runtime.grammar import draft_limit
 from ignition.runtime.preemption import Preemption
 from ignition.runtime.publication import Publication, Sink, _deliver, check_prompt_scoring
 from ignition.runtime.requests import (
@@ -354,6 +355,7 @@ class Engine(Publication):
                     restore_tokens=admission.restore_tokens,
                     capture_ends=admission.capture_ends,
                     terminal_snapshot=admission.terminal_snapshot,
+                    max_drafts=draft_limit(request.sampling),
                 )
                 windowed = self.vision_windows.admit(request, spec, self.scheduler)
             except SchedulerError as err:  # a request Helios can never serve
@@ -405,6 +407,7 @@ class Engine(Publication):
             max_output_tokens=old.request.sampling.max_tokens - len(replay),
             context_capacity=self.max_context_tokens,
             image_spans=image_spans(old.request),
+            max_drafts=draft_limit(old.request.sampling),
         )
         windowed = self.vision_windows.admit(old.request, spec, self.scheduler)
         if windowed is None:

@@ -59,6 +59,13 @@ GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar")
 GRAMMAR_REJECTED = "structured output failed: the model emitted a token the grammar forbids"
 
 
+def draft_limit(sampling: object) -> int | None:
+    """Helios's RequestSpec.max_drafts for a request: a grammar-constrained one verifies no
+    drafts (its masks are computed on the host one token at a time), so Helios never plans
+    it wider than one row; others are unrestricted."""
+    return 0 if getattr(sampling, "grammar", None) is not None else None
+
+
 class GrammarError(RequestError):
     """A grammar that cannot be compiled; ``param`` names the request field."""
 

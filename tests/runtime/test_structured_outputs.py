@@ -52,13 +52,27 @@ BATCH = [
 FREE = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
 
 
-def run_batch(mode: str, include_constrained: bool = True):
+def run_batch(mode: str, include_constrained: bool = True, rows: list | None = None):
     """{request id: (text, token ids, finish reason, error)} for the batch (or the
-    unconstrained request alone)."""
+    unconstrained request alone). ``rows``, where given, collects (constrained?, query
+    length) of every decode lane Helios plans."""
     options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation=mode)
     engine = assemble_engine(
         structured_model(), tiny_catalog(64), TokenizerDecoder(), [EOS], options
     )
+    if rows is not None:
+        plan = engine.scheduler.plan
+
+        def watched():
+            planned = plan()
+            by_handle = {live.handle: live for live in engine.live.values()}
+            for lane in planned.lanes if planned is not None else ():
+                live = by_handle.get(lane.handle)
+                if live is not None and lane.role.value == "decode":
+                    rows.append((live.request.sampling.grammar is not None, lane.query_length))
+            return planned
+
+        engine.scheduler.plan = watched
     chunks: dict[str, list] = {}
     requests = [GenerationRequest("free", (5, 9, 11), FREE)]
     for name, grammar, temperature in BATCH if include_constrained else ():
@@ -79,6 +93,15 @@ def run_batch(mode: str, include_constrained: bool = True):
         text = tokenizer().decode([t for t in ids if t != EOS])
         outputs[name] = (text, ids, got[-1].finish_reason, got[-1].error)
     return outputs
+
+
+def test_helios_plans_a_constrained_request_one_row_wide_beside_speculating_ones():
+    """Its drafts could not be masked (the host's matcher sees no drafts), so Helios is told
+    (RequestSpec.max_drafts = 0) and never plans it wider: no draft work wasted on it."""
+    rows: list[tuple[bool, int]] = []
+    run_batch("adaptive", rows=rows)
+    constrained = [q for is_constrained, q in rows if is_constrained]
+    assert constrained and set(constrained) == {1}
 
 
 @pytest.fixture(scope="module", params=MODES)
