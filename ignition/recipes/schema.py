@@ -76,7 +76,8 @@ class CapacitySpec:
     vision_patch_capacities: tuple[int, ...] = ()  # patches per vision program, one each
     vision_max_images: int = 1  # images one vision program may pack together
     # Prompt buckets at which every wider mixed width is prepared besides the seed's one
-    # balanced bucket (docs/scheduling.md, "Wider mixed widths"); empty: the seed's rule.
+    # balanced bucket (docs/capacity.md, "Wider mixed buckets and R by slot count"); empty:
+    # the seed's rule.
     mixed_wide_prompt_buckets: tuple[int, ...] = ()
     # (concurrency, speculative_token_capacity) steps: a build asking for at least that
     # many slots without --speculative-token-capacity gets that R (docs/capacity.md)
