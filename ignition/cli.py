@@ -131,6 +131,12 @@ def capacity_options(
             type=click.Choice(SPECULATION_MODES),
             help="off: none; fixed: host-allocated; adaptive: adds device-allocated.",
         ),
+        click.option(
+            "--mixed-wide-prompt-buckets",
+            callback=_bucket_list,
+            help="Comma-separated prompt buckets at which every wider mixed width is also "
+            "prepared ('' for the seed's one balanced bucket; default: the recipe's).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -145,7 +151,20 @@ def load_options_from(kwargs: dict[str, Any]) -> LoadOptions:
         num_draft_tokens=kwargs["num_draft_tokens"],
         max_prefill_chunk=kwargs["max_prefill_chunk"],
         speculation=kwargs["speculation"],
+        mixed_wide_prompt_buckets=kwargs["mixed_wide_prompt_buckets"],
     )
+
+
+def _bucket_list(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[int, ...] | None:
+    """'2048,4096' -> (2048, 4096); '' -> (); unset -> None (the recipe's)."""
+    if value is None:
+        return None
+    try:
+        return tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected comma-separated integers") from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -1103,7 +1122,8 @@ class _Progress:
 @click.option(
     "--scenario",
     type=click.Path(exists=True, dir_okay=False),
-    help="Scenario YAML driving Helios alone (see examples/scenarios/).",
+    help="Scenario YAML: its requests, catalog and durations, Helios and the policies it "
+    "names (see examples/scenarios/).",
 )
 @click.option("--trace", help="Trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens).")
 @click.option("--rows", default="0:600", show_default=True, help="Trace window START:END.")
@@ -1118,10 +1138,10 @@ class _Progress:
 )
 @click.option(
     "--compare",
-    default="vllm,vllm-k3,sarathi",
-    show_default=True,
+    default=None,
     help="Policies beside Helios: vllm, vllm-dyn, vllm-adaptive, sglang-tiers, sarathi, "
-    "prefill-first, with -bBUDGET / -kDRAFTS / -padded.",
+    "prefill-first, with -bBUDGET / -kDRAFTS / -padded. Default: vllm,vllm-k3,sarathi "
+    "on a trace; none beside a scenario's policies or Helios's multi-turn rows.",
 )
 @click.option("--slots", type=int, default=32, show_default=True, help="Request slots.")
 @click.option(
@@ -1165,7 +1185,8 @@ class _Progress:
 @click.option(
     "--conversations",
     type=click.IntRange(min=1),
-    help="Multi-turn chat instead of a trace: this many conversations, retention on and off.",
+    help="Multi-turn chat instead of a trace: this many conversations, Helios with retention "
+    "on and off and any --compare baselines on the same closed-loop turns.",
 )
 @click.option("--turns", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option(
@@ -1208,46 +1229,12 @@ class _Progress:
     help="With --conversations: restore and capture checkpoints only where they save more "
     "prefill time than they cost (docs/scheduling.md).",
 )
-def simulate_cmd(scenario: str | None, as_json: bool, **options: Any) -> None:
-    """Simulate Helios (and baselines on a trace) against a device model; no model, no torch."""
-    multiturn = {
-        k: options.pop(k)
-        for k in (
-            "conversations",
-            "turns",
-            "snapshot_rows",
-            "conversation_rate",
-            "first_prompt",
-            "turn_prompt",
-            "turn_output",
-            "think_ms",
-            "scheduler_first_delivery",
-            "scheduler_checkpoint_payoff",
-        )
-    }
-    if multiturn["conversations"] is not None:
-        from ignition.simulate.retention_command import main as retention_main
+def simulate_cmd(**options: Any) -> None:
+    """Simulate Helios and baselines against a device model on a trace, a scenario file or
+    multi-turn conversations; no model, no torch."""
+    from ignition.simulate.runner import main as simulate_main
 
-        status = retention_main(
-            **multiturn,
-            slots=options["slots"],
-            device=options["device"],
-            seed=options["seed"],
-            as_json=as_json,
-        )
-        if status:
-            sys.exit(status)
-        return
-    if scenario is not None:
-        from ignition.simulate.sim import main as simulate_main
-
-        status = simulate_main(["--scenario", scenario, *(["--json"] if as_json else [])])
-        if status:
-            sys.exit(status)
-        return
-    from ignition.simulate.command import main as trace_main
-
-    status = trace_main(as_json=as_json, **options)
+    status = simulate_main(**options)
     if status:
         sys.exit(status)
 

@@ -29,6 +29,7 @@ from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
+from ignition.runtime.grammar import LazyGrammarCompiler
 from ignition.runtime.ple import (
     PleOptions,
     PleTableError,
@@ -217,6 +218,11 @@ def open_engine(
         wrap_worker=wrap,
     )
     engine.vocab_size = bundle.model.config.vocab_size
+    engine.grammar = LazyGrammarCompiler(
+        bundle.tokenizer, bundle.model.config.vocab_size, bundle.eos_token_ids
+    )
+    if tp is not None:  # the followers would sample without the host's grammar masks
+        engine.grammar = LazyGrammarCompiler.unavailable("not yet with tensor parallelism")
     # The n-gram table at its residency; off the device, its rows reach the programs through
     # the worker. Tensor parallel: every rank delivers its own rows (the table is replicated,
     # not sharded); rank zero's counters are the ones /metrics shows.

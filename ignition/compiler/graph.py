@@ -223,7 +223,7 @@ def prepare_programs(
     extents = WorkspaceExtents.of(text)
     if model.visual is not None:  # a chunk's image features never outnumber its tokens
         extents = dataclasses.replace(extents, max_image_tokens=extents.max_prompt)
-    workspace = Workspace(extents, model.config.hidden_size, device)
+    workspace = Workspace(extents, model.config.hidden_size, device, model.config.vocab_size)
     staging = HostStaging(workspace, mirrors={"page_table": state.page_table})
     pending = torch.zeros(state.num_slots + 1, dtype=torch.int64, device=device)
     history = SlotHistory.allocate(state.num_slots, model.config.vocab_size, device)

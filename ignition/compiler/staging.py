@@ -23,7 +23,7 @@ restore runs right after the runtime assigned its slot's pages on the host.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -66,9 +66,15 @@ class HostFrame:
     arrays: dict[str, np.ndarray]
     host: dict[str, Tensor]
     set_index: int
+    # Gated buffers (BufferSpec.is_gated): the prefix this frame wrote and uploads.
+    written: dict[str, int] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.arrays[name]
+
+    def write_gated(self, name: str, end: int) -> None:
+        """The frame wrote a gated buffer up to ``end``: that prefix is uploaded."""
+        self.written[name] = max(self.written.get(name, 0), end)
 
 
 class HostStaging:
@@ -107,7 +113,8 @@ class HostStaging:
         self._copied[index] = None
         arrays = self._arrays[index]
         for name, n in uploads:
-            arrays[name][:n] = BUFFERS[name].padding
+            if not BUFFERS[name].is_gated:  # gated: stale values are never read
+                arrays[name][:n] = BUFFERS[name].padding
         return HostFrame(uploads, arrays, self._sets[index], index)
 
     def upload(self, frame: HostFrame) -> None:
@@ -115,6 +122,10 @@ class HostStaging:
         (asynchronous on CUDA)."""
         buffers = self.workspace.buffers
         for name, n in frame.uploads:
+            if BUFFERS[name].is_gated:
+                n = min(n, frame.written.get(name, 0))
+                if not n:
+                    continue
             buffers[name][:n].copy_(frame.host[name][:n], non_blocking=self.is_cuda)
         self.num_uploads += len(frame.uploads)
         for name, mirror in self.mirrors.items():

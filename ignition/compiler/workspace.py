@@ -14,6 +14,7 @@ one way, programs -> workspace).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from torch import Tensor
 from ignition.compiler.ple_input import PleRowsInput, allocate_ple_rows
 from ignition.compiler.vision_program import VisionProgramInputs, clear_vision_inputs
 from ignition.components.catalog import Descriptor, GraphKind
+from ignition.model.grammar_mask import mask_words
 from ignition.model.logits_processing import (
     MAX_LOGIT_BIAS,
     MAX_STOP_IDS,
@@ -72,9 +74,12 @@ ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
 class BufferSpec:
     """One workspace buffer: which extent sizes it, its dtype and its padding value."""
 
-    extent: str  # "rows", "tokens", "prompt", "images", "bias", "stops" or "one"
+    extent: str  # "rows", "tokens", "prompt", "images", "bias", "stops", "mask" or "one"
     dtype: torch.dtype
     padding: float | int | bool = 0
+    # Read only where a per-row flag says so (the grammar bitmask, gated by is_masked): a
+    # frame neither resets it nor uploads more than the prefix it wrote (staging.trim).
+    is_gated: bool = False
 
 
 # The padding values make an all-padding population harmless: slot -1 and query length 0
@@ -109,6 +114,10 @@ BUFFERS: dict[str, BufferSpec] = {
     "bias_values": BufferSpec("bias", torch.float32),
     "stop_ids": BufferSpec("stops", torch.int64, -1),
     "replay_from": BufferSpec("one", torch.int32, NO_REPLAY),
+    # structured outputs (model.grammar_mask): rows with a grammar, and their bitmasks as
+    # [rows, words] flattened; a workspace over a zero vocabulary has none
+    "is_masked": BufferSpec("rows", torch.bool, False),
+    "token_mask": BufferSpec("mask", torch.int32, -1, is_gated=True),
 }
 BEGIN_BUFFERS = {"history_begin": 1, "bias_ids": MAX_LOGIT_BIAS, "bias_values": MAX_LOGIT_BIAS}
 BEGIN_BUFFERS |= {"stop_ids": MAX_STOP_IDS, "replay_from": 1}
@@ -138,6 +147,7 @@ class WorkspaceExtents:
     max_tokens: int
     max_prompt: int
     max_image_tokens: int = 0
+    mask_words: int = 0  # int32 words of one row's grammar bitmask (0: no grammar inputs)
 
     @property
     def is_multimodal(self) -> bool:
@@ -170,6 +180,7 @@ class WorkspaceExtents:
             "bias": MAX_LOGIT_BIAS,
             "stops": MAX_STOP_IDS,
             "rope": 3 * self.max_prompt if self.is_multimodal else 0,
+            "mask": self.max_rows * self.mask_words,
             "one": 1,
         }[extent]
 
@@ -178,7 +189,16 @@ class Workspace:
     """The shared device buffers; ``step_inputs`` / ``round_inputs`` return typed views
     together with the (buffer, length) prefixes they bind, which is what a frame uploads."""
 
-    def __init__(self, extents: WorkspaceExtents, hidden_size: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        extents: WorkspaceExtents,
+        hidden_size: int,
+        device: torch.device,
+        vocab_size: int = 0,
+    ) -> None:
+        """``vocab_size`` > 0 sizes the grammar bitmask inputs (structured outputs)."""
+        if vocab_size:
+            extents = dataclasses.replace(extents, mask_words=mask_words(vocab_size))
         self.extents = extents
         self.device = torch.device(device)
         self.buffers: dict[str, Tensor] = {
@@ -226,9 +246,17 @@ class Workspace:
         views = {name: self.buffers[name][:n] for name, n in lengths.items()}
         return views, tuple(lengths.items())
 
-    @staticmethod
-    def _sampling(v: dict[str, Tensor]) -> SamplingParams:
-        return SamplingParams(**{name: v[name] for name in SAMPLING_BUFFERS})
+    def _sampling(self, v: dict[str, Tensor], rows: int) -> SamplingParams:
+        params = SamplingParams(**{name: v[name] for name in SAMPLING_BUFFERS})
+        if "token_mask" in v:
+            params.is_masked = v["is_masked"]
+            params.token_mask = v["token_mask"].view(rows, self.extents.mask_words)
+        return params
+
+    def _grammar(self, rows: int) -> dict[str, int]:
+        """The grammar buffers a program of ``rows`` rows binds (none without a vocabulary)."""
+        words = self.extents.mask_words
+        return {"is_masked": rows, "token_mask": rows * words} if words else {}
 
     @staticmethod
     def _begin(v: dict[str, Tensor]) -> HistoryBegin | None:
@@ -262,6 +290,7 @@ class Workspace:
         if capacity.prefill_capacity:
             lengths |= BEGIN_BUFFERS
         lengths |= self._multimodal(rows, capacity.prefill_capacity)
+        lengths |= self._grammar(rows)
         v, uploads = self._views(lengths)
         packed = PackedInputs(
             token_ids=v["token_ids"],
@@ -273,7 +302,9 @@ class Workspace:
             image_positions=self.buffers["image_positions"],
             **self._rope_views(v, capacity.prefill_capacity),
         )
-        inputs = StepProgramInputs(packed, self._sampling(v), v["is_decode_row"], self._begin(v))
+        inputs = StepProgramInputs(
+            packed, self._sampling(v, rows), v["is_decode_row"], self._begin(v)
+        )
         return inputs, uploads
 
     def round_inputs(
@@ -290,6 +321,7 @@ class Workspace:
             lengths["prompt_tokens"] = capacity.prefill_capacity
             lengths |= BEGIN_BUFFERS
         lengths |= self._multimodal(rows, capacity.prefill_capacity)
+        lengths |= self._grammar(rows)
         v, uploads = self._views(lengths)
         prompt = None
         if capacity.prefill_capacity:
@@ -310,7 +342,7 @@ class Workspace:
             **self._rope_views(v, capacity.prefill_capacity),
         )
         inputs = RoundProgramInputs(
-            round_inputs, self._sampling(v), v["is_decode_row"], self._begin(v)
+            round_inputs, self._sampling(v, rows), v["is_decode_row"], self._begin(v)
         )
         return inputs, uploads
 
@@ -358,6 +390,8 @@ def clear_inputs(inputs: ProgramInputs) -> None:
             inputs.begin.replay_from.fill_(NO_REPLAY)
     for name in SAMPLING_BUFFERS:
         getattr(inputs.sampling, name).fill_(BUFFERS[name].padding)
+    if inputs.sampling.is_masked is not None:
+        inputs.sampling.is_masked.fill_(False)
 
 
 def _clear_rope(positions: Tensor | None, offset: Tensor | None, rope: Tensor | None) -> None:

@@ -44,6 +44,7 @@ class ResolvedCapacity:
     speculation: str
     mixed_prefill: bool
     kv_page_size: int
+    mixed_wide_prompt_buckets: tuple[int, ...] = ()
 
     @property
     def speculation_active(self) -> bool:
@@ -93,7 +94,7 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
     envelope = bounded(
         "--speculative-token-capacity",
         options.speculative_token_capacity,
-        cap.speculative_token_capacity,
+        cap.default_envelope(concurrency),
         1,
         cap.max_speculative_token_capacity,
     )
@@ -123,6 +124,21 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
             "(supports.mixed_capture is false)"
         )
 
+    wide = cap.mixed_wide_prompt_buckets
+    if options.mixed_wide_prompt_buckets is not None:
+        wide = tuple(options.mixed_wide_prompt_buckets)
+        for bucket in wide:
+            if bucket not in cap.prompt_buckets or bucket > chunk:
+                raise CapacityError(
+                    f"{where}: option --mixed-wide-prompt-buckets = {bucket}: not a prepared "
+                    f"prompt bucket (choose among {[b for b in cap.prompt_buckets if b <= chunk]})"
+                )
+        if wide and not (recipe.supports.mixed_capture and recipe.supports.speculation):
+            raise CapacityError(
+                f"{where}: option --mixed-wide-prompt-buckets: the recipe captures no "
+                "speculative mixed programs"
+            )
+
     return ResolvedCapacity(
         recipe=recipe.name,
         concurrency=concurrency,
@@ -135,6 +151,7 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
         speculation=speculation,
         mixed_prefill=options.mixed_prefill,
         kv_page_size=cap.kv_page_size,
+        mixed_wide_prompt_buckets=tuple(b for b in wide if b <= chunk),
     )
 
 
@@ -252,11 +269,20 @@ def mixed_widths(cap: ResolvedCapacity, batch: int) -> list[int]:
     ]
 
 
+def wide_prompt_buckets(cap: ResolvedCapacity, width: int) -> list[int]:
+    """The prompt buckets of width ``width`` > 1: the seed's single balanced bucket, and
+    the buckets the recipe (or ``--mixed-wide-prompt-buckets``) declares besides it."""
+    fitting = [c for c in cap.prompt_buckets if c >= width]
+    declared = {c for c in cap.mixed_wide_prompt_buckets if c >= width}
+    return sorted({balanced_prompt_bucket(fitting), *declared})
+
+
 def mixed_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
     """The joint prompt/decode catalog bounded before tuning and capture.
 
     Per batch bucket: every prompt bucket at width one, and for each wider width
-    within the envelope the single balanced prompt bucket; a speculative catalog
+    within the envelope the single balanced prompt bucket (plus any the recipe declares
+    in ``capacity.mixed_wide_prompt_buckets``); a speculative catalog
     (width one keeps draft state) when speculation is active, and always an
     ordinary one (width one, no draft-state updates).
     """
@@ -268,11 +294,10 @@ def mixed_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
             for c in cap.prompt_buckets:
                 shapes.append(_speculative(b, 1, b, ValueSource.QUERY_LENGTH, GraphKind.MIXED, c))
             for w in mixed_widths(cap, b):
-                fitting = [c for c in cap.prompt_buckets if c >= w]
-                c = balanced_prompt_bucket(fitting)
-                shapes.append(
-                    _speculative(b, w, b * w, ValueSource.QUERY_LENGTH, GraphKind.MIXED, c)
-                )
+                for c in wide_prompt_buckets(cap, w):
+                    shapes.append(
+                        _speculative(b, w, b * w, ValueSource.QUERY_LENGTH, GraphKind.MIXED, c)
+                    )
         for c in cap.prompt_buckets:
             shapes.append(
                 Descriptor(

@@ -27,7 +27,7 @@ def _decodable_columns(views: Sequence[LaneView]) -> tuple[list, list, list, lis
         if remaining < 1:
             continue  # cannot decode: in no order
         index.append(i)
-        limits.append(max(1, min(remaining, v.remaining_context)))
+        limits.append(max(1, min(remaining, v.remaining_context, v.max_rows)))
         prices.append(float(v.prices.output_token))
         seqs.append(v.last_served_seq)
         slots.append(v.handle.slot)

@@ -43,7 +43,7 @@ class ProbeBound:
         self.num_views = len(views)
         keep, limits, prices = [], [], []
         for i, v in enumerate(views):
-            limit = min(v.remaining_output, v.remaining_context)
+            limit = min(v.remaining_output, v.remaining_context, v.max_rows)
             if limit >= 1:
                 keep.append(i)
                 limits.append(limit)

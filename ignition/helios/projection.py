@@ -33,7 +33,7 @@ from ignition.helios.service import (
     stream_family,
 )
 from ignition.helios.terminal import TerminalView
-from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.types import LaneRole, RequestHandle, RequestSpec
 from ignition.helios.utility import Decision, LaneView
 
 
@@ -213,6 +213,11 @@ def _awaits_prerequisite(r: RequestState) -> bool:
     return position in spec.capture_ends and position not in r.captured
 
 
+def row_limit(spec: RequestSpec) -> int:
+    """The verification rows one round may give the request: its drafts plus one."""
+    return 1 << 30 if spec.max_drafts is None else spec.max_drafts + 1
+
+
 def _view(row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
     """The request's LaneView; RequestState's position properties are inlined (one view
     per request per decision, so each property call shows)."""
@@ -242,6 +247,7 @@ def _view(row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
         spec.capture_ends,
         vision if not before_vision else 0,  # needs_vision
         vision if before_vision else 0,  # chained after the restore or init
+        row_limit(spec),
     )
 
 

@@ -33,9 +33,11 @@ from ignition.helios.utility import Decision, LanePick, LaneView, decode_lane, l
 
 
 def lane_ceiling(view: LaneView, d: Descriptor) -> int:
-    """min(D + 1, W, request limit): output limit and remaining context bound the rows."""
+    """min(D + 1, W, request limit): output limit, remaining context and the request's
+    own draft limit (grammar) bound the rows."""
     depth_cap = d.proposal_depth + 1 if d.speculation_enabled else 1
-    return max(1, min(depth_cap, d.token_capacity, view.remaining_output, view.remaining_context))
+    limit = min(view.remaining_output, view.remaining_context, view.max_rows)
+    return max(1, min(depth_cap, d.token_capacity, limit))
 
 
 @dataclass

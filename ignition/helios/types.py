@@ -73,6 +73,10 @@ class RequestSpec:
     terminal_snapshot: bool = False
     window_stop: int = 0  # 0: none
     vision_patches: int = 0  # 0: no vision prerequisite
+    # Drafts one round may verify (None: as many as the programs hold). The seed's
+    # acceptance "respects available proposals, grammar and stop restrictions": a
+    # grammar-constrained request whose masks the host computes per token has 0.
+    max_drafts: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -97,6 +101,8 @@ class RequestSpec:
                 )
         if self.window_stop and self.window_stop not in self.capture_ends:
             raise SchedulerError(f"window_stop = {self.window_stop}: must be a capture end")
+        if self.max_drafts is not None and self.max_drafts < 0:
+            raise SchedulerError(f"max_drafts = {self.max_drafts}: must be >= 0 (or None)")
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")

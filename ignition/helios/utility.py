@@ -108,6 +108,7 @@ class LaneView:
     # > 0: after its pending restore, a vision prerequisite of this many patches follows
     # (a chain restore -> vision -> inference, ranked by the continuation index).
     chained_patches: int = 0
+    max_rows: int = 1 << 30  # verification rows a round may give it (RequestSpec.max_drafts + 1)
 
     @property
     def slot(self) -> int:

@@ -47,6 +47,10 @@ class SamplingParams:
     repetition_penalty: Tensor | None = None  # [R] fp32, 1 = none
     min_p: Tensor | None = None  # [R] fp32, 0 = none
     min_tokens: Tensor | None = None  # [R] int32, 0 = none
+    # Structured outputs (model.grammar_mask): each row's allowed-token bitmask for the
+    # position it samples, and whether the row is constrained; None: no grammar inputs.
+    token_mask: Tensor | None = None  # [R, ceil(V / 32)] int32
+    is_masked: Tensor | None = None  # [R] bool
 
     def __post_init__(self) -> None:
         n, device = self.temperature.shape[0], self.temperature.device
@@ -101,6 +105,8 @@ class SamplingParams:
             self.top_p[index],
             self.seed[index],
             **{name: getattr(self, name)[index] for name in _NEUTRAL},
+            token_mask=None if self.token_mask is None else self.token_mask[index],
+            is_masked=None if self.is_masked is None else self.is_masked[index],
         )
 
 

@@ -19,6 +19,15 @@ one program. Each active lane holds a committed length S and a pending token at 
    accepted length is simply not counted;
 6. draft-context absorption of the committed positions by the MTP head.
 
+Structured outputs: a row with a grammar mask (``params.is_masked``, model.grammar_mask)
+verifies no drafts. Its ceiling (or host query length) is clamped to 1 before allocation,
+so it samples only the token after its pending one, masked, and its share of P goes to the
+other lanes. Drafts are proposed and verified inside this one program, so the host's
+grammar matcher cannot see them to mask verification position j by the grammar state after
+drafts 1..j-1; a mask computed for position 0 would be wrong for every later position, and
+an unmasked later position could emit a token the grammar forbids. Clamping keeps the
+constrained row exact at the cost of its speculation (a device-side matcher would lift it).
+
 A fully rejected round therefore leaves exactly the state of a round that never proposed.
 
 A mixed program adds one prompt lane: its chunk is packed at the lane's offset (prefix sums,
@@ -35,6 +44,7 @@ from torch import Tensor
 
 from ignition.kernels import ops
 from ignition.model.coupled_verify import coupled_verify, position_samples, verification_mode
+from ignition.model.grammar_mask import apply_token_mask
 from ignition.model.logits_processing import (
     HistoryBegin,
     SlotHistory,
@@ -205,6 +215,21 @@ def _pack_verify_inputs(
     )
 
 
+def _unspeculated_masked_rows(
+    inputs: RoundInputs, params: SamplingParams
+) -> tuple[Tensor | None, Tensor | None]:
+    """(lane ceilings, host query lengths) with grammar-masked rows clamped to width 1:
+    they verify no drafts (see the module docstring)."""
+    ceilings, host_lens = inputs.lane_ceilings, inputs.query_lens
+    if params.is_masked is None:
+        return ceilings, host_lens
+    if ceilings is not None:
+        ceilings = torch.where(params.is_masked, ceilings.clamp(max=1), ceilings)
+    if host_lens is not None:
+        host_lens = torch.where(params.is_masked, host_lens.clamp(max=1), host_lens)
+    return ceilings, host_lens
+
+
 @torch.no_grad()
 def speculative_round(
     model: HybridModel,
@@ -256,8 +281,9 @@ def speculative_round(
     is_draft_valid = torch.isfinite(dists).all(-1).all(-1)  # [B]
     dists = torch.where(is_draft_valid[:, None, None], dists, 0.0)
     token_probs = dists.gather(-1, drafts.clamp(min=0)[..., None]).squeeze(-1)  # [B, D]
+    ceilings, host_lens = _unspeculated_masked_rows(inputs, params)
     spec_lens, confidence = allocate(
-        spec_slots, inputs.lane_ceilings, inputs.query_lens, capacity.packed_capacity, token_probs
+        spec_slots, ceilings, host_lens, capacity.packed_capacity, token_probs
     )
     spec_lens = spec_lens.clamp(max=min(width, capacity.draft_depth + 1))
     query_lens = spec_lens
@@ -294,6 +320,11 @@ def speculative_round(
         logits = history.process(
             raw, history_rows.repeat_interleave(width), per_position, extra, offsets
         )
+    if params.is_masked is not None:  # a constrained row samples only at column 0
+        is_first = torch.arange(width, device=device).repeat(num_rows) == 0
+        logits = apply_token_mask(
+            logits, per_position.token_mask, per_position.is_masked & is_first
+        )
     target_probs = target_distribution(logits, per_position)
     # Only the positions a lane verifies count; a lane failing any of them is failed whole.
     is_position_valid = finite_rows(target_probs).reshape(num_rows, width)
@@ -326,6 +357,7 @@ def speculative_round(
     prompt_logits = prompt_raw
     if history is not None:
         prompt_logits = history.process(prompt_raw, history_rows, params)
+    prompt_logits = apply_token_mask(prompt_logits, params.token_mask, params.is_masked)
     prompt_token = sample(prompt_logits, params, meta.positions[last] + 1)
     first_output = torch.where(is_prompt_lane, prompt_token, output_tokens[:, 0])
     chunk_next = verify.prompt_next_token[0]

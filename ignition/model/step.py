@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ignition.model.grammar_mask import apply_token_mask
 from ignition.model.logits_processing import (
     HistoryBegin,
     SlotHistory,
@@ -77,6 +78,7 @@ def run_step(
     last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [R]
     raw = out.logits_at(last)
     logits = raw if history is None else history.process(raw, history.rows(inputs.slot_ids), params)
+    logits = apply_token_mask(logits, params.token_mask, params.is_masked)
     sampled = sample(logits, params, meta.positions[last] + 1)
     next_tokens = torch.where(is_active, sampled, -1)
     logprobs = token_logprobs(raw, next_tokens)

@@ -26,10 +26,16 @@ class LoadOptions:
     num_draft_tokens: int | None = None
     max_prefill_chunk: int | None = None
     speculation: str | None = None
+    # prompt buckets at which every wider mixed width is also prepared (None: the recipe's
+    # capacity.mixed_wide_prompt_buckets; () prepares only the seed's balanced bucket)
+    mixed_wide_prompt_buckets: tuple[int, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The options a user set, omitting the ones left to the recipe."""
-        return {k: v for k, v in asdict(self).items() if v is not None and v is not False}
+        out = {k: v for k, v in asdict(self).items() if v is not None and v is not False}
+        if "mixed_wide_prompt_buckets" in out:
+            out["mixed_wide_prompt_buckets"] = list(out["mixed_wide_prompt_buckets"])
+        return out
 
 
 OPTION_TYPES: dict[str, type] = {
@@ -39,6 +45,7 @@ OPTION_TYPES: dict[str, type] = {
     "num_draft_tokens": int,
     "max_prefill_chunk": int,
     "speculation": str,
+    "mixed_wide_prompt_buckets": list,
 }
 
 
@@ -63,5 +70,9 @@ def parse_load_options(raw: Mapping[str, Any], where: str) -> LoadOptions:
             raise ValueError(f"'{where}.{key}' = {value!r}: expected {expected.__name__}")
         if key == "speculation" and value not in SPECULATION_MODES:
             raise ValueError(f"'{where}.{key}' = {value!r}: expected one of {SPECULATION_MODES}")
+        if expected is list:
+            if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+                raise ValueError(f"'{where}.{key}' = {value!r}: expected a list of integers")
+            value = tuple(value)
         values[key] = value
     return LoadOptions(**values)

@@ -75,6 +75,21 @@ class CapacitySpec:
 
     vision_patch_capacities: tuple[int, ...] = ()  # patches per vision program, one each
     vision_max_images: int = 1  # images one vision program may pack together
+    # Prompt buckets at which every wider mixed width is prepared besides the seed's one
+    # balanced bucket (docs/capacity.md, "Wider mixed buckets and R by slot count"); empty:
+    # the seed's rule.
+    mixed_wide_prompt_buckets: tuple[int, ...] = ()
+    # (concurrency, speculative_token_capacity) steps: a build asking for at least that
+    # many slots without --speculative-token-capacity gets that R (docs/capacity.md)
+    concurrency_defaults: tuple[tuple[int, int], ...] = ()
+
+    def default_envelope(self, concurrency: int) -> int:
+        """R for a build of ``concurrency`` slots that does not choose one."""
+        chosen = self.speculative_token_capacity
+        for slots, envelope in self.concurrency_defaults:
+            if concurrency >= slots:
+                chosen = envelope
+        return chosen
 
 
 @dataclass(frozen=True)
@@ -245,6 +260,22 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
                 "vision patch capacities must be strictly increasing",
                 r.sub("vision_patch_capacities"),
             )
+    wide: tuple[int, ...] = ()
+    if "mixed_wide_prompt_buckets" in r.data:
+        key = r.sub("mixed_wide_prompt_buckets")
+        if not (supports.mixed_capture and supports.speculation):
+            r.fail(
+                r.data["mixed_wide_prompt_buckets"],
+                "wider mixed widths need supports.mixed_capture and supports.speculation",
+                key,
+            )
+        wide = _int_list(r, "mixed_wide_prompt_buckets", _bucket_rule)
+        if list(wide) != sorted(set(wide)):
+            r.fail(list(wide), "must be strictly increasing", key)
+        for i, bucket in enumerate(wide):
+            if bucket not in buckets:
+                r.fail(bucket, f"not one of capacity.prompt_buckets {list(buckets)}", f"{key}[{i}]")
+    steps = _concurrency_defaults(r, concurrency, max_concurrency, envelope, max_envelope)
     spec = CapacitySpec(
         concurrency=concurrency,
         max_prefill_chunk=chunk,
@@ -258,9 +289,44 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         max_speculative_token_capacity=max_envelope,
         vision_patch_capacities=vision_patches,
         vision_max_images=_positive(r, "vision_max_images", default=1),
+        mixed_wide_prompt_buckets=wide,
+        concurrency_defaults=steps,
     )
     r.finish()
     return spec
+
+
+def _concurrency_defaults(
+    r: _Reader, concurrency: int, max_concurrency: int, envelope: int, max_envelope: int
+) -> tuple[tuple[int, int], ...]:
+    """``capacity.concurrency_defaults``: a list of {concurrency, speculative_token_capacity}
+    steps above the declared default, increasing, within the maxima."""
+    if "concurrency_defaults" not in r.data:
+        return ()
+    steps: list[tuple[int, int]] = []
+    previous = (concurrency, envelope)
+    for i, raw in enumerate(r.get("concurrency_defaults", list)):
+        item = _Reader(r.path, raw, f"{r.sub('concurrency_defaults')}[{i}]")
+        slots = _positive(item, "concurrency")
+        value = _positive(item, "speculative_token_capacity")
+        if slots <= previous[0] or slots > max_concurrency:
+            item.fail(
+                slots,
+                f"must exceed {previous[0]} and be at most capacity.maxima.concurrency "
+                f"{max_concurrency}",
+                item.sub("concurrency"),
+            )
+        if value < previous[1] or value > max_envelope:
+            item.fail(
+                value,
+                f"must be at least {previous[1]} and at most "
+                f"capacity.maxima.speculative_token_capacity {max_envelope}",
+                item.sub("speculative_token_capacity"),
+            )
+        item.finish()
+        steps.append((slots, value))
+        previous = (slots, value)
+    return tuple(steps)
 
 
 def parse_recipe(data: Any, path: Path) -> Recipe:

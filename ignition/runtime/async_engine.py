@@ -25,6 +25,7 @@ from ignition.runtime.chat_template import ChatRenderer, RenderedChat
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
 from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
 from ignition.runtime.requests import EngineStoppedError, GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 
@@ -124,6 +125,18 @@ class AsyncEngine:
             template_kwargs=template_kwargs,
             continuation=continuation,
         )
+
+    def compile_grammar(self, spec: GrammarSpec) -> RequestGrammar:
+        """A structured-output grammar compiled against the engine's tokenizer
+        (``engine.grammar``, runtime/grammar.py); GrammarError names the field."""
+        compiler = getattr(self.engine, "grammar", None)
+        if compiler is None:
+            raise GrammarError(
+                f"{spec.field}: this server has no structured outputs (xgrammar is not "
+                "installed or cannot read this model's tokenizer)",
+                spec.field,
+            )
+        return compiler.compile(spec)
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
         if self.failure is not None:

@@ -51,6 +51,7 @@ from ignition.helios.vision_windows import VisionWindow
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.frames import FrameResult, Worker, _Inflight
+from ignition.runtime.grammar import draft_limit
 from ignition.runtime.preemption import Preemption
 from ignition.runtime.publication import Publication, Sink, _deliver, check_prompt_scoring
 from ignition.runtime.requests import (
@@ -112,6 +113,9 @@ class LiveRequest:
     # client has them (publication.py sends them once, on the first chunk).
     prompt_scores: dict[int, PromptLogprob] = field(default_factory=dict)
     prompt_scores_sent: bool = False
+    # Structured outputs: the request's grammar matcher (runtime.grammar.GrammarState),
+    # made by the worker at its first frame from the output so far (a restart's replay).
+    grammar: object | None = None
 
     @property
     def vision_window(self) -> tuple[int, ...] | None:
@@ -155,6 +159,9 @@ class Engine(Publication):
         self.max_waiting = max_waiting
         self.num_slots = _slot_count(scheduler) if num_slots is None else num_slots
         self.vocab_size = vocab_size
+        # Structured outputs: the grammar compiler over the model's tokenizer
+        # (runtime.grammar.GrammarCompiler), set by whoever opens the bundle; None: none.
+        self.grammar = None
         self.stats = stats or EngineStats()
         self._clock_ns = clock_ns
         self._start_ns = clock_ns()
@@ -262,6 +269,7 @@ class Engine(Publication):
             except SchedulerError:
                 break  # needs an empty window: drain the queue, then replan
             self._next_fence += 1
+            self._await_grammar_feedback(plan)
             try:
                 self.retention.before_launch(plan, self.live)
                 self.vision_windows.before_launch(plan, self.live)
@@ -279,6 +287,20 @@ class Engine(Publication):
         self._reap()
         self._record_usage()
         return progressed
+
+    def _await_grammar_feedback(self, plan: ScheduledPlan) -> None:
+        """Complete the frames in flight that hold a constrained request of ``plan`` before
+        launching it: its grammar mask needs every token before the position it samples on
+        the host (runtime/grammar.py; the design's completion-feedback rule for grammars).
+        Completion runs in fence order; the committed plan is launched right after."""
+        constrained = [
+            lane.handle
+            for lane in plan.lanes
+            if (live := self.live.get(lane.handle)) is not None
+            and live.request.sampling.grammar is not None
+        ]
+        while constrained and any(self._is_inflight(h) for h in constrained):
+            self._complete_oldest()
 
     def _record_usage(self) -> None:
         running = sum(1 for live in self.live.values() if not live.is_done and not live.preempting)
@@ -333,6 +355,7 @@ class Engine(Publication):
                     restore_tokens=admission.restore_tokens,
                     capture_ends=admission.capture_ends,
                     terminal_snapshot=admission.terminal_snapshot,
+                    max_drafts=draft_limit(request.sampling),
                 )
                 windowed = self.vision_windows.admit(request, spec, self.scheduler)
             except SchedulerError as err:  # a request Helios can never serve
@@ -384,6 +407,7 @@ class Engine(Publication):
             max_output_tokens=old.request.sampling.max_tokens - len(replay),
             context_capacity=self.max_context_tokens,
             image_spans=image_spans(old.request),
+            max_drafts=draft_limit(old.request.sampling),
         )
         windowed = self.vision_windows.admit(old.request, spec, self.scheduler)
         if windowed is None:

@@ -30,6 +30,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ignition.helios import RequestSpec, ScheduledPlan, SchedulerError
+from ignition.runtime.grammar import draft_limit
 
 if TYPE_CHECKING:
     from ignition.runtime.engine import Engine, LiveRequest
@@ -171,6 +172,7 @@ class Preemption:
                 restore_tokens=admission.restore_tokens,
                 capture_ends=admission.capture_ends,
                 terminal_snapshot=admission.terminal_snapshot,
+                max_drafts=draft_limit(old.request.sampling),
             )
             try:
                 windowed = engine.vision_windows.admit(old.request, spec, helios)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ignition.runtime.grammar import RequestGrammar
     from ignition.runtime.image_inputs import RequestImages
 
 # Limits of the device sampling stage (model.logits_processing): alternatives per token,
@@ -68,6 +69,9 @@ class SamplingParams:
     # likely alternatives at each position; None: not reported). Such a request never
     # restores a retained prefix: a restored prefix has no hidden states to score.
     prompt_logprobs: int | None = None
+    # Structured outputs: the compiled grammar every output token must follow (None: free
+    # text). Its rows are masked on the device and verify no drafts (runtime/grammar.py).
+    grammar: RequestGrammar | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:

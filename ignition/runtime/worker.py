@@ -51,6 +51,7 @@ from ignition.model.sampling import INVALID_TOKEN
 from ignition.model.state import ModelState
 from ignition.runtime.engine import LiveRequest
 from ignition.runtime.frames import FrameResult
+from ignition.runtime.grammar import GRAMMAR_REJECTED, GrammarState
 from ignition.runtime.ple import Delivery, FrameDelivery
 from ignition.runtime.requests import PromptLogprob, TokenLogprob
 from ignition.runtime.resources import SlotResources
@@ -84,6 +85,7 @@ class _Launched:
     lanes: tuple[LaneWork, ...]
     eos: tuple[frozenset[int], ...]
     num_logprobs: tuple[int | None, ...] = ()  # per lane: alternatives asked for, None = none
+    grammars: tuple[GrammarState | None, ...] = ()  # per lane: its matcher, None = none
     prompt_job: _PromptJob | None = None
     prompt_scores: PromptScores | None = None  # device values, readable after the wait
     # PLE rows delivered through the mailbox, and how long the frame waited for them inside
@@ -219,13 +221,14 @@ class ModelWorker:
         job = self._prompt_job(plan, live)
         frame = program.stage()
         offset = 0  # packed offset of the next row: the host prefix sum of query lengths
-        eos, num_logprobs = [], []
+        eos, num_logprobs, grammars = [], [], []
         for row, lane in enumerate(plan.lanes):
             request = live[lane.handle]
             offset += self._bind_row(program, frame, row, offset, lane, request)
             stops = request.request.sampling.ignore_eos
             eos.append(frozenset() if stops else self.eos_token_ids)
             num_logprobs.append(request.request.sampling.logprobs)
+            grammars.append(_bind_grammar(program, frame, row, request))
         program.upload(frame)
         if self.before_run is not None:
             self.before_run(fence)
@@ -251,8 +254,8 @@ class ModelWorker:
         inside = self.ple.take_inside() if self.ple is not None else ()
         return _Launched(
             fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos),
-            tuple(num_logprobs), job, scored[0] if scored else None, deliveries, ple_wait_ns,
-            inside,
+            tuple(num_logprobs), tuple(grammars), job, scored[0] if scored else None,
+            deliveries, ple_wait_ns, inside,
         )  # fmt: skip
 
     def _publish_rows(self, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]):
@@ -621,6 +624,7 @@ class ModelWorker:
         out = launched.inflight.outputs
         next_tokens = out.next_tokens.tolist()  # type: ignore[attr-defined]
         failed = _failed_rows(launched, [[t] for t in next_tokens])
+        failed |= _advance_grammars(launched, [[t] for t in next_tokens], failed)
         records = []
         for row, lane in enumerate(launched.lanes):
             ids = [] if lane.handle in failed else [next_tokens[row]]
@@ -647,6 +651,7 @@ class ModelWorker:
         tokens = out.output_tokens.tolist()  # type: ignore[attr-defined]
         verified = out.query_lens.tolist()  # type: ignore[attr-defined]
         failed = _failed_rows(launched, tokens)
+        failed |= _advance_grammars(launched, tokens, failed)
         records, offered = [], []
         for row, lane in enumerate(launched.lanes):
             emitted = [t for t in tokens[row] if t >= 0 and lane.handle not in failed]
@@ -724,6 +729,41 @@ def _stage_known_rows(
     for delivery, values in zip(deliveries, rows, strict=True):
         for layer, (ids, layer_values) in enumerate(delivery_rows(delivery, values, dtype)):
             stage_rows(staged, layer, ids, layer_values)
+
+
+def _bind_grammar(
+    program: Program, frame: HostFrame, row: int, live: LiveRequest
+) -> GrammarState | None:
+    """Stage a constrained row's grammar bitmask for the position this frame samples
+    (model.grammar_mask); returns its matcher, which the frame's tokens then advance."""
+    grammar = live.request.sampling.grammar
+    if grammar is None:
+        return None
+    mask = program.inputs.sampling.token_mask
+    if mask is None:
+        raise WorkerError(f"{program.descriptor.name}: a grammar, and no grammar mask input")
+    if live.grammar is None:
+        live.grammar = GrammarState(grammar, live.output_ids)
+    rows, words = mask.shape
+    frame["is_masked"][row] = True
+    table = frame.host["token_mask"][: rows * words].view(rows, words)
+    live.grammar.fill(table, row)
+    frame.write_gated("token_mask", (row + 1) * words)
+    return live.grammar
+
+
+def _advance_grammars(
+    launched: _Launched, tokens: list[list[int]], failed: dict[RequestHandle, str]
+) -> dict[RequestHandle, str]:
+    """Advance each constrained lane's matcher by the tokens its row emitted; a lane whose
+    token the grammar rejects fails alone."""
+    rejected = {}
+    for row, (lane, grammar) in enumerate(zip(launched.lanes, launched.grammars, strict=True)):
+        if grammar is None or lane.handle in failed:
+            continue
+        if not all(grammar.accept(t) for t in tokens[row] if t >= 0):
+            rejected[lane.handle] = GRAMMAR_REJECTED
+    return rejected
 
 
 def _failed_rows(launched: _Launched, tokens: list[list[int]]) -> dict[RequestHandle, str]:

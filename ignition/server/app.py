@@ -24,6 +24,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from ignition import __version__
 from ignition.runtime.chat_template import ChatTemplateError, RenderedChat
 from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.grammar import GrammarError, RequestGrammar
 from ignition.runtime.image_inputs import RequestImages
 from ignition.runtime.requests import (
     EngineStoppedError,
@@ -310,6 +311,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             ends=ends,
             images=images,
             reply=functools.partial(plan.parser, rendered.text) if plan.parses else None,
+            grammar_after=plan.reasoning_end(rendered.text),
         )
 
     async def render(cost: int, work) -> RenderedChat:
@@ -329,10 +331,13 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         ends: tuple[int, ...] = (),
         images: RequestImages | None = None,
         reply: Callable[[], ReplyParser | None] | None = None,
+        grammar_after: str | None = None,
     ) -> Response:
-        """``reply`` makes each chat choice's parser (reasoning, tool calls), if any."""
+        """``reply`` makes each chat choice's parser (reasoning, tool calls), if any;
+        ``grammar_after``: the text a structured output starts after (a reasoning end tag)."""
         response_id = new_id("chatcmpl" if chat else "cmpl")
-        requests = _build_requests(body, prompt_ids, response_id, ends, images)
+        grammar = await _grammar(body, grammar_after)
+        requests = _build_requests(body, prompt_ids, response_id, ends, images, grammar)
         arrival = time.monotonic()
         choices: list[Choice] = []
         try:
@@ -380,12 +385,34 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             return Response(status_code=499)
         return json_response(500 if "error" in result else 200, result)
 
+    async def _grammar(
+        body: CompletionRequest | ChatCompletionRequest, after: str | None = None
+    ) -> RequestGrammar | None:
+        """The request's compiled structured-output grammar (None: free text), starting
+        after ``after``'s tokens when given; one that cannot be compiled is a 400 naming
+        its field. Compiled off the event loop."""
+        spec = body.grammar_spec()
+        if spec is None:
+            return None
+        compile_grammar = getattr(engine, "compile_grammar", None)
+        if compile_grammar is None:
+            message = f"{spec.field}: this server has no structured outputs"
+            raise ApiError(400, message, param=spec.field)
+        try:
+            grammar = await asyncio.to_thread(compile_grammar, spec)
+        except GrammarError as err:
+            raise ApiError(400, str(err), param=err.param) from None
+        if after:
+            grammar = replace(grammar, gate=tuple(engine.encode(after)))
+        return grammar
+
     def _build_requests(
         body: CompletionRequest | ChatCompletionRequest,
         prompt_ids: list[list[int]],
         response_id: str,
         ends: tuple[int, ...] = (),
         images: RequestImages | None = None,
+        grammar: RequestGrammar | None = None,
     ) -> list[tuple[int, GenerationRequest]]:
         """One engine request per (prompt, choice); seeds differ per choice. ``ends`` are a
         chat prompt's message end offsets (checkpoint retention anchors on them)."""
@@ -411,6 +438,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 sampling = engine.generation_defaults.apply(sampling, _given(body))
             except RequestError as err:
                 raise ApiError(400, str(err)) from None
+            if grammar is not None:
+                sampling = replace(sampling, grammar=grammar)
             if sampling.max_tokens > room:
                 raise ApiError(
                     400,

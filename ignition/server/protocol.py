@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from dataclasses import replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -38,13 +38,22 @@ from pydantic import (
     model_validator,
 )
 
+from ignition.runtime.grammar import GrammarSpec
 from ignition.runtime.requests import (
     MAX_REPETITION_PENALTY,
     MIN_REPETITION_PENALTY,
     SamplingParams,
 )
 from ignition.server import schema_rules
+from ignition.server.structured_protocol import (
+    ResponseFormat,
+    StructuredOutputs,
+    guided_spec,
+    schema_text,
+)
 
+# vLLM's older structured-output fields (deprecated there for structured_outputs).
+GUIDED_FIELDS = ("guided_json", "guided_regex", "guided_choice", "guided_grammar")
 MAX_STOP_STRINGS = 8
 MAX_CHOICES = 16
 MAX_PROMPTS = 64
@@ -141,21 +150,6 @@ class StreamOptions(_Body):
     continuous_usage_stats: Bool = False
 
 
-class ResponseFormat(_Body):
-    type: Literal["text"]
-
-
-# Structured outputs are not served yet: a request asking for them gets a 400 naming the
-# field rather than unconstrained text (issue 24, defect 7). Their schema is ``null``.
-UNSUPPORTED_FIELDS = (
-    "guided_json",
-    "guided_regex",
-    "guided_choice",
-    "guided_grammar",
-    "structured_outputs",
-)
-
-
 class _SamplingFields(_Body):
     """Fields shared by completions and chat completions."""
 
@@ -189,12 +183,13 @@ class _SamplingFields(_Body):
             "propertyNames": {"pattern": "^[0-9]+$"},
         },
     )
+    # Structured outputs (server/structured_protocol.py): at most one of these.
     response_format: ResponseFormat | None = None
-    guided_json: None = None
-    guided_regex: None = None
-    guided_choice: None = None
-    guided_grammar: None = None
-    structured_outputs: None = None
+    structured_outputs: StructuredOutputs | None = None
+    guided_json: Any = Field(default=None, json_schema_extra={"type": ["object", "string", "null"]})
+    guided_regex: Text | None = None
+    guided_choice: Annotated[list[Text], Field(min_length=1)] | None = None
+    guided_grammar: Annotated[Text, Field(min_length=1)] | None = None
     # vLLM's extension: the raw logprob and rank of every prompt token after the first,
     # with this many alternatives per position (not streamed, as in vLLM).
     prompt_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
@@ -206,24 +201,35 @@ class _SamplingFields(_Body):
             *schema_rules.not_streamed("prompt_logprobs", 0),
         ]
 
-    @field_validator(*UNSUPPORTED_FIELDS, mode="before")
+    @field_validator("guided_json")
     @classmethod
-    def _not_supported(cls, value: Any, info) -> None:
-        raise ValueError(
-            f"{info.field_name} is not supported yet: this server has no structured outputs "
-            "(constrained decoding); send the request without it"
-        )
+    def _guided_schema(cls, value: Any) -> str | None:
+        return None if value is None else schema_text(value)
 
-    @field_validator("response_format", mode="before")
-    @classmethod
-    def _text_format_only(cls, value: Any) -> Any:
-        kind = value.get("type") if isinstance(value, dict) else None
-        if isinstance(kind, str) and kind != "text":
+    @model_validator(mode="after")
+    def _one_structured_output(self) -> _SamplingFields:
+        given = [name for name in GUIDED_FIELDS if getattr(self, name) is not None]
+        if self.structured_outputs is not None:
+            given.insert(0, "structured_outputs")
+        if self.response_format is not None and self.response_format.type != "text":
+            given.insert(0, "response_format")
+        if len(given) > 1:
             raise ValueError(
-                f"response_format type {kind!r} is not supported yet: this server has no "
-                "structured outputs (constrained decoding); only 'text'"
+                f"{' and '.join(given)}: a request takes one structured output constraint"
             )
-        return value
+        return self
+
+    def grammar_spec(self) -> GrammarSpec | None:
+        """The grammar every output token must follow; None: free text."""
+        if self.response_format is not None and self.response_format.type != "text":
+            return self.response_format.grammar()
+        if self.structured_outputs is not None:
+            return self.structured_outputs.grammar_spec()
+        for name in GUIDED_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                return guided_spec(name, value)
+        return None
 
     @field_validator("stream_options")
     @classmethod

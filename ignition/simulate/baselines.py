@@ -64,6 +64,8 @@ SPECULATING = ("vllm-dyn", "vllm-adaptive", "sglang-tiers")  # K is their own ch
 DEFAULT_MAX_DRAFTS = {"vllm-dyn": 3, "vllm-adaptive": 5, "sglang-tiers": 7}
 HELIOS = "helios"
 HELIOS_VARIANTS = {
+    "keep-left-out": "prompt frames may leave ready decoders out at their one-frame score "
+    "(before issue 29's rule, helios/left_out.py)",
     "normalizer-newcomer": "newcomers start at the token normalizer (the earlier rule)",
     "generation-newcomer": "newcomers start at the best generation graph's per-stream rate",
     "whole-prompt-newcomer": "the balanced newcomer start without its bound by the prompt a "
@@ -71,7 +73,6 @@ HELIOS_VARIANTS = {
     "wide-mixed": "what-if catalog: wider mixed widths also at the 2048 prompt bucket",
     "trained": "acceptance preseeded with each request's true prefix survivals",
     "throughput": "the seed's throughput preset (delivery fairness and age price zero)",
-    "chunk2048": "load-time selection: prompt capacities up to 2048 tokens only",
     "full-batch": "load-time selection: generation and mixed programs at the full batch only",
     "one-frame": "what-if transport: plan the next frame only when the device is idle",
     "late-queue": "what-if transport: fill the second frame slot 1 ms (a host round trip) "
@@ -83,6 +84,7 @@ HELIOS_VARIANTS = {
 }
 _ENVELOPE = re.compile(r"^r(?P<r>[1-9]\d*)$")  # helios+r192: a what-if build R
 _WIDTH = re.compile(r"^w(?P<w>[1-9]\d*)$")  # helios+w3: fixed width three
+_CHUNK = re.compile(r"^chunk(?P<c>[1-9]\d*)$")  # helios+chunk512: --max-prefill-chunk 512
 
 
 def envelope_variant(variant: str) -> int | None:
@@ -97,7 +99,20 @@ def width_variant(variant: str) -> int | None:
     return int(m.group("w")) if m else None
 
 
+def chunk_variant(variant: str) -> int | None:
+    """``chunkN``: Helios loading prompt capacities up to N tokens only (the load-time
+    selection ``--max-prefill-chunk N`` makes; vLLM's ``--max-num-batched-tokens``)."""
+    m = _CHUNK.match(variant)
+    return int(m.group("c")) if m else None
+
+
+PARAMETRIC_VARIANTS = (envelope_variant, width_variant, chunk_variant)
+
+
 def variant_summary(variant: str) -> str:
+    c = chunk_variant(variant)
+    if c is not None:
+        return f"load-time selection: prompt capacities up to {c} tokens only"
     r = envelope_variant(variant)
     if r is not None:
         return f"what-if build: speculative token capacity R = {r}"
@@ -136,7 +151,7 @@ def parse_policy(text: str) -> PolicyName:
     if text == HELIOS or text.startswith(HELIOS + "+"):
         variants = text.split("+")[1:]
         for v in variants:
-            parametric = envelope_variant(v) is not None or width_variant(v) is not None
+            parametric = any(f(v) is not None for f in PARAMETRIC_VARIANTS)
             if v not in HELIOS_VARIANTS and not parametric:
                 known_variants = ", ".join(HELIOS_VARIANTS)
                 raise PolicyError(

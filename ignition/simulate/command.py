@@ -1,4 +1,5 @@
-"""``ignition simulate --trace FILE ...``: compare policies on a trace (the CLI delegates here).
+"""``ignition simulate --trace FILE ...``: compare policies on a trace (``runner.main``
+delegates here).
 
 Three modes share one setup (slots, speculative token capacity, device, acceptance):
 
@@ -21,15 +22,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ignition.simulate.acceptance import AcceptanceError, confidence_noise, parse_mix
+from ignition.simulate.acceptance import AcceptanceError, parse_mix
 from ignition.simulate.baselines import HELIOS, PolicyError, describe, parse_policy
 from ignition.simulate.devices import DeviceError
 from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import Metrics, measure
-from ignition.simulate.ple_charge import device_with_ple
 from ignition.simulate.plots import PlotError, require_matplotlib, write_plots
 from ignition.simulate.results import RunResult
-from ignition.simulate.search import SLO, Capacity, SearchError, parse_slos, search
+from ignition.simulate.search import SearchError, parse_slos, search
+from ignition.simulate.tables import capacity_table, device_table, metrics_table
 from ignition.simulate.workloads import (
     AcceptanceModel,
     SimRequest,
@@ -115,87 +116,6 @@ def policy_list(text: str, with_helios: bool = True) -> list[str]:
     if with_helios and HELIOS not in names:
         names.insert(0, HELIOS)
     return names
-
-
-def _ms(x: float) -> str:
-    if math.isinf(x):
-        return "inf"
-    if math.isnan(x):
-        return "-"
-    return f"{x / 1e3:.2f} s" if x >= 1000 else f"{x:.1f}"
-
-
-def metrics_table(rows: Sequence[tuple[str, Metrics]], title: str):
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in (
-        "policy",
-        "load",
-        "out tok/s",
-        "TTFT p50",
-        "p90",
-        "p99",
-        "TBT p50",
-        "p90",
-        "p99",
-        "TPOT p50",
-        "p99",
-    ):
-        table.add_column(column, justify="left" if column in ("policy",) else "right")
-    for load, m in rows:
-        table.add_row(
-            m.policy + (" (stopped)" if m.aborted else ""),
-            load,
-            f"{m.output_tokens_per_s:.0f}",
-            *(_ms(v) for v in (m.ttft_ms.p50, m.ttft_ms.p90, m.ttft_ms.p99)),
-            *(_ms(v) for v in (m.tbt_ms.p50, m.tbt_ms.p90, m.tbt_ms.p99)),
-            _ms(m.tpot_ms.p50),
-            _ms(m.tpot_ms.p99),
-        )
-    return table
-
-
-def device_table(rows: Sequence[tuple[str, Metrics]], title: str):
-    """Device seconds per graph kind and per execution class."""
-    from rich.table import Table
-
-    kinds = sorted({k for _, m in rows for k in m.device_ms_by_kind})
-    classes = sorted({k for _, m in rows for k in m.device_ms_by_class})
-    table = Table(title=title)
-    table.add_column("policy")
-    table.add_column("load", justify="right")
-    for k in kinds:
-        table.add_column(f"{k} s", justify="right")
-    for k in classes:
-        table.add_column(f"class {k} s", justify="right")
-    for load, m in rows:
-        table.add_row(
-            m.policy,
-            load,
-            *(f"{m.device_ms_by_kind.get(k, 0.0) / 1e3:.1f}" for k in kinds),
-            *(f"{m.device_ms_by_class.get(k, 0.0) / 1e3:.1f}" for k in classes),
-        )
-    return table
-
-
-def capacity_table(capacities: Sequence[Capacity], slos: Sequence[SLO], title: str):
-    from rich.table import Table
-
-    table = Table(title=title)
-    table.add_column("policy")
-    for slo in slos:
-        table.add_column(slo.label, justify="right")
-        table.add_column("Helios ratio", justify="right")
-    by = {(c.policy, c.slo): c.rate for c in capacities}
-    for policy in dict.fromkeys(c.policy for c in capacities):
-        cells = []
-        for slo in slos:
-            rate, helios = by[(policy, slo)], by.get((HELIOS, slo))
-            cells.append(f"{rate:.3f}")
-            cells.append("-" if helios is None or rate == 0 else f"{helios / rate:.2f}x")
-        table.add_row(policy, *cells)
-    return table
 
 
 def _progress(total: int, enabled: bool):
@@ -311,80 +231,3 @@ def execute(
     rows = [(f"{r:g}", by_policy[p][r]) for r in rates for p in names]
     echo(metrics_table(rows, f"Latency (ms unless marked): {title}"))
     echo(device_table(rows, "Device time"))
-
-
-def main(
-    *,
-    trace: str | None,
-    rows: str,
-    rate: float | None,
-    sweep: str | None,
-    capacity: bool,
-    slo: str,
-    compare: str,
-    slots: int,
-    envelope: int,
-    device: str,
-    acceptance: str,
-    max_prompt: int | None,
-    max_output: int | None,
-    seed: int,
-    as_json: bool,
-    plot_dir: str | None,
-    tasks: str | None = None,
-    confidence: str = "perfect",
-) -> int:
-    """The ``ignition simulate --trace`` command; returns the exit status."""
-    import sys
-
-    from rich.console import Console
-
-    console = Console() if sys.stdout.isatty() else Console(width=150)
-    try:
-        if trace is None:
-            raise CommandError("give --scenario FILE or --trace FILE")
-        if rate is not None and (not math.isfinite(rate) or rate <= 0):
-            raise CommandError(f"--rate = {rate:g}: must be a positive load scale")
-        start, count = parse_rows(rows)
-        spec = TraceSpec(
-            trace,
-            start,
-            count,
-            max_prompt,
-            max_output,
-            AcceptanceModel.parse(acceptance),
-            seed,
-            tasks,
-        )
-        setup = Setup(
-            slots=slots,
-            speculative_token_capacity=envelope,
-            device=device_with_ple(device),  # h200+ple:disk charges PLE delivery
-            seed=seed,
-            confidence_noise=confidence_noise(confidence),
-        )
-        execute(
-            spec=spec,
-            setup=setup,
-            policies=compare,
-            rate=rate,
-            sweep=sweep,
-            capacity=capacity,
-            slos=slo,
-            as_json=as_json,
-            plot_dir=plot_dir,
-            echo=print if as_json else console.print,
-            show_progress=sys.stderr.isatty(),
-        )
-    except (*ERRORS, CommandError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except Exception as err:  # a setup the catalog rules reject (slots, R)
-        from ignition.components.capacity import CapacityError
-        from ignition.helios.types import SchedulerError
-
-        if isinstance(err, (CapacityError, SchedulerError)):
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        raise
-    return 0

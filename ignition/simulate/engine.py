@@ -9,14 +9,20 @@ Helios's prepared graphs. Prompt chunks that finish a prompt emit the first
 token; decoders verify 1 + K tokens and keep the accepted prefix plus one, drawn
 from the request's per-position acceptance. Every output is delivered at the end of
 its step. Requests are admitted FCFS as slots free up.
+
+A closed-loop workload (a conversation's turns) names, per request, the request whose
+reply it waits for (``after``): it is sent at its planned arrival or when that reply
+finished, whichever is later, and its time to first token counts from that sending.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ignition.components.catalog import GraphKind
 from ignition.simulate.acceptance import draw_round
@@ -123,9 +129,21 @@ def run_baseline(
     guard_quantile: float = 0.99,
     check_every: int = 64,
     confidence_noise: float = 0.0,
+    end_ms: float = math.inf,
+    after: Sequence[int | None] | None = None,
 ) -> RunResult:
-    """Runs ``policy`` over ``requests``; ``confidence_noise`` is the drafter's confidence
-    calibration (``acceptance.CONFIDENCE``) the adaptive policies read."""
+    """Runs ``policy`` over ``requests`` until every request finished or ``end_ms``;
+    ``confidence_noise`` is the drafter's confidence calibration
+    (``acceptance.CONFIDENCE``) the adaptive policies read. ``after[i]``, when given, is
+    the index of the request whose last output request i waits for (None: none)."""
+    if after is not None and (len(after) != len(requests) or ttft_guard_ms is not None):
+        raise ValueError("after: one entry per request, and no TTFT guard with it")
+    followers: dict[int, list[int]] = {}
+    for i, before in enumerate(after or ()):
+        if before is not None:
+            if not 0 <= before < len(requests) or before == i:
+                raise ValueError(f"after[{i}] = {before}: not another request's index")
+            followers.setdefault(before, []).append(i)
     rng = random.Random(seed)
     rounds = random.Random(seed + 7919)  # acceptance draws, apart from duration noise
     capture = (
@@ -133,7 +151,10 @@ def run_baseline(
         if getattr(policy, "padded", False)
         else None
     )
-    order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_ms)
+    held = {i for i in range(len(requests)) if after is not None and after[i] is not None}
+    order = sorted(
+        (i for i in range(len(requests)) if i not in held), key=lambda i: requests[i].arrival_ms
+    )
     records = [
         RequestRecord(i, r.arrival_ms, r.prompt_tokens, r.output_tokens)
         for i, r in enumerate(requests)
@@ -146,7 +167,16 @@ def run_baseline(
     executions: list[ExecutionRecord] = []
     now, steps, aborted = 0.0, 0, False
     host = PromptDelivery(device)
+
+    def send(j: int, finished_ms: float) -> None:
+        """Request j follows a finished reply: sent then, or at its plan if later."""
+        records[j].arrival_ms = max(requests[j].arrival_ms, finished_ms)
+        seq = Seq(replace(requests[j], arrival_ms=records[j].arrival_ms), records[j])
+        bisect.insort(arrivals, seq, key=lambda s: s.request.arrival_ms)
+
     while arrivals or waiting or running:
+        if now > end_ms:
+            break
         while arrivals and arrivals[0].request.arrival_ms <= now:
             waiting.append(arrivals.popleft())
         host.start(waiting, slots - len(running), now)
@@ -200,9 +230,15 @@ def run_baseline(
             s.generated += count
             s.record.deliver(now, count, s.request.output_tokens - s.generated)
         policy.observe(batch, accepted)
+        for s in running:
+            if s.record.finish_ms is not None:
+                for j in followers.get(s.record.id, ()):
+                    send(j, now)
         running = [s for s in running if s.record.finish_ms is None]
         steps += 1
         if steps % check_every == 0 and watch.exceeded(now):
             aborted = True
             break
-    return RunResult(policy.name, records, executions, now, slots, {"aborted": aborted})
+    return RunResult(
+        policy.name, records, executions, min(now, end_ms), slots, {"aborted": aborted}
+    )

@@ -1,15 +1,23 @@
 """Runs one named policy over one workload on one device with a given number of slots.
 
 ``helios`` drives the real Scheduler over the qwen38 recipe's catalog built for the
-slot count and speculative token capacity (mixed programs, adaptive speculation);
-every other name is a baseline from ``baselines.py`` on the baseline engine. Both see
-the same requests, device model, noise and slots, and return a :class:`RunResult`.
+slot count and speculative token capacity (mixed programs, adaptive speculation), or
+over the catalog the setup gives; every other name is a baseline from ``baselines.py``
+on the baseline engine. Both see the same requests, device model, noise and slots, and
+return a :class:`RunResult`.
+
+Two workload kinds: requests (a trace window, or a scenario file's through
+``scenario_setup``) run with ``run_policy``; conversations (multi-turn chat, each turn
+sent once the previous reply is read) run with ``run_conversations``, Helios through
+the runtime engine and its checkpoint cache (``multiturn.py``), baselines re-sending
+every prompt whole (``conversation.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -18,19 +26,25 @@ from ignition.helios.config import PolicyConfig, SpeculationMode, throughput
 from ignition.helios.types import Resources
 from ignition.simulate.baselines import (
     HELIOS,
+    PARAMETRIC_VARIANTS,
+    PolicyError,
+    chunk_variant,
     envelope_variant,
     make_baseline,
     parse_policy,
     width_variant,
 )
+from ignition.simulate.conversation import run_conversation_baseline
 from ignition.simulate.devices import DeviceModel, H200Roofline
 from ignition.simulate.engine import LateWatch, run_baseline
+from ignition.simulate.multiturn import MultiTurnSpec, RetentionRun, run_retention
 from ignition.simulate.results import RunResult
 from ignition.simulate.scenario import Scenario
 from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
+CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8")  # shape the recipe's catalog
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,13 @@ class Setup:
     helios_policy: PolicyConfig = field(default_factory=PolicyConfig)
     trained_acceptance: bool = False  # preseed Helios with each request's true acceptance
     confidence_noise: float = 0.0  # the drafter's confidence calibration (acceptance.CONFIDENCE)
+    # What a scenario file states (``scenario_setup``); the defaults are the trace path's.
+    catalog: Catalog | None = None  # Helios's catalog as given; None: the recipe's for slots, R
+    end_ms: float = math.inf  # every policy stops at this simulated time
+    preseed_costs: bool = True  # Helios starts with every graph measured at its nominal cost
+    speculation: SpeculationMode | None = None  # None: adaptive (fixed for a width variant)
+    resources: Resources | None = None  # Helios's slots and pages; None: ``slots`` slots
+    helios_report: bool = False  # keep Simulation.report (graphs, trace) in info["report"]
 
 
 def true_survivals(conditional: Sequence[float]) -> tuple[float, ...]:
@@ -72,8 +93,8 @@ def helios_catalog(
     step8: bool = False,
     width: int = 0,
 ) -> Catalog:
-    """The recipe's catalog for these capacities; ``wide_mixed`` > 0 adds, as a what-if
-    outside the recipe rules, every wider mixed width at that prompt bucket too;
+    """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
+    wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
     ``max_prompt`` > 0 loads only prompt capacities up to it (the seed's load-time
     selection, which may reduce capacities where the smaller programs exist);
     ``full_batch`` loads only generation and mixed programs of batch capacity ``slots``
@@ -83,31 +104,20 @@ def helios_catalog(
     programs of that verification width only (generation and mixed; load-time selection
     of a fixed width, so Helios can be compared with itself at each width)."""
     from ignition.components.capacity import (
-        _speculative,
-        mixed_batch_buckets,
-        mixed_widths,
         plan_catalog,
         resolve,
         select_for_mode,
     )
-    from ignition.components.catalog import ValueSource
     from ignition.recipes import LoadOptions, get_recipe
 
     chosen = get_recipe(recipe)
     options = LoadOptions(
-        mixed_prefill=True, concurrency=slots, speculative_token_capacity=envelope
+        mixed_prefill=True,
+        concurrency=slots,
+        speculative_token_capacity=envelope,
+        mixed_wide_prompt_buckets=(wide_mixed,) if wide_mixed else None,
     )
     catalog = plan_catalog(chosen, options)
-    if wide_mixed:
-        cap = resolve(chosen, options)
-        names = {d.name for d in catalog.descriptors}
-        extra = [
-            _speculative(b, w, b * w, ValueSource.QUERY_LENGTH, GraphKind.MIXED, wide_mixed)
-            for b in mixed_batch_buckets(cap)
-            for w in mixed_widths(cap, b)
-        ]
-        extra = [d for d in extra if d.name not in names]
-        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
     if step8:
         names = {d.name for d in catalog.descriptors}
         extra = [
@@ -181,6 +191,19 @@ def newcomer_rule(name: str) -> Iterator[None]:
         utility.NEWCOMER_RULE = previous
 
 
+@contextlib.contextmanager
+def left_out_rule(enabled: bool) -> Iterator[None]:
+    """Runs Helios with or without ``helios/left_out.py``'s rule (before/after studies)."""
+    from ignition.helios import left_out
+
+    previous = left_out.ENABLED
+    left_out.ENABLED = enabled
+    try:
+        yield
+    finally:
+        left_out.ENABLED = previous
+
+
 def helios_simulation(
     requests: Sequence[SimRequest], setup: Setup, name: str = HELIOS
 ) -> tuple[Simulation, str]:
@@ -195,11 +218,23 @@ def helios_simulation(
         policy = replace(policy, first_delivery=1.0)
     envelopes = [r for r in map(envelope_variant, variants) if r is not None]
     envelope = envelopes[-1] if envelopes else setup.speculative_token_capacity
-    max_prompt = 2048 if "chunk2048" in variants else 0
+    chunks = [c for c in map(chunk_variant, variants) if c is not None]
+    max_prompt = chunks[-1] if chunks else 0
     widths = [w for w in map(width_variant, variants) if w is not None]
     width = widths[-1] if widths else 0
-    scenario = Scenario(
-        catalog=helios_catalog(
+    if setup.catalog is not None:
+        shaping = [
+            v
+            for v in variants
+            if v in CATALOG_VARIANTS or any(f(v) is not None for f in PARAMETRIC_VARIANTS)
+        ]
+        if shaping:
+            raise PolicyError(
+                f"{name}: {shaping[0]} shapes the recipe's catalog; the setup gives its own"
+            )
+        catalog = setup.catalog
+    else:
+        catalog = helios_catalog(
             setup.recipe,
             setup.slots,
             envelope,
@@ -208,16 +243,21 @@ def helios_simulation(
             full_batch="full-batch" in variants,
             step8="step8" in variants,
             width=width,
-        ),
+        )
+    speculation = setup.speculation or (
+        SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE
+    )
+    scenario = Scenario(
+        catalog=catalog,
         durations=setup.device,
         requests=tuple(requests),
         policy=policy,
         seed=setup.seed,
-        end_ms=float("inf"),
+        end_ms=setup.end_ms,
         noise_sigma=setup.noise_sigma,
-        preseed_costs=True,
-        speculation=SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE,
-        resources=Resources(num_request_slots=setup.slots),
+        preseed_costs=setup.preseed_costs,
+        speculation=speculation,
+        resources=setup.resources or Resources(num_request_slots=setup.slots),
         confidence_noise=setup.confidence_noise,
     )
     rule = next(
@@ -239,10 +279,14 @@ def run_helios(
     name: str = HELIOS,
 ) -> RunResult:
     sim, rule = helios_simulation(requests, setup, name)
-    with newcomer_rule(rule):
+    keep = "keep-left-out" in parse_policy(name).extras.get("variants", ())
+    with newcomer_rule(rule), left_out_rule(not keep):
         if ttft_guard_ms is not None:
             sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
-        return sim.run_result(name)
+        result = sim.run_result(name)
+    if setup.helios_report:
+        result.info["report"] = sim.report(sim.end_ns)
+    return result
 
 
 def run_policy(
@@ -264,4 +308,62 @@ def run_policy(
         noise_sigma=setup.noise_sigma,
         ttft_guard_ms=ttft_guard_ms,
         confidence_noise=setup.confidence_noise,
+        end_ms=setup.end_ms,
+    )
+
+
+def scenario_setup(scenario: Scenario) -> Setup:
+    """A scenario file's setup: its catalog, durations, policy, resources and run limits,
+    Helios's report kept (``info["report"]``); its requests are the workload."""
+    return Setup(
+        slots=scenario.resources.num_request_slots,
+        device=scenario.durations,
+        seed=scenario.seed,
+        noise_sigma=scenario.noise_sigma,
+        helios_policy=scenario.policy,
+        confidence_noise=scenario.confidence_noise,
+        catalog=scenario.catalog,
+        end_ms=scenario.end_ms,
+        preseed_costs=scenario.preseed_costs,
+        speculation=scenario.speculation,
+        resources=scenario.resources,
+        helios_report=True,
+    )
+
+
+def run_conversations(
+    name: str,
+    spec: MultiTurnSpec,
+    setup: Setup,
+    snapshot_rows: int = 0,
+    payoff: bool = True,
+) -> RetentionRun:
+    """One policy over multi-turn conversations. Helios runs the runtime engine with
+    ``snapshot_rows`` retained checkpoints on its recipe's non-speculative catalog (the
+    device times frames without noise); a baseline retains nothing and ignores
+    ``snapshot_rows`` and ``payoff``. Helios variants do not apply here."""
+    parsed = parse_policy(name)
+    if parsed.family != HELIOS:
+        run, _ = run_conversation_baseline(
+            make_baseline(name),
+            spec,
+            setup.device,
+            slots=setup.slots,
+            seed=setup.seed,
+            noise_sigma=setup.noise_sigma,
+        )
+        return run
+    if parsed.extras.get("variants"):
+        raise PolicyError(f"{name}: conversations run plain helios (no variants)")
+    catalog = setup.catalog or helios_catalog(
+        setup.recipe, setup.slots, setup.speculative_token_capacity, speculation="off"
+    )
+    return run_retention(
+        spec,
+        snapshot_rows,
+        catalog,
+        slots=setup.slots,
+        device=setup.device,
+        policy=setup.helios_policy,
+        payoff=payoff,
     )

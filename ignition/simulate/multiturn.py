@@ -248,6 +248,7 @@ class RetentionRun:
     makespan_ms: float
     # every turn's mean time per output token after its first: what the decoders paid
     tpot_ms: tuple[float, ...] = ()
+    policy: str = "helios"  # a baseline's run retains nothing (``conversation.py``)
     outputs: dict[str, tuple[int, ...]] = field(repr=False, compare=False, default_factory=dict)
 
     @property
@@ -263,6 +264,7 @@ class RetentionRun:
     def to_json(self) -> dict:
         later = self.later_turn_ttft_ms
         return {
+            "policy": self.policy,
             "snapshot_rows": self.snapshot_rows,
             "turns": self.turns,
             "first_turn_ttft_mean_ms": _mean(self.first_turn_ttft_ms),
@@ -420,6 +422,7 @@ def retention_table(runs: Sequence[RetentionRun], title: str):
 
     table = Table(title=title)
     columns = (
+        "policy",
         "snapshot rows",
         "turn-1 TTFT mean",
         "later TTFT mean",
@@ -434,11 +437,14 @@ def retention_table(runs: Sequence[RetentionRun], title: str):
         "makespan s",
     )
     for column in columns:
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="left" if column == "policy" else "right")
     for run in runs:
         j = run.to_json()
+        retains = run.policy.startswith("helios")
+        rows = str(run.snapshot_rows) + (" (off)" if run.snapshot_rows == 0 else "")
         table.add_row(
-            str(run.snapshot_rows) + (" (off)" if run.snapshot_rows == 0 else ""),
+            run.policy,
+            rows if retains else "- (none)",
             f"{j['first_turn_ttft_mean_ms']:.1f}",
             f"{j['later_turn_ttft_mean_ms']:.1f}",
             f"{j['later_turn_ttft_p50_ms']:.1f}",

@@ -1,6 +1,8 @@
-"""Simulation scenarios: a catalog, a device model, requests, a policy, a seed.
+"""Simulation scenarios: a catalog, a device model, requests, a policy, a seed, and the
+policies to compare (``policies: [helios, vllm, ...]``, Helios alone by default).
 
-A malformed scenario fails with a message naming the key. See docs/simulate.md.
+A scenario is one workload of the harness (``harness.scenario_setup`` maps it onto a
+``Setup``). A malformed scenario fails with a message naming the key. See docs/simulate.md.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ignition.components.catalog import (
 )
 from ignition.helios.config import PolicyConfig, SpeculationMode, policy_from_preset
 from ignition.helios.types import Resources, SchedulerError
+from ignition.simulate.baselines import HELIOS, PolicyError, parse_policy
 from ignition.simulate.devices import (
     FORMULA_KEYS,
     DeviceError,
@@ -51,6 +54,7 @@ class Scenario:
     speculation: SpeculationMode = SpeculationMode.ADAPTIVE
     resources: Resources = field(default_factory=Resources)
     confidence_noise: float = 0.0  # drafter confidence noise (acceptance.CONFIDENCE)
+    policies: tuple[str, ...] = (HELIOS,)  # what the scenario compares (Helios's variants too)
 
 
 def _get(
@@ -254,7 +258,22 @@ TOP_KEYS = (
     "preseed_costs",
     "speculation",
     "resources",
+    "policies",
 )
+
+
+def _policies(data: Mapping[str, Any]) -> tuple[str, ...]:
+    names = _get(data, "policies", "scenario", list, [HELIOS])
+    if not names:
+        raise ScenarioError("scenario.policies: empty (default: [helios])")
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise ScenarioError(f"scenario.policies[{i}] = {name!r}: expected a policy name")
+        try:
+            parse_policy(name)
+        except PolicyError as err:
+            raise ScenarioError(f"scenario.policies[{i}]: {err}") from None
+    return tuple(dict.fromkeys(names))
 
 
 def scenario_from_dict(data: Any) -> Scenario:
@@ -288,6 +307,7 @@ def scenario_from_dict(data: Any) -> Scenario:
         preseed_costs=_get(data, "preseed_costs", "scenario", bool, False),
         speculation=speculation,
         resources=resources,
+        policies=_policies(data),
     )
 
 

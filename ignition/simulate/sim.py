@@ -14,10 +14,8 @@ back through ``published_output`` at its completion time.
 
 from __future__ import annotations
 
-import json
 import math
 import random
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +37,7 @@ from ignition.simulate.acceptance import Round, draw_round
 from ignition.simulate.devices import DeviceError, execution_of
 from ignition.simulate.engine import LateWatch
 from ignition.simulate.results import ORDINARY, ExecutionRecord, RequestRecord, RunResult
-from ignition.simulate.scenario import Scenario, ScenarioError, SimRequest, load_scenario
+from ignition.simulate.scenario import Scenario, ScenarioError, SimRequest
 
 NS_PER_MS = 1_000_000
 NOMINAL_CONTEXT_PER_ROW = 1024  # cached context per row when preseeding a graph's cost
@@ -110,6 +108,7 @@ class Simulation:
         self.output_tokens = 0
         self.watch: LateWatch | None = None  # stops a run that can no longer meet its guard
         self.aborted = False
+        self.end_ns = 0  # where the last run stopped (run_result)
         # frames planned ahead on the device; the transport has two slots. A what-if of
         # one (plan only when the device is idle) costs no device time here, because the
         # simulator spends none between a completion and the next plan
@@ -387,7 +386,8 @@ class Simulation:
         )
 
     def run_result(self, policy: str = "helios") -> RunResult:
-        result = self.result(self._loop(), policy)
+        self.end_ns = self._loop()
+        result = self.result(self.end_ns, policy)
         result.info["aborted"] = self.aborted
         return result
 
@@ -425,23 +425,17 @@ def simulate(scenario: Scenario) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ignition simulate --scenario FILE.yaml [--json]`` (the CLI delegates here)."""
+    """``python -m ignition.simulate.sim --scenario FILE.yaml [--json]``: the same run and
+    output as ``ignition simulate --scenario`` (``runner.main``)."""
     import argparse
+
+    from ignition.simulate.runner import main as simulate_main
 
     parser = argparse.ArgumentParser(prog="ignition simulate")
     parser.add_argument("--scenario", required=True)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    try:
-        report = simulate(load_scenario(args.scenario))
-    except ScenarioError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_summary(report))
-    return 0
+    return simulate_main(scenario=args.scenario, as_json=args.json)
 
 
 def format_summary(report: dict[str, Any]) -> str:

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import random
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -142,21 +144,36 @@ def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def study_random(plan: Plan) -> tuple[list[str], dict]:
-    profile = "qwen38-flash-next-4xh100"
+def _random_run(c: int, envelope: int, name: str) -> float:
+    """One closed-loop run of vLLM's recipe benchmark: output tokens/s (a pool job)."""
+    t = time.time()
+    setup = setup_for("qwen38-flash-next-4xh100", c, envelope)
+    got = measure(run_policy(name, random_workload(c), setup)).output_tokens_per_s
+    _log(f"random c={c} {name}: {got:.0f} tok/s ({time.time() - t:.0f} s)")
+    return got
+
+
+def pool_map(fn: Callable[..., object], calls: Sequence[tuple], jobs: int) -> list:
+    """``fn(*args)`` for each args tuple, in order; ``jobs`` > 1 runs them in that many
+    processes (each simulation is single-threaded Python, so processes are what scale)."""
+    if jobs <= 1 or len(calls) <= 1:
+        return [fn(*args) for args in calls]
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(min(jobs, len(calls)), mp_context=context) as pool:
+        return list(pool.map(fn, *zip(*calls, strict=True)))
+
+
+def study_random(plan: Plan, jobs: int = 1) -> tuple[list[str], dict]:
     lines = [
         "| concurrency | policy | tok/s | vs no speculation |",
         "|---|---|---|---|",
     ]
+    names = ("helios", *(_b8192(p) for p in plan.baselines))
+    calls = [(c, envelope, name) for c, envelope in ((8, 32), (64, 128)) for name in names]
+    runs = dict(zip(((c, n) for c, _, n in calls), pool_map(_random_run, calls, jobs), strict=True))
     result = {}
-    for c, envelope in ((8, 32), (64, 128)):
-        setup = setup_for(profile, c, envelope)
-        requests = random_workload(c)
-        got: dict[str, float] = {}
-        for name in ("helios", *(_b8192(p) for p in plan.baselines)):
-            t = time.time()
-            got[name] = measure(run_policy(name, requests, setup)).output_tokens_per_s
-            _log(f"random c={c} {name}: {got[name]:.0f} tok/s ({time.time() - t:.0f} s)")
+    for c in (8, 64):
+        got = {name: runs[(c, name)] for name in names}
         plain = got[_b8192("vllm-padded")]
         for name, v in got.items():
             lines.append(f"| {c} | `{name}` | {v:,.0f} | {v / plain:.2f}x |")
@@ -171,32 +188,37 @@ def study_random(plan: Plan) -> tuple[list[str], dict]:
     return lines, result
 
 
-def study_conv(plan: Plan, profiles: Sequence[str]) -> tuple[list[str], dict]:
+def _conv_capacity(plan: Plan, profile: str, name: str) -> float:
+    """One policy's capacity on the conversation trace at ``TARGET_SLO`` (a pool job)."""
+    factor, bisections = (2**0.5, 1) if plan.quick else (2**0.25, 3)
+
+    def tick(policy: str, rate: float) -> None:
+        _log(f"conv {profile} {policy}: ran load {rate:.3f}")
+
+    found, _ = search(
+        [name],
+        [TARGET_SLO],
+        conv_workload(plan),
+        setup_for(profile, 32, 128),
+        lo=0.0625,
+        on_run=tick,
+        factor=factor,
+        bisections=bisections,
+    )
+    return found[0].rate
+
+
+def study_conv(plan: Plan, profiles: Sequence[str], jobs: int = 1) -> tuple[list[str], dict]:
     lines = [
         "| profile | policy | capacity (load units) | Helios / it |",
         "|---|---|---|---|",
     ]
-    workload = conv_workload(plan)
+    names = ["helios", *plan.baselines]
+    calls = [(plan, profile, name) for profile in profiles for name in names]
+    found = pool_map(_conv_capacity, calls, jobs)
     result = {}
-    factor, bisections = (2**0.5, 1) if plan.quick else (2**0.25, 3)
     for profile in profiles:
-        setup = setup_for(profile, 32, 128)
-        names = ["helios", *plan.baselines]
-
-        def tick(policy: str, rate: float, profile: str = profile) -> None:
-            _log(f"conv {profile} {policy}: ran load {rate:.3f}")
-
-        found, _ = search(
-            names,
-            [TARGET_SLO],
-            workload,
-            setup,
-            lo=0.0625,
-            on_run=tick,
-            factor=factor,
-            bisections=bisections,
-        )
-        caps = {c.policy: c.rate for c in found}
+        caps = {name: rate for (_, p, name), rate in zip(calls, found, strict=True) if p == profile}
         helios = caps["helios"]
         for name in names:
             ratio = "-" if caps[name] == 0 else f"{helios / caps[name]:.2f}x"
@@ -206,20 +228,25 @@ def study_conv(plan: Plan, profiles: Sequence[str]) -> tuple[list[str], dict]:
     return lines, result
 
 
-def study_long(plan: Plan, load: float = 0.5) -> tuple[list[str], dict]:
-    profile = "qwen38-flash-next-h200"
-    setup = setup_for(profile, 32, 128)
+def _long_runs(plan: Plan, name: str, load: float) -> tuple[Metrics, Metrics]:
+    """One policy on the long-prompt workload at ``load`` and at half of it (a pool job)."""
+    t = time.time()
+    setup = setup_for("qwen38-flash-next-h200", 32, 128)
+    full, half = long_prompt_workload(plan, load), long_prompt_workload(plan, load / 2)
+    a, b = measure(run_policy(name, full, setup)), measure(run_policy(name, half, setup))
+    _log(f"long {name}: p99 TBT {a.tbt_ms.p99:.0f} ms ({time.time() - t:.0f} s)")
+    return a, b
+
+
+def study_long(plan: Plan, load: float = 0.5, jobs: int = 1) -> tuple[list[str], dict]:
     lines = [
         f"| policy | p99 TBT at {load:g}/s | p50 TTFT at {load / 2:g}/s | p99 TTFT at {load:g}/s |",
         "|---|---|---|---|",
     ]
-    full, half = long_prompt_workload(plan, load), long_prompt_workload(plan, load / 2)
-    result: dict[str, tuple[Metrics, Metrics]] = {}
-    for name in ("helios", *plan.baselines):
-        t = time.time()
-        a, b = measure(run_policy(name, full, setup)), measure(run_policy(name, half, setup))
-        result[name] = (a, b)
-        _log(f"long {name}: p99 TBT {a.tbt_ms.p99:.0f} ms ({time.time() - t:.0f} s)")
+    names = ("helios", *plan.baselines)
+    runs = pool_map(_long_runs, [(plan, name, load) for name in names], jobs)
+    result: dict[str, tuple[Metrics, Metrics]] = dict(zip(names, runs, strict=True))
+    for name, (a, b) in result.items():
         lines.append(
             f"| `{name}` | {a.tbt_ms.p99:.0f} ms | {b.ttft_ms.p50 / 1e3:.2f} s | "
             f"{a.ttft_ms.p99 / 1e3:.2f} s |"
@@ -326,6 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--plots", default="docs/capacity/realworld")
     parser.add_argument("--profiles", default=",".join(PROFILES))
     parser.add_argument("--trace", default=TRACE, help="conversation trace CSV")
+    parser.add_argument("--jobs", type=int, default=2, help="simulation processes")
     parser.add_argument(
         "--baselines",
         default="",
@@ -334,6 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        if args.jobs < 1:
+            raise ValueError(f"--jobs = {args.jobs}: must be at least 1")
         profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
         for p in profiles:
             device_from_spec(p)
@@ -358,9 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         conv_workload(plan)  # a malformed trace fails before any run
         start = time.time()
         calibration = markdown(calibration_table())
-        random_lines, random_r = study_random(plan)
-        conv_lines, conv_r = study_conv(plan, profiles)
-        long_lines, long_r = study_long(plan)
+        random_lines, random_r = study_random(plan, args.jobs)
+        conv_lines, conv_r = study_conv(plan, profiles, args.jobs)
+        long_lines, long_r = study_long(plan, jobs=args.jobs)
     except ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -373,7 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"<!-- realworld:begin ({command}; do not edit by hand) -->",
             f"## Real-world capacity (issue 29, {mode})",
             "",
-            f"Reproduce: `{command}` ({minutes:.1f} min of one core). Devices: `docs/devices.md`;",
+            f"Reproduce: `{command}` ({minutes:.1f} min, {args.jobs} processes). "
+            "Devices: `docs/devices.md`;",
             "acceptance by task with per-request and per-round spread, drafter confidence",
             f"`{CONFIDENCE_KNOB}` (`ignition/simulate/acceptance.py`); baselines padded to vLLM's",
             f"capture sizes. Trace rows {plan.rows[0]}-{plan.rows[1] - 1} of "

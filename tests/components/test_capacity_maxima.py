@@ -18,6 +18,7 @@ QWEN = get_recipe("qwen38")
 def _recipe_with(tmp_path: Path, maxima: dict | None):
     data = yaml.safe_load(QWEN.path.read_text())
     data["capacity"].pop("maxima", None)
+    data["capacity"].pop("concurrency_defaults", None)  # steps live within the maxima
     if maxima is not None:
         data["capacity"]["maxima"] = maxima
     path = tmp_path / "recipe.yaml"

@@ -31,29 +31,51 @@ def error_of(response, param: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"),
+    ("field", "value", "param"),
     [
-        ("guided_json", {"type": "object"}),
-        ("guided_regex", "[a-z]+"),
-        ("guided_choice", ["yes", "no"]),
-        ("guided_grammar", "root ::= 'a'"),
-        ("structured_outputs", {"json": {"type": "object"}}),
+        ("guided_json", {"type": "object"}, "guided_json"),
+        ("guided_regex", "[a-z]+", "guided_regex"),
+        ("guided_choice", ["yes", "no"], "guided_choice"),
+        ("guided_grammar", "root ::= 'a'", "guided_grammar"),
+        ("structured_outputs", {"json": {"type": "object"}}, "structured_outputs.json"),
+        ("response_format", {"type": "json_object"}, "response_format"),
     ],
 )
 @pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
-def test_a_structured_output_field_is_a_400_naming_it_as_not_supported_yet(path, field, value):
+def test_structured_outputs_on_an_engine_without_a_grammar_compiler_are_a_400_naming_the_field(
+    path, field, value, param
+):
     engine = ScriptedEngine()
     body = {"prompt": "x"} if path == "/v1/completions" else {"messages": USER}
-    message = error_of(post(path, {**body, field: value}, engine=engine), field)
-    assert f"{field} is not supported yet" in message
+    message = error_of(post(path, {**body, field: value}, engine=engine), param)
+    assert "this server has no structured outputs" in message
     assert engine.requests == []
 
 
-@pytest.mark.parametrize("kind", ["json_schema", "json_object"])
-def test_a_json_response_format_is_a_400_naming_its_type(kind):
-    body = {"messages": USER, "response_format": {"type": kind, "json_schema": {"name": "x"}}}
+@pytest.mark.parametrize("field", ["structural_tag", "whitespace_pattern"])
+def test_an_unserved_structured_outputs_option_is_a_400_naming_it(field):
+    body = {"messages": USER, "structured_outputs": {"regex": "a+", field: "x"}}
+    message = error_of(post("/v1/chat/completions", body), f"structured_outputs.{field}")
+    assert f"{field} is not supported" in message
+
+
+def test_two_structured_output_constraints_are_a_400():
+    body = {"messages": USER, "guided_regex": "a+", "response_format": {"type": "json_object"}}
+    response = post("/v1/chat/completions", body)
+    assert response.status_code == 400
+    assert "one structured output constraint" in response.json()["error"]["message"]
+
+
+def test_structured_outputs_needs_exactly_one_constraint():
+    body = {"messages": USER, "structured_outputs": {"regex": "a+", "choice": ["a"]}}
+    message = error_of(post("/v1/chat/completions", body), "structured_outputs")
+    assert "exactly one of" in message
+
+
+def test_a_json_schema_response_format_needs_its_json_schema():
+    body = {"messages": USER, "response_format": {"type": "json_schema"}}
     message = error_of(post("/v1/chat/completions", body), "response_format")
-    assert f"response_format type {kind!r} is not supported yet" in message
+    assert "needs a json_schema object" in message
 
 
 def test_a_text_response_format_is_still_accepted():

@@ -36,7 +36,8 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(bridge))
 # min_tokens against max_tokens, prompt_logprobs on this scripted worker (which cannot
 # score prompts), image parts (a text-only model refuses them; no schema says which bytes
 # decode as an image), and tool_choice against the tools given and the server's tool-call
-# flags. A schema-valid
+# flags, and structured outputs (a schema, regex or grammar xgrammar cannot compile, at
+# most one constraint per request, an engine without a grammar compiler). A schema-valid
 # request may get a 400 for these only (an image error names its part,
 # ``messages[i].content[j].image_url``).
 BEYOND_THE_SCHEMA = (
@@ -48,6 +49,7 @@ BEYOND_THE_SCHEMA = (
     "prompt_logprobs",
     ".image_url",
     "tool_choice",
+    "structured output",
 )
 
 

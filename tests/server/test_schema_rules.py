@@ -16,6 +16,7 @@ SYSTEM_NULL = [
     {"role": "system", "content": None, "tool_calls": []},
     {"role": "user", "content": "x"},
 ]
+USER = [{"role": "user", "content": "x"}]
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 
 CASES = [
@@ -76,7 +77,25 @@ CASES = [
         {"prompt": "x", "stream": True, "stream_options": {"include_usage": True}},
         True,
     ),
-    ("/v1/completions", "CompletionRequest", {"prompt": "x", "guided_json": {}}, False),
+    ("/v1/completions", "CompletionRequest", {"prompt": "x", "guided_json": 5}, False),
+    (
+        "/v1/chat/completions",
+        "ChatCompletionRequest",
+        {"messages": USER, "response_format": {"type": "text", "json_schema": {"name": "x"}}},
+        False,
+    ),
+    (
+        "/v1/chat/completions",
+        "ChatCompletionRequest",
+        {"messages": USER, "response_format": {"type": "json_schema"}},
+        False,
+    ),
+    (
+        "/v1/chat/completions",
+        "ChatCompletionRequest",
+        {"messages": USER, "response_format": {"type": "text", "json_schema": None}},
+        True,
+    ),
     ("/v1/completions", "CompletionRequest", {"prompt": "x", "stop_token_ids": [64]}, False),
 ]
 

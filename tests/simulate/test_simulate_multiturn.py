@@ -124,16 +124,16 @@ def test_a_restored_turn_consumes_its_remainder_in_one_prompt_launch(monkeypatch
 
 def test_the_multiturn_simulation_runs_helios_with_the_first_delivery_option(monkeypatch):
     """Issue 10b: ``--scheduler-first-delivery W`` reaches every run's PolicyConfig."""
-    from ignition.simulate import retention_command
+    from ignition.simulate import harness
 
     seen = []
-    real = retention_command.run_retention
+    real = harness.run_retention
 
     def recording(*args, **kwargs):
         seen.append(kwargs["policy"].first_delivery)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(retention_command, "run_retention", recording)
+    monkeypatch.setattr(harness, "run_retention", recording)
     result = run(*CLI_SMALL, "--snapshot-rows", "0,4", "--scheduler-first-delivery", "1")
     assert result.exit_code == 0, result.output
     assert seen == [1.0, 1.0]

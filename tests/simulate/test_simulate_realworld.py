@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ignition.simulate.workloads import WorkloadError
+from scripts.scheduling_sim import realworld
 from scripts.scheduling_sim.realworld import Plan, long_prompt_workload, main, replace_section
 from scripts.scheduling_sim.svg import bar_chart
 
@@ -65,3 +66,18 @@ def test_a_trace_missing_a_column_fails_in_one_line_naming_it(tmp_path, capsys):
     path.write_text("TIMESTAMP,GeneratedTokens\n2023-11-16 18:15:46.0,3\n")
     assert main(["--quick", "--trace", str(path)]) == 2
     assert capsys.readouterr().err.strip() == f"error: {path}: missing column 'ContextTokens'"
+
+
+def _square_plus(x: int, y: int) -> int:
+    return x * x + y
+
+
+def test_pool_jobs_return_each_call_in_order_as_one_process_does():
+    calls = [(x, 10 * x) for x in range(7)]
+    assert realworld.pool_map(_square_plus, calls, 2) == realworld.pool_map(_square_plus, calls, 1)
+    assert realworld.pool_map(_square_plus, calls, 1) == [x * x + 10 * x for x in range(7)]
+
+
+def test_zero_jobs_fail_in_one_line_naming_the_flag(capsys):
+    assert realworld.main(["--quick", "--jobs", "0", "--out", "/dev/null"]) == 2
+    assert "--jobs = 0" in capsys.readouterr().err

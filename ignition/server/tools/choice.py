@@ -58,6 +58,15 @@ class ReplyPlan:
         )
         return close + self.tools.opening(self.function)
 
+    def reasoning_end(self, prompt: str) -> str | None:
+        """The tag a structured output starts after: the reasoning block's end tag when the
+        reply starts inside one that is parsed out (--reasoning-parser, thinking on, the
+        prompt opens it); None: the grammar applies from the first reply token."""
+        if self.reasoning is None or not self.thinking or self.forced:
+            return None
+        start, end = self.reasoning.start_tag, self.reasoning.end_tag
+        return end if opens_reasoning(prompt, start, end) else None
+
     def parser(self, prompt: str) -> ReplyParser | None:
         """A fresh parser for one choice; ``prompt``: the rendered prompt, prefill included."""
         if not self.parses:

@@ -114,7 +114,7 @@ class _Bound:
         deepest = []
         for v, fixed in zip(self.views, self.fixed, strict=True):
             outputs = history_of(v.handle).optimistic_outputs(max_depth, alpha)
-            limit = min(v.remaining_output, v.remaining_context)
+            limit = min(v.remaining_output, v.remaining_context, v.max_rows)
             price = v.prices.output_token
             self.outputs.append(outputs)
             self.limits.append(limit)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.left_out import carry_times, left_out_score
 from ignition.helios.tails import completion_times, stranded_tail_score
 from ignition.helios.terminal import TerminalView
 from ignition.helios.utility import (
@@ -151,6 +152,16 @@ def candidates_for(
         if prompt is not None and prompt.expected_output == 0 and not c.is_indeterminate:
             times = completion_times(tables.prompts.descriptors, costs)
             c.score = stranded_tail_score(c, prompt, times, decision)
+        # issue 29: the decoders a prompt frame leaves out (helios/left_out.py)
+        if prompt is not None and not c.is_indeterminate:
+            carry = carry_times(tables.prompts.descriptors, costs)
+            served = count - 1
+            c.score = min(
+                c.score,
+                left_out_score(
+                    c, prompt.num_prompt_tokens, served, tables.decoders.order(1), carry, decision
+                ),
+            )
         return c
 
     def prompt_key(pick: LanePick) -> tuple:

@@ -17,6 +17,7 @@ from ignition.components.catalog import Descriptor
 from ignition.helios import utility
 from ignition.helios.config import PolicyConfig
 from ignition.helios.cost import CostModel
+from ignition.helios.projection import row_limit
 from ignition.helios.prompt_starts import BOUNDED_RULES
 from ignition.helios.queue import ExecutionQueue
 from ignition.helios.requests import RequestState
@@ -172,6 +173,7 @@ def build_population(
             message_endpoints=r.spec.message_endpoints,
             image_spans=r.spec.image_spans,
             capture_ends=r.spec.capture_ends,
+            max_rows=row_limit(r.spec),
             vision_patches=r.spec.vision_patches if r.needs_vision else 0,  # mirrors issue 13
             chained_patches=(  # mirrors issue 10's chains
                 r.spec.vision_patches

@@ -34,7 +34,8 @@ from ignition.helios.utility import Decision, LanePick, LaneView, decode_lane, l
 def lane_ceiling(view: LaneView, d: Descriptor) -> int:
     """min(D + 1, W, request limit): output limit and remaining context bound the rows."""
     depth_cap = d.proposal_depth + 1 if d.speculation_enabled else 1
-    return max(1, min(depth_cap, d.token_capacity, view.remaining_output, view.remaining_context))
+    limit = min(view.remaining_output, view.remaining_context, view.max_rows)
+    return max(1, min(depth_cap, d.token_capacity, limit))
 
 
 @dataclass
@@ -275,7 +276,7 @@ class LaneTable:
             for i, v in enumerate(self.views):
                 if v.remaining_output < 1:
                     continue
-                ceiling = max(1, min(cap, v.remaining_output, v.remaining_context))
+                ceiling = max(1, min(cap, v.remaining_output, v.remaining_context, v.max_rows))
                 value = self.fixed[i] + v.prices.output_token * self._outputs[i][ceiling]
                 keyed.append(((-value, v.last_served_seq, v.slot), (i, ceiling, value)))
             keyed.sort(key=lambda pair: pair[0])

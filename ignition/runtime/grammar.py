@@ -1,0 +1,280 @@
+"""Structured outputs: grammars compiled with xgrammar, and one host matcher per request.
+
+The server turns ``response_format`` / ``structured_outputs`` / ``guided_*`` into a
+:class:`GrammarSpec`; :class:`GrammarCompiler` compiles it against the bundle's tokenizer
+(a failure is a :class:`GrammarError` naming the request field, a 400); the request then
+carries the :class:`RequestGrammar` in its sampling parameters. The worker keeps one
+:class:`GrammarState` per admitted request: before each frame it writes the bitmask of the
+tokens the grammar allows at the position the frame samples (model.grammar_mask applies it
+on the device), and after the frame it advances the matcher with the tokens the row emitted.
+
+Two rules keep that exact:
+
+- the mask for a frame needs every token before it on the host, so a frame with a
+  constrained lane is launched only after the frames in flight that hold the same request
+  have completed (Engine: completion feedback, the design's "grammar" rule);
+- a constrained row verifies no drafts (model.speculative: drafts are proposed and verified
+  inside one program, out of the host matcher's reach), so speculation never emits a token
+  the grammar forbids.
+
+With ``--reasoning-parser`` and a prompt that opens a reasoning block, the grammar starts
+after the block's end tag (``RequestGrammar.gate``, matched as the tag's token ids: one
+added token in Qwen3.x vocabularies), as vLLM does: the reasoning is free text, the reply
+after it follows the grammar. The row is still constrained while it reasons (an all-ones
+mask), so it verifies no drafts there either: the tag may fall anywhere in a burst.
+
+The end of sequence is allowed only where the grammar can end (xgrammar's stop tokens are
+the model's EOS ids); once it has ended, only EOS is allowed (``ignore_eos`` keeps emitting
+it until ``max_tokens``).
+
+JSON strings hold no raw control characters: xgrammar's rule for a string with
+``maxLength`` (0.2.9) admits bytes 0x00-0x1F, which no strict JSON parser accepts, so for
+JSON grammars the mask also drops every token holding such a byte (outside whitespace that
+``any_whitespace`` allows); the one-byte tokens of a byte-level vocabulary keep every valid
+output reachable.
+
+The vocabulary: xgrammar reads the tokenizer (HF ``tokenizer.json``) for the token strings
+and is told the model's vocabulary size, which may be padded past the tokenizer's ids; the
+padding ids are never allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ignition.runtime.requests import RequestError
+
+if TYPE_CHECKING:
+    import torch
+
+CONTROL_BYTES = frozenset(range(0x20))
+GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar")
+# What a request whose row emitted a token its grammar rejects is told (it cannot happen
+# while the mask is applied; it guards the contract between worker and program).
+GRAMMAR_REJECTED = "structured output failed: the model emitted a token the grammar forbids"
+
+
+def draft_limit(sampling: object) -> int | None:
+    """Helios's RequestSpec.max_drafts for a request: a grammar-constrained one verifies no
+    drafts (its masks are computed on the host one token at a time), so Helios never plans
+    it wider than one row; others are unrestricted."""
+    return 0 if getattr(sampling, "grammar", None) is not None else None
+
+
+class GrammarError(RequestError):
+    """A grammar that cannot be compiled; ``param`` names the request field."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    """What a request asked for. ``source``: the JSON schema as JSON text, the regex, the
+    choices as a JSON list, or the EBNF grammar ('' for json_object); ``field``: the request
+    field it came from (errors name it)."""
+
+    kind: str
+    source: str
+    field: str
+    # JSON between tokens: compact by default (one space after ':' and ','), since a model
+    # allowed any whitespace can spend its whole budget on it; structured_outputs'
+    # ``disable_any_whitespace: false`` allows it.
+    any_whitespace: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in GRAMMAR_KINDS:
+            raise GrammarError(f"unknown grammar kind {self.kind!r}", self.field)
+
+
+@dataclass(frozen=True, eq=False)
+class RequestGrammar:
+    """A compiled grammar (xgrammar ``CompiledGrammar``) and the spec it came from;
+    ``allowed``: a bitmask [words] int32 ANDed into every row (None: none)."""
+
+    spec: GrammarSpec
+    compiled: Any
+    stop_ids: tuple[int, ...]
+    allowed: Any = None
+    # Token ids after which the grammar starts (a reasoning block's end tag, which the
+    # output must reach first); (): from the first output token.
+    gate: tuple[int, ...] = ()
+
+
+class GrammarCompiler:
+    """Compiles specs against one tokenizer; thread-safe, with xgrammar's cache."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: Iterable[int]) -> None:
+        """``tokenizer``: a ``tokenizers.Tokenizer`` or a transformers tokenizer;
+        ``vocab_size``: the model's (padded) vocabulary, the bitmask's width."""
+        import xgrammar as xgr
+
+        if not hasattr(tokenizer, "convert_ids_to_tokens"):  # a tokenizers.Tokenizer
+            from transformers import PreTrainedTokenizerFast
+
+            tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+        self.stop_ids = tuple(sorted(set(stop_ids)))
+        self.vocab_size = vocab_size
+        info = xgr.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=list(self.stop_ids)
+        )
+        self._compiler = xgr.GrammarCompiler(info, max_threads=2)
+        self._lock = threading.Lock()
+        # JSON: tokens without raw control bytes, compact and with any whitespace
+        self._json_tokens = {
+            ws: _without_bytes(info.decoded_vocab, vocab_size, CONTROL_BYTES - ws_bytes)
+            for ws, ws_bytes in ((False, frozenset()), (True, frozenset(b"\t\n\r")))
+        }
+
+    def compile(self, spec: GrammarSpec) -> RequestGrammar:
+        """The compiled grammar, or GrammarError naming ``spec.field``."""
+        try:
+            with self._lock:
+                compiled = self._compile(spec)
+        except GrammarError:
+            raise
+        except Exception as err:  # xgrammar reports bad schemas, regexes and EBNF as such
+            detail = _message(err)
+            message = f"{spec.field}: invalid {spec.kind} for structured outputs: {detail}"
+            raise GrammarError(message, spec.field) from None
+        is_json = spec.kind in ("json_schema", "json_object")
+        allowed = self._json_tokens[spec.any_whitespace] if is_json else None
+        return RequestGrammar(spec, compiled, self.stop_ids, allowed)
+
+    def _compile(self, spec: GrammarSpec) -> Any:
+        c = self._compiler
+        if spec.kind == "json_object":  # OpenAI's JSON mode: any JSON object
+            return c.compile_json_schema('{"type": "object"}', any_whitespace=spec.any_whitespace)
+        if spec.kind == "json_schema":
+            return c.compile_json_schema(spec.source, any_whitespace=spec.any_whitespace)
+        if spec.kind == "regex":
+            return c.compile_regex(spec.source)
+        if spec.kind == "choice":
+            choices = json.loads(spec.source)
+            rule = " | ".join(json.dumps(choice, ensure_ascii=False) for choice in choices)
+            return c.compile_grammar(f"root ::= {rule}")
+        return c.compile_grammar(spec.source)
+
+
+def _without_bytes(vocab: Sequence[bytes], vocab_size: int, banned: frozenset[int]) -> Any:
+    """The bitmask [words] int32 of the ids whose bytes hold none of ``banned`` (xgrammar's
+    layout: bit i % 32 of word i // 32); ids past the tokenizer's count as clean."""
+    import numpy as np
+    import torch
+
+    words = (vocab_size + 31) // 32
+    clean = np.ones(words * 32, dtype=bool)
+    for token, text in enumerate(vocab[:vocab_size]):
+        clean[token] = not banned.intersection(text)
+    packed = np.packbits(clean, bitorder="little").view("<u4").astype(np.int64)
+    return torch.from_numpy(
+        np.where(packed >= 1 << 31, packed - (1 << 32), packed).astype(np.int32)
+    )
+
+
+def _message(err: Exception) -> str:
+    """xgrammar's first error line without its time stamp and C++ source location."""
+    lines = str(err).strip().splitlines()
+    if not lines:
+        return type(err).__name__
+    return re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", lines[0])
+
+
+class LazyGrammarCompiler:
+    """A GrammarCompiler opened at the first structured-output request, not at start-up:
+    importing xgrammar imports transformers (seconds), which a server that is never asked
+    for structured outputs should not pay (issue 11: serving does not import it)."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: Iterable[int]) -> None:
+        self._arguments = (tokenizer, vocab_size, tuple(stop_ids))
+        self._compiler: GrammarCompiler | None = None
+        self._why: str | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def unavailable(cls, why: str) -> LazyGrammarCompiler:
+        """One that answers every grammar request with GrammarError(why)."""
+        lazy = cls(None, 0, ())
+        lazy._why = f"this server has no structured outputs: {why}"
+        return lazy
+
+    def compile(self, spec: GrammarSpec) -> RequestGrammar:
+        with self._lock:
+            if self._compiler is None and self._why is None:
+                self._compiler, self._why = _open(*self._arguments)
+        if self._compiler is None:
+            raise GrammarError(f"{spec.field}: {self._why}", spec.field)
+        return self._compiler.compile(spec)
+
+
+def _open(
+    tokenizer: Any, vocab_size: int, stop_ids: Iterable[int]
+) -> tuple[GrammarCompiler | None, str | None]:
+    """(the compiler, None), or (None, why) when xgrammar is missing or cannot read the
+    tokenizer: structured-output requests are then a 400 saying so."""
+    try:
+        return GrammarCompiler(tokenizer, vocab_size, stop_ids), None
+    except ImportError as err:
+        return None, f"this server has no structured outputs: {err} (pip install xgrammar)"
+    except Exception as err:  # a tokenizer xgrammar cannot read
+        why = f"xgrammar cannot read the tokenizer: {_message(err)}"
+        return None, f"this server has no structured outputs: {why}"
+
+
+class GrammarState:
+    """One request's matcher: the bitmask before each frame, the tokens after it."""
+
+    def __init__(self, grammar: RequestGrammar, history: Sequence[int] = ()) -> None:
+        """``history``: output tokens the request already has (a restart's replayed output),
+        accepted first so the matcher continues where the request is."""
+        import xgrammar as xgr
+
+        self.grammar = grammar
+        self.matcher = xgr.GrammarMatcher(grammar.compiled)
+        self.is_broken = False
+        self.is_gated = bool(grammar.gate)  # still before the gate: nothing constrained
+        self._recent: list[int] = []  # the last len(gate) tokens while gated
+        for token in history:
+            self.accept(token)
+
+    @property
+    def is_terminated(self) -> bool:
+        return self.matcher.is_terminated()
+
+    def fill(self, bitmask: torch.Tensor, row: int) -> None:
+        """Write the allowed tokens of the next position into ``bitmask[row]`` ([rows,
+        words] int32 on the host): the grammar's, or only EOS once it has ended."""
+        if self.is_gated:
+            bitmask[row].fill_(-1)
+            return
+        if self.is_terminated or self.is_broken:
+            bitmask[row].zero_()
+            for token in self.grammar.stop_ids:
+                word, bit = divmod(token, 32)
+                if word < bitmask.shape[1]:
+                    value = int(bitmask[row, word]) | (1 << bit)
+                    bitmask[row, word] = value - (1 << 32) if value >= 1 << 31 else value
+            return
+        self.matcher.fill_next_token_bitmask(bitmask, row)
+        if self.grammar.allowed is not None:
+            bitmask[row] &= self.grammar.allowed
+
+    def accept(self, token: int) -> bool:
+        """Advance by one emitted token; False when the grammar forbids it."""
+        if self.is_gated:
+            gate = self.grammar.gate
+            self._recent = [*self._recent, int(token)][-len(gate) :]
+            self.is_gated = tuple(self._recent) != gate
+            return True
+        if self.is_terminated:
+            ok = token in self.grammar.stop_ids
+        else:
+            ok = bool(self.matcher.accept_token(int(token)))
+        self.is_broken |= not ok
+        return ok
