@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     import torch
 
 CONTROL_BYTES = frozenset(range(0x20))
+# A UTF-8-encoded surrogate (U+D800-U+DFFF): not UTF-8, though xgrammar 0.2.9 admits it
+SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar")
 # What a request whose row emitted a token its grammar rejects is told (it cannot happen
 # while the mask is applied; it guards the contract between worker and program).
@@ -102,6 +104,11 @@ class RequestGrammar:
     compiled: Any
     stop_ids: tuple[int, ...]
     allowed: Any = None
+    # After a token ending in the lead byte 0xED, the tokens not starting with 0xA0-0xBF
+    # (xgrammar 0.2.9 admits UTF-8-encoded surrogates, ED A0-BF xx, which are not UTF-8:
+    # they would reach the text as three U+FFFD); and the ids that end in 0xED.
+    after_ed: Any = None
+    ends_in_ed: frozenset[int] = frozenset()
     # Token ids after which the grammar starts (a reasoning block's end tag, which the
     # output must reach first); (): from the first output token.
     gate: tuple[int, ...] = ()
@@ -127,10 +134,15 @@ class GrammarCompiler:
         self._compiler = xgr.GrammarCompiler(info, max_threads=2)
         self._lock = threading.Lock()
         # JSON: tokens without raw control bytes, compact and with any whitespace
+        vocab = info.decoded_vocab
+        # No grammar's output may hold a surrogate inside one token (see RequestGrammar)
+        self._text_tokens = _clean(vocab, vocab_size, lambda b: SURROGATE.search(b) is None)
         self._json_tokens = {
-            ws: _without_bytes(info.decoded_vocab, vocab_size, CONTROL_BYTES - ws_bytes)
+            ws: _without_bytes(vocab, vocab_size, CONTROL_BYTES - ws_bytes) & self._text_tokens
             for ws, ws_bytes in ((False, frozenset()), (True, frozenset(b"\t\n\r")))
         }
+        self._after_ed = _clean(vocab, vocab_size, lambda b: not b or not 0xA0 <= b[0] <= 0xBF)
+        self._ends_in_ed = frozenset(i for i, b in enumerate(vocab) if b[-1:] == b"\xed")
 
     def compile(self, spec: GrammarSpec) -> RequestGrammar:
         """The compiled grammar, or GrammarError naming ``spec.field``."""
@@ -144,8 +156,10 @@ class GrammarCompiler:
             message = f"{spec.field}: invalid {spec.kind} for structured outputs: {detail}"
             raise GrammarError(message, spec.field) from None
         is_json = spec.kind in ("json_schema", "json_object")
-        allowed = self._json_tokens[spec.any_whitespace] if is_json else None
-        return RequestGrammar(spec, compiled, self.stop_ids, allowed)
+        allowed = self._json_tokens[spec.any_whitespace] if is_json else self._text_tokens
+        return RequestGrammar(
+            spec, compiled, self.stop_ids, allowed, self._after_ed, self._ends_in_ed
+        )
 
     def _compile(self, spec: GrammarSpec) -> Any:
         c = self._compiler
@@ -165,13 +179,19 @@ class GrammarCompiler:
 def _without_bytes(vocab: Sequence[bytes], vocab_size: int, banned: frozenset[int]) -> Any:
     """The bitmask [words] int32 of the ids whose bytes hold none of ``banned`` (xgrammar's
     layout: bit i % 32 of word i // 32); ids past the tokenizer's count as clean."""
+    return _clean(vocab, vocab_size, lambda text: not banned.intersection(text))
+
+
+def _clean(vocab: Sequence[bytes], vocab_size: int, keep: Callable[[bytes], bool]) -> Any:
+    """The bitmask [words] int32 (xgrammar's layout) of the ids whose bytes ``keep``
+    accepts; ids past the tokenizer's count as kept."""
     import numpy as np
     import torch
 
     words = (vocab_size + 31) // 32
     clean = np.ones(words * 32, dtype=bool)
     for token, text in enumerate(vocab[:vocab_size]):
-        clean[token] = not banned.intersection(text)
+        clean[token] = keep(text)
     packed = np.packbits(clean, bitorder="little").view("<u4").astype(np.int64)
     return torch.from_numpy(
         np.where(packed >= 1 << 31, packed - (1 << 32), packed).astype(np.int32)
@@ -240,6 +260,7 @@ class GrammarState:
         self.is_broken = False
         self.is_gated = bool(grammar.gate)  # still before the gate: nothing constrained
         self._recent: list[int] = []  # the last len(gate) tokens while gated
+        self._after_ed = False  # the last token ended in the lead byte 0xED
         for token in history:
             self.accept(token)
 
@@ -264,6 +285,8 @@ class GrammarState:
         self.matcher.fill_next_token_bitmask(bitmask, row)
         if self.grammar.allowed is not None:
             bitmask[row] &= self.grammar.allowed
+        if self._after_ed and self.grammar.after_ed is not None:
+            bitmask[row] &= self.grammar.after_ed
 
     def accept(self, token: int) -> bool:
         """Advance by one emitted token; False when the grammar forbids it."""
@@ -277,4 +300,5 @@ class GrammarState:
         else:
             ok = bool(self.matcher.accept_token(int(token)))
         self.is_broken |= not ok
+        self._after_ed = int(token) in self.grammar.ends_in_ed
         return ok

@@ -16,7 +16,7 @@ import jsonschema_rs
 import torch
 from tokenizers import Tokenizer
 
-from ignition.model.config import Qwen38Config
+from ignition.model.config import ModelConfig
 from ignition.model.weights import random_model
 from ignition.runtime.grammar import GrammarCompiler
 from scripts.tiny.corpus import stdlib_corpus
@@ -52,7 +52,7 @@ def compiler() -> GrammarCompiler:
 
 def structured_model(seed: int = 3):
     torch.manual_seed(0)
-    return random_model(Qwen38Config.tiny(vocab_size=MODEL_VOCAB), seed=seed)
+    return random_model(ModelConfig.tiny(vocab_size=MODEL_VOCAB), seed=seed)
 
 
 class TokenizerDecoder:

@@ -186,3 +186,32 @@ def test_a_gated_grammar_constrains_nothing_until_its_gate_then_everything():
     allowed = apply_token_mask(torch.zeros(1, MODEL_VOCAB), table, torch.ones(1, dtype=bool))
     texts = {tokenizer().decode([i]) for i in torch.isfinite(allowed[0]).nonzero().flatten()}
     assert texts and all("ok".startswith(text) for text in texts)
+
+
+def _allowed(state: GrammarState) -> torch.Tensor:
+    table = torch.full((1, mask_words(MODEL_VOCAB)), -1, dtype=torch.int32)
+    state.fill(table, 0)
+    return ~torch.isneginf(
+        apply_token_mask(torch.zeros(1, MODEL_VOCAB), table, torch.ones(1, dtype=bool))
+    )[0]
+
+
+def test_no_grammar_lets_a_utf8_encoded_surrogate_through():
+    """xgrammar 0.2.9 admits ED A0-BF xx (a surrogate, not UTF-8: three U+FFFD in the
+    text) inside a JSON string; after a token ending in the lead byte 0xED no token may
+    start with 0xA0-0xBF, while ED 80-9F (U+D000-U+D7FF) stays allowed."""
+    from transformers import PreTrainedTokenizerFast
+
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer())
+    info = xgr.TokenizerInfo.from_huggingface(fast, vocab_size=MODEL_VOCAB, stop_token_ids=[EOS])
+    byte_id = {b[0]: i for i, b in enumerate(info.decoded_vocab) if len(b) == 1}
+    schema = json.dumps({"type": "object", "properties": {"name": {"type": "string"}}})
+    state = GrammarState(compiler().compile(GrammarSpec("json_schema", schema, "f")))
+    for token in tokenizer().encode('{"name": "', add_special_tokens=False).ids:
+        assert state.accept(token)
+    assert state.accept(byte_id[0xED])
+    allowed = _allowed(state)
+    assert bool(allowed[byte_id[0x80]]) and bool(allowed[byte_id[0x9F]])
+    assert not bool(allowed[byte_id[0xA0]]) and not bool(allowed[byte_id[0xBF]])
+    assert state.accept(byte_id[0x80])  # U+D000 ... continues as UTF-8
+    assert bool(_allowed(state)[byte_id[0x80]])

