@@ -98,13 +98,8 @@ def candidates_for(
         # issue 29: the decoders a prompt frame leaves out (helios/left_out.py)
         if prompt is not None and not c.is_indeterminate:
             carry = carry_times(tables.prompts.descriptors, costs)
-            served = count - 1
-            c.score = min(
-                c.score,
-                left_out_score(
-                    c, prompt.num_prompt_tokens, served, tables.decoders.order(1), carry, decision
-                ),
-            )
+            order = tables.decoders.order(1)
+            c.score = left_out_score(c, prompt.num_prompt_tokens, count - 1, order, carry, decision)
         return c
 
     def prompt_key(pick: LanePick) -> tuple:

@@ -104,10 +104,10 @@ def test_an_engine_that_cannot_continue_ends_every_stream_cleanly_and_exits_non_
         assert "exiting" in log.read_text()
 
 
-def test_a_soak_of_200_openai_streams_with_early_closes_returns_to_idle(bundle):
+def test_a_soak_of_80_openai_streams_with_early_closes_returns_to_idle(bundle):
     import openai
 
-    num_streams, concurrency, max_tokens = 200, 8, 12
+    num_streams, concurrency, max_tokens = 80, 8, 12
 
     with server_process(bundle, "serve") as (url, _, _):
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=300)

@@ -88,7 +88,7 @@ def no_server_error_but_a_documented_overload(ctx, response, case):
 
 @schema.parametrize()
 @settings(
-    max_examples=30,
+    max_examples=20,
     deadline=None,
     derandomize=True,
     suppress_health_check=list(HealthCheck),
