@@ -18,18 +18,10 @@ from tokenizers import Tokenizer
 from ignition.model.grammar_mask import apply_token_mask, mask_words
 from ignition.model.sampling import SamplingParams, sample
 from ignition.runtime.grammar import GrammarCompiler, GrammarSpec, GrammarState
+from tests.runtime.structured import SCHEMA
 
 VOCAB = 151_936
 ROWS = 8
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 6},
-        "color": {"enum": ["red", "green", "blue"]},
-        "count": {"type": "integer", "minimum": 0, "maximum": 99},
-    },
-    "required": ["name", "color", "count"],
-}
 
 
 def mean_ms(work: Callable[[], object], repeats: int = 20) -> float:

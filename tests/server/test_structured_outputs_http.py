@@ -17,22 +17,11 @@ import jsonschema_rs
 import openai
 import pytest
 
+from tests.runtime.structured import CHOICES, REGEX, SCHEMA
 from tests.server.conftest import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 6},
-        "color": {"enum": ["red", "green", "blue"]},
-        "count": {"type": "integer", "minimum": 0, "maximum": 99},
-    },
-    "required": ["name", "color", "count"],
-    "additionalProperties": False,
-}
 JSON_SCHEMA = {"type": "json_schema", "json_schema": {"name": "item", "schema": SCHEMA}}
-REGEX = r"[a-z]{2,5}-[0-9]{1,3}"
-CHOICES = ["yes", "no", "maybe"]
 USER = [{"role": "user", "content": "Describe one item as JSON."}]
 SAMPLING = [{"temperature": 0}, {"temperature": 1, "seed": 3}]
 
