@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.cost import CostModel
 from ignition.helios.tables import prompt_capacity
+from ignition.helios.tails import FastestAtLeast
 from ignition.helios.utility import Candidate, Decision
 
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
@@ -65,18 +66,11 @@ class CarryTimes:
         for i in range(len(mixed) - 1, -1, -1):
             most = max(most, mixed[i][1])
             self.carry[i] = most
-        measured = sorted(
+        self._generation = FastestAtLeast(
             (d.batch_capacity, costs.estimate_ns(d) / 1e6)
             for d in descriptors
             if d.kind in GENERATION_KINDS and costs.estimate_ns(d) > 0
         )
-        # fastest[i]: the least duration among generation programs of batch >= batches[i]
-        self.batches = [b for b, _ in measured]
-        self.fastest = [0.0] * len(measured)
-        best = float("inf")
-        for i in range(len(measured) - 1, -1, -1):
-            best = min(best, measured[i][1])
-            self.fastest[i] = best
 
     def carried(self, chunk_tokens: int) -> int:
         """The most decoders a prepared mixed program holding ``chunk_tokens`` carries."""
@@ -85,8 +79,7 @@ class CarryTimes:
 
     def generation_ms(self, decoders: int) -> float | None:
         """The fastest measured generation program serving ``decoders`` in one frame."""
-        i = bisect.bisect_left(self.batches, decoders)
-        return self.fastest[i] if i < len(self.batches) else None
+        return self._generation.ms_for(decoders)
 
 
 def carry_times(descriptors: Sequence[Descriptor], costs: CostModel) -> CarryTimes:

@@ -27,13 +27,31 @@ plan; lookahead time never enters execution timing or cost learning.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.cost import CostModel
 from ignition.helios.tables import prompt_capacity
 from ignition.helios.utility import Candidate, Decision, LanePick, LaneView, consumable_tokens
+
+
+class FastestAtLeast:
+    """Over (capacity, ms) pairs: the least ms among entries of capacity at least x (the
+    fastest graph able to hold x), looked up by bisection. None above every capacity."""
+
+    def __init__(self, measured: Iterable[tuple[int, float]]) -> None:
+        measured = sorted(measured)
+        self.capacities = [c for c, _ in measured]
+        self.fastest = [0.0] * len(measured)
+        best = float("inf")
+        for i in range(len(measured) - 1, -1, -1):
+            best = min(best, measured[i][1])
+            self.fastest[i] = best
+
+    def ms_for(self, capacity: int) -> float | None:
+        i = bisect.bisect_left(self.capacities, capacity)
+        return self.fastest[i] if i < len(self.capacities) else None
 
 
 class CompletionTimes:
@@ -51,19 +69,11 @@ class CompletionTimes:
             estimate = costs.estimate_ns(d)
             if estimate > 0:
                 measured.append((capacity, estimate / 1e6))
-        measured.sort()
-        # fastest[i]: the least duration among graphs holding at least capacities[i]
-        self.capacities = [c for c, _ in measured]
-        self.fastest = [0.0] * len(measured)
-        best = float("inf")
-        for i in range(len(measured) - 1, -1, -1):
-            best = min(best, measured[i][1])
-            self.fastest[i] = best
+        self._fastest = FastestAtLeast(measured)
 
     def ms_for(self, tokens: int) -> float | None:
         """The fastest measured graph consuming ``tokens`` prompt tokens in one row."""
-        i = bisect.bisect_left(self.capacities, tokens)
-        return self.fastest[i] if i < len(self.capacities) else None
+        return self._fastest.ms_for(tokens)
 
 
 def completion_times(descriptors: Sequence[Descriptor], costs: CostModel) -> CompletionTimes:
