@@ -56,7 +56,7 @@ def load_sharded_checkpoint(
     with torch.device("meta"):
         whole = family.model_class()(config)
         layout = family.layout(whole, frozenset(located))
-        readers = check_layout(whole, path, located, layout, strict_dtype=False)
+        readers = check_layout(whole, path, located, layout)
         rules = shard_rules(whole, config)
         model = parallelize(family.model_class()(shard_config), config, tp)
         unread = drop_ple_tables(model) if without_ple_tables else frozenset()

@@ -86,7 +86,7 @@ def load_checkpoint(
         unread = drop_ple_tables(model) if without_ple_tables else frozenset()
     model = model.to_empty(device=device).to(_DTYPES[config.torch_dtype])
     model.tie_weights()
-    _load_layout(model, path, located, layout, False, fp8, unread)
+    _load_layout(model, path, located, layout, fp8, unread)
     return LoadedCheckpoint(model.eval(), family, family.load_notes(config, raw))
 
 
@@ -118,13 +118,12 @@ def _load_layout(
     path: Path,
     located: dict[str, Path],
     layout: CheckpointLayout,
-    strict_dtype: bool,
     fp8: Fp8Plan | None = None,
     unread: frozenset[str] = frozenset(),
 ) -> None:
     """Check the layout (:func:`check_layout`), then copy (FP8 tensors dequantised as read);
     the parameters named in ``unread`` are checked and left unread."""
-    used = check_layout(model, path, located, layout, strict_dtype, fp8=fp8)
+    used = check_layout(model, path, located, layout, fp8=fp8)
     params = dict(model.named_parameters())
     cache: dict[str, torch.Tensor] = {}
     dtype = _DTYPES[model.config.torch_dtype]
@@ -155,12 +154,13 @@ def check_layout(
     path: Path,
     located: dict[str, Path],
     layout: CheckpointLayout,
-    strict_dtype: bool,
     fp8: Fp8Plan | None = None,
 ) -> Counter[str]:
     """Check every source tensor (presence, shape, dtype; headers only) and that nothing is
     left over; returns how many parameters read each tensor. ``model`` may be on meta. An FP8
-    tensor is accepted only with the ``fp8`` plan that dequantises it (:func:`plan_fp8`)."""
+    tensor is accepted only with the ``fp8`` plan that dequantises it (:func:`plan_fp8`); a
+    tensor in another floating dtype is converted to the serving dtype as it is read (a bf16
+    release served in fp32 on a CPU), a non-floating one is refused."""
     dtype = _DTYPES[model.config.torch_dtype]
     used: Counter[str] = Counter()
     shard_names: dict[Path, set[str]] = {}
@@ -193,7 +193,7 @@ def check_layout(
                     "loader dequantises FP8 checkpoints"
                 )
             is_float = got_dtype in _DTYPES.values()
-            if got_dtype not in (dtype, FP8_DTYPE) and (strict_dtype or not is_float):
+            if got_dtype not in (dtype, FP8_DTYPE) and not is_float:
                 raise WeightsError(
                     f"{located[name]}: tensor {name!r} has dtype {got_dtype}, expected {dtype}"
                 )

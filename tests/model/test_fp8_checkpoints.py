@@ -174,4 +174,4 @@ def test_a_loader_without_the_fp8_plan_refuses_fp8_tensors(dense):
         model = family.model_class()(config)
     layout = family.layout(model, frozenset(located))
     with pytest.raises(WeightsError, match="is F8_E4M3; only the one-device loader"):
-        check_layout(model, fp8, located, layout, strict_dtype=False)
+        check_layout(model, fp8, located, layout)
