@@ -2,6 +2,12 @@
 
     python -m scripts.scheduling_sim.frame_mix --slots 32 --load 1.0 \\
         --policies helios,vllm-k3,vllm-k5 [--tbt-ms 60] [--graphs]
+    python -m scripts.scheduling_sim.frame_mix --profile qwen38-flash-next-4xh100 \\
+        --rows 2000:2200 --load 0.707 --policies helios,vllm-padded --tbt-ms 100
+
+Without ``--profile`` the trace runs as recorded on the simulator's default device (the
+earlier H200 study); with it, the real-world study's setup (``scripts.scheduling_sim.realworld``:
+that device profile, the conversation task mix, drafter confidence ``eagle2``).
 
 For each policy at one load, prints per frame class (prefill only, mixed with a prompt,
 generation by width): frames, device-time share, mean duration, mean prompt tokens,
@@ -150,6 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tbt-ms", type=float, default=60.0)
     parser.add_argument("--envelope", type=int, default=0, help="R; 0: the study's")
     parser.add_argument(
+        "--profile", default="", help="a real-world device profile (docs/devices.md)"
+    )
+    parser.add_argument(
         "--graphs", action="store_true", help="also the most used speculative graphs"
     )
     parser.add_argument(
@@ -161,13 +170,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     a, b = (int(x) for x in args.rows.split(":"))
-    workload = trace_workload(TraceSpec(TRACE, a, b - a))
     envelope = args.envelope or ENVELOPE.get(args.slots, 128)
-    setup = Setup(slots=args.slots, speculative_token_capacity=envelope)
+    if args.profile:
+        from scripts.scheduling_sim.realworld import Plan, conv_workload, setup_for
+
+        workload = conv_workload(Plan(quick=True, rows=(a, b)))
+        setup = setup_for(args.profile, args.slots, envelope)
+    else:
+        workload = trace_workload(TraceSpec(TRACE, a, b - a))
+        setup = Setup(slots=args.slots, speculative_token_capacity=envelope)
     for policy in args.policies.split(","):
         guard = args.ttft_guard_s * 1e3 if args.ttft_guard_s > 0 else None
         run = run_policy(policy, workload(args.load), setup, guard)
-        print(f"{policy} at load {args.load:g}, {args.slots} slots, R = {envelope}")
+        where = f" on {args.profile}" if args.profile else ""
+        print(f"{policy} at load {args.load:g}, {args.slots} slots, R = {envelope}{where}")
         for line in (*summary(run), *frame_table(run), *gap_causes(run, args.tbt_ms)):
             print(line)
         for line in graph_table(run) if args.graphs else []:
