@@ -82,7 +82,8 @@ def test_required_with_parallel_tool_calls_false_admits_exactly_one_call():
 CALLS = {
     "qwen3_coder": "<tool_call>\n<function={}>\n<parameter=unit>\nc\n</parameter>\n"
     "<parameter=days>\n{}\n</parameter>\n</function>\n</tool_call>",
-    "hermes": '<tool_call>\n{{"name": "{}", "arguments": {{"unit": "c", "days": {}}}}}\n</tool_call>',
+    "hermes": '<tool_call>\n{{"name": "{}", "arguments": {{"unit": "c", "days": {}}}}}'
+    "\n</tool_call>",
 }
 
 

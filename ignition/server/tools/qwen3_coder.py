@@ -12,10 +12,10 @@ Each parameter's text becomes a JSON value by the type its tool's schema declare
 (an integer, a number, a boolean, an object or array as JSON; a string, or a
 parameter the schema does not type, stays text). A parameter whose schema lists its
 values (``enum``, ``const``) is the listed value its text spells, whitespace around it
-aside (a grammar-enforced call may write one whitespace character there). Arguments stream as fragments of
-``json.dumps`` of the arguments object, so they join into exactly the non-streamed
-arguments: a text value as it arrives (JSON escaping is per character), any other
-value once complete. Models sometimes omit
+aside (a grammar-enforced call may write one whitespace character there). Arguments
+stream as fragments of ``json.dumps`` of the arguments object, so they join into
+exactly the non-streamed arguments: a text value as it arrives (JSON escaping is per
+character), any other value once complete. Models sometimes omit
 ``</parameter>``: the next ``<parameter=``, ``</function>`` or ``</tool_call>``
 ends the value too.
 """
