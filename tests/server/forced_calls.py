@@ -1,8 +1,9 @@
-"""Tools whose every argument closes within a small budget, for forced-call tests.
+"""Tools whose every call closes within a small budget, for forced-call tests.
 
 A random model under a grammar writes a text value until ``max_tokens`` (nothing makes it
-close the string), so these tools take enums, bounded integers and booleans only: every
-call the grammar admits ends within a few dozen tokens.
+close the string) and spells literal text in short tokens, so these tools have short
+names and one required argument each, a bounded integer or an enum: a call of either
+ends within about 70 tokens.
 """
 
 from __future__ import annotations
@@ -11,37 +12,31 @@ import json
 
 import jsonschema_rs
 
-FORECAST = {
+RAIN = {
     "type": "function",
     "function": {
-        "name": "get_forecast",
+        "name": "rain",
         "parameters": {
             "type": "object",
-            "properties": {
-                "unit": {"type": "string", "enum": ["c", "f"]},
-                "days": {"type": "integer", "minimum": 1, "maximum": 7},
-            },
-            "required": ["unit", "days"],
+            "properties": {"d": {"type": "integer", "minimum": 1, "maximum": 7}},
+            "required": ["d"],
             "additionalProperties": False,
         },
     },
 }
-ALARM = {
+RING = {
     "type": "function",
     "function": {
-        "name": "set_alarm",
+        "name": "ring",
         "parameters": {
             "type": "object",
-            "properties": {
-                "hour": {"type": "integer", "minimum": 0, "maximum": 23},
-                "loud": {"type": "boolean"},
-            },
-            "required": ["hour"],
+            "properties": {"u": {"type": "string", "enum": ["c", "f"]}},
+            "required": ["u"],
             "additionalProperties": False,
         },
     },
 }
-TOOLS = [FORECAST, ALARM]
+TOOLS = [RAIN, RING]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 
 

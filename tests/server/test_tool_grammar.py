@@ -19,7 +19,7 @@ from ignition.server.tools import ReplyParser, tool_call_parser_class
 from ignition.server.tools.grammar import forced_call_spec, tool_error
 from tests.runtime.structured import MODEL_VOCAB, compiler, tokenizer
 from tests.runtime.tiny import EOS
-from tests.server.forced_calls import ALARM, FORECAST, TOOLS, valid_call
+from tests.server.forced_calls import RAIN, RING, TOOLS, valid_call
 
 FORMATS = ["qwen3_coder", "hermes"]
 WALKS = 12
@@ -66,11 +66,11 @@ def test_every_reply_a_required_grammar_admits_is_calls_of_declared_tools_with_v
 
 @pytest.mark.parametrize("name", FORMATS)
 def test_a_named_grammar_admits_exactly_one_call_of_that_function(name):
-    spec = forced_call_spec(tool_call_parser_class(name), TOOLS, "set_alarm")
+    spec = forced_call_spec(tool_call_parser_class(name), TOOLS, "ring")
     for seed in range(WALKS):
         reply = parse(name, walk(spec, seed))
-        assert [c.name for c in reply.calls] == ["set_alarm"]
-        assert valid_call("set_alarm", reply.calls[0].arguments)
+        assert [c.name for c in reply.calls] == ["ring"]
+        assert valid_call("ring", reply.calls[0].arguments)
 
 
 def test_required_with_parallel_tool_calls_false_admits_exactly_one_call():
@@ -80,10 +80,9 @@ def test_required_with_parallel_tool_calls_false_admits_exactly_one_call():
 
 
 CALLS = {
-    "qwen3_coder": "<tool_call>\n<function={}>\n<parameter=unit>\nc\n</parameter>\n"
-    "<parameter=days>\n{}\n</parameter>\n</function>\n</tool_call>",
-    "hermes": '<tool_call>\n{{"name": "{}", "arguments": {{"unit": "c", "days": {}}}}}'
-    "\n</tool_call>",
+    "qwen3_coder": "<tool_call>\n<function={}>\n<parameter=d>\n{}\n</parameter>\n"
+    "</function>\n</tool_call>",
+    "hermes": '<tool_call>\n{{"name": "{}", "arguments": {{"d": {}}}}}\n</tool_call>',
 }
 
 
@@ -97,10 +96,10 @@ def test_the_call_a_chat_template_shows_is_admitted_and_an_undeclared_or_out_of_
     name,
 ):
     spec = forced_call_spec(tool_call_parser_class(name), TOOLS, None)
-    assert accepts(spec, CALLS[name].format("get_forecast", 3))
-    assert not accepts(spec, CALLS[name].format("get_forecast", 9))  # maximum 7
+    assert accepts(spec, CALLS[name].format("rain", 3))
+    assert not accepts(spec, CALLS[name].format("rain", 9))  # maximum 7
     assert not accepts(spec, CALLS[name].format("launch", 3))
-    assert not accepts(spec, "Sure." + CALLS[name].format("get_forecast", 3))
+    assert not accepts(spec, "Sure." + CALLS[name].format("rain", 3))
 
 
 BAD = {
@@ -113,7 +112,7 @@ BAD = {
 
 
 def test_a_schema_the_compiler_rejects_is_reported_with_its_tool_and_field():
-    tools = [FORECAST, BAD]
+    tools = [RAIN, BAD]
     parser = tool_call_parser_class("qwen3_coder")
     with pytest.raises(GrammarError) as caught:
         compiler().compile(forced_call_spec(parser, tools, None))
@@ -124,5 +123,5 @@ def test_a_schema_the_compiler_rejects_is_reported_with_its_tool_and_field():
 
 def test_a_tool_that_is_not_strict_constrains_only_the_calls_shape():
     loose = {**BAD, "function": {**BAD["function"], "strict": False}}
-    spec = forced_call_spec(tool_call_parser_class("hermes"), [ALARM, loose], "broken")
+    spec = forced_call_spec(tool_call_parser_class("hermes"), [RING, loose], "broken")
     assert accepts(spec, '<tool_call>\n{"name": "broken", "arguments": {"y": [1]}}\n</tool_call>')
