@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from ignition.runtime.grammar import GrammarSpec, RequestGrammar
+from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig
 from tests.server.scripted import ScriptedEngine
@@ -232,6 +232,19 @@ def test_a_forced_call_with_a_response_format_is_a_400_naming_both():
         )
     assert info.value.body["param"] == "tool_choice"
     assert "cannot be combined with response_format" in info.value.body["message"]
+
+
+def test_a_forced_call_on_a_server_without_grammars_is_a_400_saying_so():
+    engine = scripted(["x"])
+
+    def no_grammars(spec: GrammarSpec) -> RequestGrammar:
+        raise GrammarError(f"{spec.field}: this server has no structured outputs", spec.field)
+
+    engine.compile_grammar = no_grammars
+    with pytest.raises(openai.BadRequestError) as info:
+        ask(engine, AUTO, tools=[WEATHER, TIME], tool_choice="required")
+    assert info.value.body["param"] == "tool_choice"
+    assert "no structured outputs" in info.value.body["message"]
 
 
 def test_a_named_function_no_tool_declares_is_a_400():

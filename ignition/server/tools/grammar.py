@@ -71,8 +71,13 @@ def tool_error(
     failure: GrammarError,
 ) -> GrammarError:
     """The error to report when a forced call's grammar did not compile: the first tool
-    whose own call does not compile, named with its ``parameters`` field; else ``failure``.
-    Runs only after a failure, one compilation per tool."""
+    whose own call does not compile, named with its ``parameters`` field; else ``failure``
+    (also when a call with any arguments does not compile either: the server cannot
+    compile grammars at all). Runs only after a failure, one compilation per tool."""
+    try:
+        compile_grammar(_spec(parser, parser.call_tag("probe", ANY_OBJECT), "tool_choice"))
+    except GrammarError:
+        return failure
     for i, tool in enumerate(tools):
         name = tool["function"]["name"]
         field = f"tools[{i}].function.parameters"
