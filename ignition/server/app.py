@@ -392,7 +392,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         tool call's (``plan``) or the request's own, starting after ``after``'s tokens when
         given; one that cannot be compiled is a 400 naming its field (for a forced call,
         the tool whose schema failed). Compiled off the event loop."""
-        forced = plan.grammar_spec() if plan is not None else None
+        forced = plan.grammar_spec(after_reasoning=bool(after)) if plan is not None else None
         spec = forced or body.grammar_spec()
         if spec is None:
             return None

@@ -319,6 +319,8 @@ def test_a_forced_call_after_an_open_think_block_is_enforced_after_the_reasoning
     reply = ask(engine, THINKING, tools=[WEATHER, TIME], tool_choice=named)
     assert engine.rendered[-1].endswith("<assistant><think>\n")
     assert engine.requests[-1].sampling.grammar.gate == tuple(engine.encode("</think>"))
+    blank, call = engine.forced_format()["elements"]  # the blank line after </think>, a call
+    assert (blank["pattern"], call["begin"]) == ("\\n{0,2}", "<tool_call>\n<function=get_time>\n")
     assert reply.choices[0].message.reasoning_content == "Time it is."
     assert reply.choices[0].message.tool_calls[0].function.name == "get_time"
 

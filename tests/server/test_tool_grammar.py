@@ -125,3 +125,10 @@ def test_a_tool_that_is_not_strict_constrains_only_the_calls_shape():
     loose = {**BAD, "function": {**BAD["function"], "strict": False}}
     spec = forced_call_spec(tool_call_parser_class("hermes"), [RING, loose], "broken")
     assert accepts(spec, '<tool_call>\n{"name": "broken", "arguments": {"y": [1]}}\n</tool_call>')
+
+
+def test_after_reasoning_a_call_may_follow_the_blank_line_models_write_after_think():
+    parser = tool_call_parser_class("qwen3_coder")
+    call = CALLS["qwen3_coder"].format("rain", 3)
+    assert accepts(forced_call_spec(parser, TOOLS, None, after_reasoning=True), "\n\n" + call)
+    assert not accepts(forced_call_spec(parser, TOOLS, None), "\n\n" + call)

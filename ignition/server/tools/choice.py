@@ -51,11 +51,14 @@ class ReplyPlan:
     def parses(self) -> bool:
         return self.tools is not None or self.reasoning is not None
 
-    def grammar_spec(self) -> GrammarSpec | None:
-        """The grammar a forced call's reply follows (None when no call is forced)."""
+    def grammar_spec(self, after_reasoning: bool = False) -> GrammarSpec | None:
+        """The grammar a forced call's reply follows (None when no call is forced);
+        ``after_reasoning``: it starts after the reasoning block (``reasoning_end``)."""
         if not self.forced or self.tools is None:
             return None
-        return forced_call_spec(self.tools, self.declared, self.function, self.single_call)
+        return forced_call_spec(
+            self.tools, self.declared, self.function, self.single_call, after_reasoning
+        )
 
     def reasoning_end(self, prompt: str) -> str | None:
         """The tag a structured output starts after: the reasoning block's end tag when the

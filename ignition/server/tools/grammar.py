@@ -10,6 +10,9 @@ tool's JSON schema in the format's own syntax (ToolCallParser.call_tag), its clo
   nothing else (``parallel_tool_calls: false``: exactly one);
 - a named function: exactly one call of it.
 
+After a reasoning block (the grammar then starts at its end tag, RequestGrammar.gate) the
+calls may follow up to two newlines, the blank line models write after ``</think>``.
+
 The reply therefore always parses into ``tool_calls`` (ending only where the grammar
 may end, or cut by ``max_tokens``). A tool whose ``strict`` is false constrains only the
 call's shape (an object of any arguments), as OpenAI's non-strict functions do; one
@@ -44,9 +47,11 @@ def forced_call_spec(
     tools: Sequence[Mapping[str, Any]],
     function: str | None,
     single_call: bool = False,
+    after_reasoning: bool = False,
 ) -> GrammarSpec:
     """The grammar of a reply to ``tool_choice`` = ``function`` (named) or "required"
-    (``function`` None); ``single_call``: parallel_tool_calls is false."""
+    (``function`` None); ``single_call``: parallel_tool_calls is false;
+    ``after_reasoning``: the grammar starts after a reasoning block's end tag."""
     tags = {
         tool["function"]["name"]: parser.call_tag(tool["function"]["name"], arguments_schema(tool))
         for tool in tools
@@ -61,6 +66,9 @@ def forced_call_spec(
             "at_least_one": True,
             "stop_after_first": single_call,
         }
+    if after_reasoning:
+        blank = {"type": "regex", "pattern": "\\n{0,2}"}
+        reply = {"type": "sequence", "elements": [blank, reply]}
     return _spec(parser, reply, "tool_choice")
 
 
