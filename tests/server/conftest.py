@@ -52,6 +52,10 @@ def grammar_server(bundle, request) -> Iterator[str]:
     qwen3_coder call format, detected without flags."""
     args = ("--served-model-name", "x", "--speculation", request.param)
     with running_server(bundle, "serve", *args) as url:
+        # The first grammar opens the compiler (xgrammar imports transformers: seconds,
+        # once per server); paid here, not by whichever test comes first.
+        warm = {"prompt": "x", "max_tokens": 2, "guided_choice": ["a"]}
+        httpx.post(f"{url}/v1/completions", json=warm, timeout=120).raise_for_status()
         yield url
 
 
