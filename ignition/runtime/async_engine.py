@@ -115,7 +115,6 @@ class AsyncEngine:
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
         template_kwargs: Mapping[str, Any] | None = None,
-        continuation: Callable[[str], str] | None = None,
     ) -> RenderedChat:
         """Render and tokenize a conversation (raises ChatTemplateError, a 400)."""
         return self._chat.render(
@@ -123,7 +122,6 @@ class AsyncEngine:
             tools=tools,
             add_generation_prompt=add_generation_prompt,
             template_kwargs=template_kwargs,
-            continuation=continuation,
         )
 
     def compile_grammar(self, spec: GrammarSpec) -> RequestGrammar:

@@ -18,7 +18,7 @@ exact when a BPE merge crosses a message boundary.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,18 +135,11 @@ class ChatRenderer:
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
         template_kwargs: Mapping[str, Any] | None = None,
-        continuation: Callable[[str], str] | None = None,
     ) -> RenderedChat:
-        """Render, tokenize, and find each message's end offset (chat_offsets.py).
-
-        ``continuation`` maps the rendered text to text appended after it before
-        tokenizing: the start of the assistant turn the server prefills (a forced
-        tool call), tokenized with the prompt as if the template had written it."""
+        """Render, tokenize, and find each message's end offset (chat_offsets.py)."""
         template, variables = self._prepare(tools, template_kwargs)
         chat = [_template_message(m) for m in messages]
         text = self._render(template, chat, variables, add_generation_prompt)
-        if continuation is not None:
-            text += continuation(text)
         prefixes: list[str | None] = []
         for i in range(len(chat)):
             try:

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 CONTROL_BYTES = frozenset(range(0x20))
 # A UTF-8-encoded surrogate (U+D800-U+DFFF): not UTF-8, though xgrammar 0.2.9 admits it
 SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
-GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar")
+GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar", "structural_tag")
 # What a request whose row emitted a token its grammar rejects is told (it cannot happen
 # while the mask is applied; it guards the contract between worker and program).
 GRAMMAR_REJECTED = "structured output failed: the model emitted a token the grammar forbids"
@@ -69,17 +69,20 @@ def draft_limit(sampling: object) -> int | None:
 
 
 class GrammarError(RequestError):
-    """A grammar that cannot be compiled; ``param`` names the request field."""
+    """A grammar that cannot be compiled; ``param`` names the request field, ``detail``
+    says what xgrammar rejected (without the field)."""
 
-    def __init__(self, message: str, param: str) -> None:
+    def __init__(self, message: str, param: str, detail: str = "") -> None:
         super().__init__(message)
         self.param = param
+        self.detail = detail or message
 
 
 @dataclass(frozen=True)
 class GrammarSpec:
     """What a request asked for. ``source``: the JSON schema as JSON text, the regex, the
-    choices as a JSON list, or the EBNF grammar ('' for json_object); ``field``: the request
+    choices as a JSON list, the EBNF grammar, or xgrammar's structural tag as JSON text (a
+    forced tool call, server/tools/grammar.py) ('' for json_object); ``field``: the request
     field it came from (errors name it)."""
 
     kind: str
@@ -89,6 +92,9 @@ class GrammarSpec:
     # allowed any whitespace can spend its whole budget on it; structured_outputs'
     # ``disable_any_whitespace: false`` allows it.
     any_whitespace: bool = False
+    # A structural tag whose variable parts are JSON (a JSON-in-<tool_call> call): its mask
+    # drops raw control bytes as JSON grammars' does, keeping the whitespace its tags hold.
+    json_values: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in GRAMMAR_KINDS:
@@ -154,9 +160,12 @@ class GrammarCompiler:
         except Exception as err:  # xgrammar reports bad schemas, regexes and EBNF as such
             detail = _message(err)
             message = f"{spec.field}: invalid {spec.kind} for structured outputs: {detail}"
-            raise GrammarError(message, spec.field) from None
-        is_json = spec.kind in ("json_schema", "json_object")
-        allowed = self._json_tokens[spec.any_whitespace] if is_json else self._text_tokens
+            raise GrammarError(message, spec.field, detail) from None
+        allowed = self._text_tokens
+        if spec.kind in ("json_schema", "json_object"):
+            allowed = self._json_tokens[spec.any_whitespace]
+        elif spec.json_values:
+            allowed = self._json_tokens[True]
         return RequestGrammar(
             spec, compiled, self.stop_ids, allowed, self._after_ed, self._ends_in_ed
         )
@@ -173,6 +182,8 @@ class GrammarCompiler:
             choices = json.loads(spec.source)
             rule = " | ".join(json.dumps(choice, ensure_ascii=False) for choice in choices)
             return c.compile_grammar(f"root ::= {rule}")
+        if spec.kind == "structural_tag":
+            return c.compile_structural_tag(spec.source)
         return c.compile_grammar(spec.source)
 
 

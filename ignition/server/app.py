@@ -67,7 +67,8 @@ from ignition.server.responses import (
 )
 from ignition.server.streams import Choice, Relay, close_all, collect, collect_or_cancel, sse
 from ignition.server.tokenizing import LaneFull, PromptBound, TokenizerLanes
-from ignition.server.tools.choice import plan_reply
+from ignition.server.tools.choice import ReplyPlan, plan_reply
+from ignition.server.tools.grammar import tool_error
 from ignition.server.tools.output import ReplyParser
 
 
@@ -93,11 +94,8 @@ class EngineClient(Protocol):
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
         template_kwargs: Mapping[str, Any] | None = None,
-        continuation: Callable[[str], str] | None = None,
     ) -> RenderedChat:
-        """The prompt ids and per-message end offsets; raises ChatTemplateError (a 400).
-        ``continuation`` (passed only for a forced tool call): text to append after the
-        rendered text before tokenizing, given that text."""
+        """The prompt ids and per-message end offsets; raises ChatTemplateError (a 400)."""
         ...
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
@@ -284,8 +282,6 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         plan = plan_reply(body, config)
         vision: VisionServing | None = getattr(engine, "vision", None)
         prepared = await asyncio.to_thread(load_chat_images, body, vision)
-        # Only a forced tool call prefills the assistant turn (server/tools/choice.py).
-        prefill = {"continuation": plan.continuation} if plan.forced else {}
         rendered = await render(
             chat_cost(body.messages, body.tools),
             lambda: engine.render_chat(
@@ -293,7 +289,6 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 tools=body.template_tools(),
                 add_generation_prompt=body.add_generation_prompt,
                 template_kwargs=body.chat_template_kwargs,
-                **prefill,
             ),
         )
         ids, ends, images = list(rendered.prompt_ids), rendered.message_end_offsets, None
@@ -312,6 +307,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             images=images,
             reply=functools.partial(plan.parser, rendered.text) if plan.parses else None,
             grammar_after=plan.reasoning_end(rendered.text),
+            forced=plan,
         )
 
     async def render(cost: int, work) -> RenderedChat:
@@ -332,11 +328,13 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         images: RequestImages | None = None,
         reply: Callable[[], ReplyParser | None] | None = None,
         grammar_after: str | None = None,
+        forced: ReplyPlan | None = None,
     ) -> Response:
         """``reply`` makes each chat choice's parser (reasoning, tool calls), if any;
-        ``grammar_after``: the text a structured output starts after (a reasoning end tag)."""
+        ``grammar_after``: the text a structured output starts after (a reasoning end tag);
+        ``forced``: a chat request's reply plan, whose forced tool call is its grammar."""
         response_id = new_id("chatcmpl" if chat else "cmpl")
-        grammar = await _grammar(body, grammar_after)
+        grammar = await _grammar(body, grammar_after, forced)
         requests = _build_requests(body, prompt_ids, response_id, ends, images, grammar)
         arrival = time.monotonic()
         choices: list[Choice] = []
@@ -386,12 +384,16 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         return json_response(500 if "error" in result else 200, result)
 
     async def _grammar(
-        body: CompletionRequest | ChatCompletionRequest, after: str | None = None
+        body: CompletionRequest | ChatCompletionRequest,
+        after: str | None = None,
+        plan: ReplyPlan | None = None,
     ) -> RequestGrammar | None:
-        """The request's compiled structured-output grammar (None: free text), starting
-        after ``after``'s tokens when given; one that cannot be compiled is a 400 naming
-        its field. Compiled off the event loop."""
-        spec = body.grammar_spec()
+        """The request's compiled structured-output grammar (None: free text): a forced
+        tool call's (``plan``) or the request's own, starting after ``after``'s tokens when
+        given; one that cannot be compiled is a 400 naming its field (for a forced call,
+        the tool whose schema failed). Compiled off the event loop."""
+        forced = plan.grammar_spec(after_reasoning=bool(after)) if plan is not None else None
+        spec = forced or body.grammar_spec()
         if spec is None:
             return None
         compile_grammar = getattr(engine, "compile_grammar", None)
@@ -401,6 +403,10 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         try:
             grammar = await asyncio.to_thread(compile_grammar, spec)
         except GrammarError as err:
+            if forced is not None and plan is not None and plan.tools is not None:
+                err = await asyncio.to_thread(
+                    tool_error, compile_grammar, plan.tools, plan.declared, err
+                )
             raise ApiError(400, str(err), param=err.param) from None
         if after:
             grammar = replace(grammar, gate=tuple(engine.encode(after)))

@@ -124,7 +124,7 @@ class ChatCompletionRequest(_SamplingFields):
     logprobs: Bool = False
     top_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
     tools: list[Tool] | None = None
-    # How server/tools/choice.py enforces "required" and a named function: see README.
+    # "required" and a named function are enforced by a grammar (server/tools/grammar.py).
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: Bool | None = None  # false: only a reply's first call is returned
     chat_template_kwargs: dict[str, Any] | None = None
@@ -153,12 +153,10 @@ class ChatCompletionRequest(_SamplingFields):
         return choice
 
     @property
-    def forced_function(self) -> str | None:
-        """The function tool_choice names (or the only tool, when a call is required)."""
+    def named_function(self) -> str | None:
+        """The function a named tool_choice forces (None: not named)."""
         if isinstance(self.tool_choice, NamedToolChoice):
             return self.tool_choice.function.name
-        if self.tool_choice == "required" and self.tools and len(self.tools) == 1:
-            return self.tools[0].function.name
         return None
 
     def template_messages(self, image_text: str = "") -> list[dict[str, Any]]:

@@ -41,6 +41,24 @@ def bundle(tmp_path_factory) -> Path:
     return out
 
 
+SPECULATION_MODES = ("off", "fixed", "adaptive")
+
+
+@pytest.fixture(scope="session", params=SPECULATION_MODES)
+def grammar_server(bundle, request) -> Iterator[str]:
+    """One real server per speculation mode (``--served-model-name x``), shared by the
+    structured-output and forced-tool-call modules: pytest groups their tests by mode, so
+    the suite starts three servers for both. The bundle's chat template renders the
+    qwen3_coder call format, detected without flags."""
+    args = ("--served-model-name", "x", "--speculation", request.param)
+    with running_server(bundle, "serve", *args) as url:
+        # The first grammar opens the compiler (xgrammar imports transformers: seconds,
+        # once per server); paid here, not by whichever test comes first.
+        warm = {"prompt": "x", "max_tokens": 2, "guided_choice": ["a"]}
+        httpx.post(f"{url}/v1/completions", json=warm, timeout=120).raise_for_status()
+        yield url
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

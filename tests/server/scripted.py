@@ -19,8 +19,8 @@ class ScriptedEngine:
 
     ``pieces``: emit exactly these texts, one chunk each, instead (tool calls and
     reasoning need exact text). ``opening``: what the chat "template" writes after the
-    assistant turn starts (for example ``<think>\n``); a prefilled ``continuation``
-    follows it, as in the real renderer. ``rendered`` holds each rendered chat prompt."""
+    assistant turn starts (for example ``<think>\n``). ``rendered`` holds each rendered
+    chat prompt."""
 
     model_name = "scripted"
     max_context_tokens = 64
@@ -54,10 +54,9 @@ class ScriptedEngine:
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         return "".join(chr(96 + i % 27) for i in ids)
 
-    def render_chat(self, messages, continuation=None, **_: object) -> RenderedChat:
+    def render_chat(self, messages, **_: object) -> RenderedChat:
         text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
         text += self.opening
-        text += continuation(text) if continuation is not None else ""
         self.rendered.append(text)
         return RenderedChat(text, tuple(self.encode(text)), ())
 

@@ -14,6 +14,7 @@ import httpx
 from ignition.runtime.chat_template import ChatRenderer
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.grammar import RequestGrammar
 from ignition.runtime.requests import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
@@ -99,17 +100,17 @@ def test_tool_choice_none_leaves_the_tools_out_of_the_prompt():
     assert "<tools>" not in engine.prompt()
 
 
-def test_a_required_call_prefills_the_call_opening_after_closing_the_open_think_block():
-    engine = RenderingEngine(QWEN35_SHAPE)
+def test_a_required_call_leaves_the_prompt_as_the_template_renders_it():
+    """The call is enforced by a grammar (server/tools/grammar.py), not by prefilled text."""
+    engine = RenderingEngine(QWEN35_SHAPE, reply="<tool_call>\n<function=lookup>\n</function>")
+    engine.compile_grammar = lambda spec: RequestGrammar(spec, None, ())
     config = ServerConfig(tool_call_parser="qwen3_coder")
     response = chat(engine, config, tools=[TOOL], tool_choice="required", max_tokens=1)
-    assert engine.prompt().endswith(
-        "<|im_start|>assistant\n<think>\n</think>\n\n<tool_call>\n<function=lookup>\n"
-    )
+    assert engine.prompt().endswith("<|im_start|>assistant\n<think>\n")
     assert response.status_code == 200, response.text
+    assert engine.requests[-1].sampling.grammar.spec.field == "tool_choice"
     choice = response.json()["choices"][0]
     assert choice["message"]["tool_calls"][0]["function"]["name"] == "lookup"
-    assert choice["finish_reason"] == "tool_calls"
 
 
 def test_a_tool_call_turn_may_omit_content_and_its_tool_response_follows():

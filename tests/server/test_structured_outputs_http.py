@@ -1,8 +1,9 @@
 """Structured outputs over HTTP with the official ``openai`` client (issue 24, part 3).
 
-A real server over the tiny random checkpoint, with speculation at its default (adaptive)
-and off: ``response_format`` json_schema and json_object, vLLM's ``structured_outputs``
-and ``guided_*`` fields, on chat and completions, streamed and not. The random model
+A real server over the tiny random checkpoint, with speculation off, fixed and adaptive
+(conftest.grammar_server, shared with test_forced_tool_calls_http.py): ``response_format``
+json_schema and json_object, vLLM's ``structured_outputs`` and ``guided_*`` fields, on
+chat and completions, streamed and not. The random model
 writes nonsense unless its grammar mask holds it to the format, so every output that
 parses, matches or validates is the mask's doing.
 """
@@ -18,7 +19,6 @@ import openai
 import pytest
 
 from tests.runtime.structured import CHOICES, REGEX, SCHEMA
-from tests.server.conftest import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 JSON_SCHEMA = {"type": "json_schema", "json_schema": {"name": "item", "schema": SCHEMA}}
@@ -26,11 +26,9 @@ USER = [{"role": "user", "content": "Describe one item as JSON."}]
 SAMPLING = [{"temperature": 0}, {"temperature": 1, "seed": 3}]
 
 
-@pytest.fixture(scope="module", params=["adaptive", "off"])
-def client(bundle, request) -> openai.OpenAI:
-    args = ("--served-model-name", "x", "--speculation", request.param)
-    with running_server(bundle, "serve", *args) as url:
-        yield openai.OpenAI(base_url=f"{url}/v1", api_key="-", max_retries=0, timeout=120)
+@pytest.fixture
+def client(grammar_server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{grammar_server}/v1", api_key="-", max_retries=0, timeout=120)
 
 
 def chat(client, max_tokens=80, **kwargs):

@@ -1,7 +1,9 @@
 """Tool calls and reasoning over HTTP, with the official ``openai`` client.
 
 The scripted engine replies with exact text pieces (the tiny model would not write
-tool calls), one chunk each; the app parses them with the configured formats.
+tool calls), one chunk each; the app parses them with the configured formats. It
+records the grammar a forced call is given and does not apply it (the grammar itself:
+test_tool_grammar.py; enforced on a real server: test_forced_tool_calls_http.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig
 from tests.server.scripted import ScriptedEngine
@@ -39,8 +42,27 @@ THINKING = ServerConfig(
 )
 
 
-def scripted(pieces: list[str], opening: str = "") -> ScriptedEngine:
-    engine = ScriptedEngine(pieces=pieces, opening=opening)
+class GrammarRecordingEngine(ScriptedEngine):
+    """Compiles nothing: keeps each grammar spec and hands back a stub grammar."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.grammars: list[GrammarSpec] = []
+
+    def compile_grammar(self, spec: GrammarSpec) -> RequestGrammar:
+        self.grammars.append(spec)
+        return RequestGrammar(spec, None, ())
+
+    def forced_format(self) -> dict:
+        """The structural tag's format of the last forced call's grammar."""
+        (spec,) = self.grammars
+        assert (spec.kind, spec.field) == ("structural_tag", "tool_choice")
+        assert self.requests[-1].sampling.grammar.spec is spec
+        return json.loads(spec.source)["format"]
+
+
+def scripted(pieces: list[str], opening: str = "") -> GrammarRecordingEngine:
+    engine = GrammarRecordingEngine(pieces=pieces, opening=opening)
     engine.max_context_tokens = 4096
     return engine
 
@@ -116,11 +138,20 @@ def test_tool_choice_none_parses_nothing():
     assert reply.choices[0].finish_reason == "stop"
 
 
-def test_a_named_function_is_prefilled_and_its_arguments_follow():
-    engine = scripted(["<parameter=city>\nOslo\n", "</parameter>\n</function>\n</tool_call>"])
-    named = {"type": "function", "function": {"name": "get_weather"}}
-    reply = ask(engine, AUTO, tools=[WEATHER, TIME], tool_choice=named)
-    assert engine.rendered[-1].endswith("<assistant><tool_call>\n<function=get_weather>\n")
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+OSLO_CALL = [
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n",
+    "</parameter>\n</function>\n</tool_call>",
+]
+
+
+def test_a_named_function_is_one_call_of_it_under_a_grammar_and_nothing_is_prefilled():
+    engine = scripted(OSLO_CALL)
+    reply = ask(engine, AUTO, tools=[WEATHER, TIME], tool_choice=NAMED)
+    assert engine.rendered[-1].endswith("<assistant>")
+    tag = engine.forced_format()
+    assert tag["type"] == "tag" and tag["begin"] == "<tool_call>\n<function=get_weather>\n"
+    assert tag["content"]["json_schema"] == WEATHER["function"]["parameters"]
     (call,) = reply.choices[0].message.tool_calls
     assert (call.function.name, json.loads(call.function.arguments)) == (
         "get_weather",
@@ -128,32 +159,44 @@ def test_a_named_function_is_prefilled_and_its_arguments_follow():
     )
 
 
-def test_a_named_function_streams_its_name_before_the_model_writes():
-    engine = scripted(["<parameter=city>\nOslo\n", "</parameter>\n</function>\n</tool_call>"])
-    named = {"type": "function", "function": {"name": "get_weather"}}
-    chunks = ask(engine, AUTO, stream=True, tools=[WEATHER, TIME], tool_choice=named)
+def test_a_named_function_streams_its_name_first_then_its_arguments():
+    engine = scripted(OSLO_CALL)
+    chunks = ask(engine, AUTO, stream=True, tools=[WEATHER, TIME], tool_choice=NAMED)
     first = next(c for c in chunks if c.choices and c.choices[0].delta.tool_calls)
     assert first.choices[0].delta.tool_calls[0].function.name == "get_weather"
     (call,) = streamed_calls(chunks).values()
     assert json.loads(call["arguments"]) == {"city": "Oslo"}
 
 
-def test_required_prefills_the_opening_and_the_model_names_the_function():
-    engine = scripted(["get_time>\n</function>\n</tool_call>"])
-    reply = ask(
-        engine,
-        ServerConfig(tool_call_parser="qwen3_coder"),
-        tools=[WEATHER, TIME],
-        tool_choice="required",
+def test_required_is_one_or_more_calls_of_any_declared_tool_under_a_grammar():
+    engine = scripted(["<tool_call>\n<function=get_time>\n</function>\n</tool_call>"])
+    config = ServerConfig(tool_call_parser="qwen3_coder")
+    reply = ask(engine, config, tools=[WEATHER, TIME], tool_choice="required")
+    calls = engine.forced_format()
+    assert (calls["type"], calls["at_least_one"], calls["stop_after_first"]) == (
+        "tags_with_separator",
+        True,
+        False,
     )
-    assert engine.rendered[-1].endswith("<assistant><tool_call>\n<function=")
+    assert [t["begin"] for t in calls["tags"]] == [
+        "<tool_call>\n<function=get_weather>\n",
+        "<tool_call>\n<function=get_time>\n",
+    ]
     (call,) = reply.choices[0].message.tool_calls
     assert (call.function.name, call.function.arguments) == ("get_time", "{}")
     assert reply.choices[0].finish_reason == "tool_calls"
 
 
+def test_required_with_parallel_tool_calls_false_is_exactly_one_call():
+    engine = scripted(["<tool_call>\n<function=get_time>\n</function>\n</tool_call>"])
+    config = ServerConfig(tool_call_parser="qwen3_coder")
+    fields = {"tools": [WEATHER, TIME], "parallel_tool_calls": False}
+    ask(engine, config, tool_choice="required", **fields)
+    assert engine.forced_format()["stop_after_first"] is True
+
+
 def test_required_reply_that_calls_an_undeclared_function_is_an_error():
-    engine = scripted(["launch>\n</function>\n</tool_call>"])
+    engine = scripted(["<tool_call>\n<function=launch>\n</function>\n</tool_call>"])
     config = ServerConfig(tool_call_parser="qwen3_coder")
     with pytest.raises(openai.InternalServerError) as info:
         ask(engine, config, tools=[WEATHER, TIME], tool_choice="required")
@@ -161,23 +204,47 @@ def test_required_reply_that_calls_an_undeclared_function_is_an_error():
 
 
 def test_required_reply_that_calls_an_undeclared_function_ends_the_stream_with_an_error():
-    engine = scripted(["launch>\n</function>\n</tool_call>"])
+    engine = scripted(["<tool_call>\n<function=launch>\n</function>\n</tool_call>"])
     config = ServerConfig(tool_call_parser="qwen3_coder")
     with pytest.raises(openai.APIError) as info:
         ask(engine, config, stream=True, tools=[WEATHER, TIME], tool_choice="required")
     assert "'launch'" in str(info.value)
 
 
-def test_required_hermes_opening_is_prefilled_in_json():
-    engine = scripted(['get_time", "arguments": {}}\n</tool_call>'])
-    reply = ask(
-        engine,
-        ServerConfig(tool_call_parser="hermes"),
-        tools=[WEATHER, TIME],
-        tool_choice="required",
-    )
-    assert engine.rendered[-1].endswith('<tool_call>\n{"name": "')
+def test_required_hermes_calls_are_json_in_tool_call_under_a_json_masked_grammar():
+    engine = scripted(['<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'])
+    config = ServerConfig(tool_call_parser="hermes")
+    reply = ask(engine, config, tools=[WEATHER, TIME], tool_choice="required")
+    assert engine.grammars[0].json_values
+    begins = [t["begin"] for t in engine.forced_format()["tags"]]
+    assert begins[1] == '<tool_call>\n{"name": "get_time", "arguments": '
     assert reply.choices[0].message.tool_calls[0].function.name == "get_time"
+
+
+def test_a_forced_call_with_a_response_format_is_a_400_naming_both():
+    with pytest.raises(openai.BadRequestError) as info:
+        ask(
+            scripted(["x"]),
+            AUTO,
+            tools=[WEATHER],
+            tool_choice="required",
+            response_format={"type": "json_object"},
+        )
+    assert info.value.body["param"] == "tool_choice"
+    assert "cannot be combined with response_format" in info.value.body["message"]
+
+
+def test_a_forced_call_on_a_server_without_grammars_is_a_400_saying_so():
+    engine = scripted(["x"])
+
+    def no_grammars(spec: GrammarSpec) -> RequestGrammar:
+        raise GrammarError(f"{spec.field}: this server has no structured outputs", spec.field)
+
+    engine.compile_grammar = no_grammars
+    with pytest.raises(openai.BadRequestError) as info:
+        ask(engine, AUTO, tools=[WEATHER, TIME], tool_choice="required")
+    assert info.value.body["param"] == "tool_choice"
+    assert "no structured outputs" in info.value.body["message"]
 
 
 def test_a_named_function_no_tool_declares_is_a_400():
@@ -241,12 +308,20 @@ def test_reasoning_then_a_tool_call_gives_both_streamed_and_not():
     assert call["arguments"] == message.tool_calls[0].function.arguments
 
 
-def test_a_forced_call_after_an_open_think_block_closes_it_first():
-    engine = scripted(["</function>\n</tool_call>"], opening="<think>\n")
+def test_a_forced_call_after_an_open_think_block_is_enforced_after_the_reasoning():
+    pieces = [
+        "Time it is.",
+        "</think>\n\n",
+        "<tool_call>\n<function=get_time>\n</function>\n</tool_call>",
+    ]
+    engine = scripted(pieces, opening="<think>\n")
     named = {"type": "function", "function": {"name": "get_time"}}
     reply = ask(engine, THINKING, tools=[WEATHER, TIME], tool_choice=named)
-    assert engine.rendered[-1].endswith("<think>\n</think>\n\n<tool_call>\n<function=get_time>\n")
-    assert reply.choices[0].message.reasoning_content is None
+    assert engine.rendered[-1].endswith("<assistant><think>\n")
+    assert engine.requests[-1].sampling.grammar.gate == tuple(engine.encode("</think>"))
+    blank, call = engine.forced_format()["elements"]  # the blank line after </think>, a call
+    assert (blank["pattern"], call["begin"]) == ("\\n{0,2}", "<tool_call>\n<function=get_time>\n")
+    assert reply.choices[0].message.reasoning_content == "Time it is."
     assert reply.choices[0].message.tool_calls[0].function.name == "get_time"
 
 

@@ -48,9 +48,15 @@ class ToolCallParser:
         self._space_before = ""  # what was held back when the current block opened
         self.num_calls = 0
 
+    # Whether a call's arguments are written as JSON (the grammar's mask then drops raw
+    # control bytes, as for JSON structured outputs).
+    json_arguments: ClassVar[bool] = False
+
     @classmethod
-    def opening(cls, function: str | None) -> str:
-        """The text that starts a call (of ``function`` when given): prefilled to force one."""
+    def call_tag(cls, function: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """xgrammar's structural-tag ``tag`` for one call of ``function`` in this format, its
+        arguments following the JSON schema ``schema``: what a forced call's grammar holds
+        (server/tools/grammar.py). The text it admits is what this parser reads back."""
         raise NotImplementedError
 
     def feed(self, text: str) -> list[Piece]:

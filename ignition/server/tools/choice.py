@@ -6,26 +6,28 @@
 - "auto" (the default when tools are given): calls are parsed when the server runs
   with ``--enable-auto-tool-choice``; without it the request is refused, as in vLLM,
   rather than returning call markup as content;
-- "required" and a named function are forced without a grammar engine: the server
-  prefills the format's call opening as the start of the assistant turn (the whole
-  opening with the function's name when one is named or only one tool is given; up
-  to the name otherwise), closing an open reasoning block first. The model can then
-  only continue a call. What the prefill cannot guarantee (that a required call names
-  a declared function, that the arguments match the schema) is checked where it can
-  be: a reply that holds no call or calls an undeclared function fails with an error.
+- "required" and a named function are enforced by a grammar (server/tools/grammar.py):
+  the reply is one or more calls of declared functions (exactly one call of the named
+  one), each call's arguments following its tool's schema. Like a structured output,
+  the grammar starts after the reasoning block when the reply starts inside one that
+  is parsed out (``--reasoning-parser``, thinking on); else at the first reply token.
+  A forced call cannot be combined with another structured output (a 400). The reply
+  parser still checks the contract: a reply that holds no call (cut by ``max_tokens``
+  before one, or still reasoning) fails with an error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ignition.runtime.grammar import GrammarSpec
 from ignition.server.chat_protocol import ChatCompletionRequest
 from ignition.server.config import ServerConfig
 from ignition.server.errors import ApiError
 from ignition.server.tools.base import ToolCallParser, tool_call_parser_class
+from ignition.server.tools.grammar import forced_call_spec
 from ignition.server.tools.output import ReplyParser
 from ignition.server.tools.reasoning import (
-    Qwen3ReasoningParser,
     ReasoningParser,
     opens_reasoning,
     reasoning_parser_class,
@@ -34,7 +36,8 @@ from ignition.server.tools.reasoning import (
 
 @dataclass(frozen=True)
 class ReplyPlan:
-    """What one chat request's replies need: a call format, a forced opening, reasoning."""
+    """What one chat request's replies need: a call format, a forced call, reasoning.
+    ``function``: the function a named tool_choice forces (None: any declared one)."""
 
     tools: type[ToolCallParser] | None = None
     declared: tuple[dict, ...] = ()
@@ -48,27 +51,26 @@ class ReplyPlan:
     def parses(self) -> bool:
         return self.tools is not None or self.reasoning is not None
 
-    def continuation(self, prompt: str) -> str:
-        """The text a forced call prefills after the rendered prompt ('' when not forced)."""
+    def grammar_spec(self, after_reasoning: bool = False) -> GrammarSpec | None:
+        """The grammar a forced call's reply follows (None when no call is forced);
+        ``after_reasoning``: it starts after the reasoning block (``reasoning_end``)."""
         if not self.forced or self.tools is None:
-            return ""
-        tags = self.reasoning or Qwen3ReasoningParser
-        close = (
-            f"{tags.end_tag}\n\n" if opens_reasoning(prompt, tags.start_tag, tags.end_tag) else ""
+            return None
+        return forced_call_spec(
+            self.tools, self.declared, self.function, self.single_call, after_reasoning
         )
-        return close + self.tools.opening(self.function)
 
     def reasoning_end(self, prompt: str) -> str | None:
         """The tag a structured output starts after: the reasoning block's end tag when the
         reply starts inside one that is parsed out (--reasoning-parser, thinking on, the
         prompt opens it); None: the grammar applies from the first reply token."""
-        if self.reasoning is None or not self.thinking or self.forced:
+        if self.reasoning is None or not self.thinking:
             return None
         start, end = self.reasoning.start_tag, self.reasoning.end_tag
         return end if opens_reasoning(prompt, start, end) else None
 
     def parser(self, prompt: str) -> ReplyParser | None:
-        """A fresh parser for one choice; ``prompt``: the rendered prompt, prefill included."""
+        """A fresh parser for one choice; ``prompt``: the rendered prompt."""
         if not self.parses:
             return None
         reasoning = None
@@ -76,12 +78,12 @@ class ReplyPlan:
             start, end = self.reasoning.start_tag, self.reasoning.end_tag
             reasoning = self.reasoning(opens_reasoning(prompt, start, end), self.thinking)
         tools = self.tools(self.declared) if self.tools is not None else None
-        prefill = tools.opening(self.function) if tools is not None and self.forced else ""
-        return ReplyParser(reasoning, tools, prefill, self.forced, self.single_call)
+        return ReplyParser(reasoning, tools, self.forced, self.single_call)
 
 
 def plan_reply(body: ChatCompletionRequest, config: ServerConfig) -> ReplyPlan:
-    """The request's plan, or a 400 that names the flag or field it lacks."""
+    """The request's plan, or a 400 that names the flag or field it lacks (or the
+    structured output a forced call cannot be combined with)."""
     reasoning = None
     if config.reasoning_parser is not None:
         reasoning = reasoning_parser_class(config.reasoning_parser)
@@ -106,11 +108,19 @@ def plan_reply(body: ChatCompletionRequest, config: ServerConfig) -> ReplyPlan:
             "renders none that ignition knows; start it with --tool-call-parser",
             param="tool_choice",
         )
+    other = body.grammar_spec() if forced else None
+    if other is not None:
+        raise ApiError(
+            400,
+            f"tool_choice = {'required' if choice == 'required' else 'a named function'} "
+            f"is enforced by a grammar and cannot be combined with {other.field}: send one",
+            param="tool_choice",
+        )
     return ReplyPlan(
         tools=tool_call_parser_class(config.tool_call_parser),
         declared=tuple(t.model_dump(exclude_none=True) for t in body.tools),
         forced=forced,
-        function=body.forced_function,
+        function=body.named_function,
         reasoning=reasoning,
         thinking=thinking,
         single_call=body.parallel_tool_calls is False,

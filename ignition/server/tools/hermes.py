@@ -28,10 +28,18 @@ class HermesParser(ToolCallParser):
     name = "hermes"
     template_markers = ("<tool_call>",)
 
+    json_arguments = True
+
     @classmethod
-    def opening(cls, function: str | None) -> str:
-        head = f'{cls.open_tag}\n{{"name": "'
-        return head + (f'{json.dumps(function)[1:-1]}", "arguments": ' if function else "")
+    def call_tag(cls, function: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """``{"name": NAME, "arguments": ARGS}`` with ARGS a JSON value of ``schema`` (at most
+        one whitespace character between its tokens)."""
+        return {
+            "type": "tag",
+            "begin": f'{cls.open_tag}\n{{"name": {json.dumps(function)}, "arguments": ',
+            "content": {"type": "json_schema", "json_schema": schema, "max_whitespace_cnt": 1},
+            "end": f"}}\n{cls.close_tag}",
+        }
 
     def _parse_header(self, out: list[Piece]) -> bool:
         match = HEADER.match(self._buffer)

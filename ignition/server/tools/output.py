@@ -5,11 +5,11 @@ parser, so a ``<tool_call>`` written while thinking stays reasoning text and onl
 calls after ``</think>`` are calls. Each chunk of text becomes a :class:`Delta` (what
 one SSE event carries); the non-streamed message is the same deltas joined.
 
-A forced call (``tool_choice`` required or named) starts from the call opening the
-server prefilled into the prompt; the parser reads that opening first, so the call
-starts (and, when named, is named) before the model writes anything. Its ``failure``
-says why the reply cannot honour the choice: no call at all, or a call of a function
-the request did not declare.
+A forced call (``tool_choice`` required or named) is written under a grammar
+(server/tools/grammar.py) that admits only calls of declared functions. The parser
+still checks that contract: its ``failure`` says why the reply cannot honour the
+choice (no call at all, for example when ``max_tokens`` cut it before one, or a call
+of a function the request did not declare).
 """
 
 from __future__ import annotations
@@ -80,7 +80,6 @@ class ReplyParser:
         self,
         reasoning: ReasoningParser | None,
         tools: ToolCallParser | None,
-        prefill: str = "",
         forced: bool = False,
         single_call: bool = False,
     ) -> None:
@@ -94,14 +93,9 @@ class ReplyParser:
         self.reasoning = ""
         self.calls: list[Call] = []
         self.failure: str | None = None
-        self._pending: list[Piece] = []
-        if tools is not None and prefill:
-            self._pending = tools.feed(prefill)
-            self._record(self._pending)
 
     def step(self, text: str, final: bool = False) -> Delta:
         """Parse the next text of the reply (``final``: the reply ends with it)."""
-        pieces, self._pending = self._pending, []
         reasoning = self._reasoning
         fresh = self._route(reasoning.feed(text) if reasoning else [TextPiece("content", text)])
         if final:
@@ -113,7 +107,7 @@ class ReplyParser:
         if final and self._forced and not self.calls and self.failure is None:
             self.failure = "the reply holds no tool call"
         delta = Delta()
-        delta.add(pieces + fresh)
+        delta.add(fresh)
         return delta
 
     def _route(self, pieces: Iterable[Piece]) -> list[Piece]:

@@ -10,10 +10,12 @@
 
 Each parameter's text becomes a JSON value by the type its tool's schema declares
 (an integer, a number, a boolean, an object or array as JSON; a string, or a
-parameter the schema does not type, stays text). Arguments stream as fragments of
-``json.dumps`` of the arguments object, so they join into exactly the non-streamed
-arguments: a text value as it arrives (JSON escaping is per character), any other
-value once complete. Models sometimes omit
+parameter the schema does not type, stays text). A parameter whose schema lists its
+values (``enum``, ``const``) is the listed value its text spells, whitespace around it
+aside (a grammar-enforced call may write one whitespace character there). Arguments
+stream as fragments of ``json.dumps`` of the arguments object, so they join into
+exactly the non-streamed arguments: a text value as it arrives (JSON escaping is per
+character), any other value once complete. Models sometimes omit
 ``</parameter>``: the next ``<parameter=``, ``</function>`` or ``</tool_call>``
 ends the value too.
 """
@@ -43,8 +45,26 @@ class Qwen3CoderParser(ToolCallParser):
     template_markers = ("<tool_call>", FUNCTION, PARAMETER)
 
     @classmethod
-    def opening(cls, function: str | None) -> str:
-        return f"{cls.open_tag}\n{FUNCTION}" + (f"{function}>\n" if function else "")
+    def call_tag(cls, function: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """xgrammar's ``qwen_xml`` style writes each parameter as ``<parameter=NAME>value
+        </parameter>``: a string (or untyped) value as raw text, any other as JSON, which is
+        how this parser converts them. A text value may not hold the tags that end a value
+        here (``VALUE_ENDS``, ``</tool_call>``) besides ``</parameter>``, so the value the
+        parser reads is the one the grammar admitted (xgrammar then drops a string's
+        ``minLength`` / ``maxLength``). At most one whitespace character between tags:
+        a model free to write whitespace there can spend its budget on it."""
+        return {
+            "type": "tag",
+            "begin": f"{cls.open_tag}\n{FUNCTION}{function}>\n",
+            "content": {
+                "type": "json_schema",
+                "json_schema": schema,
+                "style": "qwen_xml",
+                "max_whitespace_cnt": 1,
+                "excludes": [*VALUE_ENDS, cls.close_tag],
+            },
+            "end": f"{FUNCTION_END}\n{cls.close_tag}",
+        }
 
     def _parse_header(self, out: list[Piece]) -> bool:
         match = HEADER.match(self._buffer)
@@ -92,8 +112,9 @@ class Qwen3CoderParser(ToolCallParser):
         if close < 0:
             return False
         key, rest = text[len(PARAMETER) : close].strip(), text[close + 1 :]
-        declared = self._declared_type(key)
-        if _is_text(declared):
+        schema = self._schema(key)
+        declared = schema.get("type")
+        if _is_text(declared) and not _listed(schema):
             self._arguments(out, self._separator() + _dumps(key) + ': "')
             self._buffer, self._in_text = rest, True
             return self._text_value(out, final) or True
@@ -101,7 +122,9 @@ class Qwen3CoderParser(ToolCallParser):
         if tag is None and not final:
             return False
         raw = rest[:at].removeprefix("\n").removesuffix("\n")
-        self._arguments(out, self._separator() + f"{_dumps(key)}: {_dumps(convert(raw, declared))}")
+        value = listed_value(raw, schema) if _listed(schema) else _NO_VALUE
+        value = convert(raw, declared) if value is _NO_VALUE else value
+        self._arguments(out, self._separator() + f"{_dumps(key)}: {_dumps(value)}")
         self._buffer = rest[at + (len(tag) if tag == PARAMETER_END else 0) :]
         return True
 
@@ -132,9 +155,9 @@ class Qwen3CoderParser(ToolCallParser):
         found = [(at, tag) for at, tag in found if at >= 0]
         return min(found) if found else (len(rest), None)
 
-    def _declared_type(self, key: str) -> Any:
+    def _schema(self, key: str) -> dict[str, Any]:
         schema = self.parameters.get(self._function, {}).get("properties", {}).get(key, {})
-        return schema.get("type") if isinstance(schema, dict) else None
+        return schema if isinstance(schema, dict) else {}
 
     def _separator(self) -> str:
         self._num_parameters += 1
@@ -168,6 +191,26 @@ def _is_text(declared: Any) -> bool:
     """A parameter whose value stays text: typed as a string, or not typed at all."""
     types = _types(declared)
     return not types or "string" in types
+
+
+def _listed(schema: dict[str, Any]) -> bool:
+    return isinstance(schema.get("enum"), list) or "const" in schema
+
+
+def listed_value(raw: str, schema: dict[str, Any]) -> Any:
+    """The enum / const value ``raw`` spells: as text, else as JSON (a number, a boolean),
+    with or without the whitespace around it; _NO_VALUE when it spells none."""
+    choices = schema["enum"] if isinstance(schema.get("enum"), list) else [schema.get("const")]
+    for text in (raw, raw.strip()):
+        if text in choices:
+            return text
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if any(value == c and type(value) is type(c) for c in choices):
+            return value
+    return _NO_VALUE
 
 
 def convert(raw: str, declared: Any) -> Any:
