@@ -4,7 +4,7 @@ One job per module: ``table`` (the shards on disk and their load errors), ``stor
 the rows live, by residency), ``cache`` (the disk residency's exact row cache), ``mailbox``
 (the host thread and its readiness timestamps), ``delivery`` (a frame's rows, from its plan
 to ``readiness_stall_ns``), ``model`` (the model's row ids and its table in a checkpoint)
-and ``stats`` (the counters ``/metrics`` reads). Code outside this package imports the names
+``stats`` (the counters ``/metrics`` reads) and ``validation`` (the build's rows). Code outside this package imports the names
 below from ``ignition.runtime.ple``.
 """
 
@@ -51,8 +51,10 @@ from ignition.runtime.ple.table import (
     read_layout,
     write_table,
 )
+from ignition.runtime.ple.validation import BuildRows
 
 __all__ = [
+    "BuildRows",
     "DEFAULT_CACHE_BYTES",
     "NO_TABLE",
     "RESIDENCIES",

@@ -1,0 +1,69 @@
+"""The build's PLE rows: validation at host or disk residency never reads the table whole.
+
+``ignition build`` runs every program once on real tokens. With the table off the device,
+those runs get their rows exactly as served frames do: the same store (mapped pieces, row
+cache), the same mailbox thread and the same in-program lookup (``compiler.ple_input``),
+so the loader leaves the table unread (``load_checkpoint(..., without_ple_tables=True)``)
+and a build reads only the rows its validation tokens hash to. Where serving would gather
+from the model's own table (device residency; CUDA until its delivery is switched on), the
+build does too: :meth:`BuildRows.skips_table` is false there and nothing changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from ignition.runtime.ple.delivery import PleOptions, PleRuntime
+from ignition.runtime.ple.model import delivers_table, open_model_ple
+
+
+class BuildRows:
+    """``build_bundle``'s PLE row source (``compiler.build.PleRowSource``)."""
+
+    def __init__(self, checkpoint: str | Path, options: PleOptions) -> None:
+        self.checkpoint = Path(checkpoint)
+        self.options = options
+        self.runtime: PleRuntime | None = None
+
+    @classmethod
+    def of(cls, checkpoint: str | Path, description: dict[str, Any] | None) -> BuildRows | None:
+        """From the build report's ``ple`` entry (``describe_table``); None: no table."""
+        if not description or description.get("table") != "n-gram":
+            return None
+        residency = description.get("residency")
+        options = PleOptions(
+            None if residency in (None, "auto") else residency,
+            description.get("preload"),
+            description.get("cache_bytes"),
+        )
+        return cls(checkpoint, options)
+
+    def skips_table(self, device: torch.device) -> bool:
+        """Whether the build loads the model without its tables (host / disk residency
+        where the runtime delivers rows)."""
+        return delivers_table(self.checkpoint, self.options, device)
+
+    def attach(self, model: Any, device: torch.device, programs: Iterable[Any]) -> None:
+        """Open the table at its residency and let every program resolve its rows through
+        the mailbox (nothing is staged at build: each PLE layer asks for all its rows)."""
+        holder = SimpleNamespace(ple=None)
+        self.runtime = open_model_ple(self.checkpoint, self.options, device, holder, model)
+        delivery = self.runtime.delivery
+        if delivery is None:
+            raise RuntimeError(f"{self.checkpoint}: no PLE delivery at residency "
+                               f"{self.runtime.residency} on {device.type}")  # fmt: skip
+        for program in programs:
+            staged = getattr(program.inputs, "ple", None)
+            if staged is not None:
+                staged.is_enabled = True
+                staged.resolve = delivery.resolve_inside
+
+    def close(self) -> None:
+        """Stop the mailbox thread (the build's last program has run)."""
+        if self.runtime is not None and self.runtime.mailbox is not None:
+            self.runtime.mailbox.close()
