@@ -67,6 +67,8 @@ class PleRowSource(Protocol):
 
     def skips_table(self, device: torch.device) -> bool: ...
 
+    def before_capture(self, model: Any, device: torch.device) -> Callable[[Any], None] | None: ...
+
     def attach(self, model: Any, device: torch.device, programs: Any) -> None: ...
 
     def close(self) -> None: ...
@@ -335,7 +337,8 @@ def _prepare_and_validate(
     state = _validation_state(model, recipe.capacity.kv_page_size, todo, device)
     sample = _sample_tokens(checkpoint)
     results: dict[str, dict[str, Any]] = {}
-    programs, pending = prepare_programs(model, state, todo, device)
+    bind = None if ple_rows is None else ple_rows.before_capture(model, device)
+    programs, pending = prepare_programs(model, state, todo, device, before_capture=bind)
     if ple_rows is not None:
         ple_rows.attach(model, device, [program for program, _ in programs.values()])
     try:
