@@ -20,7 +20,8 @@ Sections (each row: check | result | detail):
    the captured programs keep) agree across the three modes and with an eager forward;
 6. ple: the n-gram table off the device (``scripts/gpu_check_ple.py``): the UVA gather from
    a pinned host table equals the reference, and a host thread delayed by a known amount
-   shows up in a captured graph's replay interval and in the answer's ``ready - needed``.
+   shows up in a captured graph's replay interval and in the answer's ``ready - needed``;
+   a tiny qwen4_exp generates the same greedy tokens at device, host+preload and disk.
 
 The dry run replaces what needs CUDA with its CPU counterpart (reference kernels timed on
 CPU, eager programs, the host-sync detector instead of the sync debug mode) and fails if
@@ -53,7 +54,7 @@ from ignition.kernels import ops, use_backend
 from ignition.model.state import ModelState
 from ignition.model.weights import load_model
 from ignition.recipes import LoadOptions, get_recipe
-from scripts.gpu_check_ple import check_ple
+from scripts.gpu_check_ple import check_ple, check_ple_greedy
 
 HBM_BYTES_PER_S = 4.3e12  # H200 HBM3e
 FULL = Dims(16, 2, 256, 16, 128, 128, 151936)  # full-size head dims, Qwen-scale vocabulary
@@ -373,6 +374,7 @@ def run_checks(s: Setup) -> list[Row]:
 
     section("kernels", lambda: check_kernels(s))
     section("ple", lambda: check_ple(s, Row))
+    section("ple", lambda: check_ple_greedy(s, Row))
     model = load_model(DEFAULT_CHECKPOINT, s.device)
     tokenizer = Tokenizer.from_file(str(DEFAULT_CHECKPOINT / "tokenizer.json"))
     prompt_ids = tokenizer.encode(PROMPT).ids

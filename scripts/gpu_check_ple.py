@@ -21,6 +21,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -139,3 +140,54 @@ def _timed(s, run: Callable[[], None]) -> float:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def check_ple_greedy(s, row: Callable[..., object]) -> list:
+    """The served path: a tiny random qwen4_exp checkpoint (two PLE layers, an MTP head)
+    generates the same greedy tokens with its table on the device, in preloaded pinned host
+    memory (UVA gather inside the captured programs) and on disk (in-graph mailbox), with
+    speculation off and adaptive. Needs transformers (the checkpoint writer)."""
+    from ignition.components.capacity import plan_catalog
+    from ignition.components.catalog import Catalog, GraphKind
+    from ignition.model.weights import load_model
+    from ignition.recipes import LoadOptions, get_recipe
+    from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+    from ignition.runtime.ple import PleOptions, open_in_graph, open_model_ple
+    from tests.model.hf_checkpoints import write_qwen4_exp
+    from tests.runtime.test_ple_residency_greedy import waves
+    from tests.runtime.test_retention_differential import _run
+    from tests.runtime.tiny import EOS, CharDecoder
+
+    full = plan_catalog(get_recipe("qwen4-exp"),
+                        LoadOptions(mixed_prefill=True, max_prefill_chunk=64))  # fmt: skip
+    catalog = Catalog(full.recipe, full.options,
+                      tuple(d for d in full.descriptors if d.kind is not GraphKind.VISION))
+    rows = []
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        write_qwen4_exp(folder, seed=5, mtp=True)
+        model = load_model(folder, s.device)
+        for speculation in ("off", "adaptive"):
+            outputs, details = {}, []
+            for residency, preload in (("device", False), ("host", True), ("disk", False)):
+                options = PleOptions(residency, preload, 16 * 64)
+                in_graph = open_in_graph(folder, options, s.device, model)
+                runtime = RuntimeOptions(
+                    num_slots=4, page_size=16, max_context_tokens=256, speculation=speculation,
+                    mixed=True, snapshot_rows=4, checkpoint_payoff=False,
+                )  # fmt: skip
+                engine = assemble_engine(model, catalog, CharDecoder(), [EOS], runtime,
+                                         before_capture=in_graph.bind if in_graph else None)
+                ple = open_model_ple(folder, options, s.device, engine.worker, model,
+                                     in_graph=in_graph)  # fmt: skip
+                outputs[residency] = _run(engine, waves())
+                snap = ple.stats.snapshot()
+                details.append(f"{residency}: {snap.rows_gathered} rows, "
+                               f"{snap.exposed_ns / max(1, snap.frames) / 1e3:.0f} us/frame")
+                for closing in (ple.mailbox, in_graph):
+                    if closing is not None:
+                        closing.close()
+            ok = outputs["host"] == outputs["device"] == outputs["disk"]
+            rows.append(row("ple", f"greedy device == host+preload == disk ({speculation})",
+                            ok, "; ".join(details)))  # fmt: skip
+    return rows
