@@ -160,8 +160,11 @@ def check_ple_greedy(s, row: Callable[..., object]) -> list:
 
     full = plan_catalog(get_recipe("qwen4-exp"),
                         LoadOptions(mixed_prefill=True, max_prefill_chunk=64))  # fmt: skip
-    catalog = Catalog(full.recipe, full.options,
-                      tuple(d for d in full.descriptors if d.kind is not GraphKind.VISION))
+    catalog = Catalog(
+        full.recipe,
+        full.options,
+        tuple(d for d in full.descriptors if d.kind is not GraphKind.VISION),
+    )
     rows = []
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
@@ -176,14 +179,22 @@ def check_ple_greedy(s, row: Callable[..., object]) -> list:
                     num_slots=4, page_size=16, max_context_tokens=256, speculation=speculation,
                     mixed=True, snapshot_rows=4, checkpoint_payoff=False,
                 )  # fmt: skip
-                engine = assemble_engine(model, catalog, CharDecoder(), [EOS], runtime,
-                                         before_capture=in_graph.bind if in_graph else None)
+                engine = assemble_engine(
+                    model,
+                    catalog,
+                    CharDecoder(),
+                    [EOS],
+                    runtime,
+                    before_capture=in_graph.bind if in_graph else None,
+                )
                 ple = open_model_ple(folder, options, s.device, engine.worker, model,
                                      in_graph=in_graph)  # fmt: skip
                 outputs[residency] = _run(engine, waves())
                 snap = ple.stats.snapshot()
-                details.append(f"{residency}: {snap.rows_gathered} rows, "
-                               f"{snap.exposed_ns / max(1, snap.frames) / 1e3:.0f} us/frame")
+                details.append(
+                    f"{residency}: {snap.rows_gathered} rows, "
+                    f"{snap.exposed_ns / max(1, snap.frames) / 1e3:.0f} us/frame"
+                )
                 for closing in (ple.mailbox, in_graph):
                     if closing is not None:
                         closing.close()

@@ -73,6 +73,7 @@ class PleRowSource(Protocol):
 
     def close(self) -> None: ...
 
+
 VALIDATION_TEXT = 'def main(argv=None):\n    """Run the command line."""\n    return 0\n'
 
 

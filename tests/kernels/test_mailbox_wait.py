@@ -12,7 +12,8 @@ import time
 import pytest
 import torch
 
-from ignition.kernels.mailbox_wait import reference, triton as kernel
+from ignition.kernels.mailbox_wait import reference
+from ignition.kernels.mailbox_wait import triton as kernel
 from ignition.kernels.mailbox_wait.reference import ASKED_NOTHING, READY, TIMED_OUT
 
 DELAY_S = 0.15

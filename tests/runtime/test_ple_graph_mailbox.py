@@ -15,11 +15,11 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from ignition.compiler.ple_input import NO_ROW, allocate_ple_rows  # noqa: E402
-from ignition.kernels import ops, use_backend  # noqa: E402
-from ignition.runtime.ple.graph_mailbox import GraphMailbox, device_view, uva_table  # noqa: E402
-from ignition.runtime.ple.store import open_store  # noqa: E402
-from ignition.runtime.ple.table import write_table  # noqa: E402
+from ignition.compiler.ple_input import NO_ROW, allocate_ple_rows
+from ignition.kernels import ops, use_backend
+from ignition.runtime.ple.graph_mailbox import GraphMailbox, device_view, uva_table
+from ignition.runtime.ple.store import open_store
+from ignition.runtime.ple.table import write_table
 
 CPU = torch.device("cpu")
 WIDTH = 6

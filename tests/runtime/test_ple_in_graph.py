@@ -14,13 +14,13 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from ignition.compiler.ple_input import allocate_ple_rows  # noqa: E402
-from ignition.kernels import use_backend  # noqa: E402
-from ignition.runtime.ple.delivery import FrameDelivery, modulo_row_ids  # noqa: E402
-from ignition.runtime.ple.in_graph import InGraphRows, in_graph_enabled  # noqa: E402
-from ignition.runtime.ple.mailbox import Mailbox  # noqa: E402
-from ignition.runtime.ple.store import open_store  # noqa: E402
-from ignition.runtime.ple.table import write_table  # noqa: E402
+from ignition.compiler.ple_input import allocate_ple_rows
+from ignition.kernels import use_backend
+from ignition.runtime.ple.delivery import FrameDelivery, modulo_row_ids
+from ignition.runtime.ple.in_graph import InGraphRows, in_graph_enabled
+from ignition.runtime.ple.mailbox import Mailbox
+from ignition.runtime.ple.store import open_store
+from ignition.runtime.ple.table import write_table
 
 CPU = torch.device("cpu")
 DELAY_S = 0.1
@@ -52,14 +52,14 @@ def test_bound_programs_get_the_tables_rows(table, preload):
 
 
 def test_the_uva_gather_never_waits_for_the_host(table):
-    values, layout = table
+    _, layout = table
     rows = InGraphRows(open_store(layout, "host", CPU, preload=True), CPU, delay_s=DELAY_S)
     bound(rows).gather(0, torch.tensor([[4, 5]]), torch.tensor([True]))
     assert rows.take_readiness() == ()
 
 
 def test_a_slow_mailbox_answer_is_the_frames_stall_on_a_gpu(table):
-    values, layout = table
+    _, layout = table
     store = open_store(layout, "disk", CPU)
     rows = InGraphRows(store, CPU, delay_s=DELAY_S)
     staged = bound(rows)

@@ -60,8 +60,13 @@ def launch_publish_and_wait(
     max_spins: int,
 ) -> None:
     """Launch over preallocated buffers (captured programs)."""
-    for name, tensor in (("row_ids", row_ids), ("mailbox_ids", mailbox_ids),
-                         ("request", request), ("ready", ready), ("sequence", sequence)):
+    for name, tensor in (
+        ("row_ids", row_ids),
+        ("mailbox_ids", mailbox_ids),
+        ("request", request),
+        ("ready", ready),
+        ("sequence", sequence),
+    ):
         if tensor.dtype != torch.int64 or not tensor.is_contiguous():
             raise ValueError(f"publish_and_wait: {name} must be contiguous int64")  # fmt: skip
     if mailbox_ids.shape[0] < row_ids.shape[0]:

@@ -58,11 +58,11 @@ from ignition.runtime.ple.table import (
 from ignition.runtime.ple.validation import BuildRows
 
 __all__ = [
-    "BuildRows",
     "DEFAULT_CACHE_BYTES",
     "NO_TABLE",
     "RESIDENCIES",
     "TABLE_FOLDER",
+    "BuildRows",
     "Delivery",
     "FrameDelivery",
     "InGraphRows",
@@ -86,8 +86,8 @@ __all__ = [
     "describe_table",
     "eos_id",
     "find_layout",
-    "in_graph_enabled",
     "holds_tables",
+    "in_graph_enabled",
     "model_row_ids",
     "open_in_graph",
     "open_model_ple",
