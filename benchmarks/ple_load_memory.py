@@ -8,6 +8,10 @@ interleaved), and prints each load's peak resident-memory growth (Linux: VmHWM r
 through /proc/self/clear_refs, minus VmRSS before loading), the difference and the ratio:
 
     PYTHONPATH=. .venv/bin/python benchmarks/ple_load_memory.py --table-mib 256
+
+``--build`` measures ``ignition build`` instead (small catalog, CPU): at device residency
+it validates with the whole model, table included; at disk residency it loads without the
+table and validates through the serving store (``runtime.ple.validation.BuildRows``).
 """
 
 from __future__ import annotations
@@ -41,6 +45,34 @@ print(json.dumps({"peak_growth_kib": peak - before, "table_bytes": layout.table_
 """
 
 
+BUILD_CHILD = """
+import json, sys, tempfile
+import torch
+from ignition.compiler.build import build_bundle
+from ignition.recipes import LoadOptions
+from ignition.runtime.ple import BuildRows, PleOptions, describe_table, find_layout
+
+def status_kib(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+
+torch.set_num_threads(1)
+path, skip = sys.argv[1], sys.argv[2] == "1"
+layout = find_layout(path)
+residency = sys.argv[3] if skip else "device"
+entry = describe_table(PleOptions(residency), layout, residency)
+options = LoadOptions(max_prefill_chunk=128, concurrency=2, speculation="off")
+open("/proc/self/clear_refs", "w").write("5")
+before = status_kib("VmRSS")
+with tempfile.TemporaryDirectory() as out:
+    build_bundle(None, options, weights=path, out_dir=out, device="cpu", ple=entry,
+                 ple_rows=BuildRows.of(path, entry))
+peak = status_kib("VmHWM")
+print(json.dumps({"peak_growth_kib": peak - before, "table_bytes": layout.table_bytes}))
+"""
+
+
 def write_checkpoint(path: Path, table_mib: int) -> None:
     import torch
     import transformers as tf
@@ -57,9 +89,9 @@ def write_checkpoint(path: Path, table_mib: int) -> None:
     _copy_tokenizer(path)
 
 
-def load_once(path: Path, skip: bool) -> dict:
+def load_once(path: Path, skip: bool, child: str = CHILD, residency: str = "disk") -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), "1" if skip else "0"],
+        [sys.executable, "-c", child, str(path), "1" if skip else "0", residency],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -69,20 +101,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--table-mib", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--build", action="store_true", help="measure ignition build")
+    parser.add_argument("--build-residency", choices=("host", "disk"), default="host")
     args = parser.parse_args()
+    child = BUILD_CHILD if args.build else CHILD
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder)
         write_checkpoint(path, args.table_mib)
         runs: dict[bool, list[int]] = {False: [], True: []}
         for _ in range(args.repeats):
             for skip in (False, True):
-                result = load_once(path, skip)
+                result = load_once(path, skip, child, args.build_residency)
                 runs[skip].append(result["peak_growth_kib"])
         table_mib = result["table_bytes"] / (1 << 20)
     whole, without = min(runs[False]) / 1024, min(runs[True]) / 1024
-    print(f"table: {table_mib:.1f} MiB; peak RSS growth while loading, best of {args.repeats}:")
+    what = "building (load + validation)" if args.build else "loading"
+    print(f"table: {table_mib:.1f} MiB; peak RSS growth while {what}, best of {args.repeats}:")
     print(f"  with the table (device residency):      {whole:8.1f} MiB")
-    print(f"  without it (host / disk residency):     {without:8.1f} MiB")
+    off = args.build_residency if args.build else "host / disk"
+    print(f"  without it ({off} residency):{' ' * (16 - len(off))}{without:8.1f} MiB")
     print(f"  with minus without:                     {whole - without:8.1f} MiB")
     print(f"  ratio with / without:                   {whole / max(without, 1e-9):8.2f}")
 

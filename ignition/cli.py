@@ -434,7 +434,7 @@ def _build_with_progress(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from ignition.compiler.build import build_bundle
+    from ignition.compiler.build import DEFAULT_CHECKPOINT, build_bundle
 
     with Progress(
         TextColumn("{task.description}"),
@@ -453,6 +453,8 @@ def _build_with_progress(
             progress.update(task, advance=1, program=label)
 
         if tensor_parallel_size == 1:
+            from ignition.runtime.ple import BuildRows
+
             return build_bundle(
                 recipe_name,
                 options,
@@ -464,6 +466,7 @@ def _build_with_progress(
                 on_program=done,
                 on_start=started,
                 ple=ple,
+                ple_rows=BuildRows.of(weights or DEFAULT_CHECKPOINT, ple),
             )
         from ignition.distributed.build import BuildJob, build_on_rank, follow_build
         from ignition.distributed.launch import run_tensor_parallel

@@ -34,6 +34,7 @@ from ignition.runtime.ple import (
     PleOptions,
     PleTableError,
     delivers_table,
+    open_in_graph,
     open_model_ple,
 )
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
@@ -172,10 +173,12 @@ def follow_engine(options: ServeOptions, tp: TensorParallel) -> None:
     from ignition.distributed.follower import follow
 
     bundle = _load(options, tp)
+    in_graph = _open_in_graph(bundle, options)
     worker, _selected, _pages, _windows = assemble_worker(
-        bundle.model, bundle.catalog, bundle.eos_token_ids, _runtime_options(options, bundle)
-    )
-    ple = _open_ple(bundle, options, worker)  # this rank's own rows (docs/ple.md)
+        bundle.model, bundle.catalog, bundle.eos_token_ids, _runtime_options(options, bundle),
+        before_capture=None if in_graph is None else in_graph.bind,
+    )  # fmt: skip
+    ple = _open_ple(bundle, options, worker, in_graph)  # this rank's own rows (docs/ple.md)
     try:
         follow(worker, tp)
     finally:
@@ -207,6 +210,7 @@ def open_engine(
         from ignition.distributed.ranks import RankZeroWorker
 
         wrap = lambda worker: RankZeroWorker(worker, tp)  # noqa: E731
+    in_graph = _open_in_graph(bundle, options)  # CUDA, table off the device: bound at capture
     engine = assemble_engine(
         bundle.model,
         bundle.catalog,
@@ -216,6 +220,7 @@ def open_engine(
         on_prepared=(lambda d, _p: tick(d.name)) if tick else None,
         scheduler_factory=direct_scheduler if direct else helios_scheduler,
         wrap_worker=wrap,
+        before_capture=None if in_graph is None else in_graph.bind,
     )
     engine.vocab_size = bundle.model.config.vocab_size
     engine.grammar = LazyGrammarCompiler(
@@ -227,20 +232,34 @@ def open_engine(
     # the worker. Tensor parallel: every rank delivers its own rows (the table is replicated,
     # not sharded); rank zero's counters are the ones /metrics shows.
     worker = engine.worker if tp is None else engine.worker.inner
-    engine.stats.ple = _open_ple(bundle, options, worker).stats
+    engine.stats.ple = _open_ple(bundle, options, worker, in_graph).stats
     return bundle, engine
 
 
-def _open_ple(bundle: Bundle, options: ServeOptions, worker: object = None):
+def _ple_of(bundle: Bundle, options: ServeOptions) -> tuple[Path, PleOptions]:
     checkpoint = Path(bundle.manifest["checkpoint"]["path"])
     if not checkpoint.is_absolute():
         checkpoint = bundle.path / checkpoint
     ple = serve_ple_options(
         options.ple, bundle.manifest.get("ple", {}), str(bundle.path / "manifest.json")
     )
+    return checkpoint, ple
+
+
+def _open_in_graph(bundle: Bundle, options: ServeOptions):
+    """CUDA with the table off the device: the programs' in-graph row source (None else)."""
+    checkpoint, ple = _ple_of(bundle, options)
+    try:
+        return open_in_graph(checkpoint, ple, resolve_device(options.device), bundle.model)
+    except (PleTableError, ValueError) as err:
+        raise BundleError(str(err)) from None
+
+
+def _open_ple(bundle: Bundle, options: ServeOptions, worker: object = None, in_graph=None):
+    checkpoint, ple = _ple_of(bundle, options)
     try:
         device = resolve_device(options.device)
-        return open_model_ple(checkpoint, ple, device, worker, bundle.model, True)
+        return open_model_ple(checkpoint, ple, device, worker, bundle.model, True, in_graph)
     except (PleTableError, ValueError) as err:
         raise BundleError(str(err)) from None
 

@@ -17,7 +17,11 @@ Sections (each row: check | result | detail):
    on the device (the overlap ratio), and device busy time over wall time;
 5. greedy: the same prompt generates identical greedy tokens with speculation off, fixed
    and adaptive, all on captured graphs; its prompt logprobs (scored from the hidden states
-   the captured programs keep) agree across the three modes and with an eager forward.
+   the captured programs keep) agree across the three modes and with an eager forward;
+6. ple: the n-gram table off the device (``scripts/gpu_check_ple.py``): the UVA gather from
+   a pinned host table equals the reference, and a host thread delayed by a known amount
+   shows up in a captured graph's replay interval and in the answer's ``ready - needed``;
+   a tiny qwen4_exp generates the same greedy tokens at device, host+preload and disk.
 
 The dry run replaces what needs CUDA with its CPU counterpart (reference kernels timed on
 CPU, eager programs, the host-sync detector instead of the sync debug mode) and fails if
@@ -50,6 +54,7 @@ from ignition.kernels import ops, use_backend
 from ignition.model.state import ModelState
 from ignition.model.weights import load_model
 from ignition.recipes import LoadOptions, get_recipe
+from scripts.gpu_check_ple import check_ple, check_ple_greedy
 
 HBM_BYTES_PER_S = 4.3e12  # H200 HBM3e
 FULL = Dims(16, 2, 256, 16, 128, 128, 151936)  # full-size head dims, Qwen-scale vocabulary
@@ -368,6 +373,8 @@ def run_checks(s: Setup) -> list[Row]:
             rows.append(Row(name, "section", False, f"{type(err).__name__}: {err}"))
 
     section("kernels", lambda: check_kernels(s))
+    section("ple", lambda: check_ple(s, Row))
+    section("ple", lambda: check_ple_greedy(s, Row))
     model = load_model(DEFAULT_CHECKPOINT, s.device)
     tokenizer = Tokenizer.from_file(str(DEFAULT_CHECKPOINT / "tokenizer.json"))
     prompt_ids = tokenizer.encode(PROMPT).ids
@@ -384,7 +391,7 @@ def print_table(rows: list[Row]) -> None:
         print(f"{r.section:<8} | {r.check:<{width}} | {'pass' if r.ok else 'FAIL':<6} | {r.detail}")
 
 
-EXPECTED_SECTIONS = ("kernels", "capture", "replay", "overlap", "greedy")
+EXPECTED_SECTIONS = ("kernels", "capture", "replay", "overlap", "greedy", "ple")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -57,6 +57,23 @@ TOKENIZER_FILES = (
     "generation_config.json",
 )
 TEMPLATE_DIRS = ("additional_chat_templates",)
+
+
+class PleRowSource(Protocol):
+    """Where validation gets the PLE n-gram rows when the table stays off the device
+    (``runtime.ple.validation.BuildRows``; the compiler may not import the runtime): the
+    model is then loaded without its tables and the programs resolve rows through the same
+    store and mailbox serving uses (docs/ple.md)."""
+
+    def skips_table(self, device: torch.device) -> bool: ...
+
+    def before_capture(self, model: Any, device: torch.device) -> Callable[[Any], None] | None: ...
+
+    def attach(self, model: Any, device: torch.device, programs: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
 VALIDATION_TEXT = 'def main(argv=None):\n    """Run the command line."""\n    return 0\n'
 
 
@@ -177,18 +194,25 @@ def build_bundle(
     write: bool = True,
     tensor_parallel_size: int = 1,
     ple: dict[str, Any] | None = None,
+    ple_rows: PleRowSource | None = None,
 ) -> BuildResult:
     """``load`` reads the checkpoint (a tensor-parallel rank reads its shard); ``write``
     False runs every step but writes nothing (the ranks beside rank zero: their programs
     run the same collectives as rank zero's). ``ple``: the PLE n-gram table's entry for the
-    manifest and the report (runtime.ple.delivery.describe_table; None: no table)."""
+    manifest and the report (runtime.ple.delivery.describe_table; None: no table).
+    ``ple_rows``: where the rows come from when the table stays off the device; then the
+    table is never read whole (the loader skips it, validation reads the rows it hashes to)."""
     checkpoint = Path(weights) if weights else DEFAULT_CHECKPOINT
     recipe = resolve_recipe(recipe_name, checkpoint)
     plan_catalog(recipe, options)  # bad options fail before the weights are read
     out_dir = Path(out_dir) if out_dir else Path("artifacts") / recipe.name
     torch_device = resolve_device(device)
     configure_threads(torch_device, threads)
-    loaded = load(checkpoint, torch_device)
+    skips_table = ple_rows is not None and ple_rows.skips_table(torch_device)
+    if skips_table:
+        loaded = load(checkpoint, torch_device, without_ple_tables=True)
+    else:
+        loaded = load(checkpoint, torch_device)
     model, notes = loaded.model, list(loaded.notes)
     options, note = _without_drafts_if_headless(model, recipe, options)
     if note:
@@ -211,8 +235,9 @@ def build_bundle(
             on_program(d, True)
     results = dict(previous)
     if todo:
+        rows = ple_rows if skips_table else None
         results.update(
-            _prepare_and_validate(model, recipe, todo, checkpoint, torch_device, on_program)
+            _prepare_and_validate(model, recipe, todo, checkpoint, torch_device, on_program, rows)
         )
 
     state_operations = _validate_state_operations(model, recipe.capacity.kv_page_size, torch_device)
@@ -307,11 +332,25 @@ def _validation_state(model, page_size: int, descriptors, device) -> ModelState:
     )
 
 
-def _prepare_and_validate(model, recipe: Recipe, todo, checkpoint: Path, device, on_program):
+def _prepare_and_validate(
+    model, recipe: Recipe, todo, checkpoint: Path, device, on_program, ple_rows=None
+):
     state = _validation_state(model, recipe.capacity.kv_page_size, todo, device)
     sample = _sample_tokens(checkpoint)
     results: dict[str, dict[str, Any]] = {}
-    programs, pending = prepare_programs(model, state, todo, device)
+    bind = None if ple_rows is None else ple_rows.before_capture(model, device)
+    programs, pending = prepare_programs(model, state, todo, device, before_capture=bind)
+    if ple_rows is not None:
+        ple_rows.attach(model, device, [program for program, _ in programs.values()])
+    try:
+        _validate_all(programs, pending, state, sample, model, todo, on_program, results)
+    finally:
+        if ple_rows is not None:
+            ple_rows.close()
+    return results
+
+
+def _validate_all(programs, pending, state, sample, model, todo, on_program, results) -> None:
     for d in todo:
         program, prepared = programs[d.name]
         result = validate_program(
@@ -325,7 +364,6 @@ def _prepare_and_validate(model, recipe: Recipe, todo, checkpoint: Path, device,
         }
         if on_program is not None:
             on_program(d, False)
-    return results
 
 
 def _validate_state_operations(model, page_size: int, device) -> list[dict[str, Any]]:

@@ -214,16 +214,21 @@ def prepare_programs(
     *,
     use_graphs: bool | None = None,
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
+    before_capture: Callable[[Any], None] | None = None,
 ) -> tuple[PreparedCatalog, torch.Tensor]:
     """Every program of a catalog over one state, one workspace and one host staging, in
     capture order. Returns the programs by descriptor name and the device ``pending``
-    buffer."""
+    buffer. ``before_capture`` receives the programs' shared PLE input
+    (``ple_input.PleRowsInput``) before any is captured: on CUDA the in-graph row source
+    must be bound into the graphs (runtime.ple.in_graph)."""
     ordered = capture_order(descriptors)
     text = [d for d in ordered if d.kind is not GraphKind.VISION]  # vision owns its inputs
     extents = WorkspaceExtents.of(text)
     if model.visual is not None:  # a chunk's image features never outnumber its tokens
         extents = dataclasses.replace(extents, max_image_tokens=extents.max_prompt)
     workspace = Workspace(extents, model.config.hidden_size, device, model.config.vocab_size)
+    if before_capture is not None and (staged := workspace.ple_rows(model)) is not None:
+        before_capture(staged)
     staging = HostStaging(workspace, mirrors={"page_table": state.page_table})
     pending = torch.zeros(state.num_slots + 1, dtype=torch.int64, device=device)
     history = SlotHistory.allocate(state.num_slots, model.config.vocab_size, device)

@@ -30,6 +30,9 @@ NO_ROW = torch.iinfo(torch.int64).max  # the ids buffer's padding: sorts after e
 
 # missing global row ids [M] (unique) -> their rows [M, head_dim], waiting for the host
 Resolver = Callable[[Tensor], Tensor]
+# (PLE layer, global row ids [N] with -1 where nothing is asked) -> rows [N, head_dim] on the
+# program's device, as the model uses them; capturable (runtime.ple.graph_mailbox)
+GraphResolver = Callable[[int, Tensor], Tensor]
 
 
 @dataclass
@@ -45,6 +48,9 @@ class PleRowsInput:
     # The in-program mailbox (runtime.ple.delivery); None: every row must be staged.
     resolve: Resolver | None = None
     num_resolved: list[int] = field(default_factory=lambda: [0])  # rows asked in-program
+    # The in-graph mailbox (GPU): asked without a host sync, every frame's missing rows at
+    # static shapes; when set it replaces ``resolve``.
+    resolve_in_graph: GraphResolver | None = None
 
     def lookups(self) -> list[Callable[[Tensor, PackedMeta], Tensor]]:
         """One row lookup per PLE layer, as the model's ``gathering_ple_rows`` takes them."""
@@ -66,6 +72,11 @@ class PleRowsInput:
         rows = table[at]  # a new tensor: filling its misses leaves the staging untouched
         is_needed = is_token_valid[:, None].expand(num_tokens, heads).reshape(-1)
         missing = is_needed & ~is_found
+        if self.resolve_in_graph is not None:  # no host sync: the kernel skips an empty ask
+            asked = torch.where(missing, wanted, torch.full_like(wanted, -1))
+            resolved = self.resolve_in_graph(layer, asked).to(dtype=table.dtype)
+            rows = torch.where(missing[:, None], resolved, rows)
+            return rows.view(num_tokens, heads, -1)
         if bool(missing.any()):  # on a GPU this needs the in-graph mailbox (docs/ple.md)
             if self.resolve is None:
                 raise RuntimeError(

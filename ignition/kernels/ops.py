@@ -25,6 +25,8 @@ allocate_speculative_prefixes = register(
 )
 rejection_verify = register(KernelOp("rejection_verify", "rejection_verify"))
 block_topk = register(KernelOp("block_topk", "block_topk"))
+gather_rows = register(KernelOp("gather_rows", "row_gather"))
+publish_and_wait = register(KernelOp("publish_and_wait", "mailbox_wait"))
 
 __all__ = [
     "allocate_speculative_prefixes",
@@ -32,7 +34,9 @@ __all__ = [
     "causal_conv1d_prefill",
     "causal_conv1d_update",
     "chunk_gated_delta_rule",
+    "gather_rows",
     "packed_paged_attention",
+    "publish_and_wait",
     "recurrent_gated_delta_rule",
     "rejection_verify",
     "write_paged_kv",

@@ -6,6 +6,7 @@ import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
@@ -124,10 +125,12 @@ def assemble_worker(
     options: RuntimeOptions,
     *,
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
+    before_capture: Callable[[Any], None] | None = None,
 ) -> tuple[ModelWorker, Catalog, int, VisionWindowHooks]:
     """The worker over freshly sized state and prepared programs, the selected catalog, the
     pages requests may own and the vision-window hooks. Every tensor-parallel rank builds
-    this part alike."""
+    this part alike. ``before_capture``: the PLE in-graph row source's ``bind``
+    (``compiler.graph.prepare_programs``; CUDA with the table off the device)."""
     device = next(model.parameters()).device
     selected = select_for_mode(catalog, options.speculation, mixed=options.mixed)
     if options.max_context_tokens > model.config.max_position_embeddings:
@@ -143,6 +146,7 @@ def assemble_worker(
         device,
         use_graphs=options.use_graphs,
         on_prepared=on_prepared,
+        before_capture=before_capture,
     )
     snapshot_rows = resolve_snapshot_rows(options, state, device)
     retained_rows = max(1, snapshot_rows)
@@ -195,11 +199,13 @@ def assemble_engine(
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
     scheduler_factory: SchedulerFactory = helios_scheduler,
     wrap_worker: Callable[[ModelWorker], Worker] | None = None,
+    before_capture: Callable[[Any], None] | None = None,
 ) -> Engine:
     """``wrap_worker`` puts the worker behind another (rank zero's broadcasting worker)."""
     model_worker, selected, num_pages, windows = assemble_worker(
-        model, catalog, eos_token_ids, options, on_prepared=on_prepared
-    )
+        model, catalog, eos_token_ids, options, on_prepared=on_prepared,
+        before_capture=before_capture,
+    )  # fmt: skip
     worker: Worker = model_worker if wrap_worker is None else wrap_worker(model_worker)
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     resources = Resources(

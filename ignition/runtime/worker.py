@@ -37,6 +37,7 @@ import torch
 
 from ignition.compiler.graph import InflightRun, PreparedProgram, launch, map_tensors
 from ignition.compiler.ple_input import PleRowsInput, stage_rows
+from ignition.compiler.ple_staging import PleStaging
 from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame
 from ignition.compiler.state_ops import StateOperations
@@ -168,6 +169,7 @@ class ModelWorker:
         self._started: set[RequestHandle] = set()
         # The PLE n-gram rows' delivery (None: no table, or one the program gathers itself).
         self.ple: FrameDelivery | None = None
+        self._ple_staging: PleStaging | None = None  # CUDA only (compiler.ple_staging)
         # Program frames launched and not yet read, per request: while one is, the request's
         # pending token lives only on the device and its PLE rows are not known at launch.
         self._unread: dict[RequestHandle, int] = {}
@@ -181,6 +183,10 @@ class ModelWorker:
             if staged is not None:
                 staged.is_enabled = True
                 staged.resolve = delivery.resolve_inside
+                if staged.ids[0].is_cuda and self._ple_staging is None:
+                    # two queued frames: known rows through alternating pinned sets (the
+                    # programs share one PLE input, so one staging serves them all)
+                    self._ple_staging = PleStaging(staged)
 
     # -- Worker protocol -----------------------------------------------------------
 
@@ -238,7 +244,7 @@ class ModelWorker:
             # the program's PLE layer cannot start without them
             rows = self.ple.await_rows(deliveries)
             staged = getattr(program.inputs, "ple", None)
-            _stage_known_rows(staged, deliveries, rows, self.ple.layer_rows)
+            _stage_known_rows(staged, deliveries, rows, self.ple.layer_rows, self._ple_staging)
             ple_wait_ns = time.perf_counter_ns() - launched_ns
         scored: list[PromptScores] = []
 
@@ -323,7 +329,8 @@ class ModelWorker:
         wall_ns = time.perf_counter_ns() - launched.launched_ns
         self._mark_read(launched.lanes)
         readiness, stall_ns = (), 0
-        if launched.ple_deliveries or launched.ple_inside:
+        in_graph = self.ple is not None and self.ple.in_graph is not None
+        if launched.ple_deliveries or launched.ple_inside or in_graph:
             readiness, stall_ns = self.ple.finish(launched.ple_deliveries, launched.ple_inside)
             if self.ple.inside_interval:  # CPU: the program's interval holds its wait
                 device_ns += launched.ple_wait_ns
@@ -720,14 +727,20 @@ def _stage_known_rows(
     deliveries: tuple[Delivery, ...],
     rows: list[torch.Tensor],
     delivery_rows: Callable[..., list[tuple[torch.Tensor, torch.Tensor]]],
+    double_buffered: PleStaging | None = None,
 ) -> None:
     """Copy the frame's known rows into the program's PLE input, layer by layer (a program
-    without one, a model without an n-gram table, only waits for them)."""
+    without one, a model without an n-gram table, only waits for them); on CUDA through the
+    double-buffered pinned staging, so a queued frame never rewrites rows being copied."""
     if staged is None or not staged.is_enabled:
         return
     dtype = staged.rows[0].dtype
     for delivery, values in zip(deliveries, rows, strict=True):
-        for layer, (ids, layer_values) in enumerate(delivery_rows(delivery, values, dtype)):
+        parts = delivery_rows(delivery, values, dtype)
+        if double_buffered is not None:
+            double_buffered.stage(staged, parts)
+            continue
+        for layer, (ids, layer_values) in enumerate(parts):
             stage_rows(staged, layer, ids, layer_values)
 
 

@@ -52,18 +52,21 @@ def test_a_table_off_the_device_reproduces_transformers_greedy_tokens(
     qwen4_weights, qwen4_exp, tmp_path, residency, monkeypatch
 ):
     """The n-gram table mapped from the checkpoint's own shards in place, its rows staged by
-    the host or resolved by the program's mailbox; serving's loader never reads it."""
+    the host or resolved by the program's mailbox; neither the build (its validation runs
+    get their rows through the same store) nor serving's loader reads it."""
     import ignition.model.weights as weights
 
     _, _, expected = qwen4_exp
     bundle = tmp_path / "bundle"
+    read, original = [], weights.read_tensor
+    monkeypatch.setattr(weights, "read_tensor", lambda f, n: read.append(n) or original(f, n))
     build(qwen4_weights[0], bundle, "--mixed-prefill", "--ple-residency", residency)
+    assert read and [n for n in read if "ngram_embedding" in n] == []  # the build's loader
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["ple"]["residency"] == residency
     # the build report describes the checkpoint's own shards: two layers' tables in pieces
     assert manifest["ple"]["table"] == "n-gram" and manifest["ple"]["num_shards"] >= 2
-    read, original = [], weights.read_tensor
-    monkeypatch.setattr(weights, "read_tensor", lambda f, n: read.append(n) or original(f, n))
+    read.clear()
     for speculation in ("off", "adaptive"):
         assert generate(bundle, "--speculation", speculation) == expected
     assert read and [n for n in read if "ngram_embedding" in n] == []

@@ -15,7 +15,18 @@ def test_the_package_exports_every_name_it_lists():
 
 def test_the_package_holds_one_module_per_job():
     modules = {m.name for m in pkgutil.iter_modules(ple.__path__)}
-    assert modules == {"table", "store", "cache", "mailbox", "delivery", "model", "stats"}
+    assert modules == {
+        "table",
+        "store",
+        "cache",
+        "mailbox",
+        "delivery",
+        "model",
+        "stats",
+        "validation",
+        "graph_mailbox",
+        "in_graph",
+    }
 
 
 def test_no_flat_ple_module_is_left_in_the_runtime():

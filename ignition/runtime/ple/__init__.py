@@ -4,7 +4,9 @@ One job per module: ``table`` (the shards on disk and their load errors), ``stor
 the rows live, by residency), ``cache`` (the disk residency's exact row cache), ``mailbox``
 (the host thread and its readiness timestamps), ``delivery`` (a frame's rows, from its plan
 to ``readiness_stall_ns``), ``model`` (the model's row ids and its table in a checkpoint)
-and ``stats`` (the counters ``/metrics`` reads). Code outside this package imports the names
+``stats`` (the counters ``/metrics`` reads), ``validation`` (the build's rows), and on a GPU
+``graph_mailbox`` (mapped host memory, the in-graph mailbox's host thread) and ``in_graph``
+(the captured programs' row source). Code outside this package imports the names
 below from ``ignition.runtime.ple``.
 """
 
@@ -23,6 +25,7 @@ from ignition.runtime.ple.delivery import (
     parse_bytes,
     resolve_residency,
 )
+from ignition.runtime.ple.in_graph import InGraphRows, in_graph_enabled
 from ignition.runtime.ple.mailbox import Delivery, Mailbox, Readiness, aggregate_exposed_ns
 from ignition.runtime.ple.model import (
     checkpoint_table,
@@ -31,6 +34,7 @@ from ignition.runtime.ple.model import (
     eos_id,
     holds_tables,
     model_row_ids,
+    open_in_graph,
     open_model_ple,
     ple_layers,
     write_model_table,
@@ -51,14 +55,17 @@ from ignition.runtime.ple.table import (
     read_layout,
     write_table,
 )
+from ignition.runtime.ple.validation import BuildRows
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
     "NO_TABLE",
     "RESIDENCIES",
     "TABLE_FOLDER",
+    "BuildRows",
     "Delivery",
     "FrameDelivery",
+    "InGraphRows",
     "LayerRows",
     "Mailbox",
     "PleOptions",
@@ -80,7 +87,9 @@ __all__ = [
     "eos_id",
     "find_layout",
     "holds_tables",
+    "in_graph_enabled",
     "model_row_ids",
+    "open_in_graph",
     "open_model_ple",
     "open_ple",
     "open_store",

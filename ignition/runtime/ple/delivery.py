@@ -191,6 +191,7 @@ class FrameDelivery:
         context_size: int,
         pad_id: int,
         inside_interval: bool = True,
+        in_graph: Any = None,
     ) -> None:
         self.mailbox = mailbox
         self.layers = [LayerRows(row_ids)] if callable(row_ids) else list(row_ids)
@@ -198,6 +199,9 @@ class FrameDelivery:
         self.context_size = context_size
         self.pad_id = pad_id
         self.inside_interval = inside_interval
+        # CUDA: the programs' capturable row source (in_graph.InGraphRows); its mailbox
+        # answers are in-program deliveries whose waits lie inside the replay interval
+        self.in_graph = in_graph
         self._made_inside: list[Delivery] = []  # the running frame's in-program deliveries
 
     @property
@@ -307,10 +311,13 @@ class FrameDelivery:
         for d in deliveries:
             self.mailbox.release(d)
         readiness = tuple(d.readiness for d in (*deliveries, *inside))
+        in_graph = () if self.in_graph is None else self.in_graph.take_readiness()
         exposed = frame_exposed_ns(readiness)
-        if readiness:
-            self.stats.add_frame(exposed)
-        return readiness, exposed if self.inside_interval else 0
+        graph_exposed = frame_exposed_ns(in_graph)
+        if readiness or in_graph:
+            self.stats.add_frame(exposed + graph_exposed)
+        reported = (exposed if self.inside_interval else 0) + graph_exposed
+        return readiness + in_graph, reported
 
 
 @dataclass
@@ -334,10 +341,12 @@ def resolve_residency(options: PleOptions, layout: TableLayout, device: torch.de
 
 
 def delivers_rows(residency: str, device: torch.device) -> bool:
-    """Whether the rows reach the programs through a delivery (host or disk residency on
-    CPU). On CUDA the in-graph mailbox is not built, so the captured programs still gather
-    from the model's own table, which must therefore be loaded (docs/ple.md)."""
-    return residency != "device" and device.type != "cuda"
+    """Whether the rows reach the programs through a delivery (host or disk residency). On
+    CUDA through the in-graph path (``in_graph``), unless ``IGNITION_PLE_IN_GRAPH=0``: then
+    the captured programs gather from the model's own table, which must be loaded."""
+    from ignition.runtime.ple.in_graph import in_graph_enabled
+
+    return residency != "device" and (device.type != "cuda" or in_graph_enabled())
 
 
 def open_ple(
@@ -349,26 +358,36 @@ def open_ple(
     context_size: int = 2,
     pad_id: int = 0,
     layout: TableLayout | None = None,
+    in_graph: Any = None,
 ) -> PleRuntime:
     """Open the checkpoint's table (``layout``, else its table folder) at its residency; with
     the model's ``row_ids`` (the qwen4_exp layers), host and disk rows reach ``worker``'s
     programs through the mailbox. Without a table the options are accepted and the counters
     say "none".
 
-    On CUDA the programs are captured graphs and the in-graph mailbox is not built yet
-    (docs/ple.md): the table is opened and counted, and the programs keep gathering from
+    On CUDA the programs are captured graphs: their rows not staged by the host come from
+    ``in_graph`` (``in_graph.InGraphRows``, bound before capture, whose store is reused
+    here); without it the table is only opened and counted, and the programs gather from
     the model's own table."""
     layout = layout if layout is not None else find_layout(checkpoint)
     if layout is None:
         return PleRuntime(options, PleStats("none", 0))
     residency = resolve_residency(options, layout, device)
-    store = open_store(
-        layout, residency, device, preload=options.preloads, cache_bytes=options.cache_bound
-    )
+    if in_graph is not None:
+        store = in_graph.store
+    else:
+        store = open_store(
+            layout, residency, device, preload=options.preloads, cache_bytes=options.cache_bound
+        )
     runtime = PleRuntime(options, store.stats, store)
+    on_cuda = device.type == "cuda"
+    if on_cuda and in_graph is None:
+        return runtime
     if row_ids is not None and worker is not None and delivers_rows(residency, device):
-        runtime.mailbox = Mailbox(store)
-        delivery = runtime.delivery = FrameDelivery(runtime.mailbox, row_ids, context_size, pad_id)
+        runtime.mailbox = Mailbox(store, pin=on_cuda)
+        delivery = runtime.delivery = FrameDelivery(
+            runtime.mailbox, row_ids, context_size, pad_id, not on_cuda, in_graph
+        )
         attach = getattr(worker, "attach_ple", None)
         if attach is not None:
             attach(delivery)

@@ -28,6 +28,8 @@ from ignition.runtime.ple.delivery import (
     open_ple,
     resolve_residency,
 )
+from ignition.runtime.ple.in_graph import InGraphRows
+from ignition.runtime.ple.store import open_store
 from ignition.runtime.ple.table import PleTableError, TableLayout, find_layout, write_table
 
 
@@ -126,6 +128,7 @@ def open_model_ple(
     worker: object,
     model: HybridModel | None,
     release_model_table: bool = False,
+    in_graph: InGraphRows | None = None,
 ) -> PleRuntime:
     """Serving's entry: the model's table at its residency, delivered to ``worker`` (no
     model: only a table folder is opened and counted). ``release_model_table``: once the
@@ -136,7 +139,7 @@ def open_model_ple(
     layout, scales = checkpoint_table(checkpoint, model)
     runtime = open_ple(
         checkpoint, options, device, worker, model_row_ids(model, scales), context_size(model),
-        eos_id(model), layout,
+        eos_id(model), layout, in_graph,
     )  # fmt: skip
     if runtime.delivery is None and not holds_tables(model):
         raise PleTableError(
@@ -146,6 +149,25 @@ def open_model_ple(
     if release_model_table and runtime.delivery is not None:
         release_tables(model)
     return runtime
+
+
+def open_in_graph(
+    checkpoint: str | Path, options: PleOptions, device: torch.device, model: HybridModel
+) -> InGraphRows | None:
+    """On CUDA, where the table stays off the device: its store and the capturable row source
+    the programs must be bound to before capture (``InGraphRows.bind``); None elsewhere (CPU
+    programs run eagerly and get their rows from :func:`open_model_ple`'s delivery)."""
+    if device.type != "cuda" or model.config.ngram_ple is None:
+        return None
+    layout, scales = checkpoint_table(checkpoint, model)
+    if layout is None:
+        return None
+    residency = resolve_residency(options, layout, device)
+    if not delivers_rows(residency, device):
+        return None
+    store = open_store(layout, residency, device, preload=options.preloads,
+                       cache_bytes=options.cache_bound)  # fmt: skip
+    return InGraphRows(store, device, scales)
 
 
 def delivers_table(checkpoint: str | Path, options: PleOptions, device: torch.device) -> bool:

@@ -99,6 +99,8 @@ class HostStore:
             table = torch.cat(pieces)
             pieces = [table.pin_memory() if device.type == "cuda" else table]
         self.pieces = pieces
+        # the whole table in one (pinned on CUDA) tensor: what the UVA gather reads
+        self.preloaded = pieces[0].view(layout.dtype) if preload else None
         self.starts = torch.tensor([p.first_row for p in layout.pieces], dtype=torch.int64)
         self.stats = PleStats(self.residency, layout.table_bytes)
 

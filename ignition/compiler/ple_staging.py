@@ -1,0 +1,86 @@
+"""Double-buffered host staging for a frame's known PLE rows (docs/ple.md, GPU).
+
+The worker resolves the rows it can name before launch and writes them into the program's
+``ple`` buffers (``ple_input.PleRowsInput``). On a GPU the engine queues two frames: the
+copy into the workspace must be stream-ordered behind the previous frame's replay, and the
+host memory it copies from must not be rewritten before that copy has run. So, like every
+other input (``staging.HostStaging``), the rows go through one of two pinned host sets
+that alternate per frame; a set is refilled only after the copies that read it have run
+(its event is waited on first, which in steady state has long completed). On CPU the same
+code runs with plain tensors, synchronous copies and no events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from ignition.compiler.ple_input import NO_ROW, PleRowsInput
+from ignition.compiler.staging import NUM_STAGING_SETS
+
+
+class Fence(Protocol):
+    """What a staging set waits on before it is rewritten (``torch.cuda.Event``)."""
+
+    def record(self) -> None: ...
+
+    def synchronize(self) -> None: ...
+
+
+class _NoFence:
+    def record(self) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+
+@dataclass
+class _StagingSet:
+    ids: list[Tensor]  # per PLE layer [N] int64, host
+    rows: list[Tensor]  # per PLE layer [N, width], host
+    fence: Fence
+
+
+class PleStaging:
+    """``NUM_STAGING_SETS`` host copies of a program's PLE buffers, used in turn."""
+
+    def __init__(self, staged: PleRowsInput, fence: Callable[[], Fence] | None = None) -> None:
+        device = staged.ids[0].device
+        is_cuda = device.type == "cuda"
+        if fence is None:
+            fence = torch.cuda.Event if is_cuda else _NoFence
+
+        def host(t: Tensor) -> Tensor:
+            copy = torch.empty(t.shape, dtype=t.dtype)
+            return copy.pin_memory() if is_cuda else copy
+
+        self.sets = [
+            _StagingSet([host(t) for t in staged.ids], [host(t) for t in staged.rows], fence())
+            for _ in range(NUM_STAGING_SETS)
+        ]
+        self.non_blocking = is_cuda
+        self._next = 0
+
+    def stage(self, staged: PleRowsInput, parts: Sequence[tuple[Tensor, Tensor]]) -> int:
+        """Write each layer's (sorted unique ids, rows) into the next host set and queue its
+        copies into ``staged``; returns the set used."""
+        used, s = self._next, self.sets[self._next]
+        self._next = (self._next + 1) % len(self.sets)
+        s.fence.synchronize()  # the copies that last read this set have run
+        for layer, (ids, rows) in enumerate(parts):
+            n = ids.numel()
+            if n > s.ids[layer].shape[0]:
+                raise ValueError(f"PLE layer {layer}: {n} staged rows, the workspace holds "
+                                 f"{s.ids[layer].shape[0]}")  # fmt: skip
+            s.ids[layer][:n].copy_(ids)
+            s.ids[layer][n:].fill_(NO_ROW)
+            s.rows[layer][:n].copy_(rows)
+            staged.ids[layer].copy_(s.ids[layer], non_blocking=self.non_blocking)
+            staged.rows[layer][:n].copy_(s.rows[layer][:n], non_blocking=self.non_blocking)
+        s.fence.record()
+        return used

@@ -1,0 +1,84 @@
+"""The build's PLE rows: validation at host or disk residency never reads the table whole.
+
+``ignition build`` runs every program once on real tokens. With the table off the device,
+those runs get their rows exactly as served frames do: the same store (mapped pieces, row
+cache), the same mailbox thread and the same in-program lookup (``compiler.ple_input``),
+so the loader leaves the table unread (``load_checkpoint(..., without_ple_tables=True)``)
+and a build reads only the rows its validation tokens hash to. Where serving would gather
+from the model's own table (device residency; CUDA with ``IGNITION_PLE_IN_GRAPH=0``), the
+build does too: :meth:`BuildRows.skips_table` is false there and nothing changes. On CUDA
+the captured programs are bound to the in-graph row source before capture
+(:meth:`BuildRows.before_capture`), exactly as serving binds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from ignition.runtime.ple.delivery import PleOptions, PleRuntime
+from ignition.runtime.ple.in_graph import InGraphRows
+from ignition.runtime.ple.model import delivers_table, open_in_graph, open_model_ple
+
+
+class BuildRows:
+    """``build_bundle``'s PLE row source (``compiler.build.PleRowSource``)."""
+
+    def __init__(self, checkpoint: str | Path, options: PleOptions) -> None:
+        self.checkpoint = Path(checkpoint)
+        self.options = options
+        self.runtime: PleRuntime | None = None
+        self.in_graph: InGraphRows | None = None
+
+    @classmethod
+    def of(cls, checkpoint: str | Path, description: dict[str, Any] | None) -> BuildRows | None:
+        """From the build report's ``ple`` entry (``describe_table``); None: no table."""
+        if not description or description.get("table") != "n-gram":
+            return None
+        residency = description.get("residency")
+        # No row cache at build: validation asks for each row about once, so a cache would
+        # only hold rows (up to --ple-cache-bytes, plus its per-row bookkeeping) for nothing;
+        # the disk store then reads every row from the mapped shards.
+        options = PleOptions(
+            None if residency in (None, "auto") else residency, description.get("preload"), 0
+        )
+        return cls(checkpoint, options)
+
+    def skips_table(self, device: torch.device) -> bool:
+        """Whether the build loads the model without its tables (host / disk residency
+        where the runtime delivers rows)."""
+        return delivers_table(self.checkpoint, self.options, device)
+
+    def before_capture(self, model: Any, device: torch.device) -> Callable[[Any], None] | None:
+        """CUDA: the in-graph row source the captured programs must be bound to (serving's
+        own, ``in_graph.InGraphRows``); None on CPU, where :meth:`attach` follows."""
+        self.in_graph = open_in_graph(self.checkpoint, self.options, device, model)
+        return None if self.in_graph is None else self.in_graph.bind
+
+    def attach(self, model: Any, device: torch.device, programs: Iterable[Any]) -> None:
+        """Open the table at its residency and let every program resolve its rows through
+        the mailbox (nothing is staged at build: each PLE layer asks for all its rows)."""
+        if self.in_graph is not None:  # bound before capture
+            return
+        holder = SimpleNamespace(ple=None)
+        self.runtime = open_model_ple(self.checkpoint, self.options, device, holder, model)
+        delivery = self.runtime.delivery
+        if delivery is None:
+            raise RuntimeError(f"{self.checkpoint}: no PLE delivery at residency "
+                               f"{self.runtime.residency} on {device.type}")  # fmt: skip
+        for program in programs:
+            staged = getattr(program.inputs, "ple", None)
+            if staged is not None:
+                staged.is_enabled = True
+                staged.resolve = delivery.resolve_inside
+
+    def close(self) -> None:
+        """Stop the mailbox thread (the build's last program has run)."""
+        if self.runtime is not None and self.runtime.mailbox is not None:
+            self.runtime.mailbox.close()
+        if self.in_graph is not None:
+            self.in_graph.close()
