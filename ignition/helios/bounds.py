@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
-from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.cost import CostModel
 from ignition.helios.policy import CatalogIndex, candidates_for, prune_dominated
 from ignition.helios.tables import Tables
 from ignition.helios.utility import Candidate, Decision
@@ -23,28 +23,39 @@ from ignition.helios.utility import Candidate, Decision
 BOUND_MARGIN = 1e-6
 
 
-def _score_bound(
-    d: Descriptor, tables: Tables, costs: CostModel, decision: Decision, now_ns: int
-) -> float | None:
-    """A true upper bound on the score of any candidate of ``d``; None where ``d`` must
-    be evaluated regardless (prefill rows are cheap; unknown costs rank first; stale
-    ones are what timing refresh chooses among)."""
-    if d.kind is GraphKind.PREFILL:
-        return None
-    entry = costs.entry(d)
-    if entry.freshness(now_ns, costs.ttl_ns) is not Freshness.FRESH:
-        return None
-    duration_ns = entry.estimate_ns
+def _score_bounds(
+    shapes: Sequence[tuple[Descriptor, bool]],
+    tables: Tables,
+    costs: CostModel,
+    decision: Decision,
+    now_ns: int,
+) -> list[float | None]:
+    """For each shape, a true upper bound on the score of any candidate of it; None where
+    it must be evaluated regardless (prefill rows are cheap; unknown costs rank first;
+    stale ones are what timing refresh chooses among). One loop with the cost entry's
+    freshness inlined: about fifty shapes per decision."""
     memo = tables.bounds if tables.decision is decision else None
-    if memo is not None:
+    ttl_ns = costs.ttl_ns
+    out: list[float | None] = []
+    for d, _ in shapes:
+        if d.kind is GraphKind.PREFILL:
+            out.append(None)
+            continue
+        entry = costs.entry(d)
+        duration_ns = entry.estimate_ns
+        # CostEntry.freshness is not FRESH: unknown (no estimate) or stale
+        if duration_ns <= 0 or now_ns - entry.last_observation_ns > ttl_ns:
+            out.append(None)
+            continue
+        if memo is None:
+            out.append(_fresh_bound(d, tables, duration_ns, decision))
+            continue
         key = (id(d), duration_ns)
         found = memo.get(key)
-        if found is not None and found[0] is d:
-            return found[1]
-    bound = _fresh_bound(d, tables, duration_ns, decision)
-    if memo is not None:
-        memo[key] = (d, bound)
-    return bound
+        if found is None or found[0] is not d:
+            found = memo[key] = (d, _fresh_bound(d, tables, duration_ns, decision))
+        out.append(found[1])
+    return out
 
 
 def _ceiling(d: Descriptor) -> int:
@@ -79,7 +90,7 @@ def largest_bound(
     tables.decoders.arrays.positive_sums(
         [_ceiling(d) for d, _ in shapes if d.kind is not GraphKind.PREFILL]
     )
-    found = (_score_bound(d, tables, costs, decision, now_ns) for d, _ in shapes)
+    found = _score_bounds(shapes, tables, costs, decision, now_ns)
     return max((b for b in found if b is not None), default=-math.inf)
 
 
@@ -107,8 +118,7 @@ def bounded_candidates(
     )
     floor = max((c.score for c in others if not c.is_indeterminate), default=-math.inf)
     bounded: list[tuple[float, int]] = []
-    for position, (d, _) in enumerate(shapes):
-        bound = _score_bound(d, tables, costs, decision, now_ns)
+    for position, bound in enumerate(_score_bounds(shapes, tables, costs, decision, now_ns)):
         if bound is None:
             found[position] = _evaluate(shapes[position], tables, costs, decision, now_ns, mode)
         else:

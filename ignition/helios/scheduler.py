@@ -379,7 +379,7 @@ class Scheduler:
     def _inflight_lanes(self, r: RequestState) -> list[LaneWork]:
         lanes = []
         for frame in self.queue.frames:
-            lane = frame.plan.lane_of(r.handle)
+            lane = frame.lanes_by_handle.get(r.handle)  # = frame.plan.lane_of, built at commit
             if lane is not None:
                 lanes.append(lane)
         return lanes

@@ -106,7 +106,9 @@ def cases() -> dict[str, Callable[[], dict]]:
             random_workload(64)[:96],
             setup_for("qwen38-flash-next-4xh100", 64, 128),
         ),
-        "long-h200-helios": lambda: helios_run("helios", long_prompt_workload(long_plan, 0.5), h200),
+        "long-h200-helios": lambda: helios_run(
+            "helios", long_prompt_workload(long_plan, 0.5), h200
+        ),
         "conv-h200-vllm-padded": lambda: baseline_run("vllm-padded", conv(0.5), h200),
         "conv-h200-vllm-adaptive-padded": lambda: baseline_run(
             "vllm-adaptive-padded", conv(0.5), h200
