@@ -169,9 +169,14 @@ class Round:
             if self._noises is None:
                 self._signal = self.conditional
             else:
+                # _sigmoid(_logit(q) + noise), inlined: the same operations
                 self._signal = tuple(
-                    _sigmoid(_logit(p) + n)
-                    for p, n in zip(self.conditional, self._noises, strict=True)
+                    1 / (1 + math.exp(-(math.log(c / (1 - c)) + n)))
+                    for c, n in zip(
+                        (min(max(q, 1e-6), 1 - 1e-6) for q in self.conditional),
+                        self._noises,
+                        strict=True,
+                    )
                 )
         return self._signal
 
@@ -206,17 +211,25 @@ def _gauss_draws(rng: random.Random, sigma: float, n: int) -> tuple[float, ...]:
     every step; in a baseline run that was a third of the time). CPython's Box-Muller
     step, spare value in ``gauss_next``; ``_GAUSS_MATCHES`` checks it against
     ``random.gauss`` at import, and ``gauss_draws`` falls back to it on any difference."""
+    if n <= 0:
+        return ()
     draw = rng.random
     out = []
-    for _ in range(n):
-        z = rng.gauss_next
-        rng.gauss_next = None
-        if z is None:
-            x2pi = draw() * _TWO_PI
-            g2rad = math.sqrt(-2.0 * math.log(1.0 - draw()))
-            z = math.cos(x2pi) * g2rad
-            rng.gauss_next = math.sin(x2pi) * g2rad
-        out.append(0.0 + z * sigma)
+    spare = rng.gauss_next
+    rng.gauss_next = None
+    if spare is not None:
+        out.append(0.0 + spare * sigma)
+        n -= 1
+    while n > 0:
+        x2pi = draw() * _TWO_PI
+        g2rad = math.sqrt(-2.0 * math.log(1.0 - draw()))
+        out.append(0.0 + math.cos(x2pi) * g2rad * sigma)
+        spare = math.sin(x2pi) * g2rad
+        if n == 1:
+            rng.gauss_next = spare  # the next draw's, as random.gauss keeps it
+            break
+        out.append(0.0 + spare * sigma)
+        n -= 2
     return tuple(out)
 
 
