@@ -38,6 +38,8 @@ def _score_bounds(
     entry's freshness inlined: about fifty shapes per decision."""
     memo = tables.bounds if tables.decision is decision else None
     ttl_ns = costs.ttl_ns
+    lanes, prompts = tables.decoders, tables.prompts
+    waiting = decision.waiting_coefficient  # decision.waiting_cost(t) = t / 2 * this
     out: list[float | None] = []
     for d, _ in shapes:
         if d.kind is GraphKind.PREFILL:
@@ -49,34 +51,30 @@ def _score_bounds(
         if duration_ns <= 0 or (not stale and now_ns - entry.last_observation_ns > ttl_ns):
             out.append(None)
             continue
-        if memo is None:
-            out.append(_fresh_bound(d, tables, duration_ns, decision))
-            continue
-        key = (id(d), duration_ns)
-        found = memo.get(key)
-        if found is None or found[0] is not d:
-            found = memo[key] = (d, _fresh_bound(d, tables, duration_ns, decision))
-        out.append(found[1])
+        if memo is not None:
+            found = memo.get((id(d), duration_ns))
+            if found is not None and found[0] is d:
+                out.append(found[1])
+                continue
+        # the decoders' best value at this row ceiling and batch, the best prompt row's
+        # for a mixed program, per ms, less the waiting cost (duration_ns > 0: t_ms > 0)
+        t_ms = duration_ns / 1e6
+        ceiling = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
+        value = lanes.value_bound(ceiling, d.batch_capacity, t_ms)
+        if d.kind is GraphKind.MIXED:
+            prompt = prompts.rows(d, False, 1, d.prefill_capacity)
+            if prompt:
+                value += max(0.0, prompt[0].value)
+        bound = value / t_ms - t_ms / 2.0 * waiting
+        if memo is not None:
+            memo[(id(d), duration_ns)] = (d, bound)
+        out.append(bound)
     return out
 
 
 def _ceiling(d: Descriptor) -> int:
     """The row ceiling every lane of ``d`` is cut to: min(D + 1, W)."""
     return min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
-
-
-def _fresh_bound(
-    d: Descriptor, tables: Tables, duration_ns: int, decision: Decision
-) -> float | None:
-    t_ms = duration_ns / 1e6
-    if t_ms <= 0:
-        return None
-    value = tables.decoders.value_bound(_ceiling(d), d.batch_capacity, t_ms)
-    if d.kind is GraphKind.MIXED:
-        prompt = tables.prompts.rows(d, False, 1, d.prefill_capacity)
-        if prompt:
-            value += max(0.0, prompt[0].value)
-    return value / t_ms - decision.waiting_cost(t_ms)
 
 
 def largest_bound(
