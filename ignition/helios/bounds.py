@@ -16,54 +16,65 @@ from ignition.helios.config import SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.policy import CatalogIndex, candidates_for, prune_dominated
 from ignition.helios.tables import Tables
-from ignition.helios.utility import Candidate, Decision
+from ignition.helios.utility import RELATIVE_TIE, Candidate, Decision
 
 # Skipping needs a bound below the best score by more than this (relative): far above
 # the ranking's 1e-9 tie tolerance and any rounding between a bound and a real score.
 BOUND_MARGIN = 1e-6
 
 
-def _score_bound(
-    d: Descriptor, tables: Tables, costs: CostModel, decision: Decision, now_ns: int
-) -> float | None:
-    """A true upper bound on the score of any candidate of ``d``; None where ``d`` must
-    be evaluated regardless (prefill rows are cheap; unknown costs rank first; stale
-    ones are what timing refresh chooses among)."""
-    if d.kind is GraphKind.PREFILL:
-        return None
-    entry = costs.entry(d)
-    if entry.freshness(now_ns, costs.ttl_ns) is not Freshness.FRESH:
-        return None
-    duration_ns = entry.estimate_ns
+def _score_bounds(
+    shapes: Sequence[tuple[Descriptor, bool]],
+    tables: Tables,
+    costs: CostModel,
+    decision: Decision,
+    now_ns: int,
+    stale: bool = False,
+) -> list[float | None]:
+    """For each shape, a true upper bound on the score of any candidate of it; None where
+    it must be evaluated regardless (prefill rows are cheap; unknown costs rank first;
+    stale ones, unless ``stale``, are what timing refresh chooses among: a stale cost is
+    scored like a fresh one, so the bound holds for them too). One loop with the cost
+    entry's freshness inlined: about fifty shapes per decision."""
     memo = tables.bounds if tables.decision is decision else None
-    if memo is not None:
-        key = (id(d), duration_ns)
-        found = memo.get(key)
-        if found is not None and found[0] is d:
-            return found[1]
-    bound = _fresh_bound(d, tables, duration_ns, decision)
-    if memo is not None:
-        memo[key] = (d, bound)
-    return bound
+    ttl_ns = costs.ttl_ns
+    lanes, prompts = tables.decoders, tables.prompts
+    waiting = decision.waiting_coefficient  # decision.waiting_cost(t) = t / 2 * this
+    out: list[float | None] = []
+    for d, _ in shapes:
+        if d.kind is GraphKind.PREFILL:
+            out.append(None)
+            continue
+        entry = costs.entry(d)
+        duration_ns = entry.estimate_ns
+        # CostEntry.freshness: unknown (no estimate), else stale or fresh
+        if duration_ns <= 0 or (not stale and now_ns - entry.last_observation_ns > ttl_ns):
+            out.append(None)
+            continue
+        if memo is not None:
+            found = memo.get((id(d), duration_ns))
+            if found is not None and found[0] is d:
+                out.append(found[1])
+                continue
+        # the decoders' best value at this row ceiling and batch, the best prompt row's
+        # for a mixed program, per ms, less the waiting cost (duration_ns > 0: t_ms > 0)
+        t_ms = duration_ns / 1e6
+        ceiling = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
+        value = lanes.value_bound(ceiling, d.batch_capacity, t_ms)
+        if d.kind is GraphKind.MIXED:
+            prompt = prompts.rows(d, False, 1, d.prefill_capacity)
+            if prompt:
+                value += max(0.0, prompt[0].value)
+        bound = value / t_ms - t_ms / 2.0 * waiting
+        if memo is not None:
+            memo[(id(d), duration_ns)] = (d, bound)
+        out.append(bound)
+    return out
 
 
 def _ceiling(d: Descriptor) -> int:
     """The row ceiling every lane of ``d`` is cut to: min(D + 1, W)."""
     return min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
-
-
-def _fresh_bound(
-    d: Descriptor, tables: Tables, duration_ns: int, decision: Decision
-) -> float | None:
-    t_ms = duration_ns / 1e6
-    if t_ms <= 0:
-        return None
-    value = tables.decoders.value_bound(_ceiling(d), d.batch_capacity, t_ms)
-    if d.kind is GraphKind.MIXED:
-        prompt = tables.prompts.rows(d, False, 1, d.prefill_capacity)
-        if prompt:
-            value += max(0.0, prompt[0].value)
-    return value / t_ms - decision.waiting_cost(t_ms)
 
 
 def largest_bound(
@@ -79,7 +90,7 @@ def largest_bound(
     tables.decoders.arrays.positive_sums(
         [_ceiling(d) for d, _ in shapes if d.kind is not GraphKind.PREFILL]
     )
-    found = (_score_bound(d, tables, costs, decision, now_ns) for d, _ in shapes)
+    found = _score_bounds(shapes, tables, costs, decision, now_ns)
     return max((b for b in found if b is not None), default=-math.inf)
 
 
@@ -92,9 +103,12 @@ def bounded_candidates(
     mode: SpeculationMode,
     index: CatalogIndex,
     others: Sequence[Candidate] = (),
+    bound_stale: bool = False,
 ) -> list[Candidate]:
     """``all_candidates`` less shapes that provably cannot be selected among them and
-    ``others``: the same winner, the same stale alternatives, far fewer cohorts.
+    ``others``: the same winner, the same stale alternatives, far fewer cohorts. With
+    ``bound_stale`` stale shapes are skipped like fresh ones (the same winner; timing
+    refresh then finds its alternative through ``stale_alternative``).
 
     Shapes are evaluated best bound first; once a bound falls clearly below the best
     real score (by more than the ranking's tie tolerance), every remaining shape is
@@ -107,8 +121,8 @@ def bounded_candidates(
     )
     floor = max((c.score for c in others if not c.is_indeterminate), default=-math.inf)
     bounded: list[tuple[float, int]] = []
-    for position, (d, _) in enumerate(shapes):
-        bound = _score_bound(d, tables, costs, decision, now_ns)
+    bounds = _score_bounds(shapes, tables, costs, decision, now_ns, bound_stale)
+    for position, bound in enumerate(bounds):
         if bound is None:
             found[position] = _evaluate(shapes[position], tables, costs, decision, now_ns, mode)
         else:
@@ -148,6 +162,74 @@ def bounded_candidates(
             1.0, abs(best), abs(bounded[0][0])
         ):
             return kept
+
+
+def stale_alternative(
+    shapes: Sequence[tuple[Descriptor, bool]],
+    tables: Tables,
+    costs: CostModel,
+    decision: Decision,
+    now_ns: int,
+    mode: SpeculationMode,
+    index: CatalogIndex,
+    own_key: tuple,
+) -> tuple[bool, Candidate | None]:
+    """The inference candidate ``refresh.choose_refresh`` picks from ``all_candidates``:
+    stale, of another cost entry than ``own_key`` (the winner's), not pruned; the oldest
+    ``refresh_key`` first, then the best ranked. Found without evaluating every stale
+    shape (most never run, so they stay stale, and each decision evaluated them all).
+
+    Keys are visited oldest first; within a key, shapes best bound first, until a bound
+    falls clearly below the best survivor's score. A candidate survives pruning unless a
+    dominating shape of ``shapes`` yields the same work (``prune_dominated``). Returns
+    ``(False, None)`` where a survivor's score is within the ranking's tie tolerance of
+    the best's: ``compare``'s tie-breaks (and the list order they would meet) decide
+    there, so the caller evaluates every stale shape as before.
+    """
+    bounds = _score_bounds(shapes, tables, costs, decision, now_ns, stale=True)
+    groups: dict[int, list[tuple[float, int]]] = {}
+    for position, (d, _) in enumerate(shapes):
+        entry = costs.entry(d)
+        if entry.freshness(now_ns, costs.ttl_ns) is not Freshness.STALE or d.cost_key() == own_key:
+            continue
+        key = max(entry.last_observation_ns, entry.last_attempt_ns)  # refresh.refresh_key
+        bound = bounds[position]
+        groups.setdefault(key, []).append((-math.inf if bound is None else -bound, position))
+    where = {id(d): p for p, (d, _) in enumerate(shapes)}
+
+    def survives(c: Candidate) -> bool:
+        for o in index.dominators.get(id(c.descriptor), ()):
+            p = where.get(id(o))
+            if p is not None and any(
+                x.work_key == c.work_key
+                for x in _evaluate(shapes[p], tables, costs, decision, now_ns, mode)
+            ):
+                return False
+        return True
+
+    for key in sorted(groups):
+        found: list[Candidate] = []
+        best: Candidate | None = None
+        for negative, position in sorted(groups[key]):
+            bound = -negative
+            if best is not None and bound < best.score - BOUND_MARGIN * max(
+                1.0, abs(best.score), abs(bound)
+            ):
+                break
+            for c in _evaluate(shapes[position], tables, costs, decision, now_ns, mode):
+                if survives(c):
+                    found.append(c)
+                    if best is None or c.score > best.score:
+                        best = c
+        if best is not None:
+            tied = any(
+                c is not best
+                and abs(c.score - best.score)
+                <= RELATIVE_TIE * max(1.0, abs(c.score), abs(best.score))
+                for c in found
+            )
+            return (False, None) if tied else (True, best)
+    return True, None
 
 
 def _evaluate(

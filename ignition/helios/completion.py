@@ -46,7 +46,9 @@ def validate_records(
         raise SchedulerError(f"{d.name}: {len(survival)} survival rows for {len(plan.lanes)} lanes")
     verified_total = 0
     for i, (lane, record) in enumerate(zip(plan.lanes, records, strict=True)):
-        where = f"{d.name} lane {i} ({lane.handle})"
+        # formatted only for an error: a program name and a handle's repr cost more than
+        # every check of a valid lane
+        where = _Where(plan, i)
         if record.handle != lane.handle:
             raise SchedulerError(f"{where}: record is for {record.handle}")
         request = requests.get(lane.handle)
@@ -95,7 +97,22 @@ def validate_records(
         )
 
 
-def _verified_rows(lane: LaneWork, record: CompletionRecord, device: bool, where: str) -> int:
+class _Where:
+    """``"<program> lane <i> (<handle>)"``, formatted when an error message needs it."""
+
+    __slots__ = ("i", "plan")
+
+    def __init__(self, plan: ScheduledPlan, i: int) -> None:
+        self.plan, self.i = plan, i
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __str__(self) -> str:
+        return f"{self.plan.descriptor.name} lane {self.i} ({self.plan.lanes[self.i].handle})"
+
+
+def _verified_rows(lane: LaneWork, record: CompletionRecord, device: bool, where: _Where) -> int:
     if not device:
         if record.num_verified_tokens not in (0, lane.query_length):
             raise SchedulerError(

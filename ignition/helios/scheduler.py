@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios.accounting import Publication, apply_lane, charge_service
-from ignition.helios.bounds import bounded_candidates, largest_bound
+from ignition.helios.bounds import bounded_candidates, largest_bound, stale_alternative
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.cost import CostModel, Freshness
@@ -239,6 +239,7 @@ class Scheduler:
             self.speculation,
             self.index,
             provisional,
+            bound_stale=True,  # timing refresh finds its stale alternative below
         )
         floor = max((c.score for c in inference if not c.is_indeterminate), default=-math.inf)
         states = search.candidates(floor)
@@ -256,7 +257,30 @@ class Scheduler:
         cls = ExecutionClass.DISCOVERY if own is Freshness.UNKNOWN else ExecutionClass.ORDINARY
         credit = 0.0
         if cls is ExecutionClass.ORDINARY and self.refresh.can_open():
-            stale = choose_refresh(winner, candidates, self.costs)
+            decided, alternative = stale_alternative(
+                shapes,
+                tables,
+                self.costs,
+                decision,
+                self.now_ns,
+                self.speculation,
+                self.index,
+                winner.descriptor.cost_key(),
+            )
+            if decided:
+                pool = [alternative] if alternative is not None else []
+            else:  # a tie inside the oldest key: every stale shape, in the list order
+                pool = bounded_candidates(
+                    shapes,
+                    tables,
+                    self.costs,
+                    decision,
+                    self.now_ns,
+                    self.speculation,
+                    self.index,
+                    provisional,
+                )
+            stale = choose_refresh(winner, [*pool, *states], self.costs)
             if stale is not None:
                 winner, cls, credit = stale, ExecutionClass.TIMING_REFRESH, self.refresh.balance_ns
         searched = (self._changes, self.costs.version)
@@ -379,7 +403,7 @@ class Scheduler:
     def _inflight_lanes(self, r: RequestState) -> list[LaneWork]:
         lanes = []
         for frame in self.queue.frames:
-            lane = frame.plan.lane_of(r.handle)
+            lane = frame.lanes_by_handle.get(r.handle)  # = frame.plan.lane_of, built at commit
             if lane is not None:
                 lanes.append(lane)
         return lanes

@@ -23,6 +23,7 @@ Every task is tied to a published figure (docs/capacity.md, "Acceptance"):
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -125,12 +126,59 @@ def choose_task(mix: Mapping[str, float], rng: random.Random) -> Task:
     return TASKS[next(reversed(list(mix)))]
 
 
-@dataclass(frozen=True)
 class Round:
-    """One speculative round of one request: true conditionals and the drafter's signal."""
+    """One speculative round of one request: true conditionals and the drafter's signal.
 
-    conditional: tuple[float, ...]
-    signal: tuple[float, ...]
+    ``draw_round`` makes every random draw at once (the simulation's random stream must
+    not depend on what is read later), but the sigmoids are computed only when read:
+    most rounds verify fewer than ``MAX_DEPTH`` drafts, and only device allocation and
+    the adaptive baselines read the signal. Each value is the same expression either way.
+    """
+
+    __slots__ = ("_conditional", "_logits", "_noises", "_shock", "_signal")
+
+    def __init__(
+        self, conditional: tuple[float, ...] | None, signal: tuple[float, ...] | None = None
+    ) -> None:
+        self._conditional = conditional
+        self._signal = signal if signal is not None else conditional
+        self._logits: tuple[float, ...] = ()
+        self._shock = 0.0
+        self._noises: tuple[float, ...] | None = None
+
+    @classmethod
+    def drawn(
+        cls, logits: tuple[float, ...], shock: float, noises: tuple[float, ...] | None
+    ) -> Round:
+        """q_d = sigmoid(logit p_d + shock); c_d = sigmoid(logit q_d + noise_d), or q_d
+        itself without noise (``noises`` None)."""
+        r = cls(None)
+        r._logits, r._shock, r._noises = logits, shock, noises
+        return r
+
+    @property
+    def conditional(self) -> tuple[float, ...]:
+        if self._conditional is None:
+            shock = self._shock
+            self._conditional = tuple(1 / (1 + math.exp(-(x + shock))) for x in self._logits)
+        return self._conditional
+
+    @property
+    def signal(self) -> tuple[float, ...]:
+        if self._signal is None:
+            if self._noises is None:
+                self._signal = self.conditional
+            else:
+                # _sigmoid(_logit(q) + noise), inlined: the same operations
+                self._signal = tuple(
+                    1 / (1 + math.exp(-(math.log(c / (1 - c)) + n)))
+                    for c, n in zip(
+                        (min(max(q, 1e-6), 1 - 1e-6) for q in self.conditional),
+                        self._noises,
+                        strict=True,
+                    )
+                )
+        return self._signal
 
     def survival(self) -> tuple[float, ...]:
         """The signal's prefix survival s_d = c_1 ... c_d (what width choices rank by)."""
@@ -141,12 +189,79 @@ class Round:
         return tuple(out)
 
     def accepted(self, drafts: int, rng: random.Random) -> int:
+        if self._conditional is None:  # only the positions verified, as conditional has them
+            shock = self._shock
+            n = 0
+            for x in self._logits[:drafts]:
+                if rng.random() >= 1 / (1 + math.exp(-(x + shock))):
+                    break
+                n += 1
+            return n
         n = 0
-        for q in self.conditional[:drafts]:
+        for q in self._conditional[:drafts]:
             if rng.random() >= q:
                 break
             n += 1
         return n
+
+
+def _gauss_draws(rng: random.Random, sigma: float, n: int) -> tuple[float, ...]:
+    """``n`` draws of ``rng.gauss(0.0, sigma)``: the same values and the same generator
+    state after, without a method call per draw (every decoder draws one per position
+    every step; in a baseline run that was a third of the time). CPython's Box-Muller
+    step, spare value in ``gauss_next``; ``_GAUSS_MATCHES`` checks it against
+    ``random.gauss`` at import, and ``gauss_draws`` falls back to it on any difference."""
+    if n <= 0:
+        return ()
+    draw = rng.random
+    out = []
+    spare = rng.gauss_next
+    rng.gauss_next = None
+    if spare is not None:
+        out.append(0.0 + spare * sigma)
+        n -= 1
+    while n > 0:
+        x2pi = draw() * _TWO_PI
+        g2rad = math.sqrt(-2.0 * math.log(1.0 - draw()))
+        out.append(0.0 + math.cos(x2pi) * g2rad * sigma)
+        spare = math.sin(x2pi) * g2rad
+        if n == 1:
+            rng.gauss_next = spare  # the next draw's, as random.gauss keeps it
+            break
+        out.append(0.0 + spare * sigma)
+        n -= 2
+    return tuple(out)
+
+
+_TWO_PI = 2.0 * math.pi
+
+
+def _gauss_matches() -> bool:
+    """Whether ``_gauss_draws`` reproduces this Python's ``random.gauss`` exactly,
+    interleaved with single calls so the spare value's hand-over is checked too."""
+    ours, theirs = random.Random(29), random.Random(29)
+    for n, sigma in ((1, 0.7), (8, 0.7), (3, 2.0), (0, 1.0), (5, 0.5), (2, 1.0)):
+        if ours.gauss(0.0, 0.3) != theirs.gauss(0.0, 0.3):
+            return False
+        if _gauss_draws(ours, sigma, n) != tuple(theirs.gauss(0.0, sigma) for _ in range(n)):
+            return False
+    return ours.getstate() == theirs.getstate()
+
+
+_GAUSS_MATCHES = _gauss_matches()
+
+
+def gauss_draws(rng: random.Random, sigma: float, n: int) -> tuple[float, ...]:
+    """``tuple(rng.gauss(0.0, sigma) for _ in range(n))``, faster where it is the same."""
+    if _GAUSS_MATCHES:
+        return _gauss_draws(rng, sigma, n)
+    return tuple(rng.gauss(0.0, sigma) for _ in range(n))
+
+
+@functools.lru_cache(maxsize=4096)
+def _logits(conditional: tuple[float, ...]) -> tuple[float, ...]:
+    """A request's conditionals on the logit scale: the same every round (keyed by value)."""
+    return tuple(_logit(p) for p in conditional)
 
 
 def draw_round(
@@ -155,10 +270,10 @@ def draw_round(
     """The round's true conditionals (the request's, moved by one shared logit shock) and
     the drafter's confidence (each position's own logit noise)."""
     shock = rng.gauss(0.0, round_sigma) if round_sigma else 0.0
-    q = tuple(_sigmoid(_logit(p) + shock) for p in conditional)
+    logits = _logits(tuple(conditional))
     if noise == 0:
-        return Round(q, q)
-    return Round(q, tuple(_sigmoid(_logit(p) + rng.gauss(0.0, noise)) for p in q))
+        return Round.drawn(logits, shock, None)
+    return Round.drawn(logits, shock, gauss_draws(rng, noise, len(logits)))
 
 
 def accept_length(conditional: Sequence[float], drafts: int) -> float:

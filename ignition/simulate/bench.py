@@ -206,6 +206,7 @@ PHASES = (
     "active_descriptors",
     "largest_bound",
     "bounded_candidates",
+    "stale_alternative",  # timing refresh's alternative, only when its credit is full
     "state_candidates",  # the exhaustive state search, only when the winner lacks pages
     "choose_refresh",
     "choose_probe",

@@ -102,6 +102,9 @@ class Simulation:
             r = s.request
             s.record = RequestRecord(s.index, r.arrival_ms, r.prompt_tokens, r.output_tokens)
         self.by_handle: dict[RequestHandle, _Stream] = {}
+        # admitted and not finished: what a frame can leave idle (by_handle keeps every
+        # stream a run admitted, so counting over it grew with the trace)
+        self.unfinished: dict[RequestHandle, _Stream] = {}
         self.graphs: dict[str, list[float]] = {}
         self.executions: list[ExecutionRecord] = []
         self.prompt_tokens = 0
@@ -254,14 +257,14 @@ class Simulation:
         stream.record.admitted_ms = self.scheduler.now_ns / NS_PER_MS
         stream.remaining_output = r.output_tokens
         self.by_handle[stream.handle] = stream
+        self.unfinished[stream.handle] = stream
 
     def _idle_decoders(self, plan: ScheduledPlan) -> int:
         served = {lane.handle for lane in plan.lanes}
         return sum(
             1
-            for handle, s in self.by_handle.items()
+            for handle, s in self.unfinished.items()
             if handle not in served
-            and s.finish_ms is None
             and s.context >= s.request.prompt_tokens
             and s.remaining_output > 0
         )
@@ -370,6 +373,8 @@ class Simulation:
             self.scheduler.published_output(handle, Fence(run.fence))
             stream = self.by_handle[handle]
             stream.record.deliver(t_ms, count, stream.remaining_output)
+            if stream.record.finish_ms is not None:
+                self.unfinished.pop(handle, None)
 
     @staticmethod
     def _padded(values: Sequence[float], width: int) -> tuple[float, ...]:
