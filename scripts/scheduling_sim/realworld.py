@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--baselines",
         default="",
         help="comma-separated baseline policies instead of the study's (must include "
-        "vllm-padded, the no-speculation reference)",
+        "vllm-padded, the no-speculation reference, and a fixed-K vllm-kN-padded)",
     )
     args = parser.parse_args(argv)
     try:
@@ -373,6 +373,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise PolicyError(f"--baselines: {p!r} is Helios, which every study runs")
         if only and "vllm-padded" not in only:
             raise PolicyError("--baselines: include vllm-padded (the no-speculation reference)")
+        fixed_k = [p for p in only if parse_policy(p).family == "vllm" and parse_policy(p).drafts]
+        if only and not fixed_k:
+            raise PolicyError(
+                "--baselines: include a fixed-K policy such as vllm-k1-padded (the random "
+                "benchmark's best-fixed-K reference)"
+            )
         plan = (
             Plan(
                 True,

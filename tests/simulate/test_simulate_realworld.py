@@ -61,6 +61,12 @@ def test_an_unknown_baseline_fails_in_one_line_naming_it(capsys):
     assert err.startswith("error: unknown policy 'orca'") and "\n" not in err
 
 
+def test_baselines_without_a_fixed_k_policy_fail_in_one_line_before_any_run(capsys):
+    assert main(["--quick", "--baselines", "vllm-padded,sarathi-padded"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "fixed-K" in err and "--baselines" in err
+
+
 def test_a_trace_missing_a_column_fails_in_one_line_naming_it(tmp_path, capsys):
     path = tmp_path / "t.csv"
     path.write_text("TIMESTAMP,GeneratedTokens\n2023-11-16 18:15:46.0,3\n")
