@@ -1,6 +1,6 @@
 """Train, evaluate and write the embedded default checkpoint (ignition/assets/qwen38-tiny).
 
-    python scripts/train_tiny.py --out ignition/assets/qwen38-tiny     # train + card (~25 min)
+    python scripts/train_tiny.py --out ignition/assets/qwen38-tiny     # train + card (~1 h)
     python scripts/train_tiny.py --evaluate ignition/assets/qwen38-tiny  # re-measure, print JSON
 
 Training uses only what ships with Python (see scripts/tiny/corpus.py), a fixed seed and a

@@ -14,10 +14,26 @@ EVALUATE_COMMAND = "python scripts/train_tiny.py --evaluate ignition/assets/qwen
 # The training facts ride in the card as a comment, so a re-evaluation can re-render it.
 FACTS_MARKER = "training-facts:"
 PROMPT_LEN = 64  # tokens of each held-out prompt of the acceptance measurement
-# The default this one replaced: the pre-release invented format (family qwen38, two static
-# streams, a per-layer token table, dense attention), 4.27 M parameters, 700 steps of 16 x 256
-# tokens (21.2 minutes on 2 threads), same corpus, tokenizer procedure and measurements.
-PREVIOUS = {"perplexity": 35.10, "at_least": (0.750, 0.547, 0.414), "tokens_per_round": 2.71}
+@dataclass(frozen=True)
+class EarlierDefault:
+    """A default an earlier run shipped, measured the same way (the card compares)."""
+
+    label: str
+    num_tokens: int
+    perplexity: float
+    at_least: tuple[float, ...]
+    tokens_per_round: float
+
+
+# The defaults this one follows: the pre-release invented format (family qwen38, two static
+# streams, a per-layer token table, dense attention; 4.27 M parameters, 700 steps of 16 x 256
+# tokens, 21.2 minutes on 2 threads), then the first run in the released layout (this
+# architecture, 320 steps of 8 x 256 tokens, 21.0 minutes on 1 thread). Same corpus,
+# tokenizer procedure (less the six tag tokens for the first) and measurements.
+EARLIER = (
+    EarlierDefault("pre-release format", 2_867_200, 35.10, (0.750, 0.547, 0.414), 2.71),
+    EarlierDefault("released layout, 320 steps", 655_360, 95.10, (0.648, 0.488, 0.387), 2.52),
+)
 
 
 @dataclass(frozen=True)
@@ -146,16 +162,11 @@ on the natural held-out text.
 
 Mean tokens per round (accepted drafts + 1): {a.tokens_per_round:.2f}.
 
-Beside the default this one replaced (the pre-release invented `qwen38` format, 4.27 M
-parameters, trained on 2,867,200 tokens, {2_867_200 / facts.num_tokens_seen:.1f} times this
-run's, on the same corpus, with the same tokenizer procedure less the six tag tokens, and
-measured the same way):
+Beside the defaults that came before it (the pre-release invented `qwen38` format, 4.27 M
+parameters; then this architecture after 320 steps), on the same corpus with the same tokenizer
+procedure, measured the same way:
 
-| | this checkpoint | previous default |
-|---|---|---|
-| validation perplexity | {v.perplexity:.2f} | {PREVIOUS["perplexity"]:.2f} |
-{_previous_rows(a)}
-| mean tokens per round | {a.tokens_per_round:.2f} | {PREVIOUS["tokens_per_round"]:.2f} |
+{_earlier_table(v.perplexity, a, facts.num_tokens_seen)}
 
 Reference-kernel serving on CPU (measured by the same command, on the training machine, one
 run): a batch-4 decode step with 256-token contexts takes {s.decode_step_ms_batch4:.1f} ms, one
@@ -179,11 +190,21 @@ Greedy continuation (plain decoding, 120 tokens):
 """
 
 
-def _previous_rows(a: Acceptance) -> str:
-    return "\n".join(
-        f"| P(first {k + 1} accepted) | {a.at_least[k]:.3f} | {PREVIOUS['at_least'][k]:.3f} |"
-        for k in range(min(a.draft_depth, len(PREVIOUS["at_least"])))
-    )
+def _earlier_table(perplexity: float, a: Acceptance, tokens_seen: int) -> str:
+    """This checkpoint's column beside each of ``EARLIER``'s."""
+    cols = [("this checkpoint", tokens_seen, perplexity, a.at_least, a.tokens_per_round)]
+    cols += [(e.label, e.num_tokens, e.perplexity, e.at_least, e.tokens_per_round) for e in EARLIER]
+    rows = [
+        "| | " + " | ".join(c[0] for c in cols) + " |",
+        "|---|" + "---|" * len(cols),
+        "| training tokens | " + " | ".join(f"{c[1]:,}" for c in cols) + " |",
+        "| validation perplexity | " + " | ".join(f"{c[2]:.2f}" for c in cols) + " |",
+    ]
+    for k in range(min(a.draft_depth, *(len(e.at_least) for e in EARLIER))):
+        cells = " | ".join(f"{c[3][k]:.3f}" for c in cols)
+        rows.append(f"| P(first {k + 1} accepted) | {cells} |")
+    rows.append("| mean tokens per round | " + " | ".join(f"{c[4]:.2f}" for c in cols) + " |")
+    return "\n".join(rows)
 
 
 def _architecture_rows(c: dict) -> str:

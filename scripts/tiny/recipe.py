@@ -7,8 +7,8 @@ four gated hyper-connection streams, 4 experts top-2 with a gated shared expert,
 on one linear-attention layer (layer 2, as released) with a table small enough to ship, a
 QSA index budget of 64 tokens in blocks of 4 (below typical prompt lengths, so selection is
 active in training and serving) and one MTP layer. Sized for CPU serving (a batch-4 decode
-step in milliseconds with the reference kernels) and for training on 2 shared cores in about
-half an hour; fp32 weights.
+step in milliseconds with the reference kernels) and for training on one CPU thread in about
+an hour (1,100 steps: 320 left the perplexity at 95, 1,100 bring it to 42); fp32 weights.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class TinyRecipe:
     seed: int = 0
     seq_len: int = 256
     batch_size: int = 8
-    num_steps: int = 320
+    num_steps: int = 1100
     warmup_steps: int = 20
     learning_rate: float = 3e-3
     min_learning_rate: float = 3e-4
