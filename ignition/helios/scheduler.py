@@ -230,14 +230,10 @@ class Scheduler:
         if search.has_ranked_pairs:
             hint = largest_bound(shapes, tables, self.costs, decision, self.now_ns)
         provisional = search.provisional(hint)
+        # what bounded_candidates and stale_alternative both read, in their order
+        inputs = (shapes, tables, self.costs, decision, self.now_ns, self.speculation, self.index)
         inference = bounded_candidates(
-            shapes,
-            tables,
-            self.costs,
-            decision,
-            self.now_ns,
-            self.speculation,
-            self.index,
+            *inputs,
             provisional,
             bound_stale=True,  # timing refresh finds its stale alternative below
         )
@@ -257,29 +253,11 @@ class Scheduler:
         cls = ExecutionClass.DISCOVERY if own is Freshness.UNKNOWN else ExecutionClass.ORDINARY
         credit = 0.0
         if cls is ExecutionClass.ORDINARY and self.refresh.can_open():
-            decided, alternative = stale_alternative(
-                shapes,
-                tables,
-                self.costs,
-                decision,
-                self.now_ns,
-                self.speculation,
-                self.index,
-                winner.descriptor.cost_key(),
-            )
+            decided, alternative = stale_alternative(*inputs, winner.descriptor.cost_key())
             if decided:
                 pool = [alternative] if alternative is not None else []
             else:  # a tie inside the oldest key: every stale shape, in the list order
-                pool = bounded_candidates(
-                    shapes,
-                    tables,
-                    self.costs,
-                    decision,
-                    self.now_ns,
-                    self.speculation,
-                    self.index,
-                    provisional,
-                )
+                pool = bounded_candidates(*inputs, provisional)
             stale = choose_refresh(winner, [*pool, *states], self.costs)
             if stale is not None:
                 winner, cls, credit = stale, ExecutionClass.TIMING_REFRESH, self.refresh.balance_ns
