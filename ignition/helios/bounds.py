@@ -34,38 +34,35 @@ def _score_bounds(
     """For each shape, a true upper bound on the score of any candidate of it; None where
     it must be evaluated regardless (prefill rows are cheap; unknown costs rank first;
     stale ones, unless ``stale``, are what timing refresh chooses among: a stale cost is
-    scored like a fresh one, so the bound holds for them too). One loop with the cost
-    entry's freshness inlined: about fifty shapes per decision."""
+    scored like a fresh one, so the bound holds for them too). One loop over the shapes:
+    about fifty per decision."""
     memo = tables.bounds if tables.decision is decision else None
-    ttl_ns = costs.ttl_ns
     lanes, prompts = tables.decoders, tables.prompts
-    waiting = decision.waiting_coefficient  # decision.waiting_cost(t) = t / 2 * this
+    skipped = (Freshness.UNKNOWN,) if stale else (Freshness.UNKNOWN, Freshness.STALE)
     out: list[float | None] = []
     for d, _ in shapes:
         if d.kind is GraphKind.PREFILL:
             out.append(None)
             continue
         entry = costs.entry(d)
-        duration_ns = entry.estimate_ns
-        # CostEntry.freshness: unknown (no estimate), else stale or fresh
-        if duration_ns <= 0 or (not stale and now_ns - entry.last_observation_ns > ttl_ns):
+        if entry.freshness(now_ns, costs.ttl_ns) in skipped:
             out.append(None)
             continue
+        duration_ns = entry.estimate_ns
         if memo is not None:
             found = memo.get((id(d), duration_ns))
             if found is not None and found[0] is d:
                 out.append(found[1])
                 continue
         # the decoders' best value at this row ceiling and batch, the best prompt row's
-        # for a mixed program, per ms, less the waiting cost (duration_ns > 0: t_ms > 0)
+        # for a mixed program, per ms, less the waiting cost (a known estimate: t_ms > 0)
         t_ms = duration_ns / 1e6
-        ceiling = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
-        value = lanes.value_bound(ceiling, d.batch_capacity, t_ms)
+        value = lanes.value_bound(_ceiling(d), d.batch_capacity, t_ms)
         if d.kind is GraphKind.MIXED:
             prompt = prompts.rows(d, False, 1, d.prefill_capacity)
             if prompt:
                 value += max(0.0, prompt[0].value)
-        bound = value / t_ms - t_ms / 2.0 * waiting
+        bound = value / t_ms - decision.waiting_cost(t_ms)
         if memo is not None:
             memo[(id(d), duration_ns)] = (d, bound)
         out.append(bound)
