@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -106,7 +107,15 @@ def allocate_ple_rows(
     return PleRowsInput(ids, rows, list(offsets))
 
 
-def stage_rows(staged: PleRowsInput, layer: int, ids: Tensor, rows: Tensor) -> None:
+class RowBuffers(Protocol):
+    """Per-layer id and row buffers: a program's ``PleRowsInput``, or a host staging set
+    (``compiler.ple_staging``) laid out like it."""
+
+    ids: list[Tensor]
+    rows: list[Tensor]
+
+
+def stage_rows(staged: RowBuffers, layer: int, ids: Tensor, rows: Tensor) -> None:
     """Write one layer's resolved rows (``ids`` sorted, unique) and pad the rest; the copy
     is stream-ordered before the program that reads them."""
     n = ids.numel()

@@ -19,7 +19,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from ignition.compiler.ple_input import NO_ROW, PleRowsInput
+from ignition.compiler.ple_input import PleRowsInput, stage_rows
 from ignition.compiler.staging import NUM_STAGING_SETS
 
 
@@ -73,13 +73,8 @@ class PleStaging:
         self._next = (self._next + 1) % len(self.sets)
         s.fence.synchronize()  # the copies that last read this set have run
         for layer, (ids, rows) in enumerate(parts):
+            stage_rows(s, layer, ids, rows)  # into the host set: checked and padded there
             n = ids.numel()
-            if n > s.ids[layer].shape[0]:
-                raise ValueError(f"PLE layer {layer}: {n} staged rows, the workspace holds "
-                                 f"{s.ids[layer].shape[0]}")  # fmt: skip
-            s.ids[layer][:n].copy_(ids)
-            s.ids[layer][n:].fill_(NO_ROW)
-            s.rows[layer][:n].copy_(rows)
             staged.ids[layer].copy_(s.ids[layer], non_blocking=self.non_blocking)
             staged.rows[layer][:n].copy_(s.rows[layer][:n], non_blocking=self.non_blocking)
         s.fence.record()
