@@ -23,11 +23,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-CHILD = """
+
+def _child(imports: str, setup: str, work: str) -> str:
+    """A child process's script: ``setup``, then ``work`` measured as the growth of peak RSS
+    (VmHWM restarted just before it) over the RSS when it starts; prints one JSON line."""
+    return f"""
 import json, sys
 import torch
-from ignition.model.weights import load_model
-from ignition.runtime.ple import find_layout
+{imports}
 
 def status_kib(key):
     for line in open("/proc/self/status"):
@@ -37,40 +40,33 @@ def status_kib(key):
 torch.set_num_threads(1)
 path, skip = sys.argv[1], sys.argv[2] == "1"
 layout = find_layout(path)
+{setup}
 open("/proc/self/clear_refs", "w").write("5")  # the peak (VmHWM) restarts from now
 before = status_kib("VmRSS")
-model = load_model(path, without_ple_tables=skip)
+{work}
 peak = status_kib("VmHWM")
-print(json.dumps({"peak_growth_kib": peak - before, "table_bytes": layout.table_bytes}))
+print(json.dumps({{"peak_growth_kib": peak - before, "table_bytes": layout.table_bytes}}))
 """
 
 
-BUILD_CHILD = """
-import json, sys, tempfile
-import torch
+CHILD = _child(
+    "from ignition.model.weights import load_model\nfrom ignition.runtime.ple import find_layout",
+    "",
+    "model = load_model(path, without_ple_tables=skip)",
+)
+
+BUILD_CHILD = _child(
+    """import tempfile
 from ignition.compiler.build import build_bundle
 from ignition.recipes import LoadOptions
-from ignition.runtime.ple import BuildRows, PleOptions, describe_table, find_layout
-
-def status_kib(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-
-torch.set_num_threads(1)
-path, skip = sys.argv[1], sys.argv[2] == "1"
-layout = find_layout(path)
-residency = sys.argv[3] if skip else "device"
+from ignition.runtime.ple import BuildRows, PleOptions, describe_table, find_layout""",
+    """residency = sys.argv[3] if skip else "device"
 entry = describe_table(PleOptions(residency), layout, residency)
-options = LoadOptions(max_prefill_chunk=128, concurrency=2, speculation="off")
-open("/proc/self/clear_refs", "w").write("5")
-before = status_kib("VmRSS")
-with tempfile.TemporaryDirectory() as out:
+options = LoadOptions(max_prefill_chunk=128, concurrency=2, speculation="off")""",
+    """with tempfile.TemporaryDirectory() as out:
     build_bundle(None, options, weights=path, out_dir=out, device="cpu", ple=entry,
-                 ple_rows=BuildRows.of(path, entry))
-peak = status_kib("VmHWM")
-print(json.dumps({"peak_growth_kib": peak - before, "table_bytes": layout.table_bytes}))
-"""
+                 ple_rows=BuildRows.of(path, entry))""",
+)
 
 
 def write_checkpoint(path: Path, table_mib: int) -> None:
