@@ -7,6 +7,7 @@ the reference or the Triton kernels under the interpreter over the same buffers.
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -72,6 +73,35 @@ def test_a_slow_host_shows_in_the_wait_and_in_ready_minus_needed(table, backend)
     assert answer.exposed_ns >= DELAY_S * 1e9
     assert waited_ns >= answer.exposed_ns
     assert torch.equal(rows, values[torch.tensor([[5, 6]])])
+
+
+class _SlowForTheWorker:
+    """A lock the mailbox's own thread takes slowly: widens any gap between the ready flag
+    and the answer's record."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        if threading.current_thread().name == "ple-graph-mailbox":
+            time.sleep(0.05)
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
+
+
+def test_the_answer_is_recorded_before_the_program_sees_the_ready_flag(table):
+    """The runtime takes a frame's readiness as soon as the frame completes, without
+    stopping the thread (scripts/gpu_check_ple.py's dry run once lost the race)."""
+    values, layout = table
+    mailbox = GraphMailbox(open_store(layout, "host", CPU), 16, CPU)
+    mailbox._lock = _SlowForTheWorker()
+    staged = program_input(mailbox, [], values)
+    staged.gather(0, torch.tensor([[5, 6]]), torch.tensor([True]))
+    answers = mailbox.take_readiness()
+    mailbox.close()
+    assert len(answers) == 1
 
 
 def test_a_frame_whose_rows_are_all_staged_asks_nothing(table):

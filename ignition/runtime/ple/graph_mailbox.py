@@ -144,10 +144,12 @@ class GraphMailbox:
             if self.delay_s:
                 time.sleep(self.delay_s)
             ready_ns = self.clock()
-            self.ready[0] = asked
-            last = asked
+            # recorded before the flag is written: the program may finish, and its caller
+            # take the frame's readiness, the moment the flag is seen
             with self._lock:
                 self._answered.append(Readiness(seen_ns, ready_ns, seen_ns, ready_ns))
+            self.ready[0] = asked
+            last = asked
 
     def _stage(self, num_ids: int) -> None:
         """The asked rows at their positions; padding rows zero (moved as raw bytes, so
