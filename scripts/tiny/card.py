@@ -14,6 +14,8 @@ EVALUATE_COMMAND = "python scripts/train_tiny.py --evaluate ignition/assets/qwen
 # The training facts ride in the card as a comment, so a re-evaluation can re-render it.
 FACTS_MARKER = "training-facts:"
 PROMPT_LEN = 64  # tokens of each held-out prompt of the acceptance measurement
+
+
 @dataclass(frozen=True)
 class EarlierDefault:
     """A default an earlier run shipped, measured the same way (the card compares)."""
