@@ -80,3 +80,31 @@ def test_a_reasoning_reply_starts_its_grammar_after_the_end_tag():
     assert plan_reply(off, config).reasoning_end("assistant\n<think>\n") is None
     unparsed = plan_reply(ChatCompletionRequest(messages=USER), ServerConfig())
     assert unparsed.reasoning_end("assistant\n<think>\n") is None
+
+
+@pytest.mark.parametrize(
+    ("function", "field"),
+    [
+        ({"name": "get>weather"}, "tools[1].function.name"),
+        (
+            {"name": "f", "parameters": {"type": "object", "properties": {"a\nb": {}}}},
+            "tools[1].function.parameters.properties",
+        ),
+    ],
+)
+@pytest.mark.parametrize("tool_choice", ["auto", "required"])
+def test_a_name_the_call_format_cannot_carry_is_a_400_naming_it(function, field, tool_choice):
+    from ignition.server.errors import ApiError
+
+    tools = [
+        {"type": "function", "function": {"name": "ok"}},
+        {"type": "function", "function": function},
+    ]
+    body = ChatCompletionRequest(messages=USER, tools=tools, tool_choice=tool_choice)
+    coder = ServerConfig(tool_call_parser="qwen3_coder", enable_auto_tool_choice=True)
+    with pytest.raises(ApiError) as raised:
+        plan_reply(body, coder)
+    assert raised.value.status == 400 and raised.value.param == field
+    assert "qwen3_coder" in str(raised.value)
+    hermes = ServerConfig(tool_call_parser="hermes", enable_auto_tool_choice=True)
+    assert plan_reply(body, hermes).tools is not None

@@ -218,3 +218,23 @@ def test_qwen3_coder_text_value_streams_before_its_end_tag_arrives():
     closed = reply.step("\n</parameter>\n</function>\n</tool_call>", final=True)
     assert closed.arguments == {0: '\\n"}'}
     assert json.loads(reply.calls[0].arguments) == {"city": 'San Fran "C"\n'}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab_-. <>\n\r\t="), min_size=0, max_size=6))
+def test_qwen3_coder_reads_back_exactly_the_names_it_says_it_can_carry(name):
+    """``name_problem`` is the format's own limit: a call of the function ``name`` with a
+    parameter ``name`` reads back with both names iff no problem is reported."""
+    parser = tool_call_parser_class("qwen3_coder")
+    tool = {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    text = f"<tool_call>\n<function={name}>\n<parameter={name}>\nv\n</parameter>\n</function>\n</tool_call>"  # noqa: E501
+    message, _ = parse("qwen3_coder", [text], tools=(tool,))
+    read_back = [
+        (c["function"]["name"], json.loads(c["function"]["arguments"]))
+        for c in message.get("tool_calls", [])
+    ]
+    assert (read_back == [(name, {name: "v"})]) == (parser.name_problem(name) is None)
+
+
+def test_hermes_carries_any_name():
+    assert tool_call_parser_class("hermes").name_problem("a<b>\n c ") is None

@@ -59,6 +59,12 @@ class ToolCallParser:
         (server/tools/grammar.py). The text it admits is what this parser reads back."""
         raise NotImplementedError
 
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        """Why this format cannot write ``name`` (a function's or a parameter's) so that
+        the parser reads it back; None: it can. A JSON format carries any string."""
+        return None
+
     def feed(self, text: str) -> list[Piece]:
         self._buffer += text
         out: list[Piece] = []

@@ -116,8 +116,10 @@ def plan_reply(body: ChatCompletionRequest, config: ServerConfig) -> ReplyPlan:
             f"is enforced by a grammar and cannot be combined with {other.field}: send one",
             param="tool_choice",
         )
+    parser = tool_call_parser_class(config.tool_call_parser)
+    _check_names(parser, body)
     return ReplyPlan(
-        tools=tool_call_parser_class(config.tool_call_parser),
+        tools=parser,
         declared=tuple(t.model_dump(exclude_none=True) for t in body.tools),
         forced=forced,
         function=body.named_function,
@@ -125,3 +127,23 @@ def plan_reply(body: ChatCompletionRequest, config: ServerConfig) -> ReplyPlan:
         thinking=thinking,
         single_call=body.parallel_tool_calls is False,
     )
+
+
+def _check_names(parser: type[ToolCallParser], body: ChatCompletionRequest) -> None:
+    """A 400 for a function or top-level parameter name the call format cannot carry:
+    the model's call of it would be read back as another name (or not at all)."""
+    for i, tool in enumerate(body.tools or ()):
+        names = [(f"tools[{i}].function.name", tool.function.name)]
+        properties = (tool.function.parameters or {}).get("properties")
+        if isinstance(properties, dict):
+            field = f"tools[{i}].function.parameters.properties"
+            names += [(field, key) for key in properties]
+        for field, name in names:
+            problem = parser.name_problem(name)
+            if problem is not None:
+                raise ApiError(
+                    400,
+                    f"{field}: the name {name!r} cannot be written in the "
+                    f"{parser.name} tool-call format ({problem})",
+                    param=field,
+                )

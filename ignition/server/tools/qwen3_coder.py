@@ -45,6 +45,18 @@ class Qwen3CoderParser(ToolCallParser):
     template_markers = ("<tool_call>", FUNCTION, PARAMETER)
 
     @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        """Names sit inside tags (``<function=NAME>``, ``<parameter=NAME>``), stripped of
+        surrounding whitespace: a tag character, a line break or such whitespace in a name
+        would be read back as another name."""
+        if not name or name != name.strip():
+            return "it is empty or starts or ends with whitespace"
+        bad = sorted({c for c in name if c in "<>\n"})
+        if bad:
+            return f"it contains {', '.join(map(repr, bad))}"
+        return None
+
+    @classmethod
     def call_tag(cls, function: str, schema: dict[str, Any]) -> dict[str, Any]:
         """xgrammar's ``qwen_xml`` style writes each parameter as ``<parameter=NAME>value
         </parameter>``: a string (or untyped) value as raw text, any other as JSON, which is
