@@ -318,7 +318,7 @@ def test_served_model_name_is_accepted_as_in_vllm(served, fake_bundle):
 
 
 def test_a_checkpoint_is_built_once_into_the_cache_then_served(served, monkeypatch, tmp_path):
-    import ignition.cli
+    import ignition.cli.progress
     from tests.checkpoints import write_tiny_checkpoint
 
     checkpoint = write_tiny_checkpoint(tmp_path / "checkpoint")
@@ -331,7 +331,7 @@ def test_a_checkpoint_is_built_once_into_the_cache_then_served(served, monkeypat
             (out_dir / name).write_text("{}")
         return type("Result", (), {"notes": []})()
 
-    monkeypatch.setattr(ignition.cli, "_build_with_progress", fake_build)
+    monkeypatch.setattr(ignition.cli.progress, "build_with_progress", fake_build)
     cache = tmp_path / "cache"
     args = ("serve", str(checkpoint), "--cache-dir", str(cache), "--max-num-seqs", "2")
     first, second = run(*args), run(*args)

@@ -1,4 +1,4 @@
-"""``ignition simulate --trace FILE ...``: compare policies on a trace (``runner.main``
+"""``ignition simulate --trace FILE ...``: compare policies on a trace (``runner.run``
 delegates here).
 
 Three modes share one setup (slots, speculative token capacity, device, acceptance):

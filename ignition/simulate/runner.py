@@ -23,47 +23,18 @@ from ignition.simulate.command import (
     policy_list,
 )
 from ignition.simulate.harness import Setup
+from ignition.simulate.options import SimulateOptions
 from ignition.simulate.ple_charge import device_with_ple
 from ignition.simulate.workloads import AcceptanceModel
 
 DEFAULT_COMPARE = "vllm,vllm-k3,sarathi"  # the trace path's baselines when --compare is not given
 
 
-def main(
-    *,
-    trace: str | None = None,
-    rows: str = "0:600",
-    rate: float | None = None,
-    sweep: str | None = None,
-    capacity: bool = False,
-    slo: str = "60:2,100:5,200:10",
-    compare: str | None = None,
-    slots: int = 32,
-    envelope: int = 128,
-    device: str = "h200",
-    acceptance: str = "0.8,0.7,0.6,0.5,0.4",
-    max_prompt: int | None = None,
-    max_output: int | None = None,
-    seed: int = 0,
-    as_json: bool = False,
-    plot_dir: str | None = None,
-    tasks: str | None = None,
-    confidence: str = "perfect",
-    scenario: str | None = None,
-    conversations: int | None = None,
-    turns: int = 4,
-    snapshot_rows: str = "0,4,16",
-    conversation_rate: float = 4.0,
-    first_prompt: int = 1024,
-    turn_prompt: int = 128,
-    turn_output: int = 64,
-    think_ms: float = 1000.0,
-    scheduler_first_delivery: float | None = None,
-    scheduler_checkpoint_payoff: bool = True,
-) -> int:
-    """``ignition simulate``: one runner for its three workloads (``--conversations``,
-    ``--scenario``, ``--trace``, in that order of precedence), every policy through the
-    harness; returns the exit status. Bad input is one line on stderr naming it."""
+def run(options: SimulateOptions) -> int:
+    """``ignition simulate``'s one entry point: the workload ``options`` names
+    (``conversations``, ``scenario``, ``trace``, in that order of precedence), every policy
+    through the harness; returns the exit status. Bad input is one line on stderr naming
+    it."""
     import sys
 
     from rich.console import Console
@@ -71,6 +42,7 @@ def main(
     from ignition.simulate.scenario import ScenarioError
 
     console = Console() if sys.stdout.isatty() else Console(width=170)
+    as_json = options.as_json
 
     def echo(item: Any) -> None:
         if as_json:
@@ -81,82 +53,82 @@ def main(
             console.print(item)
 
     try:
-        if conversations is not None:
+        if options.conversations is not None:
             from ignition.simulate import retention_command
             from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list
 
             spec = MultiTurnSpec(
-                conversations=conversations,
-                turns=turns,
-                rate_per_s=conversation_rate,
-                first_prompt=first_prompt,
-                turn_prompt=turn_prompt,
-                output_tokens=turn_output,
-                think_ms=think_ms,
-                seed=seed,
+                conversations=options.conversations,
+                turns=options.turns,
+                rate_per_s=options.conversation_rate,
+                first_prompt=options.first_prompt,
+                turn_prompt=options.turn_prompt,
+                output_tokens=options.turn_output,
+                think_ms=options.think_ms,
+                seed=options.seed,
             )
             policy = PolicyConfig()
-            if scheduler_first_delivery is not None:
-                policy = replace(policy, first_delivery=scheduler_first_delivery)
+            if options.scheduler_first_delivery is not None:
+                policy = replace(policy, first_delivery=options.scheduler_first_delivery)
             retention_command.execute(
                 spec=spec,
-                snapshot_rows=parse_rows_list(snapshot_rows),
+                snapshot_rows=parse_rows_list(options.snapshot_rows),
                 setup=Setup(
-                    slots=slots,
-                    speculative_token_capacity=envelope,
-                    device=device_with_ple(device),
-                    seed=seed,
+                    slots=options.slots,
+                    speculative_token_capacity=options.envelope,
+                    device=device_with_ple(options.device),
+                    seed=options.seed,
                     noise_sigma=0.0,  # the multi-turn worker times frames without noise
                     helios_policy=policy,
                 ),
-                policies=policy_list(compare or ""),
-                payoff=scheduler_checkpoint_payoff,
+                policies=policy_list(options.compare or ""),
+                payoff=options.scheduler_checkpoint_payoff,
                 as_json=as_json,
                 echo=echo,
             )
             return 0
-        if scenario is not None:
+        if options.scenario is not None:
             from ignition.simulate import scenario_command
 
             scenario_command.execute(
-                path=scenario,
-                compare=policy_list(compare or "", with_helios=False),
+                path=options.scenario,
+                compare=policy_list(options.compare or "", with_helios=False),
                 as_json=as_json,
                 echo=echo,
             )
             return 0
-        if trace is None:
+        if options.trace is None:
             raise CommandError("give --scenario FILE, --trace FILE or --conversations N")
-        if rate is not None and (not math.isfinite(rate) or rate <= 0):
-            raise CommandError(f"--rate = {rate:g}: must be a positive load scale")
-        start, count = parse_rows(rows)
+        if options.rate is not None and (not math.isfinite(options.rate) or options.rate <= 0):
+            raise CommandError(f"--rate = {options.rate:g}: must be a positive load scale")
+        start, count = parse_rows(options.rows)
         spec = TraceSpec(
-            trace,
+            options.trace,
             start,
             count,
-            max_prompt,
-            max_output,
-            AcceptanceModel.parse(acceptance),
-            seed,
-            tasks,
+            options.max_prompt,
+            options.max_output,
+            AcceptanceModel.parse(options.acceptance),
+            options.seed,
+            options.tasks,
         )
         setup = Setup(
-            slots=slots,
-            speculative_token_capacity=envelope,
-            device=device_with_ple(device),  # h200+ple:disk charges PLE delivery
-            seed=seed,
-            confidence_noise=confidence_noise(confidence),
+            slots=options.slots,
+            speculative_token_capacity=options.envelope,
+            device=device_with_ple(options.device),  # h200+ple:disk charges PLE delivery
+            seed=options.seed,
+            confidence_noise=confidence_noise(options.confidence),
         )
         execute(
             spec=spec,
             setup=setup,
-            policies=compare or DEFAULT_COMPARE,
-            rate=rate,
-            sweep=sweep,
-            capacity=capacity,
-            slos=slo,
+            policies=options.compare or DEFAULT_COMPARE,
+            rate=options.rate,
+            sweep=options.sweep,
+            capacity=options.capacity,
+            slos=options.slo,
             as_json=as_json,
-            plot_dir=plot_dir,
+            plot_dir=options.plot_dir,
             echo=echo,
             show_progress=sys.stderr.isatty(),
         )

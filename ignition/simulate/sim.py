@@ -429,20 +429,6 @@ def simulate(scenario: Scenario) -> dict[str, Any]:
     return Simulation(scenario).run()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ignition.simulate.sim --scenario FILE.yaml [--json]``: the same run and
-    output as ``ignition simulate --scenario`` (``runner.main``)."""
-    import argparse
-
-    from ignition.simulate.runner import main as simulate_main
-
-    parser = argparse.ArgumentParser(prog="ignition simulate")
-    parser.add_argument("--scenario", required=True)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    return simulate_main(scenario=args.scenario, as_json=args.json)
-
-
 def format_summary(report: dict[str, Any]) -> str:
     totals = report["totals"]
     lines = [
@@ -463,7 +449,3 @@ def format_summary(report: dict[str, Any]) -> str:
             f"{len(r['deliveries'])} deliveries, finished {r['finish_ms']}"
         )
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,10 +10,10 @@ import yaml
 
 try:  # issue 12 moves the simulator out of Helios into ignition.simulate
     from ignition.simulate.scenario import scenario_from_dict
-    from ignition.simulate.sim import main, simulate
+    from ignition.simulate.sim import simulate
 except ImportError:
     from ignition.simulate.scenario import scenario_from_dict
-    from ignition.simulate.sim import main, simulate
+    from ignition.simulate.sim import simulate
 
 CLASSES = {"ordinary", "discovery", "timing_refresh", "acceptance_learning"}
 FLOOR = {"base_ms": 4.0, "per_row_ms": 0.5, "per_token_ms": 0.2, "per_draft_ms": 0.5}
@@ -82,7 +82,10 @@ def test_simulate_json_reports_time_and_episodes_per_execution_class(tmp_path, c
     data["end_ms"] = 200
     path = tmp_path / "short.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert main(["--scenario", str(path), "--json"]) == 0
+    from ignition.simulate.options import SimulateOptions
+    from ignition.simulate.runner import run
+
+    assert run(SimulateOptions(scenario=str(path), as_json=True)) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report["execution"]) == CLASSES
     for totals in report["execution"].values():

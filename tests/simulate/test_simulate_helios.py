@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ignition.simulate.options import SimulateOptions
+from ignition.simulate.runner import run
 from ignition.simulate.scenario import ScenarioError, load_scenario, scenario_from_dict
-from ignition.simulate.sim import main, simulate
+from ignition.simulate.sim import simulate
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 STARTUP = yaml.safe_load((SCENARIOS / "startup.yaml").read_text())
@@ -91,7 +93,7 @@ def test_a_recipe_catalog_discovers_its_graphs_and_finishes_every_request():
 
 
 def test_the_command_prints_json(capsys):
-    assert main(["--scenario", str(SCENARIOS / "startup.yaml"), "--json"]) == 0
+    assert run(SimulateOptions(scenario=str(SCENARIOS / "startup.yaml"), as_json=True)) == 0
     assert "requests" in json.loads(capsys.readouterr().out)
 
 

@@ -1,0 +1,82 @@
+"""Options shared by ``generate``, ``serve`` and ``debug-serve``: the bundle and how the
+runtime decodes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from ignition.cli.checks import check_range
+from ignition.cli.device_options import (
+    DeviceArgs,
+    device_option,
+    tensor_parallel_options,
+    threads_option,
+)
+from ignition.cli.registry import Decorator
+from ignition.recipes import SPECULATION_MODES
+
+
+def runtime_options(artifacts_required: bool = True) -> list[Decorator]:
+    """``serve`` also takes PATH, so its ``--artifacts`` is optional."""
+    return [
+        click.option(
+            "--artifacts",
+            required=artifacts_required,
+            type=click.Path(exists=True, file_okay=False),
+            help="A bundle written by `ignition build`"
+            + ("." if artifacts_required else " (or give it, or a checkpoint, as PATH)."),
+        ),
+        click.option(
+            "--speculation",
+            type=click.Choice(SPECULATION_MODES),
+            help="Decode mode (default: the bundle's).",
+        ),
+        click.option("--no-mixed", is_flag=True, help="Do not use mixed prompt/decode programs."),
+        click.option(
+            "--max-context",
+            "--max-model-len",
+            "max_context",
+            type=int,
+            help="Context limit per request in tokens (prompt + output); "
+            "default: the model's, at most 8192.",
+        ),
+        device_option(),
+        threads_option("default: 1"),
+        click.option(
+            "--verify-weights",
+            is_flag=True,
+            help="Hash the checkpoint again (default: compare sizes and modification times).",
+        ),
+        *tensor_parallel_options(),
+    ]
+
+
+@dataclass(frozen=True)
+class RuntimeArgs:
+    """The bundle to load (None: serve's PATH names it), the decode mode (None: the
+    bundle's), mixed programs on or off, the context limit and where the model runs."""
+
+    artifacts: str | None
+    speculation: str | None
+    mixed: bool
+    max_context: int | None
+    verify_weights: bool
+    placement: DeviceArgs
+
+    def __post_init__(self) -> None:
+        check_range("--max-context", self.max_context, 2)
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> RuntimeArgs:
+        """Take (pop) this group's flags out of a command's keyword arguments."""
+        return cls(
+            artifacts=params.pop("artifacts"),
+            speculation=params.pop("speculation"),
+            mixed=not params.pop("no_mixed"),
+            max_context=params.pop("max_context"),
+            verify_weights=params.pop("verify_weights"),
+            placement=DeviceArgs.from_params(params),
+        )

@@ -1,0 +1,76 @@
+"""``serve PATH``: the bundle to serve, building a checkpoint into the build cache once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ignition.cli import progress
+from ignition.cli.errors import UserError
+from ignition.cli.ple_options import ple_description
+from ignition.cli.runtime_options import RuntimeArgs
+from ignition.cli.serve_path_options import ServePathArgs
+
+
+def serve_artifacts(
+    path_args: ServePathArgs, runtime: RuntimeArgs, ple: Any
+) -> tuple[str, int | None]:
+    """The bundle to serve for PATH (a checkpoint is built into the cache first) and the
+    request slots to ask of it (None: the bundle's)."""
+    from ignition.serve_path import (
+        CheckpointBuild,
+        ServePathError,
+        build_options,
+        built_bundle,
+        choose_path,
+        classify,
+    )
+
+    try:
+        chosen = choose_path(path_args.path, runtime.artifacts)
+        kind = classify(chosen)
+    except ServePathError as err:
+        raise UserError(str(err)) from None
+    if kind == "bundle":
+        return str(chosen), path_args.max_num_seqs
+    if runtime.placement.tensor_parallel_size > 1:
+        raise UserError(
+            f"{chosen}: a checkpoint with --tensor-parallel-size > 1: build it first "
+            f"(`ignition build --weights {chosen} -tp N`) and serve the bundle"
+        )
+    from ignition.build_cache import CacheError, default_cache_root
+
+    options = build_options(
+        chosen,
+        max_num_seqs=path_args.max_num_seqs,
+        speculation=runtime.speculation,
+        mixed=runtime.mixed,
+    )
+    device = runtime.placement.device
+    build = CheckpointBuild(
+        chosen, options, device, runtime.placement.threads, ple_description(ple, chosen, device)
+    )
+
+    def run_build(build: CheckpointBuild, folder: Path) -> None:
+        result = progress.build_with_progress(
+            None,
+            build.options,
+            weights=build.checkpoint,
+            out_dir=folder,
+            device=build.device,
+            threads=build.threads,
+            ple=build.ple,
+        )
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    try:
+        bundle = built_bundle(build, path_args.cache_dir or default_cache_root(), run_build, say)
+    except CacheError as err:
+        raise UserError(str(err)) from None
+    return str(bundle), None

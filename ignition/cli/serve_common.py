@@ -1,0 +1,63 @@
+"""The glue ``generate``, ``serve`` and ``debug-serve`` share: ServeOptions from the
+option groups, rank zero of tensor-parallel ranks, and serving until the engine stops."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ignition.cli.device_options import DeviceArgs
+from ignition.cli.progress import LoadProgress
+from ignition.cli.runtime_options import RuntimeArgs
+
+
+def serve_options(runtime: RuntimeArgs, **extra: Any) -> Any:
+    """ServeOptions from the shared runtime options plus command-specific fields."""
+    from ignition.serving import ServeOptions
+
+    return ServeOptions(
+        artifacts=runtime.artifacts,
+        speculation=runtime.speculation,
+        mixed=runtime.mixed,
+        max_context_tokens=runtime.max_context,
+        device=runtime.placement.device,
+        num_threads=runtime.placement.threads,
+        verify_weights=runtime.verify_weights,
+        **extra,
+    )
+
+
+def with_ranks(placement: DeviceArgs, options: Any, rank_zero: Callable[..., Any]) -> Any:
+    """``rank_zero(options, tp)`` on rank zero of --tensor-parallel-size ranks, or
+    ``rank_zero(options, None)`` on one rank."""
+    size = placement.tensor_parallel_size
+    if size == 1:
+        return rank_zero(options, None)
+    from ignition.distributed.launch import run_tensor_parallel
+
+    return run_tensor_parallel(size, options, rank_zero, debug=placement.tensor_parallel_debug)
+
+
+def serve(options: Any, host: str, port: int, direct: bool, placement: DeviceArgs) -> None:
+    """Load with progress, announce the address, and exit 1 if the engine failed."""
+    from ignition.serving import serve_forever
+
+    def listening(url: str) -> None:
+        progress.close()
+        click.echo(f"listening on {url}")
+
+    with LoadProgress() as progress:
+
+        def run(options: Any, tp: Any) -> str | None:
+            listener = progress.listener
+            return serve_forever(
+                options, host, port, direct, listener=listener, on_listening=listening, tp=tp
+            )
+
+        failure = with_ranks(placement, options, run)
+    if failure is not None:
+        click.echo(f"error: {failure}; every open request was ended; exiting", err=True)
+        sys.exit(1)

@@ -1,0 +1,123 @@
+"""HTTP options shared by ``serve`` and ``debug-serve``, with the reply parsers (tool
+calls and reasoning; vLLM's flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from ignition.cli.checks import check_range
+from ignition.cli.registry import Decorator
+
+
+def reply_parsing_options() -> list[Decorator]:
+    """Tool calls and reasoning in chat replies (server/tools/; vLLM's flags)."""
+    from ignition.server.tools import REASONING_PARSERS, TOOL_CALL_PARSERS
+
+    return [
+        click.option(
+            "--tool-call-parser",
+            type=click.Choice(sorted(TOOL_CALL_PARSERS)),
+            help="Tool-call format of replies (default: the one the chat template renders).",
+        ),
+        click.option(
+            "--enable-auto-tool-choice",
+            is_flag=True,
+            help='Parse tool calls for tool_choice "auto" (without it such requests get 400).',
+        ),
+        click.option(
+            "--reasoning-parser",
+            type=click.Choice(sorted(REASONING_PARSERS)),
+            help="Split <think>...</think> into reasoning_content (default: no split).",
+        ),
+    ]
+
+
+def server_options() -> list[Decorator]:
+    from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES
+
+    return [
+        click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind."),
+        click.option(
+            "--port",
+            type=int,
+            default=8000,
+            show_default=True,
+            help="TCP port to listen on.",
+        ),
+        click.option(
+            "--served-model-name",
+            "served_model_names",
+            multiple=True,
+            help="Name clients send as `model` (repeatable: the first is reported, all are "
+            "accepted; default: the recipe name).",
+        ),
+        *reply_parsing_options(),
+        click.option(
+            "--api-key",
+            envvar="IGNITION_API_KEY",
+            help="Require `Authorization: Bearer KEY` on /v1/* (env IGNITION_API_KEY).",
+        ),
+        click.option(
+            "--max-request-bytes",
+            type=int,
+            default=DEFAULT_MAX_REQUEST_BYTES,
+            show_default=True,
+            help="Largest request body; larger ones get 413 before any parsing.",
+        ),
+        click.option(
+            "--allowed-local-media-path",
+            type=click.Path(exists=True, file_okay=False, resolve_path=True),
+            help="Folder whose image files chat requests may name by path or file:// URL "
+            "(default: none; base64 data URLs only, and nothing is fetched over the network).",
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    """Where the server listens, the names it answers to, its request limits and how it
+    parses replies."""
+
+    host: str
+    port: int
+    served_model_names: tuple[str, ...]
+    tool_call_parser: str | None
+    enable_auto_tool_choice: bool
+    reasoning_parser: str | None
+    api_key: str | None
+    max_request_bytes: int
+    allowed_local_media_path: str | None
+
+    def __post_init__(self) -> None:
+        check_range("--port", self.port, 1, 65535)
+        check_range("--max-request-bytes", self.max_request_bytes, 1)
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> ServerArgs:
+        """Take (pop) this group's flags out of a command's keyword arguments."""
+        return cls(
+            host=params.pop("host"),
+            port=params.pop("port"),
+            served_model_names=tuple(params.pop("served_model_names")),
+            tool_call_parser=params.pop("tool_call_parser"),
+            enable_auto_tool_choice=params.pop("enable_auto_tool_choice"),
+            reasoning_parser=params.pop("reasoning_parser"),
+            api_key=params.pop("api_key"),
+            max_request_bytes=params.pop("max_request_bytes"),
+            allowed_local_media_path=params.pop("allowed_local_media_path"),
+        )
+
+    def serve_fields(self) -> dict[str, Any]:
+        """This group's ServeOptions fields (host and port go to the listener instead)."""
+        return {
+            "served_model_names": self.served_model_names,
+            "api_key": self.api_key,
+            "max_request_bytes": self.max_request_bytes,
+            "allowed_local_media_path": self.allowed_local_media_path,
+            "tool_call_parser": self.tool_call_parser,
+            "enable_auto_tool_choice": self.enable_auto_tool_choice,
+            "reasoning_parser": self.reasoning_parser,
+        }

@@ -1,0 +1,58 @@
+"""Issue 25's contract: ``ignition serve``'s default ``--scheduler-policy`` is ``balanced``,
+and the PolicyConfig the engine is given (``ServeOptions.policy``, copied into the
+runtime's options by ``serving``) is that preset's, with each override applied once."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from ignition.cli import main
+from ignition.helios.config import policy_from_preset
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """Run `serve` up to the point where it would load: the ServeOptions it would serve."""
+    import ignition.serving
+
+    seen = []
+    monkeypatch.setattr(ignition.serving, "serve_forever", lambda o, *a, **k: seen.append(o))
+    return seen
+
+
+@pytest.fixture
+def bundle(tmp_path):
+    path = tmp_path / "bundle"
+    path.mkdir()
+    (path / "manifest.json").write_text("{}")
+    return path
+
+
+def serve(*args: str) -> None:
+    result = CliRunner().invoke(main, ["serve", *args])
+    assert result.exit_code == 0, result.output
+
+
+def test_the_default_scheduler_policy_is_balanced():
+    option = next(p for p in main.commands["serve"].params if p.name == "scheduler_policy")
+    assert option.default == "balanced"
+
+
+def test_without_the_flag_the_engine_gets_the_balanced_policy(served, bundle):
+    serve(str(bundle))
+    assert served[0].policy == policy_from_preset("balanced")
+    assert served[0].policy != policy_from_preset("throughput")
+
+
+def test_the_throughput_preset_reaches_the_engine_when_asked_for(served, bundle):
+    serve(str(bundle), "--scheduler-policy", "throughput")
+    assert served[0].policy == policy_from_preset("throughput")
+
+
+def test_overrides_apply_over_the_default_preset(served, bundle):
+    serve(
+        str(bundle), "--scheduler-terminal-value", "7", "--mtp-adaptive-verification-alpha", "0.5"
+    )
+    expected = policy_from_preset("balanced", terminal_value=7.0, adaptive_verification_alpha=0.5)
+    assert served[0].policy == expected
