@@ -19,7 +19,7 @@ from tests.server.conftest import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-USER_1 = "def handler(request):\n    return request.args\n" * 40 + "Explain this code."
+USER_1 = "def handler(request):\n    return request.args\n" * 12 + "Explain this code."
 USER_2 = "Now rewrite it without the repetition."
 
 
