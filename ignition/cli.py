@@ -988,8 +988,7 @@ def serve_cmd(
     PATH is a checkpoint folder (built once into the build cache, then served) or a bundle
     written by `ignition build`; `--artifacts BUNDLE` still works.
     """
-    from ignition.helios import SchedulerError
-    from ignition.helios.config import policy_from_preset
+    from ignition.helios import SchedulerError, policy_from_preset
 
     ple = _ple_options_from(runtime)
     snapshot_rows = _prefix_cache_rows(enable_prefix_caching, snapshot_rows)
