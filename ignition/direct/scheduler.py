@@ -333,7 +333,7 @@ class DirectScheduler:
 def direct_scheduler(
     catalog: Catalog, policy: PolicyConfig, resources: Resources, speculation: SpeculationMode
 ) -> DirectScheduler:
-    """A :data:`~ignition.helios.protocol.SchedulerFactory` for ``debug-serve --direct``:
+    """A :data:`~ignition.helios.SchedulerFactory` for ``debug-serve --direct``:
     it has no service prices and never speculates, so policy and mode do not apply."""
     return DirectScheduler(catalog, resources)
 
