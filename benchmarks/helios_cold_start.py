@@ -2,7 +2,7 @@
 
 Nothing is measured yet (a server's first seconds: every program's estimate starts at
 zero), several requests arrive at once, and each frame completes as its H200-like
-formula says (ignition.simulate.bench). Prints each frame's program, execution class
+formula says (scripts/scheduling_sim/plan_bench.py). Prints each frame's program, execution class
 and row roles, then every request's first-token time. Issue 10 used it to see whether a
 fresh request's init waits behind the exploration of programs another request fills.
 
@@ -13,18 +13,29 @@ fresh request's init waits behind the exploration of programs another request fi
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not an install
 
 from ignition.components.catalog import GraphKind
-from ignition.helios.scheduler import Scheduler
-from ignition.helios.types import (
+from ignition.helios import (
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
     RequestSpec,
     Resources,
+    Scheduler,
 )
-from ignition.simulate.bench import H200_LIKE, MODES, STATE_MS, _completed, runtime_catalog
+from scripts.scheduling_sim.plan_bench import (
+    H200_LIKE,
+    MODES,
+    STATE_MS,
+    _completed,
+    runtime_catalog,
+)
 
 STATE_KINDS = (GraphKind.INIT, GraphKind.RESTORE, GraphKind.SNAPSHOT)
 
@@ -61,10 +72,10 @@ def main() -> None:
         if d.is_device_allocated:
             records = [replace(r, num_verified_tokens=len(r.token_ids)) for r in records]
             plane = tuple((0.5,) * d.proposal_depth for _ in range(d.batch_capacity))
-            sidecar = ConfidenceSidecar((plane, plane))
-            tokens = s.complete_packed_round(fence, records, timing, sidecar)
+            report = CompletionReport(records, timing, ConfidenceSidecar((plane, plane)))
         else:
-            tokens = s.complete(fence, records, timing)
+            report = CompletionReport(records, timing)
+        tokens = s.complete(fence, report)
         for t in tokens:
             first.setdefault(t.handle, now / 1e6)
             s.published_output(t.handle, fence)

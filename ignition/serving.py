@@ -21,8 +21,7 @@ import torch
 
 from ignition.compiler.device import configure_threads, resolve_device
 from ignition.direct.scheduler import direct_scheduler
-from ignition.helios import helios_scheduler
-from ignition.helios.config import PolicyConfig
+from ignition.helios import PolicyConfig, helios_scheduler
 from ignition.model.model import HybridModel
 from ignition.model.weights import load_model
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_worker

@@ -152,8 +152,7 @@ class SchedulerArgs:
 
     def policy(self) -> Any:
         """The PolicyConfig the engine gets: the preset, then the overrides."""
-        from ignition.helios import SchedulerError
-        from ignition.helios.config import policy_from_preset
+        from ignition.helios import SchedulerError, policy_from_preset
 
         try:
             return policy_from_preset(

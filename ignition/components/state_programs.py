@@ -4,8 +4,8 @@ Every runtime prepares the same three state programs (compiler/state_ops.py: sna
 restore and initialization, each one request slot and one snapshot row), and every
 catalog Helios schedules from lists them beside the recipe's inference programs: the
 runtime's (runtime/assembly.py) and the simulators' (simulate/multiturn.py,
-simulate/bench.py). They live here, outside the compiler, because the compiler needs
-torch and the simulators and Helios never import it; a copy in each would drift (the
+scripts/scheduling_sim/plan_bench.py). They live here, outside the compiler, because the
+compiler needs torch and the simulators and Helios never import it; a copy in each would drift (the
 benchmark catalog once lacked initialization).
 """
 

@@ -1,7 +1,7 @@
 """The diagnostic scheduler of ``ignition debug-serve --direct``.
 
-It satisfies :class:`ignition.helios.protocol.SchedulerProtocol` (admit, plan,
-commit, the four completions, publish) so the same engine, worker and programs run
+It satisfies :class:`ignition.helios.SchedulerProtocol` (admit, plan, commit,
+complete, publish and the queries) so the same engine, worker and programs run
 under it, but it is deliberately plain,
 to tell a runtime bug from a scheduling decision:
 
@@ -17,33 +17,37 @@ to tell a runtime bug from a scheduling decision:
   last observation.
 
 No speculation with proposals, no mixed programs, no queueing, no service
-prices: those are what Helios is for.
+prices, no KV page ledger and so no preemption (it never names a victim), no state
+operations: those are what Helios is for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import (
-    CompletionRecord,
-    ConfidenceSidecar,
-    ExecutionTiming,
+    CompletionReport,
+    CostEstimate,
+    ExecutionClass,
     Fence,
     GeneratedToken,
     LaneRole,
     LaneWork,
     PolicyConfig,
+    PreemptionVictim,
+    Programs,
     RequestHandle,
     RequestSpec,
+    RequestView,
     Resources,
+    ResourceUsage,
     ScheduledPlan,
     SchedulerError,
+    SchedulerStatistics,
     SelectionReason,
     SpeculationMode,
 )
-from ignition.helios.types import ExecutionClass
 
 STALE_AFTER_NS = 30_000_000_000
 
@@ -233,9 +237,9 @@ class DirectScheduler:
 
     # -- completion ----------------------------------------------------------------
 
-    def complete(
-        self, fence: Fence, records: Sequence[CompletionRecord], timing: ExecutionTiming
-    ) -> list[GeneratedToken]:
+    def complete(self, fence: Fence, report: CompletionReport) -> list[GeneratedToken]:
+        """A sidecar or survival rows change nothing here: no speculation is priced."""
+        records = report.records
         if self._inflight is None or self._inflight[0] != fence:
             raise SchedulerError(f"fence {fence.value} is not in flight")
         plan = self._inflight[1]
@@ -245,7 +249,7 @@ class DirectScheduler:
             if record.handle != lane.handle:
                 raise SchedulerError(f"record for {record.handle} in {lane.handle}'s lane")
         self._inflight = None
-        self._cost(plan.descriptor).observe(timing.device_ns, self.now_ns)
+        self._cost(plan.descriptor).observe(report.timing.device_ns, self.now_ns)
         tokens: list[GeneratedToken] = []
         for lane, record in zip(plan.lanes, records, strict=True):
             r = self.requests[lane.handle.slot]
@@ -271,36 +275,48 @@ class DirectScheduler:
                 del self.requests[lane.handle.slot]
         return tokens
 
-    def complete_packed_round(
-        self,
-        fence: Fence,
-        records: Sequence[CompletionRecord],
-        timing: ExecutionTiming,
-        sidecar: ConfidenceSidecar,
-    ) -> list[GeneratedToken]:
-        return self.complete(fence, records, timing)
-
-    def complete_with_survival(
-        self,
-        fence: Fence,
-        records: Sequence[CompletionRecord],
-        timing: ExecutionTiming,
-        survival: Sequence[Sequence[float]],
-    ) -> list[GeneratedToken]:
-        return self.complete(fence, records, timing)
-
-    def complete_packed_round_with_survival(
-        self,
-        fence: Fence,
-        records: Sequence[CompletionRecord],
-        timing: ExecutionTiming,
-        sidecar: ConfidenceSidecar,
-        survival: Sequence[Sequence[float]],
-    ) -> list[GeneratedToken]:
-        return self.complete(fence, records, timing)
-
     def published_output(self, handle: RequestHandle, fence: Fence) -> None:
         """Publication needs no accounting here: there are no delivery prices."""
+
+    # -- queries -------------------------------------------------------------------
+
+    def can_admit(self) -> bool:
+        return len(self.requests) < self.resources.num_request_slots
+
+    def usage(self) -> ResourceUsage:
+        """No page ledger: ``num_pages`` 0."""
+        slots = self.resources.num_request_slots
+        return ResourceUsage(slots, slots - len(self.requests), 0, 0, 0)
+
+    def request(self, handle: RequestHandle) -> RequestView | None:
+        r = self.requests.get(handle.slot)
+        if r is None or r.handle != handle:
+            return None
+        return RequestView(handle, is_live=r.is_live, num_pages=0)
+
+    def cost_estimate(self, descriptor: Descriptor) -> CostEstimate:
+        value = self._cost(descriptor).value(self.now_ns)
+        return CostEstimate(int(value), is_fresh=value > 0)
+
+    def programs(self) -> Programs:
+        return Programs((*self.prefills, *self.rounds))
+
+    def statistics(self) -> SchedulerStatistics:
+        return SchedulerStatistics()
+
+    # -- request resources: nothing to retire or preempt ------------------------------
+
+    def retire_without_snapshot(self, handle: RequestHandle) -> None:
+        raise SchedulerError(f"{handle}: the direct scheduler retires nothing by snapshot")
+
+    def preemption_victim(self, blocked: ScheduledPlan) -> PreemptionVictim | None:
+        return None
+
+    def preempt(self, handle: RequestHandle) -> None:
+        raise SchedulerError(f"{handle}: the direct scheduler has no snapshot to preempt with")
+
+    def can_resume(self, num_prompt_tokens: int, max_output_tokens: int) -> bool:
+        return False
 
     # -- helpers -------------------------------------------------------------------
 
@@ -317,7 +333,7 @@ class DirectScheduler:
 def direct_scheduler(
     catalog: Catalog, policy: PolicyConfig, resources: Resources, speculation: SpeculationMode
 ) -> DirectScheduler:
-    """A :data:`~ignition.helios.protocol.SchedulerFactory` for ``debug-serve --direct``:
+    """A :data:`~ignition.helios.SchedulerFactory` for ``debug-serve --direct``:
     it has no service prices and never speculates, so policy and mode do not apply."""
     return DirectScheduler(catalog, resources)
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ignition.helios.types import LaneRole, LaneWork, RequestHandle
+from ignition.helios import LaneRole, LaneWork, RequestHandle
 from ignition.runtime.faults import InjectedFault
 
 ENV = "IGNITION_TEST_RANK_FAULT"

@@ -35,8 +35,7 @@ import torch.distributed as dist
 
 from ignition.components.catalog import GraphKind
 from ignition.distributed.context import TensorParallel
-from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
-from ignition.helios.types import ConfidenceSidecar
+from ignition.helios import ConfidenceSidecar, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.runtime.engine import FatalWorkerError, LiveRequest
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.ple import Readiness, aggregate_exposed_ns

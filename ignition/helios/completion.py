@@ -37,8 +37,8 @@ def validate_records(
     device = d.is_device_allocated and d.proposal_depth > 0
     if device and sidecar is None:
         raise SchedulerError(
-            f"{d.name}: device-allocated rounds complete through complete_packed_round "
-            "with their confidence sidecar"
+            f"{d.name}: a device-allocated round's completion report must carry its "
+            "confidence sidecar"
         )
     if sidecar is not None:
         _validate_sidecar(plan, sidecar)

@@ -45,7 +45,7 @@ from ignition.helios.utility import Candidate, Decision
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
 
 # Off only for before / after studies (the simulator's ``helios+keep-left-out`` variant,
-# ``ignition.simulate.harness.left_out_rule``), as ``utility.NEWCOMER_RULE`` is switched.
+# ``ignition.helios.study_rules.left_out_rule``), as ``utility.NEWCOMER_RULE`` is switched.
 ENABLED = True
 
 

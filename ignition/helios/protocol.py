@@ -3,25 +3,24 @@
 Helios (:class:`ignition.helios.scheduler.Scheduler`) and the diagnostic direct
 scheduler (:mod:`ignition.direct.scheduler`) both satisfy it, and the engine takes a
 scheduler only through it, so ``debug-serve --direct`` chooses a scheduler when the
-engine is built instead of swapping one in afterwards. The names follow the seed's
-interface (design document, "Planning and the execution queue"); a speculative program
-with D > 0 whose device allocates target rows completes through
-``complete_packed_round``, and the ``*_with_survival`` variants add the
-completion_speculative_survival rows.
+engine is built instead of swapping one in afterwards. The calls follow the seed's
+interface (design document, "Planning and the execution queue") with one completion
+call: its report carries the confidence sidecar of a device-allocated speculative round
+and the completion_speculative_survival rows where a program writes them. The queries
+answer what the runtime needs with frozen views (views.py), named by what they answer;
+the runtime reads nothing else of a scheduler (tests/helios/test_protocol_boundary.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from ignition.components.catalog import Catalog
+from ignition.components.catalog import Catalog, Descriptor
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
-    CompletionRecord,
-    ConfidenceSidecar,
-    ExecutionTiming,
+    CompletionReport,
     Fence,
     GeneratedToken,
     RequestHandle,
@@ -29,10 +28,20 @@ from ignition.helios.types import (
     Resources,
     ScheduledPlan,
 )
+from ignition.helios.views import (
+    CostEstimate,
+    PreemptionVictim,
+    Programs,
+    RequestView,
+    ResourceUsage,
+    SchedulerStatistics,
+)
 
 
 @runtime_checkable
 class SchedulerProtocol(Protocol):
+    # -- the decision loop ---------------------------------------------------------
+
     def admit(self, spec: RequestSpec) -> RequestHandle: ...
 
     def cancel(self, handle: RequestHandle) -> None: ...
@@ -43,36 +52,50 @@ class SchedulerProtocol(Protocol):
 
     def commit(self, plan: ScheduledPlan, fence: Fence) -> None: ...
 
-    def complete(
-        self, fence: Fence, records: Sequence[CompletionRecord], timing: ExecutionTiming
-    ) -> list[GeneratedToken]: ...
-
-    def complete_with_survival(
-        self,
-        fence: Fence,
-        records: Sequence[CompletionRecord],
-        timing: ExecutionTiming,
-        survival: Sequence[Sequence[float]],
-    ) -> list[GeneratedToken]: ...
-
-    def complete_packed_round(
-        self,
-        fence: Fence,
-        records: Sequence[CompletionRecord],
-        timing: ExecutionTiming,
-        sidecar: ConfidenceSidecar,
-    ) -> list[GeneratedToken]: ...
-
-    def complete_packed_round_with_survival(
-        self,
-        fence: Fence,
-        records: Sequence[CompletionRecord],
-        timing: ExecutionTiming,
-        sidecar: ConfidenceSidecar,
-        survival: Sequence[Sequence[float]],
-    ) -> list[GeneratedToken]: ...
+    def complete(self, fence: Fence, report: CompletionReport) -> list[GeneratedToken]: ...
 
     def published_output(self, handle: RequestHandle, fence: Fence) -> None: ...
+
+    # -- queries -------------------------------------------------------------------
+
+    @property
+    def now_ns(self) -> int:
+        """The scheduler's clock: the last ``advance_to``."""
+        ...
+
+    def can_admit(self) -> bool:
+        """Whether ``admit`` finds a free request slot now."""
+        ...
+
+    def usage(self) -> ResourceUsage: ...
+
+    def request(self, handle: RequestHandle) -> RequestView | None: ...
+
+    def cost_estimate(self, descriptor: Descriptor) -> CostEstimate: ...
+
+    def programs(self) -> Programs: ...
+
+    def statistics(self) -> SchedulerStatistics: ...
+
+    # -- request resources: retirement and preemption --------------------------------
+
+    def retire_without_snapshot(self, handle: RequestHandle) -> None:
+        """Drop a pending terminal capture the runtime cannot fund or place."""
+        ...
+
+    def preemption_victim(self, blocked: ScheduledPlan) -> PreemptionVictim | None:
+        """Who gives way when nothing is in flight and ``blocked``'s commit raised
+        ResourceShortage; None: no one can (the pool cannot hold ``blocked``'s requests)."""
+        ...
+
+    def preempt(self, handle: RequestHandle) -> None:
+        """Retire an idle live request through a terminal snapshot (its pages come back
+        when the snapshot completes)."""
+        ...
+
+    def can_resume(self, num_prompt_tokens: int, max_output_tokens: int) -> bool:
+        """Whether a preempted request readmitted with this prompt and limit fits now."""
+        ...
 
 
 # How an engine's builder makes the scheduler it runs: (catalog, policy, resources, mode).

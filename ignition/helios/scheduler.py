@@ -33,6 +33,7 @@ from ignition.helios.policy import (
     select,
 )
 from ignition.helios.projection import ProjectionCache, build_population, current_normalizers
+from ignition.helios.queries import SchedulerQueries
 from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
 from ignition.helios.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
@@ -44,10 +45,8 @@ from ignition.helios.state_work import apply_state_lane, check_state_lane, check
 from ignition.helios.tables import TableCache
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import (
-    CompletionRecord,
-    ConfidenceSidecar,
+    CompletionReport,
     ExecutionClass,
-    ExecutionTiming,
     Fence,
     GeneratedToken,
     LaneRole,
@@ -66,8 +65,9 @@ from ignition.helios.utility import Candidate, Decision
 EXPLORATION = (ExecutionClass.TIMING_REFRESH, ExecutionClass.ACCEPTANCE_LEARNING)
 
 
-class Scheduler:
-    """Helios; satisfies :class:`ignition.helios.protocol.SchedulerProtocol`."""
+class Scheduler(SchedulerQueries):
+    """Helios; satisfies :class:`ignition.helios.protocol.SchedulerProtocol` (its queries
+    and preemption choice are in queries.py)."""
 
     def __init__(
         self,
@@ -476,40 +476,11 @@ class Scheduler:
         self._changes += 1
         self.trace.append(trace_entry(plan, fence.value, self.now_ns))
 
-    def complete(
-        self, fence: Fence, records: Sequence[CompletionRecord], timing: ExecutionTiming
-    ) -> list[GeneratedToken]:
-        return self._complete(fence, records, timing, None, None)
-
-    def complete_with_survival(
-        self,
-        fence: Fence,
-        records: Sequence[CompletionRecord],
-        timing: ExecutionTiming,
-        survival: Sequence[Sequence[float]],
-    ) -> list[GeneratedToken]:
-        return self._complete(fence, records, timing, None, survival)
-
-    def complete_packed_round(
-        self,
-        fence: Fence,
-        records: Sequence[CompletionRecord],
-        timing: ExecutionTiming,
-        sidecar: ConfidenceSidecar,
-    ) -> list[GeneratedToken]:
-        return self._complete(fence, records, timing, sidecar, None)
-
-    def complete_packed_round_with_survival(
-        self,
-        fence: Fence,
-        records: Sequence[CompletionRecord],
-        timing: ExecutionTiming,
-        sidecar: ConfidenceSidecar,
-        survival: Sequence[Sequence[float]],
-    ) -> list[GeneratedToken]:
-        return self._complete(fence, records, timing, sidecar, survival)
-
-    def _complete(self, fence, records, timing, sidecar, survival) -> list[GeneratedToken]:
+    def complete(self, fence: Fence, report: CompletionReport) -> list[GeneratedToken]:
+        """The one completion call; a device-allocated round's report carries its
+        confidence sidecar, and survival rows replace binary acceptance observations."""
+        records, timing = report.records, report.timing
+        sidecar, survival = report.sidecar, report.survival
         head = self.queue.head()
         if head is None or head.fence != fence.value:
             expected = "none" if head is None else head.fence

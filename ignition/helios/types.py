@@ -7,6 +7,7 @@ committed later (or never) without the scheduler's state leaking into it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -77,6 +78,10 @@ class RequestSpec:
     # acceptance "respects available proposals, grammar and stop restrictions": a
     # grammar-constrained request whose masks the host computes per token has 0.
     max_drafts: int | None = None
+    # The runtime's clock when the logical request was first admitted; the generations
+    # that resume, restart or rebind it keep it. Under a page shortage the latest gives
+    # way (Scheduler.preemption_victim).
+    admitted_ns: int = 0
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -296,6 +301,19 @@ class ConfidenceSidecar:
 
     def joint_prefix(self, lane_index: int) -> tuple[float, ...]:
         return self.planes[0][lane_index]
+
+
+@dataclass(frozen=True)
+class CompletionReport:
+    """Everything the worker reports for one completed frame: one record per lane, the
+    timing, the confidence sidecar a device-allocated speculative round (D > 0) must
+    carry, and the completion_speculative_survival rows (one per lane) where the program
+    writes them. ``complete`` validates all of it before changing any state."""
+
+    records: Sequence[CompletionRecord]
+    timing: ExecutionTiming
+    sidecar: ConfidenceSidecar | None = None
+    survival: Sequence[Sequence[float]] | None = None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
+    ConfidenceSidecar,
     ExecutionTiming,
     Fence,
     GeneratedToken,
@@ -45,9 +47,8 @@ from ignition.helios import (
     ScheduledPlan,
     SchedulerError,
     SchedulerProtocol,
+    VisionWindow,
 )
-from ignition.helios.types import ConfidenceSidecar
-from ignition.helios.vision_windows import VisionWindow
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.frames import FrameResult, Worker, _Inflight
@@ -157,7 +158,7 @@ class Engine(Publication):
         self.max_context_tokens = max_context_tokens
         self.eos_token_ids = frozenset(eos_token_ids)
         self.max_waiting = max_waiting
-        self.num_slots = _slot_count(scheduler) if num_slots is None else num_slots
+        self.num_slots = scheduler.usage().num_request_slots if num_slots is None else num_slots
         self.vocab_size = vocab_size
         # Structured outputs: the grammar compiler over the model's tokenizer
         # (runtime.grammar.GrammarCompiler), set by whoever opens the bundle; None: none.
@@ -307,11 +308,10 @@ class Engine(Publication):
         preempted = len(self.preemption.resume) + self.preemption.num_preempting
         waiting = len(self._waiting) + len(self._retry)
         self.stats.set_queue(running=running, waiting=waiting, preempted=preempted)
-        pool = getattr(self.scheduler, "pool", None)
-        if pool is not None:
-            num_pages = max(0, pool.resources.num_pages)
-            used = max(0, num_pages - pool.num_free_pages)
-            self.stats.set_usage(self._num_occupied, self.num_slots, used, num_pages)
+        usage = self.scheduler.usage()
+        if usage.num_pages > 0:  # a scheduler with a page ledger (Helios)
+            used = max(0, usage.num_pages - usage.num_free_pages)
+            self.stats.set_usage(self._num_occupied, self.num_slots, used, usage.num_pages)
 
     def run_until_idle(self, max_steps: int = 1_000_000) -> None:
         """Drive the loop until every request has finished (tests, ``generate``)."""
@@ -345,6 +345,7 @@ class Engine(Publication):
             if not self.retention.can_admit():
                 return  # no free slot yet; stays first in line
             admission = self.retention.admit(request, self._now_ns())
+            admitted_ns = self._clock_ns()
             try:
                 spec = RequestSpec(
                     num_prompt_tokens=len(request.prompt_ids),
@@ -356,6 +357,7 @@ class Engine(Publication):
                     capture_ends=admission.capture_ends,
                     terminal_snapshot=admission.terminal_snapshot,
                     max_drafts=draft_limit(request.sampling),
+                    admitted_ns=admitted_ns,
                 )
                 windowed = self.vision_windows.admit(request, spec, self.scheduler)
             except SchedulerError as err:  # a request Helios can never serve
@@ -386,7 +388,7 @@ class Engine(Publication):
             live.windows, live.window_row, live.base_spec = windowed.windows, windowed.row, spec
             with self._lock:
                 live.arrival_ns = self._arrival_ns.pop(request.request_id, self._clock_ns())
-            live.admitted_ns = self._clock_ns()
+            live.admitted_ns = admitted_ns
             self._add_live(live)
 
     def _admit_retry(self) -> bool:
@@ -408,6 +410,7 @@ class Engine(Publication):
             context_capacity=self.max_context_tokens,
             image_spans=image_spans(old.request),
             max_drafts=draft_limit(old.request.sampling),
+            admitted_ns=old.admitted_ns,
         )
         windowed = self.vision_windows.admit(old.request, spec, self.scheduler)
         if windowed is None:
@@ -546,21 +549,8 @@ class Engine(Publication):
         self._by_id[live.request.request_id] = handle
 
     def _complete_in_scheduler(self, frame: _Inflight, result: FrameResult) -> list[GeneratedToken]:
-        if result.sidecar is not None and result.survival is not None:
-            tokens = self.scheduler.complete_packed_round_with_survival(
-                frame.fence, result.records, result.timing, result.sidecar, result.survival
-            )
-        elif result.sidecar is not None:
-            tokens = self.scheduler.complete_packed_round(
-                frame.fence, result.records, result.timing, result.sidecar
-            )
-        elif result.survival is not None:
-            tokens = self.scheduler.complete_with_survival(
-                frame.fence, result.records, result.timing, result.survival
-            )
-        else:
-            tokens = self.scheduler.complete(frame.fence, result.records, result.timing)
-        return tokens
+        report = CompletionReport(result.records, result.timing, result.sidecar, result.survival)
+        return self.scheduler.complete(frame.fence, report)
 
     def _fail_frame(self, fence: Fence, plan: ScheduledPlan, err: Exception) -> None:
         """Settle the requests of a frame that could not execute, then retire the frame.
@@ -606,15 +596,11 @@ class Engine(Publication):
             )
             for lane in plan.lanes
         )
-        timing = ExecutionTiming(device_ns=0)
-        d = plan.descriptor
+        d, sidecar = plan.descriptor, None
         if d.is_device_allocated and d.proposal_depth > 0:
             empty = tuple((0.0,) * d.proposal_depth for _ in range(d.batch_capacity))
-            self.scheduler.complete_packed_round(
-                fence, records, timing, ConfidenceSidecar(planes=(empty, empty))
-            )
-        else:
-            self.scheduler.complete(fence, records, timing)
+            sidecar = ConfidenceSidecar(planes=(empty, empty))
+        self.scheduler.complete(fence, CompletionReport(records, ExecutionTiming(0), sidecar))
 
     def _reap(self) -> None:
         """Free worker state of finished requests once no submitted frame uses them."""
@@ -722,11 +708,3 @@ def check_token_ids(ids: Sequence[int], vocab_size: int) -> None:
                 f"prompt[{i}] = {token} is not a token id of this model: its vocabulary has "
                 f"{vocab_size} ids (0..{vocab_size - 1})"
             )
-
-
-def _slot_count(scheduler: object) -> int:
-    """The scheduler's request slots when it exposes them (Helios and the direct scheduler
-    do), else 0: then arrivals count as waiting from the first."""
-    resources = getattr(getattr(scheduler, "pool", None), "resources", None)
-    resources = resources or getattr(scheduler, "resources", None)
-    return int(getattr(resources, "num_request_slots", 0))

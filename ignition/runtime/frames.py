@@ -10,8 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from ignition.helios import CompletionRecord, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
-from ignition.helios.types import ConfidenceSidecar
+from ignition.helios import (
+    CompletionRecord,
+    ConfidenceSidecar,
+    ExecutionTiming,
+    Fence,
+    RequestHandle,
+    ScheduledPlan,
+)
 from ignition.runtime.requests import PromptLogprob, TokenLogprob
 
 if TYPE_CHECKING:

@@ -2,11 +2,12 @@
 
 Helios reserves pages at commit; a commit the free pages cannot cover raises
 ``ResourceShortage``. With frames in flight the engine just waits (their completion
-may free pages). With none, nothing will free pages by itself, so the engine
-preempts: the most recently admitted request among those holding pages and those
-the blocked plan serves gives way (as vLLM preempts the latest arrival). A holder is
-retired without completing its response; a blocked request holding no pages is only
-deferred (two requests otherwise preempt each other forever). A decoder's state goes
+may free pages). With none, nothing will free pages by itself, so the engine asks
+Helios which request gives way (``preemption_victim``: the most recently admitted
+among those holding pages and those the blocked plan serves, as vLLM preempts the
+latest arrival). A holder is retired without completing its response; a blocked
+request holding no pages is only deferred (two requests otherwise preempt each other
+forever). A decoder's state goes
 through Helios's terminal snapshot into a snapshot row the checkpoint cache
 publishes; without one (no retention, no placeable row, a prompt still being
 prefilled) the request is simply dropped from Helios to be recomputed. If the
@@ -14,9 +15,10 @@ preemption snapshot loses to the blocked winner (the next commit is short again)
 the victim's pages are released at once and it too is recomputed.
 
 A preempted request keeps its client stream, sampling settings, usage counts and
-output so far. It resumes before any new arrival, once a slot is free and so are
-the pages for its whole length, beside what admitted requests without pages will
-take and a page of growth per running holder, as a fresh Helios request whose prompt is the
+output so far. It resumes before any new arrival, once Helios says it fits
+(``can_resume``: a free slot and the pages for its whole length, beside what admitted
+requests without pages will take and a page of growth per running holder), as a fresh
+Helios request whose prompt is the
 original prompt plus the output; the retained state is found by prefix like any
 checkpoint, so the resume is a restore and a one-token prefill, and its greedy
 output is what the unpreempted request would have produced. A lone request the
@@ -51,12 +53,6 @@ class Preemption:
         self.resume: collections.deque[LiveRequest] = collections.deque()
 
     @property
-    def _helios(self):
-        """Preemption needs Helios's page ledger; the direct scheduler has none."""
-        scheduler = self.engine.scheduler
-        return scheduler if hasattr(scheduler, "preempt") else None
-
-    @property
     def num_preempting(self) -> int:
         return sum(1 for live in self.engine.live.values() if live.preempting and not live.is_done)
 
@@ -64,55 +60,36 @@ class Preemption:
 
     def relieve(self, plan: ScheduledPlan) -> None:
         """The queue is empty and ``plan`` cannot get its pages: free some."""
-        helios = self._helios
         engine = self.engine
-        if helios is None:
-            return
+        scheduler = engine.scheduler
         pending = [live for live in engine.live.values() if live.preempting and not live.is_done]
         if pending:  # the preemption snapshot lost to the blocked winner: recompute instead
             for live in pending:
                 log.info("%s: preemption snapshot lost; recomputing", live.request.request_id)
-                helios.retire_without_snapshot(live.handle)
+                scheduler.retire_without_snapshot(live.handle)
                 engine.retention.cancel(live.request)
                 self._requeue(live)
             return
-        holders = [
-            live
-            for live in engine.live.values()
-            if not live.is_done
-            and (r := helios.requests.get(live.handle)) is not None
-            and r.is_live
-            and r.num_pages > 0
-        ]
-        running = [live for live in engine.live.values() if not live.is_done]
-        if len(running) < 2 or not holders:
-            handles = [lane.handle for lane in plan.lanes]
-            blocked = [engine.live[h] for h in handles if h in engine.live]
-            pool = helios.pool.resources
+        choice = scheduler.preemption_victim(plan)
+        if choice is None:
+            usage = scheduler.usage()
             message = (
-                f"the KV page pool ({pool.num_pages} pages of {pool.page_size_tokens} tokens) "
-                "cannot hold this request"
+                f"the KV page pool ({usage.num_pages} pages of {usage.page_size_tokens} "
+                "tokens) cannot hold this request"
             )
-            for live in blocked:
-                if not live.is_done:
+            for lane in plan.lanes:
+                live = engine.live.get(lane.handle)
+                if live is not None and not live.is_done:
                     engine._finish(live, "error", notify_scheduler=True, error=message)
             return
-        # The newest request gives way, the blocked one included: a resumed request still
-        # waiting for its pages goes back rather than evicting an older one that would
-        # then evict it in turn (two requests preempting each other would never finish).
-        waiting = [
-            engine.live[lane.handle]
-            for lane in plan.lanes
-            if lane.handle in engine.live and not engine.live[lane.handle].is_done
-        ]
-        victim = max([*holders, *waiting], key=lambda live: (live.admitted_ns, live.handle.slot))
-        if victim in holders:
+        victim = engine.live[choice.handle]
+        if choice.holds_pages:
             engine.stats.record_preemption()
             log.info("%s: preempted (KV pages exhausted)", victim.request.request_id)
         else:  # holds no pages: it is deferred, not preempted
             log.debug("%s: deferred (KV pages exhausted)", victim.request.request_id)
-        if victim in holders and engine.retention.preempt(victim, engine._now_ns()):
-            helios.preempt(victim.handle)  # its terminal snapshot frees slot and pages
+        if choice.holds_pages and engine.retention.preempt(victim, engine._now_ns()):
+            scheduler.preempt(victim.handle)  # its terminal snapshot frees slot and pages
             victim.preempting = True
             return
         engine._cancel_in_scheduler(victim.handle)
@@ -140,7 +117,7 @@ class Preemption:
         """Readmit preempted requests, oldest first; False while one still waits (new
         arrivals queue behind it)."""
         engine = self.engine
-        helios = self._helios
+        scheduler = engine.scheduler
         while self.resume:
             old = self.resume[0]
             if old.handle in engine.live:
@@ -152,15 +129,7 @@ class Preemption:
                 engine._finish(old, "length", notify_scheduler=False)
                 continue
             prompt = old.request.prompt_ids + replay
-            if helios is None or not helios.pool.can_allocate_slot():
-                return False
-            # Back only when its whole remaining length fits beside what admitted requests
-            # without pages yet will take (or nothing else runs): resuming into the same
-            # shortage would preempt it again at once.
-            need = helios.pool.pages_for(len(prompt) + remaining + 1)
-            alone = not any(not live.is_done for live in engine.live.values())
-            wanted = need + self._unplaced_pages() + self._headroom()
-            if wanted > helios.pool.num_free_pages and not alone:
+            if not scheduler.can_resume(len(prompt), remaining):
                 return False
             admission = engine.retention.admit(old.request, engine._now_ns(), prompt_ids=prompt)
             spec = RequestSpec(
@@ -173,13 +142,14 @@ class Preemption:
                 capture_ends=admission.capture_ends,
                 terminal_snapshot=admission.terminal_snapshot,
                 max_drafts=draft_limit(old.request.sampling),
+                admitted_ns=old.admitted_ns,
             )
             try:
-                windowed = engine.vision_windows.admit(old.request, spec, helios)
+                windowed = engine.vision_windows.admit(old.request, spec, scheduler)
                 if windowed is None:  # no private window row free yet
                     engine.retention.release(old.request)
                     return False
-                handle = helios.admit(windowed.spec)
+                handle = scheduler.admit(windowed.spec)
             except SchedulerError:
                 engine.retention.release(old.request)
                 engine.vision_windows.release(old.request)
@@ -195,31 +165,6 @@ class Preemption:
             live.windows, live.window_row, live.base_spec = windowed.windows, windowed.row, spec
             engine._add_live(live)
         return True
-
-    def _headroom(self) -> int:
-        """A page for each running request that holds pages: each may cross a page
-        boundary on its next step, and a resume should not be what runs the pool dry."""
-        helios = self._helios
-        return sum(
-            1
-            for live in self.engine.live.values()
-            if not live.is_done
-            and (r := helios.requests.get(live.handle)) is not None
-            and r.is_live
-            and r.num_pages
-        )
-
-    def _unplaced_pages(self) -> int:
-        """Pages live requests that hold none yet will need for their whole length."""
-        helios = self._helios
-        total = 0
-        for live in self.engine.live.values():
-            r = helios.requests.get(live.handle)
-            if live.is_done or r is None or not r.is_live or r.num_pages:
-                continue
-            remaining = live.request.sampling.max_tokens - len(live.output_ids)
-            total += helios.pool.pages_for(len(live.prompt_ids) + max(0, remaining) + 1)
-        return total
 
     def cancel(self, request_id: str) -> bool:
         """A client left while its request waited to resume."""

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, Scheduler
-from ignition.helios.cost import Freshness
+from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, SchedulerProtocol
 from ignition.runtime.checkpoints import Admission, CheckpointCache
 from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.retention import CaptureCosts
@@ -30,7 +29,7 @@ class RetentionHooks:
 
     def __init__(
         self,
-        scheduler: Callable[[], Scheduler],
+        scheduler: Callable[[], SchedulerProtocol],
         cache: CheckpointCache | None,
         stats: EngineStats,
     ) -> None:
@@ -38,7 +37,7 @@ class RetentionHooks:
         self._helios = scheduler()
         self._cache = cache if cache is not None and cache.is_enabled else None
         self.stats = stats
-        state = getattr(self._helios, "state_descriptors", ())
+        state = self._helios.programs().state
         self._snapshot = next((d for d in state if d.kind is GraphKind.SNAPSHOT), None)
         self._restore = next((d for d in state if d.kind is GraphKind.RESTORE), None)
         has_restore = any(d.kind is GraphKind.RESTORE for d in state)
@@ -46,7 +45,7 @@ class RetentionHooks:
             self._cache = None  # retention needs both prepared state programs
 
     @property
-    def scheduler(self) -> Scheduler:
+    def scheduler(self) -> SchedulerProtocol:
         return self._helios
 
     @property
@@ -55,21 +54,21 @@ class RetentionHooks:
 
     def can_admit(self) -> bool:
         """Admission (and its row arming) only when Helios has a free slot for it."""
-        return self.cache is None or self._helios.pool.can_allocate_slot()
+        return self.cache is None or self._helios.can_admit()
 
     # -- costs ---------------------------------------------------------------------
 
     def _estimate_ns(self, d: Descriptor | None) -> float | None:
         if d is None:
             return None
-        estimate = self.scheduler.costs.estimate_ns(d)
+        estimate = self.scheduler.cost_estimate(d).estimate_ns
         return float(estimate) if estimate > 0 else None
 
     def capture_costs(self) -> CaptureCosts:
         """Per-token prefill work from the largest measured prefill capacity, a split as
         one launch of the smallest, the copy as the snapshot program's estimate."""
         measured = []
-        for d in self.scheduler.descriptors:
+        for d in self.scheduler.programs().inference:
             if d.kind in (GraphKind.PREFILL, GraphKind.MIXED):
                 estimate = self._estimate_ns(d)
                 capacity = d.token_capacity if d.kind is GraphKind.PREFILL else d.prefill_capacity
@@ -87,7 +86,7 @@ class RetentionHooks:
         the mixed graphs' (each prompt capacity at its fastest batch)."""
         for kind in (GraphKind.PREFILL, GraphKind.MIXED):
             best: dict[int, float] = {}
-            for d in self.scheduler.descriptors:
+            for d in self.scheduler.programs().inference:
                 estimate = self._estimate_ns(d) if d.kind is kind else None
                 if estimate is not None:
                     c = d.token_capacity if kind is GraphKind.PREFILL else d.prefill_capacity
@@ -137,11 +136,7 @@ class RetentionHooks:
     def before_launch(self, plan: ScheduledPlan, live: Mapping[RequestHandle, object]) -> None:
         if self.cache is None or plan.kind not in (GraphKind.SNAPSHOT, GraphKind.RESTORE):
             return
-        fresh = (
-            self._snapshot is not None
-            and self.scheduler.costs.freshness(self._snapshot, self.scheduler.now_ns)
-            is Freshness.FRESH
-        )
+        fresh = self._snapshot is not None and self.scheduler.cost_estimate(self._snapshot).is_fresh
         for lane in plan.lanes:
             request = live[lane.handle]
             if request.request.images is not None:  # type: ignore[attr-defined]
@@ -188,11 +183,10 @@ class RetentionHooks:
         """Whether a just-finished request waits for its terminal snapshot."""
         if self.cache is None:
             return False
-        r = self.scheduler.requests.get(live.handle)
+        r = self.scheduler.request(live.handle)
         if r is None or not r.is_terminal_pending:
             return False
-        policy = self.scheduler.policy
-        if policy.terminal_value == 0 and policy.terminal_age_price == 0:
+        if not r.terminal_has_value:
             # Terminal retirement is worth nothing: never hold a response for it.
             self.scheduler.retire_without_snapshot(live.handle)
             return False
@@ -215,8 +209,8 @@ class RetentionHooks:
         """
         if self.cache is None or not live.output_ids:
             return False
-        policy = self.scheduler.policy
-        if policy.terminal_value == 0 and policy.terminal_age_price == 0:
+        r = self.scheduler.request(live.handle)
+        if r is None or not r.terminal_has_value:
             return False
         tokens = (*live.prompt_ids, *live.output_ids[:-1])
         return self.cache.arm_preemption(live.request.request_id, tokens, now_ns)
@@ -225,7 +219,7 @@ class RetentionHooks:
         """A request finished without waiting for a terminal snapshot (a stop string)."""
         if self.cache is None:
             return
-        r = self.scheduler.requests.get(live.handle)
+        r = self.scheduler.request(live.handle)
         if r is not None and r.is_terminal_pending and live.pending_finish is None:
             self.scheduler.retire_without_snapshot(live.handle)
 

@@ -20,8 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ignition.components.catalog import GraphKind
-from ignition.helios import LaneRole, RequestSpec, ScheduledPlan, SchedulerError
-from ignition.helios.vision_windows import VisionWindow, plan_windows, window_spec
+from ignition.helios import (
+    LaneRole,
+    RequestSpec,
+    ScheduledPlan,
+    SchedulerError,
+    SchedulerProtocol,
+    VisionWindow,
+    plan_windows,
+    window_spec,
+)
 from ignition.runtime.requests import GenerationRequest
 
 
@@ -67,7 +75,7 @@ class VisionWindowHooks:
         self._vision_programs: tuple[int, ...] = ()
 
     def admit(
-        self, request: GenerationRequest, spec: RequestSpec, scheduler: object = None
+        self, request: GenerationRequest, spec: RequestSpec, scheduler: SchedulerProtocol
     ) -> WindowAdmission | None:
         """The request's windows and first spec; None while it must wait for a private row.
         Raises SchedulerError for a request no window plan can serve (also when
@@ -78,7 +86,7 @@ class VisionWindowHooks:
         self._vision_programs = _vision_capacities(scheduler)
         if len(windows) == 1:
             return WindowAdmission(windows, self._with_vision(spec, request, windows[0]), None)
-        if scheduler is not None and not getattr(scheduler, "state_descriptors", ()):
+        if not scheduler.programs().state:
             raise SchedulerError(
                 f"the images need {len(windows)} vision windows of at most "
                 f"{self.feature_capacity} features; only Helios schedules window snapshots"
@@ -119,15 +127,14 @@ class VisionWindowHooks:
                 request.state_row = request.window_row
                 request.state_ok = True
 
-    def held_after(self, plan: ScheduledPlan, live: Mapping, scheduler) -> list:
+    def held_after(self, plan: ScheduledPlan, live: Mapping, scheduler: SchedulerProtocol) -> list:
         """Live requests whose window snapshot just completed (ready to rebind)."""
-        requests = getattr(scheduler, "requests", {})
         out = []
         for lane in plan.lanes:
             request = live.get(lane.handle)
             if lane.role is not LaneRole.SNAPSHOT or request is None or request.is_done:
                 continue
-            state = requests.get(lane.handle)
+            state = scheduler.request(lane.handle)
             if state is not None and state.is_window_held:
                 out.append(request)
         return out
@@ -140,7 +147,7 @@ class VisionWindowHooks:
         return self._with_vision(spec, request.request, window)
 
 
-def _vision_capacities(scheduler: object) -> tuple[int, ...]:
+def _vision_capacities(scheduler: SchedulerProtocol) -> tuple[int, ...]:
     """Patch capacities of the vision programs ``scheduler`` schedules as prerequisites."""
-    state = getattr(scheduler, "state_descriptors", ())
+    state = scheduler.programs().state
     return tuple(d.patch_capacity for d in state if d.kind is GraphKind.VISION)

@@ -44,8 +44,16 @@ from ignition.compiler.state_ops import StateOperations
 from ignition.compiler.vision_program import VisionRunner
 from ignition.compiler.workspace import RoundProgramInputs
 from ignition.components.catalog import GraphKind
-from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, ScheduledPlan
-from ignition.helios.types import ConfidenceSidecar, LaneWork, RequestHandle
+from ignition.helios import (
+    CompletionRecord,
+    ConfidenceSidecar,
+    ExecutionTiming,
+    Fence,
+    LaneRole,
+    LaneWork,
+    RequestHandle,
+    ScheduledPlan,
+)
 from ignition.model.logits_processing import MAX_LOGIT_BIAS, MAX_STOP_IDS
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.model.sampling import INVALID_TOKEN

@@ -15,15 +15,20 @@ every prompt whole (``conversation.py``).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ignition.components.catalog import Catalog, GraphKind
-from ignition.helios.config import PolicyConfig, SpeculationMode, throughput
-from ignition.helios.types import Resources
+from ignition.helios import (
+    PolicyConfig,
+    Resources,
+    SpeculationMode,
+    left_out_rule,
+    newcomer_rule,
+    throughput,
+)
 from ignition.simulate.baselines import (
     HELIOS,
     PARAMETRIC_VARIANTS,
@@ -176,32 +181,6 @@ def step8_generation_shapes(cap: object) -> list:
         return capacity.decode_shapes(cap) + capacity.speculative_shapes(cap)
     finally:
         capacity.request_buckets = previous
-
-
-@contextlib.contextmanager
-def newcomer_rule(name: str) -> Iterator[None]:
-    """Runs Helios under one of ``utility.NEWCOMER_RULES`` (for before/after studies)."""
-    from ignition.helios import utility
-
-    previous = utility.NEWCOMER_RULE
-    utility.NEWCOMER_RULE = name
-    try:
-        yield
-    finally:
-        utility.NEWCOMER_RULE = previous
-
-
-@contextlib.contextmanager
-def left_out_rule(enabled: bool) -> Iterator[None]:
-    """Runs Helios with or without ``helios/left_out.py``'s rule (before/after studies)."""
-    from ignition.helios import left_out
-
-    previous = left_out.ENABLED
-    left_out.ENABLED = enabled
-    try:
-        yield
-    finally:
-        left_out.ENABLED = previous
 
 
 def helios_simulation(

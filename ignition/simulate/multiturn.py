@@ -36,11 +36,11 @@ from ignition.helios import (
     CompletionRecord,
     ExecutionTiming,
     LaneRole,
+    PolicyConfig,
     RequestHandle,
     Resources,
     Scheduler,
 )
-from ignition.helios.config import PolicyConfig
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.engine import Engine, FrameResult
 from ignition.runtime.requests import GenerationRequest, SamplingParams
@@ -328,7 +328,8 @@ def run_retention(
     )
     worker = SimulatedWorker(device, clock, {t.name: t.reply for t in turns}, max_context_tokens)
     if preseed_costs:
-        for d in (*scheduler.descriptors, *scheduler.state_descriptors):
+        programs = scheduler.programs()
+        for d in (*programs.inference, *programs.state):
             scheduler.seed_cost(d, worker.nominal_ns(d))
     engine = Engine(
         scheduler,

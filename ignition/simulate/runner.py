@@ -12,7 +12,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from ignition.helios.config import PolicyConfig
+from ignition.helios import PolicyConfig
 from ignition.simulate.acceptance import confidence_noise
 from ignition.simulate.command import (
     ERRORS,
@@ -137,7 +137,7 @@ def run(options: SimulateOptions) -> int:
         return 2
     except Exception as err:  # a setup the catalog rules reject (slots, R)
         from ignition.components.capacity import CapacityError
-        from ignition.helios.types import SchedulerError
+        from ignition.helios import SchedulerError
 
         if isinstance(err, (CapacityError, SchedulerError)):
             print(f"error: {err}", file=sys.stderr)

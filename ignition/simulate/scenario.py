@@ -21,8 +21,13 @@ from ignition.components.catalog import (
     GraphKind,
     descriptor_from_json,
 )
-from ignition.helios.config import PolicyConfig, SpeculationMode, policy_from_preset
-from ignition.helios.types import Resources, SchedulerError
+from ignition.helios import (
+    PolicyConfig,
+    Resources,
+    SchedulerError,
+    SpeculationMode,
+    policy_from_preset,
+)
 from ignition.simulate.baselines import HELIOS, PolicyError, parse_policy
 from ignition.simulate.devices import (
     FORMULA_KEYS,

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.scheduler import Scheduler
-from ignition.helios.trace import trace_to_json
-from ignition.helios.types import (
+from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
@@ -32,6 +31,8 @@ from ignition.helios.types import (
     RequestHandle,
     RequestSpec,
     ScheduledPlan,
+    Scheduler,
+    trace_to_json,
 )
 from ignition.simulate.acceptance import Round, draw_round
 from ignition.simulate.devices import DeviceError, execution_of
@@ -94,7 +95,7 @@ class Simulation:
             speculation=scenario.speculation,
         )
         if scenario.preseed_costs:
-            for d in self.scheduler.descriptors:
+            for d in self.scheduler.programs().inference:
                 self.scheduler.seed_cost(d, self._nominal_ns(d))
         order = sorted(range(len(scenario.requests)), key=lambda i: scenario.requests[i].arrival_ms)
         self.streams = [_Stream(i, scenario.requests[i]) for i in order]
@@ -187,7 +188,7 @@ class Simulation:
         now, device_free, fence, completed = 0, 0, 0, 0
         while now <= end_ns:
             while pending and pending[0].arrival_ns <= now:
-                if not self.scheduler.pool.can_allocate_slot():
+                if not self.scheduler.can_admit():
                     break
                 if self._prompt_ready_ns(pending[0], now) > now:
                     break  # its prompt rows are still being gathered on the host
@@ -205,8 +206,7 @@ class Simulation:
                     break
                 fence += 1
                 self.scheduler.commit(plan, Fence(fence))
-                entry = self.scheduler.trace[-1] if self.scheduler.trace else None
-                klass = str(getattr(entry, "execution_class", None) or ORDINARY)
+                klass = str(plan.execution_class)
                 start = max(now, device_free)
                 duration = self._sample_ns(plan)
                 device_free = start + duration
@@ -337,11 +337,10 @@ class Simulation:
             cond = [self._padded(r.signal if r else (), width) for r in signals]
             joint, cond = joint + unused, cond + unused
             sidecar = ConfidenceSidecar((tuple(joint), tuple(cond)))
-            tokens = self.scheduler.complete_packed_round(
-                Fence(run.fence), records, timing, sidecar
-            )
+            report = CompletionReport(records, timing, sidecar)
         else:
-            tokens = self.scheduler.complete(Fence(run.fence), records, timing)
+            report = CompletionReport(records, timing)
+        tokens = self.scheduler.complete(Fence(run.fence), report)
         self.graphs.setdefault(d.name, []).append(run.device_ns / NS_PER_MS)
         self.executions.append(
             ExecutionRecord(
@@ -387,7 +386,7 @@ class Simulation:
             requests=[s.record for s in sorted(self.streams, key=lambda s: s.index)],
             executions=list(self.executions),
             end_ms=end_ns / NS_PER_MS,
-            slots=self.scheduler.pool.resources.num_request_slots,
+            slots=self.scheduler.usage().num_request_slots,
         )
 
     def run_result(self, policy: str = "helios") -> RunResult:
@@ -398,6 +397,7 @@ class Simulation:
 
     def report(self, end_ns: int) -> dict[str, Any]:
         seconds = max(end_ns, 1) / 1e9
+        statistics = self.scheduler.statistics()
         requests = [
             {
                 "id": s.index,
@@ -420,8 +420,8 @@ class Simulation:
                 "prompt_tokens_per_s": self.prompt_tokens / seconds,
                 "output_tokens_per_s": self.output_tokens / seconds,
             },
-            "execution": self.scheduler.execution_totals(),
-            "trace": [trace_to_json(e) for e in self.scheduler.trace],
+            "execution": statistics.execution_totals,
+            "trace": [trace_to_json(e) for e in statistics.trace],
         }
 
 

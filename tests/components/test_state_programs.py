@@ -11,7 +11,7 @@ from ignition.components.state_programs import STATE_PROGRAMS, state_programs
 from ignition.helios import Scheduler
 from ignition.model.config import ModelConfig
 from ignition.model.state import ModelState
-from ignition.simulate.bench import runtime_catalog
+from scripts.scheduling_sim.plan_bench import runtime_catalog
 
 STATE_KINDS = {GraphKind.SNAPSHOT, GraphKind.RESTORE, GraphKind.INIT}
 

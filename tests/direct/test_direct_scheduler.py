@@ -8,6 +8,7 @@ from ignition.components.capacity import plan_catalog, select_for_mode
 from ignition.direct.scheduler import STALE_AFTER_NS, DirectScheduler, MovingAverageCost
 from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
     ExecutionTiming,
     Fence,
     LaneRole,
@@ -36,7 +37,9 @@ def run_frame(s: DirectScheduler, fence: int, duration_ns: int, token: int = 7):
         for lane in plan.lanes
     ]
     s.advance_to(s.now_ns + duration_ns)
-    return plan, s.complete(Fence(fence), records, ExecutionTiming(duration_ns, duration_ns))
+    return plan, s.complete(
+        Fence(fence), CompletionReport(records, ExecutionTiming(duration_ns, duration_ns))
+    )
 
 
 def test_cost_is_a_seven_eighths_moving_average():

@@ -7,6 +7,7 @@ from dataclasses import replace
 from helios_helpers import MS, decode, prefill, records_for, request, scheduler, spec
 
 from ignition.helios import (
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
@@ -56,11 +57,11 @@ class Runner:
         if d.is_device_allocated:
             records = [replace(r, num_verified_tokens=len(r.token_ids)) for r in records]
             plane = tuple((0.5,) * d.proposal_depth for _ in range(d.batch_capacity))
-            tokens = self.s.complete_packed_round(
-                Fence(fence), records, timing, ConfidenceSidecar((plane, plane))
+            tokens = self.s.complete(
+                Fence(fence), CompletionReport(records, timing, ConfidenceSidecar((plane, plane)))
             )
         else:
-            tokens = self.s.complete(Fence(fence), records, timing)
+            tokens = self.s.complete(Fence(fence), CompletionReport(records, timing))
         for handle in {t.handle for t in tokens}:
             self.s.published_output(handle, Fence(fence))
         return tokens

@@ -8,6 +8,7 @@ from dataclasses import replace
 from ignition.components.catalog import Catalog, Descriptor, GraphKind, ValueSource
 from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
@@ -130,9 +131,9 @@ class Driver:
             records = [replace(r, num_verified_tokens=len(r.token_ids)) for r in records]
             plane = tuple((0.5,) * d.proposal_depth for _ in range(d.batch_capacity))
             sidecar = ConfidenceSidecar((plane, plane))
-            tokens = self.s.complete_packed_round(Fence(self.fence), records, timing, sidecar)
+            tokens = self.s.complete(Fence(self.fence), CompletionReport(records, timing, sidecar))
         else:
-            tokens = self.s.complete(Fence(self.fence), records, timing)
+            tokens = self.s.complete(Fence(self.fence), CompletionReport(records, timing))
         if publish:
             for handle in {t.handle for t in tokens}:
                 self.s.published_output(handle, Fence(self.fence))

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ignition.helios import (
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
@@ -134,11 +135,12 @@ def simulated_run(seed: int, frames: int = 400) -> Books:
                 for r in records
             ]
             plane = tuple((0.5,) * d.proposal_depth for _ in range(d.batch_capacity))
-            tokens = s.complete_packed_round(
-                Fence(frame.fence), records, timing, ConfidenceSidecar((plane, plane))
+            tokens = s.complete(
+                Fence(frame.fence),
+                CompletionReport(records, timing, ConfidenceSidecar((plane, plane))),
             )
         else:
-            tokens = s.complete(Fence(frame.fence), records, timing)
+            tokens = s.complete(Fence(frame.fence), CompletionReport(records, timing))
         for h in {t.handle for t in tokens}:
             s.published_output(h, Fence(frame.fence))
         cls = plan.execution_class

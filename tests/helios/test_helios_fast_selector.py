@@ -17,6 +17,7 @@ from reference_selector import reference_plan
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
@@ -30,7 +31,7 @@ from ignition.helios.config import SpeculationMode
 from ignition.helios.policy import SCHEDULABLE_KINDS
 from ignition.helios.state_candidates import STATE_KINDS
 from ignition.helios.types import ExecutionClass, LaneRole, SchedulerError
-from ignition.simulate.bench import (
+from scripts.scheduling_sim.plan_bench import (
     STATE_PROGRAMS,
     complete_head,
     prepared,
@@ -158,9 +159,9 @@ class _Walk:
                 for _ in range(d.batch_capacity)
             )
             sidecar = ConfidenceSidecar((plane, plane))
-            tokens = s.complete_packed_round(fence, records, timing, sidecar)
+            tokens = s.complete(fence, CompletionReport(records, timing, sidecar))
         else:
-            tokens = s.complete(fence, records, timing)
+            tokens = s.complete(fence, CompletionReport(records, timing))
         for handle in {t.handle for t in tokens}:
             if rng.random() < 0.9:
                 s.published_output(handle, fence)

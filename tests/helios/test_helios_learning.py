@@ -18,6 +18,7 @@ from helios_helpers import decode, prefill, records_for, request, scheduler, spe
 
 from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
@@ -46,7 +47,7 @@ def test_ordinary_completions_earn_a_separate_0_01_over_0_99_share_capped_at_5_m
     s.admit(request(64))
     plan = s.plan()
     s.commit(plan, Fence(1))
-    s.complete(Fence(1), records_for(plan), ExecutionTiming(3 * MS, 2 * MS))
+    s.complete(Fence(1), CompletionReport(records_for(plan), ExecutionTiming(3 * MS, 2 * MS)))
     assert s.learning.balance_ns == pytest.approx(3 * MS * 0.01 / 0.99)
     assert s.refresh.balance_ns == pytest.approx(3 * MS * 0.002 / 0.998)
     ledger = acceptance_learning_ledger()
@@ -141,7 +142,9 @@ def test_cost_estimates_stay_median_replay_durations_corrected_for_readiness_sta
     s.admit(request(64))
     plan = s.plan()
     s.commit(plan, Fence(1))
-    s.complete(Fence(1), records_for(plan), ExecutionTiming(10 * MS, 10 * MS, 3 * MS))
+    s.complete(
+        Fence(1), CompletionReport(records_for(plan), ExecutionTiming(10 * MS, 10 * MS, 3 * MS))
+    )
     assert s.costs.estimate_ns(prefill(64)) == 7 * MS
 
 
@@ -228,8 +231,9 @@ def test_forecast_observations_stop_at_each_lanes_frozen_ceiling():
     records = [CompletionRecord(lane.handle, 0, (1,), num_verified_tokens=1) for lane in plan.lanes]
     before = {h: s.requests[h].forecast.means(3) for h in (short, long)}
     plane = tuple((0.9, 0.9, 0.9) for _ in range(d.batch_capacity))
-    s.complete_packed_round(
-        Fence(fence), records, ExecutionTiming(MS), ConfidenceSidecar((plane, plane))
+    s.complete(
+        Fence(fence),
+        CompletionReport(records, ExecutionTiming(MS), ConfidenceSidecar((plane, plane))),
     )
     after = {h: s.requests[h].forecast.means(3) for h in (short, long)}
     assert after[short][0] > before[short][0]

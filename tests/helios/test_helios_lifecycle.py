@@ -9,6 +9,7 @@ from helios_helpers import MS, Driver, decode, mixed, prefill, records_for, requ
 
 from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
@@ -97,7 +98,9 @@ def test_fences_must_increase():
     s = scheduler([prefill(64)])
     s.admit(request())
     s.commit(s.plan(), Fence(5))
-    s.complete(Fence(5), records_for(s.queue.frames[0].plan), ExecutionTiming(MS, MS))
+    s.complete(
+        Fence(5), CompletionReport(records_for(s.queue.frames[0].plan), ExecutionTiming(MS, MS))
+    )
     s.admit(request())
     with pytest.raises(SchedulerError, match="fence 5"):
         s.commit(s.plan(), Fence(5))
@@ -119,7 +122,7 @@ def test_cancellation_keeps_the_slot_through_the_last_submitted_fence():
     s.commit(plan, Fence(1))
     s.cancel(h)
     assert not s.pool.can_allocate_slot()
-    s.complete(Fence(1), records_for(plan), ExecutionTiming(MS, MS))
+    s.complete(Fence(1), CompletionReport(records_for(plan), ExecutionTiming(MS, MS)))
     reused = s.admit(request())
     assert reused.slot == h.slot and reused.generation == h.generation + 1
 
@@ -137,7 +140,7 @@ def test_complete_rejects_an_out_of_order_fence():
     s.commit(s.plan(), Fence(50))
     s.commit(s.plan(), Fence(51))
     with pytest.raises(SchedulerError, match="oldest in flight"):
-        s.complete(Fence(51), [], ExecutionTiming(MS))
+        s.complete(Fence(51), CompletionReport([], ExecutionTiming(MS)))
 
 
 @pytest.mark.parametrize(
@@ -172,7 +175,7 @@ def test_malformed_completions_are_rejected_with_no_state_change(corrupt):
         records[0] = CompletionRecord(lane.handle, 0, (-1,))
     before = state_of(s)
     with pytest.raises(SchedulerError):
-        s.complete(Fence(99), records, ExecutionTiming(MS, MS))
+        s.complete(Fence(99), CompletionReport(records, ExecutionTiming(MS, MS)))
     assert state_of(s) == before
 
 
@@ -191,7 +194,7 @@ def test_mixed_malformed_prompt_row_is_rejected():
     records[plan.prompt_row] = CompletionRecord(prompt.handle, prompt.num_prompt_tokens, ())
     before = state_of(s)
     with pytest.raises(SchedulerError, match="prompt row"):
-        s.complete(Fence(77), records, ExecutionTiming(MS, MS))
+        s.complete(Fence(77), CompletionReport(records, ExecutionTiming(MS, MS)))
     assert state_of(s) == before
 
 
@@ -284,7 +287,9 @@ def test_an_overrun_suspends_queueing_until_feedback():
     s.commit(plan, Fence(10))
     s.advance_to(driver.now + plan.estimated_duration_ns * 3)
     assert s.plan() is None
-    s.complete(Fence(10), records_for(plan), ExecutionTiming(plan.estimated_duration_ns))
+    s.complete(
+        Fence(10), CompletionReport(records_for(plan), ExecutionTiming(plan.estimated_duration_ns))
+    )
     assert s.plan() is not None
 
 
@@ -315,8 +320,8 @@ def test_device_allocated_rounds_complete_with_their_confidence_sidecar():
     records = [
         CompletionRecord(lane.handle, 0, (1, 2), num_verified_tokens=2) for lane in plan.lanes
     ]
-    with pytest.raises(SchedulerError, match="complete_packed_round"):
-        s.complete(Fence(10), records, ExecutionTiming(MS))
+    with pytest.raises(SchedulerError, match="confidence sidecar"):
+        s.complete(Fence(10), CompletionReport(records, ExecutionTiming(MS)))
     sidecar = ConfidenceSidecar(
         (tuple((0.9, 0.8, 0.7) for _ in range(2)), tuple((0.9, 0.9, 0.9) for _ in range(2)))
     )
@@ -324,7 +329,7 @@ def test_device_allocated_rounds_complete_with_their_confidence_sidecar():
         CompletionRecord(lane.handle, 0, (1, 2), num_verified_tokens=n)
         for lane, n in zip(plan.lanes, (3, 2), strict=True)
     ]
-    tokens = s.complete_packed_round(Fence(10), records, ExecutionTiming(MS), sidecar)
+    tokens = s.complete(Fence(10), CompletionReport(records, ExecutionTiming(MS), sidecar))
     assert len(tokens) == 4
 
 
@@ -339,7 +344,7 @@ def test_device_allocation_above_p_is_rejected():
     )
     records = [CompletionRecord(lane.handle, 0, (1,), num_verified_tokens=3) for lane in plan.lanes]
     with pytest.raises(SchedulerError, match="above P"):
-        s.complete_packed_round(Fence(10), records, ExecutionTiming(MS), sidecar)
+        s.complete(Fence(10), CompletionReport(records, ExecutionTiming(MS), sidecar))
 
 
 def test_every_commit_appends_a_trace_entry():
@@ -359,7 +364,7 @@ def test_a_finishing_prefill_exposes_its_decoder_only_after_completion():
     s.commit(plan, Fence(1))
     assert plan.lanes[0].role is LaneRole.PROMPT
     assert s.plan() is None
-    s.complete(Fence(1), records_for(plan), ExecutionTiming(MS, MS))
+    s.complete(Fence(1), CompletionReport(records_for(plan), ExecutionTiming(MS, MS)))
     assert s.requests[h].is_decoder
 
 
@@ -373,7 +378,7 @@ def test_a_failed_device_round_of_cancelled_requests_completes_without_tokens():
         s.cancel(lane.handle)
     empty = tuple((0.0,) * d.proposal_depth for _ in range(d.batch_capacity))
     records = [CompletionRecord(lane.handle) for lane in plan.lanes]
-    s.complete_packed_round(
-        Fence(10), records, ExecutionTiming(0), ConfidenceSidecar((empty, empty))
+    s.complete(
+        Fence(10), CompletionReport(records, ExecutionTiming(0), ConfidenceSidecar((empty, empty)))
     )
     assert not s.requests and s.pool.num_owned_slots == 0

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ignition.helios import (
+    CompletionReport,
     ExecutionTiming,
     Fence,
     LaneRole,
@@ -88,7 +89,7 @@ def test_random_sequences_never_double_own_or_charge_a_cancelled_handle(sequence
                 if op == "corrupt":
                     records = records[:-1]
                 timing = ExecutionTiming(device_ns=MS + arg, wall_ns=MS)
-                last_tokens = s.complete(Fence(frame.fence), records, timing)
+                last_tokens = s.complete(Fence(frame.fence), CompletionReport(records, timing))
                 last_tokens = [(t.handle, t.fence) for t in last_tokens]
             elif op == "cancel" and s.requests:
                 handle = sorted(s.requests)[arg % len(s.requests)]

@@ -12,6 +12,7 @@ import ignition.helios.policy as policy_module
 import ignition.helios.scheduler as scheduler_module
 from ignition.direct.scheduler import DirectScheduler, direct_scheduler
 from ignition.helios import (
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
@@ -25,18 +26,17 @@ from ignition.helios import (
 )
 from ignition.helios.protocol import SchedulerProtocol as Seam
 
-METHODS = [
-    "admit",
-    "cancel",
-    "advance_to",
-    "plan",
-    "commit",
-    "complete",
+# Every callable the protocol declares (its one property, now_ns, is read, not called).
+METHODS = sorted(
+    name
+    for name, member in vars(Seam).items()
+    if not name.startswith("_") and inspect.isfunction(member)
+)
+OLD_COMPLETIONS = (
     "complete_with_survival",
     "complete_packed_round",
     "complete_packed_round_with_survival",
-    "published_output",
-]
+)
 
 
 def both():
@@ -58,28 +58,25 @@ def test_every_protocol_method_has_the_seams_parameters_in_both_schedulers(name)
         assert list(inspect.signature(getattr(type(s), name)).parameters) == wanted, type(s)
 
 
+def test_completion_is_one_call_whose_report_carries_the_sidecar_and_survival_rows():
+    assert "complete" in METHODS and not set(OLD_COMPLETIONS) & set(METHODS)
+    for s in both():
+        assert not any(hasattr(s, name) for name in OLD_COMPLETIONS), type(s)
+
+
 @pytest.mark.parametrize(
-    "entry",
-    [
-        "complete",
-        "complete_with_survival",
-        "complete_packed_round",
-        "complete_packed_round_with_survival",
-    ],
+    "extra",
+    [{}, {"survival": [()]}, {"sidecar": ConfidenceSidecar(((), ()))}],
+    ids=["records", "survival", "sidecar"],
 )
-def test_the_four_completion_entry_points_share_one_validation(entry):
+def test_every_report_goes_through_the_same_validation(extra):
     s = scheduler([prefill(64), decode(1)])
     s.admit(request(64))
     plan = s.plan()
     s.commit(plan, Fence(1))
-    extra = {
-        "complete": (),
-        "complete_with_survival": ([()],),
-        "complete_packed_round": (ConfidenceSidecar(((), ())),),
-        "complete_packed_round_with_survival": (ConfidenceSidecar(((), ())), [()]),
-    }[entry]
+    report = CompletionReport(records_for(plan), ExecutionTiming(MS), **extra)
     with pytest.raises(SchedulerError, match="fence 9 is not the oldest in flight"):
-        getattr(s, entry)(Fence(9), records_for(plan), ExecutionTiming(MS), *extra)
+        s.complete(Fence(9), report)
 
 
 def test_the_review_dead_code_is_gone():

@@ -8,6 +8,7 @@ from helios_helpers import MS, Driver, decode, mixed, prefill, request, schedule
 from ignition.components.catalog import Descriptor
 from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
     ExecutionTiming,
     Fence,
     LaneRole,
@@ -150,7 +151,7 @@ def test_termination_censors_the_rest_of_the_round():
     s.commit(plan, Fence(50))
     tracker = s.requests[h].acceptance.history("mtp")
     record = CompletionRecord(h, 0, (1, 2), is_finished=True)
-    s.complete(Fence(50), [record], ExecutionTiming(MS))
+    s.complete(Fence(50), CompletionReport([record], ExecutionTiming(MS)))
     survivals = tracker.survivals(3)
     assert survivals[0] > 0.9
     assert survivals[1:] == (0.9, 0.9)
@@ -170,7 +171,9 @@ def test_the_host_never_charges_output_beyond_the_request_limit():
     assert plan.lanes[0].query_length == 2  # two outputs left: a pending row and one draft
     s.commit(plan, Fence(60))
     with pytest.raises(SchedulerError, match="exceed"):
-        s.complete(Fence(60), [CompletionRecord(h, 0, (1, 2, 3))], ExecutionTiming(MS))
+        s.complete(
+            Fence(60), CompletionReport([CompletionRecord(h, 0, (1, 2, 3))], ExecutionTiming(MS))
+        )
 
 
 def test_completion_survival_rows_replace_binary_acceptance():
@@ -180,7 +183,7 @@ def test_completion_survival_rows_replace_binary_acceptance():
     s.commit(plan, Fence(70))
     tracker = s.requests[h].acceptance.history("mtp")
     record = CompletionRecord(h, 0, (1,))  # binary: the first draft was rejected
-    s.complete_with_survival(Fence(70), [record], ExecutionTiming(MS), [(0.8, 0.6)])
+    s.complete(Fence(70), CompletionReport([record], ExecutionTiming(MS), survival=[(0.8, 0.6)]))
     s1, s2 = tracker.survivals(2)
     assert s1 > 0.5 and s2 > 0.5
 
@@ -191,6 +194,9 @@ def test_malformed_survival_rows_are_rejected():
     plan = s.plan()
     s.commit(plan, Fence(71))
     with pytest.raises(SchedulerError, match="survival"):
-        s.complete_with_survival(
-            Fence(71), [CompletionRecord(h, 0, (1,))], ExecutionTiming(MS), [(1.5,)]
+        s.complete(
+            Fence(71),
+            CompletionReport(
+                [CompletionRecord(h, 0, (1,))], ExecutionTiming(MS), survival=[(1.5,)]
+            ),
         )

@@ -15,7 +15,14 @@ from exploration_helpers import (
 )
 from helios_helpers import decode, prefill, records_for, request, scheduler, spec
 
-from ignition.helios import ExecutionTiming, Fence, PolicyConfig, SchedulerError, SelectionReason
+from ignition.helios import (
+    CompletionReport,
+    ExecutionTiming,
+    Fence,
+    PolicyConfig,
+    SchedulerError,
+    SelectionReason,
+)
 from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.refresh import CREDIT_CAP_NS, choose_refresh, timing_refresh_ledger
 from ignition.helios.utility import Candidate
@@ -27,7 +34,7 @@ def test_ordinary_valid_completions_earn_0_002_over_0_998_of_their_isolated_dura
     plan = s.plan()
     s.commit(plan, Fence(1))
     # isolated: the larger of the device interval and the wall interval is credited
-    s.complete(Fence(1), records_for(plan), ExecutionTiming(2 * MS, 3 * MS))
+    s.complete(Fence(1), CompletionReport(records_for(plan), ExecutionTiming(2 * MS, 3 * MS)))
     assert s.refresh.balance_ns == pytest.approx(3 * MS * 0.002 / 0.998)
 
 
@@ -51,7 +58,7 @@ def test_invalid_timings_earn_no_credit():
     s.admit(request(64))
     plan = s.plan()
     s.commit(plan, Fence(1))
-    s.complete(Fence(1), records_for(plan), ExecutionTiming(0, 3 * MS))
+    s.complete(Fence(1), CompletionReport(records_for(plan), ExecutionTiming(0, 3 * MS)))
     assert s.refresh.balance == ledger.balance == 0
 
 
@@ -232,7 +239,7 @@ def test_cancellation_suppresses_publication_without_inventing_a_timing_observat
         s.cancel(lane.handle)
     runner.wait(4 * MS)
     records = [type(r)(r.handle) for r in records_for(plan)]
-    tokens = s.complete(Fence(fence), records, ExecutionTiming(0, 4 * MS))
+    tokens = s.complete(Fence(fence), CompletionReport(records, ExecutionTiming(0, 4 * MS)))
     assert tokens == []
     assert s.costs.freshness(decode(1), s.now_ns) is Freshness.STALE
     assert s.refresh.episodes == 1 and s.refresh.spent_ns == 4 * MS

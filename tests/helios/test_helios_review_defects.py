@@ -10,6 +10,7 @@ from helios_helpers import MS, Driver, decode, prefill, request, scheduler, spec
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionTiming,
     Fence,
@@ -200,14 +201,15 @@ def test_a_confidence_sidecar_must_be_two_by_request_slots_by_draft_capacity(pla
     s, _d, _plan, records = device_round()
     sidecar = ConfidenceSidecar(planes)
     with pytest.raises(SchedulerError, match=message):
-        s.complete_packed_round(Fence(100), records, ExecutionTiming(MS), sidecar)
+        s.complete(Fence(100), CompletionReport(records, ExecutionTiming(MS), sidecar))
 
 
 def test_a_sidecar_of_exactly_two_by_request_slots_by_draft_capacity_is_accepted():
     s, d, _plan, records = device_round()
     plane = tuple((0.5,) * d.proposal_depth for _ in range(d.batch_capacity))
-    tokens = s.complete_packed_round(
-        Fence(100), records, ExecutionTiming(MS), ConfidenceSidecar((plane, plane))
+    tokens = s.complete(
+        Fence(100),
+        CompletionReport(records, ExecutionTiming(MS), ConfidenceSidecar((plane, plane))),
     )
     assert len(tokens) == 2
 

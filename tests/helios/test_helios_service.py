@@ -7,7 +7,7 @@ import math
 import pytest
 from helios_helpers import MS, Driver, decode, prefill, records_for, request, scheduler
 
-from ignition.helios import ExecutionTiming, Fence, PolicyConfig, SchedulerError
+from ignition.helios import CompletionReport, ExecutionTiming, Fence, PolicyConfig, SchedulerError
 from ignition.helios.service import (
     Normalizers,
     ServiceRates,
@@ -94,7 +94,9 @@ def test_completion_records_zero_deliveries_and_publication_makes_it_one():
     plan = s.plan()
     s.commit(plan, Fence(10))
     s.advance_to(driver.now + plan.estimated_duration_ns)
-    s.complete(Fence(10), records_for(plan), ExecutionTiming(plan.estimated_duration_ns))
+    s.complete(
+        Fence(10), CompletionReport(records_for(plan), ExecutionTiming(plan.estimated_duration_ns))
+    )
     t = plan.estimated_duration_ns / MS
     a = math.exp(-t / 100.0)
     assert s.requests[h].rates.delivery_rate == pytest.approx(a * 0.5)
@@ -110,7 +112,9 @@ def test_a_first_published_burst_sets_the_delivery_rate_from_its_frame():
     plan = s.plan()
     s.commit(plan, Fence(1))
     s.advance_to(plan.estimated_duration_ns)
-    s.complete(Fence(1), records_for(plan), ExecutionTiming(plan.estimated_duration_ns))
+    s.complete(
+        Fence(1), CompletionReport(records_for(plan), ExecutionTiming(plan.estimated_duration_ns))
+    )
     s.published_output(h, Fence(1))
     assert s.requests[h].rates.delivery_rate == pytest.approx(MS / plan.estimated_duration_ns)
 
@@ -137,7 +141,9 @@ def test_isolated_frames_charge_the_larger_of_device_and_wall_time():
     h = s.admit(request(64))
     plan = s.plan()
     s.commit(plan, Fence(1))
-    s.complete(Fence(1), records_for(plan), ExecutionTiming(device_ns=MS, wall_ns=4 * MS))
+    s.complete(
+        Fence(1), CompletionReport(records_for(plan), ExecutionTiming(device_ns=MS, wall_ns=4 * MS))
+    )
     s.published_output(h, Fence(1))
     assert s.requests[h].rates.delivery_rate == pytest.approx(1 / 4.0)
 
@@ -150,7 +156,7 @@ def test_a_cancelled_handle_never_charges_a_request_reusing_its_slot():
     plan = s.plan()
     s.commit(plan, Fence(1))
     s.cancel(h)
-    tokens = s.complete(Fence(1), records_for(plan), ExecutionTiming(MS, MS))
+    tokens = s.complete(Fence(1), CompletionReport(records_for(plan), ExecutionTiming(MS, MS)))
     assert tokens == []
     reused = s.admit(request(64))
     assert reused.slot == h.slot
@@ -162,7 +168,9 @@ def test_a_frame_without_a_device_interval_publishes_without_service_history():
     before = (s.requests[h].rates.token_rate, s.requests[h].rates.delivery_rate)
     plan = s.plan()
     s.commit(plan, Fence(10))
-    s.complete(Fence(10), records_for(plan), ExecutionTiming(device_ns=0, wall_ns=MS))
+    s.complete(
+        Fence(10), CompletionReport(records_for(plan), ExecutionTiming(device_ns=0, wall_ns=MS))
+    )
     s.published_output(h, Fence(10))
     assert (s.requests[h].rates.token_rate, s.requests[h].rates.delivery_rate) == before
     assert s.requests[h].last_output_ns == s.now_ns

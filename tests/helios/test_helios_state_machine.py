@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from ignition.components.capacity import plan_catalog
 from ignition.helios import (
     CompletionRecord,
+    CompletionReport,
     ExecutionTiming,
     Fence,
     LaneRole,
@@ -137,7 +138,8 @@ class HeliosMachine(RuleBasedStateMachine):
         self.tick()
         head = self.s.queue.head()
         tokens = self.s.complete(
-            Fence(head.fence), valid_records(head.plan, self.s), ExecutionTiming(device_ns=500_000)
+            Fence(head.fence),
+            CompletionReport(valid_records(head.plan, self.s), ExecutionTiming(device_ns=500_000)),
         )
         self.publishable = [(t.handle, Fence(head.fence)) for t in tokens]
 
@@ -150,7 +152,9 @@ class HeliosMachine(RuleBasedStateMachine):
             return
         before = fingerprint(self.s)
         try:
-            self.s.complete(Fence(head.fence), records, ExecutionTiming(device_ns=500_000))
+            self.s.complete(
+                Fence(head.fence), CompletionReport(records, ExecutionTiming(device_ns=500_000))
+            )
         except SchedulerError:
             assert fingerprint(self.s) == before
         else:
@@ -164,8 +168,7 @@ class HeliosMachine(RuleBasedStateMachine):
         try:
             self.s.complete(
                 Fence(second.fence),
-                valid_records(second.plan, self.s),
-                ExecutionTiming(device_ns=1),
+                CompletionReport(valid_records(second.plan, self.s), ExecutionTiming(device_ns=1)),
             )
         except SchedulerError:
             assert fingerprint(self.s) == before

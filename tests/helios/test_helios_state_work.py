@@ -9,7 +9,14 @@ import math
 import pytest
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, SchedulerError
+from ignition.helios import (
+    CompletionRecord,
+    CompletionReport,
+    ExecutionTiming,
+    Fence,
+    LaneRole,
+    SchedulerError,
+)
 from ignition.helios.config import policy_from_preset
 from ignition.helios.service import decay
 from tests.helios.helios_helpers import MS, Driver, decode, prefill, request, scheduler
@@ -31,7 +38,7 @@ def _catalog(snapshot_ms: float = 0.5, restore_ms: float = 0.5, decode_ms=(2.0, 
 
 def _complete_empty(s, plan, fence: int, ms: float = 1.0) -> None:
     records = [CompletionRecord(lane.handle) for lane in plan.lanes]
-    s.complete(Fence(fence), records, ExecutionTiming(round(ms * MS)))
+    s.complete(Fence(fence), CompletionReport(records, ExecutionTiming(round(ms * MS))))
 
 
 def _run_until_decoder(driver: Driver, handle) -> None:
@@ -79,7 +86,7 @@ def test_state_operation_records_commit_no_tokens():
     plan = s.plan()
     s.commit(plan, Fence(1))
     with pytest.raises(SchedulerError, match="commits no tokens"):
-        s.complete(Fence(1), [CompletionRecord(h, 0, (3,))], ExecutionTiming(MS))
+        s.complete(Fence(1), CompletionReport([CompletionRecord(h, 0, (3,))], ExecutionTiming(MS)))
 
 
 def test_prefill_is_cut_at_a_capture_end_and_snapshotted_before_it_continues():

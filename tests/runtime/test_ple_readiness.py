@@ -147,10 +147,10 @@ def test_a_delay_is_subtracted_from_the_cost_sample_and_not_from_the_service_cha
     seen = []
     complete = scheduler.complete
 
-    def spy(fence, records, timing):
-        tokens = complete(fence, records, timing)
+    def spy(fence, report):
+        tokens = complete(fence, report)
         charged = {h: p.duration_ms for h, p in scheduler._publishable.items()}
-        seen.append((timing, charged))
+        seen.append((report.timing, charged))
         return tokens
 
     scheduler.complete = spy

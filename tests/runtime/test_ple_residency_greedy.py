@@ -208,20 +208,20 @@ def test_a_slow_host_worker_on_the_draft_path_is_subtracted_from_the_cost_sample
 
     staged_input(engine).resolve = slowly
     samples, seen = [], []
-    observe, complete = scheduler.costs.observe, scheduler._complete
+    observe, complete = scheduler.costs.observe, scheduler.complete
 
     def spy_observe(d, sample_ns, now_ns):
         samples.append(sample_ns)
         return observe(d, sample_ns, now_ns)
 
-    def spy_complete(fence, records, timing, *rest):  # every complete_* ends here
+    def spy_complete(fence, report):
         samples.clear()
-        tokens = complete(fence, records, timing, *rest)
+        tokens = complete(fence, report)
         charged = {h: p.duration_ms for h, p in scheduler._publishable.items()}
-        seen.append((timing, list(samples), charged))
+        seen.append((report.timing, list(samples), charged))
         return tokens
 
-    scheduler.costs.observe, scheduler._complete = spy_observe, spy_complete
+    scheduler.costs.observe, scheduler.complete = spy_observe, spy_complete
     frames = []
     engine.frame_listeners.append(lambda plan, result: frames.append((plan, result)))
     _run(engine, [waves()[1][:1]])

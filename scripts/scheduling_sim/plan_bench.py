@@ -1,6 +1,9 @@
 """plan() latency on the catalog the runtime loads, with measured costs (not a test).
 
-Run ``python -m ignition.simulate.bench [--json] [--iterations N]``. For each decode
+Run ``python -m scripts.scheduling_sim.plan_bench [--json] [--iterations N]`` (or
+``python benchmarks/helios_plan.py``). It measures Helios from the inside (it queues a
+frame through the selection's own functions and times plan()'s phases), so it lives
+with the scheduling experiments, not in the runtime's rooms. For each decode
 mode (off / fixed / adaptive) the qwen38 catalog is filtered the way the runtime
 filters it at load (``select_for_mode`` plus the state programs: snapshot, restore and
 initialization), and
@@ -39,6 +42,7 @@ from ignition.helios.projection import build_population
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
     CompletionRecord,
+    CompletionReport,
     ConfidenceSidecar,
     ExecutionClass,
     ExecutionTiming,
@@ -101,7 +105,8 @@ def prepared(
         now += plan.estimated_duration_ns
         s.advance_to(now)
         records = _completed(plan)
-        tokens = s.complete(Fence(fence), records, ExecutionTiming(plan.estimated_duration_ns))
+        timing = ExecutionTiming(plan.estimated_duration_ns)
+        tokens = s.complete(Fence(fence), CompletionReport(records, timing))
         for handle in {t.handle for t in tokens}:
             s.published_output(handle, Fence(fence))
     for _ in range(num_requests - len(decoders)):
@@ -165,9 +170,10 @@ def complete_head(s: Scheduler, rng: random.Random) -> None:
     if d.is_device_allocated:
         records = [replace(r, num_verified_tokens=len(r.token_ids)) for r in records]
         plane = tuple((0.5,) * d.proposal_depth for _ in range(d.batch_capacity))
-        tokens = s.complete_packed_round(fence, records, timing, ConfidenceSidecar((plane, plane)))
+        report = CompletionReport(records, timing, ConfidenceSidecar((plane, plane)))
     else:
-        tokens = s.complete(fence, records, timing)
+        report = CompletionReport(records, timing)
+    tokens = s.complete(fence, report)
     for handle in {t.handle for t in tokens}:
         s.published_output(handle, fence)
 
