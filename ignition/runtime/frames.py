@@ -8,7 +8,7 @@ flight. Plain types only, so the engine, the worker and test doubles meet here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ignition.helios import (
     CompletionRecord,
@@ -18,10 +18,13 @@ from ignition.helios import (
     RequestHandle,
     ScheduledPlan,
 )
+from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import PromptLogprob, TokenLogprob
 
-if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+
+class FatalWorkerError(RuntimeError):
+    """A worker failure after which no frame can run (a tensor-parallel group whose
+    collectives are out of step): the loop stops, as for any error outside a frame."""
 
 
 @dataclass(frozen=True)

@@ -8,20 +8,22 @@ pages and slot owned through the last submitted fence. Stop token ids end it the
 way; logprobs travel with the token ids they belong to, and a request's prompt logprobs,
 scored chunk by chunk as its prompt runs, travel once, on its first chunk.
 
-:class:`Publication` is a part of :class:`ignition.runtime.engine.Engine` (a mixin over
-its state: ``live``, ``stats``, ``scheduler``, ``retention``, ``fault_hook``, the clocks
-and ``_finish``), kept in its own file because it is its own job.
+:class:`Publisher` is the engine's collaborator for this job: it reads the request table,
+ends requests through the shared :class:`~ignition.runtime.lifecycle.Lifecycle`, and calls
+the loop hooks' ``before_publish`` point (fault injection) for each request it publishes.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle
+from ignition.runtime.lifecycle import Lifecycle, deliver
+from ignition.runtime.loop_hooks import LoopHookProtocol
+from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import (
     GenerationRequest,
     PromptLogprob,
@@ -30,10 +32,6 @@ from ignition.runtime.requests import (
     TokenLogprob,
 )
 
-if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
-
-Sink = Callable[[StreamChunk], None]
 log = logging.getLogger("ignition.engine")
 
 
@@ -47,16 +45,22 @@ def check_prompt_scoring(request: GenerationRequest, worker: object) -> None:
         raise RequestError("prompt_logprobs are not supported by this engine's worker")
 
 
-class Publication:
+class Publisher:
     """The engine's publication step (see the module docstring)."""
 
-    def _keep_prompt_scores(
+    def __init__(self, lifecycle: Lifecycle, hooks: Sequence[LoopHookProtocol]) -> None:
+        self.lifecycle = lifecycle
+        self.table = lifecycle.table
+        self.stats = lifecycle.stats
+        self.hooks = hooks
+
+    def keep_prompt_scores(
         self, scored: dict[RequestHandle, tuple[int, tuple[PromptLogprob, ...]]]
     ) -> None:
         """File a frame's scored prompt positions by prompt token index; a restarted or
         recomputed request scores the same positions again, which changes nothing."""
         for handle, (start, entries) in scored.items():
-            live = self.live.get(handle)
+            live = self.table.live.get(handle)
             if live is not None:
                 for i, entry in enumerate(entries):
                     live.prompt_scores[start + 1 + i] = entry
@@ -73,7 +77,7 @@ class Publication:
             raise RuntimeError(f"prompt logprobs missing at {len(missing)} positions")
         return (None, *(live.prompt_scores[i] for i in range(1, num_prompt)))
 
-    def _publish(
+    def publish(
         self,
         fence: Fence,
         tokens: list[GeneratedToken],
@@ -85,7 +89,7 @@ class Publication:
         for token in tokens:
             grouped[token.handle].append(token)
         for handle, items in grouped.items():
-            live = self.live.get(handle)
+            live = self.table.live.get(handle)
             if live is None or live.is_done:
                 continue
             try:
@@ -96,7 +100,7 @@ class Publication:
                 message = f"publication failed: {type(err).__name__}: {err}"
                 log.error("%s: %s", live.request.request_id, message, exc_info=err)
                 if not live.is_done:
-                    self._finish(live, "error", notify_scheduler=True, error=message)
+                    self.lifecycle.finish(live, "error", notify_scheduler=True, error=message)
 
     def _publish_request(
         self,
@@ -106,8 +110,8 @@ class Publication:
         is_finished: bool,
         logprobs: Sequence[TokenLogprob] = (),
     ) -> None:
-        if self.fault_hook is not None:
-            self.fault_hook("publish", live)
+        for hook in self.hooks:
+            hook.before_publish(live)
         ids = [t.token_id for t in items]
         # The frame's logprobs cover what the device emitted; Helios publishes a prefix.
         lps = list(logprobs[: len(ids)])
@@ -142,19 +146,21 @@ class Publication:
             if live.request.sampling.include_stop_str_in_output and delta.stop_string:
                 text += delta.stop_string
             self._emit(live, fence, text, ids, lps)
-            self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=delta.stop_string)
+            self.lifecycle.finish(
+                live, "stop", notify_scheduler=not is_last, stop_reason=delta.stop_string
+            )
         elif stop_id is not None:
             text = delta.text + live.detokenizer.flush().text
             self._emit(live, fence, text, ids, lps)
-            self._finish(live, "stop", notify_scheduler=not is_last, stop_reason=stop_id)
+            self.lifecycle.finish(live, "stop", notify_scheduler=not is_last, stop_reason=stop_id)
         elif is_last:
             text = delta.text + live.detokenizer.flush().text
             self._emit(live, fence, text, ids, lps)
             reason = "stop" if is_finished else "length"
-            if self.retention.hold_for_terminal(live, self._now_ns()):
+            if self.lifecycle.retention.hold_for_terminal(live, self.lifecycle.now_ns()):
                 live.pending_finish = reason  # the terminal snapshot completes it
             else:
-                self._finish(live, reason, notify_scheduler=False)
+                self.lifecycle.finish(live, reason, notify_scheduler=False)
         else:
             self._emit(live, fence, delta.text, ids, lps)
 
@@ -174,7 +180,7 @@ class Publication:
         if not text and not ids:
             return
         if live.first_token_ns is None:
-            live.first_token_ns = self._clock_ns()
+            live.first_token_ns = self.lifecycle.clock_ns()
         num_prompt = len(live.request.prompt_ids)
         chunk = StreamChunk(
             text,
@@ -185,14 +191,6 @@ class Publication:
             logprobs=tuple(logprobs),
             prompt_logprobs=self._take_prompt_scores(live),
         )
-        _deliver(live.sink, chunk)
+        deliver(live.sink, chunk)
         if text:
-            self.scheduler.published_output(live.handle, fence)
-
-
-def _deliver(sink: Sink, chunk: StreamChunk) -> None:
-    """A sink that raises (its client is gone) must not take the loop down."""
-    try:
-        sink(chunk)
-    except Exception as err:
-        log.warning("dropped a chunk for a closed stream: %s: %s", type(err).__name__, err)
+            self.lifecycle.scheduler.published_output(live.handle, fence)

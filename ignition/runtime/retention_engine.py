@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, SchedulerProtocol
 from ignition.runtime.checkpoints import Admission, CheckpointCache
+from ignition.runtime.loop_hooks import LoopHook
 from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.retention import CaptureCosts
 from ignition.runtime.retention_payoff import PrefillEstimate
 from ignition.runtime.stats import EngineStats
 
 
-class RetentionHooks:
+class RetentionHooks(LoopHook):
     """``scheduler`` is read through a getter: the diagnostic direct scheduler can replace
     Helios after assembly, and it schedules no state operations (retention is then off)."""
 

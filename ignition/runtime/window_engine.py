@@ -30,6 +30,7 @@ from ignition.helios import (
     plan_windows,
     window_spec,
 )
+from ignition.runtime.loop_hooks import LoopHook
 from ignition.runtime.requests import GenerationRequest
 
 
@@ -66,7 +67,7 @@ class WindowAdmission:
     row: int | None  # the private snapshot row (multi-window requests only)
 
 
-class VisionWindowHooks:
+class VisionWindowHooks(LoopHook):
     """``feature_capacity``: features the prepared storage holds per request (0: no bound)."""
 
     def __init__(self, feature_capacity: int = 0, rows: WindowRows | None = None) -> None:

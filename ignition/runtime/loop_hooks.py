@@ -1,0 +1,88 @@
+"""The named points where retention, vision windows, preemption, fault injection and frame
+listeners meet the engine loop.
+
+``Engine.step`` is plan -> commit -> launch -> wait -> complete -> publish; what else
+happens in a turn happens at one of these points, in the order the hooks were given.
+Each hook implements only the points it needs (:class:`LoopHook` is a base with no-op
+defaults, and :class:`LoopHookProtocol` the structural type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from ignition.helios import RequestHandle, ScheduledPlan
+from ignition.runtime.frames import FrameResult
+from ignition.runtime.request_table import LiveRequest
+
+Live = Mapping[RequestHandle, LiveRequest]
+
+
+class LoopHookProtocol(Protocol):
+    def on_step(self, live: Sequence[LiveRequest]) -> None:
+        """Each turn, before planning, with the live requests."""
+
+    def on_shortage(self, plan: ScheduledPlan) -> bool:
+        """``plan``'s commit found no pages and nothing is in flight; True: it acted."""
+
+    def before_launch(self, plan: ScheduledPlan, live: Live) -> None:
+        """A committed plan is about to launch (name its state rows)."""
+
+    def after_frame(self, plan: ScheduledPlan, live: Live, device_ns: int, ok: bool) -> None:
+        """A frame completed in Helios (``ok``) or failed (device time 0)."""
+
+    def before_publish(self, live: LiveRequest) -> None:
+        """A request is about to publish a completed frame's tokens."""
+
+    def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
+        """After a frame completed and published: observers (timing, tests)."""
+
+
+class LoopHook:
+    """No-op defaults for every point of :class:`LoopHookProtocol`."""
+
+    def on_step(self, live: Sequence[LiveRequest]) -> None:
+        return None
+
+    def on_shortage(self, plan: ScheduledPlan) -> bool:
+        return False
+
+    def before_launch(self, plan: ScheduledPlan, live: Live) -> None:
+        return None
+
+    def after_frame(self, plan: ScheduledPlan, live: Live, device_ns: int, ok: bool) -> None:
+        return None
+
+    def before_publish(self, live: LiveRequest) -> None:
+        return None
+
+    def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
+        return None
+
+
+class FaultHook(LoopHook):
+    """Test-only fault injection (runtime/faults.py): ``check(stage, request)`` raises for
+    the requests it marks, at the ``step`` and ``publish`` points."""
+
+    def __init__(self, check: Callable[[str, LiveRequest], None]) -> None:
+        self.check = check
+
+    def on_step(self, live: Sequence[LiveRequest]) -> None:
+        for request in live:
+            self.check("step", request)
+
+    def before_publish(self, live: LiveRequest) -> None:
+        self.check("publish", live)
+
+
+class FrameListeners(LoopHook):
+    """Callables told ``(plan, result)`` after each completed frame: per-step timing for
+    ``ignition generate --json`` and test reports, without coupling them to the loop."""
+
+    def __init__(self) -> None:
+        self.listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []
+
+    def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
+        for listener in self.listeners:
+            listener(plan, result)
