@@ -84,6 +84,9 @@ def main() -> None:
         mirror = staging.mirrors["page_table"] if staging is not None else None
         resources = SlotResources(state, 4 * 64, *([mirror] if mirror is not None else []))
         worker = ModelWorker(state, programs, resources, frozenset())
+        # The decoders are past their first prompt chunk (the worker refuses a decode lane
+        # before it): mark them begun, as a served request would be.
+        worker._begun.update(lane.handle for lane in lanes if lane.role is LaneRole.DECODE)
         _, prepared = programs[name]
         with use_backend("reference"), torch.no_grad():
             prepared.run()  # allocate the static outputs once

@@ -18,6 +18,7 @@ from ignition.runtime.checkpoints import Admission
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.grammar import draft_limit
 from ignition.runtime.lifecycle import Lifecycle
+from ignition.runtime.publication import check_prompt_scoring
 from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import GenerationRequest, RequestError
 from ignition.runtime.window_engine import VisionWindowHooks
@@ -39,6 +40,20 @@ def check_token_ids(ids: Sequence[int], vocab_size: int) -> None:
                 f"prompt[{i}] = {token} is not a token id of this model: its vocabulary has "
                 f"{vocab_size} ids (0..{vocab_size - 1})"
             )
+
+
+def check_request(
+    request: GenerationRequest, max_context_tokens: int, vocab_size: int | None, worker: object
+) -> None:
+    """Refuse at submit (a 400, not a failed frame) what the engine cannot serve."""
+    if len(request.prompt_ids) + 1 > max_context_tokens:
+        raise RequestError(
+            f"the prompt has {len(request.prompt_ids)} tokens; the context is {max_context_tokens}"
+        )
+    if vocab_size is not None:
+        check_token_ids(request.prompt_ids, vocab_size)
+    if request.sampling.prompt_logprobs is not None:
+        check_prompt_scoring(request, worker)
 
 
 def request_spec(

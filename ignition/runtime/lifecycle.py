@@ -119,3 +119,38 @@ class Lifecycle:
         # positions, which changes nothing.
         live.prompt_scores, live.prompt_scores_sent = old.prompt_scores, old.prompt_scores_sent
         return live
+
+    def abort(self, request_id: str) -> bool:
+        """The client left: end the request wherever it is; True when it was waiting."""
+        table = self.table
+        waiting = table.drop_waiting(request_id)
+        if waiting is not None:
+            request, sink = waiting
+            self.end_unadmitted(sink, len(request.prompt_ids), 0, "abort")
+            return True
+        for old in table.restarting:
+            if old.request.request_id == request_id:
+                table.finish(old)
+                n, m = len(old.request.prompt_ids), len(old.output_ids)
+                self.end_unadmitted(old.sink, n, m, "abort")
+                return False
+        for old in table.resuming:  # a client left while its request waited to resume
+            if old.request.request_id == request_id:
+                self.finish(old, "abort", notify_scheduler=False)
+                return False
+        live = table.by_id(request_id)
+        if live is not None and not live.is_done:
+            self.finish(live, "abort", notify_scheduler=True)
+        return False
+
+    def report_usage(self, num_slots: int) -> None:
+        """Queue and pool gauges for /metrics, once per turn."""
+        table = self.table
+        running = sum(1 for live in table.open_live() if not live.preempting)
+        preempting = sum(1 for live in table.live.values() if live.preempting)
+        waiting = len(table.waiting) + len(table.restarting)
+        self.stats.set_queue(running, waiting, len(table.resuming) + preempting)
+        usage = self.scheduler.usage()
+        if usage.num_pages > 0:  # a scheduler with a page ledger (Helios)
+            used = max(0, usage.num_pages - usage.num_free_pages)
+            self.stats.set_usage(table.num_occupied, num_slots, used, usage.num_pages)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle
+from ignition.runtime.frames import FrameResult
 from ignition.runtime.lifecycle import Lifecycle, deliver
 from ignition.runtime.loop_hooks import LoopHookProtocol
 from ignition.runtime.request_table import LiveRequest
@@ -53,6 +54,19 @@ class Publisher:
         self.table = lifecycle.table
         self.stats = lifecycle.stats
         self.hooks = hooks
+
+    def record_frame(self, result: FrameResult) -> None:
+        """Count a completed frame's drafts and prompt tokens and file its prompt scores."""
+        for i, offered in enumerate(result.num_offered_drafts):
+            if offered > 0:
+                accepted = max(0, len(result.records[i].token_ids) - 1)
+                self.stats.record_speculation(offered, accepted)
+        for record in result.records:
+            live = self.table.live.get(record.handle)
+            if live is not None and record.num_prompt_tokens:
+                live.num_prompt_consumed += record.num_prompt_tokens
+                self.stats.record_tokens(record.num_prompt_tokens, 0)
+        self.keep_prompt_scores(result.prompt_logprobs)
 
     def keep_prompt_scores(
         self, scored: dict[RequestHandle, tuple[int, tuple[PromptLogprob, ...]]]

@@ -10,7 +10,7 @@ the first frame holding each of its lanes was committed: ``state:restore`` /
 ``state:init`` (its prerequisite), ``finish`` (the chunk finishing its prompt),
 ``decode`` (its first decode), ``state:snapshot`` / ``state:terminal`` (captures). The
 table's TTFT says how long; this says which wait. Admission and commit are timestamped
-by wrapping ``Engine._add_live`` and ``Scheduler.commit`` for the run (a diagnostic,
+by wrapping ``RequestTable.admit`` and ``Scheduler.commit`` for the run (a diagnostic,
 not a hook the runtime offers). Numbers are simulated, not measured.
 """
 
@@ -25,7 +25,7 @@ from ignition.helios.config import PolicyConfig
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import LaneRole
 from ignition.helios.utility import NEWCOMER_RULES
-from ignition.runtime.engine import Engine
+from ignition.runtime.request_table import RequestTable
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog, newcomer_rule
 from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list, run_retention
@@ -46,13 +46,13 @@ def recording() -> Iterator[Events]:
     """Per request (slot, generation): its send and admission times, then the commit
     time of the first frame holding each kind of its lanes."""
     events: Events = defaultdict(dict)
-    add_live, commit = Engine._add_live, Scheduler.commit
+    admit, commit = RequestTable.admit, Scheduler.commit
 
-    def add(engine, live):
+    def add(table, live):
         e = events[(live.handle.slot, live.handle.generation)]
         later = int(not live.request.request_id.endswith("t0"))  # turn names end in t<k>
         e.update(sent=live.arrival_ns, admit=live.admitted_ns, later=later)
-        return add_live(engine, live)
+        return admit(table, live)
 
     def committed(scheduler, plan, fence):
         for lane in plan.lanes:
@@ -60,11 +60,11 @@ def recording() -> Iterator[Events]:
             events[(lane.handle.slot, lane.handle.generation)].setdefault(key, scheduler.now_ns)
         return commit(scheduler, plan, fence)
 
-    Engine._add_live, Scheduler.commit = add, committed
+    RequestTable.admit, Scheduler.commit = add, committed
     try:
         yield events
     finally:
-        Engine._add_live, Scheduler.commit = add_live, commit
+        RequestTable.admit, Scheduler.commit = admit, commit
 
 
 def later_turn_waits(events: Events) -> dict[str, tuple[float, int]]:

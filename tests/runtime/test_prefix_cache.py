@@ -124,7 +124,7 @@ def test_cancellation_mid_copy_keeps_the_row_until_completion_and_leaks_none(mod
         plan = launched.plan
         if plan.kind is GraphKind.SNAPSHOT and "state" not in seen:
             copying = [r.index for r in rows.rows if r.state is RowState.COPYING]
-            engine._cancel("victim")  # the client leaves while the copy runs
+            engine.lifecycle.abort("victim")  # the client leaves while the copy runs
             seen["state"] = [rows.rows[i].state for i in copying]
         return wait(launched)
 

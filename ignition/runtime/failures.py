@@ -1,0 +1,106 @@
+"""Frames that fail, and rows that fail within a frame.
+
+Failures stay with the requests that caused them. A frame that cannot execute
+ends its request when it ran alone; a frame shared by several requests cannot
+say whose input broke it, so each of them restarts from its prompt plus the
+output it already has, on probation: probation requests are readmitted one at a
+time, and one that fails again (or fails alone) is the one that ends with an
+error; the requests sharing that frame with it restart without being charged. A
+request whose publication raises ends alone. Anything else that escapes a step
+means the loop cannot continue: :meth:`Engine.fail_all` ends every open request
+with an error so the caller can stop cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ignition.helios import (
+    CompletionRecord,
+    CompletionReport,
+    ConfidenceSidecar,
+    ExecutionTiming,
+    Fence,
+    LaneRole,
+    RequestHandle,
+    ScheduledPlan,
+)
+from ignition.runtime.lifecycle import Lifecycle
+from ignition.runtime.loop_hooks import LoopHookProtocol
+from ignition.runtime.preemption import Preemption
+
+log = logging.getLogger("ignition.engine")
+# A request restarted after a shared frame failed gets this many restarts at most.
+MAX_RESTARTS = 2
+
+
+class FrameFailures:
+    def __init__(
+        self, lifecycle: Lifecycle, preemption: Preemption, hooks: Sequence[LoopHookProtocol]
+    ) -> None:
+        self.lifecycle = lifecycle
+        self.preemption = preemption
+        self.hooks = hooks
+
+    def fail_rows(self, failed: dict[RequestHandle, str]) -> None:
+        """End the requests whose rows the worker reported failed (a non-finite sampling
+        distribution), before the frame completes: cancelled first, Helios accepts their
+        token-less records, and the frame's other requests go on untouched."""
+        for handle, message in failed.items():
+            live = self.lifecycle.table.live.get(handle)
+            if live is not None and not live.is_done:
+                log.warning("request %s: %s", live.request.request_id, message)
+                self.lifecycle.finish(live, "error", notify_scheduler=True, error=message)
+
+    def fail_frame(self, fence: Fence, plan: ScheduledPlan, err: Exception) -> None:
+        """Settle the requests of a frame that could not execute, then retire the frame.
+
+        A request that ran alone, was already on probation or has used its restarts ends
+        with the error; the others restart (see the module docstring). Either way they are
+        cancelled first, so Helios accepts records without tokens for them; zero device
+        time records no cost observation.
+        """
+        message = f"{plan.descriptor.name} failed: {type(err).__name__}: {err}"
+        log.error("fence %d: %s", fence.value, message, exc_info=err)
+        for hook in self.hooks:
+            hook.after_frame(plan, self.lifecycle.table.live, 0, False)
+        involved = [
+            live
+            for lane in plan.lanes
+            if (live := self.lifecycle.table.live.get(lane.handle)) is not None and not live.is_done
+        ]
+        # A request on probation already failed once in a shared frame: when it is in
+        # this one too it is the suspect, and the others restart without being charged
+        # (otherwise one bad input could exhaust an innocent's restarts).
+        suspect = any(live.probation_output is not None for live in involved)
+        for live in involved:
+            if live.preempting:  # its preemption snapshot failed: recompute it instead
+                self.preemption.failed(live)
+                continue
+            if suspect:
+                guilty = live.probation_output is not None
+            else:
+                guilty = len(involved) == 1 or live.num_restarts >= MAX_RESTARTS
+            live.restart_charged = not suspect
+            if guilty:
+                self.lifecycle.finish(live, "error", notify_scheduler=True, error=message)
+            else:
+                self.lifecycle.table.restart(live)
+                self.lifecycle.cancel_in_scheduler(live.handle)
+                # The restart runs without retention: its copies are suppressed and its
+                # rows freed when the old handle is reaped.
+                self.lifecycle.retention.cancel(live.request)
+        records = tuple(
+            CompletionRecord(
+                lane.handle, lane.num_prompt_tokens if lane.role is LaneRole.PROMPT else 0
+            )
+            for lane in plan.lanes
+        )
+        d, sidecar = plan.descriptor, None
+        if d.is_device_allocated and d.proposal_depth > 0:
+            empty = tuple((0.0,) * d.proposal_depth for _ in range(d.batch_capacity))
+            sidecar = ConfidenceSidecar(planes=(empty, empty))
+        self.lifecycle.scheduler.complete(
+            fence, CompletionReport(records, ExecutionTiming(0), sidecar)
+        )
