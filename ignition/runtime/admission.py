@@ -59,16 +59,18 @@ def check_request(
 def request_spec(
     request: GenerationRequest,
     replay: Sequence[int],
+    max_output_tokens: int,
     context_capacity: int,
     admitted_ns: int,
     retention: Admission | None,
 ) -> RequestSpec:
-    """The Helios spec of ``request`` with ``replay`` (its output so far) as more prompt;
-    ``retention`` None: a restart, which runs without message endpoints or retention."""
+    """The Helios spec of ``request`` with ``replay`` (its output so far) as more prompt
+    and ``max_output_tokens`` left to generate; ``retention`` None: a restart, which runs
+    without message endpoints or retention."""
     kept = retention or _NO_RETENTION
     return RequestSpec(
         num_prompt_tokens=len(request.prompt_ids) + len(replay),
-        max_output_tokens=request.sampling.max_tokens - len(replay),
+        max_output_tokens=max_output_tokens,
         context_capacity=context_capacity,
         message_endpoints=request.message_end_offsets if retention is not None else (),
         image_spans=image_spans(request),
@@ -110,7 +112,14 @@ class Admissions:
             admission = retention.admit(request, lc.now_ns())
             admitted_ns = lc.clock_ns()
             try:
-                spec = request_spec(request, (), self.max_context_tokens, admitted_ns, admission)
+                spec = request_spec(
+                    request,
+                    (),
+                    request.sampling.max_tokens,
+                    self.max_context_tokens,
+                    admitted_ns,
+                    admission,
+                )
                 windowed = self.vision_windows.admit(request, spec, scheduler)
             except SchedulerError as err:  # a request Helios can never serve
                 retention.release(request)
@@ -153,7 +162,14 @@ class Admissions:
             lc.finish(old, "length", notify_scheduler=False)
             return True
         replay = tuple(old.output_ids)
-        spec = request_spec(old.request, replay, self.max_context_tokens, old.admitted_ns, None)
+        spec = request_spec(
+            old.request,
+            replay,
+            old.remaining_tokens,
+            self.max_context_tokens,
+            old.admitted_ns,
+            None,
+        )
         windowed = self.vision_windows.admit(old.request, spec, lc.scheduler)
         if windowed is None:
             return False
@@ -189,7 +205,12 @@ class Admissions:
                 return False
             admission = retention.admit(old.request, lc.now_ns(), prompt_ids=prompt)
             spec = request_spec(
-                old.request, replay, self.max_context_tokens, old.admitted_ns, admission
+                old.request,
+                replay,
+                old.remaining_tokens,
+                self.max_context_tokens,
+                old.admitted_ns,
+                admission,
             )
             try:
                 windowed = self.vision_windows.admit(old.request, spec, scheduler)

@@ -245,7 +245,10 @@ class RequestTable:
 
     def rebind(self, live: LiveRequest, handle: RequestHandle) -> None:
         """A live request continues under a fresh generation (its next vision window)."""
-        self._move(live, "rebind", (RequestState.LIVE,), RequestState.LIVE)
+        if live.is_done or self.live.get(live.handle) is not live:
+            raise RequestStateError(
+                f"rebind {live.request.request_id}: {live.handle} is {live.state.value}"
+            )
         del self.live[live.handle]
         live.handle = handle
         self.live[handle] = live

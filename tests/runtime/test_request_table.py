@@ -144,3 +144,18 @@ def test_remaining_tokens_is_max_tokens_less_the_output():
     live = _live(_request(max_tokens=8))
     live.output_ids += [4, 5, 6]
     assert live.remaining_tokens == 5
+
+
+def test_rebind_moves_a_live_request_to_its_next_handle():
+    table = RequestTable()
+    live = _admitted(table)
+    table.rebind(live, RequestHandle(0, 2))
+    assert table.live == {RequestHandle(0, 2): live} and table.by_id("r") is live
+
+
+def test_rebind_refuses_a_finished_request():
+    table = RequestTable()
+    live = _admitted(table)
+    table.finish(live)
+    with pytest.raises(RequestStateError, match="rebind r"):
+        table.rebind(live, RequestHandle(0, 2))
