@@ -138,13 +138,16 @@ def test_the_plan_keeps_only_the_prerequisite_duration():
     assert plan.estimated_duration_ns == round(0.2 * MS)
 
 
-def _terminal_pending(policy=None, snapshot_ms: float = 0.5):
-    """Request T finished and awaits terminal retirement; decoder D is ready."""
+def _terminal_pending(policy=None, snapshot_ms: float = 0.5, decode_first: int = 0):
+    """Request T finished and awaits terminal retirement; decoder D is ready (and has
+    decoded alone for ``decode_first`` rounds before T arrived)."""
     descriptors, costs = _catalog(snapshot_ms=snapshot_ms)
     s = scheduler(descriptors, costs, policy=policy)
     driver = Driver(s)
     d = s.admit(request(prompt=64, output=1000))
     _run_until_decoder(driver, d)
+    for _ in range(decode_first):
+        driver.step()
     t = s.admit(request(prompt=64, output=1, terminal_snapshot=True))
     for _ in range(10):
         driver.step()
@@ -194,6 +197,16 @@ def test_terminal_age_makes_a_waiting_retirement_win():
         raise AssertionError("the retirement never won")
     assert plan.lanes[0].role is LaneRole.TERMINAL
     assert t not in s.requests
+
+
+def test_the_terminal_clock_starts_when_validated_completion_identifies_termination():
+    """Its age starts when validated completion identifies termination: a request that
+    terminates after a long busy period starts its retirement at age zero, so with no
+    terminal value the decoder still outranks the retirement."""
+    policy = policy_from_preset("balanced", terminal_value=0.0, terminal_age_price=1.0)
+    s, driver, t, _ = _terminal_pending(policy, decode_first=200)
+    assert s.requests[t].terminal_since_ns == driver.now > 400 * MS
+    assert s.plan().kind is GraphKind.DECODE
 
 
 def test_queued_work_and_publication_do_not_reset_the_terminal_clock():
