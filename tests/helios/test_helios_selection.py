@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from helios_helpers import MS, Driver, decode, floor_ms, prefill, request, scheduler, spec
 
 from ignition.helios import PolicyConfig, SelectionReason
@@ -94,6 +95,27 @@ def test_high_acceptance_speculates_wider_than_low_acceptance():
         _decoders(s, 2, acceptance_prior=(p,) * 7)
         widths[p] = max(lane.query_length for lane in s.plan().lanes)
     assert widths[0.95] == 8 and widths[0.05] < widths[0.95]
+
+
+def _width_under_alpha(alpha: float):
+    """One decoder whose every prefix survives with 0.9, on programs costing 1 ms more per
+    proposal depth: the selected lane under ``adaptive_verification_alpha``."""
+    policy = PolicyConfig(adaptive_verification_alpha=alpha)
+    s = scheduler([*SPECS, prefill(64)], lambda d: 2.0 + d.proposal_depth, policy=policy)
+    _decoders(s, 1, acceptance_prior=(0.9,) * 7)
+    (lane,) = s.plan().lanes
+    return lane
+
+
+def test_selection_scores_raise_each_prefix_survival_to_the_alpha_exponent():
+    lane = _width_under_alpha(2.0)
+    assert lane.query_length == 8
+    assert lane.expected_output_tokens == pytest.approx(1 + 7 * 0.9**2)
+
+
+def test_a_larger_alpha_discounts_uncertain_prefixes_into_a_narrower_width():
+    assert _width_under_alpha(1.0).query_length == 8
+    assert _width_under_alpha(8.0).query_length == 1  # 0.9**8 = 0.43 of an output per ms
 
 
 def test_low_acceptance_can_choose_the_width_one_program():
