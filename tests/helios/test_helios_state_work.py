@@ -11,7 +11,11 @@ import pytest
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, SchedulerError
 from ignition.helios.config import policy_from_preset
+from ignition.helios.cost import CostModel
 from ignition.helios.service import decay
+from ignition.helios.state_candidates import terminal_sigma_ms
+from ignition.helios.terminal import TerminalPrices, terminal_lane_value
+from ignition.helios.types import ExecutionClass
 from tests.helios.helios_helpers import MS, Driver, decode, prefill, request, scheduler
 
 SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
@@ -335,3 +339,34 @@ def test_a_winner_short_of_pages_yields_to_the_preemption_snapshot_that_frees_th
     assert b not in s.requests and s.pool.num_free_pages > 0
     after = s.plan()
     assert after.kind is GraphKind.DECODE and [lane.handle for lane in after.lanes] == [a]
+
+
+def test_an_unmeasured_snapshot_family_has_no_reference_interval():
+    """Unknown snapshot timings follow the discovery rules; no duration or reference
+    interval is invented: sigma comes from measured snapshot shapes only."""
+    wide = Descriptor(GraphKind.SNAPSHOT, 4, 0, 1, 4)
+    costs = CostModel(30_000_000_000)
+    assert terminal_sigma_ms([SNAPSHOT, wide], costs, num_terminal=2) is None
+    costs.observe(wide, 6 * MS, now_ns=0)
+    # only the measured shape counts: K * T / min(B, K) = 2 * 6 / 2
+    assert terminal_sigma_ms([SNAPSHOT, wide], costs, num_terminal=2) == pytest.approx(6.0)
+
+
+def test_without_a_reference_interval_terminal_age_adds_no_value():
+    prices = TerminalPrices(value=256.0, age_price=1.0)
+    assert terminal_lane_value(prices, None, age_ms=1e6, duration_ms=5.0) == 256.0
+    assert terminal_lane_value(prices, 2.0, age_ms=10.0, duration_ms=5.0) == 256.0 + 2.0 * 15.0
+
+
+def test_an_unmeasured_terminal_snapshot_is_discovered_without_an_invented_duration():
+    descriptors, costs = _catalog()
+    costs[SNAPSHOT] = None
+    s = scheduler(descriptors, costs, policy=policy_from_preset("balanced", terminal_value=1e5))
+    driver = Driver(s)
+    t = s.admit(request(prompt=64, output=1, terminal_snapshot=True))
+    while not s.requests[t].is_terminal_pending:
+        driver.step()
+    plan = s.plan()
+    assert plan.kind is GraphKind.SNAPSHOT and plan.lanes[0].role is LaneRole.TERMINAL
+    assert plan.execution_class is ExecutionClass.DISCOVERY
+    assert plan.estimated_duration_ns == 0
