@@ -25,22 +25,29 @@ def test_one_long_prefill_takes_the_best_fully_occupied_graph():
     assert plan.lanes[0].num_prompt_tokens == best.token_capacity
 
 
+def _long_prefill(shortfall: int = 0):
+    """A 20,000-token prompt; with ``shortfall`` an atomic image span makes its first
+    4096-token chunk stop ``shortfall`` tokens early, so that chunk is worth a little
+    less: without token fairness the fuller prompts would win every round."""
+    if not shortfall:
+        return request(20_000)
+    return request(20_000, image_spans=((4096 - shortfall, 4100),))
+
+
 def test_two_long_prefills_alternate_under_token_fairness():
     s = scheduler([*PREFILLS, decode(1)])
-    s.admit(request(20_000))
-    s.admit(request(20_000))
+    full = s.admit(_long_prefill())
+    short = s.admit(_long_prefill(shortfall=1))
     driver = Driver(s)
-    first, second = driver.step(), driver.step()
-    assert served(first) != served(second)
+    assert [served(driver.step()) for _ in range(3)] == [{full}, {short}, {full}]
 
 
 def test_sixteen_long_prefills_each_progress_before_any_repeats():
     s = scheduler([*PREFILLS, decode(1)])
-    for _ in range(16):
-        s.admit(request(20_000))
+    handles = [s.admit(_long_prefill(shortfall=i)) for i in range(16)]
     driver = Driver(s)
     seen = [next(iter(served(driver.step()))) for _ in range(16)]
-    assert len(set(seen)) == 16
+    assert seen == handles  # the fullest chunk first, then each waiting prompt in turn
 
 
 def test_a_fitting_tail_uses_a_graph_that_consumes_it_without_padding():
@@ -191,6 +198,41 @@ def test_long_decode_pairs_progress_together():
         driver.step()
     progress = [s.requests[h].num_output - start[h] for h in handles]
     assert max(progress) - min(progress) <= 1 and min(progress) > 0
+
+
+ALONE = {
+    "token_fairness": PolicyConfig(delivery_fairness=0, decode_age_price=0),
+    "delivery_fairness": PolicyConfig(token_fairness=0, decode_age_price=0),
+    "decode_age_price": PolicyConfig(token_fairness=0, delivery_fairness=0),
+    "none": PolicyConfig(token_fairness=0, delivery_fairness=0, decode_age_price=0),
+}
+
+
+def _unequal_decoders_on_one_row(policy: PolicyConfig) -> str:
+    """Two decoders share a one-row width-two program: A may verify a draft (its survival
+    estimate shrinks but stays positive), B may not (max_drafts=0), so A's round is always
+    worth a little more and the least-recently-used tie-break never applies. Returns who
+    each of 80 rounds served."""
+    s = scheduler([spec(1, 2), prefill(64)], policy=policy)
+    a = s.admit(request(64, acceptance_prior=(0.5,)))
+    b = s.admit(request(64, max_drafts=0))
+    driver = Driver(s)
+    while not all(s.requests[h].is_decoder for h in (a, b)):
+        driver.step()
+    return "".join("a" if driver.step().lanes[0].handle == a else "b" for _ in range(80))
+
+
+@pytest.mark.parametrize("preference", ["token_fairness", "delivery_fairness", "decode_age_price"])
+def test_each_fairness_preference_alone_keeps_a_less_valuable_decoder_progressing(preference):
+    """A request whose rate falls has a rising marginal value, so it cannot be starved
+    while f > 0, or for decoders while g > 0 or decode_age_price > 0."""
+    assert "b" in _unequal_decoders_on_one_row(ALONE[preference])
+
+
+def test_without_fairness_or_age_the_more_valuable_decoder_takes_every_round():
+    """Setting the coefficients to zero removes the preference: intrinsic throughput alone
+    does not ensure starvation freedom (the control for the test above)."""
+    assert _unequal_decoders_on_one_row(ALONE["none"]) == "a" * 80
 
 
 def test_output_gaps_stay_bounded_when_one_lane_serves_two_streams():
