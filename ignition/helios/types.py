@@ -77,6 +77,10 @@ class RequestSpec:
     # acceptance "respects available proposals, grammar and stop restrictions": a
     # grammar-constrained request whose masks the host computes per token has 0.
     max_drafts: int | None = None
+    # Stop strings or stop token ids the host finds in published output: each frame
+    # serving this request needs completion feedback before another frame is queued, so
+    # the request never has a second frame whose tokens a stop would drop.
+    host_stops: bool = False
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:

@@ -356,6 +356,7 @@ class Engine(Publication):
                     capture_ends=admission.capture_ends,
                     terminal_snapshot=admission.terminal_snapshot,
                     max_drafts=draft_limit(request.sampling),
+                    host_stops=request.sampling.has_host_stops,
                 )
                 windowed = self.vision_windows.admit(request, spec, self.scheduler)
             except SchedulerError as err:  # a request Helios can never serve
@@ -408,6 +409,7 @@ class Engine(Publication):
             context_capacity=self.max_context_tokens,
             image_spans=image_spans(old.request),
             max_drafts=draft_limit(old.request.sampling),
+            host_stops=old.request.sampling.has_host_stops,
         )
         windowed = self.vision_windows.admit(old.request, spec, self.scheduler)
         if windowed is None:

@@ -173,6 +173,7 @@ class Preemption:
                 capture_ends=admission.capture_ends,
                 terminal_snapshot=admission.terminal_snapshot,
                 max_drafts=draft_limit(old.request.sampling),
+                host_stops=old.request.sampling.has_host_stops,
             )
             try:
                 windowed = engine.vision_windows.admit(old.request, spec, helios)

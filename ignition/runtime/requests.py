@@ -117,6 +117,12 @@ class SamplingParams:
             )
 
     @property
+    def has_host_stops(self) -> bool:
+        """Stop strings and stop token ids end a request on the host, at publication, so
+        Helios plans each of its frames only after the previous one completed."""
+        return bool(self.stop or self.stop_token_ids)
+
+    @property
     def is_greedy(self) -> bool:
         return self.temperature == 0
 
