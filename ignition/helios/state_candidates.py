@@ -255,10 +255,12 @@ def _pair_inputs(
             cases.append(
                 PairCase(dec_values, ready, pin, decode_rows, ready_decoders, ready_prompts[best])
             )
-        if prompt_rows:  # prompt enabled by the prerequisite
+        if prompt_rows:  # prompt enabled by the prerequisite, newly enabled decoders beside
             prompts = [(_prompt_value(v, following)[0], v) for v in prompt_rows]
             pin = PinnedRow(0.0, enabled=True)
-            cases.append(PairCase([], ready, pin, [], ready_decoders, None, prompts))
+            cases.append(
+                PairCase(dec_values, ready, pin, decode_rows, ready_decoders, None, prompts)
+            )
     return cases
 
 
@@ -267,19 +269,19 @@ def _enabled_prompts(
 ) -> list[tuple[PairChoice, LaneView]]:
     """The pair choice for each row that could be the mixed graph's enabled prompt.
 
-    With no other newly ready row, the cohort beside the pinned prompt (the ready
-    decoders, the prerequisite's terminal rows) does not depend on the prompt's value
-    unless terminal rows take part (the prefix comparison then may), so one cohort
-    serves every row: value = prompt + cohort, scored as best_pair_cohort scores it."""
+    The cohort beside the pinned prompt (newly enabled and ready decoders, the
+    prerequisite's terminal rows) does not depend on the prompt's value unless terminal
+    rows take part (the prefix comparison then may), so one cohort serves every row:
+    value = prompt + cohort, scored as best_pair_cohort scores it."""
     assert case.enabled_prompts is not None
-    base = best_pair_cohort(shape, [], case.ready, contributions, waiting, case.pin)
+    base = best_pair_cohort(shape, case.values, case.ready, contributions, waiting, case.pin)
     if base is None:
         return []
     if base.terminal:
         out = []
         for value, v in case.enabled_prompts:
             pin = PinnedRow(value, enabled=True)
-            choice = best_pair_cohort(shape, [], case.ready, contributions, waiting, pin)
+            choice = best_pair_cohort(shape, case.values, case.ready, contributions, waiting, pin)
             if choice is not None:
                 out.append((choice, v))
         return out
@@ -368,6 +370,7 @@ def _pair(
                 retire = [terminal[j] for j in choice.terminal]
                 score = _tail_bounded(choice, shape, v, following, tables)
                 lanes = [_state_lane(v, role)]
+                lanes += [_state_lane(case.views[j], role) for j in choice.prerequisite_rows]
                 best.consider(
                     (position, c, i), score, lanes, retire, choice.sequence_value, shape.is_known
                 )

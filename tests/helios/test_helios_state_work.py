@@ -16,7 +16,7 @@ from ignition.helios.service import decay
 from ignition.helios.state_candidates import terminal_sigma_ms
 from ignition.helios.terminal import TerminalPrices, terminal_lane_value
 from ignition.helios.types import ExecutionClass
-from tests.helios.helios_helpers import MS, Driver, decode, prefill, request, scheduler
+from tests.helios.helios_helpers import MS, Driver, decode, mixed, prefill, request, scheduler
 
 SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
 RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
@@ -370,3 +370,25 @@ def test_an_unmeasured_terminal_snapshot_is_discovered_without_an_invented_durat
     assert plan.kind is GraphKind.SNAPSHOT and plan.lanes[0].role is LaneRole.TERMINAL
     assert plan.execution_class is ExecutionClass.DISCOVERY
     assert plan.estimated_duration_ns == 0
+
+
+def test_newly_enabled_decoders_join_a_mixed_following_graph_beside_an_enabled_prompt_row():
+    """For a prerequisite followed by mixed inference the prompt can be enabled by the
+    prerequisite, and the decode rows it enables too share the following graph: one
+    two-row snapshot captures B (at its prompt end: it then decodes) and C (cut before
+    its second chunk), and the mixed graph decodes B beside C's prompt row."""
+    snapshot2 = Descriptor(GraphKind.SNAPSHOT, 2, 0, 1, 2)
+    costs = {prefill(64): 3.0, decode(1): 2.0, decode(2): 2.4, mixed(2, 64): 3.0, snapshot2: 0.5}
+    s = scheduler(list(costs), costs)
+    driver = Driver(s)
+    b = s.admit(request(prompt=64, output=1000, capture_ends=(64,)))
+    c = s.admit(request(prompt=128, output=1000, capture_ends=(64,)))
+    while s.requests[b].pending_capture is None or s.requests[c].pending_capture is None:
+        assert driver.step().kind is GraphKind.PREFILL
+    snapshot = driver.step()
+    assert snapshot.kind is GraphKind.SNAPSHOT
+    assert {lane.handle for lane in snapshot.lanes} == {b, c}
+    following = driver.step()
+    assert following.kind is GraphKind.MIXED
+    roles = {lane.handle: lane.role for lane in following.lanes}
+    assert roles == {b: LaneRole.DECODE, c: LaneRole.PROMPT}
