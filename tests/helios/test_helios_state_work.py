@@ -13,10 +13,19 @@ from ignition.helios import CompletionRecord, ExecutionTiming, Fence, LaneRole, 
 from ignition.helios.config import policy_from_preset
 from ignition.helios.cost import CostModel
 from ignition.helios.service import decay
-from ignition.helios.state_candidates import terminal_sigma_ms
+from ignition.helios.state_candidates import following_rows, terminal_sigma_ms
 from ignition.helios.terminal import TerminalPrices, terminal_lane_value
 from ignition.helios.types import ExecutionClass
-from tests.helios.helios_helpers import MS, Driver, decode, mixed, prefill, request, scheduler
+from tests.helios.helios_helpers import (
+    MS,
+    Driver,
+    decode,
+    mixed,
+    prefill,
+    request,
+    scheduler,
+    spec,
+)
 
 SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
 RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
@@ -392,3 +401,32 @@ def test_newly_enabled_decoders_join_a_mixed_following_graph_beside_an_enabled_p
     assert following.kind is GraphKind.MIXED
     roles = {lane.handle: lane.role for lane in following.lanes}
     assert roles == {b: LaneRole.DECODE, c: LaneRole.PROMPT}
+
+
+def test_a_following_graph_is_valued_at_its_real_verification_width():
+    """min(D + 1, W) rows per decoder, within an even share of a ragged row budget."""
+    assert following_rows(decode(2)) == 1
+    assert following_rows(spec(2, 4)) == 4
+    assert following_rows(spec(2, 4, p=5)) == 2
+    assert following_rows(mixed(2, 64, 3)) == 3
+
+
+@pytest.mark.parametrize(("snapshot_ms", "wins"), [(0.5, True), (4.0, False)])
+def test_enabling_a_shared_speculative_batch_is_valued_at_its_width(snapshot_ms, wins):
+    """The prerequisite pair values a speculative following graph at its real width:
+    capturing B so that A and B verify four rows each together wins when the snapshot is
+    cheap (at width one the pair would never beat A's own four-row round)."""
+    snapshot = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
+    costs = {prefill(64): 3.0, spec(1, 4): 2.0, spec(2, 4): 2.4, snapshot: snapshot_ms}
+    s = scheduler(list(costs), costs)
+    driver = Driver(s)
+    likely = (0.9, 0.9, 0.9)
+    a = s.admit(request(prompt=64, output=1000, acceptance_prior=likely))
+    _run_until_decoder(driver, a)
+    b = s.admit(request(prompt=64, output=1000, capture_ends=(64,), acceptance_prior=likely))
+    while s.requests[b].pending_capture is None:
+        driver.step(accepted=3)
+    plan = s.plan()
+    assert (plan.kind is GraphKind.SNAPSHOT) == wins
+    if not wins:
+        assert plan.descriptor == spec(1, 4) and plan.lanes[0].query_length == 4
