@@ -358,6 +358,7 @@ class Engine(Publication):
                     terminal_snapshot=admission.terminal_snapshot,
                     max_drafts=draft_limit(request.sampling),
                     admitted_ns=admitted_ns,
+                    host_stops=request.sampling.has_host_stops,
                 )
                 windowed = self.vision_windows.admit(request, spec, self.scheduler)
             except SchedulerError as err:  # a request Helios can never serve
@@ -411,6 +412,7 @@ class Engine(Publication):
             image_spans=image_spans(old.request),
             max_drafts=draft_limit(old.request.sampling),
             admitted_ns=old.admitted_ns,
+            host_stops=old.request.sampling.has_host_stops,
         )
         windowed = self.vision_windows.admit(old.request, spec, self.scheduler)
         if windowed is None:

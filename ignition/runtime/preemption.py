@@ -143,6 +143,7 @@ class Preemption:
                 terminal_snapshot=admission.terminal_snapshot,
                 max_drafts=draft_limit(old.request.sampling),
                 admitted_ns=old.admitted_ns,
+                host_stops=old.request.sampling.has_host_stops,
             )
             try:
                 windowed = engine.vision_windows.admit(old.request, spec, scheduler)
