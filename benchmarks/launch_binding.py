@@ -42,6 +42,12 @@ class Chars:
         return "".join(chr(65 + i % 26) for i in ids)
 
 
+def prompt_cursor(worker: ModelWorker) -> dict:
+    """The worker's prompt cursors (on the executors' ledger since issue 26)."""
+    context = getattr(worker, "context", None)
+    return worker._prompt_cursor if context is None else context.ledger.prompt_cursor
+
+
 def lane(slot: int, role: LaneRole, prompt: int = 0, query: int = 0) -> LaneWork:
     return LaneWork(
         RequestHandle(slot, 1), 0, role, prompt, query, 1.0, 1.0, 1, prompt + query, 1.0
@@ -93,7 +99,7 @@ def main() -> None:
         )
         samples = []
         for i in range(args.repeats):
-            worker._prompt_cursor.clear()  # every repeat binds the first chunk again
+            prompt_cursor(worker).clear()  # every repeat binds the first chunk again
             began = time.perf_counter_ns()
             worker.launch(plan, Fence(i), live)
             samples.append((time.perf_counter_ns() - began) / 1e3)

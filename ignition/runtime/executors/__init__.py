@@ -1,0 +1,59 @@
+"""Executors registered by graph kind: the worker routes each plan to its kind's executor.
+
+- ``program``: prefill, decode, speculative and mixed frames (binding, PLE rows, prompt
+  scoring at launch; result decoding at the wait);
+- ``state_copy``: initialization, restore and snapshot copies (compiler.state_ops);
+- ``vision``: encoding a request's active window of images.
+
+They share one :class:`ExecutorContext` (state, programs, slot resources and the
+per-request :class:`RequestLedger`), so a restore's prompt cursor is where the program
+executor continues, and a vision frame's encoded images are what it binds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from ignition.components.catalog import GraphKind
+from ignition.runtime.executors.base import Executor, SettledFrame, WorkerError
+from ignition.runtime.executors.context import ExecutorContext, PromptScorer
+from ignition.runtime.executors.ledger import RequestLedger
+from ignition.runtime.executors.program import ProgramExecutor
+from ignition.runtime.executors.state_copy import StateCopyExecutor
+from ignition.runtime.executors.vision import VisionExecutor
+
+# The state programs of compiler.state_ops: initialization, restore and snapshots.
+STATE_COPY_KINDS = (GraphKind.SNAPSHOT, GraphKind.RESTORE, GraphKind.INIT)
+
+# Every graph kind's executor; one instance per entry serves all of its kinds.
+EXECUTORS: Mapping[Callable[[ExecutorContext], Executor], tuple[GraphKind, ...]] = {
+    ProgramExecutor: (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED),
+    StateCopyExecutor: STATE_COPY_KINDS,
+    VisionExecutor: (GraphKind.VISION,),
+}
+
+
+def executors_for(context: ExecutorContext) -> dict[GraphKind, Executor]:
+    """The executor of every graph kind, over one shared context."""
+    by_kind: dict[GraphKind, Executor] = {}
+    for make, kinds in EXECUTORS.items():
+        executor = make(context)
+        for kind in kinds:
+            by_kind[kind] = executor
+    return by_kind
+
+
+__all__ = [
+    "EXECUTORS",
+    "STATE_COPY_KINDS",
+    "Executor",
+    "ExecutorContext",
+    "ProgramExecutor",
+    "PromptScorer",
+    "RequestLedger",
+    "SettledFrame",
+    "StateCopyExecutor",
+    "VisionExecutor",
+    "WorkerError",
+    "executors_for",
+]
