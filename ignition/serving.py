@@ -37,6 +37,8 @@ from ignition.runtime.ple import (
     open_in_graph,
     open_model_ple,
 )
+from ignition.runtime.stats import EngineStats
+from ignition.runtime.worker import ModelWorker
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from ignition.server.tokenizing import max_chars_per_token
 
@@ -77,6 +79,11 @@ class ServeOptions:
     max_num_seqs: int | None = None
     chat_template: tuple[str, str] | None = None  # (source, text) replacing the bundle's
     metrics_names: str = "flare"  # "vllm": vllm:* aliases beside the flare_* metrics
+
+    def follow(self, tp: TensorParallel) -> None:
+        """Ranks 1..N-1 of a tensor-parallel group serving these options: the role
+        ``distributed.launch`` gives them (it takes it from here, never imports serving)."""
+        follow_engine(self, tp)
 
 
 @dataclass
@@ -211,16 +218,26 @@ def open_engine(
 
         wrap = lambda worker: RankZeroWorker(worker, tp)  # noqa: E731
     in_graph = _open_in_graph(bundle, options)  # CUDA, table off the device: bound at capture
+    stats = EngineStats()
+
+    def attach_ple(worker: ModelWorker) -> None:
+        # The n-gram table at its residency; off the device, its rows reach the programs
+        # through the worker. Tensor parallel: every rank delivers its own rows (the table is
+        # replicated, not sharded); rank zero's counters are the ones /metrics shows.
+        stats.ple = _open_ple(bundle, options, worker, in_graph).stats
+
     engine = assemble_engine(
         bundle.model,
         bundle.catalog,
         bundle,
         bundle.eos_token_ids,
         runtime_options,
+        stats=stats,
         on_prepared=(lambda d, _p: tick(d.name)) if tick else None,
         scheduler_factory=direct_scheduler if direct else helios_scheduler,
         wrap_worker=wrap,
         before_capture=None if in_graph is None else in_graph.bind,
+        attach_worker=attach_ple,
     )
     engine.vocab_size = bundle.model.config.vocab_size
     engine.grammar = LazyGrammarCompiler(
@@ -228,11 +245,6 @@ def open_engine(
     )
     if tp is not None:  # the followers would sample without the host's grammar masks
         engine.grammar = LazyGrammarCompiler.unavailable("not yet with tensor parallelism")
-    # The n-gram table at its residency; off the device, its rows reach the programs through
-    # the worker. Tensor parallel: every rank delivers its own rows (the table is replicated,
-    # not sharded); rank zero's counters are the ones /metrics shows.
-    worker = engine.worker if tp is None else engine.worker.inner
-    engine.stats.ple = _open_ple(bundle, options, worker, in_graph).stats
     return bundle, engine
 
 
