@@ -25,7 +25,12 @@ from ignition.helios import helios_scheduler
 from ignition.helios.config import PolicyConfig
 from ignition.model.model import HybridModel
 from ignition.model.weights import load_model
-from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_worker
+from ignition.runtime.assembly import (
+    RuntimeOptions,
+    assemble_engine,
+    assemble_worker,
+    selected_programs,
+)
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
@@ -203,13 +208,11 @@ def open_engine(
     """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios;
     ``tp`` makes this rank zero of a tensor-parallel group (:func:`follow_engine` runs the
     other ranks)."""
-    from ignition.components.capacity import select_for_mode
-
     listener = listener or LoadListener(on_program=on_program)
     bundle = _load(options, tp)
     runtime_options = _runtime_options(options, bundle)
     if listener.on_bundle is not None:
-        selected = select_for_mode(bundle.catalog, runtime_options.speculation, options.mixed)
+        selected = selected_programs(bundle.catalog, runtime_options)
         listener.on_bundle(bundle, len(selected.descriptors))
     tick = listener.on_program
     wrap = None

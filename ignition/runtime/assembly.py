@@ -75,6 +75,11 @@ class RuntimeOptions:
     vision_window_rows: int = 1
 
 
+def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:
+    """The bundle's programs this start-up prepares: its speculation mode's, mixed or not."""
+    return select_for_mode(catalog, options.speculation, mixed=options.mixed)
+
+
 def state_for(
     model: HybridModel, catalog: Catalog, options: RuntimeOptions, device: torch.device
 ) -> tuple[ModelState, int]:
@@ -143,7 +148,7 @@ def assemble_worker(
     this part alike. ``before_capture``: the PLE in-graph row source's ``bind``
     (``compiler.graph.prepare_programs``; CUDA with the table off the device)."""
     device = next(model.parameters()).device
-    selected = select_for_mode(catalog, options.speculation, mixed=options.mixed)
+    selected = selected_programs(catalog, options)
     if options.max_context_tokens > model.config.max_position_embeddings:
         raise ValueError(
             f"max_context_tokens {options.max_context_tokens} exceeds the model's "
