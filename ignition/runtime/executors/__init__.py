@@ -25,21 +25,26 @@ from ignition.runtime.executors.vision import VisionExecutor
 # The state programs of compiler.state_ops: initialization, restore and snapshots.
 STATE_COPY_KINDS = (GraphKind.SNAPSHOT, GraphKind.RESTORE, GraphKind.INIT)
 
-# Every graph kind's executor; one instance per entry serves all of its kinds.
-EXECUTORS: Mapping[Callable[[ExecutorContext], Executor], tuple[GraphKind, ...]] = {
-    ProgramExecutor: (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED),
-    StateCopyExecutor: STATE_COPY_KINDS,
-    VisionExecutor: (GraphKind.VISION,),
+# The registry: every graph kind's executor. Kinds that name the same executor share one
+# instance (one per worker), so its per-frame state is the same whichever kind it runs.
+EXECUTORS: Mapping[GraphKind, Callable[[ExecutorContext], Executor]] = {
+    GraphKind.PREFILL: ProgramExecutor,
+    GraphKind.DECODE: ProgramExecutor,
+    GraphKind.SPECULATIVE: ProgramExecutor,
+    GraphKind.MIXED: ProgramExecutor,
+    **dict.fromkeys(STATE_COPY_KINDS, StateCopyExecutor),
+    GraphKind.VISION: VisionExecutor,
 }
 
 
 def executors_for(context: ExecutorContext) -> dict[GraphKind, Executor]:
     """The executor of every graph kind, over one shared context."""
+    made: dict[Callable[[ExecutorContext], Executor], Executor] = {}
     by_kind: dict[GraphKind, Executor] = {}
-    for make, kinds in EXECUTORS.items():
-        executor = make(context)
-        for kind in kinds:
-            by_kind[kind] = executor
+    for kind, make in EXECUTORS.items():
+        if make not in made:
+            made[make] = make(context)
+        by_kind[kind] = made[make]
     return by_kind
 
 
