@@ -42,6 +42,21 @@ class Chars:
         return "".join(chr(65 + i % 26) for i in ids)
 
 
+def prompt_cursor(worker: ModelWorker) -> dict:
+    """The worker's prompt cursors (on the executors' ledger since issue 26)."""
+    context = getattr(worker, "context", None)
+    return worker._prompt_cursor if context is None else context.ledger.prompt_cursor
+
+
+def begin_histories(worker: ModelWorker, handles) -> None:
+    """Mark the requests' sampling histories begun, as their first prompt chunk would have:
+    a decode lane before it is refused (on the executors' ledger since issue 26)."""
+    context = getattr(worker, "context", None)
+    begun = getattr(worker, "_begun", None) if context is None else context.ledger.begun
+    if begun is not None:
+        begun.update(handles)
+
+
 def lane(slot: int, role: LaneRole, prompt: int = 0, query: int = 0) -> LaneWork:
     return LaneWork(
         RequestHandle(slot, 1), 0, role, prompt, query, 1.0, 1.0, 1, prompt + query, 1.0
@@ -84,9 +99,6 @@ def main() -> None:
         mirror = staging.mirrors["page_table"] if staging is not None else None
         resources = SlotResources(state, 4 * 64, *([mirror] if mirror is not None else []))
         worker = ModelWorker(state, programs, resources, frozenset())
-        # The decoders are past their first prompt chunk (the worker refuses a decode lane
-        # before it): mark them begun, as a served request would be.
-        worker._begun.update(lane.handle for lane in lanes if lane.role is LaneRole.DECODE)
         _, prepared = programs[name]
         with use_backend("reference"), torch.no_grad():
             prepared.run()  # allocate the static outputs once
@@ -94,9 +106,10 @@ def main() -> None:
         plan = ScheduledPlan(
             by_name[name], tuple(lanes), 0, 0, -1, 1.0, 0.0, SelectionReason.DISCOVERY, True, 0, 0
         )
+        begin_histories(worker, [x.handle for x in lanes if x.role is LaneRole.DECODE])
         samples = []
         for i in range(args.repeats):
-            worker._prompt_cursor.clear()  # every repeat binds the first chunk again
+            prompt_cursor(worker).clear()  # every repeat binds the first chunk again
             began = time.perf_counter_ns()
             worker.launch(plan, Fence(i), live)
             samples.append((time.perf_counter_ns() - began) / 1e3)

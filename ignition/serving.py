@@ -24,7 +24,12 @@ from ignition.direct.scheduler import direct_scheduler
 from ignition.helios import PolicyConfig, helios_scheduler
 from ignition.model.model import HybridModel
 from ignition.model.weights import load_model
-from ignition.runtime.assembly import RuntimeOptions, assemble_engine, assemble_worker
+from ignition.runtime.assembly import (
+    RuntimeOptions,
+    assemble_engine,
+    assemble_worker,
+    selected_programs,
+)
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
@@ -36,6 +41,8 @@ from ignition.runtime.ple import (
     open_in_graph,
     open_model_ple,
 )
+from ignition.runtime.stats import EngineStats
+from ignition.runtime.worker import ModelWorker
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from ignition.server.tokenizing import max_chars_per_token
 
@@ -76,6 +83,11 @@ class ServeOptions:
     max_num_seqs: int | None = None
     chat_template: tuple[str, str] | None = None  # (source, text) replacing the bundle's
     metrics_names: str = "flare"  # "vllm": vllm:* aliases beside the flare_* metrics
+
+    def follow(self, tp: TensorParallel) -> None:
+        """Ranks 1..N-1 of a tensor-parallel group serving these options: the role
+        ``distributed.launch`` gives them (it takes it from here, never imports serving)."""
+        follow_engine(self, tp)
 
 
 @dataclass
@@ -195,13 +207,11 @@ def open_engine(
     """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios;
     ``tp`` makes this rank zero of a tensor-parallel group (:func:`follow_engine` runs the
     other ranks)."""
-    from ignition.components.capacity import select_for_mode
-
     listener = listener or LoadListener(on_program=on_program)
     bundle = _load(options, tp)
     runtime_options = _runtime_options(options, bundle)
     if listener.on_bundle is not None:
-        selected = select_for_mode(bundle.catalog, runtime_options.speculation, options.mixed)
+        selected = selected_programs(bundle.catalog, runtime_options)
         listener.on_bundle(bundle, len(selected.descriptors))
     tick = listener.on_program
     wrap = None
@@ -210,16 +220,26 @@ def open_engine(
 
         wrap = lambda worker: RankZeroWorker(worker, tp)  # noqa: E731
     in_graph = _open_in_graph(bundle, options)  # CUDA, table off the device: bound at capture
+    stats = EngineStats()
+
+    def attach_ple(worker: ModelWorker) -> None:
+        # The n-gram table at its residency; off the device, its rows reach the programs
+        # through the worker. Tensor parallel: every rank delivers its own rows (the table is
+        # replicated, not sharded); rank zero's counters are the ones /metrics shows.
+        stats.ple = _open_ple(bundle, options, worker, in_graph).stats
+
     engine = assemble_engine(
         bundle.model,
         bundle.catalog,
         bundle,
         bundle.eos_token_ids,
         runtime_options,
+        stats=stats,
         on_prepared=(lambda d, _p: tick(d.name)) if tick else None,
         scheduler_factory=direct_scheduler if direct else helios_scheduler,
         wrap_worker=wrap,
         before_capture=None if in_graph is None else in_graph.bind,
+        attach_worker=attach_ple,
     )
     engine.vocab_size = bundle.model.config.vocab_size
     engine.grammar = LazyGrammarCompiler(
@@ -227,11 +247,6 @@ def open_engine(
     )
     if tp is not None:  # the followers would sample without the host's grammar masks
         engine.grammar = LazyGrammarCompiler.unavailable("not yet with tensor parallelism")
-    # The n-gram table at its residency; off the device, its rows reach the programs through
-    # the worker. Tensor parallel: every rank delivers its own rows (the table is replicated,
-    # not sharded); rank zero's counters are the ones /metrics shows.
-    worker = engine.worker if tp is None else engine.worker.inner
-    engine.stats.ple = _open_ple(bundle, options, worker, in_graph).stats
     return bundle, engine
 
 

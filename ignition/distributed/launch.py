@@ -75,13 +75,12 @@ def run_tensor_parallel(
     follower: Follower | None = None,
 ) -> T | None:
     """Run ``rank_zero(options, tp)`` on rank zero with ranks 1..N-1 running
-    ``follower(options, tp)`` (default: following rank zero's engine); returns rank zero's
-    result (None on the other ranks under torchrun). ``follower`` must be a module-level
-    function: spawned ranks receive it by reference."""
-    if follower is None:
-        from ignition.serving import follow_engine
-
-        follower = follow_engine
+    ``follower(options, tp)``; returns rank zero's result (None on the other ranks under
+    torchrun). ``follower`` must be a module-level function or a class's method: spawned
+    ranks receive it by reference. Without one, the options name their own (``follow``:
+    ``serving.ServeOptions.follow`` follows rank zero's engine), so the serving glue
+    injects its role into this room instead of this room importing it."""
+    follower = follower or _options_follower(options)
     if world_size < 2:
         raise TensorParallelError(f"--tensor-parallel-size {world_size}: use at least 2 ranks")
     env = torchrun_env()
@@ -116,6 +115,17 @@ def run_tensor_parallel(
     watchdog.join()
     _join_followers(context)
     return result
+
+
+def _options_follower(options) -> Follower:
+    """The role the options' own class gives ranks 1..N-1 (its ``follow`` method)."""
+    follow = getattr(type(options), "follow", None)
+    if not callable(follow):
+        raise TensorParallelError(
+            f"{type(options).__name__} names no role for ranks 1..N-1: pass follower=, or "
+            "give the options a follow(tp) method"
+        )
+    return follow
 
 
 def _run_rank(

@@ -11,9 +11,10 @@ and the rest are skipped once a bound falls clearly below the incumbent (state_s
 
 Every term is bounded from above:
 
-- a decoder's width-one value is output + delivery + c * sigma * (A + T + F), linear in
-  the lookahead's span, so the sum of any m of them is at most the sum of the m largest
-  intercepts plus (T + F) times the sum of the m largest slopes;
+- a decoder's value at a following shape's width (state_candidates.following_rows) is
+  output * E(rows) + delivery + c * sigma * (A + T + F), linear in the lookahead's span,
+  so the sum of any m of them is at most the sum of the m largest intercepts at that
+  width plus (T + F) times the sum of the m largest slopes;
 - a prompt row's value at capacity C is at most price * min(remaining, C) + completion
   bonus, so the sum of any m rows is at most min(the m largest price * remaining +
   bonus, C * the m largest prices + the m largest bonuses);
@@ -35,6 +36,8 @@ from collections.abc import Sequence
 from itertools import accumulate
 
 from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.speculation import expected_output
+from ignition.helios.state_candidates import decoder_rows, following_rows
 from ignition.helios.tables import prompt_capacity
 from ignition.helios.utility import Decision, LaneView
 
@@ -73,16 +76,18 @@ class PairBounds:
         self.has_enabled_decoder = any(v.is_decoder for v in enabled)
         self.has_enabled_prompt = any(not v.is_decoder for v in enabled)
         self.num_prompts = len(prompts)
-        intercepts, slopes = [], []
+        bases, slopes = [], []
         for v in decoders:
-            value = v.prices.output_token + v.prices.delivery
+            value = v.prices.delivery
             slope = 0.0
             if v.sigma_ms is not None and decision.age_price != 0:
                 slope = decision.age_price * v.sigma_ms
                 value += slope * v.age_ms
-            intercepts.append(value)
+            bases.append(value)
             slopes.append(slope)
-        self._intercepts = _top_sums(intercepts, max_rows)
+        self._decoder_views, self._bases = decoders, bases
+        self._alpha, self._max_rows = decision.alpha, max_rows
+        self._by_width: dict[int, list[float]] = {}
         self._slopes = _top_sums(slopes, max_rows)
         bonus = [v.prices.output_token + v.prices.delivery for v in prompts]
         self._whole = _top_sums(
@@ -100,8 +105,21 @@ class PairBounds:
         self._age_price = terminal_age_price
         self._waiting = decision.waiting_coefficient
 
-    def _decoders(self, m: int, span_ms: float) -> float:
-        return self._intercepts[m] + span_ms * self._slopes[m]
+    def _intercepts_at(self, rows: int) -> list[float]:
+        """Sums of the m largest decoder intercepts when each verifies ``rows`` rows."""
+        sums = self._by_width.get(rows)
+        if sums is None:
+            values = [
+                v.prices.output_token
+                * expected_output(v.survivals, decoder_rows(v, rows), self._alpha)
+                + base
+                for v, base in zip(self._decoder_views, self._bases, strict=True)
+            ]
+            sums = self._by_width[rows] = _top_sums(values, self._max_rows)
+        return sums
+
+    def _decoders(self, m: int, span_ms: float, rows: int = 1) -> float:
+        return self._intercepts_at(rows)[m] + span_ms * self._slopes[m]
 
     def _prompts(self, m: int, capacity: int) -> float:
         return min(self._whole[m], capacity * self._prices[m] + self._bonus[m])
@@ -114,17 +132,18 @@ class PairBounds:
             if not self.has_enabled_prompt:
                 return None
             return self._prompts(rows, prompt_capacity(following))
+        width = following_rows(following)
         if following.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE):
             if not self.has_enabled_decoder:
                 return None
-            return self._decoders(rows, span_ms)
+            return self._decoders(rows, span_ms, width)
         if following.kind is GraphKind.MIXED:
             if not (self.has_enabled_decoder or self.has_enabled_prompt):
                 return None
-            value = self._decoders(rows, span_ms)
+            value = self._decoders(rows, span_ms, width)
             if self.num_prompts:
                 prompt = self._prompts(1, prompt_capacity(following))
-                value = max(value, prompt + self._decoders(rows - 1, span_ms))
+                value = max(value, prompt + self._decoders(rows - 1, span_ms, width))
             return value
         return None
 
@@ -155,7 +174,7 @@ class PairBounds:
         compared). ``score`` written out for the hot loop."""
         out = []
         whole, prices, bonus = self._whole, self._prices, self._bonus
-        intercepts, slopes = self._intercepts, self._slopes
+        slopes = self._slopes
         prompt_ok, decoder_ok = self.has_enabled_prompt, self.has_enabled_decoder
         mixed_ok = prompt_ok or decoder_ok
         terminal, waiting = self._terminal, self._waiting / 2.0
@@ -177,6 +196,7 @@ class PairBounds:
             elif kind is mixed:
                 if not mixed_ok:
                     continue
+                intercepts = self._intercepts_at(following_rows(following))
                 value = intercepts[rows] + span * slopes[rows]
                 if self.num_prompts:
                     capacity = following.prefill_capacity
@@ -187,6 +207,7 @@ class PairBounds:
             elif kind is decode or kind is speculative:
                 if not decoder_ok:
                     continue
+                intercepts = self._intercepts_at(following_rows(following))
                 value = intercepts[rows] + span * slopes[rows]
             else:
                 continue

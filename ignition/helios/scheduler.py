@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
@@ -185,8 +185,15 @@ class Scheduler(SchedulerQueries):
         self.now_ns = now_ns
         self.queue.note_time(now_ns)
 
-    def _needs_feedback(self, d: Descriptor, freshness: Freshness) -> bool:
-        return d.kind not in QUEUEABLE_KINDS or freshness is not Freshness.FRESH
+    def _needs_feedback(
+        self, d: Descriptor, freshness: Freshness, handles: Iterable[RequestHandle] = ()
+    ) -> bool:
+        """Unqueueable kinds, unknown or stale costs, and requests whose stops the host
+        finds (RequestSpec.host_stops) need completion feedback."""
+        if d.kind not in QUEUEABLE_KINDS or freshness is not Freshness.FRESH:
+            return True
+        requests = self.requests
+        return any(h in requests and requests[h].spec.host_stops for h in handles)
 
     def own_freshness(self, c: Candidate) -> Freshness:
         """The timing state of ``c``'s own graph. A measured prerequisite whose lookahead
@@ -287,7 +294,9 @@ class Scheduler(SchedulerQueries):
                 # Time alone only ages the same population: the search waits for a change.
                 self._no_probe_at = searched
         # Exploration runs isolated: an empty window and completion feedback.
-        needs = cls in EXPLORATION or self._needs_feedback(winner.descriptor, winner.freshness)
+        needs = cls in EXPLORATION or self._needs_feedback(
+            winner.descriptor, winner.freshness, (p.view.handle for p in winner.lanes)
+        )
         if needs and not self.queue.is_empty:
             return None  # the winner waits for the window to drain; nothing displaces it
         return self._freeze(winner, decision, start_ns, needs, credit, cls)
@@ -433,7 +442,7 @@ class Scheduler(SchedulerQueries):
                 "no open episode"
             )
         needs = plan.requires_empty_window or self._needs_feedback(
-            d, self.costs.freshness(d, self.now_ns)
+            d, self.costs.freshness(d, self.now_ns), (lane.handle for lane in plan.lanes)
         )
         if not self.queue.is_empty:
             closed = self.queue.why_closed()

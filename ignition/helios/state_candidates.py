@@ -24,9 +24,9 @@ Following-graph lane values use the ordinary lane arithmetic at the lookahead's 
 (ages reset at the following graph's completion). When the following graph's one prompt
 row stops short of a remainder one prepared graph could consume whole (tails.py), the
 pair is worth no more than the sequence that also finishes the tail: min(pair, sequence
-over T + F + tail), so the bound only lowers scores. Decoders are valued as width-one
-rows, exact for ordinary decode and mixed width-one graphs and a lower bound for
-speculative ones.
+over T + F + tail), so the bound only lowers scores. Decoders are valued at the
+following graph's real width (following_rows: min(D + 1, W) within an even share of its
+row budget, and the request's own limits), with their expected output at that width.
 
 This module values pairs; state_search.py decides which get valued (best upper bound
 first, pair_bounds.py, skipping what falls clearly below the incumbent).
@@ -54,6 +54,7 @@ from ignition.helios.prerequisites import (
     continuation_contribution,
     sequence_score,
 )
+from ignition.helios.speculation import expected_output
 from ignition.helios.tails import CompletionTimes, sequence_rate, stranded_tail
 from ignition.helios.terminal import (
     TerminalPrices,
@@ -126,10 +127,29 @@ def _prompt_value(view: LaneView, d: Descriptor) -> tuple[float, int]:
     return value, tokens
 
 
-def _decoder_value(view: LaneView, decision: Decision, total_ms: float) -> float:
+def following_rows(d: Descriptor) -> int:
+    """Rows a decoder can verify in following graph ``d`` whichever cohort it joins:
+    min(D + 1, W), and no more than an even share P // B of the row budget, which every
+    cohort of at most B lanes can give each lane (exact for rectangular programs, a lower
+    bound for ragged ones)."""
+    if not d.speculation_enabled:
+        return 1
+    share = d.packed_capacity // d.batch_capacity
+    return max(1, min(d.proposal_depth + 1, d.token_capacity, share))
+
+
+def decoder_rows(view: LaneView, rows: int) -> int:
+    """``rows`` bounded by the request's own limits (output, context, drafts)."""
+    return max(1, min(rows, view.remaining_output, view.remaining_context, view.max_rows))
+
+
+def _decoder_value(view: LaneView, decision: Decision, total_ms: float, rows: int = 1) -> float:
+    """A decoder's following-graph value at ``rows`` verified rows (following_rows)."""
     if view.remaining_output < 1:
         return 0.0
-    return decode_lane(view, decision, total_ms, 1, 1.0, 1).value
+    q = decoder_rows(view, rows)
+    output = expected_output(view.survivals, q, decision.alpha)
+    return decode_lane(view, decision, total_ms, q, output, q).value
 
 
 class _Shapes:
@@ -241,12 +261,14 @@ def _pair_inputs(
     elif following.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE):
         if not decode_rows:
             return []  # the pair needs a newly ready row
-        values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
-        ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
+        rows = following_rows(following)
+        values = [_decoder_value(v, decision, total_ms, rows) for v in decode_rows]
+        ready = [_decoder_value(v, decision, total_ms, rows) for v in ready_decoders]
         cases.append(PairCase(values, ready, None, decode_rows, ready_decoders))
     elif following.kind is GraphKind.MIXED:
-        dec_values = [_decoder_value(v, decision, total_ms) for v in decode_rows]
-        ready = [_decoder_value(v, decision, total_ms) for v in ready_decoders]
+        rows = following_rows(following)
+        dec_values = [_decoder_value(v, decision, total_ms, rows) for v in decode_rows]
+        ready = [_decoder_value(v, decision, total_ms, rows) for v in ready_decoders]
         cases.append(PairCase(dec_values, ready, None, decode_rows, ready_decoders))  # absent
         ready_values = [_prompt_value(v, following)[0] for v in ready_prompts]
         if ready_values:  # prompt already ready: the best one
@@ -255,10 +277,12 @@ def _pair_inputs(
             cases.append(
                 PairCase(dec_values, ready, pin, decode_rows, ready_decoders, ready_prompts[best])
             )
-        if prompt_rows:  # prompt enabled by the prerequisite
+        if prompt_rows:  # prompt enabled by the prerequisite, newly enabled decoders beside
             prompts = [(_prompt_value(v, following)[0], v) for v in prompt_rows]
             pin = PinnedRow(0.0, enabled=True)
-            cases.append(PairCase([], ready, pin, [], ready_decoders, None, prompts))
+            cases.append(
+                PairCase(dec_values, ready, pin, decode_rows, ready_decoders, None, prompts)
+            )
     return cases
 
 
@@ -267,19 +291,19 @@ def _enabled_prompts(
 ) -> list[tuple[PairChoice, LaneView]]:
     """The pair choice for each row that could be the mixed graph's enabled prompt.
 
-    With no other newly ready row, the cohort beside the pinned prompt (the ready
-    decoders, the prerequisite's terminal rows) does not depend on the prompt's value
-    unless terminal rows take part (the prefix comparison then may), so one cohort
-    serves every row: value = prompt + cohort, scored as best_pair_cohort scores it."""
+    The cohort beside the pinned prompt (newly enabled and ready decoders, the
+    prerequisite's terminal rows) does not depend on the prompt's value unless terminal
+    rows take part (the prefix comparison then may), so one cohort serves every row:
+    value = prompt + cohort, scored as best_pair_cohort scores it."""
     assert case.enabled_prompts is not None
-    base = best_pair_cohort(shape, [], case.ready, contributions, waiting, case.pin)
+    base = best_pair_cohort(shape, case.values, case.ready, contributions, waiting, case.pin)
     if base is None:
         return []
     if base.terminal:
         out = []
         for value, v in case.enabled_prompts:
             pin = PinnedRow(value, enabled=True)
-            choice = best_pair_cohort(shape, [], case.ready, contributions, waiting, pin)
+            choice = best_pair_cohort(shape, case.values, case.ready, contributions, waiting, pin)
             if choice is not None:
                 out.append((choice, v))
         return out
@@ -368,6 +392,7 @@ def _pair(
                 retire = [terminal[j] for j in choice.terminal]
                 score = _tail_bounded(choice, shape, v, following, tables)
                 lanes = [_state_lane(v, role)]
+                lanes += [_state_lane(case.views[j], role) for j in choice.prerequisite_rows]
                 best.consider(
                     (position, c, i), score, lanes, retire, choice.sequence_value, shape.is_known
                 )
@@ -409,7 +434,8 @@ def _chain_cohort(
             if v.is_decoder:
                 if following.kind not in (GraphKind.DECODE, GraphKind.SPECULATIVE):
                     continue
-                value = _decoder_value(v, decision, (t_ms or 0.0) + (rest or 0.0))
+                span = (t_ms or 0.0) + (rest or 0.0)
+                value = _decoder_value(v, decision, span, following_rows(following))
             elif following.kind in (GraphKind.PREFILL, GraphKind.MIXED):
                 value = _prompt_value(v, following)[0]
             else:

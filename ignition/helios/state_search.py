@@ -30,6 +30,7 @@ from ignition.helios.cost import CostModel, Freshness
 from ignition.helios.pair_bounds import PairBounds
 from ignition.helios.policy import Population
 from ignition.helios.prerequisites import chain_score
+from ignition.helios.speculation import expected_output
 from ignition.helios.state_candidates import (
     ROLES,
     STATE_KINDS,
@@ -40,6 +41,8 @@ from ignition.helios.state_candidates import (
     _pair,
     _state_lane,
     _terminal_pick,
+    decoder_rows,
+    following_rows,
 )
 from ignition.helios.utility import Candidate, Decision, LanePick, LaneView, finish
 
@@ -359,6 +362,15 @@ def _chain_bound(
         for f, m in zip(tables.inference, durations, strict=True)
         if f.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE)
     ]
+    # a decoder's output is largest at the widest decode or speculative following shape
+    widest = max(
+        (
+            following_rows(f)
+            for f in tables.inference
+            if f.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE)
+        ),
+        default=1,
+    )
     decision = tables.decision
     bounds = []
     for v in chained:
@@ -377,7 +389,8 @@ def _chain_bound(
             slope = 0.0
             if v.sigma_ms is not None and decision.age_price != 0:
                 slope = decision.age_price * v.sigma_ms
-            intercept = prices.output_token + prices.delivery + slope * v.age_ms
+            output = expected_output(v.survivals, decoder_rows(v, widest), decision.alpha)
+            intercept = prices.output_token * output + prices.delivery + slope * v.age_ms
             bounds.append(intercept * t_ms / (t_ms + v_ms + min(decode_ms)) + slope * t_ms)
         elif prompt_ms:
             value = prices.prefill_token * max(0, v.remaining_prompt)

@@ -82,6 +82,10 @@ class RequestSpec:
     # that resume, restart or rebind it keep it. Under a page shortage the latest gives
     # way (Scheduler.preemption_victim).
     admitted_ns: int = 0
+    # Stop strings the host finds in published text: each frame
+    # serving this request needs completion feedback before another frame is queued, so
+    # the request never has a second frame whose tokens a stop would drop.
+    host_stops: bool = False
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:

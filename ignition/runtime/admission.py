@@ -79,6 +79,7 @@ def request_spec(
         terminal_snapshot=kept.terminal_snapshot,
         max_drafts=draft_limit(request.sampling),
         admitted_ns=admitted_ns,
+        host_stops=request.sampling.has_host_stops,
     )
 
 

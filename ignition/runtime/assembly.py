@@ -1,4 +1,15 @@
-"""Assemble a serving engine from a model and a catalog: state, programs, worker, Helios."""
+"""Start-up in one downward pass: bundle -> state -> programs -> executors -> scheduler -> engine.
+
+The bundle (``runtime.bundle.load_bundle``) gives the model and the catalog; from them
+:func:`assemble_worker` sizes the state, prepares the programs and puts the executors over
+them (the worker); :func:`assemble_engine` then attaches what the worker delivers
+(``attach_worker``), wraps it, builds the scheduler and the engine around it. Each stage
+only reads what the stages before it made. What this room must not import is injected by
+the caller above it (``ignition.serving``): the model loader of the bundle stage (a
+tensor-parallel rank's sharded loader), ``attach_worker`` (the PLE table's delivery on
+this rank's worker), ``wrap_worker`` (rank zero's broadcasting worker) and the scheduler
+factory (Helios, or the direct scheduler of ``debug-serve --direct``).
+"""
 
 from __future__ import annotations
 
@@ -62,6 +73,11 @@ class RuntimeOptions:
     # the largest prompt chunk), and private snapshot rows for multi-window requests.
     vision_feature_capacity: int = 0
     vision_window_rows: int = 1
+
+
+def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:
+    """The bundle's programs this start-up prepares: its speculation mode's, mixed or not."""
+    return select_for_mode(catalog, options.speculation, mixed=options.mixed)
 
 
 def state_for(
@@ -132,7 +148,7 @@ def assemble_worker(
     this part alike. ``before_capture``: the PLE in-graph row source's ``bind``
     (``compiler.graph.prepare_programs``; CUDA with the table off the device)."""
     device = next(model.parameters()).device
-    selected = select_for_mode(catalog, options.speculation, mixed=options.mixed)
+    selected = selected_programs(catalog, options)
     if options.max_context_tokens > model.config.max_position_embeddings:
         raise ValueError(
             f"max_context_tokens {options.max_context_tokens} exceeds the model's "
@@ -200,12 +216,16 @@ def assemble_engine(
     scheduler_factory: SchedulerFactory = helios_scheduler,
     wrap_worker: Callable[[ModelWorker], Worker] | None = None,
     before_capture: Callable[[Any], None] | None = None,
+    attach_worker: Callable[[ModelWorker], None] | None = None,
 ) -> Engine:
-    """``wrap_worker`` puts the worker behind another (rank zero's broadcasting worker)."""
+    """``attach_worker`` is called with the worker once its executors exist (the PLE rows'
+    delivery); ``wrap_worker`` then puts it behind another (rank zero's broadcasting one)."""
     model_worker, selected, num_pages, windows = assemble_worker(
         model, catalog, eos_token_ids, options, on_prepared=on_prepared,
         before_capture=before_capture,
     )  # fmt: skip
+    if attach_worker is not None:
+        attach_worker(model_worker)
     worker: Worker = model_worker if wrap_worker is None else wrap_worker(model_worker)
     mode = SpeculationMode.FIXED if options.speculation == "fixed" else SpeculationMode.ADAPTIVE
     resources = Resources(

@@ -117,6 +117,14 @@ class SamplingParams:
             )
 
     @property
+    def has_host_stops(self) -> bool:
+        """Stop strings end a request on the host, in the detokenized text at publication,
+        so Helios plans each of its frames only after the previous one completed (the
+        design's host-stop rule). Stop token ids are not host stops: like EOS they are
+        single sampled ids the frame's own completion reports."""
+        return bool(self.stop)
+
+    @property
     def is_greedy(self) -> bool:
         return self.temperature == 0
 

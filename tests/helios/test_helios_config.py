@@ -6,6 +6,10 @@ import pytest
 
 from ignition.helios import PolicyConfig, SchedulerError
 from ignition.helios.config import policy_from_preset
+from ignition.helios.cost import Freshness
+from tests.helios.helios_helpers import MS, Driver, decode, prefill, request, scheduler, spec
+
+SPECS = [spec(b, w) for b in (1, 2, 4) for w in range(1, 9)]
 
 
 def test_defaults_are_the_seed_table():
@@ -59,3 +63,40 @@ def test_terminal_overrides_are_validated():
 def test_unknown_preset_is_rejected_by_name():
     with pytest.raises(SchedulerError, match="latency"):
         policy_from_preset("latency")
+
+
+def _one_decoder(s):
+    """Admits one request and runs it until it decodes; returns its handle."""
+    h = s.admit(request(64, acceptance_prior=(0.9,) * 7))
+    driver = Driver(s)
+    while not s.requests[h].is_decoder:
+        driver.step()
+    return h
+
+
+def test_configure_policy_before_admission_sets_the_preferences_selection_uses():
+    """PolicyConfig can be supplied before admission through configure_policy: a large
+    alpha makes the same decoder verify at width one instead of eight."""
+    widths = {}
+    for alpha in (1.0, 8.0):
+        s = scheduler([*SPECS, prefill(64)], lambda d: 2.0 + d.proposal_depth)
+        s.configure_policy(PolicyConfig(adaptive_verification_alpha=alpha))
+        _one_decoder(s)
+        (lane,) = s.plan().lanes
+        widths[alpha] = lane.query_length
+    assert widths == {1.0: 8, 8.0: 1}
+
+
+def test_configure_policy_sets_the_timing_freshness_interval():
+    s = scheduler([prefill(64), decode(1)])
+    s.configure_policy(PolicyConfig(estimate_ttl_ns=MS))
+    s.advance_to(2 * MS)
+    assert s.costs.freshness(decode(1), s.now_ns) is Freshness.STALE
+
+
+def test_configure_policy_after_admission_is_refused_and_changes_nothing():
+    s = scheduler([prefill(64), decode(1)])
+    s.admit(request(64))
+    with pytest.raises(SchedulerError, match="configure_policy must precede admission"):
+        s.configure_policy(PolicyConfig(token_fairness=0.0))
+    assert s.policy == PolicyConfig()

@@ -28,10 +28,12 @@ def test_first_positive_observation_sets_the_estimate():
 
 def test_fresh_samples_use_the_median_of_the_last_nine():
     costs = CostModel(TTL)
-    samples = [100, 900, 200, 800, 300, 700, 400, 600, 500, 10_000, 10_000]
+    # the last nine hold five 100s and four 9000s: a window of seven, eight, ten, eleven
+    # or every sample would give 9000 or the average of the two
+    samples = [9_000] * 3 + [100] * 5 + [9_000] * 4
     for i, s in enumerate(samples):
         costs.observe(decode(4), s, now_ns=i)
-    assert costs.estimate_ns(decode(4)) == median(samples[-9:])
+    assert costs.estimate_ns(decode(4)) == 100 == median(samples[-9:])
 
 
 def test_an_even_count_averages_the_middle_pair():

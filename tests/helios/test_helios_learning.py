@@ -88,13 +88,16 @@ def test_a_probe_that_cannot_beat_the_ordinary_choice_is_not_offered():
 
 
 def test_a_probe_leaves_future_output_in_which_to_use_the_observation():
-    s, _ = pessimistic_setup(output=3)  # 2 outputs left: a width-3 round ends it
+    # 3 outputs left: the width-3 probe fits the output limit and would beat the
+    # ordinary choice optimistically, but it would end the request, so nothing learns
+    s, _ = pessimistic_setup(output=4)
     s.learning.earn(10_000 * MS)
     plan = s.plan()
     assert plan.execution_class is ORDINARY and plan.descriptor == decode(1)
-    s, _ = pessimistic_setup(output=1000)  # the same request with output to spare
+    s, _ = pessimistic_setup(output=5)  # one more output: the probe leaves one to use
     s.learning.earn(10_000 * MS)
-    assert s.plan().execution_class is LEARNING
+    plan = s.plan()
+    assert plan.execution_class is LEARNING and plan.lanes[0].query_length == 3
 
 
 def test_fixed_width_execution_never_probes_acceptance():

@@ -21,9 +21,9 @@ from ignition.helios import (
 )
 
 
-def decoding(s, n: int):
+def decoding(s, n: int, **kw):
     """Admit n requests and run prefills until all decode."""
-    handles = [s.admit(request(64)) for _ in range(n)]
+    handles = [s.admit(request(64, **kw)) for _ in range(n)]
     driver = Driver(s)
     while any(not s.requests[h].is_decoder for h in handles):
         driver.step()
@@ -228,6 +228,21 @@ def test_decode_may_occupy_both_frame_slots():
     assert s.plan() is None
     with pytest.raises(SchedulerError, match="both frame slots"):
         s.commit(second, Fence(12))
+
+
+def test_host_stops_need_completion_feedback_before_the_requests_next_frame():
+    """Host stops require completion feedback: the host finds a stop string only in
+    published text, so a request with host stops never has a second frame queued whose
+    tokens the stop would drop."""
+    s = scheduler([decode(1), decode(2), prefill(64)])
+    decoding(s, 1, host_stops=True)
+    plan = s.plan()
+    assert plan.kind.value == "decode" and plan.requires_empty_window
+    s.commit(plan, Fence(10))
+    assert s.queue.frames[0].needs_feedback
+    assert s.plan() is None
+    with pytest.raises(SchedulerError, match="completion feedback"):
+        s.commit(plan, Fence(11))
 
 
 def test_prefill_drains_the_window():

@@ -99,6 +99,8 @@ def rows(draw, kind: str, slot: int) -> LaneView:
         capture_ends=capture,
         vision_patches=patches if kind == "vision" else 0,
         chained_patches=patches if kind.startswith("chain") else 0,
+        # speculative following graphs value decoders at their width (state_candidates)
+        survivals=tuple(draw(st.lists(st.floats(0.0, 1.0), max_size=3))),
     )
 
 

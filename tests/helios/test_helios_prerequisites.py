@@ -201,32 +201,37 @@ def test_snapshot_cost_decides_whether_a_shared_decode_batch_wins(restore_ms):
     t_ms=durations,
     f_ms=durations,
     prompts=st.lists(values, min_size=1, max_size=4),
+    decoders=st.lists(values, max_size=3),
     ready=st.lists(values, max_size=4),
     terminal=st.lists(terminals(), max_size=3),
     waiting=st.floats(min_value=0.0, max_value=5.0),
 )
 def test_enabled_prompt_rows_sharing_one_cohort_score_as_each_pinned_alone(
-    bp, bf, t_ms, f_ms, prompts, ready, terminal, waiting
+    bp, bf, t_ms, f_ms, prompts, decoders, ready, terminal, waiting
 ):
     """The mixed graph's enabled-prompt cases share one cohort (state_candidates): each
-    row's choice equals best_pair_cohort with that row pinned alone."""
+    row's choice, newly enabled decoders beside it included, equals best_pair_cohort
+    with that row pinned alone."""
     shape = PairShape(bp, bf, t_ms, f_ms)
     views = [object() for _ in prompts]
     case = PairCase(
-        [],
+        decoders,
         ready,
         PinnedRow(0.0, enabled=True),
-        [],
+        [object() for _ in decoders],
         [],
         None,
         list(zip(prompts, views, strict=True)),
     )
     shared = _enabled_prompts(case, shape, terminal, waiting)
     alone = [
-        best_pair_cohort(shape, [], ready, terminal, waiting, PinnedRow(p, enabled=True))
+        best_pair_cohort(shape, decoders, ready, terminal, waiting, PinnedRow(p, enabled=True))
         for p in prompts
     ]
     assert [v for _, v in shared] == [v for v, c in zip(views, alone, strict=True) if c is not None]
     for (got, _), want in zip(shared, [c for c in alone if c is not None], strict=True):
-        assert got.score == want.score and got.sequence_value == want.sequence_value
+        # the shared cohort adds the prompt last: equal up to the order of the sums
+        assert got.score == pytest.approx(want.score, rel=1e-12, abs=1e-12)
+        assert got.sequence_value == pytest.approx(want.sequence_value, rel=1e-12)
         assert got.terminal == want.terminal and got.ready == want.ready
+        assert got.prerequisite_rows == want.prerequisite_rows

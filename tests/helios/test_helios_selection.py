@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from helios_helpers import MS, Driver, decode, floor_ms, prefill, request, scheduler, spec
 
 from ignition.helios import PolicyConfig, SelectionReason
@@ -24,22 +25,29 @@ def test_one_long_prefill_takes_the_best_fully_occupied_graph():
     assert plan.lanes[0].num_prompt_tokens == best.token_capacity
 
 
+def _long_prefill(shortfall: int = 0):
+    """A 20,000-token prompt; with ``shortfall`` an atomic image span makes its first
+    4096-token chunk stop ``shortfall`` tokens early, so that chunk is worth a little
+    less: without token fairness the fuller prompts would win every round."""
+    if not shortfall:
+        return request(20_000)
+    return request(20_000, image_spans=((4096 - shortfall, 4100),))
+
+
 def test_two_long_prefills_alternate_under_token_fairness():
     s = scheduler([*PREFILLS, decode(1)])
-    s.admit(request(20_000))
-    s.admit(request(20_000))
+    full = s.admit(_long_prefill())
+    short = s.admit(_long_prefill(shortfall=1))
     driver = Driver(s)
-    first, second = driver.step(), driver.step()
-    assert served(first) != served(second)
+    assert [served(driver.step()) for _ in range(3)] == [{full}, {short}, {full}]
 
 
 def test_sixteen_long_prefills_each_progress_before_any_repeats():
     s = scheduler([*PREFILLS, decode(1)])
-    for _ in range(16):
-        s.admit(request(20_000))
+    handles = [s.admit(_long_prefill(shortfall=i)) for i in range(16)]
     driver = Driver(s)
     seen = [next(iter(served(driver.step()))) for _ in range(16)]
-    assert len(set(seen)) == 16
+    assert seen == handles  # the fullest chunk first, then each waiting prompt in turn
 
 
 def test_a_fitting_tail_uses_a_graph_that_consumes_it_without_padding():
@@ -94,6 +102,27 @@ def test_high_acceptance_speculates_wider_than_low_acceptance():
         _decoders(s, 2, acceptance_prior=(p,) * 7)
         widths[p] = max(lane.query_length for lane in s.plan().lanes)
     assert widths[0.95] == 8 and widths[0.05] < widths[0.95]
+
+
+def _width_under_alpha(alpha: float):
+    """One decoder whose every prefix survives with 0.9, on programs costing 1 ms more per
+    proposal depth: the selected lane under ``adaptive_verification_alpha``."""
+    policy = PolicyConfig(adaptive_verification_alpha=alpha)
+    s = scheduler([*SPECS, prefill(64)], lambda d: 2.0 + d.proposal_depth, policy=policy)
+    _decoders(s, 1, acceptance_prior=(0.9,) * 7)
+    (lane,) = s.plan().lanes
+    return lane
+
+
+def test_selection_scores_raise_each_prefix_survival_to_the_alpha_exponent():
+    lane = _width_under_alpha(2.0)
+    assert lane.query_length == 8
+    assert lane.expected_output_tokens == pytest.approx(1 + 7 * 0.9**2)
+
+
+def test_a_larger_alpha_discounts_uncertain_prefixes_into_a_narrower_width():
+    assert _width_under_alpha(1.0).query_length == 8
+    assert _width_under_alpha(8.0).query_length == 1  # 0.9**8 = 0.43 of an output per ms
 
 
 def test_low_acceptance_can_choose_the_width_one_program():
@@ -169,6 +198,41 @@ def test_long_decode_pairs_progress_together():
         driver.step()
     progress = [s.requests[h].num_output - start[h] for h in handles]
     assert max(progress) - min(progress) <= 1 and min(progress) > 0
+
+
+ALONE = {
+    "token_fairness": PolicyConfig(delivery_fairness=0, decode_age_price=0),
+    "delivery_fairness": PolicyConfig(token_fairness=0, decode_age_price=0),
+    "decode_age_price": PolicyConfig(token_fairness=0, delivery_fairness=0),
+    "none": PolicyConfig(token_fairness=0, delivery_fairness=0, decode_age_price=0),
+}
+
+
+def _unequal_decoders_on_one_row(policy: PolicyConfig) -> str:
+    """Two decoders share a one-row width-two program: A may verify a draft (its survival
+    estimate shrinks but stays positive), B may not (max_drafts=0), so A's round is always
+    worth a little more and the least-recently-used tie-break never applies. Returns who
+    each of 80 rounds served."""
+    s = scheduler([spec(1, 2), prefill(64)], policy=policy)
+    a = s.admit(request(64, acceptance_prior=(0.5,)))
+    b = s.admit(request(64, max_drafts=0))
+    driver = Driver(s)
+    while not all(s.requests[h].is_decoder for h in (a, b)):
+        driver.step()
+    return "".join("a" if driver.step().lanes[0].handle == a else "b" for _ in range(80))
+
+
+@pytest.mark.parametrize("preference", ["token_fairness", "delivery_fairness", "decode_age_price"])
+def test_each_fairness_preference_alone_keeps_a_less_valuable_decoder_progressing(preference):
+    """A request whose rate falls has a rising marginal value, so it cannot be starved
+    while f > 0, or for decoders while g > 0 or decode_age_price > 0."""
+    assert "b" in _unequal_decoders_on_one_row(ALONE[preference])
+
+
+def test_without_fairness_or_age_the_more_valuable_decoder_takes_every_round():
+    """Setting the coefficients to zero removes the preference: intrinsic throughput alone
+    does not ensure starvation freedom (the control for the test above)."""
+    assert _unequal_decoders_on_one_row(ALONE["none"]) == "a" * 80
 
 
 def test_output_gaps_stay_bounded_when_one_lane_serves_two_streams():

@@ -18,8 +18,21 @@ from ignition.helios import (
     SchedulerError,
 )
 from ignition.helios.config import policy_from_preset
+from ignition.helios.cost import CostModel
 from ignition.helios.service import decay
-from tests.helios.helios_helpers import MS, Driver, decode, prefill, request, scheduler
+from ignition.helios.state_candidates import following_rows, terminal_sigma_ms
+from ignition.helios.terminal import TerminalPrices, terminal_lane_value
+from ignition.helios.types import ExecutionClass
+from tests.helios.helios_helpers import (
+    MS,
+    Driver,
+    decode,
+    mixed,
+    prefill,
+    request,
+    scheduler,
+    spec,
+)
 
 SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
 RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
@@ -145,13 +158,16 @@ def test_the_plan_keeps_only_the_prerequisite_duration():
     assert plan.estimated_duration_ns == round(0.2 * MS)
 
 
-def _terminal_pending(policy=None, snapshot_ms: float = 0.5):
-    """Request T finished and awaits terminal retirement; decoder D is ready."""
+def _terminal_pending(policy=None, snapshot_ms: float = 0.5, decode_first: int = 0):
+    """Request T finished and awaits terminal retirement; decoder D is ready (and has
+    decoded alone for ``decode_first`` rounds before T arrived)."""
     descriptors, costs = _catalog(snapshot_ms=snapshot_ms)
     s = scheduler(descriptors, costs, policy=policy)
     driver = Driver(s)
     d = s.admit(request(prompt=64, output=1000))
     _run_until_decoder(driver, d)
+    for _ in range(decode_first):
+        driver.step()
     t = s.admit(request(prompt=64, output=1, terminal_snapshot=True))
     for _ in range(10):
         driver.step()
@@ -201,6 +217,16 @@ def test_terminal_age_makes_a_waiting_retirement_win():
         raise AssertionError("the retirement never won")
     assert plan.lanes[0].role is LaneRole.TERMINAL
     assert t not in s.requests
+
+
+def test_the_terminal_clock_starts_when_validated_completion_identifies_termination():
+    """Its age starts when validated completion identifies termination: a request that
+    terminates after a long busy period starts its retirement at age zero, so with no
+    terminal value the decoder still outranks the retirement."""
+    policy = policy_from_preset("balanced", terminal_value=0.0, terminal_age_price=1.0)
+    s, driver, t, _ = _terminal_pending(policy, decode_first=200)
+    assert s.requests[t].terminal_since_ns == driver.now > 400 * MS
+    assert s.plan().kind is GraphKind.DECODE
 
 
 def test_queued_work_and_publication_do_not_reset_the_terminal_clock():
@@ -329,3 +355,85 @@ def test_a_winner_short_of_pages_yields_to_the_preemption_snapshot_that_frees_th
     assert b not in s.requests and s.pool.num_free_pages > 0
     after = s.plan()
     assert after.kind is GraphKind.DECODE and [lane.handle for lane in after.lanes] == [a]
+
+
+def test_an_unmeasured_snapshot_family_has_no_reference_interval():
+    """Unknown snapshot timings follow the discovery rules; no duration or reference
+    interval is invented: sigma comes from measured snapshot shapes only."""
+    wide = Descriptor(GraphKind.SNAPSHOT, 4, 0, 1, 4)
+    costs = CostModel(30_000_000_000)
+    assert terminal_sigma_ms([SNAPSHOT, wide], costs, num_terminal=2) is None
+    costs.observe(wide, 6 * MS, now_ns=0)
+    # only the measured shape counts: K * T / min(B, K) = 2 * 6 / 2
+    assert terminal_sigma_ms([SNAPSHOT, wide], costs, num_terminal=2) == pytest.approx(6.0)
+
+
+def test_without_a_reference_interval_terminal_age_adds_no_value():
+    prices = TerminalPrices(value=256.0, age_price=1.0)
+    assert terminal_lane_value(prices, None, age_ms=1e6, duration_ms=5.0) == 256.0
+    assert terminal_lane_value(prices, 2.0, age_ms=10.0, duration_ms=5.0) == 256.0 + 2.0 * 15.0
+
+
+def test_an_unmeasured_terminal_snapshot_is_discovered_without_an_invented_duration():
+    descriptors, costs = _catalog()
+    costs[SNAPSHOT] = None
+    s = scheduler(descriptors, costs, policy=policy_from_preset("balanced", terminal_value=1e5))
+    driver = Driver(s)
+    t = s.admit(request(prompt=64, output=1, terminal_snapshot=True))
+    while not s.requests[t].is_terminal_pending:
+        driver.step()
+    plan = s.plan()
+    assert plan.kind is GraphKind.SNAPSHOT and plan.lanes[0].role is LaneRole.TERMINAL
+    assert plan.execution_class is ExecutionClass.DISCOVERY
+    assert plan.estimated_duration_ns == 0
+
+
+def test_newly_enabled_decoders_join_a_mixed_following_graph_beside_an_enabled_prompt_row():
+    """For a prerequisite followed by mixed inference the prompt can be enabled by the
+    prerequisite, and the decode rows it enables too share the following graph: one
+    two-row snapshot captures B (at its prompt end: it then decodes) and C (cut before
+    its second chunk), and the mixed graph decodes B beside C's prompt row."""
+    snapshot2 = Descriptor(GraphKind.SNAPSHOT, 2, 0, 1, 2)
+    costs = {prefill(64): 3.0, decode(1): 2.0, decode(2): 2.4, mixed(2, 64): 3.0, snapshot2: 0.5}
+    s = scheduler(list(costs), costs)
+    driver = Driver(s)
+    b = s.admit(request(prompt=64, output=1000, capture_ends=(64,)))
+    c = s.admit(request(prompt=128, output=1000, capture_ends=(64,)))
+    while s.requests[b].pending_capture is None or s.requests[c].pending_capture is None:
+        assert driver.step().kind is GraphKind.PREFILL
+    snapshot = driver.step()
+    assert snapshot.kind is GraphKind.SNAPSHOT
+    assert {lane.handle for lane in snapshot.lanes} == {b, c}
+    following = driver.step()
+    assert following.kind is GraphKind.MIXED
+    roles = {lane.handle: lane.role for lane in following.lanes}
+    assert roles == {b: LaneRole.DECODE, c: LaneRole.PROMPT}
+
+
+def test_a_following_graph_is_valued_at_its_real_verification_width():
+    """min(D + 1, W) rows per decoder, within an even share of a ragged row budget."""
+    assert following_rows(decode(2)) == 1
+    assert following_rows(spec(2, 4)) == 4
+    assert following_rows(spec(2, 4, p=5)) == 2
+    assert following_rows(mixed(2, 64, 3)) == 3
+
+
+@pytest.mark.parametrize(("snapshot_ms", "wins"), [(0.5, True), (4.0, False)])
+def test_enabling_a_shared_speculative_batch_is_valued_at_its_width(snapshot_ms, wins):
+    """The prerequisite pair values a speculative following graph at its real width:
+    capturing B so that A and B verify four rows each together wins when the snapshot is
+    cheap (at width one the pair would never beat A's own four-row round)."""
+    snapshot = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
+    costs = {prefill(64): 3.0, spec(1, 4): 2.0, spec(2, 4): 2.4, snapshot: snapshot_ms}
+    s = scheduler(list(costs), costs)
+    driver = Driver(s)
+    likely = (0.9, 0.9, 0.9)
+    a = s.admit(request(prompt=64, output=1000, acceptance_prior=likely))
+    _run_until_decoder(driver, a)
+    b = s.admit(request(prompt=64, output=1000, capture_ends=(64,), acceptance_prior=likely))
+    while s.requests[b].pending_capture is None:
+        driver.step(accepted=3)
+    plan = s.plan()
+    assert (plan.kind is GraphKind.SNAPSHOT) == wins
+    if not wins:
+        assert plan.descriptor == spec(1, 4) and plan.lanes[0].query_length == 4

@@ -236,7 +236,7 @@ def test_a_frame_that_fails_before_it_runs_hands_its_staging_back(model, catalog
             raise err
         return None
 
-    engine.worker._prompt_job = prompt_job
+    engine.worker.executors[GraphKind.PREFILL].prompt_job = prompt_job
     done = []
     sampling = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
     engine.submit(GenerationRequest("r", tuple(range(4, 24)), sampling), done.append)

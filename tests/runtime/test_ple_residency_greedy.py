@@ -157,7 +157,8 @@ def test_the_host_stages_every_row_it_can_name(checkpoint, catalog):
         return resolve(row_ids)
 
     staged_input(engine).resolve = counting
-    read_pending = worker._read_pending
+    program_executor = worker.executors[GraphKind.DECODE]
+    read_pending = program_executor.read_pending
     named: list[bool] = []
 
     def spy(plan, live):
@@ -168,7 +169,7 @@ def test_the_host_stages_every_row_it_can_name(checkpoint, catalog):
         asked.append(0)
         return known
 
-    worker._read_pending = spy
+    program_executor.read_pending = spy
     _run(engine, waves())
     ple.mailbox.close()
     fully_named = [n for n, is_named in zip(asked, named, strict=True) if is_named]

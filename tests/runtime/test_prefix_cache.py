@@ -180,15 +180,15 @@ def test_a_stop_inside_an_accepted_burst_marks_the_slot_unfit_for_a_terminal_cap
     """The device committed past the published output, so the slot's state is no longer
     prompt + output: the worker remembers it on the host (launch never reads the device)."""
     from ignition.helios import LaneRole, LaneWork, RequestHandle
-    from ignition.runtime.worker import ModelWorker
+    from ignition.runtime.executors.results import completion_record
 
-    worker = ModelWorker.__new__(ModelWorker)
-    worker._overrun = set()
+    overrun = set()
     handle = RequestHandle(0, 1)
     lane = LaneWork(handle, 0, LaneRole.DECODE, 0, 3, 3.0, 1.0, 3, 3, 1.0)
-    record = worker._record(lane, [5, EOS, 7], frozenset({EOS}))
+    record = completion_record(lane, [5, EOS, 7], frozenset({EOS}), overrun)
     assert record.token_ids == (5, EOS) and record.is_finished
-    assert handle in worker._overrun
+    assert handle in overrun
     other = RequestHandle(1, 1)
-    worker._record(LaneWork(other, 0, LaneRole.DECODE, 0, 2, 2.0, 1.0, 2, 2, 1.0), [5, 6], set())
-    assert other not in worker._overrun
+    other_lane = LaneWork(other, 0, LaneRole.DECODE, 0, 2, 2.0, 1.0, 2, 2, 1.0)
+    completion_record(other_lane, [5, 6], set(), overrun)
+    assert other not in overrun

@@ -22,6 +22,7 @@ from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.detokenize import IncrementalDetokenizer
 from ignition.runtime.engine import LiveRequest
+from ignition.runtime.executors.results import completion_record
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.worker import ModelWorker, WorkerError
@@ -142,9 +143,13 @@ def test_rows_outside_the_program_roles_are_rejected(setup):
         worker.launch(too_long, Fence(2), live)
 
 
-def test_eos_truncates_a_lane_and_marks_it_finished(setup):
-    worker = make_worker(setup)
-    record = worker._record(lane(0, LaneRole.DECODE, query=4, advance=4), [5, 2, 9], {2})
+def test_eos_truncates_a_lane_and_marks_it_finished():
+    overrun = set()
+    record = completion_record(
+        lane(0, LaneRole.DECODE, query=4, advance=4), [5, 2, 9], {2}, overrun
+    )
     assert record.token_ids == (5, 2) and record.is_finished
-    record = worker._record(lane(0, LaneRole.DECODE, query=4, advance=1), [5, 6, 9], {2})
+    record = completion_record(
+        lane(0, LaneRole.DECODE, query=4, advance=1), [5, 6, 9], {2}, overrun
+    )
     assert record.token_ids == (5,) and not record.is_finished

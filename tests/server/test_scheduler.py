@@ -54,6 +54,18 @@ def counter(url: str, name: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
+def gauge(url: str, name: str) -> float:
+    """A gauge of the /metrics page, labelled (model_name) or not."""
+    return counter(url, rf"{name}(?:\{{[^}}]*\}})?")
+
+
+def wait_for(condition, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
 def report(label: str, url: str, before: dict[str, float], results: list[dict]) -> None:
     after = graph_counters(url)
     delta = {k: int(after.get(k, 0) - before.get(k, 0)) for k in after}
@@ -175,25 +187,37 @@ def test_short_and_long_prompts_contend_and_both_complete(server):
 
 
 def test_cancellation_frees_the_slot_for_reuse(server):
+    """Cancellation stops further selection; the slot and its pages come back once its
+    last submitted fence completes, so a new request reuses the slot while the other
+    three still run, and nothing stays held when everything has finished."""
     url, mode = server
     before = graph_counters(url)
     abort_series = r'flare_requests_total\{finish_reason="abort",model_name="[^"]*"\}'
     aborted = counter(url, abort_series)
+    assert gauge(url, "flare_request_slots") == 4
     with ThreadPoolExecutor(4) as pool:
         # Fill all four slots with long generations, then drop one client mid-stream.
         long_runs = [
             pool.submit(stream_completion, url, f"{SHORT_PROMPT}{i}", 400) for i in range(3)
         ]
         cancelled = stream_completion(url, SHORT_PROMPT, 400, cancel_after=3)
+        wait_for(
+            lambda: counter(url, abort_series) > aborted,
+            "the disconnect never cancelled the request",
+        )
+        wait_for(
+            lambda: gauge(url, "flare_request_slots_used") <= 3,
+            "the cancelled request still holds its slot",
+        )
         reused = complete(url, "x = 1\n", 5)  # needs the cancelled request's slot
+        still_running = sum(not f.done() for f in long_runs)
         results = [cancelled, reused] + [f.result() for f in long_runs]
     report(f"{mode} cancel + reuse", url, before, results)
+    print(f"  {mode} cancel + reuse: long runs still streaming at reuse: {still_running}")
     assert reused["completion_tokens"] == 5
     assert all(r["completion_tokens"] == 400 for r in results[2:])
-    deadline = time.monotonic() + 10
-    while counter(url, abort_series) <= aborted:
-        assert time.monotonic() < deadline, "the disconnect never cancelled the request"
-        time.sleep(0.1)
+    wait_for(lambda: gauge(url, "flare_request_slots_used") == 0, "a slot leaked")
+    wait_for(lambda: gauge(url, "flare_kv_pages_used") == 0, "KV pages leaked")
 
 
 def test_the_official_openai_client_works(server):

@@ -1,0 +1,48 @@
+"""The seam every executor meets: the protocol, its error, and a frame done at launch.
+
+An executor runs the plans of some graph kinds (``executors/__init__.py`` maps each kind
+to one). ``launch`` may return while the device still runs the frame; ``wait`` blocks
+until its outputs are readable and turns them into the engine's :class:`FrameResult`.
+Whatever ``launch`` returns carries the plan and its fence: the worker routes ``wait`` by
+the plan's kind, and tensor-parallel ranks name frames by the fence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ignition.helios import CompletionRecord, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
+from ignition.runtime.frames import FrameResult
+
+if TYPE_CHECKING:
+    from ignition.runtime.engine import LiveRequest
+
+
+class WorkerError(RuntimeError):
+    """A plan the prepared programs cannot execute (a runtime contract violation)."""
+
+
+class Executor(Protocol):
+    """Runs the plans of its graph kinds on the prepared programs or state operations."""
+
+    def launch(
+        self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
+    ) -> object: ...
+
+    def wait(self, launched) -> FrameResult: ...
+
+
+@dataclass
+class SettledFrame:
+    """A frame whose work ran at launch (state copies, image encoding): ``wait`` only
+    reports each lane's empty record and the measured interval."""
+
+    fence: Fence
+    plan: ScheduledPlan
+    device_ns: int
+    wall_ns: int
+
+    def result(self) -> FrameResult:
+        records = tuple(CompletionRecord(lane.handle) for lane in self.plan.lanes)
+        return FrameResult(records, ExecutionTiming(self.device_ns, self.wall_ns))

@@ -1,0 +1,148 @@
+"""Row binding: one plan's lanes checked against the program, then written into its host
+staging in lane order (packed offsets are the host prefix sums of the rows' query lengths).
+
+A prompt lane needs a program with prompt capacity, a decode lane a row width it fits in.
+Host-side only what the plan implies is tracked (prompt cursors, a page upper bound);
+pending decode tokens stay on the device (see compiler.programs), which is what allows a
+second decode frame to be launched before the first one's outputs are read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from ignition.compiler.programs import Program
+from ignition.compiler.staging import HostFrame
+from ignition.compiler.workspace import RoundProgramInputs
+from ignition.helios import LaneRole, LaneWork, ScheduledPlan
+from ignition.runtime.executors.base import WorkerError
+from ignition.runtime.executors.context import ExecutorContext
+from ignition.runtime.executors.history import bind_begin
+from ignition.runtime.executors.images import bind_images, request_vision
+from ignition.runtime.grammar import GrammarState
+
+if TYPE_CHECKING:
+    from ignition.runtime.engine import LiveRequest
+
+
+def request_seed(request_id: str, seed: int | None) -> int:
+    """A request's sampling seed: the one asked for, or a stable hash of its id."""
+    if seed is not None:
+        return int(seed) & ((1 << 63) - 1)
+    return int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest()) >> 1
+
+
+def validate_roles(plan: ScheduledPlan, program: Program) -> None:
+    d = plan.descriptor
+    if len(plan.lanes) > d.batch_capacity:
+        raise WorkerError(f"{d.name}: {len(plan.lanes)} lanes exceed B = {d.batch_capacity}")
+    prompts = [i for i, lane in enumerate(plan.lanes) if lane.role is LaneRole.PROMPT]
+    prompt_capacity = d.token_capacity if d.kind.value == "prefill" else d.prefill_capacity
+    if len(prompts) > 1:
+        raise WorkerError(f"{d.name}: {len(prompts)} prompt rows; at most one is allowed")
+    host_lens = sum(lane.query_length for lane in plan.lanes if lane.role is LaneRole.DECODE)
+    if program.is_round and not d.is_device_allocated and host_lens > d.packed_capacity:
+        raise WorkerError(
+            f"{d.name}: verify rows of {host_lens} tokens exceed packed capacity "
+            f"{d.packed_capacity}"
+        )
+    for i, lane in enumerate(plan.lanes):
+        if lane.role is LaneRole.PROMPT:
+            if not prompt_capacity or lane.num_prompt_tokens > prompt_capacity:
+                raise WorkerError(
+                    f"{d.name} row {i}: prompt chunk of {lane.num_prompt_tokens} tokens, "
+                    f"prompt capacity {prompt_capacity}"
+                )
+        elif lane.query_length > d.token_capacity or lane.query_length < 1:
+            raise WorkerError(
+                f"{d.name} row {i}: query length {lane.query_length} outside 1..W = "
+                f"{d.token_capacity}"
+            )
+
+
+def bind_row(
+    context: ExecutorContext,
+    program: Program,
+    frame: HostFrame,
+    row: int,
+    offset: int,
+    lane: LaneWork,
+    live: LiveRequest,
+) -> int:
+    """Write one row into host staging; returns the packed tokens it occupies."""
+    ledger, resources = context.ledger, context.resources
+    slot = lane.handle.slot
+    sampling = live.request.sampling
+    frame["temperature"][row] = sampling.temperature
+    frame["top_k"][row] = sampling.top_k
+    frame["top_p"][row] = sampling.top_p
+    frame["seed"][row] = request_seed(live.request.request_id, sampling.seed)
+    frame["presence_penalty"][row] = sampling.presence_penalty
+    frame["frequency_penalty"][row] = sampling.frequency_penalty
+    frame["repetition_penalty"][row] = sampling.repetition_penalty
+    frame["min_p"][row] = sampling.min_p
+    frame["min_tokens"][row] = sampling.min_tokens
+    frame["slot_ids"][row] = slot
+    is_round = isinstance(program.inputs, RoundProgramInputs)
+    vision = request_vision(context, program, lane, live)
+    if vision is not None:
+        frame["rope_offset"][row] = vision.rope_delta
+    if lane.role is LaneRole.PROMPT:
+        start = ledger.prompt_cursor.get(lane.handle, 0)
+        if start == 0 and lane.handle not in ledger.started:
+            resources.begin(slot)  # no init program scheduled: zero it eagerly
+        if lane.handle not in ledger.begun:
+            bind_begin(frame, row, live, context.eos_token_ids)
+            ledger.begun.add(lane.handle)
+        if live.replay_ids:  # the replayed output counts as output, not as prompt
+            frame["replay_from"][0] = len(live.request.prompt_ids)
+        chunk = live.prompt_ids[start : start + lane.num_prompt_tokens]
+        end = start + len(chunk)
+        if vision is not None:
+            bind_images(program, frame, vision, start, end)
+        ledger.prompt_cursor[lane.handle] = end
+        resources.reserve(slot, end, lookahead=1)
+        frame["prefill_row"][0] = row
+        is_last_chunk = end >= len(live.prompt_ids)
+        frame["prompt_next_token"][0] = -1 if is_last_chunk else live.prompt_ids[end]
+        if is_round:
+            frame["prompt_length"][0] = len(chunk)
+            frame["prompt_tokens"][: len(chunk)] = chunk
+            return 0
+        frame["query_lens"][row] = len(chunk)
+        frame["token_ids"][offset : offset + len(chunk)] = chunk
+        return len(chunk)
+    if lane.handle not in ledger.begun:
+        raise WorkerError(f"{lane.handle}: a decode lane before its first prompt chunk")
+    d = program.descriptor
+    resources.advance(slot, lane.query_length, lookahead=d.proposal_depth + 1)
+    frame["is_decode_row"][row] = True
+    if is_round:
+        ceiling = "lane_ceilings" if d.is_device_allocated else "query_lens"
+        frame[ceiling][row] = lane.query_length
+        return 0
+    # Decode rows' tokens come from the device ``pending`` buffer; the zeros are placeholders.
+    frame["query_lens"][row] = lane.query_length
+    return lane.query_length
+
+
+def bind_grammar(
+    program: Program, frame: HostFrame, row: int, live: LiveRequest
+) -> GrammarState | None:
+    """Stage a constrained row's grammar bitmask for the position this frame samples
+    (model.grammar_mask); returns its matcher, which the frame's tokens then advance."""
+    grammar = live.request.sampling.grammar
+    if grammar is None:
+        return None
+    mask = program.inputs.sampling.token_mask
+    if mask is None:
+        raise WorkerError(f"{program.descriptor.name}: a grammar, and no grammar mask input")
+    if live.grammar is None:
+        live.grammar = GrammarState(grammar, live.output_ids)
+    rows, words = mask.shape
+    frame["is_masked"][row] = True
+    table = frame.host["token_mask"][: rows * words].view(rows, words)
+    live.grammar.fill(table, row)
+    frame.write_gated("token_mask", (row + 1) * words)
+    return live.grammar

@@ -1,0 +1,80 @@
+"""The device sampling history behind penalties, logit bias and min_tokens.
+
+It stays on the device (model.logits_processing): the frame carrying a request's first
+prompt chunk resets its slot's row from workspace buffers, a restore rebuilds it from the
+restored tokens instead, a vision window's next generation carries it over, and the
+programs count emitted tokens themselves.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ignition.compiler.staging import HostFrame
+from ignition.helios import LaneWork, RequestHandle
+from ignition.model.logits_processing import MAX_LOGIT_BIAS, MAX_STOP_IDS
+from ignition.runtime.executors.base import WorkerError
+from ignition.runtime.executors.context import ExecutorContext
+
+if TYPE_CHECKING:
+    from ignition.runtime.engine import LiveRequest
+
+
+def history_start(
+    live: LiveRequest, eos_token_ids: frozenset[int]
+) -> tuple[tuple[tuple[int, float], ...], list[int]]:
+    """A request's logit bias and the ids min_tokens masks (stop token ids, and EOS
+    unless ignored), bounded as the programs' begin buffers bound them."""
+    sampling = live.request.sampling
+    bias = tuple(sampling.logit_bias)
+    if len(bias) > MAX_LOGIT_BIAS:
+        raise WorkerError(f"{len(bias)} logit_bias entries; at most {MAX_LOGIT_BIAS}")
+    stop_ids: list[int] = []
+    if sampling.min_tokens:
+        stops = set(sampling.stop_token_ids)
+        if not sampling.ignore_eos:
+            stops |= eos_token_ids
+        stop_ids = sorted(stops)[:MAX_STOP_IDS]
+    return bias, stop_ids
+
+
+def bind_begin(
+    frame: HostFrame, row: int, live: LiveRequest, eos_token_ids: frozenset[int]
+) -> None:
+    """The request starts its device sampling history in this frame: its row, its logit
+    bias and the ids min_tokens masks (stop token ids, and EOS unless ignored)."""
+    frame["history_begin"][0] = row
+    bias, stop_ids = history_start(live, eos_token_ids)
+    if bias:
+        frame["bias_ids"][: len(bias)] = [t for t, _ in bias]
+        frame["bias_values"][: len(bias)] = [b for _, b in bias]
+    if stop_ids:
+        frame["stop_ids"][: len(stop_ids)] = stop_ids
+
+
+def restore_history(context: ExecutorContext, lane: LaneWork, live: LiveRequest) -> None:
+    """A restore's request starts its sampling history from the restored tokens (its
+    prompt part marks the prompt mask, a resumed request's replayed output counts as
+    output), so penalties and min_tokens see what an unrestored request would have
+    seen; its first prompt chunk then continues that history instead of resetting it.
+    Every tensor-parallel rank restores the same lane from the same tokens. A vision
+    window's fresh generation already carries its request's history (carry_history)."""
+    history = context.sampling_history()
+    if history is None or lane.handle in context.ledger.begun:
+        return
+    restored = live.prompt_ids[: lane.checkpoint_tokens]
+    boundary = min(len(live.request.prompt_ids), len(restored))
+    bias, stop_ids = history_start(live, context.eos_token_ids)
+    history.rebuild_row(lane.handle.slot, restored[:boundary], restored[boundary:], bias, stop_ids)
+    context.ledger.begun.add(lane.handle)
+
+
+def carry_history(context: ExecutorContext, old: RequestHandle, new: RequestHandle) -> None:
+    """``new`` continues ``old``'s logical request (its next vision window): it keeps
+    the sampling history instead of starting one at its first prompt chunk. Called
+    right after ``old`` is released and ``new`` admitted, before any frame could let
+    another request begin in ``old``'s slot."""
+    history = context.sampling_history()
+    if history is not None and old.slot != new.slot:
+        history.copy_row(old.slot, new.slot)
+    context.ledger.begun.add(new)
