@@ -39,7 +39,7 @@ from ignition.runtime.failures import FrameFailures
 from ignition.runtime.frames import FatalWorkerError, FrameResult, Worker, _Inflight
 from ignition.runtime.inbox import Inbox
 from ignition.runtime.lifecycle import Lifecycle
-from ignition.runtime.loop_hooks import FaultHook, FrameListeners, LoopHookProtocol
+from ignition.runtime.loop_hooks import FaultHook, FrameListeners, LoopHooks
 from ignition.runtime.preemption import Preemption
 from ignition.runtime.publication import Publisher
 from ignition.runtime.request_table import LiveRequest, RequestTable, Sink
@@ -92,12 +92,9 @@ class Engine:
         self.lifecycle = Lifecycle(self.table, scheduler, self.retention, self.stats, clock_ns)
         self.preemption = Preemption(self.lifecycle)
         self._listeners = FrameListeners()
-        self.hooks: list[LoopHookProtocol] = [
-            self.retention,
-            self.vision_windows,
-            self.preemption,
-            self._listeners,
-        ]
+        self.hooks = LoopHooks(
+            [self.retention, self.vision_windows, self.preemption, self._listeners]
+        )
         self.publisher = Publisher(self.lifecycle, self.hooks)
         self.failures = FrameFailures(self.lifecycle, self.preemption, self.hooks)
         self.admissions = Admissions(
@@ -121,9 +118,7 @@ class Engine:
 
     @fault_hook.setter
     def fault_hook(self, check: Callable[[str, LiveRequest], None] | None) -> None:
-        self.hooks[:] = [h for h in self.hooks if not isinstance(h, FaultHook)]
-        if check is not None:
-            self.hooks.append(FaultHook(check))
+        self.hooks.replace(FaultHook, FaultHook(check) if check is not None else None)
 
     # -- called from other threads -------------------------------------------------
 
@@ -150,9 +145,10 @@ class Engine:
         oldest frame -> complete it -> publish; returns whether anything progressed."""
         progressed = self._drain_inbox()
         self.admissions.admit()
-        live_now = list(self.table.live.values())
-        for hook in self.hooks:
-            hook.on_step(live_now)
+        if self.hooks.on_step:
+            live_now = list(self.table.live.values())
+            for on_step in self.hooks.on_step:
+                on_step(live_now)
         self.scheduler.advance_to(self.lifecycle.now_ns())
         while len(self._inflight) < 2:
             plan = self.scheduler.plan()
@@ -163,7 +159,7 @@ class Engine:
                 self.scheduler.commit(plan, fence)
             except ResourceShortage:
                 if not self._inflight:  # nothing in flight will free pages: preempt
-                    progressed = any([hook.on_shortage(plan) for hook in self.hooks]) or progressed
+                    progressed = any([act(plan) for act in self.hooks.on_shortage]) or progressed
                 break
             except SchedulerError:
                 break  # needs an empty window: drain the queue, then replan
@@ -180,8 +176,8 @@ class Engine:
     def _launch(self, plan: ScheduledPlan, fence: Fence) -> None:
         self._await_grammar_feedback(plan)
         try:
-            for hook in self.hooks:
-                hook.before_launch(plan, self.table.live)
+            for before_launch in self.hooks.before_launch:
+                before_launch(plan, self.table.live)
             pending = self.worker.launch(plan, fence, self.table.live)
         except Exception as err:  # a failed frame fails its requests, not the server
             if isinstance(err, FatalWorkerError):
@@ -212,8 +208,8 @@ class Engine:
         self.stats.record_execution(
             plan.descriptor.kind.value, result.timing.device_ns, plan.execution_class.value
         )
-        for hook in self.hooks:
-            hook.after_frame(plan, live, result.timing.device_ns, True)
+        for after_frame in self.hooks.after_frame:
+            after_frame(plan, live, result.timing.device_ns, True)
         for request in self.vision_windows.held_after(plan, live, self.scheduler):
             self._next_window(request)
         self.publisher.record_frame(result)
@@ -224,8 +220,8 @@ class Engine:
                 self.preemption.retired(request)
             elif not request.is_done and request.pending_finish is not None:
                 self.lifecycle.finish(request, request.pending_finish, notify_scheduler=False)
-        for hook in self.hooks:
-            hook.on_frame(plan, result)
+        for on_frame in self.hooks.on_frame:
+            on_frame(plan, result)
 
     def _await_grammar_feedback(self, plan: ScheduledPlan) -> None:
         """Complete the frames in flight that hold a constrained request of ``plan`` before

@@ -14,7 +14,6 @@ with an error so the caller can stop cleanly.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from ignition.helios import (
     CompletionRecord,
@@ -27,7 +26,7 @@ from ignition.helios import (
     ScheduledPlan,
 )
 from ignition.runtime.lifecycle import Lifecycle
-from ignition.runtime.loop_hooks import LoopHookProtocol
+from ignition.runtime.loop_hooks import LoopHooks
 from ignition.runtime.preemption import Preemption
 
 log = logging.getLogger("ignition.engine")
@@ -36,9 +35,7 @@ MAX_RESTARTS = 2
 
 
 class FrameFailures:
-    def __init__(
-        self, lifecycle: Lifecycle, preemption: Preemption, hooks: Sequence[LoopHookProtocol]
-    ) -> None:
+    def __init__(self, lifecycle: Lifecycle, preemption: Preemption, hooks: LoopHooks) -> None:
         self.lifecycle = lifecycle
         self.preemption = preemption
         self.hooks = hooks
@@ -63,8 +60,8 @@ class FrameFailures:
         """
         message = f"{plan.descriptor.name} failed: {type(err).__name__}: {err}"
         log.error("fence %d: %s", fence.value, message, exc_info=err)
-        for hook in self.hooks:
-            hook.after_frame(plan, self.lifecycle.table.live, 0, False)
+        for after_frame in self.hooks.after_frame:
+            after_frame(plan, self.lifecycle.table.live, 0, False)
         involved = [
             live
             for lane in plan.lanes

@@ -146,8 +146,12 @@ class Lifecycle:
     def report_usage(self, num_slots: int) -> None:
         """Queue and pool gauges for /metrics, once per turn."""
         table = self.table
-        running = sum(1 for live in table.open_live() if not live.preempting)
-        preempting = sum(1 for live in table.live.values() if live.preempting)
+        running = preempting = 0
+        for live in table.live.values():
+            if live.preempting:
+                preempting += 1
+            elif not live.is_done:
+                running += 1
         waiting = len(table.waiting) + len(table.restarting)
         self.stats.set_queue(running, waiting, len(table.resuming) + preempting)
         usage = self.scheduler.usage()

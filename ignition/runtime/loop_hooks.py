@@ -4,7 +4,8 @@ listeners meet the engine loop.
 ``Engine.step`` is plan -> commit -> launch -> wait -> complete -> publish; what else
 happens in a turn happens at one of these points, in the order the hooks were given.
 Each hook implements only the points it needs (:class:`LoopHook` is a base with no-op
-defaults, and :class:`LoopHookProtocol` the structural type).
+defaults, and :class:`LoopHookProtocol` the structural type); :class:`LoopHooks` keeps,
+per point, only the hooks that implement it, so the loop pays nothing for the others.
 """
 
 from __future__ import annotations
@@ -59,6 +60,42 @@ class LoopHook:
 
     def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
         return None
+
+
+POINTS = ("on_step", "on_shortage", "before_launch", "after_frame", "before_publish", "on_frame")
+
+
+class LoopHooks:
+    """An engine's hooks in order, and per point the bound methods of those that implement
+    it (a hook that inherits :class:`LoopHook`'s no-op there is left out)."""
+
+    def __init__(self, hooks: Sequence[LoopHookProtocol]) -> None:
+        self._hooks = list(hooks)
+        self.on_step: list[Callable[[Sequence[LiveRequest]], None]] = []
+        self.on_shortage: list[Callable[[ScheduledPlan], bool]] = []
+        self.before_launch: list[Callable[[ScheduledPlan, Live], None]] = []
+        self.after_frame: list[Callable[[ScheduledPlan, Live, int, bool], None]] = []
+        self.before_publish: list[Callable[[LiveRequest], None]] = []
+        self.on_frame: list[Callable[[ScheduledPlan, FrameResult], None]] = []
+        self._index()
+
+    def __iter__(self):
+        return iter(self._hooks)
+
+    def replace(self, kind: type, hook: LoopHookProtocol | None) -> None:
+        """Drop the hooks of type ``kind``, then append ``hook`` (if any)."""
+        self._hooks = [h for h in self._hooks if not isinstance(h, kind)]
+        if hook is not None:
+            self._hooks.append(hook)
+        self._index()
+
+    def _index(self) -> None:
+        for point in POINTS:
+            default = getattr(LoopHook, point)
+            methods = [
+                getattr(h, point) for h in self._hooks if getattr(type(h), point) is not default
+            ]
+            getattr(self, point)[:] = methods
 
 
 class FaultHook(LoopHook):

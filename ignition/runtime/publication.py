@@ -23,7 +23,7 @@ from dataclasses import replace
 from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.lifecycle import Lifecycle, deliver
-from ignition.runtime.loop_hooks import LoopHookProtocol
+from ignition.runtime.loop_hooks import LoopHooks
 from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import (
     GenerationRequest,
@@ -49,7 +49,7 @@ def check_prompt_scoring(request: GenerationRequest, worker: object) -> None:
 class Publisher:
     """The engine's publication step (see the module docstring)."""
 
-    def __init__(self, lifecycle: Lifecycle, hooks: Sequence[LoopHookProtocol]) -> None:
+    def __init__(self, lifecycle: Lifecycle, hooks: LoopHooks) -> None:
         self.lifecycle = lifecycle
         self.table = lifecycle.table
         self.stats = lifecycle.stats
@@ -124,8 +124,8 @@ class Publisher:
         is_finished: bool,
         logprobs: Sequence[TokenLogprob] = (),
     ) -> None:
-        for hook in self.hooks:
-            hook.before_publish(live)
+        for before_publish in self.hooks.before_publish:
+            before_publish(live)
         ids = [t.token_id for t in items]
         # The frame's logprobs cover what the device emitted; Helios publishes a prefix.
         lps = list(logprobs[: len(ids)])

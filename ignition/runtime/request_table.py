@@ -43,8 +43,9 @@ class RequestState(enum.Enum):
     REAPED = "reaped"
 
 
-# States whose handle takes no more work (the engine's ``is_done``).
-_DONE = frozenset({RequestState.RESTARTING, RequestState.RESUMING, RequestState.FINISHED})
+# The states whose handle still takes work (every other one is ``is_done``); module
+# constants because ``is_done`` is read for every request many times a step.
+_LIVE, _PREEMPTED = RequestState.LIVE, RequestState.PREEMPTED
 
 
 class RequestStateError(RuntimeError):
@@ -95,12 +96,13 @@ class LiveRequest:
     @property
     def is_done(self) -> bool:
         """Whether this handle takes no more work (finished, or readmitted elsewhere)."""
-        return self.state in _DONE or self.state is RequestState.REAPED
+        state = self.state
+        return state is not _LIVE and state is not _PREEMPTED
 
     @property
     def preempting(self) -> bool:
         """Preempted: its terminal snapshot is pending (runtime/preemption.py)."""
-        return self.state is RequestState.PREEMPTED
+        return self.state is _PREEMPTED
 
     @property
     def remaining_tokens(self) -> int:
