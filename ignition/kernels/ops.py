@@ -27,6 +27,8 @@ rejection_verify = register(KernelOp("rejection_verify", "rejection_verify"))
 block_topk = register(KernelOp("block_topk", "block_topk"))
 gather_rows = register(KernelOp("gather_rows", "row_gather"))
 publish_and_wait = register(KernelOp("publish_and_wait", "mailbox_wait"))
+qsa_block_scores = register(KernelOp("qsa_block_scores", "qsa_block_scores"))
+qsa_sparse_attention = register(KernelOp("qsa_sparse_attention", "qsa_sparse_attention"))
 
 __all__ = [
     "allocate_speculative_prefixes",
@@ -37,6 +39,8 @@ __all__ = [
     "gather_rows",
     "packed_paged_attention",
     "publish_and_wait",
+    "qsa_block_scores",
+    "qsa_sparse_attention",
     "recurrent_gated_delta_rule",
     "rejection_verify",
     "write_paged_kv",

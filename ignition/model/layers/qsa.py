@@ -7,7 +7,8 @@ packed row, prompt or decode, goes through one varlen paged attention call: the 
 is only its query length and cached length.
 
 With an indexer (Qwen3.8-Flash-Next) each query attends only to the positions the indexer
-selects (``qsa_indexer``); the keys and values are written and read in the same pages.
+selects (``qsa_indexer``), through ``ops.qsa_sparse_attention``; the keys and values are
+written and read in the same pages.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from torch import Tensor, nn
 from ignition.kernels import ops
 from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import RMSNorm
-from ignition.model.layers.qsa_indexer import QsaIndexer, selected_attention
+from ignition.model.layers.qsa_indexer import QsaIndexer
 from ignition.model.layers.rope import PartialRotary
 from ignition.model.packing import PackedMeta
 
@@ -96,7 +97,10 @@ class QueryGatedAttention(nn.Module):
         if self.indexer is not None and index is not None:
             rope3 = rope if rope.dim() == 2 else rope[None].expand(3, -1)
             selected, raw_keys = self.indexer(x, meta, rope3, index)
-            attn = selected_attention(q, k_cache, v_cache, meta, selected, self.head_dim**-0.5)
+            row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+            attn = ops.qsa_sparse_attention(
+                q, k_cache, v_cache, meta.page_table, row, selected, self.head_dim**-0.5
+            )
         else:
             attn = ops.packed_paged_attention(
                 q,

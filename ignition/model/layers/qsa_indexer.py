@@ -32,9 +32,6 @@ from ignition.model.packing import PackedMeta
 if TYPE_CHECKING:
     from ignition.model.layers.qsa import IndexCaches
 
-# Gathered keys per query chunk (elements): bounds the reference path's memory on long rows.
-MAX_CHUNK_ELEMENTS = 1 << 24
-
 
 class QsaIndexer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
@@ -121,27 +118,17 @@ class QsaIndexer(nn.Module):
     def _select(self, q: Tensor, meta: PackedMeta, block_keys: Tensor) -> Tensor:
         """[T, budget + ratio - 1] selected positions per query (best blocks, then the tail).
 
-        The blocks are chosen by ``ops.block_topk``, as in training (``training_gated``): its
-        reference breaks ties among equal scores exactly as transformers does.
-
-        Scoring reads every visible block key of the query's row; queries run in chunks so
-        that the gathered keys stay within ``MAX_CHUNK_ELEMENTS``.
+        Scores come from ``ops.qsa_block_scores`` (every visible block key of the query's row)
+        and the blocks are chosen by ``ops.block_topk``, as in training (``training_gated``):
+        its reference breaks ties among equal scores exactly as transformers does.
         """
         ratio, num_tokens = self.ratio, q.shape[0]
         row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
-        keys = block_keys[meta.page_table.long().clamp(min=0)]  # [R, pages, per_page, d]
-        keys = keys.flatten(1, 2)  # [R, max_blocks, d]
-        max_blocks = keys.shape[1]
+        max_blocks = meta.page_table.shape[1] * block_keys.shape[1]
         num_complete = (meta.positions + 1) // ratio  # [T]
         keep = min(self.num_blocks, max_blocks)
-        chunk = max(1, MAX_CHUNK_ELEMENTS // (max_blocks * (self.head_dim + self.num_heads)))
-        best = []
-        for start in range(0, num_tokens, chunk):
-            part = slice(start, start + chunk)
-            scores = torch.einsum("thd,tbd->thb", q[part].float(), keys[row[part]].float())
-            scores = scores.relu().sum(dim=1) / self.head_dim**0.5  # [t, max_blocks]
-            best.append(ops.block_topk(scores, num_complete[part], keep))  # [t, keep]
-        chosen = torch.cat(best)
+        scores = ops.qsa_block_scores(q, block_keys, meta.page_table, row, num_complete)
+        chosen = ops.block_topk(scores, num_complete, keep)  # [T, keep]
         is_kept = chosen < num_complete[:, None]
         member = torch.arange(ratio, device=q.device)
         block_pos = (chosen[..., None] * ratio + member).flatten(1)  # [T, keep * ratio]
@@ -154,43 +141,3 @@ class QsaIndexer(nn.Module):
             pad = selected.new_full((num_tokens, width - selected.shape[1]), -1)
             selected = torch.cat([selected, pad], dim=1)
         return torch.where(meta.is_token_valid[:, None], selected, -1)
-
-
-def selected_attention(
-    q: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
-    meta: PackedMeta,
-    selected: Tensor,
-    scale: float,
-) -> Tensor:
-    """Attention of each packed query over its selected positions of its row's paged KV.
-
-    q [T, H, Dh]; caches [num_pages, page_size, Hkv, Dh] (head h reads kv head h // (H / Hkv));
-    selected [T, S] positions, -1 = none. Reads keys already written by this frame. Returns
-    [T, H, Dh] in q's dtype (zeros for queries that select nothing: padding). Queries run in
-    chunks so that the gathered keys stay within ``MAX_CHUNK_ELEMENTS``.
-    """
-    num_tokens, num_heads, head_dim = q.shape
-    page_size, num_kv = k_cache.shape[1], k_cache.shape[2]
-    width = selected.shape[1]
-    row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
-    flat_k = k_cache.reshape(-1, num_kv, head_dim)
-    flat_v = v_cache.reshape(-1, num_kv, head_dim)
-    grouped = q.view(num_tokens, num_kv, num_heads // num_kv, head_dim)
-    out = torch.zeros_like(q)
-    chunk = max(1, MAX_CHUNK_ELEMENTS // (2 * width * num_kv * head_dim))
-    for start in range(0, num_tokens, chunk):
-        part = slice(start, start + chunk)
-        pos = selected[part]
-        is_used = pos >= 0
-        safe = pos.clamp(min=0)
-        page = meta.page_table[row[part, None], safe // page_size].long().clamp(min=0)
-        slot = page * page_size + safe % page_size  # [t, S]
-        keys, values = flat_k[slot].float(), flat_v[slot].float()  # [t, S, Hkv, Dh]
-        logits = torch.einsum("tkgd,tskd->tkgs", grouped[part].float(), keys) * scale
-        logits = logits.masked_fill(~is_used[:, None, None, :], float("-inf"))
-        weights = torch.softmax(logits, dim=-1).nan_to_num(0.0)
-        attended = torch.einsum("tkgs,tskd->tkgd", weights, values)
-        out[part] = attended.reshape(-1, num_heads, head_dim).to(q.dtype)
-    return out
