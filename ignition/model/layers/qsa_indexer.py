@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from ignition.kernels import ops
+from ignition.kernels.qsa_block_compress.reference import FROM_DRAFT_RING, FROM_FRAME, FROM_RING
 from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.rope import PartialRotary
@@ -73,8 +74,9 @@ class QsaIndexer(nn.Module):
     def _write_completed_blocks(
         self, raw: Tensor, meta: PackedMeta, rope: Tensor, caches: IndexCaches
     ) -> None:
-        """Block keys of every block whose last member is one of this frame's tokens; earlier
-        members come from the committed ring, or (MTP drafts) the round's draft ring."""
+        """Block keys of every block whose last member is one of this frame's tokens
+        (``ops.compress_block_keys``); earlier members come from the committed ring, or (MTP
+        drafts) the round's draft ring."""
         block_keys, raw_ring, rope_ring = caches.block_keys, caches.raw_ring, caches.rope_ring
         ratio, num_tokens = self.ratio, raw.shape[0]
         token = torch.arange(num_tokens, device=raw.device)
@@ -85,23 +87,23 @@ class QsaIndexer(nn.Module):
         is_in_frame = meta.token_offset[:, None] >= back[None, :]
         frame_index = (token[:, None] - back[None, :]).clamp(min=0)
         ring_index = member_pos.remainder(ratio)
-        ringed = raw_ring[slot_row[:, None], ring_index]  # [T, ratio, d]
         ringed_rope = rope_ring[slot_row, ring_index[:, 0]]  # [T, 3]
+        source = torch.full_like(member_pos, FROM_RING)
+        draft_ring = raw_ring
         if caches.draft_raw is not None:
             assert caches.draft_rope is not None and caches.committed is not None
             is_draft = member_pos >= caches.committed[slot_row].long()[:, None]
-            ringed = torch.where(
-                is_draft[..., None], caches.draft_raw[slot_row[:, None], ring_index], ringed
-            )
+            source = torch.where(is_draft, FROM_DRAFT_RING, source)
+            draft_ring = caches.draft_raw
             ringed_rope = torch.where(
                 is_draft[:, :1], caches.draft_rope[slot_row, ring_index[:, 0]], ringed_rope
             )
-        members = torch.where(is_in_frame[..., None], raw[frame_index], ringed)
+        source = torch.where(is_in_frame, FROM_FRAME, source).to(torch.int32)
+        member_index = torch.where(is_in_frame, frame_index, slot_row[:, None] * ratio + ring_index)
         start_rope = torch.where(
             is_in_frame[:, :1].t(), rope[:, frame_index[:, 0]], ringed_rope.t().to(rope.dtype)
         )  # [3, T]
-        pooled = members.float().mean(dim=1).to(raw.dtype)
-        keys = self.rotary(self.k_layernorm(pooled)[:, None, :], start_rope)[:, 0]
+        cos, sin = self._rope_at(start_rope)
         is_complete = (meta.positions + 1).remainder(ratio) == 0
         is_written = is_complete & (meta.kv_slots >= 0)
         per_page = block_keys.shape[1]
@@ -110,10 +112,29 @@ class QsaIndexer(nn.Module):
         page = meta.page_table[row, (block_start // page_size).clamp(min=0)].long()
         flat_slot = page * per_page + (block_start % page_size) // ratio
         slots = torch.where(is_written, flat_slot, -1).to(torch.int32)
-        # The paged KV write (slot -1 skips) with one "head" of width d; keys and values are
-        # the same cache, written twice with the same rows.
-        cache = block_keys[:, :, None, :]
-        ops.write_paged_kv(keys[:, None, :], keys[:, None, :], cache, cache, slots)
+        norm = self.k_layernorm
+        ops.compress_block_keys(
+            raw,
+            raw_ring,
+            draft_ring,
+            source.contiguous(),
+            member_index.contiguous(),
+            cos,
+            sin,
+            norm.weight.float() + norm.offset,
+            norm.eps,
+            slots,
+            block_keys,
+        )
+
+    def _rope_at(self, rope: Tensor) -> tuple[Tensor, Tensor]:
+        """(cos, sin) [T, rotary_dim / 2] fp32 of rope positions [3, T], as ``PartialRotary``
+        computes them (each frequency pair reading its own multimodal axis)."""
+        rotary = self.rotary
+        inv_freq = rotary.inv_freq.to(rope.device)
+        per_pair = rope.float().index_select(0, rotary.axis.to(rope.device))  # [pairs, T]
+        angles = (per_pair.t() * inv_freq[None, :]).contiguous()
+        return angles.cos(), angles.sin()
 
     def _select(self, q: Tensor, meta: PackedMeta, block_keys: Tensor) -> Tensor:
         """[T, budget + ratio - 1] selected positions per query (best blocks, then the tail).
