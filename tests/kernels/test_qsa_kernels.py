@@ -112,3 +112,23 @@ def test_sparse_attention_over_every_visible_position_is_dense_causal_attention(
         case.q, case.k_cache, case.v_cache, case.page_table, cu, torch.tensor([8]), 0.25
     )
     torch.testing.assert_close(ours, dense, **ATTENTION[torch.float32])
+
+
+def test_the_qsa_ops_on_triton_make_no_host_sync(device):
+    """Scoring, selection, sparse attention and the block-key write, as a captured decode or
+    verification program issues them (the CPU references are exempt; these are not)."""
+    from ignition.compiler.host_sync import HostSyncDetector
+    from tests.kernels.test_qsa_block_compress import compress_case
+
+    case = make_qsa_case([(27, 1), (5, 3)], device=device)
+    compress_args = compress_case(torch.float32, device)
+    block_keys = torch.zeros(4, 2, 24, device=device)
+    with use_backend("triton"), HostSyncDetector("qsa ops", check_kernel_references=True):
+        scores = ops.qsa_block_scores(
+            case.index_q, case.block_keys, case.page_table, case.token_row, case.num_complete
+        )
+        ops.block_topk(scores, case.num_complete, 3)
+        ops.qsa_sparse_attention(
+            case.q, case.k_cache, case.v_cache, case.page_table, case.token_row, case.selected, 0.25
+        )
+        ops.compress_block_keys(*compress_args, block_keys)

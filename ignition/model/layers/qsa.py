@@ -13,7 +13,7 @@ written and read in the same pages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +37,25 @@ class IndexCaches:
     draft_raw: Tensor | None = None  # [slots + 1, ratio, d]
     draft_rope: Tensor | None = None  # [slots + 1, ratio, 3]
     committed: Tensor | None = None  # [slots + 1] committed lengths
+    # MTP draft steps with selection reuse: the round's first step records its selection here
+    # (``record``); later steps attend over it and the positions drafted since (``reuse``).
+    reuse: Tensor | None = None  # [T, width] the first draft step's selection
+    reuse_steps: int = 0  # positions drafted since that step
+    record: list[Tensor] | None = None
+
+
+@dataclass
+class DraftSelections:
+    """The round's first draft step's QSA selection per MTP layer, reused by later steps.
+
+    Scoring every block key is the indexer's cost at long context; a later draft step (one
+    position further on each lane) keeps the first step's blocks and tail and adds the positions
+    drafted since, which the blocks completed in between lie within. Drafts only change
+    acceptance, never the verified output.
+    """
+
+    first_offset: int = 0  # the position offset of the step that recorded
+    per_layer: list[Tensor] = field(default_factory=list)
 
 
 class QueryGatedAttention(nn.Module):

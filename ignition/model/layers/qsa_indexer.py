@@ -69,7 +69,20 @@ class QsaIndexer(nn.Module):
         )
         q = self.rotary(self.q_layernorm(q.view(num_tokens, self.num_heads, self.head_dim)), rope)
         self._write_completed_blocks(raw, meta, rope, caches)
-        return self._select(q, meta, caches.block_keys), raw
+        if caches.reuse is not None:
+            selected = self._extend(caches.reuse, meta, caches.reuse_steps)
+        else:
+            selected = self._select(q, meta, caches.block_keys)
+        if caches.record is not None:
+            caches.record.append(selected)
+        return selected, raw
+
+    def _extend(self, first: Tensor, meta: PackedMeta, steps: int) -> Tensor:
+        """An earlier draft step's selection [T, width] plus the ``steps`` positions since it
+        (p - steps + 1 .. p): [T, width + steps]."""
+        since = meta.positions[:, None] - steps + 1 + torch.arange(steps, device=first.device)
+        since = torch.where(meta.is_token_valid[:, None], since, -1)
+        return torch.cat([first, since], dim=1)
 
     def _write_completed_blocks(
         self, raw: Tensor, meta: PackedMeta, rope: Tensor, caches: IndexCaches
