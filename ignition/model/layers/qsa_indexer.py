@@ -156,22 +156,33 @@ class QsaIndexer(nn.Module):
         and the blocks are chosen by ``ops.block_topk``, as in training (``training_gated``):
         its reference breaks ties among equal scores exactly as transformers does.
         """
-        ratio, num_tokens = self.ratio, q.shape[0]
+        ratio = self.ratio
         row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
         max_blocks = meta.page_table.shape[1] * block_keys.shape[1]
         num_complete = (meta.positions + 1) // ratio  # [T]
         keep = min(self.num_blocks, max_blocks)
         scores = ops.qsa_block_scores(q, block_keys, meta.page_table, row, num_complete)
         chosen = ops.block_topk(scores, num_complete, keep)  # [T, keep]
-        is_kept = chosen < num_complete[:, None]
-        member = torch.arange(ratio, device=q.device)
-        block_pos = (chosen[..., None] * ratio + member).flatten(1)  # [T, keep * ratio]
-        block_pos = torch.where(is_kept.repeat_interleave(ratio, dim=1), block_pos, -1)
-        tail_pos = (num_complete * ratio)[:, None] + member[None, : ratio - 1]
-        tail_pos = torch.where(tail_pos <= meta.positions[:, None], tail_pos, -1)
-        selected = torch.cat([block_pos, tail_pos], dim=1)
-        width = self.num_blocks * ratio + ratio - 1
-        if selected.shape[1] < width:
-            pad = selected.new_full((num_tokens, width - selected.shape[1]), -1)
-            selected = torch.cat([selected, pad], dim=1)
+        selected = selected_positions(chosen, num_complete, meta.positions, ratio, self.num_blocks)
         return torch.where(meta.is_token_valid[:, None], selected, -1)
+
+
+def selected_positions(
+    chosen: Tensor, num_complete: Tensor, positions: Tensor, ratio: int, num_blocks: int
+) -> Tensor:
+    """[T, num_blocks * ratio + ratio - 1] positions: the members of each query's kept blocks
+    (``chosen`` [T, keep] from ``block_topk``; entries at or past ``num_complete`` mean none),
+    then its incomplete tail up to its own position; -1 = none."""
+    num_tokens = chosen.shape[0]
+    is_kept = chosen < num_complete[:, None]
+    member = torch.arange(ratio, device=chosen.device)
+    block_pos = (chosen[..., None] * ratio + member).flatten(1)  # [T, keep * ratio]
+    block_pos = torch.where(is_kept.repeat_interleave(ratio, dim=1), block_pos, -1)
+    tail_pos = (num_complete * ratio)[:, None] + member[None, : ratio - 1]
+    tail_pos = torch.where(tail_pos <= positions[:, None], tail_pos, -1)
+    selected = torch.cat([block_pos, tail_pos], dim=1)
+    width = num_blocks * ratio + ratio - 1
+    if selected.shape[1] < width:
+        pad = selected.new_full((num_tokens, width - selected.shape[1]), -1)
+        selected = torch.cat([selected, pad], dim=1)
+    return selected
