@@ -32,7 +32,20 @@ def test_block_scores_match_the_reference(rows, dtype, device):
     args = (case.index_q, case.block_keys, case.page_table, case.token_row, case.num_complete)
     expected = scores_reference.qsa_block_scores(*args)
     out = nan_like(expected)
-    launch_qsa_block_scores(*args, out)
+    launch_qsa_block_scores(*args, out, use_tiles=False)
+    torch.testing.assert_close(out, expected, **ATTENTION[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", INTERPRETER_DTYPES, ids=str)
+def test_the_prefill_tiles_score_as_the_reference(dtype, device):
+    """Query tiles of one row share their key reads; tiles that straddle rows fall back."""
+    from ignition.kernels.qsa_block_scores.triton import launch_qsa_block_scores
+
+    case = make_qsa_case([(30, 20), (12, 1), (40, 1)], dtype=dtype, device=device)
+    args = (case.index_q, case.block_keys, case.page_table, case.token_row, case.num_complete)
+    expected = scores_reference.qsa_block_scores(*args)
+    out = nan_like(expected)
+    launch_qsa_block_scores(*args, out, use_tiles=True)
     torch.testing.assert_close(out, expected, **ATTENTION[torch.float32])
 
 
