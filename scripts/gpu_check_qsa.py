@@ -20,12 +20,18 @@ budget 2048 tokens in blocks of 4; pages of 64 tokens):
 
 The dry run (CPU, CI) runs the same code at tiny sizes on the references, with the host-sync
 detector in place of the capture.
+
+Not yet run on a GPU (no device was lent when these rows were written): every row above at
+full size, so the kernels' speed, their tile sizes (``BLOCK_B``, ``BLOCK_T``, ``BLOCK_S``, the
+decode split target) and the FP8 Triton paths are unmeasured; under the interpreter they are
+checked for results only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -203,6 +209,9 @@ def check_qsa(s, row: Callable[..., object], median_ms: Callable[..., float]) ->
             with use_backend(backend):
                 ms = median_ms(lambda f=f: _qsa(shape, paged, f), s.device, repeats)
                 dense_ms = median_ms(lambda f=f: _dense(shape, paged, f), s.device, repeats)
+                stages = _stage_ms(
+                    shape, paged, f, partial(median_ms, device=s.device, repeats=repeats)
+                )
             with use_backend("reference"):
                 reference_ms = median_ms(lambda f=f: _qsa(shape, paged, f), s.device, 1)
             share = _floor_bytes(shape, batch, query_len, context) / (ms / 1e3) / HBM_BYTES_PER_S
@@ -210,13 +219,27 @@ def check_qsa(s, row: Callable[..., object], median_ms: Callable[..., float]) ->
                 f"qsa {ms:.3f} ms ({share * 100:.1f}% of 4.3 TB/s), reference "
                 f"{reference_ms:.2f} ms ({reference_ms / ms:.1f}x), dense {dense_ms:.3f} "
                 f"ms ({dense_ms / ms:.2f}x); err scores {score_error:.1e} "
-                f"attention {attention_error:.1e}"
+                f"attention {attention_error:.1e}; stages: {stages}"
             )
             ok = score_error <= ERROR_LIMIT and attention_error <= ERROR_LIMIT
             rows.append(row("qsa", name, ok, detail))
             del f
     rows.append(_check_fp8(s, row, shape, paged))
     return rows
+
+
+def _stage_ms(shape: Shape, paged: Paged, f: Frame, timed: Callable[..., float]) -> str:
+    """Where the QSA path's time goes: scoring, top-k, sparse attention (milliseconds)."""
+    num_complete = (f.positions + 1) // shape.ratio
+    args = (f.index_q, paged.block_keys, f.page_table, f.token_row, num_complete)
+    scores = ops.qsa_block_scores(*args)
+    keep = min(shape.num_blocks, scores.shape[1])
+    selected = _select(shape, paged, f)
+    kv = (f.q, paged.k_cache, paged.v_cache, f.page_table, f.token_row, selected)
+    score_ms = timed(lambda: ops.qsa_block_scores(*args))
+    topk_ms = timed(lambda: ops.block_topk(scores, num_complete, keep))
+    attention_ms = timed(lambda: ops.qsa_sparse_attention(*kv, shape.head_dim**-0.5))
+    return f"scores {score_ms:.3f} ms, top-k {topk_ms:.3f} ms, attention {attention_ms:.3f} ms"
 
 
 def _label(context: int) -> str:
