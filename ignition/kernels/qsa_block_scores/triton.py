@@ -48,7 +48,7 @@ def _score_token(
         ).to(tl.int64)
         k_offs = page[:, None] * stride_kp + (blocks % blocks_per_page)[:, None] * stride_kb
         k_mask = is_visible[:, None] & mask_d[None, :]
-        k = tl.load(keys_ptr + k_offs + offs_d[None, :], mask=k_mask, other=0).to(q.dtype)
+        k = tl.load(keys_ptr + k_offs + offs_d[None, :], mask=k_mask, other=0.0).to(q.dtype)
         dots = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # [H, B] fp32
         summed = tl.sum(tl.maximum(dots, 0.0), axis=0) / sqrt_d
         scores = tl.where(is_visible, summed, float("-inf"))
@@ -114,7 +114,7 @@ def _block_scores_tile_kernel(
         ).to(tl.int64)
         k_offs = page[:, None] * stride_kp + (blocks % blocks_per_page)[:, None] * stride_kb
         k = tl.load(keys_ptr + k_offs + offs_d[None, :], mask=is_read[:, None] & mask_d[None, :],
-                    other=0)  # fmt: skip
+                    other=0.0)  # fmt: skip
         q_mask = mask_t[:, None] & mask_d[None, :]
         acc = tl.zeros((BLOCK_T, BLOCK_B), dtype=tl.float32)
         for head in range(num_heads):
