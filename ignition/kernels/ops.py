@@ -30,6 +30,7 @@ publish_and_wait = register(KernelOp("publish_and_wait", "mailbox_wait"))
 compress_block_keys = register(KernelOp("compress_block_keys", "qsa_block_compress"))
 qsa_block_scores = register(KernelOp("qsa_block_scores", "qsa_block_scores"))
 qsa_sparse_attention = register(KernelOp("qsa_sparse_attention", "qsa_sparse_attention"))
+write_pending_keys = register(KernelOp("write_pending_keys", "qsa_block_compress"))
 
 __all__ = [
     "allocate_speculative_prefixes",
@@ -46,4 +47,5 @@ __all__ = [
     "recurrent_gated_delta_rule",
     "rejection_verify",
     "write_paged_kv",
+    "write_pending_keys",
 ]

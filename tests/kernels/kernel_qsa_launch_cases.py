@@ -79,10 +79,13 @@ def _compress_cases(dtype: torch.dtype, key_dtype: torch.dtype) -> list[LaunchCa
     slots = torch.zeros(40, dtype=torch.int32)
     keys = torch.zeros(16, 16, 128, dtype=key_dtype)
     scale = torch.zeros(128)
+    rows = torch.zeros(40, dtype=torch.int64)
     return [
         (compress, "_compress_kernel",
          lambda: compress.compress_block_keys(
              raw, ring, ring, source, index, cos, cos, scale, 1e-6, slots, keys)),
+        (compress, "_write_pending_kernel",
+         lambda: compress.write_pending_keys(raw, ring, rows, rows)),
     ]  # fmt: skip
 
 

@@ -71,3 +71,19 @@ def test_the_dispatcher_runs_the_compression_kernel_when_forced(device):
     with use_backend("triton"):
         ops.compress_block_keys(*args, got)
     torch.testing.assert_close(got, expected, equal_nan=True, **ATTENTION[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", INTERPRETER_DTYPES, ids=str)
+def test_pending_raw_keys_are_written_where_the_reference_writes_them(dtype, device):
+    from ignition.kernels.qsa_block_compress.triton import write_pending_keys
+
+    gen = torch.Generator().manual_seed(4)
+    raw = torch.randn(5, DIM, generator=gen).to(dtype).to(device)
+    rows = torch.tensor([0, 2, 2, NUM_SLOTS, 1], device=device)  # one token to the scratch row
+    ring_index = torch.tensor([3, 0, 1, 2, 2], device=device)
+    expected = nan_like(raw, NUM_SLOTS + 1, RATIO, DIM)
+    got = expected.clone()
+    reference.write_pending_keys(raw, expected, rows, ring_index)
+    write_pending_keys(raw, got, rows, ring_index)
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+    assert torch.equal(got[2, 1], raw[2])

@@ -128,8 +128,9 @@ def test_sparse_attention_over_every_visible_position_is_dense_causal_attention(
 
 
 def test_the_qsa_ops_on_triton_make_no_host_sync(device):
-    """Scoring, selection, sparse attention and the block-key write, as a captured decode or
-    verification program issues them (the CPU references are exempt; these are not)."""
+    """Scoring, selection, sparse attention, the block-key write and the pending keys' write,
+    as a captured decode or verification program issues them (the CPU references are exempt;
+    these are not)."""
     from ignition.compiler.host_sync import HostSyncDetector
     from tests.kernels.test_qsa_block_compress import compress_case
 
@@ -145,3 +146,4 @@ def test_the_qsa_ops_on_triton_make_no_host_sync(device):
             case.q, case.k_cache, case.v_cache, case.page_table, case.token_row, case.selected, 0.25
         )
         ops.compress_block_keys(*compress_args, block_keys)
+        ops.write_pending_keys(compress_args[0], compress_args[1], case.token_row, case.token_row)

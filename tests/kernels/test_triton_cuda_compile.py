@@ -24,6 +24,7 @@ KERNELS = (
     "_sparse_attention_kernel",
     "_combine_kernel",
     "_compress_kernel",
+    "_write_pending_kernel",
 )
 
 

@@ -67,3 +67,20 @@ def compress_block_keys(
     is_written = slots >= 0
     flat = block_keys.view(-1, head_dim)
     flat[slots[is_written].long()] = keys[is_written].to(block_keys.dtype)
+
+
+def write_pending_keys(
+    raw: torch.Tensor, ring: torch.Tensor, rows: torch.Tensor, ring_index: torch.Tensor
+) -> None:
+    """Keep raw index keys as a slot's pending keys (its incomplete block's members), in place.
+
+    Shapes:
+        raw: [T, d] raw index keys of the packed tokens.
+        ring: [slots + 1, ratio, d] pending raw keys by position % ratio.
+        rows: [T] int64 ring row each token writes (the scratch row for tokens that keep
+            nothing, so no branch depends on the data).
+        ring_index: [T] int64 position % ratio.
+    Valid (non-scratch) cells must be distinct; the scratch row's content is undefined.
+    Host sync: none.
+    """
+    ring[rows, ring_index] = raw.to(ring.dtype)

@@ -119,3 +119,34 @@ def compress_block_keys(
 
 
 compress_block_keys.__doc__ = reference.compress_block_keys.__doc__
+
+
+@triton.jit
+def _write_pending_kernel(
+    raw_ptr, ring_ptr, rows_ptr, index_ptr, head_dim, stride_raw, stride_row, stride_index,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    token = tl.program_id(0).to(tl.int64)
+    row = tl.load(rows_ptr + token).to(tl.int64)
+    index = tl.load(index_ptr + token).to(tl.int64)
+    offs = tl.arange(0, BLOCK_D)
+    mask = offs < head_dim
+    key = tl.load(raw_ptr + token * stride_raw + offs, mask=mask)
+    target = ring_ptr + row * stride_row + index * stride_index + offs
+    tl.store(target, key.to(ring_ptr.dtype.element_ty), mask=mask)
+
+
+def write_pending_keys(
+    raw: torch.Tensor, ring: torch.Tensor, rows: torch.Tensor, ring_index: torch.Tensor
+) -> None:
+    if raw.stride(1) != 1 or ring.stride(2) != 1:
+        raise ValueError("write_pending_keys: raw and ring must be contiguous in their last dim")
+    if raw.shape[0] == 0:
+        return
+    _write_pending_kernel[(raw.shape[0],)](
+        raw, ring, rows, ring_index, raw.shape[1], raw.stride(0), ring.stride(0), ring.stride(1),
+        BLOCK_D=triton.next_power_of_2(raw.shape[1]),
+    )  # fmt: skip
+
+
+write_pending_keys.__doc__ = reference.write_pending_keys.__doc__
