@@ -59,7 +59,8 @@ from ignition.model.state import ModelState
 from ignition.model.weights import load_model
 from ignition.recipes import LoadOptions, get_recipe
 from scripts.gpu_check_ple import check_ple, check_ple_greedy
-from scripts.gpu_check_qsa import check_qsa, check_qsa_kernels
+from scripts.gpu_check_qsa import check_qsa
+from scripts.gpu_check_qsa_kernels import check_qsa_kernels
 
 HBM_BYTES_PER_S = 4.3e12  # H200 HBM3e
 FULL = Dims(16, 2, 256, 16, 128, 128, 151936)  # full-size head dims, Qwen-scale vocabulary

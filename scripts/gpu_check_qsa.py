@@ -14,9 +14,7 @@ budget 2048 tokens in blocks of 4; pages of 64 tokens):
   scores and attention (over the reference selection) match the references.
 - ``fp8 index keys``: scores of e4m3 block keys on Triton = the reference (the interpreter
   has no fp8, so this runs only here), and their error against bf16 keys.
-- ``block-key compression``: the Triton kernel = the reference.
-- ``decode captured``: the Triton QSA decode path captured in a CUDA graph and replayed under
-  ``torch.cuda.set_sync_debug_mode("error")`` equals its eager run.
+- ``block-key compression`` and ``decode captured``: ``scripts/gpu_check_qsa_kernels.py``.
 
 The dry run (CPU, CI) runs the same code at tiny sizes on the references, with the host-sync
 detector in place of the capture.
@@ -90,7 +88,7 @@ class Paged:
     page_table: torch.Tensor
 
 
-def _paged(shape: Shape, device: torch.device) -> Paged:
+def make_paged(shape: Shape, device: torch.device) -> Paged:
     rows, pages = max(shape.batches), max(shape.contexts) // shape.page_size
     gen = torch.Generator(device=device).manual_seed(0)
     kv = (rows * pages, shape.page_size, shape.kv_heads, shape.head_dim)
@@ -114,7 +112,7 @@ class Frame:
     context_lens: torch.Tensor
 
 
-def _frame(shape: Shape, paged: Paged, rows: int, query_len: int, context: int) -> Frame:
+def make_frame(shape: Shape, paged: Paged, rows: int, query_len: int, context: int) -> Frame:
     device = paged.k_cache.device
     gen = torch.Generator(device=device).manual_seed(1)
     num_tokens = rows * query_len
@@ -145,7 +143,7 @@ def _select(shape: Shape, paged: Paged, f: Frame) -> torch.Tensor:
     return selected_positions(chosen, num_complete, f.positions, shape.ratio, shape.num_blocks)
 
 
-def _qsa(shape: Shape, paged: Paged, f: Frame) -> torch.Tensor:
+def qsa_path(shape: Shape, paged: Paged, f: Frame) -> torch.Tensor:
     selected = _select(shape, paged, f)
     return ops.qsa_sparse_attention(
         f.q, paged.k_cache, paged.v_cache, f.page_table, f.token_row, selected, shape.head_dim**-0.5
@@ -197,23 +195,23 @@ def check_qsa(s, row: Callable[..., object], median_ms: Callable[..., float]) ->
     device, repeats)``."""
     shape = TINY if s.dry_run else FULL
     backend = "reference" if s.dry_run else "triton"
-    paged = _paged(shape, s.device)
+    paged = make_paged(shape, s.device)
     cases = [(f"decode {_label(c)} x{b}", b, 1, c) for c in shape.contexts for b in shape.batches]
     cases += [(f"prefill {shape.chunk} @ {_label(c)}", 1, shape.chunk, c) for c in shape.contexts]
     rows = []
     with torch.inference_mode():
         for name, batch, query_len, context in cases:
-            f = _frame(shape, paged, batch, query_len, context)
+            f = make_frame(shape, paged, batch, query_len, context)
             score_error, attention_error = _errors(shape, paged, f, backend)
             repeats = 1 if s.dry_run or query_len > 1 else 3
             with use_backend(backend):
-                ms = median_ms(lambda f=f: _qsa(shape, paged, f), s.device, repeats)
+                ms = median_ms(lambda f=f: qsa_path(shape, paged, f), s.device, repeats)
                 dense_ms = median_ms(lambda f=f: _dense(shape, paged, f), s.device, repeats)
                 stages = _stage_ms(
                     shape, paged, f, partial(median_ms, device=s.device, repeats=repeats)
                 )
             with use_backend("reference"):
-                reference_ms = median_ms(lambda f=f: _qsa(shape, paged, f), s.device, 1)
+                reference_ms = median_ms(lambda f=f: qsa_path(shape, paged, f), s.device, 1)
             share = _floor_bytes(shape, batch, query_len, context) / (ms / 1e3) / HBM_BYTES_PER_S
             detail = (
                 f"qsa {ms:.3f} ms ({share * 100:.1f}% of 4.3 TB/s), reference "
@@ -248,7 +246,7 @@ def _label(context: int) -> str:
 
 def _check_fp8(s, row, shape: Shape, paged: Paged):
     """e4m3 block keys: Triton scores = reference scores (GPU only), error against bf16."""
-    f = _frame(shape, paged, 1, 1, shape.contexts[0])
+    f = make_frame(shape, paged, 1, 1, shape.contexts[0])
     num_complete = (f.positions + 1) // shape.ratio
     keys8 = paged.block_keys.to(torch.float8_e4m3fn)
     args = (f.index_q, keys8, f.page_table, f.token_row, num_complete)
@@ -262,79 +260,3 @@ def _check_fp8(s, row, shape: Shape, paged: Paged):
     drift = ((want[visible] - exact[visible]).norm() / exact[visible].norm()).item()
     detail = f"triton vs reference {error:.1e}; fp8 vs {shape.dtype} scores rel L2 {drift:.4f}"
     return row("qsa", "fp8 index keys", error <= ERROR_LIMIT, detail)
-
-
-def check_qsa_kernels(s, row: Callable[..., object]) -> list:
-    """The compression kernel against its reference; the decode path captured and replayed."""
-    shape = TINY if s.dry_run else FULL
-    backend = "reference" if s.dry_run else "triton"
-    return [_check_compress(s, row, shape, backend), _check_capture(s, row, shape, backend)]
-
-
-def _check_compress(s, row, shape: Shape, backend: str):
-    gen = torch.Generator(device=s.device).manual_seed(2)
-    num_tokens, slots, d, ratio = 64, 33, shape.index_dim, shape.ratio
-
-    def randn(*size: int) -> torch.Tensor:
-        return torch.randn(*size, generator=gen, device=s.device).to(shape.dtype)
-
-    raw, ring, draft = randn(num_tokens, d), randn(slots, ratio, d), randn(slots, ratio, d)
-    source = torch.randint(0, 3, (num_tokens, ratio), generator=gen, device=s.device)
-    index = torch.randint(0, num_tokens, (num_tokens, ratio), generator=gen, device=s.device)
-    angles = torch.rand(num_tokens, d // 4, generator=gen, device=s.device) * 6
-    scale = torch.rand(d, generator=gen, device=s.device) + 0.5
-    written = torch.randperm(num_tokens, generator=gen, device=s.device).to(torch.int32)
-    slot = torch.where(torch.arange(num_tokens, device=s.device) % ratio == 0, written, -1)
-    args = (
-        raw,
-        ring,
-        draft,
-        source.to(torch.int32),
-        index,
-        angles.cos(),
-        angles.sin(),
-        scale,
-        1e-6,
-        slot.to(torch.int32),
-    )
-    want = torch.zeros(num_tokens, 2, d, device=s.device, dtype=shape.dtype)
-    got = want.clone()
-    with torch.inference_mode():
-        with use_backend("reference"):
-            ops.compress_block_keys(*args, want)
-        with use_backend(backend):
-            ops.compress_block_keys(*args, got)
-    error = (got.float() - want.float()).abs().max().item()
-    return row("qsa", "block-key compression", error <= ERROR_LIMIT, f"err {error:.1e}")
-
-
-def _check_capture(s, row, shape: Shape, backend: str):
-    from ignition.compiler.host_sync import HostSyncDetector
-
-    paged = _paged(shape, s.device)
-    f = _frame(shape, paged, max(shape.batches), 1, shape.contexts[1])
-    with torch.inference_mode(), use_backend(backend):
-        eager = _qsa(shape, paged, f)
-        if s.device.type != "cuda":
-            with HostSyncDetector("qsa decode"):
-                replayed = _qsa(shape, paged, f)
-            how = "host-sync detector (CPU)"
-        else:
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                _qsa(shape, paged, f)
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                captured = _qsa(shape, paged, f)
-            torch.cuda.set_sync_debug_mode("error")
-            try:
-                graph.replay()
-            finally:
-                torch.cuda.set_sync_debug_mode("default")
-            torch.cuda.synchronize()
-            replayed = captured
-            how = "CUDA graph replay under sync debug mode"
-    error = (replayed.float() - eager.float()).abs().max().item()
-    return row("qsa", "decode captured", error <= ERROR_LIMIT, f"{how}; err {error:.1e}")
