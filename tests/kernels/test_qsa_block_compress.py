@@ -87,3 +87,13 @@ def test_pending_raw_keys_are_written_where_the_reference_writes_them(dtype, dev
     write_pending_keys(raw, got, rows, ring_index)
     torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
     assert torch.equal(got[2, 1], raw[2])
+
+
+def test_a_per_token_index_of_the_wrong_length_is_refused_before_any_write(device):
+    from ignition.kernels.qsa_block_compress.triton import write_pending_keys
+
+    raw = torch.zeros(5, DIM, device=device)
+    ring = torch.zeros(NUM_SLOTS + 1, RATIO, DIM, device=device)
+    short = torch.zeros(4, dtype=torch.long, device=device)
+    with pytest.raises(ValueError, match=r"write_pending_keys: rows \(4,\) must hold one entry"):
+        write_pending_keys(raw, ring, short, torch.zeros(5, dtype=torch.long, device=device))

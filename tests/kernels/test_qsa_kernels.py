@@ -146,4 +146,5 @@ def test_the_qsa_ops_on_triton_make_no_host_sync(device):
             case.q, case.k_cache, case.v_cache, case.page_table, case.token_row, case.selected, 0.25
         )
         ops.compress_block_keys(*compress_args, block_keys)
-        ops.write_pending_keys(compress_args[0], compress_args[1], case.token_row, case.token_row)
+        rows = torch.arange(6, device=device) % 4
+        ops.write_pending_keys(compress_args[0], compress_args[1], rows, rows)

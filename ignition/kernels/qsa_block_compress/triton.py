@@ -88,6 +88,12 @@ def compress_block_keys(
 ) -> None:
     num_tokens, head_dim = raw.shape
     ratio = source.shape[1]
+    for name, per_token in (("source", source), ("member_index", member_index), ("cos", cos),
+                            ("sin", sin), ("slots", slots)):  # fmt: skip
+        if per_token.shape[0] != num_tokens:
+            raise ValueError(
+                f"compress_block_keys: {name} has {per_token.shape[0]} rows for {num_tokens} keys"
+            )
     for name, ring in (("raw_ring", raw_ring), ("draft_ring", draft_ring)):
         if ring.stride(2) != 1 or ring.stride(0) != ratio * ring.stride(1):
             raise ValueError(f"compress_block_keys: {name} rows must be contiguous by slot")
@@ -141,6 +147,12 @@ def write_pending_keys(
 ) -> None:
     if raw.stride(1) != 1 or ring.stride(2) != 1:
         raise ValueError("write_pending_keys: raw and ring must be contiguous in their last dim")
+    for name, index in (("rows", rows), ("ring_index", ring_index)):
+        if index.shape != raw.shape[:1]:
+            raise ValueError(
+                f"write_pending_keys: {name} {tuple(index.shape)} must hold one entry per raw key "
+                f"({raw.shape[0]})"
+            )
     if raw.shape[0] == 0:
         return
     _write_pending_kernel[(raw.shape[0],)](

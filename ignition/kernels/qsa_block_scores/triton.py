@@ -152,6 +152,9 @@ def launch_qsa_block_scores(
     for name, tensor in (("q", q), ("block_keys", block_keys), ("out", out)):
         if tensor.stride(-1) != 1:
             raise ValueError(f"qsa_block_scores: {name} must be contiguous in its last dimension")
+    for name, per_token in (("token_row", token_row), ("num_complete", num_complete)):
+        if tuple(per_token.shape) != (num_tokens,):
+            raise ValueError(f"qsa_block_scores: {name} must be [{num_tokens}]")
     if tuple(out.shape) != (num_tokens, max_blocks) or out.dtype != torch.float32:
         raise ValueError(f"qsa_block_scores: out must be [{num_tokens}, {max_blocks}] float32")
     if num_tokens == 0 or max_blocks == 0:

@@ -154,6 +154,10 @@ def launch_qsa_sparse_attention(
     for name, tensor in (*named, ("selected", selected)):
         if tensor.stride(-1) != 1:
             raise ValueError(f"qsa_sparse_attention: {name} must be contiguous in its last dim")
+    if token_row.shape[0] != num_tokens or selected.shape[0] != num_tokens:
+        raise ValueError(f"qsa_sparse_attention: token_row and selected need {num_tokens} rows")
+    if out.shape != q.shape:
+        raise ValueError(f"qsa_sparse_attention: out {tuple(out.shape)} must be {tuple(q.shape)}")
     if num_tokens == 0:
         return
     group = num_heads // num_kv
