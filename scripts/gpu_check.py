@@ -382,7 +382,7 @@ def run_checks(s: Setup) -> list[Row]:
     section("ple", lambda: check_ple(s, Row))
     section("ple", lambda: check_ple_greedy(s, Row))
     section("qsa", lambda: check_qsa(s, Row, median_ms))
-    section("qsa", lambda: check_qsa_kernels(s, Row))
+    section("qsa", lambda: check_qsa_kernels(s, Row, median_ms))
     model = load_model(DEFAULT_CHECKPOINT, s.device)
     tokenizer = Tokenizer.from_file(str(DEFAULT_CHECKPOINT / "tokenizer.json"))
     prompt_ids = tokenizer.encode(PROMPT).ids

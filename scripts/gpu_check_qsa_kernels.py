@@ -1,5 +1,8 @@
 """The GPU check's QSA section, second part: the block-key compression kernel against its
-reference, and the Triton QSA decode path captured in a CUDA graph and replayed under
+reference; the Triton top-k candidate (``launch_block_topk``) against the sort the op runs
+(same kept sets, milliseconds of each at 128k context for 32 decode rows and a 2048-token
+chunk; the dry run times the sort only: the interpreter is not on in that process); and the
+Triton QSA decode path captured in a CUDA graph and replayed under
 ``torch.cuda.set_sync_debug_mode("error")`` (the dry run: the host-sync detector on CPU).
 """
 
@@ -13,11 +16,34 @@ from ignition.kernels import ops, use_backend
 from scripts.gpu_check_qsa import ERROR_LIMIT, FULL, TINY, Shape, make_frame, make_paged, qsa_path
 
 
-def check_qsa_kernels(s, row: Callable[..., object]) -> list:
-    """The compression kernel against its reference; the decode path captured and replayed."""
+def check_qsa_kernels(s, row: Callable[..., object], median_ms: Callable[..., float]) -> list:
+    """``s``: the check's Setup; ``row(section, check, ok, detail)``; ``median_ms(call,
+    device, repeats)``."""
     shape = TINY if s.dry_run else FULL
     backend = "reference" if s.dry_run else "triton"
-    return [_check_compress(s, row, shape, backend), _check_capture(s, row, shape, backend)]
+    topk = [_check_topk(s, row, shape, median_ms, n) for n in (max(shape.batches), shape.chunk)]
+    return [_check_compress(s, row, shape, backend), *topk, _check_capture(s, row, shape, backend)]
+
+
+def _check_topk(s, row, shape: Shape, median_ms: Callable[..., float], num_queries: int):
+    from ignition.kernels.block_topk import triton as topk
+
+    num_blocks, keep = max(shape.contexts) // shape.ratio, shape.num_blocks
+    gen = torch.Generator(device=s.device).manual_seed(3)
+    scores = torch.rand(num_queries, num_blocks, generator=gen, device=s.device)
+    scores = torch.where(scores > 0.7, scores, 0.0)  # relu sums: many exact zeros
+    visible = torch.full((num_queries,), num_blocks, device=s.device)
+    sort_ms = median_ms(lambda: topk.block_topk(scores, visible, keep), s.device, 3)
+    name = f"top-k {num_queries} x {num_blocks} blocks"
+    if s.dry_run:
+        return row("qsa", name, True, f"sort {sort_ms:.3f} ms (kernel: GPU only)")
+    out = torch.empty(num_queries, keep, dtype=torch.int64, device=s.device)
+    kernel_ms = median_ms(lambda: topk.launch_block_topk(scores, visible, keep, out), s.device, 3)
+    same = torch.equal(
+        out.sort(dim=1).values, topk.block_topk(scores, visible, keep).sort(dim=1).values
+    )
+    detail = f"sort {sort_ms:.3f} ms, kernel {kernel_ms:.3f} ms ({sort_ms / kernel_ms:.2f}x)"
+    return row("qsa", name, same, f"{detail}; same sets {same}")
 
 
 def _check_compress(s, row, shape: Shape, backend: str):

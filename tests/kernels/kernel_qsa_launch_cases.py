@@ -89,8 +89,16 @@ def _compress_cases(dtype: torch.dtype, key_dtype: torch.dtype) -> list[LaunchCa
     ]  # fmt: skip
 
 
+def _topk_cases() -> list[LaunchCase]:
+    from ignition.kernels.block_topk import triton as topk
+
+    scores, visible = torch.zeros(8, 32768), torch.zeros(8, dtype=torch.int64)
+    out = torch.zeros(8, 512, dtype=torch.int64)
+    return [(topk, "_block_topk_kernel", lambda: topk.launch_block_topk(scores, visible, 512, out))]
+
+
 def qsa_launch_cases() -> list[LaunchCase]:
-    cases: list[LaunchCase] = []
+    cases: list[LaunchCase] = _topk_cases()
     for dtype in (torch.bfloat16, torch.float32):
         cases += _score_cases(dtype, dtype) + _attention_cases(dtype)
         cases += _compress_cases(dtype, dtype)

@@ -25,6 +25,7 @@ KERNELS = (
     "_combine_kernel",
     "_compress_kernel",
     "_write_pending_kernel",
+    "_block_topk_kernel",
 )
 
 
