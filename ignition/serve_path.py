@@ -70,6 +70,9 @@ class CheckpointBuild:
     device: str | None = None
     threads: int | None = None
     ple: dict[str, Any] | None = None  # the build report's PLE entry
+    # Ranks the bundle is built (and served) with: each rank prepares its own shard's
+    # programs, so a build for N ranks is another cache entry than one for one rank.
+    tensor_parallel_size: int = 1
 
 
 def build_options(
@@ -101,6 +104,7 @@ def cache_inputs(build: CheckpointBuild) -> dict[str, Any]:
         "packages": package_versions(),
         "device": resolve_device(build.device).type,
         "ple": build.ple,
+        "tensor_parallel_size": build.tensor_parallel_size,
     }
 
 

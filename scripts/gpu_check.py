@@ -21,7 +21,11 @@ Sections (each row: check | result | detail):
 6. ple: the n-gram table off the device (``scripts/gpu_check_ple.py``): the UVA gather from
    a pinned host table equals the reference, and a host thread delayed by a known amount
    shows up in a captured graph's replay interval and in the answer's ``ready - needed``;
-   a tiny qwen4_exp generates the same greedy tokens at device, host+preload and disk.
+   a tiny qwen4_exp generates the same greedy tokens at device, host+preload and disk;
+7. qsa: QSA's indexer and sparse attention at 8k / 32k / 128k context, decode at batch 1 and
+   32 and prefill chunks of 2048 (``scripts/gpu_check_qsa.py``): milliseconds and share of
+   the HBM roofline on Triton, against the references and dense paged attention; FP8 index
+   keys, the block-key compression, and the decode path captured and replayed.
 
 The dry run replaces what needs CUDA with its CPU counterpart (reference kernels timed on
 CPU, eager programs, the host-sync detector instead of the sync debug mode) and fails if
@@ -55,6 +59,8 @@ from ignition.model.state import ModelState
 from ignition.model.weights import load_model
 from ignition.recipes import LoadOptions, get_recipe
 from scripts.gpu_check_ple import check_ple, check_ple_greedy
+from scripts.gpu_check_qsa import check_qsa
+from scripts.gpu_check_qsa_kernels import check_qsa_kernels
 
 HBM_BYTES_PER_S = 4.3e12  # H200 HBM3e
 FULL = Dims(16, 2, 256, 16, 128, 128, 151936)  # full-size head dims, Qwen-scale vocabulary
@@ -375,6 +381,8 @@ def run_checks(s: Setup) -> list[Row]:
     section("kernels", lambda: check_kernels(s))
     section("ple", lambda: check_ple(s, Row))
     section("ple", lambda: check_ple_greedy(s, Row))
+    section("qsa", lambda: check_qsa(s, Row, median_ms))
+    section("qsa", lambda: check_qsa_kernels(s, Row, median_ms))
     model = load_model(DEFAULT_CHECKPOINT, s.device)
     tokenizer = Tokenizer.from_file(str(DEFAULT_CHECKPOINT / "tokenizer.json"))
     prompt_ids = tokenizer.encode(PROMPT).ids
@@ -391,7 +399,7 @@ def print_table(rows: list[Row]) -> None:
         print(f"{r.section:<8} | {r.check:<{width}} | {'pass' if r.ok else 'FAIL':<6} | {r.detail}")
 
 
-EXPECTED_SECTIONS = ("kernels", "capture", "replay", "overlap", "greedy", "ple")
+EXPECTED_SECTIONS = ("kernels", "capture", "replay", "overlap", "greedy", "ple", "qsa")
 
 
 def main(argv: list[str] | None = None) -> int:

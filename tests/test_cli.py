@@ -343,3 +343,48 @@ def test_a_checkpoint_is_built_once_into_the_cache_then_served(served, monkeypat
     assert served[0].max_num_seqs is None  # built in: the bundle's own slots
     assert run("serve", str(checkpoint), "--cache-dir", str(cache)).exit_code == 0
     assert len(builds) == 2  # other options, another entry
+
+
+def test_a_checkpoint_served_with_two_ranks_is_built_for_two_ranks(served, monkeypatch, tmp_path):
+    """``serve CHECKPOINT -tp 2`` builds each rank's programs (spawned ranks) into its own
+    cache entry, then serves that bundle with two ranks; a one-rank start builds another."""
+    import ignition.cli.progress
+    import ignition.distributed.launch
+    from tests.checkpoints import write_tiny_checkpoint
+
+    checkpoint = write_tiny_checkpoint(tmp_path / "checkpoint")
+    ranks = []
+
+    def fake_build(recipe_name, options, *, weights, out_dir, tensor_parallel_size=1, **_):
+        ranks.append(tensor_parallel_size)
+        out_dir.mkdir(parents=True)
+        for name in ("manifest.json", "catalog.json"):
+            (out_dir / name).write_text("{}")
+        return type("Result", (), {"notes": []})()
+
+    def one_process_group(size, options, rank_zero, debug=False):
+        groups.append(size)
+        return rank_zero(options, None)
+
+    groups = []
+    monkeypatch.setattr(ignition.cli.progress, "build_with_progress", fake_build)
+    monkeypatch.setattr(ignition.distributed.launch, "run_tensor_parallel", one_process_group)
+    args = ("serve", str(checkpoint), "--cache-dir", str(tmp_path / "cache"))
+    for extra in (("-tp", "2"), ("-tp", "2"), ()):
+        result = run(*args, *extra)
+        assert result.exit_code == 0, result.output
+    assert ranks == [2, 1]  # the second two-rank start reuses the two-rank build
+    assert served[0].artifacts == served[1].artifacts != served[2].artifacts
+    assert groups == [2, 2]  # both two-rank starts serve with two ranks
+
+
+def test_a_checkpoint_under_torchrun_with_two_ranks_is_a_one_line_error(monkeypatch, tmp_path):
+    from tests.checkpoints import write_tiny_checkpoint
+
+    checkpoint = write_tiny_checkpoint(tmp_path / "checkpoint")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    result = run("serve", str(checkpoint), "-tp", "2", "--cache-dir", str(tmp_path / "cache"))
+    assert result.exit_code == 2
+    assert "under torchrun" in result.output and "ignition build --weights" in result.output

@@ -33,19 +33,6 @@ KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
         # QSA's caches and its indexer; the model and its index rings.
         frozenset({"ignition.model.layers.qsa", "ignition.model.layers.qsa_indexer"}),
         frozenset({"ignition.model.index_rings", "ignition.model.model"}),
-        # The simulate commands and their harness (sim.py's entry runs runner.main).
-        frozenset(
-            {
-                "ignition.simulate.command",
-                "ignition.simulate.harness",
-                "ignition.simulate.retention_command",
-                "ignition.simulate.runner",
-                "ignition.simulate.scenario_command",
-                "ignition.simulate.search",
-                "ignition.simulate.sim",
-                "ignition.simulate.tables",
-            }
-        ),
     }
 )
 

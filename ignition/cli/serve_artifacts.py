@@ -35,10 +35,13 @@ def serve_artifacts(
         raise UserError(str(err)) from None
     if kind == "bundle":
         return str(chosen), path_args.max_num_seqs
-    if runtime.placement.tensor_parallel_size > 1:
+    tensor_parallel = runtime.placement.tensor_parallel_size
+    if tensor_parallel > 1 and _under_torchrun():
         raise UserError(
-            f"{chosen}: a checkpoint with --tensor-parallel-size > 1: build it first "
-            f"(`ignition build --weights {chosen} -tp N`) and serve the bundle"
+            f"{chosen}: a checkpoint under torchrun: every process would build it into the "
+            f"cache; build it first (`ignition build --weights {chosen} -tp "
+            f"{tensor_parallel}`) and serve the bundle, or serve the checkpoint without "
+            "torchrun (the ranks are spawned)"
         )
     from ignition.build_cache import CacheError, default_cache_root
 
@@ -50,7 +53,12 @@ def serve_artifacts(
     )
     device = runtime.placement.device
     build = CheckpointBuild(
-        chosen, options, device, runtime.placement.threads, ple_description(ple, chosen, device)
+        chosen,
+        options,
+        device,
+        runtime.placement.threads,
+        ple_description(ple, chosen, device),
+        tensor_parallel_size=tensor_parallel,
     )
 
     def run_build(build: CheckpointBuild, folder: Path) -> None:
@@ -62,6 +70,7 @@ def serve_artifacts(
             device=build.device,
             threads=build.threads,
             ple=build.ple,
+            tensor_parallel_size=build.tensor_parallel_size,
         )
         for note in result.notes:
             click.echo(f"note: {note}", err=True)
@@ -74,3 +83,9 @@ def serve_artifacts(
     except CacheError as err:
         raise UserError(str(err)) from None
     return str(bundle), None
+
+
+def _under_torchrun() -> bool:
+    from ignition.distributed.launch import torchrun_env
+
+    return torchrun_env() is not None

@@ -27,6 +27,10 @@ rejection_verify = register(KernelOp("rejection_verify", "rejection_verify"))
 block_topk = register(KernelOp("block_topk", "block_topk"))
 gather_rows = register(KernelOp("gather_rows", "row_gather"))
 publish_and_wait = register(KernelOp("publish_and_wait", "mailbox_wait"))
+compress_block_keys = register(KernelOp("compress_block_keys", "qsa_block_compress"))
+qsa_block_scores = register(KernelOp("qsa_block_scores", "qsa_block_scores"))
+qsa_sparse_attention = register(KernelOp("qsa_sparse_attention", "qsa_sparse_attention"))
+write_pending_keys = register(KernelOp("write_pending_keys", "qsa_block_compress"))
 
 __all__ = [
     "allocate_speculative_prefixes",
@@ -34,10 +38,14 @@ __all__ = [
     "causal_conv1d_prefill",
     "causal_conv1d_update",
     "chunk_gated_delta_rule",
+    "compress_block_keys",
     "gather_rows",
     "packed_paged_attention",
     "publish_and_wait",
+    "qsa_block_scores",
+    "qsa_sparse_attention",
     "recurrent_gated_delta_rule",
     "rejection_verify",
     "write_paged_kv",
+    "write_pending_keys",
 ]

@@ -4,7 +4,8 @@ A QSA block key needs every member's raw key, and a block may complete frames af
 members were committed; each slot therefore keeps its last ``compress_ratio`` raw keys (and,
 shared by all indexed layers, their rope positions) at ``position % ratio``. The target's ring
 is written by ``HybridModel.commit`` at the accepted length, the MTP's when verified positions
-are absorbed. Rows that keep nothing write the scratch row, so no branch depends on the data.
+are absorbed (``ops.write_pending_keys``, one launch per layer). Rows that keep nothing write
+the scratch row, so no branch depends on the data.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+from ignition.kernels import ops
 
 if TYPE_CHECKING:
     from ignition.model.model import TargetOutput
@@ -33,7 +36,8 @@ def keep_index_ring(out: TargetOutput, commit_lens: Tensor) -> None:
     is_written = meta.is_token_valid & (offset < kept[row]) & (offset >= kept[row] - ratio)
     target = torch.where(is_written, meta.state_rows[row], meta.scratch_row)
     ring = meta.positions.remainder(ratio)
-    state.index_raw[:, target, ring] = torch.stack(out.index_raw).to(state.index_raw.dtype)
+    for layer, raw in enumerate(out.index_raw):
+        ops.write_pending_keys(raw, state.index_raw[layer], target, ring)
     assert out.rope is not None
     state.index_rope[target, ring] = out.rope.t().long()
 
@@ -47,8 +51,8 @@ def keep_mtp_ring(out: TargetOutput, lens: Tensor, raw_keys: list[Tensor]) -> No
     is_kept = meta.is_token_valid & (offset < lens[row]) & (offset >= lens[row] - ratio)
     target = torch.where(is_kept, meta.state_rows[row], meta.scratch_row)
     ring = meta.positions.remainder(ratio)
-    stacked = torch.stack(raw_keys).to(state.mtp_index_raw.dtype)
-    state.mtp_index_raw[:, target, ring] = stacked
+    for layer, raw in enumerate(raw_keys):
+        ops.write_pending_keys(raw, state.mtp_index_raw[layer], target, ring)
 
 
 def keep_draft_ring(meta: PackedMeta, state: ModelState, raw_keys: list[Tensor]) -> None:
@@ -56,9 +60,8 @@ def keep_draft_ring(meta: PackedMeta, state: ModelState, raw_keys: list[Tensor])
     lanes write the scratch row."""
     ratio = state.mtp_draft_raw.shape[2]
     ring = meta.positions.remainder(ratio)
-    state.mtp_draft_raw[:, meta.state_rows, ring] = torch.stack(raw_keys).to(
-        state.mtp_draft_raw.dtype
-    )
+    for layer, raw in enumerate(raw_keys):
+        ops.write_pending_keys(raw, state.mtp_draft_raw[layer], meta.state_rows, ring)
     rope = meta.rope_positions
     rope = meta.positions[None].expand(3, -1) if rope is None else rope
     state.mtp_draft_rope[meta.state_rows, ring] = rope.t().long()

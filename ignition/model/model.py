@@ -31,6 +31,7 @@ from ignition.model.layers.gdn import GdnUpdate
 from ignition.model.layers.ngram_hash import next_context
 from ignition.model.layers.ngram_ple import PleUpdate, RowLookup
 from ignition.model.layers.norm import RMSNorm
+from ignition.model.layers.qsa import DraftSelections
 from ignition.model.mtp import MtpHead
 from ignition.model.mtp_gated import GatedMtpHead
 from ignition.model.packing import (
@@ -293,6 +294,7 @@ class HybridModel(nn.Module):
         position_offset: int,
         state: ModelState,
         rope_offset: Tensor | None = None,
+        selections: DraftSelections | None = None,
     ) -> Tensor:
         """One recursive MTP step for every row at position committed + ``position_offset``.
 
@@ -300,6 +302,7 @@ class HybridModel(nn.Module):
         (-1 inactive). Writes draft KV there (overwritten when the position is verified) and
         returns the new MTP hidden [B, hidden]. ``rope_offset`` [B]: multimodal requests'
         rope offset (a draft's rope position is its sequence position plus it on all axes).
+        ``selections``: reuse the round's first draft step's QSA selection (``DraftSelections``).
         """
         assert self.mtp is not None
         num_rows = tokens.shape[0]
@@ -313,7 +316,16 @@ class HybridModel(nn.Module):
             meta.rope_positions = (meta.positions + rope_offset.long())[None].repeat(3, 1)
         embeds = self.embed_tokens(tokens.clamp(min=0))
         if isinstance(self.mtp, GatedMtpHead):
-            g, raw_keys = self.mtp(embeds, mtp_hidden, meta, state, meta.kv_slots, is_draft=True)
+            g, raw_keys = self.mtp(
+                embeds,
+                mtp_hidden,
+                meta,
+                state,
+                meta.kv_slots,
+                is_draft=True,
+                selections=selections,
+                position_offset=position_offset,
+            )
             if raw_keys:
                 keep_draft_ring(meta, state, raw_keys)
             return g

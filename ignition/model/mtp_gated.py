@@ -25,7 +25,7 @@ from ignition.model.config import ModelConfig
 from ignition.model.layers.decoder import GatedResidual, make_mlp
 from ignition.model.layers.gated_hyper import GatedHyperConnection
 from ignition.model.layers.norm import RMSNorm
-from ignition.model.layers.qsa import IndexCaches, QueryGatedAttention
+from ignition.model.layers.qsa import DraftSelections, IndexCaches, QueryGatedAttention
 from ignition.model.packing import PackedMeta
 from ignition.model.state import ModelState
 
@@ -77,12 +77,16 @@ class GatedMtpHead(nn.Module):
         state: ModelState,
         kv_slots: Tensor,
         is_draft: bool = False,
+        selections: DraftSelections | None = None,
+        position_offset: int = 0,
     ) -> tuple[Tensor, list[Tensor]]:
         """next_embeds [T, hidden], hidden [T, S * hidden] -> (MTP hidden [T, S * hidden],
         raw index keys [T, d] per indexed layer).
 
         Writes keys/values and block index keys only at ``kv_slots`` (-1 elsewhere). A draft
         step (``is_draft``) reads positions past the committed length from the draft ring.
+        ``selections``: the round's first draft step records its QSA selections there and
+        later steps (at ``position_offset``) reuse them instead of scoring the blocks again.
         """
         num_tokens = hidden.shape[0]
         embedded = self.fc_embedding(self.pre_fc_norm_embedding(next_embeds))
@@ -101,6 +105,12 @@ class GatedMtpHead(nn.Module):
                     state.mtp_draft_rope if is_draft else None,
                     state.seq_lens if is_draft else None,
                 )
+                if selections is not None and len(selections.per_layer) > i:
+                    index.reuse = selections.per_layer[i]
+                    index.reuse_steps = position_offset - selections.first_offset
+                elif selections is not None:
+                    selections.first_offset = position_offset
+                    index.record = selections.per_layer
 
             def attend(x: Tensor, i: int = i, layer=layer, index=index) -> Tensor:
                 out, keys = layer.self_attn(

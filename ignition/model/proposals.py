@@ -20,6 +20,7 @@ from torch import Tensor
 
 from ignition.kernels import ops
 from ignition.model.coupled_verify import draft_stream
+from ignition.model.layers.qsa import DraftSelections
 from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.sampling import (
@@ -33,6 +34,9 @@ from ignition.model.state import ModelState
 # False proposes from unprocessed draft logits, as before issue 15's fix (benchmarks compare
 # acceptance both ways; the output is the same).
 DRAFTS_FROM_PROCESSED_LOGITS = True
+# True: draft steps after the first reuse its QSA selection (``DraftSelections``) instead of
+# scoring every block key again; off by default (drafts, and so acceptance, change slightly).
+REUSE_FIRST_DRAFT_SELECTION = False
 
 
 def propose(
@@ -67,11 +71,14 @@ def propose(
     if history is not None and depth > 0 and DRAFTS_FROM_PROCESSED_LOGITS:
         history_rows = history.rows(slot_ids)
         drafted = torch.zeros(num_rows, vocab, dtype=torch.int32, device=device)
+    selections = DraftSelections() if REUSE_FIRST_DRAFT_SELECTION else None
     stream = draft_stream()  # under coupling, the noise the target samples this position with
     for k in range(depth):
         if k > 0:
             # Draft k+1 comes from position S + k, fed the previous draft and its MTP hidden.
-            mtp_hidden = model.draft_step(previous, mtp_hidden, slot_ids, k - 1, state, rope_offset)
+            mtp_hidden = model.draft_step(
+                previous, mtp_hidden, slot_ids, k - 1, state, rope_offset, selections
+            )
         logits = model.draft_logits(mtp_hidden)
         if drafted is not None:
             # Verification position k: the history plus drafts 1..k-1, k tokens more output.

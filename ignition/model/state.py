@@ -91,7 +91,11 @@ class ModelState:
         max_pages_per_slot: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
+        index_key_dtype: torch.dtype | None = None,
     ) -> ModelState:
+        """``index_key_dtype``: storage of QSA's compressed block keys (``dtype`` when None);
+        ``torch.float8_e4m3fn`` halves their footprint and the indexer's reads (error against
+        bf16: tests/model/test_qsa_fp8_index_keys.py)."""
         if num_slots <= 0 or num_pages <= 0 or page_size <= 0 or max_pages_per_slot <= 0:
             raise ValueError(
                 f"state capacities must be positive: slots={num_slots}, pages={num_pages}, "
@@ -145,12 +149,15 @@ class ModelState:
                 num_pages,
                 page_size // ratio,
                 index.head_dim if index else 1,
+                kind=index_key_dtype or dtype,
             ),
             index_raw=zeros(
                 config.num_qsa_layers if index else 0, rows, ratio, index.head_dim if index else 1
             ),
             index_rope=zeros(rows, ratio, 3, kind=torch.long),
-            mtp_index_keys=zeros(mtp_indexed, num_pages, page_size // ratio, index_dim),
+            mtp_index_keys=zeros(
+                mtp_indexed, num_pages, page_size // ratio, index_dim, kind=index_key_dtype or dtype
+            ),
             mtp_index_raw=zeros(mtp_indexed, rows, ratio, index_dim),
             mtp_draft_raw=zeros(mtp_indexed, rows, ratio, index_dim),
             mtp_draft_rope=zeros(rows, ratio, 3, kind=torch.long),

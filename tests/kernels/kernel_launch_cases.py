@@ -135,4 +135,6 @@ def launch_cases() -> list[LaunchCase]:
     cases += _ones_cases()
     for rows, depth, width in ((8, 5, 6), (1, 1, 2), (4, 0, 1)):
         cases += _speculative_cases(rows, depth, width)
-    return cases
+    from kernel_qsa_launch_cases import qsa_launch_cases
+
+    return cases + qsa_launch_cases()

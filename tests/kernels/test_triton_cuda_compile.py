@@ -19,6 +19,13 @@ KERNELS = (
     "_recurrent_gated_delta_rule_kernel",
     "_allocate_speculative_prefixes_kernel",
     "_rejection_verify_kernel",
+    "_block_scores_kernel",
+    "_block_scores_tile_kernel",
+    "_sparse_attention_kernel",
+    "_combine_kernel",
+    "_compress_kernel",
+    "_write_pending_kernel",
+    "_block_topk_kernel",
 )
 
 

@@ -10,7 +10,9 @@ import shutil
 import pytest
 import torch
 
-from ignition.model import layers
+from ignition.kernels import ops
+from ignition.kernels.qsa_block_scores import reference as scores_reference
+from ignition.kernels.qsa_sparse_attention import reference as attention_reference
 from ignition.model.config import ConfigError
 from ignition.model.layers.ngram_hash import build_hash, next_context, ngram_row_ids
 from ignition.model.packing import PackedCapacity, PackedInputs
@@ -118,13 +120,13 @@ def test_ple_layers_use_rows_gathered_by_the_caller(qwen4_model):
 @torch.no_grad()
 def test_indexer_is_dense_up_to_its_budget_and_selects_beyond_it(qwen4_model, monkeypatch):
     recorded = {}
-    original = layers.qsa.selected_attention
+    original = ops.qsa_sparse_attention
 
-    def spy(q, k_cache, v_cache, meta, selected, scale):
+    def spy(q, k_cache, v_cache, page_table, token_row, selected, scale):
         recorded["selected"] = selected.clone()
-        return original(q, k_cache, v_cache, meta, selected, scale)
+        return original(q, k_cache, v_cache, page_table, token_row, selected, scale)
 
-    monkeypatch.setattr(layers.qsa, "selected_attention", spy)
+    monkeypatch.setattr(ops, "qsa_sparse_attention", spy)
     tokens = [(31 * i + 7) % 4000 + 9 for i in range(40)]
     inputs, capacity = _prompt_inputs(tokens)
     qwen4_model.forward_packed(inputs, capacity, new_state(qwen4_model.config))
@@ -182,7 +184,8 @@ def test_query_chunks_bounding_the_gathers_change_nothing(qwen4_model, monkeypat
     tokens = [(31 * i + 7) % 4000 + 9 for i in range(40)]
     inputs, capacity = _prompt_inputs(tokens)
     whole = qwen4_model.forward_packed(inputs, capacity, new_state(qwen4_model.config)).logits
-    monkeypatch.setattr(layers.qsa_indexer, "MAX_CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(scores_reference, "MAX_CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(attention_reference, "MAX_CHUNK_ELEMENTS", 1000)
     chunked = qwen4_model.forward_packed(inputs, capacity, new_state(qwen4_model.config)).logits
     torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)
 

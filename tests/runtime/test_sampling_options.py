@@ -293,3 +293,30 @@ def test_stop_strings_count_only_after_min_tokens_as_in_vllm(model, catalog, pla
     assert tokens_of(chunks) == plain["short"]
     assert "".join(c.text for c in chunks) == CharDecoder().decode(plain["short"])
     assert chunks[-1].finish_reason == "length"
+
+
+@pytest.mark.parametrize("speculation", ["off", "adaptive"])
+def test_a_stop_token_id_ends_the_request_in_the_frames_own_record(
+    model, catalog, plain, speculation
+):
+    """Like EOS, a stop token id ends the request where the frame reports it: Helios gets
+    a finished record ending at the stop and serves the request no further frame."""
+    stop = plain["short"][2]
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512,
+                             speculation=speculation)  # fmt: skip
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    reports, complete = [], engine.scheduler.complete
+
+    def recording(fence, report):
+        reports.append(report)
+        return complete(fence, report)
+
+    engine.scheduler.complete = recording
+    chunks = []
+    params = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True, stop_token_ids=(stop,))
+    engine.submit(GenerationRequest("short", tuple(PROMPTS["short"]), params), chunks.append)
+    engine.run_until_idle(max_steps=3000)
+    records = [r for report in reports for r in report.records if r.token_ids]
+    assert records[-1].is_finished and records[-1].token_ids[-1] == stop
+    assert not any(r.is_finished for r in records[:-1])
+    assert tokens_of(chunks) == plain["short"][:3]  # the stop token counts as generated

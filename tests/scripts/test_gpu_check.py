@@ -11,7 +11,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("kernels", "capture", "replay", "overlap", "greedy", "ple")
+SECTIONS = ("kernels", "capture", "replay", "overlap", "greedy", "ple", "qsa")
 
 
 def test_the_gpu_check_dry_run_prints_one_passing_table_with_every_section(tmp_path):

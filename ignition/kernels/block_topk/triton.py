@@ -1,17 +1,22 @@
 """The capturable block selection for CUDA programs (same signature as ``reference.py``).
 
-There is no Triton kernel here: a stable descending sort is already capturable (no host read,
-static shapes) and fast enough beside the scoring it follows. It keeps the highest scores and
-breaks ties towards the lower block index. That is our reading of CUDA's ``torch.topk`` (its
-single-block path gathers the values above the k-th, then those equal to it in index order),
-so likely what transformers selects on a GPU; it is not checked on a GPU yet. On CPU
-transformers' choice among ties is the unstable one ``reference.py`` reproduces; the two paths
-agree whenever the cut is not a tie.
+The op runs a stable descending sort: it is capturable (no host read, static shapes). It
+keeps the highest scores and breaks ties towards the lower block index. That is our reading
+of CUDA's ``torch.topk`` (its single-block path gathers the values above the k-th, then those
+equal to it in index order), so likely what transformers selects on a GPU; it is not checked
+on a GPU yet. On CPU transformers' choice among ties is the unstable one ``reference.py``
+reproduces; the two paths agree whenever the cut is not a tie.
+
+``launch_block_topk`` is a Triton candidate for long rows (a threshold found by halving the
+score range, then one ordered pass): the same kept set, no sort. ``scripts/gpu_check_qsa.py``
+times it against the sort; until a GPU has, the op keeps the sort.
 """
 
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 
 
 def block_topk(scores: torch.Tensor, num_visible: torch.Tensor, keep: int) -> torch.Tensor:
@@ -21,3 +26,75 @@ def block_topk(scores: torch.Tensor, num_visible: torch.Tensor, keep: int) -> to
     is_visible = block[None, :] < num_visible.long()[:, None]
     masked = scores.float().masked_fill(~is_visible, float("-inf"))
     return torch.sort(masked, dim=-1, descending=True, stable=True).indices[:, :keep]
+
+
+@triton.jit
+def _ordered_key(scores):
+    """float32 -> int32 with the same order (-0.0 folded into +0.0, so equal scores tie)."""
+    bits = tl.where(scores == 0.0, 0.0, scores).to(tl.int32, bitcast=True)
+    return tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
+
+
+@triton.jit
+def _count_at_least(scores_ptr, count, threshold, BLOCK: tl.constexpr):
+    total = tl.zeros((), dtype=tl.int32)
+    for start in range(0, count, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        key = _ordered_key(tl.load(scores_ptr + offs, mask=offs < count, other=0.0))
+        total += tl.sum(((key >= threshold) & (offs < count)).to(tl.int32), axis=0)
+    return total
+
+
+@triton.jit
+def _block_topk_kernel(scores_ptr, visible_ptr, out_ptr, stride_s, stride_o, keep,
+                       BLOCK: tl.constexpr):  # fmt: skip
+    query = tl.program_id(0).to(tl.int64)
+    count = tl.load(visible_ptr + query).to(tl.int32)
+    row_ptr = scores_ptr + query * stride_s
+    if count <= keep:
+        for start in range(0, keep, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            tl.store(out_ptr + query * stride_o + offs, offs.to(tl.int64), mask=offs < keep)
+    else:
+        # the keep-th largest key: the largest t with at least keep keys >= t (32 halvings)
+        low = tl.full((), -2147483648, tl.int64)
+        high = tl.full((), 2147483647, tl.int64)
+        for _ in range(32):
+            mid = low + (high - low + 1) // 2
+            if _count_at_least(row_ptr, count, mid.to(tl.int32), BLOCK) >= keep:
+                low = mid
+            else:
+                high = mid - 1
+        threshold = low.to(tl.int32)
+        ties_kept = keep - _count_at_least(row_ptr, count, threshold + 1, BLOCK)
+        written = tl.zeros((), dtype=tl.int32)
+        ties_seen = tl.zeros((), dtype=tl.int32)
+        for start in range(0, count, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            in_row = offs < count
+            key = _ordered_key(tl.load(row_ptr + offs, mask=in_row, other=0.0))
+            is_tie = (key == threshold) & in_row
+            tie_rank = ties_seen + tl.cumsum(is_tie.to(tl.int32), axis=0)
+            is_kept = ((key > threshold) & in_row) | (is_tie & (tie_rank <= ties_kept))
+            slot = written + tl.cumsum(is_kept.to(tl.int32), axis=0) - 1
+            tl.store(out_ptr + query * stride_o + slot, offs.to(tl.int64), mask=is_kept)
+            written += tl.sum(is_kept.to(tl.int32), axis=0)
+            ties_seen += tl.sum(is_tie.to(tl.int32), axis=0)
+
+
+def launch_block_topk(
+    scores: torch.Tensor, num_visible: torch.Tensor, keep: int, out: torch.Tensor
+) -> None:
+    """The selection as one Triton program per query (a candidate to replace the sort; the GPU
+    check times both): the same kept set, highest scores with ties towards the lower block,
+    listed in block order rather than score order. ``scores`` float32, ``out`` [N, keep]
+    int64; a query with at most ``keep`` blocks gets 0 .. keep - 1."""
+    if scores.dtype != torch.float32 or scores.stride(-1) != 1:
+        raise ValueError("block_topk: scores must be float32 and contiguous in the block dim")
+    if tuple(out.shape) != (scores.shape[0], keep) or out.dtype != torch.int64:
+        raise ValueError(f"block_topk: out must be [{scores.shape[0]}, {keep}] int64")
+    if scores.shape[0] == 0 or keep == 0:
+        return
+    _block_topk_kernel[(scores.shape[0],)](
+        scores, num_visible, out, scores.stride(0), out.stride(0), keep, BLOCK=1024
+    )

@@ -7,12 +7,13 @@ packed row, prompt or decode, goes through one varlen paged attention call: the 
 is only its query length and cached length.
 
 With an indexer (Qwen3.8-Flash-Next) each query attends only to the positions the indexer
-selects (``qsa_indexer``); the keys and values are written and read in the same pages.
+selects (``qsa_indexer``), through ``ops.qsa_sparse_attention``; the keys and values are
+written and read in the same pages.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -20,7 +21,7 @@ from torch import Tensor, nn
 from ignition.kernels import ops
 from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import RMSNorm
-from ignition.model.layers.qsa_indexer import QsaIndexer, selected_attention
+from ignition.model.layers.qsa_indexer import QsaIndexer
 from ignition.model.layers.rope import PartialRotary
 from ignition.model.packing import PackedMeta
 
@@ -36,6 +37,25 @@ class IndexCaches:
     draft_raw: Tensor | None = None  # [slots + 1, ratio, d]
     draft_rope: Tensor | None = None  # [slots + 1, ratio, 3]
     committed: Tensor | None = None  # [slots + 1] committed lengths
+    # MTP draft steps with selection reuse: the round's first step records its selection here
+    # (``record``); later steps attend over it and the positions drafted since (``reuse``).
+    reuse: Tensor | None = None  # [T, width] the first draft step's selection
+    reuse_steps: int = 0  # positions drafted since that step
+    record: list[Tensor] | None = None
+
+
+@dataclass
+class DraftSelections:
+    """The round's first draft step's QSA selection per MTP layer, reused by later steps.
+
+    Scoring every block key is the indexer's cost at long context; a later draft step (one
+    position further on each lane) keeps the first step's blocks and tail and adds the positions
+    drafted since, which the blocks completed in between lie within. Drafts only change
+    acceptance, never the verified output.
+    """
+
+    first_offset: int = 0  # the position offset of the step that recorded
+    per_layer: list[Tensor] = field(default_factory=list)
 
 
 class QueryGatedAttention(nn.Module):
@@ -96,7 +116,10 @@ class QueryGatedAttention(nn.Module):
         if self.indexer is not None and index is not None:
             rope3 = rope if rope.dim() == 2 else rope[None].expand(3, -1)
             selected, raw_keys = self.indexer(x, meta, rope3, index)
-            attn = selected_attention(q, k_cache, v_cache, meta, selected, self.head_dim**-0.5)
+            row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
+            attn = ops.qsa_sparse_attention(
+                q, k_cache, v_cache, meta.page_table, row, selected, self.head_dim**-0.5
+            )
         else:
             attn = ops.packed_paged_attention(
                 q,

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from ignition.kernels import ops
+from ignition.kernels.qsa_block_compress.reference import FROM_DRAFT_RING, FROM_FRAME, FROM_RING
 from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.rope import PartialRotary
@@ -31,9 +32,6 @@ from ignition.model.packing import PackedMeta
 
 if TYPE_CHECKING:
     from ignition.model.layers.qsa import IndexCaches
-
-# Gathered keys per query chunk (elements): bounds the reference path's memory on long rows.
-MAX_CHUNK_ELEMENTS = 1 << 24
 
 
 class QsaIndexer(nn.Module):
@@ -71,13 +69,27 @@ class QsaIndexer(nn.Module):
         )
         q = self.rotary(self.q_layernorm(q.view(num_tokens, self.num_heads, self.head_dim)), rope)
         self._write_completed_blocks(raw, meta, rope, caches)
-        return self._select(q, meta, caches.block_keys), raw
+        if caches.reuse is not None:
+            selected = self._extend(caches.reuse, meta, caches.reuse_steps)
+        else:
+            selected = self._select(q, meta, caches.block_keys)
+        if caches.record is not None:
+            caches.record.append(selected)
+        return selected, raw
+
+    def _extend(self, first: Tensor, meta: PackedMeta, steps: int) -> Tensor:
+        """An earlier draft step's selection [T, width] plus the ``steps`` positions since it
+        (p - steps + 1 .. p): [T, width + steps]."""
+        since = meta.positions[:, None] - steps + 1 + torch.arange(steps, device=first.device)
+        since = torch.where(meta.is_token_valid[:, None], since, -1)
+        return torch.cat([first, since], dim=1)
 
     def _write_completed_blocks(
         self, raw: Tensor, meta: PackedMeta, rope: Tensor, caches: IndexCaches
     ) -> None:
-        """Block keys of every block whose last member is one of this frame's tokens; earlier
-        members come from the committed ring, or (MTP drafts) the round's draft ring."""
+        """Block keys of every block whose last member is one of this frame's tokens
+        (``ops.compress_block_keys``); earlier members come from the committed ring, or (MTP
+        drafts) the round's draft ring."""
         block_keys, raw_ring, rope_ring = caches.block_keys, caches.raw_ring, caches.rope_ring
         ratio, num_tokens = self.ratio, raw.shape[0]
         token = torch.arange(num_tokens, device=raw.device)
@@ -88,23 +100,23 @@ class QsaIndexer(nn.Module):
         is_in_frame = meta.token_offset[:, None] >= back[None, :]
         frame_index = (token[:, None] - back[None, :]).clamp(min=0)
         ring_index = member_pos.remainder(ratio)
-        ringed = raw_ring[slot_row[:, None], ring_index]  # [T, ratio, d]
         ringed_rope = rope_ring[slot_row, ring_index[:, 0]]  # [T, 3]
+        source = torch.full_like(member_pos, FROM_RING)
+        draft_ring = raw_ring
         if caches.draft_raw is not None:
             assert caches.draft_rope is not None and caches.committed is not None
             is_draft = member_pos >= caches.committed[slot_row].long()[:, None]
-            ringed = torch.where(
-                is_draft[..., None], caches.draft_raw[slot_row[:, None], ring_index], ringed
-            )
+            source = torch.where(is_draft, FROM_DRAFT_RING, source)
+            draft_ring = caches.draft_raw
             ringed_rope = torch.where(
                 is_draft[:, :1], caches.draft_rope[slot_row, ring_index[:, 0]], ringed_rope
             )
-        members = torch.where(is_in_frame[..., None], raw[frame_index], ringed)
+        source = torch.where(is_in_frame, FROM_FRAME, source).to(torch.int32)
+        member_index = torch.where(is_in_frame, frame_index, slot_row[:, None] * ratio + ring_index)
         start_rope = torch.where(
             is_in_frame[:, :1].t(), rope[:, frame_index[:, 0]], ringed_rope.t().to(rope.dtype)
         )  # [3, T]
-        pooled = members.float().mean(dim=1).to(raw.dtype)
-        keys = self.rotary(self.k_layernorm(pooled)[:, None, :], start_rope)[:, 0]
+        cos, sin = self._rope_at(start_rope)
         is_complete = (meta.positions + 1).remainder(ratio) == 0
         is_written = is_complete & (meta.kv_slots >= 0)
         per_page = block_keys.shape[1]
@@ -113,84 +125,64 @@ class QsaIndexer(nn.Module):
         page = meta.page_table[row, (block_start // page_size).clamp(min=0)].long()
         flat_slot = page * per_page + (block_start % page_size) // ratio
         slots = torch.where(is_written, flat_slot, -1).to(torch.int32)
-        # The paged KV write (slot -1 skips) with one "head" of width d; keys and values are
-        # the same cache, written twice with the same rows.
-        cache = block_keys[:, :, None, :]
-        ops.write_paged_kv(keys[:, None, :], keys[:, None, :], cache, cache, slots)
+        norm = self.k_layernorm
+        ops.compress_block_keys(
+            raw,
+            raw_ring,
+            draft_ring,
+            source.contiguous(),
+            member_index.contiguous(),
+            cos,
+            sin,
+            norm.weight.float() + norm.offset,
+            norm.eps,
+            slots,
+            block_keys,
+        )
+
+    def _rope_at(self, rope: Tensor) -> tuple[Tensor, Tensor]:
+        """(cos, sin) [T, rotary_dim / 2] fp32 of rope positions [3, T], as ``PartialRotary``
+        computes them (each frequency pair reading its own multimodal axis)."""
+        rotary = self.rotary
+        inv_freq = rotary.inv_freq.to(rope.device)
+        per_pair = rope.float().index_select(0, rotary.axis.to(rope.device))  # [pairs, T]
+        angles = (per_pair.t() * inv_freq[None, :]).contiguous()
+        return angles.cos(), angles.sin()
 
     def _select(self, q: Tensor, meta: PackedMeta, block_keys: Tensor) -> Tensor:
         """[T, budget + ratio - 1] selected positions per query (best blocks, then the tail).
 
-        The blocks are chosen by ``ops.block_topk``, as in training (``training_gated``): its
-        reference breaks ties among equal scores exactly as transformers does.
-
-        Scoring reads every visible block key of the query's row; queries run in chunks so
-        that the gathered keys stay within ``MAX_CHUNK_ELEMENTS``.
+        Scores come from ``ops.qsa_block_scores`` (every visible block key of the query's row)
+        and the blocks are chosen by ``ops.block_topk``, as in training (``training_gated``):
+        its reference breaks ties among equal scores exactly as transformers does.
         """
-        ratio, num_tokens = self.ratio, q.shape[0]
+        ratio = self.ratio
         row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
-        keys = block_keys[meta.page_table.long().clamp(min=0)]  # [R, pages, per_page, d]
-        keys = keys.flatten(1, 2)  # [R, max_blocks, d]
-        max_blocks = keys.shape[1]
+        max_blocks = meta.page_table.shape[1] * block_keys.shape[1]
         num_complete = (meta.positions + 1) // ratio  # [T]
         keep = min(self.num_blocks, max_blocks)
-        chunk = max(1, MAX_CHUNK_ELEMENTS // (max_blocks * (self.head_dim + self.num_heads)))
-        best = []
-        for start in range(0, num_tokens, chunk):
-            part = slice(start, start + chunk)
-            scores = torch.einsum("thd,tbd->thb", q[part].float(), keys[row[part]].float())
-            scores = scores.relu().sum(dim=1) / self.head_dim**0.5  # [t, max_blocks]
-            best.append(ops.block_topk(scores, num_complete[part], keep))  # [t, keep]
-        chosen = torch.cat(best)
-        is_kept = chosen < num_complete[:, None]
-        member = torch.arange(ratio, device=q.device)
-        block_pos = (chosen[..., None] * ratio + member).flatten(1)  # [T, keep * ratio]
-        block_pos = torch.where(is_kept.repeat_interleave(ratio, dim=1), block_pos, -1)
-        tail_pos = (num_complete * ratio)[:, None] + member[None, : ratio - 1]
-        tail_pos = torch.where(tail_pos <= meta.positions[:, None], tail_pos, -1)
-        selected = torch.cat([block_pos, tail_pos], dim=1)
-        width = self.num_blocks * ratio + ratio - 1
-        if selected.shape[1] < width:
-            pad = selected.new_full((num_tokens, width - selected.shape[1]), -1)
-            selected = torch.cat([selected, pad], dim=1)
+        scores = ops.qsa_block_scores(q, block_keys, meta.page_table, row, num_complete)
+        chosen = ops.block_topk(scores, num_complete, keep)  # [T, keep]
+        selected = selected_positions(chosen, num_complete, meta.positions, ratio, self.num_blocks)
         return torch.where(meta.is_token_valid[:, None], selected, -1)
 
 
-def selected_attention(
-    q: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
-    meta: PackedMeta,
-    selected: Tensor,
-    scale: float,
+def selected_positions(
+    chosen: Tensor, num_complete: Tensor, positions: Tensor, ratio: int, num_blocks: int
 ) -> Tensor:
-    """Attention of each packed query over its selected positions of its row's paged KV.
-
-    q [T, H, Dh]; caches [num_pages, page_size, Hkv, Dh] (head h reads kv head h // (H / Hkv));
-    selected [T, S] positions, -1 = none. Reads keys already written by this frame. Returns
-    [T, H, Dh] in q's dtype (zeros for queries that select nothing: padding). Queries run in
-    chunks so that the gathered keys stay within ``MAX_CHUNK_ELEMENTS``.
-    """
-    num_tokens, num_heads, head_dim = q.shape
-    page_size, num_kv = k_cache.shape[1], k_cache.shape[2]
-    width = selected.shape[1]
-    row = meta.token_row.clamp(max=meta.capacity.batch_capacity - 1)
-    flat_k = k_cache.reshape(-1, num_kv, head_dim)
-    flat_v = v_cache.reshape(-1, num_kv, head_dim)
-    grouped = q.view(num_tokens, num_kv, num_heads // num_kv, head_dim)
-    out = torch.zeros_like(q)
-    chunk = max(1, MAX_CHUNK_ELEMENTS // (2 * width * num_kv * head_dim))
-    for start in range(0, num_tokens, chunk):
-        part = slice(start, start + chunk)
-        pos = selected[part]
-        is_used = pos >= 0
-        safe = pos.clamp(min=0)
-        page = meta.page_table[row[part, None], safe // page_size].long().clamp(min=0)
-        slot = page * page_size + safe % page_size  # [t, S]
-        keys, values = flat_k[slot].float(), flat_v[slot].float()  # [t, S, Hkv, Dh]
-        logits = torch.einsum("tkgd,tskd->tkgs", grouped[part].float(), keys) * scale
-        logits = logits.masked_fill(~is_used[:, None, None, :], float("-inf"))
-        weights = torch.softmax(logits, dim=-1).nan_to_num(0.0)
-        attended = torch.einsum("tkgs,tskd->tkgd", weights, values)
-        out[part] = attended.reshape(-1, num_heads, head_dim).to(q.dtype)
-    return out
+    """[T, num_blocks * ratio + ratio - 1] positions: the members of each query's kept blocks
+    (``chosen`` [T, keep] from ``block_topk``; entries at or past ``num_complete`` mean none),
+    then its incomplete tail up to its own position; -1 = none."""
+    num_tokens = chosen.shape[0]
+    is_kept = chosen < num_complete[:, None]
+    member = torch.arange(ratio, device=chosen.device)
+    block_pos = (chosen[..., None] * ratio + member).flatten(1)  # [T, keep * ratio]
+    block_pos = torch.where(is_kept.repeat_interleave(ratio, dim=1), block_pos, -1)
+    tail_pos = (num_complete * ratio)[:, None] + member[None, : ratio - 1]
+    tail_pos = torch.where(tail_pos <= positions[:, None], tail_pos, -1)
+    selected = torch.cat([block_pos, tail_pos], dim=1)
+    width = num_blocks * ratio + ratio - 1
+    if selected.shape[1] < width:
+        pad = selected.new_full((num_tokens, width - selected.shape[1]), -1)
+        selected = torch.cat([selected, pad], dim=1)
+    return selected

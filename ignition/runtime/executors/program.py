@@ -29,6 +29,7 @@ from ignition.runtime.ple import Delivery
 
 if TYPE_CHECKING:
     from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.requests import SamplingParams
 
 
 class ProgramExecutor:
@@ -73,8 +74,7 @@ class ProgramExecutor:
         for row, lane in enumerate(plan.lanes):
             request = live[lane.handle]
             offset += bind_row(context, program, frame, row, offset, lane, request)
-            stops = request.request.sampling.ignore_eos
-            eos.append(frozenset() if stops else context.eos_token_ids)
+            eos.append(terminal_ids(request.request.sampling, context.eos_token_ids))
             num_logprobs.append(request.request.sampling.logprobs)
             grammars.append(bind_grammar(program, frame, row, request))
         program.upload(frame)
@@ -139,3 +139,12 @@ class ProgramExecutor:
         timing = ExecutionTiming(max(1, device_ns), wall_ns, readiness_stall_ns=stall_ns)
         decode = round_result if launched.program.is_round else step_result
         return replace(decode(launched, timing, context.ledger.overrun), readiness=readiness)
+
+
+def terminal_ids(sampling: SamplingParams, eos_token_ids: frozenset[int]) -> frozenset[int]:
+    """The ids that end a row's output where the frame reports it: EOS (unless ignored)
+    and the request's stop token ids. Both are single sampled ids the device holds back
+    until ``min_tokens``, so the completion record ends the request and Helios retires it
+    without another frame; only stop strings wait for publication (host stops)."""
+    stops = frozenset(sampling.stop_token_ids)
+    return stops if sampling.ignore_eos else eos_token_ids | stops

@@ -1,0 +1,1 @@
+"""QSA's block scoring: each packed query's score of every visible block key of its row."""
