@@ -271,9 +271,9 @@ class Engine:
         for live in [live for live in self.table.live.values() if live.is_done]:
             if not self._is_inflight(live.handle):
                 self.worker.release(live.handle)
-                self.retention.release(live.request)
-                if self.table.reap(live):
-                    self.vision_windows.release(live.request)  # not while a restart runs
+                current = self.table.reap(live)
+                for on_reap in self.hooks.on_reap:
+                    on_reap(live, current)
 
     def _is_inflight(self, handle: RequestHandle) -> bool:
         return any(f.plan.lane_of(handle) is not None for f in self._inflight)

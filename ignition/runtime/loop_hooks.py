@@ -39,6 +39,10 @@ class LoopHookProtocol(Protocol):
     def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
         """After a frame completed and published: observers (timing, tests)."""
 
+    def on_reap(self, live: LiveRequest, current: bool) -> None:
+        """A done handle left the table; ``current``: the request is gone (not continued
+        under another handle)."""
+
 
 class LoopHook:
     """No-op defaults for every point of :class:`LoopHookProtocol`."""
@@ -61,8 +65,19 @@ class LoopHook:
     def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
         return None
 
+    def on_reap(self, live: LiveRequest, current: bool) -> None:
+        return None
 
-POINTS = ("on_step", "on_shortage", "before_launch", "after_frame", "before_publish", "on_frame")
+
+POINTS = (
+    "on_step",
+    "on_shortage",
+    "before_launch",
+    "after_frame",
+    "before_publish",
+    "on_frame",
+    "on_reap",
+)
 
 
 class LoopHooks:
@@ -77,6 +92,7 @@ class LoopHooks:
         self.after_frame: list[Callable[[ScheduledPlan, Live, int, bool], None]] = []
         self.before_publish: list[Callable[[LiveRequest], None]] = []
         self.on_frame: list[Callable[[ScheduledPlan, FrameResult], None]] = []
+        self.on_reap: list[Callable[[LiveRequest, bool], None]] = []
         self._index()
 
     def __iter__(self):

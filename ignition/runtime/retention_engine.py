@@ -231,3 +231,7 @@ class RetentionHooks(LoopHook):
     def release(self, request: GenerationRequest) -> None:
         if self.cache is not None:
             self.cache.release(request.request_id)
+
+    def on_reap(self, live, current: bool) -> None:
+        """A reaped handle's rows are free (a restart runs without retention)."""
+        self.release(live.request)

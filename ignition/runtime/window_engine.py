@@ -118,6 +118,11 @@ class VisionWindowHooks(LoopHook):
         if self.rows is not None:
             self.rows.release(request.request_id)
 
+    def on_reap(self, live, current: bool) -> None:
+        """The private row goes back with the request, not while a restart continues it."""
+        if current:
+            self.release(live.request)
+
     def before_launch(self, plan: ScheduledPlan, live: Mapping) -> None:
         """Window snapshots and restores copy through the request's private row."""
         for lane in plan.lanes:
