@@ -18,8 +18,6 @@ PACKAGE = Path(ignition.__file__).parent
 # that is no longer exactly a cycle (shrink or remove it then).
 KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
     {
-        # RequestError (requests) and RequestGrammar (grammar) name each other.
-        frozenset({"ignition.runtime.grammar", "ignition.runtime.requests"}),
         # The selection's tables and the policy that reads them (issue 14 split them).
         frozenset(
             {
@@ -30,9 +28,6 @@ KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
                 "ignition.helios.tails",
             }
         ),
-        # QSA's caches and its indexer; the model and its index rings.
-        frozenset({"ignition.model.layers.qsa", "ignition.model.layers.qsa_indexer"}),
-        frozenset({"ignition.model.index_rings", "ignition.model.model"}),
     }
 )
 

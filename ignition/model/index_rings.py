@@ -18,9 +18,9 @@ from torch import Tensor
 from ignition.kernels import ops
 
 if TYPE_CHECKING:
-    from ignition.model.model import TargetOutput
     from ignition.model.packing import PackedMeta
     from ignition.model.state import ModelState
+    from ignition.model.target_output import TargetOutput
 
 
 def keep_index_ring(out: TargetOutput, commit_lens: Tensor) -> None:

@@ -16,9 +16,8 @@ reject drafts without touching state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -27,9 +26,8 @@ from ignition.model.config import ModelConfig
 from ignition.model.index_rings import keep_draft_ring, keep_index_ring, keep_mtp_ring
 from ignition.model.layers.decoder import DecoderLayer, PleInputs
 from ignition.model.layers.gated_hyper import GatedHyperConnection
-from ignition.model.layers.gdn import GdnUpdate
 from ignition.model.layers.ngram_hash import next_context
-from ignition.model.layers.ngram_ple import PleUpdate, RowLookup
+from ignition.model.layers.ngram_ple import RowLookup
 from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.qsa import DraftSelections
 from ignition.model.mtp import MtpHead
@@ -42,42 +40,8 @@ from ignition.model.packing import (
     multimodal_rope,
 )
 from ignition.model.state import ModelState
+from ignition.model.target_output import TargetOutput
 from ignition.model.vision.encoder import VisionEncoder
-
-
-@dataclass
-class TargetOutput:
-    """What one packed target forward produced, before anything is committed.
-
-    The vocabulary projection is not part of the forward: a program projects only the rows
-    it samples or verifies (:meth:`logits_at`), since every prompt position's logits would
-    be [chunk, vocab] fp32 (4 GB for a 4096-token chunk at a 248k vocabulary) of which one
-    row is read. :attr:`logits` projects every position on demand, for tests and tools.
-    """
-
-    meta: PackedMeta
-    state: ModelState  # the state the forward read and the commit will write
-    hidden: Tensor  # [T, hidden] final-normed, the MTP head's input
-    gdn_updates: list[GdnUpdate]
-    project: Callable[[Tensor], Tensor]  # final-normed hidden [..., hidden] -> fp32 logits
-    ple_updates: list[PleUpdate] = field(default_factory=list)
-    index_raw: list[Tensor] = field(default_factory=list)  # [T, d] per indexed QSA layer
-    ngram_next: Tensor | None = None  # [T, ngram_size - 1] n-gram context after each token
-    rope: Tensor | None = None  # [3, T] rope positions (the indexer's ring keeps them)
-    streams: Tensor | None = None  # [T, S * hidden] pre-mixer streams (the gated MTP's input)
-    _all_logits: Tensor | None = field(default=None, repr=False)
-
-    def logits_at(self, index: Tensor) -> Tensor:
-        """fp32 logits of the packed positions ``index`` (any shape); ``index == T`` is the
-        padding sentinel and reads a zero row, as :func:`gather_rows` does."""
-        return self.project(gather_rows(self.hidden, index))
-
-    @property
-    def logits(self) -> Tensor:
-        """[T, vocab] fp32 logits of every packed position (computed once, on demand)."""
-        if self._all_logits is None:
-            self._all_logits = self.project(self.hidden)
-        return self._all_logits
 
 
 class HybridModel(nn.Module):

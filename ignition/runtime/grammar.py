@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ignition.runtime.requests import RequestError
+from ignition.runtime.request_errors import RequestError
 
 if TYPE_CHECKING:
     import torch

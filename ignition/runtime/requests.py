@@ -10,6 +10,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+# The errors are part of this seam: re-exported where the server has always found them.
+from ignition.runtime.request_errors import EngineStoppedError as EngineStoppedError
+from ignition.runtime.request_errors import QueueFullError as QueueFullError
+from ignition.runtime.request_errors import RequestError as RequestError
+
 if TYPE_CHECKING:
     from ignition.runtime.grammar import RequestGrammar
     from ignition.runtime.image_inputs import RequestImages
@@ -27,18 +32,6 @@ MAX_REPETITION_PENALTY = 100.0
 # vLLM raises a positive temperature below 0.01 to 0.01: dividing logits by less makes
 # them overflow to inf (NaN probabilities). Temperature 0 stays greedy.
 MIN_TEMPERATURE = 0.01
-
-
-class RequestError(ValueError):
-    """A request the engine cannot serve as asked (maps to HTTP 400)."""
-
-
-class QueueFullError(RuntimeError):
-    """The engine has no room for another waiting request (maps to HTTP 503)."""
-
-
-class EngineStoppedError(RuntimeError):
-    """The engine loop has stopped and takes no more requests (maps to HTTP 503)."""
 
 
 @dataclass(frozen=True)

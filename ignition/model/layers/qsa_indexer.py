@@ -18,7 +18,7 @@ ring is written by ``commit`` at the accepted length.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -30,8 +30,23 @@ from ignition.model.layers.norm import RMSNorm
 from ignition.model.layers.rope import PartialRotary
 from ignition.model.packing import PackedMeta
 
-if TYPE_CHECKING:
-    from ignition.model.layers.qsa import IndexCaches
+
+@dataclass
+class IndexCaches:
+    """One QSA layer's indexer state: paged block keys and the per-slot rings."""
+
+    block_keys: Tensor  # [num_pages, page_size / ratio, d]
+    raw_ring: Tensor  # [slots + 1, ratio, d]
+    rope_ring: Tensor  # [slots + 1, ratio, 3]
+    # MTP draft steps: positions past the committed length read the round's draft ring
+    draft_raw: Tensor | None = None  # [slots + 1, ratio, d]
+    draft_rope: Tensor | None = None  # [slots + 1, ratio, 3]
+    committed: Tensor | None = None  # [slots + 1] committed lengths
+    # MTP draft steps with selection reuse: the round's first step records its selection here
+    # (``record``); later steps attend over it and the positions drafted since (``reuse``).
+    reuse: Tensor | None = None  # [T, width] the first draft step's selection
+    reuse_steps: int = 0  # positions drafted since that step
+    record: list[Tensor] | None = None
 
 
 class QsaIndexer(nn.Module):

@@ -1,0 +1,53 @@
+"""What one packed target forward produced, before anything is committed.
+
+Its own module because the model (model.py) makes it and the index rings
+(index_rings.py), which the model calls at commit, read it: neither needs the other's
+module for the type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+from ignition.model.layers.gdn import GdnUpdate
+from ignition.model.layers.ngram_ple import PleUpdate
+from ignition.model.packing import PackedMeta, gather_rows
+from ignition.model.state import ModelState
+
+
+@dataclass
+class TargetOutput:
+    """What one packed target forward produced, before anything is committed.
+
+    The vocabulary projection is not part of the forward: a program projects only the rows
+    it samples or verifies (:meth:`logits_at`), since every prompt position's logits would
+    be [chunk, vocab] fp32 (4 GB for a 4096-token chunk at a 248k vocabulary) of which one
+    row is read. :attr:`logits` projects every position on demand, for tests and tools.
+    """
+
+    meta: PackedMeta
+    state: ModelState  # the state the forward read and the commit will write
+    hidden: Tensor  # [T, hidden] final-normed, the MTP head's input
+    gdn_updates: list[GdnUpdate]
+    project: Callable[[Tensor], Tensor]  # final-normed hidden [..., hidden] -> fp32 logits
+    ple_updates: list[PleUpdate] = field(default_factory=list)
+    index_raw: list[Tensor] = field(default_factory=list)  # [T, d] per indexed QSA layer
+    ngram_next: Tensor | None = None  # [T, ngram_size - 1] n-gram context after each token
+    rope: Tensor | None = None  # [3, T] rope positions (the indexer's ring keeps them)
+    streams: Tensor | None = None  # [T, S * hidden] pre-mixer streams (the gated MTP's input)
+    _all_logits: Tensor | None = field(default=None, repr=False)
+
+    def logits_at(self, index: Tensor) -> Tensor:
+        """fp32 logits of the packed positions ``index`` (any shape); ``index == T`` is the
+        padding sentinel and reads a zero row, as :func:`gather_rows` does."""
+        return self.project(gather_rows(self.hidden, index))
+
+    @property
+    def logits(self) -> Tensor:
+        """[T, vocab] fp32 logits of every packed position (computed once, on demand)."""
+        if self._all_logits is None:
+            self._all_logits = self.project(self.hidden)
+        return self._all_logits
