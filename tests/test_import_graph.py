@@ -136,3 +136,56 @@ def test_every_known_cycle_is_still_exactly_a_cycle():
     """Breaking (part of) a known cycle shrinks KNOWN_CYCLES, so it cannot come back."""
     stale = [sorted(k) for k in KNOWN_CYCLES if k not in strongly_connected()]
     assert stale == []
+
+
+# The house plan's rooms and what each may import (/work/shared/ARCHITECTURE.md, "Rooms"):
+# the rooms listed, and through them what those may import (layers below stay reachable).
+# The glue above every room (cli, serving, generate, serve_path, build_cache) may import all.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "recipes": frozenset(),
+    "components": frozenset({"recipes"}),
+    "kernels": frozenset(),
+    "model": frozenset({"kernels"}),
+    "compiler": frozenset({"components", "model"}),
+    "helios": frozenset({"components"}),
+    "simulate": frozenset({"helios", "components", "recipes", "runtime"}),
+    "runtime": frozenset({"helios", "compiler", "model"}),
+    "distributed": frozenset({"runtime", "compiler", "model", "helios", "components"}),
+    "direct": frozenset({"helios"}),
+    "server": frozenset({"runtime", "direct"}),
+}
+
+
+def reachable(room: str) -> frozenset[str]:
+    """The rooms ``room`` may import: its own list and, through it, theirs."""
+    seen: set[str] = set()
+    todo = list(MAY_IMPORT[room])
+    while todo:
+        other = todo.pop()
+        if other not in seen:
+            seen.add(other)
+            todo.extend(MAY_IMPORT.get(other, ()))
+    return frozenset(seen)
+
+
+def room_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in MAY_IMPORT else None
+
+
+def test_reachable_follows_the_rooms_below():
+    assert reachable("server") >= {"runtime", "helios", "model", "kernels", "recipes"}
+    assert "runtime" not in reachable("helios") and "compiler" not in reachable("model")
+
+
+def test_every_room_imports_only_the_rooms_the_house_plan_allows():
+    """No room reaches up: Helios never imports the runtime or the model, the model never
+    the compiler, the runtime never the server, and so on."""
+    upward = sorted(
+        f"{source} -> {target}"
+        for source, targets in graph().items()
+        if (room := room_of(source)) is not None
+        for target in targets
+        if (other := room_of(target)) not in (None, room) and other not in reachable(room)
+    )
+    assert upward == []
