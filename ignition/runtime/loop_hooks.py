@@ -3,15 +3,14 @@ listeners meet the engine loop.
 
 ``Engine.step`` is plan -> commit -> launch -> wait -> complete -> publish; what else
 happens in a turn happens at one of these points, in the order the hooks were given.
-Each hook implements only the points it needs (:class:`LoopHook` is a base with no-op
-defaults, and :class:`LoopHookProtocol` the structural type); :class:`LoopHooks` keeps,
-per point, only the hooks that implement it, so the loop pays nothing for the others.
+Each hook subclasses :class:`LoopHook` and overrides only the points it needs;
+:class:`LoopHooks` keeps, per point, only the hooks that override it, so the loop pays
+nothing for the others.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
 
 from ignition.helios import RequestHandle, ScheduledPlan
 from ignition.runtime.frames import FrameResult
@@ -20,12 +19,16 @@ from ignition.runtime.request_table import LiveRequest
 Live = Mapping[RequestHandle, LiveRequest]
 
 
-class LoopHookProtocol(Protocol):
+class LoopHook:
+    """The points a hook may implement, each a no-op here: a hook overrides only the ones
+    it needs (LoopHooks calls nothing else)."""
+
     def on_step(self, live: Sequence[LiveRequest]) -> None:
         """Each turn, before planning, with the live requests."""
 
     def on_shortage(self, plan: ScheduledPlan) -> bool:
         """``plan``'s commit found no pages and nothing is in flight; True: it acted."""
+        return False
 
     def before_launch(self, plan: ScheduledPlan, live: Live) -> None:
         """A committed plan is about to launch (name its state rows)."""
@@ -44,31 +47,6 @@ class LoopHookProtocol(Protocol):
         under another handle)."""
 
 
-class LoopHook:
-    """No-op defaults for every point of :class:`LoopHookProtocol`."""
-
-    def on_step(self, live: Sequence[LiveRequest]) -> None:
-        return None
-
-    def on_shortage(self, plan: ScheduledPlan) -> bool:
-        return False
-
-    def before_launch(self, plan: ScheduledPlan, live: Live) -> None:
-        return None
-
-    def after_frame(self, plan: ScheduledPlan, live: Live, device_ns: int, ok: bool) -> None:
-        return None
-
-    def before_publish(self, live: LiveRequest) -> None:
-        return None
-
-    def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
-        return None
-
-    def on_reap(self, live: LiveRequest, current: bool) -> None:
-        return None
-
-
 POINTS = (
     "on_step",
     "on_shortage",
@@ -84,7 +62,7 @@ class LoopHooks:
     """An engine's hooks in order, and per point the bound methods of those that implement
     it (a hook that inherits :class:`LoopHook`'s no-op there is left out)."""
 
-    def __init__(self, hooks: Sequence[LoopHookProtocol]) -> None:
+    def __init__(self, hooks: Sequence[LoopHook]) -> None:
         self._hooks = list(hooks)
         self.on_step: list[Callable[[Sequence[LiveRequest]], None]] = []
         self.on_shortage: list[Callable[[ScheduledPlan], bool]] = []
@@ -98,7 +76,7 @@ class LoopHooks:
     def __iter__(self):
         return iter(self._hooks)
 
-    def replace(self, kind: type, hook: LoopHookProtocol | None) -> None:
+    def replace(self, kind: type, hook: LoopHook | None) -> None:
         """Drop the hooks of type ``kind``, then append ``hook`` (if any)."""
         self._hooks = [h for h in self._hooks if not isinstance(h, kind)]
         if hook is not None:
