@@ -21,11 +21,11 @@ KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
         # The selection's tables and the policy that reads them (issue 14 split them).
         frozenset(
             {
-                "ignition.helios.bounds",
-                "ignition.helios.left_out",
-                "ignition.helios.policy",
-                "ignition.helios.tables",
-                "ignition.helios.tails",
+                "ignition.helios.fast.bounds",
+                "ignition.helios.decide.left_out",
+                "ignition.helios.fast.policy",
+                "ignition.helios.fast.tables",
+                "ignition.helios.decide.tails",
             }
         ),
     }

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import PolicyConfig
-from ignition.helios.cost import CostModel, Freshness
-from ignition.helios.refresh import ExecutionBooks
+from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.refresh import ExecutionBooks
 from ignition.helios.requests import RequestState, ResourcePool
 from ignition.helios.types import RequestHandle, ScheduledPlan, TraceEntry
 from ignition.helios.views import (

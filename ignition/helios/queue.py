@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ignition.helios.service import Normalizers
+from ignition.helios.decide.service import Normalizers
 from ignition.helios.types import LaneWork, RequestHandle, ScheduledPlan
 
 NUM_FRAME_SLOTS = 2

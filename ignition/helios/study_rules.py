@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ignition.helios import left_out, utility
+from ignition.helios.decide import left_out, utility
 
 
 @contextlib.contextmanager

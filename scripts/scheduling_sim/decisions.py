@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from ignition.components.catalog import GraphKind
 from ignition.helios import scheduler as helios_scheduler
-from ignition.helios.policy import active_descriptors, all_candidates
-from ignition.helios.projection import build_population
+from ignition.helios.fast.policy import active_descriptors, all_candidates
+from ignition.helios.fast.projection import build_population
 from scripts.scheduling_sim.random_mix import frame_mix
 
 PROMPT_KINDS = (GraphKind.MIXED, GraphKind.PREFILL)

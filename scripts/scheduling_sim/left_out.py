@@ -1,4 +1,4 @@
-"""Before / after table of the left-out-decoders rule (``ignition/helios/left_out.py``).
+"""Before / after table of the left-out-decoders rule (``ignition/helios/decide/left_out.py``).
 
     python -m scripts.scheduling_sim.left_out [--conv]
 

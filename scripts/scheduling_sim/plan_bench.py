@@ -30,15 +30,15 @@ from dataclasses import replace
 from ignition.components.catalog import Catalog, GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS, state_programs
 from ignition.helios.config import SpeculationMode
-from ignition.helios.cost import Freshness
-from ignition.helios.policy import (
+from ignition.helios.decide.cost import Freshness
+from ignition.helios.fast.policy import (
     QUEUEABLE_KINDS,
     active_descriptors,
     all_candidates,
     build_tables,
     select,
 )
-from ignition.helios.projection import build_population
+from ignition.helios.fast.projection import build_population
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
     CompletionRecord,
@@ -226,8 +226,8 @@ def phase_timers() -> tuple[dict[str, list[float]], Callable[[], None]]:
     timer; returns the samples (us per call) and a function that unwraps them. For the
     next optimisation pass: which phase the commit loop's time goes to."""
     from ignition.helios import scheduler
-    from ignition.helios.state_search import StateSearch
-    from ignition.helios.tables import TableCache
+    from ignition.helios.fast.state_search import StateSearch
+    from ignition.helios.fast.tables import TableCache
 
     originals = [(scheduler, name, getattr(scheduler, name), name) for name in PHASES]
     originals.append((TableCache, "tables", TableCache.tables, "tables"))

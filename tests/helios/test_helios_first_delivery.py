@@ -11,7 +11,7 @@ import pytest
 from helios_helpers import decode, prefill, request, scheduler
 
 from ignition.helios import LaneRole, PolicyConfig, SchedulerError
-from ignition.helios.service import Normalizers, ServiceRates, prices
+from ignition.helios.decide.service import Normalizers, ServiceRates, prices
 
 ON = PolicyConfig(first_delivery=1.0)
 

@@ -1,4 +1,4 @@
-"""Decoders a prompt frame leaves out (issue 29; ``ignition/helios/left_out.py``).
+"""Decoders a prompt frame leaves out (issue 29; ``ignition/helios/decide/left_out.py``).
 
 On a weight-bound device a frame carrying a prompt chunk costs nearly the same with or
 without the decoders beside it, and the decoders it leaves out then need a generation
@@ -12,10 +12,10 @@ import pytest
 from helios_helpers import Driver, decode, mixed, prefill, request, scheduler
 
 from ignition.components.catalog import GraphKind
-from ignition.helios import left_out
-from ignition.helios.left_out import CarryTimes
-from ignition.helios.policy import active_descriptors, all_candidates
-from ignition.helios.projection import build_population
+from ignition.helios.decide import left_out
+from ignition.helios.decide.left_out import CarryTimes
+from ignition.helios.fast.policy import active_descriptors, all_candidates
+from ignition.helios.fast.projection import build_population
 
 # A MoE launch floor: a 1,024-token chunk costs about a decode frame whatever rides with it.
 MOE_MS = {decode(8): 30.0, mixed(2, 1024): 26.6, mixed(8, 1024): 40.0, prefill(1024): 26.0}

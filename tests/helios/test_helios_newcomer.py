@@ -9,8 +9,8 @@ import math
 import pytest
 from helios_helpers import decode, prefill, request, scheduler
 
-from ignition.helios import utility
-from ignition.helios.projection import current_normalizers
+from ignition.helios.decide import utility
+from ignition.helios.fast.projection import current_normalizers
 
 MEASURED = [(prefill(4096), 62.0), (decode(8), 10.0), (decode(32), 27.0)]
 

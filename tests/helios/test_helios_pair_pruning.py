@@ -17,19 +17,19 @@ from hypothesis import strategies as st
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import PolicyConfig
-from ignition.helios.cost import CostModel, Freshness
-from ignition.helios.policy import Population, select
-from ignition.helios.service import Prices
-from ignition.helios.state_candidates import (
+from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.fast.policy import Population, select
+from ignition.helios.decide.service import Prices
+from ignition.helios.decide.state_candidates import (
     StateTables,
     _chain_cohort,
     _enables,
     _pair,
 )
-from ignition.helios.state_search import StateSearch, _chain_bound, _pair_bounds, state_candidates
-from ignition.helios.terminal import TerminalView
+from ignition.helios.fast.state_search import StateSearch, _chain_bound, _pair_bounds, state_candidates
+from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.types import RequestHandle
-from ignition.helios.utility import Candidate, Decision, LaneView
+from ignition.helios.decide.utility import Candidate, Decision, LaneView
 
 INFERENCE = [
     prefill(16),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from helios_helpers import Driver, decode, prefill, request, scheduler
 
-from ignition.helios.projection import build_population
+from ignition.helios.fast.projection import build_population
 
 
 def _decoding(num_decoders: int):

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ignition.helios.prerequisites import (
+from ignition.helios.decide.prerequisites import (
     PairShape,
     PinnedRow,
     TerminalContribution,
@@ -23,8 +23,8 @@ from ignition.helios.prerequisites import (
     continuation_contribution,
     sequence_score,
 )
-from ignition.helios.state_candidates import PairCase, _enabled_prompts
-from ignition.helios.terminal import saved_waiting
+from ignition.helios.decide.state_candidates import PairCase, _enabled_prompts
+from ignition.helios.decide.terminal import saved_waiting
 from ignition.helios.types import SchedulerError
 
 

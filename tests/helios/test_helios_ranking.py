@@ -16,10 +16,10 @@ from ignition.helios import (
     Resources,
     SchedulerError,
 )
-from ignition.helios.cost import Freshness
-from ignition.helios.projection import build_population
-from ignition.helios.service import Prices
-from ignition.helios.utility import Candidate, LanePick, LaneView, compare
+from ignition.helios.decide.cost import Freshness
+from ignition.helios.fast.projection import build_population
+from ignition.helios.decide.service import Prices
+from ignition.helios.decide.utility import Candidate, LanePick, LaneView, compare
 
 
 def view(slot: int, last_served: int = 0) -> LaneView:

@@ -7,7 +7,7 @@ from helios_helpers import MS, Driver, decode, floor_ms, prefill, request, sched
 
 from ignition.helios import PolicyConfig, SelectionReason
 from ignition.helios.config import SpeculationMode
-from ignition.helios.utility import LaneView, consumable_tokens
+from ignition.helios.decide.utility import LaneView, consumable_tokens
 
 PREFILLS = [prefill(c) for c in (64, 128, 256, 512, 1024, 2048, 4096)]
 

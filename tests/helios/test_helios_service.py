@@ -8,7 +8,7 @@ import pytest
 from helios_helpers import MS, Driver, decode, prefill, records_for, request, scheduler
 
 from ignition.helios import CompletionReport, ExecutionTiming, Fence, PolicyConfig, SchedulerError
-from ignition.helios.service import (
+from ignition.helios.decide.service import (
     Normalizers,
     ServiceRates,
     advance_rates,

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from ignition.helios.rounds import ConfidenceForecast
-from ignition.helios.speculation import (
+from ignition.helios.fast.rounds import ConfidenceForecast
+from ignition.helios.decide.speculation import (
     AcceptanceTracker,
     PopulationPrior,
     PrefixEstimate,

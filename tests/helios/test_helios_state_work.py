@@ -18,10 +18,10 @@ from ignition.helios import (
     SchedulerError,
 )
 from ignition.helios.config import policy_from_preset
-from ignition.helios.cost import CostModel
-from ignition.helios.service import decay
-from ignition.helios.state_candidates import following_rows, terminal_sigma_ms
-from ignition.helios.terminal import TerminalPrices, terminal_lane_value
+from ignition.helios.decide.cost import CostModel
+from ignition.helios.decide.service import decay
+from ignition.helios.decide.state_candidates import following_rows, terminal_sigma_ms
+from ignition.helios.decide.terminal import TerminalPrices, terminal_lane_value
 from ignition.helios.types import ExecutionClass
 from tests.helios.helios_helpers import (
     MS,

@@ -8,10 +8,10 @@ reference makes. Do not optimise these files: they are the specification by exam
 
 from __future__ import annotations
 
-from ignition.helios.cost import Freshness
-from ignition.helios.refresh import choose_refresh
+from ignition.helios.decide.cost import Freshness
+from ignition.helios.decide.refresh import choose_refresh
 from ignition.helios.scheduler import EXPLORATION, Scheduler
-from ignition.helios.state_search import state_candidates
+from ignition.helios.fast.state_search import state_candidates
 from ignition.helios.types import ExecutionClass, ScheduledPlan
 from reference_selector.learning import choose_probe
 from reference_selector.policy import (

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
-from ignition.helios.cost import CostModel, Freshness
-from ignition.helios.left_out import carry_times, left_out_score
-from ignition.helios.tails import completion_times, stranded_tail_score
-from ignition.helios.terminal import TerminalView
-from ignition.helios.utility import (
+from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.left_out import carry_times, left_out_score
+from ignition.helios.decide.tails import completion_times, stranded_tail_score
+from ignition.helios.decide.terminal import TerminalView
+from ignition.helios.decide.utility import (
     Candidate,
     Decision,
     LanePick,

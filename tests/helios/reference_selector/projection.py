@@ -14,14 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from ignition.components.catalog import Descriptor
-from ignition.helios import utility
+from ignition.helios.decide import utility
 from ignition.helios.config import PolicyConfig
-from ignition.helios.cost import CostModel
-from ignition.helios.projection import row_limit
-from ignition.helios.prompt_starts import BOUNDED_RULES
+from ignition.helios.decide.cost import CostModel
+from ignition.helios.fast.projection import row_limit
+from ignition.helios.decide.prompt_starts import BOUNDED_RULES
 from ignition.helios.queue import ExecutionQueue
 from ignition.helios.requests import RequestState
-from ignition.helios.service import (
+from ignition.helios.decide.service import (
     Normalizers,
     Prices,
     ServiceRates,
@@ -31,9 +31,9 @@ from ignition.helios.service import (
     stream_family,
     useful_tokens,
 )
-from ignition.helios.terminal import TerminalView
+from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.types import LaneRole, RequestHandle
-from ignition.helios.utility import Decision, LaneView
+from ignition.helios.decide.utility import Decision, LaneView
 from reference_selector.policy import Population
 
 
@@ -76,7 +76,7 @@ def newcomer_start(
     graphs: list[tuple[Descriptor, float]], num_live: int, norms: Normalizers, prompt_tokens: int
 ) -> float | None:
     """The start of a request without token history whose uncached prompt is
-    ``prompt_tokens`` (ignition/helios/prompt_starts.py), by its definition: the
+    ``prompt_tokens`` (ignition/helios/decide/prompt_starts.py), by its definition: the
     balanced rule's sqrt(x_gen * x_norm(R)), x_norm(R) the best min(useful / k, R) / T
     over the measured graphs; a prompt at least the best graph's share keeps the start."""
     start = norms.token_rate

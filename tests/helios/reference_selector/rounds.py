@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.speculation import PopulationPrior, PrefixHistory, expected_output
-from ignition.helios.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
+from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory, expected_output
+from ignition.helios.decide.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
 
 
 def lane_ceiling(view: LaneView, d: Descriptor) -> int:

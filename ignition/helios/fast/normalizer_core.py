@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.cost import CostEntry, CostModel
-from ignition.helios.prompt_starts import BOUNDED_RULES, PromptStarts
-from ignition.helios.service import Normalizers
+from ignition.helios.decide.cost import CostEntry, CostModel
+from ignition.helios.decide.prompt_starts import BOUNDED_RULES, PromptStarts
+from ignition.helios.decide.service import Normalizers
 
 # The newcomer rules this core reproduces (utility.NEWCOMER_RULES); any other rule
 # name makes the caller take the Python path.

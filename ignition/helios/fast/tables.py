@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.rounds import LaneTable
-from ignition.helios.utility import (
+from ignition.helios.fast.rounds import LaneTable
+from ignition.helios.decide.utility import (
     Candidate,
     Decision,
     LanePick,
@@ -26,7 +26,7 @@ from ignition.helios.utility import (
 )
 
 if TYPE_CHECKING:
-    from ignition.helios.policy import CatalogIndex, Population
+    from ignition.helios.fast.policy import CatalogIndex, Population
 
 
 def prompt_capacity(d: Descriptor) -> int:

@@ -42,9 +42,9 @@ from typing import Protocol
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
-from ignition.helios.cost import CostModel
-from ignition.helios.policy import Population, prompt_capacity
-from ignition.helios.prerequisites import (
+from ignition.helios.decide.cost import CostModel
+from ignition.helios.fast.policy import Population, prompt_capacity
+from ignition.helios.decide.prerequisites import (
     PairChoice,
     PairShape,
     PinnedRow,
@@ -54,16 +54,16 @@ from ignition.helios.prerequisites import (
     continuation_contribution,
     sequence_score,
 )
-from ignition.helios.speculation import expected_output
-from ignition.helios.tails import CompletionTimes, sequence_rate, stranded_tail
-from ignition.helios.terminal import (
+from ignition.helios.decide.speculation import expected_output
+from ignition.helios.decide.tails import CompletionTimes, sequence_rate, stranded_tail
+from ignition.helios.decide.terminal import (
     TerminalPrices,
     TerminalView,
     saved_waiting,
     terminal_lane_value,
 )
 from ignition.helios.types import LaneRole
-from ignition.helios.utility import (
+from ignition.helios.decide.utility import (
     Decision,
     LanePick,
     LaneView,

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.cost import Freshness
-from ignition.helios.service import Prices, token_normalizer
+from ignition.helios.decide.cost import Freshness
+from ignition.helios.decide.service import Prices, token_normalizer
 from ignition.helios.types import LaneRole, RequestHandle
 
 RELATIVE_TIE = 1e-9

@@ -37,10 +37,10 @@ import bisect
 from collections.abc import Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.cost import CostModel
-from ignition.helios.tables import prompt_capacity
-from ignition.helios.tails import FastestAtLeast
-from ignition.helios.utility import Candidate, Decision
+from ignition.helios.decide.cost import CostModel
+from ignition.helios.fast.tables import prompt_capacity
+from ignition.helios.decide.tails import FastestAtLeast
+from ignition.helios.decide.utility import Candidate, Decision
 
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
 

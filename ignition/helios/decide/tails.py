@@ -31,9 +31,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor
-from ignition.helios.cost import CostModel
-from ignition.helios.tables import prompt_capacity
-from ignition.helios.utility import Candidate, Decision, LanePick, LaneView, consumable_tokens
+from ignition.helios.decide.cost import CostModel
+from ignition.helios.fast.tables import prompt_capacity
+from ignition.helios.decide.utility import Candidate, Decision, LanePick, LaneView, consumable_tokens
 
 
 class FastestAtLeast:

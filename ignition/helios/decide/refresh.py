@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ignition.helios.cost import CostModel, Freshness
+from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.types import ExecutionClass, ExecutionTiming
-from ignition.helios.utility import Candidate, compare
+from ignition.helios.decide.utility import Candidate, compare
 
 CREDIT_CAP_NS = 5_000_000
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ignition.helios.utility import LaneView
+from ignition.helios.decide.utility import LaneView
 
 
 def _decodable_columns(views: Sequence[LaneView]) -> tuple[list, list, list, list, list, list]:

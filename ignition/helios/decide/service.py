@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
-from ignition.helios.prompt_starts import PromptStarts
+from ignition.helios.decide.prompt_starts import PromptStarts
 
 RATE_FLOOR_FRACTION = 1e-9
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ignition.components.catalog import Descriptor
-from ignition.helios.utility import Decision, LaneView
+from ignition.helios.decide.utility import Decision, LaneView
 
 
 class ProbeBound:

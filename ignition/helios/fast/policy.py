@@ -15,18 +15,18 @@ from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
-from ignition.helios.cost import CostModel, Freshness
-from ignition.helios.left_out import carry_times, left_out_score
-from ignition.helios.tables import (
+from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.left_out import carry_times, left_out_score
+from ignition.helios.fast.tables import (
     PromptTable,
     TableCache,
     Tables,
     build_tables,
     prompt_capacity,
 )
-from ignition.helios.tails import completion_times, stranded_tail_score
-from ignition.helios.terminal import TerminalView
-from ignition.helios.utility import (
+from ignition.helios.decide.tails import completion_times, stranded_tail_score
+from ignition.helios.decide.terminal import TerminalView
+from ignition.helios.decide.utility import (
     Candidate,
     Decision,
     LanePick,
@@ -276,7 +276,7 @@ def __getattr__(name: str) -> object:
     """``bounded_candidates`` and ``BOUND_MARGIN`` moved to bounds.py, which imports this
     module; they stay importable from here, resolved on first use."""
     if name in ("bounded_candidates", "BOUND_MARGIN"):
-        from ignition.helios import bounds
+        from ignition.helios.fast import bounds
 
         return getattr(bounds, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

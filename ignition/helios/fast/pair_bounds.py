@@ -36,10 +36,10 @@ from collections.abc import Sequence
 from itertools import accumulate
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.speculation import expected_output
-from ignition.helios.state_candidates import decoder_rows, following_rows
-from ignition.helios.tables import prompt_capacity
-from ignition.helios.utility import Decision, LaneView
+from ignition.helios.decide.speculation import expected_output
+from ignition.helios.decide.state_candidates import decoder_rows, following_rows
+from ignition.helios.fast.tables import prompt_capacity
+from ignition.helios.decide.utility import Decision, LaneView
 
 
 def _top_sums(values: Sequence[float], length: int) -> list[float]:

@@ -24,14 +24,14 @@ import math
 from collections.abc import Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.bounds import BOUND_MARGIN
+from ignition.helios.fast.bounds import BOUND_MARGIN
 from ignition.helios.config import PolicyConfig
-from ignition.helios.cost import CostModel, Freshness
-from ignition.helios.pair_bounds import PairBounds
-from ignition.helios.policy import Population
-from ignition.helios.prerequisites import chain_score
-from ignition.helios.speculation import expected_output
-from ignition.helios.state_candidates import (
+from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.fast.pair_bounds import PairBounds
+from ignition.helios.fast.policy import Population
+from ignition.helios.decide.prerequisites import chain_score
+from ignition.helios.decide.speculation import expected_output
+from ignition.helios.decide.state_candidates import (
     ROLES,
     STATE_KINDS,
     StateTables,
@@ -44,7 +44,7 @@ from ignition.helios.state_candidates import (
     decoder_rows,
     following_rows,
 )
-from ignition.helios.utility import Candidate, Decision, LanePick, LaneView, finish
+from ignition.helios.decide.utility import Candidate, Decision, LanePick, LaneView, finish
 
 
 class StateSearch:
