@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ignition.helios.config import PolicyConfig
+from ignition.helios.decide.service import Normalizers, advance_rates, decay, stream_family
 from ignition.helios.queue import Frame
 from ignition.helios.requests import RequestState
-from ignition.helios.decide.service import Normalizers, advance_rates, decay, stream_family
 from ignition.helios.types import (
     CompletionRecord,
     ConfidenceSidecar,

@@ -20,10 +20,14 @@ from dataclasses import replace
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios.accounting import Publication, apply_lane, charge_service
-from ignition.helios.fast.bounds import bounded_candidates, largest_bound, stale_alternative
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.refresh import CreditLedger, ExecutionBooks, choose_refresh
+from ignition.helios.decide.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
+from ignition.helios.decide.state_candidates import STATE_KINDS
+from ignition.helios.decide.utility import Candidate, Decision
+from ignition.helios.fast.bounds import bounded_candidates, largest_bound, stale_alternative
 from ignition.helios.fast.learning import choose_probe
 from ignition.helios.fast.policy import (
     QUEUEABLE_KINDS,
@@ -33,16 +37,13 @@ from ignition.helios.fast.policy import (
     select,
 )
 from ignition.helios.fast.projection import ProjectionCache, build_population, current_normalizers
+from ignition.helios.fast.rounds import ConfidenceForecast
+from ignition.helios.fast.state_search import StateSearch, state_candidates
+from ignition.helios.fast.tables import TableCache
 from ignition.helios.queries import SchedulerQueries
 from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
-from ignition.helios.decide.refresh import CreditLedger, ExecutionBooks, choose_refresh
 from ignition.helios.requests import RequestState, ResourcePool
-from ignition.helios.fast.rounds import ConfidenceForecast
-from ignition.helios.decide.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
-from ignition.helios.decide.state_candidates import STATE_KINDS
-from ignition.helios.fast.state_search import StateSearch, state_candidates
 from ignition.helios.state_work import apply_state_lane, check_state_lane, checkpoint_tokens
-from ignition.helios.fast.tables import TableCache
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import (
     CompletionReport,
@@ -60,7 +61,6 @@ from ignition.helios.types import (
     SelectionReason,
     TraceEntry,
 )
-from ignition.helios.decide.utility import Candidate, Decision
 
 EXPLORATION = (ExecutionClass.TIMING_REFRESH, ExecutionClass.ACCEPTANCE_LEARNING)
 

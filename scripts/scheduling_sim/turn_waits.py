@@ -22,9 +22,9 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 from ignition.helios.config import PolicyConfig
+from ignition.helios.decide.utility import NEWCOMER_RULES
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import LaneRole
-from ignition.helios.decide.utility import NEWCOMER_RULES
 from ignition.runtime.request_table import RequestTable
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog, newcomer_rule

@@ -28,8 +28,8 @@ from ignition.helios import (
     Scheduler,
 )
 from ignition.helios.config import SpeculationMode
-from ignition.helios.fast.policy import SCHEDULABLE_KINDS
 from ignition.helios.decide.state_candidates import STATE_KINDS
+from ignition.helios.fast.policy import SCHEDULABLE_KINDS
 from ignition.helios.types import ExecutionClass, LaneRole, SchedulerError
 from scripts.scheduling_sim.plan_bench import (
     STATE_PROGRAMS,

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from reference_selector.rounds import LaneTable as ReferenceLaneTable
 
+from ignition.helios.decide.service import Prices
+from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast import lane_core
 from ignition.helios.fast.rounds import LaneTable
-from ignition.helios.decide.service import Prices
 from ignition.helios.types import RequestHandle
-from ignition.helios.decide.utility import Decision, LaneView
 
 MAX_DEPTH = 4
 

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import PolicyConfig
 from ignition.helios.decide.cost import CostModel, Freshness
-from ignition.helios.fast.policy import Population, select
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.state_candidates import (
     StateTables,
@@ -26,10 +25,16 @@ from ignition.helios.decide.state_candidates import (
     _enables,
     _pair,
 )
-from ignition.helios.fast.state_search import StateSearch, _chain_bound, _pair_bounds, state_candidates
 from ignition.helios.decide.terminal import TerminalView
-from ignition.helios.types import RequestHandle
 from ignition.helios.decide.utility import Candidate, Decision, LaneView
+from ignition.helios.fast.policy import Population, select
+from ignition.helios.fast.state_search import (
+    StateSearch,
+    _chain_bound,
+    _pair_bounds,
+    state_candidates,
+)
+from ignition.helios.types import RequestHandle
 
 INFERENCE = [
     prefill(16),

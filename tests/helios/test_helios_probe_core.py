@@ -13,8 +13,8 @@ from reference_selector.learning import _Bound as ReferenceBound
 from reference_selector.rounds import LaneTable as ReferenceLaneTable
 from test_helios_lane_core import MAX_DEPTH, _decision, _views
 
-from ignition.helios.fast.probe_core import ProbeBound
 from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory
+from ignition.helios.fast.probe_core import ProbeBound
 
 
 def _histories(rng: random.Random, n: int) -> list[PrefixHistory]:

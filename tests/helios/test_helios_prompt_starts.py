@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from reference_selector.projection import newcomer_start
 
 from ignition.helios.config import PolicyConfig
-from ignition.helios.fast.projection import current_normalizers, python_normalizers
 from ignition.helios.decide.service import ServiceRates, prices
+from ignition.helios.fast.projection import current_normalizers, python_normalizers
 from ignition.helios.types import RequestSpec
 
 # four streams: decode(8) gives each 1 token per 10 ms (x_gen = 0.1); the 4096 prefill

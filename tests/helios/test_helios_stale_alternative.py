@@ -10,11 +10,11 @@ from exploration_helpers import MS, Runner
 from helios_helpers import decode, floor_ms, mixed, prefill, request, scheduler, spec
 
 from ignition.helios import PolicyConfig
-from ignition.helios.fast.bounds import stale_alternative
 from ignition.helios.decide.cost import Freshness
+from ignition.helios.decide.refresh import choose_refresh
+from ignition.helios.fast.bounds import stale_alternative
 from ignition.helios.fast.policy import active_descriptors, all_candidates, build_tables, select
 from ignition.helios.fast.projection import build_population
-from ignition.helios.decide.refresh import choose_refresh
 
 
 def _exhaustive_and_lazy(s):

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ignition.helios.decide.cost import CostModel, Freshness
-from ignition.helios.types import ExecutionClass, ExecutionTiming
 from ignition.helios.decide.utility import Candidate, compare
+from ignition.helios.types import ExecutionClass, ExecutionTiming
 
 CREDIT_CAP_NS = 5_000_000
 

@@ -43,7 +43,6 @@ from typing import Protocol
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.cost import CostModel
-from ignition.helios.fast.policy import Population, prompt_capacity
 from ignition.helios.decide.prerequisites import (
     PairChoice,
     PairShape,
@@ -62,7 +61,6 @@ from ignition.helios.decide.terminal import (
     saved_waiting,
     terminal_lane_value,
 )
-from ignition.helios.types import LaneRole
 from ignition.helios.decide.utility import (
     Decision,
     LanePick,
@@ -70,6 +68,8 @@ from ignition.helios.decide.utility import (
     consumable_tokens,
     decode_lane,
 )
+from ignition.helios.fast.policy import Population, prompt_capacity
+from ignition.helios.types import LaneRole
 
 STATE_KINDS = (GraphKind.INIT, GraphKind.RESTORE, GraphKind.SNAPSHOT, GraphKind.VISION)
 ROLES = {

@@ -32,8 +32,14 @@ from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.decide.cost import CostModel
+from ignition.helios.decide.utility import (
+    Candidate,
+    Decision,
+    LanePick,
+    LaneView,
+    consumable_tokens,
+)
 from ignition.helios.fast.tables import prompt_capacity
-from ignition.helios.decide.utility import Candidate, Decision, LanePick, LaneView, consumable_tokens
 
 
 class FastestAtLeast:

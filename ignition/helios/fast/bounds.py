@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
 from ignition.helios.fast.policy import CatalogIndex, candidates_for, prune_dominated
 from ignition.helios.fast.tables import Tables
-from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
 
 # Skipping needs a bound below the best score by more than this (relative): far above
 # the ranking's 1e-9 tie tolerance and any rounding between a bound and a real score.

@@ -17,13 +17,6 @@ from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.left_out import carry_times, left_out_score
-from ignition.helios.fast.tables import (
-    PromptTable,
-    TableCache,
-    Tables,
-    build_tables,
-    prompt_capacity,
-)
 from ignition.helios.decide.tails import completion_times, stranded_tail_score
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import (
@@ -33,6 +26,13 @@ from ignition.helios.decide.utility import (
     LaneView,
     compare,
     finish,
+)
+from ignition.helios.fast.tables import (
+    PromptTable,
+    TableCache,
+    Tables,
+    build_tables,
+    prompt_capacity,
 )
 
 # Names other modules import from here (tables.py holds the tables since issue 14;

@@ -14,14 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ignition.components.catalog import Descriptor
-from ignition.helios.decide import utility
 from ignition.helios.config import PolicyConfig
+from ignition.helios.decide import utility
 from ignition.helios.decide.cost import CostModel
-from ignition.helios.fast.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
-from ignition.helios.fast.policy import Population
 from ignition.helios.decide.prompt_starts import BOUNDED_RULES, prompt_starts
-from ignition.helios.queue import ExecutionQueue
-from ignition.helios.requests import RequestState
 from ignition.helios.decide.service import (
     Normalizers,
     Prices,
@@ -33,8 +29,12 @@ from ignition.helios.decide.service import (
     stream_family,
 )
 from ignition.helios.decide.terminal import TerminalView
-from ignition.helios.types import LaneRole, RequestHandle, RequestSpec
 from ignition.helios.decide.utility import Decision, LaneView
+from ignition.helios.fast.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
+from ignition.helios.fast.policy import Population
+from ignition.helios.queue import ExecutionQueue
+from ignition.helios.requests import RequestState
+from ignition.helios.types import LaneRole, RequestHandle, RequestSpec
 
 
 def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[Descriptor, float]]:

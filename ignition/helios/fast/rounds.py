@@ -27,9 +27,9 @@ from dataclasses import dataclass, fields
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.fast.lane_core import LaneArrays, LaneLists, lane_arrays
 from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory, expected_output
 from ignition.helios.decide.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
+from ignition.helios.fast.lane_core import LaneArrays, LaneLists, lane_arrays
 
 
 def lane_ceiling(view: LaneView, d: Descriptor) -> int:

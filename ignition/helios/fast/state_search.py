@@ -24,11 +24,8 @@ import math
 from collections.abc import Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.fast.bounds import BOUND_MARGIN
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.cost import CostModel, Freshness
-from ignition.helios.fast.pair_bounds import PairBounds
-from ignition.helios.fast.policy import Population
 from ignition.helios.decide.prerequisites import chain_score
 from ignition.helios.decide.speculation import expected_output
 from ignition.helios.decide.state_candidates import (
@@ -45,6 +42,9 @@ from ignition.helios.decide.state_candidates import (
     following_rows,
 )
 from ignition.helios.decide.utility import Candidate, Decision, LanePick, LaneView, finish
+from ignition.helios.fast.bounds import BOUND_MARGIN
+from ignition.helios.fast.pair_bounds import PairBounds
+from ignition.helios.fast.policy import Population
 
 
 class StateSearch:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.fast.rounds import LaneTable
 from ignition.helios.decide.utility import (
     Candidate,
     Decision,
@@ -24,6 +23,7 @@ from ignition.helios.decide.utility import (
     prompt_lane,
     tokens_to_endpoint,
 )
+from ignition.helios.fast.rounds import LaneTable
 
 if TYPE_CHECKING:
     from ignition.helios.fast.policy import CatalogIndex, Population

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.refresh import choose_refresh
-from ignition.helios.scheduler import EXPLORATION, Scheduler
 from ignition.helios.fast.state_search import state_candidates
+from ignition.helios.scheduler import EXPLORATION, Scheduler
 from ignition.helios.types import ExecutionClass, ScheduledPlan
 from reference_selector.learning import choose_probe
 from reference_selector.policy import (

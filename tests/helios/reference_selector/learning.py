@@ -27,8 +27,8 @@ from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.speculation import PrefixHistory
-from ignition.helios.types import LaneRole, RequestHandle
 from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision, LaneView
+from ignition.helios.types import LaneRole, RequestHandle
 from reference_selector.policy import (
     Population,
     Tables,

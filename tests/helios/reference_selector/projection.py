@@ -14,13 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from ignition.components.catalog import Descriptor
-from ignition.helios.decide import utility
 from ignition.helios.config import PolicyConfig
+from ignition.helios.decide import utility
 from ignition.helios.decide.cost import CostModel
-from ignition.helios.fast.projection import row_limit
 from ignition.helios.decide.prompt_starts import BOUNDED_RULES
-from ignition.helios.queue import ExecutionQueue
-from ignition.helios.requests import RequestState
 from ignition.helios.decide.service import (
     Normalizers,
     Prices,
@@ -32,8 +29,11 @@ from ignition.helios.decide.service import (
     useful_tokens,
 )
 from ignition.helios.decide.terminal import TerminalView
-from ignition.helios.types import LaneRole, RequestHandle
 from ignition.helios.decide.utility import Decision, LaneView
+from ignition.helios.fast.projection import row_limit
+from ignition.helios.queue import ExecutionQueue
+from ignition.helios.requests import RequestState
+from ignition.helios.types import LaneRole, RequestHandle
 from reference_selector.policy import Population
 
 
