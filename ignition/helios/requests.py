@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ignition.helios.decide.rounds import ConfidenceForecast
 from ignition.helios.decide.service import ServiceRates
 from ignition.helios.decide.speculation import AcceptanceTracker
-from ignition.helios.fast.rounds import ConfidenceForecast
 from ignition.helios.types import RequestHandle, RequestSpec, Resources, SchedulerError
 
 

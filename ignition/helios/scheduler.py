@@ -13,7 +13,6 @@ funded timing refresh (refresh.py) or, failing that, one funded acceptance probe
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -23,26 +22,18 @@ from ignition.helios.accounting import Publication, apply_lane, charge_service
 from ignition.helios.completion import validate_records
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
-from ignition.helios.decide.refresh import CreditLedger, ExecutionBooks, choose_refresh
+from ignition.helios.decide.policy import QUEUEABLE_KINDS, SCHEDULABLE_KINDS
+from ignition.helios.decide.refresh import CreditLedger, ExecutionBooks
+from ignition.helios.decide.rounds import ConfidenceForecast
 from ignition.helios.decide.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
 from ignition.helios.decide.state_candidates import STATE_KINDS
 from ignition.helios.decide.utility import Candidate, Decision
-from ignition.helios.fast.bounds import bounded_candidates, largest_bound, stale_alternative
-from ignition.helios.fast.learning import choose_probe
-from ignition.helios.fast.policy import (
-    QUEUEABLE_KINDS,
-    SCHEDULABLE_KINDS,
-    CatalogIndex,
-    active_descriptors,
-    select,
-)
-from ignition.helios.fast.projection import ProjectionCache, build_population, current_normalizers
-from ignition.helios.fast.rounds import ConfidenceForecast
-from ignition.helios.fast.state_search import StateSearch, state_candidates
-from ignition.helios.fast.tables import TableCache
+from ignition.helios.fast.projection import current_normalizers
+from ignition.helios.fast.selector import Bounded
 from ignition.helios.queries import SchedulerQueries
 from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
 from ignition.helios.requests import RequestState, ResourcePool
+from ignition.helios.selection import SelectionState, Selector
 from ignition.helios.state_work import apply_state_lane, check_state_lane, checkpoint_tokens
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import (
@@ -77,6 +68,7 @@ class Scheduler(SchedulerQueries):
         resources: Resources | None = None,
         speculation: SpeculationMode = SpeculationMode.ADAPTIVE,
         trace_capacity: int = 4096,
+        selector: Selector | None = None,
     ) -> None:
         self.catalog = catalog
         # Device confidence allocation requires adaptive selection: a fixed-mode scheduler
@@ -91,7 +83,6 @@ class Scheduler(SchedulerQueries):
         # Terminal retirement and preemption need a snapshot program (vision ones do not).
         self._has_snapshot = any(d.kind is GraphKind.SNAPSHOT for d in self.state_descriptors)
         self._has_init = any(d.kind is GraphKind.INIT for d in self.state_descriptors)
-        self.index = CatalogIndex(self.descriptors)
         self.policy = policy or PolicyConfig()
         self.speculation = speculation
         self.books = ExecutionBooks()
@@ -113,8 +104,7 @@ class Scheduler(SchedulerQueries):
         self._no_probe_at: tuple[int, int] | None = None
         self._serve_seq = 0
         self._publishable: dict[RequestHandle, Publication] = {}
-        self._projection = ProjectionCache()
-        self._tables = TableCache()
+        self.selector: Selector = selector or Bounded()
 
     def configure_policy(self, policy: PolicyConfig) -> None:
         if self.requests:
@@ -204,102 +194,51 @@ class Scheduler(SchedulerQueries):
         return c.freshness
 
     def plan(self) -> ScheduledPlan | None:
+        return self.plan_with(self.selector)
+
+    def plan_with(self, selector: Selector, *, record: bool = True) -> ScheduledPlan | None:
+        """The plan ``selector`` makes now. ``record`` False changes nothing of the
+        scheduler's (the differential test asks the definition beside plan())."""
         if self.queue.why_closed() is not None:
             return None
-        start_ns = self.queue.expected_end_ns(self.now_ns)
-        population, decision = build_population(
-            self.requests,
-            self.queue,
-            self.descriptors,
-            self.costs,
-            self.policy,
-            start_ns,
-            self._max_depth,
-            self._projection,
-        )
-        tables = self._tables.tables(self.index, population, decision, self._max_depth)
-        decision = tables.decision  # equal to the one built; the tables memoise for it
-        shapes = active_descriptors(self.index, population)
-        # Only shapes that could win are evaluated (tests/helios/reference_selector holds
-        # the exhaustive path this must agree with). Each prerequisite's best-bound pair
-        # first, then the inference shapes that could beat those, then the remaining
-        # pairs that could beat the inference incumbent.
-        state_inputs = (
-            (*self.descriptors, *self.state_descriptors),
-            population,
-            self.costs,
-            decision,
-            self.policy,
-            self.now_ns,
-        )
-        search = StateSearch(*state_inputs)
-        hint = None  # the inference shapes' largest bound, only where a pair could use it
-        if search.has_ranked_pairs:
-            hint = largest_bound(shapes, tables, self.costs, decision, self.now_ns)
-        provisional = search.provisional(hint)
-        # what bounded_candidates and stale_alternative both read, in their order
-        inputs = (shapes, tables, self.costs, decision, self.now_ns, self.speculation, self.index)
-        inference = bounded_candidates(
-            *inputs,
-            provisional,
-            bound_stale=True,  # timing refresh finds its stale alternative below
-        )
-        floor = max((c.score for c in inference if not c.is_indeterminate), default=-math.inf)
-        states = search.candidates(floor)
-        candidates = inference + states
-        winner = select(candidates)
-        if winner is not None and not search.is_empty and self.page_shortfall(winner) > 0:
-            # the winner yields to the best state operation that fits, which needs every
-            # state shape's own best, not only those that could win
-            states = state_candidates(*state_inputs)
-            candidates = inference + states
-            winner = self.page_feasible(select(candidates), states)
-        if winner is None:
+        state = self.selection_state()
+        chosen = selector.select(state)
+        if chosen is None:
             return None
-        own = self.own_freshness(winner)
-        cls = ExecutionClass.DISCOVERY if own is Freshness.UNKNOWN else ExecutionClass.ORDINARY
-        credit = 0.0
-        if cls is ExecutionClass.ORDINARY and self.refresh.can_open():
-            decided, alternative = stale_alternative(*inputs, winner.descriptor.cost_key())
-            if decided:
-                pool = [alternative] if alternative is not None else []
-            else:  # a tie inside the oldest key: every stale shape, in the list order
-                pool = bounded_candidates(*inputs, provisional)
-            stale = choose_refresh(winner, [*pool, *states], self.costs)
-            if stale is not None:
-                winner, cls, credit = stale, ExecutionClass.TIMING_REFRESH, self.refresh.balance_ns
-        searched = (self._changes, self.costs.version)
-        if (
-            cls is ExecutionClass.ORDINARY
-            and self.learning.can_open()
-            and self._no_probe_at != searched
-        ):
-            probe = choose_probe(
-                winner,
-                shapes,
-                population,
-                tables,
-                self.costs,
-                decision,
-                self.now_ns,
-                self.speculation,
-                self._max_depth,
-                self._history_of,
-                any_probe=not self.queue.is_empty,
-            )
-            if probe is not None:
-                winner, cls = probe.candidate, ExecutionClass.ACCEPTANCE_LEARNING
-                credit = self.learning.balance_ns
-            else:
-                # Time alone only ages the same population: the search waits for a change.
-                self._no_probe_at = searched
+        if chosen.no_probe and record:
+            # Time alone only ages the same population: the search waits for a change.
+            self._no_probe_at = (self._changes, self.costs.version)
+        winner, cls = chosen.winner, chosen.execution_class
         # Exploration runs isolated: an empty window and completion feedback.
         needs = cls in EXPLORATION or self._needs_feedback(
             winner.descriptor, winner.freshness, (p.view.handle for p in winner.lanes)
         )
         if needs and not self.queue.is_empty:
             return None  # the winner waits for the window to drain; nothing displaces it
-        return self._freeze(winner, decision, start_ns, needs, credit, cls)
+        return self._freeze(winner, chosen.decision, state.start_ns, needs, chosen.credit_ns, cls)
+
+    def selection_state(self) -> SelectionState:
+        """What a decision made now reads (helios/selection.py)."""
+        searched = (self._changes, self.costs.version)
+        return SelectionState(
+            requests=self.requests,
+            queue=self.queue,
+            descriptors=self.descriptors,
+            state_descriptors=self.state_descriptors,
+            costs=self.costs,
+            policy=self.policy,
+            speculation=self.speculation,
+            max_depth=self._max_depth,
+            now_ns=self.now_ns,
+            start_ns=self.queue.expected_end_ns(self.now_ns),
+            refresh_open=self.refresh.can_open(),
+            refresh_balance_ns=self.refresh.balance_ns,
+            learning_open=self.learning.can_open() and self._no_probe_at != searched,
+            learning_balance_ns=self.learning.balance_ns,
+            page_shortfall=self.page_shortfall,
+            own_freshness=self.own_freshness,
+            history_of=self._history_of,
+        )
 
     def page_shortfall(self, c: Candidate) -> int:
         """KV pages ``c``'s commit would need beyond the free ones (0 or less: it fits)."""
@@ -314,17 +253,6 @@ class Scheduler(SchedulerQueries):
             queued = sum(lane.reserved_tokens for lane in self._inflight_lanes(r))
             delta += self.pool.pages_for(r.context_tokens + queued + reserved) - r.num_pages
         return delta - self.pool.num_free_pages
-
-    def page_feasible(
-        self, winner: Candidate | None, states: Sequence[Candidate]
-    ) -> Candidate | None:
-        """A winner the free KV pages cannot cover yields to the best state operation that
-        fits: a terminal retirement (a preemption's, typically) frees pages, and nothing
-        else can until frames complete. With none, the winner stands and its commit
-        reports the shortage (the runtime then preempts)."""
-        if winner is None or not states or self.page_shortfall(winner) <= 0:
-            return winner
-        return select([c for c in states if self.page_shortfall(c) <= 0]) or winner
 
     def _history_of(self, handle: RequestHandle) -> PrefixHistory:
         r = self.requests[handle]

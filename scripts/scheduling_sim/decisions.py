@@ -17,8 +17,7 @@ from collections.abc import Sequence
 
 from ignition.components.catalog import GraphKind
 from ignition.helios import scheduler as helios_scheduler
-from ignition.helios.fast.policy import active_descriptors, all_candidates
-from ignition.helios.fast.projection import build_population
+from ignition.helios.decide.selector import Exhaustive
 from scripts.scheduling_sim.random_mix import frame_mix
 
 PROMPT_KINDS = (GraphKind.MIXED, GraphKind.PREFILL)
@@ -35,30 +34,14 @@ def watch(after_ms: float, count: int, left_out: int, shown: int = 6) -> None:
             return winner
         if printed[0] >= count or self.now_ns < after_ms * 1e6:
             return winner
-        population, decision = build_population(
-            self.requests,
-            self.queue,
-            self.descriptors,
-            self.costs,
-            self.policy,
-            self.queue.expected_end_ns(self.now_ns),
-            self._max_depth,
-            self._projection,
-        )
+        evaluation = Exhaustive().evaluate(self.selection_state())
+        population = evaluation.population
         ready = sum(1 for v in population.decoders if v.remaining_output >= 1)
         served = sum(1 for lane in winner.lanes if lane.role.value == "decode")
         if ready - served < left_out:
             return winner
         printed[0] += 1
-        tables = self._tables.tables(self.index, population, decision, self._max_depth)
-        found = all_candidates(
-            active_descriptors(self.index, population),
-            tables,
-            self.costs,
-            tables.decision,
-            self.now_ns,
-            self.speculation,
-        )
+        found = evaluation.inference
         print(
             f"t = {self.now_ns / 1e6:.0f} ms: {winner.descriptor.name} serves {served} of "
             f"{ready} ready decoders"

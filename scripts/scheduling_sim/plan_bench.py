@@ -31,14 +31,11 @@ from ignition.components.catalog import Catalog, GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS, state_programs
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import Freshness
-from ignition.helios.fast.policy import (
+from ignition.helios.decide.policy import (
     QUEUEABLE_KINDS,
-    active_descriptors,
-    all_candidates,
-    build_tables,
     select,
 )
-from ignition.helios.fast.projection import build_population
+from ignition.helios.decide.selector import Exhaustive
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
     CompletionRecord,
@@ -137,13 +134,9 @@ def _completed(plan: ScheduledPlan) -> list[CompletionRecord]:
 def queue_decode_frame(s: Scheduler) -> None:
     """Commit the best fresh decode-only candidate, leaving it in flight: the state the
     runtime plans in while a frame executes."""
-    start_ns = s.queue.expected_end_ns(s.now_ns)
-    population, decision = build_population(
-        s.requests, s.queue, s.descriptors, s.costs, s.policy, start_ns, s._max_depth
-    )
-    tables = build_tables(s.index, population, decision, s._max_depth)
-    shapes = active_descriptors(s.index, population)
-    candidates = all_candidates(shapes, tables, s.costs, decision, s.now_ns, s.speculation)
+    state = s.selection_state()
+    evaluation = Exhaustive().evaluate(state)
+    candidates, decision = evaluation.inference, evaluation.decision
     queueable = [
         c
         for c in candidates
@@ -152,7 +145,7 @@ def queue_decode_frame(s: Scheduler) -> None:
     best = select(queueable)
     if best is None:
         raise RuntimeError("no fresh decode candidate to queue")
-    plan = s._freeze(best, decision, start_ns, False, 0.0, ExecutionClass.ORDINARY)
+    plan = s._freeze(best, decision, state.start_ns, False, 0.0, ExecutionClass.ORDINARY)
     s.commit(plan, Fence(s._last_fence + 1))
 
 
@@ -206,7 +199,7 @@ def measure_loop(
     }
 
 
-# The scheduler's phases of one plan(), as scheduler.py names them.
+# The phases of one plan(), as the bounded selector (helios/fast/selector.py) names them.
 PHASES = (
     "build_population",
     "active_descriptors",
@@ -217,19 +210,19 @@ PHASES = (
     "choose_refresh",
     "choose_probe",
 )
-# The state search's steps (helios/state_search.py), timed as methods.
+# The state search's steps (helios/fast/state_search.py), timed as methods.
 SEARCH_PHASES = ("__init__", "provisional", "candidates")
 
 
 def phase_timers() -> tuple[dict[str, list[float]], Callable[[], None]]:
-    """Wrap each of ``PHASES`` in helios.scheduler (and TableCache.tables) with a CPU
+    """Wrap each of ``PHASES`` in helios.fast.selector (and TableCache.tables) with a CPU
     timer; returns the samples (us per call) and a function that unwraps them. For the
     next optimisation pass: which phase the commit loop's time goes to."""
-    from ignition.helios import scheduler
+    from ignition.helios.fast import selector
     from ignition.helios.fast.state_search import StateSearch
     from ignition.helios.fast.tables import TableCache
 
-    originals = [(scheduler, name, getattr(scheduler, name), name) for name in PHASES]
+    originals = [(selector, name, getattr(selector, name), name) for name in PHASES]
     originals.append((TableCache, "tables", TableCache.tables, "tables"))
     originals += [
         (StateSearch, name, getattr(StateSearch, name), f"state search {name.strip('_')}")

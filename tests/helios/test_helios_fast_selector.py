@@ -1,6 +1,6 @@
-"""Issue 14: the fast selector returns the same plan as the reference selector (the
-frozen pre-issue-14 selection path in ``reference_selector``) — same program, lanes,
-work and score within 1e-9 relative — on seeded random scheduler states covering every
+"""The bounded selector plan() runs (``fast.selector.Bounded``) returns the same plan as
+the definition (``decide.selector.Exhaustive``, every shape evaluated) — same program,
+lanes, work and score within 1e-9 relative — on random scheduler states covering every
 program kind, decode mode, speculative source and queue state, both when plan() meets a
 state for the first time and when it meets it again through its caches."""
 
@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import fields, replace
 
 from helios_helpers import MS, catalog, decode, mixed, prefill, records_for, spec
-from reference_selector import reference_plan
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import (
@@ -28,8 +27,9 @@ from ignition.helios import (
     Scheduler,
 )
 from ignition.helios.config import SpeculationMode
+from ignition.helios.decide.policy import SCHEDULABLE_KINDS
+from ignition.helios.decide.selector import Exhaustive
 from ignition.helios.decide.state_candidates import STATE_KINDS
-from ignition.helios.fast.policy import SCHEDULABLE_KINDS
 from ignition.helios.types import ExecutionClass, LaneRole, SchedulerError
 from scripts.scheduling_sim.plan_bench import (
     STATE_PROGRAMS,
@@ -45,6 +45,14 @@ FLOATS = {"value_rate", "log_scale", "exploration_credit"}
 LANE_FLOATS = {"expected_output_tokens", "expected_deliveries", "value"}
 
 
+DEFINITION = Exhaustive()
+
+
+def definition_plan(s: Scheduler) -> ScheduledPlan | None:
+    """What the definition plans in ``s``'s state, changing nothing of ``s``'s."""
+    return s.plan_with(DEFINITION, record=False)
+
+
 def _close(a: float, b: float) -> bool:
     return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
@@ -52,7 +60,7 @@ def _close(a: float, b: float) -> bool:
 def _same(fast: ScheduledPlan | None, ref: ScheduledPlan | None) -> str | None:
     """None when the plans agree; else the first differing field."""
     if fast is None or ref is None:
-        return None if fast is ref else f"plan {fast} vs reference {ref}"
+        return None if fast is ref else f"plan {fast} vs the definition's {ref}"
     for f in fields(ScheduledPlan):
         a, b = getattr(fast, f.name), getattr(ref, f.name)
         if f.name == "lanes":
@@ -200,7 +208,7 @@ class _Walk:
             self._complete_head()
 
 
-def test_fast_selector_returns_the_reference_plan_on_random_states():
+def test_fast_selector_returns_the_definitions_plan_on_random_states():
     rng = random.Random(14)  # seeds 1, 2 and 3 also agree (checked by hand)
     seen: Counter = Counter()
     checked = 0
@@ -209,7 +217,7 @@ def test_fast_selector_returns_the_reference_plan_on_random_states():
         for _ in range(rng.randint(20, 60)):
             walk.perturb()
             queued = len(walk.s.queue)
-            ref = reference_plan(walk.s)
+            ref = definition_plan(walk.s)
             fast = walk.s.plan()
             problem = _same(fast, ref)
             assert problem is None, f"state {checked} (queued {queued}): {problem}"
@@ -227,10 +235,10 @@ def test_fast_selector_returns_the_reference_plan_on_random_states():
     assert not missing, f"the random states never reached {missing}: {seen}"
 
 
-def test_fast_selector_returns_the_reference_plan_with_the_first_delivery_credit_on():
+def test_fast_selector_returns_the_definitions_plan_with_the_first_delivery_credit_on():
     """Issue 10b: with ``PolicyConfig.first_delivery`` on, the chunk finishing a prompt
     earns the delivery price everywhere its value is computed and in every bound, so the
-    fast path (bound-and-skip, cached tables) still returns the reference's plan, and
+    fast path (bound-and-skip, cached tables) still returns the definition's plan, and
     prompt-finishing programs of every kind are among the plans compared."""
     rng = random.Random(1014)
     seen: Counter = Counter()
@@ -239,7 +247,7 @@ def test_fast_selector_returns_the_reference_plan_with_the_first_delivery_credit
         walk = _Walk(rng, first_delivery=1.0)
         for _ in range(rng.randint(20, 60)):
             walk.perturb()
-            ref = reference_plan(walk.s)
+            ref = definition_plan(walk.s)
             fast = walk.s.plan()
             problem = _same(fast, ref)
             assert problem is None, f"state {checked}: {problem}"
@@ -256,7 +264,7 @@ def test_fast_selector_returns_the_reference_plan_with_the_first_delivery_credit
     assert not missing, f"the random states never reached {missing}: {seen}"
 
 
-def test_fast_selector_returns_the_reference_plan_inside_the_engines_commit_loop():
+def test_fast_selector_returns_the_definitions_plan_inside_the_engines_commit_loop():
     """Issue 14: the states the engine plans in, mid commit loop (every plan() after a
     commit or a completion that moved every participant's rates, one frame queued,
     device times off their estimates), on each runtime catalog at 8 and 64 requests."""
@@ -270,7 +278,7 @@ def test_fast_selector_returns_the_reference_plan_inside_the_engines_commit_loop
             for step in range(60):
                 if step % 7 == 3:  # full learning credit now and then: probes compete
                     s.learning.balance = s.learning.cap_ns * s.learning.denominator
-                ref = reference_plan(s)
+                ref = definition_plan(s)
                 plan = s.plan()
                 problem = _same(plan, ref)
                 assert problem is None, f"{mode} {n} requests, step {step}: {problem}"
@@ -284,9 +292,9 @@ def test_fast_selector_returns_the_reference_plan_inside_the_engines_commit_loop
     assert checked == 360
 
 
-def test_fast_probe_search_returns_the_reference_probe_inside_the_engines_commit_loop():
+def test_fast_probe_search_returns_the_definitions_probe_inside_the_engines_commit_loop():
     """Issue 14: the acceptance-probe search's fast path (array bounds over every ceiling,
-    the optimistic table sharing the ordinary arrays) chooses the reference's probe on the
+    the optimistic table sharing the ordinary arrays) chooses the definition's probe on the
     engine's commit-loop states, learning credit refilled whenever the ledger is closed so
     that probes compete on most decisions, with and without a queued frame."""
     probes = Counter()
@@ -299,7 +307,7 @@ def test_fast_probe_search_returns_the_reference_probe_inside_the_engines_commit
             if not s.learning.is_open:
                 s.learning.balance = s.learning.cap_ns * s.learning.denominator
             queued = len(s.queue)
-            ref = reference_plan(s)
+            ref = definition_plan(s)
             plan = s.plan()
             problem = _same(plan, ref)
             assert problem is None, f"{n} requests, step {step} (queued {queued}): {problem}"

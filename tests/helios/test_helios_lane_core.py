@@ -10,12 +10,12 @@ import random
 
 import numpy as np
 import pytest
-from reference_selector.rounds import LaneTable as ReferenceLaneTable
 
+from ignition.helios.decide.rounds import LaneTable as ReferenceLaneTable
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast import lane_core
-from ignition.helios.fast.rounds import LaneTable
+from ignition.helios.fast.lane_table import LaneTable
 from ignition.helios.types import RequestHandle
 
 MAX_DEPTH = 4

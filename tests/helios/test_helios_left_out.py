@@ -8,14 +8,15 @@ check that sentence and its limits.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from helios_helpers import Driver, decode, mixed, prefill, request, scheduler
 
 from ignition.components.catalog import GraphKind
 from ignition.helios.decide import left_out
 from ignition.helios.decide.left_out import CarryTimes
-from ignition.helios.fast.policy import active_descriptors, all_candidates
-from ignition.helios.fast.projection import build_population
+from ignition.helios.decide.selector import Exhaustive
 
 # A MoE launch floor: a 1,024-token chunk costs about a decode frame whatever rides with it.
 MOE_MS = {decode(8): 30.0, mixed(2, 1024): 26.6, mixed(8, 1024): 40.0, prefill(1024): 26.0}
@@ -35,19 +36,8 @@ def _decoding(costs: dict, rounds: int = 0):
 
 
 def _candidates(s):
-    population, decision = build_population(
-        s.requests, s.queue, s.descriptors, s.costs, s.policy, s.now_ns, s._max_depth
-    )
-    tables = s._tables.tables(s.index, population, decision, s._max_depth)
-    found = all_candidates(
-        active_descriptors(s.index, population),
-        tables,
-        s.costs,
-        tables.decision,
-        s.now_ns,
-        s.speculation,
-    )
-    return found, tables
+    evaluation = Exhaustive().evaluate(replace(s.selection_state(), start_ns=s.now_ns))
+    return evaluation.inference, evaluation
 
 
 @pytest.fixture
@@ -78,11 +68,11 @@ def test_without_the_rule_the_one_frame_score_leaves_the_decoders_out(rule_off, 
 
 def test_a_frame_leaving_decoders_out_scores_no_higher_than_the_sequence_serving_them():
     s = _decoding(MOE_MS)
-    found, tables = _candidates(s)
+    found, evaluation = _candidates(s)
     chunk = next(c for c in found if c.descriptor == prefill(1024))
-    decision = tables.decision
+    decision = evaluation.decision
     plain = chunk.total_value / 26.0 - decision.waiting_cost(26.0)
-    carried = sum(max(0.0, v) for _, _, v in tables.decoders.order(1)[:DECODERS])
+    carried = sum(max(0.0, v) for _, _, v in evaluation.tables.decoders.order(1)[:DECODERS])
     sequence = (chunk.total_value + carried) / (26.0 + 30.0) - decision.waiting_cost(56.0)
     assert sequence < plain
     assert chunk.score == pytest.approx(sequence, rel=1e-12)
@@ -90,21 +80,21 @@ def test_a_frame_leaving_decoders_out_scores_no_higher_than_the_sequence_serving
 
 def test_a_frame_carrying_some_decoders_is_charged_for_the_best_of_the_rest():
     s = _decoding(MOE_MS)
-    found, tables = _candidates(s)
+    found, evaluation = _candidates(s)
     small = next(c for c in found if c.descriptor == mixed(2, 1024) and c.prompt_row >= 0)
-    order = tables.decoders.order(1)
+    order = evaluation.tables.decoders.order(1)
     rest = sum(max(0.0, v) for _, _, v in order[1:DECODERS])  # it carries the best one
     assert rest < sum(max(0.0, v) for _, _, v in order[: DECODERS - 1])
-    sequence = (small.total_value + rest) / (26.6 + 30.0) - tables.decision.waiting_cost(56.6)
+    sequence = (small.total_value + rest) / (26.6 + 30.0) - evaluation.decision.waiting_cost(56.6)
     assert small.score == pytest.approx(sequence, rel=1e-12)
 
 
 def test_a_frame_carrying_every_decoder_keeps_its_one_frame_score():
     s = _decoding(MOE_MS)
-    found, tables = _candidates(s)
+    found, evaluation = _candidates(s)
     full = next(c for c in found if c.descriptor == mixed(8, 1024) and c.prompt_row >= 0)
     assert full.num_lanes == 1 + DECODERS
-    plain = full.total_value / 40.0 - tables.decision.waiting_cost(40.0)
+    plain = full.total_value / 40.0 - evaluation.decision.waiting_cost(40.0)
     assert full.score == pytest.approx(plain, rel=1e-12)
 
 

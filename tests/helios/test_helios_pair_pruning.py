@@ -2,7 +2,7 @@
 
 state_candidates with a floor skips (prerequisite, following) pairs whose upper bound
 (pair_bounds.py) falls clearly below the floor and the best state candidate found so
-far; the exhaustive path (no floor) is what the reference selector uses. These tests
+far; the exhaustive path is decide.state_choice.state_candidates. These tests
 hold the two to the same best score and winner on random populations with pending
 inits, restores and captures, ready rows and terminal rows, and check the bound itself.
 """
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import PolicyConfig
 from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.policy import Population, select
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.state_candidates import (
     StateTables,
@@ -25,9 +26,9 @@ from ignition.helios.decide.state_candidates import (
     _enables,
     _pair,
 )
+from ignition.helios.decide.state_choice import state_candidates as exhaustive_state_candidates
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Candidate, Decision, LaneView
-from ignition.helios.fast.policy import Population, select
 from ignition.helios.fast.state_search import (
     StateSearch,
     _chain_bound,
@@ -155,9 +156,10 @@ def decisions(draw):
 
 def _candidates(case, floor: float | None) -> list[Candidate]:
     population, decision, model, policy = case
-    return state_candidates(
-        (*INFERENCE, *STATE), population, model, decision, policy, NOW_NS, floor
-    )
+    args = ((*INFERENCE, *STATE), population, model, decision, policy, NOW_NS)
+    if floor is None:
+        return exhaustive_state_candidates(*args)
+    return state_candidates(*args, floor)
 
 
 def _same(a: Candidate | None, b: Candidate | None) -> bool:
@@ -326,7 +328,7 @@ def test_a_stale_prerequisite_keeps_its_own_best_candidate_whatever_the_floor():
     decision = Decision(0.1, 0, 0.5, 0.0)
     assert model.freshness(init, NOW_NS) is Freshness.STALE
     args = ((prefill(64), init), population, model, decision, PolicyConfig(), NOW_NS)
-    exhaustive = state_candidates(*args)
+    exhaustive = exhaustive_state_candidates(*args)
     pruned = state_candidates(*args, 1e12)
     assert len(exhaustive) == 1 and _same(pruned[0], exhaustive[0])
 
@@ -334,14 +336,14 @@ def test_a_stale_prerequisite_keeps_its_own_best_candidate_whatever_the_floor():
 def test_a_winner_short_of_pages_yields_as_the_exhaustive_path_decides():
     """plan() prunes pairs below the incumbent, but a winner its pages cannot cover yields
     to the best state operation that fits, which needs every state shape's own best: the
-    plan is the reference selector's (a fresh request awaits its init, a preempted one
-    its retirement, no page is free)."""
+    plan is the definition's, decide.selector.Exhaustive (a fresh request awaits its init,
+    a preempted one its retirement, no page is free)."""
     from helios_helpers import Driver, request, scheduler
-    from reference_selector import reference_plan
 
     from ignition.components.state_programs import INIT, RESTORE, SNAPSHOT
     from ignition.helios import Resources
     from ignition.helios.config import policy_from_preset
+    from ignition.helios.decide.selector import Exhaustive
 
     costs = {prefill(64): 40.0, decode(1): 2.0, decode(2): 2.4, mixed(2, 64): 40.0}
     costs |= {SNAPSHOT: 0.5, RESTORE: 0.5, INIT: 0.05}
@@ -355,7 +357,8 @@ def test_a_winner_short_of_pages_yields_as_the_exhaustive_path_decides():
     s.admit(request(prompt=64, output=8))
     s.preempt(b)
     assert s.pool.num_free_pages == 0 and s.queue.is_empty
-    plan, reference = s.plan(), reference_plan(s)
+    reference = s.plan_with(Exhaustive(), record=False)
+    plan = s.plan()
     assert plan is not None and reference is not None
     assert plan.descriptor.kind in (GraphKind.INIT, GraphKind.SNAPSHOT)
     assert plan.descriptor == reference.descriptor

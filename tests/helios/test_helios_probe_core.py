@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import numpy as np
 from helios_helpers import mixed, spec
-from reference_selector.learning import _Bound as ReferenceBound
-from reference_selector.rounds import LaneTable as ReferenceLaneTable
 from test_helios_lane_core import MAX_DEPTH, _decision, _views
 
+from ignition.helios.decide.learning import _Bound as ReferenceBound
+from ignition.helios.decide.rounds import LaneTable as ReferenceLaneTable
 from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory
 from ignition.helios.fast.probe_core import ProbeBound
 

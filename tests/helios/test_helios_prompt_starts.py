@@ -10,9 +10,9 @@ import pytest
 from helios_helpers import decode, mixed, prefill, request, scheduler
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference_selector.projection import newcomer_start
 
 from ignition.helios.config import PolicyConfig
+from ignition.helios.decide.projection import newcomer_start
 from ignition.helios.decide.service import ServiceRates, prices
 from ignition.helios.fast.projection import current_normalizers, python_normalizers
 from ignition.helios.types import RequestSpec

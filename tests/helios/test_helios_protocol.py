@@ -8,7 +8,7 @@ import inspect
 import pytest
 from helios_helpers import MS, decode, prefill, records_for, request, scheduler
 
-import ignition.helios.fast.policy as policy_module
+import ignition.helios.decide.policy as policy_module
 import ignition.helios.scheduler as scheduler_module
 from ignition.direct.scheduler import DirectScheduler, direct_scheduler
 from ignition.helios import (

@@ -17,9 +17,9 @@ from ignition.helios import (
     SchedulerError,
 )
 from ignition.helios.decide.cost import Freshness
+from ignition.helios.decide.projection import build_population
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.utility import Candidate, LanePick, LaneView, compare
-from ignition.helios.fast.projection import build_population
 
 
 def view(slot: int, last_served: int = 0) -> LaneView:

@@ -84,7 +84,7 @@ def test_the_fixed_cohort_choice_is_exact_against_enumeration():
     """A small knapsack over B and P, checked against every subset of mixed lanes."""
     import itertools
 
-    from ignition.helios.fast.rounds import best_fixed_cohort
+    from ignition.helios.decide.rounds import best_fixed_cohort
 
     values = [9.0, 7.5, 7.0, 4.0, 3.9, 3.0, 2.5]
     ceilings = [4, 3, 3, 2, 2, 1, 1]
@@ -158,7 +158,7 @@ def test_decoders_of_two_proposal_sources_age_against_their_family_sigma():
     driver = Driver(s)
     while any(not r.is_decoder for r in s.requests.values()):
         driver.step()
-    from ignition.helios.fast.projection import build_population
+    from ignition.helios.decide.projection import build_population
 
     population, _ = build_population(
         s.requests, s.queue, s.descriptors, s.costs, s.policy, s.now_ns, 0

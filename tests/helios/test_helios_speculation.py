@@ -4,13 +4,13 @@ import math
 
 import pytest
 
+from ignition.helios.decide.rounds import ConfidenceForecast
 from ignition.helios.decide.speculation import (
     AcceptanceTracker,
     PopulationPrior,
     PrefixEstimate,
     expected_output,
 )
-from ignition.helios.fast.rounds import ConfidenceForecast
 
 
 def test_expected_output_is_one_plus_the_prefix_survivals():

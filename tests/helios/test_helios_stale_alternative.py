@@ -1,7 +1,7 @@
 """Timing refresh's stale alternative is found without evaluating every stale program.
 
 ``bounds.stale_alternative`` must return what ``refresh.choose_refresh`` picks from the
-exhaustive candidates (``policy.all_candidates``): the oldest refresh key first, then
+exhaustive candidates (``decide.selector.Exhaustive``): the oldest refresh key first, then
 the best ranked, pruned candidates left out, the winner's own cost entry excluded."""
 
 from __future__ import annotations
@@ -11,32 +11,30 @@ from helios_helpers import decode, floor_ms, mixed, prefill, request, scheduler,
 
 from ignition.helios import PolicyConfig
 from ignition.helios.decide.cost import Freshness
+from ignition.helios.decide.policy import active_descriptors, select
 from ignition.helios.decide.refresh import choose_refresh
+from ignition.helios.decide.selector import Exhaustive
 from ignition.helios.fast.bounds import stale_alternative
-from ignition.helios.fast.policy import active_descriptors, all_candidates, build_tables, select
-from ignition.helios.fast.projection import build_population
+from ignition.helios.fast.catalog_index import CatalogIndex
+from ignition.helios.fast.tables import build_tables
 
 
 def _exhaustive_and_lazy(s):
-    start = s.queue.expected_end_ns(s.now_ns)
-    population, decision = build_population(
-        s.requests, s.queue, s.descriptors, s.costs, s.policy, start, s._max_depth
-    )
-    tables = build_tables(s.index, population, decision, s._max_depth)
-    shapes = active_descriptors(s.index, population)
-    every = all_candidates(shapes, tables, s.costs, decision, s.now_ns, s.speculation)
+    evaluation = Exhaustive().evaluate(s.selection_state())
+    every, decision, population = evaluation.inference, evaluation.decision, evaluation.population
     winner = select(every)
     if winner is None or winner.is_indeterminate:
         return None
     expected = choose_refresh(winner, every, s.costs)
+    index = CatalogIndex(s.descriptors)
     lazy = stale_alternative(
-        shapes,
-        tables,
+        active_descriptors(index, population),
+        build_tables(index, population, decision, s._max_depth),
         s.costs,
         decision,
         s.now_ns,
         s.speculation,
-        s.index,
+        index,
         winner.descriptor.cost_key(),
     )
     return expected, lazy

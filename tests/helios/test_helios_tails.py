@@ -13,9 +13,9 @@ from helios_helpers import MS, decode, prefill, request, scheduler
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import PolicyConfig
+from ignition.helios.decide.projection import build_population
+from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.decide.tails import CompletionTimes
-from ignition.helios.fast.projection import build_population
-from ignition.helios.fast.state_search import state_candidates
 
 # A launch floor dominated by expert weights (simulate/devices.py H200Roofline, rounded).
 MOE_MS = {prefill(64): 39.0, prefill(128): 50.0, prefill(256): 53.6, decode(1): 3.4}

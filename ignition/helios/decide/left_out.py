@@ -39,8 +39,7 @@ from collections.abc import Sequence
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.tails import FastestAtLeast
-from ignition.helios.decide.utility import Candidate, Decision
-from ignition.helios.fast.tables import prompt_capacity
+from ignition.helios.decide.utility import Candidate, Decision, prompt_capacity
 
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
 

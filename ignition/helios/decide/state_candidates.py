@@ -43,6 +43,7 @@ from typing import Protocol
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.cost import CostModel
+from ignition.helios.decide.policy import Population
 from ignition.helios.decide.prerequisites import (
     PairChoice,
     PairShape,
@@ -67,8 +68,8 @@ from ignition.helios.decide.utility import (
     LaneView,
     consumable_tokens,
     decode_lane,
+    prompt_capacity,
 )
-from ignition.helios.fast.policy import Population, prompt_capacity
 from ignition.helios.types import LaneRole
 
 STATE_KINDS = (GraphKind.INIT, GraphKind.RESTORE, GraphKind.SNAPSHOT, GraphKind.VISION)

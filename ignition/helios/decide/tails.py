@@ -38,8 +38,8 @@ from ignition.helios.decide.utility import (
     LanePick,
     LaneView,
     consumable_tokens,
+    prompt_capacity,
 )
-from ignition.helios.fast.tables import prompt_capacity
 
 
 class FastestAtLeast:

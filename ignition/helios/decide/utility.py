@@ -217,6 +217,15 @@ def consumable_tokens(view: LaneView, capacity: int) -> int:
     return max(0, end - start)
 
 
+def prompt_capacity(d: Descriptor) -> int:
+    """The prompt tokens one row of ``d`` can consume in a frame (0: it takes none)."""
+    if d.kind is GraphKind.MIXED:
+        return d.prefill_capacity
+    if d.kind is GraphKind.PREFILL:
+        return d.token_capacity
+    return 0
+
+
 def tokens_to_endpoint(view: LaneView) -> int:
     """Tokens up to the next message endpoint or the prompt end."""
     start = view.prompt_position

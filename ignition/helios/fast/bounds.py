@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.policy import candidates_for, prune_dominated
 from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
-from ignition.helios.fast.policy import CatalogIndex, candidates_for, prune_dominated
+from ignition.helios.fast.catalog_index import CatalogIndex
 from ignition.helios.fast.tables import Tables
 
 # Skipping needs a bound below the best score by more than this (relative): far above

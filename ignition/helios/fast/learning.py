@@ -28,11 +28,11 @@ import numpy as np
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.policy import Population, candidates_for
 from ignition.helios.decide.speculation import PrefixHistory
 from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
-from ignition.helios.fast.policy import Population, candidates_for
+from ignition.helios.fast.lane_table import LaneTable
 from ignition.helios.fast.probe_core import ProbeBound, shape_cap
-from ignition.helios.fast.rounds import LaneTable
 from ignition.helios.fast.tables import Tables
 from ignition.helios.types import LaneRole, RequestHandle
 

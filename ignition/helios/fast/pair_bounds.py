@@ -38,8 +38,7 @@ from itertools import accumulate
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.decide.speculation import expected_output
 from ignition.helios.decide.state_candidates import decoder_rows, following_rows
-from ignition.helios.decide.utility import Decision, LaneView
-from ignition.helios.fast.tables import prompt_capacity
+from ignition.helios.decide.utility import Decision, LaneView, prompt_capacity
 
 
 def _top_sums(values: Sequence[float], length: int) -> list[float]:

@@ -17,6 +17,8 @@ from ignition.components.catalog import Descriptor
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide import utility
 from ignition.helios.decide.cost import CostModel
+from ignition.helios.decide.policy import Population
+from ignition.helios.decide.projection import measured, row_limit
 from ignition.helios.decide.prompt_starts import BOUNDED_RULES, prompt_starts
 from ignition.helios.decide.service import (
     Normalizers,
@@ -31,20 +33,9 @@ from ignition.helios.decide.service import (
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
-from ignition.helios.fast.policy import Population
 from ignition.helios.queue import ExecutionQueue
 from ignition.helios.requests import RequestState
-from ignition.helios.types import LaneRole, RequestHandle, RequestSpec
-
-
-def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[Descriptor, float]]:
-    """Measured costs (stale ones included) in ms."""
-    out = []
-    for d in descriptors:
-        estimate = costs.estimate_ns(d)
-        if estimate > 0:
-            out.append((d, estimate / 1e6))
-    return out
+from ignition.helios.types import LaneRole, RequestHandle
 
 
 def current_normalizers(
@@ -211,11 +202,6 @@ def _awaits_prerequisite(r: RequestState) -> bool:
         return True  # needs_vision (a restore would have answered above)
     position = r.prompt_position
     return position in spec.capture_ends and position not in r.captured
-
-
-def row_limit(spec: RequestSpec) -> int:
-    """The verification rows one round may give the request: its drafts plus one."""
-    return 1 << 30 if spec.max_drafts is None else spec.max_drafts + 1
 
 
 def _view(row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:

@@ -26,25 +26,29 @@ from collections.abc import Sequence
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.policy import Population
 from ignition.helios.decide.prerequisites import chain_score
 from ignition.helios.decide.speculation import expected_output
 from ignition.helios.decide.state_candidates import (
     ROLES,
-    STATE_KINDS,
     StateTables,
     _chain_cohort,
     _enables,
     _ms,
     _pair,
     _state_lane,
-    _terminal_pick,
     decoder_rows,
     following_rows,
 )
-from ignition.helios.decide.utility import Candidate, Decision, LanePick, LaneView, finish
+from ignition.helios.decide.state_choice import (
+    Best,
+    best_candidate,
+    state_tables,
+    terminal_alone,
+)
+from ignition.helios.decide.utility import Candidate, Decision, LaneView
 from ignition.helios.fast.bounds import BOUND_MARGIN
 from ignition.helios.fast.pair_bounds import PairBounds
-from ignition.helios.fast.policy import Population
 
 
 class StateSearch:
@@ -61,17 +65,11 @@ class StateSearch:
         decision: Decision,
         policy: PolicyConfig,
         now_ns: int,
-        prune: bool = True,
     ) -> None:
-        state = [d for d in descriptors if d.kind in STATE_KINDS]
+        state, tables = state_tables(descriptors, population, costs, decision, policy)
         self._searches: list[_PrerequisiteSearch] = []
-        if not state or not (population.pending or population.terminal):
-            return
-        snapshots = [d for d in state if d.kind is GraphKind.SNAPSHOT]
-        inference = [d for d in descriptors if d.kind not in STATE_KINDS]
-        tables = StateTables(population, inference, snapshots, costs, decision, policy)
-        tables.vision = [d for d in state if d.kind is GraphKind.VISION]
-        self._searches = [_PrerequisiteSearch(d, tables, now_ns, prune) for d in state]
+        if tables is not None:
+            self._searches = [_PrerequisiteSearch(d, tables, now_ns) for d in state]
 
     @property
     def is_empty(self) -> bool:
@@ -112,43 +110,6 @@ class StateSearch:
         return out
 
 
-class _Best:
-    """The best entry of one prerequisite, ranked as the lookahead always ranked them
-    when evaluated in catalog order: an unknown-duration entry before any measured one,
-    then score, then more advanced requests, then the earlier position. The position
-    lets pairs be evaluated best bound first with the same result."""
-
-    def __init__(self) -> None:
-        self.entry: tuple[bool, float, int, tuple, list, list, float] | None = None
-
-    @property
-    def known_score(self) -> float | None:
-        """The best score when it is a measured rate (None before any, or when an
-        unknown-duration entry leads: no measured pair can then replace it)."""
-        if self.entry is None or not self.entry[0]:
-            return None
-        return self.entry[1]
-
-    def consider(self, position, score, lanes, retire, value, known: bool) -> None:
-        count = len(lanes) + len(retire)
-        best = self.entry
-        if (
-            best is None
-            or (not known and best[0])
-            or (
-                known == best[0]
-                and (
-                    score > best[1]
-                    or (
-                        score == best[1]
-                        and (count > best[2] or (count == best[2] and position < best[3]))
-                    )
-                )
-            )
-        ):
-            self.entry = (known, score, count, position, lanes, retire, value)
-
-
 def _below(bound: float, incumbent: float) -> bool:
     """Whether ``bound`` falls clearly below ``incumbent`` (bounds.py's margin: far above
     the ranking's tie tolerance and any rounding between a bound and a real score)."""
@@ -174,12 +135,12 @@ def _pair_bounds(
 
 class _PrerequisiteSearch:
     """One prerequisite shape's lookahead: terminal retirement alone, every pair with a
-    following inference shape, and the chain cohort. With ``prune``, a measured fresh
-    prerequisite evaluates its pairs with unknown durations first, then the measured
-    ones best bound first, resumably, each time stopping once the next bound falls
-    clearly below the incumbent; otherwise every pair is evaluated at once."""
+    following inference shape, and the chain cohort. A measured prerequisite evaluates
+    its pairs with unknown durations first, then the measured ones best bound first,
+    resumably, each time stopping once the next bound falls clearly below the incumbent;
+    an unmeasured one evaluates every pair at once."""
 
-    def __init__(self, d: Descriptor, tables: StateTables, now_ns: int, prune: bool) -> None:
+    def __init__(self, d: Descriptor, tables: StateTables, now_ns: int) -> None:
         self.d, self.tables = d, tables
         costs = tables.costs
         self.t_ms = t_ms = _ms(costs, d)
@@ -194,15 +155,15 @@ class _PrerequisiteSearch:
         # An unmeasured prerequisite is evaluated whole (an unknown duration has no rate
         # to bound); a stale one keeps its own exact best (timing refresh chooses among
         # stale candidates and runs the one it picks), so only its own best prunes it.
-        self.prune = prune and t_ms is not None
+        self.prune = t_ms is not None
         self.own_only = self.freshness is not Freshness.FRESH
-        self.best = _Best()
+        self.best = Best()
         self._ranked: list[tuple[float, int, Descriptor]] = []
         self._next = 0
         self._built: Candidate | None = None
         self._stale = True  # whether ``_built`` lags ``best``
         if self.terminal:
-            self._terminal_alone()
+            terminal_alone(d, tables, self.terminal, t_ms, self.freshness, self.best)
         followings = list(enumerate(tables.inference)) if enabled else []
         if not self.prune:
             for position, following in followings:
@@ -221,20 +182,6 @@ class _PrerequisiteSearch:
             assert t_ms is not None
             bounds = _pair_bounds(d, tables, enabled, self.terminal, t_ms)
             self._ranked = bounds.ranked(measured, t_ms)
-
-    def _terminal_alone(self) -> None:
-        """Terminal retirement alone (a pair needs a newly ready row)."""
-        d, tables, t_ms = self.d, self.tables, self.t_ms
-        contributions = tables.terminal_contributions(self.terminal, t_ms, t_ms)
-        order = sorted(range(len(self.terminal)), key=lambda i: -contributions[i].prefix)
-        chosen = order[: d.batch_capacity]
-        value = sum(contributions[i].prefix for i in chosen)
-        probe = Candidate(
-            d, tables.costs.estimate_ns(d), self.freshness, value, len(chosen), (), _no_lanes
-        )
-        finish(probe, tables.decision)
-        retire = [self.terminal[i] for i in chosen]
-        self.best.consider((-1,), probe.score, [], retire, value, t_ms is not None)
 
     def _pair(self, position: int, following: Descriptor) -> None:
         self._stale = True
@@ -290,36 +237,9 @@ class _PrerequisiteSearch:
     def candidate(self) -> Candidate | None:
         """The candidate of the best entry so far."""
         if self._stale:
-            self._built = _candidate(self.d, self.tables, self.freshness, self.best)
+            self._built = best_candidate(self.d, self.tables, self.freshness, self.best)
             self._stale = False
         return self._built
-
-
-def _no_lanes() -> tuple[list[LanePick], int]:
-    return [], -1
-
-
-def _candidate(
-    d: Descriptor, tables: StateTables, freshness: Freshness, best: _Best
-) -> Candidate | None:
-    if best.entry is None:
-        return None
-    known, score, count, _, lanes, retire, value = best.entry
-    key = (d.kind, tuple(p.view.handle for p in lanes), tuple(r.handle for r in retire))
-
-    def build() -> tuple[list[LanePick], int]:
-        return [*lanes, *(_terminal_pick(r) for r in retire)], -1
-
-    if not known:
-        # Unknown durations compare optimistically by useful value: a prerequisite whose
-        # lookahead has one (its own or the following graph's) ranks with the other
-        # unknown-duration candidates, by value, not among measured rates (where a value
-        # would outrank every rate while every discovery outranked it, so a fresh
-        # request's init waited behind the exploration of programs others could fill).
-        freshness = Freshness.UNKNOWN
-    candidate = Candidate(d, tables.costs.estimate_ns(d), freshness, value, count, key, build)
-    candidate.score = value if freshness is Freshness.UNKNOWN else score
-    return candidate
 
 
 def _chain_skipped(
@@ -327,7 +247,7 @@ def _chain_skipped(
     tables: StateTables,
     chained: Sequence[LaneView],
     t_ms: float,
-    best: _Best,
+    best: Best,
     floor: float,
 ) -> bool:
     """Whether the chain cohort cannot be selected: every duration behind it is measured
@@ -407,18 +327,13 @@ def state_candidates(
     decision: Decision,
     policy: PolicyConfig,
     now_ns: int,
-    floor: float | None = None,
+    floor: float,
 ) -> list[Candidate]:
-    """The best candidate of every prepared state-operation shape.
-
-    ``floor`` None evaluates every pair (the exhaustive path the reference selector
-    holds plan() to). A number is the best known score among the other candidates of
-    the decision (the inference incumbent, -inf for none): pairs whose bound falls
-    clearly below it and below the best state candidate found so far are skipped
-    (pair_bounds.py), so a shape's candidate may then be a lesser one or absent, but
-    only where it could not be selected; the winner is unchanged.
-    """
-    search = StateSearch(
-        descriptors, population, costs, decision, policy, now_ns, floor is not None
-    )
-    return search.candidates(-math.inf if floor is None else floor)
+    """The best candidate of every prepared state-operation shape that could be selected
+    against ``floor`` (the best known score among the other candidates of the decision,
+    -inf for none): pairs whose bound falls clearly below it and below the best state
+    candidate found so far are skipped (pair_bounds.py), so a shape's candidate may be a
+    lesser one or absent, but only where it could not be selected; the winner is
+    ``decide.state_choice.state_candidates``'s."""
+    search = StateSearch(descriptors, population, costs, decision, policy, now_ns)
+    return search.candidates(floor)

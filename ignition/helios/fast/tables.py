@@ -1,18 +1,18 @@
 """One decision's prompt and decoder tables, and the cache that hands them out again.
 
-A prompt row earns only the tokens its capacity can consume; decoder values live in
-``rounds.LaneTable``. Tables memoise candidates and bounds for their decision, so a
-plan() that meets the same population and decision again reuses them
-(``TableCache``).
+The bounded search's ``decide.policy.PromptTable`` (same rows, a partial scan for the
+single best row and scored rows kept per usable capacity) and its decoder table
+(``lane_table.LaneTable``). Tables memoise candidates and bounds for their decision, so
+a plan() that meets the same population and decision again reuses them (``TableCache``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.catalog import Descriptor
+from ignition.helios.decide.policy import CatalogIndex, Population, explores_needlessly
 from ignition.helios.decide.utility import (
     Candidate,
     Decision,
@@ -20,42 +20,10 @@ from ignition.helios.decide.utility import (
     LaneView,
     consumable_tokens,
     lane_order_key,
+    prompt_capacity,
     prompt_lane,
-    tokens_to_endpoint,
 )
-from ignition.helios.fast.rounds import LaneTable
-
-if TYPE_CHECKING:
-    from ignition.helios.fast.policy import CatalogIndex, Population
-
-
-def prompt_capacity(d: Descriptor) -> int:
-    if d.kind is GraphKind.MIXED:
-        return d.prefill_capacity
-    if d.kind is GraphKind.PREFILL:
-        return d.token_capacity
-    return 0
-
-
-def _explores_needlessly(
-    view: LaneView, d: Descriptor, descriptors: Sequence[Descriptor], capacity: int
-) -> bool:
-    """An unmeasured larger prompt graph is excluded when a smaller prepared capacity of
-    the same family consumes the same tokens up to the next message or prompt endpoint."""
-    wanted = min(consumable_tokens(view, capacity), tokens_to_endpoint(view))
-    for other in descriptors:
-        if other.kind is not d.kind or other is d:
-            continue
-        if d.kind is GraphKind.MIXED and (
-            other.batch_capacity != d.batch_capacity
-            or other.token_capacity != d.token_capacity
-            or other.speculation_enabled != d.speculation_enabled
-        ):
-            continue
-        smaller = prompt_capacity(other)
-        if smaller < capacity and consumable_tokens(view, smaller) >= wanted:
-            return True
-    return False
+from ignition.helios.fast.lane_table import LaneTable
 
 
 class PromptTable:
@@ -92,7 +60,7 @@ class PromptTable:
                 tokens = consumable_tokens(view, usable)
                 if tokens <= 0:
                     continue
-                if unknown and _explores_needlessly(view, d, self.descriptors, capacity):
+                if unknown and explores_needlessly(view, d, self.descriptors, capacity):
                     continue
                 value = view.prices.prefill_token * tokens
                 if tokens >= view.remaining_prompt:

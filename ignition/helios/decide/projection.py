@@ -17,6 +17,7 @@ from ignition.components.catalog import Descriptor
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide import utility
 from ignition.helios.decide.cost import CostModel
+from ignition.helios.decide.policy import Population
 from ignition.helios.decide.prompt_starts import BOUNDED_RULES
 from ignition.helios.decide.service import (
     Normalizers,
@@ -30,11 +31,9 @@ from ignition.helios.decide.service import (
 )
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
-from ignition.helios.fast.projection import row_limit
 from ignition.helios.queue import ExecutionQueue
 from ignition.helios.requests import RequestState
-from ignition.helios.types import LaneRole, RequestHandle
-from reference_selector.policy import Population
+from ignition.helios.types import LaneRole, RequestHandle, RequestSpec
 
 
 def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[Descriptor, float]]:
@@ -45,6 +44,11 @@ def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[
         if estimate > 0:
             out.append((d, estimate / 1e6))
     return out
+
+
+def row_limit(spec: RequestSpec) -> int:
+    """The verification rows one round may give the request: its drafts plus one."""
+    return 1 << 30 if spec.max_drafts is None else spec.max_drafts + 1
 
 
 def current_normalizers(
@@ -58,8 +62,8 @@ def current_normalizers(
             families[family] = families.get(family, 0) + 1
     decoders = sum(families.values())
     key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())))
-    # Its own slot: sharing the scheduler's let whichever ran first decide both.
-    cached = costs.derived.get("reference_normalizers")
+    # Its own slot: the bounded search keeps its normalizers under another key.
+    cached = costs.derived.get("decide_normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
     graphs = measured(descriptors, costs)
@@ -68,7 +72,7 @@ def current_normalizers(
     if start is not None:
         by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
         norms = replace(norms, token_rate=start, by_family=by_family)
-    costs.derived["reference_normalizers"] = (key, norms)
+    costs.derived["decide_normalizers"] = (key, norms)
     return norms
 
 
@@ -115,7 +119,7 @@ def build_population(
     graphs = measured(descriptors, costs)
     rows = []
     for r in live:
-        if r.is_window_held:  # mirrors issue 13's vision windows in ignition/helios
+        if r.is_window_held:  # held at its vision window's boundary (vision_windows.py)
             continue
         family_norms = norms.for_family(stream_family(r.spec.proposal_source))
         token_rate = r.rates.token_rate
@@ -174,8 +178,8 @@ def build_population(
             image_spans=r.spec.image_spans,
             capture_ends=r.spec.capture_ends,
             max_rows=row_limit(r.spec),
-            vision_patches=r.spec.vision_patches if r.needs_vision else 0,  # mirrors issue 13
-            chained_patches=(  # mirrors issue 10's chains
+            vision_patches=r.spec.vision_patches if r.needs_vision else 0,
+            chained_patches=(  # restore or init -> vision -> inference
                 r.spec.vision_patches
                 if (r.needs_restore or r.needs_init) and not r.is_vision_ready
                 else 0

@@ -26,15 +26,11 @@ from dataclasses import dataclass
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.policy import Population, Tables, candidates_for
+from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.speculation import PrefixHistory
 from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision, LaneView
 from ignition.helios.types import LaneRole, RequestHandle
-from reference_selector.policy import (
-    Population,
-    Tables,
-    candidates_for,
-)
-from reference_selector.rounds import LaneTable
 
 # The acceptance history a decision's request is scored and informed by.
 HistoryOf = Callable[[RequestHandle], PrefixHistory]

@@ -20,16 +20,15 @@ request subsets.
 from __future__ import annotations
 
 import bisect
+import copy
 import heapq
-import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory, expected_output
 from ignition.helios.decide.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
-from ignition.helios.fast.lane_core import LaneArrays, LaneLists, lane_arrays
 
 
 def lane_ceiling(view: LaneView, d: Descriptor) -> int:
@@ -231,39 +230,6 @@ class Cohort:
     build: Callable[[], list[LanePick]]
 
 
-_OUTPUTS: dict[tuple, list[float]] = {}
-
-
-def _expected_outputs(own: tuple[float, ...], alpha: float, max_depth: int) -> list[float]:
-    """[q] -> expected output with q rows. Survival tuples change only when acceptance is
-    observed, so the same few recur across decisions; a bounded memo serves them (its
-    lists are shared and never mutated)."""
-    key = (own, alpha, max_depth)
-    found = _OUTPUTS.get(key)
-    if found is None:
-        outputs, total = [0.0, 1.0], 1.0
-        for depth in range(max_depth):
-            s = own[depth] if depth < len(own) else 0.0
-            total += s**alpha
-            outputs.append(total)
-        if len(_OUTPUTS) > 65536:
-            _OUTPUTS.clear()
-        found = _OUTPUTS[key] = outputs
-    return found
-
-
-_LANE_VIEW_FIELDS = operator.attrgetter(*(f.name for f in fields(LaneView)))
-
-
-def _twin(view: LaneView, survivals: tuple[float, ...]) -> LaneView:
-    """``view`` with other survivals: every field read in one C call and passed to the
-    constructor, as copy.copy of a slots dataclass goes through the pickle protocol at
-    about four times the cost (and a setattr per field at twice)."""
-    twin = LaneView(*_LANE_VIEW_FIELDS(view))
-    twin.survivals = survivals
-    return twin
-
-
 class LaneTable:
     """Decoder values shared by every graph of one decision.
 
@@ -279,61 +245,50 @@ class LaneTable:
         decision: Decision,
         max_depth: int,
         survivals: Sequence[tuple[float, ...]] | None = None,
-        outputs: Sequence[Sequence[float]] | None = None,
-        arrays: LaneArrays | LaneLists | None = None,
-        fixed: Sequence[float] | None = None,
     ) -> None:
         """``survivals`` replaces the views' own (acceptance learning scores probes with
-        optimistic estimates); views carrying them are made only when a cohort needs one.
-        ``outputs``, where given, are ``_expected_outputs`` of those survivals, already
-        made (each history memoises its optimistic ones); ``arrays``, where given, are
-        those views and outputs as ``LaneArrays`` (``LaneArrays.with_outputs``), and
-        ``fixed`` their fixed values (``fixed`` of a table of the same views and decision)."""
+        optimistic estimates); views carrying them are made only when a cohort needs one."""
         self.views = list(views)
         self.decision = decision
         self._survivals = survivals
         self._twins: dict[int, LaneView] = {}
         self.fixed: list[float] = []  # delivery price + age value at T = 0
         self._outputs: list[list[float]] = []  # [q] -> expected output with q rows
-        alpha = decision.alpha
-        if fixed is not None:
-            self.fixed = list(fixed)
         for i, v in enumerate(self.views):
-            if fixed is None:
-                self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
-            if outputs is not None:
-                self._outputs.append(outputs[i])
-                continue
+            self.fixed.append(v.prices.delivery + decision.age_value(v.sigma_ms, v.age_ms, 0.0))
+            outputs, total = [0.0, 1.0], 1.0
             own = v.survivals if survivals is None else survivals[i]
-            self._outputs.append(_expected_outputs(own, alpha, max_depth))
+            for depth in range(max_depth):
+                s = own[depth] if depth < len(own) else 0.0
+                total += s**decision.alpha
+                outputs.append(total)
+            self._outputs.append(outputs)
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
-        self._bounds: dict[tuple[int, int], float] = {}
-        self._top_sigmas: list[float] | None = None
-        self._arrays = arrays
 
     def _view(self, i: int) -> LaneView:
         if self._survivals is None:
             return self.views[i]
         twin = self._twins.get(i)
         if twin is None:
-            twin = self._twins[i] = _twin(self.views[i], self._survivals[i])
+            twin = self._twins[i] = copy.copy(self.views[i])
+            twin.survivals = self._survivals[i]
         return twin
 
     def order(self, cap: int) -> list[tuple[int, int, float]]:
         """(view index, ceiling, value without the duration term), best first."""
         found = self._orders.get(cap)
         if found is None:
-            found = self._orders[cap] = self.arrays.order(cap)
+            keyed = []
+            for i, v in enumerate(self.views):
+                if v.remaining_output < 1:
+                    continue
+                ceiling = max(1, min(cap, v.remaining_output, v.remaining_context, v.max_rows))
+                value = self.fixed[i] + v.prices.output_token * self._outputs[i][ceiling]
+                keyed.append(((-value, v.last_served_seq, v.slot), (i, ceiling, value)))
+            keyed.sort(key=lambda pair: pair[0])
+            found = self._orders[cap] = [row for _, row in keyed]
         return found
-
-    @property
-    def arrays(self) -> LaneArrays | LaneLists:
-        """The views' values at every ceiling as arrays (lane_core.py; lists for a small
-        table), built once."""
-        if self._arrays is None:
-            self._arrays = lane_arrays(self.views, self.fixed, self._outputs)
-        return self._arrays
 
     def cohort(
         self,
@@ -349,14 +304,22 @@ class LaneTable:
         if max_lanes <= 0 or budget <= 0:
             return None
         cap = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
-        top, rows, value0, sigmas = self._prefix(cap, max_lanes)
+        prefix = self._prefixes.get((cap, max_lanes))
+        if prefix is None:
+            top = self.order(cap)[:max_lanes]
+            rows, value0, sigmas = 0, 0.0, 0.0
+            for i, ceiling, value in top:
+                rows += ceiling
+                value0 += value
+                sigmas += self.views[i].sigma_ms or 0.0
+            prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
+        top, rows, value0, sigmas = prefix
         if not top:
             return None
         if rows > budget:
+            views = [self._view(i) for i in range(len(self.views))]
             if mode is SpeculationMode.ADAPTIVE or d.is_device_allocated:
                 views = self._leaders(cap, min(max_lanes, budget), duration_ms)
-            else:
-                views = [self._view(i) for i in range(len(self.views))]
             picks = speculative_cohort(
                 views, d, self.decision, duration_ms, mode, max_lanes=max_lanes, budget=budget
             )
@@ -369,46 +332,25 @@ class LaneTable:
 
         return Cohort(value, len(top), ("prefix", cap, len(top)), build)
 
-    def _prefix(self, cap: int, max_lanes: int) -> tuple[list, int, float, float]:
-        """The first ``max_lanes`` of ``order(cap)``: lanes, rows, value, summed sigmas."""
-        prefix = self._prefixes.get((cap, max_lanes))
-        if prefix is None:
-            full = self._orders.get(cap)
-            top = full[:max_lanes] if full is not None else self.arrays.head(cap, max_lanes)
-            rows, value0, sigmas = 0, 0.0, 0.0
-            for i, ceiling, value in top:
-                rows += ceiling
-                value0 += value
-                sigmas += self.views[i].sigma_ms or 0.0
-            prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
-        return prefix
-
-    def value_bound(self, cap: int, max_lanes: int, duration_ms: float) -> float:
-        """A true upper bound on the value of any decode cohort of at most ``max_lanes``
-        lanes with row ceilings at most ``cap``, whatever the row budget or allocation.
-
-        Fewer rows never add output (survivals are nonnegative), so each lane is worth at
-        most its full-ceiling value; the duration term is bounded separately by the
-        largest sigmas, since sum(top k of a + b) <= top k of a + top k of b.
-        """
-        key = (cap, max_lanes)
-        found = self._bounds.get(key)
-        if found is None:
-            found = self._bounds[key] = self.arrays.positive_sum(cap, max_lanes)
-        if self._top_sigmas is None:
-            sigmas = sorted((v.sigma_ms or 0.0 for v in self.views), reverse=True)
-            running, self._top_sigmas = 0.0, [0.0]
-            for s in sigmas:
-                running += max(0.0, s)
-                self._top_sigmas.append(running)
-        sigma = self._top_sigmas[min(max_lanes, len(self._top_sigmas) - 1)]
-        return found + max(0.0, self.decision.age_value(sigma, 0.0, duration_ms))
-
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""
-        chosen = {i for i, _, _ in self.arrays.head(cap, length)}
-        chosen |= {i for i, _, _ in self.arrays.head(1, length)}
-        chosen.update(self.arrays.best_per_row(cap, length, self.decision.age_price, duration_ms))
+        full = self.order(cap)
+
+        def age(i: int) -> float:
+            return self.decision.age_value(self.views[i].sigma_ms, 0.0, duration_ms)
+
+        per_row = heapq.nsmallest(
+            length,
+            full,
+            key=lambda r: (
+                -(r[2] + age(r[0])) / r[1],
+                self.views[r[0]].last_served_seq,
+                self.views[r[0]].slot,
+            ),
+        )
+        chosen = {i for i, _, _ in full[:length]}
+        chosen |= {i for i, _, _ in self.order(1)[:length]}
+        chosen |= {i for i, _, _ in per_row}
         return [self._view(i) for i in sorted(chosen)]
 
     def _pick(self, i: int, ceiling: int, d: Descriptor, duration_ms: float, budget: int):

@@ -17,6 +17,7 @@ from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.left_out import carry_times, left_out_score
+from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.tails import completion_times, stranded_tail_score
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import (
@@ -25,34 +26,13 @@ from ignition.helios.decide.utility import (
     LanePick,
     LaneView,
     compare,
+    consumable_tokens,
     finish,
-)
-from ignition.helios.fast.tables import (
-    PromptTable,
-    TableCache,
-    Tables,
-    build_tables,
+    lane_order_key,
     prompt_capacity,
+    prompt_lane,
+    tokens_to_endpoint,
 )
-
-# Names other modules import from here (tables.py holds the tables since issue 14;
-# bounded_candidates and BOUND_MARGIN, in bounds.py, resolve through __getattr__).
-__all__ = [
-    "QUEUEABLE_KINDS",
-    "SCHEDULABLE_KINDS",
-    "CatalogIndex",
-    "Population",
-    "PromptTable",
-    "TableCache",
-    "Tables",
-    "active_descriptors",
-    "all_candidates",
-    "build_tables",
-    "candidates_for",
-    "prompt_capacity",
-    "prune_dominated",
-    "select",
-]
 
 SCHEDULABLE_KINDS = (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
 QUEUEABLE_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
@@ -68,7 +48,77 @@ class Population:
     terminal: tuple[TerminalView, ...] = ()  # awaiting terminal retirement
 
 
-def _family(d: Descriptor) -> tuple:
+def explores_needlessly(
+    view: LaneView, d: Descriptor, descriptors: Sequence[Descriptor], capacity: int
+) -> bool:
+    """An unmeasured larger prompt graph is excluded when a smaller prepared capacity of
+    the same family consumes the same tokens up to the next message or prompt endpoint."""
+    wanted = min(consumable_tokens(view, capacity), tokens_to_endpoint(view))
+    for other in descriptors:
+        if other.kind is not d.kind or other is d:
+            continue
+        if d.kind is GraphKind.MIXED and (
+            other.batch_capacity != d.batch_capacity
+            or other.token_capacity != d.token_capacity
+            or other.speculation_enabled != d.speculation_enabled
+        ):
+            continue
+        smaller = prompt_capacity(other)
+        if smaller < capacity and consumable_tokens(view, smaller) >= wanted:
+            return True
+    return False
+
+
+class PromptTable:
+    """Prompt rows of one decision: each capacity earns only the tokens it can consume."""
+
+    def __init__(self, views: Sequence[LaneView], descriptors: Sequence[Descriptor]) -> None:
+        self.views = list(views)
+        self.descriptors = descriptors
+        self._best: dict[tuple[int, int, int], list[LanePick]] = {}
+
+    def rows(
+        self, d: Descriptor, unknown: bool, max_rows: int, token_budget: int
+    ) -> list[LanePick]:
+        """The highest-value prompt rows fitting ``max_rows`` and ``token_budget``."""
+        capacity = prompt_capacity(d)
+        key = (capacity, max_rows, token_budget)
+        if not unknown and key in self._best:
+            return self._best[key]
+        scored = []
+        for view in self.views:
+            tokens = consumable_tokens(view, min(capacity, token_budget))
+            if tokens <= 0:
+                continue
+            if unknown and explores_needlessly(view, d, self.descriptors, capacity):
+                continue
+            value = view.prices.prefill_token * tokens
+            if tokens >= view.remaining_prompt:
+                value += view.prices.output_token + view.prices.delivery
+            scored.append((lane_order_key(view, value), tokens, view))
+        if max_rows == 1:
+            scored = [min(scored, key=lambda x: x[0])] if scored else []
+        else:
+            scored.sort(key=lambda x: x[0])
+        chosen, used = [], 0
+        for _, tokens, view in scored:
+            if len(chosen) == max_rows:
+                break
+            if used + tokens <= token_budget:
+                chosen.append(prompt_lane(view, tokens))
+                used += tokens
+        if not unknown:
+            self._best[key] = chosen
+        return chosen
+
+
+@dataclass
+class Tables:
+    prompts: PromptTable
+    decoders: LaneTable
+
+
+def shape_family(d: Descriptor) -> tuple:
     depth = d.proposal_depth if d.kind in (GraphKind.SPECULATIVE, GraphKind.MIXED) else 0
     return (d.kind, d.speculation_enabled, d.value_source, depth)
 
@@ -86,7 +136,7 @@ def candidates_for(
     freshness = costs.freshness(d, now_ns)
     unknown = freshness is Freshness.UNKNOWN
     t_ms = duration_ns / 1e6
-    family = _family(d)
+    family = shape_family(d)
 
     def make(value: float, count: int, key: tuple, build, prompt: LanePick | None = None):
         c = Candidate(d, duration_ns, freshness, value, count, (*family, *key), build)
@@ -143,11 +193,11 @@ def candidates_for(
     return out
 
 
-def _capacities(d: Descriptor) -> tuple[int, int, int, int]:
+def capacities(d: Descriptor) -> tuple[int, int, int, int]:
     return (d.batch_capacity, d.token_capacity, d.packed_capacity, d.prefill_capacity)
 
 
-def _dominates(small: tuple[int, ...], large: tuple[int, ...]) -> bool:
+def dominates(small: tuple[int, ...], large: tuple[int, ...]) -> bool:
     return all(s <= g for s, g in zip(small, large, strict=True)) and small != large
 
 
@@ -159,8 +209,8 @@ def prune_dominated(candidates: Sequence[Candidate]) -> list[Candidate]:
     kept = []
     for group in groups.values():
         for c in group:
-            caps = _capacities(c.descriptor)
-            if not any(_dominates(_capacities(o.descriptor), caps) for o in group if o is not c):
+            caps = capacities(c.descriptor)
+            if not any(dominates(capacities(o.descriptor), caps) for o in group if o is not c):
                 kept.append(c)
     return kept
 
@@ -181,7 +231,7 @@ class CatalogIndex:
         self._batch_lines: dict[tuple, list[Descriptor]] = {}
         self._prompt_lines: dict[tuple, list[Descriptor]] = {}
         for d in self.descriptors:
-            family = _family(d)
+            family = shape_family(d)
             if (
                 d.kind is not GraphKind.PREFILL
                 and d.packed_capacity == d.batch_capacity * d.token_capacity
@@ -196,17 +246,6 @@ class CatalogIndex:
         for line in self._prompt_lines.values():
             line.sort(key=prompt_capacity)
         self.smallest_prompt = {id(line[0]) for line in self._prompt_lines.values()}
-        # Shapes of the same family padded beyond another: the only pairs pruning can act
-        # on (same logical work implies the same family). Static per catalog.
-        self.dominators: dict[int, tuple[Descriptor, ...]] = {}
-        for d in self.descriptors:
-            found = tuple(
-                o
-                for o in self.descriptors
-                if _family(o) == _family(d) and _dominates(_capacities(o), _capacities(d))
-            )
-            if found:
-                self.dominators[id(d)] = found
         self._active: dict[tuple[int, int], list[Descriptor]] = {}
 
     def active(self, num_decoders: int, longest_prompt: int) -> list[Descriptor]:
@@ -234,6 +273,15 @@ class CatalogIndex:
                     skipped.add(id(d))
                 reached = reached or prompt_capacity(d) >= longest_prompt
         return [d for d in self.descriptors if id(d) not in skipped]
+
+
+def build_tables(
+    index: CatalogIndex, population: Population, decision: Decision, max_depth: int
+) -> Tables:
+    return Tables(
+        PromptTable(population.prompts, index.descriptors),
+        LaneTable(population.decoders, decision, max_depth),
+    )
 
 
 def all_candidates(
@@ -270,13 +318,3 @@ def select(candidates: Sequence[Candidate]) -> Candidate | None:
         if best is None or compare(c, best) < 0:
             best = c
     return best
-
-
-def __getattr__(name: str) -> object:
-    """``bounded_candidates`` and ``BOUND_MARGIN`` moved to bounds.py, which imports this
-    module; they stay importable from here, resolved on first use."""
-    if name in ("bounded_candidates", "BOUND_MARGIN"):
-        from ignition.helios.fast import bounds
-
-        return getattr(bounds, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,121 @@
+"""The selection by definition: every shape evaluated, in the seed's order.
+
+1. Project every request to the queue's expected end (projection.py): prompt rows,
+   decoders, requests awaiting a prerequisite, terminal rows, and the decision's prices.
+2. Give every loaded inference shape its best cohort (policy.py: prompt rows by the
+   tokens a capacity can consume, decoders by rounds.py's fixed or adaptive cohorts,
+   stranded tails and left-out decoders bounding prompt frames) and every state shape
+   its best prerequisite pair, chain or terminal retirement (state_choice.py); drop
+   shapes padded beyond another with the same work.
+3. The best by value per time (utility.compare) wins; a winner the free pages cannot
+   cover yields to the best state operation that fits.
+4. An unknown cost makes it a discovery. Otherwise full refresh credit lets the oldest
+   stale alternative displace it (refresh.py), and full learning credit lets the best
+   acceptance probe displace that (learning.py).
+
+``fast.selector.Bounded`` makes the same choice without evaluating what cannot win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ignition.components.catalog import Descriptor
+from ignition.helios.decide.cost import Freshness
+from ignition.helios.decide.learning import choose_probe
+from ignition.helios.decide.policy import (
+    CatalogIndex,
+    Population,
+    Tables,
+    active_descriptors,
+    all_candidates,
+    build_tables,
+    select,
+)
+from ignition.helios.decide.projection import build_population
+from ignition.helios.decide.refresh import choose_refresh
+from ignition.helios.decide.state_choice import state_candidates
+from ignition.helios.decide.utility import Candidate, Decision
+from ignition.helios.selection import Selection, SelectionState, page_feasible
+from ignition.helios.types import ExecutionClass
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One decision's population and every shape's best candidates (inference shapes,
+    dominated ones pruned, and state shapes)."""
+
+    population: Population
+    decision: Decision
+    tables: Tables
+    shapes: list[tuple[Descriptor, bool]]
+    inference: list[Candidate]
+    states: list[Candidate]
+
+
+class Exhaustive:
+    """The definition as a selector (``helios.selection.Selector``). Its one cache is the
+    catalog index, a static function of the catalog."""
+
+    def __init__(self) -> None:
+        self._index: tuple[Sequence[Descriptor], CatalogIndex] | None = None
+
+    def _catalog_index(self, descriptors: Sequence[Descriptor]) -> CatalogIndex:
+        if self._index is None or self._index[0] is not descriptors:
+            self._index = (descriptors, CatalogIndex(descriptors))
+        return self._index[1]
+
+    def evaluate(self, s: SelectionState) -> Evaluation:
+        """Steps 1 and 2: the population and every shape's candidates."""
+        population, decision = build_population(
+            s.requests, s.queue, s.descriptors, s.costs, s.policy, s.start_ns, s.max_depth
+        )
+        index = self._catalog_index(s.descriptors)
+        tables = build_tables(index, population, decision, s.max_depth)
+        shapes = active_descriptors(index, population)
+        inference = all_candidates(shapes, tables, s.costs, decision, s.now_ns, s.speculation)
+        states = state_candidates(
+            (*s.descriptors, *s.state_descriptors),
+            population,
+            s.costs,
+            decision,
+            s.policy,
+            s.now_ns,
+        )
+        return Evaluation(population, decision, tables, shapes, inference, states)
+
+    def select(self, s: SelectionState) -> Selection | None:
+        e = self.evaluate(s)
+        population, decision, tables, shapes = e.population, e.decision, e.tables, e.shapes
+        candidates, states = e.inference + e.states, e.states
+        winner = page_feasible(select(candidates), states, s.page_shortfall)
+        if winner is None:
+            return None
+        if s.own_freshness(winner) is Freshness.UNKNOWN:
+            return Selection(winner, decision, ExecutionClass.DISCOVERY)
+        if s.refresh_open:
+            stale = choose_refresh(winner, candidates, s.costs)
+            if stale is not None:
+                return Selection(
+                    stale, decision, ExecutionClass.TIMING_REFRESH, s.refresh_balance_ns
+                )
+        if not s.learning_open:
+            return Selection(winner, decision, ExecutionClass.ORDINARY)
+        probe = choose_probe(
+            winner,
+            shapes,
+            population,
+            tables,
+            s.costs,
+            decision,
+            s.now_ns,
+            s.speculation,
+            s.max_depth,
+            s.history_of,
+        )
+        if probe is None:
+            return Selection(winner, decision, ExecutionClass.ORDINARY, no_probe=True)
+        return Selection(
+            probe.candidate, decision, ExecutionClass.ACCEPTANCE_LEARNING, s.learning_balance_ns
+        )

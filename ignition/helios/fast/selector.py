@@ -1,0 +1,124 @@
+"""The selection plan() runs: ``decide.selector.Exhaustive``'s choice, found without
+evaluating what cannot win.
+
+Each prerequisite's best-bound pair first (state_search.py), then the inference shapes
+whose score bounds could beat those (bounds.py), then the remaining pairs that could
+beat the inference incumbent; timing refresh reads one stale alternative per key, and
+the probe search skips shapes whose gain bound falls below the best (learning.py,
+probe_core.py). The population's rows and the decision's tables are kept between
+decisions while their inputs hold (projection.py, tables.py). The differential test
+holds the winner and its score to the definition's on random states of every kind.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ignition.components.catalog import Descriptor
+from ignition.helios.decide.cost import Freshness
+from ignition.helios.decide.policy import active_descriptors, select
+from ignition.helios.decide.refresh import choose_refresh
+from ignition.helios.decide.state_choice import state_candidates
+from ignition.helios.fast.bounds import bounded_candidates, largest_bound, stale_alternative
+from ignition.helios.fast.catalog_index import CatalogIndex
+from ignition.helios.fast.learning import choose_probe
+from ignition.helios.fast.projection import ProjectionCache, build_population
+from ignition.helios.fast.state_search import StateSearch
+from ignition.helios.fast.tables import TableCache
+from ignition.helios.selection import Selection, SelectionState, page_feasible
+from ignition.helios.types import ExecutionClass
+
+
+class Bounded:
+    """The bounded search as a selector (``helios.selection.Selector``), with the caches
+    it keeps between decisions of one scheduler."""
+
+    def __init__(self) -> None:
+        self._index: tuple[Sequence[Descriptor], CatalogIndex] | None = None
+        self._projection = ProjectionCache()
+        self._tables = TableCache()
+
+    def _catalog_index(self, descriptors: Sequence[Descriptor]) -> CatalogIndex:
+        if self._index is None or self._index[0] is not descriptors:
+            self._index = (descriptors, CatalogIndex(descriptors))
+        return self._index[1]
+
+    def select(self, s: SelectionState) -> Selection | None:
+        population, decision = build_population(
+            s.requests,
+            s.queue,
+            s.descriptors,
+            s.costs,
+            s.policy,
+            s.start_ns,
+            s.max_depth,
+            self._projection,
+        )
+        index = self._catalog_index(s.descriptors)
+        tables = self._tables.tables(index, population, decision, s.max_depth)
+        decision = tables.decision  # equal to the one built; the tables memoise for it
+        shapes = active_descriptors(index, population)
+        state_inputs = (
+            (*s.descriptors, *s.state_descriptors),
+            population,
+            s.costs,
+            decision,
+            s.policy,
+            s.now_ns,
+        )
+        search = StateSearch(*state_inputs)
+        hint = None  # the inference shapes' largest bound, only where a pair could use it
+        if search.has_ranked_pairs:
+            hint = largest_bound(shapes, tables, s.costs, decision, s.now_ns)
+        provisional = search.provisional(hint)
+        # what bounded_candidates and stale_alternative both read, in their order
+        inputs = (shapes, tables, s.costs, decision, s.now_ns, s.speculation, index)
+        inference = bounded_candidates(
+            *inputs,
+            provisional,
+            bound_stale=True,  # timing refresh finds its stale alternative below
+        )
+        floor = max((c.score for c in inference if not c.is_indeterminate), default=-math.inf)
+        states = search.candidates(floor)
+        winner = select(inference + states)
+        if winner is not None and not search.is_empty and s.page_shortfall(winner) > 0:
+            # the winner yields to the best state operation that fits, which needs every
+            # state shape's own best, not only those that could win
+            states = state_candidates(*state_inputs)
+            winner = page_feasible(select(inference + states), states, s.page_shortfall)
+        if winner is None:
+            return None
+        if s.own_freshness(winner) is Freshness.UNKNOWN:
+            return Selection(winner, decision, ExecutionClass.DISCOVERY)
+        if s.refresh_open:
+            decided, alternative = stale_alternative(*inputs, winner.descriptor.cost_key())
+            if decided:
+                pool = [alternative] if alternative is not None else []
+            else:  # a tie inside the oldest key: every stale shape, in the list order
+                pool = bounded_candidates(*inputs, provisional)
+            stale = choose_refresh(winner, [*pool, *states], s.costs)
+            if stale is not None:
+                return Selection(
+                    stale, decision, ExecutionClass.TIMING_REFRESH, s.refresh_balance_ns
+                )
+        if not s.learning_open:
+            return Selection(winner, decision, ExecutionClass.ORDINARY)
+        probe = choose_probe(
+            winner,
+            shapes,
+            population,
+            tables,
+            s.costs,
+            decision,
+            s.now_ns,
+            s.speculation,
+            s.max_depth,
+            s.history_of,
+            any_probe=not s.queue.is_empty,
+        )
+        if probe is None:
+            return Selection(winner, decision, ExecutionClass.ORDINARY, no_probe=True)
+        return Selection(
+            probe.candidate, decision, ExecutionClass.ACCEPTANCE_LEARNING, s.learning_balance_ns
+        )

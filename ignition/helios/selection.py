@@ -1,0 +1,80 @@
+"""What one decision reads and returns, and the protocol both selections meet.
+
+``Scheduler.plan`` hands a :class:`SelectionState` to its :class:`Selector` and freezes
+the :class:`Selection` it gets back. Two selectors exist: ``decide.selector.Exhaustive``,
+the definition (every shape evaluated, read top to bottom), and
+``fast.selector.Bounded``, the one plan() runs (bounds skip what cannot win, tables and
+projections are cached between decisions). The differential test
+(tests/helios/test_helios_fast_selector.py) holds them to the same winner and score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ignition.components.catalog import Descriptor
+from ignition.helios.config import PolicyConfig, SpeculationMode
+from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.policy import select
+from ignition.helios.decide.speculation import PrefixHistory
+from ignition.helios.decide.utility import Candidate, Decision
+from ignition.helios.queue import ExecutionQueue
+from ignition.helios.requests import RequestState
+from ignition.helios.types import ExecutionClass, RequestHandle
+
+
+@dataclass(frozen=True)
+class SelectionState:
+    """The scheduler's state as one decision reads it. A selector changes none of it;
+    its caches are its own."""
+
+    requests: Mapping[RequestHandle, RequestState]
+    queue: ExecutionQueue
+    descriptors: Sequence[Descriptor]  # the schedulable inference shapes
+    state_descriptors: Sequence[Descriptor]  # init, restore, snapshot, vision
+    costs: CostModel
+    policy: PolicyConfig
+    speculation: SpeculationMode
+    max_depth: int
+    now_ns: int
+    start_ns: int  # the queue's expected end: the frame starts then
+    refresh_open: bool  # the timing-refresh credit is full
+    refresh_balance_ns: float
+    learning_open: bool  # the acceptance-learning credit is full and no probe searched
+    learning_balance_ns: float
+    page_shortfall: Callable[[Candidate], int]  # pages a commit needs beyond the free ones
+    own_freshness: Callable[[Candidate], Freshness]  # a state operation's own timing
+    history_of: Callable[[RequestHandle], PrefixHistory]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One decision: the winner, the decision it was scored under, its execution class
+    and credit, and whether a probe search ran and found nothing (the scheduler then
+    waits for a change before searching again: time alone only ages the population)."""
+
+    winner: Candidate
+    decision: Decision
+    execution_class: ExecutionClass
+    credit_ns: float = 0.0
+    no_probe: bool = False
+
+
+class Selector(Protocol):
+    def select(self, state: SelectionState) -> Selection | None: ...
+
+
+def page_feasible(
+    winner: Candidate | None,
+    states: Sequence[Candidate],
+    page_shortfall: Callable[[Candidate], int],
+) -> Candidate | None:
+    """A winner the free KV pages cannot cover yields to the best state operation that
+    fits: a terminal retirement (a preemption's, typically) frees pages, and nothing
+    else can until frames complete. With none, the winner stands and its commit
+    reports the shortage (the runtime then preempts)."""
+    if winner is None or not states or page_shortfall(winner) <= 0:
+        return winner
+    return select([c for c in states if page_shortfall(c) <= 0]) or winner
