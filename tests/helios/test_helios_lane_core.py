@@ -1,5 +1,5 @@
 """Issue 14: lane_core.py's arrays give LaneTable the same orders and bound sums as the
-Python loops they replace (the frozen reference in ``reference_selector.rounds``),
+Python loops they replace (the definition, ``decide.rounds.LaneTable``),
 float for float, on random views with tied values, exhausted outputs and contexts.
 Every test runs twice: with numpy arrays for every table, and with the plain lists
 small tables use (``LaneLists``)."""

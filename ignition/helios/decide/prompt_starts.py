@@ -21,7 +21,7 @@ best-served decoder.
 
 R is a per-request constant, the prompt tokens after any restored checkpoint: the start
 applies only while the request has no token history, and every site that reads it
-(projection, the service update at commit, the reference selector) must agree.
+(both projections, the service update at commit) must agree.
 """
 
 from __future__ import annotations

@@ -28,9 +28,9 @@ over T + F + tail), so the bound only lowers scores. Decoders are valued at the
 following graph's real width (following_rows: min(D + 1, W) within an even share of its
 row budget, and the request's own limits), with their expected output at that width.
 
-This module values pairs; state_search.py decides which get valued (best upper bound
-first, pair_bounds.py, skipping what falls clearly below the incumbent).
-``state_candidates`` without a floor is the exhaustive path the reference selector uses.
+This module values pairs; state_choice.py values every pair of every state shape, and
+fast/state_search.py only those that could win (best upper bound first,
+fast/pair_bounds.py, skipping what falls clearly below the incumbent).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ on almost every decision and its per-ceiling value lists were recomputed in Pyth
 loops: one pass per ceiling for the sorted orders and another for the bounds. This
 computes every ceiling's values at once with the same IEEE operations per lane
 (``fixed + price * outputs[min(cap, limit)]``: one multiply, then one add), so the
-values and orders are bit-identical to the Python loops, which stay the reference
-(tests/helios/reference_selector).
+values and orders are bit-identical to the Python loops, which stay the definition
+(``decide.rounds.LaneTable``).
 """
 
 from __future__ import annotations

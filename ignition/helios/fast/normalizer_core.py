@@ -5,7 +5,8 @@ plans after every completion, so ``service.normalizers`` plus the newcomer rule 
 over the whole catalog (five passes of Python loops) on most decisions. This computes
 the same quantities with the same IEEE operations per program (``useful / (k * t)``
 and ``t / min(B, k)``, then one max or min), so the floats are bit-identical to the
-Python path, which stays the reference (tests/helios/reference_selector uses it).
+Python path (``fast.projection.python_normalizers``; the definition computes each
+request's start directly, ``decide.projection.newcomer_start``).
 """
 
 from __future__ import annotations

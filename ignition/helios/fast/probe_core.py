@@ -5,8 +5,8 @@ the sum of the best lanes' optimistic values. Those per-ceiling values, sorts an
 prefix sums ran as Python loops over every decoder; here every ceiling the shapes use
 is computed in one vectorised pass with the same IEEE operations per lane (one
 multiply, one add) and sums accumulated left to right, as the loops did, so the bounds
-are bit-identical to the Python path, which stays the reference
-(tests/helios/reference_selector/learning.py).
+are bit-identical to the Python path, which stays the definition
+(``decide.learning``).
 """
 
 from __future__ import annotations
