@@ -29,6 +29,7 @@ from ignition.helios.decide.state_candidates import (
 from ignition.helios.decide.state_choice import state_candidates as exhaustive_state_candidates
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Candidate, Decision, LaneView
+from ignition.helios.fast.pair_bounds import DecoderRows
 from ignition.helios.fast.state_search import (
     StateSearch,
     _chain_bound,
@@ -277,7 +278,8 @@ def test_every_pair_score_stays_within_its_bound(case):
             assert chain[3] and chain[0] <= chain_bound + 1e-9 * max(1.0, abs(chain_bound))
         enabled = [v for v in enabled if not v.chained_patches]
         terminal = list(population.terminal) if d.kind is GraphKind.SNAPSHOT else []
-        bounds = _pair_bounds(d, tables, enabled, terminal, t_ms)  # as the search builds them
+        ready = DecoderRows(population.decoders, decision)  # as the search builds them
+        bounds = _pair_bounds(d, tables, enabled, terminal, t_ms, ready)
         ranked = {position: -negative for negative, position, _ in bounds.ranked(measured, t_ms)}
         for position, following, f_ms in measured:  # the hot loop is the readable bound
             readable = bounds.score(following, t_ms, f_ms)

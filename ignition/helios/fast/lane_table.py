@@ -23,7 +23,7 @@ from ignition.helios.fast.lane_core import LaneArrays, LaneLists, lane_arrays
 _OUTPUTS: dict[tuple, list[float]] = {}
 
 
-def _expected_outputs(own: tuple[float, ...], alpha: float, max_depth: int) -> list[float]:
+def expected_outputs(own: tuple[float, ...], alpha: float, max_depth: int) -> list[float]:
     """[q] -> expected output with q rows. Survival tuples change only when acceptance is
     observed, so the same few recur across decisions; a bounded memo serves them (its
     lists are shared and never mutated)."""
@@ -74,7 +74,7 @@ class LaneTable:
     ) -> None:
         """``survivals`` replaces the views' own (acceptance learning scores probes with
         optimistic estimates); views carrying them are made only when a cohort needs one.
-        ``outputs``, where given, are ``_expected_outputs`` of those survivals, already
+        ``outputs``, where given, are ``expected_outputs`` of those survivals, already
         made (each history memoises its optimistic ones); ``arrays``, where given, are
         those views and outputs as ``LaneArrays`` (``LaneArrays.with_outputs``), and
         ``fixed`` their fixed values (``fixed`` of a table of the same views and decision)."""
@@ -94,7 +94,7 @@ class LaneTable:
                 self._outputs.append(outputs[i])
                 continue
             own = v.survivals if survivals is None else survivals[i]
-            self._outputs.append(_expected_outputs(own, alpha, max_depth))
+            self._outputs.append(expected_outputs(own, alpha, max_depth))
         self._orders: dict[int, list[tuple[int, int, float]]] = {}
         self._prefixes: dict[tuple[int, int], tuple[list, int, float, float]] = {}
         self._bounds: dict[tuple[int, int], float] = {}

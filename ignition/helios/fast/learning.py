@@ -155,7 +155,7 @@ def choose_probe(
     if not bounded:
         return None  # the common case while credit waits for a useful probe
     survivals = [history.optimistic_survivals(max_depth) for history in histories]
-    # The bound's optimistic outputs are _expected_outputs of these survivals: reused,
+    # The bound's optimistic outputs are expected_outputs of these survivals: reused,
     # they keep per-decision tuples out of the shared outputs memo. Only the outputs
     # differ from the ordinary table's arrays and fixed values: the rest is shared.
     arrays = ordinary.decoders.arrays.with_outputs(outputs)

@@ -36,9 +36,9 @@ from collections.abc import Sequence
 from itertools import accumulate
 
 from ignition.components.catalog import Descriptor, GraphKind
-from ignition.helios.decide.speculation import expected_output
-from ignition.helios.decide.state_candidates import decoder_rows, following_rows
+from ignition.helios.decide.state_candidates import following_rows
 from ignition.helios.decide.utility import Decision, LaneView, prompt_capacity
+from ignition.helios.fast.lane_table import expected_outputs
 
 
 def _top_sums(values: Sequence[float], length: int) -> list[float]:
@@ -47,6 +47,60 @@ def _top_sums(values: Sequence[float], length: int) -> list[float]:
     values (all of them when fewer), for every m up to ``length``."""
     sums = [0.0, *accumulate(sorted(values, reverse=True))]
     return sums + [sums[-1]] * max(0, length + 1 - len(sums))
+
+
+class DecoderRows:
+    """Decoders a pair's following graph can serve, with each one's bound terms: the
+    delivery price plus its age continuation so far (``bases``), the age slope over the
+    lookahead (``slopes``), and per verified width its intercept, output price times its
+    expected output at that width plus its base (``intercepts``, built on first use).
+    The ready decoders' are shared by every prerequisite of one decision."""
+
+    def __init__(self, views: Sequence[LaneView], decision: Decision) -> None:
+        self.views = [v for v in views if v.remaining_output >= 1]
+        self.bases: list[float] = []
+        self.slopes: list[float] = []
+        for v in self.views:
+            value = v.prices.delivery
+            slope = 0.0
+            if v.sigma_ms is not None and decision.age_price != 0:
+                slope = decision.age_price * v.sigma_ms
+                value += slope * v.age_ms
+            self.bases.append(value)
+            self.slopes.append(slope)
+        self._alpha = decision.alpha
+        self._by_width: dict[int, list[float]] = {}
+        self._terms: list[tuple[float, list[float], int, float]] = []
+        self._depth = -1  # the deepest draft count the terms' outputs cover
+
+    def intercepts(self, rows: int) -> list[float]:
+        found = self._by_width.get(rows)
+        if found is None:
+            if rows - 1 > self._depth:
+                self._depth = rows - 1
+                self._terms = self._outputs()
+            # decoder_rows(v, rows) = max(1, min(rows, limit)) inlined
+            found = self._by_width[rows] = [
+                price * outputs[max(1, min(rows, limit))] + base
+                for price, outputs, limit, base in self._terms
+            ]
+        return found
+
+    def _outputs(self) -> list[tuple[float, list[float], int, float]]:
+        """Per decoder: its output price, its expected output at every width (from the
+        lane tables' memo: expected_output's sums, left to right, up to the deepest
+        width asked so far, so a survival the view lacks adds 0 ** alpha, which only
+        raises the bound where alpha is 0), its row limit (decoder_rows) and its base."""
+        alpha, depth = self._alpha, self._depth
+        return [
+            (
+                v.prices.output_token,
+                expected_outputs(v.survivals, alpha, max(depth, len(v.survivals))),
+                min(v.remaining_output, v.remaining_context, v.max_rows),
+                base,
+            )
+            for v, base in zip(self.views, self.bases, strict=True)
+        ]
 
 
 class PairBounds:
@@ -58,36 +112,25 @@ class PairBounds:
         self,
         enabled: Sequence[LaneView],
         ready_prompts: Sequence[LaneView],
-        ready_decoders: Sequence[LaneView],
+        ready_decoders: DecoderRows,
         terminal_prefix: Sequence[float],
         terminal_age_price: float,
         prerequisite_rows: int,
         decision: Decision,
         max_rows: int,
     ) -> None:
-        """``max_rows``: the largest batch capacity among the following shapes."""
+        """``ready_decoders``: the decision's ready decoders, shared by every
+        prerequisite's bounds; ``max_rows``: the largest batch capacity among the
+        following shapes."""
         prompts = [*(v for v in enabled if not v.is_decoder), *ready_prompts]
-        decoders = [
-            v
-            for v in (*(v for v in enabled if v.is_decoder), *ready_decoders)
-            if v.remaining_output >= 1
-        ]
+        self._enabled = DecoderRows([v for v in enabled if v.is_decoder], decision)
+        self._ready = ready_decoders
         self.has_enabled_decoder = any(v.is_decoder for v in enabled)
         self.has_enabled_prompt = any(not v.is_decoder for v in enabled)
         self.num_prompts = len(prompts)
-        bases, slopes = [], []
-        for v in decoders:
-            value = v.prices.delivery
-            slope = 0.0
-            if v.sigma_ms is not None and decision.age_price != 0:
-                slope = decision.age_price * v.sigma_ms
-                value += slope * v.age_ms
-            bases.append(value)
-            slopes.append(slope)
-        self._decoder_views, self._bases = decoders, bases
-        self._alpha, self._max_rows = decision.alpha, max_rows
+        self._max_rows = max_rows
         self._by_width: dict[int, list[float]] = {}
-        self._slopes = _top_sums(slopes, max_rows)
+        self._slopes = _top_sums([*self._enabled.slopes, *ready_decoders.slopes], max_rows)
         bonus = [v.prices.output_token + v.prices.delivery for v in prompts]
         self._whole = _top_sums(
             [
@@ -108,12 +151,7 @@ class PairBounds:
         """Sums of the m largest decoder intercepts when each verifies ``rows`` rows."""
         sums = self._by_width.get(rows)
         if sums is None:
-            values = [
-                v.prices.output_token
-                * expected_output(v.survivals, decoder_rows(v, rows), self._alpha)
-                + base
-                for v, base in zip(self._decoder_views, self._bases, strict=True)
-            ]
+            values = [*self._enabled.intercepts(rows), *self._ready.intercepts(rows)]
             sums = self._by_width[rows] = _top_sums(values, self._max_rows)
         return sums
 

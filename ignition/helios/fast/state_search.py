@@ -48,7 +48,7 @@ from ignition.helios.decide.state_choice import (
 )
 from ignition.helios.decide.utility import Candidate, Decision, LaneView
 from ignition.helios.fast.bounds import BOUND_MARGIN
-from ignition.helios.fast.pair_bounds import PairBounds
+from ignition.helios.fast.pair_bounds import DecoderRows, PairBounds
 
 
 class StateSearch:
@@ -69,7 +69,9 @@ class StateSearch:
         state, tables = state_tables(descriptors, population, costs, decision, policy)
         self._searches: list[_PrerequisiteSearch] = []
         if tables is not None:
-            self._searches = [_PrerequisiteSearch(d, tables, now_ns) for d in state]
+            # the ready decoders' bound terms, shared by every prerequisite's pair bounds
+            ready = DecoderRows(population.decoders, decision)
+            self._searches = [_PrerequisiteSearch(d, tables, now_ns, ready) for d in state]
 
     @property
     def is_empty(self) -> bool:
@@ -117,14 +119,18 @@ def _below(bound: float, incumbent: float) -> bool:
 
 
 def _pair_bounds(
-    d: Descriptor, tables: StateTables, enabled: Sequence[LaneView], terminal, t_ms: float
+    d: Descriptor,
+    tables: StateTables,
+    enabled: Sequence[LaneView],
+    terminal,
+    t_ms: float,
+    ready: DecoderRows,
 ) -> PairBounds:
     contributions = tables.terminal_contributions(terminal, t_ms, None)
-    population = tables.population
     return PairBounds(
         enabled,
-        population.prompts,
-        [v for v in population.decoders if v.remaining_output >= 1],
+        tables.population.prompts,
+        ready,
         [c.prefix for c in contributions],
         tables.prices.age_price,
         d.batch_capacity,
@@ -140,7 +146,7 @@ class _PrerequisiteSearch:
     resumably, each time stopping once the next bound falls clearly below the incumbent;
     an unmeasured one evaluates every pair at once."""
 
-    def __init__(self, d: Descriptor, tables: StateTables, now_ns: int) -> None:
+    def __init__(self, d: Descriptor, tables: StateTables, now_ns: int, ready: DecoderRows) -> None:
         self.d, self.tables = d, tables
         costs = tables.costs
         self.t_ms = t_ms = _ms(costs, d)
@@ -180,7 +186,7 @@ class _PrerequisiteSearch:
         # an unknown-duration entry already leads: no measured pair can replace it
         if measured and (self.best.entry is None or self.best.known_score is not None):
             assert t_ms is not None
-            bounds = _pair_bounds(d, tables, enabled, self.terminal, t_ms)
+            bounds = _pair_bounds(d, tables, enabled, self.terminal, t_ms, ready)
             self._ranked = bounds.ranked(measured, t_ms)
 
     def _pair(self, position: int, following: Descriptor) -> None:
