@@ -76,11 +76,17 @@ class CheckpointBuild:
 
 
 def build_options(
-    checkpoint: Path, *, max_num_seqs: int | None, speculation: str | None, mixed: bool
+    checkpoint: Path,
+    *,
+    max_num_seqs: int | None,
+    speculation: str | None,
+    mixed: bool,
+    indexer_kv_dtype: str | None = None,
 ) -> LoadOptions:
     """The build's options: the recipe's defaults, with mixed prompt/decode programs where
     the recipe captures them (serve uses them unless --no-mixed), ``--max-num-seqs`` as
-    the request slots and ``--speculation`` as the decode mode."""
+    the request slots, ``--speculation`` as the decode mode and ``--indexer-kv-dtype`` as
+    the storage the programs are validated with."""
     from ignition.compiler.build import resolve_recipe
 
     recipe = resolve_recipe(None, checkpoint)
@@ -88,6 +94,7 @@ def build_options(
         mixed_prefill=mixed and recipe.supports.mixed_capture,
         concurrency=max_num_seqs,
         speculation=speculation,
+        indexer_kv_dtype=indexer_kv_dtype,
     )
 
 

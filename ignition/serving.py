@@ -24,6 +24,7 @@ from ignition.direct.scheduler import direct_scheduler
 from ignition.helios import PolicyConfig, helios_scheduler
 from ignition.model.model import HybridModel
 from ignition.model.weights import load_model
+from ignition.recipes import INDEXER_KV_DTYPES
 from ignition.runtime.assembly import (
     RuntimeOptions,
     assemble_engine,
@@ -83,6 +84,8 @@ class ServeOptions:
     max_num_seqs: int | None = None
     chat_template: tuple[str, str] | None = None  # (source, text) replacing the bundle's
     metrics_names: str = "flare"  # "vllm": vllm:* aliases beside the flare_* metrics
+    # QSA index-key storage (--indexer-kv-dtype auto|bf16|fp8); None: the bundle's
+    indexer_kv_dtype: str | None = None
 
     def follow(self, tp: TensorParallel) -> None:
         """Ranks 1..N-1 of a tensor-parallel group serving these options: the role
@@ -163,6 +166,7 @@ def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
             f"--concurrency {num_slots}"
         )
     return RuntimeOptions(
+        indexer_kv_dtype=_indexer_kv_dtype(options, bundle),
         num_slots=num_slots,
         page_size=runtime["page_size"],
         max_context_tokens=context,
@@ -176,6 +180,19 @@ def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
         num_pages=options.num_pages,
         vision_feature_capacity=options.vision_feature_capacity,
     )
+
+
+def _indexer_kv_dtype(options: ServeOptions, bundle: Bundle) -> str:
+    """Serve's --indexer-kv-dtype, else the one the bundle was built and validated with
+    (bundles written before the option: "auto")."""
+    if options.indexer_kv_dtype is not None:
+        where, value = "--indexer-kv-dtype", options.indexer_kv_dtype
+    else:
+        where = f"{bundle.path}/manifest.json runtime.indexer_kv_dtype"
+        value = bundle.manifest["runtime"].get("indexer_kv_dtype", "auto")
+    if value not in INDEXER_KV_DTYPES:
+        raise BundleError(f"{where} = {value!r}: expected one of {', '.join(INDEXER_KV_DTYPES)}")
+    return value
 
 
 def follow_engine(options: ServeOptions, tp: TensorParallel) -> None:

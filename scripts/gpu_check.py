@@ -25,7 +25,9 @@ Sections (each row: check | result | detail):
 7. qsa: QSA's indexer and sparse attention at 8k / 32k / 128k context, decode at batch 1 and
    32 and prefill chunks of 2048 (``scripts/gpu_check_qsa.py``): milliseconds and share of
    the HBM roofline on Triton, against the references and dense paged attention; FP8 index
-   keys, the block-key compression, and the decode path captured and replayed.
+   keys (their scores, and greedy tokens of the embedded model served with
+   ``indexer_kv_dtype="fp8"`` on captured graphs against its own dtype), the block-key
+   compression, and the decode path captured and replayed.
 
 The dry run replaces what needs CUDA with its CPU counterpart (reference kernels timed on
 CPU, eager programs, the host-sync detector instead of the sync debug mode) and fails if
@@ -252,7 +254,7 @@ def check_capture_and_replay(s: Setup, model) -> list[Row]:
     return rows
 
 
-def _engine(s: Setup, model, speculation: str):
+def _engine(s: Setup, model, speculation: str, indexer_kv_dtype: str = "auto"):
     from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 
     class Ids:
@@ -261,7 +263,8 @@ def _engine(s: Setup, model, speculation: str):
 
     catalog = plan_catalog(get_recipe("qwen38"), s.greedy_options)
     options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=1024,
-                             speculation=speculation, mixed=True)  # fmt: skip
+                             speculation=speculation, mixed=True,
+                             indexer_kv_dtype=indexer_kv_dtype)  # fmt: skip
     return assemble_engine(model, catalog, Ids(), [], options)
 
 
@@ -366,6 +369,34 @@ def check_greedy(s: Setup, model, prompt_ids: list[int]) -> list[Row]:
     ]  # fmt: skip
 
 
+def check_fp8_index_keys_greedy(s: Setup, model, prompt_ids: list[int]) -> list[Row]:
+    """``--indexer-kv-dtype fp8`` through the serving start-up (``RuntimeOptions`` -> the
+    state) on captured graphs: the state holds e4m3 block keys, the programs score them
+    (Triton on the GPU) and a prompt past the index budget generates its greedy tokens,
+    compared with keys in the model's dtype (measured: FP8 may flip a close block choice)."""
+    budget = model.config.qsa_indexer.budget
+    repeats = -(-(budget + 16) // len(prompt_ids))
+    prompt = (prompt_ids * repeats)[: budget + 16]
+    tokens, key_bytes, dtypes = {}, {}, {}
+    for dtype in ("auto", "fp8"):
+        engine = _engine(s, model, "adaptive", dtype)
+        keys = engine.worker.state.index_keys
+        dtypes[dtype], key_bytes[dtype] = keys.dtype, keys.numel() * keys.element_size()
+        tokens[dtype] = _generate(engine, prompt, s.max_tokens)["r0"]
+        del engine
+    same = next(
+        (i for i, (a, b) in enumerate(zip(tokens["fp8"], tokens["auto"], strict=True)) if a != b),
+        len(tokens["fp8"]),
+    )
+    ok = dtypes["fp8"] == torch.float8_e4m3fn and len(tokens["fp8"]) == s.max_tokens
+    detail = (
+        f"{same}/{len(tokens['fp8'])} greedy tokens before the first difference from "
+        f"{dtypes['auto']} keys ({len(prompt)}-token prompt, budget {budget}); index keys "
+        f"{key_bytes['fp8'] / 2**20:.2f} MiB vs {key_bytes['auto'] / 2**20:.2f} MiB"
+    )
+    return [Row("qsa", "fp8 index keys: greedy, captured (adaptive)", ok, detail)]
+
+
 def run_checks(s: Setup) -> list[Row]:
     from tokenizers import Tokenizer
 
@@ -389,6 +420,7 @@ def run_checks(s: Setup) -> list[Row]:
     section("capture", lambda: check_capture_and_replay(s, model))
     section("overlap", lambda: check_overlap(s, model, prompt_ids))
     section("greedy", lambda: check_greedy(s, model, prompt_ids))
+    section("qsa", lambda: check_fp8_index_keys_greedy(s, model, prompt_ids))
     return rows
 
 

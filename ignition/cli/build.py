@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ignition.cli.device_options import (
 from ignition.cli.ple_options import ple_description, ple_from_params, ple_options
 from ignition.cli.recipe_options import RecipeArgs, capacity_options
 from ignition.cli.registry import Command
+from ignition.cli.runtime_options import indexer_kv_dtype_option
 
 
 def run(weights: Path | None, out_dir: Path | None, copy_weights: bool, **params: Any) -> None:
@@ -26,11 +28,12 @@ def run(weights: Path | None, out_dir: Path | None, copy_weights: bool, **params
     placement = DeviceArgs.from_params(params)
     ple = ple_description(ple_from_params(params), weights, placement.device)
     selection = RecipeArgs.from_params(params)
+    load = replace(selection.load, indexer_kv_dtype=params.pop("indexer_kv_dtype"))
     # a recipe that does not match the checkpoint fails before any progress bar
     resolve_recipe(selection.recipe_name, weights or DEFAULT_CHECKPOINT)
     result = progress.build_with_progress(
         selection.recipe_name,
-        selection.load,
+        load,
         weights=weights,
         out_dir=out_dir,
         copy_weights=copy_weights,
@@ -73,6 +76,7 @@ COMMAND = Command(
         threads_option("default on CPU: 1"),
         tensor_parallel_options()[0],
         *ple_options(),
+        indexer_kv_dtype_option("default: auto; serve may choose another"),
     ),
     run=run,
 )

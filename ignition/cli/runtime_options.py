@@ -16,7 +16,19 @@ from ignition.cli.device_options import (
     threads_option,
 )
 from ignition.cli.registry import Decorator
-from ignition.recipes import SPECULATION_MODES
+from ignition.recipes import INDEXER_KV_DTYPES, SPECULATION_MODES
+
+
+def indexer_kv_dtype_option(default_help: str) -> Decorator:
+    """``--indexer-kv-dtype`` (vLLM's ``indexer_kv_dtype``): storage of QSA's compressed
+    index keys; build and the serving commands."""
+    return click.option(
+        "--indexer-kv-dtype",
+        type=click.Choice(INDEXER_KV_DTYPES),
+        help="Storage of QSA's compressed index keys: auto (the model's dtype), bf16, or fp8 "
+        f"(e4m3: half the indexer cache and reads, a small score error; {default_help}). "
+        "Models without QSA layers accept it and change nothing.",
+    )
 
 
 def runtime_options(artifacts_required: bool = True) -> list[Decorator]:
@@ -51,13 +63,15 @@ def runtime_options(artifacts_required: bool = True) -> list[Decorator]:
             help="Hash the checkpoint again (default: compare sizes and modification times).",
         ),
         *tensor_parallel_options(),
+        indexer_kv_dtype_option("default: the bundle's"),
     ]
 
 
 @dataclass(frozen=True)
 class RuntimeArgs:
     """The bundle to load (None: serve's PATH names it), the decode mode (None: the
-    bundle's), mixed programs on or off, the context limit and where the model runs."""
+    bundle's), mixed programs on or off, the context limit, where the model runs and how
+    QSA's index keys are stored (None: the bundle's)."""
 
     artifacts: str | None
     speculation: str | None
@@ -65,6 +79,7 @@ class RuntimeArgs:
     max_context: int | None
     verify_weights: bool
     placement: DeviceArgs
+    indexer_kv_dtype: str | None = None  # None: the bundle's
 
     def __post_init__(self) -> None:
         check_range("--max-context", self.max_context, 2)
@@ -79,4 +94,5 @@ class RuntimeArgs:
             max_context=params.pop("max_context"),
             verify_weights=params.pop("verify_weights"),
             placement=DeviceArgs.from_params(params),
+            indexer_kv_dtype=params.pop("indexer_kv_dtype"),
         )

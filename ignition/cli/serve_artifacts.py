@@ -50,6 +50,7 @@ def serve_artifacts(
         max_num_seqs=path_args.max_num_seqs,
         speculation=runtime.speculation,
         mixed=runtime.mixed,
+        indexer_kv_dtype=runtime.indexer_kv_dtype,
     )
     device = runtime.placement.device
     build = CheckpointBuild(

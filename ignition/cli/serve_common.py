@@ -26,6 +26,7 @@ def serve_options(runtime: RuntimeArgs, **extra: Any) -> Any:
         device=runtime.placement.device,
         num_threads=runtime.placement.threads,
         verify_weights=runtime.verify_weights,
+        indexer_kv_dtype=runtime.indexer_kv_dtype,
         **extra,
     )
 

@@ -43,7 +43,7 @@ from ignition.compiler.validate import validate_program, validate_state_operatio
 from ignition.components.capacity import plan_catalog
 from ignition.components.catalog import Catalog, Descriptor, GraphKind, save_catalog
 from ignition.model.families import family_for_checkpoint, get_family
-from ignition.model.state import ModelState
+from ignition.model.state import ModelState, index_key_dtype
 from ignition.model.weights import LoadedCheckpoint, load_checkpoint
 from ignition.recipes import LoadOptions, Recipe, get_recipe
 
@@ -220,6 +220,10 @@ def build_bundle(
     catalog, note = _without_vision_if_towerless(model, recipe, plan_catalog(recipe, options))
     if note:
         notes.append(note)
+    note = _index_keys_note(model, recipe, options)
+    if note:
+        notes.append(note)
+    keys = index_key_dtype(options.indexer_kv_dtype or "auto")
     sha = checkpoint_sha256(checkpoint)
     fingerprint = _fingerprint(recipe, options, sha, torch_device, tensor_parallel_size)
     previous = _previous_programs(out_dir, fingerprint)
@@ -237,10 +241,14 @@ def build_bundle(
     if todo:
         rows = ple_rows if skips_table else None
         results.update(
-            _prepare_and_validate(model, recipe, todo, checkpoint, torch_device, on_program, rows)
+            _prepare_and_validate(
+                model, recipe, todo, checkpoint, torch_device, on_program, rows, keys
+            )
         )
 
-    state_operations = _validate_state_operations(model, recipe.capacity.kv_page_size, torch_device)
+    state_operations = _validate_state_operations(
+        model, recipe.capacity.kv_page_size, torch_device, keys
+    )
     if not write:
         return BuildResult(out_dir, catalog, {}, len(ordered) - len(todo), notes)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -275,6 +283,7 @@ def build_bundle(
             "page_size": recipe.capacity.kv_page_size,
             "speculation": options.speculation or recipe.capacity.speculation,
             "tensor_parallel_size": tensor_parallel_size,
+            "indexer_kv_dtype": options.indexer_kv_dtype or "auto",
         },
         "reused": len(ordered) - len(todo),
         "programs": [results[d.name] for d in ordered],
@@ -311,9 +320,23 @@ def _without_vision_if_towerless(model, recipe: Recipe, catalog: Catalog):
     )
 
 
-def _validation_state(model, page_size: int, descriptors, device) -> ModelState:
+def _index_keys_note(model, recipe: Recipe, options: LoadOptions) -> str | None:
+    """A storage choice for QSA index keys on a model without them is accepted (a checkpoint
+    served through the build cache passes serve's flag whatever its family), and said once."""
+    if options.indexer_kv_dtype in (None, "auto") or model.config.qsa_indexer is not None:
+        return None
+    return (
+        f"recipe {recipe.name}: the model has no QSA indexer, so indexer_kv_dtype "
+        f"{options.indexer_kv_dtype!r} changes nothing"
+    )
+
+
+def _validation_state(
+    model, page_size: int, descriptors, device, index_keys: torch.dtype | None = None
+) -> ModelState:
     """Slots for the widest program (at least two, for state operations), each with room for
-    the largest packed extent plus one round's lookahead, and the scratch page at the end."""
+    the largest packed extent plus one round's lookahead, and the scratch page at the end;
+    ``index_keys``: the storage of QSA's index keys (None: the model's dtype)."""
     descriptors = [d for d in descriptors if d.kind is not GraphKind.VISION]
     num_slots = max(2, max((d.batch_capacity for d in descriptors), default=1))
     max_tokens = max(
@@ -329,13 +352,15 @@ def _validation_state(model, page_size: int, descriptors, device) -> ModelState:
         per_slot,
         device=device,
         dtype=next(model.parameters()).dtype,
+        index_key_dtype=index_keys,
     )
 
 
 def _prepare_and_validate(
-    model, recipe: Recipe, todo, checkpoint: Path, device, on_program, ple_rows=None
-):
-    state = _validation_state(model, recipe.capacity.kv_page_size, todo, device)
+    model, recipe: Recipe, todo, checkpoint: Path, device, on_program, ple_rows=None,
+    index_keys: torch.dtype | None = None,
+):  # fmt: skip
+    state = _validation_state(model, recipe.capacity.kv_page_size, todo, device, index_keys)
     sample = _sample_tokens(checkpoint)
     results: dict[str, dict[str, Any]] = {}
     bind = None if ple_rows is None else ple_rows.before_capture(model, device)
@@ -366,10 +391,12 @@ def _validate_all(programs, pending, state, sample, model, todo, on_program, res
             on_program(d, False)
 
 
-def _validate_state_operations(model, page_size: int, device) -> list[dict[str, Any]]:
+def _validate_state_operations(
+    model, page_size: int, device, index_keys: torch.dtype | None = None
+) -> list[dict[str, Any]]:
     """Snapshot, restore and init, prepared over a small state and checked: the first two
     round-trip a slot, the third writes what ``reset_slot`` writes."""
-    state = _validation_state(model, page_size, (), device)
+    state = _validation_state(model, page_size, (), device, index_keys)
     ops = StateOperations(state, num_rows=1, capturer=GraphCapturer(device))
     prepared = {p.name: p for p in ops.programs.values()}
     return [

@@ -91,6 +91,13 @@ class SnapshotStore:
         return per_slot
 
 
+def _bytes(cache: Tensor) -> Tensor:
+    """An FP8 cache (``--indexer-kv-dtype fp8``) as its bytes: torch has no ``index_copy_``
+    for float8 on CPU, and copying pages needs none of the values' meaning."""
+    is_fp8 = cache.dtype.is_floating_point and cache.dtype.itemsize == 1
+    return cache.view(torch.uint8) if is_fp8 else cache
+
+
 def _store_pages(state: ModelState, row: Tensor) -> Tensor:
     per_row = state.max_pages_per_slot
     return row.long() * per_row + torch.arange(per_row, device=row.device)
@@ -108,7 +115,9 @@ def snapshot_program(state: ModelState, store: SnapshotStore):
         source = torch.where(pages >= 0, pages, state_scratch_page(state))
         target = _store_pages(state, row)
         for name in PAGED_FIELDS:
-            store.caches[name].index_copy_(1, target, getattr(state, name)[:, source])
+            _bytes(store.caches[name]).index_copy_(
+                1, target, _bytes(getattr(state, name))[:, source]
+            )
         return store.seq_lens[row]
 
     return run_snapshot
@@ -126,7 +135,9 @@ def restore_program(state: ModelState, store: SnapshotStore):
         target = torch.where(pages >= 0, pages, state_scratch_page(state))
         source = _store_pages(state, row)
         for name in PAGED_FIELDS:
-            getattr(state, name).index_copy_(1, target, store.caches[name][:, source])
+            _bytes(getattr(state, name)).index_copy_(
+                1, target, _bytes(store.caches[name])[:, source]
+            )
         return state.seq_lens[slot]
 
     return run_restore

@@ -124,6 +124,10 @@ class ModelConfig:
     gated_hyper: GatedHyperConfig | None = None
     ngram_ple: NgramPleConfig | None = None
     qsa_indexer: IndexerConfig | None = None
+    # config.json's ``index_share_for_mtp_iteration`` (qwen4_exp, read as vLLM reads it): the
+    # MTP's recursive draft steps after a round's first reuse that step's QSA selection
+    # instead of scoring every block key again (``layers.qsa.DraftSelections``).
+    index_share_for_mtp_iteration: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -392,8 +396,11 @@ def _validate(config: ModelConfig) -> None:
         value = getattr(config, key)
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
             fail(key, value, "must be a positive number")
-    if not isinstance(config.tie_word_embeddings, bool):
-        fail("tie_word_embeddings", config.tie_word_embeddings, "must be true or false")
+    for key in ("tie_word_embeddings", "index_share_for_mtp_iteration"):
+        if not isinstance(getattr(config, key), bool):
+            fail(key, getattr(config, key), "must be true or false")
+    if config.index_share_for_mtp_iteration and config.qsa_indexer is None:
+        fail("index_share_for_mtp_iteration", True, "needs a QSA indexer (qsa_indexer)")
     if len(config.layer_types) != config.num_hidden_layers:
         fail(
             "layer_types",

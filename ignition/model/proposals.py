@@ -34,9 +34,6 @@ from ignition.model.state import ModelState
 # False proposes from unprocessed draft logits, as before issue 15's fix (benchmarks compare
 # acceptance both ways; the output is the same).
 DRAFTS_FROM_PROCESSED_LOGITS = True
-# True: draft steps after the first reuse its QSA selection (``DraftSelections``) instead of
-# scoring every block key again; off by default (drafts, and so acceptance, change slightly).
-REUSE_FIRST_DRAFT_SELECTION = False
 
 
 def propose(
@@ -71,7 +68,10 @@ def propose(
     if history is not None and depth > 0 and DRAFTS_FROM_PROCESSED_LOGITS:
         history_rows = history.rows(slot_ids)
         drafted = torch.zeros(num_rows, vocab, dtype=torch.int32, device=device)
-    selections = DraftSelections() if REUSE_FIRST_DRAFT_SELECTION else None
+    # The checkpoint's index_share_for_mtp_iteration: draft steps after the first reuse its
+    # QSA selection instead of scoring every block key again (drafts, and so acceptance, may
+    # change past the index budget; the verified output never does).
+    selections = DraftSelections() if model.config.index_share_for_mtp_iteration else None
     stream = draft_stream()  # under coupling, the noise the target samples this position with
     for k in range(depth):
         if k > 0:

@@ -21,6 +21,24 @@ from torch import Tensor
 
 from ignition.model.config import ModelConfig
 
+# Storage of QSA's compressed index keys by name (``--indexer-kv-dtype``; the names are
+# ``ignition.recipes.INDEXER_KV_DTYPES``): None keeps the state's dtype.
+INDEX_KEY_DTYPES: dict[str, torch.dtype | None] = {
+    "auto": None,
+    "bf16": torch.bfloat16,
+    "fp8": torch.float8_e4m3fn,
+}
+
+
+def index_key_dtype(name: str) -> torch.dtype | None:
+    """The torch dtype of an index-key storage name (None: the state's own dtype)."""
+    if name not in INDEX_KEY_DTYPES:
+        raise ValueError(
+            f"indexer_kv_dtype = {name!r}: expected one of {', '.join(INDEX_KEY_DTYPES)}"
+        )
+    return INDEX_KEY_DTYPES[name]
+
+
 # per-slot tensors and the dimension that indexes the slot
 SLOT_FIELDS: tuple[tuple[str, int], ...] = (
     ("gdn_state", 1),

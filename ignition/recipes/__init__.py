@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from ignition.recipes.options import SPECULATION_MODES, LoadOptions, parse_load_options
+from ignition.recipes.options import (
+    INDEXER_KV_DTYPES,
+    SPECULATION_MODES,
+    LoadOptions,
+    parse_load_options,
+)
 from ignition.recipes.registry import RECIPES_DIR, get_recipe, list_recipes
 from ignition.recipes.schema import (
     CATALOG_FAMILIES,
@@ -17,6 +22,7 @@ from ignition.recipes.schema import (
 
 __all__ = [
     "CATALOG_FAMILIES",
+    "INDEXER_KV_DTYPES",
     "RECIPES_DIR",
     "SPECULATION_MODES",
     "CapacitySpec",

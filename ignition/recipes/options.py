@@ -14,6 +14,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 SPECULATION_MODES = ("off", "fixed", "adaptive")
+# Storage of QSA's compressed index keys (vLLM's ``indexer_kv_dtype``): "auto" keeps the
+# model's dtype; "fp8" (e4m3) halves the indexer's cache and its reads, at a small error in
+# the block scores (tests/model/test_qsa_fp8_index_keys.py). The torch dtypes are
+# ``ignition.model.state.INDEX_KEY_DTYPES`` (this room imports no torch).
+INDEXER_KV_DTYPES = ("auto", "bf16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,11 @@ class LoadOptions:
     # prompt buckets at which every wider mixed width is also prepared (None: the recipe's
     # capacity.mixed_wide_prompt_buckets; () prepares only the seed's balanced bucket)
     mixed_wide_prompt_buckets: tuple[int, ...] | None = None
+    # QSA index-key storage (None: "auto", the model's dtype); one of INDEXER_KV_DTYPES
+    indexer_kv_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        check_indexer_kv_dtype("indexer_kv_dtype", self.indexer_kv_dtype)
 
     def to_json(self) -> dict[str, Any]:
         """The options a user set, omitting the ones left to the recipe."""
@@ -46,7 +56,14 @@ OPTION_TYPES: dict[str, type] = {
     "max_prefill_chunk": int,
     "speculation": str,
     "mixed_wide_prompt_buckets": list,
+    "indexer_kv_dtype": str,
 }
+
+
+def check_indexer_kv_dtype(where: str, value: str | None) -> None:
+    """A QSA index-key storage name (None: unset); the error names ``where`` and the value."""
+    if value is not None and value not in INDEXER_KV_DTYPES:
+        raise ValueError(f"{where} = {value!r}: expected one of {', '.join(INDEXER_KV_DTYPES)}")
 
 
 def parse_load_options(raw: Mapping[str, Any], where: str) -> LoadOptions:
@@ -70,6 +87,8 @@ def parse_load_options(raw: Mapping[str, Any], where: str) -> LoadOptions:
             raise ValueError(f"'{where}.{key}' = {value!r}: expected {expected.__name__}")
         if key == "speculation" and value not in SPECULATION_MODES:
             raise ValueError(f"'{where}.{key}' = {value!r}: expected one of {SPECULATION_MODES}")
+        if key == "indexer_kv_dtype":
+            check_indexer_kv_dtype(f"'{where}.{key}'", value)
         if expected is list:
             if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
                 raise ValueError(f"'{where}.{key}' = {value!r}: expected a list of integers")

@@ -35,7 +35,7 @@ from ignition.helios import (
 )
 from ignition.model.model import HybridModel
 from ignition.model.prompt_logprobs import score_positions
-from ignition.model.state import ModelState
+from ignition.model.state import ModelState, index_key_dtype
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
@@ -73,6 +73,10 @@ class RuntimeOptions:
     # the largest prompt chunk), and private snapshot rows for multi-window requests.
     vision_feature_capacity: int = 0
     vision_window_rows: int = 1
+    # Storage of QSA's compressed index keys: "auto" (the model's dtype), "bf16" or "fp8"
+    # (e4m3, half of bf16's bytes; model.state.INDEX_KEY_DTYPES). Models without QSA
+    # layers hold no index keys, so for them it changes nothing.
+    indexer_kv_dtype: str = "auto"
 
 
 def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:
@@ -82,7 +86,7 @@ def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:
 
 def state_for(
     model: HybridModel, catalog: Catalog, options: RuntimeOptions, device: torch.device
-) -> tuple[ModelState, int]:
+) -> tuple[ModelState, int, int]:
     """Size the caches: every slot can reach the context limit plus one round's lookahead.
 
     Returns the state, the number of pages requests may own (Helios's ledger) and the
@@ -115,6 +119,7 @@ def state_for(
         per_slot,
         device=device,
         dtype=next(model.parameters()).dtype,
+        index_key_dtype=index_key_dtype(options.indexer_kv_dtype),
     )
     return state, num_pages, device_pages
 
@@ -154,6 +159,8 @@ def assemble_worker(
             f"max_context_tokens {options.max_context_tokens} exceeds the model's "
             f"max_position_embeddings {model.config.max_position_embeddings}"
         )
+    if options.indexer_kv_dtype != "auto" and model.config.qsa_indexer is None:
+        log.info("indexer_kv_dtype %s: the model has no QSA indexer", options.indexer_kv_dtype)
     state, num_pages, device_pages = state_for(model, selected, options, device)
     programs, _pending = prepare_programs(
         model,

@@ -61,6 +61,13 @@ def test_manifest_records_every_program_with_its_validation_time(built, checkpoi
     assert manifest["options"] == {"mixed_prefill": True, "max_prefill_chunk": 128}
 
 
+def test_index_keys_keep_the_models_dtype_unless_the_build_chooses_fp8(built):
+    out, _ = built
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runtime"]["indexer_kv_dtype"] == "auto"
+    assert "indexer_kv_dtype" not in manifest["options"]
+
+
 def test_programs_are_prepared_largest_first(built):
     out, _ = built
     extents = [

@@ -157,3 +157,23 @@ def test_an_init_program_that_touches_another_slot_fails_validation(model, monke
     monkeypatch.setattr(state_ops, "init_program", zeroes_every_slot)
     with pytest.raises(ValidationError, match=rf"^{INIT.name}: .*seq_lens"):
         validate_state_operations(_validation_ops(model))
+
+
+def test_fp8_index_keys_round_trip_through_snapshot_and_restore():
+    """``--indexer-kv-dtype fp8``: the block keys' pages are copied as bytes (torch has no
+    float8 ``index_copy_`` on CPU)."""
+    config = ModelConfig.tiny_flash_next()
+    state = ModelState.allocate(
+        config, 3, 3 * PER_SLOT + 1, PAGE, PER_SLOT, index_key_dtype=torch.float8_e4m3fn
+    )
+    ops = StateOperations(state, num_rows=1, capturer=GraphCapturer("cpu"))
+    state.assign_pages(0, [1, 2])
+    state.assign_pages(2, [7, 8])
+    state.seq_lens[0] = 2 * PAGE
+    keys = torch.randn(state.index_keys[:, [1, 2]].shape).to(torch.float8_e4m3fn)
+    state.index_keys[:, [1, 2]] = keys
+    ops.snapshot(slot=0, row=0)
+    ops.restore(slot=2, row=0)
+    restored = state.index_keys[:, [7, 8]]
+    assert restored.dtype == torch.float8_e4m3fn
+    assert torch.equal(restored.view(torch.uint8), keys.view(torch.uint8))

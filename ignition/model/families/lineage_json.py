@@ -80,6 +80,7 @@ def qwen4_exp_keys(config: ModelConfig) -> dict[str, Any]:
         "indexer_budget": index.budget,
         "indexer_compress_ratio": index.compress_ratio,
         "ple_layer_ids": [] if ple is None else [layer + 1 for layer in ple.layers],
+        "index_share_for_mtp_iteration": config.index_share_for_mtp_iteration,
     }
     if ple is not None:
         keys.update(

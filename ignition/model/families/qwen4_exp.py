@@ -84,6 +84,7 @@ class Qwen4ExpFamily(ModelFamily):
             gated_hyper={"lowrank": r.int("hc_lowrank", 320)},
             ngram_ple=_ple_block(text, r, prefix, source, num_layers, hidden),
             qsa_indexer=_indexer_block(text, prefix, source, layer_types),
+            index_share_for_mtp_iteration=r.flag("index_share_for_mtp_iteration", False),
         )
         return ModelConfig.from_dict(values, source=source)
 
