@@ -29,7 +29,7 @@ from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population, Tables, candidates_for
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.speculation import PrefixHistory
-from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision, LaneView
+from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
 from ignition.helios.types import LaneRole, RequestHandle
 
 # The acceptance history a decision's request is scored and informed by.
@@ -43,7 +43,7 @@ class Probe:
     least_weight: float  # aged weight of the least-informed added prefix
 
 
-def _ordinary_depths(winner: Candidate) -> dict[RequestHandle, int]:
+def ordinary_depths(winner: Candidate) -> dict[RequestHandle, int]:
     return {
         lane.view.handle: lane.query_length - 1
         for lane in winner.lanes
@@ -51,14 +51,14 @@ def _ordinary_depths(winner: Candidate) -> dict[RequestHandle, int]:
     }
 
 
-def _added_prefix_weights(
+def added_prefix_weights(
     c: Candidate,
     ordinary: Mapping[RequestHandle, int],
-    views: Mapping[RequestHandle, LaneView],
     history_of: HistoryOf,
 ) -> list[float]:
     """Aged weights at the first added depth of each lane offered beyond its ordinary
-    choice that keeps output after the probe."""
+    choice that keeps output after the probe (a lane's view is the population's twin with
+    optimistic survivals: the same remaining output)."""
     out = []
     for lane in c.lanes:
         if lane.role is not LaneRole.DECODE:
@@ -66,9 +66,20 @@ def _added_prefix_weights(
         handle = lane.view.handle
         depth = ordinary.get(handle, 0) + 1
         offered = lane.query_length - 1
-        if offered >= depth and views[handle].remaining_output > lane.max_advance:
+        if offered >= depth and lane.view.remaining_output > lane.max_advance:
             out.append(history_of(handle).weight(depth))
     return out
+
+
+def _geometry(c: Candidate) -> tuple[int, int, int, int, int]:
+    d = c.descriptor
+    return (
+        d.packed_capacity + d.prefill_capacity,
+        d.batch_capacity,
+        d.token_capacity,
+        d.proposal_depth,
+        d.prefill_capacity,
+    )
 
 
 def _geometry(c: Candidate) -> tuple[int, int, int, int, int]:
@@ -189,27 +200,17 @@ def choose_probe(
     shapes = [(d, only) for d, only in shapes if d.speculation_enabled and d.proposal_depth > 0]
     if not shapes or not population.decoders:
         return None
-    max_batch = max(d.batch_capacity for d, _ in shapes)
-    bound = _Bound(population, ordinary.decoders, history_of, decision, max_depth, max_batch)
-    shapes = [
-        (d, decode_only)
-        for d, decode_only in shapes
-        if costs.freshness(d, now_ns) is Freshness.FRESH
-        and bound.can_beat(d, costs.estimate_ns(d) / 1e6, winner.score)
-    ]
-    if not shapes:
-        return None  # the common case while credit waits for a useful probe
+    shapes = [(d, only) for d, only in shapes if costs.freshness(d, now_ns) is Freshness.FRESH]
     survivals = [history_of(v.handle).optimistic_survivals(max_depth) for v in population.decoders]
     decoders = LaneTable(population.decoders, decision, max_depth, survivals)
     tables = Tables(ordinary.prompts, decoders)
-    depths = _ordinary_depths(winner)
-    views = {v.handle: v for v in population.decoders}
+    depths = ordinary_depths(winner)
     best: Probe | None = None
     for d, decode_only in shapes:
         for c in candidates_for(d, tables, costs, decision, now_ns, mode, decode_only):
             if c.score <= winner.score:
                 continue
-            weights = _added_prefix_weights(c, depths, views, history_of)
+            weights = added_prefix_weights(c, depths, history_of)
             if not weights:
                 continue
             probe = Probe(c, (c.score - winner.score) / c.duration_ms, min(weights))

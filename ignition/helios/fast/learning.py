@@ -1,104 +1,36 @@
-"""Funded acceptance learning: probes that offer a request a deeper speculative prefix.
-
-Ordinary selection scores speculation with historical acceptance means, so a request
-whose history is pessimistic may never be offered the depth that would correct it.
-Ordinary completions earn a separate 0.01 / 0.99 share of raw execution time, capped
-at 5 ms (``acceptance_learning_ledger`` in refresh.py, beside the refresh credit).
-Full credit permits one probe that
-
-- offers some request at least one depth beyond the ordinary choice,
-- beats the ordinary choice when scored with the bounded optimistic estimate
-  min(1, mean + sqrt(ln 20 / (2 * aged_weight))), and
-- leaves that request future output in which to use the observation.
-
-Candidates rank by optimistic score improvement per physical execution time; equal
-gains prefer the least-informed added prefix, then the shorter execution, then the
-smaller physical geometry. Timing refresh takes precedence, one probe episode runs at
-a time, and fixed-width execution never probes.
+"""The acceptance-probe search plan() runs: ``decide.learning.choose_probe``'s probe,
+found by skipping every shape whose optimistic gain bound (``probe_core.ProbeBound``,
+numpy over every ceiling at once) falls clearly below the best gain found so far, with
+the optimistic decoder table sharing the ordinary one's arrays. The rule, the probe's
+ranking and its weights are the definition's (decide/learning.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.learning import (
+    HistoryOf,
+    Probe,
+    added_prefix_weights,
+    ordinary_depths,
+    ranks_before,
+)
 from ignition.helios.decide.policy import Population, candidates_for
-from ignition.helios.decide.speculation import PrefixHistory
-from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
+from ignition.helios.decide.utility import Candidate, Decision
 from ignition.helios.fast.lane_table import LaneTable
 from ignition.helios.fast.probe_core import ProbeBound, shape_cap
 from ignition.helios.fast.tables import Tables
-from ignition.helios.types import LaneRole, RequestHandle
 
-# The acceptance history a decision's request is scored and informed by.
-HistoryOf = Callable[[RequestHandle], PrefixHistory]
 # Skipping a shape needs its gain bound below the best gain by more than this (relative):
 # far above the ranking's 1e-9 tie tolerance, however many near-ties the scan chains.
 PROBE_MARGIN = 1e-6
-
-
-@dataclass(frozen=True)
-class Probe:
-    candidate: Candidate
-    gain: float  # optimistic score improvement per ms of physical execution
-    least_weight: float  # aged weight of the least-informed added prefix
-
-
-def _ordinary_depths(winner: Candidate) -> dict[RequestHandle, int]:
-    return {
-        lane.view.handle: lane.query_length - 1
-        for lane in winner.lanes
-        if lane.role is LaneRole.DECODE
-    }
-
-
-def _added_prefix_weights(
-    c: Candidate,
-    ordinary: Mapping[RequestHandle, int],
-    history_of: HistoryOf,
-) -> list[float]:
-    """Aged weights at the first added depth of each lane offered beyond its ordinary
-    choice that keeps output after the probe (a lane's view is the population's, or its
-    twin with optimistic survivals: the same remaining output either way)."""
-    out = []
-    for lane in c.lanes:
-        if lane.role is not LaneRole.DECODE:
-            continue
-        handle = lane.view.handle
-        depth = ordinary.get(handle, 0) + 1
-        offered = lane.query_length - 1
-        if offered >= depth and lane.view.remaining_output > lane.max_advance:
-            out.append(history_of(handle).weight(depth))
-    return out
-
-
-def _geometry(c: Candidate) -> tuple[int, int, int, int, int]:
-    d = c.descriptor
-    return (
-        d.packed_capacity + d.prefill_capacity,
-        d.batch_capacity,
-        d.token_capacity,
-        d.proposal_depth,
-        d.prefill_capacity,
-    )
-
-
-def ranks_before(a: Probe, b: Probe) -> bool:
-    """Higher gain first; equal gains prefer the least-informed added prefix, then the
-    shorter execution, then the smaller physical geometry."""
-    if abs(a.gain - b.gain) > RELATIVE_TIE * max(1.0, abs(a.gain), abs(b.gain)):
-        return a.gain > b.gain
-    if a.least_weight != b.least_weight:
-        return a.least_weight < b.least_weight
-    if a.candidate.duration_ns != b.candidate.duration_ns:
-        return a.candidate.duration_ns < b.candidate.duration_ns
-    return _geometry(a.candidate) < _geometry(b.candidate)
 
 
 def choose_probe(
@@ -169,7 +101,7 @@ def choose_probe(
         ordinary.decoders.fixed,
     )
     tables = Tables(ordinary.prompts, decoders)
-    depths = _ordinary_depths(winner)
+    depths = ordinary_depths(winner)
     # Best gain bound first; once a bound is clearly below the best gain found, no later
     # shape can rank first (a probe needs a gain within the tie tolerance of the best).
     bounded.sort(key=lambda item: -item[0])
@@ -182,7 +114,7 @@ def choose_probe(
         for c in candidates_for(d, tables, costs, decision, now_ns, mode, decode_only):
             if c.score <= winner.score:
                 continue
-            weights = _added_prefix_weights(c, depths, history_of)
+            weights = added_prefix_weights(c, depths, history_of)
             if not weights:
                 continue
             probes.append(Probe(c, (c.score - winner.score) / c.duration_ms, min(weights)))

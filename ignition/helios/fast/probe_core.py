@@ -43,11 +43,13 @@ class ProbeBound:
         self.num_views = len(views)
         keep, limits, prices = [], [], []
         for i, v in enumerate(views):
-            limit = min(v.remaining_output, v.remaining_context, v.max_rows)
-            if limit >= 1:
-                keep.append(i)
-                limits.append(limit)
-                prices.append(v.prices.output_token)
+            if v.remaining_output < 1:
+                continue  # no output left: no lane (rounds.LaneTable.order)
+            # the lane ceiling's row limit: a lane with output left verifies at least one
+            # row, whatever its context says (rounds.lane_ceiling)
+            keep.append(i)
+            limits.append(max(1, min(v.remaining_output, v.remaining_context, v.max_rows)))
+            prices.append(v.prices.output_token)
         self._fixed = np.array([fixed[i] for i in keep], dtype=np.float64)
         self._prices = np.array(prices, dtype=np.float64)
         self._limits = np.array(limits, dtype=np.int64)
