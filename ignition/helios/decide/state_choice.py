@@ -76,8 +76,10 @@ def state_tables(
 ) -> tuple[list[Descriptor], StateTables | None]:
     """The prepared state shapes and the tables their pairs are valued from (None when
     no request awaits a prerequisite or terminal retirement: no state candidate)."""
+    if not (population.pending or population.terminal):
+        return [], None  # the common case: checked before the catalog is scanned
     state = [d for d in descriptors if d.kind in STATE_KINDS]
-    if not state or not (population.pending or population.terminal):
+    if not state:
         return state, None
     snapshots = [d for d in state if d.kind is GraphKind.SNAPSHOT]
     inference = [d for d in descriptors if d.kind not in STATE_KINDS]
