@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import fields, replace
 
 from helios_helpers import MS, catalog, decode, mixed, prefill, records_for, spec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import (
@@ -39,7 +41,7 @@ from scripts.scheduling_sim.plan_bench import (
     runtime_catalog,
 )
 
-NUM_STATES = 5000
+NUM_STATES = 4000
 SOURCES = ("mtp", "ngram", "draft")
 FLOATS = {"value_rate", "log_scale", "exploration_credit"}
 LANE_FLOATS = {"expected_output_tokens", "expected_deliveries", "value"}
@@ -233,6 +235,22 @@ def test_fast_selector_returns_the_definitions_plan_on_random_states():
     wanted = (*SCHEDULABLE_KINDS, *STATE_KINDS, *ExecutionClass, ("queued", 0), ("queued", 1))
     missing = [k for k in wanted if not seen[k]]
     assert not missing, f"the random states never reached {missing}: {seen}"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rng=st.randoms(use_true_random=False))
+def test_fast_selector_returns_the_definitions_plan_on_hypothesis_walks(rng):
+    """The same comparison with hypothesis drawing every choice of the walk (catalog,
+    policy, admissions, cancellations, preemptions, credit, time, completions), so a
+    disagreement shrinks to a short walk."""
+    walk = _Walk(rng)
+    for step in range(rng.randint(5, 40)):
+        walk.perturb()
+        ref = definition_plan(walk.s)
+        fast = walk.s.plan()
+        problem = _same(fast, ref)
+        assert problem is None, f"step {step}: {problem}"
+        walk.act(fast)
 
 
 def test_fast_selector_returns_the_definitions_plan_with_the_first_delivery_credit_on():
