@@ -5,13 +5,14 @@ can mask every verification position (runtime/grammar.py); its grammar's forced 
 (the keys and punctuation of a JSON schema, xgrammar's jump-forward tokens) are those
 drafts. This runs json_schema requests on the embedded checkpoint (the trained
 qwen38-tiny) through the real engine, greedy and seeded-sampled, with speculation off and
-with fixed / adaptive speculation, once with forced drafts and once without, and prints
+with fixed / adaptive speculation, without host drafts, with forced drafts, and with
+forced drafts plus copy drafts where nothing is forced (runtime.copy_proposals), and prints
 per constrained request: output tokens per decode frame that served it, drafts offered
-and accepted per round, tokens/s (CPU wall clock, all modes in the same run), and whether
+and accepted per frame, tokens/s (CPU wall clock, all modes in the same run), and whether
 the output equals speculation off (it must: coupled verification under per-position masks
 is exact).
 
-    .venv/bin/python benchmarks/grammar_drafts.py [--max-tokens 96] [--prompts 4]
+    .venv/bin/python -m benchmarks.grammar_drafts [--max-tokens 96] [--prompts 4]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ignition.components.capacity import plan_catalog
 from ignition.kernels import use_backend
 from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
+from ignition.runtime import grammar_drafts
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarCompiler, GrammarSpec, GrammarState
 from ignition.runtime.requests import GenerationRequest, SamplingParams
@@ -90,7 +92,7 @@ def main() -> None:
     forced_drafts = GrammarState.forced_drafts
     print(f"embedded qwen38-tiny, {len(prompts)} json_schema requests x <= {args.max_tokens}")
     print(
-        "| temperature | speculation | forced drafts | tokens / frame | offered / frame | "
+        "| temperature | speculation | host drafts | tokens / frame | offered / frame | "
         "accepted / frame | tokens/s | vs none | output = off |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
@@ -103,17 +105,19 @@ def main() -> None:
             _row(temperature, "off", "-", counts, seconds, None, True)
             for speculation in ("fixed", "adaptive"):
                 rates = {}
-                for forced in (False, True):
-                    GrammarState.forced_drafts = forced_drafts if forced else (lambda self: ())
+                for label in ("none", "forced", "forced + copy"):
+                    if label == "none":
+                        GrammarState.forced_drafts = lambda self: ()
+                    grammar_drafts.COPY_WHEN_UNFORCED = label == "forced + copy"
                     try:
                         outputs, counts, seconds = run(
                             model, catalog, tokenizer, grammar, speculation, sampling, prompts
                         )
                     finally:
                         GrammarState.forced_drafts = forced_drafts
-                    rates[forced] = counts["tokens"] / seconds
-                    versus = rates[True] / rates[False] if forced else None
-                    label = "yes" if forced else "none"
+                        grammar_drafts.COPY_WHEN_UNFORCED = False
+                    rates[label] = counts["tokens"] / seconds
+                    versus = None if label == "none" else rates[label] / rates["none"]
                     _row(temperature, speculation, label, counts, seconds, versus, outputs == off)
 
 

@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from ignition.runtime import grammar_drafts
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarSpec, GrammarState
 from ignition.runtime.requests import GenerationRequest, SamplingParams
@@ -93,3 +94,12 @@ def test_each_round_of_a_constrained_request_verifies_its_forced_drafts():
     assert all(n > 0 for n in by_request.values()), by_request
     text = TokenizerDecoder().decode([t for t in outputs["greedy"] if t != EOS])
     assert valid_against_schema(text)
+
+
+def test_copy_drafts_where_nothing_is_forced_keep_the_output(monkeypatch, unspeculated):
+    """Copies of earlier context need not follow the grammar: the binding's walk keeps
+    their grammar-valid prefix, and the output stays that of masked decoding."""
+    monkeypatch.setattr(grammar_drafts, "COPY_WHEN_UNFORCED", True)
+    frames: list = []
+    assert run("fixed", frames) == unspeculated
+    assert sum(n for _, n in frames) > 0
