@@ -74,7 +74,7 @@ ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
 class BufferSpec:
     """One workspace buffer: which extent sizes it, its dtype and its padding value."""
 
-    extent: str  # "rows", "tokens", "prompt", "images", "bias", "stops", "mask" or "one"
+    extent: str  # "rows", "tokens", "prompt", "images", "bias", "stops", "drafts", "mask", "one"
     dtype: torch.dtype
     padding: float | int | bool = 0
     # Read only where a per-row flag says so (the grammar bitmask, gated by is_masked): a
@@ -114,8 +114,11 @@ BUFFERS: dict[str, BufferSpec] = {
     "bias_values": BufferSpec("bias", torch.float32),
     "stop_ids": BufferSpec("stops", torch.int64, -1),
     "replay_from": BufferSpec("one", torch.int32, NO_REPLAY),
+    # round programs: host-supplied drafts [rows, D] flattened, -1 = none (model.proposals)
+    "supplied_drafts": BufferSpec("drafts", torch.int64, -1),
     # structured outputs (model.grammar_mask): rows with a grammar, and their bitmasks as
-    # [rows, words] flattened; a workspace over a zero vocabulary has none
+    # [rows, words] flattened ([rows, W, words] in round programs: one per verification
+    # position); a workspace over a zero vocabulary has none
     "is_masked": BufferSpec("rows", torch.bool, False),
     "token_mask": BufferSpec("mask", torch.int32, -1, is_gated=True),
 }
@@ -148,6 +151,8 @@ class WorkspaceExtents:
     max_prompt: int
     max_image_tokens: int = 0
     mask_words: int = 0  # int32 words of one row's grammar bitmask (0: no grammar inputs)
+    max_depth: int = 0  # the largest proposal depth D of a round program
+    max_width: int = 1  # the largest verify width W of a round program (masks per row)
 
     @property
     def is_multimodal(self) -> bool:
@@ -169,7 +174,14 @@ class WorkspaceExtents:
             ),
             default=0,
         )
-        return cls(rows, tokens, max(prompt, 1), max_image_tokens)
+        rounds = [
+            d
+            for d in descriptors
+            if d.speculation_enabled and d.kind in (GraphKind.SPECULATIVE, GraphKind.MIXED)
+        ]
+        depth = max((d.proposal_depth for d in rounds), default=0)
+        width = max((d.token_capacity for d in rounds), default=1)
+        return cls(rows, tokens, max(prompt, 1), max_image_tokens, 0, depth, width)
 
     def length(self, extent: str) -> int:
         return {
@@ -180,7 +192,8 @@ class WorkspaceExtents:
             "bias": MAX_LOGIT_BIAS,
             "stops": MAX_STOP_IDS,
             "rope": 3 * self.max_prompt if self.is_multimodal else 0,
-            "mask": self.max_rows * self.mask_words,
+            "drafts": self.max_rows * self.max_depth,
+            "mask": self.max_rows * self.max_width * self.mask_words,
             "one": 1,
         }[extent]
 
@@ -246,17 +259,21 @@ class Workspace:
         views = {name: self.buffers[name][:n] for name, n in lengths.items()}
         return views, tuple(lengths.items())
 
-    def _sampling(self, v: dict[str, Tensor], rows: int) -> SamplingParams:
+    def _sampling(self, v: dict[str, Tensor], rows: int, width: int = 1) -> SamplingParams:
+        """The rows' sampling parameters; in a round program (``width`` W) the token mask
+        is position 0's of each row (the prompt lane's, and what a row without drafts
+        samples under)."""
         params = SamplingParams(**{name: v[name] for name in SAMPLING_BUFFERS})
         if "token_mask" in v:
             params.is_masked = v["is_masked"]
-            params.token_mask = v["token_mask"].view(rows, self.extents.mask_words)
+            params.token_mask = v["token_mask"].view(rows, width, self.extents.mask_words)[:, 0]
         return params
 
-    def _grammar(self, rows: int) -> dict[str, int]:
-        """The grammar buffers a program of ``rows`` rows binds (none without a vocabulary)."""
+    def _grammar(self, rows: int, width: int = 1) -> dict[str, int]:
+        """The grammar buffers a program of ``rows`` rows binds (none without a vocabulary):
+        ``width`` masks per row."""
         words = self.extents.mask_words
-        return {"is_masked": rows, "token_mask": rows * words} if words else {}
+        return {"is_masked": rows, "token_mask": rows * width * words} if words else {}
 
     @staticmethod
     def _begin(v: dict[str, Tensor]) -> HistoryBegin | None:
@@ -311,7 +328,13 @@ class Workspace:
         self, capacity: RoundCapacity, device_allocated: bool
     ) -> tuple[RoundProgramInputs, Uploads]:
         rows = capacity.batch_capacity
-        self._check(rows, capacity.packed.token_capacity, capacity.prefill_capacity)
+        self._check(
+            rows,
+            capacity.packed.token_capacity,
+            capacity.prefill_capacity,
+            capacity.draft_depth,
+            capacity.verify_width,
+        )
         lengths = dict.fromkeys(
             ("slot_ids", "pending_tokens", "is_decode_row", *SAMPLING_BUFFERS), rows
         )
@@ -321,7 +344,10 @@ class Workspace:
             lengths["prompt_tokens"] = capacity.prefill_capacity
             lengths |= BEGIN_BUFFERS
         lengths |= self._multimodal(rows, capacity.prefill_capacity)
-        lengths |= self._grammar(rows)
+        width, depth, words = capacity.verify_width, capacity.draft_depth, self.extents.mask_words
+        lengths |= self._grammar(rows, width)
+        if depth:
+            lengths["supplied_drafts"] = rows * depth
         v, uploads = self._views(lengths)
         prompt = None
         if capacity.prefill_capacity:
@@ -336,22 +362,29 @@ class Workspace:
             slot_ids=v["slot_ids"],
             lane_ceilings=v.get("lane_ceilings"),
             query_lens=v.get("query_lens"),
+            supplied_drafts=v["supplied_drafts"].view(rows, depth) if depth else None,
+            position_masks=v["token_mask"].view(rows, width, words) if words else None,
             prompt=prompt,
             image_features=self.image_features if "image_positions" in v else None,
             image_positions=v.get("image_positions"),
             **self._rope_views(v, capacity.prefill_capacity),
         )
         inputs = RoundProgramInputs(
-            round_inputs, self._sampling(v, rows), v["is_decode_row"], self._begin(v)
+            round_inputs, self._sampling(v, rows, width), v["is_decode_row"], self._begin(v)
         )
         return inputs, uploads
 
-    def _check(self, rows: int, tokens: int, prompt: int) -> None:
+    def _check(self, rows: int, tokens: int, prompt: int, depth: int = 0, width: int = 1) -> None:
         e = self.extents
         if rows > e.max_rows or tokens > e.max_tokens or prompt > e.max_prompt:
             raise ValueError(
                 f"program extents rows={rows} tokens={tokens} prompt={prompt} exceed the "
                 f"workspace ({e.max_rows}, {e.max_tokens}, {e.max_prompt})"
+            )
+        if depth > e.max_depth or width > e.max_width:
+            raise ValueError(
+                f"round program D={depth} W={width} exceeds the workspace's "
+                f"D={e.max_depth} W={e.max_width}"
             )
 
 
@@ -367,6 +400,8 @@ def clear_inputs(inputs: ProgramInputs) -> None:
         for t in (r.query_lens, r.lane_ceilings):
             if t is not None:
                 t.zero_()
+        if r.supplied_drafts is not None:
+            r.supplied_drafts.fill_(-1)
         if r.prompt is not None:
             r.prompt.lane.fill_(-1)
             r.prompt.length.zero_()

@@ -140,6 +140,10 @@ class DirectScheduler:
         if not r.inflight:
             del self.requests[handle.slot]
 
+    def limit_drafts(self, handle: RequestHandle, max_drafts: int | None) -> None:
+        """Nothing to limit: every decode lane is planned one row wide."""
+        self._owned(handle)
+
     def advance_to(self, now_ns: int) -> None:
         if now_ns < self.now_ns:
             raise SchedulerError(f"advance_to({now_ns}) moves time backwards")

@@ -56,6 +56,11 @@ class SchedulerProtocol(Protocol):
 
     def published_output(self, handle: RequestHandle, fence: Fence) -> None: ...
 
+    def limit_drafts(self, handle: RequestHandle, max_drafts: int | None) -> None:
+        """The drafts the request's rounds may verify from now on (RequestSpec.max_drafts),
+        as the runtime's supplied proposals change."""
+        ...
+
     # -- queries -------------------------------------------------------------------
 
     @property

@@ -131,6 +131,14 @@ class Scheduler(SchedulerQueries):
         self._changes += 1
         return handle
 
+    def limit_drafts(self, handle: RequestHandle, max_drafts: int | None) -> None:
+        """The drafts the request's rounds may verify from now on (RequestSpec.max_drafts):
+        a grammar-constrained request's supplied proposal, reported after each frame."""
+        r = self._owned(handle)
+        if r.spec.max_drafts != max_drafts:
+            r.spec = replace(r.spec, max_drafts=max_drafts)
+            self._changes += 1
+
     def cancel(self, handle: RequestHandle) -> None:
         """Stops selection now; pages and slot stay owned through the last submitted fence."""
         r = self._owned(handle)
@@ -179,11 +187,15 @@ class Scheduler(SchedulerQueries):
         self, d: Descriptor, freshness: Freshness, handles: Iterable[RequestHandle] = ()
     ) -> bool:
         """Unqueueable kinds, unknown or stale costs, and requests whose stops the host
-        finds (RequestSpec.host_stops) need completion feedback."""
+        finds or whose grammar it follows (RequestSpec.host_stops, .grammar) need
+        completion feedback."""
         if d.kind not in QUEUEABLE_KINDS or freshness is not Freshness.FRESH:
             return True
         requests = self.requests
-        return any(h in requests and requests[h].spec.host_stops for h in handles)
+        return any(
+            h in requests and (requests[h].spec.host_stops or requests[h].spec.grammar)
+            for h in handles
+        )
 
     def own_freshness(self, c: Candidate) -> Freshness:
         """The timing state of ``c``'s own graph. A measured prerequisite whose lookahead

@@ -76,7 +76,8 @@ class RequestSpec:
     vision_patches: int = 0  # 0: no vision prerequisite
     # Drafts one round may verify (None: as many as the programs hold). The seed's
     # acceptance "respects available proposals, grammar and stop restrictions": a
-    # grammar-constrained request whose masks the host computes per token has 0.
+    # grammar-constrained request verifies only the drafts the runtime supplies, whose
+    # count it reports after each frame (Scheduler.limit_drafts).
     max_drafts: int | None = None
     # The runtime's clock when the logical request was first admitted; the generations
     # that resume, restart or rebind it keep it. Under a page shortage the latest gives
@@ -86,6 +87,10 @@ class RequestSpec:
     # serving this request needs completion feedback before another frame is queued, so
     # the request never has a second frame whose tokens a stop would drop.
     host_stops: bool = False
+    # A grammar-constrained request (structured outputs): the host computes its token masks
+    # and drafts from every token before them, so each frame serving it needs completion
+    # feedback (the seed's grammar rule), and its max_drafts follows its proposals.
+    grammar: bool = False
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:

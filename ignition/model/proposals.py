@@ -1,9 +1,13 @@
 """Proposals and target-row allocation of a speculative round.
 
 Proposals are D MTP drafts with their distributions q (draft 1 from the MTP hidden kept at
-the last absorbed position, drafts 2..D by recursive single-token MTP steps), or supplied copy
-proposals with q one-hot. Allocation either takes host query lengths or runs the device
-confidence allocation within P; both return the FP32 confidence sidecar [2, B, D].
+the last absorbed position, drafts 2..D by recursive single-token MTP steps), or, per row,
+supplied proposals with q one-hot: tokens the host knows before launch (a grammar's forced
+tokens, a copy of earlier context), ``-1`` ending a row's supplied prefix; a row whose
+first supplied token is -1 proposes with the MTP head. Allocation either takes host query
+lengths or runs the device confidence allocation within P; both return the FP32
+confidence sidecar [2, B, D]. :func:`verification_limits` bounds each row's verification
+by its supplied prefix and its grammar (see model.speculative).
 
 With the slots' sampling history, each draft is proposed from processed draft logits
 (penalties, logit bias, min_tokens), processed exactly as verification will process the
@@ -50,14 +54,89 @@ def propose(
 ) -> tuple[Tensor, Tensor]:
     """(draft tokens [B, D], draft distributions [B, D, V]); lanes with slot -1 draft nothing.
 
+    ``supplied_drafts`` [B, D] (-1 ends a row's prefix): rows with a supplied prefix take
+    it with q one-hot (zero past the prefix, where the tokens read 0); the others draft
+    with the MTP head, or draft nothing on a model without one.
     ``history``: process each draft's logits as verification processes its position (see
     the module docstring); lanes with slot -1 read the scratch row."""
+    vocab = model.config.vocab_size
+    device = pending_tokens.device
+    if supplied_drafts is not None and model.mtp is None:
+        drafts = torch.zeros_like(supplied_drafts, dtype=torch.int64)
+        dists = torch.zeros(*drafts.shape, vocab, dtype=torch.float32, device=device)
+        return _take_supplied(drafts, dists, supplied_drafts)
+    drafts, dists = _mtp_drafts(
+        model, state, pending_tokens, slot_ids, depth, params, start_pos, rope_offset, history
+    )
+    if supplied_drafts is None:
+        return drafts, dists
+    return _take_supplied(drafts, dists, supplied_drafts)
+
+
+def supplied_prefix(supplied_drafts: Tensor) -> Tensor:
+    """[B, D] bool: the supplied tokens before each row's first -1."""
+    return (supplied_drafts >= 0).int().cumprod(dim=-1).bool()
+
+
+def _take_supplied(drafts: Tensor, dists: Tensor, supplied_drafts: Tensor) -> tuple[Tensor, Tensor]:
+    """Rows with a supplied prefix take it, q one-hot (zero past the prefix); in place on
+    ``dists``, since a [B, D, V] one-hot per round would double the proposal's traffic."""
+    in_prefix = supplied_prefix(supplied_drafts)
+    is_supplied = in_prefix[:, :1]  # [B, 1]
+    drafts = torch.where(is_supplied, torch.where(in_prefix, supplied_drafts.long(), 0), drafts)
+    dists.masked_fill_(is_supplied[..., None], 0.0)
+    own = dists.gather(-1, drafts[..., None]).squeeze(-1)  # MTP rows keep q(draft)
+    one_hot = torch.where(is_supplied, in_prefix.float(), own)
+    dists.scatter_(-1, drafts[..., None], one_hot[..., None])
+    return drafts, dists
+
+
+def verification_limits(
+    supplied_drafts: Tensor | None,
+    is_masked: Tensor | None,
+    has_position_masks: bool,
+    has_mtp: bool,
+) -> Tensor | None:
+    """[B] int32 the most verification rows (pending token + drafts) each lane may use;
+    None: no limit beyond the program's.
+
+    A lane with supplied drafts verifies at most its supplied prefix; one without drafts
+    with the MTP head (or, on a model without one, verifies none). A grammar-masked lane
+    verifies drafts only when they are supplied and the program has every position's
+    mask: the host walked its grammar along them (model.speculative).
+    """
+    if supplied_drafts is None and is_masked is None:
+        return None
+    reference = supplied_drafts if supplied_drafts is not None else is_masked
+    unlimited = torch.full(reference.shape[:1], 1 << 30, dtype=torch.int32, device=reference.device)
+    limit = unlimited
+    is_supplied = torch.zeros_like(unlimited, dtype=torch.bool)
+    if supplied_drafts is not None:
+        num_supplied = supplied_prefix(supplied_drafts).sum(-1).int()
+        is_supplied = num_supplied > 0
+        without = unlimited if has_mtp else torch.ones_like(unlimited)
+        limit = torch.where(is_supplied, num_supplied + 1, without)
+    if is_masked is not None:
+        can_verify = is_supplied & has_position_masks
+        limit = torch.where(is_masked & ~can_verify, limit.clamp(max=1), limit)
+    return limit
+
+
+def _mtp_drafts(
+    model: HybridModel,
+    state: ModelState,
+    pending_tokens: Tensor,
+    slot_ids: Tensor,
+    depth: int,
+    params: SamplingParams,
+    start_pos: Tensor,
+    rope_offset: Tensor | None,
+    history: SlotHistory | None,
+) -> tuple[Tensor, Tensor]:
+    """D MTP drafts and their q, per row (see the module docstring)."""
     num_rows = pending_tokens.shape[0]
     vocab = model.config.vocab_size
     device = pending_tokens.device
-    if supplied_drafts is not None:
-        drafts = supplied_drafts.long()
-        return drafts, torch.nn.functional.one_hot(drafts.clamp(min=0), vocab).float()
     drafts = torch.zeros(num_rows, depth, dtype=torch.int64, device=device)
     dists = torch.zeros(num_rows, depth, vocab, dtype=torch.float32, device=device)
     rows = torch.where(slot_ids >= 0, slot_ids.long(), state.scratch_row)

@@ -20,13 +20,14 @@ one program. Each active lane holds a committed length S and a pending token at 
 6. draft-context absorption of the committed positions by the MTP head.
 
 Structured outputs: a row with a grammar mask (``params.is_masked``, model.grammar_mask)
-verifies no drafts. Its ceiling (or host query length) is clamped to 1 before allocation,
-so it samples only the token after its pending one, masked, and its share of P goes to the
-other lanes. Drafts are proposed and verified inside this one program, so the host's
-grammar matcher cannot see them to mask verification position j by the grammar state after
-drafts 1..j-1; a mask computed for position 0 would be wrong for every later position, and
-an unmasked later position could emit a token the grammar forbids. Clamping keeps the
-constrained row exact at the cost of its speculation (a device-side matcher would lift it).
+verifies drafts only when the host supplied them (``supplied_drafts``) and the program has
+a mask for every verification position (``position_masks``): the host walked its grammar
+matcher along the pending token and drafts 1..j-1 to write mask j, so position j samples
+exactly as masked single-token decoding would there, and coupled acceptance keeps a draft
+only when it equals that sample. Any other masked row (MTP drafts, which the host never
+sees, or a program with one mask per row) has its ceiling (or host query length) clamped
+to 1: it samples only the token after its pending one, masked, and its share of P goes to
+the other lanes (model.proposals.verification_limits).
 
 A fully rejected round therefore leaves exactly the state of a round that never proposed.
 
@@ -54,7 +55,7 @@ from ignition.model.logits_processing import (
 )
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
-from ignition.model.proposals import allocate, propose
+from ignition.model.proposals import allocate, propose, verification_limits
 from ignition.model.sampling import (
     INVALID_TOKEN,
     RandomStream,
@@ -125,13 +126,16 @@ class PromptChunk:
 @dataclass
 class RoundInputs:
     """Per-lane inputs. Exactly one of ``lane_ceilings`` (device allocation) and
-    ``query_lens`` (host allocation) is given; ``supplied_drafts`` replaces MTP proposals."""
+    ``query_lens`` (host allocation) is given; ``supplied_drafts`` replaces a row's MTP
+    proposals (model.proposals) and ``position_masks`` masks each verification position
+    of the grammar-masked rows (model.grammar_mask's layout)."""
 
     pending_tokens: Tensor  # [B] int64
     slot_ids: Tensor  # [B] int32, -1 = inactive lane
     lane_ceilings: Tensor | None = None  # [B] int32 min(D + 1, W, request limit)
     query_lens: Tensor | None = None  # [B] int32 1 + drafts to verify
-    supplied_drafts: Tensor | None = None  # [B, D] int64 copy proposals
+    supplied_drafts: Tensor | None = None  # [B, D] int64 host proposals, -1 = none
+    position_masks: Tensor | None = None  # [B, W, words] int32 bitmask per position
     prompt: PromptChunk | None = None  # the mixed program's prompt lane
     # multimodal requests (see PackedInputs): the prompt lane's image features and their
     # chunk-relative positions, its explicit rope positions, and every lane's rope offset
@@ -215,18 +219,22 @@ def _pack_verify_inputs(
     )
 
 
-def _unspeculated_masked_rows(
-    inputs: RoundInputs, params: SamplingParams
+def _limited_rows(
+    inputs: RoundInputs, params: SamplingParams, has_mtp: bool
 ) -> tuple[Tensor | None, Tensor | None]:
-    """(lane ceilings, host query lengths) with grammar-masked rows clamped to width 1:
-    they verify no drafts (see the module docstring)."""
+    """(lane ceilings, host query lengths) within each row's verification limit: its
+    supplied prefix, and width 1 for a masked row that cannot verify drafts (see the
+    module docstring)."""
     ceilings, host_lens = inputs.lane_ceilings, inputs.query_lens
-    if params.is_masked is None:
+    limit = verification_limits(
+        inputs.supplied_drafts, params.is_masked, inputs.position_masks is not None, has_mtp
+    )
+    if limit is None:
         return ceilings, host_lens
     if ceilings is not None:
-        ceilings = torch.where(params.is_masked, ceilings.clamp(max=1), ceilings)
+        ceilings = torch.minimum(ceilings, limit).to(ceilings.dtype)
     if host_lens is not None:
-        host_lens = torch.where(params.is_masked, host_lens.clamp(max=1), host_lens)
+        host_lens = torch.minimum(host_lens, limit).to(host_lens.dtype)
     return ceilings, host_lens
 
 
@@ -281,7 +289,7 @@ def speculative_round(
     is_draft_valid = torch.isfinite(dists).all(-1).all(-1)  # [B]
     dists = torch.where(is_draft_valid[:, None, None], dists, 0.0)
     token_probs = dists.gather(-1, drafts.clamp(min=0)[..., None]).squeeze(-1)  # [B, D]
-    ceilings, host_lens = _unspeculated_masked_rows(inputs, params)
+    ceilings, host_lens = _limited_rows(inputs, params, model.mtp is not None)
     spec_lens, confidence = allocate(
         spec_slots, ceilings, host_lens, capacity.packed_capacity, token_probs
     )
@@ -320,7 +328,11 @@ def speculative_round(
         logits = history.process(
             raw, history_rows.repeat_interleave(width), per_position, extra, offsets
         )
-    if params.is_masked is not None:  # a constrained row samples only at column 0
+    if params.is_masked is not None and inputs.position_masks is not None:
+        # every verification position under its own mask (the host's walk along the drafts)
+        masks = inputs.position_masks[:, :width].reshape(num_rows * width, -1)
+        logits = apply_token_mask(logits, masks, per_position.is_masked)
+    elif params.is_masked is not None:  # a constrained row samples only at column 0
         is_first = torch.arange(width, device=device).repeat(num_rows) == 0
         logits = apply_token_mask(
             logits, per_position.token_mask, per_position.is_masked & is_first

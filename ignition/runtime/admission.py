@@ -80,6 +80,7 @@ def request_spec(
         max_drafts=draft_limit(request.sampling),
         admitted_ns=admitted_ns,
         host_stops=request.sampling.has_host_stops,
+        grammar=request.sampling.grammar is not None,
     )
 
 

@@ -40,6 +40,7 @@ from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.frames import Worker
+from ignition.runtime.grammar_drafts import GrammarDraftLimits
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.retention import default_snapshot_rows
 from ignition.runtime.stats import EngineStats
@@ -242,7 +243,7 @@ def assemble_engine(
     # inference; initialization and restores are prerequisites of a request's prompt.
     schedulable = replace(selected, descriptors=(*selected.descriptors, *STATE_PROGRAMS))
     scheduler = scheduler_factory(schedulable, options.policy, resources, mode)
-    return Engine(
+    engine = Engine(
         scheduler,
         worker,
         decoder,
@@ -257,3 +258,6 @@ def assemble_engine(
         ),
         vision_windows=windows,
     )
+    # constrained requests' draft counts, read by Helios after each of their frames
+    engine.hooks.replace(GrammarDraftLimits, GrammarDraftLimits(lambda: engine.scheduler))
+    return engine

@@ -13,15 +13,18 @@ Two rules keep that exact:
 - the mask for a frame needs every token before it on the host, so a frame with a
   constrained lane is launched only after the frames in flight that hold the same request
   have completed (Engine: completion feedback, the design's "grammar" rule);
-- a constrained row verifies no drafts (model.speculative: drafts are proposed and verified
-  inside one program, out of the host matcher's reach), so speculation never emits a token
-  the grammar forbids.
+- a constrained row verifies only drafts the host supplies (its grammar's forced tokens,
+  :meth:`GrammarState.forced_drafts`): :meth:`GrammarState.fill_positions` walks the matcher
+  along them to write the mask of every verification position, then rolls it back, so
+  each position samples exactly as masked single-token decoding would there
+  (model.speculative). MTP drafts, proposed inside the program out of the matcher's
+  reach, are never verified for it.
 
 With ``--reasoning-parser`` and a prompt that opens a reasoning block, the grammar starts
 after the block's end tag (``RequestGrammar.gate``, matched as the tag's token ids: one
 added token in Qwen3.x vocabularies), as vLLM does: the reasoning is free text, the reply
 after it follows the grammar. The row is still constrained while it reasons (an all-ones
-mask), so it verifies no drafts there either: the tag may fall anywhere in a burst.
+mask); it has no forced drafts there, so it verifies none.
 
 The end of sequence is allowed only where the grammar can end (xgrammar's stop tokens are
 the model's EOS ids); once it has ended, only EOS is allowed (``ignore_eos`` keeps emitting
@@ -61,10 +64,15 @@ GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar", "st
 GRAMMAR_REJECTED = "structured output failed: the model emitted a token the grammar forbids"
 
 
+# The most drafts one proposal holds (more than any program's proposal depth D).
+MAX_PROPOSAL = 16
+
+
 def draft_limit(sampling: object) -> int | None:
-    """Helios's RequestSpec.max_drafts for a request: a grammar-constrained one verifies no
-    drafts (its masks are computed on the host one token at a time), so Helios never plans
-    it wider than one row; others are unrestricted."""
+    """Helios's RequestSpec.max_drafts for a request at admission: a grammar-constrained
+    one verifies only the drafts its grammar forces, which the runtime reports after each
+    of its frames (runtime.grammar_drafts); none before its first token. Others are
+    unrestricted."""
     return 0 if getattr(sampling, "grammar", None) is not None else None
 
 
@@ -272,6 +280,7 @@ class GrammarState:
         self.is_gated = bool(grammar.gate)  # still before the gate: nothing constrained
         self._recent: list[int] = []  # the last len(gate) tokens while gated
         self._after_ed = False  # the last token ended in the lead byte 0xED
+        self._forced: tuple[int, ...] | None = None  # forced_drafts' answer, until accept
         for token in history:
             self.accept(token)
 
@@ -299,8 +308,44 @@ class GrammarState:
         if self._after_ed and self.grammar.after_ed is not None:
             bitmask[row] &= self.grammar.after_ed
 
+    def forced_drafts(self) -> tuple[int, ...]:
+        """The tokens the grammar forces after the last accepted one (xgrammar's jump-forward
+        tokens: the forced bytes in the vocabulary's longest tokens), at most MAX_PROPOSAL;
+        () while gated or once ended. Drafts, not outputs: the model may spell the forced
+        text with other tokens, and verification keeps only what it samples."""
+        if self._forced is None:
+            free = self.is_gated or self.is_terminated or self.is_broken
+            forced = () if free else self.matcher.find_jump_forward_tokens()
+            self._forced = tuple(int(t) for t in forced[:MAX_PROPOSAL])
+        return self._forced
+
+    def fill_positions(self, masks: torch.Tensor, drafts: Sequence[int]) -> int:
+        """Write the mask of each verification position into ``masks`` ([W, words] int32 on
+        the host): row 0 for the token after the last accepted one, row j after drafts
+        1..j as well; returns how many drafts (at most W - 1) the masks admit, the walk
+        stopping before the first they forbid. The matcher is rolled back: the state is
+        as before the call."""
+        self.fill(masks, 0)
+        saved = (self.is_gated, self._recent, self._after_ed, self.is_broken, self._forced)
+        num_kept = num_steps = 0  # drafts walked; tokens the xgrammar matcher accepted
+        for token in drafts[: masks.shape[0] - 1]:
+            word, bit = divmod(int(token), 32)
+            if word >= masks.shape[1] or not (int(masks[num_kept, word]) >> bit) & 1:
+                break
+            steps = not self.is_gated and not self.is_terminated
+            if not self.accept(token):
+                break
+            num_steps += steps
+            num_kept += 1
+            self.fill(masks, num_kept)
+        if num_steps:
+            self.matcher.rollback(num_steps)
+        self.is_gated, self._recent, self._after_ed, self.is_broken, self._forced = saved
+        return num_kept
+
     def accept(self, token: int) -> bool:
         """Advance by one emitted token; False when the grammar forbids it."""
+        self._forced = None
         if self.is_gated:
             gate = self.grammar.gate
             self._recent = [*self._recent, int(token)][-len(gate) :]

@@ -63,7 +63,8 @@ class SamplingParams:
     # restores a retained prefix: a restored prefix has no hidden states to score.
     prompt_logprobs: int | None = None
     # Structured outputs: the compiled grammar every output token must follow (None: free
-    # text). Its rows are masked on the device and verify no drafts (runtime/grammar.py).
+    # text). Its rows are masked on the device and verify only the drafts its grammar
+    # forces, each position under its own mask (runtime/grammar.py).
     grammar: RequestGrammar | None = None
 
     def __post_init__(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from helios_helpers import Driver, prefill, request, scheduler, spec
 
-from ignition.helios import LaneRole, SchedulerError
+from ignition.helios import Fence, LaneRole, SchedulerError
 from ignition.helios.config import SpeculationMode
 
 SHAPES = [prefill(64), spec(4, 1), spec(4, 2), spec(4, 4)]
@@ -68,3 +68,29 @@ def test_device_allocated_rounds_give_a_request_without_drafts_one_row():
         if limited is not None:
             assert limited.query_length == 1 and limited.max_advance_tokens <= 1
     assert any(lane.query_length > 1 for lane in plan.lanes)
+
+
+def test_a_request_whose_drafts_the_runtime_reports_is_planned_by_the_latest_count():
+    """A grammar-constrained request verifies the drafts its grammar forces: the runtime
+    reports their count after each frame (limit_drafts) and Helios plans by it."""
+    s, handles, driver = _decoding([None, None, 0])
+    assert _rows(driver.step(accepted=3), handles)[2] in (None, 1)
+    s.limit_drafts(handles[2], 3)
+    plan = driver.step(accepted=3)
+    assert _rows(plan, handles)[2] == min(4, plan.descriptor.token_capacity) > 1
+    s.limit_drafts(handles[2], 0)
+    assert _rows(driver.step(accepted=3), handles)[2] in (None, 1)
+
+
+def test_a_frame_serving_a_grammar_request_needs_completion_feedback():
+    """The host computes its masks and drafts from every token before them (the seed's
+    grammar rule): nothing is queued behind its frame."""
+    s = scheduler(SHAPES, mode=SpeculationMode.FIXED)
+    handle = s.admit(request(16, 400, acceptance_prior=CONFIDENT, grammar=True))
+    driver = Driver(s)
+    while not s.requests[handle].is_decoder:
+        driver.step()
+    plan = s.plan()
+    s.commit(plan, Fence(driver.fence + 1))
+    assert "completion feedback" in s.queue.why_closed()
+    assert s.plan() is None

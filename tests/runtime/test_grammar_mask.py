@@ -1,5 +1,6 @@
 """The grammar mask as a sampling input: its bit layout, the rows it touches, and the
-speculative round's rule that a constrained row verifies no drafts."""
+speculative round's rules: a constrained row verifies only supplied drafts, each
+verification position under its own mask, and none without them."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from ignition.runtime.grammar import (
 )
 from tests.model.conftest import new_state
 from tests.model.helpers import greedy_generate, prefill
-from tests.runtime.structured import MODEL_VOCAB, compiler, tokenizer
+from tests.runtime.structured import MODEL_VOCAB, SCHEMA, compiler, tokenizer
 from tests.runtime.tiny import EOS
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")
@@ -215,3 +216,139 @@ def test_no_grammar_lets_a_utf8_encoded_surrogate_through():
     assert not bool(allowed[byte_id[0xA0]]) and not bool(allowed[byte_id[0xBF]])
     assert state.accept(byte_id[0x80])  # U+D000 ... continues as UTF-8
     assert bool(_allowed(state)[byte_id[0x80]])
+
+
+def _single_token_masked(model, state, pending, masks, params):
+    """Masked single-token decoding: one round per position, no drafts, mask j at step j."""
+    tokens = []
+    for mask in masks:
+        step = replace(params, token_mask=mask[None], is_masked=torch.ones(1, dtype=torch.bool))
+        inputs = RoundInputs(
+            pending_tokens=torch.tensor([pending]),
+            slot_ids=torch.tensor([0], dtype=torch.int32),
+            query_lens=torch.tensor([1], dtype=torch.int32),
+        )
+        out = speculative_round(model, state, inputs, RoundCapacity(1, 0, 1, 1), step, False)
+        pending = int(out.output_tokens[0, 0])
+        tokens.append(pending)
+    return tokens
+
+
+def _per_position_round(model, state, pending, drafts, masks, params):
+    """One round verifying ``drafts`` (supplied) with mask j at verification position j."""
+    width = masks.shape[0]
+    inputs = RoundInputs(
+        pending_tokens=torch.tensor([pending]),
+        slot_ids=torch.tensor([0], dtype=torch.int32),
+        query_lens=torch.tensor([width], dtype=torch.int32),
+        supplied_drafts=torch.tensor([drafts]),
+        position_masks=masks[None],
+    )
+    masked = replace(params, token_mask=masks[None, 0], is_masked=torch.ones(1, dtype=torch.bool))
+    capacity = RoundCapacity(1, width - 1, width, width)
+    return speculative_round(model, state, inputs, capacity, masked, False)
+
+
+SAMPLINGS = {
+    "greedy": lambda: SamplingParams.greedy(1),
+    "sampled": lambda: SamplingParams.build([1.0], top_k=[50], seed=[11]),
+}
+
+
+@pytest.mark.parametrize("sampling", list(SAMPLINGS))
+def test_each_verification_position_samples_under_its_own_mask(model, sampling):
+    """Supplied drafts equal to masked single-token decoding are all accepted and the bonus
+    token follows mask 3: the round emits exactly what the single-token loop emits."""
+    config = model.config
+    base = new_state(config)
+    first = prefill(model, base, 0, PROMPT)
+    masks = random_bitmask(4, config.vocab_size, seed=5)
+    params = SAMPLINGS[sampling]()
+    expected = _single_token_masked(model, base.clone(), first, masks, params)
+    out = _per_position_round(model, base.clone(), first, expected[:3], masks, params)
+    assert out.output_tokens[0].tolist() == expected
+    # the test has power: under position 0's mask alone, later positions sample otherwise
+    only_first = masks.clone()
+    only_first[1:] = -1
+    assert _single_token_masked(model, base.clone(), first, only_first, params) != expected
+
+
+@pytest.mark.parametrize("sampling", list(SAMPLINGS))
+def test_a_rejected_draft_is_replaced_by_the_masked_sample_at_its_position(model, sampling):
+    config = model.config
+    base = new_state(config)
+    first = prefill(model, base, 0, PROMPT)
+    masks = random_bitmask(4, config.vocab_size, seed=6)
+    params = SAMPLINGS[sampling]()
+    expected = _single_token_masked(model, base.clone(), first, masks, params)
+    wrong = next(t for t in range(config.vocab_size) if t != expected[1])
+    drafts = [expected[0], wrong, expected[2]]
+    out = _per_position_round(model, base.clone(), first, drafts, masks, params)
+    assert out.output_tokens[0].tolist() == [*expected[:2], -1, -1]
+
+
+def test_a_masked_row_without_supplied_drafts_still_verifies_none(model):
+    """Its drafts would be the MTP head's, which the host never masked: width 1."""
+    config = model.config
+    base = new_state(config)
+    first = prefill(model, base, 0, PROMPT)
+    masks = torch.full((4, mask_words(config.vocab_size)), -1, dtype=torch.int32)
+    out = _per_position_round(
+        model, base.clone(), first, [-1, -1, -1], masks, SAMPLINGS["greedy"]()
+    )
+    reference = greedy_generate(model, new_state(config), 0, PROMPT, 2)
+    assert out.output_tokens[0].tolist() == [reference[1], -1, -1, -1]
+
+
+def test_supplied_drafts_end_at_the_first_minus_one(model):
+    config = model.config
+    base = new_state(config)
+    first = prefill(model, base, 0, PROMPT)
+    reference = greedy_generate(model, new_state(config), 0, PROMPT, 5)
+    inputs = RoundInputs(
+        pending_tokens=torch.tensor([first]),
+        slot_ids=torch.tensor([0], dtype=torch.int32),
+        query_lens=torch.tensor([4], dtype=torch.int32),
+        supplied_drafts=torch.tensor([[reference[1], -1, reference[3]]]),
+    )
+    out = speculative_round(
+        model, base.clone(), inputs, RoundCapacity(1, 3, 4, 4), SamplingParams.greedy(1), True
+    )
+    assert int(out.query_lens[0]) == 2
+    assert out.output_tokens[0].tolist() == [reference[1], reference[2], -1, -1]
+
+
+def test_walking_the_drafts_writes_each_positions_mask_and_leaves_the_matcher_as_it_was():
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}})
+    state = GrammarState(compiler().compile(GrammarSpec("json_schema", schema, "f")))
+    drafts = tokenizer().encode('{"a": 12', add_special_tokens=False).ids
+    words = mask_words(MODEL_VOCAB)
+    walked = torch.zeros(len(drafts) + 1, words, dtype=torch.int32)
+    assert state.fill_positions(walked, drafts) == len(drafts)
+    before = torch.zeros(1, words, dtype=torch.int32)
+    state.fill(before, 0)
+    assert torch.equal(before[0], walked[0])  # rolled back
+    stepwise = GrammarState(compiler().compile(GrammarSpec("json_schema", schema, "f")))
+    for j, token in enumerate(drafts):
+        expected = torch.zeros(1, words, dtype=torch.int32)
+        stepwise.fill(expected, 0)
+        assert torch.equal(expected[0], walked[j]), j
+        assert stepwise.accept(token)
+
+
+def test_the_walk_stops_before_the_first_draft_the_grammar_forbids():
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}})
+    state = GrammarState(compiler().compile(GrammarSpec("json_schema", schema, "f")))
+    good = tokenizer().encode('{"a": 1', add_special_tokens=False).ids
+    bad = tokenizer().encode("x", add_special_tokens=False).ids
+    masks = torch.zeros(len(good) + 3, mask_words(MODEL_VOCAB), dtype=torch.int32)
+    assert state.fill_positions(masks, [*good, *bad, *good]) == len(good)
+    assert not state.is_broken
+    assert all(state.accept(t) for t in good)
+
+
+def test_a_schema_forces_its_first_key_as_drafts():
+    state = GrammarState(compiler().compile(GrammarSpec("json_schema", json.dumps(SCHEMA), "f")))
+    forced = state.forced_drafts()
+    assert tokenizer().decode(list(forced)).startswith('{"name"')
+    assert all(state.accept(t) for t in forced)

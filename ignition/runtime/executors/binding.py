@@ -21,6 +21,7 @@ from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.executors.history import bind_begin
 from ignition.runtime.executors.images import bind_images, request_vision
 from ignition.runtime.grammar import GrammarState
+from ignition.runtime.grammar_drafts import proposal
 
 if TYPE_CHECKING:
     from ignition.runtime.engine import LiveRequest
@@ -128,21 +129,34 @@ def bind_row(
 
 
 def bind_grammar(
-    program: Program, frame: HostFrame, row: int, live: LiveRequest
+    program: Program, frame: HostFrame, row: int, lane: LaneWork, live: LiveRequest
 ) -> GrammarState | None:
-    """Stage a constrained row's grammar bitmask for the position this frame samples
-    (model.grammar_mask); returns its matcher, which the frame's tokens then advance."""
+    """Stage a constrained row's grammar bitmasks (model.grammar_mask): in a round program,
+    a decode lane's drafts (runtime.grammar_drafts) with the mask of every verification
+    position; otherwise the mask of the one position the frame samples. Returns its
+    matcher, which the frame's tokens then advance."""
     grammar = live.request.sampling.grammar
     if grammar is None:
         return None
-    mask = program.inputs.sampling.token_mask
+    inputs = program.inputs
+    mask = inputs.sampling.token_mask
     if mask is None:
         raise WorkerError(f"{program.descriptor.name}: a grammar, and no grammar mask input")
     if live.grammar is None:
         live.grammar = GrammarState(grammar, live.output_ids)
-    rows, words = mask.shape
+    round_inputs = inputs.round if isinstance(inputs, RoundProgramInputs) else None
+    positions = None if round_inputs is None else round_inputs.position_masks
+    rows, width, words = (mask.shape[0], 1, mask.shape[1]) if positions is None else positions.shape
     frame["is_masked"][row] = True
-    table = frame.host["token_mask"][: rows * words].view(rows, words)
-    live.grammar.fill(table, row)
-    frame.write_gated("token_mask", (row + 1) * words)
+    table = frame.host["token_mask"][: rows * width * words].view(rows, width, words)
+    drafts: tuple[int, ...] = ()
+    supplied = None if round_inputs is None else round_inputs.supplied_drafts
+    if supplied is not None and lane.role is LaneRole.DECODE:
+        depth = supplied.shape[1]
+        drafts = proposal(live, min(depth, lane.query_length - 1))
+    num_kept = live.grammar.fill_positions(table[row], drafts)
+    frame.write_gated("token_mask", (row + 1) * width * words)
+    if num_kept:
+        start = row * supplied.shape[1]
+        frame["supplied_drafts"][start : start + num_kept] = drafts[:num_kept]
     return live.grammar

@@ -76,7 +76,7 @@ class ProgramExecutor:
             offset += bind_row(context, program, frame, row, offset, lane, request)
             eos.append(terminal_ids(request.request.sampling, context.eos_token_ids))
             num_logprobs.append(request.request.sampling.logprobs)
-            grammars.append(bind_grammar(program, frame, row, request))
+            grammars.append(bind_grammar(program, frame, row, lane, request))
         program.upload(frame)
         if context.before_run is not None:
             context.before_run(fence)
