@@ -194,6 +194,12 @@ class _Walk:
                     s.preempt(r.handle)
             except SchedulerError:
                 pass  # not cancellable or preemptible now; the walk goes on
+        if rng.random() < 0.05 and s.requests:  # a grammar row's supplied drafts change
+            r = rng.choice(list(s.requests.values()))
+            try:
+                s.limit_drafts(r.handle, rng.choice([None, 0, 1, 3]))
+            except SchedulerError:
+                pass  # a finished request's slot is gone; the walk goes on
         for ledger in (s.refresh, s.learning):
             if rng.random() < 0.15 and not ledger.is_open:
                 ledger.balance = ledger.cap_ns * ledger.denominator  # full exploration credit
