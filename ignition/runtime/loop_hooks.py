@@ -55,10 +55,10 @@ class LoopHook:
         """A frame completed in Helios (``ok``) or failed (device time 0)."""
 
     def after_complete(self, plan: ScheduledPlan, loop: Loop) -> None:
-        """Helios accepted a frame's completion, before its tokens are published: the moment
-        a state copy Helios waited on is done, so a request Helios now holds (a vision
-        window's boundary snapshot) moves on to its next generation before anything else
-        reads the table."""
+        """Helios accepted a frame's completion; its tokens are not yet published. A request
+        whose generation Helios now holds (its vision window's boundary snapshot completed)
+        moves to its next generation here, before publication and the next plan read the
+        table; ``loop`` lends the scheduler, worker and table the move needs."""
 
     def before_publish(self, live: LiveRequest) -> None:
         """A request is about to publish a completed frame's tokens."""
