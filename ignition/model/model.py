@@ -38,6 +38,7 @@ from ignition.model.packing import (
     PackedMeta,
     gather_rows,
     multimodal_rope,
+    take_positions,
 )
 from ignition.model.state import ModelState
 from ignition.model.target_output import TargetOutput
@@ -194,8 +195,12 @@ class HybridModel(nn.Module):
         row_index = torch.arange(commit_lens.shape[0], device=commit_lens.device)
         prompt_row = meta.prompt_state_row
         for g, update in enumerate(out.gdn_updates):
-            state.gdn_state[g, decode_rows] = update.decode_states[row_index, position]
-            state.conv_window[g, decode_rows] = update.decode_windows[row_index, position]
+            state.gdn_state[g, decode_rows] = take_positions(
+                update.decode_states, row_index, position
+            )
+            state.conv_window[g, decode_rows] = take_positions(
+                update.decode_windows, row_index, position
+            )
             state.gdn_state[g, prompt_row] = update.prompt_state
             state.conv_window[g, prompt_row] = update.prompt_window
         for p, update in enumerate(out.ple_updates):

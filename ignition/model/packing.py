@@ -259,6 +259,20 @@ def gather_rows(x: Tensor, index: Tensor) -> Tensor:
     return padded[index]
 
 
+def take_rows(x: Tensor, rows: Tensor) -> Tensor:
+    """``x[rows]`` for a 1-D ``rows`` of rows of ``x`` (a state's slot rows). The same copy
+    through ``index_select``: on CPU, advanced indexing copies a large row (a GDN state, a KV
+    page) several times slower, and the decode step gathers one per layer."""
+    return x.index_select(0, rows)
+
+
+def take_positions(x: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
+    """``x[rows, positions]`` for 1-D ``rows`` and ``positions`` of one length, through
+    :func:`take_rows` over the first two dimensions flattened (the same copies)."""
+    flat = x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+    return take_rows(flat, rows * x.shape[1] + positions)
+
+
 def scatter_rows(padded_out: Tensor, index: Tensor, values: Tensor) -> None:
     """padded_out[index] = values; padded_out has one extra row that absorbs the sentinel."""
     flat_index = index.reshape(-1)

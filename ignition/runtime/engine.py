@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from ignition.helios import (
     CompletionReport,
     Fence,
+    GeneratedToken,
     RequestHandle,
     ResourceShortage,
     ScheduledPlan,
@@ -41,7 +42,7 @@ from ignition.runtime.inbox import Inbox
 from ignition.runtime.lifecycle import Lifecycle
 from ignition.runtime.loop_hooks import FaultHook, FrameListeners, LoopHooks
 from ignition.runtime.preemption import Preemption
-from ignition.runtime.publication import Publisher
+from ignition.runtime.publication import HeldFinishes, Publisher
 from ignition.runtime.request_table import LiveRequest, RequestTable, Sink
 from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.retention_engine import RetentionHooks
@@ -92,9 +93,9 @@ class Engine:
         self.lifecycle = Lifecycle(self.table, scheduler, self.retention, self.stats, clock_ns)
         self.preemption = Preemption(self.lifecycle)
         self._listeners = FrameListeners()
-        self.hooks = LoopHooks(
-            [self.retention, self.vision_windows, self.preemption, self._listeners]
-        )
+        held = HeldFinishes(self.lifecycle)
+        hooks = [self.retention, self.vision_windows, self.preemption, held, self._listeners]
+        self.hooks = LoopHooks(hooks)
         self.publisher = Publisher(self.lifecycle, self.hooks)
         self.failures = FrameFailures(self.lifecycle, self.preemption, self.hooks)
         self.admissions = Admissions(
@@ -189,13 +190,23 @@ class Engine:
     def _complete_oldest(self) -> None:
         """Wait for the oldest frame, complete it in Helios, publish what became visible."""
         frame = self._inflight.popleft()
+        result = self._wait(frame)
+        tokens = self._complete(frame, result) if result is not None else None
+        if result is not None and tokens is not None:
+            self._publish(frame, result, tokens)
+
+    def _wait(self, frame: _Inflight) -> FrameResult | None:
+        """The frame's result; None: it failed, and its requests are settled."""
         try:
-            result = self.worker.wait(frame.pending)
+            return self.worker.wait(frame.pending)
         except Exception as err:
             if isinstance(err, FatalWorkerError):
                 raise
             self.failures.fail_frame(frame.fence, frame.plan, err)
-            return
+            return None
+
+    def _complete(self, frame: _Inflight, result: FrameResult) -> list[GeneratedToken] | None:
+        """Helios's tokens for the frame; None: it refused the records (and changed nothing)."""
         self.scheduler.advance_to(self.lifecycle.now_ns())
         self.failures.fail_rows(result.failed)
         report = CompletionReport(result.records, result.timing, result.sidecar, result.survival)
@@ -203,25 +214,24 @@ class Engine:
             tokens = self.scheduler.complete(frame.fence, report)
         except SchedulerError as err:  # malformed records: Helios changed nothing
             self.failures.fail_frame(frame.fence, frame.plan, err)
-            return
-        plan, live = frame.plan, self.table.live
+            return None
+        plan, device_ns = frame.plan, result.timing.device_ns
         self.stats.record_execution(
-            plan.descriptor.kind.value, result.timing.device_ns, plan.execution_class.value
+            plan.descriptor.kind.value, device_ns, plan.execution_class.value
         )
         for after_frame in self.hooks.after_frame:
-            after_frame(plan, live, result.timing.device_ns, True)
-        for request in self.vision_windows.held_after(plan, live, self.scheduler):
-            self._next_window(request)
+            after_frame(plan, self.table.live, device_ns, True)
+        for after_complete in self.hooks.after_complete:
+            after_complete(plan, self)
+        return tokens
+
+    def _publish(self, frame: _Inflight, result: FrameResult, tokens: list[GeneratedToken]) -> None:
         self.publisher.record_frame(result)
         self.publisher.publish(frame.fence, tokens, result.records, result.logprobs)
-        for handle in self.retention.retired(plan, live):
-            request = live[handle]
-            if request.preempting:
-                self.preemption.retired(request)
-            elif not request.is_done and request.pending_finish is not None:
-                self.lifecycle.finish(request, request.pending_finish, notify_scheduler=False)
+        for after_publish in self.hooks.after_publish:
+            after_publish(frame.plan, self.table.live)
         for on_frame in self.hooks.on_frame:
-            on_frame(plan, result)
+            on_frame(frame.plan, result)
 
     def _await_grammar_feedback(self, plan: ScheduledPlan) -> None:
         """Complete the frames in flight that hold a constrained request of ``plan`` before
@@ -255,16 +265,6 @@ class Engine:
             if self.lifecycle.abort(request_id):  # it was waiting: forget its arrival
                 self.inbox.forget(request_id)
         return bool(arrivals or cancels)
-
-    def _next_window(self, live: LiveRequest) -> None:
-        """Rebind a request held at its window boundary to a fresh generation, which
-        restores the boundary from the private row (runtime/window_engine.py)."""
-        old = live.handle
-        self.scheduler.cancel(old)  # idle: its slot and pages are released now
-        self.worker.release(old)
-        handle = self.scheduler.admit(self.vision_windows.next_spec(live))
-        self.worker.carry_history(old, handle)  # penalties see every window's tokens
-        self.table.rebind(live, handle)
 
     def _reap(self) -> None:
         """Free worker state of finished requests once no submitted frame uses them."""

@@ -4,14 +4,22 @@ Each ends a request the same way (the table's ``finish``, Helios told or not, re
 settled, the phase histograms and the final chunk) and continues one the same way (a new
 handle, the output so far replayed as prompt). They live here, not on the engine, so the
 three meet one public collaborator instead of each other's private methods.
+:func:`retired_in` names the requests a frame's terminal snapshot completed for, which the
+loop's ``after_publish`` hooks (preemption, publication's held finishes) settle.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 
-from ignition.helios import RequestHandle, SchedulerError, SchedulerProtocol
+from ignition.helios import (
+    LaneRole,
+    RequestHandle,
+    ScheduledPlan,
+    SchedulerError,
+    SchedulerProtocol,
+)
 from ignition.runtime.request_table import LiveRequest, RequestTable, Sink
 from ignition.runtime.requests import StreamChunk
 from ignition.runtime.retention_engine import RetentionHooks
@@ -26,6 +34,15 @@ def deliver(sink: Sink, chunk: StreamChunk) -> None:
         sink(chunk)
     except Exception as err:
         log.warning("dropped a chunk for a closed stream: %s: %s", type(err).__name__, err)
+
+
+def retired_in(
+    plan: ScheduledPlan, live: Mapping[RequestHandle, LiveRequest]
+) -> Iterator[LiveRequest]:
+    """The live requests whose terminal snapshot ``plan`` just completed."""
+    for lane in plan.lanes:
+        if lane.role is LaneRole.TERMINAL and lane.handle in live:
+            yield live[lane.handle]
 
 
 class Lifecycle:

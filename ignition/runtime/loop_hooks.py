@@ -2,21 +2,39 @@
 listeners meet the engine loop.
 
 ``Engine.step`` is plan -> commit -> launch -> wait -> complete -> publish; what else
-happens in a turn happens at one of these points, in the order the hooks were given.
+happens in a turn happens at one of these points, in the order the hooks were given:
+
+    on_step -> [plan, commit] -> on_shortage | before_launch -> [launch, wait, complete]
+    -> after_frame -> after_complete -> [publish: before_publish per request]
+    -> after_publish -> on_frame ... on_reap
+
 Each hook subclasses :class:`LoopHook` and overrides only the points it needs;
 :class:`LoopHooks` keeps, per point, only the hooks that override it, so the loop pays
-nothing for the others.
+nothing for the others. A hook holds the collaborators it was built with; the one point
+that moves a request to another Helios generation is handed the :class:`Loop` instead,
+read at the call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
-from ignition.helios import RequestHandle, ScheduledPlan
-from ignition.runtime.frames import FrameResult
-from ignition.runtime.request_table import LiveRequest
+from ignition.helios import RequestHandle, ScheduledPlan, SchedulerProtocol
+from ignition.runtime.frames import FrameResult, Worker
+from ignition.runtime.request_table import LiveRequest, RequestTable
 
 Live = Mapping[RequestHandle, LiveRequest]
+
+
+class Loop(Protocol):
+    """What the engine lends a hook that moves a request between Helios generations: its
+    scheduler, worker and request table as they are at the call (fault injection wraps the
+    worker after assembly; the wrapped one is the one used)."""
+
+    scheduler: SchedulerProtocol
+    worker: Worker
+    table: RequestTable
 
 
 class LoopHook:
@@ -36,8 +54,20 @@ class LoopHook:
     def after_frame(self, plan: ScheduledPlan, live: Live, device_ns: int, ok: bool) -> None:
         """A frame completed in Helios (``ok``) or failed (device time 0)."""
 
+    def after_complete(self, plan: ScheduledPlan, loop: Loop) -> None:
+        """Helios accepted a frame's completion; its tokens are not yet published. A request
+        whose generation Helios now holds (its vision window's boundary snapshot completed)
+        moves to its next generation here, before publication and the next plan read the
+        table; ``loop`` lends the scheduler, worker and table the move needs."""
+
     def before_publish(self, live: LiveRequest) -> None:
         """A request is about to publish a completed frame's tokens."""
+
+    def after_publish(self, plan: ScheduledPlan, live: Live) -> None:
+        """A completed frame's tokens were published: what waited for a terminal snapshot
+        of this frame goes on (a finish held so the cache publication precedes the client's
+        next turn, a preempted request that may now resume). After publication, so a final
+        chunk follows every token the frame delivered."""
 
     def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
         """After a frame completed and published: observers (timing, tests)."""
@@ -52,7 +82,9 @@ POINTS = (
     "on_shortage",
     "before_launch",
     "after_frame",
+    "after_complete",
     "before_publish",
+    "after_publish",
     "on_frame",
     "on_reap",
 )
@@ -68,7 +100,9 @@ class LoopHooks:
         self.on_shortage: list[Callable[[ScheduledPlan], bool]] = []
         self.before_launch: list[Callable[[ScheduledPlan, Live], None]] = []
         self.after_frame: list[Callable[[ScheduledPlan, Live, int, bool], None]] = []
+        self.after_complete: list[Callable[[ScheduledPlan, Loop], None]] = []
         self.before_publish: list[Callable[[LiveRequest], None]] = []
+        self.after_publish: list[Callable[[ScheduledPlan, Live], None]] = []
         self.on_frame: list[Callable[[ScheduledPlan, FrameResult], None]] = []
         self.on_reap: list[Callable[[LiveRequest, bool], None]] = []
         self._index()

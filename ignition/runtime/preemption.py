@@ -32,16 +32,16 @@ from __future__ import annotations
 import logging
 
 from ignition.helios import ScheduledPlan
-from ignition.runtime.lifecycle import Lifecycle
-from ignition.runtime.loop_hooks import LoopHook
+from ignition.runtime.lifecycle import Lifecycle, retired_in
+from ignition.runtime.loop_hooks import Live, LoopHook
 from ignition.runtime.request_table import LiveRequest, RequestState
 
 log = logging.getLogger("ignition.engine")
 
 
 class Preemption(LoopHook):
-    """The loop's ``on_shortage`` point; the engine tells it when a preempted request's
-    snapshot completed (``retired``) or failed (``failed``)."""
+    """The loop's ``on_shortage`` point, and its ``after_publish`` point for a preempted
+    request whose snapshot completed; frame failures tell it when one failed (``failed``)."""
 
     def __init__(self, lifecycle: Lifecycle) -> None:
         self.lifecycle = lifecycle
@@ -97,10 +97,11 @@ class Preemption(LoopHook):
         table.resume(victim)
         return True
 
-    def retired(self, live: LiveRequest) -> None:
-        """The preemption snapshot completed: the request waits to resume."""
-        if live.state is RequestState.PREEMPTED:
-            self.table.resume(live)
+    def after_publish(self, plan: ScheduledPlan, live: Live) -> None:
+        """A preemption snapshot completed in ``plan``: its request waits to resume."""
+        for request in retired_in(plan, live):
+            if request.state is RequestState.PREEMPTED:
+                self.table.resume(request)
 
     def failed(self, live: LiveRequest) -> None:
         """The preemption snapshot's frame failed: resume by recomputation."""

@@ -11,6 +11,9 @@ scored chunk by chunk as its prompt runs, travel once, on its first chunk.
 :class:`Publisher` is the engine's collaborator for this job: it reads the request table,
 ends requests through the shared :class:`~ignition.runtime.lifecycle.Lifecycle`, and calls
 the loop hooks' ``before_publish`` point (fault injection) for each request it publishes.
+A request whose last token Helios holds for a terminal snapshot keeps its final chunk
+until that snapshot completes (so the cache publication precedes the client's next turn);
+:class:`HeldFinishes`, the loop's ``after_publish`` hook, sends it then.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle
+from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle, ScheduledPlan
 from ignition.runtime.frames import FrameResult
-from ignition.runtime.lifecycle import Lifecycle, deliver
-from ignition.runtime.loop_hooks import LoopHooks
+from ignition.runtime.lifecycle import Lifecycle, deliver, retired_in
+from ignition.runtime.loop_hooks import Live, LoopHook, LoopHooks
 from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import (
     GenerationRequest,
@@ -44,6 +47,21 @@ def check_prompt_scoring(request: GenerationRequest, worker: object) -> None:
         raise RequestError("prompt_logprobs are not supported for prompts with images")
     if getattr(worker, "score_prompt", None) is None:
         raise RequestError("prompt_logprobs are not supported by this engine's worker")
+
+
+class HeldFinishes(LoopHook):
+    """Ends the requests whose finish :class:`Publisher` held for their terminal snapshot
+    (``pending_finish``), once that snapshot's frame completed and published."""
+
+    def __init__(self, lifecycle: Lifecycle) -> None:
+        self.lifecycle = lifecycle
+
+    def after_publish(self, plan: ScheduledPlan, live: Live) -> None:
+        for request in retired_in(plan, live):
+            # A preempted request's snapshot is preemption's (it resumes, not finishes).
+            if request.preempting or request.is_done or request.pending_finish is None:
+                continue
+            self.lifecycle.finish(request, request.pending_finish, notify_scheduler=False)
 
 
 class Publisher:

@@ -12,7 +12,7 @@ precedes the client's next turn) or is retired at once without one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, SchedulerProtocol
@@ -173,12 +173,6 @@ class RetentionHooks(LoopHook):
             if lane.role.is_state_operation:
                 request.state_row = None  # type: ignore[attr-defined]
         self.stats.set_prefix_cache_evictions(self.cache.num_evictions)
-
-    def retired(self, plan: ScheduledPlan, live: Mapping[RequestHandle, object]) -> Iterator:
-        """Handles whose terminal snapshot just completed."""
-        for lane in plan.lanes:
-            if lane.role is LaneRole.TERMINAL and lane.handle in live:
-                yield lane.handle
 
     def hold_for_terminal(self, live, now_ns: int) -> bool:
         """Whether a just-finished request waits for its terminal snapshot."""

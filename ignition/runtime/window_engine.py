@@ -4,9 +4,10 @@ A request whose images need more features than the prepared feature storage hold
 served window by window. At admission it takes one private snapshot row (and waits in
 line while none is free); each window is one Helios generation whose prefill stops
 before the next window's first image, where Helios snapshots the consumed state into
-that row once submitted work has drained. When that snapshot completes the engine
-rebinds the logical request to a fresh generation that restores the row, and the worker
-encodes the next window's images into the feature storage from offset zero.
+that row once submitted work has drained. When that snapshot completes, the loop's
+``after_complete`` point rebinds the logical request to a fresh generation that restores
+the row, and the worker encodes the next window's images into the feature storage from
+offset zero.
 
 Private rows are not the retention cache's: they are the snapshot store's rows after the
 retained-checkpoint ones, never published and never looked up, and they hold exactly one
@@ -30,7 +31,8 @@ from ignition.helios import (
     plan_windows,
     window_spec,
 )
-from ignition.runtime.loop_hooks import LoopHook
+from ignition.runtime.loop_hooks import Live, Loop, LoopHook
+from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import GenerationRequest
 
 
@@ -133,7 +135,21 @@ class VisionWindowHooks(LoopHook):
                 request.state_row = request.window_row
                 request.state_ok = True
 
-    def held_after(self, plan: ScheduledPlan, live: Mapping, scheduler: SchedulerProtocol) -> list:
+    def after_complete(self, plan: ScheduledPlan, loop: Loop) -> None:
+        """A request whose window snapshot ``plan`` completed continues under a fresh
+        generation that restores the boundary from its private row: the old one is idle,
+        so its slot and pages are released now, and sampling penalties carry over."""
+        for live in self._held_after(plan, loop.table.live, loop.scheduler):
+            old = live.handle
+            loop.scheduler.cancel(old)
+            loop.worker.release(old)
+            handle = loop.scheduler.admit(self._next_spec(live))
+            loop.worker.carry_history(old, handle)
+            loop.table.rebind(live, handle)
+
+    def _held_after(
+        self, plan: ScheduledPlan, live: Live, scheduler: SchedulerProtocol
+    ) -> list[LiveRequest]:
         """Live requests whose window snapshot just completed (ready to rebind)."""
         out = []
         for lane in plan.lanes:
@@ -145,10 +161,11 @@ class VisionWindowHooks(LoopHook):
                 out.append(request)
         return out
 
-    def next_spec(self, request) -> RequestSpec:
+    def _next_spec(self, request: LiveRequest) -> RequestSpec:
         """The spec of the request's next window's generation (advances its index)."""
         request.window_index += 1
         window = request.windows[request.window_index]
+        assert request.base_spec is not None  # set at admission for a windowed request
         spec = window_spec(request.base_spec, request.windows, request.window_index)
         return self._with_vision(spec, request.request, window)
 

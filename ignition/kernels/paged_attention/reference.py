@@ -22,8 +22,10 @@ def _gather_keys(
     """[len(rows), num_pages * page_size, Hkv, Dh] keys (or values) of ``rows`` in order."""
     # Entries past a row's context may be stale or -1; clamp them to a real page, masked later.
     pages = page_table[rows, :num_pages].long().clamp(0, cache.shape[0] - 1)  # [rows, pages]
-    gathered = cache[pages]  # [rows, pages, page_size, Hkv, Dh]
-    return gathered.flatten(1, 2)
+    # cache[pages].flatten(1, 2), through index_select: the same copies, several times
+    # faster on CPU than advanced indexing for rows as large as a KV page.
+    gathered = cache.index_select(0, pages.reshape(-1))  # [rows * pages, page_size, Hkv, Dh]
+    return gathered.view(pages.shape[0], pages.shape[1] * cache.shape[1], *cache.shape[2:])
 
 
 def _attend_rows(

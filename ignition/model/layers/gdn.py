@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from ignition.kernels import ops
 from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import GatedRMSNorm, l2_normalize
-from ignition.model.packing import PackedMeta, gather_rows, scatter_rows
+from ignition.model.packing import PackedMeta, gather_rows, scatter_rows, take_rows
 
 
 @dataclass
@@ -69,8 +69,8 @@ class GatedDeltaNet(nn.Module):
         num_tokens = x.shape[0]
         qkv = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)  # [T, C]
         conv_weight = self.conv1d.weight[:, 0, :]  # [C, K]
-        prompt_window = conv_window[meta.prompt_state_row][0]
-        decode_windows_in = conv_window[meta.state_rows]  # [R, C, K-1]
+        prompt_window = take_rows(conv_window, meta.prompt_state_row)[0]
+        decode_windows_in = take_rows(conv_window, meta.state_rows)  # [R, C, K-1]
 
         mixed = qkv.new_zeros(num_tokens + 1, qkv.shape[1])
         has_prompt_path = meta.capacity.prefill_capacity > 0
@@ -103,7 +103,7 @@ class GatedDeltaNet(nn.Module):
         scale = self.key_dim**-0.5
 
         out = v.new_zeros(num_tokens + 1, self.num_heads, self.value_dim)
-        prompt_state = gdn_state[meta.prompt_state_row][0]
+        prompt_state = take_rows(gdn_state, meta.prompt_state_row)[0]
         if has_prompt_path:
             # Padding tokens gather the zero sentinel row: g = 0 and beta = 0 leave S unchanged.
             o_prompt, prompt_state = ops.chunk_gated_delta_rule(
@@ -114,7 +114,7 @@ class GatedDeltaNet(nn.Module):
             scatter_rows(out, meta.prompt_index, o_prompt)
         o_decode, decode_states = ops.recurrent_gated_delta_rule(
             *(gather_rows(t, meta.decode_index) for t in (q, k, v, g, beta)),
-            gdn_state[meta.state_rows],
+            take_rows(gdn_state, meta.state_rows),
             scale,
         )
         scatter_rows(out, meta.decode_index, o_decode)

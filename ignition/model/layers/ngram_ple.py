@@ -28,7 +28,7 @@ from ignition.kernels import ops
 from ignition.model.config import ModelConfig
 from ignition.model.layers.gated_hyper import GroupedRMSNorm
 from ignition.model.layers.ngram_hash import NgramHash, build_hash, hash_constants, ngram_row_ids
-from ignition.model.packing import PackedMeta, gather_rows, scatter_rows
+from ignition.model.packing import PackedMeta, gather_rows, scatter_rows, take_rows
 
 # (this layer's row ids [T, heads], the frame's packing) -> rows [T, heads, head_dim]
 RowLookup = Callable[[Tensor, PackedMeta], Tensor]
@@ -138,14 +138,14 @@ class NgramPle(nn.Module):
         """SiLU(dilated causal conv) of x [T, C] in the prompt and decode workspaces."""
         weight = dilated_taps(self.conv1d.weight, self.dilation)
         out = x.new_zeros(x.shape[0] + 1, x.shape[1])
-        prompt_window = window[meta.prompt_state_row][0]
+        prompt_window = take_rows(window, meta.prompt_state_row)[0]
         if meta.capacity.prefill_capacity > 0:
             y_prompt, prompt_window = ops.causal_conv1d_prefill(
                 gather_rows(x, meta.prompt_index), weight, None, prompt_window, meta.prompt_len
             )
             scatter_rows(out, meta.prompt_index, y_prompt)
         y_decode, decode_windows = ops.causal_conv1d_update(
-            gather_rows(x, meta.decode_index), weight, None, window[meta.state_rows]
+            gather_rows(x, meta.decode_index), weight, None, take_rows(window, meta.state_rows)
         )
         scatter_rows(out, meta.decode_index, y_decode)
         return out[: x.shape[0]], PleUpdate(prompt_window, decode_windows)
