@@ -350,6 +350,12 @@ def sample(
 
     A row whose distribution is not finite emits :data:`INVALID_TOKEN` instead of whatever
     the argmax of NaN would pick (a branch-free select, so it stays capture-safe)."""
+    if skips_paths(logits) and not runs_every_path(params.temperature > 0):
+        # Every row greedy, on CPU: a one-hot row's race is its argmax, so the
+        # vocabulary-wide noise and division change nothing (a row with a NaN logit
+        # has no answer, as target_distribution's one-hot says).
+        tokens = logits.argmax(-1)
+        return torch.where(logits.isnan().any(-1), INVALID_TOKEN, tokens)
     probs = target_distribution(logits, params)
     noise = exponential_noise(params.seed, stream, positions, logits.shape[-1])
     is_valid = finite_rows(probs)

@@ -210,6 +210,24 @@ def test_cpu_sampling_skipping_unused_paths_matches_running_every_path_bit_for_b
     assert counts[0] == 1 and counts[2:5] == [40, 1000, 6000]
 
 
+def test_an_all_greedy_batch_samples_on_cpu_the_tokens_every_path_gives(monkeypatch):
+    """Issue 30: on CPU a batch whose every row is greedy skips the exponential race (its
+    noise costs a hash and a log per vocabulary entry); the tokens, the invalid token of
+    a row with a NaN logit and the argmax of a row with +inf are those of the race over
+    every path."""
+    logits = _logits(4)
+    logits[1, 7] = float("inf")
+    logits[2, 3] = float("nan")
+    logits[3] = logits[3].round()  # ties: the first index wins either way
+    params = SamplingParams.build([0.0] * 4, seed=[5, 6, 7, 8])
+    positions = torch.arange(4) + 10
+    skipping = sample(logits, params, positions)
+    monkeypatch.setattr(sampling, "SKIP_UNUSED_PATHS", False)
+    every_path = sample(logits, params, positions)
+    assert torch.equal(skipping, every_path)
+    assert skipping.tolist()[1:3] == [7, sampling.INVALID_TOKEN]
+
+
 def test_an_all_greedy_batch_on_cpu_is_the_argmax_one_hot():
     logits = _logits(3)
     probs = target_distribution(logits, SamplingParams.greedy(3))
