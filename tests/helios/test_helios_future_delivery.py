@@ -18,8 +18,16 @@ from helios_helpers import MS, decode, prefill
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import PolicyConfig
+from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel
-from ignition.helios.decide.policy import Population
+from ignition.helios.decide.policy import (
+    CatalogIndex,
+    Population,
+    active_descriptors,
+    all_candidates,
+    build_tables,
+    select,
+)
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.decide.utility import Decision, LaneView
@@ -53,16 +61,30 @@ def _chained_decoder(sigma_ms: float | None = FAMILY_SIGMA_MS) -> LaneView:
     )
 
 
-def _restore_score(view: LaneView, costs_ms: dict[Descriptor, float] = COSTS_MS) -> float:
-    """The restore candidate's score in a decision holding only ``view``."""
+INFERENCE = (prefill(64), decode(1), decode(4))
+
+
+def _model(costs_ms: dict[Descriptor, float]) -> CostModel:
     model = CostModel(100 * MS)
     for d, ms in costs_ms.items():
         model.seed(d, round(ms * MS), NOW_NS)
-    decision = Decision(age_price=AGE_PRICE, num_active_decoders=1, alpha=1.0, log_scale=0.0)
+    return model
+
+
+def _decision(num_active_decoders: int = 1) -> Decision:
+    return Decision(
+        age_price=AGE_PRICE, num_active_decoders=num_active_decoders, alpha=1.0, log_scale=0.0
+    )
+
+
+def _restore_score(view: LaneView, costs_ms: dict[Descriptor, float] = COSTS_MS) -> float:
+    """The restore candidate's score in a decision holding only ``view``."""
     population = Population(prompts=(), decoders=(), pending=(view,))
-    descriptors = (prefill(64), decode(1), decode(4), RESTORE, VISION)
+    descriptors = (*INFERENCE, RESTORE, VISION)
     policy = PolicyConfig(estimate_ttl_ns=100 * MS)
-    (candidate,) = state_candidates(descriptors, population, model, decision, policy, NOW_NS)
+    (candidate,) = state_candidates(
+        descriptors, population, _model(costs_ms), _decision(), policy, NOW_NS
+    )
     assert candidate.descriptor == RESTORE and candidate.num_lanes == 1
     return candidate.score
 
@@ -118,3 +140,30 @@ def test_the_continuation_of_a_blocked_prompt_row_is_unchanged():
     value = 56 * 1.0 + 1.0 + 1.0  # its 56 remaining tokens and the first output, delivered
     expected = value * t / (t + rest) / t - t / 2 * AGE_PRICE
     assert _restore_score(prompt) == pytest.approx(expected)
+
+
+def test_the_blocked_decoder_restore_goes_before_a_ready_decoder_of_the_same_age():
+    """The decision as the definition takes it: a ready decoder of the same age and family
+    scores (2 + c * 0.5 * (A + 2)) / 2 - c = 3.35 per ms in the 2 ms decode. Under the
+    family interval the blocked decoder's restore would score 0.825; with its own
+    reference of 8 ms it scores 10.95 and goes first."""
+    ready = replace(_chained_decoder(), handle=RequestHandle(1, 0), chained_patches=0)
+    population = Population(prompts=(), decoders=(ready,), pending=(_chained_decoder(),))
+    model, decision = _model(COSTS_MS), _decision(num_active_decoders=2)
+    index = CatalogIndex(INFERENCE)
+    tables = build_tables(index, population, decision, max_depth=0)
+    shapes = active_descriptors(index, population)
+    inference = all_candidates(shapes, tables, model, decision, NOW_NS, SpeculationMode.ADAPTIVE)
+    states = state_candidates(
+        (*INFERENCE, RESTORE, VISION),
+        population,
+        model,
+        decision,
+        PolicyConfig(estimate_ttl_ns=100 * MS),
+        NOW_NS,
+    )
+    best_inference = select(inference)
+    assert best_inference is not None and best_inference.score == pytest.approx(3.35)
+    winner = select(inference + states)
+    assert winner is not None and winner.descriptor == RESTORE
+    assert winner.score == pytest.approx(10.95)
