@@ -8,17 +8,29 @@ is worth 1 * 0.9^2 = 0.81 to the first and 2 * 0.5^2 = 0.5 to the second, so it 
 to the first; with the survivals not raised (0.9 against 1.0) it would go to the second.
 Both tables are checked: the definition's (decide.rounds.LaneTable) and the bounded
 search's (fast.lane_table.LaneTable), which share the ragged allocation
-(decide.rounds.speculative_cohort) but keep their own expected-output tables.
+(decide.rounds.speculative_cohort) but keep their own expected-output tables. The same
+exponent values a blocked decoder's following graph (the prerequisite pair) and the
+optimistic estimate an acceptance probe is scored with.
 """
 
 from __future__ import annotations
 
-import pytest
-from helios_helpers import spec
+from dataclasses import replace
 
+import pytest
+from exploration_helpers import LEARNING, MS, ORDINARY, Runner
+from helios_helpers import decode, prefill, scheduler, spec
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios import PolicyConfig
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide import rounds
+from ignition.helios.decide.cost import CostModel
+from ignition.helios.decide.policy import Population
+from ignition.helios.decide.selector import Exhaustive
 from ignition.helios.decide.service import Prices
+from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory
+from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast import lane_table
 from ignition.helios.types import RequestHandle
@@ -75,3 +87,55 @@ def test_an_unconstrained_cohort_is_worth_its_alpha_raised_survivals(table_type)
     first, second = 1 + 0.9**ALPHA + 0.8**ALPHA, 1 + 2 * 0.5**ALPHA
     assert picks[0].expected_output == pytest.approx(first)
     assert cohort.total_value == pytest.approx(1.0 * first + 2.0 * second)
+
+
+def test_a_decoder_blocked_by_a_capture_is_valued_at_its_alpha_raised_survivals():
+    """The prerequisite pair (a capture at the prompt's end, then spec(B=1, W=3)) values
+    the decoder at the following graph's three rows: V = 1 * (1 + 0.9^2 + 0.8^2), the
+    pair scored V / (T + F) without age or waiting prices."""
+    snapshot, following = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1), spec(1, 3)
+    view = replace(_decoder(0, 1.0, (0.9, 0.8)), capture_ends=(8,))
+    model = CostModel(100 * MS)
+    model.seed(snapshot, 1 * MS, 0)
+    model.seed(following, 4 * MS, 0)
+    decision = Decision(age_price=0.0, num_active_decoders=1, alpha=ALPHA, log_scale=0.0)
+    population = Population(prompts=(), decoders=(), pending=(view,))
+    policy = PolicyConfig(estimate_ttl_ns=100 * MS)
+    (pair,) = state_candidates((following, snapshot), population, model, decision, policy, 0)
+    assert pair.descriptor == snapshot
+    assert pair.score == pytest.approx((1 + 0.9**ALPHA + 0.8**ALPHA) / (1.0 + 4.0))
+
+
+def test_the_optimistic_outputs_raise_each_optimistic_survival_to_alpha():
+    history = PrefixHistory(PopulationPrior(), (0.25, 0.1))
+    optimistic = history.optimistic_survivals(2)
+    assert history.optimistic_outputs(2, ALPHA) == pytest.approx(
+        (0.0, 1.0, 1 + optimistic[0] ** ALPHA, 1 + sum(x**ALPHA for x in optimistic))
+    )
+
+
+def _probe_setup(alpha: float):
+    """Funded learning (design, "Funded acceptance learning"): one decoder whose history
+    says drafts never survive (optimistic estimate 0.865 at both depths), a 10 ms decode
+    and a 24.5 ms width-three speculative graph, full learning credit."""
+    costs = {prefill(64): 1.0, decode(1): 10.0, spec(1, 3): 24.5}
+    s = scheduler(list(costs), costs, policy=PolicyConfig(adaptive_verification_alpha=alpha))
+    Runner(s).decoding(1, acceptance_prior=(0.0, 0.0), output=1000)
+    s.learning.earn(10_000 * MS)
+    return s
+
+
+def test_a_probe_is_scored_with_its_optimistic_survivals_raised_to_alpha():
+    """Under alpha = 0.5 the optimistic rows are worth 0.865^0.5 = 0.93 each, enough for
+    the probe to beat the decode; under alpha = 1 (0.865 each) it is not offered. Both
+    selectors: plan()'s bounded search and the definition."""
+    s = _probe_setup(0.5)
+    (h,) = s.requests
+    optimistic = s.requests[h].acceptance.history("mtp").optimistic_survivals(2)
+    for plan in (s.plan(), s.plan_with(Exhaustive(), record=False)):
+        assert plan.execution_class is LEARNING and plan.descriptor == spec(1, 3)
+        (lane,) = plan.lanes
+        assert lane.expected_output_tokens == pytest.approx(1 + sum(x**0.5 for x in optimistic))
+    s = _probe_setup(1.0)
+    for plan in (s.plan(), s.plan_with(Exhaustive(), record=False)):
+        assert plan.execution_class is ORDINARY and plan.descriptor == decode(1)
