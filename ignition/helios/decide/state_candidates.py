@@ -28,6 +28,13 @@ over T + F + tail), so the bound only lowers scores. Decoders are valued at the
 following graph's real width (following_rows: min(D + 1, W) within an even share of its
 row budget, and the request's own limits), with their expected output at that width.
 
+Longer chains (restore or init, then vision, then inference) rank each row by its
+individual continuation index V * T / (T + F) (_chain_cohort). A decoder blocked behind
+such a chain is valued with its individual future-delivery reference, the time its next
+delivery takes through its remaining stages (future_delivery_ms), in place of its
+family's reference interval: the family's batch-feasible rate is one it cannot have
+before those stages are done.
+
 This module values pairs; state_choice.py values every pair of every state shape, and
 fast/state_search.py only those that could win (best upper bound first,
 fast/pair_bounds.py, skipping what falls clearly below the incumbent).
@@ -212,6 +219,18 @@ class StateTables:
     @property
     def completion(self) -> CompletionTimes:
         return self.shapes.completion
+
+    @property
+    def fastest_generation_ms(self) -> float | None:
+        """The fastest measured decode or speculative shape's duration (None: none is
+        measured): the last stage of a blocked decoder's fastest way to a delivery."""
+        durations = self.shapes.ms
+        found = [
+            m
+            for d, m in zip(self.inference, durations, strict=True)
+            if m is not None and d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE)
+        ]
+        return min(found, default=None)
 
     def terminal_contributions(
         self, rows: Sequence[TerminalView], t_ms: float | None, total_ms: float | None
@@ -413,30 +432,56 @@ def _pair(
         best.consider((position, c), score, lanes, retire, choice.sequence_value, shape.is_known)
 
 
+def chain_vision(tables: StateTables, view: LaneView) -> tuple[bool, float | None]:
+    """A chained row's vision stage: whether some vision program holds its window, and
+    the fastest such program's duration (None while one of them is unmeasured: the
+    stage's duration is then unknown)."""
+    vision = [g for g in tables.vision if view.chained_patches <= g.patch_capacity]
+    known = [m for g in vision if (m := _ms(tables.costs, g)) is not None]
+    return bool(vision), (min(known) if known and len(known) == len(vision) else None)
+
+
+def future_delivery_ms(
+    view: LaneView, tables: StateTables, t_ms: float | None, vision_ms: float | None
+) -> float | None:
+    """The reference interval sigma_i of a multistage-blocked decoder: its individual
+    future-delivery reference (docs/scheduling.md), the time its next delivery takes
+    through its remaining stages, T + V + G: this stage, the fastest vision program
+    holding its window, the fastest measured decode or speculative shape. Where one of
+    them is unknown nothing is invented: the row keeps its family's interval."""
+    generation = tables.fastest_generation_ms
+    if t_ms is None or vision_ms is None or generation is None:
+        return view.sigma_ms
+    return t_ms + vision_ms + generation
+
+
 def _chain_cohort(
     d: Descriptor, tables: StateTables, chained: Sequence[LaneView], t_ms: float | None
 ) -> tuple[float, list[LaneView], float, bool] | None:
     """The first stage of longer chains (restore, then vision, then inference): each row is
     ranked by its individual continuation index V * T / (T + F), F being the rest of its
     chain (the fastest vision program that holds its window, then the following graph it
-    is worth most in); the cohort is the best ``batch_capacity`` rows, scored over T.
-    The last field says whether every duration behind the score is known."""
+    is worth most in); a decoder's age value uses its individual future-delivery
+    reference (future_delivery_ms), not its family's interval. The cohort is the best
+    ``batch_capacity`` rows, scored over T. The last field says whether every duration
+    behind the score is known."""
     costs, decision = tables.costs, tables.decision
     contributions = []
     unknown = []  # whether a row's contribution rests on an unknown duration
     for v in chained:
-        vision = [g for g in tables.vision if v.chained_patches <= g.patch_capacity]
-        known = [m for g in vision if (m := _ms(costs, g)) is not None]
-        v_ms = min(known) if len(known) == len(vision) and known else None
+        has_vision, v_ms = chain_vision(tables, v)
+        own = v
+        if v.is_decoder:
+            own = replace(v, sigma_ms=future_delivery_ms(v, tables, t_ms, v_ms))
         best, best_unknown = 0.0, False
-        for following in tables.inference if vision else ():
+        for following in tables.inference if has_vision else ():
             f_ms = _ms(costs, following)
             rest = None if v_ms is None or f_ms is None else v_ms + f_ms
             if v.is_decoder:
                 if following.kind not in (GraphKind.DECODE, GraphKind.SPECULATIVE):
                     continue
                 span = (t_ms or 0.0) + (rest or 0.0)
-                value = _decoder_value(v, decision, span, following_rows(following))
+                value = _decoder_value(own, decision, span, following_rows(following))
             elif following.kind in (GraphKind.PREFILL, GraphKind.MIXED):
                 value = _prompt_value(v, following)[0]
             else:

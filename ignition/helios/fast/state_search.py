@@ -37,8 +37,10 @@ from ignition.helios.decide.state_candidates import (
     _ms,
     _pair,
     _state_lane,
+    chain_vision,
     decoder_rows,
     following_rows,
+    future_delivery_ms,
 )
 from ignition.helios.decide.state_choice import (
     Best,
@@ -274,7 +276,9 @@ def _chain_bound(
     """An upper bound on the chain cohort's score, None where a duration behind it is
     unknown: a row's continuation contribution V * T / (T + F) is at most its largest
     value over its fastest rest (a decoder's value grows with the span, but V * T / (T + F)
-    is then its intercept's share plus c * sigma * T, largest over the fastest rest)."""
+    is then its intercept's share plus c * sigma * T, largest over the fastest rest;
+    sigma is the decoder's future-delivery reference, which depends on the row and this
+    stage alone, not on the following shape)."""
     durations = tables.shapes.ms
     if any(m is None for m in durations):
         return None
@@ -300,21 +304,19 @@ def _chain_bound(
     decision = tables.decision
     bounds = []
     for v in chained:
-        vision = [
-            _ms(tables.costs, g) for g in tables.vision if v.chained_patches <= g.patch_capacity
-        ]
-        if any(m is None for m in vision):
-            return None
-        if not vision:
+        has_vision, v_ms = chain_vision(tables, v)
+        if not has_vision:
             continue  # no vision program holds the window: the row contributes nothing
-        v_ms = min(m for m in vision if m is not None)
+        if v_ms is None:
+            return None
         prices = v.prices
         if v.is_decoder:
             if not decode_ms or v.remaining_output < 1:
                 continue
             slope = 0.0
-            if v.sigma_ms is not None and decision.age_price != 0:
-                slope = decision.age_price * v.sigma_ms
+            sigma = future_delivery_ms(v, tables, t_ms, v_ms)
+            if sigma is not None and decision.age_price != 0:
+                slope = decision.age_price * sigma
             output = expected_output(v.survivals, decoder_rows(v, widest), decision.alpha)
             intercept = prices.output_token * output + prices.delivery + slope * v.age_ms
             bounds.append(intercept * t_ms / (t_ms + v_ms + min(decode_ms)) + slope * t_ms)
