@@ -98,7 +98,9 @@ def _synthetic(rng: random.Random) -> list[Descriptor]:
 def _scheduler(rng: random.Random, first_delivery: float = 0.0) -> Scheduler:
     ttl = rng.choice([None, 5 * MS, 50 * MS])
     policy = PolicyConfig() if ttl is None else PolicyConfig(estimate_ttl_ns=ttl)
-    policy = replace(policy, first_delivery=first_delivery)
+    # alpha other than 1 half the time: every s ** alpha site of both selectors differs
+    alpha = rng.choice([1.0, 1.0, 0.5, 2.0])
+    policy = replace(policy, first_delivery=first_delivery, adaptive_verification_alpha=alpha)
     resources = Resources(num_request_slots=rng.choice([8, 16, 64]))
     if rng.random() < 0.35:
         cat, mode = runtime_catalog(rng.choice(["off", "fixed", "adaptive"]))
