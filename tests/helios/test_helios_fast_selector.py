@@ -6,6 +6,7 @@ state for the first time and when it meets it again through its caches."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from collections import Counter
@@ -198,10 +199,8 @@ class _Walk:
                 pass  # not cancellable or preemptible now; the walk goes on
         if rng.random() < 0.05 and s.requests:  # a grammar row's supplied drafts change
             r = rng.choice(list(s.requests.values()))
-            try:
+            with contextlib.suppress(SchedulerError):  # a finished request's slot is gone
                 s.limit_drafts(r.handle, rng.choice([None, 0, 1, 3]))
-            except SchedulerError:
-                pass  # a finished request's slot is gone; the walk goes on
         for ledger in (s.refresh, s.learning):
             if rng.random() < 0.15 and not ledger.is_open:
                 ledger.balance = ledger.cap_ns * ledger.denominator  # full exploration credit

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import PolicyConfig
+from ignition.helios.decide.chains import chain_cohort
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population, select
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.state_candidates import (
     StateTables,
-    _chain_cohort,
     _enables,
     _pair,
 )
@@ -272,7 +272,7 @@ def test_every_pair_score_stays_within_its_bound(case):
             continue
         enabled = [v for v in population.pending if _enables(v, d)]
         chained = [v for v in enabled if v.chained_patches]
-        chain = _chain_cohort(d, tables, chained, t_ms) if chained else None
+        chain = chain_cohort(d, tables, chained, t_ms) if chained else None
         chain_bound = _chain_bound(d, tables, chained, t_ms) if chained else None
         if chain is not None and chain_bound is not None:
             assert chain[3] and chain[0] <= chain_bound + 1e-9 * max(1.0, abs(chain_bound))

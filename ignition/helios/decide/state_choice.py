@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
+from ignition.helios.decide.chains import chain_cohort
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.state_candidates import (
     ROLES,
     STATE_KINDS,
     StateTables,
-    _chain_cohort,
     _enables,
     _ms,
     _pair,
@@ -150,7 +150,7 @@ def _shape_candidate(d: Descriptor, tables: StateTables, now_ns: int) -> Candida
         for position, following in enumerate(tables.inference):
             _pair(d, tables, position, following, enabled, terminal, t_ms, best)
     if chained:
-        chain = _chain_cohort(d, tables, chained, t_ms)
+        chain = chain_cohort(d, tables, chained, t_ms)
         if chain is not None:
             score, rows, value, known = chain
             lanes = [_state_lane(v, ROLES[d.kind]) for v in rows]

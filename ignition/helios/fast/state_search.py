@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import PolicyConfig
+from ignition.helios.decide.chains import chain_cohort, chain_vision, future_delivery_ms
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.prerequisites import chain_score
@@ -32,15 +33,12 @@ from ignition.helios.decide.speculation import expected_output
 from ignition.helios.decide.state_candidates import (
     ROLES,
     StateTables,
-    _chain_cohort,
     _enables,
     _ms,
     _pair,
     _state_lane,
-    chain_vision,
     decoder_rows,
     following_rows,
-    future_delivery_ms,
 )
 from ignition.helios.decide.state_choice import (
     Best,
@@ -234,7 +232,7 @@ class _PrerequisiteSearch:
         if chained and not (
             self.prune and _chain_skipped(self.d, self.tables, chained, self.t_ms, self.best, floor)
         ):
-            chain = _chain_cohort(self.d, self.tables, chained, self.t_ms)
+            chain = chain_cohort(self.d, self.tables, chained, self.t_ms)
             if chain is not None:
                 self._stale = True
                 score, rows, value, known = chain

@@ -1,0 +1,96 @@
+"""Longer chains: a row that waits on more than one prerequisite stage (a restore or
+init, then the vision work for its window, then inference).
+
+The first stage ranks each such row by its individual continuation index V * T / (T + F),
+F being the rest of its chain (the fastest vision program holding its window, then the
+following graph it is worth most in), and ages a decoder by its individual
+future-delivery reference rather than its family's interval (the seed: "multistage
+blocked streams use an individual future-delivery reference"; docs/scheduling.md).
+state_choice.py offers the chain cohort beside each shape's pairs; fast/state_search.py
+bounds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ignition.components.catalog import Descriptor, GraphKind
+from ignition.helios.decide.prerequisites import chain_score, continuation_contribution
+from ignition.helios.decide.state_candidates import (
+    StateTables,
+    _decoder_value,
+    _ms,
+    _prompt_value,
+    following_rows,
+)
+from ignition.helios.decide.utility import LaneView
+
+
+def chain_vision(tables: StateTables, view: LaneView) -> tuple[bool, float | None]:
+    """A chained row's vision stage: whether some vision program holds its window, and
+    the fastest such program's duration (None while one of them is unmeasured: the
+    stage's duration is then unknown)."""
+    vision = [g for g in tables.vision if view.chained_patches <= g.patch_capacity]
+    known = [m for g in vision if (m := _ms(tables.costs, g)) is not None]
+    return bool(vision), (min(known) if known and len(known) == len(vision) else None)
+
+
+def future_delivery_ms(
+    view: LaneView, tables: StateTables, t_ms: float | None, vision_ms: float | None
+) -> float | None:
+    """The reference interval sigma_i of a multistage-blocked decoder: its individual
+    future-delivery reference (docs/scheduling.md), the time its next delivery takes
+    through its remaining stages, T + V + G: this stage, the fastest vision program
+    holding its window, the fastest measured decode or speculative shape. Where one of
+    them is unknown nothing is invented: the row keeps its family's interval."""
+    generation = tables.fastest_generation_ms
+    if t_ms is None or vision_ms is None or generation is None:
+        return view.sigma_ms
+    return t_ms + vision_ms + generation
+
+
+def chain_cohort(
+    d: Descriptor, tables: StateTables, chained: Sequence[LaneView], t_ms: float | None
+) -> tuple[float, list[LaneView], float, bool] | None:
+    """The first stage of longer chains (restore, then vision, then inference): each row is
+    ranked by its individual continuation index V * T / (T + F), F being the rest of its
+    chain (the fastest vision program that holds its window, then the following graph it
+    is worth most in); a decoder's age value uses its individual future-delivery
+    reference (future_delivery_ms), not its family's interval. The cohort is the best
+    ``batch_capacity`` rows, scored over T. The last field says whether every duration
+    behind the score is known."""
+    costs, decision = tables.costs, tables.decision
+    contributions = []
+    unknown = []  # whether a row's contribution rests on an unknown duration
+    for v in chained:
+        has_vision, v_ms = chain_vision(tables, v)
+        own = v
+        if v.is_decoder:
+            own = replace(v, sigma_ms=future_delivery_ms(v, tables, t_ms, v_ms))
+        best, best_unknown = 0.0, False
+        for following in tables.inference if has_vision else ():
+            f_ms = _ms(costs, following)
+            rest = None if v_ms is None or f_ms is None else v_ms + f_ms
+            if v.is_decoder:
+                if following.kind not in (GraphKind.DECODE, GraphKind.SPECULATIVE):
+                    continue
+                span = (t_ms or 0.0) + (rest or 0.0)
+                value = _decoder_value(own, decision, span, following_rows(following))
+            elif following.kind in (GraphKind.PREFILL, GraphKind.MIXED):
+                value = _prompt_value(v, following)[0]
+            else:
+                continue
+            contribution = continuation_contribution(value, t_ms, rest)
+            if contribution > best:
+                best, best_unknown = contribution, rest is None
+        contributions.append(best)
+        unknown.append(best_unknown)
+    order = sorted(range(len(chained)), key=lambda i: -contributions[i])[: d.batch_capacity]
+    order = [i for i in order if contributions[i] > 0]
+    if not order:
+        return None
+    values = [contributions[i] for i in order]
+    score = chain_score(values, t_ms, decision.waiting_coefficient)
+    known = t_ms is not None and not any(unknown[i] for i in order)
+    return score, [chained[i] for i in order], sum(values), known
