@@ -304,22 +304,14 @@ class LaneTable:
         if max_lanes <= 0 or budget <= 0:
             return None
         cap = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
-        prefix = self._prefixes.get((cap, max_lanes))
-        if prefix is None:
-            top = self.order(cap)[:max_lanes]
-            rows, value0, sigmas = 0, 0.0, 0.0
-            for i, ceiling, value in top:
-                rows += ceiling
-                value0 += value
-                sigmas += self.views[i].sigma_ms or 0.0
-            prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
-        top, rows, value0, sigmas = prefix
+        top, rows, value0, sigmas = self._prefix(cap, max_lanes)
         if not top:
             return None
         if rows > budget:
-            views = [self._view(i) for i in range(len(self.views))]
             if mode is SpeculationMode.ADAPTIVE or d.is_device_allocated:
                 views = self._leaders(cap, min(max_lanes, budget), duration_ms)
+            else:
+                views = [self._view(i) for i in range(len(self.views))]
             picks = speculative_cohort(
                 views, d, self.decision, duration_ms, mode, max_lanes=max_lanes, budget=budget
             )
@@ -331,6 +323,19 @@ class LaneTable:
             return [self._pick(i, ceiling, d, duration_ms, budget) for i, ceiling, _ in top]
 
         return Cohort(value, len(top), ("prefix", cap, len(top)), build)
+
+    def _prefix(self, cap: int, max_lanes: int) -> tuple[list, int, float, float]:
+        """The first ``max_lanes`` of ``order(cap)``: lanes, rows, value, summed sigmas."""
+        prefix = self._prefixes.get((cap, max_lanes))
+        if prefix is None:
+            top = self.order(cap)[:max_lanes]
+            rows, value0, sigmas = 0, 0.0, 0.0
+            for i, ceiling, value in top:
+                rows += ceiling
+                value0 += value
+                sigmas += self.views[i].sigma_ms or 0.0
+            prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
+        return prefix
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""

@@ -11,13 +11,8 @@ import operator
 from collections.abc import Sequence
 from dataclasses import fields
 
-from ignition.components.catalog import Descriptor
-from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.rounds import (
-    Cohort,
-    speculative_cohort,
-)
-from ignition.helios.decide.utility import Decision, LanePick, LaneView, decode_lane
+from ignition.helios.decide import rounds
+from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast.lane_core import LaneArrays, LaneLists, lane_arrays
 
 _OUTPUTS: dict[tuple, list[float]] = {}
@@ -53,13 +48,10 @@ def _twin(view: LaneView, survivals: tuple[float, ...]) -> LaneView:
     return twin
 
 
-class LaneTable:
-    """Decoder values shared by every graph of one decision.
-
-    A lane's value depends on the graph only through its row ceiling and, by the same
-    amount for every lane, through the graph's duration (the age continuation's T).
-    So one sorted order per ceiling serves every batch capacity: when the row budget
-    does not bind, a graph's best cohort is a prefix of that order.
+class LaneTable(rounds.LaneTable):
+    """``decide.rounds.LaneTable`` with its orders, prefixes and leaders read from arrays
+    (lane_core.py), expected outputs from a memo shared across decisions, and a value
+    bound per (ceiling, lanes) for the inference bounds; its cohorts are the definition's.
     """
 
     def __init__(
@@ -77,7 +69,8 @@ class LaneTable:
         ``outputs``, where given, are ``expected_outputs`` of those survivals, already
         made (each history memoises its optimistic ones); ``arrays``, where given, are
         those views and outputs as ``LaneArrays`` (``LaneArrays.with_outputs``), and
-        ``fixed`` their fixed values (``fixed`` of a table of the same views and decision)."""
+        ``fixed`` their fixed values (``fixed`` of a table of the same views and decision).
+        The definition's constructor is not called: it would compute the outputs again."""
         self.views = list(views)
         self.decision = decision
         self._survivals = survivals
@@ -124,40 +117,6 @@ class LaneTable:
             self._arrays = lane_arrays(self.views, self.fixed, self._outputs)
         return self._arrays
 
-    def cohort(
-        self,
-        d: Descriptor,
-        mode: SpeculationMode,
-        duration_ms: float,
-        *,
-        max_lanes: int | None = None,
-        budget: int | None = None,
-    ) -> Cohort | None:
-        budget = d.packed_capacity if budget is None else budget
-        max_lanes = d.batch_capacity if max_lanes is None else max_lanes
-        if max_lanes <= 0 or budget <= 0:
-            return None
-        cap = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
-        top, rows, value0, sigmas = self._prefix(cap, max_lanes)
-        if not top:
-            return None
-        if rows > budget:
-            if mode is SpeculationMode.ADAPTIVE or d.is_device_allocated:
-                views = self._leaders(cap, min(max_lanes, budget), duration_ms)
-            else:
-                views = [self._view(i) for i in range(len(self.views))]
-            picks = speculative_cohort(
-                views, d, self.decision, duration_ms, mode, max_lanes=max_lanes, budget=budget
-            )
-            key = tuple((p.view.handle, p.query_length) for p in picks)
-            return Cohort(sum(p.value for p in picks), len(picks), key, lambda: picks)
-        value = value0 + self.decision.age_value(sigmas, 0.0, duration_ms)
-
-        def build() -> list[LanePick]:
-            return [self._pick(i, ceiling, d, duration_ms, budget) for i, ceiling, _ in top]
-
-        return Cohort(value, len(top), ("prefix", cap, len(top)), build)
-
     def _prefix(self, cap: int, max_lanes: int) -> tuple[list, int, float, float]:
         """The first ``max_lanes`` of ``order(cap)``: lanes, rows, value, summed sigmas."""
         prefix = self._prefixes.get((cap, max_lanes))
@@ -199,12 +158,3 @@ class LaneTable:
         chosen |= {i for i, _, _ in self.arrays.head(1, length)}
         chosen.update(self.arrays.best_per_row(cap, length, self.decision.age_price, duration_ms))
         return [self._view(i) for i in sorted(chosen)]
-
-    def _pick(self, i: int, ceiling: int, d: Descriptor, duration_ms: float, budget: int):
-        view = self.views[i]
-        output = self._outputs[i][ceiling]
-        pick = decode_lane(
-            view, self.decision, duration_ms, ceiling, output, max(ceiling, d.proposal_depth + 1)
-        )
-        pick.max_advance = min(ceiling, budget)
-        return pick
