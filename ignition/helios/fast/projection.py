@@ -1,10 +1,11 @@
-"""Builds one decision's view of the requests, projected to the queue's expected end.
+"""The population plan() builds: ``decide.projection.build_population``'s views, made
+fast.
 
-Each queued frame contributes its frozen expected service and estimated duration
-to copies of the request prices, as if it completed as expected; a request with a
-queued expected delivery ages from that expected delivery; output limits and
-positions account for each queued lane's maximum advance. Projection never
-changes stored rates, publishes output or commits state.
+Normalizers come from the vectorised catalog pass (normalizer_core.py) and carry the
+newcomer rule's prompt-start table instead of computing each newcomer's start; each
+request's projection through the queued frames is kept (``ProjectionCache``) while its
+state, the queue and the normalizers are unchanged, and its view object is reused while
+its age is, so the tables built on the views are reused too (fast/tables.py).
 """
 
 from __future__ import annotations
