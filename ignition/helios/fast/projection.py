@@ -5,7 +5,8 @@ Normalizers come from the vectorised catalog pass (normalizer_core.py) and carry
 newcomer rule's prompt-start table instead of computing each newcomer's start; each
 request's projection through the queued frames is kept (``ProjectionCache``) while its
 state, the queue and the normalizers are unchanged, and its view object is reused while
-its age is, so the tables built on the views are reused too (fast/tables.py).
+its age and the decision's scale are, so tables built on the views are reused too
+(fast/tables.py).
 """
 
 from __future__ import annotations
