@@ -91,6 +91,10 @@ class RequestSpec:
     # and drafts from every token before them, so each frame serving it needs completion
     # feedback (the seed's grammar rule), and its max_drafts follows its proposals.
     grammar: bool = False
+    # Drafts the host finds from every token before them (copy proposals, the "ngram"
+    # source): like a grammar's, each frame serving it needs completion feedback, and its
+    # max_drafts follows its proposals.
+    host_drafts: bool = False
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -120,6 +124,11 @@ class RequestSpec:
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
+
+    @property
+    def needs_host_feedback(self) -> bool:
+        """Whether each frame serving it waits for the previous one's tokens on the host."""
+        return self.host_stops or self.grammar or self.host_drafts
 
     @property
     def uncached_prompt_tokens(self) -> int:

@@ -216,6 +216,22 @@ def test_closing_a_stream_early_closes_the_engine_request():
     assert engine.closed == [engine.requests[0].request_id]
 
 
+def test_speculative_metrics_are_labelled_by_proposal_source():
+    """Copy drafts ("ngram") count under their own source, not as learned ("mtp") draws."""
+    engine = ScriptedEngine()
+    engine.stats.record_speculation(num_offered=4, num_accepted=3, source="ngram")
+
+    async def go():
+        async with client(engine) as c:
+            return await c.get("/metrics")
+
+    text = run(go()).text
+    m = 'model_name="scripted"'
+    assert f'flare_speculative_draft_tokens_total{{{m},source="ngram"}} 4.0' in text
+    assert f'flare_speculative_accepted_tokens_total{{{m},source="ngram"}} 3.0' in text
+    assert f'flare_speculative_draft_tokens_total{{{m},source="mtp"}} 0.0' in text
+
+
 def test_models_health_and_metrics():
     engine = ScriptedEngine()
     engine.stats.record_execution("decode", 1500)
@@ -243,8 +259,11 @@ def test_models_health_and_metrics():
     )
     for cls in ("ordinary", "discovery", "timing_refresh", "acceptance_learning"):
         assert f'flare_scheduler_executions_total{{class="{cls}",kind="decode",{m}}}' in text
-    assert f"flare_speculative_draft_tokens_total{{{m}}} 3.0" in text
-    assert f'flare_speculative_accepted_tokens_per_position_total{{{m},position="2"}} 1.0' in text
+    assert f'flare_speculative_draft_tokens_total{{{m},source="mtp"}} 3.0' in text
+    assert (
+        f'flare_speculative_accepted_tokens_per_position_total{{{m},position="2",source="mtp"}} 1.0'
+        in text
+    )
     assert f"flare_time_to_first_token_seconds_count{{{m}}} 1.0" in text
     assert f"flare_e2e_request_latency_seconds_count{{{m}}} 1.0" in text
 
