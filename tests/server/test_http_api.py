@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import GenerationRequest, StreamChunk
 from tests.server.scripted import ScriptedEngine, client, run
 
@@ -358,3 +359,38 @@ def test_a_union_field_error_names_the_rule_of_the_member_the_input_is(url, payl
     assert error["param"] == param
     assert rule in error["message"]
     assert "valid string" not in error["message"]
+
+
+def _served_method(body: dict, default: str | None = None) -> str:
+    engine = ScriptedEngine()
+    if default is not None:
+        engine.generation_defaults = GenerationDefaults(speculative_method=default)
+
+    async def go():
+        async with client(engine) as c:
+            return await c.post("/v1/completions", json={"prompt": "x", **body})
+
+    assert run(go()).status_code == 200
+    return engine.requests[0].sampling.speculative_method
+
+
+def test_a_request_chooses_its_speculative_method():
+    assert _served_method({}) == "mtp"
+    assert _served_method({"speculative_method": "ngram"}) == "ngram"
+
+
+def test_the_servers_speculative_method_is_the_default_a_request_overrides():
+    assert _served_method({}, default="ngram") == "ngram"
+    assert _served_method({"speculative_method": "mtp"}, default="ngram") == "mtp"
+
+
+def test_an_unknown_speculative_method_is_a_400():
+    engine = ScriptedEngine()
+
+    async def go():
+        async with client(engine) as c:
+            return await c.post("/v1/completions", json={"prompt": "x", "speculative_method": "x"})
+
+    response = run(go())
+    assert response.status_code == 400
+    assert "speculative_method" in response.text
