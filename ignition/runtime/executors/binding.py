@@ -163,7 +163,9 @@ def bind_grammar(
     return live.grammar
 
 
-def bind_copy_drafts(program: Program, frame: HostFrame, row: int, lane: LaneWork, live) -> int:
+def bind_copy_drafts(
+    program: Program, frame: HostFrame, row: int, lane: LaneWork, live: LiveRequest
+) -> int:
     """Stage a copying request's decode row's copy proposal (runtime.copy_drafts) as its
     supplied drafts, at most the round's query length less the pending token; returns the
     drafts staged. Rows of other requests keep -1 (the MTP head drafts for them)."""
