@@ -188,12 +188,13 @@ class Scheduler(SchedulerQueries):
         self, d: Descriptor, freshness: Freshness, handles: Iterable[RequestHandle] = ()
     ) -> bool:
         """Unqueueable kinds, unknown or stale costs, and requests whose stops the host
-        finds, whose grammar it follows or whose drafts it copies (RequestSpec.host_stops,
-        .grammar, .host_drafts) need completion feedback."""
+        finds or whose grammar it follows (RequestSpec.host_stops, .grammar) need
+        completion feedback; so do rounds that verify drafts the host copies from every
+        token before them (RequestSpec.host_drafts, in a program with proposal depth)."""
         if d.kind not in QUEUEABLE_KINDS or freshness is not Freshness.FRESH:
             return True
-        requests = self.requests
-        return any(h in requests and requests[h].spec.needs_host_feedback for h in handles)
+        requests, drafts = self.requests, d.proposal_depth > 0
+        return any(h in requests and requests[h].spec.needs_host_feedback(drafts) for h in handles)
 
     def own_freshness(self, c: Candidate) -> Freshness:
         """The timing state of ``c``'s own graph. A measured prerequisite whose lookahead

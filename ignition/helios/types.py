@@ -92,8 +92,8 @@ class RequestSpec:
     # feedback (the seed's grammar rule), and its max_drafts follows its proposals.
     grammar: bool = False
     # Drafts the host finds from every token before them (copy proposals, the "ngram"
-    # source): like a grammar's, each frame serving it needs completion feedback, and its
-    # max_drafts follows its proposals.
+    # source): each round program serving it needs completion feedback (decode frames
+    # pipeline as others'), and its max_drafts follows its proposals.
     host_drafts: bool = False
 
     def __post_init__(self) -> None:
@@ -125,10 +125,10 @@ class RequestSpec:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
 
-    @property
-    def needs_host_feedback(self) -> bool:
-        """Whether each frame serving it waits for the previous one's tokens on the host."""
-        return self.host_stops or self.grammar or self.host_drafts
+    def needs_host_feedback(self, verifies_drafts: bool) -> bool:
+        """Whether a frame serving it waits for the previous one's tokens on the host (a
+        copying request's only where the frame's program verifies drafts)."""
+        return self.host_stops or self.grammar or (self.host_drafts and verifies_drafts)
 
     @property
     def uncached_prompt_tokens(self) -> int:

@@ -56,13 +56,26 @@ def test_a_copying_request_admitted_later_starts_from_the_copy_population():
     assert s.requests[later].acceptance.history("ngram").survivals(3)[0] > FRESH[0]
 
 
-def test_a_frame_serving_a_copying_request_waits_for_completion_feedback():
-    s = scheduler(SHAPES, mode=SpeculationMode.FIXED)
+def _committed_first_decode(shapes):
+    s = scheduler(shapes, mode=SpeculationMode.FIXED)
     h = s.admit(copying())
     driver = Driver(s)
     while not s.requests[h].is_decoder:
         driver.step()
     plan = s.plan()
     s.commit(plan, Fence(driver.fence + 1))
+    return s, plan
+
+
+def test_a_round_verifying_a_copying_requests_drafts_waits_for_completion_feedback():
+    """The host copies the drafts from every token before them."""
+    s, plan = _committed_first_decode(SHAPES)
+    assert plan.descriptor.proposal_depth > 0
     assert s.plan() is None
     assert "completion feedback" in s.queue.why_closed()
+
+
+def test_a_copying_requests_frames_without_drafts_pipeline():
+    s, plan = _committed_first_decode([prefill(64), spec(4, 1)])
+    assert plan.descriptor.proposal_depth == 0
+    assert s.queue.why_closed() is None
