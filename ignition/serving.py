@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,6 +86,9 @@ class ServeOptions:
     metrics_names: str = "flare"  # "vllm": vllm:* aliases beside the flare_* metrics
     # QSA index-key storage (--indexer-kv-dtype auto|bf16|fp8); None: the bundle's
     indexer_kv_dtype: str | None = None
+    # Requests' proposal source when they name none (--speculative-method; vLLM's
+    # speculative_config "method"): "mtp" or "ngram" (runtime/copy_drafts.py).
+    speculative_method: str = "mtp"
 
     def follow(self, tp: TensorParallel) -> None:
         """Ranks 1..N-1 of a tensor-parallel group serving these options: the role
@@ -370,7 +373,9 @@ def serve_forever(
         encode=gil_releasing_encoder(bundle.tokenizer),
         decode=bundle.decode,
         chat=chat,
-        generation_defaults=bundle.generation_defaults,
+        generation_defaults=replace(
+            bundle.generation_defaults, speculative_method=options.speculative_method
+        ),
         on_fatal=stop_serving,
     )
     bridge.vision = vision_serving(bundle, options.allowed_local_media_path)

@@ -10,6 +10,7 @@ import click
 
 from ignition.cli.checks import check_range
 from ignition.cli.registry import Decorator
+from ignition.runtime.requests import SPECULATIVE_METHODS
 
 
 def reply_parsing_options() -> list[Decorator]:
@@ -68,6 +69,16 @@ def server_options() -> list[Decorator]:
             help="Largest request body; larger ones get 413 before any parsing.",
         ),
         click.option(
+            "--speculative-method",
+            type=click.Choice(SPECULATIVE_METHODS),
+            default="mtp",
+            show_default=True,
+            help="Where requests' speculative drafts come from when they name none (vLLM's "
+            'speculative_config "method"): mtp, the model\'s MTP head; ngram, copies of the '
+            "request's own prompt and output (prompt lookup). A request's "
+            "`speculative_method` field overrides it.",
+        ),
+        click.option(
             "--allowed-local-media-path",
             type=click.Path(exists=True, file_okay=False, resolve_path=True),
             help="Folder whose image files chat requests may name by path or file:// URL "
@@ -90,6 +101,7 @@ class ServerArgs:
     api_key: str | None
     max_request_bytes: int
     allowed_local_media_path: str | None
+    speculative_method: str = "mtp"
 
     def __post_init__(self) -> None:
         check_range("--port", self.port, 1, 65535)
@@ -108,6 +120,7 @@ class ServerArgs:
             api_key=params.pop("api_key"),
             max_request_bytes=params.pop("max_request_bytes"),
             allowed_local_media_path=params.pop("allowed_local_media_path"),
+            speculative_method=params.pop("speculative_method"),
         )
 
     def serve_fields(self) -> dict[str, Any]:
@@ -120,4 +133,5 @@ class ServerArgs:
             "tool_call_parser": self.tool_call_parser,
             "enable_auto_tool_choice": self.enable_auto_tool_choice,
             "reasoning_parser": self.reasoning_parser,
+            "speculative_method": self.speculative_method,
         }

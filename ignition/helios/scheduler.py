@@ -25,7 +25,7 @@ from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import QUEUEABLE_KINDS, SCHEDULABLE_KINDS
 from ignition.helios.decide.refresh import CreditLedger, ExecutionBooks
 from ignition.helios.decide.rounds import ConfidenceForecast
-from ignition.helios.decide.speculation import AcceptanceTracker, PopulationPrior, PrefixHistory
+from ignition.helios.decide.speculation import AcceptanceTracker, PrefixHistory, SourcePriors
 from ignition.helios.decide.state_candidates import STATE_KINDS
 from ignition.helios.decide.utility import Candidate, Decision
 from ignition.helios.fast.projection import current_normalizers
@@ -95,8 +95,9 @@ class Scheduler(SchedulerQueries):
         self.now_ns = 0
         self.trace: deque[TraceEntry] = deque(maxlen=trace_capacity)
         self._max_depth = max((d.proposal_depth for d in self.descriptors), default=0)
-        self._acceptance_prior = PopulationPrior()
-        self._forecast_prior = PopulationPrior()
+        # population priors per proposal source (a copy's acceptance is not the MTP head's)
+        self._acceptance_priors = SourcePriors()
+        self._forecast_priors = SourcePriors()
         self._last_fence = -1
         # Bumped by every call that changes what a decision sees, except time; a probe
         # search that found nothing is not repeated until it (or a cost) changes.
@@ -122,8 +123,8 @@ class Scheduler(SchedulerQueries):
         self.requests[handle] = RequestState(
             handle=handle,
             spec=spec,
-            acceptance=AcceptanceTracker(self._acceptance_prior, spec.acceptance_prior),
-            forecast=ConfidenceForecast(self._forecast_prior),
+            acceptance=AcceptanceTracker(self._acceptance_priors, spec.acceptance_prior),
+            forecast=ConfidenceForecast(self._forecast_priors.of(spec.proposal_source)),
             # with a prepared init program a fresh request starts through it (a restore
             # starts a request from its checkpoint instead)
             is_initialized=not self._has_init or spec.restore_tokens > 0,
@@ -188,14 +189,12 @@ class Scheduler(SchedulerQueries):
     ) -> bool:
         """Unqueueable kinds, unknown or stale costs, and requests whose stops the host
         finds or whose grammar it follows (RequestSpec.host_stops, .grammar) need
-        completion feedback."""
+        completion feedback; so do rounds that verify drafts the host copies from every
+        token before them (RequestSpec.host_drafts, in a program with proposal depth)."""
         if d.kind not in QUEUEABLE_KINDS or freshness is not Freshness.FRESH:
             return True
-        requests = self.requests
-        return any(
-            h in requests and (requests[h].spec.host_stops or requests[h].spec.grammar)
-            for h in handles
-        )
+        requests, drafts = self.requests, d.proposal_depth > 0
+        return any(h in requests and requests[h].spec.needs_host_feedback(drafts) for h in handles)
 
     def own_freshness(self, c: Candidate) -> Freshness:
         """The timing state of ``c``'s own graph. A measured prerequisite whose lookahead

@@ -91,6 +91,10 @@ class RequestSpec:
     # and drafts from every token before them, so each frame serving it needs completion
     # feedback (the seed's grammar rule), and its max_drafts follows its proposals.
     grammar: bool = False
+    # Drafts the host finds from every token before them (copy proposals, the "ngram"
+    # source): each round program serving it needs completion feedback (decode frames
+    # pipeline as others'), and its max_drafts follows its proposals.
+    host_drafts: bool = False
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -120,6 +124,11 @@ class RequestSpec:
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
+
+    def needs_host_feedback(self, verifies_drafts: bool) -> bool:
+        """Whether a frame serving it waits for the previous one's tokens on the host (a
+        copying request's only where the frame's program verifies drafts)."""
+        return self.host_stops or self.grammar or (self.host_drafts and verifies_drafts)
 
     @property
     def uncached_prompt_tokens(self) -> int:

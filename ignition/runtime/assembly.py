@@ -37,6 +37,7 @@ from ignition.model.model import HybridModel
 from ignition.model.prompt_logprobs import score_positions
 from ignition.model.state import ModelState, index_key_dtype
 from ignition.runtime.checkpoints import CheckpointCache
+from ignition.runtime.copy_drafts import CopyDraftLimits
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.frames import Worker
@@ -260,4 +261,7 @@ def assemble_engine(
     )
     # constrained requests' draft counts, read by Helios after each of their frames
     engine.hooks.replace(GrammarDraftLimits, GrammarDraftLimits(lambda: engine.scheduler))
+    # copying requests' draft counts, read by Helios after each of their frames published
+    copies = CopyDraftLimits(lambda: engine.scheduler, lambda: engine.live)
+    engine.hooks.replace(CopyDraftLimits, copies)
     return engine

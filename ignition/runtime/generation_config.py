@@ -38,6 +38,8 @@ class GenerationDefaults:
     # Applied on the device like a request's own (vLLM reads these two from the file too).
     repetition_penalty: float | None = None
     min_p: float | None = None
+    # Not from the file: the server's --speculative-method, for requests that name none.
+    speculative_method: str | None = None
 
     def apply(self, sampling: SamplingParams, given: Collection[str]) -> SamplingParams:
         """``sampling`` with each field the request did not give taken from the file."""
@@ -49,6 +51,7 @@ class GenerationDefaults:
                 ("top_k", self.top_k),
                 ("repetition_penalty", self.repetition_penalty),
                 ("min_p", self.min_p),
+                ("speculative_method", self.speculative_method),
             )
             if value is not None and name not in given
         }

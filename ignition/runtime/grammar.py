@@ -71,9 +71,12 @@ MAX_PROPOSAL = 16
 def draft_limit(sampling: object) -> int | None:
     """Helios's RequestSpec.max_drafts for a request at admission: a grammar-constrained
     one verifies only the drafts its grammar forces, which the runtime reports after each
-    of its frames (runtime.grammar_drafts); none before its first token. Others are
+    of its frames (runtime.grammar_drafts); none before its first token. A copying one
+    ("ngram") likewise verifies only its copy proposal (runtime.copy_drafts). Others are
     unrestricted."""
-    return 0 if getattr(sampling, "grammar", None) is not None else None
+    if getattr(sampling, "grammar", None) is not None or getattr(sampling, "copies_drafts", 0):
+        return 0
+    return None
 
 
 class GrammarError(RequestError):

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle, ScheduledPlan
+from ignition.runtime.copy_drafts import metrics_source
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.lifecycle import Lifecycle, deliver, retired_in
 from ignition.runtime.loop_hooks import Live, LoopHook, LoopHooks
@@ -35,6 +36,7 @@ from ignition.runtime.requests import (
     StreamChunk,
     TokenLogprob,
 )
+from ignition.runtime.stats import LEARNED_SOURCE
 
 log = logging.getLogger("ignition.engine")
 
@@ -77,8 +79,11 @@ class Publisher:
         """Count a completed frame's drafts and prompt tokens and file its prompt scores."""
         for i, offered in enumerate(result.num_offered_drafts):
             if offered > 0:
-                accepted = max(0, len(result.records[i].token_ids) - 1)
-                self.stats.record_speculation(offered, accepted)
+                record = result.records[i]
+                accepted = max(0, len(record.token_ids) - 1)
+                live = self.table.live.get(record.handle)
+                source = LEARNED_SOURCE if live is None else metrics_source(live.request.sampling)
+                self.stats.record_speculation(offered, accepted, source)
         for record in result.records:
             live = self.table.live.get(record.handle)
             if live is not None and record.num_prompt_tokens:

@@ -92,6 +92,9 @@ class LiveRequest:
     # Structured outputs: the request's grammar matcher (runtime.grammar.GrammarState),
     # made by the worker at its first frame from the output so far (a restart's replay).
     grammar: object | None = None
+    # Copy proposals (runtime/copy_drafts.py): the output length the last one was found
+    # at and its drafts, so the limit Helios reads and the frame's drafts are one search.
+    copy_drafts: tuple[int, tuple[int, ...]] | None = None
 
     @property
     def is_done(self) -> bool:

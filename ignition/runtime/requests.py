@@ -32,6 +32,10 @@ MAX_REPETITION_PENALTY = 100.0
 # vLLM raises a positive temperature below 0.01 to 0.01: dividing logits by less makes
 # them overflow to inf (NaN probabilities). Temperature 0 stays greedy.
 MIN_TEMPERATURE = 0.01
+# Where a request's speculative drafts come from, named after vLLM's speculative_config
+# "method": "mtp" (the model's learned MTP head) or "ngram" (copies of its own context,
+# runtime/copy_proposals.py). Helios tracks acceptance and prices rounds per source.
+SPECULATIVE_METHODS = ("mtp", "ngram")
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,16 @@ class SamplingParams:
     # text). Its rows are masked on the device and verify only the drafts its grammar
     # forces, each position under its own mask (runtime/grammar.py).
     grammar: RequestGrammar | None = None
+    # The proposal source of its speculative rounds (SPECULATIVE_METHODS). A constrained
+    # request verifies its grammar's forced drafts whatever this says.
+    speculative_method: str = "mtp"
 
     def __post_init__(self) -> None:
+        if self.speculative_method not in SPECULATIVE_METHODS:
+            raise RequestError(
+                f"speculative_method = {self.speculative_method!r}: must be one of "
+                f"{', '.join(SPECULATIVE_METHODS)}"
+            )
         if self.max_tokens < 1:
             raise RequestError(f"max_tokens = {self.max_tokens}: must be at least 1")
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
@@ -117,6 +129,13 @@ class SamplingParams:
         design's host-stop rule). Stop token ids are not host stops: like EOS they are
         single sampled ids the frame's own completion reports."""
         return bool(self.stop)
+
+    @property
+    def copies_drafts(self) -> bool:
+        """Whether its rounds verify copies of its own context (prompt lookup): the host
+        finds them from every token before them, so each of its frames needs completion
+        feedback, and the drafts its rounds verify follow the copy's length."""
+        return self.speculative_method == "ngram" and self.grammar is None
 
     @property
     def is_greedy(self) -> bool:

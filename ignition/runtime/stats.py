@@ -13,6 +13,20 @@ from dataclasses import dataclass, field
 # Upper bounds of the request phase histograms (queue, prefill, decode), in seconds.
 PHASE_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 PHASES = ("queue", "prefill", "decode")
+# The proposal source of a speculative lane (runtime/copy_drafts.py): the MTP head's learned
+# drafts, a copy of the request's context, or its grammar's forced drafts. Only "mtp" rows
+# are learned-proposal draws; the others are supplied prefixes.
+LEARNED_SOURCE = "mtp"
+
+
+@dataclass(frozen=True)
+class SourceCounts:
+    """One proposal source's speculative lanes: rounds with drafts, drafts offered and
+    drafts accepted."""
+
+    rounds: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,9 @@ class StatsSnapshot:
     speculative_draft_tokens: int = 0
     speculative_accepted_tokens: int = 0
     accepted_by_position: dict[int, int] = field(default_factory=dict)
+    # the same by proposal source (the totals above sum them), and (source, position)
+    speculative_by_source: dict[str, SourceCounts] = field(default_factory=dict)
+    accepted_by_source_position: dict[tuple[str, int], int] = field(default_factory=dict)
     finished_by_reason: dict[str, int] = field(default_factory=dict)
     prompt_tokens: int = 0
     output_tokens: int = 0
@@ -70,11 +87,9 @@ class EngineStats:
         self._lock = threading.Lock()
         self._executions: Counter[tuple[str, str]] = Counter()
         self._execution_ns: Counter[tuple[str, str]] = Counter()
-        self._accepted_by_position: Counter[int] = Counter()
+        self._accepted_by_position: Counter[tuple[str, int]] = Counter()
         self._finished: Counter[str] = Counter()
-        self._speculative_rounds = 0
-        self._draft_tokens = 0
-        self._accepted_tokens = 0
+        self._by_source: dict[str, SourceCounts] = {}
         self._prompt_tokens = 0
         self._output_tokens = 0
         self._running = 0
@@ -98,16 +113,20 @@ class EngineStats:
             self._executions[(kind, execution_class)] += 1
             self._execution_ns[(kind, execution_class)] += max(0, int(interval_ns))
 
-    def record_speculation(self, num_offered: int, num_accepted: int) -> None:
-        """One lane of one speculative round: drafts offered and the accepted prefix."""
+    def record_speculation(
+        self, num_offered: int, num_accepted: int, source: str = LEARNED_SOURCE
+    ) -> None:
+        """One lane of one speculative round: drafts offered and the accepted prefix, by
+        the lane's proposal source."""
         with self._lock:
             if num_offered <= 0:
                 return
-            self._speculative_rounds += 1
-            self._draft_tokens += num_offered
-            self._accepted_tokens += num_accepted
+            c = self._by_source.get(source, SourceCounts())
+            self._by_source[source] = SourceCounts(
+                c.rounds + 1, c.draft_tokens + num_offered, c.accepted_tokens + num_accepted
+            )
             for position in range(1, num_accepted + 1):
-                self._accepted_by_position[position] += 1
+                self._accepted_by_position[(source, position)] += 1
 
     def record_tokens(self, num_prompt: int, num_output: int) -> None:
         with self._lock:
@@ -156,15 +175,21 @@ class EngineStats:
 
     def snapshot(self) -> StatsSnapshot:
         with self._lock:
+            by_source = dict(self._by_source)
+            positions: Counter[int] = Counter()
+            for (_, position), n in self._accepted_by_position.items():
+                positions[position] += n
             return StatsSnapshot(
                 executions_by_kind=_by_kind(self._executions),
                 execution_ns_by_kind=_by_kind(self._execution_ns),
                 executions_by_kind_class=dict(self._executions),
                 execution_ns_by_kind_class=dict(self._execution_ns),
-                speculative_rounds=self._speculative_rounds,
-                speculative_draft_tokens=self._draft_tokens,
-                speculative_accepted_tokens=self._accepted_tokens,
-                accepted_by_position=dict(self._accepted_by_position),
+                speculative_rounds=sum(c.rounds for c in by_source.values()),
+                speculative_draft_tokens=sum(c.draft_tokens for c in by_source.values()),
+                speculative_accepted_tokens=sum(c.accepted_tokens for c in by_source.values()),
+                accepted_by_position=dict(positions),
+                speculative_by_source=by_source,
+                accepted_by_source_position=dict(self._accepted_by_position),
                 finished_by_reason=dict(self._finished),
                 prompt_tokens=self._prompt_tokens,
                 output_tokens=self._output_tokens,

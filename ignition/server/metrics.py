@@ -20,7 +20,14 @@ from prometheus_client.registry import Collector
 
 from ignition.helios import ExecutionClass
 from ignition.runtime.ple import PleSnapshot
-from ignition.runtime.stats import PHASE_BUCKETS_S, EngineStats, PhaseHistogram
+from ignition.runtime.stats import (
+    LEARNED_SOURCE,
+    PHASE_BUCKETS_S,
+    EngineStats,
+    PhaseHistogram,
+    SourceCounts,
+    StatsSnapshot,
+)
 from ignition.server.vllm_metrics import WithVllmAliases
 
 PHASE_HELP = {
@@ -74,6 +81,36 @@ class _EngineCollector(Collector):
         family.add_metric([self._model], buckets, sum_value=h.total_s)
         return family
 
+    def _speculative(self, s: StatsSnapshot) -> Iterator[CounterMetricFamily]:
+        """The speculative counters by proposal source ("mtp": the MTP head's learned
+        drafts, "ngram": copies of the context, "grammar": forced drafts); the learned
+        source's series exists from the start. Summed over ``source`` they are the
+        totals these names always counted."""
+        m = self._model
+        by_source = {LEARNED_SOURCE: SourceCounts(), **s.speculative_by_source}
+        families = [
+            CounterMetricFamily(name, doc, labels=["model_name", "source"])
+            for name, doc in (
+                ("flare_speculative_drafts", "Complete speculative rounds with proposals"),
+                ("flare_speculative_draft_tokens", "Draft tokens offered for verification"),
+                ("flare_speculative_accepted_tokens", "Accepted draft tokens"),
+            )
+        ]
+        for source, c in sorted(by_source.items()):
+            for family, value in zip(
+                families, (c.rounds, c.draft_tokens, c.accepted_tokens), strict=True
+            ):
+                family.add_metric([m, source], value)
+        yield from families
+        per_position = CounterMetricFamily(
+            "flare_speculative_accepted_tokens_per_position",
+            "Accepted draft tokens by draft position (1-based)",
+            labels=["model_name", "source", "position"],
+        )
+        for (source, position), count in sorted(s.accepted_by_source_position.items()):
+            per_position.add_metric([m, source, str(position)], count)
+        yield per_position
+
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         s = self._stats.snapshot()
         m = self._model
@@ -97,29 +134,7 @@ class _EngineCollector(Collector):
                 nanoseconds.add_metric([m, *key], s.execution_ns_by_kind_class.get(key, 0))
         yield executions
         yield nanoseconds
-        yield self._counter(
-            "flare_speculative_drafts",
-            "Complete speculative rounds with proposals",
-            s.speculative_rounds,
-        )
-        yield self._counter(
-            "flare_speculative_draft_tokens",
-            "Draft tokens offered for verification",
-            s.speculative_draft_tokens,
-        )
-        yield self._counter(
-            "flare_speculative_accepted_tokens",
-            "Accepted draft tokens",
-            s.speculative_accepted_tokens,
-        )
-        per_position = CounterMetricFamily(
-            "flare_speculative_accepted_tokens_per_position",
-            "Accepted draft tokens by draft position (1-based)",
-            labels=["model_name", "position"],
-        )
-        for position, count in sorted(s.accepted_by_position.items()):
-            per_position.add_metric([m, str(position)], count)
-        yield per_position
+        yield from self._speculative(s)
         requests = CounterMetricFamily(
             "flare_requests",
             "Finished requests by finish reason",
@@ -203,6 +218,36 @@ class _PleCollector(Collector):
     def __init__(self, stats: EngineStats, model_name: str) -> None:
         self._stats = stats
         self._model = model_name
+
+    def _speculative(self, s: StatsSnapshot) -> Iterator[CounterMetricFamily]:
+        """The speculative counters by proposal source ("mtp": the MTP head's learned
+        drafts, "ngram": copies of the context, "grammar": forced drafts); the learned
+        source's series exists from the start. Summed over ``source`` they are the
+        totals these names always counted."""
+        m = self._model
+        by_source = {LEARNED_SOURCE: SourceCounts(), **s.speculative_by_source}
+        families = [
+            CounterMetricFamily(name, doc, labels=["model_name", "source"])
+            for name, doc in (
+                ("flare_speculative_drafts", "Complete speculative rounds with proposals"),
+                ("flare_speculative_draft_tokens", "Draft tokens offered for verification"),
+                ("flare_speculative_accepted_tokens", "Accepted draft tokens"),
+            )
+        ]
+        for source, c in sorted(by_source.items()):
+            for family, value in zip(
+                families, (c.rounds, c.draft_tokens, c.accepted_tokens), strict=True
+            ):
+                family.add_metric([m, source], value)
+        yield from families
+        per_position = CounterMetricFamily(
+            "flare_speculative_accepted_tokens_per_position",
+            "Accepted draft tokens by draft position (1-based)",
+            labels=["model_name", "source", "position"],
+        )
+        for (source, position), count in sorted(s.accepted_by_source_position.items()):
+            per_position.add_metric([m, source, str(position)], count)
+        yield per_position
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         ple = getattr(self._stats, "ple", None)

@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -193,6 +193,10 @@ class _SamplingFields(_Body):
     # vLLM's extension: the raw logprob and rank of every prompt token after the first,
     # with this many alternatives per position (not streamed, as in vLLM).
     prompt_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
+    # Ignition's extension: where this request's speculative drafts come from, named as
+    # vLLM's speculative_config "method" (mtp: the model's MTP head; ngram: copies of its
+    # own prompt and output). Default: the server's --speculative-method.
+    speculative_method: Literal["mtp", "ngram"] | None = None
 
     @classmethod
     def schema_rules(cls) -> list[dict[str, Any]]:
@@ -326,6 +330,7 @@ class _SamplingFields(_Body):
             logit_bias=self.logit_bias_ids(vocab_size),
             logprobs=self.num_logprobs,
             prompt_logprobs=self.num_prompt_logprobs,
+            speculative_method=self.speculative_method or "mtp",
         )
 
     @property

@@ -252,6 +252,7 @@ class Simulation:
             max_output_tokens=r.output_tokens,
             message_endpoints=r.message_endpoints,
             acceptance_prior=r.acceptance_prior,
+            proposal_source=r.proposal_source,
         )
         stream.handle = self.scheduler.admit(spec)
         stream.record.admitted_ms = self.scheduler.now_ns / NS_PER_MS

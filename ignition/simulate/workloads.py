@@ -47,6 +47,7 @@ class SimRequest:
     cached_prefix: int = 0  # prompt tokens a retaining server still holds from earlier turns
     task: str = ""  # acceptance.TASKS name, when acceptance was drawn from a task
     round_sigma: float = 0.0  # logit sd of a speculative round's acceptance around the request's
+    proposal_source: str = "mtp"  # Helios's source for it: the task's ("ngram": copies)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,13 @@ def with_tasks(
     for r in requests:
         task = choose_task(mix, rng)
         out.append(
-            replace(r, acceptance=task.draw(rng), task=task.name, round_sigma=task.round_sigma)
+            replace(
+                r,
+                acceptance=task.draw(rng),
+                task=task.name,
+                round_sigma=task.round_sigma,
+                proposal_source=task.proposal_source,
+            )
         )
     return out
 

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import GenerationRequest, StreamChunk
 from tests.server.scripted import ScriptedEngine, client, run
 
@@ -216,6 +217,22 @@ def test_closing_a_stream_early_closes_the_engine_request():
     assert engine.closed == [engine.requests[0].request_id]
 
 
+def test_speculative_metrics_are_labelled_by_proposal_source():
+    """Copy drafts ("ngram") count under their own source, not as learned ("mtp") draws."""
+    engine = ScriptedEngine()
+    engine.stats.record_speculation(num_offered=4, num_accepted=3, source="ngram")
+
+    async def go():
+        async with client(engine) as c:
+            return await c.get("/metrics")
+
+    text = run(go()).text
+    m = 'model_name="scripted"'
+    assert f'flare_speculative_draft_tokens_total{{{m},source="ngram"}} 4.0' in text
+    assert f'flare_speculative_accepted_tokens_total{{{m},source="ngram"}} 3.0' in text
+    assert f'flare_speculative_draft_tokens_total{{{m},source="mtp"}} 0.0' in text
+
+
 def test_models_health_and_metrics():
     engine = ScriptedEngine()
     engine.stats.record_execution("decode", 1500)
@@ -243,8 +260,11 @@ def test_models_health_and_metrics():
     )
     for cls in ("ordinary", "discovery", "timing_refresh", "acceptance_learning"):
         assert f'flare_scheduler_executions_total{{class="{cls}",kind="decode",{m}}}' in text
-    assert f"flare_speculative_draft_tokens_total{{{m}}} 3.0" in text
-    assert f'flare_speculative_accepted_tokens_per_position_total{{{m},position="2"}} 1.0' in text
+    assert f'flare_speculative_draft_tokens_total{{{m},source="mtp"}} 3.0' in text
+    assert (
+        f'flare_speculative_accepted_tokens_per_position_total{{{m},position="2",source="mtp"}} 1.0'
+        in text
+    )
     assert f"flare_time_to_first_token_seconds_count{{{m}}} 1.0" in text
     assert f"flare_e2e_request_latency_seconds_count{{{m}}} 1.0" in text
 
@@ -339,3 +359,38 @@ def test_a_union_field_error_names_the_rule_of_the_member_the_input_is(url, payl
     assert error["param"] == param
     assert rule in error["message"]
     assert "valid string" not in error["message"]
+
+
+def _served_method(body: dict, default: str | None = None) -> str:
+    engine = ScriptedEngine()
+    if default is not None:
+        engine.generation_defaults = GenerationDefaults(speculative_method=default)
+
+    async def go():
+        async with client(engine) as c:
+            return await c.post("/v1/completions", json={"prompt": "x", **body})
+
+    assert run(go()).status_code == 200
+    return engine.requests[0].sampling.speculative_method
+
+
+def test_a_request_chooses_its_speculative_method():
+    assert _served_method({}) == "mtp"
+    assert _served_method({"speculative_method": "ngram"}) == "ngram"
+
+
+def test_the_servers_speculative_method_is_the_default_a_request_overrides():
+    assert _served_method({}, default="ngram") == "ngram"
+    assert _served_method({"speculative_method": "mtp"}, default="ngram") == "mtp"
+
+
+def test_an_unknown_speculative_method_is_a_400():
+    engine = ScriptedEngine()
+
+    async def go():
+        async with client(engine) as c:
+            return await c.post("/v1/completions", json={"prompt": "x", "speculative_method": "x"})
+
+    response = run(go())
+    assert response.status_code == 400
+    assert "speculative_method" in response.text

@@ -36,6 +36,21 @@ class PopulationPrior:
         self.means[depth - 1] = current + (value - current) * POPULATION_STEP
 
 
+class SourcePriors:
+    """One population prior per proposal source: a copy source's acceptance says nothing
+    of the learned source's, so neither moves the other's prior (the seed: each request
+    tracks acceptance by source)."""
+
+    def __init__(self) -> None:
+        self._by_source: dict[str, PopulationPrior] = {}
+
+    def of(self, source: str) -> PopulationPrior:
+        found = self._by_source.get(source)
+        if found is None:
+            found = self._by_source[source] = PopulationPrior()
+        return found
+
+
 @dataclass
 class PrefixEstimate:
     mean: float
@@ -133,15 +148,20 @@ class PrefixHistory:
 class AcceptanceTracker:
     """Acceptance histories of one request, one per proposal source."""
 
-    def __init__(self, prior: PopulationPrior, preseed: Sequence[float] = ()) -> None:
-        self._prior = prior
+    def __init__(
+        self, prior: PopulationPrior | SourcePriors, preseed: Sequence[float] = ()
+    ) -> None:
+        self._prior = prior  # SourcePriors: each source's history starts at its own prior
         self._preseed = tuple(preseed)
         self._by_source: dict[str, PrefixHistory] = {}
 
     def history(self, source: str) -> PrefixHistory:
         found = self._by_source.get(source)
         if found is None:
-            found = self._by_source[source] = PrefixHistory(self._prior, self._preseed)
+            prior = self._prior
+            if isinstance(prior, SourcePriors):
+                prior = prior.of(source)
+            found = self._by_source[source] = PrefixHistory(prior, self._preseed)
         return found
 
     def observe_round(

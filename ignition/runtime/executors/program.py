@@ -18,7 +18,12 @@ from ignition.helios import ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.runtime.executors import prompt_scoring
 from ignition.runtime.executors.base import WorkerError
-from ignition.runtime.executors.binding import bind_grammar, bind_row, validate_roles
+from ignition.runtime.executors.binding import (
+    bind_copy_drafts,
+    bind_grammar,
+    bind_row,
+    validate_roles,
+)
 from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.executors.launched import LaunchedFrame
 from ignition.runtime.executors.ple_rows import prompt_tokens, read_pending, stage_known_rows
@@ -77,6 +82,7 @@ class ProgramExecutor:
             eos.append(terminal_ids(request.request.sampling, context.eos_token_ids))
             num_logprobs.append(request.request.sampling.logprobs)
             grammars.append(bind_grammar(program, frame, row, lane, request))
+            bind_copy_drafts(program, frame, row, lane, request)
         program.upload(frame)
         if context.before_run is not None:
             context.before_run(fence)

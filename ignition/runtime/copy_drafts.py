@@ -1,0 +1,84 @@
+"""Copy proposals for requests whose speculative method is "ngram" (prompt lookup).
+
+Each decoding row of such a request verifies, as its supplied drafts, the continuation of
+its latest suffix found earlier in its prompt and output (runtime.copy_proposals: a
+bounded n-gram match over a bounded window, so the host's work per row and frame is
+bounded). The drafts follow every token before them, so each round program serving the
+request needs completion feedback (RequestSpec.host_drafts; its decode frames pipeline
+as others'); :class:`CopyDraftLimits` reports
+the proposal's length after each such frame (``limit_drafts``), so a row without a match
+verifies no drafts and Helios prices the round by the copy source's acceptance
+(RequestSpec.proposal_source "ngram"). Verification is coupled with q one-hot
+(model.proposals), so the output is the same whichever drafts a round verifies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ignition.helios import ScheduledPlan, SchedulerProtocol
+from ignition.runtime.copy_proposals import MAX_NGRAM, MIN_NGRAM, WINDOW, copy_proposal
+from ignition.runtime.frames import FrameResult
+from ignition.runtime.grammar import MAX_PROPOSAL
+from ignition.runtime.loop_hooks import Live, LoopHook
+from ignition.runtime.request_table import LiveRequest
+from ignition.runtime.requests import SamplingParams
+
+# The suffix n-gram lengths a copy searches for, longest first (vLLM's prompt_lookup_max
+# and prompt_lookup_min of its "ngram" method).
+PROMPT_LOOKUP_MAX = MAX_NGRAM
+PROMPT_LOOKUP_MIN = MIN_NGRAM
+COPY_SOURCE = "ngram"
+LEARNED_SOURCE = "mtp"
+GRAMMAR_SOURCE = "grammar"
+
+
+def proposal_source(sampling: SamplingParams) -> str:
+    """Where a request's drafts come from: Helios's RequestSpec.proposal_source ("mtp" or
+    "ngram"; a constrained request keeps "mtp" in Helios, whose forced drafts are priced
+    as before)."""
+    return COPY_SOURCE if sampling.copies_drafts else LEARNED_SOURCE
+
+
+def metrics_source(sampling: SamplingParams) -> str:
+    """The ``source`` label of a request's speculative counters: its grammar's forced
+    drafts ("grammar"), copies ("ngram") or the MTP head's ("mtp"). Only "mtp" counts
+    learned-proposal draws."""
+    return GRAMMAR_SOURCE if sampling.grammar is not None else proposal_source(sampling)
+
+
+def copy_drafts(live: LiveRequest, max_drafts: int = MAX_PROPOSAL) -> tuple[int, ...]:
+    """The request's copy proposal for its next round, at most ``max_drafts`` tokens; one
+    search per output length (the limit and the frame's drafts read the same one)."""
+    if max_drafts <= 0:
+        return ()
+    num_output = len(live.output_ids)
+    cached = live.copy_drafts
+    if cached is None or cached[0] != num_output:
+        context = live.request.prompt_ids[-WINDOW:] + tuple(live.output_ids[-WINDOW:])
+        cached = live.copy_drafts = (
+            num_output,
+            copy_proposal(context, MAX_PROPOSAL, PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN),
+        )
+    return cached[1][:max_drafts]
+
+
+class CopyDraftLimits(LoopHook):
+    """Tells Helios, after each frame published its tokens, how many drafts each copying
+    request it served can verify next: its copy proposal's length (0: no match)."""
+
+    def __init__(
+        self, scheduler: Callable[[], SchedulerProtocol], live: Callable[[], Live]
+    ) -> None:
+        self.scheduler = scheduler
+        self.live = live
+
+    def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
+        live, scheduler = self.live(), self.scheduler()
+        for lane in plan.lanes:
+            request = live.get(lane.handle)
+            if request is None or request.is_done or not request.request.sampling.copies_drafts:
+                continue
+            view = scheduler.request(lane.handle)
+            if view is not None and view.is_live:  # finished ones may be released already
+                scheduler.limit_drafts(lane.handle, len(copy_drafts(request)))

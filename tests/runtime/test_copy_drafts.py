@@ -1,0 +1,134 @@
+"""Requests whose speculative method is "ngram" verify copies of their own context.
+
+The host finds each decoding row's copy proposal (the continuation of its latest suffix
+earlier in prompt + output) and supplies it as the round's drafts; Helios prices the
+request by the copy source's acceptance and plans as many drafts as the copy holds.
+Verification is coupled (q one-hot), so the output is that of decoding without drafts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ignition.runtime import copy_drafts
+from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.requests import GenerationRequest, RequestError, SamplingParams
+from tests.runtime.tiny import EOS, CharDecoder
+
+pytestmark = pytest.mark.usefixtures("reference_kernels")
+# Every token id once (the tiny model's vocabulary is 128): with one-token lookups every
+# round of a copying request has a copy to verify (most are rejected; the output must not
+# change either way).
+PROMPT = tuple(range(3, 128))
+# (request id, temperature, seed)
+REQUESTS = (("greedy", 0.0, 1), ("seeded", 1.0, 7))
+
+
+def run(model, catalog, mode: str, method: str, seen: dict | None = None) -> dict:
+    """{request id: output ids} of the requests served together; ``seen`` collects the
+    drafts verified per request and the proposal source Helios was given for it."""
+    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation=mode)
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    if seen is not None:
+
+        def listen(plan, result):
+            for i, lane in enumerate(plan.lanes):
+                live = engine.live.get(lane.handle)
+                if live is None or lane.role.value != "decode" or not result.num_offered_drafts:
+                    continue
+                name = live.request.request_id
+                view = engine.scheduler.requests[lane.handle]
+                seen.setdefault(name, [0, set()])
+                seen[name][0] += result.num_offered_drafts[i]
+                seen[name][1].add(view.spec.proposal_source)
+
+        engine.frame_listeners.append(listen)
+    chunks: dict[str, list] = {}
+    for name, temperature, seed in REQUESTS:
+        sampling = SamplingParams(
+            max_tokens=40,
+            temperature=temperature,
+            seed=seed,
+            ignore_eos=True,
+            speculative_method=method,
+        )
+        chunks[name] = []
+        engine.submit(GenerationRequest(name, PROMPT, sampling), chunks[name].append)
+    engine.run_until_idle(max_steps=5000)
+    outputs = {}
+    for name, got in chunks.items():
+        assert got[-1].error is None, got[-1].error
+        outputs[name] = [t for c in got for t in c.token_ids]
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def unspeculated(model, catalog):
+    with _reference():
+        return run(model, catalog, "off", "mtp")
+
+
+def _reference():
+    from ignition.kernels.dispatch import use_backend
+
+    return use_backend("reference")
+
+
+@pytest.fixture
+def one_token_lookups(monkeypatch):
+    monkeypatch.setattr(copy_drafts, "PROMPT_LOOKUP_MIN", 1)
+
+
+@pytest.mark.parametrize("mode", ["off", "fixed", "adaptive"])
+def test_output_is_the_same_with_copy_proposals_on_and_off(
+    model, catalog, mode, unspeculated, one_token_lookups
+):
+    seen: dict = {}
+    assert run(model, catalog, mode, "ngram", seen) == unspeculated  # greedy and seeded
+    if mode != "off":
+        assert all(n > 0 for n, _ in seen.values()), f"no round verified a copy: {seen}"
+
+
+def test_helios_prices_a_copying_request_by_the_copy_source(model, catalog, one_token_lookups):
+    seen: dict = {}
+    run(model, catalog, "fixed", "ngram", seen)
+    assert {name: sources for name, (_, sources) in seen.items()} == {
+        "greedy": {"ngram"},
+        "seeded": {"ngram"},
+    }
+
+
+def test_an_unknown_speculative_method_is_refused():
+    with pytest.raises(RequestError, match="speculative_method = 'eagle'"):
+        SamplingParams(speculative_method="eagle")
+
+
+def greedy(model, catalog, prompt, method: str, max_tokens: int = 12):
+    """(output ids, engine stats) of one greedy request served alone in fixed mode."""
+    options = RuntimeOptions(num_slots=2, page_size=64, max_context_tokens=512, speculation="fixed")
+    engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
+    sampling = SamplingParams(
+        max_tokens=max_tokens, temperature=0.0, ignore_eos=True, speculative_method=method
+    )
+    got: list = []
+    engine.submit(GenerationRequest("r", tuple(prompt), sampling), got.append)
+    engine.run_until_idle(max_steps=5000)
+    return [t for c in got for t in c.token_ids], engine.stats.snapshot()
+
+
+def test_a_copy_of_the_models_own_earlier_continuation_is_accepted(model, catalog):
+    """A prompt holding P, the model's greedy continuation g of P, then P again: the copy
+    after the second P is g, which the output repeats for its first tokens. The rounds
+    verify those copies (the MTP head's drafts would not be them) and accept them."""
+    base = (5, 9, 11, 17, 23, 31, 40, 7, 66, 12)
+    earlier, _ = greedy(model, catalog, base, "mtp")
+    output, stats = greedy(model, catalog, (*base, *earlier, *base), "ngram")
+    repeated = next(
+        (i for i, (a, b) in enumerate(zip(output, earlier, strict=True)) if a != b), len(output)
+    )
+    assert repeated >= 4, "the workload's output no longer repeats its prompt"
+    copies = stats.speculative_by_source["ngram"]
+    # after the prompt's token, each round's copy holds the repeat: all but one token of
+    # each round's output are accepted copies
+    assert copies.accepted_tokens >= repeated - 1 - copies.rounds > 0
+    assert "mtp" not in stats.speculative_by_source  # no learned-proposal draws
