@@ -77,8 +77,7 @@ class DecoderRows:
         found = self._by_width.get(rows)
         if found is None:
             if rows - 1 > self._depth:
-                self._depth = rows - 1
-                self._terms = self._outputs()
+                self._terms = self._outputs(rows - 1)
             # decoder_rows(v, rows) = max(1, min(rows, limit)) inlined
             found = self._by_width[rows] = [
                 price * outputs[max(1, min(rows, limit))] + base
@@ -86,13 +85,15 @@ class DecoderRows:
             ]
         return found
 
-    def _outputs(self) -> list[tuple[float, list[float], int, float]]:
+    def _outputs(self, depth: int) -> list[tuple[float, list[float], int, float]]:
         """Per decoder: its output price, its expected output at every width (from the
-        lane tables' memo: expected_output's sums, left to right, up to the deepest
-        width asked so far, so a survival the view lacks adds 0 ** alpha, which only
-        raises the bound where alpha is 0), its row limit (decoder_rows) and its base."""
-        alpha, depth = self._alpha, self._depth
-        return [
+        lane tables' memo: expected_output's sums, left to right, over its survivals or
+        ``depth`` drafts if more, so a survival the view lacks adds 0 ** alpha, which
+        only raises the bound where alpha is 0), its row limit (decoder_rows) and its
+        base. Sets the depth every view's outputs cover (its survivals usually hold the
+        deepest width of every following shape, so one pass serves them all)."""
+        alpha = self._alpha
+        terms = [
             (
                 v.prices.output_token,
                 expected_outputs(v.survivals, alpha, max(depth, len(v.survivals))),
@@ -101,6 +102,8 @@ class DecoderRows:
             )
             for v, base in zip(self.views, self.bases, strict=True)
         ]
+        self._depth = min((len(t[1]) - 2 for t in terms), default=1 << 30)
+        return terms
 
 
 class PairBounds:
