@@ -72,6 +72,23 @@ class DecoderRows:
         self._by_width: dict[int, list[float]] = {}
         self._terms: list[tuple[float, list[float], int, float]] = []
         self._depth = -1  # the deepest draft count the terms' outputs cover
+        self._sums: dict[tuple[int, int], list[float]] = {}
+        self._slope_sums: dict[int, list[float]] = {}
+
+    def top_sums(self, rows: int, length: int) -> list[float]:
+        """``_top_sums`` of the intercepts at ``rows`` (kept: a decision's ready decoders
+        serve every prerequisite's bounds, and the next decision's while they hold)."""
+        key = (rows, length)
+        found = self._sums.get(key)
+        if found is None:
+            found = self._sums[key] = _top_sums(self.intercepts(rows), length)
+        return found
+
+    def slope_sums(self, length: int) -> list[float]:
+        found = self._slope_sums.get(length)
+        if found is None:
+            found = self._slope_sums[length] = _top_sums(self.slopes, length)
+        return found
 
     def intercepts(self, rows: int) -> list[float]:
         found = self._by_width.get(rows)
@@ -133,7 +150,10 @@ class PairBounds:
         self.num_prompts = len(prompts)
         self._max_rows = max_rows
         self._by_width: dict[int, list[float]] = {}
-        self._slopes = _top_sums([*self._enabled.slopes, *ready_decoders.slopes], max_rows)
+        if self._enabled.views:
+            self._slopes = _top_sums([*self._enabled.slopes, *ready_decoders.slopes], max_rows)
+        else:  # newly ready rows are prompts: the ready decoders' sums alone
+            self._slopes = ready_decoders.slope_sums(max_rows)
         bonus = [v.prices.output_token + v.prices.delivery for v in prompts]
         self._whole = _top_sums(
             [
@@ -154,8 +174,12 @@ class PairBounds:
         """Sums of the m largest decoder intercepts when each verifies ``rows`` rows."""
         sums = self._by_width.get(rows)
         if sums is None:
-            values = [*self._enabled.intercepts(rows), *self._ready.intercepts(rows)]
-            sums = self._by_width[rows] = _top_sums(values, self._max_rows)
+            if self._enabled.views:
+                values = [*self._enabled.intercepts(rows), *self._ready.intercepts(rows)]
+                sums = _top_sums(values, self._max_rows)
+            else:
+                sums = self._ready.top_sums(rows, self._max_rows)
+            self._by_width[rows] = sums
         return sums
 
     def _decoders(self, m: int, span_ms: float, rows: int = 1) -> float:

@@ -22,10 +22,12 @@ from ignition.helios.decide.refresh import choose_refresh
 from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.fast.bounds import bounded_candidates, largest_bound, stale_alternative
 from ignition.helios.fast.catalog_index import CatalogIndex
+from ignition.helios.fast.lane_table import LaneTable
 from ignition.helios.fast.learning import choose_probe
+from ignition.helios.fast.pair_bounds import DecoderRows
 from ignition.helios.fast.projection import ProjectionCache, build_population
 from ignition.helios.fast.state_search import StateSearch
-from ignition.helios.fast.tables import TableCache
+from ignition.helios.fast.tables import TableCache, Tables
 from ignition.helios.selection import Selection, SelectionState, page_feasible
 from ignition.helios.types import ExecutionClass
 
@@ -38,11 +40,20 @@ class Bounded:
         self._index: tuple[Sequence[Descriptor], CatalogIndex] | None = None
         self._projection = ProjectionCache()
         self._tables = TableCache()
+        self._ready: tuple[LaneTable, DecoderRows] | None = None
 
     def _catalog_index(self, descriptors: Sequence[Descriptor]) -> CatalogIndex:
         if self._index is None or self._index[0] is not descriptors:
             self._index = (descriptors, CatalogIndex(descriptors))
         return self._index[1]
+
+    def _ready_rows(self, tables: Tables) -> DecoderRows:
+        """The ready decoders' pair-bound terms, kept while the table cache hands out the
+        same decoder table (the same views under an equal decision)."""
+        if self._ready is None or self._ready[0] is not tables.decoders:
+            views, decision = tables.decoders.views, tables.decoders.decision
+            self._ready = (tables.decoders, DecoderRows(views, decision))
+        return self._ready[1]
 
     def select(self, s: SelectionState) -> Selection | None:
         population, decision = build_population(
@@ -67,7 +78,7 @@ class Bounded:
             s.policy,
             s.now_ns,
         )
-        search = StateSearch(*state_inputs)
+        search = StateSearch(*state_inputs, self._ready_rows(tables))
         hint = None  # the inference shapes' largest bound, only where a pair could use it
         if search.has_ranked_pairs:
             hint = largest_bound(shapes, tables, s.costs, decision, s.now_ns)

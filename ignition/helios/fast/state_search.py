@@ -65,12 +65,16 @@ class StateSearch:
         decision: Decision,
         policy: PolicyConfig,
         now_ns: int,
+        ready: DecoderRows | None = None,
     ) -> None:
+        """``ready``: the decision's ready decoders' bound terms, where the caller keeps
+        them between decisions (``population.decoders``'; made here otherwise)."""
         state, tables = state_tables(descriptors, population, costs, decision, policy)
         self._searches: list[_PrerequisiteSearch] = []
         if tables is not None:
             # the ready decoders' bound terms, shared by every prerequisite's pair bounds
-            ready = DecoderRows(population.decoders, decision)
+            if ready is None:
+                ready = DecoderRows(population.decoders, decision)
             self._searches = [_PrerequisiteSearch(d, tables, now_ns, ready) for d in state]
 
     @property
