@@ -16,6 +16,7 @@ from ignition.helios.decide.service import Prices
 from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast import lane_core
 from ignition.helios.fast.lane_table import LaneTable
+from ignition.helios.fast.pair_bounds import DecoderRows
 from ignition.helios.types import RequestHandle
 
 MAX_DEPTH = 4
@@ -126,3 +127,17 @@ def test_an_order_head_is_the_first_entries_of_the_full_order():
         cap, length = rng.randint(0, MAX_DEPTH + 1), rng.randint(0, 30)
         assert arrays.head(cap, length) == ref.order(cap)[:length]
         assert arrays.order(cap) == ref.order(cap)
+
+
+def test_pair_bound_sums_read_from_the_decoder_table_equal_their_own_computation():
+    """fast/pair_bounds.DecoderRows reads a decision's ready decoders' intercept sums from
+    the decoder table's orders (the same values: fixed + price * output at the lane
+    ceiling); they equal the sums it computes itself, float for float, at every width."""
+    rng = random.Random(16)
+    for _ in range(300):
+        views, decision = _views(rng), _decision(rng)
+        table = LaneTable(views, decision, MAX_DEPTH)
+        shared, own = DecoderRows(views, decision, table), DecoderRows(views, decision)
+        for rows in range(1, MAX_DEPTH + 2):
+            length = rng.choice([1, 4, 30])
+            assert shared.top_sums(rows, length) == own.top_sums(rows, length), (rows, views)

@@ -38,7 +38,7 @@ from itertools import accumulate
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.decide.state_candidates import following_rows
 from ignition.helios.decide.utility import Decision, LaneView, prompt_capacity
-from ignition.helios.fast.lane_table import expected_outputs
+from ignition.helios.fast.lane_table import LaneTable, expected_outputs
 
 
 def _top_sums(values: Sequence[float], length: int) -> list[float]:
@@ -56,7 +56,14 @@ class DecoderRows:
     expected output at that width plus its base (``intercepts``, built on first use).
     The ready decoders' are shared by every prerequisite of one decision."""
 
-    def __init__(self, views: Sequence[LaneView], decision: Decision) -> None:
+    def __init__(
+        self, views: Sequence[LaneView], decision: Decision, table: LaneTable | None = None
+    ) -> None:
+        """``table``: the decision's decoder table over the same ``views``, whose orders
+        hold these intercepts already, sorted (its values are fixed + price * output at
+        the lane ceiling, which is decoder_rows, and fixed is this base), so the ready
+        decoders' sums read them instead of computing them again."""
+        self._table = table
         self.views = [v for v in views if v.remaining_output >= 1]
         self.bases: list[float] = []
         self.slopes: list[float] = []
@@ -81,7 +88,13 @@ class DecoderRows:
         key = (rows, length)
         found = self._sums.get(key)
         if found is None:
-            found = self._sums[key] = _top_sums(self.intercepts(rows), length)
+            if self._table is not None:  # its order is the intercepts, best first
+                ordered = [value for _, _, value in self._table.order(rows)]
+                sums = [0.0, *accumulate(ordered)]
+                found = sums + [sums[-1]] * max(0, length + 1 - len(sums))
+            else:
+                found = _top_sums(self.intercepts(rows), length)
+            self._sums[key] = found
         return found
 
     def slope_sums(self, length: int) -> list[float]:
@@ -92,6 +105,8 @@ class DecoderRows:
 
     def intercepts(self, rows: int) -> list[float]:
         found = self._by_width.get(rows)
+        if found is None and self._table is not None:
+            found = self._by_width[rows] = [value for _, _, value in self._table.order(rows)]
         if found is None:
             if rows - 1 > self._depth:
                 self._terms = self._outputs(rows - 1)

@@ -51,8 +51,8 @@ class Bounded:
         """The ready decoders' pair-bound terms, kept while the table cache hands out the
         same decoder table (the same views under an equal decision)."""
         if self._ready is None or self._ready[0] is not tables.decoders:
-            views, decision = tables.decoders.views, tables.decoders.decision
-            self._ready = (tables.decoders, DecoderRows(views, decision))
+            table = tables.decoders
+            self._ready = (table, DecoderRows(table.views, table.decision, table))
         return self._ready[1]
 
     def select(self, s: SelectionState) -> Selection | None:
