@@ -157,12 +157,14 @@ def _decoder_value(view: LaneView, decision: Decision, total_ms: float, rows: in
 
 class _Shapes:
     """What the pair lookahead needs of the inference shapes alone: each one's duration
-    in ms (None: unknown) and the tail rule's completion times, built on first use. The
-    shapes are held, so the ids a memo key records stay theirs."""
+    in ms (None: unknown), the rows a decoder verifies in it (following_rows) and the
+    tail rule's completion times, built on first use. The shapes are held, so the ids a
+    memo key records stay theirs."""
 
     def __init__(self, inference: Sequence[Descriptor], costs: CostModel) -> None:
         self.inference = list(inference)
         self.ms = [_ms(costs, d) for d in self.inference]
+        self.widths = [following_rows(d) for d in self.inference]  # static per shape
         self._costs = costs
         self._completion: CompletionTimes | None = None
 

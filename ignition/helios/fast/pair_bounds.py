@@ -245,12 +245,16 @@ class PairBounds:
         return bound
 
     def ranked(
-        self, followings: Sequence[tuple[int, Descriptor, float]], t_ms: float
+        self,
+        followings: Sequence[tuple[int, Descriptor, float]],
+        t_ms: float,
+        widths: Sequence[int] | None = None,
     ) -> list[tuple[float, int, Descriptor]]:
         """(-bound, position, following) of every pair that can exist among
         ``followings`` ((position, shape, duration) triples), best bound first and in
         catalog order among equal bounds (positions are distinct, so the shapes are never
-        compared). ``score`` written out for the hot loop."""
+        compared). ``score`` written out for the hot loop; ``widths``, where given, are
+        every position's following_rows (static per catalog, kept by the caller)."""
         out = []
         whole, prices, bonus = self._whole, self._prices, self._bonus
         slopes = self._slopes
@@ -275,7 +279,9 @@ class PairBounds:
             elif kind is mixed:
                 if not mixed_ok:
                     continue
-                intercepts = self._intercepts_at(following_rows(following))
+                intercepts = self._intercepts_at(
+                    following_rows(following) if widths is None else widths[position]
+                )
                 value = intercepts[rows] + span * slopes[rows]
                 if self.num_prompts:
                     capacity = following.prefill_capacity
@@ -286,7 +292,9 @@ class PairBounds:
             elif kind is decode or kind is speculative:
                 if not decoder_ok:
                     continue
-                intercepts = self._intercepts_at(following_rows(following))
+                intercepts = self._intercepts_at(
+                    following_rows(following) if widths is None else widths[position]
+                )
                 value = intercepts[rows] + span * slopes[rows]
             else:
                 continue

@@ -191,7 +191,7 @@ class _PrerequisiteSearch:
         if measured and (self.best.entry is None or self.best.known_score is not None):
             assert t_ms is not None
             bounds = _pair_bounds(d, tables, enabled, self.terminal, t_ms, ready)
-            self._ranked = bounds.ranked(measured, t_ms)
+            self._ranked = bounds.ranked(measured, t_ms, tables.shapes.widths)
 
     def _pair(self, position: int, following: Descriptor) -> None:
         self._stale = True
