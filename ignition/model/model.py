@@ -37,8 +37,8 @@ from ignition.model.packing import (
     PackedInputs,
     PackedMeta,
     gather_rows,
+    kept_candidates,
     multimodal_rope,
-    take_positions,
 )
 from ignition.model.state import ModelState
 from ignition.model.target_output import TargetOutput
@@ -195,16 +195,18 @@ class HybridModel(nn.Module):
         row_index = torch.arange(commit_lens.shape[0], device=commit_lens.device)
         prompt_row = meta.prompt_state_row
         for g, update in enumerate(out.gdn_updates):
-            state.gdn_state[g, decode_rows] = take_positions(
+            state.gdn_state[g, decode_rows] = kept_candidates(
                 update.decode_states, row_index, position
             )
-            state.conv_window[g, decode_rows] = take_positions(
+            state.conv_window[g, decode_rows] = kept_candidates(
                 update.decode_windows, row_index, position
             )
             state.gdn_state[g, prompt_row] = update.prompt_state
             state.conv_window[g, prompt_row] = update.prompt_window
         for p, update in enumerate(out.ple_updates):
-            state.ple_window[p, decode_rows] = update.decode_windows[row_index, position]
+            state.ple_window[p, decode_rows] = kept_candidates(
+                update.decode_windows, row_index, position
+            )
             state.ple_window[p, prompt_row] = update.prompt_window
         if out.ngram_next is not None:
             following = gather_rows(out.ngram_next, meta.decode_index)  # [R, W, n - 1]

@@ -273,6 +273,20 @@ def take_positions(x: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
     return take_rows(flat, rows * x.shape[1] + positions)
 
 
+def kept_candidates(candidates: Tensor, row_index: Tensor, position: Tensor) -> Tensor:
+    """``candidates[row_index, position]``: each decode row's candidate at its last kept
+    position, for a commit whose ``row_index`` is every row in order (``arange(R)``) and whose
+    ``position`` lies in ``[0, W)``.
+
+    At width 1 (a plain decode program) every position is 0, so that selection is
+    ``candidates[:, 0]`` itself: a view, where the gather would copy each GDN layer's states
+    once more per step (the width is a shape, so no branch reads the data).
+    """
+    if candidates.shape[1] == 1:
+        return candidates[:, 0]
+    return take_positions(candidates, row_index, position)
+
+
 def scatter_rows(padded_out: Tensor, index: Tensor, values: Tensor) -> None:
     """padded_out[index] = values; padded_out has one extra row that absorbs the sentinel."""
     flat_index = index.reshape(-1)
