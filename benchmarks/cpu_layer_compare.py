@@ -7,7 +7,8 @@ Both models load the same random checkpoint; each gets ``--batch`` prompts of
 engine runs them), transformers' ``model(input_ids [B, 1], past_key_values=...)``. Forward
 hooks on the same-named modules of both (``linear_attn``, ``self_attn``, ``mlp``, ``norm``,
 ``lm_head``) time each component; the rest of the step is everything outside them (embedding,
-layer norms and residuals, metadata, and for Ignition sampling and the state commit). The
+layer norms and residuals, packed metadata; the greedy argmax on their side), with
+Ignition's state commit and sampling timed on their own. The
 two take turns step by step, and each row is the median over the timed steps.
 
     PYTHONPATH=. .venv/bin/python benchmarks/cpu_layer_compare.py --batch 4 --steps 40
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+import ignition.model.step as step_module
 from ignition.kernels import use_backend
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingParams
@@ -52,6 +54,19 @@ class Timers:
 
         module.register_forward_pre_hook(pre)
         module.register_forward_hook(post)
+
+    def wrap(self, owner: object, name: str, label: str) -> None:
+        """Time calls of ``owner.name`` (a function the step looks up at call time)."""
+        fn = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[label] += time.perf_counter() - start
+
+        setattr(owner, name, timed)
 
     def take(self) -> dict[str, float]:
         out, self.seconds = dict(self.seconds), collections.defaultdict(float)
@@ -138,6 +153,9 @@ def main() -> None:
             sides = {"Ignition": ours, "transformers": theirs}
             timers = {name: Timers() for name in sides}
             attach_all(timers["Ignition"], ours.model.layers, ours.model.norm, ours.model.lm_head)
+            timers["Ignition"].wrap(ours.model, "commit", "state commit (Ignition)")
+            for name in ("sample", "token_logprobs", "apply_token_mask"):
+                timers["Ignition"].wrap(step_module, name, "sampling, logprobs (Ignition)")
             inner = theirs.model.model
             attach_all(timers["transformers"], inner.layers, inner.norm, theirs.model.lm_head)
             samples = {name: collections.defaultdict(list) for name in sides}
@@ -158,9 +176,15 @@ def main() -> None:
             f"context {args.prompt_tokens}, median of {args.steps} decode steps (ms per step)"
         )
         print("| component | Ignition | transformers | ratio |\n|---|---:|---:|---:|")
-        for label in samples["transformers"]:
+        labels = list(samples["Ignition"])
+        labels.append(labels.pop(labels.index("step total")))
+        for label in labels:
             a = statistics.median(samples["Ignition"][label]) * 1e3
-            b = statistics.median(samples["transformers"][label]) * 1e3
+            theirs = samples["transformers"].get(label)
+            if theirs is None:
+                print(f"| {label} | {a:.3f} | - | - |")
+                continue
+            b = statistics.median(theirs) * 1e3
             print(f"| {label} | {a:.3f} | {b:.3f} | {a / b:.2f}x |")
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -173,11 +197,12 @@ def profile(ours: Ignition, theirs: Transformers, steps: int = 10) -> None:
     for name, side in (("Ignition", ours), ("transformers", theirs)):
         for _ in range(3):
             side.step()
-        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             for _ in range(steps):
                 side.step()
-        print(f"\n{name}, {steps} decode steps")
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
+        print(f"\n{name}, {steps} decode steps, ops grouped by input shape")
+        averages = prof.key_averages(group_by_input_shape=True)
+        print(averages.table(sort_by="self_cpu_time_total", row_limit=40, max_name_column_width=40))
 
 
 if __name__ == "__main__":
