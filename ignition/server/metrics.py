@@ -219,36 +219,6 @@ class _PleCollector(Collector):
         self._stats = stats
         self._model = model_name
 
-    def _speculative(self, s: StatsSnapshot) -> Iterator[CounterMetricFamily]:
-        """The speculative counters by proposal source ("mtp": the MTP head's learned
-        drafts, "ngram": copies of the context, "grammar": forced drafts); the learned
-        source's series exists from the start. Summed over ``source`` they are the
-        totals these names always counted."""
-        m = self._model
-        by_source = {LEARNED_SOURCE: SourceCounts(), **s.speculative_by_source}
-        families = [
-            CounterMetricFamily(name, doc, labels=["model_name", "source"])
-            for name, doc in (
-                ("flare_speculative_drafts", "Complete speculative rounds with proposals"),
-                ("flare_speculative_draft_tokens", "Draft tokens offered for verification"),
-                ("flare_speculative_accepted_tokens", "Accepted draft tokens"),
-            )
-        ]
-        for source, c in sorted(by_source.items()):
-            for family, value in zip(
-                families, (c.rounds, c.draft_tokens, c.accepted_tokens), strict=True
-            ):
-                family.add_metric([m, source], value)
-        yield from families
-        per_position = CounterMetricFamily(
-            "flare_speculative_accepted_tokens_per_position",
-            "Accepted draft tokens by draft position (1-based)",
-            labels=["model_name", "source", "position"],
-        )
-        for (source, position), count in sorted(s.accepted_by_source_position.items()):
-            per_position.add_metric([m, source, str(position)], count)
-        yield per_position
-
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         ple = getattr(self._stats, "ple", None)
         s = ple.snapshot() if ple is not None else PleSnapshot("none", 0)
