@@ -18,6 +18,7 @@ from ignition.components.catalog import Descriptor
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import select
+from ignition.helios.decide.refresh import choose_refresh
 from ignition.helios.decide.speculation import PrefixHistory
 from ignition.helios.decide.utility import Candidate, Decision
 from ignition.helios.queue import ExecutionQueue
@@ -65,6 +66,39 @@ class Selection:
 
 class Selector(Protocol):
     def select(self, state: SelectionState) -> Selection | None: ...
+
+
+class FoundProbe(Protocol):
+    @property
+    def candidate(self) -> Candidate: ...
+
+
+def execution_class(
+    winner: Candidate,
+    decision: Decision,
+    s: SelectionState,
+    stale_pool: Callable[[], Sequence[Candidate]],
+    find_probe: Callable[[], FoundProbe | None],
+) -> Selection:
+    """The ordinary winner's execution class, the same for both selectors: an unknown
+    cost makes it a discovery; otherwise full refresh credit lets the oldest stale
+    alternative in ``stale_pool()`` displace it (refresh.choose_refresh), and full
+    learning credit lets the probe ``find_probe()`` returns displace that. The selectors
+    differ only in how they gather the stale candidates and search for the probe."""
+    if s.own_freshness(winner) is Freshness.UNKNOWN:
+        return Selection(winner, decision, ExecutionClass.DISCOVERY)
+    if s.refresh_open:
+        stale = choose_refresh(winner, stale_pool(), s.costs)
+        if stale is not None:
+            return Selection(stale, decision, ExecutionClass.TIMING_REFRESH, s.refresh_balance_ns)
+    if not s.learning_open:
+        return Selection(winner, decision, ExecutionClass.ORDINARY)
+    probe = find_probe()
+    if probe is None:
+        return Selection(winner, decision, ExecutionClass.ORDINARY, no_probe=True)
+    return Selection(
+        probe.candidate, decision, ExecutionClass.ACCEPTANCE_LEARNING, s.learning_balance_ns
+    )
 
 
 def page_feasible(

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor
-from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.learning import choose_probe
 from ignition.helios.decide.policy import (
     CatalogIndex,
@@ -34,11 +33,14 @@ from ignition.helios.decide.policy import (
     select,
 )
 from ignition.helios.decide.projection import build_population
-from ignition.helios.decide.refresh import choose_refresh
 from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.decide.utility import Candidate, Decision
-from ignition.helios.selection import Selection, SelectionState, page_feasible
-from ignition.helios.types import ExecutionClass
+from ignition.helios.selection import (
+    Selection,
+    SelectionState,
+    execution_class,
+    page_feasible,
+)
 
 
 @dataclass(frozen=True)
@@ -92,30 +94,21 @@ class Exhaustive:
         winner = page_feasible(select(candidates), states, s.page_shortfall)
         if winner is None:
             return None
-        if s.own_freshness(winner) is Freshness.UNKNOWN:
-            return Selection(winner, decision, ExecutionClass.DISCOVERY)
-        if s.refresh_open:
-            stale = choose_refresh(winner, candidates, s.costs)
-            if stale is not None:
-                return Selection(
-                    stale, decision, ExecutionClass.TIMING_REFRESH, s.refresh_balance_ns
-                )
-        if not s.learning_open:
-            return Selection(winner, decision, ExecutionClass.ORDINARY)
-        probe = choose_probe(
+        return execution_class(
             winner,
-            shapes,
-            population,
-            tables,
-            s.costs,
             decision,
-            s.now_ns,
-            s.speculation,
-            s.max_depth,
-            s.history_of,
-        )
-        if probe is None:
-            return Selection(winner, decision, ExecutionClass.ORDINARY, no_probe=True)
-        return Selection(
-            probe.candidate, decision, ExecutionClass.ACCEPTANCE_LEARNING, s.learning_balance_ns
+            s,
+            lambda: candidates,
+            lambda: choose_probe(
+                winner,
+                shapes,
+                population,
+                tables,
+                s.costs,
+                decision,
+                s.now_ns,
+                s.speculation,
+                s.max_depth,
+                s.history_of,
+            ),
         )

@@ -16,10 +16,9 @@ import math
 from collections.abc import Sequence
 
 from ignition.components.catalog import Descriptor
-from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.policy import active_descriptors, select
-from ignition.helios.decide.refresh import choose_refresh
 from ignition.helios.decide.state_choice import state_candidates
+from ignition.helios.decide.utility import Candidate
 from ignition.helios.fast.bounds import bounded_candidates, largest_bound, stale_alternative
 from ignition.helios.fast.catalog_index import CatalogIndex
 from ignition.helios.fast.lane_table import LaneTable
@@ -28,8 +27,12 @@ from ignition.helios.fast.pair_bounds import DecoderRows
 from ignition.helios.fast.projection import ProjectionCache, build_population
 from ignition.helios.fast.state_search import StateSearch
 from ignition.helios.fast.tables import TableCache, Tables
-from ignition.helios.selection import Selection, SelectionState, page_feasible
-from ignition.helios.types import ExecutionClass
+from ignition.helios.selection import (
+    Selection,
+    SelectionState,
+    execution_class,
+    page_feasible,
+)
 
 
 class Bounded:
@@ -100,36 +103,31 @@ class Bounded:
             winner = page_feasible(select(inference + states), states, s.page_shortfall)
         if winner is None:
             return None
-        if s.own_freshness(winner) is Freshness.UNKNOWN:
-            return Selection(winner, decision, ExecutionClass.DISCOVERY)
-        if s.refresh_open:
+
+        def stale_pool() -> list[Candidate]:
             decided, alternative = stale_alternative(*inputs, winner.descriptor.cost_key())
             if decided:
                 pool = [alternative] if alternative is not None else []
             else:  # a tie inside the oldest key: every stale shape, in the list order
                 pool = bounded_candidates(*inputs, provisional)
-            stale = choose_refresh(winner, [*pool, *states], s.costs)
-            if stale is not None:
-                return Selection(
-                    stale, decision, ExecutionClass.TIMING_REFRESH, s.refresh_balance_ns
-                )
-        if not s.learning_open:
-            return Selection(winner, decision, ExecutionClass.ORDINARY)
-        probe = choose_probe(
+            return [*pool, *states]
+
+        return execution_class(
             winner,
-            shapes,
-            population,
-            tables,
-            s.costs,
             decision,
-            s.now_ns,
-            s.speculation,
-            s.max_depth,
-            s.history_of,
-            any_probe=not s.queue.is_empty,
-        )
-        if probe is None:
-            return Selection(winner, decision, ExecutionClass.ORDINARY, no_probe=True)
-        return Selection(
-            probe.candidate, decision, ExecutionClass.ACCEPTANCE_LEARNING, s.learning_balance_ns
+            s,
+            stale_pool,
+            lambda: choose_probe(
+                winner,
+                shapes,
+                population,
+                tables,
+                s.costs,
+                decision,
+                s.now_ns,
+                s.speculation,
+                s.max_depth,
+                s.history_of,
+                any_probe=not s.queue.is_empty,
+            ),
         )
