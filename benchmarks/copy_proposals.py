@@ -4,11 +4,13 @@ Issue 28: a request whose speculative method is "ngram" verifies, each round, th
 continuation of its latest suffix found earlier in its own prompt and output
 (runtime/copy_drafts.py); Helios prices it by the copy source's acceptance. This runs an
 editing workload on the embedded checkpoint (the trained qwen38-tiny) through the real
-engine, greedy, with speculation off and with fixed / adaptive speculation, once with
-learned drafts only (mtp) and once with copy drafts only (ngram), and prints per method
-the accepted drafts per speculative round, output tokens per decode frame, tokens/s (CPU
-wall clock, every row in the same run, against speculation off) and whether the output
-equals speculation off (it must: verification is coupled and exact). "rounds / frame" is
+engine, greedy, with speculation off and with fixed / adaptive speculation, with learned
+drafts only (mtp), copy drafts only (ngram) and both (Helios choosing the source of
+every round by each source's measured acceptance, helios/decide/sources.py); per method
+it prints the rounds given to copies ("copy share"), the accepted drafts per speculative
+round, output tokens per decode frame, tokens/s (CPU wall clock, every row in the same
+run, against speculation off) and whether the output equals speculation off (it must:
+verification is coupled and exact). "rounds / frame" is
 the share of decode lane-frames that verified drafts: Helios prices each round by its
 source's acceptance and the programs' measured cost, and a copying row with no match
 verifies none.
@@ -22,9 +24,10 @@ the right proposal. The table prints how much of the outputs repeats G (the long
 common prefix over the output length): that is the part of the workload copying can win.
 
     .venv/bin/python -m benchmarks.copy_proposals [--max-tokens 64] [--prompts 8]
+        [--workload edit|fresh]
 
-"Both" (Helios choosing per round between learned and copy drafts) is not built: a
-request has one source for its life (issue 28's stretch remains).
+A second workload, ``--workload fresh``, runs the code prompts themselves (no file to
+repeat): there copying rarely helps, and "both" should stay near mtp.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def run(model, catalog, tokenizer, speculation: str, method: str, prompts, max_t
     (lane-frames that verified drafts), drafts offered and accepted, and output tokens."""
     options = RuntimeOptions(num_slots=4, page_size=64, speculation=speculation)
     engine = assemble_engine(model, catalog, Decoder(tokenizer), [], options)
-    counts = {"frames": 0, "rounds": 0, "offered": 0, "accepted": 0, "tokens": 0}
+    counts = {"frames": 0, "rounds": 0, "copies": 0, "offered": 0, "accepted": 0, "tokens": 0}
 
     def listen(plan, result):
         for i, lane in enumerate(plan.lanes):
@@ -61,6 +64,7 @@ def run(model, catalog, tokenizer, speculation: str, method: str, prompts, max_t
             counts["tokens"] += emitted
             if offered:
                 counts["rounds"] += 1
+                counts["copies"] += lane.proposal_source == "ngram"
                 counts["offered"] += offered
                 counts["accepted"] += max(0, emitted - 1)
 
@@ -103,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--workload", choices=("edit", "fresh"), default="edit")
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = load_checkpoint(ASSET).model
@@ -110,23 +115,29 @@ def main() -> None:
     catalog = plan_catalog(get_recipe("qwen38"), LoadOptions(mixed_prefill=True))
     with use_backend("reference"):
         prompts, earlier = editing_prompts(model, catalog, tokenizer, args.prompts, args.max_tokens)
+        if args.workload == "fresh":  # the code prompts alone: nothing earlier to repeat
+            prompts = [tokenizer.encode(text).ids for text in PROMPTS[: args.prompts]]
+            earlier = [[] for _ in prompts]
         off, counts, seconds = run(
             model, catalog, tokenizer, "off", "mtp", prompts, args.max_tokens
         )
         base_rate = counts["tokens"] / seconds
-        print(
-            f"embedded qwen38-tiny, {len(prompts)} editing requests (file P + G, then P) x "
-            f"{args.max_tokens} greedy tokens; {repeated_fraction(off, earlier):.0%} of the "
-            "output repeats G before departing from it"
+        what = (
+            "editing requests (file P + G, then P)" if args.workload == "edit" else "code prompts"
         )
         print(
-            "| speculation | method | rounds / frame | accepted / round | offered / round | "
-            "tokens / frame | tokens/s | vs off | output = off |"
+            f"embedded qwen38-tiny, {len(prompts)} {what} x {args.max_tokens} greedy tokens; "
+            f"{repeated_fraction(off, earlier):.0%} of the output repeats G before departing "
+            "from it"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print(
+            "| speculation | method | rounds / frame | copy share | accepted / round | "
+            "offered / round | tokens / frame | tokens/s | vs off | output = off |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
         _row("off", "-", counts, seconds, base_rate, True)
         for speculation in ("fixed", "adaptive"):
-            for method in ("mtp", "ngram"):
+            for method in ("mtp", "ngram", "both"):
                 outputs, counts, seconds = run(
                     model, catalog, tokenizer, speculation, method, prompts, args.max_tokens
                 )
@@ -138,7 +149,7 @@ def _row(speculation, method, counts, seconds, base_rate, same) -> None:
     rate = counts["tokens"] / seconds
     print(
         f"| {speculation} | {method} | {counts['rounds'] / frames:.2f} | "
-        f"{counts['accepted'] / rounds:.2f} | "
+        f"{counts['copies'] / rounds:.2f} | {counts['accepted'] / rounds:.2f} | "
         f"{counts['offered'] / rounds:.2f} | {counts['tokens'] / frames:.2f} | {rate:.1f} | "
         f"{rate / base_rate:.2f}x | {same} |"
     )

@@ -75,7 +75,8 @@ def server_options() -> list[Decorator]:
             show_default=True,
             help="Where requests' speculative drafts come from when they name none (vLLM's "
             'speculative_config "method"): mtp, the model\'s MTP head; ngram, copies of the '
-            "request's own prompt and output (prompt lookup). A request's "
+            "request's own prompt and output (prompt lookup); both, Helios chooses between "
+            "the two for every round by their measured acceptance. A request's "
             "`speculative_method` field overrides it.",
         ),
         click.option(

@@ -23,6 +23,7 @@ operations: those are what Helios is for.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
@@ -144,6 +145,10 @@ class DirectScheduler:
         """Nothing to limit: every decode lane is planned one row wide."""
         self._owned(handle)
 
+    def offer_drafts(self, handle: RequestHandle, offers: Mapping[str, int | None]) -> str:
+        """Nothing to choose: no lane verifies drafts; the request keeps its source."""
+        return self._owned(handle).spec.proposal_source
+
     def advance_to(self, now_ns: int) -> None:
         if now_ns < self.now_ns:
             raise SchedulerError(f"advance_to({now_ns}) moves time backwards")
@@ -201,6 +206,7 @@ class DirectScheduler:
             max_advance_tokens=advance,
             reserved_tokens=prompt + query,
             value=float(prompt + advance),
+            proposal_source=r.spec.proposal_source,
         )
 
     def _freeze(

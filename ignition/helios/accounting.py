@@ -73,7 +73,7 @@ def charge_service(
             duration_ms=duration_ms,
             tokens=tokens,
             deliveries=0.0,
-            norms=norms.for_family(stream_family(r.spec.proposal_source)),
+            norms=norms.for_family(stream_family(r.spec.family)),
             is_decoder=p.was_decoder,
             adaptation_ms=policy.adaptation_ms,
             prompt_tokens=r.spec.uncached_prompt_tokens,
@@ -104,7 +104,7 @@ def apply_lane(
     elif d.speculation_enabled and d.proposal_depth > 0:
         rows = record.num_verified_tokens or lane.query_length
         r.acceptance.observe_round(
-            r.spec.proposal_source,
+            lane.proposal_source,  # the round's source, which a choosing request changes
             num_offered_drafts=rows - 1,
             num_accepted_drafts=max(0, n - 1),
             is_terminated=record.is_finished or n >= r.remaining_output,

@@ -13,7 +13,7 @@ the runtime reads nothing else of a scheduler (tests/helios/test_protocol_bounda
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 from ignition.components.catalog import Catalog, Descriptor
@@ -59,6 +59,12 @@ class SchedulerProtocol(Protocol):
     def limit_drafts(self, handle: RequestHandle, max_drafts: int | None) -> None:
         """The drafts the request's rounds may verify from now on (RequestSpec.max_drafts),
         as the runtime's supplied proposals change."""
+        ...
+
+    def offer_drafts(self, handle: RequestHandle, offers: Mapping[str, int | None]) -> str:
+        """What each proposal source can supply for the next round of a request whose
+        source the scheduler chooses per round (RequestSpec.proposal_choices); returns
+        the source chosen, which the plan's lanes then carry."""
         ...
 
     # -- queries -------------------------------------------------------------------

@@ -14,7 +14,7 @@ funded timing refresh (refresh.py) or, failing that, one funded acceptance probe
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
@@ -25,6 +25,7 @@ from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import QUEUEABLE_KINDS, SCHEDULABLE_KINDS
 from ignition.helios.decide.refresh import CreditLedger, ExecutionBooks
 from ignition.helios.decide.rounds import ConfidenceForecast
+from ignition.helios.decide.sources import choose_source
 from ignition.helios.decide.speculation import AcceptanceTracker, PrefixHistory, SourcePriors
 from ignition.helios.decide.state_candidates import STATE_KINDS
 from ignition.helios.decide.utility import Candidate, Decision
@@ -178,6 +179,31 @@ class Scheduler(SchedulerQueries):
         r.epoch += 1
         self._changes += 1
 
+    def offer_drafts(self, handle: RequestHandle, offers: Mapping[str, int | None]) -> str:
+        """What each proposal source can supply for the request's next round (drafts;
+        None: as deep as the programs hold), for a request Helios chooses sources for
+        (RequestSpec.proposal_choices): picks the round's source (decide/sources.py),
+        limits its drafts to that source's offer and returns the source."""
+        r = self._owned(handle)
+        choices = r.spec.proposal_choices
+        if not choices:
+            raise SchedulerError(
+                f"offer_drafts({handle}): the request has no proposal_choices "
+                f"(its source is {r.spec.proposal_source!r} for its life)"
+            )
+        unknown = sorted(set(offers) - set(choices))
+        if unknown:
+            raise SchedulerError(
+                f"offer_drafts({handle}): sources {unknown} are not among its choices {choices}"
+            )
+        alpha = self.policy.adaptive_verification_alpha
+        source = choose_source(r.acceptance, offers, choices, self._max_depth, alpha)
+        offered = offers.get(source, 0)
+        if (r.spec.proposal_source, r.spec.max_drafts) != (source, offered):
+            r.spec = replace(r.spec, proposal_source=source, max_drafts=offered)
+            self._changes += 1
+        return source
+
     def advance_to(self, now_ns: int) -> None:
         if now_ns < self.now_ns:
             raise SchedulerError(f"advance_to({now_ns}) moves time backwards from {self.now_ns}")
@@ -296,6 +322,7 @@ class Scheduler(SchedulerQueries):
                 else checkpoint_tokens(self.requests[p.view.handle], p.role, restore_only=True),
                 value=p.value,
                 checkpoint_tokens=checkpoint_tokens(self.requests[p.view.handle], p.role),
+                proposal_source=self.requests[p.view.handle].spec.proposal_source,
             )
             for p in picks
         )

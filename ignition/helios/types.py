@@ -95,6 +95,11 @@ class RequestSpec:
     # source): each round program serving it needs completion feedback (decode frames
     # pipeline as others'), and its max_drafts follows its proposals.
     host_drafts: bool = False
+    # Proposal sources Helios chooses among for each round (the MTP head's drafts or copies
+    # of the context: issue 28's "both"), in preference order for ties; proposal_source is
+    # then the next round's choice (Scheduler.offer_drafts). Empty: proposal_source serves
+    # the request's whole life.
+    proposal_choices: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -121,6 +126,14 @@ class RequestSpec:
             raise SchedulerError(f"window_stop = {self.window_stop}: must be a capture end")
         if self.max_drafts is not None and self.max_drafts < 0:
             raise SchedulerError(f"max_drafts = {self.max_drafts}: must be >= 0 (or None)")
+        if self.proposal_choices and (
+            self.proposal_source not in self.proposal_choices
+            or len(set(self.proposal_choices)) != len(self.proposal_choices)
+        ):
+            raise SchedulerError(
+                f"proposal_choices = {self.proposal_choices!r}: must be distinct and hold "
+                f"proposal_source {self.proposal_source!r}"
+            )
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
@@ -129,6 +142,13 @@ class RequestSpec:
         """Whether a frame serving it waits for the previous one's tokens on the host (a
         copying request's only where the frame's program verifies drafts)."""
         return self.host_stops or self.grammar or (self.host_drafts and verifies_drafts)
+
+    @property
+    def family(self) -> str:
+        """The stream family it is aged with (decide/service.stream_family): its source, or
+        its choices joined when Helios chooses per round (a family must not change
+        with every round's choice)."""
+        return "+".join(self.proposal_choices) if self.proposal_choices else self.proposal_source
 
     @property
     def uncached_prompt_tokens(self) -> int:
@@ -218,6 +238,9 @@ class LaneWork:
     reserved_tokens: int
     value: float
     checkpoint_tokens: int = 0  # state rows: the context length restored or captured
+    # Where a decode lane's drafts come from this round (RequestSpec.proposal_source at plan
+    # time): the runtime supplies copies for "ngram", and acceptance is observed for it.
+    proposal_source: str = "mtp"
 
 
 @dataclass(frozen=True)

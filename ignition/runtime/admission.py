@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ignition.helios import RequestSpec, SchedulerError
 from ignition.runtime.checkpoints import Admission
-from ignition.runtime.copy_drafts import proposal_source
+from ignition.runtime.copy_drafts import proposal_choices, proposal_source
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.grammar import draft_limit
 from ignition.runtime.lifecycle import Lifecycle
@@ -84,6 +84,7 @@ def request_spec(
         grammar=request.sampling.grammar is not None,
         proposal_source=proposal_source(request.sampling),
         host_drafts=request.sampling.copies_drafts,
+        proposal_choices=proposal_choices(request.sampling),
     )
 
 

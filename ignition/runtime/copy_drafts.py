@@ -33,18 +33,28 @@ LEARNED_SOURCE = "mtp"
 GRAMMAR_SOURCE = "grammar"
 
 
+CHOICES = (LEARNED_SOURCE, COPY_SOURCE)  # "both": in this order, so ties go to the head
+
+
 def proposal_source(sampling: SamplingParams) -> str:
-    """Where a request's drafts come from: Helios's RequestSpec.proposal_source ("mtp" or
-    "ngram"; a constrained request keeps "mtp" in Helios, whose forced drafts are priced
-    as before)."""
-    return COPY_SOURCE if sampling.copies_drafts else LEARNED_SOURCE
+    """Where a request's first round's drafts come from: Helios's
+    RequestSpec.proposal_source ("mtp" or "ngram"; a constrained request keeps "mtp" in
+    Helios, whose forced drafts are priced as before; "both" starts with the head's,
+    and Helios chooses every later round's)."""
+    return COPY_SOURCE if sampling.copies_drafts and not sampling.chooses_drafts else LEARNED_SOURCE
 
 
-def metrics_source(sampling: SamplingParams) -> str:
-    """The ``source`` label of a request's speculative counters: its grammar's forced
-    drafts ("grammar"), copies ("ngram") or the MTP head's ("mtp"). Only "mtp" counts
-    learned-proposal draws."""
-    return GRAMMAR_SOURCE if sampling.grammar is not None else proposal_source(sampling)
+def proposal_choices(sampling: SamplingParams) -> tuple[str, ...]:
+    """Helios's RequestSpec.proposal_choices: both sources for "both", else none."""
+    return CHOICES if sampling.chooses_drafts else ()
+
+
+def metrics_source(sampling: SamplingParams, lane_source: str) -> str:
+    """The ``source`` label of a round's speculative counters: its grammar's forced
+    drafts ("grammar"), else the source its lane carried (LaneWork.proposal_source:
+    copies, "ngram", or the MTP head's, "mtp"). Only "mtp" counts learned-proposal
+    draws."""
+    return GRAMMAR_SOURCE if sampling.grammar is not None else lane_source
 
 
 def copy_drafts(live: LiveRequest, max_drafts: int = MAX_PROPOSAL) -> tuple[int, ...]:
@@ -65,7 +75,9 @@ def copy_drafts(live: LiveRequest, max_drafts: int = MAX_PROPOSAL) -> tuple[int,
 
 class CopyDraftLimits(LoopHook):
     """Tells Helios, after each frame published its tokens, how many drafts each copying
-    request it served can verify next: its copy proposal's length (0: no match)."""
+    request it served can verify next: its copy proposal's length (0: no match). A
+    request that lets Helios choose ("both") is offered the copy beside the head's drafts,
+    and Helios picks the next round's source (Scheduler.offer_drafts)."""
 
     def __init__(
         self, scheduler: Callable[[], SchedulerProtocol], live: Callable[[], Live]
@@ -80,5 +92,10 @@ class CopyDraftLimits(LoopHook):
             if request is None or request.is_done or not request.request.sampling.copies_drafts:
                 continue
             view = scheduler.request(lane.handle)
-            if view is not None and view.is_live:  # finished ones may be released already
-                scheduler.limit_drafts(lane.handle, len(copy_drafts(request)))
+            if view is None or not view.is_live:  # finished ones may be released already
+                continue
+            copied = len(copy_drafts(request))
+            if request.request.sampling.chooses_drafts:
+                scheduler.offer_drafts(lane.handle, {LEARNED_SOURCE: None, COPY_SOURCE: copied})
+            else:
+                scheduler.limit_drafts(lane.handle, copied)

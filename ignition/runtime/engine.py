@@ -226,7 +226,7 @@ class Engine:
         return tokens
 
     def _publish(self, frame: _Inflight, result: FrameResult, tokens: list[GeneratedToken]) -> None:
-        self.publisher.record_frame(result)
+        self.publisher.record_frame(frame.plan, result)
         self.publisher.publish(frame.fence, tokens, result.records, result.logprobs)
         for after_publish in self.hooks.after_publish:
             after_publish(frame.plan, self.table.live)

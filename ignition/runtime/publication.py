@@ -36,7 +36,6 @@ from ignition.runtime.requests import (
     StreamChunk,
     TokenLogprob,
 )
-from ignition.runtime.stats import LEARNED_SOURCE
 
 log = logging.getLogger("ignition.engine")
 
@@ -75,14 +74,16 @@ class Publisher:
         self.stats = lifecycle.stats
         self.hooks = hooks
 
-    def record_frame(self, result: FrameResult) -> None:
+    def record_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
         """Count a completed frame's drafts and prompt tokens and file its prompt scores."""
         for i, offered in enumerate(result.num_offered_drafts):
             if offered > 0:
                 record = result.records[i]
                 accepted = max(0, len(record.token_ids) - 1)
                 live = self.table.live.get(record.handle)
-                source = LEARNED_SOURCE if live is None else metrics_source(live.request.sampling)
+                source = plan.lanes[i].proposal_source
+                if live is not None:
+                    source = metrics_source(live.request.sampling, source)
                 self.stats.record_speculation(offered, accepted, source)
         for record in result.records:
             live = self.table.live.get(record.handle)

@@ -33,9 +33,10 @@ MAX_REPETITION_PENALTY = 100.0
 # them overflow to inf (NaN probabilities). Temperature 0 stays greedy.
 MIN_TEMPERATURE = 0.01
 # Where a request's speculative drafts come from, named after vLLM's speculative_config
-# "method": "mtp" (the model's learned MTP head) or "ngram" (copies of its own context,
-# runtime/copy_proposals.py). Helios tracks acceptance and prices rounds per source.
-SPECULATIVE_METHODS = ("mtp", "ngram")
+# "method": "mtp" (the model's learned MTP head), "ngram" (copies of its own context,
+# runtime/copy_proposals.py) or "both" (Helios chooses between the two for every round,
+# helios/decide/sources.py). Helios tracks acceptance and prices rounds per source.
+SPECULATIVE_METHODS = ("mtp", "ngram", "both")
 
 
 @dataclass(frozen=True)
@@ -132,10 +133,16 @@ class SamplingParams:
 
     @property
     def copies_drafts(self) -> bool:
-        """Whether its rounds verify copies of its own context (prompt lookup): the host
-        finds them from every token before them, so each of its frames needs completion
-        feedback, and the drafts its rounds verify follow the copy's length."""
-        return self.speculative_method == "ngram" and self.grammar is None
+        """Whether its rounds may verify copies of its own context (prompt lookup): the
+        host finds them from every token before them, so each of its frames needs
+        completion feedback, and the drafts its rounds verify follow the copy's length."""
+        return self.speculative_method in ("ngram", "both") and self.grammar is None
+
+    @property
+    def chooses_drafts(self) -> bool:
+        """Whether Helios chooses, round by round, between the MTP head's drafts and a copy
+        ("both"; a constrained request verifies its grammar's drafts instead)."""
+        return self.speculative_method == "both" and self.grammar is None
 
     @property
     def is_greedy(self) -> bool:

@@ -195,8 +195,9 @@ class _SamplingFields(_Body):
     prompt_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
     # Ignition's extension: where this request's speculative drafts come from, named as
     # vLLM's speculative_config "method" (mtp: the model's MTP head; ngram: copies of its
-    # own prompt and output). Default: the server's --speculative-method.
-    speculative_method: Literal["mtp", "ngram"] | None = None
+    # own prompt and output; both: Helios chooses between them for every round). Default:
+    # the server's --speculative-method.
+    speculative_method: Literal["mtp", "ngram", "both"] | None = None
 
     @classmethod
     def schema_rules(cls) -> list[dict[str, Any]]:

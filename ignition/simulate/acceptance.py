@@ -25,6 +25,10 @@ Every task is tied to a published figure (docs/capacity.md, "Acceptance"):
   them right (0.69 at position 1; alvaro-videla.com, ANE book, experiment 23). Later
   positions are not published: they decay as ``code``'s (0.97), a long repeat's copy
   staying right. Its requests are priced by the copy source's acceptance in Helios.
+  The figures above are per position, finds and misses together; rounds are simulated
+  with the copy found or not (``CopyModel``: 74% of rounds find one, 93% right at its
+  first position), and the MTP head's drafts on the same requests are ``code``'s (the
+  released head on code): what a request that lets Helios choose ("both") is offered.
 """
 
 from __future__ import annotations
@@ -52,6 +56,24 @@ def _sigmoid(x: float) -> float:
 
 
 @dataclass(frozen=True)
+class CopyModel:
+    """Copies of a request's context as its proposal source (prompt lookup): a round finds
+    a copy with probability ``found`` (else it has no copied drafts); a found copy's
+    positions are right with conditionals ``first * decay^(d-1)``, shifted per request
+    on the logit scale as its task's are. A found copy is ``MAX_DEPTH`` tokens long."""
+
+    found: float
+    first: float
+    decay: float
+
+    def draw(self, rng: random.Random, spread: float, depth: int = MAX_DEPTH) -> tuple[float, ...]:
+        shift = rng.gauss(0.0, spread) if spread else 0.0
+        return tuple(
+            _sigmoid(_logit(min(1.0, self.first * self.decay**d)) + shift) for d in range(depth)
+        )
+
+
+@dataclass(frozen=True)
 class Task:
     """A task's acceptance: conditional at position 1, decay per position, the spread of
     requests around it and of rounds around a request (logit sd)."""
@@ -65,6 +87,10 @@ class Task:
     # Helios's RequestSpec.proposal_source for the task's requests: "mtp" (the learned
     # head) or "ngram" (copies of the context; the same programs verify them).
     proposal_source: str = "mtp"
+    # A task whose outputs repeat their context: the copy source's rounds (found or not),
+    # and the task whose MTP-head acceptance its requests have when a round uses the head.
+    copy: CopyModel | None = None
+    learned: str = ""
 
     def conditional(self, depth: int = MAX_DEPTH) -> tuple[float, ...]:
         return tuple(min(1.0, self.first * self.decay**d) for d in range(depth))
@@ -90,6 +116,8 @@ TASKS: dict[str, Task] = {
             0.6,
             "prompt lookup, code suite: copies at 74% of positions, 93% right",
             proposal_source="ngram",
+            copy=CopyModel(0.74, 0.93, 0.97),
+            learned="code",
         ),
     )
 }

@@ -34,7 +34,7 @@ from ignition.helios import (
     Scheduler,
     trace_to_json,
 )
-from ignition.simulate.acceptance import Round, draw_round
+from ignition.simulate.acceptance import MAX_DEPTH, Round, draw_round
 from ignition.simulate.devices import DeviceError, execution_of
 from ignition.simulate.engine import LateWatch
 from ignition.simulate.results import ORDINARY, ExecutionRecord, RequestRecord, RunResult
@@ -110,6 +110,7 @@ class Simulation:
         self.executions: list[ExecutionRecord] = []
         self.prompt_tokens = 0
         self.output_tokens = 0
+        self.speculation: dict[str, list[int]] = {}  # _count_round
         self.watch: LateWatch | None = None  # stops a run that can no longer meet its guard
         self.aborted = False
         self.end_ns = 0  # where the last run stopped (run_result)
@@ -253,6 +254,10 @@ class Simulation:
             message_endpoints=r.message_endpoints,
             acceptance_prior=r.acceptance_prior,
             proposal_source=r.proposal_source,
+            proposal_choices=r.proposal_choices,
+            # as the runtime's: copies follow every token before them, none before the first
+            host_drafts=r.copies,
+            max_drafts=0 if r.copies else None,
         )
         stream.handle = self.scheduler.admit(spec)
         stream.record.admitted_ms = self.scheduler.now_ns / NS_PER_MS
@@ -278,10 +283,38 @@ class Simulation:
         for lane in plan.lanes:
             if lane.role is not LaneRole.PROMPT:
                 r = self.by_handle[lane.handle].request
+                copied = lane.proposal_source == "ngram" and r.copy_acceptance
                 out[lane.handle] = draw_round(
-                    r.acceptance, r.round_sigma, self.scenario.confidence_noise, self.rng
+                    r.copy_acceptance if copied else r.acceptance,
+                    r.round_sigma,
+                    self.scenario.confidence_noise,
+                    self.rng,
                 )
         return out
+
+    def _count_round(self, source: str, tokens: int) -> None:
+        """Decode lane-frames and their tokens; per source, rounds that verified drafts
+        (``source`` "" for a lane without drafts) and their tokens."""
+        for key in ("", source) if source else ("",):
+            counts = self.speculation.setdefault(key or "all", [0, 0])
+            counts[0] += 1
+            counts[1] += tokens
+
+    def _offer_copies(self, plan: ScheduledPlan) -> None:
+        """After a frame, as the runtime's CopyDraftLimits: each copying request it served
+        finds its next round's copy or not (``SimRequest.copy_found``) and Helios is told
+        the copy's length; a request that lets Helios choose is offered it beside the
+        head's drafts."""
+        for lane in plan.lanes:
+            stream = self.by_handle[lane.handle]
+            r = stream.request
+            if not r.copies or stream.remaining_output <= 0:
+                continue
+            length = MAX_DEPTH if self.rng.random() < r.copy_found else 0
+            if r.proposal_choices:
+                self.scheduler.offer_drafts(lane.handle, {"mtp": None, "ngram": length})
+            else:
+                self.scheduler.limit_drafts(lane.handle, length)
 
     def _device_rows(self, plan: ScheduledPlan, rounds: dict[RequestHandle, Round]) -> list[int]:
         """Device allocation: the best causal frontier by the drafter's confidence (the
@@ -321,6 +354,7 @@ class Simulation:
             else:
                 got = rounds[lane.handle].accepted(q - 1, self.rng)
                 count = min(stream.remaining_output, 1 + got)
+                self._count_round(lane.proposal_source if q > 1 else "", count)
                 records.append(
                     CompletionRecord(
                         lane.handle, 0, (1,) * count, num_verified_tokens=q if device else 0
@@ -342,6 +376,7 @@ class Simulation:
         else:
             report = CompletionReport(records, timing)
         tokens = self.scheduler.complete(Fence(run.fence), report)
+        self._offer_copies(plan)
         self.graphs.setdefault(d.name, []).append(run.device_ns / NS_PER_MS)
         self.executions.append(
             ExecutionRecord(
@@ -420,6 +455,11 @@ class Simulation:
                 "end_ms": end_ns / NS_PER_MS,
                 "prompt_tokens_per_s": self.prompt_tokens / seconds,
                 "output_tokens_per_s": self.output_tokens / seconds,
+            },
+            # decode lane-frames and their tokens: "all", and per source the rounds that
+            # verified drafts
+            "speculation": {
+                k: {"frames": n, "tokens": t} for k, (n, t) in sorted(self.speculation.items())
             },
             "execution": statistics.execution_totals,
             "trace": [trace_to_json(e) for e in statistics.trace],

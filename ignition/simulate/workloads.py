@@ -48,6 +48,19 @@ class SimRequest:
     task: str = ""  # acceptance.TASKS name, when acceptance was drawn from a task
     round_sigma: float = 0.0  # logit sd of a speculative round's acceptance around the request's
     proposal_source: str = "mtp"  # Helios's source for it: the task's ("ngram": copies)
+    # Helios chooses the source per round among these (RequestSpec.proposal_choices).
+    proposal_choices: tuple[str, ...] = ()
+    # Copies of its context (acceptance.CopyModel): the probability a round finds one and
+    # a found copy's conditionals; ``acceptance`` is then the MTP head's on it.
+    copy_found: float = 0.0
+    copy_acceptance: tuple[float, ...] = ()
+
+    @property
+    def copies(self) -> bool:
+        """Whether its rounds may verify copies: the host finds each round's copy after the
+        tokens before it, and Helios is told its length (0: none found)."""
+        uses = self.proposal_source == "ngram" or "ngram" in self.proposal_choices
+        return uses and self.copy_found > 0
 
 
 @dataclass(frozen=True)
@@ -93,19 +106,29 @@ def with_tasks(
 ) -> list[SimRequest]:
     """Each request gets a task drawn from ``mix`` and its acceptance drawn from the task
     (``acceptance.py``): per-request level, per-position decay, per-round spread."""
-    from ignition.simulate.acceptance import choose_task
+    from ignition.simulate.acceptance import TASKS, choose_task
 
     rng = random.Random(seed)
     out = []
     for r in requests:
         task = choose_task(mix, rng)
+        copy: dict = {}
+        if task.copy is None:
+            acceptance = task.draw(rng)
+        else:  # its copies', and the MTP head's acceptance on it
+            copy = {
+                "copy_found": task.copy.found,
+                "copy_acceptance": task.copy.draw(rng, task.spread),
+            }
+            acceptance = (TASKS[task.learned] if task.learned else task).draw(rng)
         out.append(
             replace(
                 r,
-                acceptance=task.draw(rng),
+                acceptance=acceptance,
                 task=task.name,
                 round_sigma=task.round_sigma,
                 proposal_source=task.proposal_source,
+                **copy,
             )
         )
     return out

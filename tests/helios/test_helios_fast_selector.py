@@ -120,6 +120,8 @@ def _scheduler(rng: random.Random, first_delivery: float = 0.0) -> Scheduler:
 def _spec(rng: random.Random) -> RequestSpec:
     prompt = rng.choice([1, 5, 40, 300, 2000])
     kw: dict = {"proposal_source": rng.choice(SOURCES)}
+    if rng.random() < 0.15:  # Helios chooses its source per round (Scheduler.offer_drafts)
+        kw.update(proposal_choices=("mtp", "ngram"), proposal_source="mtp", host_drafts=True)
     if rng.random() < 0.5:
         kw["acceptance_prior"] = tuple(round(rng.random(), 2) for _ in range(rng.randint(1, 5)))
     if prompt > 2 and rng.random() < 0.3:
@@ -201,6 +203,10 @@ class _Walk:
             r = rng.choice(list(s.requests.values()))
             with contextlib.suppress(SchedulerError):  # a finished request's slot is gone
                 s.limit_drafts(r.handle, rng.choice([None, 0, 1, 3]))
+        for r in list(s.requests.values()):  # each chooser's copy offer after a frame
+            if r.spec.proposal_choices and rng.random() < 0.3:
+                with contextlib.suppress(SchedulerError):
+                    s.offer_drafts(r.handle, {"mtp": None, "ngram": rng.choice([0, 1, 2, 5])})
         for ledger in (s.refresh, s.learning):
             if rng.random() < 0.15 and not ledger.is_open:
                 ledger.balance = ledger.cap_ns * ledger.denominator  # full exploration credit

@@ -41,6 +41,8 @@ def run(model, catalog, mode: str, method: str, seen: dict | None = None) -> dic
                 seen.setdefault(name, [0, set()])
                 seen[name][0] += result.num_offered_drafts[i]
                 seen[name][1].add(view.spec.proposal_source)
+                if result.num_offered_drafts[i]:
+                    seen.setdefault("lane sources", set()).add(lane.proposal_source)
 
         engine.frame_listeners.append(listen)
     chunks: dict[str, list] = {}
@@ -79,19 +81,24 @@ def one_token_lookups(monkeypatch):
     monkeypatch.setattr(copy_drafts, "PROMPT_LOOKUP_MIN", 1)
 
 
+@pytest.mark.parametrize("method", ["ngram", "both"])
 @pytest.mark.parametrize("mode", ["off", "fixed", "adaptive"])
 def test_output_is_the_same_with_copy_proposals_on_and_off(
-    model, catalog, mode, unspeculated, one_token_lookups
+    model, catalog, mode, method, unspeculated, one_token_lookups
 ):
     seen: dict = {}
-    assert run(model, catalog, mode, "ngram", seen) == unspeculated  # greedy and seeded
+    assert run(model, catalog, mode, method, seen) == unspeculated  # greedy and seeded
+    sources = seen.pop("lane sources", set())
     if mode != "off":
-        assert all(n > 0 for n, _ in seen.values()), f"no round verified a copy: {seen}"
+        assert all(n > 0 for n, _ in seen.values()), f"no round verified drafts: {seen}"
+        # "both": Helios gave some rounds the copy and some the head's drafts
+        assert sources == ({"ngram"} if method == "ngram" else {"mtp", "ngram"})
 
 
 def test_helios_prices_a_copying_request_by_the_copy_source(model, catalog, one_token_lookups):
     seen: dict = {}
     run(model, catalog, "fixed", "ngram", seen)
+    seen.pop("lane sources")
     assert {name: sources for name, (_, sources) in seen.items()} == {
         "greedy": {"ngram"},
         "seeded": {"ngram"},
@@ -132,3 +139,42 @@ def test_a_copy_of_the_models_own_earlier_continuation_is_accepted(model, catalo
     # each round's output are accepted copies
     assert copies.accepted_tokens >= repeated - 1 - copies.rounds > 0
     assert "mtp" not in stats.speculative_by_source  # no learned-proposal draws
+
+
+def test_helios_gives_a_repeating_request_its_copies_when_it_may_choose(model, catalog):
+    """ "both" on the repeat workload: the head's drafts are poor on a repeat the copy
+    holds, so Helios moves the rounds to the copy; the output is greedy decoding's, and
+    each source's counters hold only the rounds its lanes carried."""
+    base = (5, 9, 11, 17, 23, 31, 40, 7, 66, 12)
+    earlier, _ = greedy(model, catalog, base, "mtp")
+    prompt = (*base, *earlier, *base)
+    alone, _ = greedy(model, catalog, prompt, "mtp")
+    output, stats = greedy(model, catalog, prompt, "both")
+    assert output == alone
+    by_source = stats.speculative_by_source
+    assert by_source["ngram"].rounds > 0 and by_source["ngram"].accepted_tokens > 0
+    copied, _ = greedy(model, catalog, prompt, "ngram")
+    assert copied == alone
+
+
+def test_only_the_rounds_helios_gave_the_copy_stage_it(
+    model, catalog, monkeypatch, one_token_lookups
+):
+    """Every round of PROMPT's requests has a copy (one-token lookups); under "both" the
+    rows whose lane carries the head's source stage none, so their drafts are the head's
+    and their acceptance is the head's to learn."""
+    from ignition.runtime.executors import program
+
+    staged: dict[str, list[int]] = {"mtp": [], "ngram": []}
+    real = program.bind_copy_drafts
+
+    def spy(prog, frame, row, lane, live):
+        count = real(prog, frame, row, lane, live)
+        if lane.role.value == "decode" and lane.query_length > 1:
+            staged[lane.proposal_source].append(count)
+        return count
+
+    monkeypatch.setattr(program, "bind_copy_drafts", spy)
+    run(model, catalog, "fixed", "both")
+    assert staged["mtp"] and set(staged["mtp"]) == {0}
+    assert staged["ngram"] and min(staged["ngram"]) > 0

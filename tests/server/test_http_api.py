@@ -377,11 +377,13 @@ def _served_method(body: dict, default: str | None = None) -> str:
 def test_a_request_chooses_its_speculative_method():
     assert _served_method({}) == "mtp"
     assert _served_method({"speculative_method": "ngram"}) == "ngram"
+    assert _served_method({"speculative_method": "both"}) == "both"  # Helios chooses per round
 
 
 def test_the_servers_speculative_method_is_the_default_a_request_overrides():
     assert _served_method({}, default="ngram") == "ngram"
     assert _served_method({"speculative_method": "mtp"}, default="ngram") == "mtp"
+    assert _served_method({}, default="both") == "both"
 
 
 def test_an_unknown_speculative_method_is_a_400():

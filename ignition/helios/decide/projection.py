@@ -58,7 +58,7 @@ def current_normalizers(
     families: dict[str, int] = {}
     for r in live:
         if r.is_decoder:
-            family = stream_family(r.spec.proposal_source)
+            family = stream_family(r.spec.family)
             families[family] = families.get(family, 0) + 1
     decoders = sum(families.values())
     key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())))
@@ -121,7 +121,7 @@ def build_population(
     for r in live:
         if r.is_window_held:  # held at its vision window's boundary (vision_windows.py)
             continue
-        family_norms = norms.for_family(stream_family(r.spec.proposal_source))
+        family_norms = norms.for_family(stream_family(r.spec.family))
         token_rate = r.rates.token_rate
         if token_rate is None:  # a newcomer: the start bounded by its prompt
             token_rate = newcomer_start(

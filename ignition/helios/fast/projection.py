@@ -55,7 +55,7 @@ def current_normalizers(
         num_live += 1
         spec = r.spec
         if r.prompt_position >= spec.num_prompt_tokens:  # a decoder
-            source = spec.proposal_source
+            source = spec.family
             by_source[source] = by_source.get(source, 0) + 1
     families: dict[str, int] = {}
     for source, count in by_source.items():
@@ -292,7 +292,7 @@ def build_population(
         )
         row = cached.get(id(r))
         if row is None or row.request is not r or row.key != key:
-            source = spec.proposal_source
+            source = spec.family
             family_norms = families.get(source)
             if family_norms is None:
                 family_norms = families[source] = norms.for_family(stream_family(source))

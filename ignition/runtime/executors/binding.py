@@ -16,7 +16,7 @@ from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame
 from ignition.compiler.workspace import RoundProgramInputs
 from ignition.helios import LaneRole, LaneWork, ScheduledPlan
-from ignition.runtime.copy_drafts import copy_drafts
+from ignition.runtime.copy_drafts import COPY_SOURCE, copy_drafts
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.executors.history import bind_begin
@@ -168,12 +168,13 @@ def bind_copy_drafts(
 ) -> int:
     """Stage a copying request's decode row's copy proposal (runtime.copy_drafts) as its
     supplied drafts, at most the round's query length less the pending token; returns the
-    drafts staged. Rows of other requests keep -1 (the MTP head drafts for them)."""
+    drafts staged. Rows whose round Helios gave another source (LaneWork.proposal_source)
+    keep -1: the MTP head drafts for them."""
     inputs = program.inputs
     if lane.role is not LaneRole.DECODE or not isinstance(inputs, RoundProgramInputs):
         return 0
     supplied = inputs.round.supplied_drafts
-    if supplied is None or not live.request.sampling.copies_drafts:
+    if supplied is None or lane.proposal_source != COPY_SOURCE:
         return 0
     depth = supplied.shape[1]
     drafts = copy_drafts(live, min(depth, lane.query_length - 1))
