@@ -33,6 +33,7 @@ from ignition.runtime.assembly import (
 )
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.engine import Engine
 from ignition.runtime.grammar import LazyGrammarCompiler
 from ignition.runtime.ple import (
@@ -87,8 +88,10 @@ class ServeOptions:
     # QSA index-key storage (--indexer-kv-dtype auto|bf16|fp8); None: the bundle's
     indexer_kv_dtype: str | None = None
     # Requests' proposal source when they name none (--speculative-method; vLLM's
-    # speculative_config "method"): "mtp" or "ngram" (runtime/copy_drafts.py).
+    # speculative_config "method"): "mtp", "ngram" or "both" (runtime/copy_drafts.py).
     speculative_method: str = "mtp"
+    # Copy proposals' search (--prompt-lookup-max/-min; vLLM's prompt_lookup_max/min).
+    prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
 
     def follow(self, tp: TensorParallel) -> None:
         """Ranks 1..N-1 of a tensor-parallel group serving these options: the role
@@ -182,6 +185,7 @@ def _runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
         snapshot_rows=options.snapshot_rows,
         num_pages=options.num_pages,
         vision_feature_capacity=options.vision_feature_capacity,
+        prompt_lookup=options.prompt_lookup,
     )
 
 

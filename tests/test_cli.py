@@ -184,6 +184,11 @@ BAD_RUNTIME_OPTIONS = [
     (["serve", "--device", "nonsense"], "--device = 'nonsense'"),
     (["serve", "--device", "cuda:99"], "--device = 'cuda:99'"),
     (["serve", "--max-request-bytes", "0"], "--max-request-bytes = 0"),
+    (["serve", "--prompt-lookup-min", "0"], "--prompt-lookup-min = 0: must be at least 1"),
+    (
+        ["serve", "--prompt-lookup-max", "1", "--prompt-lookup-min", "2"],
+        "--prompt-lookup-max = 1: must be at least 2",
+    ),
     (["generate", "--prompt", "x", "--max-tokens", "0"], "--max-tokens = 0"),
     (["generate", "--prompt", "x", "--threads", "-2"], "--threads = -2"),
     (["debug-serve", "--direct", "--port", "-1"], "--port = -1"),

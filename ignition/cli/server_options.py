@@ -10,6 +10,7 @@ import click
 
 from ignition.cli.checks import check_range
 from ignition.cli.registry import Decorator
+from ignition.runtime.copy_proposals import MAX_NGRAM, MIN_NGRAM, PromptLookup
 from ignition.runtime.requests import SPECULATIVE_METHODS
 
 
@@ -80,6 +81,22 @@ def server_options() -> list[Decorator]:
             "`speculative_method` field overrides it.",
         ),
         click.option(
+            "--prompt-lookup-max",
+            type=int,
+            default=MAX_NGRAM,
+            show_default=True,
+            help="Copy proposals: the longest suffix of a request's tokens looked up in its "
+            "prompt and output (vLLM's prompt_lookup_max).",
+        ),
+        click.option(
+            "--prompt-lookup-min",
+            type=int,
+            default=MIN_NGRAM,
+            show_default=True,
+            help="Copy proposals: the shortest suffix looked up before a round has no copy "
+            "(vLLM's prompt_lookup_min).",
+        ),
+        click.option(
             "--allowed-local-media-path",
             type=click.Path(exists=True, file_okay=False, resolve_path=True),
             help="Folder whose image files chat requests may name by path or file:// URL "
@@ -103,10 +120,14 @@ class ServerArgs:
     max_request_bytes: int
     allowed_local_media_path: str | None
     speculative_method: str = "mtp"
+    prompt_lookup_max: int = MAX_NGRAM
+    prompt_lookup_min: int = MIN_NGRAM
 
     def __post_init__(self) -> None:
         check_range("--port", self.port, 1, 65535)
         check_range("--max-request-bytes", self.max_request_bytes, 1)
+        check_range("--prompt-lookup-min", self.prompt_lookup_min, 1)
+        check_range("--prompt-lookup-max", self.prompt_lookup_max, self.prompt_lookup_min)
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ServerArgs:
@@ -122,6 +143,8 @@ class ServerArgs:
             max_request_bytes=params.pop("max_request_bytes"),
             allowed_local_media_path=params.pop("allowed_local_media_path"),
             speculative_method=params.pop("speculative_method"),
+            prompt_lookup_max=params.pop("prompt_lookup_max"),
+            prompt_lookup_min=params.pop("prompt_lookup_min"),
         )
 
     def serve_fields(self) -> dict[str, Any]:
@@ -135,4 +158,5 @@ class ServerArgs:
             "enable_auto_tool_choice": self.enable_auto_tool_choice,
             "reasoning_parser": self.reasoning_parser,
             "speculative_method": self.speculative_method,
+            "prompt_lookup": PromptLookup(self.prompt_lookup_max, self.prompt_lookup_min),
         }

@@ -38,6 +38,7 @@ from ignition.model.prompt_logprobs import score_positions
 from ignition.model.state import ModelState, index_key_dtype
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.copy_drafts import CopyDraftLimits
+from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.frames import Worker
@@ -79,6 +80,8 @@ class RuntimeOptions:
     # (e4m3, half of bf16's bytes; model.state.INDEX_KEY_DTYPES). Models without QSA
     # layers hold no index keys, so for them it changes nothing.
     indexer_kv_dtype: str = "auto"
+    # Copy proposals' search (runtime/copy_proposals.py; vLLM's prompt_lookup_max/min).
+    prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
 
 
 def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:
@@ -206,6 +209,7 @@ def assemble_worker(
         feature_storage=storage,
         snapshot_rows=snapshot_rows,
         score_prompt=functools.partial(score_positions, model.project),
+        prompt_lookup=options.prompt_lookup,
     )
     windows = VisionWindowHooks(
         feature_capacity, WindowRows(retained_rows, window_rows) if window_rows else None
@@ -262,6 +266,6 @@ def assemble_engine(
     # constrained requests' draft counts, read by Helios after each of their frames
     engine.hooks.replace(GrammarDraftLimits, GrammarDraftLimits(lambda: engine.scheduler))
     # copying requests' draft counts, read by Helios after each of their frames published
-    copies = CopyDraftLimits(lambda: engine.scheduler, lambda: engine.live)
+    copies = CopyDraftLimits(lambda: engine.scheduler, lambda: engine.live, options.prompt_lookup)
     engine.hooks.replace(CopyDraftLimits, copies)
     return engine

@@ -17,17 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ignition.helios import ScheduledPlan, SchedulerProtocol
-from ignition.runtime.copy_proposals import MAX_NGRAM, MIN_NGRAM, WINDOW, copy_proposal
+from ignition.runtime.copy_proposals import PromptLookup, copy_proposal
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.grammar import MAX_PROPOSAL
 from ignition.runtime.loop_hooks import Live, LoopHook
 from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import SamplingParams
 
-# The suffix n-gram lengths a copy searches for, longest first (vLLM's prompt_lookup_max
-# and prompt_lookup_min of its "ngram" method).
-PROMPT_LOOKUP_MAX = MAX_NGRAM
-PROMPT_LOOKUP_MIN = MIN_NGRAM
 COPY_SOURCE = "ngram"
 LEARNED_SOURCE = "mtp"
 GRAMMAR_SOURCE = "grammar"
@@ -38,9 +34,12 @@ CHOICES = (LEARNED_SOURCE, COPY_SOURCE)  # "both": in this order, so ties go to 
 
 def proposal_source(sampling: SamplingParams) -> str:
     """Where a request's first round's drafts come from: Helios's
-    RequestSpec.proposal_source ("mtp" or "ngram"; a constrained request keeps "mtp" in
-    Helios, whose forced drafts are priced as before; "both" starts with the head's,
-    and Helios chooses every later round's)."""
+    RequestSpec.proposal_source. A constrained request verifies its grammar's forced
+    drafts ("grammar": near-certain, so priced and learned apart from the head's), a
+    copying one copies ("ngram"); "both" starts with the head's ("mtp") and Helios
+    chooses every later round's."""
+    if sampling.grammar is not None:
+        return GRAMMAR_SOURCE
     return COPY_SOURCE if sampling.copies_drafts and not sampling.chooses_drafts else LEARNED_SOURCE
 
 
@@ -57,19 +56,21 @@ def metrics_source(sampling: SamplingParams, lane_source: str) -> str:
     return GRAMMAR_SOURCE if sampling.grammar is not None else lane_source
 
 
-def copy_drafts(live: LiveRequest, max_drafts: int = MAX_PROPOSAL) -> tuple[int, ...]:
+def copy_drafts(
+    live: LiveRequest, lookup: PromptLookup, max_drafts: int = MAX_PROPOSAL
+) -> tuple[int, ...]:
     """The request's copy proposal for its next round, at most ``max_drafts`` tokens; one
-    search per output length (the limit and the frame's drafts read the same one)."""
+    search per output length (the limit and the frame's drafts read the same one, under
+    the server's one ``lookup``)."""
     if max_drafts <= 0:
         return ()
     num_output = len(live.output_ids)
     cached = live.copy_drafts
     if cached is None or cached[0] != num_output:
-        context = live.request.prompt_ids[-WINDOW:] + tuple(live.output_ids[-WINDOW:])
-        cached = live.copy_drafts = (
-            num_output,
-            copy_proposal(context, MAX_PROPOSAL, PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN),
-        )
+        window = lookup.window
+        context = live.request.prompt_ids[-window:] + tuple(live.output_ids[-window:])
+        found = copy_proposal(context, MAX_PROPOSAL, lookup.max_ngram, lookup.min_ngram, window)
+        cached = live.copy_drafts = (num_output, found)
     return cached[1][:max_drafts]
 
 
@@ -80,10 +81,14 @@ class CopyDraftLimits(LoopHook):
     and Helios picks the next round's source (Scheduler.offer_drafts)."""
 
     def __init__(
-        self, scheduler: Callable[[], SchedulerProtocol], live: Callable[[], Live]
+        self,
+        scheduler: Callable[[], SchedulerProtocol],
+        live: Callable[[], Live],
+        lookup: PromptLookup,
     ) -> None:
         self.scheduler = scheduler
         self.live = live
+        self.lookup = lookup
 
     def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
         live, scheduler = self.live(), self.scheduler()
@@ -94,7 +99,7 @@ class CopyDraftLimits(LoopHook):
             view = scheduler.request(lane.handle)
             if view is None or not view.is_live:  # finished ones may be released already
                 continue
-            copied = len(copy_drafts(request))
+            copied = len(copy_drafts(request, self.lookup))
             if request.request.sampling.chooses_drafts:
                 scheduler.offer_drafts(lane.handle, {LEARNED_SOURCE: None, COPY_SOURCE: copied})
             else:

@@ -12,10 +12,36 @@ speculative program (model.proposals), which verifies them like any other.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 MAX_NGRAM = 4
 MIN_NGRAM = 2
 WINDOW = 2048
+
+
+@dataclass(frozen=True)
+class PromptLookup:
+    """A server's copy-proposal search (vLLM's speculative_config ``prompt_lookup_max``
+    and ``prompt_lookup_min``; ``ignition serve --prompt-lookup-max/--prompt-lookup-min``):
+    the suffix lengths tried, longest first, and how far back they are looked for."""
+
+    max_ngram: int = MAX_NGRAM
+    min_ngram: int = MIN_NGRAM
+    window: int = WINDOW
+
+    def __post_init__(self) -> None:
+        if self.min_ngram < 1:
+            raise ValueError(f"--prompt-lookup-min = {self.min_ngram}: must be at least 1")
+        if self.max_ngram < self.min_ngram:
+            raise ValueError(
+                f"--prompt-lookup-max = {self.max_ngram}: must be at least --prompt-lookup-min "
+                f"({self.min_ngram})"
+            )
+        if self.window <= self.max_ngram:
+            raise ValueError(
+                f"prompt lookup window = {self.window}: must exceed --prompt-lookup-max "
+                f"({self.max_ngram})"
+            )
 
 
 def copy_proposal(

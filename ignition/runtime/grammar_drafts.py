@@ -22,9 +22,10 @@ from ignition.runtime.grammar import MAX_PROPOSAL
 from ignition.runtime.loop_hooks import Live, LoopHook
 from ignition.runtime.request_table import LiveRequest
 
-# Copy proposals for a constrained row where its grammar forces nothing. Off: Helios
-# learns one acceptance per request, and near-certain forced drafts mixed with copies
-# would misprice both until acceptance is tracked by source (issue 28).
+# Copy proposals for a constrained row where its grammar forces nothing. Off: every
+# round of a constrained request is priced as the "grammar" source (near-certain forced
+# drafts), and copies mixed into that one source would misprice both; choosing per round
+# between forced drafts and copies, as "both" does for the head's drafts, is not built.
 COPY_WHEN_UNFORCED = False
 
 

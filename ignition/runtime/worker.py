@@ -18,6 +18,7 @@ from ignition.compiler.programs import Program
 from ignition.compiler.state_ops import StateOperations
 from ignition.helios import Fence, RequestHandle, ScheduledPlan
 from ignition.model.state import ModelState
+from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors import (
     STATE_COPY_KINDS,
     ExecutorContext,
@@ -84,6 +85,7 @@ class ModelWorker:
         feature_storage: torch.Tensor | None = None,
         snapshot_rows: int = 0,
         score_prompt: PromptScorer | None = None,
+        prompt_lookup: PromptLookup | None = None,
     ) -> None:
         self.context = ExecutorContext(
             state,
@@ -94,6 +96,7 @@ class ModelWorker:
             encode_images=encode_images,
             feature_storage=feature_storage,
             score_prompt=score_prompt,
+            prompt_lookup=prompt_lookup or PromptLookup(),
         )
         self.executors = executors_for(self.context)
         # The store's first rows the checkpoint cache retains into (the rest are private

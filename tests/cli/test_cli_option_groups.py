@@ -67,3 +67,20 @@ def test_the_simulate_command_runs_the_one_entry_point_with_its_options(monkeypa
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert seen == [SimulateOptions(scenario="examples/scenarios/h200-mixed.yaml", as_json=True)]
+
+
+def test_prompt_lookup_flags_reach_the_served_options_as_one_search():
+    from types import SimpleNamespace
+
+    from ignition.runtime.copy_proposals import PromptLookup
+    from ignition.serving import ServeOptions, _runtime_options
+
+    fields = server(prompt_lookup_max=6, prompt_lookup_min=3).serve_fields()
+    assert fields["prompt_lookup"] == PromptLookup(6, 3)
+    options = ServeOptions("bundle", indexer_kv_dtype="auto", **fields)
+    bundle = SimpleNamespace(
+        path="bundle",
+        manifest={"runtime": {"speculation": "fixed", "num_slots": 4, "page_size": 64}},
+        model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096)),
+    )
+    assert _runtime_options(options, bundle).prompt_lookup == PromptLookup(6, 3)

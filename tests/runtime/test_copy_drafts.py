@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.runtime import copy_drafts
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.requests import GenerationRequest, RequestError, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")
-# Every token id once (the tiny model's vocabulary is 128): with one-token lookups every
-# round of a copying request has a copy to verify (most are rejected; the output must not
-# change either way).
+# Every token id once (the tiny model's vocabulary is 128): with one-token lookups
+# (--prompt-lookup-min 1) every round of a copying request has a copy to verify (most are
+# rejected; the output must not change either way).
 PROMPT = tuple(range(3, 128))
+ONE_TOKEN = PromptLookup(min_ngram=1)
 # (request id, temperature, seed)
 REQUESTS = (("greedy", 0.0, 1), ("seeded", 1.0, 7))
 
@@ -27,7 +28,13 @@ REQUESTS = (("greedy", 0.0, 1), ("seeded", 1.0, 7))
 def run(model, catalog, mode: str, method: str, seen: dict | None = None) -> dict:
     """{request id: output ids} of the requests served together; ``seen`` collects the
     drafts verified per request and the proposal source Helios was given for it."""
-    options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation=mode)
+    options = RuntimeOptions(
+        num_slots=4,
+        page_size=64,
+        max_context_tokens=512,
+        speculation=mode,
+        prompt_lookup=ONE_TOKEN,
+    )
     engine = assemble_engine(model, catalog, CharDecoder(), [EOS], options)
     if seen is not None:
 
@@ -76,15 +83,10 @@ def _reference():
     return use_backend("reference")
 
 
-@pytest.fixture
-def one_token_lookups(monkeypatch):
-    monkeypatch.setattr(copy_drafts, "PROMPT_LOOKUP_MIN", 1)
-
-
 @pytest.mark.parametrize("method", ["ngram", "both"])
 @pytest.mark.parametrize("mode", ["off", "fixed", "adaptive"])
 def test_output_is_the_same_with_copy_proposals_on_and_off(
-    model, catalog, mode, method, unspeculated, one_token_lookups
+    model, catalog, mode, method, unspeculated
 ):
     seen: dict = {}
     assert run(model, catalog, mode, method, seen) == unspeculated  # greedy and seeded
@@ -95,7 +97,7 @@ def test_output_is_the_same_with_copy_proposals_on_and_off(
         assert sources == ({"ngram"} if method == "ngram" else {"mtp", "ngram"})
 
 
-def test_helios_prices_a_copying_request_by_the_copy_source(model, catalog, one_token_lookups):
+def test_helios_prices_a_copying_request_by_the_copy_source(model, catalog):
     seen: dict = {}
     run(model, catalog, "fixed", "ngram", seen)
     seen.pop("lane sources")
@@ -157,9 +159,7 @@ def test_helios_gives_a_repeating_request_its_copies_when_it_may_choose(model, c
     assert copied == alone
 
 
-def test_only_the_rounds_helios_gave_the_copy_stage_it(
-    model, catalog, monkeypatch, one_token_lookups
-):
+def test_only_the_rounds_helios_gave_the_copy_stage_it(model, catalog, monkeypatch):
     """Every round of PROMPT's requests has a copy (one-token lookups); under "both" the
     rows whose lane carries the head's source stage none, so their drafts are the head's
     and their acceptance is the head's to learn."""
@@ -168,8 +168,8 @@ def test_only_the_rounds_helios_gave_the_copy_stage_it(
     staged: dict[str, list[int]] = {"mtp": [], "ngram": []}
     real = program.bind_copy_drafts
 
-    def spy(prog, frame, row, lane, live):
-        count = real(prog, frame, row, lane, live)
+    def spy(prog, frame, row, lane, live, lookup):
+        count = real(prog, frame, row, lane, live, lookup)
         if lane.role.value == "decode" and lane.query_length > 1:
             staged[lane.proposal_source].append(count)
         return count

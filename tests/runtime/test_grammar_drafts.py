@@ -32,9 +32,10 @@ SPEC = GrammarSpec("json_schema", json.dumps(SCHEMA), "response_format.json_sche
 REQUESTS = (("greedy", 0.0, 1), ("sampled", 1.0, 7))
 
 
-def run(mode: str, frames: list | None = None) -> dict[str, list[int]]:
+def run(mode: str, frames: list | None = None, engines: list | None = None) -> dict[str, list[int]]:
     """{request id: output ids} of the two schema requests served together; ``frames``
-    collects (request id, drafts verified) per decode lane of every round."""
+    collects (request id, drafts verified, the lane's proposal source) per decode lane of
+    every round; ``engines`` receives the engine."""
     options = RuntimeOptions(num_slots=4, page_size=64, max_context_tokens=512, speculation=mode)
     engine = assemble_engine(
         structured_model(), tiny_catalog(64), TokenizerDecoder(), [EOS], options
@@ -45,9 +46,12 @@ def run(mode: str, frames: list | None = None) -> dict[str, list[int]]:
             names = {live.handle: live.request.request_id for live in engine.live.values()}
             for i, lane in enumerate(plan.lanes):
                 if lane.role.value == "decode" and result.num_offered_drafts:
-                    frames.append((names.get(lane.handle), result.num_offered_drafts[i]))
+                    offered = result.num_offered_drafts[i]
+                    frames.append((names.get(lane.handle), offered, lane.proposal_source))
 
         engine.frame_listeners.append(listen)
+    if engines is not None:
+        engines.append(engine)
     chunks: dict[str, list] = {}
     for name, temperature, seed in REQUESTS:
         sampling = SamplingParams(
@@ -75,14 +79,14 @@ def test_a_constrained_output_is_the_same_with_speculation_off_fixed_and_adaptiv
     frames: list = []
     outputs = run(mode, frames)
     assert outputs == unspeculated  # greedy and seeded sampling alike
-    assert sum(n for _, n in frames) > 0, "no round verified a supplied draft"
+    assert sum(n for _, n, _ in frames) > 0, "no round verified a supplied draft"
 
 
 def test_a_constrained_output_is_the_same_with_forced_drafts_and_without(monkeypatch, unspeculated):
     monkeypatch.setattr(GrammarState, "forced_drafts", lambda self: ())
     frames: list = []
     assert run("adaptive", frames) == unspeculated
-    assert sum(n for _, n in frames) == 0  # without supplied drafts it verifies none
+    assert sum(n for _, n, _ in frames) == 0  # without supplied drafts it verifies none
 
 
 def test_each_round_of_a_constrained_request_verifies_its_forced_drafts():
@@ -90,7 +94,7 @@ def test_each_round_of_a_constrained_request_verifies_its_forced_drafts():
     schema requests verify some, and the outputs still validate."""
     frames: list = []
     outputs = run("fixed", frames)
-    by_request = {name: sum(n for who, n in frames if who == name) for name, _, _ in REQUESTS}
+    by_request = {name: sum(n for who, n, _ in frames if who == name) for name, _, _ in REQUESTS}
     assert all(n > 0 for n in by_request.values()), by_request
     text = TokenizerDecoder().decode([t for t in outputs["greedy"] if t != EOS])
     assert valid_against_schema(text)
@@ -102,4 +106,21 @@ def test_copy_drafts_where_nothing_is_forced_keep_the_output(monkeypatch, unspec
     monkeypatch.setattr(grammar_drafts, "COPY_WHEN_UNFORCED", True)
     frames: list = []
     assert run("fixed", frames) == unspeculated
-    assert sum(n for _, n in frames) > 0
+    assert sum(n for _, n, _ in frames) > 0
+
+
+def test_forced_drafts_are_priced_and_learned_as_the_grammar_source():
+    """A constrained request's rounds verify its grammar's forced drafts, not the MTP
+    head's: Helios prices them by the "grammar" source's acceptance, and they teach the
+    learned source's population prior nothing (a request admitted after them starts at
+    the untouched prior)."""
+    from ignition.helios import RequestSpec
+
+    frames: list = []
+    engines: list = []
+    run("fixed", frames, engines)
+    assert {source for _, n, source in frames if n} == {"grammar"}
+    scheduler = engines[0].scheduler
+    later = scheduler.admit(RequestSpec(16, 40))
+    assert scheduler.requests[later].acceptance.history("mtp").survivals(3) == (0.5, 0.25, 0.125)
+    assert scheduler.requests[later].acceptance.history("grammar").survivals(1)[0] > 0.5

@@ -17,6 +17,7 @@ from ignition.compiler.staging import HostFrame
 from ignition.compiler.workspace import RoundProgramInputs
 from ignition.helios import LaneRole, LaneWork, ScheduledPlan
 from ignition.runtime.copy_drafts import COPY_SOURCE, copy_drafts
+from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.executors.history import bind_begin
@@ -164,7 +165,12 @@ def bind_grammar(
 
 
 def bind_copy_drafts(
-    program: Program, frame: HostFrame, row: int, lane: LaneWork, live: LiveRequest
+    program: Program,
+    frame: HostFrame,
+    row: int,
+    lane: LaneWork,
+    live: LiveRequest,
+    lookup: PromptLookup,
 ) -> int:
     """Stage a copying request's decode row's copy proposal (runtime.copy_drafts) as its
     supplied drafts, at most the round's query length less the pending token; returns the
@@ -177,7 +183,7 @@ def bind_copy_drafts(
     if supplied is None or lane.proposal_source != COPY_SOURCE:
         return 0
     depth = supplied.shape[1]
-    drafts = copy_drafts(live, min(depth, lane.query_length - 1))
+    drafts = copy_drafts(live, lookup, min(depth, lane.query_length - 1))
     if drafts:
         start = row * depth
         frame["supplied_drafts"][start : start + len(drafts)] = drafts

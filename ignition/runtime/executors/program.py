@@ -82,7 +82,7 @@ class ProgramExecutor:
             eos.append(terminal_ids(request.request.sampling, context.eos_token_ids))
             num_logprobs.append(request.request.sampling.logprobs)
             grammars.append(bind_grammar(program, frame, row, lane, request))
-            bind_copy_drafts(program, frame, row, lane, request)
+            bind_copy_drafts(program, frame, row, lane, request, context.prompt_lookup)
         program.upload(frame)
         if context.before_run is not None:
             context.before_run(fence)
