@@ -1,0 +1,114 @@
+"""Issue 30: an eager frame in which no request asked for logprobs skips the vocabulary-wide
+log-softmax and top-k (``PreparedProgram.run(needs_logprobs=False)``); every token, and
+every logprob a request asked for, is the same as when every frame computes them.
+
+The engine runs the tiny model on CPU (eager programs), speculation off (step programs)
+and on (round programs).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ignition.compiler.graph import PreparedProgram
+from ignition.model import speculative, step
+from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.executors import program as program_executor
+from ignition.runtime.requests import GenerationRequest, SamplingParams
+from tests.runtime.tiny import tiny_catalog
+
+PROMPTS = {"a": [5, 9, 11, 17, 9], "b": [7, 7, 7, 8, 9] * 6, "c": [3, 4, 5]}
+
+pytestmark = pytest.mark.usefixtures("reference_kernels")
+
+
+class CharDecoder:
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(0x4E00 + i) for i in ids)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return tiny_catalog(max_prefill_chunk=64)
+
+
+def generate(model, catalog, speculation: str, logprobs: dict[str, int]):
+    """Every prompt at once through one engine, ``logprobs[name]`` alternatives for the
+    named ones; returns (tokens, logprob items) by prompt name."""
+    options = RuntimeOptions(
+        num_slots=4, page_size=64, max_context_tokens=512, speculation=speculation
+    )
+    engine = assemble_engine(model, catalog, CharDecoder(), [2], options)
+    chunks = {name: [] for name in PROMPTS}
+    for name, prompt in PROMPTS.items():
+        params = SamplingParams(
+            max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=logprobs.get(name)
+        )
+        engine.submit(GenerationRequest(name, tuple(prompt), params), chunks[name].append)
+    engine.run_until_idle(max_steps=3000)
+    tokens = {n: [t for c in cs for t in c.token_ids] for n, cs in chunks.items()}
+    items = {n: [lp for c in cs for lp in c.logprobs] for n, cs in chunks.items()}
+    return tokens, items
+
+
+class LogprobCalls:
+    """Counts the vocabulary-wide logprob calls made by program runs after a program's
+    first (which computes them whatever the flag: it allocates the static outputs)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.later_runs = 0
+        self.in_later_run = False
+        run = PreparedProgram.run
+
+        def counted_run(program, needs_logprobs: bool = True):
+            self.in_later_run = program.outputs is not None
+            try:
+                return run(program, needs_logprobs)
+            finally:
+                self.in_later_run = False
+
+        def counting(inner):
+            def token_logprobs(raw, tokens):
+                self.later_runs += self.in_later_run
+                return inner(raw, tokens)
+
+            return token_logprobs
+
+        monkeypatch.setattr(PreparedProgram, "run", counted_run)
+        monkeypatch.setattr(step, "token_logprobs", counting(step.token_logprobs))
+        monkeypatch.setattr(speculative, "token_logprobs", counting(speculative.token_logprobs))
+
+
+@pytest.mark.parametrize("speculation", ["off", "adaptive"])
+def test_frames_without_a_logprob_request_skip_the_vocabulary_wide_logprobs(
+    model, catalog, speculation, monkeypatch
+):
+    calls = LogprobCalls(monkeypatch)
+    generate(model, catalog, speculation, {})
+    assert calls.later_runs == 0
+    generate(model, catalog, speculation, {"b": 2})
+    assert calls.later_runs > 0  # the counter sees the calls a request asks for
+
+
+def _always_logprobs(monkeypatch) -> None:
+    """The executor's launch told that every frame needs logprobs (today's graph path)."""
+    launch = program_executor.launch
+
+    def every_frame(prepared, snapshot=None, needs_logprobs: bool = True):
+        return launch(prepared, snapshot, needs_logprobs=True)
+
+    monkeypatch.setattr(program_executor, "launch", every_frame)
+
+
+@pytest.mark.parametrize("speculation", ["off", "adaptive"])
+def test_skipping_changes_no_token_and_no_asked_for_logprob(
+    model, catalog, speculation, monkeypatch
+):
+    none_asked, _ = generate(model, catalog, speculation, {})
+    tokens, items = generate(model, catalog, speculation, {"b": 3})
+    _always_logprobs(monkeypatch)
+    every_tokens, every_items = generate(model, catalog, speculation, {"b": 3})
+    assert tokens == none_asked == every_tokens
+    assert [lp.token_id for lp in items["b"]] == tokens["b"]
+    assert items == every_items  # exact floats: the same arithmetic, never a stale buffer
+    assert not items["a"] and not items["c"]
