@@ -9,9 +9,10 @@ projection, so without this a bf16 model decodes no faster than fp32.
 
 :class:`RowLinear` is ``nn.Linear`` with that one case sent to ``torch.mv``: a bias-free
 bf16 projection of one row on a CPU tensor. The condition reads shapes, dtype and device
-only, which a prepared program fixes, so it never branches on data. The product sums in
-another order than ``linear``'s (within bf16 rounding, not bitwise:
-tests/model/test_row_products.py); every other case is ``nn.Linear.forward`` unchanged.
+only, which a prepared program fixes, so it never branches on data. PyTorch does not
+promise the same summation order as ``linear``'s, so its outputs are held to bf16 rounding
+(tests/model/test_row_products.py; on the development machine they were bitwise equal);
+every other case is ``nn.Linear.forward`` unchanged.
 """
 
 from __future__ import annotations
