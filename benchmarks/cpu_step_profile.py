@@ -16,6 +16,7 @@ difference between a ``--new-tokens`` run and that one, divided by the extra dec
 (per decode step). The fastest of ``--repeats`` runs of each is reported.
 
     .venv/bin/python benchmarks/cpu_step_profile.py [--threads 1] [--batch 1] [--repeats 3]
+        [--dtype float32|bfloat16]
 
 The wrappers cost about a microsecond per call, so the host rows are slightly high.
 """
@@ -171,16 +172,18 @@ def table(title: str, parts: dict, per: int, unit: str) -> None:
     print(f"\nby group: {summary}")
 
 
-def open_random_qwen35(root: Path, threads: int, prompt_tokens: int):
-    """vs_transformers.py's random Qwen3.5, built under ``root`` as it builds it, served on
-    CPU: (bundle, engine)."""
+def open_random_qwen35(
+    root: Path, threads: int, prompt_tokens: int, dtype: torch.dtype = torch.float32
+):
+    """vs_transformers.py's random Qwen3.5 saved in ``dtype``, built under ``root`` as it
+    builds it, served on CPU: (bundle, engine)."""
     from vs_transformers import write_checkpoint
 
     from ignition.compiler.build import build_bundle
     from ignition.recipes import LoadOptions
     from ignition.serving import ServeOptions, open_engine
 
-    write_checkpoint(root / "weights")
+    write_checkpoint(root / "weights", dtype=dtype)
     chunk = max(64, 1 << (prompt_tokens - 1).bit_length())
     options = LoadOptions(concurrency=4, max_prefill_chunk=chunk, speculation="off")
     weights, out = root / "weights", root / "bundle"
@@ -196,12 +199,14 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
     root = Path(tempfile.mkdtemp(prefix="ignition-cpu-profile-"))
     try:
-        bundle, engine = open_random_qwen35(root, args.threads, args.prompt_tokens)
+        dtype = getattr(torch, args.dtype)
+        bundle, engine = open_random_qwen35(root, args.threads, args.prompt_tokens, dtype)
         generator = torch.Generator().manual_seed(1)
         shape = (args.batch, args.prompt_tokens)
         prompts = torch.randint(5, 4096, shape, generator=generator).tolist()
@@ -215,7 +220,8 @@ def main() -> None:
         )
         decode = {part: max(0.0, many.get(part, 0.0) - one.get(part, 0.0)) for part in many}
         print(
-            f"random Qwen3.5 (vs_transformers.py), CPU, {torch.get_num_threads()} thread(s), "
+            f"random Qwen3.5 (vs_transformers.py), {args.dtype}, CPU, "
+            f"{torch.get_num_threads()} thread(s), "
             f"batch {args.batch}, prompt {args.prompt_tokens}, fastest of {args.repeats}"
         )
         table("prefill (state init + one chunk + first token)", one, 1, "request batch")

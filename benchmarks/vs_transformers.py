@@ -12,6 +12,11 @@ end-of-sequence ignored:
 
     .venv/bin/python benchmarks/vs_transformers.py [--model qwen35|qwen4_exp] [--threads N]
         [--prompt-tokens P] [--new-tokens N] [--repeats R] [--policy balanced|throughput]
+        [--dtype float32|bfloat16]
+
+``--dtype`` is the checkpoint's: the random weights are cast to it and saved with it, so
+both sides run in it (Ignition serves a checkpoint in its config's dtype; transformers loads
+it with the same ``dtype``). bfloat16 on a CPU with AVX512-BF16/AMX runs native bf16 matmuls.
 
 Both sides run with the same torch thread count and take turns run by run (best of
 ``--repeats`` each), so a shared machine's load falls on both alike; Ignition serves with the
@@ -32,8 +37,8 @@ import torch
 ASSET = Path(__file__).resolve().parents[1] / "ignition" / "assets" / "qwen38-tiny"
 
 
-def write_checkpoint(path: Path, seed: int = 0) -> int:
-    """A random Qwen3.5 of ~50M parameters; returns its parameter count."""
+def write_checkpoint(path: Path, seed: int = 0, dtype: torch.dtype = torch.float32) -> int:
+    """A random Qwen3.5 of ~50M parameters, saved in ``dtype``; returns its parameter count."""
     import transformers as tf
 
     config = tf.Qwen3_5TextConfig(
@@ -60,13 +65,16 @@ def write_checkpoint(path: Path, seed: int = 0) -> int:
                 param.normal_(1.0 if "linear_attn.norm" in name else 0.0, 0.2)
             elif name.endswith("A_log"):
                 param.uniform_(-1.0, 1.0)
-    model.save_pretrained(path)
+    model.to(dtype).save_pretrained(path)
     write_tokenizer(path, config.vocab_size)
     return sum(p.numel() for p in model.parameters())
 
 
-def write_qwen4_exp_checkpoint(path: Path, seed: int = 0) -> int:
-    """A random Qwen3.8-Flash-Next (qwen4_exp) of ~100M parameters; returns the count."""
+def write_qwen4_exp_checkpoint(
+    path: Path, seed: int = 0, dtype: torch.dtype = torch.float32
+) -> int:
+    """A random Qwen3.8-Flash-Next (qwen4_exp) of ~100M parameters, saved in ``dtype``;
+    returns the count."""
     import transformers as tf
 
     config = tf.Qwen4ExpTextConfig(
@@ -111,11 +119,12 @@ def write_qwen4_exp_checkpoint(path: Path, seed: int = 0) -> int:
                 param.uniform_(-1.0, 1.0)
             elif name.endswith("ple.conv1d.weight"):
                 param.normal_(0.0, 0.5)
-    model.save_pretrained(path)
+    model.to(dtype).save_pretrained(path)
     write_tokenizer(path, config.vocab_size)
     return sum(p.numel() for p in model.parameters())
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MODELS = {"qwen35": (write_checkpoint, "Qwen3_5ForCausalLM", "Qwen3.5"),
           "qwen4_exp": (write_qwen4_exp_checkpoint, "Qwen4ExpForCausalLM", "Qwen4Exp")}  # fmt: skip
 
@@ -186,10 +195,12 @@ def ignition_runner(bundle: Path, prompts: list[list[int]], threads: int, preset
     return run
 
 
-def transformers_runner(weights: Path, prompts: list[list[int]], class_name: str):
+def transformers_runner(
+    weights: Path, prompts: list[list[int]], class_name: str, dtype: torch.dtype
+):
     import transformers as tf
 
-    model = getattr(tf, class_name).from_pretrained(weights).eval()
+    model = getattr(tf, class_name).from_pretrained(weights, dtype=dtype).eval()
     input_ids = torch.tensor(prompts)
 
     def run(max_tokens: int) -> None:
@@ -216,6 +227,7 @@ def main() -> None:
     parser.add_argument(
         "--policy", default="balanced", help="Helios preset for Ignition (balanced, throughput)"
     )
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     args = parser.parse_args()
 
     from ignition.compiler.build import build_bundle
@@ -225,12 +237,12 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="ignition-vs-transformers-"))
     weights, bundle = root / "weights", root / "bundle"
     write, class_name, title = MODELS[args.model]
-    num_params = write(weights)
+    num_params = write(weights, dtype=DTYPES[args.dtype])
     chunk = max(64, 1 << (args.prompt_tokens - 1).bit_length())
     options = LoadOptions(concurrency=4, max_prefill_chunk=chunk, speculation="off")
     build_bundle(None, options, weights=weights, out_dir=bundle, device="cpu", threads=args.threads)
     print(
-        f"random {title}, {num_params / 1e6:.1f}M parameters, fp32, CPU, {args.threads} "
+        f"random {title}, {num_params / 1e6:.1f}M parameters, {args.dtype}, CPU, {args.threads} "
         f"thread(s); prompt {args.prompt_tokens} tokens, {args.new_tokens} new tokens, greedy; "
         f"Helios {args.policy} preset"
     )
@@ -242,7 +254,7 @@ def main() -> None:
         prompts = torch.randint(5, 4096, (batch, args.prompt_tokens), generator=generator).tolist()
         ours, theirs = interleaved(
             ignition_runner(bundle, prompts, args.threads, args.policy),
-            transformers_runner(weights, prompts, class_name),
+            transformers_runner(weights, prompts, class_name, DTYPES[args.dtype]),
             args.new_tokens,
             args.repeats,
         )

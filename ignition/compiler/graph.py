@@ -60,7 +60,10 @@ def map_tensors(tree: Tree, fn: Callable[[torch.Tensor], Any]) -> Tree:
 
 
 def copy_into(dst: Tree, src: Tree) -> None:
-    """Copy every tensor of ``src`` into the matching static tensor of ``dst``."""
+    """Copy every tensor of ``src`` into the matching static tensor of ``dst``; a None in
+    ``src`` (an output the run was told to skip) leaves its static tensors as they are."""
+    if src is None:
+        return
     if isinstance(dst, torch.Tensor):
         if not isinstance(src, torch.Tensor) or src.shape != dst.shape:
             got = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__
@@ -97,7 +100,14 @@ def capture_order(descriptors: Iterable[Descriptor]) -> list[Descriptor]:
 class PreparedProgram:
     """One prepared program's buffers: static inputs, static outputs and, once captured
     (CUDA), its graph; otherwise ``run`` calls the function eagerly and copies its results
-    into ``outputs``, so the caller sees the same buffers either way."""
+    into ``outputs``, so the caller sees the same buffers either way.
+
+    ``run(needs_logprobs=False)`` says no row of the frame asked for logprobs: an eager
+    run then skips the vocabulary-wide log-softmax and top-k (the step and round program
+    functions take the flag), and the static logprob outputs keep the previous run's
+    values, which the host reads only for rows that asked (executors.results). A graph
+    replays what it captured, logprobs included: it cannot branch on a host flag.
+    """
 
     name: str
     fn: Callable[[Tree], Tree]
@@ -112,15 +122,18 @@ class PreparedProgram:
     def is_captured(self) -> bool:
         return self.graph is not None
 
-    def run(self) -> Tree:
+    def run(self, needs_logprobs: bool = True) -> Tree:
         if self.graph is not None:
             self.graph.replay()
         elif self.outputs is None:
-            # Eager programs allocate their output buffers on the first run, so loading a
-            # catalog on CPU costs no warm-up; later runs write into the same buffers.
+            # Eager programs allocate their output buffers on the first run (logprobs
+            # included, whatever the flag), so loading a catalog on CPU costs no warm-up;
+            # later runs write into the same buffers.
             self.outputs = map_tensors(self.fn(self.inputs), lambda t: t.clone())
-        else:
+        elif needs_logprobs:
             copy_into(self.outputs, self.fn(self.inputs))
+        else:
+            copy_into(self.outputs, self.fn(self.inputs, needs_logprobs=False))
         return self.outputs
 
 
@@ -141,17 +154,22 @@ class InflightRun:
         return int(self.start.elapsed_time(self.end) * 1e6)
 
 
-def launch(program: PreparedProgram, snapshot: Callable[[Tree], Tree] | None = None) -> InflightRun:
-    """Enqueue one run (and ``snapshot`` of its outputs) without waiting for the device."""
+def launch(
+    program: PreparedProgram,
+    snapshot: Callable[[Tree], Tree] | None = None,
+    needs_logprobs: bool = True,
+) -> InflightRun:
+    """Enqueue one run (and ``snapshot`` of its outputs) without waiting for the device;
+    ``needs_logprobs`` as in :meth:`PreparedProgram.run`."""
     if program.device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        outputs = program.run()
+        outputs = program.run(needs_logprobs)
         outputs = snapshot(outputs) if snapshot is not None else outputs
         end.record()
         return InflightRun(outputs, start, end)
     began = time.perf_counter_ns()
-    outputs = program.run()
+    outputs = program.run(needs_logprobs)
     outputs = snapshot(outputs) if snapshot is not None else outputs
     return InflightRun(outputs, cpu_ns=time.perf_counter_ns() - began)
 

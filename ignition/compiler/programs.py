@@ -180,17 +180,17 @@ def build_program(
         round_hidden = _prompt_hidden(workspace, model, capacity.prefill_capacity)
         inputs.ple = workspace.ple_rows(model)
 
-        def run_round(x: RoundProgramInputs) -> RoundOutputs:
+        def run_round(x: RoundProgramInputs, needs_logprobs: bool = True) -> RoundOutputs:
             with model.gathering_ple_rows(_ple_lookups(x.ple)):
-                return _run_round(x)
+                return _run_round(x, needs_logprobs)
 
-        def _run_round(x: RoundProgramInputs) -> RoundOutputs:
+        def _run_round(x: RoundProgramInputs, needs_logprobs: bool) -> RoundOutputs:
             pending_tokens = _gather_pending(pending, x.round.slot_ids, scratch)
             x.round.pending_tokens.copy_(
                 torch.where(x.is_decode_row, pending_tokens, x.round.pending_tokens)
             )
             out = speculative_round(
-                model, state, x.round, capacity, x.sampling, False, history, x.begin
+                model, state, x.round, capacity, x.sampling, False, history, x.begin, needs_logprobs
             )
             emitted = out.num_emitted
             last = out.output_tokens.gather(1, (emitted - 1).clamp(min=0)[:, None]).squeeze(1)
@@ -206,18 +206,20 @@ def build_program(
     step_hidden = _prompt_hidden(workspace, model, capacity.prefill_capacity)
     inputs.ple = workspace.ple_rows(model)
 
-    def run_packed_step(x: StepProgramInputs) -> StepProgramOutputs:
+    def run_packed_step(x: StepProgramInputs, needs_logprobs: bool = True) -> StepProgramOutputs:
         with model.gathering_ple_rows(_ple_lookups(x.ple)):
-            return _run_packed_step(x)
+            return _run_packed_step(x, needs_logprobs)
 
-    def _run_packed_step(x: StepProgramInputs) -> StepProgramOutputs:
+    def _run_packed_step(x: StepProgramInputs, needs_logprobs: bool) -> StepProgramOutputs:
         packed = x.packed
         _take_pending_first_tokens(packed, x.is_decode_row, pending, scratch)
-        out = run_step(model, state, packed, capacity, x.sampling, history, x.begin)
+        out = run_step(model, state, packed, capacity, x.sampling, history, x.begin, needs_logprobs)
         _store_pending(pending, packed.slot_ids, out.next_tokens, scratch)
         if step_hidden is not None:
             step_hidden.copy_(gather_rows(out.target.hidden, out.target.meta.prompt_index))
         lp = out.logprobs
+        if lp is None:  # skipped: the static logprob outputs keep what they hold
+            return StepProgramOutputs(out.next_tokens, None, None, None)
         return StepProgramOutputs(out.next_tokens, lp.logprob, lp.top_ids, lp.top_logprobs)
 
     return Program(d, inputs, run_packed_step, uploads, staging, history, step_hidden)

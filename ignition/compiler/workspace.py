@@ -51,9 +51,10 @@ class StepProgramInputs:
 @dataclass
 class StepProgramOutputs:
     next_tokens: Tensor  # [R] int64 sampled token per row, -1 inactive or mid-prompt
-    logprob: Tensor  # [R] fp32 raw logprob of the sampled token
-    top_ids: Tensor  # [R, K] int64 the K most likely tokens
-    top_logprobs: Tensor  # [R, K] fp32 their raw logprobs
+    # Raw logprobs; None from an eager run told that no row needs them (PreparedProgram.run)
+    logprob: Tensor | None  # [R] fp32 raw logprob of the sampled token
+    top_ids: Tensor | None  # [R, K] int64 the K most likely tokens
+    top_logprobs: Tensor | None  # [R, K] fp32 their raw logprobs
 
 
 @dataclass

@@ -248,12 +248,15 @@ def speculative_round(
     greedy: bool,
     history: SlotHistory | None = None,
     begin: HistoryBegin | None = None,
+    needs_logprobs: bool = True,
 ) -> RoundOutputs:
     """Run one complete round; ``greedy`` selects argmax acceptance for every speculative lane.
 
     With ``history``, every verification position's logits are processed as ordinary
     sampling would process them at that position: its row's history plus the drafts
     verified before it (see model.logits_processing); emitted tokens are counted in it.
+    ``needs_logprobs`` False (the host knows no lane of the frame asked for them) skips the
+    vocabulary-wide log-softmax and top-k: ``logprobs`` is then None, nothing else changes.
     """
     num_rows, width = capacity.batch_capacity, capacity.verify_width
     vocab = model.config.vocab_size
@@ -382,26 +385,10 @@ def speculative_round(
     output_tokens = torch.where(is_failed[:, None], failed_row, output_tokens)
     num_accepted = torch.where(is_failed, 0, num_accepted)
     # Raw logprobs: output column j was sampled at verification position j (the prompt
-    # lane's only token at its last prompt position).
-    logprobs = token_logprobs(raw, output_tokens.reshape(-1))
-    prompt_logprobs = token_logprobs(prompt_raw, prompt_token)
-    is_prompt_column = torch.zeros(num_rows, width, dtype=torch.bool, device=device)
-    is_prompt_column[:, 0] = is_prompt_lane
-    logprobs = TokenLogprobs(
-        torch.where(
-            is_prompt_column, prompt_logprobs.logprob[:, None], logprobs.logprob.reshape(-1, width)
-        ),
-        torch.where(
-            is_prompt_column[..., None],
-            prompt_logprobs.top_ids[:, None],
-            logprobs.top_ids.reshape(num_rows, width, -1),
-        ),
-        torch.where(
-            is_prompt_column[..., None],
-            prompt_logprobs.top_logprobs[:, None],
-            logprobs.top_logprobs.reshape(num_rows, width, -1),
-        ),
-    )
+    # lane's only token at its last prompt position); skipped when no lane asked for them.
+    logprobs = None
+    if needs_logprobs:
+        logprobs = _round_logprobs(raw, output_tokens, prompt_raw, prompt_token, is_prompt_lane)
     if history is not None:
         history.record(inputs.slot_ids, output_tokens)
 
@@ -429,5 +416,36 @@ def speculative_round(
         logprobs=logprobs,
         prompt_hidden=(
             None if inputs.prompt is None else gather_rows(out.hidden, meta.prompt_index)
+        ),
+    )
+
+
+def _round_logprobs(
+    raw: Tensor,
+    output_tokens: Tensor,
+    prompt_raw: Tensor,
+    prompt_token: Tensor,
+    is_prompt_lane: Tensor,
+) -> TokenLogprobs:
+    """[B, W] raw logprobs of the output tokens: column j was sampled at verification
+    position j, the prompt lane's only token at its last prompt position."""
+    num_rows, width = output_tokens.shape
+    logprobs = token_logprobs(raw, output_tokens.reshape(-1))
+    prompt_logprobs = token_logprobs(prompt_raw, prompt_token)
+    is_prompt_column = torch.zeros(num_rows, width, dtype=torch.bool, device=raw.device)
+    is_prompt_column[:, 0] = is_prompt_lane
+    return TokenLogprobs(
+        torch.where(
+            is_prompt_column, prompt_logprobs.logprob[:, None], logprobs.logprob.reshape(-1, width)
+        ),
+        torch.where(
+            is_prompt_column[..., None],
+            prompt_logprobs.top_ids[:, None],
+            logprobs.top_ids.reshape(num_rows, width, -1),
+        ),
+        torch.where(
+            is_prompt_column[..., None],
+            prompt_logprobs.top_logprobs[:, None],
+            logprobs.top_logprobs.reshape(num_rows, width, -1),
         ),
     )

@@ -56,10 +56,13 @@ def run_step(
     params: SamplingParams,
     history: SlotHistory | None = None,
     begin: HistoryBegin | None = None,
+    needs_logprobs: bool = True,
 ) -> StepOutput:
     """One packed step; with ``history`` each row's logits are processed (penalties, bias,
     min_tokens) before sampling and the emitted tokens are counted in it; ``begin`` resets
-    the row of a request whose first prompt chunk this frame carries."""
+    the row of a request whose first prompt chunk this frame carries. ``needs_logprobs``
+    False (the host knows no row of the frame asked for them) skips the vocabulary-wide
+    log-softmax and top-k: ``logprobs`` is then None and nothing else changes."""
     out = model.forward_packed(inputs, capacity, state)
     meta = out.meta
     if history is not None:
@@ -81,7 +84,7 @@ def run_step(
     logits = apply_token_mask(logits, params.token_mask, params.is_masked)
     sampled = sample(logits, params, meta.positions[last] + 1)
     next_tokens = torch.where(is_active, sampled, -1)
-    logprobs = token_logprobs(raw, next_tokens)
+    logprobs = token_logprobs(raw, next_tokens) if needs_logprobs else None
     model.commit(out, meta.decode_lens)
 
     prompt_next = inputs.prompt_next_token[0]

@@ -32,6 +32,7 @@ from ignition.model.families.registry import (
 )
 from ignition.model.model import HybridModel
 from ignition.model.quant import FP8_DTYPE, Fp8Plan, plan_fp8, read_quantization
+from ignition.model.row_products import use_row_products
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -87,6 +88,8 @@ def load_checkpoint(
     model = model.to_empty(device=device).to(_DTYPES[config.torch_dtype])
     model.tie_weights()
     _load_layout(model, path, located, layout, fp8, unread)
+    if torch.device(device).type == "cpu" and config.torch_dtype == "bfloat16":
+        use_row_products(model)  # one-row bf16 projections through torch.mv (row_products)
     return LoadedCheckpoint(model.eval(), family, family.load_notes(config, raw))
 
 

@@ -105,7 +105,9 @@ class ProgramExecutor:
                 scored.append(prompt_scoring.score(context, program, job))
             return map_tensors(out, lambda t: t.clone())
 
-        inflight = launch(prepared, snapshot=keep)
+        # The host knows which lanes asked for logprobs: an eager run skips them otherwise.
+        needs_logprobs = any(n is not None for n in num_logprobs)
+        inflight = launch(prepared, snapshot=keep, needs_logprobs=needs_logprobs)
         inside = context.ple.take_inside() if context.ple is not None else ()
         return LaunchedFrame(
             fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos),
