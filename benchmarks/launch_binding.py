@@ -102,7 +102,7 @@ def main() -> None:
         _, prepared = programs[name]
         with use_backend("reference"), torch.no_grad():
             prepared.run()  # allocate the static outputs once
-        prepared.run = lambda p=prepared: p.outputs  # stub: the host side only
+        prepared.run = lambda needs_logprobs=True, p=prepared: p.outputs  # stub: host side only
         plan = ScheduledPlan(
             by_name[name], tuple(lanes), 0, 0, -1, 1.0, 0.0, SelectionReason.DISCOVERY, True, 0, 0
         )

@@ -238,9 +238,9 @@ def check_capture_and_replay(s: Setup, model) -> list[Row]:
         for name, (program, graph) in programs.items():
             run = graph.run
 
-            def checked_run(run=run, name=name):
+            def checked_run(needs_logprobs=True, *, run=run, name=name):
                 with no_implicit_sync(s, name):
-                    return run()
+                    return run(needs_logprobs)
 
             graph.run = checked_run  # every row active, real tokens, outputs checked
             try:
