@@ -4,7 +4,7 @@ Each decoding row of such a request verifies, as its supplied drafts, the contin
 its latest suffix found earlier in its prompt and output (runtime.copy_proposals: a
 bounded n-gram match over a bounded window, so the host's work per row and frame is
 bounded). The drafts follow every token before them, so each round program serving the
-request needs completion feedback (RequestSpec.host_drafts; its decode frames pipeline
+request needs completion feedback (RequestSpec.host_drafted; its decode frames pipeline
 as others'); :class:`CopyDraftLimits` reports
 the proposal's length after each such frame (``limit_drafts``), so a row without a match
 verifies no drafts and Helios prices the round by the copy source's acceptance
