@@ -1,15 +1,18 @@
-"""Copy proposals for requests whose speculative method is "ngram" (prompt lookup).
+"""Copy proposals (prompt lookup) for requests whose speculative method is "ngram" or
+"both", and the proposal sources Helios is told of.
 
 Each decoding row of such a request verifies, as its supplied drafts, the continuation of
 its latest suffix found earlier in its prompt and output (runtime.copy_proposals: a
 bounded n-gram match over a bounded window, so the host's work per row and frame is
 bounded). The drafts follow every token before them, so each round program serving the
-request needs completion feedback (RequestSpec.host_drafted; its decode frames pipeline
-as others'); :class:`CopyDraftLimits` reports
-the proposal's length after each such frame (``limit_drafts``), so a row without a match
-verifies no drafts and Helios prices the round by the copy source's acceptance
-(RequestSpec.proposal_source "ngram"). Verification is coupled with q one-hot
-(model.proposals), so the output is the same whichever drafts a round verifies.
+request with copies needs completion feedback (RequestSpec.host_drafted; its other
+frames pipeline as others'). After each frame :class:`CopyDraftLimits` reports the
+proposal's length: as the draft limit of an "ngram" request (``limit_drafts``: a row
+without a match verifies none, priced by the copy source's acceptance), or as an offer
+beside the MTP head's drafts for a "both" request (``offer_drafts``: Helios picks the
+round's source, and the binding stages the copy only for lanes it gave the copy).
+Verification is coupled with q one-hot (model.proposals), so the output is the same
+whichever drafts a round verifies.
 """
 
 from __future__ import annotations
@@ -27,8 +30,6 @@ from ignition.runtime.requests import SamplingParams
 COPY_SOURCE = "ngram"
 LEARNED_SOURCE = "mtp"
 GRAMMAR_SOURCE = "grammar"
-
-
 CHOICES = (LEARNED_SOURCE, COPY_SOURCE)  # "both": in this order, so ties go to the head
 
 
@@ -46,14 +47,6 @@ def proposal_source(sampling: SamplingParams) -> str:
 def proposal_choices(sampling: SamplingParams) -> tuple[str, ...]:
     """Helios's RequestSpec.proposal_choices: both sources for "both", else none."""
     return CHOICES if sampling.chooses_drafts else ()
-
-
-def metrics_source(sampling: SamplingParams, lane_source: str) -> str:
-    """The ``source`` label of a round's speculative counters: its grammar's forced
-    drafts ("grammar"), else the source its lane carried (LaneWork.proposal_source:
-    copies, "ngram", or the MTP head's, "mtp"). Only "mtp" counts learned-proposal
-    draws."""
-    return GRAMMAR_SOURCE if sampling.grammar is not None else lane_source
 
 
 def copy_drafts(

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle, ScheduledPlan
-from ignition.runtime.copy_drafts import metrics_source
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.lifecycle import Lifecycle, deliver, retired_in
 from ignition.runtime.loop_hooks import Live, LoopHook, LoopHooks
@@ -80,10 +79,9 @@ class Publisher:
             if offered > 0:
                 record = result.records[i]
                 accepted = max(0, len(record.token_ids) - 1)
-                live = self.table.live.get(record.handle)
+                # the source its round used: "mtp" (the only learned-proposal draws),
+                # "ngram" (copies) or "grammar" (forced drafts)
                 source = plan.lanes[i].proposal_source
-                if live is not None:
-                    source = metrics_source(live.request.sampling, source)
                 self.stats.record_speculation(offered, accepted, source)
         for record in result.records:
             live = self.table.live.get(record.handle)

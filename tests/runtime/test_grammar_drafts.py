@@ -120,6 +120,8 @@ def test_forced_drafts_are_priced_and_learned_as_the_grammar_source():
     engines: list = []
     run("fixed", frames, engines)
     assert {source for _, n, source in frames if n} == {"grammar"}
+    # and they are counted under it: no learned-proposal draws
+    assert set(engines[0].stats.snapshot().speculative_by_source) == {"grammar"}
     scheduler = engines[0].scheduler
     later = scheduler.admit(RequestSpec(16, 40))
     assert scheduler.requests[later].acceptance.history("mtp").survivals(3) == (0.5, 0.25, 0.125)
