@@ -2,7 +2,7 @@
 head's drafts only, copies only, and both (Helios choosing every round's source).
 
     python -m scripts.scheduling_sim.copy_sources [--slots 32] [--heads code,chat]
-        [--rows 2000:2600] [--jobs 2]
+        [--methods mtp,ngram,both] [--rows 2000:2600] [--jobs 2]
 
 The study's workload and device (the Azure conversation trace's rows 2000:2600, one
 H200, the qwen38 recipe's catalog at ``--slots``), every request an edit
@@ -104,12 +104,15 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=32)
     parser.add_argument("--heads", default="code,chat")
     parser.add_argument("--rows", default="2000:2600")
+    parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args()
     rows = parse_rows(args.rows)
-    cells = [
-        Cell(head, method, args.slots, rows) for head in args.heads.split(",") for method in METHODS
-    ]
+    methods = args.methods.split(",")
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        parser.error(f"--methods {args.methods!r}: unknown {unknown} (known: {', '.join(METHODS)})")
+    cells = [Cell(h, m, args.slots, rows) for h in args.heads.split(",") for m in methods]
     with ProcessPoolExecutor(args.jobs) as pool:
         results = list(pool.map(run_cell, cells))
     print(
