@@ -216,7 +216,7 @@ class Scheduler(SchedulerQueries):
         """Unqueueable kinds, unknown or stale costs, and requests whose stops the host
         finds or whose grammar it follows (RequestSpec.host_stops, .grammar) need
         completion feedback; so do rounds that verify drafts the host copies from every
-        token before them (RequestSpec.host_drafted, in a program with proposal depth)."""
+        token before them (RequestSpec.host_drafts, in a program with proposal depth)."""
         if d.kind not in QUEUEABLE_KINDS or freshness is not Freshness.FRESH:
             return True
         requests, drafts = self.requests, d.proposal_depth > 0

@@ -91,11 +91,10 @@ class RequestSpec:
     # and drafts from every token before them, so each frame serving it needs completion
     # feedback (the seed's grammar rule), and its max_drafts follows its proposals.
     grammar: bool = False
-    # The proposal source whose drafts the host finds from every token before them (copy
-    # proposals: "ngram"; "" none): each round program serving it from that source needs
-    # completion feedback (its other frames pipeline as others'), and its max_drafts
-    # follows its proposals.
-    host_drafted: str = ""
+    # Drafts the host finds from every token before them (copy proposals, the "ngram"
+    # source): each round program serving it needs completion feedback (decode frames
+    # pipeline as others'), and its max_drafts follows its proposals.
+    host_drafts: bool = False
     # Proposal sources Helios chooses among for each round (the MTP head's drafts or copies
     # of the context: issue 28's "both"), in preference order for ties; proposal_source is
     # then the next round's choice (Scheduler.offer_drafts). Empty: proposal_source serves
@@ -135,27 +134,14 @@ class RequestSpec:
                 f"proposal_choices = {self.proposal_choices!r}: must be distinct and hold "
                 f"proposal_source {self.proposal_source!r}"
             )
-        if self.host_drafted and self.host_drafted not in (
-            self.proposal_source,
-            *self.proposal_choices,
-        ):
-            raise SchedulerError(
-                f"host_drafted = {self.host_drafted!r}: not proposal_source "
-                f"{self.proposal_source!r} nor among proposal_choices {self.proposal_choices!r}"
-            )
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
 
     def needs_host_feedback(self, verifies_drafts: bool) -> bool:
         """Whether a frame serving it waits for the previous one's tokens on the host (a
-        copying request's only where the frame's program verifies drafts and its round's
-        source is the host-drafted one: a choosing request's rounds of the MTP head's
-        drafts pipeline)."""
-        if self.host_stops or self.grammar:
-            return True
-        drafted = self.host_drafted
-        return verifies_drafts and drafted != "" and drafted == self.proposal_source
+        copying request's only where the frame's program verifies drafts)."""
+        return self.host_stops or self.grammar or (self.host_drafts and verifies_drafts)
 
     @property
     def family(self) -> str:

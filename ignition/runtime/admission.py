@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ignition.helios import RequestSpec, SchedulerError
 from ignition.runtime.checkpoints import Admission
-from ignition.runtime.copy_drafts import COPY_SOURCE, proposal_choices, proposal_source
+from ignition.runtime.copy_drafts import proposal_choices, proposal_source
 from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.grammar import draft_limit
 from ignition.runtime.lifecycle import Lifecycle
@@ -83,7 +83,7 @@ def request_spec(
         host_stops=request.sampling.has_host_stops,
         grammar=request.sampling.grammar is not None,
         proposal_source=proposal_source(request.sampling),
-        host_drafted=COPY_SOURCE if request.sampling.copies_drafts else "",
+        host_drafts=request.sampling.copies_drafts,
         proposal_choices=proposal_choices(request.sampling),
     )
 

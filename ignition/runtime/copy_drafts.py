@@ -5,8 +5,8 @@ Each decoding row of such a request verifies, as its supplied drafts, the contin
 its latest suffix found earlier in its prompt and output (runtime.copy_proposals: a
 bounded n-gram match over a bounded window, so the host's work per row and frame is
 bounded). The drafts follow every token before them, so each round program serving the
-request with copies needs completion feedback (RequestSpec.host_drafted; its other
-frames pipeline as others'). After each frame :class:`CopyDraftLimits` reports the
+request needs completion feedback (RequestSpec.host_drafts; its frames without drafts
+pipeline as others'). After each frame :class:`CopyDraftLimits` reports the
 proposal's length: as the draft limit of an "ngram" request (``limit_drafts``: a row
 without a match verifies none, priced by the copy source's acceptance), or as an offer
 beside the MTP head's drafts for a "both" request (``offer_drafts``: Helios picks the

@@ -256,7 +256,7 @@ class Simulation:
             proposal_source=r.proposal_source,
             proposal_choices=r.proposal_choices,
             # as the runtime's: copies follow every token before them, none before the first
-            host_drafted="ngram" if r.copies else "",
+            host_drafts=r.copies,
             max_drafts=0 if r.copies else None,
         )
         stream.handle = self.scheduler.admit(spec)

@@ -14,7 +14,7 @@ FRESH = (0.5, 0.25, 0.125)  # the population prior before any observation
 
 
 def copying(**kw):
-    return request(16, 400, proposal_source="ngram", host_drafted="ngram", max_drafts=3, **kw)
+    return request(16, 400, proposal_source="ngram", host_drafts=True, max_drafts=3, **kw)
 
 
 def _served_copies(rounds: int = 6):

@@ -121,7 +121,7 @@ def _spec(rng: random.Random) -> RequestSpec:
     prompt = rng.choice([1, 5, 40, 300, 2000])
     kw: dict = {"proposal_source": rng.choice(SOURCES)}
     if rng.random() < 0.15:  # Helios chooses its source per round (Scheduler.offer_drafts)
-        kw.update(proposal_choices=("mtp", "ngram"), proposal_source="mtp", host_drafted="ngram")
+        kw.update(proposal_choices=("mtp", "ngram"), proposal_source="mtp", host_drafts=True)
     if rng.random() < 0.5:
         kw["acceptance_prior"] = tuple(round(rng.random(), 2) for _ in range(rng.randint(1, 5)))
     if prompt > 2 and rng.random() < 0.3:

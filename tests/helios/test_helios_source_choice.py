@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from helios_helpers import Driver, prefill, request, scheduler, spec
 
-from ignition.helios import Fence, SchedulerError
+from ignition.helios import SchedulerError
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.sources import choose_source, usable_offers
 from ignition.helios.decide.speculation import AcceptanceTracker, SourcePriors
@@ -18,7 +18,7 @@ BOTH = ("mtp", "ngram")
 
 
 def choosing(**kw):
-    return request(16, 400, proposal_choices=BOTH, host_drafted="ngram", **kw)
+    return request(16, 400, proposal_choices=BOTH, host_drafts=True, **kw)
 
 
 def _tracker(**observed: tuple[float, ...]) -> AcceptanceTracker:
@@ -151,35 +151,3 @@ def test_offers_for_requests_without_choices_or_from_unknown_sources_are_refused
         request(16, 40, proposal_choices=("ngram",))  # proposal_source "mtp" is not a choice
     with pytest.raises(SchedulerError, match="distinct"):
         request(16, 40, proposal_choices=("mtp", "mtp"))
-
-
-def _first_round_committed(source_offer: int):
-    """A choosing request, decoding, offered a copy of ``source_offer`` drafts (0: the
-    head's drafts win), its first round committed and still in flight."""
-    s = scheduler(SHAPES, mode=SpeculationMode.FIXED)
-    h, driver = _decoding(s)
-    _teach(s, h, "ngram", (0.95, 0.95, 0.95))
-    s.offer_drafts(h, {"mtp": None, "ngram": source_offer})
-    plan = s.plan()
-    s.commit(plan, Fence(driver.fence + 1))
-    return s, plan
-
-
-def test_a_round_of_copies_waits_for_the_tokens_before_it():
-    s, plan = _first_round_committed(3)
-    assert plan.lanes[0].proposal_source == "ngram" and plan.descriptor.proposal_depth > 0
-    assert s.plan() is None
-    assert "completion feedback" in s.queue.why_closed()
-
-
-def test_a_choosing_requests_rounds_of_head_drafts_pipeline():
-    """The host finds no draft of the head's: a round of them needs no feedback."""
-    s, plan = _first_round_committed(0)
-    assert plan.lanes[0].proposal_source == "mtp" and plan.descriptor.proposal_depth > 0
-    assert s.queue.why_closed() is None
-    assert s.plan() is not None  # the next frame is planned behind the one in flight
-
-
-def test_host_drafted_names_one_of_the_requests_sources():
-    with pytest.raises(SchedulerError, match="host_drafted = 'ngram'"):
-        request(16, 40, host_drafted="ngram")  # its only source is the head's

@@ -80,12 +80,4 @@ def test_the_simulated_scheduler_chooses_each_rounds_source_when_it_may():
     assert {"mtp", "ngram"} <= set(counts)
     assert counts["mtp"]["tokens"] == counts["mtp"]["frames"]  # one token a round
     assert counts["ngram"]["tokens"] > 2 * counts["ngram"]["frames"]
-
-
-def test_the_simulated_scheduler_gives_a_copy_found_every_round_nearly_every_round():
-    """A copy found every round and always right against a head never right: after the
-    first rounds (both sources start at one prior; ties go to the head) Helios gives the
-    rounds to the copy."""
-    report = _edits(("mtp", "ngram"), found=1.0, acceptance=(0.0,) * 8, copy_acceptance=(1.0,) * 8)
-    counts = report["speculation"]
-    assert counts["ngram"]["frames"] > 9 * counts.get("mtp", {"frames": 0})["frames"]
+    assert counts["ngram"]["frames"] > counts["mtp"]["frames"]  # Helios learned which pays
