@@ -328,7 +328,7 @@ class LaneTable:
         """The first ``max_lanes`` of ``order(cap)``: lanes, rows, value, summed sigmas."""
         prefix = self._prefixes.get((cap, max_lanes))
         if prefix is None:
-            top = self.order(cap)[:max_lanes]
+            top = self._head(cap, max_lanes)
             rows, value0, sigmas = 0, 0.0, 0.0
             for i, ceiling, value in top:
                 rows += ceiling
@@ -336,6 +336,10 @@ class LaneTable:
                 sigmas += self.views[i].sigma_ms or 0.0
             prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
         return prefix
+
+    def _head(self, cap: int, max_lanes: int) -> list[tuple[int, int, float]]:
+        """The first ``max_lanes`` entries of ``order(cap)``."""
+        return self.order(cap)[:max_lanes]
 
     def _leaders(self, cap: int, length: int, duration_ms: float) -> list[LaneView]:
         """Views that can appear in the first ``length`` places of any bounded ordering."""

@@ -117,19 +117,11 @@ class LaneTable(rounds.LaneTable):
             self._arrays = lane_arrays(self.views, self.fixed, self._outputs)
         return self._arrays
 
-    def _prefix(self, cap: int, max_lanes: int) -> tuple[list, int, float, float]:
-        """The first ``max_lanes`` of ``order(cap)``: lanes, rows, value, summed sigmas."""
-        prefix = self._prefixes.get((cap, max_lanes))
-        if prefix is None:
-            full = self._orders.get(cap)
-            top = full[:max_lanes] if full is not None else self.arrays.head(cap, max_lanes)
-            rows, value0, sigmas = 0, 0.0, 0.0
-            for i, ceiling, value in top:
-                rows += ceiling
-                value0 += value
-                sigmas += self.views[i].sigma_ms or 0.0
-            prefix = self._prefixes[(cap, max_lanes)] = (top, rows, value0, sigmas)
-        return prefix
+    def _head(self, cap: int, max_lanes: int) -> list[tuple[int, int, float]]:
+        """The first ``max_lanes`` of ``order(cap)``, without sorting the whole order when
+        it has not been built (the numpy core's partial selection)."""
+        full = self._orders.get(cap)
+        return full[:max_lanes] if full is not None else self.arrays.head(cap, max_lanes)
 
     def value_bound(self, cap: int, max_lanes: int, duration_ms: float) -> float:
         """A true upper bound on the value of any decode cohort of at most ``max_lanes``
