@@ -97,6 +97,12 @@ def trace_workload(spec: TraceSpec) -> Callable[[float], list[SimRequest]]:
         base = with_tasks(base, parse_mix(spec.tasks), spec.seed)
     else:
         base = with_acceptance(base, spec.acceptance, spec.seed)
+    return rate_scaled(base)
+
+
+def rate_scaled(base: Sequence[SimRequest]) -> Callable[[float], list[SimRequest]]:
+    """rate -> ``base`` with every arrival time divided by the rate (the load scale the
+    capacity search varies); each rate's list is built once."""
 
     @functools.lru_cache(maxsize=64)
     def at(rate: float) -> list[SimRequest]:

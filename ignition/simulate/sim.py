@@ -292,11 +292,11 @@ class Simulation:
                 )
         return out
 
-    def _count_round(self, source: str, tokens: int) -> None:
-        """Decode lane-frames and their tokens; per source, rounds that verified drafts
-        (``source`` "" for a lane without drafts) and their tokens."""
-        for key in ("", source) if source else ("",):
-            counts = self.speculation.setdefault(key or "all", [0, 0])
+    def _count_round(self, source: str | None, tokens: int) -> None:
+        """Decode lane-frames and their tokens ("all"); per source, rounds that verified
+        drafts and their tokens (``source`` None for a lane without drafts)."""
+        for key in ("all", source) if source else ("all",):
+            counts = self.speculation.setdefault(key, [0, 0])
             counts[0] += 1
             counts[1] += tokens
 
@@ -354,7 +354,7 @@ class Simulation:
             else:
                 got = rounds[lane.handle].accepted(q - 1, self.rng)
                 count = min(stream.remaining_output, 1 + got)
-                self._count_round(lane.proposal_source if q > 1 else "", count)
+                self._count_round(lane.proposal_source if q > 1 else None, count)
                 records.append(
                     CompletionRecord(
                         lane.handle, 0, (1,) * count, num_verified_tokens=q if device else 0

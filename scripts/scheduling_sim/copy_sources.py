@@ -20,13 +20,12 @@ Simulated, not measured.
 from __future__ import annotations
 
 import argparse
-import functools
 import random
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 from ignition.simulate.acceptance import TASKS
-from ignition.simulate.command import parse_rows
+from ignition.simulate.command import parse_rows, rate_scaled
 from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import measure
 from ignition.simulate.search import SLO, search
@@ -65,12 +64,7 @@ def edits(cell: Cell, seed: int = 0) -> list[SimRequest]:
 
 def run_cell(cell: Cell) -> tuple[Cell, list[float], dict[str, float]]:
     """(cell, capacity per SLO, the half-load run's tokens per round and copy share)."""
-    base = edits(cell)
-
-    @functools.lru_cache(maxsize=64)
-    def at(rate: float) -> list[SimRequest]:
-        return [replace(r, arrival_ms=r.arrival_ms / rate) for r in base]
-
+    at = rate_scaled(edits(cell))
     setup = Setup(slots=cell.slots, helios_report=True)
     capacities, _ = search(
         ["helios"],
