@@ -19,7 +19,13 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.vs_transformers import DTYPES, MODELS, ignition_runner, transformers_runner
+from benchmarks.vs_transformers import (
+    DTYPES,
+    MODELS,
+    build_cpu_bundle,
+    ignition_runner,
+    transformers_runner,
+)
 
 SHAPED = ("aten::mm", "aten::bmm", "aten::index", "aten::_grouped_mm", "aten::index_select")
 
@@ -61,17 +67,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10)
     args = parser.parse_args()
 
-    from ignition.compiler.build import build_bundle
-    from ignition.recipes import LoadOptions
-
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="ignition-prefill-ops-"))
     weights, bundle = root / "weights", root / "bundle"
     write, class_name, title = MODELS[args.model]
     write(weights, dtype=DTYPES[args.dtype])
-    chunk = max(64, 1 << (args.prompt_tokens - 1).bit_length())
-    options = LoadOptions(concurrency=4, max_prefill_chunk=chunk, speculation="off")
-    build_bundle(None, options, weights=weights, out_dir=bundle, device="cpu", threads=1)
+    build_cpu_bundle(weights, bundle, args.prompt_tokens, 1)
     generator = torch.Generator().manual_seed(1)
     prompts = torch.randint(5, 4096, (1, args.prompt_tokens), generator=generator).tolist()
     print(f"random {title}, {args.dtype}, one thread, one {args.prompt_tokens}-token prompt")

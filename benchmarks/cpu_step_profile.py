@@ -177,17 +177,13 @@ def open_random_qwen35(
 ):
     """vs_transformers.py's random Qwen3.5 saved in ``dtype``, built under ``root`` as it
     builds it, served on CPU: (bundle, engine)."""
-    from vs_transformers import write_checkpoint
+    from vs_transformers import build_cpu_bundle, write_checkpoint
 
-    from ignition.compiler.build import build_bundle
-    from ignition.recipes import LoadOptions
     from ignition.serving import ServeOptions, open_engine
 
-    write_checkpoint(root / "weights", dtype=dtype)
-    chunk = max(64, 1 << (prompt_tokens - 1).bit_length())
-    options = LoadOptions(concurrency=4, max_prefill_chunk=chunk, speculation="off")
     weights, out = root / "weights", root / "bundle"
-    build_bundle(None, options, weights=weights, out_dir=out, device="cpu", threads=threads)
+    write_checkpoint(weights, dtype=dtype)
+    build_cpu_bundle(weights, out, prompt_tokens, threads)
     serve_options = ServeOptions(str(out), speculation="off", device="cpu", num_threads=threads)
     return open_engine(serve_options)
 

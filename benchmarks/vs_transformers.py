@@ -151,6 +151,17 @@ def write_tokenizer(path: Path, vocab_size: int) -> None:
     shutil.copyfile(ASSET / "tokenizer_config.json", path / "tokenizer_config.json")
 
 
+def build_cpu_bundle(weights: Path, out_dir: Path, prompt_tokens: int, threads: int) -> None:
+    """The bundle every CPU benchmark serves: four slots, no speculation, prefill chunks up
+    to the prompt's power of two (at least 64)."""
+    from ignition.compiler.build import build_bundle
+    from ignition.recipes import LoadOptions
+
+    chunk = max(64, 1 << (prompt_tokens - 1).bit_length())
+    options = LoadOptions(concurrency=4, max_prefill_chunk=chunk, speculation="off")
+    build_bundle(None, options, weights=weights, out_dir=out_dir, device="cpu", threads=threads)
+
+
 def elapsed(run, max_tokens: int) -> float:
     began = time.perf_counter()
     run(max_tokens)
@@ -230,17 +241,12 @@ def main() -> None:
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     args = parser.parse_args()
 
-    from ignition.compiler.build import build_bundle
-    from ignition.recipes import LoadOptions
-
     torch.set_num_threads(args.threads)
     root = Path(tempfile.mkdtemp(prefix="ignition-vs-transformers-"))
     weights, bundle = root / "weights", root / "bundle"
     write, class_name, title = MODELS[args.model]
     num_params = write(weights, dtype=DTYPES[args.dtype])
-    chunk = max(64, 1 << (args.prompt_tokens - 1).bit_length())
-    options = LoadOptions(concurrency=4, max_prefill_chunk=chunk, speculation="off")
-    build_bundle(None, options, weights=weights, out_dir=bundle, device="cpu", threads=args.threads)
+    build_cpu_bundle(weights, bundle, args.prompt_tokens, args.threads)
     print(
         f"random {title}, {num_params / 1e6:.1f}M parameters, {args.dtype}, CPU, {args.threads} "
         f"thread(s); prompt {args.prompt_tokens} tokens, {args.new_tokens} new tokens, greedy; "
