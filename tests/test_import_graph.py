@@ -126,7 +126,7 @@ def test_every_known_cycle_is_still_exactly_a_cycle():
     assert stale == []
 
 
-# The house plan's rooms and what each may import (/work/shared/ARCHITECTURE.md, "Rooms"):
+# The house plan's rooms and what each may import (the project ARCHITECTURE.md, "Rooms"):
 # the rooms listed, and through them what those may import (layers below stay reachable).
 # The glue above every room (cli, serving, generate, serve_path, build_cache) may import all.
 MAY_IMPORT: dict[str, frozenset[str]] = {

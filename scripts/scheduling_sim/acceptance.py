@@ -24,8 +24,9 @@ from ignition.helios.types import LaneRole
 from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.harness import Setup, helios_simulation, newcomer_rule, true_survivals
 from ignition.simulate.sim import NS_PER_MS, Simulation
+from ignition.simulate import traces
 
-TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
+TRACE = str(traces.CONV)
 ENVELOPE = {4: 6, 32: 128}
 
 

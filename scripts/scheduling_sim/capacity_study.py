@@ -36,6 +36,7 @@ from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import Metrics, measure, metrics_from_json
 from ignition.simulate.search import BISECTIONS, GRID_FACTOR, SLO, Capacity, search
+from ignition.simulate import traces
 from scripts.scheduling_sim.causes import CAUSES
 from scripts.scheduling_sim.ceiling import ceiling_lines
 from scripts.scheduling_sim.padding import POLICIES as PADDING_POLICIES
@@ -43,7 +44,7 @@ from scripts.scheduling_sim.padding import padding_section
 from scripts.scheduling_sim.widths import fixed_width_section, load_widths
 from scripts.scheduling_sim.widths import main as widths_main
 
-TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
+TRACE = str(traces.CONV)
 POLICIES = (
     "helios",
     "helios+normalizer-newcomer",

@@ -17,8 +17,9 @@ from ignition.simulate.bounds import throughput_ceiling
 from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.workloads import DEFAULT_ACCEPTANCE
+from ignition.simulate import traces
 
-TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
+TRACE = str(traces.CONV)
 CASES = ((4, 6), (4, 8), (4, None), (32, 128), (32, 192), (32, None))
 
 

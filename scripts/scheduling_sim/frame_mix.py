@@ -29,8 +29,9 @@ from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import measure, percentile
 from ignition.simulate.results import ExecutionRecord, RunResult
+from ignition.simulate import traces
 
-TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
+TRACE = str(traces.CONV)
 ENVELOPE = {4: 6, 32: 128}
 
 

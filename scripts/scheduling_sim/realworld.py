@@ -46,9 +46,10 @@ from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import Metrics, measure
 from ignition.simulate.search import SLO, search
 from ignition.simulate.workloads import SimRequest, WorkloadError, load_trace, with_tasks
+from ignition.simulate import traces
 from scripts.scheduling_sim.svg import bar_chart
 
-TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
+TRACE = str(traces.CONV)
 PROFILES = ("qwen38-flash-next-h200", "qwen38-flash-next-4xh100", "qwen38-27b-dense-h200")
 FIXED = ("vllm-padded", "vllm-k1-padded", "vllm-k2-padded", "vllm-k3-padded", "vllm-k5-padded")
 ADAPTIVE = ("vllm-dyn-padded", "vllm-adaptive-padded", "sglang-tiers-padded", "sarathi-padded")

@@ -31,8 +31,9 @@ from pathlib import Path
 from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import measure
+from ignition.simulate import traces
 
-TRACE = "/work/shared/data/azure-llm-2023/conv.csv"
+TRACE = str(traces.CONV)
 ROWS = (2000, 2600)
 GUARD_MS = 10_000.0
 ENVELOPE = {4: 6, 32: 128}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ignition.simulate import traces
 from ignition.simulate.workloads import (
     AcceptanceModel,
     WorkloadError,
@@ -18,9 +19,8 @@ from ignition.simulate.workloads import (
     with_acceptance,
 )
 
-DATA = "/work/shared/data/azure-llm-2023"
+DATA = str(traces.AZURE_2023)
 CONV = f"{DATA}/conv.csv"
-needs_traces = pytest.mark.skipif(not Path(DATA).exists(), reason="Azure traces not present")
 
 
 def _write(tmp_path, text: str):
@@ -51,7 +51,6 @@ def test_caps_bound_prompt_and_output_and_empty_outputs_become_one_token(tmp_pat
     assert [(r.prompt_tokens, r.output_tokens) for r in reqs] == [(100, 10), (2048, 256), (300, 1)]
 
 
-@needs_traces
 @pytest.mark.parametrize("name", ["conv", "code"])
 def test_both_azure_traces_load(name):
     reqs = load_trace(f"{DATA}/{name}.csv", start=2000, count=50)
