@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ignition.cli.checks import check_range
+from ignition.cli.checks import check_finite_nonnegative, check_probability, check_range
 from ignition.cli.errors import UserError
 from ignition.cli.progress import LoadProgress
 from ignition.cli.registry import Command
@@ -31,6 +31,9 @@ def run(
 
     runtime = RuntimeArgs.from_params(params)
     check_range("--max-tokens", max_tokens, 1)
+    check_finite_nonnegative("--temperature", temperature)
+    check_probability("--top-p", top_p)
+    check_range("--top-k", top_k, 0)
     # --json output is for programs: nothing but the JSON, on stdout or stderr.
     with LoadProgress(quiet=as_json) as progress:
 

@@ -37,7 +37,9 @@ def runtime_options(artifacts_required: bool = True) -> list[Decorator]:
         click.option(
             "--artifacts",
             required=artifacts_required,
-            type=click.Path(exists=True, file_okay=False),
+            # existence is checked after every other flag (serve_path.classify), so that a
+            # bad value of another flag is named whatever the path
+            type=click.Path(file_okay=False),
             help="A bundle written by `ignition build`"
             + ("." if artifacts_required else " (or give it, or a checkpoint, as PATH)."),
         ),

@@ -8,7 +8,12 @@ from typing import Any
 
 import click
 
-from ignition.cli.checks import check_finite_nonnegative, check_range, parse_row_count
+from ignition.cli.checks import (
+    check_finite_nonnegative,
+    check_finite_positive,
+    check_range,
+    parse_row_count,
+)
 from ignition.cli.errors import UserError
 from ignition.cli.registry import Decorator
 
@@ -117,6 +122,7 @@ class SchedulerArgs:
         check_range("--kv-pages", self.num_pages, 1)
         check_finite_nonnegative("--vision-feature-capacity", self.vision_feature_capacity)
         check_range("--max-waiting", self.max_waiting, 0)
+        check_finite_positive("--mtp-adaptive-verification-alpha", self.adaptive_verification_alpha)
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> SchedulerArgs:

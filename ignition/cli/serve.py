@@ -10,7 +10,7 @@ from ignition.cli.registry import Command
 from ignition.cli.runtime_options import RuntimeArgs, runtime_options
 from ignition.cli.scheduler_options import SchedulerArgs, scheduler_options
 from ignition.cli.serve_artifacts import serve_artifacts
-from ignition.cli.serve_common import serve, serve_options
+from ignition.cli.serve_common import listen_first, serve, serve_options
 from ignition.cli.serve_path_options import ServePathArgs, serve_path_options
 from ignition.cli.server_options import ServerArgs, server_options
 
@@ -27,7 +27,15 @@ def run(**params: Any) -> None:
     scheduler = SchedulerArgs.from_params(params)
     ple = ple_from_params(params)
     scheduler = scheduler.with_prefix_caching(path_args.enable_prefix_caching)
-    artifacts, num_slots = serve_artifacts(path_args, runtime, ple)
+    policy_fields = scheduler.serve_fields()  # the preset and its overrides, before any load
+    listen_first(server)
+    artifacts, num_slots = serve_artifacts(
+        path_args.path,
+        runtime,
+        ple,
+        cache_dir=path_args.cache_dir,
+        max_num_seqs=path_args.max_num_seqs,
+    )
     runtime = replace(runtime, artifacts=artifacts)
     options = serve_options(
         runtime,
@@ -35,7 +43,7 @@ def run(**params: Any) -> None:
         max_num_seqs=num_slots,
         chat_template=path_args.chat_template,
         metrics_names=path_args.metrics_names,
-        **scheduler.serve_fields(),
+        **policy_fields,
         **server.serve_fields(),
     )
     serve(options, server.host, server.port, direct=False, placement=runtime.placement)

@@ -11,14 +11,19 @@ from ignition.cli import progress
 from ignition.cli.errors import UserError
 from ignition.cli.ple_options import ple_description
 from ignition.cli.runtime_options import RuntimeArgs
-from ignition.cli.serve_path_options import ServePathArgs
 
 
 def serve_artifacts(
-    path_args: ServePathArgs, runtime: RuntimeArgs, ple: Any
+    path: Path | None,
+    runtime: RuntimeArgs,
+    ple: Any,
+    *,
+    cache_dir: Path | None = None,
+    max_num_seqs: int | None = None,
 ) -> tuple[str, int | None]:
-    """The bundle to serve for PATH (a checkpoint is built into the cache first) and the
-    request slots to ask of it (None: the bundle's)."""
+    """The bundle to serve for PATH or ``--artifacts`` (a checkpoint is built into the
+    cache first) and the request slots to ask of it (None: the bundle's); ``serve`` and
+    ``debug-serve`` alike."""
     from ignition.serve_path import (
         CheckpointBuild,
         ServePathError,
@@ -29,12 +34,12 @@ def serve_artifacts(
     )
 
     try:
-        chosen = choose_path(path_args.path, runtime.artifacts)
+        chosen = choose_path(path, runtime.artifacts)
         kind = classify(chosen)
     except ServePathError as err:
         raise UserError(str(err)) from None
     if kind == "bundle":
-        return str(chosen), path_args.max_num_seqs
+        return str(chosen), max_num_seqs
     tensor_parallel = runtime.placement.tensor_parallel_size
     if tensor_parallel > 1 and _under_torchrun():
         raise UserError(
@@ -47,7 +52,7 @@ def serve_artifacts(
 
     options = build_options(
         chosen,
-        max_num_seqs=path_args.max_num_seqs,
+        max_num_seqs=max_num_seqs,
         speculation=runtime.speculation,
         mixed=runtime.mixed,
         indexer_kv_dtype=runtime.indexer_kv_dtype,
@@ -80,7 +85,7 @@ def serve_artifacts(
         click.echo(line, err=True)
 
     try:
-        bundle = built_bundle(build, path_args.cache_dir or default_cache_root(), run_build, say)
+        bundle = built_bundle(build, cache_dir or default_cache_root(), run_build, say)
     except CacheError as err:
         raise UserError(str(err)) from None
     return str(bundle), None

@@ -9,9 +9,11 @@ from typing import Any
 
 import click
 
+from ignition.cli.checks import check_port_free
 from ignition.cli.device_options import DeviceArgs
 from ignition.cli.progress import LoadProgress
 from ignition.cli.runtime_options import RuntimeArgs
+from ignition.cli.server_options import ServerArgs
 
 
 def serve_options(runtime: RuntimeArgs, **extra: Any) -> Any:
@@ -29,6 +31,16 @@ def serve_options(runtime: RuntimeArgs, **extra: Any) -> Any:
         indexer_kv_dtype=runtime.indexer_kv_dtype,
         **extra,
     )
+
+
+def listen_first(server: ServerArgs) -> None:
+    """The address is free before any build or load (only the process that will listen
+    checks: under torchrun, rank zero)."""
+    from ignition.distributed.launch import torchrun_env
+
+    ranks = torchrun_env()
+    if ranks is None or ranks[0] == 0:
+        check_port_free(server.host, server.port)
 
 
 def with_ranks(placement: DeviceArgs, options: Any, rank_zero: Callable[..., Any]) -> Any:

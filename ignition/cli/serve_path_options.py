@@ -13,9 +13,25 @@ from ignition.cli.errors import UserError
 from ignition.cli.registry import Decorator
 
 
+def path_argument() -> Decorator:
+    """PATH, as ``vllm serve MODEL`` takes a model: a bundle or a checkpoint folder
+    (``serve`` and ``debug-serve``; resolved by ``serve_artifacts``)."""
+    return click.argument("path", required=False, type=click.Path(path_type=Path))
+
+
+def cache_dir_option() -> Decorator:
+    return click.option(
+        "--cache-dir",
+        envvar="IGNITION_CACHE",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Where checkpoints served by PATH are built (env IGNITION_CACHE; default "
+        "~/.cache/ignition).",
+    )
+
+
 def serve_path_options() -> list[Decorator]:
     return [
-        click.argument("path", required=False, type=click.Path(path_type=Path)),
+        path_argument(),
         click.option(
             "--max-num-seqs",
             type=int,
@@ -38,13 +54,7 @@ def serve_path_options() -> list[Decorator]:
             show_default=True,
             help="vllm: also export vllm:* aliases of the flare_* metrics on /metrics.",
         ),
-        click.option(
-            "--cache-dir",
-            envvar="IGNITION_CACHE",
-            type=click.Path(file_okay=False, path_type=Path),
-            help="Where checkpoints served by PATH are built (env IGNITION_CACHE; default "
-            "~/.cache/ignition).",
-        ),
+        cache_dir_option(),
     ]
 
 
@@ -60,8 +70,10 @@ def read_chat_template(value: str | None) -> tuple[str, str] | None:
     path = Path(value).expanduser()
     if path.is_file():
         source, text = str(path), path.read_text()
+        where = f"--chat-template {path}"
     elif "{{" in value or "{%" in value:
         source, text = "--chat-template", value
+        where = "--chat-template (inline template)"
     else:
         raise UserError(
             f"--chat-template = {value!r}: no such file, and not an inline Jinja template "
@@ -71,7 +83,7 @@ def read_chat_template(value: str | None) -> tuple[str, str] | None:
         chat_environment().parse(text)
     except TemplateSyntaxError as err:
         raise UserError(
-            f"--chat-template {source}: line {err.lineno}: syntax error: {err.message}"
+            f"{where}: line {err.lineno}: syntax error: {err.message}"
         ) from None
     return source, text
 
