@@ -110,6 +110,11 @@ class ModelConfig:
     model_type: str = "qwen3_5_moe_text"
     linear_num_key_heads: int = 0  # 0: one GDN key head per value head (linear_num_heads)
     mlp_kind: str = "moe"
+    # config.json's ``hidden_act``: the MLPs' (experts', shared expert's, MTP's) gate
+    # activation and the GDN short convolution's, as transformers applies it
+    # (``kernels.activations``; the GDN output gate and the PLE / hyper-connection SiLUs are
+    # fixed by their architectures)
+    hidden_act: str = "silu"
     intermediate_size: int = 0  # the dense MLP's width (mlp_kind "dense")
     mtp_mlp_kind: str = "dense"
     norm_offset: float = 0.0  # 1.0: zero-centred norms that scale by (1 + weight)
@@ -321,7 +326,9 @@ def as_vision_config(value: Any, source: str, key: str = "vision") -> VisionConf
     for f in fields(VisionConfig):
         got = getattr(vision, f.name)
         if f.name == "hidden_act":
-            if got not in ("gelu_pytorch_tanh", "gelu", "silu"):
+            from ignition.kernels.activations import ACTIVATIONS
+
+            if got not in ACTIVATIONS:
                 raise ConfigError(source, f"key '{key}.hidden_act' = {got!r}: unsupported")
             continue
         if f.name == "rope_theta":
@@ -453,6 +460,10 @@ def _validate(config: ModelConfig) -> None:
 
 def _validate_parts(config: ModelConfig, eos_ids: tuple[int, ...], fail: Any) -> None:
     """The released parts' cross-field rules (each part checked its own fields)."""
+    from ignition.kernels.activations import ACTIVATIONS  # torch: only when a config is built
+
+    if config.hidden_act not in ACTIVATIONS:
+        fail("hidden_act", config.hidden_act, f"expected one of {', '.join(ACTIVATIONS)}")
     if config.gdn_gate_activation not in ("silu", "sigmoid"):
         fail("gdn_gate_activation", config.gdn_gate_activation, "must be silu or sigmoid")
     if config.gated_hyper is not None and config.hc_streams < 2:

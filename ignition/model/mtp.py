@@ -33,7 +33,7 @@ class MtpLayer(nn.Module):
         self.mlp = (
             make_mlp(config, "moe")
             if config.mtp_mlp_kind == "moe"
-            else SwiGLU(config.hidden_size, config.mtp_intermediate_size)
+            else SwiGLU(config.hidden_size, config.mtp_intermediate_size, config.hidden_act)
         )
 
 

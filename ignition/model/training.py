@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ignition.kernels.activations import activation as activation_fn
 from ignition.kernels.gated_delta_rule.reference import chunk_gated_delta_rule
 from ignition.model.layers.decoder import DecoderLayer
 from ignition.model.layers.gdn import GatedDeltaNet
@@ -86,7 +87,7 @@ def full_sequence_gdn(gdn: GatedDeltaNet, x: Tensor) -> Tensor:
         gdn.conv1d.weight.float(),
         groups=qkv.shape[-1],
     )  # [B, C, T]
-    mixed = F.silu(conv).transpose(1, 2).to(x.dtype)
+    mixed = activation_fn(gdn.conv_activation)(conv).transpose(1, 2).to(x.dtype)
     key_heads = gdn.num_key_heads  # each serves heads / key_heads value heads
     key_width = key_heads * key_dim
     q, k, v = mixed.split([key_width, key_width, heads * value_dim], dim=-1)

@@ -68,3 +68,37 @@ def test_update_without_bias_and_with_kernel_size_two_matches_reference(device):
     expected_y, expected_windows = reference.causal_conv1d_update(x, weight, None, window)
     torch.testing.assert_close(y, expected_y, **CONV[torch.float32])
     torch.testing.assert_close(windows, expected_windows, **EXACT)
+
+
+ACTIVATIONS = ["silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "relu"]
+
+
+def test_the_kernel_knows_every_activation_the_model_accepts():
+    from ignition.kernels.activations import ACTIVATIONS as TABLE
+    from ignition.kernels.causal_conv1d import triton
+
+    assert set(triton.ACTIVATION_CODES) == set(TABLE)
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_prefill_and_update_apply_the_models_activation_as_the_reference(activation, device):
+    """Issue 38, 3.10: a GDN short convolution under config.json's hidden_act."""
+    from ignition.kernels.causal_conv1d import triton
+
+    gen = torch.Generator().manual_seed(7)
+    channels = 70
+    weight, bias = conv_weights(channels, 4, device)
+    x = torch.randn(20, channels, generator=gen).to(device)
+    window = torch.randn(channels, 3, generator=gen).to(device)
+    length = torch.tensor([17], dtype=torch.int32, device=device)
+    y, _ = triton.causal_conv1d_prefill(x, weight, bias, window, length, activation)
+    expected, _ = reference.causal_conv1d_prefill(x, weight, bias, window, length, activation)
+    torch.testing.assert_close(y, expected, **CONV[torch.float32])
+    rows = torch.randn(2, 3, channels, generator=gen).to(device)
+    windows = torch.randn(2, channels, 3, generator=gen).to(device)
+    y, _ = triton.causal_conv1d_update(rows, weight, bias, windows, activation)
+    expected, _ = reference.causal_conv1d_update(rows, weight, bias, windows, activation)
+    torch.testing.assert_close(y, expected, **CONV[torch.float32])
+    if activation != "silu":  # the activation is applied, not SiLU
+        silu, _ = reference.causal_conv1d_update(rows, weight, bias, windows)
+        assert not torch.allclose(y, silu, atol=1e-3)

@@ -38,6 +38,7 @@ class Variant:
     dtype: str = "float32"
     seed: int = 0
     vocab_size: int = VOCAB_SIZE
+    hidden_act: str = "silu"  # config.json's, for the MLPs and the GDN short convolution
     # image, video, vision start, vision end token ids (the multimodal class only)
     vision_tokens: tuple[int, int, int, int] = (5, 6, 7, 8)
 
@@ -113,6 +114,7 @@ def write_qwen35(path: Path, variant: Variant = Variant()) -> torch.nn.Module:
     import transformers as tf
 
     text = text_config(variant.moe, variant.tie_word_embeddings, variant.vocab_size)
+    text["hidden_act"] = variant.hidden_act
     if variant.multimodal:
         cls = (
             tf.Qwen3_5MoeForConditionalGeneration
@@ -246,7 +248,7 @@ def fuse_experts(tensors: dict[str, torch.Tensor]) -> None:
         tensors[f"{prefix}.experts.down_proj"] = torch.stack(down)
 
 
-def write_llama(path: Path, seed: int = 0) -> torch.nn.Module:
+def write_llama(path: Path, seed: int = 0, hidden_act: str = "silu") -> torch.nn.Module:
     """Save a tiny Llama 3.2-style model (GQA, tied embeddings, llama3 rope scaling)."""
     import transformers as tf
 
@@ -261,6 +263,7 @@ def write_llama(path: Path, seed: int = 0) -> torch.nn.Module:
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         eos_token_id=EOS_TOKEN_ID,
+        hidden_act=hidden_act,
         rope_parameters={
             "rope_type": "llama3",
             "rope_theta": 500000.0,
@@ -278,11 +281,11 @@ def write_llama(path: Path, seed: int = 0) -> torch.nn.Module:
     return model
 
 
-def write_qwen3_next(path: Path, seed: int = 0) -> torch.nn.Module:
+def write_qwen3_next(path: Path, seed: int = 0, hidden_act: str = "silu") -> torch.nn.Module:
     """Save a tiny Qwen3-Next (text-only, every layer MoE, no MTP head)."""
     import transformers as tf
 
-    text = text_config(moe=True, tie=False)
+    text = text_config(moe=True, tie=False) | {"hidden_act": hidden_act}
     text.pop("mtp_num_hidden_layers")
     text["rope_parameters"] = {
         "rope_type": "default",
@@ -327,14 +330,18 @@ def qwen4_exp_text_config(vocab_size: int = VOCAB_SIZE) -> dict:
 
 
 def write_qwen4_exp(
-    path: Path, seed: int = 0, multimodal: bool = False, mtp: bool = False
+    path: Path,
+    seed: int = 0,
+    multimodal: bool = False,
+    mtp: bool = False,
+    hidden_act: str = "silu",
 ) -> torch.nn.Module:
     """Save a tiny Qwen4Exp (CausalLM, or ConditionalGeneration with a vision tower) with every
     parameter random, PLE tables included, and with ``mtp`` random ``mtp.*`` tensors named
     as vLLM's Qwen4Exp MTP loads them; returns the fp32 transformers model."""
     import transformers as tf
 
-    text = qwen4_exp_text_config()
+    text = qwen4_exp_text_config() | {"hidden_act": hidden_act}
     if multimodal:
         config = tf.Qwen4ExpConfig(
             text_config=text,

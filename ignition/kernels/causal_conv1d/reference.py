@@ -1,4 +1,5 @@
-"""PyTorch reference of the short causal depthwise convolution (+ SiLU) used by GDN layers.
+"""PyTorch reference of the short causal depthwise convolution (+ an activation, SiLU unless
+the model's ``hidden_act`` names another; ``kernels.activations``) used by GDN and PLE layers.
 
 Convention (as in Dao's causal-conv1d): with K taps, channel c at position t computes
 ``sum_j weight[c, j] * x[t - (K - 1) + j]``, so ``weight[:, K - 1]`` multiplies the current
@@ -8,7 +9,8 @@ input. A window holds the previous K - 1 inputs of each channel, oldest first.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from ignition.kernels.activations import activation as activation_fn
 
 
 def causal_conv1d_prefill(
@@ -17,15 +19,17 @@ def causal_conv1d_prefill(
     bias: torch.Tensor | None,
     initial_window: torch.Tensor,
     length: torch.Tensor,
+    activation: str = "silu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal depthwise conv + SiLU over one prompt row that continues ``initial_window``.
+    """Causal depthwise conv + ``activation`` over one prompt row that continues
+    ``initial_window``.
 
     Shapes:
         x: [T, C] (T = prompt capacity); weight: [C, K]; bias: [C] or None;
         initial_window: [C, K - 1] the K - 1 inputs before x[0], oldest first (zeros for a new
             request); length: [1] int32, the real tokens (0 <= length <= T).
     Returns:
-        y: [T, C] in the dtype of x, SiLU(conv) for t < length and zeros beyond.
+        y: [T, C] in the dtype of x, activation(conv) for t < length and zeros beyond.
         final_window: [C, K - 1] in the dtype of initial_window: the last K - 1 inputs ending
             at position length - 1, reaching back into initial_window when length < K - 1
             (length 0 returns initial_window unchanged).
@@ -42,7 +46,7 @@ def causal_conv1d_prefill(
     if bias is not None:
         conv += bias.float()
     valid = torch.arange(num_tokens, device=x.device)[:, None] < length.to(x.device)
-    y = torch.where(valid, F.silu(conv), 0.0).to(x.dtype)
+    y = torch.where(valid, activation_fn(activation)(conv), 0.0).to(x.dtype)
     # history index p holds x[p - (K - 1)], so the window ending at x[length - 1] is p in
     # [length, length + K - 2].
     window_index = length.long() + torch.arange(taps - 1, device=x.device)
@@ -55,8 +59,10 @@ def causal_conv1d_update(
     weight: torch.Tensor,
     bias: torch.Tensor | None,
     window: torch.Tensor,
+    activation: str = "silu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal depthwise conv + SiLU for decode/verify rows, keeping the window after each step.
+    """Causal depthwise conv + ``activation`` for decode/verify rows, keeping the window after
+    each step.
 
     Shapes:
         x: [R, W, C]; weight: [C, K]; bias: [C] or None; window: [R, C, K - 1] oldest first
@@ -75,6 +81,6 @@ def causal_conv1d_update(
     conv = (taps_view * weight.float()[None, :, None, :]).sum(-1)  # [R, C, W]
     if bias is not None:
         conv = conv + bias.float()[None, :, None]
-    y = F.silu(conv).transpose(1, 2).to(x.dtype)
+    y = activation_fn(activation)(conv).transpose(1, 2).to(x.dtype)
     windows = history.unfold(-1, taps - 1, 1)[:, :, 1 : width + 1]  # [R, C, W, K-1]
     return y, windows.permute(0, 2, 1, 3).to(window.dtype).contiguous()

@@ -1,4 +1,5 @@
-"""Triton causal depthwise conv1d + SiLU: prompt-row prefill and per-position decode update.
+"""Triton causal depthwise conv1d + an activation (SiLU unless the model's ``hidden_act`` names
+another): prompt-row prefill and per-position decode update.
 
 Both kernels read a virtual "history" = window (K - 1 inputs) followed by the new inputs, so
 history index p is window[p] for p < K - 1 and x[p - (K - 1)] otherwise. Each program owns a
@@ -15,6 +16,39 @@ from ignition.kernels.causal_conv1d import reference
 
 BLOCK_POSITIONS = 16
 BLOCK_CHANNELS = 64
+# kernels.activations' names as the kernels' ACTIVATION constant
+ACTIVATION_CODES = {
+    "silu": 0,
+    "swish": 0,
+    "gelu": 1,
+    "gelu_pytorch_tanh": 2,
+    "gelu_new": 2,
+    "quick_gelu": 3,
+    "relu": 4,
+}
+
+
+def activation_code(name: str) -> int:
+    if name not in ACTIVATION_CODES:
+        raise ValueError(f"activation {name!r}: expected one of {', '.join(ACTIVATION_CODES)}")
+    return ACTIVATION_CODES[name]
+
+
+@triton.jit
+def _activate(y, ACTIVATION: tl.constexpr):
+    """ACTIVATION_CODES' activation of fp32 ``y``."""
+    if ACTIVATION == 0:
+        out = y * tl.sigmoid(y)
+    elif ACTIVATION == 1:
+        out = 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476))
+    elif ACTIVATION == 2:
+        inner = 0.7978845608028654 * (y + 0.044715 * y * y * y)
+        out = y * tl.sigmoid(2.0 * inner)  # 0.5 (1 + tanh(u)) = sigmoid(2u)
+    elif ACTIVATION == 3:
+        out = y * tl.sigmoid(1.702 * y)
+    else:
+        out = tl.maximum(y, 0.0)
+    return out
 
 
 @triton.jit
@@ -43,15 +77,16 @@ def _load_history(
 
 
 @triton.jit
-def _conv_silu(
+def _conv_activated(
     x_ptr, window_ptr, weight_ptr, bias_ptr, positions, channels, mask_c, num_inputs,
     stride_x_pos, stride_w_c, stride_window_c,
     HAS_BIAS: tl.constexpr,
     TAPS: tl.constexpr,
     BLOCK_P: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    ACTIVATION: tl.constexpr,
 ):  # fmt: skip
-    """SiLU(sum over taps of weight[c, tap] * history[p + tap, c] + bias[c]) as fp32 [P, C]."""
+    """act(sum over taps of weight[c, tap] * history[p + tap, c] + bias[c]) as fp32 [P, C]."""
     acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
     for tap in tl.static_range(TAPS):
         weight = tl.load(weight_ptr + channels * stride_w_c + tap, mask=mask_c, other=0.0)
@@ -62,7 +97,7 @@ def _conv_silu(
         acc += values * weight.to(tl.float32)[None, :]
     if HAS_BIAS:
         acc += tl.load(bias_ptr + channels, mask=mask_c, other=0.0).to(tl.float32)[None, :]
-    return acc * tl.sigmoid(acc)
+    return _activate(acc, ACTIVATION)
 
 
 @triton.jit
@@ -74,6 +109,7 @@ def _causal_conv1d_prefill_kernel(
     TAPS: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    ACTIVATION: tl.constexpr,
 ):  # fmt: skip
     pid_t = tl.program_id(0)
     channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -81,9 +117,9 @@ def _causal_conv1d_prefill_kernel(
     positions = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     length = tl.load(length_ptr)
 
-    y = _conv_silu(
+    y = _conv_activated(
         x_ptr, window_ptr, weight_ptr, bias_ptr, positions, channels, mask_c, num_tokens,
-        stride_x_t, stride_w_c, stride_window_c, HAS_BIAS, TAPS, BLOCK_T, BLOCK_C,
+        stride_x_t, stride_w_c, stride_window_c, HAS_BIAS, TAPS, BLOCK_T, BLOCK_C, ACTIVATION,
     )  # fmt: skip
     y = tl.where((positions < length)[:, None], y, 0.0)
     mask_y = (positions < num_tokens)[:, None] & mask_c[None, :]
@@ -113,6 +149,7 @@ def _causal_conv1d_update_kernel(
     TAPS: tl.constexpr,
     BLOCK_W: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    ACTIVATION: tl.constexpr,
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -122,9 +159,9 @@ def _causal_conv1d_update_kernel(
     x_row = x_ptr + row * stride_x_r
     window_row = window_ptr + row * stride_window_r
 
-    y = _conv_silu(
+    y = _conv_activated(
         x_row, window_row, weight_ptr, bias_ptr, positions, channels, mask_c, width,
-        stride_x_w, stride_w_c, stride_window_c, HAS_BIAS, TAPS, BLOCK_W, BLOCK_C,
+        stride_x_w, stride_w_c, stride_window_c, HAS_BIAS, TAPS, BLOCK_W, BLOCK_C, ACTIVATION,
     )  # fmt: skip
     y_offs = row * stride_y_r + positions[:, None] * stride_y_w + channels[None, :]
     tl.store(y_ptr + y_offs, y.to(y_ptr.dtype.element_ty), mask=mask_out)
@@ -156,6 +193,7 @@ def launch_causal_conv1d_prefill(
     length: torch.Tensor,
     y: torch.Tensor,
     final_window: torch.Tensor,
+    activation: str = "silu",
 ) -> None:
     """Run the prefill kernel into preallocated ``y`` [T, C] and ``final_window`` [C, K - 1]."""
     num_tokens, num_channels = x.shape
@@ -178,6 +216,7 @@ def launch_causal_conv1d_prefill(
         TAPS=taps,
         BLOCK_T=BLOCK_POSITIONS,
         BLOCK_C=BLOCK_CHANNELS,
+        ACTIVATION=activation_code(activation),
     )  # fmt: skip
 
 
@@ -187,10 +226,13 @@ def causal_conv1d_prefill(
     bias: torch.Tensor | None,
     initial_window: torch.Tensor,
     length: torch.Tensor,
+    activation: str = "silu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     y = torch.empty_like(x)
     final_window = torch.empty_like(initial_window)
-    launch_causal_conv1d_prefill(x, weight, bias, initial_window, length, y, final_window)
+    launch_causal_conv1d_prefill(
+        x, weight, bias, initial_window, length, y, final_window, activation
+    )
     return y, final_window
 
 
@@ -204,6 +246,7 @@ def launch_causal_conv1d_update(
     window: torch.Tensor,
     y: torch.Tensor,
     windows: torch.Tensor,
+    activation: str = "silu",
 ) -> None:
     """Run the update kernel into preallocated ``y`` [R, W, C] and ``windows`` [R, W, C, K-1]."""
     num_rows, width, num_channels = x.shape
@@ -223,6 +266,7 @@ def launch_causal_conv1d_update(
         TAPS=taps,
         BLOCK_W=max(16, triton.next_power_of_2(width)),
         BLOCK_C=BLOCK_CHANNELS,
+        ACTIVATION=activation_code(activation),
     )  # fmt: skip
 
 
@@ -231,11 +275,12 @@ def causal_conv1d_update(
     weight: torch.Tensor,
     bias: torch.Tensor | None,
     window: torch.Tensor,
+    activation: str = "silu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     num_rows, width, num_channels = x.shape
     y = torch.empty_like(x)
     windows = window.new_empty(num_rows, width, num_channels, weight.shape[1] - 1)
-    launch_causal_conv1d_update(x, weight, bias, window, y, windows)
+    launch_causal_conv1d_update(x, weight, bias, window, y, windows, activation)
     return y, windows
 
 

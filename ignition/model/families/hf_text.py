@@ -55,6 +55,20 @@ class TextReader:
             raise ConfigError(self.source, f"key '{self.prefix}{key}' = {value!r}: expected bool")
         return value
 
+    def activation(self, key: str = "hidden_act", default: str = "silu") -> str:
+        """An activation name transformers' ``ACT2FN`` knows and this runtime computes
+        (``kernels.activations``); any other is refused naming the file, key and value."""
+        from ignition.kernels.activations import ACTIVATIONS
+
+        value = self.text.get(key, default)
+        if value not in ACTIVATIONS:
+            raise ConfigError(
+                self.source,
+                f"key '{self.prefix}{key}' = {value!r}: unsupported activation (supported: "
+                f"{', '.join(ACTIVATIONS)})",
+            )
+        return value
+
     def unsupported_true(self, *keys: str) -> None:
         for key in keys:
             if self.text.get(key):

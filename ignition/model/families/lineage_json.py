@@ -46,6 +46,7 @@ def lineage_config_json(config: ModelConfig, attention_name: str) -> dict[str, A
         "linear_value_head_dim": config.linear_value_head_dim,
         "linear_conv_kernel_dim": config.conv_kernel,
         "rms_norm_eps": config.rms_norm_eps,
+        "hidden_act": config.hidden_act,
         "max_position_embeddings": config.max_position_embeddings,
         "tie_word_embeddings": config.tie_word_embeddings,
         "dtype": config.torch_dtype,

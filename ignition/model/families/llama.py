@@ -79,6 +79,7 @@ class LlamaFamily(ModelFamily):
             mtp_num_layers=0,
             vision=None,
             rms_norm_eps=r.float("rms_norm_eps", 1e-5),
+            hidden_act=r.activation("hidden_act"),
             max_position_embeddings=r.int("max_position_embeddings", 131072),
             tie_word_embeddings=r.flag("tie_word_embeddings", False),
             torch_dtype=as_dtype(raw, source),

@@ -184,6 +184,7 @@ def shared_text_values(
         conv_kernel=r.int("linear_conv_kernel_dim", 4),
         vision=vision_block(raw, source, tensor_names),
         rms_norm_eps=r.float("rms_norm_eps", 1e-6),
+        hidden_act=r.activation("hidden_act"),
         max_position_embeddings=r.int("max_position_embeddings", 32768),
         tie_word_embeddings=bool(tie),
         torch_dtype=as_dtype(raw, source, as_dtype(text, source)),

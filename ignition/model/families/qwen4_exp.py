@@ -70,7 +70,15 @@ class Qwen4ExpFamily(ModelFamily):
             self.model_types[0], raw, text, prefix, source, r, tensor_names, layer_types, 1.0
         )
         hidden = values["hidden_size"]
-        gate = text.get("output_gate_type") or text.get("hidden_act", "silu")
+        # transformers: the GDN output gate is output_gate_type, else hidden_act
+        gate = text.get("output_gate_type") or values["hidden_act"]
+        if gate not in ("silu", "sigmoid"):
+            key = "output_gate_type" if text.get("output_gate_type") else "hidden_act"
+            raise ConfigError(
+                source,
+                f"key '{prefix}{key}' = {gate!r}: the GDN output gate's activation must be "
+                "silu or sigmoid (set output_gate_type when hidden_act is another)",
+            )
         values.update(
             num_experts=r.int("num_experts"),
             num_experts_per_tok=r.int("num_experts_per_tok"),

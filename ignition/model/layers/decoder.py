@@ -32,7 +32,7 @@ def make_mlp(config: ModelConfig, kind: str) -> nn.Module:
     if kind == "moe":
         return MixtureOfExperts(config)
     width = config.intermediate_size or config.shared_expert_intermediate_size
-    return SwiGLU(config.hidden_size, width)
+    return SwiGLU(config.hidden_size, width, config.hidden_act)
 
 
 class PlainResidual(nn.Module):

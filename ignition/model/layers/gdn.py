@@ -1,7 +1,8 @@
 """Gated DeltaNet: linear attention with a delta-rule recurrent state per head.
 
-Projections q, k, v, a, b, z; a short causal depthwise conv with SiLU over q, k, v; L2-normed
-q and k; decay g = -exp(A_log) * softplus(a + dt_bias) and write strength beta = sigmoid(b).
+Projections q, k, v, a, b, z; a short causal depthwise conv with the config's hidden_act (SiLU
+in every published config) over q, k, v; L2-normed q and k; decay
+g = -exp(A_log) * softplus(a + dt_bias) and write strength beta = sigmoid(b).
 Per head S [Dk, Dv]: S = exp(g) S; S = S + k (beta (v - S^T k))^T; o = S^T (q / sqrt(Dk)),
 then a gated RMSNorm with z and the output projection.
 
@@ -57,6 +58,8 @@ class GatedDeltaNet(nn.Module):
             groups=config.conv_channels,
             bias=False,
         )
+        # the short conv's activation is hidden_act, as transformers' GDN applies it
+        self.conv_activation = config.hidden_act
         self.A_log = nn.Parameter(torch.zeros(heads))
         self.dt_bias = nn.Parameter(torch.ones(heads))
         self.norm = GatedRMSNorm(self.value_dim, config.rms_norm_eps, config.gdn_gate_activation)
@@ -81,10 +84,15 @@ class GatedDeltaNet(nn.Module):
                 None,
                 prompt_window,
                 meta.prompt_len,
+                activation=self.conv_activation,
             )
             scatter_rows(mixed, meta.prompt_index, y_prompt)
         y_decode, decode_windows = ops.causal_conv1d_update(
-            gather_rows(qkv, meta.decode_index), conv_weight, None, decode_windows_in
+            gather_rows(qkv, meta.decode_index),
+            conv_weight,
+            None,
+            decode_windows_in,
+            activation=self.conv_activation,
         )
         scatter_rows(mixed, meta.decode_index, y_decode)
         mixed = mixed[:num_tokens]

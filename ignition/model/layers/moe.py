@@ -1,4 +1,7 @@
-"""Mixture of experts: softmax top-k routed SwiGLU experts plus a gated shared expert.
+"""Mixture of experts: softmax top-k routed gated-MLP experts plus a gated shared expert.
+
+Each expert is ``down(act(gate(x)) * up(x))`` with the config's ``hidden_act`` (SwiGLU under
+SiLU, the published Qwen default), as transformers' experts apply ``ACT2FN[hidden_act]``.
 
 Routing weights are the softmax over all experts, restricted to the top k and renormalised.
 Tokens are grouped by expert (a stable sort of the flattened assignments), so each expert
@@ -18,21 +21,26 @@ bf16 support) the layer runs every expert densely with zero weights for unrouted
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ignition.kernels.activations import activation as activation_fn
 from ignition.model.config import ModelConfig
 
 
 class SwiGLU(nn.Module):
-    def __init__(self, hidden: int, intermediate: int) -> None:
+    """``down(act(gate(x)) * up(x))``: SwiGLU under the default SiLU; ``activation`` is the
+    config's ``hidden_act`` (``kernels.activations``)."""
+
+    def __init__(self, hidden: int, intermediate: int, activation: str = "silu") -> None:
         super().__init__()
         self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        self.activation = activation
+        self.act_fn = activation_fn(activation)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
 class MixtureOfExperts(nn.Module):
@@ -41,10 +49,12 @@ class MixtureOfExperts(nn.Module):
         hidden = config.hidden_size
         self.top_k = config.num_experts_per_tok
         self.gate = nn.Linear(hidden, config.num_experts, bias=False)
+        act = config.hidden_act
+        self.act_fn = activation_fn(act)
         self.experts = nn.ModuleList(
-            SwiGLU(hidden, config.moe_intermediate_size) for _ in range(config.num_experts)
+            SwiGLU(hidden, config.moe_intermediate_size, act) for _ in range(config.num_experts)
         )
-        self.shared_expert = SwiGLU(hidden, config.shared_expert_intermediate_size)
+        self.shared_expert = SwiGLU(hidden, config.shared_expert_intermediate_size, act)
         self.shared_expert_gate = nn.Linear(hidden, 1, bias=False)
 
     def route(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -97,7 +107,7 @@ class MixtureOfExperts(nn.Module):
         grouped_x = x[order // self.top_k]  # [N, hidden], static capacity
         h = torch._grouped_mm(grouped_x, gate_up.transpose(1, 2), offs=group_ends)
         gate, up = h.chunk(2, dim=-1)  # [N, I] each
-        y = torch._grouped_mm(F.silu(gate) * up, down.transpose(1, 2), offs=group_ends)
+        y = torch._grouped_mm(self.act_fn(gate) * up, down.transpose(1, 2), offs=group_ends)
         # One output row per (token, choice): plain index writes (no atomics), then sum over k.
         routed = torch.zeros(num_tokens * self.top_k, x.shape[1], device=x.device)
         routed.index_copy_(0, order, y.float() * weights.reshape(-1)[order, None])

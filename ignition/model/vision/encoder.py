@@ -20,15 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ignition.kernels.activations import activation
 from ignition.model.config import VisionConfig
 from ignition.model.vision.grid import ImageGrid, interpolation_taps, patch_rows_cols
-
-_ACTIVATIONS = {
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu": F.gelu,
-    "silu": F.silu,
-}
-
 
 class PatchEmbed(nn.Module):
     def __init__(self, config: VisionConfig) -> None:
@@ -102,7 +96,7 @@ class VisionMlp(nn.Module):
         super().__init__()
         self.linear_fc1 = nn.Linear(hidden, intermediate)
         self.linear_fc2 = nn.Linear(intermediate, hidden)
-        self.act = _ACTIVATIONS[act]
+        self.act = activation(act)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.linear_fc2(self.act(self.linear_fc1(x)))
