@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ignition.context_fit import ContextFit
 from ignition.recipes import LoadOptions
 
 PathKind = Literal["bundle", "checkpoint"]
@@ -82,20 +83,23 @@ def build_options(
     speculation: str | None,
     mixed: bool,
     indexer_kv_dtype: str | None = None,
-) -> LoadOptions:
+) -> ContextFit:
     """The build's options: the recipe's defaults, with mixed prompt/decode programs where
     the recipe captures them (serve uses them unless --no-mixed), ``--max-num-seqs`` as
     the request slots, ``--speculation`` as the decode mode and ``--indexer-kv-dtype`` as
-    the storage the programs are validated with."""
+    the storage the programs are validated with; the prompt buckets capped to the model's
+    ``max_position_embeddings`` where the recipe's largest do not fit (the note says so)."""
     from ignition.compiler.build import resolve_recipe
+    from ignition.context_fit import fit_checkpoint_build
 
     recipe = resolve_recipe(None, checkpoint)
-    return LoadOptions(
+    options = LoadOptions(
         mixed_prefill=mixed and recipe.supports.mixed_capture,
         concurrency=max_num_seqs,
         speculation=speculation,
         indexer_kv_dtype=indexer_kv_dtype,
     )
+    return fit_checkpoint_build(recipe, options, checkpoint)
 
 
 def cache_inputs(build: CheckpointBuild) -> dict[str, Any]:

@@ -14,12 +14,14 @@ from scripts.tiny.tokenizer import save_tokenizer, train_tokenizer
 VOCAB_SIZE = 512
 
 
-def write_tiny_checkpoint(path: Path, seed: int = 0) -> Path:
+def write_tiny_checkpoint(
+    path: Path, seed: int = 0, max_position_embeddings: int = 8192
+) -> Path:
     """config.json + model.safetensors of a random tiny qwen4_exp model + a byte-level BPE
     tokenizer."""
     config = ModelConfig.tiny_flash_next(
         vocab_size=VOCAB_SIZE,
-        max_position_embeddings=8192,
+        max_position_embeddings=max_position_embeddings,
         # blocks of 16: a quarter of the block keys to score at the recipe's 4096-token
         # prompts (the CPU reference gathers every visible block key per query)
         qsa_indexer={"num_heads": 4, "head_dim": 16, "budget": 64, "compress_ratio": 16},

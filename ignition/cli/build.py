@@ -24,13 +24,19 @@ from ignition.cli.runtime_options import indexer_kv_dtype_option
 def run(weights: Path | None, out_dir: Path | None, copy_weights: bool, **params: Any) -> None:
     """Prepare and validate every program of a recipe; write the bundle."""
     from ignition.compiler.build import DEFAULT_CHECKPOINT, resolve_recipe
+    from ignition.context_fit import fit_checkpoint_build
 
     placement = DeviceArgs.from_params(params)
     ple = ple_description(ple_from_params(params), weights, placement.device)
     selection = RecipeArgs.from_params(params)
     load = replace(selection.load, indexer_kv_dtype=params.pop("indexer_kv_dtype"))
     # a recipe that does not match the checkpoint fails before any progress bar
-    resolve_recipe(selection.recipe_name, weights or DEFAULT_CHECKPOINT)
+    checkpoint = weights or DEFAULT_CHECKPOINT
+    recipe = resolve_recipe(selection.recipe_name, checkpoint)
+    fit = fit_checkpoint_build(recipe, load, checkpoint)  # prompt buckets the model holds
+    if fit.note is not None:
+        click.echo(f"note: {fit.note}")
+    load = fit.options
     result = progress.build_with_progress(
         selection.recipe_name,
         load,

@@ -50,17 +50,19 @@ def serve_artifacts(
         )
     from ignition.build_cache import CacheError, default_cache_root
 
-    options = build_options(
+    fit = build_options(
         chosen,
         max_num_seqs=max_num_seqs,
         speculation=runtime.speculation,
         mixed=runtime.mixed,
         indexer_kv_dtype=runtime.indexer_kv_dtype,
     )
+    if fit.note is not None:
+        click.echo(f"note: {fit.note}", err=True)
     device = runtime.placement.device
     build = CheckpointBuild(
         chosen,
-        options,
+        fit.options,
         device,
         runtime.placement.threads,
         ple_description(ple, chosen, device),
