@@ -7,7 +7,23 @@ import json
 import click
 
 from ignition.cli.registry import Command
-from ignition.recipes import list_recipes
+from ignition.recipes import Recipe, list_recipes
+
+
+def supports(recipe: Recipe) -> str:
+    """What the recipe supports, with what its vision support prepares: the patch
+    capacities of its vision programs, or none (a checkpoint's tower then encodes images
+    eagerly, unprepared)."""
+    summary = recipe.supports_summary()
+    if not recipe.supports.vision:
+        return summary
+    patches = recipe.capacity.vision_patch_capacities
+    detail = (
+        f"vision programs of {', '.join(map(str, patches))} patches"
+        if patches
+        else "no vision programs: images on the eager tower"
+    )
+    return summary.replace("vision", f"vision ({detail})")
 
 
 def run(as_json: bool) -> None:
@@ -25,6 +41,7 @@ def run(as_json: bool) -> None:
                     "speculation": r.supports.speculation,
                     "vision": r.supports.vision,
                 },
+                "vision_patch_capacities": list(r.capacity.vision_patch_capacities),
                 "path": str(r.path),
             }
             for r in recipes
@@ -42,7 +59,7 @@ def run(as_json: bool) -> None:
             r.name,
             ", ".join(r.aliases),
             r.family,
-            r.supports_summary(),
+            supports(r),
             str(r.capacity.concurrency),
             f"{len(r.capacity.prompt_buckets)} (<= {r.capacity.max_prefill_chunk})",
         )

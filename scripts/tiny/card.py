@@ -83,9 +83,9 @@ def render(facts: TrainingFacts, evaluation: Evaluation, config: dict) -> str:
     train_command = TRAIN_COMMAND if is_default else f"{TRAIN_COMMAND} --threads {threads}"
     return f"""# qwen38-tiny: the embedded default checkpoint
 
-A {facts.num_parameters / 1e6:.2f} M-parameter Qwen3.8-Flash-Next (`qwen4_exp`,
-`shared/spec/qwen38-flash.md`) that ships with Ignition so that every command works on a fresh
-machine with no download, and so that speculative decoding meets real MTP acceptance rather
+A {facts.num_parameters / 1e6:.2f} M-parameter Qwen3.8-Flash-Next (`qwen4_exp`;
+`ignition/model/families/qwen4_exp.py`) that ships with Ignition so that every command works
+on a fresh machine with no download, and so that speculative decoding meets real MTP acceptance rather
 than the noise of random weights. It writes Python that looks like the standard library; it
 knows nothing else. Weights are fp32 ({facts.checkpoint_bytes / 1e6:.1f} MB in
 `model.safetensors`), in the released layout (`config.json` with `model_type`
