@@ -12,6 +12,7 @@ from ignition.cli.errors import UserError
 from ignition.cli.progress import LoadProgress
 from ignition.cli.registry import Command
 from ignition.cli.runtime_options import RuntimeArgs, runtime_options
+from ignition.cli.serve_artifacts import existing_bundle
 from ignition.cli.serve_common import serve_options, with_ranks
 
 
@@ -34,6 +35,7 @@ def run(
     check_finite_nonnegative("--temperature", temperature)
     check_probability("--top-p", top_p)
     check_range("--top-k", top_k, 0)
+    existing_bundle(runtime.artifacts)
     # --json output is for programs: nothing but the JSON, on stdout or stderr.
     with LoadProgress(quiet=as_json) as progress:
 

@@ -97,3 +97,19 @@ def _under_torchrun() -> bool:
     from ignition.distributed.launch import torchrun_env
 
     return torchrun_env() is not None
+
+
+def existing_bundle(artifacts: str) -> None:
+    """``generate --artifacts``: a bundle, named as ``serve`` names a bad PATH (checked
+    after every other flag, before anything loads)."""
+    from ignition.serve_path import ServePathError, classify
+
+    try:
+        kind = classify(Path(artifacts))
+    except ServePathError as err:
+        raise UserError(str(err)) from None
+    if kind != "bundle":
+        raise UserError(
+            f"--artifacts {artifacts}: a checkpoint folder, not a bundle; build it first "
+            f"(`ignition build --weights {artifacts}`) or serve it (`ignition serve {artifacts}`)"
+        )

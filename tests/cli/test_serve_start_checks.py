@@ -126,6 +126,16 @@ def test_numeric_flags_are_named_before_a_missing_bundle(served, args, expected)
 def test_a_missing_bundle_is_one_line_naming_it(served):
     one_line_error(run("serve", "--artifacts", "/no/such/bundle"), "/no/such/bundle")
     one_line_error(run("debug-serve", "--direct", "/no/such/bundle"), "/no/such/bundle")
+    missing = run("generate", "--artifacts", "/no/such/bundle", "--prompt", "x")
+    one_line_error(missing, "/no/such/bundle: no such folder")
+
+
+def test_generate_names_a_checkpoint_given_as_its_bundle(tmp_path):
+    from tests.checkpoints import write_tiny_checkpoint
+
+    checkpoint = write_tiny_checkpoint(tmp_path / "checkpoint")
+    result = run("generate", "--artifacts", str(checkpoint), "--prompt", "x")
+    one_line_error(result, "a checkpoint folder, not a bundle", "ignition build --weights")
 
 
 # -- 3.4: the port is checked before the model loads ---------------------------------------
