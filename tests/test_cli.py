@@ -236,6 +236,11 @@ def served(monkeypatch):
         return None
 
     monkeypatch.setattr(ignition.serving, "serve_forever", serve_forever)
+    # nothing listens: whether the default port is free here is not these tests' business
+    # (tests/cli/test_serve_start_checks.py checks the port)
+    import ignition.cli.serve_common
+
+    monkeypatch.setattr(ignition.cli.serve_common, "check_port_free", lambda host, port: None)
     return seen
 
 
