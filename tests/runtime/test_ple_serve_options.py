@@ -21,9 +21,12 @@ BUILT = {"table": "n-gram", "residency": "disk", "preload": True, "cache_bytes":
 @pytest.fixture
 def served(monkeypatch):
     """`serve` run up to the point where it would load: the ServeOptions it would serve."""
+    import ignition.cli.serve_common
     import ignition.serving
 
     seen: list[ServeOptions] = []
+    # The default port may be taken on the machine running the suite; the port check has its own tests.
+    monkeypatch.setattr(ignition.cli.serve_common, "check_port_free", lambda host, port: None)
     monkeypatch.setattr(ignition.serving, "serve_forever", lambda o, *a, **k: seen.append(o))
     return seen
 
