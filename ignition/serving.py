@@ -331,22 +331,17 @@ def gil_releasing_encoder(tokenizer) -> Callable[[str], list[int]]:
     return lambda text: tokenizer.encode_batch([text])[0].ids
 
 
-def serve_forever(
+def open_app(
     options: ServeOptions,
-    host: str,
-    port: int,
-    direct: bool,
+    direct: bool = False,
     *,
     listener: LoadListener | None = None,
-    on_listening: Callable[[str], None] | None = None,
     tp: TensorParallel | None = None,
-) -> str | None:
-    """Prepare the programs, start the engine thread and run uvicorn until interrupted.
-
-    Returns None after an ordinary shutdown, or the engine failure that stopped it.
-    """
-    import uvicorn
-
+    on_fatal: Callable[[str], None] | None = None,
+):
+    """Load the engine and build the HTTP app over it: ``(app, bridge)``, the bridge not yet
+    started. ``serve_forever`` serves it with uvicorn; a data-parallel replica
+    (ignition/replicas/) answers its router's requests with it in process."""
     from ignition.runtime import faults
     from ignition.runtime.async_engine import AsyncEngine
     from ignition.runtime.chat_template import ChatRenderer
@@ -365,12 +360,6 @@ def serve_forever(
     if plan is not None:
         faults.install(engine, plan)
     config = _server_config(options, bundle, chat)
-    server = None
-
-    def stop_serving(_message: str) -> None:
-        if server is not None:
-            server.should_exit = True
-
     bridge = AsyncEngine(
         engine,
         model_name=bundle.name,
@@ -380,11 +369,37 @@ def serve_forever(
         generation_defaults=replace(
             bundle.generation_defaults, speculative_method=options.speculative_method
         ),
-        on_fatal=stop_serving,
+        on_fatal=on_fatal,
     )
     bridge.vision = vision_serving(bundle, options.allowed_local_media_path)
+    return create_app(bridge, config), bridge
+
+
+def serve_forever(
+    options: ServeOptions,
+    host: str,
+    port: int,
+    direct: bool,
+    *,
+    listener: LoadListener | None = None,
+    on_listening: Callable[[str], None] | None = None,
+    tp: TensorParallel | None = None,
+) -> str | None:
+    """Prepare the programs, start the engine thread and run uvicorn until interrupted.
+
+    Returns None after an ordinary shutdown, or the engine failure that stopped it.
+    """
+    import uvicorn
+
+    server = None
+
+    def stop_serving(_message: str) -> None:
+        if server is not None:
+            server.should_exit = True
+
+    app, bridge = open_app(options, direct, listener=listener, tp=tp, on_fatal=stop_serving)
     uvicorn_config = uvicorn.Config(
-        create_app(bridge, config),
+        app,
         host=host,
         port=port,
         log_level="warning",

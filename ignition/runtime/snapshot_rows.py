@@ -119,6 +119,19 @@ class SnapshotRows:
         best.demand_ns = best.hit_ns = now_ns
         return Match(best.index, best.length)
 
+    def longest_retained(self, prompt: Sequence[int]) -> int:
+        """The tokens of the longest retained checkpoint that is a proper prefix of
+        ``prompt`` (0: none), without counting as demand: a router's question of where a
+        conversation's cache lives (ignition/replicas/), read from another thread, so a
+        row changing meanwhile only makes the answer stale."""
+        best = 0
+        for row in list(self.rows):
+            tokens, state = row.tokens, row.state
+            if state is RowState.RETAINED and best < len(tokens) < len(prompt):
+                if tuple(prompt[: len(tokens)]) == tokens:
+                    best = len(tokens)
+        return best
+
     def begin_read(self, row: int) -> None:
         r = self.rows[row]
         if r.state is not RowState.RETAINED:

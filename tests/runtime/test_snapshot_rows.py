@@ -149,3 +149,15 @@ def test_a_superseded_prefix_goes_before_another_conversations_latest_checkpoint
     dest = rows.arm((7,), CheckpointRole.ANCHOR, "c", 7)
     assert dest.row == anchor  # created later, but superseded by (1, 2, 3, 4)
     assert rows.rows[other].state is RowState.RETAINED
+
+
+def test_longest_retained_answers_a_router_without_counting_as_demand():
+    """ignition/replicas/ asks where a conversation's cache lives; asking must not keep a
+    checkpoint alive (demand recency orders eviction)."""
+    rows = SnapshotRows(3)
+    _publish(rows, (1, 2), CheckpointRole.ANCHOR, "a", 1)
+    long_row = _publish(rows, (1, 2, 3, 4), CheckpointRole.PROMPT_END, "a", 2)
+    assert rows.longest_retained((1, 2, 3, 4, 5)) == 4
+    assert rows.longest_retained((1, 2, 3, 4)) == 2  # a proper prefix only
+    assert rows.longest_retained((9, 2, 3)) == 0
+    assert rows.rows[long_row].demand_ns == 2 and rows.rows[long_row].hit_ns == 0
