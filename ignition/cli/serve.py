@@ -12,6 +12,7 @@ from ignition.cli.scheduler_options import SchedulerArgs, scheduler_options
 from ignition.cli.serve_artifacts import serve_artifacts
 from ignition.cli.serve_common import listen_first, serve, serve_options
 from ignition.cli.serve_path_options import ServePathArgs, serve_path_options
+from ignition.cli.serve_replicas import ReplicaArgs, replica_options, serve_replicas
 from ignition.cli.server_options import ServerArgs, server_options
 
 
@@ -26,6 +27,8 @@ def run(**params: Any) -> None:
     path_args = ServePathArgs.from_params(params)
     scheduler = SchedulerArgs.from_params(params)
     ple = ple_from_params(params)
+    replicas = ReplicaArgs.from_params(params)
+    replicas.check(runtime.placement.tensor_parallel_size)
     scheduler = scheduler.with_prefix_caching(path_args.enable_prefix_caching)
     policy_fields = scheduler.serve_fields()  # the preset and its overrides, before any load
     listen_first(server)
@@ -46,6 +49,12 @@ def run(**params: Any) -> None:
         **policy_fields,
         **server.serve_fields(),
     )
+    if replicas.is_replicated:
+        from ignition.compiler.device import resolve_device
+
+        device = resolve_device(runtime.placement.device)
+        serve_replicas(options, replicas, server.host, server.port, device)
+        return
     serve(options, server.host, server.port, direct=False, placement=runtime.placement)
 
 
@@ -57,6 +66,7 @@ COMMAND = Command(
         *serve_path_options(),
         *scheduler_options(),
         *ple_options(),
+        *replica_options(),
     ),
     run=run,
 )

@@ -90,12 +90,10 @@ def application(options: Any, plan: ReplicaPlan) -> Any:
     return router.bind(replicas, plan.routing, plan.max_imbalance)
 
 
-def start(options: Any, plan: ReplicaPlan, host: str, port: int) -> None:
-    """Connect to (or start) Ray, start the HTTP proxy on ``host:port`` and run the
-    application; returns once every replica has loaded and the endpoint answers."""
+def connect(plan: ReplicaPlan) -> None:
+    """Join the plan's Ray cluster, or start a local one that fits every replica."""
     require_ray()
     import ray
-    from ray import serve
 
     address = plan.ray_address or os.environ.get("RAY_ADDRESS")
     if not ray.is_initialized():
@@ -104,6 +102,14 @@ def start(options: Any, plan: ReplicaPlan, host: str, port: int) -> None:
         else:  # a local cluster large enough for every replica, whatever the core count
             wanted = int(plan.num_replicas * plan.num_cpus_per_replica + 0.999)
             ray.init(num_cpus=max(os.cpu_count() or 1, wanted), log_to_driver=False)
+
+
+def start(options: Any, plan: ReplicaPlan, host: str, port: int) -> None:
+    """Start the HTTP proxy on ``host:port`` and run the application on the connected
+    cluster; returns once every replica has loaded and the endpoint answers."""
+    from ray import serve
+
+    connect(plan)
     serve.start(http_options={"host": host, "port": port})
     serve.run(application(options, plan), name=APP_NAME, route_prefix="/")
 

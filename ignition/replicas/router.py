@@ -35,6 +35,7 @@ log = logging.getLogger("ignition.replicas")
 # Seconds a replica has to report before this request is routed without it.
 REPORT_TIMEOUT_S = 5.0
 REPLICA_HEADER = "x-ignition-replica"
+REASON_HEADER = "x-ignition-route"  # prefix, room or turn (routing.Choice.reason)
 
 
 def _json(status: int, content: Any, headers: Mapping[str, str] | None = None) -> Response:
@@ -79,7 +80,8 @@ class Router:
         if path == "/metrics" and request.method == "GET":
             return await self._metrics()
         if path == "/replicas" and request.method == "GET":
-            return _json(200, {"replicas": [r.to_json() for r in await self.reports()]})
+            reports = [r.to_json() for r in await self.reports()]
+            return _json(200, {"replicas": reports, "in_flight": dict(self.in_flight)})
         body = await request.body()
         headers = forwarded_headers(list(request.headers.items()))
         exchange = Exchange(request.method, path, request.url.query, headers, body)
@@ -111,6 +113,7 @@ class Router:
                 return _unavailable(f"{name} answered without a response head")
             headers = {k: v for k, v in head.headers}
             headers[REPLICA_HEADER] = name
+            headers[REASON_HEADER] = choice.reason
             is_sse = (head.header("content-type") or "").startswith("text/event-stream")
             return StreamingResponse(
                 self._body(name, stream, is_sse), status_code=head.status, headers=headers
