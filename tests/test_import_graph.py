@@ -141,6 +141,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "distributed": frozenset({"runtime", "compiler", "model", "helios", "components"}),
     "direct": frozenset({"helios"}),
     "server": frozenset({"runtime", "direct"}),
+    # serving (the glue, unchecked) loads each replica; the router reuses server's errors
+    "replicas": frozenset({"runtime", "server"}),
 }
 
 
