@@ -52,7 +52,9 @@ def _scope(exchange: Exchange) -> dict[str, Any]:
         "raw_path": exchange.path.encode(),
         "query_string": exchange.query.encode("latin-1"),
         "root_path": "",
-        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in exchange.headers],
+        "headers": [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in exchange.headers
+        ],
         "client": ("127.0.0.1", 0),
         "server": ("127.0.0.1", 80),
     }

@@ -91,7 +91,8 @@ class Router:
         left_out: set[str] = set()
         while True:
             probe = exchange.body if exchange.method == "POST" else b""
-            reports = [r for r in await self.reports(exchange.path, probe) if r.replica not in left_out]
+            found = await self.reports(exchange.path, probe)
+            reports = [r for r in found if r.replica not in left_out]
             try:
                 choice = self.policy.choose(reports, Routed(self.in_flight, self.total))
             except NoReplicaError as err:
@@ -140,7 +141,8 @@ class Router:
     async def _metrics(self) -> Response:
         async def text(name: str) -> str | None:
             try:
-                return await asyncio.wait_for(self.replicas[name].metrics.remote(), REPORT_TIMEOUT_S)
+                call = self.replicas[name].metrics.remote()
+                return await asyncio.wait_for(call, REPORT_TIMEOUT_S)
             except Exception:
                 return None
 

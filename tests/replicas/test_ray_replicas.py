@@ -17,8 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray Serve is not installed (pip install 'ignition[replicas]')")
-pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install 'ignition[replicas]')")
+NO_RAY = "Ray Serve is not installed (pip install 'ignition[replicas]')"
+ray = pytest.importorskip("ray", reason=NO_RAY)
+pytest.importorskip("ray.serve", reason=NO_RAY)
 
 from ignition.replicas import launch  # noqa: E402
 from ignition.replicas.asgi import Exchange, collect  # noqa: E402
@@ -187,7 +188,9 @@ def test_no_slot_or_page_is_left_held(url):
     deadline = time.monotonic() + 60
     while True:
         state = _replicas(url)
-        busy = [r for r in state["replicas"] if r["slots_used"] or r["pages_used"] or r["queued_work"]]
+        busy = [
+            r for r in state["replicas"] if r["slots_used"] or r["pages_used"] or r["queued_work"]
+        ]
         if not busy and not any(state["in_flight"].values()):
             break
         assert time.monotonic() < deadline, state

@@ -73,7 +73,8 @@ def test_equal_requests_in_sequence_alternate():
 
 def test_an_unhealthy_replica_is_never_chosen_and_none_left_is_an_error():
     down = report("replica-0", cached=50, is_healthy=False)
-    assert AffinityRouting().choose([down, report("replica-1", running=3)], IDLE).replica == "replica-1"
+    busy = report("replica-1", running=3)
+    assert AffinityRouting().choose([down, busy], IDLE).replica == "replica-1"
     with pytest.raises(NoReplicaError, match="no replica is serving"):
         AffinityRouting().choose([down], IDLE)
     with pytest.raises(NoReplicaError):
