@@ -77,21 +77,25 @@ def multi_turn(conversations: int, turns: int, max_tokens: int) -> dict:
     as users' do); a later turn hits when its answer reports cached prompt tokens."""
     histories = [[{"role": "user", "content": CODE * 6 + f"Conversation {c}: explain."}]
                  for c in range(conversations)]  # fmt: skip
-    later, hits, cached, prompt = 0, 0, 0, 0
+    later, hits, cached, prompt, stayed = 0, 0, 0, 0, 0
+    last: list[str | None] = [None] * conversations
     for turn in range(turns):
         with ThreadPoolExecutor(2) as pool:
             bodies = [{"messages": h, "max_tokens": max_tokens, "temperature": 0,
                        "ignore_eos": True} for h in histories]  # fmt: skip
             done = list(pool.map(lambda b: _stream("/v1/chat/completions", b), bodies))
-        for history, d in zip(histories, done):
+        for c, (history, d) in enumerate(zip(histories, done)):
             if turn > 0:
                 later += 1
+                stayed += d["replica"] == last[c]
                 hits += d["cached"] > 0
                 cached += d["cached"]
                 prompt += d["prompt"]
+            last[c] = d["replica"]
             history += [{"role": "assistant", "content": d["text"]},
                         {"role": "user", "content": f"And then, turn {turn + 2}?"}]  # fmt: skip
-    return {"hit_rate": hits / max(1, later), "cached_fraction": cached / max(1, prompt)}
+    return {"hit_rate": hits / max(1, later), "cached_fraction": cached / max(1, prompt),
+            "stayed": stayed / max(1, later)}  # fmt: skip
 
 
 def main() -> None:
@@ -102,6 +106,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--conversations", type=int, default=6)
     parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--checkpoint-payoff", action="store_true",
                         help="keep retention's pay-off rule (default: every capture kept)")
     args = parser.parse_args()
@@ -111,7 +116,7 @@ def main() -> None:
     serve.start(http_options={"host": "127.0.0.1", "port": PORT})
     rows = []
     try:
-        for replicas in (1, 2):
+        for replicas in () if args.skip_throughput else (1, 2):
             _deploy(options, replicas, "affinity")
             _stream("/v1/completions", {"prompt": "warm", "max_tokens": 2})
             rows.append((f"{replicas} replica(s)", throughput(args.requests, args.concurrency,
@@ -131,9 +136,10 @@ def main() -> None:
         ttft = f"{r['p50_ttft_ms']:.0f} | {r['p99_ttft_ms']:.0f}"
         print(f"| {name} | {r['tok_per_s']:.1f} | {ttft} |")
     print(f"\nprefix hits: {args.conversations} conversations x {args.turns} turns, 2 replicas")
-    print("| routing | later turns with cached tokens | cached / prompt tokens |\n|---|---|---|")
+    print("| routing | later turns on the previous turn's replica | later turns with cached "
+          "tokens | cached / prompt tokens |\n|---|---|---|---|")
     for name, r in hit_rows:
-        print(f"| {name} | {r['hit_rate']:.0%} | {r['cached_fraction']:.0%} |")
+        print(f"| {name} | {r['stayed']:.0%} | {r['hit_rate']:.0%} | {r['cached_fraction']:.0%} |")
 
 
 if __name__ == "__main__":

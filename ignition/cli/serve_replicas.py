@@ -96,18 +96,31 @@ class ReplicaArgs:
             raise UserError(str(err)) from None
 
 
+def _gpus_per_replica(device: Any, args: ReplicaArgs) -> float:
+    """One GPU each on CUDA; on a local Ray instance with fewer GPUs than replicas, an equal
+    share each (they then share devices) instead of replicas Ray can never place."""
+    if device is None or device.type != "cuda":
+        return 0.0
+    if args.ray_address:
+        return 1.0
+    import torch
+
+    count = torch.cuda.device_count()
+    return 1.0 if count >= args.data_parallel_size else count / args.data_parallel_size
+
+
 def serve_replicas(options: Any, args: ReplicaArgs, host: str, port: int, device: Any) -> None:
     """Start the replicas and the router on Ray, then wait for Ctrl-C or SIGTERM."""
     from ignition.replicas.launch import ReplicaPlan, connect, start, stop
 
-    uses_gpu = device is not None and device.type == "cuda"
+    gpus = _gpus_per_replica(device, args)
     plan = ReplicaPlan(
         num_replicas=args.data_parallel_size,
         ray_address=args.ray_address,
         routing=args.routing,
         max_imbalance=args.max_imbalance,
         num_cpus_per_replica=1.0,
-        num_gpus_per_replica=1.0 if uses_gpu else 0.0,
+        num_gpus_per_replica=gpus,
     )
 
     def interrupt(*_: Any) -> None:
