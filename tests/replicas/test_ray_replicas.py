@@ -182,6 +182,24 @@ def test_killing_a_replica_mid_stream_fails_only_its_streams_and_the_endpoint_re
         time.sleep(2)
 
 
+def test_a_redeploy_drains_open_streams_before_their_replicas_stop(url, embedded_bundle):
+    """New options are a new version of every replica: Ray Serve stops the old ones only
+    once their streams have finished (launch.DRAIN_TIMEOUT_S)."""
+    from dataclasses import replace
+
+    from ray import serve
+
+    stream = _Stream(url, 7)
+    stream.start()
+    assert stream.started.wait(120)
+    options = replace(_options(embedded_bundle), max_waiting=63)
+    serve.run(launch.application(options, launch.ReplicaPlan(2)), name=launch.APP_NAME,
+              route_prefix="/")  # fmt: skip
+    stream.join(300)
+    assert not stream.failed and stream.events[-1] == "[DONE]"
+    assert json.loads(stream.events[-2])["choices"][0]["finish_reason"] == "length"
+
+
 def test_no_slot_or_page_is_left_held(url):
     deadline = time.monotonic() + 60
     while True:
