@@ -34,7 +34,11 @@ from ignition.runtime.requests import (
     StreamChunk,
 )
 from ignition.runtime.stats import EngineStats
-from ignition.server.chat_protocol import ChatCompletionRequest, TokenizeChatRequest
+from ignition.server.chat_protocol import (
+    ChatCompletionRequest,
+    TokenizeChatRequest,
+    TokenizeRequest,
+)
 from ignition.server.config import ServerConfig
 from ignition.server.errors import (
     ApiError,
@@ -49,7 +53,6 @@ from ignition.server.middleware import ApiKey, BodyLimit, CountResponses, LastRe
 from ignition.server.protocol import (
     CompletionRequest,
     DetokenizeRequest,
-    TokenizeCompletionRequest,
     new_id,
     now_s,
 )
@@ -83,7 +86,9 @@ class EngineClient(Protocol):
     generation_defaults: GenerationDefaults
     # Optional: an engine without ``vision`` (or with None) serves text content only.
 
-    def encode(self, text: str) -> list[int]: ...
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """``add_special_tokens`` False is passed only when asked for (/tokenize)."""
+        ...
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str: ...
 
@@ -133,22 +138,29 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         except LaneFull as err:
             raise overloaded(str(err)) from None
 
-    def check_prompt_chars(texts: Sequence[str], where: str) -> None:
-        """A prompt too long for the context by its characters alone is refused before any
-        tokenizer time is spent on it (server/tokenizing.py: PromptBound)."""
+    def check_prompt_chars(lengths: Sequence[int], where: str, what: str = "") -> None:
+        """A prompt too long for the context by its characters alone (``lengths``: of each
+        prompt) is refused before any tokenizer time is spent on it (server/tokenizing.py:
+        PromptBound); ``what`` says which characters were counted."""
         if max_prompt_chars is None:
             return
-        for i, text in enumerate(texts):
-            if len(text) > max_prompt_chars:
-                name = where if len(texts) == 1 else f"{where}[{i}]"
+        for i, length in enumerate(lengths):
+            if length > max_prompt_chars:
+                name = where if len(lengths) == 1 else f"{where}[{i}]"
                 raise ApiError(
                     400,
-                    f"{name} has {len(text)} characters; this model's context of "
-                    f"{engine.max_context_tokens} tokens holds at most {max_prompt_chars} "
-                    f"({config.max_chars_per_token} characters per token at most, the longest "
-                    "its tokenizer produces)",
+                    f"{name} {'has' if not what else 'hold'} {length} characters{what}; this "
+                    f"model's context of {engine.max_context_tokens} tokens holds at most "
+                    f"{max_prompt_chars} ({config.max_chars_per_token} characters per token at "
+                    "most, the longest its tokenizer produces)",
                     param=where,
                 )
+
+    def check_chat_chars(messages: Sequence[Any]) -> None:
+        """The same bound for a chat, before it is rendered: over the text every template
+        renders (assistant turns aside: a template may drop their reasoning)."""
+        length = sum(len(m.text()) for m in messages if m.role != "assistant")
+        check_prompt_chars([length], "messages", " of content (assistant turns aside)")
 
     def check_model(name: str | None) -> str:
         if name is not None and name not in names:
@@ -227,19 +239,30 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.post("/tokenize", response_model=TokenizeResponse, responses=ERRORS)
-    async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest) -> dict[str, Any]:
+    async def tokenize(body: TokenizeRequest) -> dict[str, Any]:
         check_model(body.model)
         if isinstance(body, TokenizeChatRequest):
             vision: VisionServing | None = getattr(engine, "vision", None)
             prepared = await asyncio.to_thread(load_chat_images, body, vision)
             placeholder = vision.placeholder if prepared and vision else ""
             messages = [m.for_template(placeholder) for m in body.messages]
-            cost = chat_cost(body.messages)
-            ids = list((await render(cost, lambda: engine.render_chat(messages))).prompt_ids)
+            rendered = await render(
+                chat_cost(body.messages, body.tools),
+                lambda: engine.render_chat(
+                    messages,
+                    tools=body.template_tools(),
+                    add_generation_prompt=body.add_generation_prompt,
+                    template_kwargs=body.chat_template_kwargs,
+                ),
+            )
+            ids = list(rendered.prompt_ids)
+            if body.add_special_tokens:  # the tokenizer's specials around the rendered text
+                ids = await tokenizing(len(rendered.text), lambda: engine.encode(rendered.text))
             if prepared and vision is not None:  # one token per image feature, as served
                 ids = expand_chat_prompt(ids, (), prepared, vision)[0]
         else:
-            ids = await tokenizing(len(body.prompt), lambda: engine.encode(body.prompt))
+            plain = {} if body.add_special_tokens else {"add_special_tokens": False}
+            ids = await tokenizing(len(body.prompt), lambda: engine.encode(body.prompt, **plain))
         return {"count": len(ids), "max_model_len": engine.max_context_tokens, "tokens": ids}
 
     @app.post("/detokenize", response_model=DetokenizeResponse, responses=ERRORS)
@@ -253,7 +276,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         model_name = check_model(body.model)
         prompts = body.prompts
         texts = [p for p in prompts if isinstance(p, str)]
-        check_prompt_chars(texts, "prompt")
+        check_prompt_chars([len(t) for t in texts], "prompt")
         cost = sum(len(t) for t in texts)
         encoded = iter(await tokenizing(cost, lambda: [engine.encode(t) for t in texts]))
         prompt_ids = [next(encoded) if isinstance(p, str) else p for p in prompts]
@@ -271,6 +294,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     @app.post("/v1/chat/completions", responses=generation_responses(ChatCompletionResponse))
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
         model_name = check_model(body.model)
+        check_chat_chars(body.messages)
         if body.template_tools() is not None and not config.template_renders_tools:
             raise ApiError(
                 400,
@@ -409,7 +433,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 )
             raise ApiError(400, str(err), param=err.param) from None
         if after:
-            grammar = replace(grammar, gate=tuple(engine.encode(after)))
+            gate = engine.encode(after, add_special_tokens=False)  # the tag's own tokens
+            grammar = replace(grammar, gate=tuple(gate))
         return grammar
 
     def _build_requests(
@@ -444,8 +469,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 sampling = engine.generation_defaults.apply(sampling, _given(body))
             except RequestError as err:
                 raise ApiError(400, str(err)) from None
-            if grammar is not None:
-                sampling = replace(sampling, grammar=grammar)
+            if grammar is not None:  # a reasoning gate closes in time for the reply
+                sampling = replace(sampling, grammar=grammar.within(sampling.max_tokens))
             if sampling.max_tokens > room:
                 raise ApiError(
                     400,
@@ -478,10 +503,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
 
 def chat_cost(messages: Sequence[Any], tools: Sequence[Any] | None = None) -> int:
     """A chat's tokenizer cost in characters: its text content and its tools' JSON.
-
-    Chats are not refused by length: a template may leave text out (earlier turns'
-    reasoning), so only the rendered prompt's tokens are held against the context.
-    """
+    (What bounds a chat's length before rendering: ``check_chat_chars``.)"""
     cost = sum(len(m.text()) for m in messages)
     return cost + sum(len(t.model_dump_json()) for t in tools or ())
 
