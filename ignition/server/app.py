@@ -162,6 +162,16 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         length = sum(len(m.text()) for m in messages if m.role != "assistant")
         check_prompt_chars([length], "messages", " of content (assistant turns aside)")
 
+    def check_tools_rendered(tools: Sequence[Any] | None) -> None:
+        if tools is not None and not config.template_renders_tools:
+            raise ApiError(
+                400,
+                "tools: this model's chat template does not render tool definitions, so the "
+                "model would never see them; send the request without tools (or serve with "
+                "a --chat-template that renders `tools`)",
+                param="tools",
+            )
+
     def check_model(name: str | None) -> str:
         if name is not None and name not in names:
             raise ApiError(
@@ -242,6 +252,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     async def tokenize(body: TokenizeRequest) -> dict[str, Any]:
         check_model(body.model)
         if isinstance(body, TokenizeChatRequest):
+            check_tools_rendered(body.template_tools())
             vision: VisionServing | None = getattr(engine, "vision", None)
             prepared = await asyncio.to_thread(load_chat_images, body, vision)
             placeholder = vision.placeholder if prepared and vision else ""
@@ -295,14 +306,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
         model_name = check_model(body.model)
         check_chat_chars(body.messages)
-        if body.template_tools() is not None and not config.template_renders_tools:
-            raise ApiError(
-                400,
-                "tools: this model's chat template does not render tool definitions, so the "
-                "model would never see them; send the request without tools (or serve with "
-                "a --chat-template that renders `tools`)",
-                param="tools",
-            )
+        check_tools_rendered(body.template_tools())
         plan = plan_reply(body, config)
         vision: VisionServing | None = getattr(engine, "vision", None)
         prepared = await asyncio.to_thread(load_chat_images, body, vision)

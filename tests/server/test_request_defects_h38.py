@@ -212,3 +212,9 @@ def test_the_serving_encoder_adds_the_tokenizers_special_tokens_only_when_asked(
     )
     plain = gil_releasing_encoder(tokenizer, add_special_tokens=False)("</think>")
     assert gil_releasing_encoder(tokenizer)("</think>") == [0, *plain]
+
+
+def test_tokenize_with_tools_on_a_template_that_never_renders_them_is_a_400_as_chat_is():
+    config = ServerConfig(template_renders_tools=False)
+    r = post("/tokenize", {"messages": USER, "tools": [WEATHER]}, config=config)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tools"
