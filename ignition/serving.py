@@ -321,14 +321,16 @@ def template_renders_tools(templates: ChatTemplates) -> bool:
     return "tools" in meta.find_undeclared_variables(parsed)
 
 
-def gil_releasing_encoder(tokenizer) -> Callable[[str], list[int]]:
+def gil_releasing_encoder(
+    tokenizer, add_special_tokens: bool = True
+) -> Callable[[str], list[int]]:
     """Encode one text as ``tokenizer.encode`` does, without holding the GIL throughout.
 
     The server tokenizes on a worker thread, which only helps if the event loop can run
     meanwhile: ``Tokenizer.encode`` keeps the GIL for the whole call (a 2 MB prompt froze
     the loop for seconds), ``encode_batch`` releases it while Rust works.
     """
-    return lambda text: tokenizer.encode_batch([text])[0].ids
+    return lambda text: tokenizer.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
 
 
 def open_app(
@@ -364,6 +366,7 @@ def open_app(
         engine,
         model_name=bundle.name,
         encode=gil_releasing_encoder(bundle.tokenizer),
+        encode_plain=gil_releasing_encoder(bundle.tokenizer, add_special_tokens=False),
         decode=bundle.decode,
         chat=chat,
         generation_defaults=replace(

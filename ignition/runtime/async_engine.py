@@ -47,7 +47,10 @@ class AsyncEngine:
         idle_poll_s: float = 0.05,
         decode: Callable[..., str] | None = None,
         on_fatal: Callable[[str], None] | None = None,
+        encode_plain: Callable[[str], list[int]] | None = None,
     ) -> None:
+        """``encode_plain``: ``encode`` without the tokenizer's own special tokens (default:
+        ``encode``, for an encoder that adds none)."""
         self.engine = engine
         self.model_name = model_name
         self.max_context_tokens = engine.max_context_tokens
@@ -56,6 +59,7 @@ class AsyncEngine:
         self.stats: EngineStats = engine.stats
         self.generation_defaults = generation_defaults or GenerationDefaults()
         self._encode = encode
+        self._encode_plain = encode_plain or encode
         self._decode = decode or engine.decoder.decode
         self.on_fatal = on_fatal
         self._chat = chat or ChatRenderer(
@@ -102,8 +106,9 @@ class AsyncEngine:
 
     # -- EngineClient --------------------------------------------------------------
 
-    def encode(self, text: str) -> list[int]:
-        return self._encode(text)
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """``add_special_tokens`` False: without the tokenizer's own special tokens."""
+        return self._encode(text) if add_special_tokens else self._encode_plain(text)
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return self._decode(list(ids), skip_special_tokens=skip_special_tokens)

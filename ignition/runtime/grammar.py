@@ -23,8 +23,13 @@ Two rules keep that exact:
 With ``--reasoning-parser`` and a prompt that opens a reasoning block, the grammar starts
 after the block's end tag (``RequestGrammar.gate``, matched as the tag's token ids: one
 added token in Qwen3.x vocabularies), as vLLM does: the reasoning is free text, the reply
-after it follows the grammar. The row is still constrained while it reasons (an all-ones
-mask); it has no forced drafts there, so it verifies none.
+after it follows the grammar. The row is still constrained while it reasons (every token
+but the end of sequence, which would end the reply before its constrained part); it has
+no forced drafts there, so it verifies none. The reasoning must leave the constrained reply
+room within ``max_tokens`` (a model that never closes its block would otherwise return no
+reply at all): :meth:`RequestGrammar.within` sets the deadline by which the end tag is
+written (:data:`REASONING_SHARE` of the budget), and from there the mask allows only the
+tag's next token, as vLLM's thinking budget forces it.
 
 The end of sequence is allowed only where the grammar can end (xgrammar's stop tokens are
 the model's EOS ids); once it has ended, only EOS is allowed (``ignore_eos`` keeps emitting
@@ -47,7 +52,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ignition.runtime.request_errors import RequestError
@@ -66,6 +71,10 @@ GRAMMAR_REJECTED = "structured output failed: the model emitted a token the gram
 
 # The most drafts one proposal holds (more than any program's proposal depth D).
 MAX_PROPOSAL = 16
+# The share of max_tokens a gated grammar's reasoning may take, its end tag included: the
+# constrained reply after it keeps the rest (a forced tool call or a schema must fit in
+# the reply's budget; half leaves a short schema or call several times its length).
+REASONING_SHARE = 0.5
 
 
 def draft_limit(sampling: object) -> int | None:
@@ -129,6 +138,17 @@ class RequestGrammar:
     # Token ids after which the grammar starts (a reasoning block's end tag, which the
     # output must reach first); (): from the first output token.
     gate: tuple[int, ...] = ()
+    # The output length by which the gate must be complete: from ``gate_deadline -
+    # len(gate)`` output tokens on, a still-gated row may write only the gate's next token.
+    # None: the reasoning is not bounded (``within`` sets it from the request's budget).
+    gate_deadline: int | None = None
+
+    def within(self, max_tokens: int) -> RequestGrammar:
+        """This grammar for a request of ``max_tokens``: a gate must be complete after
+        REASONING_SHARE of them, so the constrained reply keeps the rest."""
+        if not self.gate:
+            return self
+        return replace(self, gate_deadline=int(max_tokens * REASONING_SHARE))
 
 
 class GrammarCompiler:
@@ -284,6 +304,7 @@ class GrammarState:
         self._recent: list[int] = []  # the last len(gate) tokens while gated
         self._after_ed = False  # the last token ended in the lead byte 0xED
         self._forced: tuple[int, ...] | None = None  # forced_drafts' answer, until accept
+        self._num_tokens = 0  # output tokens accepted (the history's included)
         for token in history:
             self.accept(token)
 
@@ -295,15 +316,17 @@ class GrammarState:
         """Write the allowed tokens of the next position into ``bitmask[row]`` ([rows,
         words] int32 on the host): the grammar's, or only EOS once it has ended."""
         if self.is_gated:
-            bitmask[row].fill_(-1)
+            forced = self._gate_token()
+            if forced is not None:
+                bitmask[row].zero_()
+                _set_bits(bitmask, row, (forced,), True)
+            else:  # free reasoning, but no end of sequence before the constrained reply
+                bitmask[row].fill_(-1)
+                _set_bits(bitmask, row, self.grammar.stop_ids, False)
             return
         if self.is_terminated or self.is_broken:
             bitmask[row].zero_()
-            for token in self.grammar.stop_ids:
-                word, bit = divmod(token, 32)
-                if word < bitmask.shape[1]:
-                    value = int(bitmask[row, word]) | (1 << bit)
-                    bitmask[row, word] = value - (1 << 32) if value >= 1 << 31 else value
+            _set_bits(bitmask, row, self.grammar.stop_ids, True)
             return
         self.matcher.fill_next_token_bitmask(bitmask, row)
         if self.grammar.allowed is not None:
@@ -317,10 +340,30 @@ class GrammarState:
         () while gated or once ended. Drafts, not outputs: the model may spell the forced
         text with other tokens, and verification keeps only what it samples."""
         if self._forced is None:
-            free = self.is_gated or self.is_terminated or self.is_broken
-            forced = () if free else self.matcher.find_jump_forward_tokens()
+            if self.is_gated:  # the rest of the gate once its deadline forces it
+                forcing = self._gate_token() is not None
+                forced = self.grammar.gate[self._gate_progress() :] if forcing else ()
+            elif self.is_terminated or self.is_broken:
+                forced = ()
+            else:
+                forced = self.matcher.find_jump_forward_tokens()
             self._forced = tuple(int(t) for t in forced[:MAX_PROPOSAL])
         return self._forced
+
+    def _gate_token(self) -> int | None:
+        """The gate's next token when its deadline forces it now; None: free."""
+        deadline, gate = self.grammar.gate_deadline, self.grammar.gate
+        if deadline is None or self._num_tokens < deadline - len(gate):
+            return None
+        return gate[self._gate_progress()]
+
+    def _gate_progress(self) -> int:
+        """How many of the gate's first tokens the output ends with (fewer than all)."""
+        gate, recent = self.grammar.gate, self._recent
+        for k in range(min(len(gate) - 1, len(recent)), 0, -1):
+            if tuple(recent[-k:]) == gate[:k]:
+                return k
+        return 0
 
     def fill_positions(self, masks: torch.Tensor, drafts: Sequence[int]) -> int:
         """Write the mask of each verification position into ``masks`` ([W, words] int32 on
@@ -329,7 +372,14 @@ class GrammarState:
         stopping before the first they forbid. The matcher is rolled back: the state is
         as before the call."""
         self.fill(masks, 0)
-        saved = (self.is_gated, self._recent, self._after_ed, self.is_broken, self._forced)
+        saved = (
+            self.is_gated,
+            self._recent,
+            self._after_ed,
+            self.is_broken,
+            self._forced,
+            self._num_tokens,
+        )
         num_kept = num_steps = 0  # drafts walked; tokens the xgrammar matcher accepted
         for token in drafts[: masks.shape[0] - 1]:
             word, bit = divmod(int(token), 32)
@@ -343,12 +393,20 @@ class GrammarState:
             self.fill(masks, num_kept)
         if num_steps:
             self.matcher.rollback(num_steps)
-        self.is_gated, self._recent, self._after_ed, self.is_broken, self._forced = saved
+        (
+            self.is_gated,
+            self._recent,
+            self._after_ed,
+            self.is_broken,
+            self._forced,
+            self._num_tokens,
+        ) = saved
         return num_kept
 
     def accept(self, token: int) -> bool:
         """Advance by one emitted token; False when the grammar forbids it."""
         self._forced = None
+        self._num_tokens += 1
         if self.is_gated:
             gate = self.grammar.gate
             self._recent = [*self._recent, int(token)][-len(gate) :]
@@ -361,3 +419,15 @@ class GrammarState:
         self.is_broken |= not ok
         self._after_ed = int(token) in self.grammar.ends_in_ed
         return ok
+
+
+def _set_bits(bitmask: torch.Tensor, row: int, tokens: Iterable[int], on: bool) -> None:
+    """Set (``on``) or clear the bits of ``tokens`` in ``bitmask[row]`` (int32 words, bit
+    i % 32 of word i // 32); ids past the mask's width are skipped."""
+    for token in tokens:
+        word, bit = divmod(int(token), 32)
+        if word >= bitmask.shape[1]:
+            continue
+        value = int(bitmask[row, word]) & 0xFFFFFFFF
+        value = value | (1 << bit) if on else value & ~(1 << bit)
+        bitmask[row, word] = value - (1 << 32) if value >= 1 << 31 else value

@@ -34,8 +34,13 @@ from ignition.runtime.requests import (
     StreamChunk,
 )
 from ignition.runtime.stats import EngineStats
-from ignition.server.chat_protocol import ChatCompletionRequest, TokenizeChatRequest
+from ignition.server.chat_protocol import (
+    ChatCompletionRequest,
+    TokenizeChatRequest,
+    TokenizeRequest,
+)
 from ignition.server.config import ServerConfig
+from ignition.server.door import Door
 from ignition.server.errors import (
     ApiError,
     install_error_handlers,
@@ -49,7 +54,6 @@ from ignition.server.middleware import ApiKey, BodyLimit, CountResponses, LastRe
 from ignition.server.protocol import (
     CompletionRequest,
     DetokenizeRequest,
-    TokenizeCompletionRequest,
     new_id,
     now_s,
 )
@@ -66,7 +70,7 @@ from ignition.server.responses import (
     generation_responses,
 )
 from ignition.server.streams import Choice, Relay, close_all, collect, collect_or_cancel, sse
-from ignition.server.tokenizing import LaneFull, PromptBound, TokenizerLanes
+from ignition.server.tokenizing import LaneFull, TokenizerLanes
 from ignition.server.tools.choice import ReplyPlan, plan_reply
 from ignition.server.tools.grammar import tool_error
 from ignition.server.tools.output import ReplyParser
@@ -83,7 +87,9 @@ class EngineClient(Protocol):
     generation_defaults: GenerationDefaults
     # Optional: an engine without ``vision`` (or with None) serves text content only.
 
-    def encode(self, text: str) -> list[int]: ...
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """``add_special_tokens`` False is passed only when asked for (/tokenize)."""
+        ...
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str: ...
 
@@ -122,9 +128,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     app.openapi = lambda: openai_openapi(app, names, engine.vocab_size)  # type: ignore[method-assign]
     lanes = TokenizerLanes(max_queued_chars=config.max_queued_tokenizer_chars)
     app.state.tokenizer_lanes = lanes
-    max_prompt_chars = PromptBound(config.max_chars_per_token).max_prompt_chars(
-        engine.max_context_tokens
-    )
+    door = Door(engine, config, names)
 
     async def tokenizing(cost: int, work):
         """Tokenizer work on its lane (server/tokenizing.py); a full lane is a 503."""
@@ -132,47 +136,6 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
             return await lanes.run(cost, work)
         except LaneFull as err:
             raise overloaded(str(err)) from None
-
-    def check_prompt_chars(texts: Sequence[str], where: str) -> None:
-        """A prompt too long for the context by its characters alone is refused before any
-        tokenizer time is spent on it (server/tokenizing.py: PromptBound)."""
-        if max_prompt_chars is None:
-            return
-        for i, text in enumerate(texts):
-            if len(text) > max_prompt_chars:
-                name = where if len(texts) == 1 else f"{where}[{i}]"
-                raise ApiError(
-                    400,
-                    f"{name} has {len(text)} characters; this model's context of "
-                    f"{engine.max_context_tokens} tokens holds at most {max_prompt_chars} "
-                    f"({config.max_chars_per_token} characters per token at most, the longest "
-                    "its tokenizer produces)",
-                    param=where,
-                )
-
-    def check_model(name: str | None) -> str:
-        if name is not None and name not in names:
-            raise ApiError(
-                404,
-                f"the model {name!r} does not exist; this server serves "
-                + ", ".join(repr(n) for n in names),
-                param="model",
-                code="model_not_found",
-            )
-        return name or names[0]
-
-    def check_ids(ids: Sequence[int], where: str) -> None:
-        vocab = getattr(engine, "vocab_size", None)
-        if vocab is None:
-            return
-        for i, token in enumerate(ids):
-            if not 0 <= token < vocab:
-                raise ApiError(
-                    400,
-                    f"{where}[{i}] = {token} is not a token id of this model: its vocabulary "
-                    f"has {vocab} ids (0..{vocab - 1})",
-                    param=where.split("[")[0],
-                )
 
     unavailable = {503: ERRORS[503]}
 
@@ -216,7 +179,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         responses={401: ERRORS[401], 404: ERRORS[404]},
     )
     async def model(model_id: str) -> dict[str, Any]:
-        return card(check_model(model_id))
+        return card(door.model(model_id))
 
     @app.get(
         "/metrics",
@@ -227,39 +190,51 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.post("/tokenize", response_model=TokenizeResponse, responses=ERRORS)
-    async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest) -> dict[str, Any]:
-        check_model(body.model)
+    async def tokenize(body: TokenizeRequest) -> dict[str, Any]:
+        door.model(body.model)
         if isinstance(body, TokenizeChatRequest):
+            door.tools_rendered(body.template_tools())
             vision: VisionServing | None = getattr(engine, "vision", None)
             prepared = await asyncio.to_thread(load_chat_images, body, vision)
             placeholder = vision.placeholder if prepared and vision else ""
             messages = [m.for_template(placeholder) for m in body.messages]
-            cost = chat_cost(body.messages)
-            ids = list((await render(cost, lambda: engine.render_chat(messages))).prompt_ids)
+            rendered = await render(
+                chat_cost(body.messages, body.tools),
+                lambda: engine.render_chat(
+                    messages,
+                    tools=body.template_tools(),
+                    add_generation_prompt=body.add_generation_prompt,
+                    template_kwargs=body.chat_template_kwargs,
+                ),
+            )
+            ids = list(rendered.prompt_ids)
+            if body.add_special_tokens:  # the tokenizer's specials around the rendered text
+                ids = await tokenizing(len(rendered.text), lambda: engine.encode(rendered.text))
             if prepared and vision is not None:  # one token per image feature, as served
                 ids = expand_chat_prompt(ids, (), prepared, vision)[0]
         else:
-            ids = await tokenizing(len(body.prompt), lambda: engine.encode(body.prompt))
+            plain = {} if body.add_special_tokens else {"add_special_tokens": False}
+            ids = await tokenizing(len(body.prompt), lambda: engine.encode(body.prompt, **plain))
         return {"count": len(ids), "max_model_len": engine.max_context_tokens, "tokens": ids}
 
     @app.post("/detokenize", response_model=DetokenizeResponse, responses=ERRORS)
     async def detokenize(body: DetokenizeRequest) -> dict[str, Any]:
-        check_model(body.model)
-        check_ids(body.tokens, "tokens")
+        door.model(body.model)
+        door.ids(body.tokens, "tokens")
         return {"prompt": await asyncio.to_thread(engine.decode, body.tokens)}
 
     @app.post("/v1/completions", responses=generation_responses(CompletionResponse))
     async def completions(body: CompletionRequest, raw: Request) -> Response:
-        model_name = check_model(body.model)
+        model_name = door.model(body.model)
         prompts = body.prompts
         texts = [p for p in prompts if isinstance(p, str)]
-        check_prompt_chars(texts, "prompt")
+        door.prompt_chars([len(t) for t in texts], "prompt")
         cost = sum(len(t) for t in texts)
         encoded = iter(await tokenizing(cost, lambda: [engine.encode(t) for t in texts]))
         prompt_ids = [next(encoded) if isinstance(p, str) else p for p in prompts]
         for i, ids in enumerate(prompt_ids):
             if not isinstance(prompts[i], str):
-                check_ids(ids, "prompt" if len(prompts) == 1 else f"prompt[{i}]")
+                door.ids(ids, "prompt" if len(prompts) == 1 else f"prompt[{i}]")
         echoes = [""] * len(prompts)
         if body.echo:
             echoes = [
@@ -270,15 +245,9 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
 
     @app.post("/v1/chat/completions", responses=generation_responses(ChatCompletionResponse))
     async def chat(body: ChatCompletionRequest, raw: Request) -> Response:
-        model_name = check_model(body.model)
-        if body.template_tools() is not None and not config.template_renders_tools:
-            raise ApiError(
-                400,
-                "tools: this model's chat template does not render tool definitions, so the "
-                "model would never see them; send the request without tools (or serve with "
-                "a --chat-template that renders `tools`)",
-                param="tools",
-            )
+        model_name = door.model(body.model)
+        door.chat_chars(body.messages)
+        door.tools_rendered(body.template_tools())
         plan = plan_reply(body, config)
         vision: VisionServing | None = getattr(engine, "vision", None)
         prepared = await asyncio.to_thread(load_chat_images, body, vision)
@@ -409,7 +378,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 )
             raise ApiError(400, str(err), param=err.param) from None
         if after:
-            grammar = replace(grammar, gate=tuple(engine.encode(after)))
+            gate = engine.encode(after, add_special_tokens=False)  # the tag's own tokens
+            grammar = replace(grammar, gate=tuple(gate))
         return grammar
 
     def _build_requests(
@@ -422,7 +392,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     ) -> list[tuple[int, GenerationRequest]]:
         """One engine request per (prompt, choice); seeds differ per choice. ``ends`` are a
         chat prompt's message end offsets (checkpoint retention anchors on them)."""
-        check_ids(body.stop_token_ids or (), "stop_token_ids")
+        door.ids(body.stop_token_ids or (), "stop_token_ids")
         requests = []
         for prompt_index, ids in enumerate(prompt_ids):
             room = engine.max_context_tokens - len(ids)
@@ -444,8 +414,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
                 sampling = engine.generation_defaults.apply(sampling, _given(body))
             except RequestError as err:
                 raise ApiError(400, str(err)) from None
-            if grammar is not None:
-                sampling = replace(sampling, grammar=grammar)
+            if grammar is not None:  # a reasoning gate closes in time for the reply
+                sampling = replace(sampling, grammar=grammar.within(sampling.max_tokens))
             if sampling.max_tokens > room:
                 raise ApiError(
                     400,
@@ -478,10 +448,7 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
 
 def chat_cost(messages: Sequence[Any], tools: Sequence[Any] | None = None) -> int:
     """A chat's tokenizer cost in characters: its text content and its tools' JSON.
-
-    Chats are not refused by length: a template may leave text out (earlier turns'
-    reasoning), so only the rendered prompt's tokens are held against the context.
-    """
+    (What bounds a chat's length before rendering: ``Door.chat_chars``.)"""
     cost = sum(len(m.text()) for m in messages)
     return cost + sum(len(t.model_dump_json()) for t in tools or ())
 

@@ -9,16 +9,26 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from ignition.runtime.requests import SamplingParams
 from ignition.server import schema_rules
 from ignition.server.protocol import (
     MAX_LOGPROBS,
     Bool,
+    NOT_SERVED,
     Int,
+    NeutralFalse,
     PositiveInt,
     Text,
+    TokenizeCompletionRequest,
     _Body,
     _SamplingFields,
     valid_unicode,
@@ -190,7 +200,56 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 class TokenizeChatRequest(_Body):
-    """vLLM's /tokenize for chat messages (rendered with the chat template)."""
+    """vLLM's /tokenize for chat messages, rendered with the chat template as a chat
+    completion with the same fields is (``add_special_tokens``: the tokenizer's own
+    special tokens around the rendered text too; off by default, as in vLLM, since the
+    template writes them). vLLM's fields this server does not serve (a request's own
+    ``chat_template``, ``continue_final_message``, ``mm_processor_kwargs``,
+    ``return_token_strs``) are a 400 naming them unless neutral."""
 
     model: Text | None = None
-    messages: list[ChatMessage]
+    messages: list[ChatMessage] = Field(min_length=1)
+    add_generation_prompt: Bool = True
+    add_special_tokens: Bool = False
+    chat_template_kwargs: dict[str, Any] | None = None
+    tools: list[Tool] | None = None
+    # vLLM's fields this server does not serve: only their neutral values (the schema says
+    # so; the validators name the field).
+    continue_final_message: NeutralFalse = False
+    chat_template: Annotated[str, Field(max_length=0)] | None = None
+    mm_processor_kwargs: Annotated[dict[str, Any], Field(max_length=0)] | None = None
+    return_token_strs: NeutralFalse = False
+
+    @field_validator(
+        "continue_final_message", "chat_template", "mm_processor_kwargs", "return_token_strs",
+        mode="before",
+    )  # fmt: skip
+    @classmethod
+    def _not_served(cls, value: Any, info) -> Any:
+        if value:
+            raise ValueError(f"{info.field_name} is not supported by this server: {NOT_SERVED}")
+        return value
+
+    def template_tools(self) -> list[dict[str, Any]] | None:
+        if self.tools is None:
+            return None
+        return [t.model_dump(exclude_none=True) for t in self.tools]
+
+
+def _tokenize_kind(body: Any) -> str:
+    """Which /tokenize body this is: one with ``messages`` is a chat."""
+    if isinstance(body, dict) and "messages" in body:
+        return "TokenizeChatRequest"
+    if isinstance(body, TokenizeChatRequest):
+        return "TokenizeChatRequest"
+    return "TokenizeCompletionRequest"
+
+
+# /tokenize's body, told apart by its fields before validation: trying both members (a
+# plain union) logged the other member's fields as unknown on every call. The tags are the
+# class names, which error locations leave out (server/errors.py).
+TokenizeRequest = Annotated[
+    Annotated[TokenizeCompletionRequest, Tag("TokenizeCompletionRequest")]
+    | Annotated[TokenizeChatRequest, Tag("TokenizeChatRequest")],
+    Discriminator(_tokenize_kind),
+]

@@ -4,7 +4,8 @@ They are plain ASGI callables rather than Starlette ``BaseHTTPMiddleware`` so
 that streaming responses pass through untouched.
 
 - The body cap reads at most ``max_bytes`` before anything parses the body, so a
-  10 MB prompt costs a 413 and no tokenization.
+  10 MB prompt costs a 413 and no tokenization; a body that is not UTF-8 (JSON's
+  encoding) is a 400 naming the first bad byte, with ``param`` "body".
 - The API key guards ``/v1/*`` (Bearer auth, 401 in OpenAI's shape); health,
   metrics and the version stay open for supervisors and scrapers.
 - The last resort turns an unexpected exception into a JSON 500 without
@@ -35,8 +36,9 @@ async def send_error(
     kind: str,
     code: str | None = None,
     headers: dict[str, str] | None = None,
+    param: str | None = None,
 ) -> None:
-    body = json.dumps(error_body(message, kind, None, code)).encode()
+    body = json.dumps(error_body(message, kind, param, code)).encode()
     raw_headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
@@ -46,8 +48,21 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
+def utf8_problem(body: bytes) -> str | None:
+    """Why ``body`` is not UTF-8 text, naming the first bad byte; None when it is."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return (
+            f"the request body is not valid UTF-8 JSON: {err.reason} "
+            f"(byte 0x{body[err.start]:02x}) at byte {err.start}"
+        )
+    return None
+
+
 class BodyLimit:
-    """Buffer at most ``max_bytes`` of a request body, then replay it to the app."""
+    """Buffer at most ``max_bytes`` of a request body, check that it is UTF-8, then replay
+    it to the app."""
 
     def __init__(self, app, max_bytes: int) -> None:
         self.app = app
@@ -78,6 +93,10 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        problem = utf8_problem(body)
+        if problem is not None:
+            await send_error(send, 400, problem, "invalid_request_error", param="body")
+            return
         replayed = False
 
         async def replay():

@@ -91,6 +91,9 @@ PositiveInt = Annotated[Int, Field(ge=1)]
 TokenId = Annotated[Int, Field(ge=0)]
 Bool = Annotated[bool, Field(strict=True)]
 Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+# A vLLM flag this server does not serve: only false is accepted (the schema says so).
+NeutralFalse = Annotated[bool, Field(strict=True, json_schema_extra={"enum": [False]})]
+NOT_SERVED = "send it unset (or null, false, empty)"
 
 
 def _schema_extra(schema: dict[str, Any], cls: type[_Body]) -> None:
@@ -479,10 +482,20 @@ class CompletionRequest(_SamplingFields):
 
 
 class TokenizeCompletionRequest(_Body):
-    """vLLM's /tokenize for a prompt."""
+    """vLLM's /tokenize for a prompt (``add_special_tokens``: as completions tokenize it;
+    ``return_token_strs`` is not served, a 400 when set)."""
 
     model: Text | None = None
     prompt: Text
+    add_special_tokens: Bool = True
+    return_token_strs: NeutralFalse = False
+
+    @field_validator("return_token_strs", mode="before")
+    @classmethod
+    def _not_served(cls, value: Any) -> Any:
+        if value:
+            raise ValueError(f"return_token_strs is not supported by this server: {NOT_SERVED}")
+        return value
 
 
 class DetokenizeRequest(_Body):

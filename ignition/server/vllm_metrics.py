@@ -4,9 +4,11 @@ Dashboards and autoscalers written for vLLM read names such as
 ``vllm:num_requests_waiting`` or ``vllm:time_to_first_token_seconds``. With the option on,
 /metrics exports, next to every flare series that has a vLLM counterpart of the same
 meaning, a copy under the vLLM name (same labels, values, buckets and type; a renamed
-label where vLLM names it differently). Series without such a counterpart keep their
-flare name only; so do the prefix-cache counters, which vLLM counts in tokens and
-Ignition in admissions.
+label where vLLM names it differently). The PLE n-gram table's delivery and stall series
+(server/metrics.py, docs/ple.md), which vLLM has no name for, get ``vllm:ple_*`` names in
+vLLM's style, so a dashboard that reads only ``vllm:*`` sees them too. Other series without
+a vLLM counterpart keep their flare name only; so do the prefix-cache counters, which vLLM
+counts in tokens and Ignition in admissions.
 """
 
 from __future__ import annotations
@@ -42,6 +44,19 @@ VLLM_ALIASES: dict[str, tuple[str, ...]] = {
     "flare_speculative_accepted_tokens_per_position": (
         "vllm:spec_decode_num_accepted_tokens_per_pos",
     ),
+    **{
+        f"flare_ple_{name}": (f"vllm:ple_{name}",)
+        for name in (
+            "table_bytes",
+            "rows_gathered",
+            "bytes_moved",
+            "cache_hits",
+            "cache_misses",
+            "cache_hit_rate",
+            "exposed_delivery_nanoseconds",
+            "delivered_frames",
+        )
+    },
 }
 # Labels vLLM spells differently, per vLLM family.
 RENAMED_LABELS = {"vllm:request_success": {"finish_reason": "finished_reason"}}

@@ -80,24 +80,23 @@ def server_process(
     env: dict[str, str] | None = None,
     positional: bool = False,
     log_dir: Path | None = None,
+    as_given: bool = False,
 ) -> Iterator[tuple[str, subprocess.Popen, Path]]:
     """Like running_server, also yielding the process and its log file. ``positional``
     passes the bundle (or checkpoint) as PATH instead of ``--artifacts``; the log goes to
-    ``log_dir`` (default: the bundle folder)."""
+    ``log_dir`` (default: the bundle folder). ``as_given``: ``args`` are the whole command
+    line after ``command`` (the bundle included), only ``--port`` is added."""
     port = free_port()
     target = [str(bundle)] if positional else ["--artifacts", str(bundle)]
+    defaults = [*target, "--threads", "1", "--max-context", "6144"]
     argv = [
         sys.executable,
         "-m",
         "ignition.cli",
         command,
-        *target,
+        *([] if as_given else defaults),
         "--port",
         str(port),
-        "--threads",
-        "1",
-        "--max-context",
-        "6144",
         *args,
     ]
     log_path = (log_dir or bundle) / f"server-{port}.log"

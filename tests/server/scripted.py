@@ -47,7 +47,8 @@ class ScriptedEngine:
         self.gate.set()
         self.cached = 0  # prompt tokens each stream reports as restored from a checkpoint
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """A toy tokenizer without special tokens (``add_special_tokens`` changes nothing)."""
         self.encoded.append(text)
         return [ord(c) % 50 + 1 for c in text]
 

@@ -4,7 +4,7 @@ The official ``openai`` client against the tiny random checkpoint, with speculat
 fixed and adaptive (conftest.grammar_server, shared with the structured-output tests);
 the bundle's chat template renders the qwen3_coder format. The random model never
 writes a call by itself, so every reply that parses into valid calls is the grammar's
-doing: without it a forced call ends with "the reply holds no tool call". It spells a
+doing: without it a forced call ends with no `tool_calls`. It spells a
 call in about 70 tokens, so "required" runs with ``parallel_tool_calls: false`` (one call
 of either tool) to end within its budget; that several calls parse is
 test_tool_grammar.py's.

@@ -11,9 +11,10 @@
   one), each call's arguments following its tool's schema. Like a structured output,
   the grammar starts after the reasoning block when the reply starts inside one that
   is parsed out (``--reasoning-parser``, thinking on); else at the first reply token.
-  A forced call cannot be combined with another structured output (a 400). The reply
-  parser still checks the contract: a reply that holds no call (cut by ``max_tokens``
-  before one, or still reasoning) fails with an error.
+  A forced call cannot be combined with another structured output (a 400). The
+  reasoning must end within its share of ``max_tokens`` (runtime/grammar.py,
+  ``RequestGrammar.within``), so the call has the rest; a reply cut before any call
+  anyway has no ``tool_calls`` and ``finish_reason: "length"``, never an error.
 """
 
 from __future__ import annotations

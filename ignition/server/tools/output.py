@@ -7,9 +7,10 @@ one SSE event carries); the non-streamed message is the same deltas joined.
 
 A forced call (``tool_choice`` required or named) is written under a grammar
 (server/tools/grammar.py) that admits only calls of declared functions. The parser
-still checks that contract: its ``failure`` says why the reply cannot honour the
-choice (no call at all, for example when ``max_tokens`` cut it before one, or a call
-of a function the request did not declare).
+still checks that contract: its ``failure`` says why the reply broke it (a call of a
+function the request did not declare). A reply that ends before any call (cut by
+``max_tokens`` or a stop the client set) is no failure: its ``finish_reason`` says why,
+and it has no ``tool_calls``.
 """
 
 from __future__ import annotations
@@ -104,8 +105,6 @@ class ReplyParser:
         if self._single_call:
             fresh = [p for p in fresh if isinstance(p, TextPiece) or p.index == 0]
         self._record(fresh)
-        if final and self._forced and not self.calls and self.failure is None:
-            self.failure = "the reply holds no tool call"
         delta = Delta()
         delta.add(fresh)
         return delta
@@ -136,7 +135,9 @@ class ReplyParser:
     def message(self) -> dict[str, Any]:
         """The non-streamed assistant message."""
         message: dict[str, Any] = {"role": "assistant"}
-        message["content"] = None if self.calls and not self.content else self.content
+        # vLLM's null: no content beside calls, or a reply that only reasoned
+        empty = not self.content and (self.calls or self.shows_reasoning)
+        message["content"] = None if empty else self.content
         if self.shows_reasoning:
             message["reasoning_content"] = self.reasoning or None
         if self.calls:
