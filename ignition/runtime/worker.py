@@ -134,6 +134,7 @@ def settle_lengths(context: ExecutorContext, plan: ScheduledPlan, result: FrameR
     the record holds the tokens the device committed. A lane whose record was cut short of
     the device's commit (ledger.overrun) or that failed keeps the conservative bound."""
     skip = context.ledger.overrun | result.failed.keys()
-    for lane, record in zip(plan.lanes, result.records, strict=True):
-        if lane.role is LaneRole.DECODE and lane.handle not in skip:
-            context.resources.settle(lane.handle.slot, lane.query_length, len(record.token_ids))
+    committed = {record.handle: len(record.token_ids) for record in result.records}
+    for lane in plan.lanes:
+        if lane.role is LaneRole.DECODE and lane.handle in committed and lane.handle not in skip:
+            context.resources.settle(lane.handle.slot, lane.query_length, committed[lane.handle])
