@@ -11,11 +11,14 @@ capacity`` long before its limit.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.grammar import GrammarSpec
 from ignition.runtime.requests import GenerationRequest, SamplingParams
-from tests.runtime.tiny import EOS, CharDecoder
+from tests.runtime.tiny import EOS, CharDecoder, tiny_catalog
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")
 # Pages of 16 tokens and a limit that fills the last page with the largest round's lookahead
@@ -107,3 +110,37 @@ def test_the_slot_length_bound_comes_back_to_what_each_frame_committed(model, ca
     out = run(engine, {"r": (PROMPT, greedy(CONTEXT - len(PROMPT)))})["r"]
     assert out[1:] == ("length", None)
     assert seen and min(seen) == 0
+
+
+@pytest.mark.parametrize("mode", ["fixed", "adaptive"])
+def test_a_constrained_request_runs_to_the_context_limit_and_ends_with_length(mode, caplog):
+    """The "grammar" source: its rows verify the drafts its grammar forces, bounded by the
+    same ceiling. The greedy JSON object never closes on this model, so it meets the limit;
+    the schema's forced keys make rows of several drafts near it."""
+    # the structured-output helpers train a tokenizer: imported by the one test using them
+    from tests.runtime.structured import SCHEMA, TokenizerDecoder, compiler, structured_model
+
+    options = RuntimeOptions(
+        num_slots=4, page_size=PAGE, max_context_tokens=CONTEXT, speculation=mode,
+        snapshot_rows=0,
+    )
+    engine = assemble_engine(
+        structured_model(), tiny_catalog(64), TokenizerDecoder(), [EOS], options
+    )
+    specs = {
+        "object": GrammarSpec("json_object", "", "response_format"),
+        "schema": GrammarSpec("json_schema", json.dumps(SCHEMA), "response_format.json_schema"),
+    }
+    requests = {
+        name: (
+            PROMPT,
+            SamplingParams(max_tokens=100_000, temperature=0.0, grammar=compiler().compile(spec)),
+        )
+        for name, spec in specs.items()
+    }
+    out = run(engine, requests)
+    assert out["object"][1:] == ("length", None)
+    assert len(out["object"][0]) == CONTEXT - len(PROMPT)
+    assert out["schema"][2] is None and out["schema"][1] in ("length", "stop")
+    assert_nothing_held(engine)
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
