@@ -11,9 +11,10 @@ request whose publication raises ends alone.
 A frame fails at launch while older frames may still be in flight: its requests are
 settled at once (no later plan serves them), and the frame stays in the engine's queue
 until it is the oldest, when Helios retires it, so fences complete in commit order and
-the frames around it go on. Anything else that escapes a step
-means the loop cannot continue: :meth:`Engine.fail_all` ends every open request
-with an error so the caller can stop cleanly.
+the frames around it go on.
+
+Anything else that escapes a step means the loop cannot continue: :meth:`Engine.fail_all`
+ends every open request with an error so the caller can stop cleanly.
 """
 
 from __future__ import annotations
