@@ -13,7 +13,7 @@ nothing but validation results, so no separate shape type is needed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ignition.components.catalog import (
     MAX_MIXED_BATCH,
@@ -45,6 +45,14 @@ class ResolvedCapacity:
     mixed_prefill: bool
     kv_page_size: int
     mixed_wide_prompt_buckets: tuple[int, ...] = ()
+    # (prompt bucket, L > 1): the buckets whose prefill and mixed programs also carry L
+    # prompt lanes (capacity.prompt_lanes, at most the build's concurrency)
+    prompt_lanes: tuple[tuple[int, int], ...] = ()
+
+    def lane_counts(self, bucket: int) -> tuple[int, ...]:
+        """The prompt-lane counts prepared at ``bucket``: one, and the recipe's L if more."""
+        lanes = dict(self.prompt_lanes).get(bucket, 1)
+        return (1,) if lanes <= 1 else (1, lanes)
 
     @property
     def speculation_active(self) -> bool:
@@ -152,11 +160,17 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
         mixed_prefill=options.mixed_prefill,
         kv_page_size=cap.kv_page_size,
         mixed_wide_prompt_buckets=tuple(b for b in wide if b <= chunk),
+        prompt_lanes=tuple(
+            (b, min(lanes, concurrency))
+            for b, lanes in cap.prompt_lanes
+            if b <= chunk and min(lanes, concurrency) > 1
+        ),
     )
 
 
 def prefill_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
-    """One single-request prefill program per prompt bucket."""
+    """One prefill program per (prompt bucket, lane count): a single-prompt program at every
+    bucket and an L-lane one where the recipe declares L > 1 (capacity.prompt_lanes)."""
     return [
         Descriptor(
             GraphKind.PREFILL,
@@ -164,8 +178,10 @@ def prefill_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
             proposal_depth=0,
             token_capacity=c,
             packed_capacity=c,
+            prompt_lanes=lanes,
         )
         for c in cap.prompt_buckets
+        for lanes in cap.lane_counts(c)
     ]
 
 
@@ -309,6 +325,33 @@ def mixed_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
                     prefill_capacity=c,
                 )
             )
+        shapes += _mixed_lane_shapes(cap, b)
+    return shapes
+
+
+def _mixed_lane_shapes(cap: ResolvedCapacity, batch: int) -> list[Descriptor]:
+    """Width-one mixed programs of ``batch`` rows whose prompt buckets carry L > 1 lanes:
+    min(L, batch - 1) prompts, so one row stays a decoder (wider widths keep one lane: a
+    verify round beside several prompts buys little and would multiply the catalog)."""
+    shapes: list[Descriptor] = []
+    for c in cap.prompt_buckets:
+        lanes = min(cap.lane_counts(c)[-1], batch - 1)
+        if lanes <= 1:
+            continue
+        if cap.speculation_active:
+            spec = _speculative(batch, 1, batch, ValueSource.QUERY_LENGTH, GraphKind.MIXED, c)
+            shapes.append(replace(spec, prompt_lanes=lanes))
+        shapes.append(
+            Descriptor(
+                GraphKind.MIXED,
+                batch_capacity=batch,
+                proposal_depth=0,
+                token_capacity=1,
+                packed_capacity=batch,
+                prefill_capacity=c,
+                prompt_lanes=lanes,
+            )
+        )
     return shapes
 
 
