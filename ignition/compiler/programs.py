@@ -152,7 +152,8 @@ def check_buildable(d: Descriptor, model: HybridModel) -> None:
         raise ProgramError(f"{d.name}: a speculative round carries one prompt lane")
     if d.prompt_capacity % d.prompt_lanes:
         raise ProgramError(
-            f"{d.name}: {d.prompt_lanes} prompt lanes do not split {d.prompt_capacity} tokens evenly"
+            f"{d.name}: {d.prompt_lanes} prompt lanes do not split {d.prompt_capacity} "
+            "tokens evenly"
         )
     if is_round_program(d) and d.proposal_depth > 0 and model.mtp is None:
         raise ProgramError(

@@ -181,7 +181,8 @@ class DirectScheduler:
             lane_capacity = d.token_capacity // d.prompt_lanes
             taken = []
             for r in prompting[: d.prompt_lanes]:
-                if r.spec.image_spans or r.spec.num_prompt_tokens - r.prompt_position > lane_capacity:
+                rest = r.spec.num_prompt_tokens - r.prompt_position
+                if r.spec.image_spans or rest > lane_capacity:
                     break
                 taken.append(r)
             return taken

@@ -72,7 +72,8 @@ class HistoryBegin:
 
     def lane(self, lane: int) -> HistoryBegin:
         """Lane ``lane``'s begin inputs as a one-lane view."""
-        bias, stops = self.bias_ids.shape[0] // self.num_lanes, self.stop_ids.shape[0] // self.num_lanes
+        bias = self.bias_ids.shape[0] // self.num_lanes
+        stops = self.stop_ids.shape[0] // self.num_lanes
         return HistoryBegin(
             self.row[lane : lane + 1],
             self.bias_ids[lane * bias : (lane + 1) * bias],

@@ -112,7 +112,9 @@ def _lane_pairs(value: Mapping[Any, Any], where: str) -> tuple[tuple[int, int], 
         try:
             pair = (int(bucket), lanes)
         except (TypeError, ValueError):
-            raise ValueError(f"{where} = {dict(value)!r}: bucket {bucket!r} is not an integer") from None
+            raise ValueError(
+                f"{where} = {dict(value)!r}: bucket {bucket!r} is not an integer"
+            ) from None
         if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
             raise ValueError(f"{where} = {dict(value)!r}: L = {lanes!r} must be an integer >= 1")
         pairs.append(pair)
