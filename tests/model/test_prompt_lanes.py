@@ -120,3 +120,29 @@ def test_padding_lanes_mutate_nothing(setup):
             got = getattr(padded, name).narrow(dim, slot, 1)
             assert torch.equal(got, getattr(untouched, name).narrow(dim, slot, 1)), name
     assert torch.equal(padded.seq_lens[1:4], untouched.seq_lens[1:4])
+
+
+def test_image_features_land_in_their_lanes_chunk(setup):
+    """A feature's position is lane-major (lane l's chunk position j is l * P / L + j): the
+    same features at the same chunk positions give the same state in lane 1 of a four-lane
+    program as in a one-lane program."""
+    config, model = setup
+    base = _warm(config, model)
+    lanes, single = base.clone(), base.clone()
+    features = torch.randn(2, config.hidden_size, generator=torch.Generator().manual_seed(3))
+    chunk = CHUNKS[0][1]
+    lane = BUCKET // LANES
+    capacity = PackedCapacity.mixed(2, 1, BUCKET, LANES)
+    inputs = PackedInputs.build(
+        capacity, [[5], chunk], [2, 0], [-1, 1], hidden_size=config.hidden_size,
+        image_features=features, image_positions=[lane + 3, lane + 4],
+    )  # fmt: skip  (lane 0 is padding, lane 1 carries the chunk in row 1)
+    out = run_step(model, lanes, inputs, capacity, SamplingParams.greedy(2))
+    one = PackedCapacity.mixed(1, 1, lane)
+    alone = PackedInputs.build(
+        one, [chunk], [0], 0, hidden_size=config.hidden_size, image_features=features,
+        image_positions=[3, 4],
+    )  # fmt: skip
+    expected = run_step(model, single, alone, one, SamplingParams.greedy(1))
+    got = out.target.logits[1 : 1 + len(chunk)]
+    torch.testing.assert_close(got, expected.target.logits[: len(chunk)], atol=1e-4, rtol=1e-4)
