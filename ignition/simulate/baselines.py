@@ -81,8 +81,11 @@ HELIOS_VARIANTS = {
     "delivery normalizer (PolicyConfig.first_delivery = 1)",
     "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
     "(mixed programs stay powers of two)",
+    "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
+    "programs; issue 39's L = 1)",
 }
 _ENVELOPE = re.compile(r"^r(?P<r>[1-9]\d*)$")  # helios+r192: a what-if build R
+_LANES = re.compile(r"^lanes(?P<l>[1-9]\d*)$")  # helios+lanes4: every bucket with 4 lanes
 _WIDTH = re.compile(r"^w(?P<w>[1-9]\d*)$")  # helios+w3: fixed width three
 _CHUNK = re.compile(r"^chunk(?P<c>[1-9]\d*)$")  # helios+chunk512: --max-prefill-chunk 512
 
@@ -106,10 +109,20 @@ def chunk_variant(variant: str) -> int | None:
     return int(m.group("c")) if m else None
 
 
-PARAMETRIC_VARIANTS = (envelope_variant, width_variant, chunk_variant)
+def lanes_variant(variant: str) -> int | None:
+    """``lanesN``: Helios on a catalog whose recipe declares N prompt lanes at every prompt
+    bucket (``capacity.prompt_lanes``; a what-if build, issue 39)."""
+    m = _LANES.match(variant)
+    return int(m.group("l")) if m else None
+
+
+PARAMETRIC_VARIANTS = (envelope_variant, width_variant, chunk_variant, lanes_variant)
 
 
 def variant_summary(variant: str) -> str:
+    lanes = lanes_variant(variant)
+    if lanes is not None:
+        return f"what-if build: {lanes} prompt lanes at every prompt bucket"
     c = chunk_variant(variant)
     if c is not None:
         return f"load-time selection: prompt capacities up to {c} tokens only"

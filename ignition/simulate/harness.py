@@ -35,6 +35,7 @@ from ignition.simulate.baselines import (
     PolicyError,
     chunk_variant,
     envelope_variant,
+    lanes_variant,
     make_baseline,
     parse_policy,
     width_variant,
@@ -49,7 +50,7 @@ from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
-CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8")  # shape the recipe's catalog
+CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "l1")  # shape the recipe's catalog
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ def helios_catalog(
     full_batch: bool = False,
     step8: bool = False,
     width: int = 0,
+    lanes: int = 0,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
@@ -107,7 +109,9 @@ def helios_catalog(
     a what-if, decode and speculative programs at batch buckets 1, 2, 4 and every
     multiple of 8 (``step8_generation_shapes``); ``width`` > 0 loads the fixed-mode
     programs of that verification width only (generation and mixed; load-time selection
-    of a fixed width, so Helios can be compared with itself at each width)."""
+    of a fixed width, so Helios can be compared with itself at each width); ``lanes`` > 1
+    declares that many prompt lanes at every prompt bucket (a what-if build), 1 loads only
+    the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own."""
     from ignition.components.capacity import (
         plan_catalog,
         resolve,
@@ -116,6 +120,9 @@ def helios_catalog(
     from ignition.recipes import LoadOptions, get_recipe
 
     chosen = get_recipe(recipe)
+    if lanes > 1:
+        declared = tuple((b, lanes) for b in chosen.capacity.prompt_buckets)
+        chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_lanes=declared))
     options = LoadOptions(
         mixed_prefill=True,
         concurrency=slots,
@@ -143,6 +150,9 @@ def helios_catalog(
             for d in catalog.descriptors
             if d.kind is GraphKind.PREFILL or d.batch_capacity >= slots
         )
+        catalog = Catalog(catalog.recipe, catalog.options, kept)
+    if lanes == 1:
+        kept = tuple(d for d in catalog.descriptors if d.prompt_lanes == 1)
         catalog = Catalog(catalog.recipe, catalog.options, kept)
     if width:
         return fixed_width(select_for_mode(catalog, "fixed"), width)
@@ -201,6 +211,8 @@ def helios_simulation(
     max_prompt = chunks[-1] if chunks else 0
     widths = [w for w in map(width_variant, variants) if w is not None]
     width = widths[-1] if widths else 0
+    declared = [n for n in map(lanes_variant, variants) if n is not None]
+    lanes = 1 if "l1" in variants else (declared[-1] if declared else 0)
     if setup.catalog is not None:
         shaping = [
             v
@@ -222,6 +234,7 @@ def helios_simulation(
             full_batch="full-batch" in variants,
             step8="step8" in variants,
             width=width,
+            lanes=lanes,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE
