@@ -35,6 +35,7 @@ from ignition.simulate.baselines import (
     PolicyError,
     chunk_variant,
     envelope_variant,
+    grid_variant,
     lanes_variant,
     make_baseline,
     parse_policy,
@@ -50,7 +51,8 @@ from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
-CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "l1")  # shape the recipe's catalog
+# shape the recipe's catalog
+CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "l1")
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ def helios_catalog(
     step8: bool = False,
     width: int = 0,
     lanes: int = 0,
+    lanes_upto: int = 0,
+    grid: int = 0,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
@@ -110,8 +114,10 @@ def helios_catalog(
     multiple of 8 (``step8_generation_shapes``); ``width`` > 0 loads the fixed-mode
     programs of that verification width only (generation and mixed; load-time selection
     of a fixed width, so Helios can be compared with itself at each width); ``lanes`` > 1
-    declares that many prompt lanes at every prompt bucket (a what-if build), 1 loads only
-    the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own."""
+    declares that many prompt lanes at every prompt bucket (up to ``lanes_upto`` tokens
+    when it is > 0; a what-if build), 1 loads only
+    the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own;
+    ``grid`` > 0 adds prompt buckets at every multiple of it from 1024 tokens up."""
     from ignition.components.capacity import (
         plan_catalog,
         resolve,
@@ -120,8 +126,13 @@ def helios_catalog(
     from ignition.recipes import LoadOptions, get_recipe
 
     chosen = get_recipe(recipe)
+    if grid:
+        buckets = chosen.capacity.prompt_buckets
+        finer = tuple(sorted({*buckets, *range(1024, max(buckets) + 1, grid)}))
+        chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_buckets=finer))
     if lanes > 1:
-        declared = tuple((b, lanes) for b in chosen.capacity.prompt_buckets)
+        buckets = chosen.capacity.prompt_buckets
+        declared = tuple((b, lanes) for b in buckets if not lanes_upto or b <= lanes_upto)
         chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_lanes=declared))
     options = LoadOptions(
         mixed_prefill=True,
@@ -212,7 +223,8 @@ def helios_simulation(
     widths = [w for w in map(width_variant, variants) if w is not None]
     width = widths[-1] if widths else 0
     declared = [n for n in map(lanes_variant, variants) if n is not None]
-    lanes = 1 if "l1" in variants else (declared[-1] if declared else 0)
+    grids = [g for g in map(grid_variant, variants) if g is not None]
+    lanes, lanes_upto = (1, 0) if "l1" in variants else (declared[-1] if declared else (0, 0))
     if setup.catalog is not None:
         shaping = [
             v
@@ -235,6 +247,8 @@ def helios_simulation(
             step8="step8" in variants,
             width=width,
             lanes=lanes,
+            lanes_upto=lanes_upto,
+            grid=grids[-1] if grids else 0,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE
