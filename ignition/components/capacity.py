@@ -13,7 +13,7 @@ nothing but validation results, so no separate shape type is needed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ignition.components.catalog import (
     MAX_MIXED_BATCH,
@@ -54,10 +54,17 @@ class ResolvedCapacity:
         lanes = dict(self.prompt_lanes).get(bucket, 1)
         return (1,) if lanes <= 1 else (1, lanes)
 
+
     @property
     def speculation_active(self) -> bool:
         """Zero drafts selects the ordinary catalog whatever the mode says."""
         return self.speculation != "off" and self.num_draft_tokens > 0
+
+
+def even_lanes(bucket: int, most: int) -> int:
+    """The most lanes up to ``most`` that split ``bucket`` evenly (each lane a row of
+    bucket / L tokens in the prompt workspace, model.packing)."""
+    return max(n for n in range(1, max(most, 1) + 1) if bucket % n == 0)
 
 
 def next_power_of_two(n: int) -> int:
@@ -161,9 +168,9 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
         kv_page_size=cap.kv_page_size,
         mixed_wide_prompt_buckets=tuple(b for b in wide if b <= chunk),
         prompt_lanes=tuple(
-            (b, min(lanes, concurrency))
+            (b, even_lanes(b, min(lanes, concurrency)))
             for b, lanes in cap.prompt_lanes
-            if b <= chunk and min(lanes, concurrency) > 1
+            if b <= chunk and even_lanes(b, min(lanes, concurrency)) > 1
         ),
     )
 
@@ -330,17 +337,15 @@ def mixed_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
 
 
 def _mixed_lane_shapes(cap: ResolvedCapacity, batch: int) -> list[Descriptor]:
-    """Width-one mixed programs of ``batch`` rows whose prompt buckets carry L > 1 lanes:
-    min(L, batch - 1) prompts, so one row stays a decoder (wider widths keep one lane: a
-    verify round beside several prompts buys little and would multiply the catalog)."""
+    """Ordinary (width-one) mixed programs of ``batch`` rows whose prompt buckets carry
+    L > 1 lanes: the most lanes up to min(L, batch - 1) that split the bucket evenly, so
+    one row stays a decoder. Speculative rounds keep one prompt lane (their prompt staging
+    is one chunk; ``compiler.programs``)."""
     shapes: list[Descriptor] = []
     for c in cap.prompt_buckets:
-        lanes = min(cap.lane_counts(c)[-1], batch - 1)
+        lanes = even_lanes(c, min(cap.lane_counts(c)[-1], batch - 1))
         if lanes <= 1:
             continue
-        if cap.speculation_active:
-            spec = _speculative(batch, 1, batch, ValueSource.QUERY_LENGTH, GraphKind.MIXED, c)
-            shapes.append(replace(spec, prompt_lanes=lanes))
         shapes.append(
             Descriptor(
                 GraphKind.MIXED,

@@ -67,10 +67,12 @@ class Descriptor:
 
     ``prompt_lanes`` (L) is how many prompts a prefill or mixed program may carry at
     once: each lane has its own state row, positions, chunk start and output row, and
-    the lanes' chunks share the one prompt bucket (``token_capacity`` of a prefill,
-    ``prefill_capacity`` of a mixed program). A mixed program's prompt lanes are L of
-    its B rows, so at least one row is left for a decoder. Unused lanes are padding
-    (slot -1, length 0) that mutates nothing (see ``ignition.model.packing``).
+    the lanes share the one prompt bucket (``token_capacity`` of a prefill,
+    ``prefill_capacity`` of a mixed program) as L equal rows of ``lane_capacity`` = P / L
+    tokens: a lane's chunk is at most P / L tokens (the lanes' GDN scans then run as one
+    batch, ``ignition.model.packing``). A mixed program's prompt lanes are L of its B rows,
+    so at least one row is left for a decoder. Unused lanes are padding (row -1) that
+    mutates nothing.
     """
 
     kind: GraphKind
@@ -130,6 +132,11 @@ class Descriptor:
         if self.kind is GraphKind.PREFILL:
             return self.token_capacity
         return self.prefill_capacity if self.kind is GraphKind.MIXED else 0
+
+    @property
+    def lane_capacity(self) -> int:
+        """The most prompt tokens one lane's chunk may take: P / L (P with one lane)."""
+        return self.prompt_capacity // self.prompt_lanes
 
     @property
     def row_capacity(self) -> int:
@@ -265,8 +272,12 @@ def validate_descriptor(d: Descriptor, where: str = "descriptor") -> None:
         fail("prompt_lanes", d.prompt_lanes, "only prefill and mixed programs carry prompts")
     if d.kind is GraphKind.MIXED and d.prompt_lanes >= B:
         fail("prompt_lanes", d.prompt_lanes, f"a mixed program keeps a decoder row (B = {B})")
-    if d.prompt_lanes > 1 and d.prompt_lanes > d.prompt_capacity:
-        fail("prompt_lanes", d.prompt_lanes, f"exceeds the prompt bucket {d.prompt_capacity}")
+    if d.prompt_lanes > 1 and d.prompt_capacity % d.prompt_lanes:
+        fail(
+            "prompt_lanes",
+            d.prompt_lanes,
+            f"must split the prompt bucket {d.prompt_capacity} evenly",
+        )
     if d.max_packed_extent != d.expected_packed_extent():
         fail("max_packed_extent", d.max_packed_extent, f"expected {d.expected_packed_extent()}")
 

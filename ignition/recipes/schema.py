@@ -324,6 +324,8 @@ def _prompt_lanes(
             r.fail(lanes, "expected int", where)
         if not 1 <= lanes <= concurrency:
             r.fail(lanes, f"must lie in 1..capacity.concurrency = {concurrency}", where)
+        if bucket % lanes:
+            r.fail(lanes, f"must split the bucket {bucket} evenly (lanes of bucket / L tokens)", where)
         pairs.append((bucket, lanes))
     return tuple(sorted(pairs))
 

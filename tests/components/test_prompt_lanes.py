@@ -47,6 +47,7 @@ def test_one_lane_names_and_json_are_the_seeds():
     assert lanes.name == "prefill-b1-d0-w512-p512-l4" and lanes.to_json()["prompt_lanes"] == 4
     assert lanes.cost_key() != d.cost_key()
     assert (lanes.row_capacity, d.row_capacity, lanes.prompt_capacity) == (4, 1, 512)
+    assert (lanes.lane_capacity, d.lane_capacity) == (128, 512)
 
 
 def test_an_older_catalog_without_the_field_means_one_lane():
@@ -106,13 +107,9 @@ def test_declared_lanes_add_one_prefill_and_width_one_mixed_programs(tmp_path: P
         for d in added
         if d.kind is GraphKind.MIXED
     }
-    # B = 2 keeps one lane (one row is a decoder); B = 4 carries min(L, 3)
-    assert mixed == {
-        (4, 512, 3, True),
-        (4, 512, 3, False),
-        (4, 1024, 2, True),
-        (4, 1024, 2, False),
-    }
+    # B = 2 keeps one lane (one row is a decoder); B = 4 carries the most lanes up to
+    # min(L, 3) that split the bucket evenly; speculative rounds keep one prompt lane
+    assert mixed == {(4, 512, 2, False), (4, 1024, 2, False)}
     assert all(d.token_capacity == 1 for d in added if d.kind is GraphKind.MIXED)
 
 
@@ -131,6 +128,7 @@ def test_a_smaller_build_clamps_lanes_to_its_concurrency(tmp_path: Path):
         ({512: 0}, "capacity.prompt_lanes.512' = 0: must lie in 1..capacity.concurrency = 4"),
         ({512: 5}, "capacity.prompt_lanes.512' = 5: must lie in 1..capacity.concurrency = 4"),
         ({512: "x"}, "capacity.prompt_lanes.512' = 'x': expected int"),
+        ({64: 3}, "capacity.prompt_lanes.64' = 3: must split the bucket 64 evenly"),
         ([512, 4], "capacity.prompt_lanes' = \\[512, 4\\]: expected dict"),
     ],
 )
@@ -141,7 +139,7 @@ def test_a_bad_declaration_fails_in_one_line_naming_file_and_key(tmp_path: Path,
 
 
 def test_a_plan_lists_its_prompt_rows_and_the_first_is_prompt_row():
-    d = Descriptor(GraphKind.PREFILL, 1, 0, 512, 512, prompt_lanes=3)
+    d = Descriptor(GraphKind.PREFILL, 1, 0, 512, 512, prompt_lanes=4)
 
     def lane(slot: int, role: LaneRole) -> LaneWork:
         return LaneWork(RequestHandle(slot, 0), 0, role, 100, 0, 1.0, 1.0, 1, 100, 1.0)
