@@ -90,10 +90,11 @@ def _synthetic(rng: random.Random, lanes: bool = False) -> list[Descriptor]:
         out.append(mixed(rng.choice([2, 4, 8]), rng.choice([64, 128, 256]), rng.randint(1, 3)))
     if lanes:  # issue 39: prompt programs carrying several prompts in one bucket
         for _ in range(rng.randint(1, 3)):
-            b, c = rng.choice([2, 4, 8]), rng.choice([64, 128, 256])
-            out.append(replace(mixed(b, c), prompt_lanes=rng.randint(2, b - 1) if b > 2 else 1))
+            b, c = rng.choice([4, 8]), rng.choice([64, 128, 256])
+            lanes = rng.choice([lanes for lanes in (2, 4) if lanes < b])
+            out.append(replace(mixed(b, c), prompt_lanes=lanes))
         for c in rng.sample([64, 256, 1024], rng.randint(1, 2)):
-            out.append(replace(prefill(c), prompt_lanes=rng.choice([2, 3, 4])))
+            out.append(replace(prefill(c), prompt_lanes=rng.choice([2, 4])))
     if not any(d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE) for d in out):
         out.append(decode(4))
     if rng.random() < 0.6:

@@ -39,13 +39,14 @@ def test_a_wave_of_prompts_shares_frames_and_every_request_finishes():
 def test_padding_counts_the_bucket_and_the_rows_a_frame_left_empty():
     catalog = helios_catalog("qwen38", 8, 32, lanes=4)
     by_name = {d.name: d for d in catalog.descriptors}
-    mixed = next(
-        d for d in catalog.descriptors
-        if d.is_mixed and d.prompt_lanes == 4 and d.prefill_capacity == 1024
-    )
-    e = ExecutionRecord(0.0, 1.0, "mixed", mixed.name, rows=6, tokens=900 + 2,
-                        prompt_tokens=900, decoders=2)
-    pad = padding_of(RunResult("helios", [], [e], 1.0), by_name)
-    assert pad.computed == 1024 + mixed.packed_capacity
-    assert pad.prompt_padding == 124 and pad.row_padding == mixed.packed_capacity - 2
-    assert pad.multi_lane_frames == 1
+    four = next(d for d in catalog.descriptors if d.prompt_lanes == 4 and d.prompt_capacity == 1024)
+    one = next(d for d in catalog.descriptors if d.is_mixed and d.prefill_capacity == 1024)
+    runs = [
+        ExecutionRecord(0.0, 1.0, "prefill", four.name, rows=4, tokens=900, prompt_tokens=900),
+        ExecutionRecord(1.0, 2.0, "mixed", one.name, rows=3, tokens=1002, prompt_tokens=1000,
+                        decoders=2),
+    ]
+    pad = padding_of(RunResult("helios", [], runs, 2.0), by_name)
+    assert pad.computed == 1024 + 1024 + one.packed_capacity
+    assert pad.prompt_padding == 124 + 24 and pad.row_padding == one.packed_capacity - 2
+    assert (pad.multi_lane_frames, pad.prompt_frames) == (1, 2)

@@ -56,7 +56,7 @@ def explores_needlessly(
     the same family consumes the same tokens up to the next message or prompt endpoint."""
     wanted = min(consumable_tokens(view, capacity), tokens_to_endpoint(view))
     for other in descriptors:
-        if other.kind is not d.kind or other is d:
+        if other.kind is not d.kind or other is d or other.prompt_lanes != d.prompt_lanes:
             continue
         if d.kind is GraphKind.MIXED and (
             other.batch_capacity != d.batch_capacity
@@ -64,7 +64,7 @@ def explores_needlessly(
             or other.speculation_enabled != d.speculation_enabled
         ):
             continue
-        smaller = prompt_capacity(other)
+        smaller = lane_capacity(other)
         if smaller < capacity and consumable_tokens(view, smaller) >= wanted:
             return True
     return False
@@ -109,7 +109,7 @@ class PromptTable:
             tokens = consumable_tokens(view, usable)
             if tokens <= 0:
                 continue
-            if unknown and explores_needlessly(view, d, self.descriptors, prompt_capacity(d)):
+            if unknown and explores_needlessly(view, d, self.descriptors, lane_capacity(d)):
                 continue
             value = view.prices.prefill_token * tokens
             if tokens >= view.remaining_prompt:
@@ -123,14 +123,20 @@ class PromptTable:
         budget = prompt_budget(d)
         if d.prompt_lanes == 1:
             return self.rows(d, unknown, 1, budget)
-        scored = self.scored(d, unknown, min(prompt_capacity(d), budget))
+        scored = self.scored(d, unknown, min(lane_capacity(d), budget))
         scored.sort(key=lambda x: x[0])  # keys are unique: they end in the slot
-        return pack_lanes(scored, d.prompt_lanes, budget)
+        return pack_lanes(scored, d.prompt_lanes)
 
 
 def prompt_budget(d: Descriptor) -> int:
     """The prompt tokens the lanes of a prefill or mixed program share."""
     return d.prefill_capacity if d.kind is GraphKind.MIXED else d.packed_capacity
+
+
+def lane_capacity(d: Descriptor) -> int:
+    """The prompt tokens one lane of ``d`` may take: the bucket with one lane (a batched
+    prefill's per-row capacity), P / L with L lanes (``Descriptor.lane_capacity``)."""
+    return prompt_capacity(d) if d.prompt_lanes == 1 else d.lane_capacity
 
 
 @dataclass
@@ -259,10 +265,9 @@ class CatalogIndex:
     Along a batch line (same kind, depth, width, prompt capacity and lanes, rectangular
     P), every capacity at or above the number of eligible lanes serves the same cohort
     with the same work, so all but the smallest are dominated. Along a prompt line
-    (same everything but the prompt capacity), every capacity at or above the longest
-    remaining prompt consumes the same tokens (with L prompt lanes: at or above the L
-    longest together). Skipping those shapes before evaluating them is exactly what
-    pruning would do afterwards, only cheaper.
+    (same everything but the prompt capacity), every capacity whose lanes hold the
+    longest remaining prompt consumes the same tokens. Skipping those shapes before
+    evaluating them is exactly what pruning would do afterwards, only cheaper.
     """
 
     def __init__(self, descriptors: Sequence[Descriptor]) -> None:
@@ -287,25 +292,25 @@ class CatalogIndex:
             line.sort(key=prompt_capacity)
         self.smallest_prompt = {id(line[0]) for line in self._prompt_lines.values()}
         self.max_lanes = max((d.prompt_lanes for d in self.descriptors), default=1)
-        self._active: dict[tuple[int, tuple[int, ...]], list[Descriptor]] = {}
+        self._active: dict[tuple[int, int, int], list[Descriptor]] = {}
 
-    def active(self, num_decoders: int, longest_prompts: tuple[int, ...]) -> list[Descriptor]:
-        """``longest_prompts``: the longest remaining prompts, longest first, at most
-        ``max_lanes`` of them."""
-        key = (num_decoders, longest_prompts)
+    def active(
+        self, num_decoders: int, longest_prompt: int, num_prompts: int = 1
+    ) -> list[Descriptor]:
+        key = (num_decoders, longest_prompt, min(num_prompts, self.max_lanes))
         found = self._active.get(key)
         if found is None:
             if len(self._active) > 4096:
                 self._active.clear()
-            found = self._active[key] = self._compute_active(num_decoders, longest_prompts)
+            found = self._active[key] = self._compute_active(*key)
         return found
 
     def _compute_active(
-        self, num_decoders: int, longest_prompts: tuple[int, ...]
+        self, num_decoders: int, longest_prompt: int, num_prompts: int
     ) -> list[Descriptor]:
         skipped: set[int] = set()
         for line in self._batch_lines.values():
-            prompt_rows = min(line[0].prompt_lanes, len(longest_prompts))
+            prompt_rows = min(line[0].prompt_lanes, num_prompts) if longest_prompt else 0
             rows = num_decoders + (prompt_rows if line[0].is_mixed else 0)
             reached = False
             for d in line:
@@ -313,12 +318,11 @@ class CatalogIndex:
                     skipped.add(id(d))
                 reached = reached or d.batch_capacity >= rows
         for line in self._prompt_lines.values():
-            wanted = sum(longest_prompts[: line[0].prompt_lanes])
             reached = False
             for d in line:
                 if reached:
                     skipped.add(id(d))
-                reached = reached or prompt_capacity(d) >= wanted
+                reached = reached or lane_capacity(d) >= longest_prompt
         return [d for d in self.descriptors if id(d) not in skipped]
 
 
@@ -352,15 +356,10 @@ def active_descriptors(
     """The shapes worth evaluating for this population, each with whether its decode-only
     cohort competes (only the smallest prompt capacity of a mixed line offers it)."""
     num_decoders = sum(1 for v in population.decoders if v.remaining_output >= 1)
-    if index.max_lanes == 1:
-        longest = max((v.remaining_prompt for v in population.prompts), default=0)
-        longest_prompts = (longest,) if longest else ()
-    else:
-        remaining = sorted((v.remaining_prompt for v in population.prompts), reverse=True)
-        longest_prompts = tuple(r for r in remaining[: index.max_lanes] if r > 0)
+    longest = max((v.remaining_prompt for v in population.prompts), default=0)
     return [
         (d, not d.is_mixed or id(d) in index.smallest_prompt)
-        for d in index.active(num_decoders, longest_prompts)
+        for d in index.active(num_decoders, longest, len(population.prompts))
     ]
 
 

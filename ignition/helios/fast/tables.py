@@ -16,9 +16,10 @@ from ignition.helios.decide.policy import (
     CatalogIndex,
     Population,
     explores_needlessly,
+    lane_capacity,
     prompt_budget,
 )
-from ignition.helios.decide.prompt_lanes import Scored, pack_lanes
+from ignition.helios.decide.prompt_lanes import Scored, lane_value_bound, pack_lanes
 from ignition.helios.decide.utility import (
     Candidate,
     Decision,
@@ -77,7 +78,7 @@ class PromptTable:
         when the program's cost is known)."""
         scored = None if unknown else self._scored.get(usable)
         if scored is None:
-            capacity = prompt_capacity(d)
+            capacity = lane_capacity(d)
             scored = []
             for view in self.views:
                 tokens = consumable_tokens(view, usable)
@@ -101,22 +102,20 @@ class PromptTable:
         budget = prompt_budget(d)
         if d.prompt_lanes == 1:
             return self.rows(d, unknown, 1, budget)
-        key = (prompt_capacity(d), d.prompt_lanes, budget)
+        key = (lane_capacity(d), d.prompt_lanes, budget)
         found = None if unknown else self._lanes.get(key)
         if found is None:
-            scored = self._sorted_scores(d, unknown, min(prompt_capacity(d), budget))
-            found = pack_lanes(scored, d.prompt_lanes, budget)
+            scored = self._sorted_scores(d, unknown, min(lane_capacity(d), budget))
+            found = pack_lanes(scored, d.prompt_lanes)
             if not unknown:
                 self._lanes[key] = found
         return found
 
     def lane_value_bound(self, d: Descriptor) -> float:
-        """An upper bound on the prompt lanes' value in ``d`` (its cost known): the L best
-        rows' values at the bucket. A row taking fewer tokens is worth no more (value
-        grows with tokens), so any L lanes sharing the bucket are worth at most this."""
-        capacity = min(prompt_capacity(d), prompt_budget(d))
-        scored = self._sorted_scores(d, False, capacity)
-        return sum(max(0.0, -key[0]) for key, _, _ in scored[: d.prompt_lanes])
+        """The prompt lanes' value in ``d`` (its cost known; ``prompt_lanes.lane_value_bound``:
+        exact, the lanes being the L best rows at the lane capacity)."""
+        scored = self._sorted_scores(d, False, min(lane_capacity(d), prompt_budget(d)))
+        return lane_value_bound(scored, d.prompt_lanes)
 
     def _top_row(self, usable: int) -> list[LanePick]:
         """The first row of the sorted scores at ``usable`` tokens, without scoring every
