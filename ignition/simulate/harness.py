@@ -102,6 +102,7 @@ def helios_catalog(
     width: int = 0,
     lanes: int = 0,
     lanes_upto: int = 0,
+    more_lanes: tuple[tuple[int, int], ...] = (),
     grid: int = 0,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
@@ -115,7 +116,8 @@ def helios_catalog(
     programs of that verification width only (generation and mixed; load-time selection
     of a fixed width, so Helios can be compared with itself at each width); ``lanes`` > 1
     declares that many prompt lanes at every prompt bucket (up to ``lanes_upto`` tokens
-    when it is > 0; a what-if build), 1 loads only
+    when it is > 0; a what-if build; ``more_lanes``' (N, M) pairs then declare N lanes up
+    to M tokens over it, in order), 1 loads only
     the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own;
     ``grid`` > 0 adds prompt buckets at every multiple of it from 1024 tokens up."""
     from ignition.components.capacity import (
@@ -132,7 +134,10 @@ def helios_catalog(
         chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_buckets=finer))
     if lanes > 1:
         buckets = chosen.capacity.prompt_buckets
-        declared = tuple((b, lanes) for b in buckets if not lanes_upto or b <= lanes_upto)
+        table: dict[int, int] = {}
+        for n, upto in ((lanes, lanes_upto), *more_lanes):
+            table.update({b: n for b in buckets if not upto or b <= upto})
+        declared = tuple(sorted(table.items()))
         chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_lanes=declared))
     options = LoadOptions(
         mixed_prefill=True,
@@ -224,7 +229,7 @@ def helios_simulation(
     width = widths[-1] if widths else 0
     declared = [n for n in map(lanes_variant, variants) if n is not None]
     grids = [g for g in map(grid_variant, variants) if g is not None]
-    lanes, lanes_upto = (1, 0) if "l1" in variants else (declared[-1] if declared else (0, 0))
+    lanes, lanes_upto = (1, 0) if "l1" in variants else (declared[0] if declared else (0, 0))
     if setup.catalog is not None:
         shaping = [
             v
@@ -248,6 +253,7 @@ def helios_simulation(
             width=width,
             lanes=lanes,
             lanes_upto=lanes_upto,
+            more_lanes=tuple(declared[1:]) if lanes > 1 else (),
             grid=grids[-1] if grids else 0,
         )
     speculation = setup.speculation or (
