@@ -111,3 +111,18 @@ def test_a_mixed_programs_prompt_lanes_are_rows_of_its_batch():
     assert plan.descriptor == four and len(prompts) == 4
     assert len(plan.lanes) == 8  # every row used: 4 prompts, 4 decoders
     assert plan.kind is GraphKind.MIXED and plan.prompt_row == plan.prompt_rows[0]
+
+
+def test_a_multi_lane_frame_counts_the_decoders_a_mixed_frame_would_carry():
+    """Issue 29's left-out rule for a frame of several prompts: a four-lane prefill of
+    1,024 tokens is compared with the one-lane mixed program of B = 8 holding those
+    tokens, which carries 7 decoders beside its prompt (a four-lane mixed one, 4)."""
+    from ignition.helios.decide.cost import CostModel
+    from ignition.helios.decide.left_out import CarryTimes
+
+    one = mixed(8, 1024)
+    times = CarryTimes([replace(prefill(1024), prompt_lanes=4), one, decode(8)], CostModel(1))
+    assert times.carried(1024, prompts=4) == 7
+    assert times.carried(1024, prompts=1) == 7
+    four = CarryTimes([one, replace(one, prompt_lanes=4)], CostModel(1))
+    assert four.carried(1024, prompts=2) == 7 and four.carried(2048, prompts=2) == 0

@@ -27,9 +27,9 @@ decode-only frames, frames that carry every decoder a shape could, and catalogs
 without mixed programs (where no frame can carry a decoder beside a prompt, and the
 seed's "a smaller prefill can win near a throughput knee" is untouched) keep their
 plain score. Rows of several prompts in a batched prefill program and unknown
-durations are left as they are; a frame of several prompt lanes sharing one bucket
-(issue 39) counts the decoders a mixed program with as many lanes could carry beside
-its prompt tokens.
+durations are left as they are; a frame of k prompt lanes sharing one bucket (issue
+39) counts the decoders a mixed program whose bucket holds its prompt tokens carries
+beside min(k, its lanes) prompts.
 Only the frame's own duration enters the plan. Measured in ``docs/scheduling.md``
 ("Decoders left out of prompt frames").
 """
@@ -61,11 +61,11 @@ class CarryTimes:
             for d in descriptors
             if d.kind is GraphKind.MIXED and prompt_capacity(d) > 0
         )
-        # issue 39: (capacity, lanes, batch) of the programs with several prompt lanes
-        self._lanes = [
+        # issue 39: (capacity, lanes, batch) of every mixed program
+        self._mixed = [
             (prompt_capacity(d), d.prompt_lanes, d.batch_capacity)
             for d in descriptors
-            if d.kind is GraphKind.MIXED and d.prompt_lanes > 1
+            if d.kind is GraphKind.MIXED and prompt_capacity(d) > 0
         ]
         # carry[i]: the most decoders any mixed program of capacity >= chunks[i] carries
         self.chunks = [c for c, _ in mixed]
@@ -81,11 +81,15 @@ class CarryTimes:
         )
 
     def carried(self, chunk_tokens: int, prompts: int = 1) -> int:
-        """The most decoders a prepared mixed program holding ``chunk_tokens`` prompt
-        tokens in ``prompts`` lanes carries beside them."""
+        """The most decoders a prepared mixed program whose bucket holds ``chunk_tokens``
+        carries beside as many of the frame's ``prompts`` as it has lanes for (a frame of
+        several prompts, a multi-lane prefill's say, is compared with the mixed frame
+        that would have carried decoders beside its prompt work)."""
         if prompts > 1:
-            fitting = [b for c, lanes, b in self._lanes if c >= chunk_tokens and lanes >= prompts]
-            return max(fitting, default=prompts) - prompts
+            return max(
+                (b - min(prompts, lanes) for c, lanes, b in self._mixed if c >= chunk_tokens),
+                default=0,
+            )
         i = bisect.bisect_left(self.chunks, chunk_tokens)
         return self.carry[i] if i < len(self.chunks) else 0
 
