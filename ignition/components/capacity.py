@@ -154,6 +154,14 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
                 "speculative mixed programs"
             )
 
+    lanes = cap.prompt_lanes if options.prompt_lanes is None else options.prompt_lanes
+    for bucket, count in lanes:
+        if bucket not in cap.prompt_buckets or count < 1 or bucket % count:
+            raise CapacityError(
+                f"{where}: option prompt_lanes = {{{bucket}: {count}}}: needs a prepared prompt "
+                f"bucket (one of {list(cap.prompt_buckets)}) that L >= 1 lanes split evenly"
+            )
+
     return ResolvedCapacity(
         recipe=recipe.name,
         concurrency=concurrency,
@@ -168,9 +176,9 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
         kv_page_size=cap.kv_page_size,
         mixed_wide_prompt_buckets=tuple(b for b in wide if b <= chunk),
         prompt_lanes=tuple(
-            (b, even_lanes(b, min(lanes, concurrency)))
-            for b, lanes in cap.prompt_lanes
-            if b <= chunk and even_lanes(b, min(lanes, concurrency)) > 1
+            (b, even_lanes(b, min(count, concurrency)))
+            for b, count in lanes
+            if b <= chunk and even_lanes(b, min(count, concurrency)) > 1
         ),
     )
 

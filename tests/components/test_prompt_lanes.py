@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ignition.components.capacity import plan_catalog
+from ignition.components.capacity import CapacityError, plan_catalog
 from ignition.components.catalog import (
     Catalog,
     CatalogError,
@@ -28,6 +28,7 @@ from ignition.helios.types import (
     SelectionReason,
 )
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
+from ignition.recipes.options import parse_load_options
 from ignition.recipes.registry import RECIPES_DIR
 
 
@@ -147,3 +148,27 @@ def test_a_plan_lists_its_prompt_rows_and_the_first_is_prompt_row():
     lanes = (lane(0, LaneRole.PROMPT), lane(1, LaneRole.DECODE), lane(2, LaneRole.PROMPT))
     plan = ScheduledPlan(d, lanes, 0, 1, 0, 1.0, 0.0, SelectionReason.ORDINARY, False, 0, 0)
     assert plan.prompt_rows == (0, 2) and plan.prompt_row == plan.prompt_rows[0]
+
+
+def test_the_load_option_asks_for_lanes_and_an_empty_one_removes_the_recipes(tmp_path: Path):
+    qwen = get_recipe("qwen38")
+    asked = plan_catalog(qwen, LoadOptions(prompt_lanes=((512, 4),)))
+    assert [d.name for d in asked.descriptors if d.prompt_lanes > 1] == [
+        "prefill-b1-d0-w512-p512-l4"
+    ]
+    recipe, _ = _recipe(tmp_path, "qwen38", {512: 4})
+    assert any(d.prompt_lanes > 1 for d in plan_catalog(recipe).descriptors)
+    plain = plan_catalog(recipe, LoadOptions(prompt_lanes=()))
+    assert all(d.prompt_lanes == 1 for d in plain.descriptors)
+
+
+def test_the_load_option_round_trips_through_json_and_fails_in_one_line():
+    options = parse_load_options({"prompt_lanes": {512: 4, "1024": 2}}, "options")
+    assert options.prompt_lanes == ((512, 4), (1024, 2))
+    assert parse_load_options(options.to_json(), "options") == options
+    with pytest.raises(ValueError, match=r"'options.prompt_lanes' = .*L = 0 must be"):
+        parse_load_options({"prompt_lanes": {512: 0}}, "options")
+    with pytest.raises(CapacityError, match=r"option prompt_lanes = \{320: 2\}: needs a prepared"):
+        plan_catalog(get_recipe("qwen38"), LoadOptions(prompt_lanes=((320, 2),)))
+    with pytest.raises(CapacityError, match=r"option prompt_lanes = \{64: 3\}"):
+        plan_catalog(get_recipe("qwen38"), LoadOptions(prompt_lanes=((64, 3),)))
