@@ -81,6 +81,8 @@ HELIOS_VARIANTS = {
     "delivery normalizer (PolicyConfig.first_delivery = 1)",
     "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
     "(mixed programs stay powers of two)",
+    "rec-lanes": "build with the load option prompt_lanes {512: 4, 1024: 4, 2048: 2, "
+    "4096: 2} (the qwen38 recipe's recommended lanes, issue 39)",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }

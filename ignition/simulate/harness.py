@@ -52,7 +52,9 @@ from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
 # shape the recipe's catalog
-CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "l1")
+CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "l1", "rec-lanes")
+# helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
+RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ def helios_catalog(
     lanes: int = 0,
     lanes_upto: int = 0,
     more_lanes: tuple[tuple[int, int], ...] = (),
+    lane_option: tuple[tuple[int, int], ...] | None = None,
     grid: int = 0,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
@@ -117,7 +120,8 @@ def helios_catalog(
     of a fixed width, so Helios can be compared with itself at each width); ``lanes`` > 1
     declares that many prompt lanes at every prompt bucket (up to ``lanes_upto`` tokens
     when it is > 0; a what-if build; ``more_lanes``' (N, M) pairs then declare N lanes up
-    to M tokens over it, in order), 1 loads only
+    to M tokens over it, in order; ``lane_option`` is the load option prompt_lanes),
+    1 loads only
     the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own;
     ``grid`` > 0 adds prompt buckets at every multiple of it from 1024 tokens up."""
     from ignition.components.capacity import (
@@ -144,6 +148,7 @@ def helios_catalog(
         concurrency=slots,
         speculative_token_capacity=envelope,
         mixed_wide_prompt_buckets=(wide_mixed,) if wide_mixed else None,
+        prompt_lanes=lane_option,
     )
     catalog = plan_catalog(chosen, options)
     if step8:
@@ -254,6 +259,7 @@ def helios_simulation(
             lanes=lanes,
             lanes_upto=lanes_upto,
             more_lanes=tuple(declared[1:]) if lanes > 1 else (),
+            lane_option=RECOMMENDED_LANES if "rec-lanes" in variants else None,
             grid=grids[-1] if grids else 0,
         )
     speculation = setup.speculation or (

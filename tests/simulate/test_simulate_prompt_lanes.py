@@ -4,7 +4,7 @@ and the padding measurement reading the programs the runs used."""
 
 from __future__ import annotations
 
-from ignition.simulate.harness import helios_catalog, run_policy
+from ignition.simulate.harness import RECOMMENDED_LANES, helios_catalog, run_policy
 from ignition.simulate.results import ExecutionRecord, RunResult
 from scripts.scheduling_sim.realworld import random_workload, setup_for
 from scripts.scheduling_sim.token_padding import padding_of
@@ -19,6 +19,10 @@ def test_lane_variants_shape_the_recipes_catalog():
     upto = helios_catalog("qwen38", 8, 32, lanes=4, lanes_upto=1024)
     assert {d.prompt_capacity for d in upto.descriptors if d.prompt_lanes > 1} <= {
         64, 128, 256, 512, 768, 1024
+    }
+    rec = helios_catalog("qwen38", 8, 32, lane_option=RECOMMENDED_LANES)
+    assert {(d.prompt_capacity, d.prompt_lanes) for d in rec.descriptors if d.prompt_lanes > 1} >= {
+        (512, 4), (1024, 4), (2048, 2), (4096, 2)
     }
     grid = helios_catalog("qwen38", 8, 32, grid=256)
     assert 1280 in {d.prefill_capacity for d in grid.descriptors}
