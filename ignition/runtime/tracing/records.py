@@ -1,0 +1,96 @@
+"""What one frame, one lane and one wait look like to the trace, whoever ran them: the
+served engine (tracing/hook.py) and the simulator fill the same records, so a simulated
+run and a served run are read the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ignition.helios import LaneRole, ScheduledPlan
+
+
+@dataclass(frozen=True)
+class LaneRecord:
+    """One lane of a completed frame. ``request``: the request's id (its track);
+    ``num_offered``: drafts verified this round, ``num_accepted``: those kept."""
+
+    request: str
+    role: str
+    num_prompt_tokens: int
+    query_length: int
+    num_tokens: int
+    num_offered: int = 0
+    num_accepted: int = 0
+
+    @property
+    def width_class(self) -> str:
+        """The dashboard's request class of this lane: prefill, decode or speculative."""
+        if self.role == LaneRole.PROMPT.value:
+            return "prefill"
+        return "speculative" if self.num_offered > 0 else "decode"
+
+
+@dataclass(frozen=True)
+class FrameRecord:
+    """One completed frame on the device: when it ran (``start_ns``, ``duration_ns``, the
+    measured device time), what Helios predicted, the program's shape (B batch rows, D
+    proposal depth, W token capacity, P prefill capacity) and why it was selected."""
+
+    fence: int
+    start_ns: int
+    duration_ns: int
+    predicted_ns: int
+    program: str
+    kind: str
+    batch: int
+    depth: int
+    tokens: int
+    prefill: int
+    reason: str
+    execution_class: str
+    value_rate: float
+    log_scale: float
+    lanes: tuple[LaneRecord, ...]
+
+
+def frame_record(
+    plan: ScheduledPlan,
+    fence: int,
+    start_ns: int,
+    duration_ns: int,
+    requests: list[str],
+    num_tokens: list[int],
+    num_offered: list[int],
+) -> FrameRecord:
+    """The record of ``plan`` run at ``start_ns`` for ``duration_ns``; per lane, in plan
+    order, its request id, the tokens it committed and the drafts it verified."""
+    lanes = tuple(
+        LaneRecord(
+            request=requests[i],
+            role=lane.role.value,
+            num_prompt_tokens=lane.num_prompt_tokens,
+            query_length=lane.query_length,
+            num_tokens=num_tokens[i],
+            num_offered=num_offered[i],
+            num_accepted=max(0, min(num_offered[i], num_tokens[i] - 1)) if num_offered[i] else 0,
+        )
+        for i, lane in enumerate(plan.lanes)
+    )
+    d = plan.descriptor
+    return FrameRecord(
+        fence=fence,
+        start_ns=start_ns,
+        duration_ns=duration_ns,
+        predicted_ns=plan.estimated_duration_ns,
+        program=d.name,
+        kind=d.kind.value,
+        batch=d.batch_capacity,
+        depth=d.proposal_depth,
+        tokens=d.token_capacity,
+        prefill=d.prefill_capacity,
+        reason=plan.reason.value,
+        execution_class=plan.execution_class.value,
+        value_rate=plan.value_rate,
+        log_scale=plan.log_scale,
+        lanes=lanes,
+    )
