@@ -142,7 +142,11 @@ class TraceRecorder:
             "P": frame.prefill,
             "reason": frame.reason,
             "execution_class": frame.execution_class,
-            "lanes": [[lane.width_class, lane.query_length] for lane in frame.lanes],
+            # a prefill lane's width is its chunk of prompt tokens, a decoder's its rows
+            "lanes": [
+                [lane.width_class, lane.num_prompt_tokens if lane.role == "prompt" else lane.query_length]
+                for lane in frame.lanes
+            ],
         }
 
     def wait(self, request: str, start_ns: int, end_ns: int) -> None:
