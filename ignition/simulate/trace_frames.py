@@ -40,8 +40,8 @@ def record_frame(
             recorder.wait(name, stream.arrival_ns, max(admitted, stream.arrival_ns))
     frame = frame_record(plan, run.fence, run.start_ns, run.device_ns, names, tokens, offered)
     recorder.frame(frame)
-    for name, lane, count in zip(names, plan.lanes, tokens, strict=True):
-        recorder.deliver(name, now_ns, count, streams[lane.handle].arrival_ns)
+    arrivals = [streams[lane.handle].arrival_ns for lane in plan.lanes]
+    recorder.deliver(now_ns, list(zip(names, tokens, arrivals, strict=True)))
     usage = scheduler.usage()
     recorder.counters(
         now_ns,

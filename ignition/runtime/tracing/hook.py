@@ -79,8 +79,7 @@ class TraceHook(LoopHook):
             return  # a worker that reports lanes out of plan order: nothing to attribute
         record = frame_record(plan, launch.number, start, measured, launch.requests, tokens, offered)
         self.recorder.frame(record)
-        for name, count, arrival in zip(launch.requests, tokens, launch.arrivals, strict=True):
-            self.recorder.deliver(name, now, count, arrival)
+        self.recorder.deliver(now, list(zip(launch.requests, tokens, launch.arrivals, strict=True)))
         usage = self.usage()
         self.recorder.counters(
             now,

@@ -158,18 +158,20 @@ class TraceRecorder:
             self._events.append(event)
             self.version += 1
 
-    def deliver(self, request: str, now_ns: int, num_tokens: int, arrival_ns: int) -> None:
-        """``num_tokens`` reached ``request``'s client at ``now_ns``: a TTFT sample for its
-        first delivery, a per-token TBT sample for each later one."""
-        if num_tokens <= 0:
-            return
+    def deliver(self, now_ns: int, deliveries: list[tuple[str, int, int]]) -> None:
+        """``(request, num_tokens, arrival_ns)``: tokens that reached each request's client
+        at ``now_ns``; a TTFT sample for its first delivery, a per-token TBT sample for
+        each later one."""
         with self._lock:
-            last = self._last_delivery.get(request)
-            if last is None:
-                self._ttft_ms.append((now_ns - arrival_ns) / 1e6)
-            else:
-                self._tbt_ms.append((now_ns - last) / 1e6 / num_tokens)
-            self._last_delivery[request] = now_ns
+            for request, num_tokens, arrival_ns in deliveries:
+                if num_tokens <= 0:
+                    continue
+                last = self._last_delivery.get(request)
+                if last is None:
+                    self._ttft_ms.append((now_ns - arrival_ns) / 1e6)
+                else:
+                    self._tbt_ms.append((now_ns - last) / 1e6 / num_tokens)
+                self._last_delivery[request] = now_ns
 
     def forget(self, request: str) -> None:
         """``request`` is done: drop its delivery clock (its track stays)."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ignition.components.catalog import Descriptor
 from ignition.helios import LaneRole, ScheduledPlan
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LaneRecord:
     """One lane of a completed frame. ``request``: the request's id (its track);
     ``num_offered``: drafts verified this round, ``num_accepted``: those kept."""
@@ -25,12 +26,12 @@ class LaneRecord:
     @property
     def width_class(self) -> str:
         """The dashboard's request class of this lane: prefill, decode or speculative."""
-        if self.role == LaneRole.PROMPT.value:
+        if self.role == LaneRole.PROMPT:
             return "prefill"
         return "speculative" if self.num_offered > 0 else "decode"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FrameRecord:
     """One completed frame on the device: when it ran (``start_ns``, ``duration_ns``, the
     measured device time), what Helios predicted, the program's shape (B batch rows, D
@@ -53,6 +54,18 @@ class FrameRecord:
     lanes: tuple[LaneRecord, ...]
 
 
+_NAMES: dict[int, tuple[Descriptor, str]] = {}
+
+
+def program_name(d: Descriptor) -> str:
+    """``d.name``, built once per descriptor (the catalog's are few and live for the run;
+    the descriptor is kept beside its name so an id is never reused for another)."""
+    known = _NAMES.get(id(d))
+    if known is None or known[0] is not d:
+        known = _NAMES[id(d)] = (d, d.name)
+    return known[1]
+
+
 def frame_record(
     plan: ScheduledPlan,
     fence: int,
@@ -64,10 +77,12 @@ def frame_record(
 ) -> FrameRecord:
     """The record of ``plan`` run at ``start_ns`` for ``duration_ns``; per lane, in plan
     order, its request id, the tokens it committed and the drafts it verified."""
+    # Enum members stand for their values (StrEnum: they are str, and JSON writes them so);
+    # ``.value`` on every lane of every frame was a measurable part of the hook's cost.
     lanes = tuple(
         LaneRecord(
             request=requests[i],
-            role=lane.role.value,
+            role=lane.role,
             num_prompt_tokens=lane.num_prompt_tokens,
             query_length=lane.query_length,
             num_tokens=num_tokens[i],
@@ -82,14 +97,14 @@ def frame_record(
         start_ns=start_ns,
         duration_ns=duration_ns,
         predicted_ns=plan.estimated_duration_ns,
-        program=d.name,
-        kind=d.kind.value,
+        program=program_name(d),
+        kind=d.kind,
         batch=d.batch_capacity,
         depth=d.proposal_depth,
         tokens=d.token_capacity,
         prefill=d.prefill_capacity,
-        reason=plan.reason.value,
-        execution_class=plan.execution_class.value,
+        reason=plan.reason,
+        execution_class=plan.execution_class,
         value_rate=plan.value_rate,
         log_scale=plan.log_scale,
         lanes=lanes,
