@@ -27,7 +27,7 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1100,600"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1100,760"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(options=options, service=Service(DRIVER))
