@@ -51,8 +51,9 @@ def test_the_served_run_writes_a_valid_trace_file(traced):
     assert any(e["ph"] == "X" and e["pid"] == 1 for e in document["traceEvents"])
 
 
-def test_disable_dashboard_removes_the_page(bundle):
-    with running_server(bundle, "serve", "--disable-dashboard") as url:
+def test_disable_dashboard_removes_the_page_even_beside_a_trace_file(bundle, tmp_path):
+    args = ("--disable-dashboard", "--trace-file", str(tmp_path / "t.json"))
+    with running_server(bundle, "serve", *args) as url:
         assert httpx.get(f"{url}/dashboard", timeout=10).status_code == 404
         assert httpx.get(f"{url}/dashboard/state", timeout=10).status_code == 404
 
