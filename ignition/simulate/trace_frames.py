@@ -34,8 +34,7 @@ def record_frame(
         names.append(name)
         tokens.append(len(record.token_ids))
         offered.append(q - 1 if lane.role is not LaneRole.PROMPT and q > 1 else 0)
-        if not getattr(stream, "traced", False):
-            stream.traced = True
+        if not recorder.has_track(name):  # its first frame: the wait before it
             admitted = round((stream.record.admitted_ms or 0.0) * NS_PER_MS)
             recorder.wait(name, stream.arrival_ns, max(admitted, stream.arrival_ns))
     frame = frame_record(plan, run.fence, run.start_ns, run.device_ns, names, tokens, offered)

@@ -149,6 +149,11 @@ class TraceRecorder:
             ],
         }
 
+    def has_track(self, request: str) -> bool:
+        """Whether ``request`` has a track (its first frame or wait was recorded)."""
+        with self._lock:
+            return request in self._tids
+
     def wait(self, request: str, start_ns: int, end_ns: int) -> None:
         """``request`` waited for a slot from ``start_ns`` (arrival) to ``end_ns``."""
         event = {"ph": "X", "name": "wait for slot", "cat": "request", "ts": _us(start_ns),
