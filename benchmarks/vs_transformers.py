@@ -12,7 +12,13 @@ end-of-sequence ignored:
 
     .venv/bin/python benchmarks/vs_transformers.py [--model qwen35|qwen4_exp] [--threads N]
         [--prompt-tokens P] [--new-tokens N] [--repeats R] [--policy balanced|throughput]
-        [--dtype float32|bfloat16]
+        [--dtype float32|bfloat16] [--scheduler helios|direct]
+
+The bundle prepares prompt buckets up to four times the prompt's chunk and a four-lane
+program there (the load option ``prompt_lanes``), so the batch's four prompts can run in one
+frame, as transformers runs them in one batch. ``--scheduler direct`` serves through the
+diagnostic direct scheduler (``debug-serve --direct``), which packs waiting prompts into a
+multi-lane prefill program whenever each fits a lane.
 
 ``--dtype`` is the checkpoint's: the random weights are cast to it and saved with it, so
 both sides run in it (Ignition serves a checkpoint in its config's dtype; transformers loads
@@ -152,13 +158,16 @@ def write_tokenizer(path: Path, vocab_size: int) -> None:
 
 
 def build_cpu_bundle(weights: Path, out_dir: Path, prompt_tokens: int, threads: int) -> None:
-    """The bundle every CPU benchmark serves: four slots, no speculation, prefill chunks up
-    to the prompt's power of two (at least 64)."""
+    """The bundle every CPU benchmark serves: four slots, no speculation, prompt buckets up
+    to four times the prompt's power of two (at least 64), and four prompt lanes there: one
+    program carries four such prompts (load option prompt_lanes)."""
     from ignition.compiler.build import build_bundle
     from ignition.recipes import LoadOptions
 
-    chunk = max(64, 1 << (prompt_tokens - 1).bit_length())
-    options = LoadOptions(concurrency=4, max_prefill_chunk=chunk, speculation="off")
+    bucket = 4 * max(64, 1 << (prompt_tokens - 1).bit_length())
+    options = LoadOptions(
+        concurrency=4, max_prefill_chunk=bucket, speculation="off", prompt_lanes=((bucket, 4),)
+    )
     build_bundle(None, options, weights=weights, out_dir=out_dir, device="cpu", threads=threads)
 
 
@@ -183,7 +192,9 @@ def interleaved(ours, theirs, new_tokens: int, repeats: int) -> tuple[Times, Tim
     return (min(times["a1"]), min(times["an"])), (min(times["b1"]), min(times["bn"]))
 
 
-def ignition_runner(bundle: Path, prompts: list[list[int]], threads: int, preset: str):
+def ignition_runner(
+    bundle: Path, prompts: list[list[int]], threads: int, preset: str, direct: bool = False
+):
     from ignition.helios.config import policy_from_preset
     from ignition.runtime.requests import GenerationRequest, SamplingParams
     from ignition.serving import ServeOptions, open_engine
@@ -192,7 +203,7 @@ def ignition_runner(bundle: Path, prompts: list[list[int]], threads: int, preset
     options = ServeOptions(
         str(bundle), speculation="off", device="cpu", num_threads=threads, policy=policy
     )
-    _, engine = open_engine(options)
+    _, engine = open_engine(options, direct=direct)
     counter = iter(range(1 << 30))
 
     def run(max_tokens: int) -> None:
@@ -239,6 +250,12 @@ def main() -> None:
         "--policy", default="balanced", help="Helios preset for Ignition (balanced, throughput)"
     )
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    parser.add_argument(
+        "--scheduler",
+        choices=("helios", "direct"),
+        default="helios",
+        help="Ignition's scheduler: Helios (serving) or the diagnostic direct one",
+    )
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -250,7 +267,7 @@ def main() -> None:
     print(
         f"random {title}, {num_params / 1e6:.1f}M parameters, {args.dtype}, CPU, {args.threads} "
         f"thread(s); prompt {args.prompt_tokens} tokens, {args.new_tokens} new tokens, greedy; "
-        f"Helios {args.policy} preset"
+        + (f"Helios {args.policy} preset" if args.scheduler == "helios" else "direct scheduler")
     )
     print(
         f"{'batch':>5} {'phase':>8} {'ignition tok/s':>15} {'transformers tok/s':>19} {'ratio':>6}"
@@ -259,7 +276,9 @@ def main() -> None:
     for batch in (1, 4):
         prompts = torch.randint(5, 4096, (batch, args.prompt_tokens), generator=generator).tolist()
         ours, theirs = interleaved(
-            ignition_runner(bundle, prompts, args.threads, args.policy),
+            ignition_runner(
+                bundle, prompts, args.threads, args.policy, args.scheduler == "direct"
+            ),
             transformers_runner(weights, prompts, class_name, DTYPES[args.dtype]),
             args.new_tokens,
             args.repeats,

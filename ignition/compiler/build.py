@@ -40,6 +40,7 @@ from ignition.compiler.graph import GraphCapturer, capture_order, prepare_progra
 from ignition.compiler.programs import check_buildable
 from ignition.compiler.state_ops import StateOperations
 from ignition.compiler.validate import validate_program, validate_state_operations
+from ignition.compiler.workspace import lane_table_bytes
 from ignition.components.capacity import plan_catalog
 from ignition.components.catalog import Catalog, Descriptor, GraphKind, save_catalog
 from ignition.model.families import family_for_checkpoint, get_family
@@ -289,6 +290,7 @@ def build_bundle(
         "programs": [results[d.name] for d in ordered],
         "state_operations": state_operations,
         "ple": ple or {"table": "no PLE table"},
+        "prompt_lanes": _lane_summary(catalog, results),
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     _write_report(manifest, out_dir)
@@ -338,7 +340,7 @@ def _validation_state(
     the largest packed extent plus one round's lookahead, and the scratch page at the end;
     ``index_keys``: the storage of QSA's index keys (None: the model's dtype)."""
     descriptors = [d for d in descriptors if d.kind is not GraphKind.VISION]
-    num_slots = max(2, max((d.batch_capacity for d in descriptors), default=1))
+    num_slots = max(2, max((d.row_capacity for d in descriptors), default=1))
     max_tokens = max(
         (d.max_packed_extent + d.token_capacity + d.proposal_depth + 1 for d in descriptors),
         default=page_size,
@@ -407,6 +409,20 @@ def _validate_state_operations(
         }
         for result in validate_state_operations(ops)
     ]
+
+
+def _lane_summary(catalog: Catalog, results: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """What multi-lane prompt programs add: how many there are, their captured bytes (0
+    when eager) and the workspace's per-lane tables beyond one lane."""
+    lanes = [d for d in catalog.descriptors if d.prompt_lanes > 1]
+    return {
+        "programs": len(lanes),
+        "max_lanes": max((d.prompt_lanes for d in catalog.descriptors), default=1),
+        "capture_bytes": sum(results[d.name].get("capture_bytes", 0) for d in lanes),
+        "workspace_bytes": lane_table_bytes(
+            max((d.prompt_lanes for d in catalog.descriptors), default=1)
+        ),
+    }
 
 
 def _place_weights(checkpoint: Path, out_dir: Path, copy: bool) -> str:

@@ -115,10 +115,13 @@ def _take_pending_first_tokens(
 
 
 def step_capacity(d: Descriptor) -> PackedCapacity:
-    if d.kind is GraphKind.PREFILL:
-        return PackedCapacity.mixed(1, 1, d.token_capacity)
+    if d.kind is GraphKind.PREFILL:  # every row a prompt lane: the lanes share P tokens
+        lanes, prompt = d.prompt_lanes, d.token_capacity
+        return PackedCapacity(lanes, 1, prompt, prompt, lanes)
     if d.kind is GraphKind.MIXED:
-        return PackedCapacity.mixed(d.batch_capacity, d.token_capacity, d.prefill_capacity)
+        return PackedCapacity.mixed(
+            d.batch_capacity, d.token_capacity, d.prefill_capacity, d.prompt_lanes
+        )
     return PackedCapacity.mixed(d.batch_capacity, d.token_capacity, 0)
 
 
@@ -145,6 +148,13 @@ def check_buildable(d: Descriptor, model: HybridModel) -> None:
         return
     if d.kind not in (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED):
         raise ProgramError(f"{d.name}: no program builder for kind {d.kind.value!r}")
+    if is_round_program(d) and d.prompt_lanes > 1:
+        raise ProgramError(f"{d.name}: a speculative round carries one prompt lane")
+    if d.prompt_capacity % d.prompt_lanes:
+        raise ProgramError(
+            f"{d.name}: {d.prompt_lanes} prompt lanes do not split {d.prompt_capacity} "
+            "tokens evenly"
+        )
     if is_round_program(d) and d.proposal_depth > 0 and model.mtp is None:
         raise ProgramError(
             f"{d.name}: proposal depth {d.proposal_depth} needs an MTP head; "

@@ -57,42 +57,44 @@ def validate_program(
     vocab_size: int,
     max_prompt_tokens: int | None = None,
 ) -> ValidationResult:
-    """Run ``program`` once with every row active; ``max_prompt_tokens`` caps the prompt
-    chunk below the program's capacity (shapes stay static, so the same kernels run)."""
+    """Run ``program`` once with every row active, every prompt lane (rows 0 .. L - 1)
+    carrying a chunk of its lane's capacity; ``max_prompt_tokens`` caps each chunk below
+    it (shapes stay static, so the same kernels run)."""
     d = program.descriptor
     if isinstance(program.inputs, VisionProgramInputs):
         return validate_vision_program(program, prepared)
     if not sample_tokens:
         raise ValidationError("validation needs a non-empty sample of real tokens")
-    if d.batch_capacity > state.num_slots:
-        raise ValidationError(f"{d.name}: B = {d.batch_capacity} exceeds validation slots")
+    if d.row_capacity > state.num_slots:
+        raise ValidationError(f"{d.name}: {d.row_capacity} rows exceed validation slots")
     frame = program.stage()
-    rows = list(range(d.batch_capacity))
-    prompt_row = 0 if _prompt_capacity(d) else -1
+    rows = list(range(d.row_capacity))
+    prompt_rows = list(range(d.prompt_lanes)) if _prompt_capacity(d) else []
     capacity_tokens = state.capacity_tokens
     for slot in rows:
         state.reset_slot(slot)
         per_slot = state.max_pages_per_slot
         state.assign_pages(slot, list(range(slot * per_slot, (slot + 1) * per_slot)))
         pending[slot] = sample_tokens[slot % len(sample_tokens)]
-    expected_prompt = 0
-    if prompt_row == 0:
-        expected_prompt = min(_prompt_capacity(d), capacity_tokens - d.token_capacity)
+    expected_prompt, offset = 0, 0
+    if prompt_rows:
+        lane_capacity = _prompt_capacity(d) // d.prompt_lanes
+        expected_prompt = min(lane_capacity, capacity_tokens - d.token_capacity)
         if max_prompt_tokens is not None:
             expected_prompt = min(expected_prompt, max_prompt_tokens)
         chunk = _prompt_tokens(sample_tokens, expected_prompt)
-        _bind_prompt(program, frame, chunk)
-    offset = expected_prompt if prompt_row == 0 and not program.is_round else 0
+        for lane in prompt_rows:
+            offset += _bind_prompt(program, frame, lane, offset, chunk)
     for row in rows:
-        if row == prompt_row:
+        if row in prompt_rows:
             continue
         offset += _bind_decode(program, frame, row, offset, d.token_capacity)
     program.upload(frame)
     outputs, interval_ns = timed_run(prepared)
-    emitted = _check_outputs(d, program, outputs, prompt_row, vocab_size)
+    emitted = _check_outputs(d, program, outputs, prompt_rows, vocab_size)
     lengths = state.seq_lens[: len(rows)].tolist()
     for row in rows:
-        committed = expected_prompt if row == prompt_row else emitted[row]
+        committed = expected_prompt if row in prompt_rows else emitted[row]
         if lengths[row] != committed:
             raise ValidationError(
                 f"{d.name} row {row}: state length {lengths[row]} after committing {committed}"
@@ -100,19 +102,25 @@ def validate_program(
     for slot in rows:
         state.reset_slot(slot)
     clear_inputs(program.inputs)
-    return ValidationResult(d.name, interval_ns, expected_prompt + sum(emitted))
+    return ValidationResult(
+        d.name, interval_ns, expected_prompt * len(prompt_rows) + sum(emitted)
+    )
 
 
-def _bind_prompt(program: Program, frame: HostFrame, chunk: list[int]) -> None:
-    """Row 0 (slot 0) carries a full prompt chunk; greedy sampling (the padding)."""
-    frame["slot_ids"][0] = 0
-    frame["prefill_row"][0] = 0
+def _bind_prompt(
+    program: Program, frame: HostFrame, lane: int, offset: int, chunk: list[int]
+) -> int:
+    """Prompt lane ``lane`` is row (and slot) ``lane`` with a full chunk; greedy sampling
+    (the padding). Returns its packed tokens."""
+    frame["slot_ids"][lane] = lane
+    frame["prefill_row"][lane] = lane
     if isinstance(program.inputs, RoundProgramInputs):
         frame["prompt_length"][0] = len(chunk)
         frame["prompt_tokens"][: len(chunk)] = chunk
-        return
-    frame["query_lens"][0] = len(chunk)
-    frame["token_ids"][: len(chunk)] = chunk
+        return 0
+    frame["query_lens"][lane] = len(chunk)
+    frame["token_ids"][offset : offset + len(chunk)] = chunk
+    return len(chunk)
 
 
 def _bind_decode(program: Program, frame: HostFrame, row: int, offset: int, width: int) -> int:
@@ -133,7 +141,7 @@ def _bind_decode(program: Program, frame: HostFrame, row: int, offset: int, widt
 
 
 def _check_outputs(
-    d: Descriptor, program: Program, outputs, prompt_row: int, vocab_size: int
+    d: Descriptor, program: Program, outputs, prompt_rows: list[int], vocab_size: int
 ) -> list[int]:
     """Tokens emitted per row; raises on out-of-vocabulary or missing tokens."""
     if program.is_round:
@@ -148,10 +156,10 @@ def _check_outputs(
     if bad:
         raise ValidationError(f"{d.name}: emitted token ids {bad[:4]} outside [0, {vocab_size})")
     for row, count in enumerate(emitted):
-        if row != prompt_row and count == 0:
+        if row not in prompt_rows and count == 0:
             raise ValidationError(f"{d.name} row {row}: an active decode row emitted nothing")
-    if prompt_row >= 0:
-        emitted[prompt_row] = 0
+    for row in prompt_rows:
+        emitted[row] = 0
     return emitted
 
 

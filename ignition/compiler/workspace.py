@@ -44,7 +44,7 @@ class StepProgramInputs:
     packed: PackedInputs
     sampling: SamplingParams
     is_decode_row: Tensor  # [R] bool rows whose first token comes from ``pending``
-    begin: HistoryBegin | None = None  # programs with a prompt lane: a request's first chunk
+    begin: HistoryBegin | None = None  # programs with prompt lanes: requests' first chunks
     ple: PleRowsInput | None = None  # models with an n-gram table: the staged rows
 
 
@@ -75,7 +75,8 @@ ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
 class BufferSpec:
     """One workspace buffer: which extent sizes it, its dtype and its padding value."""
 
-    extent: str  # "rows", "tokens", "prompt", "images", "bias", "stops", "drafts", "mask", "one"
+    # "rows", "tokens", "prompt", "images", "bias", "stops", "drafts", "mask", "one", "lanes"
+    extent: str
     dtype: torch.dtype
     padding: float | int | bool = 0
     # Read only where a per-row flag says so (the grammar bitmask, gated by is_masked): a
@@ -92,8 +93,9 @@ BUFFERS: dict[str, BufferSpec] = {
     "slot_ids": BufferSpec("rows", torch.int32, -1),
     "pending_tokens": BufferSpec("rows", torch.int64),
     "is_decode_row": BufferSpec("rows", torch.bool, False),
-    "prefill_row": BufferSpec("one", torch.int32, -1),
-    "prompt_next_token": BufferSpec("one", torch.int64, -1),
+    # one entry per prompt lane (model.packing): its row, and the token after its chunk
+    "prefill_row": BufferSpec("lanes", torch.int32, -1),
+    "prompt_next_token": BufferSpec("lanes", torch.int64, -1),
     "prompt_length": BufferSpec("one", torch.int32),
     "prompt_tokens": BufferSpec("prompt", torch.int64),
     "image_positions": BufferSpec("images", torch.int32, -1),
@@ -110,11 +112,11 @@ BUFFERS: dict[str, BufferSpec] = {
     "repetition_penalty": BufferSpec("rows", torch.float32, 1.0),
     "min_p": BufferSpec("rows", torch.float32),
     "min_tokens": BufferSpec("rows", torch.int32),
-    "history_begin": BufferSpec("one", torch.int32, -1),
+    "history_begin": BufferSpec("lanes", torch.int32, -1),
     "bias_ids": BufferSpec("bias", torch.int64, -1),
     "bias_values": BufferSpec("bias", torch.float32),
     "stop_ids": BufferSpec("stops", torch.int64, -1),
-    "replay_from": BufferSpec("one", torch.int32, NO_REPLAY),
+    "replay_from": BufferSpec("lanes", torch.int32, NO_REPLAY),
     # round programs: host-supplied drafts [rows, D] flattened, -1 = none (model.proposals)
     "supplied_drafts": BufferSpec("drafts", torch.int64, -1),
     # structured outputs (model.grammar_mask): rows with a grammar, and their bitmasks as
@@ -124,7 +126,24 @@ BUFFERS: dict[str, BufferSpec] = {
     "token_mask": BufferSpec("mask", torch.int32, -1, is_gated=True),
 }
 BEGIN_BUFFERS = {"history_begin": 1, "bias_ids": MAX_LOGIT_BIAS, "bias_values": MAX_LOGIT_BIAS}
-BEGIN_BUFFERS |= {"stop_ids": MAX_STOP_IDS, "replay_from": 1}
+BEGIN_BUFFERS |= {"stop_ids": MAX_STOP_IDS, "replay_from": 1}  # per prompt lane
+
+
+def lane_table_bytes(max_lanes: int) -> int:
+    """Bytes the workspace's per-lane tables (prompt rows, next tokens, history begins) hold
+    beyond one prompt lane: what a catalog with ``max_lanes``-lane programs adds to the
+    shared input buffers (every program binds views of them, so once per catalog)."""
+    per_lane = {"lanes": 1, "bias": MAX_LOGIT_BIAS, "stops": MAX_STOP_IDS}
+    return sum(
+        (max_lanes - 1) * per_lane[spec.extent] * spec.dtype.itemsize
+        for spec in BUFFERS.values()
+        if spec.extent in per_lane
+    )
+
+
+def begin_buffers(lanes: int) -> dict[str, int]:
+    """The history-begin buffers of a program with ``lanes`` prompt lanes (lane-major)."""
+    return {name: n * lanes for name, n in BEGIN_BUFFERS.items()}
 
 # The per-row sampling buffers every step and round program binds.
 SAMPLING_BUFFERS = (
@@ -154,6 +173,7 @@ class WorkspaceExtents:
     mask_words: int = 0  # int32 words of one row's grammar bitmask (0: no grammar inputs)
     max_depth: int = 0  # the largest proposal depth D of a round program
     max_width: int = 1  # the largest verify width W of a round program (masks per row)
+    max_lanes: int = 1  # the most prompt lanes a program carries (Descriptor.prompt_lanes)
 
     @property
     def is_multimodal(self) -> bool:
@@ -164,10 +184,11 @@ class WorkspaceExtents:
         descriptors = list(descriptors)
         if not descriptors:
             raise ValueError("a workspace needs at least one descriptor")
-        rows = max(d.batch_capacity for d in descriptors)
+        rows = max(d.row_capacity for d in descriptors)
         tokens = max(
             max(d.max_packed_extent, d.packed_capacity + d.prefill_capacity) for d in descriptors
         )
+        lanes = max(d.prompt_lanes for d in descriptors)
         prompt = max(
             (
                 d.token_capacity if d.kind is GraphKind.PREFILL else d.prefill_capacity
@@ -182,7 +203,7 @@ class WorkspaceExtents:
         ]
         depth = max((d.proposal_depth for d in rounds), default=0)
         width = max((d.token_capacity for d in rounds), default=1)
-        return cls(rows, tokens, max(prompt, 1), max_image_tokens, 0, depth, width)
+        return cls(rows, tokens, max(prompt, 1), max_image_tokens, 0, depth, width, lanes)
 
     def length(self, extent: str) -> int:
         return {
@@ -190,12 +211,13 @@ class WorkspaceExtents:
             "tokens": self.max_tokens,
             "prompt": self.max_prompt,
             "images": self.max_image_tokens,
-            "bias": MAX_LOGIT_BIAS,
-            "stops": MAX_STOP_IDS,
+            "bias": MAX_LOGIT_BIAS * self.max_lanes,
+            "stops": MAX_STOP_IDS * self.max_lanes,
             "rope": 3 * self.max_prompt if self.is_multimodal else 0,
             "drafts": self.max_rows * self.max_depth,
             "mask": self.max_rows * self.max_width * self.mask_words,
             "one": 1,
+            "lanes": self.max_lanes,
         }[extent]
 
 
@@ -304,9 +326,14 @@ class Workspace:
         self._check(rows, tokens, capacity.prefill_capacity)
         per_row = ("query_lens", "slot_ids", "is_decode_row", *SAMPLING_BUFFERS)
         lengths = {"token_ids": tokens, **dict.fromkeys(per_row, rows)}
-        lengths |= {"prefill_row": 1, "prompt_next_token": 1}
+        lanes = capacity.prompt_lanes
+        if lanes > self.extents.max_lanes:
+            raise ValueError(
+                f"program of {lanes} prompt lanes exceeds the workspace's {self.extents.max_lanes}"
+            )
+        lengths |= {"prefill_row": lanes, "prompt_next_token": lanes}
         if capacity.prefill_capacity:
-            lengths |= BEGIN_BUFFERS
+            lengths |= begin_buffers(lanes)
         lengths |= self._multimodal(rows, capacity.prefill_capacity)
         lengths |= self._grammar(rows)
         v, uploads = self._views(lengths)

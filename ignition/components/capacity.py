@@ -45,11 +45,26 @@ class ResolvedCapacity:
     mixed_prefill: bool
     kv_page_size: int
     mixed_wide_prompt_buckets: tuple[int, ...] = ()
+    # (prompt bucket, L > 1): the buckets whose prefill and mixed programs also carry L
+    # prompt lanes (capacity.prompt_lanes, at most the build's concurrency)
+    prompt_lanes: tuple[tuple[int, int], ...] = ()
+
+    def lane_counts(self, bucket: int) -> tuple[int, ...]:
+        """The prompt-lane counts prepared at ``bucket``: one, and the recipe's L if more."""
+        lanes = dict(self.prompt_lanes).get(bucket, 1)
+        return (1,) if lanes <= 1 else (1, lanes)
+
 
     @property
     def speculation_active(self) -> bool:
         """Zero drafts selects the ordinary catalog whatever the mode says."""
         return self.speculation != "off" and self.num_draft_tokens > 0
+
+
+def even_lanes(bucket: int, most: int) -> int:
+    """The most lanes up to ``most`` that split ``bucket`` evenly (each lane a row of
+    bucket / L tokens in the prompt workspace, model.packing)."""
+    return max(n for n in range(1, max(most, 1) + 1) if bucket % n == 0)
 
 
 def next_power_of_two(n: int) -> int:
@@ -139,6 +154,14 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
                 "speculative mixed programs"
             )
 
+    lanes = cap.prompt_lanes if options.prompt_lanes is None else options.prompt_lanes
+    for bucket, count in lanes:
+        if bucket not in cap.prompt_buckets or count < 1 or bucket % count:
+            raise CapacityError(
+                f"{where}: option prompt_lanes = {{{bucket}: {count}}}: needs a prepared prompt "
+                f"bucket (one of {list(cap.prompt_buckets)}) that L >= 1 lanes split evenly"
+            )
+
     return ResolvedCapacity(
         recipe=recipe.name,
         concurrency=concurrency,
@@ -152,11 +175,17 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
         mixed_prefill=options.mixed_prefill,
         kv_page_size=cap.kv_page_size,
         mixed_wide_prompt_buckets=tuple(b for b in wide if b <= chunk),
+        prompt_lanes=tuple(
+            (b, even_lanes(b, min(count, concurrency)))
+            for b, count in lanes
+            if b <= chunk and even_lanes(b, min(count, concurrency)) > 1
+        ),
     )
 
 
 def prefill_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
-    """One single-request prefill program per prompt bucket."""
+    """One prefill program per (prompt bucket, lane count): a single-prompt program at every
+    bucket and an L-lane one where the recipe declares L > 1 (capacity.prompt_lanes)."""
     return [
         Descriptor(
             GraphKind.PREFILL,
@@ -164,8 +193,10 @@ def prefill_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
             proposal_depth=0,
             token_capacity=c,
             packed_capacity=c,
+            prompt_lanes=lanes,
         )
         for c in cap.prompt_buckets
+        for lanes in cap.lane_counts(c)
     ]
 
 
@@ -309,6 +340,31 @@ def mixed_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
                     prefill_capacity=c,
                 )
             )
+        shapes += _mixed_lane_shapes(cap, b)
+    return shapes
+
+
+def _mixed_lane_shapes(cap: ResolvedCapacity, batch: int) -> list[Descriptor]:
+    """Ordinary (width-one) mixed programs of ``batch`` rows whose prompt buckets carry
+    L > 1 lanes: the most lanes up to min(L, batch - 1) that split the bucket evenly, so
+    one row stays a decoder. Speculative rounds keep one prompt lane (their prompt staging
+    is one chunk; ``compiler.programs``)."""
+    shapes: list[Descriptor] = []
+    for c in cap.prompt_buckets:
+        lanes = even_lanes(c, min(cap.lane_counts(c)[-1], batch - 1))
+        if lanes <= 1:
+            continue
+        shapes.append(
+            Descriptor(
+                GraphKind.MIXED,
+                batch_capacity=batch,
+                proposal_depth=0,
+                token_capacity=1,
+                packed_capacity=batch,
+                prefill_capacity=c,
+                prompt_lanes=lanes,
+            )
+        )
     return shapes
 
 

@@ -64,6 +64,15 @@ class Descriptor:
     ``estimated_duration_ns`` is carried for reports only: :func:`load_catalog`
     resets it to zero because a cost measured elsewhere says nothing about this
     device (zero means "unknown" to Helios).
+
+    ``prompt_lanes`` (L) is how many prompts a prefill or mixed program may carry at
+    once: each lane has its own state row, positions, chunk start and output row, and
+    the lanes share the one prompt bucket (``token_capacity`` of a prefill,
+    ``prefill_capacity`` of a mixed program) as L equal rows of ``lane_capacity`` = P / L
+    tokens: a lane's chunk is at most P / L tokens (the lanes' GDN scans then run as one
+    batch, ``ignition.model.packing``). A mixed program's prompt lanes are L of its B rows,
+    so at least one row is left for a decoder. Unused lanes are padding (row -1) that
+    mutates nothing.
     """
 
     kind: GraphKind
@@ -77,6 +86,7 @@ class Descriptor:
     value_source: ValueSource = ValueSource.QUERY_LENGTH
     estimated_duration_ns: int = 0
     max_packed_extent: int = field(default=-1)
+    prompt_lanes: int = 1
 
     def __post_init__(self) -> None:
         if self.max_packed_extent == -1:
@@ -112,9 +122,28 @@ class Descriptor:
             parts.append(f"c{self.prefill_capacity}")
         if self.is_device_allocated:
             parts.append("dev")
+        if self.prompt_lanes > 1:
+            parts.append(f"l{self.prompt_lanes}")
         return "-".join(parts)
 
-    def cost_key(self) -> tuple[str, int, int, int, int, int, bool, str]:
+    @property
+    def prompt_capacity(self) -> int:
+        """Prompt tokens the program's lanes share (0: it carries no prompt)."""
+        if self.kind is GraphKind.PREFILL:
+            return self.token_capacity
+        return self.prefill_capacity if self.kind is GraphKind.MIXED else 0
+
+    @property
+    def lane_capacity(self) -> int:
+        """The most prompt tokens one lane's chunk may take: P / L (P with one lane)."""
+        return self.prompt_capacity // self.prompt_lanes
+
+    @property
+    def row_capacity(self) -> int:
+        """Physical rows of the packed program: a prefill program's lanes, else B."""
+        return self.prompt_lanes if self.kind is GraphKind.PREFILL else self.batch_capacity
+
+    def cost_key(self) -> tuple[str, int, int, int, int, int, bool, str, int]:
         """Identity of a cost entry: active row count never changes it."""
         return (
             self.kind.value,
@@ -125,6 +154,7 @@ class Descriptor:
             self.packed_capacity,
             self.speculation_enabled,
             self.value_source.value,
+            self.prompt_lanes,
         )
 
     def expected_packed_extent(self) -> int:
@@ -139,6 +169,8 @@ class Descriptor:
         data = asdict(self)
         data["kind"] = self.kind.value
         data["value_source"] = self.value_source.value
+        if self.prompt_lanes == 1:  # the seed's catalogs, byte for byte
+            del data["prompt_lanes"]
         return data
 
     @classmethod
@@ -155,6 +187,7 @@ _INT_FIELDS = (
     "confidence_width",
     "estimated_duration_ns",
     "max_packed_extent",
+    "prompt_lanes",
 )
 
 
@@ -233,6 +266,18 @@ def validate_descriptor(d: Descriptor, where: str = "descriptor") -> None:
             d.value_source.value,
             "device allocation needs a speculative program with proposals",
         )
+    if d.prompt_lanes < 1:
+        fail("prompt_lanes", d.prompt_lanes, "must be at least 1")
+    if d.prompt_lanes > 1 and d.kind not in (GraphKind.PREFILL, GraphKind.MIXED):
+        fail("prompt_lanes", d.prompt_lanes, "only prefill and mixed programs carry prompts")
+    if d.kind is GraphKind.MIXED and d.prompt_lanes >= B:
+        fail("prompt_lanes", d.prompt_lanes, f"a mixed program keeps a decoder row (B = {B})")
+    if d.prompt_lanes > 1 and d.prompt_capacity % d.prompt_lanes:
+        fail(
+            "prompt_lanes",
+            d.prompt_lanes,
+            f"must split the prompt bucket {d.prompt_capacity} evenly",
+        )
     if d.max_packed_extent != d.expected_packed_extent():
         fail("max_packed_extent", d.max_packed_extent, f"expected {d.expected_packed_extent()}")
 
@@ -244,7 +289,7 @@ def descriptor_from_json(data: Mapping[str, Any], where: str = "descriptor") -> 
     unknown = sorted(set(data) - known)
     if unknown:
         raise CatalogError(f"{where}: unknown field {unknown[0]!r}")
-    missing = sorted(known - set(data))
+    missing = sorted(known - set(data) - {"prompt_lanes"})  # older catalogs: one lane
     if missing:
         raise CatalogError(f"{where}: field {missing[0]!r} is missing")
     values = dict(data)

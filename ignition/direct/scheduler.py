@@ -7,7 +7,10 @@ to tell a runtime bug from a scheduling decision:
 
 - prompts first: while a request has prompt left, the oldest such request gets
   the smallest prefill bucket that holds the rest of its prompt (or the largest
-  bucket, a chunk), one frame at a time;
+  bucket, a chunk), one frame at a time; when several requests have prompt left and
+  a multi-lane prefill program (Descriptor.prompt_lanes) holds the rest of two or
+  more of the oldest whole, one lane each, they share it (the most prompts, then the
+  smallest bucket);
 - decode rounds reproduce Helios's selection only in its simplest case: every
   loaded decode-round program (ordinary decode, or width-one speculative rounds
   that keep the draft context) competes by served lanes per estimated time; an
@@ -163,15 +166,44 @@ class DirectScheduler:
             (r for r in self.requests.values() if r.is_live), key=lambda r: r.admitted_seq
         )
         prompting = [r for r in live if not r.is_decoder]
+        if len(prompting) > 1 and (shared := self._plan_lanes(prompting)) is not None:
+            return shared
         if prompting:
             return self._plan_prefill(prompting[0])
         decoders = [r for r in live if r.remaining_output > 0]
         return self._plan_decode(decoders) if decoders else None
 
+    def _plan_lanes(self, prompting: list[_Request]) -> ScheduledPlan | None:
+        """The oldest prompts whose rest fits one lane each of a multi-lane prefill, if
+        two or more do (images keep the one-lane path: their spans are cut per chunk)."""
+
+        def served(d: Descriptor) -> list[_Request]:
+            lane_capacity = d.token_capacity // d.prompt_lanes
+            taken = []
+            for r in prompting[: d.prompt_lanes]:
+                rest = r.spec.num_prompt_tokens - r.prompt_position
+                if r.spec.image_spans or rest > lane_capacity:
+                    break
+                taken.append(r)
+            return taken
+
+        options = [(d, served(d)) for d in self.prefills if d.prompt_lanes > 1]
+        options = [(d, taken) for d, taken in options if len(taken) > 1]
+        if not options:
+            return None
+        d, taken = min(options, key=lambda o: (-len(o[1]), o[0].token_capacity))
+        lanes = tuple(
+            self._lane(r, LaneRole.PROMPT, r.spec.num_prompt_tokens - r.prompt_position, 0, 1)
+            for r in taken
+        )
+        value = float(sum(lane.num_prompt_tokens for lane in lanes))
+        return self._freeze(d, lanes, prompt_row=0, value=value)
+
     def _plan_prefill(self, r: _Request) -> ScheduledPlan:
         remaining = r.spec.num_prompt_tokens - r.prompt_position
-        fitting = [d for d in self.prefills if d.token_capacity >= remaining]
-        d = fitting[0] if fitting else self.prefills[-1]
+        single = [d for d in self.prefills if d.prompt_lanes == 1]
+        fitting = [d for d in single if d.token_capacity >= remaining]
+        d = fitting[0] if fitting else single[-1]
         chunk = min(remaining, d.token_capacity)
         end = r.prompt_position + chunk
         for start, stop in r.spec.image_spans:  # an image's span is atomic: cut before it

@@ -245,7 +245,12 @@ class LaneWork:
 
 @dataclass(frozen=True)
 class ScheduledPlan:
-    """A frozen selection: physical shape, logical lane work, epochs, duration, score."""
+    """A frozen selection: physical shape, logical lane work, epochs, duration, score.
+
+    A prefill or mixed program may carry up to ``descriptor.prompt_lanes`` prompt lanes
+    (lanes whose role is ``prompt``); ``prompt_rows`` lists them in row order and
+    ``prompt_row`` is the first of them (-1: none), the single-lane case as it was.
+    """
 
     descriptor: Descriptor
     lanes: tuple[LaneWork, ...]
@@ -264,6 +269,12 @@ class ScheduledPlan:
     @property
     def kind(self) -> GraphKind:
         return self.descriptor.kind
+
+    @property
+    def prompt_rows(self) -> tuple[int, ...]:
+        """The rows of the plan's prompt lanes, in row order (several in a multi-lane
+        program; ``prompt_row`` is the first)."""
+        return tuple(i for i, lane in enumerate(self.lanes) if lane.role is LaneRole.PROMPT)
 
     @property
     def expected_end_ns(self) -> int:

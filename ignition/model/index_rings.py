@@ -29,8 +29,7 @@ def keep_index_ring(out: TargetOutput, commit_lens: Tensor) -> None:
     meta, state = out.meta, out.state
     ratio = state.index_raw.shape[2]
     num_rows = meta.capacity.batch_capacity
-    is_prompt_row = torch.arange(num_rows, device=commit_lens.device) == meta.prompt_row
-    kept = commit_lens + torch.where(is_prompt_row & meta.has_prompt, meta.prompt_len, 0)
+    kept = commit_lens + meta.row_prompt_lens
     row = meta.token_row.clamp(max=num_rows - 1)
     offset = meta.token_offset
     is_written = meta.is_token_valid & (offset < kept[row]) & (offset >= kept[row] - ratio)

@@ -49,17 +49,38 @@ NO_REPLAY = 2**31 - 1
 
 @dataclass
 class HistoryBegin:
-    """Workspace inputs of a frame that carries a request's first prompt chunk: the
-    history row it resets and what that request's row starts with. At most one request
-    begins per frame (a frame has at most one prompt lane)."""
+    """Workspace inputs of a frame that carries requests' first prompt chunks: per prompt
+    lane (L of them, one in most programs) the history row it resets and what that
+    request's row starts with; at most one request begins per lane. The per-lane tables
+    are flat, lane-major (lane l's bias ids are ``bias_ids[l * MAX_LOGIT_BIAS:]``)."""
 
-    row: Tensor  # [1] int32 program row of the beginning request, -1 = none
-    bias_ids: Tensor  # [MAX_LOGIT_BIAS] int64 logit-bias token ids, -1 = unused
-    bias_values: Tensor  # [MAX_LOGIT_BIAS] fp32
-    stop_ids: Tensor  # [MAX_STOP_IDS] int64 ids min_tokens masks, -1 = unused
+    row: Tensor  # [L] int32 program row of each lane's beginning request, -1 = none
+    bias_ids: Tensor  # [L * MAX_LOGIT_BIAS] int64 logit-bias token ids, -1 = unused
+    bias_values: Tensor  # [L * MAX_LOGIT_BIAS] fp32
+    stop_ids: Tensor  # [L * MAX_STOP_IDS] int64 ids min_tokens masks, -1 = unused
     # Every prompt chunk: the position where a restarted request's replayed output begins
     # inside its prompt (those tokens count as output, not prompt); NO_REPLAY otherwise.
-    replay_from: Tensor | None = None  # [1] int32
+    replay_from: Tensor | None = None  # [L] int32
+
+    @property
+    def num_lanes(self) -> int:
+        return self.row.shape[0]
+
+    def lane_replay_from(self, lane: int) -> Tensor | None:
+        """[1] lane ``lane``'s replay start (None when the program binds none)."""
+        return None if self.replay_from is None else self.replay_from[lane : lane + 1]
+
+    def lane(self, lane: int) -> HistoryBegin:
+        """Lane ``lane``'s begin inputs as a one-lane view."""
+        bias = self.bias_ids.shape[0] // self.num_lanes
+        stops = self.stop_ids.shape[0] // self.num_lanes
+        return HistoryBegin(
+            self.row[lane : lane + 1],
+            self.bias_ids[lane * bias : (lane + 1) * bias],
+            self.bias_values[lane * bias : (lane + 1) * bias],
+            self.stop_ids[lane * stops : (lane + 1) * stops],
+            self.lane_replay_from(lane),
+        )
 
 
 @dataclass
@@ -133,9 +154,13 @@ class SlotHistory:
         return torch.where(slot_ids >= 0, slot_ids.long(), self.scratch_row)
 
     def begin(self, begin: HistoryBegin, slot_ids: Tensor) -> None:
-        """Reset the row of the request that starts in this frame (``begin.row``, -1 for
-        none; the scratch row is reset instead), then write its bias and stop ids. Inside
-        the program, before anything reads the history."""
+        """Reset the row of each request that starts in this frame (``begin.row`` per prompt
+        lane, -1 for none; the scratch row is reset instead), then write its bias and stop
+        ids. Inside the program, before anything reads the history."""
+        if begin.num_lanes > 1:
+            for lane in range(begin.num_lanes):  # a static, small loop
+                self.begin(begin.lane(lane), slot_ids)
+            return
         row_index = begin.row.long().clamp(min=0)
         starts = (begin.row >= 0) & (slot_ids[row_index] >= 0)
         row = torch.where(starts, slot_ids[row_index].long(), self.scratch_row)  # [1]

@@ -84,14 +84,18 @@ class HybridModel(nn.Module):
             self.lm_head.weight = self.embed_tokens.weight
 
     def embed(self, inputs: PackedInputs, meta: PackedMeta) -> Tensor:
-        """Token embeddings with image features written at the prompt's packed offset."""
+        """Token embeddings with image features written at their prompt lane's packed offsets
+        (a feature's position is lane-major: lane l's chunk position j is l * C_l + j)."""
         embeds = self.embed_tokens(inputs.token_ids)  # [T, hidden]
         num_tokens = embeds.shape[0]
         image_pos = inputs.image_positions.long()
         if image_pos.numel() == 0:
             return embeds
-        is_used = (image_pos >= 0) & (image_pos < meta.prompt_len.long()) & meta.has_prompt
-        packed = meta.cu_query_lens[meta.prompt_row].long() + image_pos
+        lane_capacity = max(meta.capacity.lane_capacity, 1)
+        lane = (image_pos.clamp(min=0) // lane_capacity).clamp(max=meta.prompt_lanes - 1)
+        offset = image_pos - lane * lane_capacity
+        is_used = (image_pos >= 0) & (offset < meta.prompt_len.long()[lane]) & meta.has_prompt[lane]
+        packed = meta.cu_query_lens[meta.prompt_row[lane]].long() + offset
         index = torch.where(is_used, packed, num_tokens)
         padded = torch.cat([embeds, embeds.new_zeros(1, embeds.shape[1])])
         padded[index] = inputs.image_features.to(embeds.dtype)
@@ -184,8 +188,9 @@ class HybridModel(nn.Module):
         """Apply the prompt chunk in full and each decode row's first ``decode_commit_lens``.
 
         decode_commit_lens [R] int: positions kept per decode row (accepted drafts + the
-        pending token); 0, the prompt row and inactive rows keep their state. Rows that keep
-        nothing are redirected to the scratch row, so no branch depends on the data.
+        pending token); 0, the prompt rows and inactive rows keep their state. Rows that keep
+        nothing (and padding prompt lanes) are redirected to the scratch row, so no branch
+        depends on the data.
         """
         meta, state = out.meta, out.state
         commit_lens = torch.minimum(decode_commit_lens.long(), meta.decode_lens)
@@ -211,7 +216,7 @@ class HybridModel(nn.Module):
         if out.ngram_next is not None:
             following = gather_rows(out.ngram_next, meta.decode_index)  # [R, W, n - 1]
             state.ngram_context[decode_rows] = following[row_index, position]
-            last = meta.cu_query_lens[meta.prompt_row].long() + meta.prompt_len.long() - 1
+            last = meta.cu_query_lens[meta.prompt_row].long() + meta.prompt_len.long() - 1  # [L]
             state.ngram_context[prompt_row] = out.ngram_next[last.clamp(min=0)]
         if out.index_raw:
             keep_index_ring(out, commit_lens)

@@ -2,9 +2,17 @@
 
 All rows' tokens sit back to back in one flat array. A row's packed offset is the prefix sum
 of the query lengths before it, independent of which request slot the row serves. At most
-one row, ``prefill_row``, is a prompt chunk; every other active row is a decode/verify row
-of at most ``decode_width`` tokens. Everything in :class:`PackedMeta` is computed on the
-device from the input buffers, without host synchronisation, so a compiler can capture it.
+``prompt_lanes`` (L) rows, ``prefill_row[l]``, are prompt chunks, each of at most
+``prefill_capacity / L`` tokens; every other active row is a decode/verify row of at most
+``decode_width`` tokens. Everything in :class:`PackedMeta` is computed on the device from
+the input buffers, without host synchronisation, so a compiler can capture it.
+
+The prompt workspace is lane-major, ``[L, prefill_capacity / L]``: lane l's tokens are
+gathered to ``prompt_index[l]`` (its own positions, state row and chunk start), so GDN's
+chunked path runs every lane at once with the lanes folded into its heads. A lane whose
+``prefill_row`` is -1 (or names an inactive row) is padding: it gathers only the zero
+sentinel, its length is 0 and every state it would write goes to the scratch row, so it
+mutates nothing.
 
 Padding is harmless by construction: tokens past the packed total map to KV slot -1 and to
 the gather sentinel (an appended zero row), and rows with query length 0 (or slot -1) have
@@ -19,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ignition.kernels import ops
 from ignition.model.state import ModelState
 
 
@@ -28,12 +37,27 @@ class PackedCapacity:
 
     batch_capacity: int  # R physical rows
     decode_width: int  # W tokens per decode/verify row
-    prefill_capacity: int  # prompt tokens of the prompt row (0: no prompt row)
+    prefill_capacity: int  # prompt tokens the prompt lanes share (0: no prompt row)
     token_capacity: int  # T packed tokens
+    prompt_lanes: int = 1  # L prompt rows, each of at most prefill_capacity / L tokens
+
+    def __post_init__(self) -> None:
+        if self.prompt_lanes < 1 or self.prefill_capacity % self.prompt_lanes:
+            raise ValueError(
+                f"{self.prompt_lanes} prompt lanes do not split prefill_capacity "
+                f"{self.prefill_capacity} evenly"
+            )
+
+    @property
+    def lane_capacity(self) -> int:
+        """Prompt tokens one lane may carry (its row of the lane-major prompt workspace)."""
+        return self.prefill_capacity // self.prompt_lanes
 
     @classmethod
-    def mixed(cls, batch_capacity: int, decode_width: int, prefill_capacity: int) -> PackedCapacity:
-        """A prompt row plus decoders: prefill_capacity + (R - 1) * W packed tokens."""
+    def mixed(
+        cls, batch_capacity: int, decode_width: int, prefill_capacity: int, prompt_lanes: int = 1
+    ) -> PackedCapacity:
+        """Prompt rows plus decoders: prefill_capacity + (R - 1) * W packed tokens."""
         if prefill_capacity and prefill_capacity < decode_width:
             raise ValueError(
                 f"prefill_capacity {prefill_capacity} < decode_width {decode_width}: a "
@@ -44,7 +68,7 @@ class PackedCapacity:
             if prefill_capacity
             else batch_capacity * decode_width
         )
-        return cls(batch_capacity, decode_width, prefill_capacity, tokens)
+        return cls(batch_capacity, decode_width, prefill_capacity, tokens, prompt_lanes)
 
     @classmethod
     def ragged(cls, batch_capacity: int, decode_width: int, packed_capacity: int) -> PackedCapacity:
@@ -64,15 +88,17 @@ class PackedInputs:
     token_ids: Tensor  # [T] int64
     query_lens: Tensor  # [R] int32
     slot_ids: Tensor  # [R] int32 state row per packed row, -1 = inactive
-    prefill_row: Tensor  # [1] int32 index of the prompt row, -1 = none
-    prompt_next_token: Tensor  # [1] int64 token after the prompt chunk; -1 = the sampled one
-    image_features: Tensor  # [I, hidden] vision features for the prompt row
-    image_positions: Tensor  # [I] int32 prompt-relative position of each feature, -1 = unused
+    prefill_row: Tensor  # [L] int32 row of each prompt lane, -1 = none
+    prompt_next_token: Tensor  # [L] int64 token after each lane's chunk; -1 = the sampled one
+    image_features: Tensor  # [I, hidden] vision features for the prompt lanes
+    # [I] int32 position of each feature in the lane-major prompt workspace (lane l's chunk
+    # position j is l * prefill_capacity / L + j; with one lane, the chunk position), -1 = unused
+    image_positions: Tensor
     # multimodal rope (requests with images): a per-row offset added to every token's rope
     # position (the request's delta), and explicit (t, h, w) positions of the prompt chunk's
     # tokens, -1 = not given; None leaves rope at the sequence position
     rope_offset: Tensor | None = None  # [R] int32
-    prompt_rope: Tensor | None = None  # [3, prefill_capacity] int32
+    prompt_rope: Tensor | None = None  # [3, prefill_capacity] int32, lane-major like images
 
     @classmethod
     def build(
@@ -80,30 +106,41 @@ class PackedInputs:
         capacity: PackedCapacity,
         rows: Sequence[Sequence[int]],
         slot_ids: Sequence[int],
-        prefill_row: int = -1,
-        prompt_next_token: int = -1,
+        prefill_row: int | Sequence[int] = -1,
+        prompt_next_token: int | Sequence[int] = -1,
         hidden_size: int = 1,
         image_features: Tensor | None = None,
         image_positions: Sequence[int] = (),
         max_image_tokens: int = 0,
         device: torch.device | str = "cpu",
     ) -> PackedInputs:
-        """Pack host rows (token lists) into capacity-sized buffers; a test and runtime helper."""
+        """Pack host rows (token lists) into capacity-sized buffers; a test and runtime helper.
+        ``prefill_row`` and ``prompt_next_token`` take one value per prompt lane (or one int)."""
+        lanes = capacity.prompt_lanes
+        prompt_rows = [prefill_row] if isinstance(prefill_row, int) else list(prefill_row)
+        nexts = (
+            [prompt_next_token] if isinstance(prompt_next_token, int) else list(prompt_next_token)
+        )
+        prompt_rows += [-1] * (lanes - len(prompt_rows))
+        nexts += [-1] * (lanes - len(nexts))
+        if len(prompt_rows) > lanes or len(nexts) > lanes:
+            raise ValueError(f"{len(prompt_rows)} prompt rows for {lanes} prompt lanes")
         if len(rows) != len(slot_ids) or len(rows) > capacity.batch_capacity:
             raise ValueError(
                 f"{len(rows)} rows with {len(slot_ids)} slot ids for batch capacity "
                 f"{capacity.batch_capacity}"
             )
         for index, row in enumerate(rows):
-            limit = capacity.prefill_capacity if index == prefill_row else capacity.decode_width
+            is_prompt = index in prompt_rows
+            limit = capacity.lane_capacity if is_prompt else capacity.decode_width
             if len(row) > limit:
-                kind = "prompt" if index == prefill_row else "decode"
+                kind = "prompt" if is_prompt else "decode"
                 raise ValueError(f"{kind} row {index} has {len(row)} tokens, capacity {limit}")
         total = sum(len(row) for row in rows)
         if total > capacity.token_capacity:
             raise ValueError(f"{total} packed tokens exceed capacity {capacity.token_capacity}")
-        if prefill_row >= len(rows):
-            raise ValueError(f"prefill_row {prefill_row} names no row ({len(rows)} rows)")
+        if max(prompt_rows) >= len(rows):
+            raise ValueError(f"prefill_row {max(prompt_rows)} names no row ({len(rows)} rows)")
         tokens = torch.zeros(capacity.token_capacity, dtype=torch.int64)
         flat = [t for row in rows for t in row]
         tokens[: len(flat)] = torch.tensor(flat, dtype=torch.int64)
@@ -124,8 +161,8 @@ class PackedInputs:
             token_ids=tokens.to(device),
             query_lens=query_lens.to(device),
             slot_ids=slots.to(device),
-            prefill_row=torch.tensor([prefill_row], dtype=torch.int32, device=device),
-            prompt_next_token=torch.tensor([prompt_next_token], dtype=torch.int64, device=device),
+            prefill_row=torch.tensor(prompt_rows, dtype=torch.int32, device=device),
+            prompt_next_token=torch.tensor(nexts, dtype=torch.int64, device=device),
             image_features=features.to(device),
             image_positions=positions.to(device),
         )
@@ -146,12 +183,13 @@ class PackedMeta:
     context_lens: Tensor  # [R] int32 cached + query length
     page_table: Tensor  # [R, max_pages] int32
     kv_slots: Tensor  # [T] int32 flat KV slot, -1 = no write
-    has_prompt: Tensor  # [1] bool
-    prompt_row: Tensor  # [1] int64 (clamped to 0 when absent); [1], not [], so that indexing
-    # with it is a device gather rather than a host read of a 0-d index
-    prompt_len: Tensor  # [1] int32
-    prompt_index: Tensor  # [prefill_capacity] int64 packed index, T = sentinel
-    decode_lens: Tensor  # [R] int64 query length of decode rows (0 for the prompt row)
+    has_prompt: Tensor  # [L] bool per prompt lane
+    prompt_row: Tensor  # [L] int64 row of each lane (clamped to 0 when absent); [L], not [],
+    # so that indexing with it is a device gather rather than a host read of a 0-d index
+    prompt_len: Tensor  # [L] int32
+    prompt_index: Tensor  # [prefill_capacity] int64 packed index, lane-major, T = sentinel
+    row_prompt_lens: Tensor  # [R] int64 each row's prompt chunk length (0: not a prompt row)
+    decode_lens: Tensor  # [R] int64 query length of decode rows (0 for the prompt rows)
     decode_index: Tensor  # [R, W] int64 packed index, T = sentinel
     scratch_row: int
     rope_positions: Tensor | None = None  # [3, T] multimodal rope, None = ``positions``
@@ -192,16 +230,20 @@ class PackedMeta:
         is_written = is_valid & is_row_active[row_clamped] & is_in_pages & (page >= 0)
         kv_slots = torch.where(is_written, page * page_size + positions % page_size, -1)
 
-        prompt_row = prefill_row[:1].long().clamp(min=0)
-        has_prompt = (prefill_row[:1] >= 0) & is_row_active[prompt_row]
+        lanes = prefill_row[: capacity.prompt_lanes]
+        prompt_row = lanes.long().clamp(min=0, max=num_rows - 1)
+        has_prompt = (lanes >= 0) & is_row_active[prompt_row]
         has_prompt &= capacity.prefill_capacity > 0  # a program without a prompt workspace
-        prompt_len = torch.where(has_prompt, lens[prompt_row], 0).to(torch.int32).reshape(1)
-        prompt_pos = torch.arange(capacity.prefill_capacity, device=device)
+        prompt_len = torch.where(has_prompt, lens[prompt_row], 0).to(torch.int32)
+        prompt_pos = torch.arange(capacity.lane_capacity, device=device)
         prompt_index = torch.where(
-            prompt_pos < prompt_len.long(), cu[prompt_row] + prompt_pos, num_tokens
-        )
-        is_prompt_row = (torch.arange(num_rows, device=device) == prompt_row) & has_prompt
-        decode_lens = torch.where(is_prompt_row | ~is_row_active, 0, lens)
+            prompt_pos[None, :] < prompt_len.long()[:, None],
+            cu[prompt_row][:, None] + prompt_pos[None, :],
+            num_tokens,
+        ).reshape(-1)
+        is_lane_row = (torch.arange(num_rows, device=device)[:, None] == prompt_row) & has_prompt
+        row_prompt_lens = (is_lane_row * prompt_len.long()).sum(-1)  # [R]
+        decode_lens = torch.where(is_lane_row.any(-1) | ~is_row_active, 0, lens)
         width = torch.arange(capacity.decode_width, device=device)
         decode_index = torch.where(
             width[None, :] < decode_lens[:, None], cu[:-1, None] + width[None, :], num_tokens
@@ -222,6 +264,7 @@ class PackedMeta:
             prompt_row=prompt_row,
             prompt_len=prompt_len,
             prompt_index=prompt_index,
+            row_prompt_lens=row_prompt_lens,
             decode_lens=decode_lens,
             decode_index=decode_index,
             scratch_row=state.scratch_row,
@@ -229,8 +272,34 @@ class PackedMeta:
 
     @property
     def prompt_state_row(self) -> Tensor:
-        """[1] state row of the prompt: its slot, or the scratch row when there is none."""
+        """[L] state row of each prompt lane: its slot, or the scratch row when it is padding."""
         return torch.where(self.has_prompt, self.state_rows[self.prompt_row], self.scratch_row)
+
+    @property
+    def prompt_lanes(self) -> int:
+        return self.capacity.prompt_lanes
+
+    def lane_major(self, x: Tensor) -> Tensor:
+        """[L * C_l, ...] gathered prompt operands -> [L, C_l, ...] (C_l the lane capacity)."""
+        return x.view(self.prompt_lanes, self.capacity.lane_capacity, *x.shape[1:])
+
+
+def prompt_conv(
+    x: Tensor, meta: PackedMeta, weight: Tensor, windows: Tensor, activation: str = "silu"
+) -> tuple[Tensor, Tensor]:
+    """The causal conv prefill of every prompt lane: ``x`` [L * C_l, C] gathered lane-major,
+    ``windows`` [L, C, K-1] each lane's window; returns (y [L * C_l, C], windows [L, C, K-1]).
+    One kernel call per lane (L is a static, small shape): each lane continues its own
+    window over its own length."""
+    lanes = meta.lane_major(x)
+    pieces = [
+        ops.causal_conv1d_prefill(
+            lanes[i], weight, None, windows[i], meta.prompt_len[i : i + 1], activation=activation
+        )
+        for i in range(meta.prompt_lanes)
+    ]
+    y = torch.cat([piece[0] for piece in pieces]) if len(pieces) > 1 else pieces[0][0]
+    return y, torch.stack([piece[1] for piece in pieces])
 
 
 def multimodal_rope(meta: PackedMeta, inputs: PackedInputs) -> Tensor | None:

@@ -68,15 +68,16 @@ def run_step(
     if history is not None:
         if begin is not None:
             history.begin(begin, inputs.slot_ids)
-        prompt_row = meta.prompt_row.long().clamp(min=0, max=capacity.batch_capacity - 1)
-        is_prompt_token = meta.has_prompt & (meta.token_row == meta.prompt_row)
-        history.add_prompt(
-            inputs.slot_ids[prompt_row].reshape(1),
-            inputs.token_ids,
-            is_prompt_token,
-            meta.positions,
-            None if begin is None else begin.replay_from,
-        )
+        for lane in range(capacity.prompt_lanes):  # a static, small loop
+            prompt_row = meta.prompt_row[lane : lane + 1]
+            is_prompt_token = meta.has_prompt[lane] & (meta.token_row == prompt_row)
+            history.add_prompt(
+                inputs.slot_ids[prompt_row],
+                inputs.token_ids,
+                is_prompt_token,
+                meta.positions,
+                None if begin is None else begin.lane_replay_from(lane),
+            )
     is_active = (inputs.query_lens > 0) & (inputs.slot_ids >= 0)
     last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [R]
     raw = out.logits_at(last)
@@ -87,10 +88,13 @@ def run_step(
     logprobs = token_logprobs(raw, next_tokens) if needs_logprobs else None
     model.commit(out, meta.decode_lens)
 
-    prompt_next = inputs.prompt_next_token[0]
-    is_prompt = torch.arange(capacity.batch_capacity, device=last.device) == meta.prompt_row
-    is_continued = is_prompt & meta.has_prompt & (prompt_next >= 0)
-    row_next = torch.where(is_continued, prompt_next, next_tokens)
+    # [R, L]: row r is prompt lane l, and that lane's chunk does not end its prompt
+    prompt_next = inputs.prompt_next_token[: capacity.prompt_lanes]
+    is_lane = torch.arange(capacity.batch_capacity, device=last.device)[:, None] == meta.prompt_row
+    is_lane_continued = is_lane & meta.has_prompt & (prompt_next >= 0)
+    is_continued = is_lane_continued.any(-1)
+    continued_next = (torch.where(is_lane_continued, prompt_next, 0)).sum(-1)
+    row_next = torch.where(is_continued, continued_next, next_tokens)
     following = next_token_per_position(
         inputs.token_ids, meta.cu_query_lens, meta.token_row, row_next
     )

@@ -36,6 +36,9 @@ class LoadOptions:
     mixed_wide_prompt_buckets: tuple[int, ...] | None = None
     # QSA index-key storage (None: "auto", the model's dtype); one of INDEXER_KV_DTYPES
     indexer_kv_dtype: str | None = None
+    # (prompt bucket, L) pairs: the prompt lanes a build prepares (None: the recipe's
+    # capacity.prompt_lanes; () prepares one lane everywhere)
+    prompt_lanes: tuple[tuple[int, int], ...] | None = None
 
     def __post_init__(self) -> None:
         check_indexer_kv_dtype("indexer_kv_dtype", self.indexer_kv_dtype)
@@ -45,6 +48,8 @@ class LoadOptions:
         out = {k: v for k, v in asdict(self).items() if v is not None and v is not False}
         if "mixed_wide_prompt_buckets" in out:
             out["mixed_wide_prompt_buckets"] = list(out["mixed_wide_prompt_buckets"])
+        if "prompt_lanes" in out:
+            out["prompt_lanes"] = {str(b): n for b, n in out["prompt_lanes"]}
         return out
 
 
@@ -57,6 +62,7 @@ OPTION_TYPES: dict[str, type] = {
     "speculation": str,
     "mixed_wide_prompt_buckets": list,
     "indexer_kv_dtype": str,
+    "prompt_lanes": dict,
 }
 
 
@@ -89,9 +95,27 @@ def parse_load_options(raw: Mapping[str, Any], where: str) -> LoadOptions:
             raise ValueError(f"'{where}.{key}' = {value!r}: expected one of {SPECULATION_MODES}")
         if key == "indexer_kv_dtype":
             check_indexer_kv_dtype(f"'{where}.{key}'", value)
+        if key == "prompt_lanes":
+            value = _lane_pairs(value, f"'{where}.{key}'")
         if expected is list:
             if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
                 raise ValueError(f"'{where}.{key}' = {value!r}: expected a list of integers")
             value = tuple(value)
         values[key] = value
     return LoadOptions(**values)
+
+
+def _lane_pairs(value: Mapping[Any, Any], where: str) -> tuple[tuple[int, int], ...]:
+    """{bucket: L} (keys may be strings, as JSON writes them) -> sorted (bucket, L) pairs."""
+    pairs = []
+    for bucket, lanes in value.items():
+        try:
+            pair = (int(bucket), lanes)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{where} = {dict(value)!r}: bucket {bucket!r} is not an integer"
+            ) from None
+        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
+            raise ValueError(f"{where} = {dict(value)!r}: L = {lanes!r} must be an integer >= 1")
+        pairs.append(pair)
+    return tuple(sorted(pairs))

@@ -82,6 +82,14 @@ class CapacitySpec:
     # (concurrency, speculative_token_capacity) steps: a build asking for at least that
     # many slots without --speculative-token-capacity gets that R (docs/capacity.md)
     concurrency_defaults: tuple[tuple[int, int], ...] = ()
+    # (prompt bucket, L) pairs: prefill and mixed programs of that bucket are prepared with
+    # one prompt lane and with L lanes besides (``capacity.prompt_lanes``); buckets absent
+    # carry one prompt
+    prompt_lanes: tuple[tuple[int, int], ...] = ()
+
+    def lanes_of(self, bucket: int) -> int:
+        """The most prompt lanes the recipe declares for ``bucket`` (1 when it declares none)."""
+        return dict(self.prompt_lanes).get(bucket, 1)
 
     def default_envelope(self, concurrency: int) -> int:
         """R for a build of ``concurrency`` slots that does not choose one."""
@@ -276,6 +284,7 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
             if bucket not in buckets:
                 r.fail(bucket, f"not one of capacity.prompt_buckets {list(buckets)}", f"{key}[{i}]")
     steps = _concurrency_defaults(r, concurrency, max_concurrency, envelope, max_envelope)
+    lanes = _prompt_lanes(r, buckets, concurrency)
     spec = CapacitySpec(
         concurrency=concurrency,
         max_prefill_chunk=chunk,
@@ -291,9 +300,36 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         vision_max_images=_positive(r, "vision_max_images", default=1),
         mixed_wide_prompt_buckets=wide,
         concurrency_defaults=steps,
+        prompt_lanes=lanes,
     )
     r.finish()
     return spec
+
+
+def _prompt_lanes(
+    r: _Reader, buckets: tuple[int, ...], concurrency: int
+) -> tuple[tuple[int, int], ...]:
+    """``capacity.prompt_lanes``: {prompt bucket: L}, L prompts one prefill or mixed program
+    of that bucket may carry (1 <= L <= concurrency; buckets absent carry one)."""
+    if "prompt_lanes" not in r.data:
+        return ()
+    key = r.sub("prompt_lanes")
+    table = r.get("prompt_lanes", dict)
+    pairs = []
+    for bucket, lanes in table.items():
+        where = f"{key}.{bucket}"
+        if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket not in buckets:
+            r.fail(bucket, f"not one of capacity.prompt_buckets {list(buckets)}", where)
+        if isinstance(lanes, bool) or not isinstance(lanes, int):
+            r.fail(lanes, "expected int", where)
+        if not 1 <= lanes <= concurrency:
+            r.fail(lanes, f"must lie in 1..capacity.concurrency = {concurrency}", where)
+        if bucket % lanes:
+            r.fail(
+                lanes, f"must split the bucket {bucket} evenly (lanes of bucket / L tokens)", where
+            )
+        pairs.append((bucket, lanes))
+    return tuple(sorted(pairs))
 
 
 def _concurrency_defaults(

@@ -93,7 +93,8 @@ class AsyncEngine:
                     self.engine.wait_for_work(self._idle_poll_s)
         except Exception as err:  # the loop cannot continue: end every request cleanly
             message = f"the engine loop stopped: {type(err).__name__}: {err}"
-            log.critical(message, exc_info=err)
+            log.critical(message)  # one line; the traceback is for whoever debugs it
+            log.debug("the engine loop stopped here", exc_info=err)
             self.failure = message
             try:
                 self.engine.fail_all(message)

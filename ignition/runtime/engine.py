@@ -183,13 +183,22 @@ class Engine:
         except Exception as err:  # a failed frame fails its requests, not the server
             if isinstance(err, FatalWorkerError):
                 raise
-            self.failures.fail_frame(fence, plan, err)
+            if not self._inflight:
+                self.failures.fail_frame(fence, plan, err)
+                return
+            # Older frames are in flight: Helios completes fences in order, so this one is
+            # retired in its turn; its requests are settled now (no later plan serves them).
+            self.failures.settle(fence, plan, err)
+            self._inflight.append(_Inflight(fence, plan, None, failed_at_launch=True))
         else:
             self._inflight.append(_Inflight(fence, plan, pending))
 
     def _complete_oldest(self) -> None:
         """Wait for the oldest frame, complete it in Helios, publish what became visible."""
         frame = self._inflight.popleft()
+        if frame.failed_at_launch:
+            self.failures.retire(frame.fence, frame.plan)
+            return
         result = self._wait(frame)
         tokens = self._complete(frame, result) if result is not None else None
         if result is not None and tokens is not None:

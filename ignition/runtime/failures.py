@@ -6,9 +6,15 @@ say whose input broke it, so each of them restarts from its prompt plus the
 output it already has, on probation: probation requests are readmitted one at a
 time, and one that fails again (or fails alone) is the one that ends with an
 error; the requests sharing that frame with it restart without being charged. A
-request whose publication raises ends alone. Anything else that escapes a step
-means the loop cannot continue: :meth:`Engine.fail_all` ends every open request
-with an error so the caller can stop cleanly.
+request whose publication raises ends alone.
+
+A frame fails at launch while older frames may still be in flight: its requests are
+settled at once (no later plan serves them), and the frame stays in the engine's queue
+until it is the oldest, when Helios retires it, so fences complete in commit order and
+the frames around it go on.
+
+Anything else that escapes a step means the loop cannot continue: :meth:`Engine.fail_all`
+ends every open request with an error so the caller can stop cleanly.
 """
 
 from __future__ import annotations
@@ -51,12 +57,20 @@ class FrameFailures:
                 self.lifecycle.finish(live, "error", notify_scheduler=True, error=message)
 
     def fail_frame(self, fence: Fence, plan: ScheduledPlan, err: Exception) -> None:
-        """Settle the requests of a frame that could not execute, then retire the frame.
+        """Settle the requests of the oldest frame in flight, which could not execute (its
+        wait or its completion failed), and retire it in Helios."""
+        self.settle(fence, plan, err)
+        self.retire(fence, plan)
+
+    def settle(self, fence: Fence, plan: ScheduledPlan, err: Exception) -> None:
+        """End or restart the requests of a frame that could not execute.
 
         A request that ran alone, was already on probation or has used its restarts ends
         with the error; the others restart (see the module docstring). Either way they are
-        cancelled first, so Helios accepts records without tokens for them; zero device
-        time records no cost observation.
+        cancelled in Helios at once, so no later plan serves them and Helios accepts the
+        frame's records without tokens when :meth:`retire` completes it. Their slots and
+        pages come back when the frame is retired and they are reaped (an older frame of
+        theirs may still run on the device).
         """
         message = f"{plan.descriptor.name} failed: {type(err).__name__}: {err}"
         log.error("fence %d: %s", fence.value, message, exc_info=err)
@@ -88,6 +102,11 @@ class FrameFailures:
                 # The restart runs without retention: its copies are suppressed and its
                 # rows freed when the old handle is reaped.
                 self.lifecycle.retention.cancel(live.request)
+
+    def retire(self, fence: Fence, plan: ScheduledPlan) -> None:
+        """Complete a failed frame in Helios when it is the oldest in flight (Helios
+        completes fences in order): records without tokens for its settled requests, zero
+        device time (no cost observation)."""
         records = tuple(
             CompletionRecord(
                 lane.handle, lane.num_prompt_tokens if lane.role is LaneRole.PROMPT else 0

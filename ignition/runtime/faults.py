@@ -3,7 +3,9 @@
 Reliability tests need real failures in a real server without a broken model.
 ``IGNITION_TEST_FAULTS`` names stages and marker token ids, e.g.
 ``launch=401,wait=402,publish=403,step=404``: a request whose prompt starts with
-a marker fails at that stage.
+a marker fails at that stage. ``STAGE=TOKEN@N`` fails it there only once it has N
+output tokens (``launch=401@6``: a decoding request, whose frames are queued behind
+others, rather than its first prompt frame).
 
 - ``launch`` / ``wait``: the worker raises while launching or waiting for a
   frame that contains the marked request (a frame failure; its initialization, a
@@ -18,7 +20,7 @@ Unset (always, outside tests), nothing is wrapped and nothing is checked.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ignition.helios import LaneRole
 from ignition.runtime.engine import Engine, LiveRequest
@@ -34,18 +36,23 @@ class InjectedFault(RuntimeError):
 @dataclass(frozen=True)
 class FaultPlan:
     markers: dict[str, int]
+    # per stage: the output tokens a marked request must have before it fails there
+    after_tokens: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str) -> FaultPlan:
-        markers = {}
+        markers, after = {}, {}
         for item in filter(None, (part.strip() for part in text.split(","))):
-            stage, _, token = item.partition("=")
-            if stage not in STAGES or not token.isdigit():
+            stage, _, target = item.partition("=")
+            token, _, count = target.partition("@")
+            if stage not in STAGES or not token.isdigit() or not (count or "0").isdigit():
                 raise ValueError(
-                    f"{ENV}: {item!r}: expected STAGE=TOKEN_ID with STAGE one of {STAGES}"
+                    f"{ENV}: {item!r}: expected STAGE=TOKEN_ID[@OUTPUT_TOKENS] with STAGE one "
+                    f"of {STAGES}"
                 )
             markers[stage] = int(token)
-        return cls(markers)
+            after[stage] = int(count or 0)
+        return cls(markers, after)
 
     @classmethod
     def from_env(cls) -> FaultPlan | None:
@@ -54,7 +61,11 @@ class FaultPlan:
 
     def hits(self, stage: str, live: LiveRequest) -> bool:
         marker = self.markers.get(stage)
-        return marker is not None and live.request.prompt_ids[:1] == (marker,)
+        return (
+            marker is not None
+            and live.request.prompt_ids[:1] == (marker,)
+            and len(live.output_ids) >= self.after_tokens.get(stage, 0)
+        )
 
     def check(self, stage: str, live: LiveRequest) -> None:
         if self.hits(stage, live):

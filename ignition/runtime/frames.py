@@ -69,3 +69,5 @@ class _Inflight:
     fence: Fence
     plan: ScheduledPlan
     pending: object
+    # Its launch raised: its requests are settled, and Helios retires it in its turn.
+    failed_at_launch: bool = False

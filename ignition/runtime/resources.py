@@ -6,6 +6,12 @@ grows with each launched frame (the whole verification width plus the draft
 lookahead, since rejected positions are written before they are discarded),
 and come back only through :meth:`release`, which the engine calls after the
 request's last submitted fence has completed.
+
+The worst-case length is the slot's committed length plus the advances of its frames
+still unread: a launch adds the frame's whole advance, and reading the frame back
+(:meth:`settle`) takes off what it did not commit (rejected drafts). Without that the
+bound would grow by every rejected draft and pass the slot's capacity long before the
+request reaches its context limit.
 """
 
 from __future__ import annotations
@@ -59,6 +65,17 @@ class SlotResources:
         length = self._upper_len.get(slot, 0) + max_advance
         self._cover(slot, length + lookahead)
         self._upper_len[slot] = length
+
+    def settle(self, slot: int, planned: int, committed: int) -> None:
+        """A decode frame whose launch covered ``planned`` tokens was read back and committed
+        ``committed`` of them: the slot's bound drops by the rest. Pages already handed out
+        stay with the slot (the next frames reuse them)."""
+        if slot in self._upper_len:
+            self._upper_len[slot] -= max(0, planned - committed)
+
+    def length_bound(self, slot: int) -> int:
+        """The slot's committed length after every launched frame, at most."""
+        return self._upper_len.get(slot, 0)
 
     def release(self, slot: int) -> None:
         self._free.extend(reversed(self._pages.pop(slot, [])))

@@ -16,7 +16,7 @@ import torch
 from ignition.compiler.graph import PreparedProgram
 from ignition.compiler.programs import Program
 from ignition.compiler.state_ops import StateOperations
-from ignition.helios import Fence, RequestHandle, ScheduledPlan
+from ignition.helios import Fence, LaneRole, RequestHandle, ScheduledPlan
 from ignition.model.state import ModelState
 from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors import (
@@ -114,7 +114,9 @@ class ModelWorker:
         return self.executors[plan.descriptor.kind].launch(plan, fence, live)
 
     def wait(self, launched) -> FrameResult:
-        return self.executors[launched.plan.descriptor.kind].wait(launched)
+        result = self.executors[launched.plan.descriptor.kind].wait(launched)
+        settle_lengths(self.context, launched.plan, result)
+        return result
 
     def release(self, handle: RequestHandle) -> None:
         self.context.ledger.forget(handle)
@@ -124,3 +126,15 @@ class ModelWorker:
         """``new`` continues ``old``'s logical request (its next vision window): it keeps
         the sampling history instead of starting one at its first prompt chunk."""
         carry_history(self.context, old, new)
+
+
+def settle_lengths(context: ExecutorContext, plan: ScheduledPlan, result: FrameResult) -> None:
+    """Take each decode lane's uncommitted advance off its slot's length bound once its frame
+    is read (SlotResources.settle): the launch covered ``query_length`` rows (binding.py),
+    the record holds the tokens the device committed. A lane whose record was cut short of
+    the device's commit (ledger.overrun) or that failed keeps the conservative bound."""
+    skip = context.ledger.overrun | result.failed.keys()
+    committed = {record.handle: len(record.token_ids) for record in result.records}
+    for lane in plan.lanes:
+        if lane.role is LaneRole.DECODE and lane.handle in committed and lane.handle not in skip:
+            context.resources.settle(lane.handle.slot, lane.query_length, committed[lane.handle])

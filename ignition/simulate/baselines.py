@@ -81,8 +81,16 @@ HELIOS_VARIANTS = {
     "delivery normalizer (PolicyConfig.first_delivery = 1)",
     "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
     "(mixed programs stay powers of two)",
+    "rec-lanes": "build with the load option prompt_lanes {512: 4, 1024: 4, 2048: 2, "
+    "4096: 2} (the qwen38 recipe's recommended lanes, issue 39)",
+    "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
+    "programs; issue 39's L = 1)",
 }
 _ENVELOPE = re.compile(r"^r(?P<r>[1-9]\d*)$")  # helios+r192: a what-if build R
+# helios+grid256: prompt buckets also at every multiple of 256 from 1024 tokens up
+_GRID = re.compile(r"^grid(?P<g>[1-9]\d*)$")
+# helios+lanes4: 4 lanes at every prompt bucket; helios+lanes4-1024: at buckets <= 1024
+_LANES = re.compile(r"^lanes(?P<l>[1-9]\d*)(?:-(?P<m>[1-9]\d*))?$")
 _WIDTH = re.compile(r"^w(?P<w>[1-9]\d*)$")  # helios+w3: fixed width three
 _CHUNK = re.compile(r"^chunk(?P<c>[1-9]\d*)$")  # helios+chunk512: --max-prefill-chunk 512
 
@@ -106,10 +114,32 @@ def chunk_variant(variant: str) -> int | None:
     return int(m.group("c")) if m else None
 
 
-PARAMETRIC_VARIANTS = (envelope_variant, width_variant, chunk_variant)
+def lanes_variant(variant: str) -> tuple[int, int] | None:
+    """``lanesN[-M]``: Helios on a catalog whose recipe declares N prompt lanes at every
+    prompt bucket (up to M tokens) (``capacity.prompt_lanes``; a what-if build, issue 39):
+    (N, M), M = 0 for every bucket."""
+    m = _LANES.match(variant)
+    return (int(m.group("l")), int(m.group("m") or 0)) if m else None
+
+
+def grid_variant(variant: str) -> int | None:
+    """``gridN``: a what-if catalog whose prompt buckets also lie at every multiple of N
+    tokens from 1024 up to the recipe's largest (issue 39's padding study)."""
+    m = _GRID.match(variant)
+    return int(m.group("g")) if m else None
+
+
+PARAMETRIC_VARIANTS = (envelope_variant, width_variant, chunk_variant, lanes_variant, grid_variant)
 
 
 def variant_summary(variant: str) -> str:
+    grid = grid_variant(variant)
+    if grid is not None:
+        return f"what-if catalog: prompt buckets also at every multiple of {grid} from 1024 up"
+    lanes = lanes_variant(variant)
+    if lanes is not None:
+        upto = f" up to {lanes[1]} tokens" if lanes[1] else ""
+        return f"what-if build: {lanes[0]} prompt lanes at every prompt bucket{upto}"
     c = chunk_variant(variant)
     if c is not None:
         return f"load-time selection: prompt capacities up to {c} tokens only"

@@ -92,6 +92,14 @@ class PromptDelivery:
                 self.free_ms = max(now, self.free_ms) + self.cost(s.request.prompt_tokens)
                 s.ready_ms = self.free_ms
 
+    def is_ready(self, s: Seq, now: float) -> bool:
+        """Its prompt rows are on the device. A request whose gather has not started is
+        not (issue 39: it was taken as ready, so requests beyond the free slots ran with
+        no gather while those being gathered waited)."""
+        if self.cost is None:
+            return True
+        return s.ready_ms is not None and s.ready_ms <= now
+
 
 class LateWatch:
     """Counts requests whose first output is later than a TTFT guard, so a run that can
@@ -180,7 +188,7 @@ def run_baseline(
         while arrivals and arrivals[0].request.arrival_ms <= now:
             waiting.append(arrivals.popleft())
         host.start(waiting, slots - len(running), now)
-        ready = [s for s in waiting if s.ready_ms is None or s.ready_ms <= now]
+        ready = [s for s in waiting if host.is_ready(s, now)]
         draw_rounds(running, confidence_noise, rounds)
         batch = policy.schedule(running, ready, slots - len(running))
         if batch is None:

@@ -36,6 +36,8 @@ from ignition.simulate.baselines import (
     PolicyError,
     chunk_variant,
     envelope_variant,
+    grid_variant,
+    lanes_variant,
     make_baseline,
     parse_policy,
     width_variant,
@@ -50,7 +52,10 @@ from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
-CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8")  # shape the recipe's catalog
+# shape the recipe's catalog
+CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "l1", "rec-lanes")
+# helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
+RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,11 @@ def helios_catalog(
     full_batch: bool = False,
     step8: bool = False,
     width: int = 0,
+    lanes: int = 0,
+    lanes_upto: int = 0,
+    more_lanes: tuple[tuple[int, int], ...] = (),
+    lane_option: tuple[tuple[int, int], ...] | None = None,
+    grid: int = 0,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
@@ -110,7 +120,13 @@ def helios_catalog(
     a what-if, decode and speculative programs at batch buckets 1, 2, 4 and every
     multiple of 8 (``step8_generation_shapes``); ``width`` > 0 loads the fixed-mode
     programs of that verification width only (generation and mixed; load-time selection
-    of a fixed width, so Helios can be compared with itself at each width)."""
+    of a fixed width, so Helios can be compared with itself at each width); ``lanes`` > 1
+    declares that many prompt lanes at every prompt bucket (up to ``lanes_upto`` tokens
+    when it is > 0; a what-if build; ``more_lanes``' (N, M) pairs then declare N lanes up
+    to M tokens over it, in order; ``lane_option`` is the load option prompt_lanes),
+    1 loads only
+    the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own;
+    ``grid`` > 0 adds prompt buckets at every multiple of it from 1024 tokens up."""
     from ignition.components.capacity import (
         plan_catalog,
         resolve,
@@ -119,11 +135,23 @@ def helios_catalog(
     from ignition.recipes import LoadOptions, get_recipe
 
     chosen = get_recipe(recipe)
+    if grid:
+        buckets = chosen.capacity.prompt_buckets
+        finer = tuple(sorted({*buckets, *range(1024, max(buckets) + 1, grid)}))
+        chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_buckets=finer))
+    if lanes > 1:
+        buckets = chosen.capacity.prompt_buckets
+        table: dict[int, int] = {}
+        for n, upto in ((lanes, lanes_upto), *more_lanes):
+            table.update({b: n for b in buckets if not upto or b <= upto})
+        declared = tuple(sorted(table.items()))
+        chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_lanes=declared))
     options = LoadOptions(
         mixed_prefill=True,
         concurrency=slots,
         speculative_token_capacity=envelope,
         mixed_wide_prompt_buckets=(wide_mixed,) if wide_mixed else None,
+        prompt_lanes=lane_option,
     )
     catalog = plan_catalog(chosen, options)
     if step8:
@@ -146,6 +174,9 @@ def helios_catalog(
             for d in catalog.descriptors
             if d.kind is GraphKind.PREFILL or d.batch_capacity >= slots
         )
+        catalog = Catalog(catalog.recipe, catalog.options, kept)
+    if lanes == 1:
+        kept = tuple(d for d in catalog.descriptors if d.prompt_lanes == 1)
         catalog = Catalog(catalog.recipe, catalog.options, kept)
     if width:
         return fixed_width(select_for_mode(catalog, "fixed"), width)
@@ -204,6 +235,9 @@ def helios_simulation(
     max_prompt = chunks[-1] if chunks else 0
     widths = [w for w in map(width_variant, variants) if w is not None]
     width = widths[-1] if widths else 0
+    declared = [n for n in map(lanes_variant, variants) if n is not None]
+    grids = [g for g in map(grid_variant, variants) if g is not None]
+    lanes, lanes_upto = (1, 0) if "l1" in variants else (declared[0] if declared else (0, 0))
     if setup.catalog is not None:
         shaping = [
             v
@@ -225,6 +259,11 @@ def helios_simulation(
             full_batch="full-batch" in variants,
             step8="step8" in variants,
             width=width,
+            lanes=lanes,
+            lanes_upto=lanes_upto,
+            more_lanes=tuple(declared[1:]) if lanes > 1 else (),
+            lane_option=RECOMMENDED_LANES if "rec-lanes" in variants else None,
+            grid=grids[-1] if grids else 0,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE

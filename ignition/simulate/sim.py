@@ -135,12 +135,13 @@ class Simulation:
 
     def _nominal_ns(self, d: Descriptor) -> int:
         """A full graph at a nominal cached context: what a build's tuning would measure."""
-        rows = d.batch_capacity
+        rows = max(d.batch_capacity, d.row_capacity)  # or a prefill's prompt lanes
         tokens = d.packed_capacity + d.prefill_capacity
         if d.kind is GraphKind.PREFILL:
             prompt, decoders, per_row = tokens, 0, 0
-        elif d.kind is GraphKind.MIXED:
-            prompt, decoders, per_row = d.prefill_capacity, rows - 1, NOMINAL_CONTEXT_PER_ROW
+        elif d.kind is GraphKind.MIXED:  # L prompt lanes, B - L decoders
+            prompt, decoders = d.prefill_capacity, rows - d.prompt_lanes
+            per_row = NOMINAL_CONTEXT_PER_ROW
         else:
             prompt, decoders, per_row = 0, rows, NOMINAL_CONTEXT_PER_ROW
         ms = self._ms(

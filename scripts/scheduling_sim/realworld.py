@@ -55,6 +55,9 @@ FIXED = ("vllm-padded", "vllm-k1-padded", "vllm-k2-padded", "vllm-k3-padded", "v
 ADAPTIVE = ("vllm-dyn-padded", "vllm-adaptive-padded", "sglang-tiers-padded", "sarathi-padded")
 QUICK_FIXED = ("vllm-padded", "vllm-k1-padded", "vllm-k3-padded")
 TARGET_SLO = SLO(100.0, 5_000.0)
+# Helios as built, and with the one-lane programs only (issue 39: the seed's L = 1 beside
+# the default)
+HELIOS_ROWS = ("helios", "helios+l1")
 CONFIDENCE_KNOB = "eagle2"
 ERRORS = (WorkloadError, PolicyError, DeviceError, AcceptanceError, ValueError)
 
@@ -169,7 +172,7 @@ def study_random(plan: Plan, jobs: int = 1) -> tuple[list[str], dict]:
         "| concurrency | policy | tok/s | vs no speculation |",
         "|---|---|---|---|",
     ]
-    names = ("helios", *(_b8192(p) for p in plan.baselines))
+    names = (*HELIOS_ROWS, *(_b8192(p) for p in plan.baselines))
     calls = [(c, envelope, name) for c, envelope in ((8, 32), (64, 128)) for name in names]
     runs = dict(zip(((c, n) for c, _, n in calls), pool_map(_random_run, calls, jobs), strict=True))
     result = {}
@@ -214,7 +217,7 @@ def study_conv(plan: Plan, profiles: Sequence[str], jobs: int = 1) -> tuple[list
         "| profile | policy | capacity (load units) | Helios / it |",
         "|---|---|---|---|",
     ]
-    names = ["helios", *plan.baselines]
+    names = [*HELIOS_ROWS, *plan.baselines]
     calls = [(plan, profile, name) for profile in profiles for name in names]
     found = pool_map(_conv_capacity, calls, jobs)
     result = {}
@@ -224,7 +227,7 @@ def study_conv(plan: Plan, profiles: Sequence[str], jobs: int = 1) -> tuple[list
         for name in names:
             ratio = "-" if caps[name] == 0 else f"{helios / caps[name]:.2f}x"
             lines.append(f"| {profile} | `{name}` | {caps[name]:.3f} | {ratio} |")
-        best = max((n for n in names if n != "helios"), key=lambda n: caps[n])
+        best = max((n for n in names if n not in HELIOS_ROWS), key=lambda n: caps[n])
         result[profile] = {"helios": helios, "best": (best, caps[best]), "all": caps}
     return lines, result
 
@@ -244,7 +247,7 @@ def study_long(plan: Plan, load: float = 0.5, jobs: int = 1) -> tuple[list[str],
         f"| policy | p99 TBT at {load:g}/s | p50 TTFT at {load / 2:g}/s | p99 TTFT at {load:g}/s |",
         "|---|---|---|---|",
     ]
-    names = ("helios", *plan.baselines)
+    names = (*HELIOS_ROWS, *plan.baselines)
     runs = pool_map(_long_runs, [(plan, name, load) for name in names], jobs)
     result: dict[str, tuple[Metrics, Metrics]] = dict(zip(names, runs, strict=True))
     for name, (a, b) in result.items():
@@ -300,7 +303,7 @@ def verdicts(random_r: dict, conv_r: dict, long_r: dict) -> list[str]:
             f"| conv mixed, {profile}: capacity >= {bar}x best (`{name}`) | "
             f"{ratio:.2f}x | {'yes' if ratio >= bar else 'no'} |"
         )
-    baselines = {n: m for n, m in long_r.items() if n != "helios"}
+    baselines = {n: m for n, m in long_r.items() if n not in HELIOS_ROWS}
     best = min(baselines, key=lambda n: baselines[n][0].tbt_ms.p99)
     h = long_r["helios"]
     tbt = h[0].tbt_ms.p99 / baselines[best][0].tbt_ms.p99

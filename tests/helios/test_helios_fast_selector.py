@@ -79,7 +79,7 @@ def _same(fast: ScheduledPlan | None, ref: ScheduledPlan | None) -> str | None:
     return None
 
 
-def _synthetic(rng: random.Random) -> list[Descriptor]:
+def _synthetic(rng: random.Random, lanes: bool = False) -> list[Descriptor]:
     out = [prefill(c) for c in rng.sample([16, 64, 256, 1024], rng.randint(1, 3))]
     out += [decode(b) for b in rng.sample([1, 2, 4, 8, 16], rng.randint(0, 3))]
     for _ in range(rng.randint(0, 4)):
@@ -88,6 +88,13 @@ def _synthetic(rng: random.Random) -> list[Descriptor]:
         out.append(spec(b, w, p, device=rng.random() < 0.4))
     for _ in range(rng.randint(0, 3)):
         out.append(mixed(rng.choice([2, 4, 8]), rng.choice([64, 128, 256]), rng.randint(1, 3)))
+    if lanes:  # issue 39: prompt programs carrying several prompts in one bucket
+        for _ in range(rng.randint(1, 3)):
+            b, c = rng.choice([4, 8]), rng.choice([64, 128, 256])
+            lanes = rng.choice([lanes for lanes in (2, 4) if lanes < b])
+            out.append(replace(mixed(b, c), prompt_lanes=lanes))
+        for c in rng.sample([64, 256, 1024], rng.randint(1, 2)):
+            out.append(replace(prefill(c), prompt_lanes=rng.choice([2, 4])))
     if not any(d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE) for d in out):
         out.append(decode(4))
     if rng.random() < 0.6:
@@ -96,17 +103,19 @@ def _synthetic(rng: random.Random) -> list[Descriptor]:
     return list(dict.fromkeys(out))
 
 
-def _scheduler(rng: random.Random, first_delivery: float = 0.0) -> Scheduler:
+def _scheduler(
+    rng: random.Random, first_delivery: float = 0.0, lanes: bool = False
+) -> Scheduler:
     ttl = rng.choice([None, 5 * MS, 50 * MS])
     policy = PolicyConfig() if ttl is None else PolicyConfig(estimate_ttl_ns=ttl)
     # alpha other than 1 half the time: every s ** alpha site of both selectors differs
     alpha = rng.choice([1.0, 1.0, 0.5, 2.0])
     policy = replace(policy, first_delivery=first_delivery, adaptive_verification_alpha=alpha)
     resources = Resources(num_request_slots=rng.choice([8, 16, 64]))
-    if rng.random() < 0.35:
+    if rng.random() < 0.35 and not lanes:
         cat, mode = runtime_catalog(rng.choice(["off", "fixed", "adaptive"]))
     else:
-        cat = catalog(_synthetic(rng))
+        cat = catalog(_synthetic(rng, lanes))
         mode = rng.choice([SpeculationMode.ADAPTIVE, SpeculationMode.FIXED])
     s = Scheduler(cat, policy, resources=resources, speculation=mode)
     for d in (*s.descriptors, *s.state_descriptors):
@@ -140,9 +149,9 @@ def _spec(rng: random.Random) -> RequestSpec:
 class _Walk:
     """Random admissions, cancellations, commits and completions; frames stay queued."""
 
-    def __init__(self, rng: random.Random, first_delivery: float = 0.0) -> None:
+    def __init__(self, rng: random.Random, first_delivery: float = 0.0, lanes: bool = False):
         self.rng = rng
-        self.s = _scheduler(rng, first_delivery)
+        self.s = _scheduler(rng, first_delivery, lanes)
         self.fence = 0
         self.now = 0
         self.inflight: list[ScheduledPlan] = []
@@ -291,6 +300,33 @@ def test_fast_selector_returns_the_definitions_plan_with_the_first_delivery_cred
             walk.act(fast)
     wanted = [(k, True) for k in (GraphKind.PREFILL, GraphKind.MIXED)]
     wanted += [(k, False) for k in STATE_KINDS if k is not GraphKind.VISION]
+    missing = [k for k in wanted if not seen[k]]
+    assert not missing, f"the random states never reached {missing}: {seen}"
+
+
+def test_fast_selector_returns_the_definitions_plan_on_multi_lane_catalogs():
+    """Issue 39: with prefill and mixed programs of several prompt lanes in the catalog
+    (``decide/prompt_lanes.py``: which prompts share a bucket and how many tokens each
+    takes; the bounds read the L best rows), the fast path returns the definition's plan,
+    and plans carrying several prompts in one program are among those compared."""
+    rng = random.Random(3914)
+    seen: Counter = Counter()
+    checked = 0
+    while checked < 1500:
+        walk = _Walk(rng, lanes=True)
+        for _ in range(rng.randint(20, 60)):
+            walk.perturb()
+            ref = definition_plan(walk.s)
+            fast = walk.s.plan()
+            problem = _same(fast, ref)
+            assert problem is None, f"state {checked}: {problem}"
+            problem = _same(walk.s.plan(), ref)
+            assert problem is None, f"state {checked} planned again: {problem}"
+            checked += 1
+            if fast is not None:
+                seen[(fast.descriptor.kind, min(len(fast.prompt_rows), 2))] += 1
+            walk.act(fast)
+    wanted = [(GraphKind.PREFILL, 2), (GraphKind.MIXED, 2), (GraphKind.MIXED, 1)]
     missing = [k for k in wanted if not seen[k]]
     assert not missing, f"the random states never reached {missing}: {seen}"
 

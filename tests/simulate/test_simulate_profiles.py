@@ -98,3 +98,19 @@ def test_host_ple_prompts_are_gathered_one_after_another_before_their_first_chun
     starts = sorted(r.prompt_start_ms for r in run.requests)
     assert starts[0] == pytest.approx(100.0) and starts[1] >= 200.0
     assert H200.prompt_ready_ms(1000) == pytest.approx(1000 * H200.ple_prefetch_us_per_token / 1e3)
+
+
+def test_a_request_whose_gather_has_not_started_is_not_ready():
+    """Issue 39: with more requests than free slots, the requests beyond them have not
+    started their host gather; they were taken as ready (no gather at all) and ran
+    first, while the gathered ones waited. Every prompt now starts after its gather."""
+    from ignition.simulate.baselines import make_baseline
+    from ignition.simulate.engine import run_baseline
+    from ignition.simulate.workloads import SimRequest
+
+    device = replace(H200, ple_prefetch_us_per_token=100.0)
+    requests = [SimRequest(0.0, 1000, 4) for _ in range(6)]
+    run = run_baseline(make_baseline("vllm"), requests, device, slots=2, noise_sigma=0.0)
+    starts = sorted(r.prompt_start_ms for r in run.requests)
+    assert starts[0] == pytest.approx(100.0)
+    assert all(b >= a + 100.0 - 1e-6 for a, b in zip(starts, starts[1:], strict=False))

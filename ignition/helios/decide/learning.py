@@ -155,7 +155,8 @@ class _Bound:
         batch = min(d.batch_capacity, len(self.views))
         value += self.decision.age_value(sum(self.sigmas[:batch]), 0.0, t_ms)
         if d.is_mixed:
-            value += self.prompt_price * d.prefill_capacity + self.prompt_output
+            # every prompt lane may finish its prompt (issue 39)
+            value += self.prompt_price * d.prefill_capacity + self.prompt_output * d.prompt_lanes
         return value / t_ms - self.decision.waiting_cost(t_ms)
 
     def can_beat(self, d: Descriptor, t_ms: float, score: float) -> bool:

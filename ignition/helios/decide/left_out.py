@@ -26,7 +26,10 @@ only ever lowers a score: every upper bound of the bounded search stays true, an
 decode-only frames, frames that carry every decoder a shape could, and catalogs
 without mixed programs (where no frame can carry a decoder beside a prompt, and the
 seed's "a smaller prefill can win near a throughput knee" is untouched) keep their
-plain score. Rows of several prompts and unknown durations are left as they are.
+plain score. Rows of several prompts in a batched prefill program and unknown
+durations are left as they are; a frame of k prompt lanes sharing one bucket (issue
+39) counts the decoders a mixed program whose bucket holds its prompt tokens carries
+beside min(k, its lanes) prompts.
 Only the frame's own duration enters the plan. Measured in ``docs/scheduling.md``
 ("Decoders left out of prompt frames").
 """
@@ -58,6 +61,12 @@ class CarryTimes:
             for d in descriptors
             if d.kind is GraphKind.MIXED and prompt_capacity(d) > 0
         )
+        # issue 39: (capacity, lanes, batch) of every mixed program
+        self._mixed = [
+            (prompt_capacity(d), d.prompt_lanes, d.batch_capacity)
+            for d in descriptors
+            if d.kind is GraphKind.MIXED and prompt_capacity(d) > 0
+        ]
         # carry[i]: the most decoders any mixed program of capacity >= chunks[i] carries
         self.chunks = [c for c, _ in mixed]
         self.carry = [0] * len(mixed)
@@ -71,8 +80,16 @@ class CarryTimes:
             if d.kind in GENERATION_KINDS and costs.estimate_ns(d) > 0
         )
 
-    def carried(self, chunk_tokens: int) -> int:
-        """The most decoders a prepared mixed program holding ``chunk_tokens`` carries."""
+    def carried(self, chunk_tokens: int, prompts: int = 1) -> int:
+        """The most decoders a prepared mixed program whose bucket holds ``chunk_tokens``
+        carries beside as many of the frame's ``prompts`` as it has lanes for (a frame of
+        several prompts, a multi-lane prefill's say, is compared with the mixed frame
+        that would have carried decoders beside its prompt work)."""
+        if prompts > 1:
+            return max(
+                (b - min(prompts, lanes) for c, lanes, b in self._mixed if c >= chunk_tokens),
+                default=0,
+            )
         i = bisect.bisect_left(self.chunks, chunk_tokens)
         return self.carry[i] if i < len(self.chunks) else 0
 
@@ -99,13 +116,15 @@ def left_out_score(
     order: Sequence[tuple[int, int, float]],
     times: CarryTimes,
     decision: Decision,
+    prompts: int = 1,
 ) -> float:
     """``candidate``'s score, lowered to the sequence's that then serves the decoders it
     leaves out. ``order`` is the decoder table's one-row order (best first), ``served``
-    how many of those the candidate carries beside its ``chunk_tokens``-token chunk."""
+    how many of those the candidate carries beside its ``chunk_tokens`` prompt tokens
+    in ``prompts`` lanes."""
     if candidate.is_indeterminate or not ENABLED:
         return candidate.score
-    left = min(len(order), times.carried(chunk_tokens)) - served
+    left = min(len(order), times.carried(chunk_tokens, prompts)) - served
     if left <= 0:
         return candidate.score
     f_ms = times.generation_ms(left)

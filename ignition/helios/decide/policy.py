@@ -17,6 +17,7 @@ from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.left_out import carry_times, left_out_score
+from ignition.helios.decide.prompt_lanes import Scored, pack_lanes
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.tails import completion_times, stranded_tail_score
 from ignition.helios.decide.terminal import TerminalView
@@ -55,7 +56,7 @@ def explores_needlessly(
     the same family consumes the same tokens up to the next message or prompt endpoint."""
     wanted = min(consumable_tokens(view, capacity), tokens_to_endpoint(view))
     for other in descriptors:
-        if other.kind is not d.kind or other is d:
+        if other.kind is not d.kind or other is d or other.prompt_lanes != d.prompt_lanes:
             continue
         if d.kind is GraphKind.MIXED and (
             other.batch_capacity != d.batch_capacity
@@ -63,7 +64,7 @@ def explores_needlessly(
             or other.speculation_enabled != d.speculation_enabled
         ):
             continue
-        smaller = prompt_capacity(other)
+        smaller = lane_capacity(other)
         if smaller < capacity and consumable_tokens(view, smaller) >= wanted:
             return True
     return False
@@ -85,17 +86,7 @@ class PromptTable:
         key = (capacity, max_rows, token_budget)
         if not unknown and key in self._best:
             return self._best[key]
-        scored = []
-        for view in self.views:
-            tokens = consumable_tokens(view, min(capacity, token_budget))
-            if tokens <= 0:
-                continue
-            if unknown and explores_needlessly(view, d, self.descriptors, capacity):
-                continue
-            value = view.prices.prefill_token * tokens
-            if tokens >= view.remaining_prompt:
-                value += view.prices.output_token + view.prices.delivery
-            scored.append((lane_order_key(view, value), tokens, view))
+        scored = self.scored(d, unknown, min(capacity, token_budget))
         if max_rows == 1:
             scored = [min(scored, key=lambda x: x[0])] if scored else []
         else:
@@ -110,6 +101,42 @@ class PromptTable:
         if not unknown:
             self._best[key] = chosen
         return chosen
+
+    def scored(self, d: Descriptor, unknown: bool, usable: int) -> list[Scored]:
+        """Every row with tokens at ``usable``, keyed by its value there (unsorted)."""
+        scored = []
+        for view in self.views:
+            tokens = consumable_tokens(view, usable)
+            if tokens <= 0:
+                continue
+            if unknown and explores_needlessly(view, d, self.descriptors, lane_capacity(d)):
+                continue
+            value = view.prices.prefill_token * tokens
+            if tokens >= view.remaining_prompt:
+                value += view.prices.output_token + view.prices.delivery
+            scored.append((lane_order_key(view, value), tokens, view))
+        return scored
+
+    def lanes(self, d: Descriptor, unknown: bool) -> list[LanePick]:
+        """The prompt lanes of a prefill or mixed program (``prompt_lanes.py``); with one
+        lane the seed's single prompt row."""
+        budget = prompt_budget(d)
+        if d.prompt_lanes == 1:
+            return self.rows(d, unknown, 1, budget)
+        scored = self.scored(d, unknown, min(lane_capacity(d), budget))
+        scored.sort(key=lambda x: x[0])  # keys are unique: they end in the slot
+        return pack_lanes(scored, d.prompt_lanes)
+
+
+def prompt_budget(d: Descriptor) -> int:
+    """The prompt tokens the lanes of a prefill or mixed program share."""
+    return d.prefill_capacity if d.kind is GraphKind.MIXED else d.packed_capacity
+
+
+def lane_capacity(d: Descriptor) -> int:
+    """The prompt tokens one lane of ``d`` may take: the bucket with one lane (a batched
+    prefill's per-row capacity), P / L with L lanes (``Descriptor.lane_capacity``)."""
+    return prompt_capacity(d) if d.prompt_lanes == 1 else d.lane_capacity
 
 
 @dataclass
@@ -138,29 +165,37 @@ def candidates_for(
     t_ms = duration_ns / 1e6
     family = shape_family(d)
 
-    def make(value: float, count: int, key: tuple, build, prompt: LanePick | None = None):
+    def make(
+        value: float, count: int, key: tuple, build, prompts: Sequence[LanePick] = ()
+    ) -> Candidate:
         c = Candidate(d, duration_ns, freshness, value, count, (*family, *key), build)
         finish(c, decision)
         # issue 10: a chunk stranding a tail (helios/tails.py); completing rows never do
-        if prompt is not None and prompt.expected_output == 0 and not c.is_indeterminate:
+        if len(prompts) == 1 and prompts[0].expected_output == 0 and not c.is_indeterminate:
             times = completion_times(tables.prompts.descriptors, costs)
-            c.score = stranded_tail_score(c, prompt, times, decision)
+            c.score = stranded_tail_score(c, prompts[0], times, decision)
         # issue 29: the decoders a prompt frame leaves out (helios/left_out.py)
-        if prompt is not None and not c.is_indeterminate:
+        if prompts and not c.is_indeterminate:
             carry = carry_times(tables.prompts.descriptors, costs)
             order = tables.decoders.order(1)
-            c.score = left_out_score(c, prompt.num_prompt_tokens, count - 1, order, carry, decision)
+            chunk = sum(p.num_prompt_tokens for p in prompts)
+            served = count - len(prompts)
+            c.score = left_out_score(c, chunk, served, order, carry, decision, len(prompts))
         return c
 
     def prompt_key(pick: LanePick) -> tuple:
         return ("prompt", pick.view.handle, pick.num_prompt_tokens)
 
     if d.kind is GraphKind.PREFILL:
-        rows = tables.prompts.rows(d, unknown, d.batch_capacity, d.packed_capacity)
+        if d.prompt_lanes > 1:  # issue 39: lanes sharing one bucket (prompt_lanes.py)
+            rows = tables.prompts.lanes(d, unknown)
+        else:
+            rows = tables.prompts.rows(d, unknown, d.batch_capacity, d.packed_capacity)
         if not rows:
             return []
         key = tuple(prompt_key(p) for p in rows)
-        single = rows[0] if len(rows) == 1 else None
+        # the tail and left-out lookaheads: a single row, or the lanes of one bucket
+        single = rows if len(rows) == 1 or d.prompt_lanes > 1 else ()
         return [make(sum(p.value for p in rows), len(rows), key, lambda: (rows, -1), single)]
     if d.kind in QUEUEABLE_KINDS:
         cohort = tables.decoders.cohort(d, mode, t_ms)
@@ -177,24 +212,33 @@ def candidates_for(
         out.append(
             make(cohort.total_value, cohort.num_lanes, cohort.key, lambda: (cohort.build(), -1))
         )
-    prompt = tables.prompts.rows(d, unknown, 1, d.prefill_capacity)
-    if prompt:
-        budget = min(d.packed_capacity, (d.batch_capacity - 1) * d.token_capacity)
-        rows = tables.decoders.cohort(d, mode, t_ms, max_lanes=d.batch_capacity - 1, budget=budget)
-        value = prompt[0].value + (rows.total_value if rows else 0.0)
-        count = 1 + (rows.num_lanes if rows else 0)
-        key = (*prompt_key(prompt[0]), *(rows.key if rows else ()))
+    prompts = tables.prompts.lanes(d, unknown)  # one, or up to L (issue 39)
+    if prompts:
+        free = d.batch_capacity - len(prompts)  # rows left beside the prompt lanes
+        budget = min(d.packed_capacity, free * d.token_capacity)
+        rows = tables.decoders.cohort(d, mode, t_ms, max_lanes=free, budget=budget)
+        value = sum(p.value for p in prompts) + (rows.total_value if rows else 0.0)
+        count = len(prompts) + (rows.num_lanes if rows else 0)
+        ordered = sorted(prompts, key=lambda p: p.view.slot)  # one key per work
+        key = (*(k for p in ordered for k in prompt_key(p)), *(rows.key if rows else ()))
 
         def build() -> tuple[list[LanePick], int]:
-            lanes = sorted([prompt[0], *(rows.build() if rows else [])], key=lambda p: p.view.slot)
-            return lanes, lanes.index(prompt[0])
+            lanes = sorted([*prompts, *(rows.build() if rows else [])], key=lambda p: p.view.slot)
+            first = min(lanes.index(p) for p in prompts)  # the plan's first prompt row
+            return lanes, first
 
-        out.append(make(value, count, key, build, prompt[0]))
+        out.append(make(value, count, key, build, prompts))
     return out
 
 
-def capacities(d: Descriptor) -> tuple[int, int, int, int]:
-    return (d.batch_capacity, d.token_capacity, d.packed_capacity, d.prefill_capacity)
+def capacities(d: Descriptor) -> tuple[int, int, int, int, int]:
+    return (
+        d.batch_capacity,
+        d.token_capacity,
+        d.packed_capacity,
+        d.prefill_capacity,
+        d.prompt_lanes,  # issue 39: more lanes than the same work needs are padding
+    )
 
 
 def dominates(small: tuple[int, ...], large: tuple[int, ...]) -> bool:
@@ -218,12 +262,12 @@ def prune_dominated(candidates: Sequence[Candidate]) -> list[Candidate]:
 class CatalogIndex:
     """Lines of one catalog along which larger shapes only add padding.
 
-    Along a batch line (same kind, depth, width and prompt capacity, rectangular P),
-    every capacity at or above the number of eligible lanes serves the same cohort
+    Along a batch line (same kind, depth, width, prompt capacity and lanes, rectangular
+    P), every capacity at or above the number of eligible lanes serves the same cohort
     with the same work, so all but the smallest are dominated. Along a prompt line
-    (same everything but the prompt capacity), every capacity at or above the longest
-    remaining prompt consumes the same tokens. Skipping those shapes before evaluating
-    them is exactly what pruning would do afterwards, only cheaper.
+    (same everything but the prompt capacity), every capacity whose lanes hold the
+    longest remaining prompt consumes the same tokens. Skipping those shapes before
+    evaluating them is exactly what pruning would do afterwards, only cheaper.
     """
 
     def __init__(self, descriptors: Sequence[Descriptor]) -> None:
@@ -236,31 +280,38 @@ class CatalogIndex:
                 d.kind is not GraphKind.PREFILL
                 and d.packed_capacity == d.batch_capacity * d.token_capacity
             ):
-                key = (*family, d.token_capacity, d.prefill_capacity)
+                key = (*family, d.token_capacity, d.prefill_capacity, d.prompt_lanes)
                 self._batch_lines.setdefault(key, []).append(d)
             if d.kind in (GraphKind.PREFILL, GraphKind.MIXED):
-                key = (*family, d.batch_capacity, d.token_capacity if d.is_mixed else 0)
+                lanes = d.prompt_lanes
+                key = (*family, d.batch_capacity, d.token_capacity if d.is_mixed else 0, lanes)
                 self._prompt_lines.setdefault(key, []).append(d)
         for line in self._batch_lines.values():
             line.sort(key=lambda d: d.batch_capacity)
         for line in self._prompt_lines.values():
             line.sort(key=prompt_capacity)
         self.smallest_prompt = {id(line[0]) for line in self._prompt_lines.values()}
-        self._active: dict[tuple[int, int], list[Descriptor]] = {}
+        self.max_lanes = max((d.prompt_lanes for d in self.descriptors), default=1)
+        self._active: dict[tuple[int, int, int], list[Descriptor]] = {}
 
-    def active(self, num_decoders: int, longest_prompt: int) -> list[Descriptor]:
-        key = (num_decoders, longest_prompt)
+    def active(
+        self, num_decoders: int, longest_prompt: int, num_prompts: int = 1
+    ) -> list[Descriptor]:
+        key = (num_decoders, longest_prompt, min(num_prompts, self.max_lanes))
         found = self._active.get(key)
         if found is None:
             if len(self._active) > 4096:
                 self._active.clear()
-            found = self._active[key] = self._compute_active(num_decoders, longest_prompt)
+            found = self._active[key] = self._compute_active(*key)
         return found
 
-    def _compute_active(self, num_decoders: int, longest_prompt: int) -> list[Descriptor]:
+    def _compute_active(
+        self, num_decoders: int, longest_prompt: int, num_prompts: int
+    ) -> list[Descriptor]:
         skipped: set[int] = set()
         for line in self._batch_lines.values():
-            rows = num_decoders + (1 if line[0].is_mixed and longest_prompt else 0)
+            prompt_rows = min(line[0].prompt_lanes, num_prompts) if longest_prompt else 0
+            rows = num_decoders + (prompt_rows if line[0].is_mixed else 0)
             reached = False
             for d in line:
                 if reached:
@@ -271,7 +322,7 @@ class CatalogIndex:
             for d in line:
                 if reached:
                     skipped.add(id(d))
-                reached = reached or prompt_capacity(d) >= longest_prompt
+                reached = reached or lane_capacity(d) >= longest_prompt
         return [d for d in self.descriptors if id(d) not in skipped]
 
 
@@ -308,7 +359,7 @@ def active_descriptors(
     longest = max((v.remaining_prompt for v in population.prompts), default=0)
     return [
         (d, not d.is_mixed or id(d) in index.smallest_prompt)
-        for d in index.active(num_decoders, longest)
+        for d in index.active(num_decoders, longest, len(population.prompts))
     ]
 
 

@@ -59,7 +59,9 @@ def _score_bounds(
         # for a mixed program, per ms, less the waiting cost (a known estimate: t_ms > 0)
         t_ms = duration_ns / 1e6
         value = lanes.value_bound(_ceiling(d), d.batch_capacity, t_ms)
-        if d.kind is GraphKind.MIXED:
+        if d.kind is GraphKind.MIXED and d.prompt_lanes > 1:
+            value += prompts.lane_value_bound(d)  # issue 39: the L best rows
+        elif d.kind is GraphKind.MIXED:
             prompt = prompts.rows(d, False, 1, d.prefill_capacity)
             if prompt:
                 value += max(0.0, prompt[0].value)

@@ -90,21 +90,29 @@ class ProbeBound:
             sums = self._tops[cap]
         return sums[min(batch, len(sums) - 1)]
 
-    def _score(self, batch_capacity: int, mixed_tokens: int | None, t_ms: float, value: float):
+    def _score(
+        self,
+        batch_capacity: int,
+        mixed_tokens: int | None,
+        t_ms: float,
+        value: float,
+        lanes: int = 1,
+    ):
         batch = min(batch_capacity, self.num_views)
         value += self.decision.age_value(self._sigmas[batch], 0.0, t_ms)
-        if mixed_tokens is not None:
-            value += self.prompt_price * mixed_tokens + self.prompt_output
+        if mixed_tokens is not None:  # every prompt lane may finish its prompt (issue 39)
+            value += self.prompt_price * mixed_tokens + self.prompt_output * lanes
         return value / t_ms - self.decision.waiting_cost(t_ms)
 
     def bound(self, d: Descriptor, t_ms: float, score: float) -> float | None:
         """The bound on ``d``'s optimistic scores where it exceeds ``score``, else None."""
         mixed = d.prefill_capacity if d.is_mixed else None
         batch = min(d.batch_capacity, len(self.loose) - 1)
-        if self._score(d.batch_capacity, mixed, t_ms, self.loose[batch]) <= score:
+        lanes = d.prompt_lanes
+        if self._score(d.batch_capacity, mixed, t_ms, self.loose[batch], lanes) <= score:
             return None
         found = self._score(
-            d.batch_capacity, mixed, t_ms, self._top(shape_cap(d), d.batch_capacity)
+            d.batch_capacity, mixed, t_ms, self._top(shape_cap(d), d.batch_capacity), lanes
         )
         return found if found > score else None
 

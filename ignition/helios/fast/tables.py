@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ignition.components.catalog import Descriptor
-from ignition.helios.decide.policy import CatalogIndex, Population, explores_needlessly
+from ignition.helios.decide.policy import (
+    CatalogIndex,
+    Population,
+    explores_needlessly,
+    lane_capacity,
+    prompt_budget,
+)
+from ignition.helios.decide.prompt_lanes import Scored, lane_value_bound, pack_lanes
 from ignition.helios.decide.utility import (
     Candidate,
     Decision,
@@ -33,6 +40,7 @@ class PromptTable:
         self.views = list(views)
         self.descriptors = descriptors
         self._best: dict[tuple[int, int, int], list[LanePick]] = {}
+        self._lanes: dict[tuple[int, int, int], list[LanePick]] = {}  # L > 1 (issue 39)
         # Measured capacities: the scored rows depend only on min(capacity, budget)
         self._scored: dict[int, list[tuple[tuple, int, LaneView]]] = {}
         # plain rows grouped by equal prefill price, best price first, each group in
@@ -53,8 +61,24 @@ class PromptTable:
         if max_rows == 1 and not unknown:
             chosen = self._best[key] = self._top_row(usable)
             return chosen
+        scored = self._sorted_scores(d, unknown, usable)
+        chosen, used = [], 0
+        for _, tokens, view in scored:
+            if len(chosen) == max_rows:
+                break
+            if used + tokens <= token_budget:
+                chosen.append(prompt_lane(view, tokens))
+                used += tokens
+        if not unknown:
+            self._best[key] = chosen
+        return chosen
+
+    def _sorted_scores(self, d: Descriptor, unknown: bool, usable: int) -> list[Scored]:
+        """Every row with tokens at ``usable``, best key first (kept per usable capacity
+        when the program's cost is known)."""
         scored = None if unknown else self._scored.get(usable)
         if scored is None:
+            capacity = lane_capacity(d)
             scored = []
             for view in self.views:
                 tokens = consumable_tokens(view, usable)
@@ -70,16 +94,28 @@ class PromptTable:
             scored.sort(key=lambda x: x[0])
             if not unknown:
                 self._scored[usable] = scored
-        chosen, used = [], 0
-        for _, tokens, view in scored:
-            if len(chosen) == max_rows:
-                break
-            if used + tokens <= token_budget:
-                chosen.append(prompt_lane(view, tokens))
-                used += tokens
-        if not unknown:
-            self._best[key] = chosen
-        return chosen
+        return scored
+
+    def lanes(self, d: Descriptor, unknown: bool) -> list[LanePick]:
+        """``decide.policy.PromptTable.lanes``: the prompt lanes of a prefill or mixed
+        program (``decide/prompt_lanes.py``), kept per bucket, lane count and budget."""
+        budget = prompt_budget(d)
+        if d.prompt_lanes == 1:
+            return self.rows(d, unknown, 1, budget)
+        key = (lane_capacity(d), d.prompt_lanes, budget)
+        found = None if unknown else self._lanes.get(key)
+        if found is None:
+            scored = self._sorted_scores(d, unknown, min(lane_capacity(d), budget))
+            found = pack_lanes(scored, d.prompt_lanes)
+            if not unknown:
+                self._lanes[key] = found
+        return found
+
+    def lane_value_bound(self, d: Descriptor) -> float:
+        """The prompt lanes' value in ``d`` (its cost known; ``prompt_lanes.lane_value_bound``:
+        exact, the lanes being the L best rows at the lane capacity)."""
+        scored = self._sorted_scores(d, False, min(lane_capacity(d), prompt_budget(d)))
+        return lane_value_bound(scored, d.prompt_lanes)
 
     def _top_row(self, usable: int) -> list[LanePick]:
         """The first row of the sorted scores at ``usable`` tokens, without scoring every

@@ -24,15 +24,21 @@ from torch import Tensor, nn
 from ignition.kernels import ops
 from ignition.model.config import ModelConfig
 from ignition.model.layers.norm import GatedRMSNorm, l2_normalize
-from ignition.model.packing import PackedMeta, gather_rows, scatter_rows, take_rows
+from ignition.model.packing import (
+    PackedMeta,
+    gather_rows,
+    prompt_conv,
+    scatter_rows,
+    take_rows,
+)
 
 
 @dataclass
 class GdnUpdate:
     """Candidate state of one GDN layer after a packed forward (not yet committed)."""
 
-    prompt_state: Tensor  # [H, Dk, Dv] fp32 after the prompt chunk
-    prompt_window: Tensor  # [C, K-1]
+    prompt_state: Tensor  # [L, H, Dk, Dv] fp32 after each prompt lane's chunk
+    prompt_window: Tensor  # [L, C, K-1]
     decode_states: Tensor  # [R, W, H, Dk, Dv] fp32 after each decode position
     decode_windows: Tensor  # [R, W, C, K-1]
 
@@ -72,18 +78,14 @@ class GatedDeltaNet(nn.Module):
         num_tokens = x.shape[0]
         qkv = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)  # [T, C]
         conv_weight = self.conv1d.weight[:, 0, :]  # [C, K]
-        prompt_window = take_rows(conv_window, meta.prompt_state_row)[0]
+        prompt_window = take_rows(conv_window, meta.prompt_state_row)  # [L, C, K-1]
         decode_windows_in = take_rows(conv_window, meta.state_rows)  # [R, C, K-1]
 
         mixed = qkv.new_zeros(num_tokens + 1, qkv.shape[1])
         has_prompt_path = meta.capacity.prefill_capacity > 0
         if has_prompt_path:
-            y_prompt, prompt_window = ops.causal_conv1d_prefill(
-                gather_rows(qkv, meta.prompt_index),
-                conv_weight,
-                None,
-                prompt_window,
-                meta.prompt_len,
+            y_prompt, prompt_window = prompt_conv(
+                gather_rows(qkv, meta.prompt_index), meta, conv_weight, prompt_window,
                 activation=self.conv_activation,
             )
             scatter_rows(mixed, meta.prompt_index, y_prompt)
@@ -111,11 +113,12 @@ class GatedDeltaNet(nn.Module):
         scale = self.key_dim**-0.5
 
         out = v.new_zeros(num_tokens + 1, self.num_heads, self.value_dim)
-        prompt_state = take_rows(gdn_state, meta.prompt_state_row)[0]
+        prompt_state = take_rows(gdn_state, meta.prompt_state_row)  # [L, H, Dk, Dv]
         if has_prompt_path:
             # Padding tokens gather the zero sentinel row: g = 0 and beta = 0 leave S unchanged.
-            o_prompt, prompt_state = ops.chunk_gated_delta_rule(
-                *(gather_rows(t, meta.prompt_index) for t in (q, k, v, g, beta)),
+            o_prompt, prompt_state = self._prompt_lanes(
+                [gather_rows(t, meta.prompt_index) for t in (q, k, v, g, beta)],
+                meta,
                 prompt_state,
                 scale,
             )
@@ -131,3 +134,24 @@ class GatedDeltaNet(nn.Module):
         o = self.norm(out[:num_tokens], z).reshape(num_tokens, -1)
         update = GdnUpdate(prompt_state, prompt_window, decode_states, decode_windows)
         return self.out_proj(o), update
+
+    @staticmethod
+    def _prompt_lanes(
+        operands: list[Tensor], meta: PackedMeta, states: Tensor, scale: float
+    ) -> tuple[Tensor, Tensor]:
+        """The chunked delta rule over every prompt lane in one call: the lane-major
+        operands [L * C_l, H, ...] become [C_l, L * H, ...] (heads are independent, so a
+        lane is a group of heads with its own initial state). Returns (o [L * C_l, H, Dv],
+        final states [L, H, Dk, Dv]); one lane is the single-prompt call unchanged."""
+        lanes = meta.prompt_lanes
+        if lanes == 1:
+            o, state = ops.chunk_gated_delta_rule(*operands, states[0], scale)
+            return o, state[None]
+        folded = [
+            meta.lane_major(t).transpose(0, 1).reshape(t.shape[0] // lanes, -1, *t.shape[2:])
+            for t in operands
+        ]
+        o, state = ops.chunk_gated_delta_rule(*folded, states.flatten(0, 1), scale)
+        num_heads, value_dim = states.shape[1], o.shape[-1]
+        o = o.view(o.shape[0], lanes, num_heads, value_dim).transpose(0, 1)
+        return o.reshape(-1, num_heads, value_dim), state.view_as(states)

@@ -28,7 +28,13 @@ from ignition.kernels import ops
 from ignition.model.config import ModelConfig
 from ignition.model.layers.gated_hyper import GroupedRMSNorm
 from ignition.model.layers.ngram_hash import NgramHash, build_hash, hash_constants, ngram_row_ids
-from ignition.model.packing import PackedMeta, gather_rows, scatter_rows, take_rows
+from ignition.model.packing import (
+    PackedMeta,
+    gather_rows,
+    prompt_conv,
+    scatter_rows,
+    take_rows,
+)
 
 # (this layer's row ids [T, heads], the frame's packing) -> rows [T, heads, head_dim]
 RowLookup = Callable[[Tensor, PackedMeta], Tensor]
@@ -38,7 +44,7 @@ RowLookup = Callable[[Tensor, PackedMeta], Tensor]
 class PleUpdate:
     """Candidate PLE conv windows after a packed forward (not yet committed)."""
 
-    prompt_window: Tensor  # [C, window_len]
+    prompt_window: Tensor  # [L, C, window_len] per prompt lane
     decode_windows: Tensor  # [R, W, C, window_len]
 
 
@@ -138,10 +144,10 @@ class NgramPle(nn.Module):
         """SiLU(dilated causal conv) of x [T, C] in the prompt and decode workspaces."""
         weight = dilated_taps(self.conv1d.weight, self.dilation)
         out = x.new_zeros(x.shape[0] + 1, x.shape[1])
-        prompt_window = take_rows(window, meta.prompt_state_row)[0]
+        prompt_window = take_rows(window, meta.prompt_state_row)  # [L, C, K-1]
         if meta.capacity.prefill_capacity > 0:
-            y_prompt, prompt_window = ops.causal_conv1d_prefill(
-                gather_rows(x, meta.prompt_index), weight, None, prompt_window, meta.prompt_len
+            y_prompt, prompt_window = prompt_conv(
+                gather_rows(x, meta.prompt_index), meta, weight, prompt_window
             )
             scatter_rows(out, meta.prompt_index, y_prompt)
         y_decode, decode_windows = ops.causal_conv1d_update(

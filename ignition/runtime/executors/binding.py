@@ -2,6 +2,10 @@
 staging in lane order (packed offsets are the host prefix sums of the rows' query lengths).
 
 A prompt lane needs a program with prompt capacity, a decode lane a row width it fits in.
+A program of L prompt lanes (Descriptor.prompt_lanes) takes up to L prompt rows, each
+bound at its lane index (its prompt-row entry, next token, history begin, replay start and
+image features in the lane's part of the prompt workspace, model.packing); lanes the plan
+leaves unused keep the padding the program was cleared to (row -1), which mutates nothing.
 Host-side only what the plan implies is tracked (prompt cursors, a page upper bound);
 pending decode tokens stay on the device (see compiler.programs), which is what allows a
 second decode frame to be launched before the first one's outputs are read.
@@ -10,6 +14,7 @@ second decode frame to be launched before the first one's outputs are read.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ignition.compiler.programs import Program
@@ -36,14 +41,26 @@ def request_seed(request_id: str, seed: int | None) -> int:
     return int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest()) >> 1
 
 
+@dataclass
+class LaneCursor:
+    """Where a frame's next prompt lane binds: its lane index, and its first image feature
+    (the lanes' features are packed one after another)."""
+
+    lane: int = 0
+    features: int = 0
+
+
 def validate_roles(plan: ScheduledPlan, program: Program) -> None:
     d = plan.descriptor
-    if len(plan.lanes) > d.batch_capacity:
-        raise WorkerError(f"{d.name}: {len(plan.lanes)} lanes exceed B = {d.batch_capacity}")
-    prompts = [i for i, lane in enumerate(plan.lanes) if lane.role is LaneRole.PROMPT]
-    prompt_capacity = d.token_capacity if d.kind.value == "prefill" else d.prefill_capacity
-    if len(prompts) > 1:
-        raise WorkerError(f"{d.name}: {len(prompts)} prompt rows; at most one is allowed")
+    if len(plan.lanes) > d.row_capacity:
+        raise WorkerError(f"{d.name}: {len(plan.lanes)} lanes exceed {d.row_capacity} rows")
+    prompts = plan.prompt_rows
+    # each lane's chunk fits its row of the lane-major prompt workspace
+    prompt_capacity = d.lane_capacity
+    if len(prompts) > d.prompt_lanes:
+        raise WorkerError(
+            f"{d.name}: {len(prompts)} prompt rows; at most {d.prompt_lanes} prompt lanes"
+        )
     host_lens = sum(lane.query_length for lane in plan.lanes if lane.role is LaneRole.DECODE)
     if program.is_round and not d.is_device_allocated and host_lens > d.packed_capacity:
         raise WorkerError(
@@ -72,8 +89,10 @@ def bind_row(
     offset: int,
     lane: LaneWork,
     live: LiveRequest,
+    cursor: LaneCursor | None = None,
 ) -> int:
-    """Write one row into host staging; returns the packed tokens it occupies."""
+    """Write one row into host staging; returns the packed tokens it occupies. ``cursor``
+    (one per frame) numbers the prompt lanes; None: the frame's only one."""
     ledger, resources = context.ledger, context.resources
     slot = lane.handle.slot
     sampling = live.request.sampling
@@ -92,23 +111,26 @@ def bind_row(
     if vision is not None:
         frame["rope_offset"][row] = vision.rope_delta
     if lane.role is LaneRole.PROMPT:
+        cursor = cursor or LaneCursor()
+        k = cursor.lane
+        cursor.lane += 1
         start = ledger.prompt_cursor.get(lane.handle, 0)
         if start == 0 and lane.handle not in ledger.started:
             resources.begin(slot)  # no init program scheduled: zero it eagerly
         if lane.handle not in ledger.begun:
-            bind_begin(frame, row, live, context.eos_token_ids)
+            bind_begin(frame, row, live, context.eos_token_ids, k)
             ledger.begun.add(lane.handle)
         if live.replay_ids:  # the replayed output counts as output, not as prompt
-            frame["replay_from"][0] = len(live.request.prompt_ids)
+            frame["replay_from"][k] = len(live.request.prompt_ids)
         chunk = live.prompt_ids[start : start + lane.num_prompt_tokens]
         end = start + len(chunk)
         if vision is not None:
-            bind_images(program, frame, vision, start, end)
+            cursor.features += bind_images(program, frame, vision, start, end, k, cursor.features)
         ledger.prompt_cursor[lane.handle] = end
         resources.reserve(slot, end, lookahead=1)
-        frame["prefill_row"][0] = row
+        frame["prefill_row"][k] = row
         is_last_chunk = end >= len(live.prompt_ids)
-        frame["prompt_next_token"][0] = -1 if is_last_chunk else live.prompt_ids[end]
+        frame["prompt_next_token"][k] = -1 if is_last_chunk else live.prompt_ids[end]
         if is_round:
             frame["prompt_length"][0] = len(chunk)
             frame["prompt_tokens"][: len(chunk)] = chunk

@@ -39,17 +39,20 @@ def history_start(
 
 
 def bind_begin(
-    frame: HostFrame, row: int, live: LiveRequest, eos_token_ids: frozenset[int]
+    frame: HostFrame, row: int, live: LiveRequest, eos_token_ids: frozenset[int], lane: int = 0
 ) -> None:
     """The request starts its device sampling history in this frame: its row, its logit
-    bias and the ids min_tokens masks (stop token ids, and EOS unless ignored)."""
-    frame["history_begin"][0] = row
+    bias and the ids min_tokens masks (stop token ids, and EOS unless ignored), in prompt
+    lane ``lane``'s entries of the begin buffers (lane-major, HistoryBegin)."""
+    frame["history_begin"][lane] = row
     bias, stop_ids = history_start(live, eos_token_ids)
     if bias:
-        frame["bias_ids"][: len(bias)] = [t for t, _ in bias]
-        frame["bias_values"][: len(bias)] = [b for _, b in bias]
+        first = lane * MAX_LOGIT_BIAS
+        frame["bias_ids"][first : first + len(bias)] = [t for t, _ in bias]
+        frame["bias_values"][first : first + len(bias)] = [b for _, b in bias]
     if stop_ids:
-        frame["stop_ids"][: len(stop_ids)] = stop_ids
+        first = lane * MAX_STOP_IDS
+        frame["stop_ids"][first : first + len(stop_ids)] = stop_ids
 
 
 def restore_history(context: ExecutorContext, lane: LaneWork, live: LiveRequest) -> None:

@@ -44,21 +44,34 @@ def request_vision(
 
 
 def bind_images(
-    program: Program, frame: HostFrame, vision: RequestVision, start: int, end: int
-) -> None:
+    program: Program,
+    frame: HostFrame,
+    vision: RequestVision,
+    start: int,
+    end: int,
+    lane: int = 0,
+    first: int = 0,
+) -> int:
     """The prompt chunk's features (written to the workspace on the device, stream-ordered
-    before the launch), their positions and the chunk's explicit rope positions."""
+    before the launch) from feature ``first`` on, their positions and the chunk's explicit
+    rope positions, in prompt lane ``lane``'s part of the lane-major prompt workspace
+    (model.packing). Returns the features bound."""
+    d = program.descriptor
     try:
         piece = vision.chunk(start, end)
     except ImageBindingError as err:
-        raise WorkerError(f"{program.descriptor.name}: {err}") from None
+        raise WorkerError(f"{d.name}: {err}") from None
     inputs = program.inputs
     features = inputs.round.image_features if program.is_round else inputs.packed.image_features
     count = len(piece.positions)
-    if features is None or count > features.shape[0]:
-        raise WorkerError(f"{program.descriptor.name}: no room for {count} image features")
-    if count:
-        features[:count].copy_(piece.features.to(features.dtype))
-        frame["image_positions"][:count] = piece.positions
+    if features is None or first + count > features.shape[0]:
+        raise WorkerError(f"{d.name}: no room for {first + count} image features")
     width = dict(program.uploads)["prompt_rope"] // 3
-    frame["prompt_rope"][: 3 * width].reshape(3, width)[:, : end - start] = piece.rope
+    lane_start = lane * (width // d.prompt_lanes)
+    if count:
+        features[first : first + count].copy_(piece.features.to(features.dtype))
+        positions = [lane_start + p for p in piece.positions]
+        frame["image_positions"][first : first + count] = positions
+    rope = frame["prompt_rope"][: 3 * width].reshape(3, width)
+    rope[:, lane_start : lane_start + end - start] = piece.rope
+    return count

@@ -24,8 +24,8 @@ class LaunchedFrame:
     eos: tuple[frozenset[int], ...]
     num_logprobs: tuple[int | None, ...] = ()  # per lane: alternatives asked for, None = none
     grammars: tuple[GrammarState | None, ...] = ()  # per lane: its matcher, None = none
-    prompt_job: PromptJob | None = None
-    prompt_scores: PromptScores | None = None  # device values, readable after the wait
+    prompt_job: tuple[PromptJob, ...] = ()  # per prompt lane that asked for prompt logprobs
+    prompt_scores: tuple[PromptScores, ...] = ()  # device values, readable after the wait
     # PLE rows delivered through the mailbox, and how long the frame waited for them inside
     # its interval (runtime/ple/delivery.py)
     ple_deliveries: tuple[Delivery, ...] = ()

@@ -19,6 +19,7 @@ from ignition.model.prompt_logprobs import PromptScores
 from ignition.runtime.executors import prompt_scoring
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.binding import (
+    LaneCursor,
     bind_copy_drafts,
     bind_grammar,
     bind_row,
@@ -72,13 +73,14 @@ class ProgramExecutor:
         deliveries: tuple[Delivery, ...],
     ) -> LaunchedFrame:
         context = self.context
-        job = self.prompt_job(plan, live)
+        jobs = self.prompt_job(plan, live) or ()
         frame = program.stage()
         offset = 0  # packed offset of the next row: the host prefix sum of query lengths
         eos, num_logprobs, grammars = [], [], []
+        cursor = LaneCursor()
         for row, lane in enumerate(plan.lanes):
             request = live[lane.handle]
-            offset += bind_row(context, program, frame, row, offset, lane, request)
+            offset += bind_row(context, program, frame, row, offset, lane, request, cursor)
             eos.append(terminal_ids(request.request.sampling, context.eos_token_ids))
             num_logprobs.append(request.request.sampling.logprobs)
             grammars.append(bind_grammar(program, frame, row, lane, request))
@@ -101,7 +103,7 @@ class ProgramExecutor:
             # The static outputs belong to the program, and a second queued frame of the same
             # program would overwrite them before this frame is read: keep a stream-ordered
             # copy; score the prompt hidden states now, before any later frame rewrites them.
-            if job is not None:
+            for job in jobs:
                 scored.append(prompt_scoring.score(context, program, job))
             return map_tensors(out, lambda t: t.clone())
 
@@ -111,13 +113,13 @@ class ProgramExecutor:
         inside = context.ple.take_inside() if context.ple is not None else ()
         return LaunchedFrame(
             fence, plan, program, inflight, launched_ns, plan.lanes, tuple(eos),
-            tuple(num_logprobs), tuple(grammars), job, scored[0] if scored else None,
+            tuple(num_logprobs), tuple(grammars), jobs, tuple(scored),
             deliveries, ple_wait_ns, inside,
         )  # fmt: skip
 
     def prompt_job(
         self, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]
-    ) -> PromptJob | None:
+    ) -> tuple[PromptJob, ...]:
         return prompt_scoring.prompt_job(self.context, plan, live)
 
     def read_pending(

@@ -1,9 +1,10 @@
 """Prompt logprobs, scored after the program in the same launch.
 
-Stream-ordered before any later frame can overwrite them: every program with a prompt lane
-writes the lane's final hidden states to one workspace buffer, and
-:func:`ignition.model.prompt_logprobs.score_positions` reduces them to [N, K] values for a
-prompt lane whose request asked, and only then.
+Stream-ordered before any later frame can overwrite them: every program with prompt lanes
+writes the lanes' final hidden states to one workspace buffer (lane-major: lane k's chunk
+starts at row k * its lane capacity), and
+:func:`ignition.model.prompt_logprobs.score_positions` reduces them to [N, K] values for
+each prompt lane whose request asked, and only then.
 """
 
 from __future__ import annotations
@@ -26,34 +27,40 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PromptJob:
-    """The prompt positions a frame scores: its prompt lane's chunk positions ``start`` ..
-    ``start + len(targets) - 1``, each read at the prompt token after it."""
+    """The prompt positions a frame scores for one prompt lane: its chunk positions
+    ``start`` .. ``start + len(targets) - 1``, each read at the prompt token after it, from
+    row ``hidden_start`` of the prompt hidden states on."""
 
     handle: RequestHandle
     start: int
     targets: tuple[int, ...]
     num_top: int
+    hidden_start: int = 0
 
 
 def prompt_job(
     context: ExecutorContext, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]
-) -> PromptJob | None:
-    """What this frame's prompt lane scores, if its request asked for prompt logprobs:
-    every chunk position but the prompt's last (that one predicts the first output)."""
-    lane = next((x for x in plan.lanes if x.role is LaneRole.PROMPT), None)
-    if lane is None:
-        return None
-    request = live[lane.handle]
-    num_top = request.request.sampling.prompt_logprobs
-    if num_top is None:
-        return None
-    if context.score_prompt is None:
-        raise WorkerError(f"{lane.handle}: prompt logprobs, and no scoring stage")
-    start = context.ledger.prompt_cursor.get(lane.handle, 0)
-    end = min(start + lane.num_prompt_tokens, len(request.request.prompt_ids) - 1)
-    if end <= start:
-        return None
-    return PromptJob(lane.handle, start, request.prompt_ids[start + 1 : end + 1], num_top)
+) -> tuple[PromptJob, ...]:
+    """What this frame's prompt lanes score, for each whose request asked for prompt
+    logprobs: every chunk position but the prompt's last (that one predicts the first
+    output)."""
+    d = plan.descriptor
+    lane_capacity = d.lane_capacity
+    jobs = []
+    for k, row in enumerate(plan.prompt_rows):
+        lane = plan.lanes[row]
+        request = live[lane.handle]
+        num_top = request.request.sampling.prompt_logprobs
+        if num_top is None:
+            continue
+        if context.score_prompt is None:
+            raise WorkerError(f"{lane.handle}: prompt logprobs, and no scoring stage")
+        start = context.ledger.prompt_cursor.get(lane.handle, 0)
+        end = min(start + lane.num_prompt_tokens, len(request.request.prompt_ids) - 1)
+        if end > start:
+            targets = request.prompt_ids[start + 1 : end + 1]
+            jobs.append(PromptJob(lane.handle, start, targets, num_top, k * lane_capacity))
+    return tuple(jobs)
 
 
 def score(context: ExecutorContext, program: Program, job: PromptJob) -> PromptScores:
@@ -64,16 +71,22 @@ def score(context: ExecutorContext, program: Program, job: PromptJob) -> PromptS
     targets = torch.tensor(job.targets, dtype=torch.int64)
     if hidden.is_cuda:  # a pageable copy would block the host until the frame ends
         targets = targets.pin_memory().to(hidden.device, non_blocking=True)
-    return context.score_prompt(hidden[: len(job.targets)], targets, job.num_top)
+    rows = hidden[job.hidden_start : job.hidden_start + len(job.targets)]
+    return context.score_prompt(rows, targets, job.num_top)
 
 
 def prompt_logprobs(
-    job: PromptJob | None, scores: PromptScores | None
+    jobs: tuple[PromptJob, ...], scores: tuple[PromptScores, ...]
 ) -> dict[RequestHandle, tuple[int, tuple]]:
     """The frame's scored prompt positions, read from the device only when some were:
     {handle: (first position, one PromptLogprob per position, for the token after it)}."""
-    if job is None or scores is None:
-        return {}
+    result: dict[RequestHandle, tuple[int, tuple]] = {}
+    for job, lane_scores in zip(jobs, scores, strict=True):
+        result |= _lane_logprobs(job, lane_scores)
+    return result
+
+
+def _lane_logprobs(job: PromptJob, scores: PromptScores) -> dict[RequestHandle, tuple[int, tuple]]:
     chosen, ranks = scores.logprob.tolist(), scores.rank.tolist()
     ids, values = scores.top_ids.tolist(), scores.top_logprobs.tolist()
     k = job.num_top

@@ -63,7 +63,7 @@ def execution_of(
     return Execution(
         kind=d.kind,
         capacity_tokens=d.packed_capacity + d.prefill_capacity,
-        capacity_rows=d.batch_capacity,
+        capacity_rows=max(d.batch_capacity, d.row_capacity),  # or a prefill's prompt lanes
         tokens=tokens,
         rows=rows,
         context=context,
