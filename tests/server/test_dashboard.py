@@ -33,6 +33,8 @@ def test_the_dashboard_page_and_its_state_are_served(traced):
     state = httpx.get(f"{url}/dashboard/state", params={"frames": 5}, timeout=10).json()
     assert 0 < len(state["frames"]) <= 5 and state["reason"] in {"ordinary", "discovery", "stale"}
     assert state["ttft_ms"]["count"] >= 1 and state["counters"]["pages"]["used"] >= 0
+    inference = {k: v for k, v in state["widths"].items() if k in ("prefill", "decode")}
+    assert inference and all(int(w) > 0 for row in inference.values() for w in row)
 
 
 def test_a_state_read_asking_for_too_many_frames_is_a_400(traced):

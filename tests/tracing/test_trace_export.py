@@ -95,9 +95,18 @@ def test_the_summary_has_percentiles_widths_and_the_current_reason():
     assert summary["ttft_ms"]["count"] == 3 and summary["tbt_ms"]["count"] > 0
     assert summary["reason"] == summary["frames"][-1]["reason"]
     assert set(summary["widths"]) <= {"prefill", "decode", "speculative"}
+    assert all(int(width) > 0 for row in summary["widths"].values() for width in row)
     assert summary["counters"]["queue"]["waiting"] == 0
 
 
 def test_a_trace_file_in_a_missing_folder_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="missing: does not exist|folder .* does not exist"):
         check_trace_path(str(tmp_path / "missing" / "t.json"))
+
+
+def test_a_state_operation_lane_is_its_own_class_not_a_decode():
+    from ignition.runtime.tracing import LaneRecord
+
+    terminal = LaneRecord("r0", "terminal", 0, 0, 0)
+    assert terminal.width_class == "terminal"
+    assert LaneRecord("r0", "decode", 0, 3, 2, num_offered=2).width_class == "speculative"

@@ -25,9 +25,12 @@ class LaneRecord:
 
     @property
     def width_class(self) -> str:
-        """The dashboard's request class of this lane: prefill, decode or speculative."""
+        """The dashboard's request class of this lane: prefill, decode or speculative, or a
+        state operation's role (init, restore, snapshot, terminal, vision; no query rows)."""
         if self.role == LaneRole.PROMPT:
             return "prefill"
+        if self.role != LaneRole.DECODE:
+            return str(self.role)
         return "speculative" if self.num_offered > 0 else "decode"
 
 
