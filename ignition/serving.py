@@ -92,6 +92,10 @@ class ServeOptions:
     speculative_method: str = "mtp"
     # Copy proposals' search (--prompt-lookup-max/-min; vLLM's prompt_lookup_max/min).
     prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
+    # Chrome trace-event / Perfetto JSON of the run (--trace-file; runtime/tracing/), and
+    # the live page GET /dashboard (--disable-dashboard turns it off).
+    trace_file: str | None = None
+    dashboard: bool = True
 
     def follow(self, tp: TensorParallel) -> None:
         """Ranks 1..N-1 of a tensor-parallel group serving these options: the role
@@ -375,7 +379,27 @@ def open_app(
         on_fatal=on_fatal,
     )
     bridge.vision = vision_serving(bundle, options.allowed_local_media_path)
-    return create_app(bridge, config), bridge
+    recorder = trace_recorder(engine, options)
+    app = create_app(bridge, config, recorder)
+    app.state.trace_writer = None
+    if recorder is not None and options.trace_file is not None:
+        from ignition.runtime.tracing import TraceFileWriter
+
+        app.state.trace_writer = TraceFileWriter(recorder, options.trace_file).start()
+    return app, bridge
+
+
+def trace_recorder(engine, options: ServeOptions):
+    """The engine's trace recorder, hooked into its loop, when a trace file or the
+    dashboard wants one; None otherwise (the loop then pays nothing)."""
+    if options.trace_file is None and not options.dashboard:
+        return None
+    from ignition.runtime.tracing import TraceRecorder
+    from ignition.runtime.tracing.hook import install_trace_hook
+
+    recorder = TraceRecorder()
+    install_trace_hook(engine, recorder)
+    return recorder
 
 
 def serve_forever(
@@ -414,6 +438,8 @@ def serve_forever(
         server.run()
     finally:
         bridge.stop()
+        if app.state.trace_writer is not None:
+            app.state.trace_writer.close()
     return bridge.failure
 
 
@@ -434,6 +460,7 @@ def _server_config(options: ServeOptions, bundle: Bundle, chat) -> ServerConfig:
             template_renders_tools=template_renders_tools(chat.templates),
             max_chars_per_token=max_chars_per_token(bundle.tokenizer),
             vllm_metrics=options.metrics_names == "vllm",
+            dashboard=options.dashboard,
         )
     except ValueError as err:
         raise BundleError(f"{chat.templates.source}: {err}") from None

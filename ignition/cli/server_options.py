@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ignition.cli.checks import check_range
+from ignition.cli.errors import UserError
 from ignition.cli.registry import Decorator
 from ignition.runtime.copy_proposals import MAX_NGRAM, MIN_NGRAM, PromptLookup
 from ignition.runtime.requests import SPECULATIVE_METHODS
@@ -97,6 +98,17 @@ def server_options() -> list[Decorator]:
             "(vLLM's prompt_lookup_min).",
         ),
         click.option(
+            "--trace-file",
+            help="Write a Chrome trace-event / Perfetto JSON trace of the engine's frames, "
+            "requests and counters here (open it in ui.perfetto.dev); a ring of the newest "
+            "events, rewritten every 2 s off the engine thread and at shutdown.",
+        ),
+        click.option(
+            "--disable-dashboard",
+            is_flag=True,
+            help="No live page at GET /dashboard (and no trace recorder unless --trace-file).",
+        ),
+        click.option(
             "--allowed-local-media-path",
             type=click.Path(exists=True, file_okay=False, resolve_path=True),
             help="Folder whose image files chat requests may name by path or file:// URL "
@@ -122,12 +134,21 @@ class ServerArgs:
     speculative_method: str = "mtp"
     prompt_lookup_max: int = MAX_NGRAM
     prompt_lookup_min: int = MIN_NGRAM
+    trace_file: str | None = None
+    dashboard: bool = True
 
     def __post_init__(self) -> None:
         check_range("--port", self.port, 1, 65535)
         check_range("--max-request-bytes", self.max_request_bytes, 1)
         check_range("--prompt-lookup-min", self.prompt_lookup_min, 1)
         check_range("--prompt-lookup-max", self.prompt_lookup_max, self.prompt_lookup_min)
+        if self.trace_file is not None:
+            from ignition.runtime.tracing import check_trace_path
+
+            try:
+                check_trace_path(self.trace_file)
+            except ValueError as err:
+                raise UserError(str(err)) from None
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ServerArgs:
@@ -145,6 +166,8 @@ class ServerArgs:
             speculative_method=params.pop("speculative_method"),
             prompt_lookup_max=params.pop("prompt_lookup_max"),
             prompt_lookup_min=params.pop("prompt_lookup_min"),
+            trace_file=params.pop("trace_file", None),
+            dashboard=not params.pop("disable_dashboard", False),
         )
 
     def serve_fields(self) -> dict[str, Any]:
@@ -159,4 +182,6 @@ class ServerArgs:
             "reasoning_parser": self.reasoning_parser,
             "speculative_method": self.speculative_method,
             "prompt_lookup": PromptLookup(self.prompt_lookup_max, self.prompt_lookup_min),
+            "trace_file": self.trace_file,
+            "dashboard": self.dashboard,
         }

@@ -95,6 +95,11 @@ OPTIONS = (
     click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON."),
     click.option("--plot", "plot_dir", help="Write PNG plots into this folder (matplotlib)."),
     click.option(
+        "--trace-file",
+        help="Write the Helios run's frames, requests and counters as Chrome trace-event / "
+        "Perfetto JSON (the format `ignition serve --trace-file` writes; one load only).",
+    ),
+    click.option(
         "--conversations",
         type=click.IntRange(min=1),
         help="Multi-turn chat instead of a trace: this many conversations, Helios with retention "

@@ -34,12 +34,14 @@ from ignition.runtime.requests import (
     StreamChunk,
 )
 from ignition.runtime.stats import EngineStats
+from ignition.runtime.tracing import TraceRecorder
 from ignition.server.chat_protocol import (
     ChatCompletionRequest,
     TokenizeChatRequest,
     TokenizeRequest,
 )
 from ignition.server.config import ServerConfig
+from ignition.server.dashboard import install_dashboard
 from ignition.server.door import Door
 from ignition.server.errors import (
     ApiError,
@@ -112,7 +114,10 @@ class EngineClient(Protocol):
     def is_healthy(self) -> bool: ...
 
 
-def create_app(engine: EngineClient, config: ServerConfig | None = None) -> FastAPI:
+def create_app(
+    engine: EngineClient, config: ServerConfig | None = None, trace: TraceRecorder | None = None
+) -> FastAPI:
+    """``trace``: the engine's trace recorder, which /dashboard reads (none: no page)."""
     config = config or ServerConfig()
     names = config.served_model_names or (engine.model_name,)
     app = FastAPI(title="Ignition", version=__version__)
@@ -129,6 +134,8 @@ def create_app(engine: EngineClient, config: ServerConfig | None = None) -> Fast
     lanes = TokenizerLanes(max_queued_chars=config.max_queued_tokenizer_chars)
     app.state.tokenizer_lanes = lanes
     door = Door(engine, config, names)
+    if config.dashboard and trace is not None:
+        install_dashboard(app, trace)
 
     async def tokenizing(cost: int, work):
         """Tokenizer work on its lane (server/tokenizing.py); a full lane is a 503."""

@@ -29,6 +29,7 @@ class ServerConfig:
     # Large-prompt tokenizer work admitted at once, in characters (0: 4 request bodies).
     max_queued_tokenizer_chars: int = 0
     vllm_metrics: bool = False  # /metrics also exports vllm:* aliases (server/metrics.py)
+    dashboard: bool = True  # GET /dashboard (server/dashboard.py); --disable-dashboard: off
 
     def __post_init__(self) -> None:
         if self.max_request_bytes < 1:

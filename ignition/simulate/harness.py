@@ -19,6 +19,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ignition.components.catalog import Catalog, GraphKind
 from ignition.helios import (
@@ -77,6 +78,8 @@ class Setup:
     speculation: SpeculationMode | None = None  # None: adaptive (fixed for a width variant)
     resources: Resources | None = None  # Helios's slots and pages; None: ``slots`` slots
     helios_report: bool = False  # keep Simulation.report (graphs, trace) in info["report"]
+    # A runtime.tracing.TraceRecorder fed by the Helios run (simulate --trace-file).
+    trace: Any = field(default=None, compare=False)
 
 
 def true_survivals(conditional: Sequence[float]) -> tuple[float, ...]:
@@ -283,6 +286,7 @@ def helios_simulation(
     )
     with newcomer_rule(rule):
         sim = Simulation(scenario)
+    sim.trace = setup.trace
     if "one-frame" in variants:
         sim.window = 1
     if "late-queue" in variants:

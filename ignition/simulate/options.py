@@ -37,6 +37,7 @@ class SimulateOptions:
     seed: int = 0
     as_json: bool = False
     plot_dir: str | None = None
+    trace_file: str | None = None  # the Helios run's frames as Perfetto JSON (runtime/tracing/)
     conversations: int | None = None
     turns: int = 4
     snapshot_rows: str = "0,4,16"

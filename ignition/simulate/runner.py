@@ -53,6 +53,7 @@ def run(options: SimulateOptions) -> int:
             console.print(item)
 
     try:
+        recorder = trace_recorder(options)
         if options.conversations is not None:
             from ignition.simulate import retention_command
             from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list
@@ -118,6 +119,7 @@ def run(options: SimulateOptions) -> int:
             device=device_with_ple(options.device),  # h200+ple:disk charges PLE delivery
             seed=options.seed,
             confidence_noise=confidence_noise(options.confidence),
+            trace=recorder,
         )
         execute(
             spec=spec,
@@ -132,6 +134,12 @@ def run(options: SimulateOptions) -> int:
             echo=echo,
             show_progress=sys.stderr.isatty(),
         )
+        if recorder is not None and options.trace_file is not None:
+            from ignition.runtime.tracing import write_trace
+
+            write_trace(recorder, options.trace_file)
+            if not as_json:
+                echo(f"trace: {options.trace_file} (open it in ui.perfetto.dev)")
     except (*ERRORS, CommandError, ScenarioError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -144,3 +152,21 @@ def run(options: SimulateOptions) -> int:
             return 2
         raise
     return 0
+
+
+def trace_recorder(options: SimulateOptions):
+    """A recorder for ``--trace-file`` (None without it): the trace path's one Helios run;
+    a sweep or capacity search runs Helios at many loads, which one file cannot tell apart."""
+    if options.trace_file is None:
+        return None
+    from ignition.runtime.tracing import TraceRecorder, check_trace_path
+
+    if options.sweep or options.capacity:
+        raise CommandError("--trace-file records one run: give --rate, not --sweep or --capacity")
+    if options.conversations is not None or options.scenario is not None:
+        raise CommandError("--trace-file records the --trace path's Helios run only")
+    try:
+        check_trace_path(options.trace_file)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    return TraceRecorder()

@@ -34,6 +34,7 @@ from ignition.helios import (
     Scheduler,
     trace_to_json,
 )
+from ignition.simulate import trace_frames
 from ignition.simulate.acceptance import MAX_DEPTH, Round, draw_round
 from ignition.simulate.devices import DeviceError, execution_of
 from ignition.simulate.engine import LateWatch
@@ -123,6 +124,7 @@ class Simulation:
         # once, so a prompt that arrives meanwhile is planned ahead of it. None: at once.
         self.queue_lead_ns: int | None = None
         self.host_free_ns = 0  # the host's prompt-row gather is busy until then
+        self.trace: Any = None  # a runtime.tracing.TraceRecorder fed each frame (trace_frames.py)
 
     def _ms(self, d: Descriptor, tokens: int, rows: int, context: int, **detail: Any) -> float:
         try:
@@ -377,6 +379,8 @@ class Simulation:
         else:
             report = CompletionReport(records, timing)
         tokens = self.scheduler.complete(Fence(run.fence), report)
+        if self.trace is not None:
+            trace_frames.record_frame(self.trace, run, records, rows, self.by_handle, now, self.scheduler)
         self._offer_copies(plan)
         self.graphs.setdefault(d.name, []).append(run.device_ns / NS_PER_MS)
         self.executions.append(
