@@ -25,6 +25,7 @@ from ignition.helios import (
     PolicyConfig,
     Resources,
     SpeculationMode,
+    balanced,
     left_out_rule,
     newcomer_rule,
     throughput,
@@ -37,6 +38,7 @@ from ignition.simulate.baselines import (
     envelope_variant,
     make_baseline,
     parse_policy,
+    tbt_variant,
     width_variant,
 )
 from ignition.simulate.conversation import run_conversation_baseline
@@ -183,6 +185,25 @@ def step8_generation_shapes(cap: object) -> list:
         capacity.request_buckets = previous
 
 
+def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
+    """The PolicyConfig a Helios variant runs: a preset variant (``throughput``,
+    ``balanced``) replaces ``default``, then the rule variants adjust its fields."""
+    policy = default
+    if "throughput" in variants:
+        policy = throughput()
+    elif "balanced" in variants:
+        policy = balanced()
+    if "first-delivery" in variants:
+        policy = replace(policy, first_delivery=1.0)
+    if "gen-left-out" in variants:
+        policy = replace(policy, generation_left_out=True)
+    if "no-tbt" in variants:
+        policy = replace(policy, tbt_target_ms=0.0)
+    for t in filter(None, map(tbt_variant, variants)):
+        policy = replace(policy, tbt_target_ms=float(t))
+    return policy
+
+
 def helios_simulation(
     requests: Sequence[SimRequest], setup: Setup, name: str = HELIOS
 ) -> tuple[Simulation, str]:
@@ -192,9 +213,7 @@ def helios_simulation(
     if setup.trained_acceptance or "trained" in variants:
         requests = [replace(r, acceptance_prior=true_survivals(r.acceptance)) for r in requests]
     wide = 2048 if "wide-mixed" in variants else 0
-    policy = throughput() if "throughput" in variants else setup.helios_policy
-    if "first-delivery" in variants:
-        policy = replace(policy, first_delivery=1.0)
+    policy = policy_for(variants, setup.helios_policy)
     envelopes = [r for r in map(envelope_variant, variants) if r is not None]
     envelope = envelopes[-1] if envelopes else setup.speculative_token_capacity
     chunks = [c for c in map(chunk_variant, variants) if c is not None]
@@ -205,7 +224,8 @@ def helios_simulation(
         shaping = [
             v
             for v in variants
-            if v in CATALOG_VARIANTS or any(f(v) is not None for f in PARAMETRIC_VARIANTS)
+            if v in CATALOG_VARIANTS
+            or any(f(v) is not None for f in PARAMETRIC_VARIANTS if f is not tbt_variant)
         ]
         if shaping:
             raise PolicyError(

@@ -15,8 +15,13 @@ from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
+from ignition.helios.decide.chunk_target import REJECTED, smallest_prompt_capacity, within_target
 from ignition.helios.decide.cost import CostModel, Freshness
-from ignition.helios.decide.left_out import carry_times, left_out_score
+from ignition.helios.decide.left_out import (
+    carry_times,
+    generation_left_out_score,
+    left_out_score,
+)
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.tails import completion_times, stranded_tail_score
 from ignition.helios.decide.terminal import TerminalView
@@ -141,6 +146,11 @@ def candidates_for(
     def make(value: float, count: int, key: tuple, build, prompt: LanePick | None = None):
         c = Candidate(d, duration_ns, freshness, value, count, (*family, *key), build)
         finish(c, decision)
+        # issue 40: the ready decoders a generation frame leaves out (helios/left_out.py)
+        if prompt is None and d.kind is not GraphKind.PREFILL and decision.generation_left_out:
+            carry = carry_times(tables.prompts.descriptors, costs)
+            order = tables.decoders.order(1)
+            c.score = generation_left_out_score(c, count, order, carry, decision)
         # issue 10: a chunk stranding a tail (helios/tails.py); completing rows never do
         if prompt is not None and prompt.expected_output == 0 and not c.is_indeterminate:
             times = completion_times(tables.prompts.descriptors, costs)
@@ -150,6 +160,16 @@ def candidates_for(
             carry = carry_times(tables.prompts.descriptors, costs)
             order = tables.decoders.order(1)
             c.score = left_out_score(c, prompt.num_prompt_tokens, count - 1, order, carry, decision)
+        # issue 40: a prompt frame keeps the ready decoders' gap within their TBT target
+        if decision.tbt_target_ms > 0 and prompt_capacity(d) > 0 and not c.is_indeterminate:
+            carry = carry_times(tables.prompts.descriptors, costs)
+            ready = len(tables.decoders.order(1))
+            smallest = smallest_prompt_capacity(tables.prompts.descriptors, costs)
+            carries_prompt = prompt is not None or d.kind is GraphKind.PREFILL
+            if carries_prompt and not within_target(
+                c, prompt_capacity(d), ready, carry, smallest, decision
+            ):
+                c.score = REJECTED
         return c
 
     def prompt_key(pick: LanePick) -> tuple:
