@@ -79,6 +79,8 @@ HELIOS_VARIANTS = {
     "before the frame ahead ends, not at once",
     "first-delivery": "the chunk finishing a prompt also earns the delivery price at the "
     "delivery normalizer (PolicyConfig.first_delivery = 1)",
+    "ragged": "what-if catalog: host-allocated speculative programs at half the rows of "
+    "B x W (per-request widths below full batch; harness.ragged_host_shapes)",
     "balanced": "the seed's balanced preset (its coefficients, no issue-40 rule)",
     "gen-left-out": "generation frames leaving ready decoders out are scored as the "
     "sequence with the frame they then need (PolicyConfig.generation_left_out)",

@@ -28,6 +28,7 @@ from ignition.helios import (
     balanced,
     left_out_rule,
     newcomer_rule,
+    objective,
     throughput,
 )
 from ignition.simulate.baselines import (
@@ -51,7 +52,7 @@ from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
-CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8")  # shape the recipe's catalog
+CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "ragged")  # shape the recipe's catalog
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Setup:
     seed: int = 0
     noise_sigma: float = 0.03
     recipe: str = "qwen38"
-    helios_policy: PolicyConfig = field(default_factory=PolicyConfig)
+    helios_policy: PolicyConfig = field(default_factory=objective)  # the default preset
     trained_acceptance: bool = False  # preseed Helios with each request's true acceptance
     confidence_noise: float = 0.0  # the drafter's confidence calibration (acceptance.CONFIDENCE)
     # What a scenario file states (``scenario_setup``); the defaults are the trace path's.
@@ -99,6 +100,7 @@ def helios_catalog(
     full_batch: bool = False,
     step8: bool = False,
     width: int = 0,
+    ragged: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
@@ -131,6 +133,9 @@ def helios_catalog(
             d for d in step8_generation_shapes(resolve(chosen, options)) if d.name not in names
         ]
         catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
+    if ragged:
+        extra = ragged_host_shapes(catalog)
+        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
     if max_prompt:
         kept = tuple(
             d
@@ -149,6 +154,29 @@ def helios_catalog(
     if width:
         return fixed_width(select_for_mode(catalog, "fixed"), width)
     return select_for_mode(catalog, speculation)
+
+
+def ragged_host_shapes(catalog: Catalog) -> list:
+    """What-if (issue 40, item 3): per-request widths below full batch. For every
+    rectangular host-allocated speculative program of batch B >= 8 and width W >= 2, the
+    same B and W with half the lanes' extra rows, P = B + B * (W - 1) / 2 (host
+    allocation gives them to the lanes whose drafts are worth most)."""
+    names = {d.name for d in catalog.descriptors}
+    out = []
+    for d in catalog.descriptors:
+        rectangular = d.packed_capacity == d.batch_capacity * d.token_capacity
+        if (
+            d.kind is GraphKind.SPECULATIVE
+            and not d.is_device_allocated
+            and rectangular
+            and d.batch_capacity >= 8
+            and d.token_capacity >= 2
+        ):
+            p = d.batch_capacity + d.batch_capacity * (d.token_capacity - 1) // 2
+            shape = replace(d, packed_capacity=p, max_packed_extent=-1)
+            if shape.name not in names:
+                out.append(shape)
+    return out
 
 
 def fixed_width(catalog: Catalog, width: int) -> Catalog:
@@ -242,6 +270,7 @@ def helios_simulation(
             full_batch="full-batch" in variants,
             step8="step8" in variants,
             width=width,
+            ragged="ragged" in variants,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE

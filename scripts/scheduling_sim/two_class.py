@@ -64,7 +64,7 @@ def one(name: str, profile: str, count: int, slots: int, envelope: int) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="qwen38-flash-next-h200")
-    parser.add_argument("--requests", type=int, default=192)
+    parser.add_argument("--requests", type=int, default=128)
     parser.add_argument("--slots", type=int, default=32)
     parser.add_argument("--envelope", type=int, default=128, help="speculative token capacity R")
     parser.add_argument("--policies", default=",".join(POLICIES))
