@@ -32,6 +32,7 @@ from ignition.simulate.harness import (
     newcomer_rule,
     run_policy,
 )
+from ignition.simulate.baselines import PolicyError, parse_policy
 from ignition.simulate.scenario import load_scenario
 from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
@@ -153,11 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--preset",
         default="",
-        choices=["", "balanced", "throughput"],
-        help="run the Helios cases under this preset instead of the default (balanced: "
-        "the digests recorded before issue 40)",
+        help="Helios variants the Helios cases run under, e.g. balanced (the digests "
+        "recorded before issue 40) or balanced+gen-left-out (one rule at a time)",
     )
     args = parser.parse_args(argv)
+    if args.preset:
+        try:
+            parse_policy(f"helios+{args.preset}")
+        except PolicyError as err:
+            parser.error(f"--preset: {err}")
     chosen = cases(args.preset)
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
