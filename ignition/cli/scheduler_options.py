@@ -22,10 +22,9 @@ def scheduler_options() -> list[Decorator]:
             type=click.Choice(["objective", "balanced", "throughput"]),
             default=DEFAULT_POLICY,
             show_default=True,
-            help="Helios preset: objective (the balanced coefficients, prompt chunks sized to "
-            "a 100 ms TBT target, no ready decoder left out of a generation frame); balanced "
-            "(the seed's) weighs latency and throughput; throughput favours tokens per "
-            "second.",
+            help="Helios preset: objective (the balanced coefficients with prompt chunks "
+            "sized to a 75 ms TBT target); balanced (the seed's) weighs latency and "
+            "throughput; throughput favours tokens per second.",
         ),
         click.option(
             "--scheduler-terminal-value",

@@ -163,11 +163,11 @@ def candidates_for(
         # issue 40: a prompt frame keeps the ready decoders' gap within their TBT target
         if decision.tbt_target_ms > 0 and prompt_capacity(d) > 0 and not c.is_indeterminate:
             carry = carry_times(tables.prompts.descriptors, costs)
-            ready = len(tables.decoders.order(1))
             smallest = smallest_prompt_capacity(tables.prompts.descriptors, costs)
             carries_prompt = prompt is not None or d.kind is GraphKind.PREFILL
+            served = count - 1 if prompt is not None and d.kind is GraphKind.MIXED else 0
             if carries_prompt and not within_target(
-                c, prompt_capacity(d), ready, carry, smallest, decision
+                c, prompt_capacity(d), tables.decoders, served, carry, smallest, decision
             ):
                 c.score = REJECTED
         return c
