@@ -59,5 +59,7 @@ def test_overrides_apply_over_the_default_preset(served, bundle):
     serve(
         str(bundle), "--scheduler-terminal-value", "7", "--mtp-adaptive-verification-alpha", "0.5"
     )
-    expected = policy_from_preset(DEFAULT_PRESET, terminal_value=7.0, adaptive_verification_alpha=0.5)
+    expected = policy_from_preset(
+        DEFAULT_PRESET, terminal_value=7.0, adaptive_verification_alpha=0.5
+    )
     assert served[0].policy == expected
