@@ -17,18 +17,19 @@ from ignition.cli.checks import (
 from ignition.cli.errors import UserError
 from ignition.cli.registry import Decorator
 
-DEFAULT_POLICY = "balanced"
+DEFAULT_POLICY = "objective"  # ignition.helios.config.DEFAULT_PRESET (Helios never imports click)
 
 
 def scheduler_options() -> list[Decorator]:
     return [
         click.option(
             "--scheduler-policy",
-            type=click.Choice(["balanced", "throughput"]),
+            type=click.Choice(["objective", "balanced", "throughput"]),
             default=DEFAULT_POLICY,
             show_default=True,
-            help="Helios preset: balanced weighs latency and throughput; throughput favours "
-            "tokens per second.",
+            help="Helios preset: objective (the balanced coefficients with prompt chunks "
+            "sized to a 75 ms TBT target); balanced (the seed's) weighs latency and "
+            "throughput; throughput favours tokens per second.",
         ),
         click.option(
             "--scheduler-terminal-value",

@@ -7,7 +7,14 @@ descriptors, plans and completion reports, and imports only what this module exp
 
 from __future__ import annotations
 
-from ignition.helios.config import PolicyConfig, SpeculationMode, policy_from_preset, throughput
+from ignition.helios.config import (
+    PolicyConfig,
+    SpeculationMode,
+    balanced,
+    objective,
+    policy_from_preset,
+    throughput,
+)
 from ignition.helios.protocol import SchedulerFactory, SchedulerProtocol, helios_scheduler
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.study_rules import left_out_rule, newcomer_rule
@@ -75,6 +82,8 @@ __all__ = [
     "left_out_rule",
     "newcomer_rule",
     "plan_windows",
+    "balanced",
+    "objective",
     "policy_from_preset",
     "throughput",
     "trace_to_json",

@@ -35,10 +35,22 @@ class PolicyConfig:
     # weight on the delivery price g / z at the delivery normalizer that the chunk
     # finishing a prompt earns (its first output is the request's first delivery); 0 off
     first_delivery: float = 0.0
+    # issue 40 (docs/scheduling.md, "Chunks sized to the TBT target"): the gap between a
+    # decoder's deliveries that a prompt frame may cause, ms; 0 off (the seed's presets)
+    tbt_target_ms: float = 0.0
+    # issue 40 ("Decoders left out of generation frames"): a generation frame leaving
+    # ready decoders out is scored as the sequence with the frame they then need
+    generation_left_out: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if isinstance(f.default, bool):
+                if not isinstance(value, bool):
+                    raise SchedulerError(
+                        f"PolicyConfig.{f.name} = {value!r}: expected true or false"
+                    )
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise SchedulerError(f"PolicyConfig.{f.name} = {value!r}: expected a number")
             if not math.isfinite(value) or value < 0:
@@ -75,7 +87,19 @@ class PolicyConfig:
 
 
 def balanced() -> PolicyConfig:
+    """The seed's default coefficients, without the issue-40 rules."""
     return PolicyConfig()
+
+
+OBJECTIVE_TBT_TARGET_MS = 75.0
+
+
+def objective() -> PolicyConfig:
+    """The default preset (issue 40, docs/scheduling.md "The objective preset"): the
+    seed's balanced coefficients with prompt frames sized to a 75 ms TBT target. The
+    generation-frame left-out rule stays off (measured: no gain, and a loss beside the
+    TBT target on the MoE H200 conversation capacity)."""
+    return PolicyConfig(tbt_target_ms=OBJECTIVE_TBT_TARGET_MS)
 
 
 def throughput() -> PolicyConfig:
@@ -83,7 +107,12 @@ def throughput() -> PolicyConfig:
     return PolicyConfig(delivery_fairness=0.0, decode_age_price=0.0)
 
 
-PRESETS: dict[str, Callable[[], PolicyConfig]] = {"balanced": balanced, "throughput": throughput}
+PRESETS: dict[str, Callable[[], PolicyConfig]] = {
+    "objective": objective,
+    "balanced": balanced,
+    "throughput": throughput,
+}
+DEFAULT_PRESET = "objective"
 
 
 def policy_from_preset(

@@ -79,6 +79,12 @@ HELIOS_VARIANTS = {
     "before the frame ahead ends, not at once",
     "first-delivery": "the chunk finishing a prompt also earns the delivery price at the "
     "delivery normalizer (PolicyConfig.first_delivery = 1)",
+    "ragged": "what-if catalog: host-allocated speculative programs at half the rows of "
+    "B x W (per-request widths below full batch; harness.ragged_host_shapes)",
+    "balanced": "the seed's balanced preset (its coefficients, no issue-40 rule)",
+    "gen-left-out": "generation frames leaving ready decoders out are scored as the "
+    "sequence with the frame they then need (PolicyConfig.generation_left_out)",
+    "no-tbt": "no TBT target (PolicyConfig.tbt_target_ms = 0)",
     "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
     "(mixed programs stay powers of two)",
     "rec-lanes": "build with the load option prompt_lanes {512: 4, 1024: 4, 2048: 2, "
@@ -93,6 +99,7 @@ _GRID = re.compile(r"^grid(?P<g>[1-9]\d*)$")
 _LANES = re.compile(r"^lanes(?P<l>[1-9]\d*)(?:-(?P<m>[1-9]\d*))?$")
 _WIDTH = re.compile(r"^w(?P<w>[1-9]\d*)$")  # helios+w3: fixed width three
 _CHUNK = re.compile(r"^chunk(?P<c>[1-9]\d*)$")  # helios+chunk512: --max-prefill-chunk 512
+_TBT = re.compile(r"^tbt(?P<t>[1-9]\d*)$")  # helios+tbt100: PolicyConfig.tbt_target_ms 100
 
 
 def envelope_variant(variant: str) -> int | None:
@@ -129,7 +136,15 @@ def grid_variant(variant: str) -> int | None:
     return int(m.group("g")) if m else None
 
 
-PARAMETRIC_VARIANTS = (envelope_variant, width_variant, chunk_variant, lanes_variant, grid_variant)
+def tbt_variant(variant: str) -> int | None:
+    """``tbtN``: Helios with ``PolicyConfig.tbt_target_ms`` = N (issue 40's chunk rule)."""
+    m = _TBT.match(variant)
+    return int(m.group("t")) if m else None
+
+
+PARAMETRIC_VARIANTS = (
+    envelope_variant, width_variant, chunk_variant, lanes_variant, grid_variant, tbt_variant
+)
 
 
 def variant_summary(variant: str) -> str:
@@ -143,6 +158,9 @@ def variant_summary(variant: str) -> str:
     c = chunk_variant(variant)
     if c is not None:
         return f"load-time selection: prompt capacities up to {c} tokens only"
+    t = tbt_variant(variant)
+    if t is not None:
+        return f"TBT target {t} ms: prompt frames sized to keep the decoders' gap within it"
     r = envelope_variant(variant)
     if r is not None:
         return f"what-if build: speculative token capacity R = {r}"

@@ -231,6 +231,7 @@ def run_baseline(
         accepted = []
         for i, s in enumerate(batch.decode):
             drafts = batch.width(i) - 1
+            s.record.verified(drafts + 1)
             got = s.round.accepted(drafts, rounds) if s.round is not None else 0
             s.round = None
             accepted.append(got)

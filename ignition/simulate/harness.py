@@ -26,8 +26,10 @@ from ignition.helios import (
     PolicyConfig,
     Resources,
     SpeculationMode,
+    balanced,
     left_out_rule,
     newcomer_rule,
+    objective,
     throughput,
 )
 from ignition.simulate.baselines import (
@@ -40,6 +42,7 @@ from ignition.simulate.baselines import (
     lanes_variant,
     make_baseline,
     parse_policy,
+    tbt_variant,
     width_variant,
 )
 from ignition.simulate.conversation import run_conversation_baseline
@@ -53,7 +56,7 @@ from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
 # shape the recipe's catalog
-CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "l1", "rec-lanes")
+CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "l1", "rec-lanes", "ragged")
 # helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
 RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
 
@@ -68,7 +71,7 @@ class Setup:
     seed: int = 0
     noise_sigma: float = 0.03
     recipe: str = "qwen38"
-    helios_policy: PolicyConfig = field(default_factory=PolicyConfig)
+    helios_policy: PolicyConfig = field(default_factory=objective)  # the default preset
     trained_acceptance: bool = False  # preseed Helios with each request's true acceptance
     confidence_noise: float = 0.0  # the drafter's confidence calibration (acceptance.CONFIDENCE)
     # What a scenario file states (``scenario_setup``); the defaults are the trace path's.
@@ -110,6 +113,7 @@ def helios_catalog(
     more_lanes: tuple[tuple[int, int], ...] = (),
     lane_option: tuple[tuple[int, int], ...] | None = None,
     grid: int = 0,
+    ragged: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
@@ -160,6 +164,9 @@ def helios_catalog(
             d for d in step8_generation_shapes(resolve(chosen, options)) if d.name not in names
         ]
         catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
+    if ragged:
+        extra = ragged_host_shapes(catalog)
+        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
     if max_prompt:
         kept = tuple(
             d
@@ -181,6 +188,29 @@ def helios_catalog(
     if width:
         return fixed_width(select_for_mode(catalog, "fixed"), width)
     return select_for_mode(catalog, speculation)
+
+
+def ragged_host_shapes(catalog: Catalog) -> list:
+    """What-if (issue 40, item 3): per-request widths below full batch. For every
+    rectangular host-allocated speculative program of batch B >= 8 and width W >= 2, the
+    same B and W with half the lanes' extra rows, P = B + B * (W - 1) / 2 (host
+    allocation gives them to the lanes whose drafts are worth most)."""
+    names = {d.name for d in catalog.descriptors}
+    out = []
+    for d in catalog.descriptors:
+        rectangular = d.packed_capacity == d.batch_capacity * d.token_capacity
+        if (
+            d.kind is GraphKind.SPECULATIVE
+            and not d.is_device_allocated
+            and rectangular
+            and d.batch_capacity >= 8
+            and d.token_capacity >= 2
+        ):
+            p = d.batch_capacity + d.batch_capacity * (d.token_capacity - 1) // 2
+            shape = replace(d, packed_capacity=p, max_packed_extent=-1)
+            if shape.name not in names:
+                out.append(shape)
+    return out
 
 
 def fixed_width(catalog: Catalog, width: int) -> Catalog:
@@ -217,6 +247,25 @@ def step8_generation_shapes(cap: object) -> list:
         capacity.request_buckets = previous
 
 
+def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
+    """The PolicyConfig a Helios variant runs: a preset variant (``throughput``,
+    ``balanced``) replaces ``default``, then the rule variants adjust its fields."""
+    policy = default
+    if "throughput" in variants:
+        policy = throughput()
+    elif "balanced" in variants:
+        policy = balanced()
+    if "first-delivery" in variants:
+        policy = replace(policy, first_delivery=1.0)
+    if "gen-left-out" in variants:
+        policy = replace(policy, generation_left_out=True)
+    if "no-tbt" in variants:
+        policy = replace(policy, tbt_target_ms=0.0)
+    for t in filter(None, map(tbt_variant, variants)):
+        policy = replace(policy, tbt_target_ms=float(t))
+    return policy
+
+
 def helios_simulation(
     requests: Sequence[SimRequest], setup: Setup, name: str = HELIOS
 ) -> tuple[Simulation, str]:
@@ -226,9 +275,7 @@ def helios_simulation(
     if setup.trained_acceptance or "trained" in variants:
         requests = [replace(r, acceptance_prior=true_survivals(r.acceptance)) for r in requests]
     wide = 2048 if "wide-mixed" in variants else 0
-    policy = throughput() if "throughput" in variants else setup.helios_policy
-    if "first-delivery" in variants:
-        policy = replace(policy, first_delivery=1.0)
+    policy = policy_for(variants, setup.helios_policy)
     envelopes = [r for r in map(envelope_variant, variants) if r is not None]
     envelope = envelopes[-1] if envelopes else setup.speculative_token_capacity
     chunks = [c for c in map(chunk_variant, variants) if c is not None]
@@ -242,7 +289,8 @@ def helios_simulation(
         shaping = [
             v
             for v in variants
-            if v in CATALOG_VARIANTS or any(f(v) is not None for f in PARAMETRIC_VARIANTS)
+            if v in CATALOG_VARIANTS
+            or any(f(v) is not None for f in PARAMETRIC_VARIANTS if f is not tbt_variant)
         ]
         if shaping:
             raise PolicyError(
@@ -264,6 +312,7 @@ def helios_simulation(
             more_lanes=tuple(declared[1:]) if lanes > 1 else (),
             lane_option=RECOMMENDED_LANES if "rec-lanes" in variants else None,
             grid=grids[-1] if grids else 0,
+            ragged="ragged" in variants,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE

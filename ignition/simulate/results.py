@@ -24,6 +24,18 @@ class RequestRecord:
     first_output_ms: float | None = None
     finish_ms: float | None = None
     deliveries: list[tuple[float, int]] = field(default_factory=list)
+    # generation rounds it took part in and the target rows they verified (1 + drafts
+    # each): the mean verification width a policy gave it (``mean_width``)
+    rounds: int = 0
+    verified_rows: int = 0
+
+    def verified(self, rows: int) -> None:
+        self.rounds += 1
+        self.verified_rows += rows
+
+    @property
+    def mean_width(self) -> float:
+        return self.verified_rows / self.rounds if self.rounds else 0.0
 
     def deliver(self, t_ms: float, count: int, remaining: int) -> None:
         if count <= 0:

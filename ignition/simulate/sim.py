@@ -356,6 +356,7 @@ class Simulation:
                 records.append(CompletionRecord(lane.handle, lane.num_prompt_tokens, (1,) * count))
             else:
                 got = rounds[lane.handle].accepted(q - 1, self.rng)
+                stream.record.verified(q)
                 count = min(stream.remaining_output, 1 + got)
                 self._count_round(lane.proposal_source if q > 1 else None, count)
                 records.append(

@@ -32,6 +32,7 @@ from ignition.simulate.harness import (
     newcomer_rule,
     run_policy,
 )
+from ignition.simulate.baselines import PolicyError, parse_policy
 from ignition.simulate.scenario import load_scenario
 from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
@@ -47,7 +48,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "tests" / "simulate" / "scenar
 CONV_ROWS = (2000, 2080)
 
 
-def helios_run(name: str, requests: list[SimRequest], setup: Setup) -> dict:
+def _helios_run(name: str, requests: list[SimRequest], setup: Setup) -> dict:
     """``harness.run_helios`` with the whole decision trace kept (not only its last
     4,096 entries)."""
     sim, rule = helios_simulation(requests, setup, name)
@@ -77,17 +78,35 @@ def scenario_run(file: str) -> dict:
     return {"report": report, "plans": len(report["trace"])}
 
 
+def _request(x) -> dict:
+    """A request's record; its round and row counts (issue 40's width columns) came after
+    the recorded digests and follow from the decisions and draws the rest holds."""
+    out = asdict(x)
+    out.pop("rounds", None)
+    out.pop("verified_rows", None)
+    return out
+
+
 def _result(r) -> dict:
     return {
-        "requests": [asdict(x) for x in r.requests],
+        "requests": [_request(x) for x in r.requests],
         "executions": [asdict(x) for x in r.executions],
         "end_ms": r.end_ms,
         "aborted": r.info.get("aborted"),
     }
 
 
-def cases() -> dict[str, Callable[[], dict]]:
+def cases(preset: str = "") -> dict[str, Callable[[], dict]]:
+    """``preset``: run every Helios case under that preset variant (``balanced``: the
+    seed's preset, whose digests are those recorded before issue 40 made ``objective``
+    the default)."""
     plan = Plan(True, CONV_ROWS)
+
+    def helios_run(name: str, requests: list[SimRequest], setup: Setup) -> dict:
+        if preset:
+            name = name.replace("helios", f"helios+{preset}", 1)
+        return _helios_run(name, requests, setup)
+
     conv = conv_workload(plan)
     long_plan = Plan(True, long_decoders=30, long_prompts=4, decoder_output=300)
     h200 = setup_for("qwen38-flash-next-h200", 32, 128)
@@ -132,8 +151,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--save", default="", help="write each case's JSON into this folder")
     parser.add_argument("--only", default="", help="comma-separated case names")
+    parser.add_argument(
+        "--preset",
+        default="",
+        help="Helios variants the Helios cases run under, e.g. balanced (the digests "
+        "recorded before issue 40) or balanced+gen-left-out (one rule at a time)",
+    )
     args = parser.parse_args(argv)
-    chosen = cases()
+    if args.preset:
+        try:
+            parse_policy(f"helios+{args.preset}")
+        except PolicyError as err:
+            parser.error(f"--preset: {err}")
+    chosen = cases(args.preset)
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = [n for n in names if n not in chosen]

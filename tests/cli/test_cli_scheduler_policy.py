@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from ignition.cli import main
-from ignition.helios.config import policy_from_preset
+from ignition.helios.config import DEFAULT_PRESET, policy_from_preset
 
 
 @pytest.fixture
@@ -38,15 +38,20 @@ def serve(*args: str) -> None:
     assert result.exit_code == 0, result.output
 
 
-def test_the_default_scheduler_policy_is_balanced():
+def test_the_default_scheduler_policy_is_the_objective_preset():
     option = next(p for p in main.commands["serve"].params if p.name == "scheduler_policy")
-    assert option.default == "balanced"
+    assert option.default == DEFAULT_PRESET == "objective"
 
 
-def test_without_the_flag_the_engine_gets_the_balanced_policy(served, bundle):
+def test_without_the_flag_the_engine_gets_the_objective_policy(served, bundle):
     serve(str(bundle))
+    assert served[0].policy == policy_from_preset("objective")
+    assert served[0].policy != policy_from_preset("balanced")
+
+
+def test_the_seeds_balanced_preset_reaches_the_engine_when_asked_for(served, bundle):
+    serve(str(bundle), "--scheduler-policy", "balanced")
     assert served[0].policy == policy_from_preset("balanced")
-    assert served[0].policy != policy_from_preset("throughput")
 
 
 def test_the_throughput_preset_reaches_the_engine_when_asked_for(served, bundle):
@@ -58,5 +63,7 @@ def test_overrides_apply_over_the_default_preset(served, bundle):
     serve(
         str(bundle), "--scheduler-terminal-value", "7", "--mtp-adaptive-verification-alpha", "0.5"
     )
-    expected = policy_from_preset("balanced", terminal_value=7.0, adaptive_verification_alpha=0.5)
+    expected = policy_from_preset(
+        DEFAULT_PRESET, terminal_value=7.0, adaptive_verification_alpha=0.5
+    )
     assert served[0].policy == expected

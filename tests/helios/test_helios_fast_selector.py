@@ -104,13 +104,20 @@ def _synthetic(rng: random.Random, lanes: bool = False) -> list[Descriptor]:
 
 
 def _scheduler(
-    rng: random.Random, first_delivery: float = 0.0, lanes: bool = False
+    rng: random.Random,
+    first_delivery: float = 0.0,
+    lanes: bool = False,
+    objective: bool = False,
 ) -> Scheduler:
     ttl = rng.choice([None, 5 * MS, 50 * MS])
     policy = PolicyConfig() if ttl is None else PolicyConfig(estimate_ttl_ns=ttl)
     # alpha other than 1 half the time: every s ** alpha site of both selectors differs
     alpha = rng.choice([1.0, 1.0, 0.5, 2.0])
     policy = replace(policy, first_delivery=first_delivery, adaptive_verification_alpha=alpha)
+    if objective:  # issue 40's rules, at targets the synthetic costs (1-10 ms) reach
+        policy = replace(
+            policy, tbt_target_ms=rng.choice([2.5, 4.0, 8.0]), generation_left_out=True
+        )
     resources = Resources(num_request_slots=rng.choice([8, 16, 64]))
     if rng.random() < 0.35 and not lanes:
         cat, mode = runtime_catalog(rng.choice(["off", "fixed", "adaptive"]))
@@ -149,9 +156,15 @@ def _spec(rng: random.Random) -> RequestSpec:
 class _Walk:
     """Random admissions, cancellations, commits and completions; frames stay queued."""
 
-    def __init__(self, rng: random.Random, first_delivery: float = 0.0, lanes: bool = False):
+    def __init__(
+        self,
+        rng: random.Random,
+        first_delivery: float = 0.0,
+        lanes: bool = False,
+        objective: bool = False,
+    ) -> None:
         self.rng = rng
-        self.s = _scheduler(rng, first_delivery, lanes)
+        self.s = _scheduler(rng, first_delivery, lanes, objective)
         self.fence = 0
         self.now = 0
         self.inflight: list[ScheduledPlan] = []
@@ -329,6 +342,36 @@ def test_fast_selector_returns_the_definitions_plan_on_multi_lane_catalogs():
     wanted = [(GraphKind.PREFILL, 2), (GraphKind.MIXED, 2), (GraphKind.MIXED, 1)]
     missing = [k for k in wanted if not seen[k]]
     assert not missing, f"the random states never reached {missing}: {seen}"
+
+
+def test_fast_selector_returns_the_definitions_plan_under_the_objective_rules():
+    """Issue 40: with the TBT target and the generation left-out rule on (both only
+    lower scores, so every bound stays true), the fast path returns the definition's
+    plan, and the walk meets candidates each rule lowers."""
+    rng = random.Random(4040)
+    checked, rejected, lowered = 0, 0, 0
+    while checked < 800:
+        walk = _Walk(rng, objective=True)
+        for _ in range(rng.randint(20, 60)):
+            walk.perturb()
+            ref = definition_plan(walk.s)
+            fast = walk.s.plan()
+            problem = _same(fast, ref)
+            assert problem is None, f"state {checked}: {problem}"
+            checked += 1
+            state = replace(walk.s.selection_state(), start_ns=walk.s.now_ns)
+            evaluation = DEFINITION.evaluate(state)
+            for c in evaluation.inference:
+                if c.score == float("-inf"):
+                    rejected += 1  # the TBT target's
+                elif c.descriptor.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE) and (
+                    not c.is_indeterminate
+                ):
+                    t = c.duration_ms
+                    plain = c.total_value / t - evaluation.decision.waiting_cost(t)
+                    lowered += c.score < plain - 1e-9 * max(1.0, abs(plain))
+            walk.act(fast)
+    assert rejected and lowered, (rejected, lowered)
 
 
 def test_fast_selector_returns_the_definitions_plan_inside_the_engines_commit_loop():

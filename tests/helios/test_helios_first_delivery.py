@@ -1,7 +1,7 @@
 """Issue 10b: the first-delivery credit (``PolicyConfig.first_delivery``). The chunk that
 finishes a prompt makes the request's first visible delivery; with the option on it also
 earns the delivery price a decoder without delivery history starts at, g / z at the
-delivery normalizer (scheduling-utility.md), and only that chunk earns it."""
+delivery normalizer (docs/utility.md), and only that chunk earns it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Service prices and accounting (scheduling-utility.md)."""
+"""Service prices and accounting (docs/utility.md)."""
 
 from __future__ import annotations
 

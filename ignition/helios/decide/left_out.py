@@ -93,6 +93,12 @@ class CarryTimes:
         i = bisect.bisect_left(self.chunks, chunk_tokens)
         return self.carry[i] if i < len(self.chunks) else 0
 
+    @property
+    def largest_generation(self) -> int:
+        """The largest batch capacity of a measured generation program (0: none)."""
+        capacities = self._generation.capacities
+        return capacities[-1] if capacities else 0
+
     def generation_ms(self, decoders: int) -> float | None:
         """The fastest measured generation program serving ``decoders`` in one frame."""
         return self._generation.ms_for(decoders)
@@ -125,6 +131,31 @@ def left_out_score(
     if candidate.is_indeterminate or not ENABLED:
         return candidate.score
     left = min(len(order), times.carried(chunk_tokens, prompts)) - served
+    if left <= 0:
+        return candidate.score
+    f_ms = times.generation_ms(left)
+    if f_ms is None:
+        return candidate.score
+    value = sum(max(0.0, v) for _, _, v in order[served : served + left])
+    total_ms = candidate.duration_ms + f_ms
+    sequence = (candidate.total_value + value) / total_ms - decision.waiting_cost(total_ms)
+    return min(candidate.score, sequence)
+
+
+def generation_left_out_score(
+    candidate: Candidate,
+    served: int,
+    order: Sequence[tuple[int, int, float]],
+    times: CarryTimes,
+    decision: Decision,
+) -> float:
+    """Issue 40 (``PolicyConfig.generation_left_out``): the same sequence for a
+    generation frame serving ``served`` of the ready decoders where a measured
+    generation program could have carried ``min(R, largest)``: the E left out then need
+    the fastest measured program holding E. Only lowers the score."""
+    if candidate.is_indeterminate or not decision.generation_left_out:
+        return candidate.score
+    left = min(len(order), times.largest_generation) - served
     if left <= 0:
         return candidate.score
     f_ms = times.generation_ms(left)

@@ -15,8 +15,13 @@ from dataclasses import dataclass
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
+from ignition.helios.decide.chunk_target import REJECTED, smallest_prompt_capacity, within_target
 from ignition.helios.decide.cost import CostModel, Freshness
-from ignition.helios.decide.left_out import carry_times, left_out_score
+from ignition.helios.decide.left_out import (
+    carry_times,
+    generation_left_out_score,
+    left_out_score,
+)
 from ignition.helios.decide.prompt_lanes import Scored, pack_lanes
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.tails import completion_times, stranded_tail_score
@@ -170,6 +175,11 @@ def candidates_for(
     ) -> Candidate:
         c = Candidate(d, duration_ns, freshness, value, count, (*family, *key), build)
         finish(c, decision)
+        # issue 40: the ready decoders a generation frame leaves out (helios/left_out.py)
+        if not prompts and d.kind is not GraphKind.PREFILL and decision.generation_left_out:
+            carry = carry_times(tables.prompts.descriptors, costs)
+            order = tables.decoders.order(1)
+            c.score = generation_left_out_score(c, count, order, carry, decision)
         # issue 10: a chunk stranding a tail (helios/tails.py); completing rows never do
         if len(prompts) == 1 and prompts[0].expected_output == 0 and not c.is_indeterminate:
             times = completion_times(tables.prompts.descriptors, costs)
@@ -181,6 +191,16 @@ def candidates_for(
             chunk = sum(p.num_prompt_tokens for p in prompts)
             served = count - len(prompts)
             c.score = left_out_score(c, chunk, served, order, carry, decision, len(prompts))
+        # issue 40: a prompt frame keeps the ready decoders' gap within their TBT target
+        if decision.tbt_target_ms > 0 and prompt_capacity(d) > 0 and not c.is_indeterminate:
+            carry = carry_times(tables.prompts.descriptors, costs)
+            smallest = smallest_prompt_capacity(tables.prompts.descriptors, costs)
+            carries_prompt = bool(prompts) or d.kind is GraphKind.PREFILL
+            served = count - len(prompts) if prompts and d.kind is GraphKind.MIXED else 0
+            if carries_prompt and not within_target(
+                c, prompt_capacity(d), tables.decoders, served, carry, smallest, decision
+            ):
+                c.score = REJECTED
         return c
 
     def prompt_key(pick: LanePick) -> tuple:

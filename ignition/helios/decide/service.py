@@ -1,6 +1,6 @@
 """Service prices: aged token and delivery rates and the prices they imply.
 
-See scheduling-utility.md. Rates are stored in physical units (tokens/ms,
+See docs/utility.md. Rates are stored in physical units (tokens/ms,
 deliveries/ms); only validated service changes them, never a phase change, an
 acceptance update or a normalizer change.
 """

@@ -39,7 +39,7 @@ def generation_start_rate(measured: Measured, num_streams: int) -> float | None:
 
 
 def normalizer_start_rate(measured: Measured, num_streams: int) -> float | None:
-    """The token normalizer over every measured graph (scheduling-utility.md's rule).
+    """The token normalizer over every measured graph (docs/utility.md's rule).
 
     On a MoE catalog its maximum is a prefill graph, so a newcomer looks as if it had
     been served at prefill speed and its fairness price starts near zero."""
@@ -129,6 +129,8 @@ class Decision:
     log_scale: float
     terminal_age_price: float = 0.0  # scaled; every pending retirement ages at this price
     num_terminal: int = 0
+    tbt_target_ms: float = 0.0  # PolicyConfig.tbt_target_ms (decide/chunk_target.py)
+    generation_left_out: bool = False  # PolicyConfig.generation_left_out (left_out.py)
 
     def age_value(self, sigma_ms: float | None, age_ms: float, duration_ms: float) -> float:
         """c * sigma_i * (A_i + T); sigma_i is the stream's family reference interval."""

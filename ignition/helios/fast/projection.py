@@ -339,6 +339,8 @@ def build_population(
         log_scale=math.log(scale),
         terminal_age_price=policy.terminal_age_price * scale,
         num_terminal=len(terminal),
+        tbt_target_ms=policy.tbt_target_ms,
+        generation_left_out=policy.generation_left_out,
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
     return population, decision

@@ -1,0 +1,45 @@
+"""Issue 40's simulator pieces: preset and rule variants, per-request verification
+widths, and the two-class workload (``scripts/scheduling_sim/two_class.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ignition.helios import PolicyConfig, balanced, objective, throughput
+from ignition.simulate.baselines import PolicyError, parse_policy
+from ignition.simulate.harness import Setup, policy_for, run_policy
+from ignition.simulate.devices import device_from_spec
+from scripts.scheduling_sim import two_class
+
+
+def test_helios_runs_the_default_preset_and_variants_select_the_others():
+    assert Setup().helios_policy == objective()
+    assert policy_for(("balanced",), objective()) == balanced()
+    assert policy_for(("throughput",), objective()) == throughput()
+    assert policy_for(("balanced", "tbt80"), objective()).tbt_target_ms == 80.0
+    assert policy_for(("no-tbt",), objective()).tbt_target_ms == 0.0
+    assert policy_for(("balanced", "gen-left-out"), objective()).generation_left_out
+    assert policy_for((), PolicyConfig()) == PolicyConfig()
+
+
+def test_an_unknown_variant_is_one_line_naming_it():
+    with pytest.raises(PolicyError, match="tbtx"):
+        parse_policy("helios+tbtx")
+
+
+def test_a_record_counts_its_rounds_and_verified_rows():
+    setup = Setup(slots=4, speculative_token_capacity=8, device=device_from_spec("h200"))
+    run = run_policy("vllm-k1", two_class.workload(4, prompt=64, output=16), setup)
+    for r in run.requests:
+        assert r.rounds > 0 and r.mean_width == pytest.approx(2.0)
+
+
+def test_the_two_class_workload_alternates_the_classes():
+    requests = two_class.workload(4)
+    assert [r.acceptance[0] for r in requests] == [0.9, 0.35, 0.9, 0.35]
+    assert all(r.arrival_ms == 0.0 for r in requests)
+
+
+def test_two_class_reports_each_class_width():
+    got = two_class.one("vllm-adaptive", "h200", 8, 4, 8)
+    assert got["high"][0] > got["low"][0] >= 1.0  # confidence widens the 0.9 class
