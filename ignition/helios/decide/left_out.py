@@ -133,13 +133,7 @@ def left_out_score(
     left = min(len(order), times.carried(chunk_tokens, prompts)) - served
     if left <= 0:
         return candidate.score
-    f_ms = times.generation_ms(left)
-    if f_ms is None:
-        return candidate.score
-    value = sum(max(0.0, v) for _, _, v in order[served : served + left])
-    total_ms = candidate.duration_ms + f_ms
-    sequence = (candidate.total_value + value) / total_ms - decision.waiting_cost(total_ms)
-    return min(candidate.score, sequence)
+    return _sequence_score(candidate, order, served, left, times, decision)
 
 
 def generation_left_out_score(
@@ -158,6 +152,19 @@ def generation_left_out_score(
     left = min(len(order), times.largest_generation) - served
     if left <= 0:
         return candidate.score
+    return _sequence_score(candidate, order, served, left, times, decision)
+
+
+def _sequence_score(
+    candidate: Candidate,
+    order: Sequence[tuple[int, int, float]],
+    served: int,
+    left: int,
+    times: CarryTimes,
+    decision: Decision,
+) -> float:
+    """The candidate's score or, when lower, the value per time of the candidate followed
+    by the fastest measured generation frame holding the ``left`` decoders it leaves out."""
     f_ms = times.generation_ms(left)
     if f_ms is None:
         return candidate.score

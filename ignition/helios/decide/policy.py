@@ -22,7 +22,7 @@ from ignition.helios.decide.left_out import (
     generation_left_out_score,
     left_out_score,
 )
-from ignition.helios.decide.prompt_lanes import Scored, pack_lanes
+from ignition.helios.decide.prompt_lanes import Scored, fill_rows, pack_lanes
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.tails import completion_times, stranded_tail_score
 from ignition.helios.decide.terminal import TerminalView
@@ -36,7 +36,6 @@ from ignition.helios.decide.utility import (
     finish,
     lane_order_key,
     prompt_capacity,
-    prompt_lane,
     tokens_to_endpoint,
 )
 
@@ -96,13 +95,7 @@ class PromptTable:
             scored = [min(scored, key=lambda x: x[0])] if scored else []
         else:
             scored.sort(key=lambda x: x[0])
-        chosen, used = [], 0
-        for _, tokens, view in scored:
-            if len(chosen) == max_rows:
-                break
-            if used + tokens <= token_budget:
-                chosen.append(prompt_lane(view, tokens))
-                used += tokens
+        chosen = fill_rows(scored, max_rows, token_budget)
         if not unknown:
             self._best[key] = chosen
         return chosen

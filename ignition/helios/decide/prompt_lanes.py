@@ -35,6 +35,20 @@ from ignition.helios.decide.utility import LanePick, LaneView, prompt_lane
 Scored = tuple[tuple, int, LaneView]
 
 
+def fill_rows(scored: Sequence[Scored], max_rows: int, token_budget: int) -> list[LanePick]:
+    """Rows of one packed prompt workspace: ``scored`` best first, each taken whole while
+    at most ``max_rows`` rows and ``token_budget`` tokens are used (a row that does not fit
+    is passed over for a shorter one behind it)."""
+    chosen, used = [], 0
+    for _, tokens, view in scored:
+        if len(chosen) == max_rows:
+            break
+        if used + tokens <= token_budget:
+            chosen.append(prompt_lane(view, tokens))
+            used += tokens
+    return chosen
+
+
 def pack_lanes(scored: Sequence[Scored], lanes: int) -> list[LanePick]:
     """The first ``lanes`` rows of ``scored`` (every eligible row, scored at the lane
     capacity and sorted by key, best first), each taking the tokens it was scored at."""

@@ -19,7 +19,7 @@ from ignition.helios.decide.policy import (
     lane_capacity,
     prompt_budget,
 )
-from ignition.helios.decide.prompt_lanes import Scored, lane_value_bound, pack_lanes
+from ignition.helios.decide.prompt_lanes import Scored, fill_rows, lane_value_bound, pack_lanes
 from ignition.helios.decide.utility import (
     Candidate,
     Decision,
@@ -62,13 +62,7 @@ class PromptTable:
             chosen = self._best[key] = self._top_row(usable)
             return chosen
         scored = self._sorted_scores(d, unknown, usable)
-        chosen, used = [], 0
-        for _, tokens, view in scored:
-            if len(chosen) == max_rows:
-                break
-            if used + tokens <= token_budget:
-                chosen.append(prompt_lane(view, tokens))
-                used += tokens
+        chosen = fill_rows(scored, max_rows, token_budget)
         if not unknown:
             self._best[key] = chosen
         return chosen
