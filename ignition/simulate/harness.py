@@ -42,6 +42,7 @@ from ignition.simulate.baselines import (
     lanes_variant,
     make_baseline,
     parse_policy,
+    slot_variant,
     tbt_variant,
     width_variant,
 )
@@ -263,6 +264,8 @@ def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
         policy = replace(policy, tbt_target_ms=0.0)
     for t in filter(None, map(tbt_variant, variants)):
         policy = replace(policy, tbt_target_ms=float(t))
+    for sp in (v for v in map(slot_variant, variants) if v is not None):
+        policy = replace(policy, slot_pressure=float(sp))
     return policy
 
 
@@ -290,7 +293,7 @@ def helios_simulation(
             v
             for v in variants
             if v in CATALOG_VARIANTS
-            or any(f(v) is not None for f in PARAMETRIC_VARIANTS if f is not tbt_variant)
+            or any(f(v) is not None for f in PARAMETRIC_VARIANTS if f not in (tbt_variant, slot_variant))
         ]
         if shaping:
             raise PolicyError(
