@@ -248,6 +248,9 @@ def step8_generation_shapes(cap: object) -> list:
         capacity.request_buckets = previous
 
 
+POLICY_VARIANTS = (tbt_variant, slot_variant)  # they set PolicyConfig, not the catalog
+
+
 def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
     """The PolicyConfig a Helios variant runs: a preset variant (``throughput``,
     ``balanced``) replaces ``default``, then the rule variants adjust its fields."""
@@ -293,7 +296,7 @@ def helios_simulation(
             v
             for v in variants
             if v in CATALOG_VARIANTS
-            or any(f(v) is not None for f in PARAMETRIC_VARIANTS if f not in (tbt_variant, slot_variant))
+            or any(f(v) is not None for f in PARAMETRIC_VARIANTS if f not in POLICY_VARIANTS)
         ]
         if shaping:
             raise PolicyError(
