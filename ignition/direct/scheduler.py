@@ -152,6 +152,9 @@ class DirectScheduler:
         """Nothing to choose: no lane verifies drafts; the request keeps its source."""
         return self._owned(handle).spec.proposal_source
 
+    def note_waiting(self, count: int) -> None:
+        """Ignored: the direct scheduler values no waiting request."""
+
     def advance_to(self, now_ns: int) -> None:
         if now_ns < self.now_ns:
             raise SchedulerError(f"advance_to({now_ns}) moves time backwards")

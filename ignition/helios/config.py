@@ -41,6 +41,9 @@ class PolicyConfig:
     # issue 40 ("Decoders left out of generation frames"): a generation frame leaving
     # ready decoders out is scored as the sequence with the frame they then need
     generation_left_out: bool = False
+    # issue 40 ("Slot pressure"): while requests wait for a slot, decoders' output-token
+    # price is multiplied by 1 + slot_pressure * min(waiting, decoders) / decoders; 0 off
+    slot_pressure: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

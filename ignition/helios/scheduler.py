@@ -103,6 +103,7 @@ class Scheduler(SchedulerQueries):
         # Bumped by every call that changes what a decision sees, except time; a probe
         # search that found nothing is not repeated until it (or a cost) changes.
         self._changes = 0
+        self.waiting_for_slot = 0  # note_waiting
         self._no_probe_at: tuple[int, int] | None = None
         self._serve_seq = 0
         self._publishable: dict[RequestHandle, Publication] = {}
@@ -204,6 +205,16 @@ class Scheduler(SchedulerQueries):
             self._changes += 1
         return source
 
+    def note_waiting(self, count: int) -> None:
+        """How many requests wait for a slot outside the scheduler (the caller's admission
+        queue): the slot-pressure rule's input (decide/slot_pressure.py)."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise SchedulerError(f"note_waiting({count!r}): expected a nonnegative integer")
+        if count != self.waiting_for_slot:
+            self.waiting_for_slot = count
+            if self.policy.slot_pressure > 0:
+                self._changes += 1  # the prices change: a search that found nothing reruns
+
     def advance_to(self, now_ns: int) -> None:
         if now_ns < self.now_ns:
             raise SchedulerError(f"advance_to({now_ns}) moves time backwards from {self.now_ns}")
@@ -275,6 +286,7 @@ class Scheduler(SchedulerQueries):
             page_shortfall=self.page_shortfall,
             own_freshness=self.own_freshness,
             history_of=self._history_of,
+            waiting_for_slot=self.waiting_for_slot,
         )
 
     def page_shortfall(self, c: Candidate) -> int:

@@ -49,6 +49,7 @@ class SelectionState:
     page_shortfall: Callable[[Candidate], int]  # pages a commit needs beyond the free ones
     own_freshness: Callable[[Candidate], Freshness]  # a state operation's own timing
     history_of: Callable[[RequestHandle], PrefixHistory]
+    waiting_for_slot: int = 0  # requests waiting for admission (Scheduler.note_waiting)
 
 
 @dataclass(slots=True)

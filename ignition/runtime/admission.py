@@ -107,6 +107,8 @@ class Admissions:
     def admit(self) -> None:
         if self._admit_restart() and self._admit_resumed():
             self._admit_waiting()
+        # the requests still waiting for a slot: Helios's slot-pressure input
+        self.lifecycle.scheduler.note_waiting(len(self.table.waiting))
 
     def _admit_waiting(self) -> None:
         lc, table = self.lifecycle, self.table

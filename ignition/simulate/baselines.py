@@ -100,6 +100,7 @@ _LANES = re.compile(r"^lanes(?P<l>[1-9]\d*)(?:-(?P<m>[1-9]\d*))?$")
 _WIDTH = re.compile(r"^w(?P<w>[1-9]\d*)$")  # helios+w3: fixed width three
 _CHUNK = re.compile(r"^chunk(?P<c>[1-9]\d*)$")  # helios+chunk512: --max-prefill-chunk 512
 _TBT = re.compile(r"^tbt(?P<t>[1-9]\d*)$")  # helios+tbt100: PolicyConfig.tbt_target_ms 100
+_SLOT = re.compile(r"^slot(?P<s>\d+)$")  # helios+slot2: PolicyConfig.slot_pressure 2
 
 
 def envelope_variant(variant: str) -> int | None:
@@ -142,8 +143,20 @@ def tbt_variant(variant: str) -> int | None:
     return int(m.group("t")) if m else None
 
 
+def slot_variant(variant: str) -> int | None:
+    """``slotN``: Helios with ``PolicyConfig.slot_pressure`` = N (0: off)."""
+    m = _SLOT.match(variant)
+    return int(m.group("s")) if m else None
+
+
 PARAMETRIC_VARIANTS = (
-    envelope_variant, width_variant, chunk_variant, lanes_variant, grid_variant, tbt_variant
+    envelope_variant,
+    width_variant,
+    chunk_variant,
+    lanes_variant,
+    grid_variant,
+    tbt_variant,
+    slot_variant,
 )
 
 
@@ -158,6 +171,9 @@ def variant_summary(variant: str) -> str:
     c = chunk_variant(variant)
     if c is not None:
         return f"load-time selection: prompt capacities up to {c} tokens only"
+    sp = slot_variant(variant)
+    if sp is not None:
+        return f"slot pressure {sp}: decoders' output tokens worth more while requests wait"
     t = tbt_variant(variant)
     if t is not None:
         return f"TBT target {t} ms: prompt frames sized to keep the decoders' gap within it"

@@ -42,6 +42,7 @@ from ignition.simulate.baselines import (
     lanes_variant,
     make_baseline,
     parse_policy,
+    slot_variant,
     tbt_variant,
     width_variant,
 )
@@ -247,6 +248,9 @@ def step8_generation_shapes(cap: object) -> list:
         capacity.request_buckets = previous
 
 
+POLICY_VARIANTS = (tbt_variant, slot_variant)  # they set PolicyConfig, not the catalog
+
+
 def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
     """The PolicyConfig a Helios variant runs: a preset variant (``throughput``,
     ``balanced``) replaces ``default``, then the rule variants adjust its fields."""
@@ -263,6 +267,8 @@ def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
         policy = replace(policy, tbt_target_ms=0.0)
     for t in filter(None, map(tbt_variant, variants)):
         policy = replace(policy, tbt_target_ms=float(t))
+    for sp in (v for v in map(slot_variant, variants) if v is not None):
+        policy = replace(policy, slot_pressure=float(sp))
     return policy
 
 
@@ -290,7 +296,7 @@ def helios_simulation(
             v
             for v in variants
             if v in CATALOG_VARIANTS
-            or any(f(v) is not None for f in PARAMETRIC_VARIANTS if f is not tbt_variant)
+            or any(f(v) is not None for f in PARAMETRIC_VARIANTS if f not in POLICY_VARIANTS)
         ]
         if shaping:
             raise PolicyError(

@@ -197,6 +197,11 @@ class Simulation:
                 if self._prompt_ready_ns(pending[0], now) > now:
                     break  # its prompt rows are still being gathered on the host
                 self._admit(pending.pop(0))
+            waiting = 0  # arrived, no slot free: the slot-pressure rule's input
+            if not self.scheduler.can_admit():
+                while waiting < len(pending) and pending[waiting].arrival_ns <= now:
+                    waiting += 1
+            self.scheduler.note_waiting(waiting)
             self.scheduler.advance_to(now)
             wake = None
             while len(running) < self.window:

@@ -108,6 +108,7 @@ def _scheduler(
     first_delivery: float = 0.0,
     lanes: bool = False,
     objective: bool = False,
+    slot_pressure: float = 0.0,
 ) -> Scheduler:
     ttl = rng.choice([None, 5 * MS, 50 * MS])
     policy = PolicyConfig() if ttl is None else PolicyConfig(estimate_ttl_ns=ttl)
@@ -118,6 +119,7 @@ def _scheduler(
         policy = replace(
             policy, tbt_target_ms=rng.choice([2.5, 4.0, 8.0]), generation_left_out=True
         )
+    policy = replace(policy, slot_pressure=slot_pressure)
     resources = Resources(num_request_slots=rng.choice([8, 16, 64]))
     if rng.random() < 0.35 and not lanes:
         cat, mode = runtime_catalog(rng.choice(["off", "fixed", "adaptive"]))
@@ -162,9 +164,11 @@ class _Walk:
         first_delivery: float = 0.0,
         lanes: bool = False,
         objective: bool = False,
+        slot_pressure: float = 0.0,
     ) -> None:
         self.rng = rng
-        self.s = _scheduler(rng, first_delivery, lanes, objective)
+        self.slot_pressure = slot_pressure
+        self.s = _scheduler(rng, first_delivery, lanes, objective, slot_pressure)
         self.fence = 0
         self.now = 0
         self.inflight: list[ScheduledPlan] = []
@@ -232,6 +236,8 @@ class _Walk:
         for ledger in (s.refresh, s.learning):
             if rng.random() < 0.15 and not ledger.is_open:
                 ledger.balance = ledger.cap_ns * ledger.denominator  # full exploration credit
+        if self.slot_pressure and rng.random() < 0.4:  # requests waiting for a slot
+            s.note_waiting(rng.choice([0, 1, 3, 40]))
         self.now += rng.choice([0, 1000, 200_000, 3 * MS])
         s.advance_to(self.now)
 
@@ -372,6 +378,32 @@ def test_fast_selector_returns_the_definitions_plan_under_the_objective_rules():
                     lowered += c.score < plain - 1e-9 * max(1.0, abs(plain))
             walk.act(fast)
     assert rejected and lowered, (rejected, lowered)
+
+
+def test_fast_selector_returns_the_definitions_plan_with_slot_pressure_on():
+    """Issue 40's slot pressure (decide/slot_pressure.py) raises decoders' output-token
+    price in both projections while requests wait: the fast path (bounds, cached views
+    and tables) returns the definition's plan, and the walk meets states where the rule
+    changes the definition's plan."""
+    rng = random.Random(4041)
+    checked, changed = 0, 0
+    while checked < 800:
+        walk = _Walk(rng, objective=rng.random() < 0.5, slot_pressure=rng.choice([0.5, 4.0]))
+        for _ in range(rng.randint(20, 60)):
+            walk.perturb()
+            ref = definition_plan(walk.s)
+            fast = walk.s.plan()
+            problem = _same(fast, ref)
+            assert problem is None, f"state {checked}: {problem}"
+            problem = _same(walk.s.plan(), ref)
+            assert problem is None, f"state {checked} planned again: {problem}"
+            checked += 1
+            if walk.s.waiting_for_slot and ref is not None:
+                state = replace(walk.s.selection_state(), waiting_for_slot=0)
+                plain = DEFINITION.select(state)
+                changed += plain is None or plain.winner.descriptor != ref.descriptor
+            walk.act(fast)
+    assert changed, "the walk never met a state the rule changes"
 
 
 def test_fast_selector_returns_the_definitions_plan_inside_the_engines_commit_loop():

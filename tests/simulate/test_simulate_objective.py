@@ -43,3 +43,19 @@ def test_the_two_class_workload_alternates_the_classes():
 def test_two_class_reports_each_class_width():
     got = two_class.one("vllm-adaptive", "h200", 8, 4, 8)
     assert got["high"][0] > got["low"][0] >= 1.0  # confidence widens the 0.9 class
+
+
+def test_the_simulator_tells_helios_how_many_requests_wait_for_a_slot():
+    """The slot-pressure input (Scheduler.note_waiting): arrived requests the full slots
+    keep out, falling to zero as they are admitted; ``helios+slotN`` sets the weight."""
+    from ignition.simulate.harness import helios_simulation
+
+    assert policy_for(("slot8",), objective()).slot_pressure == 8.0
+    setup = Setup(slots=2, speculative_token_capacity=8, device=device_from_spec("h200"))
+    sim, _ = helios_simulation(two_class.workload(6, prompt=64, output=8), setup, "helios+slot2")
+    assert sim.scheduler.policy.slot_pressure == 2.0
+    seen: list[int] = []
+    note = sim.scheduler.note_waiting
+    sim.scheduler.note_waiting = lambda n: (seen.append(n), note(n))[1]
+    sim.run()
+    assert max(seen) == 4 and seen[-1] == 0  # six at time zero, two slots

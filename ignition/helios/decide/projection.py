@@ -29,6 +29,7 @@ from ignition.helios.decide.service import (
     stream_family,
     useful_tokens,
 )
+from ignition.helios.decide.slot_pressure import pressure_factor, pressured
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.queue import ExecutionQueue
@@ -113,6 +114,7 @@ def build_population(
     policy: PolicyConfig,
     start_ns: int,
     max_depth: int,
+    waiting_for_slot: int = 0,
 ) -> tuple[Population, Decision]:
     norms = current_normalizers(descriptors, costs, requests.values())
     live = [r for r in requests.values() if r.is_live]
@@ -153,7 +155,13 @@ def build_population(
         if blocked:
             continue
         rows.append((r, rates, advance, last_output, family_norms))
-    raw = [prices(rates, fn, policy, r.is_decoder) for r, rates, _, _, fn in rows]
+    factor = pressure_factor(
+        policy.slot_pressure, waiting_for_slot, sum(1 for r in live if r.is_decoder)
+    )
+    raw = [
+        pressured(prices(rates, fn, policy, r.is_decoder), factor if r.is_decoder else 1.0)
+        for r, rates, _, _, fn in rows
+    ]
     largest = max([1.0, *(p.largest for p in raw)])
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []

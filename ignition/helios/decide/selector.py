@@ -71,7 +71,14 @@ class Exhaustive:
     def evaluate(self, s: SelectionState) -> Evaluation:
         """Steps 1 and 2: the population and every shape's candidates."""
         population, decision = build_population(
-            s.requests, s.queue, s.descriptors, s.costs, s.policy, s.start_ns, s.max_depth
+            s.requests,
+            s.queue,
+            s.descriptors,
+            s.costs,
+            s.policy,
+            s.start_ns,
+            s.max_depth,
+            s.waiting_for_slot,
         )
         index = self._catalog_index(s.descriptors)
         tables = build_tables(index, population, decision, s.max_depth)

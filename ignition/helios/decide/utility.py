@@ -290,6 +290,8 @@ def finish(candidate: Candidate, decision: Decision) -> Candidate:
 
 
 def _close(a: float, b: float) -> bool:
+    if math.isinf(a) or math.isinf(b):  # a rejected score (-inf) ties only with another
+        return a == b
     return abs(a - b) <= RELATIVE_TIE * max(1.0, abs(a), abs(b))
 
 

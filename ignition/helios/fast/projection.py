@@ -32,6 +32,7 @@ from ignition.helios.decide.service import (
     normalizers,
     stream_family,
 )
+from ignition.helios.decide.slot_pressure import pressure_factor
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
@@ -121,6 +122,7 @@ class _Row:
     awaits_prerequisite: bool
     view: LaneView | None = None
     view_scale: float = 0.0
+    view_factor: float = 1.0  # the slot-pressure factor the view was built under
 
 
 class ProjectionCache:
@@ -206,7 +208,7 @@ def _awaits_prerequisite(r: RequestState) -> bool:
     return position in spec.capture_ends and position not in r.captured
 
 
-def _view(row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
+def _view(row: _Row, scale: float, age_ms: float, max_depth: int, factor: float) -> LaneView:
     """The request's LaneView; RequestState's position properties are inlined (one view
     per request per decision, so each property call shows)."""
     r = row.request
@@ -216,15 +218,17 @@ def _view(row: _Row, scale: float, age_ms: float, max_depth: int) -> LaneView:
     # needs_restore or needs_init: the vision prerequisite follows that one
     before_vision = (spec.restore_tokens > 0 and not r.is_restored) or not r.is_initialized
     vision = spec.vision_patches if not r.is_vision_ready else 0
+    is_decoder = position >= spec.num_prompt_tokens
+    output_price = (price.output_token * factor if is_decoder else price.output_token) * scale
     return LaneView(
         r.handle,
         r.epoch,
-        position >= spec.num_prompt_tokens,
+        is_decoder,
         max(position, spec.restore_tokens),
         spec.num_prompt_tokens,
         spec.max_output_tokens - num_output - row.advance,  # remaining_output - advance
         spec.context_capacity - (position + num_output) - row.advance,  # remaining_context
-        Prices(price.prefill_token * scale, price.output_token * scale, price.delivery * scale),
+        Prices(price.prefill_token * scale, output_price, price.delivery * scale),
         age_ms,
         r.last_served_seq,
         row.sigma_ms,
@@ -248,6 +252,7 @@ def build_population(
     start_ns: int,
     max_depth: int,
     cache: ProjectionCache | None = None,
+    waiting_for_slot: int = 0,
 ) -> tuple[Population, Decision]:
     """``cache`` (the scheduler's) keeps unchanged requests' rows between decisions;
     without one every row is projected afresh, by the same code."""
@@ -266,6 +271,7 @@ def build_population(
     families: dict[str, Normalizers] = {}
     rows = []
     largest = 1.0
+    decoder_output = 0.0  # the largest decoder output-token price (slot pressure scales it)
     for r in requests.values():
         if r.is_finished or r.is_cancelled or r.is_preempted:
             continue  # not live
@@ -302,19 +308,25 @@ def build_population(
             rows.append(row)
             # Prices.largest, inlined; max() keeps the first of equal values as before
             largest = max(largest, price.prefill_token, price.output_token, price.delivery)
+            if r.prompt_position >= spec.num_prompt_tokens:
+                decoder_output = max(decoder_output, price.output_token)
     if len(cached) > 2 * len(live) + 16:
         current = {id(r) for r in live}
         for ident in [i for i in cached if i not in current]:
             del cached[ident]
+    factor = pressure_factor(policy.slot_pressure, waiting_for_slot, num_decoders)
+    # the decoders' pressured prices count toward the scale, as decide/projection's do
+    largest = max(largest, decoder_output * factor)
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []
     for row in rows:
         last_output = row.last_output_ns
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
         view = row.view
-        if view is None or row.view_scale != scale or view.age_ms != age_ms:
-            view = row.view = _view(row, scale, age_ms, max_depth)
-            row.view_scale = scale
+        stale = row.view_scale != scale or row.view_factor != factor
+        if view is None or stale or view.age_ms != age_ms:
+            view = row.view = _view(row, scale, age_ms, max_depth, factor)
+            row.view_scale, row.view_factor = scale, factor
         if row.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
         elif view.is_decoder:

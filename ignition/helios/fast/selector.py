@@ -68,6 +68,7 @@ class Bounded:
             s.start_ns,
             s.max_depth,
             self._projection,
+            s.waiting_for_slot,
         )
         index = self._catalog_index(s.descriptors)
         tables = self._tables.tables(index, population, decision, s.max_depth)
