@@ -323,6 +323,28 @@ def test_fast_selector_returns_the_definitions_plan_with_the_first_delivery_cred
     assert not missing, f"the random states never reached {missing}: {seen}"
 
 
+def _compared_states(rng: random.Random, num_states: int, new_walk, again: bool = True):
+    """Walks of 20-60 random steps (``new_walk()`` starts each) until ``num_states``
+    states: at each the fast plan must be the definition's, and again from the caches
+    when ``again``; yields ``(walk, ref, fast)`` for the test's own observations, then
+    acts on the fast plan."""
+    checked = 0
+    while checked < num_states:
+        walk = new_walk()
+        for _ in range(rng.randint(20, 60)):
+            walk.perturb()
+            ref = definition_plan(walk.s)
+            fast = walk.s.plan()
+            problem = _same(fast, ref)
+            assert problem is None, f"state {checked}: {problem}"
+            if again:
+                problem = _same(walk.s.plan(), ref)
+                assert problem is None, f"state {checked} planned again: {problem}"
+            checked += 1
+            yield walk, ref, fast
+            walk.act(fast)
+
+
 def test_fast_selector_returns_the_definitions_plan_on_multi_lane_catalogs():
     """Issue 39: with prefill and mixed programs of several prompt lanes in the catalog
     (``decide/prompt_lanes.py``: which prompts share a bucket and how many tokens each
@@ -330,21 +352,9 @@ def test_fast_selector_returns_the_definitions_plan_on_multi_lane_catalogs():
     and plans carrying several prompts in one program are among those compared."""
     rng = random.Random(3914)
     seen: Counter = Counter()
-    checked = 0
-    while checked < 1500:
-        walk = _Walk(rng, lanes=True)
-        for _ in range(rng.randint(20, 60)):
-            walk.perturb()
-            ref = definition_plan(walk.s)
-            fast = walk.s.plan()
-            problem = _same(fast, ref)
-            assert problem is None, f"state {checked}: {problem}"
-            problem = _same(walk.s.plan(), ref)
-            assert problem is None, f"state {checked} planned again: {problem}"
-            checked += 1
-            if fast is not None:
-                seen[(fast.descriptor.kind, min(len(fast.prompt_rows), 2))] += 1
-            walk.act(fast)
+    for _walk, _ref, fast in _compared_states(rng, 1500, lambda: _Walk(rng, lanes=True)):
+        if fast is not None:
+            seen[(fast.descriptor.kind, min(len(fast.prompt_rows), 2))] += 1
     wanted = [(GraphKind.PREFILL, 2), (GraphKind.MIXED, 2), (GraphKind.MIXED, 1)]
     missing = [k for k in wanted if not seen[k]]
     assert not missing, f"the random states never reached {missing}: {seen}"
@@ -355,28 +365,20 @@ def test_fast_selector_returns_the_definitions_plan_under_the_objective_rules():
     lower scores, so every bound stays true), the fast path returns the definition's
     plan, and the walk meets candidates each rule lowers."""
     rng = random.Random(4040)
-    checked, rejected, lowered = 0, 0, 0
-    while checked < 800:
-        walk = _Walk(rng, objective=True)
-        for _ in range(rng.randint(20, 60)):
-            walk.perturb()
-            ref = definition_plan(walk.s)
-            fast = walk.s.plan()
-            problem = _same(fast, ref)
-            assert problem is None, f"state {checked}: {problem}"
-            checked += 1
-            state = replace(walk.s.selection_state(), start_ns=walk.s.now_ns)
-            evaluation = DEFINITION.evaluate(state)
-            for c in evaluation.inference:
-                if c.score == float("-inf"):
-                    rejected += 1  # the TBT target's
-                elif c.descriptor.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE) and (
-                    not c.is_indeterminate
-                ):
-                    t = c.duration_ms
-                    plain = c.total_value / t - evaluation.decision.waiting_cost(t)
-                    lowered += c.score < plain - 1e-9 * max(1.0, abs(plain))
-            walk.act(fast)
+    rejected, lowered = 0, 0
+    walks = _compared_states(rng, 800, lambda: _Walk(rng, objective=True), again=False)
+    for walk, _ref, _fast in walks:
+        state = replace(walk.s.selection_state(), start_ns=walk.s.now_ns)
+        evaluation = DEFINITION.evaluate(state)
+        for c in evaluation.inference:
+            if c.score == float("-inf"):
+                rejected += 1  # the TBT target's
+            elif c.descriptor.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE) and (
+                not c.is_indeterminate
+            ):
+                t = c.duration_ms
+                plain = c.total_value / t - evaluation.decision.waiting_cost(t)
+                lowered += c.score < plain - 1e-9 * max(1.0, abs(plain))
     assert rejected and lowered, (rejected, lowered)
 
 
@@ -386,23 +388,16 @@ def test_fast_selector_returns_the_definitions_plan_with_slot_pressure_on():
     and tables) returns the definition's plan, and the walk meets states where the rule
     changes the definition's plan."""
     rng = random.Random(4041)
-    checked, changed = 0, 0
-    while checked < 800:
-        walk = _Walk(rng, objective=rng.random() < 0.5, slot_pressure=rng.choice([0.5, 4.0]))
-        for _ in range(rng.randint(20, 60)):
-            walk.perturb()
-            ref = definition_plan(walk.s)
-            fast = walk.s.plan()
-            problem = _same(fast, ref)
-            assert problem is None, f"state {checked}: {problem}"
-            problem = _same(walk.s.plan(), ref)
-            assert problem is None, f"state {checked} planned again: {problem}"
-            checked += 1
-            if walk.s.waiting_for_slot and ref is not None:
-                state = replace(walk.s.selection_state(), waiting_for_slot=0)
-                plain = DEFINITION.select(state)
-                changed += plain is None or plain.winner.descriptor != ref.descriptor
-            walk.act(fast)
+    changed = 0
+
+    def new_walk() -> _Walk:
+        return _Walk(rng, objective=rng.random() < 0.5, slot_pressure=rng.choice([0.5, 4.0]))
+
+    for walk, ref, _fast in _compared_states(rng, 800, new_walk):
+        if walk.s.waiting_for_slot and ref is not None:
+            state = replace(walk.s.selection_state(), waiting_for_slot=0)
+            plain = DEFINITION.select(state)
+            changed += plain is None or plain.winner.descriptor != ref.descriptor
     assert changed, "the walk never met a state the rule changes"
 
 
