@@ -100,8 +100,7 @@ OBJECTIVE_TBT_TARGET_MS = 75.0
 def objective() -> PolicyConfig:
     """The default preset (issue 40, docs/scheduling.md "The objective preset"): the
     seed's balanced coefficients with prompt frames sized to a 75 ms TBT target. The
-    generation-frame left-out rule stays off (measured: no gain, and a loss beside the
-    TBT target on the MoE H200 conversation capacity)."""
+    generation-frame left-out rule and slot pressure stay off (why: that document)."""
     return PolicyConfig(tbt_target_ms=OBJECTIVE_TBT_TARGET_MS)
 
 
