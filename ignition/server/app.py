@@ -14,16 +14,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from ignition import __version__
 from ignition.runtime.chat_template import ChatTemplateError, RenderedChat
-from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.grammar import GrammarError, RequestGrammar
 from ignition.runtime.image_inputs import RequestImages
 from ignition.runtime.requests import (
@@ -31,9 +30,7 @@ from ignition.runtime.requests import (
     GenerationRequest,
     QueueFullError,
     RequestError,
-    StreamChunk,
 )
-from ignition.runtime.stats import EngineStats
 from ignition.runtime.tracing import TraceRecorder
 from ignition.server.chat_protocol import (
     ChatCompletionRequest,
@@ -43,6 +40,7 @@ from ignition.server.chat_protocol import (
 from ignition.server.config import ServerConfig
 from ignition.server.dashboard import install_dashboard
 from ignition.server.door import Door
+from ignition.server.engine_client import EngineClient
 from ignition.server.errors import (
     ApiError,
     install_error_handlers,
@@ -78,46 +76,15 @@ from ignition.server.tools.grammar import tool_error
 from ignition.server.tools.output import ReplyParser
 
 
-class EngineClient(Protocol):
-    """What the HTTP layer needs from an engine (the runtime's AsyncEngine provides it)."""
-
-    model_name: str
-    max_context_tokens: int
-    default_max_tokens: int
-    vocab_size: int | None
-    stats: EngineStats
-    generation_defaults: GenerationDefaults
-    # Optional: an engine without ``vision`` (or with None) serves text content only.
-
-    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        """``add_special_tokens`` False is passed only when asked for (/tokenize)."""
-        ...
-
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str: ...
-
-    def render_chat(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        add_generation_prompt: bool = True,
-        template_kwargs: Mapping[str, Any] | None = None,
-    ) -> RenderedChat:
-        """The prompt ids and per-message end offsets; raises ChatTemplateError (a 400)."""
-        ...
-
-    def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
-        """Admit now (raising QueueFullError or RequestError) and stream published chunks;
-        closing the iterator early cancels the request."""
-        ...
-
-    def is_healthy(self) -> bool: ...
-
-
 def create_app(
-    engine: EngineClient, config: ServerConfig | None = None, trace: TraceRecorder | None = None
+    engine: EngineClient,
+    config: ServerConfig | None = None,
+    trace: TraceRecorder | None = None,
+    *,
+    vision: VisionServing | None = None,
 ) -> FastAPI:
-    """``trace``: the engine's trace recorder, which /dashboard reads (none: no page)."""
+    """``trace``: the engine's trace recorder, which /dashboard reads (none: no page);
+    ``vision``: how image parts are served (none: text content only)."""
     config = config or ServerConfig()
     names = config.served_model_names or (engine.model_name,)
     app = FastAPI(title="Ignition", version=__version__)
@@ -201,7 +168,6 @@ def create_app(
         door.model(body.model)
         if isinstance(body, TokenizeChatRequest):
             door.tools_rendered(body.template_tools())
-            vision: VisionServing | None = getattr(engine, "vision", None)
             prepared = await asyncio.to_thread(load_chat_images, body, vision)
             placeholder = vision.placeholder if prepared and vision else ""
             messages = [m.for_template(placeholder) for m in body.messages]
@@ -256,7 +222,6 @@ def create_app(
         door.chat_chars(body.messages)
         door.tools_rendered(body.template_tools())
         plan = plan_reply(body, config)
-        vision: VisionServing | None = getattr(engine, "vision", None)
         prepared = await asyncio.to_thread(load_chat_images, body, vision)
         rendered = await render(
             chat_cost(body.messages, body.tools),
@@ -372,16 +337,12 @@ def create_app(
         spec = forced or body.grammar_spec()
         if spec is None:
             return None
-        compile_grammar = getattr(engine, "compile_grammar", None)
-        if compile_grammar is None:
-            message = f"{spec.field}: this server has no structured outputs"
-            raise ApiError(400, message, param=spec.field)
         try:
-            grammar = await asyncio.to_thread(compile_grammar, spec)
+            grammar = await asyncio.to_thread(engine.compile_grammar, spec)
         except GrammarError as err:
             if forced is not None and plan is not None and plan.tools is not None:
                 err = await asyncio.to_thread(
-                    tool_error, compile_grammar, plan.tools, plan.declared, err
+                    tool_error, engine.compile_grammar, plan.tools, plan.declared, err
                 )
             raise ApiError(400, str(err), param=err.param) from None
         if after:
@@ -411,8 +372,7 @@ def create_app(
                     param="prompt" if not isinstance(body, ChatCompletionRequest) else "messages",
                 )
             try:
-                vocab = getattr(engine, "vocab_size", None)
-                sampling = body.sampling(min(engine.default_max_tokens, room), vocab)
+                sampling = body.sampling(min(engine.default_max_tokens, room), engine.vocab_size)
             except RequestError as err:
                 raise ApiError(400, str(err)) from None
             except ValueError as err:  # a logit_bias key outside the vocabulary
