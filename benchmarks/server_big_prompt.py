@@ -6,7 +6,7 @@ tokenizer and a stand-in engine that returns one token. It prints, for prompts
 of growing size, the time the completion took (tokenization dominates) and the
 longest /health stall while it ran: probes go every 10 ms, and a blocked event
 loop shows up as a late probe. Tokenization runs on a worker thread through an
-encoder that releases the GIL (serving.py says why). Then it posts a 10 MB body
+encoder that releases the GIL (serving/app.py says why). Then it posts a 10 MB body
 against the default --max-request-bytes and prints how long the 413 took.
 """
 
