@@ -179,7 +179,7 @@ def open_random_qwen35(
     builds it, served on CPU: (bundle, engine)."""
     from vs_transformers import build_cpu_bundle, write_checkpoint
 
-    from ignition.serving import ServeOptions, open_engine
+    from ignition.serving.engine import ServeOptions, open_engine
 
     weights, out = root / "weights", root / "bundle"
     write_checkpoint(weights, dtype=dtype)

@@ -25,7 +25,7 @@ import ray
 from ray import serve
 
 from ignition.replicas import launch
-from ignition.serving import ServeOptions
+from ignition.serving.engine import ServeOptions
 
 PORT = 18742
 URL = f"http://127.0.0.1:{PORT}"

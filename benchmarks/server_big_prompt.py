@@ -6,7 +6,7 @@ tokenizer and a stand-in engine that returns one token. It prints, for prompts
 of growing size, the time the completion took (tokenization dominates) and the
 longest /health stall while it ran: probes go every 10 ms, and a blocked event
 loop shows up as a late probe. Tokenization runs on a worker thread through an
-encoder that releases the GIL (serving.py says why). Then it posts a 10 MB body
+encoder that releases the GIL (serving/app.py says why). Then it posts a 10 MB body
 against the default --max-request-bytes and prints how long the 413 took.
 """
 
@@ -25,7 +25,7 @@ from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.requests import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
-from ignition.serving import gil_releasing_encoder
+from ignition.serving.app import gil_releasing_encoder
 
 ASSET = Path(__file__).resolve().parent.parent / "ignition" / "assets" / "qwen38-tiny"
 LINE = "def handler(request):\n    return request.args\n"

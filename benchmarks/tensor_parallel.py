@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ignition.distributed.launch import run_tensor_parallel
 from ignition.runtime.requests import GenerationRequest, SamplingParams
-from ignition.serving import ServeOptions, open_engine
+from ignition.serving.engine import ServeOptions, open_engine
 
 
 def run(options: ServeOptions, tp, num_requests: int, max_tokens: int) -> dict:

@@ -32,7 +32,7 @@ from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig
 from ignition.server.tokenizing import TokenizerLanes
-from ignition.serving import gil_releasing_encoder
+from ignition.serving.app import gil_releasing_encoder
 
 ASSET = Path(__file__).resolve().parent.parent / "ignition" / "assets" / "qwen38-tiny"
 LINE = "def handler(request):\n    return request.args\n"

@@ -197,7 +197,7 @@ def ignition_runner(
 ):
     from ignition.helios.config import policy_from_preset
     from ignition.runtime.requests import GenerationRequest, SamplingParams
-    from ignition.serving import ServeOptions, open_engine
+    from ignition.serving.engine import ServeOptions, open_engine
 
     policy = policy_from_preset(preset)
     options = ServeOptions(

@@ -227,7 +227,7 @@ def test_every_serve_option_has_help_text():
 @pytest.fixture
 def served(monkeypatch):
     """Run `serve` up to the point where it would load: the ServeOptions it would serve."""
-    import ignition.serving
+    import ignition.serving.forever
 
     seen = []
 
@@ -235,7 +235,7 @@ def served(monkeypatch):
         seen.append(options)
         return None
 
-    monkeypatch.setattr(ignition.serving, "serve_forever", serve_forever)
+    monkeypatch.setattr(ignition.serving.forever, "serve_forever", serve_forever)
     # nothing listens: whether the default port is free here is not these tests' business
     # (tests/cli/test_serve_start_checks.py checks the port)
     import ignition.cli.serve_common

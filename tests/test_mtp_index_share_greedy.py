@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from ignition.cli import main
 from ignition.runtime.requests import GenerationRequest, SamplingParams
-from ignition.serving import ServeOptions, open_engine
+from ignition.serving.engine import ServeOptions, open_engine
 from tests.checkpoints import VOCAB_SIZE, write_tiny_checkpoint
 
 NUM_TOKENS = 24

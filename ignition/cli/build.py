@@ -24,7 +24,7 @@ from ignition.cli.runtime_options import indexer_kv_dtype_option
 def run(weights: Path | None, out_dir: Path | None, copy_weights: bool, **params: Any) -> None:
     """Prepare and validate every program of a recipe; write the bundle."""
     from ignition.compiler.build import DEFAULT_CHECKPOINT, resolve_recipe
-    from ignition.context_fit import fit_checkpoint_build
+    from ignition.compiler.context_fit import fit_checkpoint_build
 
     placement = DeviceArgs.from_params(params)
     ple = ple_description(ple_from_params(params), weights, placement.device)

@@ -27,8 +27,8 @@ def run(
     **params: Any,
 ) -> None:
     """Generate offline through the same runtime the server uses."""
-    from ignition.generate import generate_once
     from ignition.runtime.requests import RequestError
+    from ignition.serving.generate import generate_once
 
     runtime = RuntimeArgs.from_params(params)
     check_range("--max-tokens", max_tokens, 1)

@@ -94,7 +94,7 @@ class LoadProgress:
 
     @property
     def listener(self) -> Any:
-        from ignition.serving import LoadListener
+        from ignition.serving.engine import LoadListener
 
         if self._quiet:
             return LoadListener()

@@ -24,7 +24,7 @@ def serve_artifacts(
     """The bundle to serve for PATH or ``--artifacts`` (a checkpoint is built into the
     cache first) and the request slots to ask of it (None: the bundle's); ``serve`` and
     ``debug-serve`` alike."""
-    from ignition.serve_path import (
+    from ignition.serving.serve_path import (
         CheckpointBuild,
         ServePathError,
         build_options,
@@ -48,7 +48,7 @@ def serve_artifacts(
             f"{tensor_parallel}`) and serve the bundle, or serve the checkpoint without "
             "torchrun (the ranks are spawned)"
         )
-    from ignition.build_cache import CacheError, default_cache_root
+    from ignition.compiler.build_cache import CacheError, default_cache_root
 
     fit = build_options(
         chosen,
@@ -102,7 +102,7 @@ def _under_torchrun() -> bool:
 def existing_bundle(artifacts: str) -> None:
     """``generate --artifacts``: a bundle, named as ``serve`` names a bad PATH (checked
     after every other flag, before anything loads)."""
-    from ignition.serve_path import ServePathError, classify
+    from ignition.serving.serve_path import ServePathError, classify
 
     try:
         kind = classify(Path(artifacts))

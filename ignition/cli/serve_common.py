@@ -18,7 +18,7 @@ from ignition.cli.server_options import ServerArgs
 
 def serve_options(runtime: RuntimeArgs, **extra: Any) -> Any:
     """ServeOptions from the shared runtime options plus command-specific fields."""
-    from ignition.serving import ServeOptions
+    from ignition.serving.engine import ServeOptions
 
     return ServeOptions(
         artifacts=runtime.artifacts,
@@ -56,7 +56,7 @@ def with_ranks(placement: DeviceArgs, options: Any, rank_zero: Callable[..., Any
 
 def serve(options: Any, host: str, port: int, direct: bool, placement: DeviceArgs) -> None:
     """Load with progress, announce the address, and exit 1 if the engine failed."""
-    from ignition.serving import serve_forever
+    from ignition.serving.forever import serve_forever
 
     def listening(url: str) -> None:
         progress.close()

@@ -1,12 +1,6 @@
-"""The prepared state programs' shapes, in one place.
-
-Every runtime prepares the same three state programs (compiler/state_ops.py: snapshot,
-restore and initialization, each one request slot and one snapshot row), and every
-catalog Helios schedules from lists them beside the recipe's inference programs: the
-runtime's (runtime/assembly.py) and the simulators' (simulate/multiturn.py,
-scripts/scheduling_sim/plan_bench.py). They live here, outside the compiler, because the
-compiler needs torch and the simulators and Helios never import it; a copy in each would drift (the
-benchmark catalog once lacked initialization).
+"""The state programs' shapes (snapshot, restore, initialization: compiler/state_ops.py),
+which every catalog Helios schedules lists beside the inference programs. They live here,
+torch-free, so the runtime and the simulators share one copy instead of drifting apart.
 """
 
 from __future__ import annotations

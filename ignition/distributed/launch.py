@@ -78,7 +78,7 @@ def run_tensor_parallel(
     ``follower(options, tp)``; returns rank zero's result (None on the other ranks under
     torchrun). ``follower`` must be a module-level function or a class's method: spawned
     ranks receive it by reference. Without one, the options name their own (``follow``:
-    ``serving.ServeOptions.follow`` follows rank zero's engine), so the serving glue
+    ``serving.engine.ServeOptions.follow`` follows rank zero's engine), so the serving glue
     injects its role into this room instead of this room importing it."""
     follower = follower or _options_follower(options)
     if world_size < 2:

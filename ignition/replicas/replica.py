@@ -17,10 +17,10 @@ from ignition.replicas.reports import ReplicaReport
 
 
 class ReplicaServer:
-    """``options``: serving.ServeOptions; ``name``: the replica's label (``replica-0``)."""
+    """``options``: serving.engine.ServeOptions; ``name``: the replica's label (``replica-0``)."""
 
     def __init__(self, options: Any, name: str) -> None:
-        from ignition.serving import open_app
+        from ignition.serving.app import open_app
 
         self.name = name
         self.app, self.bridge = open_app(options)

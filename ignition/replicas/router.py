@@ -28,7 +28,7 @@ from ignition.replicas.asgi import Exchange, Head, forwarded_headers
 from ignition.replicas.metrics import merge
 from ignition.replicas.reports import ReplicaReport
 from ignition.replicas.routing import NoReplicaError, Routed, routing_policy
-from ignition.server.protocol import error_body
+from ignition.server.body import error_body
 
 log = logging.getLogger("ignition.replicas")
 

@@ -42,6 +42,7 @@ from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.frames import Worker
+from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
 from ignition.runtime.grammar_drafts import GrammarDraftLimits
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.retention import default_snapshot_rows
@@ -230,9 +231,13 @@ def assemble_engine(
     wrap_worker: Callable[[ModelWorker], Worker] | None = None,
     before_capture: Callable[[Any], None] | None = None,
     attach_worker: Callable[[ModelWorker], None] | None = None,
+    vocab_size: int | None = None,
+    grammar: GrammarCompiler | LazyGrammarCompiler | None = None,
 ) -> Engine:
     """``attach_worker`` is called with the worker once its executors exist (the PLE rows'
-    delivery); ``wrap_worker`` then puts it behind another (rank zero's broadcasting one)."""
+    delivery); ``wrap_worker`` then puts it behind another (rank zero's broadcasting one).
+    ``vocab_size`` bounds requests' token ids; ``grammar`` compiles structured outputs
+    (None: requests asking for one are refused)."""
     model_worker, selected, num_pages, windows = assemble_worker(
         model, catalog, eos_token_ids, options, on_prepared=on_prepared,
         before_capture=before_capture,
@@ -262,7 +267,9 @@ def assemble_engine(
             payoff=options.checkpoint_payoff,
         ),
         vision_windows=windows,
+        vocab_size=vocab_size,
     )
+    engine.grammar = grammar
     # constrained requests' draft counts, read by Helios after each of their frames
     engine.hooks.replace(GrammarDraftLimits, GrammarDraftLimits(lambda: engine.scheduler))
     # copying requests' draft counts, read by Helios after each of their frames published

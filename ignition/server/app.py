@@ -1,12 +1,6 @@
-"""The OpenAI-compatible HTTP API over an engine.
-
-The app knows nothing about graphs or scheduling: it validates, tokenizes,
-hands one :class:`GenerationRequest` per choice to the engine and relays the
-engine's published chunks (server/streams.py). Validation happens at the door:
-token ids are checked against the vocabulary, the model name against the served
-names, and tokenization runs on a worker thread so that a large prompt never
-stalls the event loop. Every failure maps to OpenAI's error body
-(server/errors.py); nothing a client sends produces a 500.
+"""The OpenAI-compatible HTTP API over an engine: validate, tokenize, hand one
+:class:`GenerationRequest` per choice to the engine, relay its published chunks. Nothing a
+client sends produces a 500 (docs/server.md, "The app").
 """
 
 from __future__ import annotations
@@ -14,27 +8,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from ignition import __version__
 from ignition.runtime.chat_template import ChatTemplateError, RenderedChat
-from ignition.runtime.generation_config import GenerationDefaults
-from ignition.runtime.grammar import GrammarError, RequestGrammar
 from ignition.runtime.image_inputs import RequestImages
 from ignition.runtime.requests import (
     EngineStoppedError,
-    GenerationRequest,
     QueueFullError,
     RequestError,
-    StreamChunk,
 )
-from ignition.runtime.stats import EngineStats
 from ignition.runtime.tracing import TraceRecorder
+from ignition.server.body import new_id, now_s
 from ignition.server.chat_protocol import (
     ChatCompletionRequest,
     TokenizeChatRequest,
@@ -43,6 +32,8 @@ from ignition.server.chat_protocol import (
 from ignition.server.config import ServerConfig
 from ignition.server.dashboard import install_dashboard
 from ignition.server.door import Door
+from ignition.server.engine_client import EngineClient
+from ignition.server.engine_requests import build_requests, request_grammar
 from ignition.server.errors import (
     ApiError,
     install_error_handlers,
@@ -53,12 +44,7 @@ from ignition.server.errors import (
 from ignition.server.images import VisionServing, expand_chat_prompt, load_chat_images
 from ignition.server.metrics import ServerMetrics
 from ignition.server.middleware import ApiKey, BodyLimit, CountResponses, LastResort
-from ignition.server.protocol import (
-    CompletionRequest,
-    DetokenizeRequest,
-    new_id,
-    now_s,
-)
+from ignition.server.protocol import CompletionRequest, DetokenizeRequest
 from ignition.server.responses import (
     ERRORS,
     ChatCompletionResponse,
@@ -74,50 +60,18 @@ from ignition.server.responses import (
 from ignition.server.streams import Choice, Relay, close_all, collect, collect_or_cancel, sse
 from ignition.server.tokenizing import LaneFull, TokenizerLanes
 from ignition.server.tools.choice import ReplyPlan, plan_reply
-from ignition.server.tools.grammar import tool_error
 from ignition.server.tools.output import ReplyParser
 
 
-class EngineClient(Protocol):
-    """What the HTTP layer needs from an engine (the runtime's AsyncEngine provides it)."""
-
-    model_name: str
-    max_context_tokens: int
-    default_max_tokens: int
-    vocab_size: int | None
-    stats: EngineStats
-    generation_defaults: GenerationDefaults
-    # Optional: an engine without ``vision`` (or with None) serves text content only.
-
-    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        """``add_special_tokens`` False is passed only when asked for (/tokenize)."""
-        ...
-
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str: ...
-
-    def render_chat(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        add_generation_prompt: bool = True,
-        template_kwargs: Mapping[str, Any] | None = None,
-    ) -> RenderedChat:
-        """The prompt ids and per-message end offsets; raises ChatTemplateError (a 400)."""
-        ...
-
-    def generate(self, request: GenerationRequest) -> AsyncIterator[StreamChunk]:
-        """Admit now (raising QueueFullError or RequestError) and stream published chunks;
-        closing the iterator early cancels the request."""
-        ...
-
-    def is_healthy(self) -> bool: ...
-
-
 def create_app(
-    engine: EngineClient, config: ServerConfig | None = None, trace: TraceRecorder | None = None
+    engine: EngineClient,
+    config: ServerConfig | None = None,
+    trace: TraceRecorder | None = None,
+    *,
+    vision: VisionServing | None = None,
 ) -> FastAPI:
-    """``trace``: the engine's trace recorder, which /dashboard reads (none: no page)."""
+    """``trace``: the engine's trace recorder, which /dashboard reads (none: no page);
+    ``vision``: how image parts are served (none: text content only)."""
     config = config or ServerConfig()
     names = config.served_model_names or (engine.model_name,)
     app = FastAPI(title="Ignition", version=__version__)
@@ -201,7 +155,6 @@ def create_app(
         door.model(body.model)
         if isinstance(body, TokenizeChatRequest):
             door.tools_rendered(body.template_tools())
-            vision: VisionServing | None = getattr(engine, "vision", None)
             prepared = await asyncio.to_thread(load_chat_images, body, vision)
             placeholder = vision.placeholder if prepared and vision else ""
             messages = [m.for_template(placeholder) for m in body.messages]
@@ -256,7 +209,6 @@ def create_app(
         door.chat_chars(body.messages)
         door.tools_rendered(body.template_tools())
         plan = plan_reply(body, config)
-        vision: VisionServing | None = getattr(engine, "vision", None)
         prepared = await asyncio.to_thread(load_chat_images, body, vision)
         rendered = await render(
             chat_cost(body.messages, body.tools),
@@ -310,8 +262,10 @@ def create_app(
         ``grammar_after``: the text a structured output starts after (a reasoning end tag);
         ``forced``: a chat request's reply plan, whose forced tool call is its grammar."""
         response_id = new_id("chatcmpl" if chat else "cmpl")
-        grammar = await _grammar(body, grammar_after, forced)
-        requests = _build_requests(body, prompt_ids, response_id, ends, images, grammar)
+        grammar = await request_grammar(engine, body, grammar_after, forced)
+        requests = build_requests(
+            engine, door, body, prompt_ids, response_id, ends, images, grammar
+        )
         arrival = time.monotonic()
         choices: list[Choice] = []
         try:
@@ -359,97 +313,6 @@ def create_app(
             return Response(status_code=499)
         return json_response(500 if "error" in result else 200, result)
 
-    async def _grammar(
-        body: CompletionRequest | ChatCompletionRequest,
-        after: str | None = None,
-        plan: ReplyPlan | None = None,
-    ) -> RequestGrammar | None:
-        """The request's compiled structured-output grammar (None: free text): a forced
-        tool call's (``plan``) or the request's own, starting after ``after``'s tokens when
-        given; one that cannot be compiled is a 400 naming its field (for a forced call,
-        the tool whose schema failed). Compiled off the event loop."""
-        forced = plan.grammar_spec(after_reasoning=bool(after)) if plan is not None else None
-        spec = forced or body.grammar_spec()
-        if spec is None:
-            return None
-        compile_grammar = getattr(engine, "compile_grammar", None)
-        if compile_grammar is None:
-            message = f"{spec.field}: this server has no structured outputs"
-            raise ApiError(400, message, param=spec.field)
-        try:
-            grammar = await asyncio.to_thread(compile_grammar, spec)
-        except GrammarError as err:
-            if forced is not None and plan is not None and plan.tools is not None:
-                err = await asyncio.to_thread(
-                    tool_error, compile_grammar, plan.tools, plan.declared, err
-                )
-            raise ApiError(400, str(err), param=err.param) from None
-        if after:
-            gate = engine.encode(after, add_special_tokens=False)  # the tag's own tokens
-            grammar = replace(grammar, gate=tuple(gate))
-        return grammar
-
-    def _build_requests(
-        body: CompletionRequest | ChatCompletionRequest,
-        prompt_ids: list[list[int]],
-        response_id: str,
-        ends: tuple[int, ...] = (),
-        images: RequestImages | None = None,
-        grammar: RequestGrammar | None = None,
-    ) -> list[tuple[int, GenerationRequest]]:
-        """One engine request per (prompt, choice); seeds differ per choice. ``ends`` are a
-        chat prompt's message end offsets (checkpoint retention anchors on them)."""
-        door.ids(body.stop_token_ids or (), "stop_token_ids")
-        requests = []
-        for prompt_index, ids in enumerate(prompt_ids):
-            room = engine.max_context_tokens - len(ids)
-            if room < 1:
-                raise ApiError(
-                    400,
-                    f"the prompt has {len(ids)} tokens; this model's context is "
-                    f"{engine.max_context_tokens} tokens, which leaves no room for output",
-                    param="prompt" if not isinstance(body, ChatCompletionRequest) else "messages",
-                )
-            try:
-                vocab = getattr(engine, "vocab_size", None)
-                sampling = body.sampling(min(engine.default_max_tokens, room), vocab)
-            except RequestError as err:
-                raise ApiError(400, str(err)) from None
-            except ValueError as err:  # a logit_bias key outside the vocabulary
-                raise ApiError(400, str(err), param="logit_bias") from None
-            try:
-                sampling = engine.generation_defaults.apply(sampling, _given(body))
-            except RequestError as err:
-                raise ApiError(400, str(err)) from None
-            if grammar is not None:  # a reasoning gate closes in time for the reply
-                sampling = replace(sampling, grammar=grammar.within(sampling.max_tokens))
-            if sampling.max_tokens > room:
-                raise ApiError(
-                    400,
-                    f"max_tokens = {sampling.max_tokens} with a {len(ids)}-token prompt "
-                    f"exceeds the context of {engine.max_context_tokens} tokens",
-                    param="max_tokens",
-                )
-            count = body.num_candidates
-            for j in range(count):
-                seeded = sampling
-                if sampling.seed is not None and j:
-                    seeded = replace(sampling, seed=sampling.seed + j)
-                request_id = f"{response_id}-{prompt_index * count + j}"
-                requests.append(
-                    (
-                        prompt_index,
-                        GenerationRequest(
-                            request_id,
-                            tuple(ids),
-                            seeded,
-                            message_end_offsets=tuple(ends),
-                            images=images,
-                        ),
-                    )
-                )
-        return requests
-
     return app
 
 
@@ -458,8 +321,3 @@ def chat_cost(messages: Sequence[Any], tools: Sequence[Any] | None = None) -> in
     (What bounds a chat's length before rendering: ``Door.chat_chars``.)"""
     cost = sum(len(m.text()) for m in messages)
     return cost + sum(len(t.model_dump_json()) for t in tools or ())
-
-
-def _given(body: CompletionRequest | ChatCompletionRequest) -> set[str]:
-    """Sampling fields the client set; the others take the checkpoint's generation defaults."""
-    return {name for name in body.model_fields_set if getattr(body, name) is not None}

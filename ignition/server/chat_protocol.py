@@ -1,8 +1,8 @@
 """OpenAI-compatible chat bodies: messages with text and image content parts, tool
 definitions and calls, and /tokenize for messages.
 
-They share server/protocol.py's rules (nulls, unknown fields, strict types, valid
-Unicode) through its base body and sampling fields.
+They share server/body.py's rules (nulls, unknown fields, strict types, valid Unicode)
+and server/sampling_fields.py's sampling fields.
 """
 
 from __future__ import annotations
@@ -20,32 +20,31 @@ from pydantic import (
 
 from ignition.runtime.requests import SamplingParams
 from ignition.server import schema_rules
-from ignition.server.protocol import (
-    MAX_LOGPROBS,
-    Bool,
+from ignition.server.body import (
     NOT_SERVED,
+    Body,
+    Bool,
     Int,
     NeutralFalse,
     PositiveInt,
     Text,
-    TokenizeCompletionRequest,
-    _Body,
-    _SamplingFields,
     valid_unicode,
 )
+from ignition.server.protocol import TokenizeCompletionRequest
+from ignition.server.sampling_fields import MAX_LOGPROBS, SamplingFields
 
 
-class TextPart(_Body):
+class TextPart(Body):
     type: Literal["text"]
     text: Text
 
 
-class ImageUrl(_Body):
+class ImageUrl(Body):
     url: Text
     detail: Literal["auto", "low", "high"] | None = None
 
 
-class ImagePart(_Body):
+class ImagePart(Body):
     """An image (server/images.py decodes it; only vision models accept it)."""
 
     type: Literal["image_url"]
@@ -55,12 +54,12 @@ class ImagePart(_Body):
 ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
 
 
-class ToolCallFunction(_Body):
+class ToolCallFunction(Body):
     name: Text
     arguments: Text | dict[str, Any] = "{}"
 
 
-class ToolCall(_Body):
+class ToolCall(Body):
     """A call an assistant message made earlier in the conversation."""
 
     id: Text | None = None
@@ -68,7 +67,7 @@ class ToolCall(_Body):
     function: ToolCallFunction
 
 
-class ChatMessage(_Body):
+class ChatMessage(Body):
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: Text | list[ContentPart] | None = None
     name: Text | None = None
@@ -105,30 +104,30 @@ class ChatMessage(_Body):
         return message
 
 
-class ToolFunction(_Body):
+class ToolFunction(Body):
     name: Annotated[str, Field(strict=True, min_length=1), AfterValidator(valid_unicode)]
     description: Text | None = None
     parameters: dict[str, Any] | None = None
     strict: Bool | None = None
 
 
-class Tool(_Body):
+class Tool(Body):
     type: Literal["function"]
     function: ToolFunction
 
 
-class NamedFunction(_Body):
+class NamedFunction(Body):
     name: Text
 
 
-class NamedToolChoice(_Body):
+class NamedToolChoice(Body):
     """``{"type": "function", "function": {"name": ...}}``: call this function."""
 
     type: Literal["function"]
     function: NamedFunction
 
 
-class ChatCompletionRequest(_SamplingFields):
+class ChatCompletionRequest(SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: PositiveInt | None = None
     logprobs: Bool = False
@@ -199,7 +198,7 @@ class ChatCompletionRequest(_SamplingFields):
         return super().sampling(default_max_tokens, vocab_size)
 
 
-class TokenizeChatRequest(_Body):
+class TokenizeChatRequest(Body):
     """vLLM's /tokenize for chat messages, rendered with the chat template as a chat
     completion with the same fields is (``add_special_tokens``: the tokenizer's own
     special tokens around the rendered text too; off by default, as in vLLM, since the

@@ -1,11 +1,5 @@
-"""``GET /dashboard``: a live page of Helios's decisions, served by the API server itself.
-
-One static page (server/static/dashboard.html, no build step) polls ``GET
-/dashboard/state``, a small JSON summary of the engine's trace recorder
-(runtime/tracing/recorder.py): the last frames as a timeline, widths per request class,
-TTFT/TBT percentiles, queue and page usage and the current decision's reason. Reading it
-copies a bounded summary on the event loop; the engine thread only ever appends to the
-recorder, so a connected page never waits on it nor it on the page.
+"""``GET /dashboard``: a live page of Helios's decisions, polling a bounded summary of the
+engine's trace recorder (docs/server.md, "Dashboard").
 """
 
 from __future__ import annotations

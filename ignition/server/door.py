@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ignition.server.config import ServerConfig
+from ignition.server.engine_client import EngineClient
 from ignition.server.errors import ApiError
 from ignition.server.tokenizing import PromptBound
 
@@ -16,7 +17,7 @@ class Door:
     """The checks of one app: ``engine`` gives the context and the vocabulary, ``names``
     the served model names (the first is reported)."""
 
-    def __init__(self, engine: Any, config: ServerConfig, names: tuple[str, ...]) -> None:
+    def __init__(self, engine: EngineClient, config: ServerConfig, names: tuple[str, ...]) -> None:
         self._engine = engine
         self._config = config
         self.names = names
@@ -37,7 +38,7 @@ class Door:
 
     def ids(self, ids: Sequence[int], where: str) -> None:
         """Token ids must be ids of the model's vocabulary."""
-        vocab = getattr(self._engine, "vocab_size", None)
+        vocab = self._engine.vocab_size
         if vocab is None:
             return
         for i, token in enumerate(ids):

@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ignition.server.protocol import error_body
+from ignition.server.body import error_body
 
 # Pydantic adds union members and validator kinds to error locations; they are not fields.
 _TAG = re.compile(r"^(str|int|float|bool|dict|list|none|null)$|[\[\-]|^[A-Z]\w*Request$")

@@ -1,15 +1,5 @@
-"""Image parts of a chat request -> decoded, preprocessed images, or a 400 naming the part.
-
-A chat message's content may hold ``{"type": "image_url", "image_url": {"url": ...}}``
-parts. The url is a base64 ``data:image/...`` URL, or, only when the server was started
-with ``--allowed-local-media-path DIR`` (vLLM's flag), a local path or ``file://`` URL
-inside DIR. Nothing is ever fetched over the network: an http(s) URL is a 400.
-
-In the prompt, each image part becomes the placeholder text the family's chat template
-writes for an image (vision start, image pad, vision end: special tokens the tokenizer
-splits out whole), so rendering stays the template's job; once tokenized, each image pad
-is expanded to one token per feature (runtime/image_inputs.py). Every failure names its
-part, e.g. ``messages[0].content[1].image_url``; a text-only model given an image is a 400.
+"""Image parts of a chat request -> decoded, preprocessed images, or a 400 naming the
+part; nothing is fetched over the network (docs/server.md, "Images").
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""Logprobs in OpenAI's two shapes, from the engine's per-token :class:`TokenLogprob`.
-
-- completions (the legacy shape): parallel lists ``tokens``, ``token_logprobs``,
-  ``top_logprobs`` (a ``{token: logprob}`` map per position holding the ``logprobs``
-  most likely tokens and the chosen one, as vLLM does; ``None`` when 0 are asked) and
-  ``text_offset`` (each token's character offset in the choice's text, echo included);
-- chat: ``{"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}``;
-- prompt logprobs (vLLM's ``prompt_logprobs``): one entry per prompt token, ``None`` for
-  the first, else ``{token id: {logprob, rank, decoded_token}}`` holding the prompt token
-  and the most likely alternatives; with completions' ``echo`` and ``logprobs``, the legacy
-  shape starts with the prompt's tokens too (the first one's logprob and top are null).
-
-The values are raw logprobs (vLLM's default ``raw_logprobs`` mode): the model's own
-distribution before penalties, bias, temperature or top-k / top-p. JSON has no -inf, so
-a logprob is reported as at least -9999, as vLLM does.
+"""Logprobs in OpenAI's shapes (completions, chat) and vLLM's prompt logprobs, from the
+engine's per-token :class:`TokenLogprob`: raw logprobs, vLLM's default (docs/server.md,
+"Logprobs").
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Prometheus exposition for ``/metrics``.
-
-Engine counters (graph executions, speculative drafts, queue and resource
-usage) live in the runtime as plain numbers
-(:class:`ignition.runtime.stats.EngineStats`) so that the runtime does not
-depend on prometheus-client; a custom collector reads them at scrape time.
-Latency histograms are observed here, where publication reaches the client.
-Names keep the ``flare_`` prefix of the dashboards they feed; every series
-carries a ``model_name`` label, as vLLM's do, so one dashboard can show several
-servers.
+"""Prometheus exposition for ``/metrics``: a collector reads the runtime's plain counters
+at scrape time, so the runtime never imports prometheus-client; latency histograms are
+observed here, where publication reaches the client (docs/server.md, "Metrics").
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""ASGI layers around the app: body cap, API key, and a last-resort 500.
-
-They are plain ASGI callables rather than Starlette ``BaseHTTPMiddleware`` so
-that streaming responses pass through untouched.
-
-- The body cap reads at most ``max_bytes`` before anything parses the body, so a
-  10 MB prompt costs a 413 and no tokenization; a body that is not UTF-8 (JSON's
-  encoding) is a 400 naming the first bad byte, with ``param`` "body".
-- The API key guards ``/v1/*`` (Bearer auth, 401 in OpenAI's shape); health,
-  metrics and the version stay open for supervisors and scrapers.
-- The last resort turns an unexpected exception into a JSON 500 without
-  re-raising, so the connection stays usable (Starlette's own handler re-raises,
-  which makes the server drop the keep-alive connection).
-- The response counter sits outside all of them, so every status is counted once,
-  whoever produced it: a validation 400, a 401, 404, 405, 413 or a 500.
+"""ASGI layers around the app: body cap, API key, a last-resort 500 and the response
+counter, plain ASGI so that streaming responses pass through untouched (docs/server.md,
+"Middleware").
 """
 
 from __future__ import annotations
@@ -23,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ignition.server.protocol import error_body
+from ignition.server.body import error_body
 
 log = logging.getLogger("ignition.server")
 Scope = dict[str, Any]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ignition.server.protocol import ErrorResponse
+from ignition.server.body import ErrorResponse
 
 
 class Usage(BaseModel):

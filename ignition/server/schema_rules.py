@@ -1,18 +1,12 @@
 """Cross-field rules of the request bodies, written as JSON Schema beside their validators.
 
-A pydantic field validator that reads another field (``best_of`` against ``n``, a
-message's ``content`` against its ``role`` and ``tool_calls``) is invisible to the
-generated schema: each property is described alone, so the OpenAPI document accepted
-requests the validators reject (issue 24, defect 8). Each function here returns the
-``allOf`` entries that say the same rule in JSON Schema; the models add them through
-``json_schema_extra`` and tests/server/test_schema_rules.py holds schema and validator
-equal on the examples that broke them.
-
-Only ``anyOf``, ``properties``, ``required``, ``const``/``enum`` and numeric bounds are
-used (no ``not``, no ``if``), so schema-driven generators such as schemathesis produce
-valid examples without filtering. A bound applies only to a present number: an absent
-field or an explicit ``null`` (which the server reads as "not given") passes it, exactly
-as the validators treat them.
+A pydantic validator that reads another field (``best_of`` against ``n``, a message's
+``content`` against its ``role``) is invisible to the generated schema, so each function
+here returns the ``allOf`` entries that state its rule; tests/server/test_schema_rules.py
+holds schema and validator equal. Only ``anyOf``, ``properties``, ``required``,
+``const``/``enum`` and numeric bounds are used, so schema-driven generators (schemathesis)
+produce valid examples; a bound applies only to a present number, as the validators read
+an absent field or ``null``.
 """
 
 from __future__ import annotations

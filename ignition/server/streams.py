@@ -1,11 +1,6 @@
-"""From engine streams to OpenAI bodies: one JSON body, or SSE ``data:`` lines.
-
-A request becomes one engine stream per choice (``n`` per prompt, several
-prompts per completions request). Collection gathers them; streaming merges
-them as chunks arrive, each event naming its choice ``index``. Closing the
-response (a client disconnect) closes every engine stream, which cancels the
-requests. A failed choice ends a stream with an error event, then a chunk whose
-``finish_reason`` is ``error``, then ``[DONE]``, so a client always sees the end.
+"""From engine streams to OpenAI bodies: one JSON body, or SSE ``data:`` lines merging one
+engine stream per choice; a disconnect cancels them all, and a failed choice still ends
+its stream (docs/server.md, "Streams").
 """
 
 from __future__ import annotations
@@ -21,6 +16,7 @@ from typing import Any
 from fastapi import Request
 
 from ignition.runtime.requests import GenerationRequest, PromptLogprob, StreamChunk, TokenLogprob
+from ignition.server.body import error_body, now_s, usage
 from ignition.server.logprobs import (
     CompletionLogprobs,
     TokenText,
@@ -31,7 +27,6 @@ from ignition.server.logprobs import (
     prompt_logprobs_body,
 )
 from ignition.server.metrics import ServerMetrics
-from ignition.server.protocol import error_body, now_s, usage
 from ignition.server.tools.output import ReplyParser
 
 

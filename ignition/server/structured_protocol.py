@@ -1,21 +1,6 @@
-"""Structured-output request fields: OpenAI's ``response_format`` and vLLM's fields.
-
-- ``response_format``: ``{"type": "text"}`` (free text), ``{"type": "json_object"}`` (any
-  JSON object) or ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``;
-- vLLM's ``structured_outputs``: exactly one of ``json`` (a schema, as an object or JSON
-  text), ``regex``, ``choice``, ``grammar`` (EBNF, xgrammar's dialect) or ``json_object``,
-  with ``disable_any_whitespace``;
-- vLLM's older ``guided_json``, ``guided_regex``, ``guided_choice`` and ``guided_grammar``
-  (deprecated there in favour of ``structured_outputs``, accepted here alike).
-
-A request holds at most one of them. Each becomes a ``runtime.grammar.GrammarSpec`` whose
-``field`` names where it came from, so a schema xgrammar cannot compile is a 400 naming
-``response_format.json_schema`` or ``structured_outputs.json``. What is not served
-(``structural_tag``, ``whitespace_pattern``) is a 400 naming it, never ignored.
-
-JSON whitespace: compact by default (see runtime.grammar.GrammarSpec); vLLM allows any
-whitespace unless ``disable_any_whitespace`` is true, so here an explicit
-``disable_any_whitespace: false`` opts into it.
+"""Structured-output request fields: OpenAI's ``response_format``, vLLM's
+``structured_outputs`` and ``guided_*``; at most one per request, each a ``GrammarSpec``
+whose ``field`` a 400 names (docs/server.md, "Structured outputs").
 """
 
 from __future__ import annotations

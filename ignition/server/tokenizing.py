@@ -1,18 +1,9 @@
-"""Tokenization that one client cannot monopolise (issue 24, defect 3).
+"""Tokenization that one client cannot monopolise (docs/reliability.md says why).
 
-Eight concurrent 2 MB prompts used to occupy every thread of the default executor, and a
-4-token request beside them waited 22 s for a thread. Two bounds replace that:
-
-**Size, before tokenizing.** A prompt with more characters than any prompt that fits the
-context is refused by its length alone (:func:`max_chars_per_token`,
-:meth:`PromptBound.max_prompt_chars`), so a hopeless prompt costs no tokenizer time.
-
-**Fair lanes.** Work costing at most ``small_chars`` characters runs in the small lane, on
-threads of its own, so it never queues behind large work; larger work runs in the large
-lane, ``large_workers`` at a time, and at most ``max_queued_chars`` characters of it are
-admitted (running or waiting). Beyond that a request gets a 503 with Retry-After instead of
-an unbounded wait. The tokenizer releases the GIL while it works
-(serving.gil_releasing_encoder), so the lanes really run side by side.
+A prompt with more characters than any prompt that fits the context is refused by its
+length alone (:class:`PromptBound`), before any tokenizer time. Small work runs in a lane
+of its own; large work runs a few at a time up to ``max_queued_chars`` characters, beyond
+which the request gets a 503 with Retry-After (:class:`TokenizerLanes`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""``--metrics-names vllm``: ``vllm:*`` aliases beside the ``flare_*`` metrics.
-
-Dashboards and autoscalers written for vLLM read names such as
-``vllm:num_requests_waiting`` or ``vllm:time_to_first_token_seconds``. With the option on,
-/metrics exports, next to every flare series that has a vLLM counterpart of the same
-meaning, a copy under the vLLM name (same labels, values, buckets and type; a renamed
-label where vLLM names it differently). The PLE n-gram table's delivery and stall series
-(server/metrics.py, docs/ple.md), which vLLM has no name for, get ``vllm:ple_*`` names in
-vLLM's style, so a dashboard that reads only ``vllm:*`` sees them too. Other series without
-a vLLM counterpart keep their flare name only; so do the prefix-cache counters, which vLLM
-counts in tokens and Ignition in admissions.
+"""``--metrics-names vllm``: ``vllm:*`` aliases beside the ``flare_*`` metrics, for
+dashboards and autoscalers written for vLLM (docs/server.md, "Metrics: vLLM names").
 """
 
 from __future__ import annotations

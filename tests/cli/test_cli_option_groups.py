@@ -73,7 +73,7 @@ def test_prompt_lookup_flags_reach_the_served_options_as_one_search():
     from types import SimpleNamespace
 
     from ignition.runtime.copy_proposals import PromptLookup
-    from ignition.serving import ServeOptions, _runtime_options
+    from ignition.serving.engine import ServeOptions, runtime_options
 
     fields = server(prompt_lookup_max=6, prompt_lookup_min=3).serve_fields()
     assert fields["prompt_lookup"] == PromptLookup(6, 3)
@@ -83,4 +83,4 @@ def test_prompt_lookup_flags_reach_the_served_options_as_one_search():
         manifest={"runtime": {"speculation": "fixed", "num_slots": 4, "page_size": 64}},
         model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096)),
     )
-    assert _runtime_options(options, bundle).prompt_lookup == PromptLookup(6, 3)
+    assert runtime_options(options, bundle).prompt_lookup == PromptLookup(6, 3)

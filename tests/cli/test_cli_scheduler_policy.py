@@ -14,12 +14,13 @@ from ignition.helios.config import DEFAULT_PRESET, policy_from_preset
 @pytest.fixture
 def served(monkeypatch):
     """Run `serve` up to the point where it would load: the ServeOptions it would serve."""
-    import ignition.serving
-
     import ignition.cli.serve_common
+    import ignition.serving.forever
 
     seen = []
-    monkeypatch.setattr(ignition.serving, "serve_forever", lambda o, *a, **k: seen.append(o))
+    monkeypatch.setattr(
+        ignition.serving.forever, "serve_forever", lambda o, *a, **k: seen.append(o)
+    )
     # nothing listens: whether the default port is free here is not these tests' business
     monkeypatch.setattr(ignition.cli.serve_common, "check_port_free", lambda host, port: None)
     return seen

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from ignition.cli import main
+from ignition.compiler.context_fit import fit_checkpoint_build, fit_to_context
 from ignition.components.capacity import CapacityError, plan_catalog
-from ignition.context_fit import fit_checkpoint_build, fit_to_context
 from ignition.recipes import LoadOptions, get_recipe
 from tests.checkpoints import write_tiny_checkpoint
 
@@ -68,7 +68,7 @@ def test_every_fitted_program_is_one_the_model_can_run(checkpoint_4096):
 @pytest.fixture
 def fake_build(monkeypatch):
     import ignition.cli.progress
-    import ignition.serving
+    import ignition.serving.forever
 
     builds = []
 
@@ -80,7 +80,7 @@ def fake_build(monkeypatch):
         return type("Result", (), {"notes": [], "out_dir": out_dir})()
 
     monkeypatch.setattr(ignition.cli.progress, "build_with_progress", build)
-    monkeypatch.setattr(ignition.serving, "serve_forever", lambda *a, **k: None)
+    monkeypatch.setattr(ignition.serving.forever, "serve_forever", lambda *a, **k: None)
     return builds
 
 

@@ -29,14 +29,14 @@ def one_line_error(result, *expected: str) -> str:
 @pytest.fixture
 def served(monkeypatch):
     """Run the serving commands up to the load: (options, host, port, direct) per start."""
-    import ignition.serving
+    import ignition.serving.forever
 
     seen = []
 
     def serve_forever(options, host, port, direct, **_):
         seen.append((options, host, port, direct))
 
-    monkeypatch.setattr(ignition.serving, "serve_forever", serve_forever)
+    monkeypatch.setattr(ignition.serving.forever, "serve_forever", serve_forever)
     return seen
 
 

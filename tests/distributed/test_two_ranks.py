@@ -22,7 +22,7 @@ from ignition.cli import main
 from ignition.components.catalog import load_catalog
 from ignition.distributed.launch import run_tensor_parallel
 from ignition.runtime.requests import GenerationRequest, SamplingParams, StreamChunk
-from ignition.serving import ServeOptions, open_engine
+from ignition.serving.engine import ServeOptions, open_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

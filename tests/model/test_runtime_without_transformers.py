@@ -10,7 +10,7 @@ RUNTIME_MODULES = (
     "ignition.model.weights",
     "ignition.compiler.build",
     "ignition.runtime.bundle",
-    "ignition.serving",
+    "ignition.serving.forever",
     "ignition.cli",
 )
 

@@ -24,7 +24,7 @@ pytest.importorskip("ray.serve", reason=NO_RAY)
 from ignition.replicas import launch  # noqa: E402
 from ignition.replicas.asgi import Exchange, collect  # noqa: E402
 from ignition.replicas.replica import ReplicaServer  # noqa: E402
-from ignition.serving import ServeOptions  # noqa: E402
+from ignition.serving.engine import ServeOptions  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(900)]
 

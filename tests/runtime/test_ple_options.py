@@ -107,11 +107,11 @@ def test_metrics_carry_the_delivery_counters_by_residency(tmp_path):
 def test_serve_keeps_the_residency_the_build_chose_unless_it_names_one(tmp_path):
     from types import SimpleNamespace
 
-    from ignition.serving import ServeOptions, _open_ple
+    from ignition.serving.ple import open_table
 
     write_table(tmp_path / TABLE_FOLDER, [torch.zeros(8, 4)])
     manifest = {"checkpoint": {"path": str(tmp_path)}, "ple": {"residency": "disk"}}
     bundle = SimpleNamespace(manifest=manifest, path=tmp_path, model=None)
-    assert _open_ple(bundle, ServeOptions(str(tmp_path), device="cpu")).residency == "disk"
-    named = ServeOptions(str(tmp_path), device="cpu", ple=PleOptions("host"))
-    assert _open_ple(bundle, named).residency == "host"
+    cpu = torch.device("cpu")
+    assert open_table(bundle, PleOptions(), cpu).residency == "disk"
+    assert open_table(bundle, PleOptions("host"), cpu).residency == "host"

@@ -13,8 +13,10 @@ from click.testing import CliRunner
 from ignition.cli import main
 from ignition.runtime.bundle import BundleError
 from ignition.runtime.ple import TABLE_FOLDER, PleOptions, write_table
-from ignition.serving import ServeOptions, _open_ple, serve_ple_options
+from ignition.serving.engine import ServeOptions
+from ignition.serving.ple import open_table, serve_ple_options
 
+CPU = torch.device("cpu")
 BUILT = {"table": "n-gram", "residency": "disk", "preload": True, "cache_bytes": 64}
 
 
@@ -22,12 +24,14 @@ BUILT = {"table": "n-gram", "residency": "disk", "preload": True, "cache_bytes":
 def served(monkeypatch):
     """`serve` run up to the point where it would load: the ServeOptions it would serve."""
     import ignition.cli.serve_common
-    import ignition.serving
+    import ignition.serving.forever
 
     seen: list[ServeOptions] = []
     # The default port may be taken on the machine running the suite; the port check has its own tests.
     monkeypatch.setattr(ignition.cli.serve_common, "check_port_free", lambda host, port: None)
-    monkeypatch.setattr(ignition.serving, "serve_forever", lambda o, *a, **k: seen.append(o))
+    monkeypatch.setattr(
+        ignition.serving.forever, "serve_forever", lambda o, *a, **k: seen.append(o)
+    )
     return seen
 
 
@@ -63,18 +67,16 @@ def test_each_named_ple_option_wins_over_the_builds():
 
 
 def test_the_served_row_cache_has_the_builds_bound(bundle):
-    ple = _open_ple(bundle, ServeOptions(str(bundle.path), device="cpu"))
+    ple = open_table(bundle, PleOptions(), CPU)
     assert ple.residency == "disk" and ple.store.cache.capacity_bytes == 64
-    named = ServeOptions(str(bundle.path), device="cpu", ple=PleOptions(cache_bytes=32))
-    assert _open_ple(bundle, named).store.cache.capacity_bytes == 32
+    assert open_table(bundle, PleOptions(cache_bytes=32), CPU).store.cache.capacity_bytes == 32
 
 
 def test_the_served_host_table_is_preloaded_as_built_unless_serve_says_no(bundle):
     bundle.manifest["ple"] = {**BUILT, "residency": "host"}
-    preloaded = _open_ple(bundle, ServeOptions(str(bundle.path), device="cpu"))
+    preloaded = open_table(bundle, PleOptions(), CPU)
     assert len(preloaded.store.pieces) == 1  # the two mapped shards, copied into one
-    mapped = ServeOptions(str(bundle.path), device="cpu", ple=PleOptions(preload=False))
-    assert len(_open_ple(bundle, mapped).store.pieces) == 2
+    assert len(open_table(bundle, PleOptions(preload=False), CPU).store.pieces) == 2
 
 
 def test_a_bad_built_ple_value_is_one_line_naming_the_manifest_key():

@@ -11,7 +11,7 @@ import pytest
 from ignition.components.catalog import GraphKind
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 from ignition.runtime.snapshot_rows import RowState
-from ignition.serving import ServeOptions, open_engine
+from ignition.serving.engine import ServeOptions, open_engine
 from tests.server.vision_checkpoint import NUM_TOKENS
 
 pytest.importorskip("transformers")

@@ -15,7 +15,7 @@ from ignition.helios import Fence, LaneRole, LaneWork, RequestHandle, ScheduledP
 from ignition.runtime.detokenize import IncrementalDetokenizer
 from ignition.runtime.engine import LiveRequest
 from ignition.runtime.requests import GenerationRequest, SamplingParams
-from ignition.serving import ServeOptions, open_engine
+from ignition.serving.engine import ServeOptions, open_engine
 from tests.server.vision_checkpoint import NUM_TOKENS
 
 pytest.importorskip("transformers")

@@ -8,10 +8,12 @@ import httpx
 
 from ignition.runtime.chat_template import RenderedChat
 from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
 from ignition.runtime.requests import GenerationRequest, QueueFullError, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig
+from ignition.server.images import VisionServing
 
 
 class ScriptedEngine:
@@ -20,13 +22,14 @@ class ScriptedEngine:
     ``pieces``: emit exactly these texts, one chunk each, instead (tool calls and
     reasoning need exact text). ``opening``: what the chat "template" writes after the
     assistant turn starts (for example ``<think>\n``). ``rendered`` holds each rendered
-    chat prompt."""
+    chat prompt. ``vision``: how the app built over it serves image parts (none: text only)."""
 
     model_name = "scripted"
     max_context_tokens = 64
     default_max_tokens = 16
     vocab_size = 64
     generation_defaults = GenerationDefaults()
+    vision: VisionServing | None = None
 
     def __init__(
         self,
@@ -61,6 +64,9 @@ class ScriptedEngine:
         self.rendered.append(text)
         return RenderedChat(text, tuple(self.encode(text)), ())
 
+    def compile_grammar(self, spec: GrammarSpec) -> RequestGrammar:
+        raise GrammarError(f"{spec.field}: this server has no structured outputs", spec.field)
+
     def is_healthy(self) -> bool:
         return True
 
@@ -84,7 +90,7 @@ class ScriptedEngine:
 
 
 def client(engine: ScriptedEngine, config: ServerConfig | None = None) -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=create_app(engine, config))
+    transport = httpx.ASGITransport(app=create_app(engine, config, vision=engine.vision))
     return httpx.AsyncClient(transport=transport, base_url="http://test")
 
 

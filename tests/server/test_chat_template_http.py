@@ -29,6 +29,7 @@ class RenderingEngine:
     model_name = "rendering"
     max_context_tokens = 4096
     default_max_tokens = 8
+    vocab_size = None
 
     def __init__(
         self, template: str, defaults: GenerationDefaults | None = None, reply: str = "ok"

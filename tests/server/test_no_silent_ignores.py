@@ -6,7 +6,7 @@ import pytest
 
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.server.config import ServerConfig
-from ignition.serving import template_renders_tools
+from ignition.serving.server_config import template_renders_tools
 from tests.server.scripted import ScriptedEngine, client, run
 
 USER = [{"role": "user", "content": "hi"}]

@@ -204,7 +204,7 @@ def test_a_grammar_after_reasoning_must_close_it_within_its_share_of_max_tokens(
 def test_the_serving_encoder_adds_the_tokenizers_special_tokens_only_when_asked():
     from tokenizers import Tokenizer, processors
 
-    from ignition.serving import gil_releasing_encoder
+    from ignition.serving.app import gil_releasing_encoder
 
     tokenizer = Tokenizer.from_file(str(TOKENIZER))
     tokenizer.post_processor = processors.TemplateProcessing(

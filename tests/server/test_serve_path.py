@@ -9,7 +9,7 @@ import sys
 import httpx
 import pytest
 
-from ignition.build_cache import MARKER
+from ignition.compiler.build_cache import MARKER
 from tests.checkpoints import write_tiny_checkpoint
 from tests.server.conftest import server_process
 

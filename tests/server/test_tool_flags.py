@@ -13,7 +13,8 @@ from ignition.cli import main
 from ignition.runtime.bundle import BundleError
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.server.config import ServerConfig
-from ignition.serving import ServeOptions, _server_config
+from ignition.serving.engine import ServeOptions
+from ignition.serving.server_config import server_config
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "ignition/assets/qwen38-tiny/tokenizer.json"
 QWEN35_SHAPE = (Path(__file__).resolve().parents[1] / "runtime" / "qwen35_shape.jinja").read_text()
@@ -22,7 +23,7 @@ QWEN35_SHAPE = (Path(__file__).resolve().parents[1] / "runtime" / "qwen35_shape.
 def config_for(template: str, **options) -> ServerConfig:
     chat = SimpleNamespace(templates=ChatTemplates({"default": template}, "chat_template.jinja"))
     bundle = SimpleNamespace(name="qwen", tokenizer=Tokenizer.from_file(str(TOKENIZER)))
-    return _server_config(ServeOptions(artifacts="unused", **options), bundle, chat)
+    return server_config(ServeOptions(artifacts="unused", **options), bundle, chat)
 
 
 def test_the_tool_call_format_is_detected_from_the_chat_template():

@@ -1,13 +1,6 @@
-"""The tool-call parser base class, its registry, and detection from a chat template.
-
-A parser reads one reply incrementally. Outside a call it passes text through as
-content, holding back a suffix that may be the start of ``<tool_call>`` (so a tag
-cut between two chunks never leaks into content) and any trailing whitespace (so
-the blank line a model writes before a call is not sent as content). Inside a
-``<tool_call>`` block a subclass reads its format: first the header (the function
-name), then the arguments, streamed as JSON fragments. A block whose header never
-parses is not a call: at its closing tag (or at the end of the reply) the whole
-block is returned as content, as vLLM does.
+"""The tool-call parser base class, its registry, and detection from a chat template: a
+parser reads one reply incrementally, and a tag cut between chunks never leaks into
+content (docs/server.md, "Tool-call parsers").
 """
 
 from __future__ import annotations

@@ -1,20 +1,5 @@
-"""From a chat request and the server's flags to how its replies are parsed.
-
-``tool_choice`` (OpenAI's semantics, vLLM's flags):
-
-- "none": the template describes no tools and nothing is parsed as a call;
-- "auto" (the default when tools are given): calls are parsed when the server runs
-  with ``--enable-auto-tool-choice``; without it the request is refused, as in vLLM,
-  rather than returning call markup as content;
-- "required" and a named function are enforced by a grammar (server/tools/grammar.py):
-  the reply is one or more calls of declared functions (exactly one call of the named
-  one), each call's arguments following its tool's schema. Like a structured output,
-  the grammar starts after the reasoning block when the reply starts inside one that
-  is parsed out (``--reasoning-parser``, thinking on); else at the first reply token.
-  A forced call cannot be combined with another structured output (a 400). The
-  reasoning must end within its share of ``max_tokens`` (runtime/grammar.py,
-  ``RequestGrammar.within``), so the call has the rest; a reply cut before any call
-  anyway has no ``tool_calls`` and ``finish_reason: "length"``, never an error.
+"""From a chat request and the server's flags to how its replies are parsed:
+``tool_choice`` with OpenAI's semantics and vLLM's flags (docs/server.md, "tool_choice").
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
-"""The grammar that enforces ``tool_choice`` "required" or a named function.
-
-A forced call is a structured output: an xgrammar structural tag, written as JSON here
-(the server imports no xgrammar; runtime/grammar.py compiles it when a request needs it)
-and applied by the same token masks as ``response_format``. Each declared tool becomes
-one ``tag``: the call's opening with its function name, its arguments following the
-tool's JSON schema in the format's own syntax (ToolCallParser.call_tag), its closing.
-
-- "required": one or more calls of declared functions, separated by a newline, and
-  nothing else (``parallel_tool_calls: false``: exactly one);
-- a named function: exactly one call of it.
-
-After a reasoning block (the grammar then starts at its end tag, RequestGrammar.gate) the
-calls may follow up to two newlines, the blank line models write after ``</think>``.
-
-The reply therefore always parses into ``tool_calls`` (ending only where the grammar
-may end, or cut by ``max_tokens``). A tool whose ``strict`` is false constrains only the
-call's shape (an object of any arguments), as OpenAI's non-strict functions do; one
-without ``parameters`` takes any object. A schema xgrammar cannot compile is a 400 that
-names the tool and its ``parameters`` field (``tool_error``).
+"""The grammar that enforces ``tool_choice`` "required" or a named function: one xgrammar
+structural tag per declared tool, written as JSON (runtime/grammar.py compiles it), so the
+reply always parses into ``tool_calls`` (docs/server.md, "Forced tool calls").
 """
 
 from __future__ import annotations

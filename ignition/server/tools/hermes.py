@@ -1,14 +1,5 @@
-"""JSON in ``<tool_call>`` (the Hermes convention, Qwen2.5 and Qwen3):
-
-    <tool_call>
-    {"name": "get_weather", "arguments": {"city": "Paris"}}
-    </tool_call>
-
-Once ``{"name": ..., "arguments":`` has arrived the call starts and the arguments
-stream as the model writes them, character for character, until their JSON value
-closes (a scanner tracks strings, escapes and nesting, so a ``</tool_call>`` inside
-a string value does not end the call). A block in another shape (``arguments``
-first, ``parameters`` instead of ``arguments``) is read whole at its closing tag.
+"""JSON in ``<tool_call>`` (the Hermes convention, Qwen2.5 and Qwen3), the arguments
+streamed as the model writes them (docs/server.md, "Tool-call formats: Hermes JSON").
 """
 
 from __future__ import annotations

@@ -1,16 +1,5 @@
-"""One chat choice's reply, parsed: reasoning, content and tool calls.
-
-The reasoning parser runs first; only the content it passes on reaches the tool
-parser, so a ``<tool_call>`` written while thinking stays reasoning text and only
-calls after ``</think>`` are calls. Each chunk of text becomes a :class:`Delta` (what
-one SSE event carries); the non-streamed message is the same deltas joined.
-
-A forced call (``tool_choice`` required or named) is written under a grammar
-(server/tools/grammar.py) that admits only calls of declared functions. The parser
-still checks that contract: its ``failure`` says why the reply broke it (a call of a
-function the request did not declare). A reply that ends before any call (cut by
-``max_tokens`` or a stop the client set) is no failure: its ``finish_reason`` says why,
-and it has no ``tool_calls``.
+"""One chat choice's reply, parsed into reasoning, content and tool calls; streamed and
+non-streamed replies are the same deltas (docs/server.md, "Parsing a reply").
 """
 
 from __future__ import annotations

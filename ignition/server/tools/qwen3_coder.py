@@ -1,23 +1,6 @@
-"""The Qwen3 coder XML format (Qwen3-Coder, Qwen3.5 and later):
-
-    <tool_call>
-    <function=get_weather>
-    <parameter=city>
-    Paris
-    </parameter>
-    </function>
-    </tool_call>
-
-Each parameter's text becomes a JSON value by the type its tool's schema declares
-(an integer, a number, a boolean, an object or array as JSON; a string, or a
-parameter the schema does not type, stays text). A parameter whose schema lists its
-values (``enum``, ``const``) is the listed value its text spells, whitespace around it
-aside (a grammar-enforced call may write one whitespace character there). Arguments
-stream as fragments of ``json.dumps`` of the arguments object, so they join into
-exactly the non-streamed arguments: a text value as it arrives (JSON escaping is per
-character), any other value once complete. Models sometimes omit
-``</parameter>``: the next ``<parameter=``, ``</function>`` or ``</tool_call>``
-ends the value too.
+"""The Qwen3 coder XML tool-call format (Qwen3-Coder, Qwen3.5 and later): each
+``<parameter=...>`` value typed by its tool's schema, the arguments streamed as fragments of
+their JSON (docs/server.md, "Tool-call formats: Qwen3 coder XML").
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""Reasoning parsers: the model's thinking becomes ``reasoning_content``.
-
-``qwen3`` reads ``<think>...</think>``. Where the reply starts matters: Qwen3.5 and
-later templates open ``<think>`` in the prompt (the reply starts inside reasoning),
-the first Qwen3 templates let the model write ``<think>`` itself; the server tells
-the parser which (:func:`opens_reasoning` on the rendered prompt). With thinking
-off (``chat_template_kwargs.enable_thinking = false``) no split is attempted: only
-an empty ``<think></think>`` block at the start of the reply is removed. Whitespace
-that frames the reasoning (after ``<think>``, before and after ``</think>``) is not
-part of either text. Tags cut between chunks are held back, never sent.
+"""Reasoning parsers: the model's thinking becomes ``reasoning_content`` (``qwen3``:
+``<think>...</think>``; docs/server.md, "Reasoning").
 """
 
 from __future__ import annotations

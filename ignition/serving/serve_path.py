@@ -1,12 +1,9 @@
 """``ignition serve PATH``: what PATH is, and the bundle that serves it.
 
-PATH is a bundle (a folder ``ignition build`` wrote: ``manifest.json``) or a checkpoint
-folder (``config.json`` beside ``*.safetensors``), as ``vllm serve MODEL`` takes a model.
-A checkpoint is built once into the build cache (build_cache.py) with the options the
-serve command implies, then served from there; a second start reuses that build.
-
-It lives above the rooms, beside serving.py: it ties recipes, the compiler and the cache
-together for the CLI, which stays a thin argument parser.
+PATH is a bundle (``manifest.json``) or a checkpoint folder (``config.json`` beside
+``*.safetensors``), as ``vllm serve MODEL`` takes a model. A checkpoint is built once into
+the build cache (compiler/build_cache.py) with the options the serve command implies, then
+served from there.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ignition.context_fit import ContextFit
+from ignition.compiler.context_fit import ContextFit
 from ignition.recipes import LoadOptions
 
 PathKind = Literal["bundle", "checkpoint"]
@@ -90,7 +87,7 @@ def build_options(
     the storage the programs are validated with; the prompt buckets capped to the model's
     ``max_position_embeddings`` where the recipe's largest do not fit (the note says so)."""
     from ignition.compiler.build import resolve_recipe
-    from ignition.context_fit import fit_checkpoint_build
+    from ignition.compiler.context_fit import fit_checkpoint_build
 
     recipe = resolve_recipe(None, checkpoint)
     options = LoadOptions(
@@ -127,7 +124,7 @@ def built_bundle(
 ) -> Path:
     """The cached bundle for ``build``, running ``run_build(build, folder)`` when the
     cache holds no intact one; ``say`` receives one line about what happened."""
-    from ignition.build_cache import cache_key, ensure_bundle
+    from ignition.compiler.build_cache import cache_key, ensure_bundle
 
     key = cache_key(build.checkpoint, cache_inputs(build))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ignition.build_cache import (
+from ignition.compiler.build_cache import (
     MARKER,
     cache_key,
     default_cache_root,

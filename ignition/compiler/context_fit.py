@@ -1,15 +1,10 @@
 """A checkpoint's build fitted to the positions its model holds.
 
-Every prepared program packs at most ``max_packed_extent`` tokens, and the model computes
-positions below config.json's ``max_position_embeddings`` only: a mixed program at the
-recipe's largest prompt bucket (4096 for qwen38) packs that bucket plus one token per other
-row, so a checkpoint stating 4096 positions cannot run it. As vLLM caps ``max_model_len``
-by the model, a build that leaves the prompt buckets to the recipe takes the largest
-bucket whose programs fit, and says so in one line; one that names ``--max-prefill-chunk``
-beyond what fits is refused in one line naming the option and what would fit.
-
-It lives above the rooms, beside serve_path.py: it reads the checkpoint's config through its
-family and plans the catalog, for ``ignition build`` and ``ignition serve CHECKPOINT``.
+A mixed program at the recipe's largest prompt bucket packs that bucket plus one token per
+other row, beyond what a checkpoint with fewer ``max_position_embeddings`` can compute. As
+vLLM caps ``max_model_len`` by the model, a build that leaves the prompt buckets to the
+recipe takes the largest bucket whose programs fit and says so in one line; one that names
+a ``--max-prefill-chunk`` that does not fit is refused naming the option.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Offline generation through the serving runtime (``ignition generate``)."""
+"""Offline generation through the serving runtime (``ignition generate``): one prompt, its
+completion and per-frame timing, without the HTTP server."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ignition.helios import ScheduledPlan
 from ignition.runtime.engine import FrameResult
 from ignition.runtime.requests import GenerationRequest, SamplingParams, StreamChunk
-from ignition.serving import LoadListener, ServeOptions, open_engine
+from ignition.serving.engine import LoadListener, ServeOptions, open_engine
 
 if TYPE_CHECKING:
     from ignition.distributed.context import TensorParallel

@@ -1,19 +1,10 @@
 """Bundles built for ``ignition serve CHECKPOINT``: built once, reused, never served broken.
 
-A checkpoint served directly is built into ``<cache>/bundles/<key>/``, where the key hashes
-what decides the build: the checkpoint (its resolved path and each file's size and
-modification time, the stat check ``ignition serve`` already trusts, so a second start
-reads no weights), the recipe file, the build options, the package versions, the device
-kind and the PLE entry. Change any of them and the key changes.
-
-An entry is used only when it is complete and intact. The build writes into a private
-``<key>.partial-*`` folder and records the SHA-256 of every file it wrote in
-``ignition-cache.json``; only then is the folder renamed to its key, in one step. At the
-next start every recorded file is hashed again (the bundle holds the catalog, manifest and
-tokenizer, never the weights: milliseconds), so a folder an interrupted or concurrent
-writer, a full disk or a hand edit left behind is rebuilt rather than served.
-
-The cache root is ``--cache-dir``, else ``$IGNITION_CACHE``, else ``~/.cache/ignition``.
+An entry's key hashes what decides the build (the checkpoint's file stamps, recipe,
+options, package versions, device kind, PLE entry). A build writes into a private folder,
+records every file's SHA-256 and only then takes the key's name; each start hashes the
+files again (no weights: milliseconds), so a partial or edited entry is rebuilt, not
+served. The README's ``ignition serve`` section states the contract.
 """
 
 from __future__ import annotations

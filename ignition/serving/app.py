@@ -1,0 +1,95 @@
+"""The HTTP app over an engine: the bundle's chat templates, tokenizer and vision settings
+handed to the server, the engine behind its asyncio bridge, the trace recorder hooked in.
+``serve_forever`` runs it under uvicorn; a data-parallel replica (ignition/replicas/)
+answers its router's requests with it in process."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.engine import Engine
+from ignition.serving.engine import LoadListener, ServeOptions, open_engine
+from ignition.serving.server_config import server_config
+from ignition.serving.vision import vision_serving
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from ignition.distributed.context import TensorParallel
+    from ignition.runtime.async_engine import AsyncEngine
+    from ignition.runtime.tracing import TraceRecorder
+
+
+def gil_releasing_encoder(tokenizer, add_special_tokens: bool = True) -> Callable[[str], list[int]]:
+    """Encode one text as ``tokenizer.encode`` does, but letting the event loop run:
+    ``Tokenizer.encode`` holds the GIL for the whole call, ``encode_batch`` releases it
+    while Rust works (the server tokenizes on worker threads)."""
+    return lambda text: tokenizer.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
+
+
+def open_app(
+    options: ServeOptions,
+    direct: bool = False,
+    *,
+    listener: LoadListener | None = None,
+    tp: TensorParallel | None = None,
+    on_fatal: Callable[[str], None] | None = None,
+) -> tuple[FastAPI, AsyncEngine]:
+    """Load the engine and build the HTTP app over it: ``(app, bridge)``, the bridge not yet
+    started."""
+    from ignition.runtime import faults
+    from ignition.runtime.async_engine import AsyncEngine
+    from ignition.runtime.chat_template import ChatRenderer
+    from ignition.server.app import create_app
+
+    bundle, engine = open_engine(options, listener=listener, direct=direct, tp=tp)
+    if options.chat_template is not None:
+        source, text = options.chat_template
+        special = bundle.chat_templates.special_tokens
+        bundle.chat_templates = ChatTemplates({"default": text}, source, special)
+    chat = ChatRenderer(bundle.chat_templates, bundle.encode_rendered, bundle.split_tokens())
+    problem = chat.problem()
+    if problem is not None:  # completions still serve; each chat request gets this as a 400
+        print(f"warning: {problem}", file=sys.stderr)
+    plan = faults.FaultPlan.from_env()
+    if plan is not None:
+        faults.install(engine, plan)
+    config = server_config(options, bundle, chat)
+    bridge = AsyncEngine(
+        engine,
+        model_name=bundle.name,
+        encode=gil_releasing_encoder(bundle.tokenizer),
+        encode_plain=gil_releasing_encoder(bundle.tokenizer, add_special_tokens=False),
+        decode=bundle.decode,
+        chat=chat,
+        generation_defaults=replace(
+            bundle.generation_defaults, speculative_method=options.speculative_method
+        ),
+        on_fatal=on_fatal,
+    )
+    vision = vision_serving(bundle, options.allowed_local_media_path)
+    recorder = trace_recorder(engine, options)
+    app = create_app(bridge, config, recorder, vision=vision)
+    app.state.trace_writer = None
+    if recorder is not None and options.trace_file is not None:
+        from ignition.runtime.tracing import TraceFileWriter
+
+        app.state.trace_writer = TraceFileWriter(recorder, options.trace_file).start()
+    return app, bridge
+
+
+def trace_recorder(engine: Engine, options: ServeOptions) -> TraceRecorder | None:
+    """The engine's trace recorder, hooked into its loop, when a trace file or the
+    dashboard wants one; None otherwise (the loop then pays nothing)."""
+    if options.trace_file is None and not options.dashboard:
+        return None
+    from ignition.runtime.tracing import TraceRecorder
+    from ignition.runtime.tracing.hook import install_trace_hook
+
+    recorder = TraceRecorder()
+    install_trace_hook(engine, recorder)
+    return recorder
