@@ -82,12 +82,38 @@ def padding_of(run: RunResult, descriptors: dict[str, Descriptor]) -> Padding:
     return out
 
 
+def rebucketed_share(
+    run: RunResult, pad: Padding, buckets: Sequence[int], extra: Sequence[int]
+) -> float:
+    """The padding share ``run`` would have left had each frame's prompt tokens gone into
+    the smallest of ``buckets`` + ``extra`` holding them (rows as run; an offline estimate:
+    with other buckets Helios may chunk prompts differently)."""
+    grid = sorted({*buckets, *extra})
+    prompt = sum(
+        min((b for b in grid if b >= e.prompt_tokens), default=e.prompt_tokens) - e.prompt_tokens
+        for e in run.executions
+        if e.prompt_tokens
+    )
+    computed = pad.computed - pad.prompt_padding + prompt
+    return (prompt + pad.row_padding) / max(1, computed)
+
+
 def run(name: str, requests: list[SimRequest], setup: Setup) -> tuple[RunResult, Padding]:
+    result, pad, _ = run_with_buckets(name, requests, setup)
+    return result, pad
+
+
+def run_with_buckets(
+    name: str, requests: list[SimRequest], setup: Setup
+) -> tuple[RunResult, Padding, list[int]]:
+    """``run`` and the prompt buckets of the catalog it ran."""
     sim, rule = helios_simulation(requests, setup, name)
     with newcomer_rule(rule), left_out_rule("keep-left-out" not in name):
         result = sim.run_result(name)
-    descriptors = {d.name: d for d in sim.scenario.catalog.descriptors}
-    return result, padding_of(result, descriptors)
+    catalog = sim.scenario.catalog.descriptors
+    descriptors = {d.name: d for d in catalog}
+    buckets = sorted({d.token_capacity for d in catalog if d.kind is GraphKind.PREFILL})
+    return result, padding_of(result, descriptors), buckets
 
 
 def workloads(only: Sequence[str]) -> dict[str, Callable[[], tuple[list[SimRequest], Setup]]]:
@@ -113,8 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--workloads", default="", help="comma-separated: random,conv,...")
+    parser.add_argument(
+        "--rebucket",
+        default="",
+        help="semicolon-separated bucket lists, e.g. '1152,1280;1280': after the table, the "
+        "share each policy's prompt frames would leave with those buckets added (offline)",
+    )
     args = parser.parse_args(argv)
     only = [w for w in args.workloads.split(",") if w]
+    extras = [[int(b) for b in group.split(",") if b] for group in args.rebucket.split(";")]
+    offline: list[str] = []
     print(
         "| workload | policy | padding share | prompt padding | row padding | multi-lane "
         "prompt frames | prompt-frame s | busy s | out tok/s | p50 TTFT s | p99 TBT ms |"
@@ -123,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for workload, make in workloads(only).items():
         requests, setup = make()
         for name in args.policies.split(","):
-            result, pad = run(name, requests, setup)
+            result, pad, buckets = run_with_buckets(name, requests, setup)
             m = measure(result)
             computed = max(1, pad.computed)
             print(
@@ -135,6 +169,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{m.tbt_ms.p99:.1f} |",
                 flush=True,
             )
+            offline += [
+                f"| {workload} | `{name}` | {', '.join(map(str, extra))} | {len(buckets)} + "
+                f"{len(set(extra) - set(buckets))} | "
+                f"{rebucketed_share(result, pad, buckets, extra):.1%} |"
+                for extra in extras
+                if args.rebucket
+            ]
+    if offline:
+        print("\n| workload | ran | buckets added | buckets | padding share (offline) |")
+        print("|---|---|---|---|---|")
+        print("\n".join(offline))
     return 0
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from ignition.components.catalog import GraphKind
 from ignition.simulate.harness import helios_catalog, helios_simulation
+from ignition.simulate.results import ExecutionRecord, RunResult
 from ignition.simulate.workloads import SimRequest
 from scripts.scheduling_sim.realworld import setup_for
-from scripts.scheduling_sim.token_padding import run
+from scripts.scheduling_sim.token_padding import padding_of, rebucketed_share, run
 
 FINER = {1152, 1280}
 
@@ -40,3 +41,19 @@ def test_prompts_of_1025_to_1280_tokens_leave_less_padding_with_the_finer_bucket
     _, after = run("helios", requests, setup)
     assert after.prompt_padding < before.prompt_padding
     assert after.busy_ms < before.busy_ms
+
+
+def test_the_offline_estimate_puts_each_prompt_frame_in_the_smallest_bucket_holding_it():
+    catalog = helios_catalog("qwen38", 8, 32)
+    prefill = {d.token_capacity: d for d in catalog.descriptors if d.kind is GraphKind.PREFILL}
+    runs = [
+        ExecutionRecord(0.0, 1.0, "prefill", prefill[1536].name, rows=1, tokens=1100,
+                        prompt_tokens=1100),
+        ExecutionRecord(1.0, 2.0, "prefill", prefill[512].name, rows=1, tokens=500,
+                        prompt_tokens=500),
+    ]
+    result = RunResult("helios", [], runs, 2.0)
+    pad = padding_of(result, {d.name: d for d in catalog.descriptors})
+    assert pad.share == (436 + 12) / 2048
+    assert rebucketed_share(result, pad, sorted(prefill), ()) == pad.share
+    assert rebucketed_share(result, pad, sorted(prefill), (1152,)) == (52 + 12) / (1152 + 512)
