@@ -53,7 +53,10 @@ def fit_to_context(recipe: Recipe, options: LoadOptions, limit: int, where: str)
     chunk = options.max_prefill_chunk or recipe.capacity.max_prefill_chunk
     fitting = [
         bucket
-        for bucket in sorted(recipe.capacity.prompt_buckets, reverse=True)
+        for bucket in sorted(
+            recipe.capacity.prompt_buckets_for(options.concurrency or recipe.capacity.concurrency),
+            reverse=True,
+        )
         if bucket < chunk
         and largest_extent(recipe, replace(options, max_prefill_chunk=bucket)) <= limit
     ]

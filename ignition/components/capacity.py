@@ -115,13 +115,15 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
     )
     drafts = bounded("--num-draft-tokens", options.num_draft_tokens, cap.num_draft_tokens, 0)
 
+    # the declared buckets and, for builds of enough slots, the steps' more_prompt_buckets
+    buckets = cap.prompt_buckets_for(concurrency)
     chunk = cap.max_prefill_chunk
     if options.max_prefill_chunk is not None:
         chunk = options.max_prefill_chunk
-        if chunk not in cap.prompt_buckets:
+        if chunk not in buckets:
             raise CapacityError(
                 f"{where}: option --max-prefill-chunk = {chunk}: not a prepared prompt bucket "
-                f"(choose one of {list(cap.prompt_buckets)})"
+                f"(choose one of {list(buckets)})"
             )
 
     speculation = options.speculation or cap.speculation
@@ -143,10 +145,10 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
     if options.mixed_wide_prompt_buckets is not None:
         wide = tuple(options.mixed_wide_prompt_buckets)
         for bucket in wide:
-            if bucket not in cap.prompt_buckets or bucket > chunk:
+            if bucket not in buckets or bucket > chunk:
                 raise CapacityError(
                     f"{where}: option --mixed-wide-prompt-buckets = {bucket}: not a prepared "
-                    f"prompt bucket (choose among {[b for b in cap.prompt_buckets if b <= chunk]})"
+                    f"prompt bucket (choose among {[b for b in buckets if b <= chunk]})"
                 )
         if wide and not (recipe.supports.mixed_capture and recipe.supports.speculation):
             raise CapacityError(
@@ -156,17 +158,17 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
 
     lanes = cap.prompt_lanes if options.prompt_lanes is None else options.prompt_lanes
     for bucket, count in lanes:
-        if bucket not in cap.prompt_buckets or count < 1 or bucket % count:
+        if bucket not in buckets or count < 1 or bucket % count:
             raise CapacityError(
                 f"{where}: option prompt_lanes = {{{bucket}: {count}}}: needs a prepared prompt "
-                f"bucket (one of {list(cap.prompt_buckets)}) that L >= 1 lanes split evenly"
+                f"bucket (one of {list(buckets)}) that L >= 1 lanes split evenly"
             )
 
     return ResolvedCapacity(
         recipe=recipe.name,
         concurrency=concurrency,
         padded_concurrency=next_power_of_two(concurrency),
-        prompt_buckets=tuple(b for b in cap.prompt_buckets if b <= chunk),
+        prompt_buckets=tuple(b for b in buckets if b <= chunk),
         max_prefill_chunk=chunk,
         num_draft_tokens=drafts,
         completion_token_capacity=cap.completion_token_capacity,

@@ -86,6 +86,21 @@ class CapacitySpec:
     # one prompt lane and with L lanes besides (``capacity.prompt_lanes``); buckets absent
     # carry one prompt
     prompt_lanes: tuple[tuple[int, int], ...] = ()
+    # (concurrency, buckets) steps: a build of at least that many slots also prepares these
+    # prompt buckets (``concurrency_defaults[i].more_prompt_buckets``; docs/capacity.md,
+    # "Finer prompt buckets for serving builds")
+    concurrency_prompt_buckets: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def prompt_buckets_for(self, concurrency: int) -> tuple[int, ...]:
+        """The prompt buckets a build of ``concurrency`` slots prepares: the declared ones
+        and every step's more_prompt_buckets at or below that many slots."""
+        more = {
+            b
+            for slots, extra in self.concurrency_prompt_buckets
+            if concurrency >= slots
+            for b in extra
+        }
+        return tuple(sorted({*self.prompt_buckets, *more}))
 
     def lanes_of(self, bucket: int) -> int:
         """The most prompt lanes the recipe declares for ``bucket`` (1 when it declares none)."""
@@ -283,7 +298,9 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         for i, bucket in enumerate(wide):
             if bucket not in buckets:
                 r.fail(bucket, f"not one of capacity.prompt_buckets {list(buckets)}", f"{key}[{i}]")
-    steps = _concurrency_defaults(r, concurrency, max_concurrency, envelope, max_envelope)
+    steps, more_buckets = _concurrency_defaults(
+        r, concurrency, max_concurrency, envelope, max_envelope, buckets
+    )
     lanes = _prompt_lanes(r, buckets, concurrency)
     spec = CapacitySpec(
         concurrency=concurrency,
@@ -301,6 +318,7 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         mixed_wide_prompt_buckets=wide,
         concurrency_defaults=steps,
         prompt_lanes=lanes,
+        concurrency_prompt_buckets=more_buckets,
     )
     r.finish()
     return spec
@@ -333,13 +351,21 @@ def _prompt_lanes(
 
 
 def _concurrency_defaults(
-    r: _Reader, concurrency: int, max_concurrency: int, envelope: int, max_envelope: int
-) -> tuple[tuple[int, int], ...]:
-    """``capacity.concurrency_defaults``: a list of {concurrency, speculative_token_capacity}
-    steps above the declared default, increasing, within the maxima."""
+    r: _Reader,
+    concurrency: int,
+    max_concurrency: int,
+    envelope: int,
+    max_envelope: int,
+    buckets: tuple[int, ...],
+) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, tuple[int, ...]], ...]]:
+    """``capacity.concurrency_defaults``: a list of {concurrency, speculative_token_capacity,
+    optional more_prompt_buckets} steps above the declared default, increasing, within the
+    maxima; returns the (slots, R) steps and the (slots, buckets) ones."""
     if "concurrency_defaults" not in r.data:
-        return ()
+        return (), ()
     steps: list[tuple[int, int]] = []
+    more: list[tuple[int, tuple[int, ...]]] = []
+    known = set(buckets)
     previous = (concurrency, envelope)
     for i, raw in enumerate(r.get("concurrency_defaults", list)):
         item = _Reader(r.path, raw, f"{r.sub('concurrency_defaults')}[{i}]")
@@ -359,10 +385,31 @@ def _concurrency_defaults(
                 f"capacity.maxima.speculative_token_capacity {max_envelope}",
                 item.sub("speculative_token_capacity"),
             )
+        if "more_prompt_buckets" in item.data:
+            extra = _more_prompt_buckets(item, known, buckets[-1])
+            known.update(extra)
+            more.append((slots, extra))
         item.finish()
         steps.append((slots, value))
         previous = (slots, value)
-    return tuple(steps)
+    return tuple(steps), tuple(more)
+
+
+def _more_prompt_buckets(item: _Reader, known: set[int], largest: int) -> tuple[int, ...]:
+    """One step's more_prompt_buckets: strictly increasing multiples of the prompt alignment
+    below the largest prompt bucket (max_prefill_chunk stays the largest), none already
+    declared (by capacity.prompt_buckets or an earlier step)."""
+    key = item.sub("more_prompt_buckets")
+    extra = _int_list(item, "more_prompt_buckets", _bucket_rule)
+    if list(extra) != sorted(set(extra)):
+        item.fail(list(extra), "must be strictly increasing", key)
+    for i, bucket in enumerate(extra):
+        if bucket in known:
+            why = "already a prompt bucket (capacity.prompt_buckets or an earlier step)"
+            item.fail(bucket, why, f"{key}[{i}]")
+        if bucket >= largest:
+            item.fail(bucket, f"must lie below the largest prompt bucket {largest}", f"{key}[{i}]")
+    return extra
 
 
 def parse_recipe(data: Any, path: Path) -> Recipe:

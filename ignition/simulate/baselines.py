@@ -89,6 +89,8 @@ HELIOS_VARIANTS = {
     "(mixed programs stay powers of two)",
     "rec-lanes": "build with the load option prompt_lanes {512: 4, 1024: 4, 2048: 2, "
     "4096: 2} (the qwen38 recipe's recommended lanes, issue 39)",
+    "seed-buckets": "what-if catalog: the seed's prompt buckets at every slot count (without "
+    "the qwen38 recipe's more_prompt_buckets for builds of 32 slots or more)",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }

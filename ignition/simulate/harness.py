@@ -57,7 +57,15 @@ from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
 # shape the recipe's catalog
-CATALOG_VARIANTS = ("wide-mixed", "full-batch", "step8", "l1", "rec-lanes", "ragged")
+CATALOG_VARIANTS = (
+    "wide-mixed",
+    "full-batch",
+    "step8",
+    "l1",
+    "rec-lanes",
+    "ragged",
+    "seed-buckets",
+)
 # helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
 RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
 
@@ -115,6 +123,7 @@ def helios_catalog(
     lane_option: tuple[tuple[int, int], ...] | None = None,
     grid: int = 0,
     ragged: bool = False,
+    seed_buckets: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
@@ -131,7 +140,9 @@ def helios_catalog(
     to M tokens over it, in order; ``lane_option`` is the load option prompt_lanes),
     1 loads only
     the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own;
-    ``grid`` > 0 adds prompt buckets at every multiple of it from 1024 tokens up."""
+    ``grid`` > 0 adds prompt buckets at every multiple of it from 1024 tokens up;
+    ``seed_buckets`` drops the recipe's more_prompt_buckets (the seed's prompt buckets at
+    every slot count: the catalog before them)."""
     from ignition.components.capacity import (
         plan_catalog,
         resolve,
@@ -140,6 +151,9 @@ def helios_catalog(
     from ignition.recipes import LoadOptions, get_recipe
 
     chosen = get_recipe(recipe)
+    if seed_buckets:
+        cap = replace(chosen.capacity, concurrency_prompt_buckets=())
+        chosen = replace(chosen, capacity=cap)
     if grid:
         buckets = chosen.capacity.prompt_buckets
         finer = tuple(sorted({*buckets, *range(1024, max(buckets) + 1, grid)}))
@@ -319,6 +333,7 @@ def helios_simulation(
             lane_option=RECOMMENDED_LANES if "rec-lanes" in variants else None,
             grid=grids[-1] if grids else 0,
             ragged="ragged" in variants,
+            seed_buckets="seed-buckets" in variants,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE

@@ -37,6 +37,14 @@ def test_the_build_takes_the_largest_prompt_bucket_that_fits_and_says_so():
     assert "capped at 3072" in fit.note
 
 
+def test_a_serving_build_may_be_capped_at_a_bucket_only_serving_builds_prepare():
+    """qwen38's 1280 bucket exists from 32 slots (concurrency_defaults more_prompt_buckets)."""
+    serving = LoadOptions(mixed_prefill=True, concurrency=32)
+    assert fit_to_context(QWEN38, serving, 1400, "x").options.max_prefill_chunk == 1280
+    small = LoadOptions(mixed_prefill=True, concurrency=8)
+    assert fit_to_context(QWEN38, small, 1400, "x").options.max_prefill_chunk == 1024
+
+
 def test_a_model_that_holds_every_program_builds_the_recipe_unchanged():
     assert fit_to_context(QWEN38, MIXED, 8192, "x").options is MIXED
     assert fit_to_context(QWEN38, MIXED, 8192, "x").note is None

@@ -49,8 +49,10 @@ def test_padding_counts_the_bucket_and_the_rows_a_frame_left_empty():
         ExecutionRecord(0.0, 1.0, "prefill", four.name, rows=4, tokens=900, prompt_tokens=900),
         ExecutionRecord(1.0, 2.0, "mixed", one.name, rows=3, tokens=1002, prompt_tokens=1000,
                         decoders=2),
+        ExecutionRecord(2.0, 2.5, "decode", "not-in-the-catalog", rows=1, tokens=1),
     ]
-    pad = padding_of(RunResult("helios", [], runs, 2.0), by_name)
+    pad = padding_of(RunResult("helios", [], runs, 2.5), by_name)
     assert pad.computed == 1024 + 1024 + one.packed_capacity
     assert pad.prompt_padding == 124 + 24 and pad.row_padding == one.packed_capacity - 2
     assert (pad.multi_lane_frames, pad.prompt_frames) == (1, 2)
+    assert (pad.prompt_frame_ms, pad.busy_ms) == (2.0, 2.5)
