@@ -44,6 +44,13 @@ class PolicyConfig:
     # issue 40 ("Slot pressure"): while requests wait for a slot, decoders' output-token
     # price is multiplied by 1 + slot_pressure * min(waiting, decoders) / decoders; 0 off
     slot_pressure: float = 0.0
+    # issues 39/40 ("A mixed program carrying no prompt"): a mixed program offers no
+    # decode-only cohort where a generation program of its batch, width and depth exists
+    generation_twin: bool = False
+    # issue 40 item 2 ("A started prompt's chunks follow one another"): while a started
+    # prompt could take a chunk within every ready decoder's TBT target (tbt_target_ms >
+    # 0), frames carrying no prompt are rejected
+    prompt_runs: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
