@@ -106,9 +106,13 @@ OBJECTIVE_TBT_TARGET_MS = 75.0
 
 def objective() -> PolicyConfig:
     """The default preset (issue 40, docs/scheduling.md "The objective preset"): the
-    seed's balanced coefficients with prompt frames sized to a 75 ms TBT target. The
-    generation-frame left-out rule and slot pressure stay off (why: that document)."""
-    return PolicyConfig(tbt_target_ms=OBJECTIVE_TBT_TARGET_MS)
+    seed's balanced coefficients with prompt frames sized to a 75 ms TBT target, a
+    started prompt's chunks back to back within it, and mixed programs carrying no
+    prompt yielding to their generation twins. The generation-frame left-out rule and
+    slot pressure stay off (why: that document)."""
+    return PolicyConfig(
+        tbt_target_ms=OBJECTIVE_TBT_TARGET_MS, prompt_runs=True, generation_twin=True
+    )
 
 
 def throughput() -> PolicyConfig:
