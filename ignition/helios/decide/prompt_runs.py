@@ -44,16 +44,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ignition.components.catalog import GraphKind
+from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.decide.chunk_target import ready_ages
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.utility import Decision, LanePick, LaneView, consumable_tokens
 
-if TYPE_CHECKING:
-    from ignition.helios.decide.policy import PromptTable
+
+class PromptTable(Protocol):
+    """What the rule reads of ``policy.PromptTable`` (which imports this module)."""
+
+    views: list[LaneView]
+    descriptors: Sequence[Descriptor]
 
 
 @dataclass
