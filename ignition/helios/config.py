@@ -44,6 +44,13 @@ class PolicyConfig:
     # issue 40 ("Slot pressure"): while requests wait for a slot, decoders' output-token
     # price is multiplied by 1 + slot_pressure * min(waiting, decoders) / decoders; 0 off
     slot_pressure: float = 0.0
+    # issues 39/40 ("A mixed program carrying no prompt"): a mixed program offers no
+    # decode-only cohort where a generation program of its batch, width and depth exists
+    generation_twin: bool = False
+    # issue 40 item 2 ("A started prompt's chunks follow one another"): while a started
+    # prompt could take a chunk within every ready decoder's TBT target (tbt_target_ms >
+    # 0), frames carrying no prompt are rejected
+    prompt_runs: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -99,9 +106,13 @@ OBJECTIVE_TBT_TARGET_MS = 75.0
 
 def objective() -> PolicyConfig:
     """The default preset (issue 40, docs/scheduling.md "The objective preset"): the
-    seed's balanced coefficients with prompt frames sized to a 75 ms TBT target. The
-    generation-frame left-out rule and slot pressure stay off (why: that document)."""
-    return PolicyConfig(tbt_target_ms=OBJECTIVE_TBT_TARGET_MS)
+    seed's balanced coefficients with prompt frames sized to a 75 ms TBT target, a
+    started prompt's chunks back to back within it, and mixed programs carrying no
+    prompt yielding to their generation twins. The generation-frame left-out rule and
+    slot pressure stay off (why: that document)."""
+    return PolicyConfig(
+        tbt_target_ms=OBJECTIVE_TBT_TARGET_MS, prompt_runs=True, generation_twin=True
+    )
 
 
 def throughput() -> PolicyConfig:

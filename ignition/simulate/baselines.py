@@ -85,6 +85,14 @@ HELIOS_VARIANTS = {
     "gen-left-out": "generation frames leaving ready decoders out are scored as the "
     "sequence with the frame they then need (PolicyConfig.generation_left_out)",
     "no-tbt": "no TBT target (PolicyConfig.tbt_target_ms = 0)",
+    "twin": "a mixed program offers no decode-only cohort where its generation twin exists "
+    "(PolicyConfig.generation_twin = true)",
+    "prompt-runs": "a started prompt's chunks follow one another while every ready decoder "
+    "stays within the TBT target (PolicyConfig.prompt_runs = true)",
+    "no-prompt-runs": "generation frames compete between a prompt's chunks (PolicyConfig."
+    "prompt_runs = false)",
+    "no-twin": "mixed programs offer the seed's decode-only cohort (PolicyConfig."
+    "generation_twin = false)",
     "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
     "(mixed programs stay powers of two)",
     "rec-lanes": "build with the load option prompt_lanes {512: 4, 1024: 4, 2048: 2, "

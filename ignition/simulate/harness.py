@@ -277,6 +277,14 @@ def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
         policy = replace(policy, first_delivery=1.0)
     if "gen-left-out" in variants:
         policy = replace(policy, generation_left_out=True)
+    if "twin" in variants:
+        policy = replace(policy, generation_twin=True)
+    if "no-twin" in variants:
+        policy = replace(policy, generation_twin=False)
+    if "prompt-runs" in variants:
+        policy = replace(policy, prompt_runs=True)
+    if "no-prompt-runs" in variants:
+        policy = replace(policy, prompt_runs=False)
     if "no-tbt" in variants:
         policy = replace(policy, tbt_target_ms=0.0)
     for t in filter(None, map(tbt_variant, variants)):

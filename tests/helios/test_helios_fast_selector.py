@@ -31,6 +31,7 @@ from ignition.helios import (
 )
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.policy import SCHEDULABLE_KINDS
+from ignition.helios.decide.prompt_runs import open_run
 from ignition.helios.decide.selector import Exhaustive
 from ignition.helios.decide.state_candidates import STATE_KINDS
 from ignition.helios.types import ExecutionClass, LaneRole, SchedulerError
@@ -109,6 +110,7 @@ def _scheduler(
     lanes: bool = False,
     objective: bool = False,
     slot_pressure: float = 0.0,
+    prompt_rules: bool = False,
 ) -> Scheduler:
     ttl = rng.choice([None, 5 * MS, 50 * MS])
     policy = PolicyConfig() if ttl is None else PolicyConfig(estimate_ttl_ns=ttl)
@@ -120,6 +122,8 @@ def _scheduler(
             policy, tbt_target_ms=rng.choice([2.5, 4.0, 8.0]), generation_left_out=True
         )
     policy = replace(policy, slot_pressure=slot_pressure)
+    if prompt_rules:  # the prompt-run and generation-twin rules (test_prompt_frame_rules.py)
+        policy = replace(policy, prompt_runs=True, generation_twin=True)
     resources = Resources(num_request_slots=rng.choice([8, 16, 64]))
     if rng.random() < 0.35 and not lanes:
         cat, mode = runtime_catalog(rng.choice(["off", "fixed", "adaptive"]))
@@ -165,10 +169,11 @@ class _Walk:
         lanes: bool = False,
         objective: bool = False,
         slot_pressure: float = 0.0,
+        prompt_rules: bool = False,
     ) -> None:
         self.rng = rng
         self.slot_pressure = slot_pressure
-        self.s = _scheduler(rng, first_delivery, lanes, objective, slot_pressure)
+        self.s = _scheduler(rng, first_delivery, lanes, objective, slot_pressure, prompt_rules)
         self.fence = 0
         self.now = 0
         self.inflight: list[ScheduledPlan] = []
@@ -399,6 +404,31 @@ def test_fast_selector_returns_the_definitions_plan_with_slot_pressure_on():
             plain = DEFINITION.select(state)
             changed += plain is None or plain.winner.descriptor != ref.descriptor
     assert changed, "the walk never met a state the rule changes"
+
+
+def test_fast_selector_returns_the_definitions_plan_under_the_prompt_frame_rules():
+    """The prompt-run rule (decide/prompt_runs.py: only lowers scores) and the
+    generation-twin rule (decide/generation_twin.py: fewer decode-only cohorts, through
+    policy.active_descriptors) on top of the objective rules: the fast path returns the
+    definition's plan, and the walk meets open runs and states where the twin rule
+    changes the definition's plan."""
+    rng = random.Random(3940)
+    runs, changed = 0, 0
+
+    def new_walk() -> _Walk:
+        return _Walk(rng, objective=True, prompt_rules=True)
+
+    for walk, ref, _fast in _compared_states(rng, 800, new_walk, again=False):
+        state = replace(walk.s.selection_state(), start_ns=walk.s.now_ns)
+        evaluation = DEFINITION.evaluate(state)
+        tables = (evaluation.tables.prompts, evaluation.tables.decoders)
+        runs += open_run(*tables, walk.s.costs, evaluation.decision) is not None
+        if ref is not None and not changed:
+            plain = DEFINITION.select(
+                replace(state, policy=replace(state.policy, generation_twin=False))
+            )
+            changed += plain is None or plain.winner.descriptor != ref.descriptor
+    assert runs and changed, (runs, changed)
 
 
 def test_fast_selector_returns_the_definitions_plan_inside_the_engines_commit_loop():

@@ -123,6 +123,8 @@ def test_the_objective_preset_is_the_default_and_balanced_stays_selectable():
     assert DEFAULT_PRESET == "objective"
     assert policy_from_preset("objective") == objective()
     assert objective().tbt_target_ms > 0 and not objective().generation_left_out
+    assert objective().prompt_runs and objective().generation_twin
+    assert not balanced().prompt_runs and not balanced().generation_twin
     assert policy_from_preset("balanced") == PolicyConfig()
     assert balanced().tbt_target_ms == 0 and not balanced().generation_left_out
 

@@ -20,6 +20,11 @@ def test_helios_runs_the_default_preset_and_variants_select_the_others():
     assert policy_for(("no-tbt",), objective()).tbt_target_ms == 0.0
     assert policy_for(("balanced", "gen-left-out"), objective()).generation_left_out
     assert policy_for((), PolicyConfig()) == PolicyConfig()
+    before = policy_for(("no-twin", "no-prompt-runs"), objective())
+    assert not before.prompt_runs and not before.generation_twin  # the rules' before column
+    assert policy_for(("balanced", "prompt-runs", "twin"), objective()) == PolicyConfig(
+        prompt_runs=True, generation_twin=True
+    )
 
 
 def test_an_unknown_variant_is_one_line_naming_it():

@@ -17,12 +17,14 @@ from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.chunk_target import REJECTED, smallest_prompt_capacity, within_target
 from ignition.helios.decide.cost import CostModel, Freshness
+from ignition.helios.decide.generation_twin import twinned_mixed
 from ignition.helios.decide.left_out import (
     carry_times,
     generation_left_out_score,
     left_out_score,
 )
 from ignition.helios.decide.prompt_lanes import Scored, fill_rows, pack_lanes
+from ignition.helios.decide.prompt_runs import open_run
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.tails import completion_times, stranded_tail_score
 from ignition.helios.decide.terminal import TerminalView
@@ -194,6 +196,12 @@ def candidates_for(
                 c, prompt_capacity(d), tables.decoders, served, carry, smallest, decision
             ):
                 c.score = REJECTED
+        # issue 40: a started prompt's chunks follow one another (helios/prompt_runs.py)
+        runs = decision.prompt_runs and not c.is_indeterminate
+        if runs and (prompts or d.kind is not GraphKind.PREFILL):  # batched prefills aside
+            run = open_run(tables.prompts, tables.decoders, costs, decision)
+            if run is not None and not run.takes_run_chunk(prompts):
+                c.score = REJECTED
         return c
 
     def prompt_key(pick: LanePick) -> tuple:
@@ -304,6 +312,7 @@ class CatalogIndex:
         for line in self._prompt_lines.values():
             line.sort(key=prompt_capacity)
         self.smallest_prompt = {id(line[0]) for line in self._prompt_lines.values()}
+        self.twinned = twinned_mixed(self.descriptors)  # generation_twin.py
         self.max_lanes = max((d.prompt_lanes for d in self.descriptors), default=1)
         self._active: dict[tuple[int, int, int], list[Descriptor]] = {}
 
@@ -364,14 +373,17 @@ def all_candidates(
 
 
 def active_descriptors(
-    index: CatalogIndex, population: Population
+    index: CatalogIndex, population: Population, generation_twin: bool = False
 ) -> list[tuple[Descriptor, bool]]:
     """The shapes worth evaluating for this population, each with whether its decode-only
-    cohort competes (only the smallest prompt capacity of a mixed line offers it)."""
+    cohort competes (only the smallest prompt capacity of a mixed line offers it; with
+    ``generation_twin``, PolicyConfig's, not one whose generation twin does:
+    ``generation_twin.py``)."""
     num_decoders = sum(1 for v in population.decoders if v.remaining_output >= 1)
     longest = max((v.remaining_prompt for v in population.prompts), default=0)
+    twinned = index.twinned if generation_twin else frozenset()
     return [
-        (d, not d.is_mixed or id(d) in index.smallest_prompt)
+        (d, not d.is_mixed or (id(d) in index.smallest_prompt and id(d) not in twinned))
         for d in index.active(num_decoders, longest, len(population.prompts))
     ]
 

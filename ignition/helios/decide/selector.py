@@ -82,7 +82,7 @@ class Exhaustive:
         )
         index = self._catalog_index(s.descriptors)
         tables = build_tables(index, population, decision, s.max_depth)
-        shapes = active_descriptors(index, population)
+        shapes = active_descriptors(index, population, s.policy.generation_twin)
         inference = all_candidates(shapes, tables, s.costs, decision, s.now_ns, s.speculation)
         states = state_candidates(
             (*s.descriptors, *s.state_descriptors),

@@ -131,6 +131,7 @@ class Decision:
     num_terminal: int = 0
     tbt_target_ms: float = 0.0  # PolicyConfig.tbt_target_ms (decide/chunk_target.py)
     generation_left_out: bool = False  # PolicyConfig.generation_left_out (left_out.py)
+    prompt_runs: bool = False  # PolicyConfig.prompt_runs (decide/prompt_runs.py)
 
     def age_value(self, sigma_ms: float | None, age_ms: float, duration_ms: float) -> float:
         """c * sigma_i * (A_i + T); sigma_i is the stream's family reference interval."""

@@ -353,6 +353,7 @@ def build_population(
         num_terminal=len(terminal),
         tbt_target_ms=policy.tbt_target_ms,
         generation_left_out=policy.generation_left_out,
+        prompt_runs=policy.prompt_runs,
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
     return population, decision

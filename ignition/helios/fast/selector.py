@@ -73,7 +73,7 @@ class Bounded:
         index = self._catalog_index(s.descriptors)
         tables = self._tables.tables(index, population, decision, s.max_depth)
         decision = tables.decision  # equal to the one built; the tables memoise for it
-        shapes = active_descriptors(index, population)
+        shapes = active_descriptors(index, population, s.policy.generation_twin)
         state_inputs = (
             (*s.descriptors, *s.state_descriptors),
             population,
