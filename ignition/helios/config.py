@@ -44,6 +44,8 @@ class PolicyConfig:
     # issue 40 ("Slot pressure"): while requests wait for a slot, decoders' output-token
     # price is multiplied by 1 + slot_pressure * min(waiting, decoders) / decoders; 0 off
     slot_pressure: float = 0.0
+    delivery_per_token: bool = False
+    delivery_near_target: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

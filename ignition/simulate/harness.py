@@ -43,6 +43,7 @@ from ignition.simulate.baselines import (
     make_baseline,
     parse_policy,
     slot_variant,
+    near_variant,
     tbt_variant,
     width_variant,
 )
@@ -248,7 +249,7 @@ def step8_generation_shapes(cap: object) -> list:
         capacity.request_buckets = previous
 
 
-POLICY_VARIANTS = (tbt_variant, slot_variant)  # they set PolicyConfig, not the catalog
+POLICY_VARIANTS = (tbt_variant, slot_variant, near_variant)  # they set PolicyConfig, not the catalog
 
 
 def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
@@ -269,6 +270,10 @@ def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
         policy = replace(policy, tbt_target_ms=float(t))
     for sp in (v for v in map(slot_variant, variants) if v is not None):
         policy = replace(policy, slot_pressure=float(sp))
+    if "per-token-delivery" in variants:
+        policy = replace(policy, delivery_per_token=True)
+    for p in filter(None, map(near_variant, variants)):
+        policy = replace(policy, delivery_near_target=float(p))
     return policy
 
 

@@ -29,6 +29,8 @@ from ignition.helios.decide.service import (
     stream_family,
     useful_tokens,
 )
+from ignition.helios.decide import delivery_value
+from ignition.helios.decide.delivery_value import near_target_factor, per_token
 from ignition.helios.decide.slot_pressure import pressure_factor, pressured
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
@@ -158,16 +160,25 @@ def build_population(
     factor = pressure_factor(
         policy.slot_pressure, waiting_for_slot, sum(1 for r in live if r.is_decoder)
     )
-    raw = [
-        pressured(prices(rates, fn, policy, r.is_decoder), factor if r.is_decoder else 1.0)
-        for r, rates, _, _, fn in rows
-    ]
+    raw = []
+    for r, rates, _, _, fn in rows:
+        p = prices(rates, fn, policy, r.is_decoder)
+        if r.is_decoder and policy.delivery_per_token:
+            p = per_token(p)
+        raw.append(pressured(p, factor if r.is_decoder else 1.0))
     largest = max([1.0, *(p.largest for p in raw)])
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []
     for (r, _, advance, last_output, fn), p in zip(rows, raw, strict=True):
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
         source = r.spec.proposal_source
+        scaled = _scaled(p, scale)
+        sigma_ms = fn.sigma_ms
+        if r.is_decoder and policy.delivery_near_target > 0:
+            ramp = near_target_factor(age_ms, policy.tbt_target_ms, policy.delivery_near_target)
+            scaled = Prices(scaled.prefill_token, scaled.output_token, scaled.delivery * ramp)
+            if sigma_ms is not None and delivery_value.GATE_AGE:
+                sigma_ms = sigma_ms * ramp
         view = LaneView(
             handle=r.handle,
             epoch=r.epoch,
@@ -176,10 +187,10 @@ def build_population(
             num_prompt_tokens=r.spec.num_prompt_tokens,
             remaining_output=r.remaining_output - advance,
             remaining_context=r.remaining_context - advance,
-            prices=_scaled(p, scale),
+            prices=scaled,
             age_ms=age_ms,
             last_served_seq=r.last_served_seq,
-            sigma_ms=fn.sigma_ms,
+            sigma_ms=sigma_ms,
             survivals=r.acceptance.history(source).survivals(max_depth),
             forecast=r.forecast.means(max_depth),
             message_endpoints=r.spec.message_endpoints,
@@ -217,6 +228,7 @@ def build_population(
         num_terminal=len(terminal),
         tbt_target_ms=policy.tbt_target_ms,
         generation_left_out=policy.generation_left_out,
+        decoder_age_weight=delivery_value.age_weight(policy, decoders, pending),
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
     return population, decision

@@ -131,6 +131,7 @@ class Decision:
     num_terminal: int = 0
     tbt_target_ms: float = 0.0  # PolicyConfig.tbt_target_ms (decide/chunk_target.py)
     generation_left_out: bool = False  # PolicyConfig.generation_left_out (left_out.py)
+    decoder_age_weight: float | None = None  # PROTOTYPE
 
     def age_value(self, sigma_ms: float | None, age_ms: float, duration_ms: float) -> float:
         """c * sigma_i * (A_i + T); sigma_i is the stream's family reference interval."""
@@ -141,9 +142,10 @@ class Decision:
     @property
     def waiting_coefficient(self) -> float:
         """Age coefficients of active decoders plus those of pending retirements."""
-        return (
-            self.age_price * self.num_active_decoders + self.terminal_age_price * self.num_terminal
+        weight = (
+            self.num_active_decoders if self.decoder_age_weight is None else self.decoder_age_weight
         )
+        return self.age_price * weight + self.terminal_age_price * self.num_terminal
 
     def waiting_cost(self, duration_ms: float) -> float:
         return duration_ms / 2.0 * self.waiting_coefficient

@@ -32,6 +32,8 @@ from ignition.helios.decide.service import (
     normalizers,
     stream_family,
 )
+from ignition.helios.decide import delivery_value
+from ignition.helios.decide.delivery_value import near_target_factor
 from ignition.helios.decide.slot_pressure import pressure_factor
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
@@ -191,7 +193,10 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
             if is_decoder
             else first_delivery_price(norms, policy)
         )
-        price = Prices(1.0 + token_term, policy.beta + token_term, delivery)
+        if is_decoder and policy.delivery_per_token:  # decide/delivery_value.per_token
+            price = Prices(1.0 + token_term, (policy.beta + token_term) + delivery, 0.0)
+        else:
+            price = Prices(1.0 + token_term, policy.beta + token_term, delivery)
     return _Row(r, key, price, advance, last_output, norms.sigma_ms, _awaits_prerequisite(r))
 
 
@@ -208,7 +213,9 @@ def _awaits_prerequisite(r: RequestState) -> bool:
     return position in spec.capture_ends and position not in r.captured
 
 
-def _view(row: _Row, scale: float, age_ms: float, max_depth: int, factor: float) -> LaneView:
+def _view(
+    row: _Row, scale: float, age_ms: float, max_depth: int, factor: float, policy: PolicyConfig
+) -> LaneView:
     """The request's LaneView; RequestState's position properties are inlined (one view
     per request per decision, so each property call shows)."""
     r = row.request
@@ -220,6 +227,13 @@ def _view(row: _Row, scale: float, age_ms: float, max_depth: int, factor: float)
     vision = spec.vision_patches if not r.is_vision_ready else 0
     is_decoder = position >= spec.num_prompt_tokens
     output_price = (price.output_token * factor if is_decoder else price.output_token) * scale
+    delivery = price.delivery * scale
+    sigma_ms = row.sigma_ms
+    if is_decoder and policy.delivery_near_target > 0:
+        ramp = near_target_factor(age_ms, policy.tbt_target_ms, policy.delivery_near_target)
+        delivery *= ramp
+        if sigma_ms is not None and delivery_value.GATE_AGE:
+            sigma_ms = sigma_ms * ramp
     return LaneView(
         r.handle,
         r.epoch,
@@ -228,10 +242,10 @@ def _view(row: _Row, scale: float, age_ms: float, max_depth: int, factor: float)
         spec.num_prompt_tokens,
         spec.max_output_tokens - num_output - row.advance,  # remaining_output - advance
         spec.context_capacity - (position + num_output) - row.advance,  # remaining_context
-        Prices(price.prefill_token * scale, output_price, price.delivery * scale),
+        Prices(price.prefill_token * scale, output_price, delivery),
         age_ms,
         r.last_served_seq,
-        row.sigma_ms,
+        sigma_ms,
         r.acceptance.history(spec.proposal_source).survivals(max_depth),
         r.forecast.means(max_depth),
         spec.message_endpoints,
@@ -325,7 +339,7 @@ def build_population(
         view = row.view
         stale = row.view_scale != scale or row.view_factor != factor
         if view is None or stale or view.age_ms != age_ms:
-            view = row.view = _view(row, scale, age_ms, max_depth, factor)
+            view = row.view = _view(row, scale, age_ms, max_depth, factor, policy)
             row.view_scale, row.view_factor = scale, factor
         if row.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
@@ -353,6 +367,7 @@ def build_population(
         num_terminal=len(terminal),
         tbt_target_ms=policy.tbt_target_ms,
         generation_left_out=policy.generation_left_out,
+        decoder_age_weight=delivery_value.age_weight(policy, decoders, pending),
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
     return population, decision
