@@ -44,8 +44,9 @@ class PolicyConfig:
     # issue 40 ("Slot pressure"): while requests wait for a slot, decoders' output-token
     # price is multiplied by 1 + slot_pressure * min(waiting, decoders) / decoders; 0 off
     slot_pressure: float = 0.0
-    delivery_per_token: bool = False
-    delivery_near_target: float = 0.0
+    # issue 40 ("The cadence ramp"): a decoder's delivery and age prices are multiplied by
+    # min(1, age / tbt_target_ms) ** cadence_ramp; 0 off, inactive without a TBT target
+    cadence_ramp: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -99,11 +100,25 @@ def balanced() -> PolicyConfig:
 OBJECTIVE_TBT_TARGET_MS = 75.0
 
 
+OBJECTIVE_CADENCE_RAMP = 2.0
+
+
+def flat_cadence() -> PolicyConfig:
+    """The objective preset before the cadence ramp (issue 40): the seed's balanced
+    coefficients with prompt frames sized to a 75 ms TBT target; every decoder's delivery
+    and age prices count in full whatever its age."""
+    return PolicyConfig(tbt_target_ms=OBJECTIVE_TBT_TARGET_MS)
+
+
 def objective() -> PolicyConfig:
     """The default preset (issue 40, docs/scheduling.md "The objective preset"): the
-    seed's balanced coefficients with prompt frames sized to a 75 ms TBT target. The
-    generation-frame left-out rule and slot pressure stay off (why: that document)."""
-    return PolicyConfig(tbt_target_ms=OBJECTIVE_TBT_TARGET_MS)
+    seed's balanced coefficients, prompt frames sized to a 75 ms TBT target, decoders'
+    delivery and age prices ramped in as they near it, and generation frames that leave
+    ready decoders out scored with the frame those then need. Slot pressure stays off
+    (why: that document)."""
+    return replace(
+        flat_cadence(), cadence_ramp=OBJECTIVE_CADENCE_RAMP, generation_left_out=True
+    )
 
 
 def throughput() -> PolicyConfig:
@@ -113,6 +128,7 @@ def throughput() -> PolicyConfig:
 
 PRESETS: dict[str, Callable[[], PolicyConfig]] = {
     "objective": objective,
+    "flat-cadence": flat_cadence,
     "balanced": balanced,
     "throughput": throughput,
 }

@@ -82,11 +82,11 @@ HELIOS_VARIANTS = {
     "ragged": "what-if catalog: host-allocated speculative programs at half the rows of "
     "B x W (per-request widths below full batch; harness.ragged_host_shapes)",
     "balanced": "the seed's balanced preset (its coefficients, no issue-40 rule)",
+    "flat-cadence": "the objective preset before the cadence ramp: balanced coefficients "
+    "and the 75 ms TBT target, delivery and age prices in full at every age",
     "gen-left-out": "generation frames leaving ready decoders out are scored as the "
     "sequence with the frame they then need (PolicyConfig.generation_left_out)",
     "no-tbt": "no TBT target (PolicyConfig.tbt_target_ms = 0)",
-    "per-token-delivery": "a decoder's delivery price counted per expected output token "
-    "(PolicyConfig.delivery_per_token)",
     "step8": "what-if catalog: generation batch buckets 1, 2, 4, then every multiple of 8 "
     "(mixed programs stay powers of two)",
     "rec-lanes": "build with the load option prompt_lanes {512: 4, 1024: 4, 2048: 2, "
@@ -103,7 +103,7 @@ _WIDTH = re.compile(r"^w(?P<w>[1-9]\d*)$")  # helios+w3: fixed width three
 _CHUNK = re.compile(r"^chunk(?P<c>[1-9]\d*)$")  # helios+chunk512: --max-prefill-chunk 512
 _TBT = re.compile(r"^tbt(?P<t>[1-9]\d*)$")  # helios+tbt100: PolicyConfig.tbt_target_ms 100
 _SLOT = re.compile(r"^slot(?P<s>\d+)$")  # helios+slot2: PolicyConfig.slot_pressure 2
-_NEAR = re.compile(r"^near(?P<p>[1-9]\d*)$")  # helios+near2: delivery_near_target 2
+_RAMP = re.compile(r"^ramp(?P<p>\d+)$")  # helios+ramp2: PolicyConfig.cadence_ramp 2
 
 
 def envelope_variant(variant: str) -> int | None:
@@ -152,14 +152,13 @@ def slot_variant(variant: str) -> int | None:
     return int(m.group("s")) if m else None
 
 
-def near_variant(variant: str) -> int | None:
-    """``nearP``: Helios with ``PolicyConfig.delivery_near_target`` = P."""
-    m = _NEAR.match(variant)
+def ramp_variant(variant: str) -> int | None:
+    """``rampP``: Helios with ``PolicyConfig.cadence_ramp`` = P (0: off)."""
+    m = _RAMP.match(variant)
     return int(m.group("p")) if m else None
 
 
 PARAMETRIC_VARIANTS = (
-    near_variant,
     envelope_variant,
     width_variant,
     chunk_variant,
@@ -167,6 +166,7 @@ PARAMETRIC_VARIANTS = (
     grid_variant,
     tbt_variant,
     slot_variant,
+    ramp_variant,
 )
 
 
@@ -181,9 +181,9 @@ def variant_summary(variant: str) -> str:
     c = chunk_variant(variant)
     if c is not None:
         return f"load-time selection: prompt capacities up to {c} tokens only"
-    near = near_variant(variant)
-    if near is not None:
-        return f"delivery price ramped by (age / TBT target)^{near}"
+    ramp = ramp_variant(variant)
+    if ramp is not None:
+        return f"cadence ramp {ramp}: delivery and age prices times min(1, age / TBT target)^{ramp}"
     sp = slot_variant(variant)
     if sp is not None:
         return f"slot pressure {sp}: decoders' output tokens worth more while requests wait"

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import PolicyConfig
-from ignition.helios.decide import utility
+from ignition.helios.decide import cadence_ramp, utility
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.prompt_starts import BOUNDED_RULES
@@ -29,8 +29,6 @@ from ignition.helios.decide.service import (
     stream_family,
     useful_tokens,
 )
-from ignition.helios.decide import delivery_value
-from ignition.helios.decide.delivery_value import near_target_factor, per_token
 from ignition.helios.decide.slot_pressure import pressure_factor, pressured
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
@@ -160,25 +158,21 @@ def build_population(
     factor = pressure_factor(
         policy.slot_pressure, waiting_for_slot, sum(1 for r in live if r.is_decoder)
     )
-    raw = []
-    for r, rates, _, _, fn in rows:
-        p = prices(rates, fn, policy, r.is_decoder)
-        if r.is_decoder and policy.delivery_per_token:
-            p = per_token(p)
-        raw.append(pressured(p, factor if r.is_decoder else 1.0))
+    raw = [
+        pressured(prices(rates, fn, policy, r.is_decoder), factor if r.is_decoder else 1.0)
+        for r, rates, _, _, fn in rows
+    ]
     largest = max([1.0, *(p.largest for p in raw)])
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []
     for (r, _, advance, last_output, fn), p in zip(rows, raw, strict=True):
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
         source = r.spec.proposal_source
-        scaled = _scaled(p, scale)
-        sigma_ms = fn.sigma_ms
-        if r.is_decoder and policy.delivery_near_target > 0:
-            ramp = near_target_factor(age_ms, policy.tbt_target_ms, policy.delivery_near_target)
+        scaled, sigma_ms = _scaled(p, scale), fn.sigma_ms
+        if r.is_decoder and cadence_ramp.is_on(policy):  # decide/cadence_ramp.py
+            ramp = cadence_ramp.ramp(policy, age_ms)
             scaled = Prices(scaled.prefill_token, scaled.output_token, scaled.delivery * ramp)
-            if sigma_ms is not None and delivery_value.GATE_AGE:
-                sigma_ms = sigma_ms * ramp
+            sigma_ms = None if sigma_ms is None else sigma_ms * ramp
         view = LaneView(
             handle=r.handle,
             epoch=r.epoch,
@@ -228,7 +222,7 @@ def build_population(
         num_terminal=len(terminal),
         tbt_target_ms=policy.tbt_target_ms,
         generation_left_out=policy.generation_left_out,
-        decoder_age_weight=delivery_value.age_weight(policy, decoders, pending),
+        decoder_age_weight=cadence_ramp.age_weight(policy, (*decoders, *pending)),
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
     return population, decision

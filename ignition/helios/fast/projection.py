@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import PolicyConfig
-from ignition.helios.decide import utility
+from ignition.helios.decide import cadence_ramp, utility
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.projection import measured, row_limit
@@ -32,8 +32,6 @@ from ignition.helios.decide.service import (
     normalizers,
     stream_family,
 )
-from ignition.helios.decide import delivery_value
-from ignition.helios.decide.delivery_value import near_target_factor
 from ignition.helios.decide.slot_pressure import pressure_factor
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
@@ -193,10 +191,7 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
             if is_decoder
             else first_delivery_price(norms, policy)
         )
-        if is_decoder and policy.delivery_per_token:  # decide/delivery_value.per_token
-            price = Prices(1.0 + token_term, (policy.beta + token_term) + delivery, 0.0)
-        else:
-            price = Prices(1.0 + token_term, policy.beta + token_term, delivery)
+        price = Prices(1.0 + token_term, policy.beta + token_term, delivery)
     return _Row(r, key, price, advance, last_output, norms.sigma_ms, _awaits_prerequisite(r))
 
 
@@ -214,10 +209,11 @@ def _awaits_prerequisite(r: RequestState) -> bool:
 
 
 def _view(
-    row: _Row, scale: float, age_ms: float, max_depth: int, factor: float, policy: PolicyConfig
+    row: _Row, scale: float, age_ms: float, max_depth: int, factor: float, ramped: PolicyConfig | None
 ) -> LaneView:
     """The request's LaneView; RequestState's position properties are inlined (one view
-    per request per decision, so each property call shows)."""
+    per request per decision, so each property call shows). ``ramped``: the policy
+    while its cadence ramp is on (decide/cadence_ramp.py), else None."""
     r = row.request
     spec = r.spec
     position, num_output = r.prompt_position, r.num_output
@@ -227,13 +223,11 @@ def _view(
     vision = spec.vision_patches if not r.is_vision_ready else 0
     is_decoder = position >= spec.num_prompt_tokens
     output_price = (price.output_token * factor if is_decoder else price.output_token) * scale
-    delivery = price.delivery * scale
-    sigma_ms = row.sigma_ms
-    if is_decoder and policy.delivery_near_target > 0:
-        ramp = near_target_factor(age_ms, policy.tbt_target_ms, policy.delivery_near_target)
+    delivery, sigma_ms = price.delivery * scale, row.sigma_ms
+    if is_decoder and ramped is not None:
+        ramp = cadence_ramp.ramp(ramped, age_ms)
         delivery *= ramp
-        if sigma_ms is not None and delivery_value.GATE_AGE:
-            sigma_ms = sigma_ms * ramp
+        sigma_ms = None if sigma_ms is None else sigma_ms * ramp
     return LaneView(
         r.handle,
         r.epoch,
@@ -333,13 +327,14 @@ def build_population(
     largest = max(largest, decoder_output * factor)
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []
+    ramped = policy if cadence_ramp.is_on(policy) else None
     for row in rows:
         last_output = row.last_output_ns
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
         view = row.view
         stale = row.view_scale != scale or row.view_factor != factor
         if view is None or stale or view.age_ms != age_ms:
-            view = row.view = _view(row, scale, age_ms, max_depth, factor, policy)
+            view = row.view = _view(row, scale, age_ms, max_depth, factor, ramped)
             row.view_scale, row.view_factor = scale, factor
         if row.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
@@ -367,7 +362,7 @@ def build_population(
         num_terminal=len(terminal),
         tbt_target_ms=policy.tbt_target_ms,
         generation_left_out=policy.generation_left_out,
-        decoder_age_weight=delivery_value.age_weight(policy, decoders, pending),
+        decoder_age_weight=cadence_ramp.age_weight(policy, (*decoders, *pending)),
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
     return population, decision
