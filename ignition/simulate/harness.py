@@ -250,12 +250,14 @@ def step8_generation_shapes(cap: object) -> list:
         capacity.request_buckets = previous
 
 
-POLICY_VARIANTS = (tbt_variant, slot_variant, ramp_variant)  # they set PolicyConfig, not the catalog
+# they set PolicyConfig, not the catalog
+POLICY_VARIANTS = (tbt_variant, slot_variant, ramp_variant)
 
 
 def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
     """The PolicyConfig a Helios variant runs: a preset variant (``throughput``,
-    ``balanced``, ``flat-cadence``) replaces ``default``, then the rule variants adjust its fields."""
+    ``balanced``, ``flat-cadence``) replaces ``default``, then the rule variants adjust
+    its fields."""
     policy = default
     if "throughput" in variants:
         policy = throughput()

@@ -30,7 +30,10 @@ def _kinds(policy, acceptance: float) -> set[str]:
     d, rng = Driver(s), random.Random(7)
     for _ in range(10):  # prompts done, rates settled
         d.step(accepted=int(rng.random() < acceptance))
-    return {d.step(accepted=int(rng.random() < acceptance)).descriptor.kind.value for _ in range(20)}
+    kinds = set()
+    for _ in range(20):
+        kinds.add(d.step(accepted=int(rng.random() < acceptance)).descriptor.kind.value)
+    return kinds
 
 
 def test_a_wider_round_that_buys_more_tokens_per_ms_wins():

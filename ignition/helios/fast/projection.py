@@ -209,7 +209,12 @@ def _awaits_prerequisite(r: RequestState) -> bool:
 
 
 def _view(
-    row: _Row, scale: float, age_ms: float, max_depth: int, factor: float, ramped: PolicyConfig | None
+    row: _Row,
+    scale: float,
+    age_ms: float,
+    max_depth: int,
+    factor: float,
+    ramped: PolicyConfig | None,
 ) -> LaneView:
     """The request's LaneView; RequestState's position properties are inlined (one view
     per request per decision, so each property call shows). ``ramped``: the policy
