@@ -98,8 +98,6 @@ def balanced() -> PolicyConfig:
 
 
 OBJECTIVE_TBT_TARGET_MS = 75.0
-
-
 OBJECTIVE_CADENCE_RAMP = 2.0
 
 
@@ -116,9 +114,7 @@ def objective() -> PolicyConfig:
     delivery and age prices ramped in as they near it, and generation frames that leave
     ready decoders out scored with the frame those then need. Slot pressure stays off
     (why: that document)."""
-    return replace(
-        flat_cadence(), cadence_ramp=OBJECTIVE_CADENCE_RAMP, generation_left_out=True
-    )
+    return replace(flat_cadence(), cadence_ramp=OBJECTIVE_CADENCE_RAMP, generation_left_out=True)
 
 
 def throughput() -> PolicyConfig:

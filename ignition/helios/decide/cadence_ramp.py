@@ -4,13 +4,9 @@ Under the seed's balanced coefficients a decoder's lane in a generation frame is
 its expected output tokens at the output-token price plus one delivery (g / z) plus its
 age value c * sigma * (A + T), and every active decoder's age costs the frame
 c * T / 2 per ms (``utility.Decision.waiting_cost``). The delivery and age terms are the
-same whatever the round's width, so they favour the shortest frame: on the 4x H100
-profile at B = 7 a width-two round buys 1.59 tokens in 19.7 ms against width one's token
-in 13.7 ms (6% more tokens per ms) and still loses, and on the conversation trace the
-age terms of 32 decoders (c * sigma ~ 3.8 value units per ms per decoder) keep Helios at
-width one while the wait for a slot follows TPOT. What users measure is tokens per time
-(TPOT) and the gap between deliveries (TBT), and the TBT target already names the gap
-that matters.
+same whatever the round's width, so they favour the shortest frame even where a wider
+round buys more tokens per ms. What users measure is tokens per time (TPOT) and the gap
+between deliveries (TBT), and the TBT target already names the gap that matters.
 
 With ``PolicyConfig.cadence_ramp`` = p > 0 and a TBT target tau > 0, each decoder's
 cadence prices are multiplied by
@@ -48,6 +44,7 @@ def ramp(policy: PolicyConfig, age_ms: float) -> float:
 
 
 def is_on(policy: PolicyConfig) -> bool:
+    """Whether the ramp changes any price (a power and a TBT target)."""
     return policy.cadence_ramp > 0 and policy.tbt_target_ms > 0
 
 
