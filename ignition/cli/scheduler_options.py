@@ -24,12 +24,14 @@ def scheduler_options() -> list[Decorator]:
     return [
         click.option(
             "--scheduler-policy",
-            type=click.Choice(["objective", "balanced", "throughput"]),
+            type=click.Choice(["objective", "flat-cadence", "balanced", "throughput"]),
             default=DEFAULT_POLICY,
             show_default=True,
             help="Helios preset: objective (the balanced coefficients with prompt chunks "
-            "sized to a 75 ms TBT target); balanced (the seed's) weighs latency and "
-            "throughput; throughput favours tokens per second.",
+            "sized to a 75 ms TBT target and decoders' delivery and age prices rising as "
+            "they near it); flat-cadence (the objective preset before that ramp); "
+            "balanced (the seed's) weighs latency and throughput; throughput favours "
+            "tokens per second.",
         ),
         click.option(
             "--scheduler-terminal-value",

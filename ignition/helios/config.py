@@ -51,6 +51,9 @@ class PolicyConfig:
     # prompt could take a chunk within every ready decoder's TBT target (tbt_target_ms >
     # 0), frames carrying no prompt are rejected
     prompt_runs: bool = False
+    # issue 40 ("The cadence ramp"): a decoder's delivery and age prices are multiplied by
+    # min(1, age / tbt_target_ms) ** cadence_ramp; 0 off, inactive without a TBT target
+    cadence_ramp: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -102,17 +105,27 @@ def balanced() -> PolicyConfig:
 
 
 OBJECTIVE_TBT_TARGET_MS = 75.0
+OBJECTIVE_CADENCE_RAMP = 2.0
+
+
+def flat_cadence() -> PolicyConfig:
+    """The objective preset before the cadence ramp (issue 40): the seed's balanced
+    coefficients with prompt frames sized to a 75 ms TBT target, a started prompt's chunks
+    back to back within it and mixed programs carrying no prompt yielding to their
+    generation twins; every decoder's delivery and age prices count in full whatever its
+    age."""
+    return PolicyConfig(
+        tbt_target_ms=OBJECTIVE_TBT_TARGET_MS, prompt_runs=True, generation_twin=True
+    )
 
 
 def objective() -> PolicyConfig:
     """The default preset (issue 40, docs/scheduling.md "The objective preset"): the
-    seed's balanced coefficients with prompt frames sized to a 75 ms TBT target, a
-    started prompt's chunks back to back within it, and mixed programs carrying no
-    prompt yielding to their generation twins. The generation-frame left-out rule and
-    slot pressure stay off (why: that document)."""
-    return PolicyConfig(
-        tbt_target_ms=OBJECTIVE_TBT_TARGET_MS, prompt_runs=True, generation_twin=True
-    )
+    ``flat_cadence`` preset (a 75 ms TBT target, prompt runs, generation twins) with the
+    decoders' delivery and age prices ramped in as they near the target, and generation
+    frames that leave ready decoders out scored with the frame those then need. Slot
+    pressure stays off (why: that document)."""
+    return replace(flat_cadence(), cadence_ramp=OBJECTIVE_CADENCE_RAMP, generation_left_out=True)
 
 
 def throughput() -> PolicyConfig:
@@ -122,6 +135,7 @@ def throughput() -> PolicyConfig:
 
 PRESETS: dict[str, Callable[[], PolicyConfig]] = {
     "objective": objective,
+    "flat-cadence": flat_cadence,
     "balanced": balanced,
     "throughput": throughput,
 }

@@ -82,6 +82,8 @@ HELIOS_VARIANTS = {
     "ragged": "what-if catalog: host-allocated speculative programs at half the rows of "
     "B x W (per-request widths below full batch; harness.ragged_host_shapes)",
     "balanced": "the seed's balanced preset (its coefficients, no issue-40 rule)",
+    "flat-cadence": "the objective preset before the cadence ramp: balanced coefficients "
+    "and the 75 ms TBT target, delivery and age prices in full at every age",
     "gen-left-out": "generation frames leaving ready decoders out are scored as the "
     "sequence with the frame they then need (PolicyConfig.generation_left_out)",
     "no-tbt": "no TBT target (PolicyConfig.tbt_target_ms = 0)",
@@ -111,6 +113,7 @@ _WIDTH = re.compile(r"^w(?P<w>[1-9]\d*)$")  # helios+w3: fixed width three
 _CHUNK = re.compile(r"^chunk(?P<c>[1-9]\d*)$")  # helios+chunk512: --max-prefill-chunk 512
 _TBT = re.compile(r"^tbt(?P<t>[1-9]\d*)$")  # helios+tbt100: PolicyConfig.tbt_target_ms 100
 _SLOT = re.compile(r"^slot(?P<s>\d+)$")  # helios+slot2: PolicyConfig.slot_pressure 2
+_RAMP = re.compile(r"^ramp(?P<p>\d+)$")  # helios+ramp2: PolicyConfig.cadence_ramp 2
 
 
 def envelope_variant(variant: str) -> int | None:
@@ -159,6 +162,12 @@ def slot_variant(variant: str) -> int | None:
     return int(m.group("s")) if m else None
 
 
+def ramp_variant(variant: str) -> int | None:
+    """``rampP``: Helios with ``PolicyConfig.cadence_ramp`` = P (0: off)."""
+    m = _RAMP.match(variant)
+    return int(m.group("p")) if m else None
+
+
 PARAMETRIC_VARIANTS = (
     envelope_variant,
     width_variant,
@@ -167,6 +176,7 @@ PARAMETRIC_VARIANTS = (
     grid_variant,
     tbt_variant,
     slot_variant,
+    ramp_variant,
 )
 
 
@@ -181,6 +191,9 @@ def variant_summary(variant: str) -> str:
     c = chunk_variant(variant)
     if c is not None:
         return f"load-time selection: prompt capacities up to {c} tokens only"
+    ramp = ramp_variant(variant)
+    if ramp is not None:
+        return f"cadence ramp {ramp}: delivery and age prices times min(1, age / TBT target)^{ramp}"
     sp = slot_variant(variant)
     if sp is not None:
         return f"slot pressure {sp}: decoders' output tokens worth more while requests wait"

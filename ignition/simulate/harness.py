@@ -27,6 +27,7 @@ from ignition.helios import (
     Resources,
     SpeculationMode,
     balanced,
+    flat_cadence,
     left_out_rule,
     newcomer_rule,
     objective,
@@ -42,6 +43,7 @@ from ignition.simulate.baselines import (
     lanes_variant,
     make_baseline,
     parse_policy,
+    ramp_variant,
     slot_variant,
     tbt_variant,
     width_variant,
@@ -262,17 +264,21 @@ def step8_generation_shapes(cap: object) -> list:
         capacity.request_buckets = previous
 
 
-POLICY_VARIANTS = (tbt_variant, slot_variant)  # they set PolicyConfig, not the catalog
+# they set PolicyConfig, not the catalog
+POLICY_VARIANTS = (tbt_variant, slot_variant, ramp_variant)
 
 
 def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
     """The PolicyConfig a Helios variant runs: a preset variant (``throughput``,
-    ``balanced``) replaces ``default``, then the rule variants adjust its fields."""
+    ``balanced``, ``flat-cadence``) replaces ``default``, then the rule variants adjust
+    its fields."""
     policy = default
     if "throughput" in variants:
         policy = throughput()
     elif "balanced" in variants:
         policy = balanced()
+    elif "flat-cadence" in variants:
+        policy = flat_cadence()
     if "first-delivery" in variants:
         policy = replace(policy, first_delivery=1.0)
     if "gen-left-out" in variants:
@@ -291,6 +297,8 @@ def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
         policy = replace(policy, tbt_target_ms=float(t))
     for sp in (v for v in map(slot_variant, variants) if v is not None):
         policy = replace(policy, slot_pressure=float(sp))
+    for p in (v for v in map(ramp_variant, variants) if v is not None):
+        policy = replace(policy, cadence_ramp=float(p))
     return policy
 
 

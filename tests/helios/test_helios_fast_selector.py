@@ -111,6 +111,7 @@ def _scheduler(
     objective: bool = False,
     slot_pressure: float = 0.0,
     prompt_rules: bool = False,
+    cadence_ramp: float = 0.0,
 ) -> Scheduler:
     ttl = rng.choice([None, 5 * MS, 50 * MS])
     policy = PolicyConfig() if ttl is None else PolicyConfig(estimate_ttl_ns=ttl)
@@ -124,6 +125,9 @@ def _scheduler(
     policy = replace(policy, slot_pressure=slot_pressure)
     if prompt_rules:  # the prompt-run and generation-twin rules (test_prompt_frame_rules.py)
         policy = replace(policy, prompt_runs=True, generation_twin=True)
+    if cadence_ramp:  # issue 40's cadence ramp needs a TBT target to ramp toward
+        tbt = policy.tbt_target_ms or rng.choice([2.5, 4.0, 8.0])
+        policy = replace(policy, cadence_ramp=cadence_ramp, tbt_target_ms=tbt)
     resources = Resources(num_request_slots=rng.choice([8, 16, 64]))
     if rng.random() < 0.35 and not lanes:
         cat, mode = runtime_catalog(rng.choice(["off", "fixed", "adaptive"]))
@@ -170,10 +174,13 @@ class _Walk:
         objective: bool = False,
         slot_pressure: float = 0.0,
         prompt_rules: bool = False,
+        cadence_ramp: float = 0.0,
     ) -> None:
         self.rng = rng
         self.slot_pressure = slot_pressure
-        self.s = _scheduler(rng, first_delivery, lanes, objective, slot_pressure, prompt_rules)
+        self.s = _scheduler(
+            rng, first_delivery, lanes, objective, slot_pressure, prompt_rules, cadence_ramp
+        )
         self.fence = 0
         self.now = 0
         self.inflight: list[ScheduledPlan] = []
@@ -429,6 +436,25 @@ def test_fast_selector_returns_the_definitions_plan_under_the_prompt_frame_rules
             )
             changed += plain is None or plain.winner.descriptor != ref.descriptor
     assert runs and changed, (runs, changed)
+
+
+def test_fast_selector_returns_the_definitions_plan_with_the_cadence_ramp_on():
+    """Issue 40's cadence ramp (decide/cadence_ramp.py) lowers decoders' delivery price,
+    reference interval and waiting weight by their age in both projections: the fast path
+    (bounds, cached views and tables) returns the definition's plan, and the walk meets
+    states where the ramp changes the definition's plan."""
+    rng = random.Random(4042)
+    changed = 0
+
+    def new_walk() -> _Walk:
+        return _Walk(rng, objective=rng.random() < 0.5, cadence_ramp=rng.choice([1.0, 2.0]))
+
+    for walk, ref, _fast in _compared_states(rng, 800, new_walk):
+        if ref is not None:
+            flat = replace(walk.s.policy, cadence_ramp=0.0)
+            plain = DEFINITION.select(replace(walk.s.selection_state(), policy=flat))
+            changed += plain is None or plain.winner.descriptor != ref.descriptor
+    assert changed, "the walk never met a state the ramp changes"
 
 
 def test_fast_selector_returns_the_definitions_plan_inside_the_engines_commit_loop():

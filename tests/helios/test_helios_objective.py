@@ -11,7 +11,14 @@ from dataclasses import replace
 import pytest
 from helios_helpers import MS, Driver, decode, mixed, prefill, request, scheduler
 
-from ignition.helios import PolicyConfig, SchedulerError, balanced, objective, policy_from_preset
+from ignition.helios import (
+    PolicyConfig,
+    SchedulerError,
+    balanced,
+    flat_cadence,
+    objective,
+    policy_from_preset,
+)
 from ignition.helios.config import DEFAULT_PRESET
 from ignition.helios.decide.selector import Exhaustive
 
@@ -122,9 +129,13 @@ def test_a_generation_frame_carries_every_ready_decoder_a_program_could_carry():
 def test_the_objective_preset_is_the_default_and_balanced_stays_selectable():
     assert DEFAULT_PRESET == "objective"
     assert policy_from_preset("objective") == objective()
-    assert objective().tbt_target_ms > 0 and not objective().generation_left_out
+    assert objective().tbt_target_ms > 0 and objective().generation_left_out
     assert objective().prompt_runs and objective().generation_twin
     assert not balanced().prompt_runs and not balanced().generation_twin
+    assert objective().cadence_ramp > 0  # issue 40's cadence ramp (test_cadence_ramp.py)
+    assert not flat_cadence().generation_left_out and flat_cadence().cadence_ramp == 0
+    assert flat_cadence().tbt_target_ms == objective().tbt_target_ms
+    assert flat_cadence().prompt_runs and flat_cadence().generation_twin
     assert policy_from_preset("balanced") == PolicyConfig()
     assert balanced().tbt_target_ms == 0 and not balanced().generation_left_out
 

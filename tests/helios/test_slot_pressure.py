@@ -10,19 +10,21 @@ import pytest
 from helios_helpers import Driver, decode, prefill, request, scheduler, spec
 
 from ignition.helios import Resources
-from ignition.helios.config import objective
+from ignition.helios.config import flat_cadence
 from ignition.helios.decide.projection import build_population
 from ignition.helios.decide.slot_pressure import pressure_factor
 from ignition.helios.types import SchedulerError
 
 # Width two costs 1.8x width one; at 0.9 acceptance a round yields 1.9 tokens: under the
-# objective preset's prices a round is worth about one delivery, so width one wins.
+# flat-cadence preset's prices (the objective preset before the cadence ramp, which
+# widens this round by itself: test_cadence_ramp.py) a round is worth about one
+# delivery, so width one wins.
 DESCRIPTORS = [decode(4), spec(4, 2), prefill(64)]
 COSTS = {DESCRIPTORS[0]: 10.0, DESCRIPTORS[1]: 18.0, DESCRIPTORS[2]: 5.0}
 
 
 def _kinds(pressure: float, waiting: int) -> set[str]:
-    policy = replace(objective(), slot_pressure=pressure)
+    policy = replace(flat_cadence(), slot_pressure=pressure)
     s = scheduler(DESCRIPTORS, COSTS, policy=policy, resources=Resources(num_request_slots=4))
     for _ in range(4):
         s.admit(request(1, 400, acceptance_prior=(0.9,)))
@@ -44,7 +46,7 @@ def test_the_factor_scales_only_decoders_output_price():
     assert pressure_factor(2.0, 0, 4) == 1.0
     assert pressure_factor(2.0, 2, 4) == 2.0
     assert pressure_factor(2.0, 40, 4) == 3.0  # capped at one waiting request per decoder
-    policy = replace(objective(), slot_pressure=2.0)
+    policy = replace(flat_cadence(), slot_pressure=2.0)
     s = scheduler(DESCRIPTORS, COSTS, policy=policy, resources=Resources(num_request_slots=4))
     s.admit(request(1, 400))
     Driver(s).step()  # the prompt: now a decoder

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.helios import PolicyConfig, balanced, objective, throughput
+from ignition.helios import PolicyConfig, balanced, flat_cadence, objective, throughput
 from ignition.simulate.baselines import PolicyError, parse_policy
 from ignition.simulate.harness import Setup, policy_for, run_policy
 from ignition.simulate.devices import device_from_spec
@@ -19,6 +19,9 @@ def test_helios_runs_the_default_preset_and_variants_select_the_others():
     assert policy_for(("balanced", "tbt80"), objective()).tbt_target_ms == 80.0
     assert policy_for(("no-tbt",), objective()).tbt_target_ms == 0.0
     assert policy_for(("balanced", "gen-left-out"), objective()).generation_left_out
+    assert policy_for(("flat-cadence",), objective()) == flat_cadence()
+    assert policy_for(("flat-cadence", "ramp2"), objective()).cadence_ramp == 2.0
+    assert policy_for(("ramp0",), objective()).cadence_ramp == 0.0
     assert policy_for((), PolicyConfig()) == PolicyConfig()
     before = policy_for(("no-twin", "no-prompt-runs"), objective())
     assert not before.prompt_runs and not before.generation_twin  # the rules' before column

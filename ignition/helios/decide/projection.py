@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import PolicyConfig
-from ignition.helios.decide import utility
+from ignition.helios.decide import cadence_ramp, utility
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.prompt_starts import BOUNDED_RULES
@@ -168,6 +168,11 @@ def build_population(
     for (r, _, advance, last_output, fn), p in zip(rows, raw, strict=True):
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
         source = r.spec.proposal_source
+        scaled, sigma_ms = _scaled(p, scale), fn.sigma_ms
+        if r.is_decoder and cadence_ramp.is_on(policy):  # decide/cadence_ramp.py
+            ramp = cadence_ramp.ramp(policy, age_ms)
+            scaled = Prices(scaled.prefill_token, scaled.output_token, scaled.delivery * ramp)
+            sigma_ms = None if sigma_ms is None else sigma_ms * ramp
         view = LaneView(
             handle=r.handle,
             epoch=r.epoch,
@@ -176,10 +181,10 @@ def build_population(
             num_prompt_tokens=r.spec.num_prompt_tokens,
             remaining_output=r.remaining_output - advance,
             remaining_context=r.remaining_context - advance,
-            prices=_scaled(p, scale),
+            prices=scaled,
             age_ms=age_ms,
             last_served_seq=r.last_served_seq,
-            sigma_ms=fn.sigma_ms,
+            sigma_ms=sigma_ms,
             survivals=r.acceptance.history(source).survivals(max_depth),
             forecast=r.forecast.means(max_depth),
             message_endpoints=r.spec.message_endpoints,
@@ -218,6 +223,7 @@ def build_population(
         tbt_target_ms=policy.tbt_target_ms,
         generation_left_out=policy.generation_left_out,
         prompt_runs=policy.prompt_runs,
+        decoder_age_weight=cadence_ramp.age_weight(policy, (*decoders, *pending)),
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
     return population, decision

@@ -132,6 +132,9 @@ class Decision:
     tbt_target_ms: float = 0.0  # PolicyConfig.tbt_target_ms (decide/chunk_target.py)
     generation_left_out: bool = False  # PolicyConfig.generation_left_out (left_out.py)
     prompt_runs: bool = False  # PolicyConfig.prompt_runs (decide/prompt_runs.py)
+    # PolicyConfig.cadence_ramp (decide/cadence_ramp.py): the decoders' weight in the
+    # waiting cost, the sum of their ramps; None: the number of active decoders
+    decoder_age_weight: float | None = None
 
     def age_value(self, sigma_ms: float | None, age_ms: float, duration_ms: float) -> float:
         """c * sigma_i * (A_i + T); sigma_i is the stream's family reference interval."""
@@ -142,9 +145,10 @@ class Decision:
     @property
     def waiting_coefficient(self) -> float:
         """Age coefficients of active decoders plus those of pending retirements."""
-        return (
-            self.age_price * self.num_active_decoders + self.terminal_age_price * self.num_terminal
-        )
+        weight = self.decoder_age_weight
+        if weight is None:
+            weight = self.num_active_decoders
+        return self.age_price * weight + self.terminal_age_price * self.num_terminal
 
     def waiting_cost(self, duration_ms: float) -> float:
         return duration_ms / 2.0 * self.waiting_coefficient

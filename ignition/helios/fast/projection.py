@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from ignition.components.catalog import Descriptor
 from ignition.helios.config import PolicyConfig
-from ignition.helios.decide import utility
+from ignition.helios.decide import cadence_ramp, utility
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.projection import measured, row_limit
@@ -208,9 +208,17 @@ def _awaits_prerequisite(r: RequestState) -> bool:
     return position in spec.capture_ends and position not in r.captured
 
 
-def _view(row: _Row, scale: float, age_ms: float, max_depth: int, factor: float) -> LaneView:
+def _view(
+    row: _Row,
+    scale: float,
+    age_ms: float,
+    max_depth: int,
+    factor: float,
+    ramped: PolicyConfig | None,
+) -> LaneView:
     """The request's LaneView; RequestState's position properties are inlined (one view
-    per request per decision, so each property call shows)."""
+    per request per decision, so each property call shows). ``ramped``: the policy
+    while its cadence ramp is on (decide/cadence_ramp.py), else None."""
     r = row.request
     spec = r.spec
     position, num_output = r.prompt_position, r.num_output
@@ -220,6 +228,11 @@ def _view(row: _Row, scale: float, age_ms: float, max_depth: int, factor: float)
     vision = spec.vision_patches if not r.is_vision_ready else 0
     is_decoder = position >= spec.num_prompt_tokens
     output_price = (price.output_token * factor if is_decoder else price.output_token) * scale
+    delivery, sigma_ms = price.delivery * scale, row.sigma_ms
+    if is_decoder and ramped is not None:
+        ramp = cadence_ramp.ramp(ramped, age_ms)
+        delivery *= ramp
+        sigma_ms = None if sigma_ms is None else sigma_ms * ramp
     return LaneView(
         r.handle,
         r.epoch,
@@ -228,10 +241,10 @@ def _view(row: _Row, scale: float, age_ms: float, max_depth: int, factor: float)
         spec.num_prompt_tokens,
         spec.max_output_tokens - num_output - row.advance,  # remaining_output - advance
         spec.context_capacity - (position + num_output) - row.advance,  # remaining_context
-        Prices(price.prefill_token * scale, output_price, price.delivery * scale),
+        Prices(price.prefill_token * scale, output_price, delivery),
         age_ms,
         r.last_served_seq,
-        row.sigma_ms,
+        sigma_ms,
         r.acceptance.history(spec.proposal_source).survivals(max_depth),
         r.forecast.means(max_depth),
         spec.message_endpoints,
@@ -319,13 +332,14 @@ def build_population(
     largest = max(largest, decoder_output * factor)
     scale = 1.0 / largest
     prompts, decoders, pending = [], [], []
+    ramped = policy if cadence_ramp.is_on(policy) else None
     for row in rows:
         last_output = row.last_output_ns
         age_ms = max(0.0, (start_ns - last_output) / 1e6) if last_output >= 0 else 0.0
         view = row.view
         stale = row.view_scale != scale or row.view_factor != factor
         if view is None or stale or view.age_ms != age_ms:
-            view = row.view = _view(row, scale, age_ms, max_depth, factor)
+            view = row.view = _view(row, scale, age_ms, max_depth, factor, ramped)
             row.view_scale, row.view_factor = scale, factor
         if row.awaits_prerequisite:
             pending.append(view)  # its view is what the prerequisite would enable
@@ -354,6 +368,7 @@ def build_population(
         tbt_target_ms=policy.tbt_target_ms,
         generation_left_out=policy.generation_left_out,
         prompt_runs=policy.prompt_runs,
+        decoder_age_weight=cadence_ramp.age_weight(policy, (*decoders, *pending)),
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)
     return population, decision
