@@ -1,12 +1,13 @@
 """Where a CPU prefill's operator time goes, Ignition against transformers, by op and shape.
 
 The same random checkpoint and prompt as ``vs_transformers.py`` (``--model qwen35`` or
-``qwen4_exp``, fp32 or bf16, one thread): both sides serve one ``--prompt-tokens`` prompt
-for one new token, warmed up, then ``--runs`` times under ``torch.profiler``; the tables
+``qwen4_exp``, fp32 or bf16, one thread): both sides serve ``--batch`` prompts of
+``--prompt-tokens`` tokens (one by default; four run as one four-lane program) for one new
+token, warmed up, then ``--runs`` times under ``torch.profiler``; the tables
 list each side's operators by self CPU time, then the heaviest matrix products and
 gathers by input shape, which is where the two implementations' work differs.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/cpu_prefill_ops.py --model qwen4_exp
+    PYTHONPATH=. .venv/bin/python benchmarks/cpu_prefill_ops.py --model qwen4_exp [--batch 4]
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def main() -> None:
     parser.add_argument("--model", choices=sorted(MODELS), default="qwen4_exp")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rows", type=int, default=10)
     args = parser.parse_args()
@@ -74,8 +76,8 @@ def main() -> None:
     write(weights, dtype=DTYPES[args.dtype])
     build_cpu_bundle(weights, bundle, args.prompt_tokens, 1)
     generator = torch.Generator().manual_seed(1)
-    prompts = torch.randint(5, 4096, (1, args.prompt_tokens), generator=generator).tolist()
-    print(f"random {title}, {args.dtype}, one thread, one {args.prompt_tokens}-token prompt")
+    prompts = torch.randint(5, 4096, (args.batch, args.prompt_tokens), generator=generator).tolist()
+    print(f"random {title}, {args.dtype}, one thread, {args.batch} x {args.prompt_tokens}-token prompt")
     sides = (
         ("Ignition", ignition_runner(bundle, prompts, 1, "balanced")),
         ("transformers", transformers_runner(weights, prompts, class_name, DTYPES[args.dtype])),

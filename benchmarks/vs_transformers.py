@@ -12,7 +12,7 @@ end-of-sequence ignored:
 
     .venv/bin/python benchmarks/vs_transformers.py [--model qwen35|qwen4_exp] [--threads N]
         [--prompt-tokens P] [--new-tokens N] [--repeats R] [--policy balanced|throughput]
-        [--dtype float32|bfloat16] [--scheduler helios|direct]
+        [--dtype float32|bfloat16] [--scheduler helios|direct] [--clock wall|cpu]
 
 The bundle prepares prompt buckets up to four times the prompt's chunk and a four-lane
 program there (the load option ``prompt_lanes``), so the batch's four prompts can run in one
@@ -25,9 +25,11 @@ both sides run in it (Ignition serves a checkpoint in its config's dtype; transf
 it with the same ``dtype``). bfloat16 on a CPU with AVX512-BF16/AMX runs native bf16 matmuls.
 
 Both sides run with the same torch thread count and take turns run by run (best of
-``--repeats`` each), so a shared machine's load falls on both alike; Ignition serves with the
-chosen Helios preset (balanced, the serving default, unless told otherwise). transformers
-is the test extra's; the Ignition runtime never imports it.
+``--repeats`` each), so a shared machine's load falls on both alike; ``--clock cpu`` times
+each run by the process's CPU time instead of wall time (with one thread, the work done,
+whatever else the machine runs: the way to compare on a machine other processes share).
+Ignition serves with the chosen Helios preset (balanced, the serving default, unless told
+otherwise). transformers is the test extra's; the Ignition runtime never imports it.
 """
 
 from __future__ import annotations
@@ -171,24 +173,29 @@ def build_cpu_bundle(weights: Path, out_dir: Path, prompt_tokens: int, threads: 
     build_bundle(None, options, weights=weights, out_dir=out_dir, device="cpu", threads=threads)
 
 
-def elapsed(run, max_tokens: int) -> float:
-    began = time.perf_counter()
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def elapsed(run, max_tokens: int, clock=time.perf_counter) -> float:
+    began = clock()
     run(max_tokens)
-    return time.perf_counter() - began
+    return clock() - began
 
 
 Times = tuple[float, float]  # (one-token run, new-tokens run) in seconds
 
 
-def interleaved(ours, theirs, new_tokens: int, repeats: int) -> tuple[Times, Times]:
+def interleaved(
+    ours, theirs, new_tokens: int, repeats: int, clock=time.perf_counter
+) -> tuple[Times, Times]:
     """Best-of-``repeats`` (one-token, ``new_tokens``) times of both sides, taking turns
     run by run so that a shared machine's load falls on both alike."""
     times: dict[str, list[float]] = {key: [] for key in ("a1", "an", "b1", "bn")}
     for _ in range(repeats):
-        times["a1"].append(elapsed(ours, 1))
-        times["b1"].append(elapsed(theirs, 1))
-        times["an"].append(elapsed(ours, new_tokens))
-        times["bn"].append(elapsed(theirs, new_tokens))
+        times["a1"].append(elapsed(ours, 1, clock))
+        times["b1"].append(elapsed(theirs, 1, clock))
+        times["an"].append(elapsed(ours, new_tokens, clock))
+        times["bn"].append(elapsed(theirs, new_tokens, clock))
     return (min(times["a1"]), min(times["an"])), (min(times["b1"]), min(times["bn"]))
 
 
@@ -256,6 +263,12 @@ def main() -> None:
         default="helios",
         help="Ignition's scheduler: Helios (serving) or the diagnostic direct one",
     )
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="time runs by wall time or by the process's CPU time (a shared machine)",
+    )
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -268,6 +281,7 @@ def main() -> None:
         f"random {title}, {num_params / 1e6:.1f}M parameters, {args.dtype}, CPU, {args.threads} "
         f"thread(s); prompt {args.prompt_tokens} tokens, {args.new_tokens} new tokens, greedy; "
         + (f"Helios {args.policy} preset" if args.scheduler == "helios" else "direct scheduler")
+        + f"; {args.clock} clock"
     )
     print(
         f"{'batch':>5} {'phase':>8} {'ignition tok/s':>15} {'transformers tok/s':>19} {'ratio':>6}"
@@ -282,6 +296,7 @@ def main() -> None:
             transformers_runner(weights, prompts, class_name, DTYPES[args.dtype]),
             args.new_tokens,
             args.repeats,
+            CLOCKS[args.clock],
         )
         for phase, rate in (("prefill", _prefill_rate), ("decode", _decode_rate)):
             a = rate(ours, batch, args.prompt_tokens, args.new_tokens)

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from ignition.compiler.device import flushing_denormals
 from ignition.compiler.programs import Program, build_program
 from ignition.compiler.staging import HostStaging
 from ignition.compiler.workspace import Workspace, WorkspaceExtents, clear_inputs
@@ -102,6 +103,7 @@ class PreparedProgram:
     (CUDA), its graph; otherwise ``run`` calls the function eagerly and copies its results
     into ``outputs``, so the caller sees the same buffers either way.
 
+    An eager run flushes denormal floats to zero (``compiler.device.flushing_denormals``).
     ``run(needs_logprobs=False)`` says no row of the frame asked for logprobs: an eager
     run then skips the vocabulary-wide log-softmax and top-k (the step and round program
     functions take the flag), and the static logprob outputs keep the previous run's
@@ -125,7 +127,12 @@ class PreparedProgram:
     def run(self, needs_logprobs: bool = True) -> Tree:
         if self.graph is not None:
             self.graph.replay()
-        elif self.outputs is None:
+            return self.outputs
+        with flushing_denormals():  # eager: CPU arithmetic, see compiler/device.py
+            return self._run_eager(needs_logprobs)
+
+    def _run_eager(self, needs_logprobs: bool) -> Tree:
+        if self.outputs is None:
             # Eager programs allocate their output buffers on the first run (logprobs
             # included, whatever the flag), so loading a catalog on CPU costs no warm-up;
             # later runs write into the same buffers.

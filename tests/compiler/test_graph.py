@@ -51,6 +51,20 @@ def test_static_outputs_change_only_when_the_program_runs():
     assert torch.equal(prepared.outputs.y, before)
 
 
+def test_cpu_program_flushes_denormals_only_while_it_runs():
+    """An eager CPU program computes with denormals flushed to zero (the gated delta
+    rule's fast decays are tens of times slower as denormals); code outside it keeps
+    the default, gradual underflow."""
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU has no flush-to-zero mode")
+    prepared = prepare("cpu")
+    prepared.run()
+    prepared.inputs.x.fill_(1e-20)
+    prepared.inputs.scale.fill_(1e-20)  # 1e-40: a denormal in fp32
+    assert torch.equal(prepared.run().y, torch.zeros(8))
+    assert prepared.inputs.x[0] * prepared.inputs.scale[0] > 0
+
+
 def test_copy_into_rejects_a_shape_change():
     with pytest.raises(ValueError, match=r"static output shape \(8,\) received \(4,\)"):
         copy_into(torch.zeros(8), torch.zeros(4))

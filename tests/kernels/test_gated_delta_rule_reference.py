@@ -85,3 +85,24 @@ def test_chunked_rule_stays_accurate_when_one_key_repeats():
     expected_out, expected_states = naive_gated_delta_rule(q, k, v, g, beta, state, SCALE)
     torch.testing.assert_close(out, expected_out, **GDN_TOLERANCE)
     torch.testing.assert_close(final, expected_states[-1], **GDN_TOLERANCE)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_chunked_rule_computes_what_transformers_reference_computes(dtype):
+    """The chunked rule runs transformers' torch_chunk_gated_delta_rule op for op (one
+    unitriangular solve against beta V and beta exp(G) K, in fp32 whatever the inputs'
+    dtype), so prompt rows agree with it bitwise, not only within a tolerance."""
+    qwen35 = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
+    q, k, v, g, beta = gdn_inputs((2, 150))  # [B, T, H, D]: three chunks, the last padded
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    state = random_state((2,), 2, 16, 32)
+    expected_out, expected_final = qwen35.torch_chunk_gated_delta_rule(
+        q, k, v, g, beta, initial_state=state, output_final_state=True
+    )
+    for row in range(2):
+        out, final = chunk_gated_delta_rule(
+            q[row], k[row], v[row], g[row], beta[row], state[row], 16**-0.5
+        )
+        assert out.dtype == dtype
+        assert torch.equal(out, expected_out[row])
+        assert torch.equal(final, expected_final[row])

@@ -25,19 +25,21 @@ import torch.nn.functional as F
 
 
 def _chunk_local_terms(
-    k: torch.Tensor, v: torch.Tensor, g_cum: torch.Tensor, beta: torch.Tensor
+    k: torch.Tensor, v: torch.Tensor, g_cum: torch.Tensor, beta: torch.Tensor, decay: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """UT transform per chunk: (w, u) with U = u - w S_0. Inputs [N, H, C, *] fp32."""
-    chunk_size = k.shape[2]
-    strictly_lower = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=k.device).tril(-1)
-    # Mask before exp: the upper triangle would overflow exp(G_i - G_j) for j > i.
-    log_decay = (g_cum[..., :, None] - g_cum[..., None, :]).masked_fill(~strictly_lower, -torch.inf)
-    a = (beta[..., :, None] * (k @ k.transpose(-1, -2))) * log_decay.exp()  # [N, H, C, C]
-    eye = torch.eye(chunk_size, dtype=k.dtype, device=k.device)
-    t = torch.linalg.solve_triangular(a + eye, eye.expand_as(a), upper=False, unitriangular=True)
-    u = t @ (beta[..., None] * v)  # [N, H, C, Dv]
-    w = t @ ((beta * g_cum.exp())[..., None] * k)  # [N, H, C, Dk]
-    return w, u
+    """UT transform per chunk: (w, u) with U = u - w S_0. Inputs [N, H, C, *] fp32, ``decay``
+    the causal exp(G_i - G_j) (zero above the diagonal).
+
+    One unitriangular solve of (I + A) against [beta V, beta exp(G) K] (the solver reads only
+    A's strictly lower triangle, so the diagonal of ``decay`` does not matter): no explicit
+    inverse T, no identity right-hand side (as transformers' reference does it).
+    """
+    value_dim = v.shape[-1]
+    k_beta = beta[..., None] * k
+    a = (k_beta @ k.transpose(-1, -2)) * decay  # [N, H, C, C]
+    rhs = torch.cat([beta[..., None] * v, k_beta * g_cum.exp()[..., None]], dim=-1)
+    solved = torch.linalg.solve_triangular(a, rhs, upper=False, unitriangular=True)
+    return solved[..., value_dim:], solved[..., :value_dim]
 
 
 def chunk_gated_delta_rule(
@@ -61,6 +63,8 @@ def chunk_gated_delta_rule(
     Returns:
         o: [T, H, Dv] in the dtype of v; final_state: [H, Dk, Dv] fp32, the state after all T
         tokens.
+    Computes in fp32 whatever the inputs' dtype (bf16 inputs are upcast, o cast back), as
+    transformers' and fla's references do.
     Padding: tokens with g = 0 and beta = 0 leave the state unchanged, so a row padded to its
     capacity T gives the true final state; the outputs at padded tokens are finite but
     meaningless. T need not be a multiple of ``chunk_size`` (the tail is padded internally);
@@ -72,31 +76,35 @@ def chunk_gated_delta_rule(
     pad = num_chunks * chunk_size - num_tokens
 
     def chunked(x: torch.Tensor) -> torch.Tensor:
-        # [T, H] or [T, H, D] -> [N, H, C, D or 1] fp32, zero padded (g = beta = 0 is neutral).
+        # [T, H] or [T, H, D] -> contiguous [N, H, C, D or 1] fp32, zero padded (g = beta = 0
+        # is neutral); contiguous once here so no batched product below copies its operand.
         x = x.float() if x.dim() == 3 else x.float()[..., None]
         x = F.pad(x, (0, 0, 0, 0, 0, pad))
-        return x.reshape(num_chunks, chunk_size, num_heads, -1).transpose(1, 2)
+        return x.reshape(num_chunks, chunk_size, num_heads, -1).transpose(1, 2).contiguous()
 
     qc, kc, vc = chunked(q) * scale, chunked(k), chunked(v)
     gc = chunked(g).squeeze(-1)  # [N, H, C]
     betac = chunked(beta).squeeze(-1)
     g_cum = gc.cumsum(-1)
-    w, u = _chunk_local_terms(kc, vc, g_cum, betac)
-
     causal = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=k.device).tril()
+    # Mask before exp: the upper triangle would overflow exp(G_i - G_j) for j > i.
     log_decay = (g_cum[..., :, None] - g_cum[..., None, :]).masked_fill(~causal, -torch.inf)
-    qk = (qc @ kc.transpose(-1, -2)) * log_decay.exp()  # [N, H, C, C]
+    decay = log_decay.exp()  # [N, H, C, C], zero above the diagonal
+    w, u = _chunk_local_terms(kc, vc, g_cum, betac, decay)
+
+    qk = (qc @ kc.transpose(-1, -2)) * decay  # [N, H, C, C]
     q_decayed = qc * g_cum.exp()[..., None]
-    k_to_end = kc * (g_cum[..., -1:] - g_cum).exp()[..., None]  # decay from token to chunk end
+    # decay from token to chunk end, stored [N, H, Dk, C] so the state update reads it as is
+    k_to_end = (kc * (g_cum[..., -1:] - g_cum).exp()[..., None]).transpose(-1, -2).contiguous()
     chunk_decay = g_cum[..., -1].exp()  # [N, H]
 
     state = initial_state.float().clone()  # [H, Dk, Dv]
-    out = torch.empty(num_chunks, num_heads, chunk_size, value_dim, device=v.device)
+    outs = []
     for n in range(num_chunks):
         corrections = u[n] - w[n] @ state  # [H, C, Dv]
-        out[n] = q_decayed[n] @ state + qk[n] @ corrections
-        state = chunk_decay[n][:, None, None] * state + k_to_end[n].transpose(-1, -2) @ corrections
-    o = out.transpose(1, 2).reshape(num_chunks * chunk_size, num_heads, value_dim)
+        outs.append(torch.baddbmm(qk[n] @ corrections, q_decayed[n], state))
+        state = torch.baddbmm(state * chunk_decay[n][:, None, None], k_to_end[n], corrections)
+    o = torch.stack(outs).transpose(1, 2).reshape(num_chunks * chunk_size, num_heads, value_dim)
     return o[:num_tokens].to(v.dtype), state
 
 
