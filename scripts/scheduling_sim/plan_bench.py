@@ -29,7 +29,13 @@ from dataclasses import replace
 
 from ignition.components.catalog import Catalog, GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS, state_programs
-from ignition.helios.config import SpeculationMode
+from ignition.helios.config import (
+    DEFAULT_PRESET,
+    PRESETS,
+    PolicyConfig,
+    SpeculationMode,
+    policy_from_preset,
+)
 from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.policy import (
     QUEUEABLE_KINDS,
@@ -83,9 +89,17 @@ def runtime_catalog(mode: str, initialize: bool = True) -> tuple[Catalog, Specul
 
 
 def prepared(
-    catalog: Catalog, num_requests: int, speculation: SpeculationMode = SpeculationMode.ADAPTIVE
+    catalog: Catalog,
+    num_requests: int,
+    speculation: SpeculationMode = SpeculationMode.ADAPTIVE,
+    policy: PolicyConfig | None = None,
 ) -> Scheduler:
-    s = Scheduler(catalog, resources=Resources(num_request_slots=64), speculation=speculation)
+    s = Scheduler(
+        catalog,
+        policy=policy or PolicyConfig(),
+        resources=Resources(num_request_slots=64),
+        speculation=speculation,
+    )
     for d in s.descriptors:
         s.seed_cost(d, round(H200_LIKE[d.kind].duration_ms(d) * 1e6))
     for d in s.state_descriptors:
@@ -172,12 +186,16 @@ def complete_head(s: Scheduler, rng: random.Random) -> None:
 
 
 def measure_loop(
-    num_requests: int, iterations: int = 2000, mode: str = "adaptive", initialize: bool = True
+    num_requests: int,
+    iterations: int = 2000,
+    mode: str = "adaptive",
+    initialize: bool = True,
+    policy: PolicyConfig | None = None,
 ) -> dict[str, tuple[float, float]]:
     """plan() as the engine calls it: after each commit or completion, with the previous
     frame still queued where the winner may queue. Finished requests are replaced."""
     catalog, speculation = runtime_catalog(mode, initialize)
-    s = prepared(catalog, num_requests, speculation)
+    s = prepared(catalog, num_requests, speculation, policy)
     queue_decode_frame(s)
     rng = random.Random(14)
     wall, cpu = [], []
@@ -261,10 +279,11 @@ def measure(
     mode: str = "adaptive",
     queued: bool = False,
     initialize: bool = True,
+    policy: PolicyConfig | None = None,
 ) -> dict[str, tuple[float, float]]:
     """Wall and process-CPU percentiles of plan() in one state."""
     catalog, speculation = runtime_catalog(mode, initialize)
-    s = prepared(catalog, num_requests, speculation)
+    s = prepared(catalog, num_requests, speculation, policy)
     if queued:
         queue_decode_frame(s)
     wall, cpu = [], []
@@ -300,14 +319,22 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="leave the init program out of the catalog (fresh requests start ready)",
     )
+    parser.add_argument(
+        "--preset",
+        default="balanced",
+        choices=list(PRESETS),
+        help="the scheduler policy preset (balanced: the figures recorded before issue 40; "
+        f"the serving default is {DEFAULT_PRESET})",
+    )
     args = parser.parse_args(argv)
     initialize = not args.without_init
+    policy = policy_from_preset(args.preset)
     if args.phases:
         for mode in args.modes:
             for n in args.sizes:
                 samples, restore = phase_timers()
                 try:
-                    r = measure_loop(n, args.iterations, mode, initialize)
+                    r = measure_loop(n, args.iterations, mode, initialize, policy)
                 finally:
                     restore()
                 c50, c99 = r["cpu"]
@@ -328,14 +355,15 @@ def main(argv: list[str] | None = None) -> None:
         for queued in (False, True, "loop") if args.loop else (False, True):
             for n in args.sizes:
                 if queued == "loop":
-                    r = measure_loop(n, args.iterations, mode, initialize)
+                    r = measure_loop(n, args.iterations, mode, initialize, policy)
                 else:
-                    r = measure(n, args.iterations, mode, queued, initialize)
+                    r = measure(n, args.iterations, mode, queued, initialize, policy)
                 (w50, w99), (c50, c99) = r["wall"], r["cpu"]
                 if args.json:
                     print(
                         json.dumps(
                             {
+                                "preset": args.preset,
                                 "mode": mode,
                                 "queued_frames": "loop" if queued == "loop" else int(queued),
                                 "active_requests": n,
