@@ -80,7 +80,7 @@ HELIOS_VARIANTS = {
     "first-delivery": "the chunk finishing a prompt also earns the delivery price at the "
     "delivery normalizer (PolicyConfig.first_delivery = 1)",
     "ragged": "what-if catalog: host-allocated speculative programs at half the rows of "
-    "B x W (per-request widths below full batch; harness.ragged_host_shapes)",
+    "B x W (per-request widths below full batch; helios_catalog.ragged_host_shapes)",
     "balanced": "the seed's balanced preset (its coefficients, no issue-40 rule)",
     "flat-cadence": "the objective preset before the cadence ramp: balanced coefficients "
     "and the 75 ms TBT target, delivery and age prices in full at every age",
@@ -101,6 +101,8 @@ HELIOS_VARIANTS = {
     "4096: 2} (the qwen38 recipe's recommended lanes, issue 39)",
     "seed-buckets": "what-if catalog: the seed's prompt buckets at every slot count (without "
     "the qwen38 recipe's more_prompt_buckets for builds of 32 slots or more)",
+    "spec-lanes": "what-if catalog: speculative mixed programs carry the declared prompt "
+    "lanes too, min(L, B - 1) (the real build keeps them at one; issue 39)",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }
