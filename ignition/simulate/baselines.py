@@ -101,8 +101,6 @@ HELIOS_VARIANTS = {
     "4096: 2} (the qwen38 recipe's recommended lanes, issue 39)",
     "seed-buckets": "what-if catalog: the seed's prompt buckets at every slot count (without "
     "the qwen38 recipe's more_prompt_buckets for builds of 32 slots or more)",
-    "spec-lanes": "what-if catalog: speculative mixed programs carry the declared prompt "
-    "lanes too, min(L, B - 1) (the real build keeps them at one; issue 39)",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }

@@ -50,14 +50,10 @@ from ignition.simulate.baselines import (
 from ignition.simulate.conversation import run_conversation_baseline
 from ignition.simulate.devices import DeviceModel, H200Roofline
 from ignition.simulate.engine import LateWatch, run_baseline
-from ignition.simulate.helios_catalog import (  # noqa: F401 (callers import them here)
+from ignition.simulate.helios_catalog import (
     CATALOG_VARIANTS,
     RECOMMENDED_LANES,
-    fixed_width,
     helios_catalog,
-    ragged_host_shapes,
-    step8_buckets,
-    step8_generation_shapes,
 )
 from ignition.simulate.multiturn import MultiTurnSpec, RetentionRun, run_retention
 from ignition.simulate.results import RunResult
@@ -190,7 +186,6 @@ def helios_simulation(
             grid=grids[-1] if grids else 0,
             ragged="ragged" in variants,
             seed_buckets="seed-buckets" in variants,
-            spec_lanes="spec-lanes" in variants,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE

@@ -9,13 +9,11 @@ import functools
 from dataclasses import replace
 
 from ignition.components.capacity import (
-    ResolvedCapacity,
-    even_lanes,
     plan_catalog,
     resolve,
     select_for_mode,
 )
-from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.catalog import Catalog, GraphKind
 from ignition.recipes import LoadOptions, get_recipe
 
 # shape the recipe's catalog
@@ -27,7 +25,6 @@ CATALOG_VARIANTS = (
     "rec-lanes",
     "ragged",
     "seed-buckets",
-    "spec-lanes",
 )
 # helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
 RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
@@ -51,7 +48,6 @@ def helios_catalog(
     grid: int = 0,
     ragged: bool = False,
     seed_buckets: bool = False,
-    spec_lanes: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
@@ -70,8 +66,7 @@ def helios_catalog(
     the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own;
     ``grid`` > 0 adds prompt buckets at every multiple of it from 1024 tokens up;
     ``seed_buckets`` drops the recipe's more_prompt_buckets (the seed's prompt buckets at
-    every slot count: the catalog before them); ``spec_lanes`` gives speculative mixed
-    programs the declared lanes too (``speculative_lane_shapes``)."""
+    every slot count: the catalog before them)."""
     chosen = get_recipe(recipe)
     if seed_buckets:
         cap = replace(chosen.capacity, concurrency_prompt_buckets=())
@@ -100,9 +95,6 @@ def helios_catalog(
         extra = [
             d for d in step8_generation_shapes(resolve(chosen, options)) if d.name not in names
         ]
-        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
-    if spec_lanes:
-        extra = speculative_lane_shapes(catalog, resolve(chosen, options))
         catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
     if ragged:
         extra = ragged_host_shapes(catalog)
@@ -149,28 +141,6 @@ def ragged_host_shapes(catalog: Catalog) -> list:
             p = d.batch_capacity + d.batch_capacity * (d.token_capacity - 1) // 2
             shape = replace(d, packed_capacity=p, max_packed_extent=-1)
             if shape.name not in names:
-                out.append(shape)
-    return out
-
-
-def speculative_lane_shapes(catalog: Catalog, cap: ResolvedCapacity) -> list[Descriptor]:
-    """What-if (issue 39): speculative mixed programs carry the declared prompt lanes too.
-    For every speculative mixed program of batch B, verification width W and prompt
-    bucket P where the build declares L > 1 lanes at P, the same program with the most
-    lanes up to min(L, B - 1) that split P evenly (the rule ``capacity._mixed_lane_shapes``
-    applies to ordinary mixed programs; the real build refuses these today,
-    ``compiler.programs``)."""
-    names = {d.name for d in catalog.descriptors}
-    out = []
-    for d in catalog.descriptors:
-        if d.kind is not GraphKind.MIXED or not d.speculation_enabled or d.prompt_lanes > 1:
-            continue
-        declared = cap.lane_counts(d.prefill_capacity)[-1]
-        lanes = even_lanes(d.prefill_capacity, min(declared, d.batch_capacity - 1))
-        if lanes > 1:
-            shape = replace(d, prompt_lanes=lanes)
-            if shape.name not in names:
-                names.add(shape.name)
                 out.append(shape)
     return out
 
