@@ -132,6 +132,7 @@ def round_capacity(d: Descriptor) -> RoundCapacity:
         verify_width=d.token_capacity,
         packed_capacity=d.packed_capacity,
         prefill_capacity=d.prefill_capacity,
+        prompt_lanes=d.prompt_lanes,
     )
 
 
@@ -148,8 +149,6 @@ def check_buildable(d: Descriptor, model: HybridModel) -> None:
         return
     if d.kind not in (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED):
         raise ProgramError(f"{d.name}: no program builder for kind {d.kind.value!r}")
-    if is_round_program(d) and d.prompt_lanes > 1:
-        raise ProgramError(f"{d.name}: a speculative round carries one prompt lane")
     if d.prompt_capacity % d.prompt_lanes:
         raise ProgramError(
             f"{d.name}: {d.prompt_lanes} prompt lanes do not split {d.prompt_capacity} "

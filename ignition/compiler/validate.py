@@ -114,9 +114,10 @@ def _bind_prompt(
     (the padding). Returns its packed tokens."""
     frame["slot_ids"][lane] = lane
     frame["prefill_row"][lane] = lane
-    if isinstance(program.inputs, RoundProgramInputs):
-        frame["prompt_length"][0] = len(chunk)
-        frame["prompt_tokens"][: len(chunk)] = chunk
+    if isinstance(program.inputs, RoundProgramInputs):  # lane-major (model.round_prompt)
+        first = lane * program.descriptor.lane_capacity
+        frame["prompt_length"][lane] = len(chunk)
+        frame["prompt_tokens"][first : first + len(chunk)] = chunk
         return 0
     frame["query_lens"][lane] = len(chunk)
     frame["token_ids"][offset : offset + len(chunk)] = chunk

@@ -96,7 +96,7 @@ BUFFERS: dict[str, BufferSpec] = {
     # one entry per prompt lane (model.packing): its row, and the token after its chunk
     "prefill_row": BufferSpec("lanes", torch.int32, -1),
     "prompt_next_token": BufferSpec("lanes", torch.int64, -1),
-    "prompt_length": BufferSpec("one", torch.int32),
+    "prompt_length": BufferSpec("lanes", torch.int32),
     "prompt_tokens": BufferSpec("prompt", torch.int64),
     "image_positions": BufferSpec("images", torch.int32, -1),
     # multimodal rope (vision models only): each row's rope offset, and the prompt chunk's
@@ -367,10 +367,15 @@ class Workspace:
             ("slot_ids", "pending_tokens", "is_decode_row", *SAMPLING_BUFFERS), rows
         )
         lengths["lane_ceilings" if device_allocated else "query_lens"] = rows
+        lanes = capacity.prompt_lanes
+        if lanes > self.extents.max_lanes:
+            raise ValueError(
+                f"program of {lanes} prompt lanes exceeds the workspace's {self.extents.max_lanes}"
+            )
         if capacity.prefill_capacity:
-            lengths |= {"prefill_row": 1, "prompt_length": 1, "prompt_next_token": 1}
+            lengths |= {"prefill_row": lanes, "prompt_length": lanes, "prompt_next_token": lanes}
             lengths["prompt_tokens"] = capacity.prefill_capacity
-            lengths |= BEGIN_BUFFERS
+            lengths |= begin_buffers(lanes)
         lengths |= self._multimodal(rows, capacity.prefill_capacity)
         width, depth, words = capacity.verify_width, capacity.draft_depth, self.extents.mask_words
         lengths |= self._grammar(rows, width)

@@ -22,6 +22,7 @@ from ignition.components.catalog import (
     GraphKind,
     ValueSource,
 )
+from ignition.components.lane_shapes import even_lanes, lane_twins
 from ignition.recipes import SPECULATION_MODES, LoadOptions, Recipe
 
 
@@ -59,12 +60,6 @@ class ResolvedCapacity:
     def speculation_active(self) -> bool:
         """Zero drafts selects the ordinary catalog whatever the mode says."""
         return self.speculation != "off" and self.num_draft_tokens > 0
-
-
-def even_lanes(bucket: int, most: int) -> int:
-    """The most lanes up to ``most`` that split ``bucket`` evenly (each lane a row of
-    bucket / L tokens in the prompt workspace, model.packing)."""
-    return max(n for n in range(1, max(most, 1) + 1) if bucket % n == 0)
 
 
 def next_power_of_two(n: int) -> int:
@@ -317,12 +312,14 @@ def mixed_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
     within the envelope the single balanced prompt bucket (plus any the recipe declares
     in ``capacity.mixed_wide_prompt_buckets``); a speculative catalog
     (width one keeps draft state) when speculation is active, and always an
-    ordinary one (width one, no draft-state updates).
+    ordinary one (width one, no draft-state updates); and the prompt-lane twins of
+    them all where the build declares lanes (``lane_shapes.lane_twins``).
     """
     if not cap.mixed_prefill:
         return []
     shapes: list[Descriptor] = []
     for b in mixed_batch_buckets(cap):
+        first = len(shapes)
         if cap.speculation_active:
             for c in cap.prompt_buckets:
                 shapes.append(_speculative(b, 1, b, ValueSource.QUERY_LENGTH, GraphKind.MIXED, c))
@@ -342,31 +339,7 @@ def mixed_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
                     prefill_capacity=c,
                 )
             )
-        shapes += _mixed_lane_shapes(cap, b)
-    return shapes
-
-
-def _mixed_lane_shapes(cap: ResolvedCapacity, batch: int) -> list[Descriptor]:
-    """Ordinary (width-one) mixed programs of ``batch`` rows whose prompt buckets carry
-    L > 1 lanes: the most lanes up to min(L, batch - 1) that split the bucket evenly, so
-    one row stays a decoder. Speculative rounds keep one prompt lane (their prompt staging
-    is one chunk; ``compiler.programs``)."""
-    shapes: list[Descriptor] = []
-    for c in cap.prompt_buckets:
-        lanes = even_lanes(c, min(cap.lane_counts(c)[-1], batch - 1))
-        if lanes <= 1:
-            continue
-        shapes.append(
-            Descriptor(
-                GraphKind.MIXED,
-                batch_capacity=batch,
-                proposal_depth=0,
-                token_capacity=1,
-                packed_capacity=batch,
-                prefill_capacity=c,
-                prompt_lanes=lanes,
-            )
-        )
+        shapes += lane_twins(shapes[first:], lambda c: cap.lane_counts(c)[-1])
     return shapes
 
 

@@ -31,9 +31,10 @@ the other lanes (model.proposals.verification_limits).
 
 A fully rejected round therefore leaves exactly the state of a round that never proposed.
 
-A mixed program adds one prompt lane: its chunk is packed at the lane's offset (prefix sums,
-like every lane), it proposes nothing, commits its whole chunk and samples its first output
-token when the chunk ends the prompt; the target forward is shared with the other lanes.
+A mixed program adds up to L prompt lanes (``model.round_prompt``): each chunk is packed at
+its row's offset (prefix sums, like every row), proposes nothing, commits its whole chunk
+and samples its first output token when the chunk ends the prompt; the target forward is
+shared with the other rows.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from ignition.model.logits_processing import (
     token_logprobs,
 )
 from ignition.model.model import HybridModel
-from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
+from ignition.model.packing import PackedCapacity, gather_rows
 from ignition.model.proposals import allocate, propose, verification_limits
 from ignition.model.sampling import (
     INVALID_TOKEN,
@@ -67,7 +68,8 @@ from ignition.model.sampling import (
     target_distribution,
 )
 from ignition.model.state import ModelState
-from ignition.model.step import next_token_per_position
+from ignition.model.round_prompt import PromptChunk, pack_verify_inputs, prompt_rows
+from ignition.model.step import add_prompt_lanes, continued_rows, next_token_per_position
 
 
 @dataclass(frozen=True)
@@ -79,11 +81,14 @@ class RoundCapacity:
     verify_width: int
     packed_capacity: int
     prefill_capacity: int = 0
+    prompt_lanes: int = 1  # L prompt rows, each of at most prefill_capacity / L tokens
 
     def __post_init__(self) -> None:
         b, d, w, p = self.batch_capacity, self.draft_depth, self.verify_width, self.packed_capacity
         if b <= 0 or d < 0 or w <= 0 or self.prefill_capacity < 0:
             raise ValueError(f"round capacity needs B > 0, D >= 0, W > 0; got B={b} D={d} W={w}")
+        if self.prompt_lanes > 1 and self.prompt_lanes >= b:
+            raise ValueError(f"{self.prompt_lanes} prompt lanes leave no decoder row of B={b}")
         if not b <= p <= b * w:
             raise ValueError(f"round capacity P={p} must lie in [B, B*W] = [{b}, {b * w}]")
 
@@ -95,31 +100,7 @@ class RoundCapacity:
             self.verify_width,
             self.prefill_capacity,
             self.packed_capacity + self.prefill_capacity,
-        )
-
-
-@dataclass
-class PromptChunk:
-    """The prompt lane of a mixed program (buffers sized by the prefill capacity)."""
-
-    lane: Tensor  # [1] int32 index in the lane list, -1 = no prompt lane
-    token_ids: Tensor  # [prefill_capacity] int64
-    length: Tensor  # [1] int32 tokens of this chunk
-    next_token: Tensor  # [1] int64 prompt token after the chunk, -1 = sample the first output
-
-    @classmethod
-    def build(
-        cls, lane: int, tokens: list[int], prefill_capacity: int, next_token: int = -1
-    ) -> PromptChunk:
-        if len(tokens) > prefill_capacity:
-            raise ValueError(f"prompt chunk of {len(tokens)} tokens > capacity {prefill_capacity}")
-        buffer = torch.zeros(prefill_capacity, dtype=torch.int64)
-        buffer[: len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
-        return cls(
-            lane=torch.tensor([lane], dtype=torch.int32),
-            token_ids=buffer,
-            length=torch.tensor([len(tokens)], dtype=torch.int32),
-            next_token=torch.tensor([next_token], dtype=torch.int64),
+            self.prompt_lanes,
         )
 
 
@@ -136,7 +117,7 @@ class RoundInputs:
     query_lens: Tensor | None = None  # [B] int32 1 + drafts to verify
     supplied_drafts: Tensor | None = None  # [B, D] int64 host proposals, -1 = none
     position_masks: Tensor | None = None  # [B, W, words] int32 bitmask per position
-    prompt: PromptChunk | None = None  # the mixed program's prompt lane
+    prompt: PromptChunk | None = None  # the mixed program's prompt lanes
     # multimodal requests (see PackedInputs): the prompt lane's image features and their
     # chunk-relative positions, its explicit rope positions, and every lane's rope offset
     # (which the MTP drafts use too)
@@ -155,68 +136,14 @@ class RoundOutputs:
     confidence: Tensor  # [2, B, D] fp32 per-position and joint prefix draft probabilities
     survival: Tensor  # [B, D] fp32 cumulative min(1, p/q) over offered drafts
     logprobs: TokenLogprobs | None = None  # [B, W] raw logprobs of the output tokens
-    # With a prompt lane: the final-normed hidden state of each prompt position
-    # [prefill_capacity, hidden] (zero past the chunk), what prompt logprobs score.
+    # With prompt lanes: the final-normed hidden state of each prompt position
+    # [prefill_capacity, hidden], lane-major (zero past each chunk), what prompt logprobs score.
     prompt_hidden: Tensor | None = None
 
     @property
     def num_emitted(self) -> Tensor:
         """[B] tokens each lane emits: accepted drafts + 1, 0 for inactive lanes."""
         return (self.output_tokens >= 0).sum(-1)
-
-
-def _pack_verify_inputs(
-    inputs: RoundInputs,
-    capacity: RoundCapacity,
-    drafts: Tensor,
-    query_lens: Tensor,
-    is_prompt_lane: Tensor,
-) -> PackedInputs:
-    """Every lane's pending token and allocated drafts (or the prompt chunk), by prefix sums."""
-    num_rows, width = capacity.batch_capacity, capacity.verify_width
-    num_tokens = capacity.packed.token_capacity
-    device = drafts.device
-    row_tokens = torch.zeros(num_rows, width, dtype=torch.int64, device=device)
-    row_tokens[:, 0] = inputs.pending_tokens
-    num_offered = min(width - 1, capacity.draft_depth)
-    row_tokens[:, 1 : 1 + num_offered] = drafts[:, :num_offered]
-    lens = query_lens.long()
-    cu = torch.cumsum(lens, 0) - lens
-    decode_lens = torch.where(is_prompt_lane, 0, lens)
-    column = torch.arange(width, device=device)
-    index = torch.where(column[None, :] < decode_lens[:, None], cu[:, None] + column, num_tokens)
-    tokens = torch.zeros(num_tokens + 1, dtype=torch.int64, device=device)
-    tokens[index.reshape(-1)] = row_tokens.reshape(-1)
-    prefill_row = torch.full((1,), -1, dtype=torch.int32, device=device)
-    next_token = torch.full((1,), -1, dtype=torch.int64, device=device)
-    if inputs.prompt is not None:
-        prompt = inputs.prompt
-        has_prompt = is_prompt_lane.any()
-        lane = prompt.lane.long().clamp(min=0)
-        offsets = torch.arange(capacity.prefill_capacity, device=device)
-        valid = (offsets < prompt.length.long()) & has_prompt
-        tokens[torch.where(valid, cu[lane] + offsets, num_tokens)] = prompt.token_ids
-        prefill_row = torch.where(has_prompt, prompt.lane, -1).to(torch.int32)
-        next_token = prompt.next_token.long()
-    return PackedInputs(
-        token_ids=tokens[:-1],
-        query_lens=query_lens.to(torch.int32),
-        slot_ids=inputs.slot_ids.to(torch.int32),
-        prefill_row=prefill_row,
-        prompt_next_token=next_token,
-        image_features=(
-            torch.zeros(0, 1, device=device)
-            if inputs.image_features is None
-            else inputs.image_features
-        ),
-        image_positions=(
-            torch.zeros(0, dtype=torch.int32, device=device)
-            if inputs.image_positions is None
-            else inputs.image_positions
-        ),
-        rope_offset=inputs.rope_offset,
-        prompt_rope=inputs.prompt_rope,
-    )
 
 
 def _limited_rows(
@@ -263,12 +190,15 @@ def speculative_round(
     device = inputs.pending_tokens.device
     lane_index = torch.arange(num_rows, device=device)
     is_prompt_lane = torch.zeros(num_rows, dtype=torch.bool, device=device)
+    prompt_lens = torch.zeros(num_rows, dtype=torch.int32, device=device)
     if inputs.prompt is not None:
         if capacity.prefill_capacity == 0:
             raise ValueError("a prompt lane needs a round capacity with prefill_capacity > 0")
-        prompt = inputs.prompt
-        is_prompt_lane = (lane_index == prompt.lane.long()) & (prompt.length > 0)
-        is_prompt_lane &= inputs.slot_ids >= 0
+        if inputs.prompt.num_lanes != capacity.prompt_lanes:
+            raise ValueError(
+                f"{inputs.prompt.num_lanes} prompt lanes for a round of {capacity.prompt_lanes}"
+            )
+        _, is_prompt_lane, prompt_lens = prompt_rows(inputs.prompt, inputs.slot_ids)
     is_active = inputs.slot_ids >= 0
     # The prompt lane proposes nothing and takes no share of P.
     spec_slots = torch.where(is_prompt_lane, -1, inputs.slot_ids)
@@ -299,9 +229,23 @@ def speculative_round(
     spec_lens = spec_lens.clamp(max=min(width, capacity.draft_depth + 1))
     query_lens = spec_lens
     if inputs.prompt is not None:
-        query_lens = torch.where(is_prompt_lane, inputs.prompt.length, spec_lens)
+        query_lens = torch.where(is_prompt_lane, prompt_lens, spec_lens)
 
-    verify = _pack_verify_inputs(inputs, capacity, drafts, query_lens, is_prompt_lane)
+    verify = pack_verify_inputs(
+        inputs.pending_tokens,
+        inputs.slot_ids,
+        drafts,
+        query_lens,
+        is_prompt_lane,
+        width,
+        min(width - 1, capacity.draft_depth),
+        capacity.packed.token_capacity,
+        inputs.prompt,
+        image_features=inputs.image_features,
+        image_positions=inputs.image_positions,
+        rope_offset=inputs.rope_offset,
+        prompt_rope=inputs.prompt_rope,
+    )
     out = model.forward_packed(verify, capacity.packed, state)
     meta = out.meta
     # One projection for the verification rows [B, W] and each lane's last row [B].
@@ -315,16 +259,7 @@ def speculative_round(
         if begin is not None:
             history.begin(begin, inputs.slot_ids)
         if inputs.prompt is not None:
-            lane = inputs.prompt.lane.long().clamp(min=0)
-            offsets = torch.arange(capacity.prefill_capacity, device=device)
-            valid = (offsets < inputs.prompt.length.long()) & is_prompt_lane[lane]
-            history.add_prompt(
-                inputs.slot_ids[lane],
-                inputs.prompt.token_ids,
-                valid,
-                start_pos[lane] + offsets,
-                None if begin is None else begin.replay_from,
-            )
+            add_prompt_lanes(history, meta, verify.token_ids, inputs.slot_ids, begin)
         history_rows = history.rows(inputs.slot_ids)
         extra = draft_counts(drafts, width, vocab).reshape(-1, vocab)
         offsets = torch.arange(width, device=device, dtype=torch.int32).repeat(num_rows)
@@ -375,9 +310,9 @@ def speculative_round(
     prompt_logits = apply_token_mask(prompt_logits, params.token_mask, params.is_masked)
     prompt_token = sample(prompt_logits, params, meta.positions[last] + 1)
     first_output = torch.where(is_prompt_lane, prompt_token, output_tokens[:, 0])
-    chunk_next = verify.prompt_next_token[0]
+    is_continued, continued_next = continued_rows(meta, verify.prompt_next_token)
     # A prompt lane emits its first output token only when its chunk ends the prompt.
-    output_tokens[:, 0] = torch.where(is_prompt_lane & (chunk_next >= 0), -1, first_output)
+    output_tokens[:, 0] = torch.where(is_continued, -1, first_output)
     # A failed speculative lane emits INVALID_TOKEN alone and commits nothing.
     is_failed = ~is_lane_valid & ~is_prompt_lane & is_active
     failed_row = torch.full_like(output_tokens, -1)
@@ -399,7 +334,7 @@ def speculative_round(
     # new token); the prompt lane's by the next prompt token, then the chunk's successor.
     following = output_tokens[row, meta.token_offset.clamp(max=width - 1)]
     if inputs.prompt is not None:
-        row_next = torch.where(chunk_next >= 0, chunk_next, first_output)
+        row_next = torch.where(is_continued, continued_next, first_output)
         in_prompt = next_token_per_position(
             verify.token_ids, meta.cu_query_lens, meta.token_row, row_next
         )

@@ -21,7 +21,7 @@ from ignition.model.logits_processing import (
     token_logprobs,
 )
 from ignition.model.model import HybridModel, TargetOutput
-from ignition.model.packing import PackedCapacity, PackedInputs
+from ignition.model.packing import PackedCapacity, PackedInputs, PackedMeta
 from ignition.model.sampling import SamplingParams, sample
 from ignition.model.state import ModelState
 
@@ -47,6 +47,38 @@ def next_token_per_position(
     return torch.where(is_row_end, row_next[row], shifted)
 
 
+def add_prompt_lanes(
+    history: SlotHistory,
+    meta: PackedMeta,
+    token_ids: Tensor,
+    slot_ids: Tensor,
+    begin: HistoryBegin | None,
+) -> None:
+    """Mark every prompt lane's chunk of the packed ``token_ids`` in its slot's prompt mask
+    (a static, small loop over the L lanes; padding lanes mark nothing)."""
+    for lane in range(meta.prompt_lanes):
+        prompt_row = meta.prompt_row[lane : lane + 1]
+        is_prompt_token = meta.has_prompt[lane] & (meta.token_row == prompt_row)
+        history.add_prompt(
+            slot_ids[prompt_row],
+            token_ids,
+            is_prompt_token,
+            meta.positions,
+            None if begin is None else begin.lane_replay_from(lane),
+        )
+
+
+def continued_rows(meta: PackedMeta, prompt_next_token: Tensor) -> tuple[Tensor, Tensor]:
+    """([R] bool, [R] int64): whether row r is a prompt lane whose chunk does not end its
+    prompt, and the prompt token that follows that chunk (0 elsewhere)."""
+    prompt_next = prompt_next_token[: meta.prompt_lanes]
+    rows = torch.arange(meta.capacity.batch_capacity, device=prompt_next.device)
+    is_lane = rows[:, None] == meta.prompt_row  # [R, L]
+    is_lane_continued = is_lane & meta.has_prompt & (prompt_next >= 0)
+    continued_next = torch.where(is_lane_continued, prompt_next, 0).sum(-1)
+    return is_lane_continued.any(-1), continued_next
+
+
 @torch.no_grad()
 def run_step(
     model: HybridModel,
@@ -68,16 +100,7 @@ def run_step(
     if history is not None:
         if begin is not None:
             history.begin(begin, inputs.slot_ids)
-        for lane in range(capacity.prompt_lanes):  # a static, small loop
-            prompt_row = meta.prompt_row[lane : lane + 1]
-            is_prompt_token = meta.has_prompt[lane] & (meta.token_row == prompt_row)
-            history.add_prompt(
-                inputs.slot_ids[prompt_row],
-                inputs.token_ids,
-                is_prompt_token,
-                meta.positions,
-                None if begin is None else begin.lane_replay_from(lane),
-            )
+        add_prompt_lanes(history, meta, inputs.token_ids, inputs.slot_ids, begin)
     is_active = (inputs.query_lens > 0) & (inputs.slot_ids >= 0)
     last = (meta.cu_query_lens[1:].long() - 1).clamp(min=0)  # [R]
     raw = out.logits_at(last)
@@ -88,12 +111,7 @@ def run_step(
     logprobs = token_logprobs(raw, next_tokens) if needs_logprobs else None
     model.commit(out, meta.decode_lens)
 
-    # [R, L]: row r is prompt lane l, and that lane's chunk does not end its prompt
-    prompt_next = inputs.prompt_next_token[: capacity.prompt_lanes]
-    is_lane = torch.arange(capacity.batch_capacity, device=last.device)[:, None] == meta.prompt_row
-    is_lane_continued = is_lane & meta.has_prompt & (prompt_next >= 0)
-    is_continued = is_lane_continued.any(-1)
-    continued_next = (torch.where(is_lane_continued, prompt_next, 0)).sum(-1)
+    is_continued, continued_next = continued_rows(meta, inputs.prompt_next_token)
     row_next = torch.where(is_continued, continued_next, next_tokens)
     following = next_token_per_position(
         inputs.token_ids, meta.cu_query_lens, meta.token_row, row_next

@@ -80,7 +80,7 @@ HELIOS_VARIANTS = {
     "first-delivery": "the chunk finishing a prompt also earns the delivery price at the "
     "delivery normalizer (PolicyConfig.first_delivery = 1)",
     "ragged": "what-if catalog: host-allocated speculative programs at half the rows of "
-    "B x W (per-request widths below full batch; harness.ragged_host_shapes)",
+    "B x W (per-request widths below full batch; helios_catalog.ragged_host_shapes)",
     "balanced": "the seed's balanced preset (its coefficients, no issue-40 rule)",
     "flat-cadence": "the objective preset before the cadence ramp: balanced coefficients "
     "and the 75 ms TBT target, delivery and age prices in full at every age",

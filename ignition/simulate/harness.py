@@ -15,13 +15,12 @@ every prompt whole (``conversation.py``).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.catalog import Catalog
 from ignition.helios import (
     PolicyConfig,
     Resources,
@@ -51,6 +50,11 @@ from ignition.simulate.baselines import (
 from ignition.simulate.conversation import run_conversation_baseline
 from ignition.simulate.devices import DeviceModel, H200Roofline
 from ignition.simulate.engine import LateWatch, run_baseline
+from ignition.simulate.helios_catalog import (
+    CATALOG_VARIANTS,
+    RECOMMENDED_LANES,
+    helios_catalog,
+)
 from ignition.simulate.multiturn import MultiTurnSpec, RetentionRun, run_retention
 from ignition.simulate.results import RunResult
 from ignition.simulate.scenario import Scenario
@@ -58,18 +62,6 @@ from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
-# shape the recipe's catalog
-CATALOG_VARIANTS = (
-    "wide-mixed",
-    "full-batch",
-    "step8",
-    "l1",
-    "rec-lanes",
-    "ragged",
-    "seed-buckets",
-)
-# helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
-RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
 
 
 @dataclass(frozen=True)
@@ -106,162 +98,6 @@ def true_survivals(conditional: Sequence[float]) -> tuple[float, ...]:
         p *= q
         out.append(p)
     return tuple(out)
-
-
-@functools.lru_cache(maxsize=16)
-def helios_catalog(
-    recipe: str,
-    slots: int,
-    envelope: int,
-    speculation: str = "adaptive",
-    wide_mixed: int = 0,
-    max_prompt: int = 0,
-    full_batch: bool = False,
-    step8: bool = False,
-    width: int = 0,
-    lanes: int = 0,
-    lanes_upto: int = 0,
-    more_lanes: tuple[tuple[int, int], ...] = (),
-    lane_option: tuple[tuple[int, int], ...] | None = None,
-    grid: int = 0,
-    ragged: bool = False,
-    seed_buckets: bool = False,
-) -> Catalog:
-    """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
-    wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
-    ``max_prompt`` > 0 loads only prompt capacities up to it (the seed's load-time
-    selection, which may reduce capacities where the smaller programs exist);
-    ``full_batch`` loads only generation and mixed programs of batch capacity ``slots``
-    (load-time selection again: every frame can hold every decoder); ``step8`` adds, as
-    a what-if, decode and speculative programs at batch buckets 1, 2, 4 and every
-    multiple of 8 (``step8_generation_shapes``); ``width`` > 0 loads the fixed-mode
-    programs of that verification width only (generation and mixed; load-time selection
-    of a fixed width, so Helios can be compared with itself at each width); ``lanes`` > 1
-    declares that many prompt lanes at every prompt bucket (up to ``lanes_upto`` tokens
-    when it is > 0; a what-if build; ``more_lanes``' (N, M) pairs then declare N lanes up
-    to M tokens over it, in order; ``lane_option`` is the load option prompt_lanes),
-    1 loads only
-    the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own;
-    ``grid`` > 0 adds prompt buckets at every multiple of it from 1024 tokens up;
-    ``seed_buckets`` drops the recipe's more_prompt_buckets (the seed's prompt buckets at
-    every slot count: the catalog before them)."""
-    from ignition.components.capacity import (
-        plan_catalog,
-        resolve,
-        select_for_mode,
-    )
-    from ignition.recipes import LoadOptions, get_recipe
-
-    chosen = get_recipe(recipe)
-    if seed_buckets:
-        cap = replace(chosen.capacity, concurrency_prompt_buckets=())
-        chosen = replace(chosen, capacity=cap)
-    if grid:
-        buckets = chosen.capacity.prompt_buckets
-        finer = tuple(sorted({*buckets, *range(1024, max(buckets) + 1, grid)}))
-        chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_buckets=finer))
-    if lanes > 1:
-        buckets = chosen.capacity.prompt_buckets
-        table: dict[int, int] = {}
-        for n, upto in ((lanes, lanes_upto), *more_lanes):
-            table.update({b: n for b in buckets if not upto or b <= upto})
-        declared = tuple(sorted(table.items()))
-        chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_lanes=declared))
-    options = LoadOptions(
-        mixed_prefill=True,
-        concurrency=slots,
-        speculative_token_capacity=envelope,
-        mixed_wide_prompt_buckets=(wide_mixed,) if wide_mixed else None,
-        prompt_lanes=lane_option,
-    )
-    catalog = plan_catalog(chosen, options)
-    if step8:
-        names = {d.name for d in catalog.descriptors}
-        extra = [
-            d for d in step8_generation_shapes(resolve(chosen, options)) if d.name not in names
-        ]
-        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
-    if ragged:
-        extra = ragged_host_shapes(catalog)
-        catalog = Catalog(catalog.recipe, catalog.options, (*catalog.descriptors, *extra))
-    if max_prompt:
-        kept = tuple(
-            d
-            for d in catalog.descriptors
-            if not (d.kind is GraphKind.PREFILL and d.token_capacity > max_prompt)
-            and not (d.kind is GraphKind.MIXED and d.prefill_capacity > max_prompt)
-        )
-        catalog = Catalog(catalog.recipe, catalog.options, kept)
-    if full_batch:
-        kept = tuple(
-            d
-            for d in catalog.descriptors
-            if d.kind is GraphKind.PREFILL or d.batch_capacity >= slots
-        )
-        catalog = Catalog(catalog.recipe, catalog.options, kept)
-    if lanes == 1:
-        kept = tuple(d for d in catalog.descriptors if d.prompt_lanes == 1)
-        catalog = Catalog(catalog.recipe, catalog.options, kept)
-    if width:
-        return fixed_width(select_for_mode(catalog, "fixed"), width)
-    return select_for_mode(catalog, speculation)
-
-
-def ragged_host_shapes(catalog: Catalog) -> list:
-    """What-if (issue 40, item 3): per-request widths below full batch. For every
-    rectangular host-allocated speculative program of batch B >= 8 and width W >= 2, the
-    same B and W with half the lanes' extra rows, P = B + B * (W - 1) / 2 (host
-    allocation gives them to the lanes whose drafts are worth most)."""
-    names = {d.name for d in catalog.descriptors}
-    out = []
-    for d in catalog.descriptors:
-        rectangular = d.packed_capacity == d.batch_capacity * d.token_capacity
-        if (
-            d.kind is GraphKind.SPECULATIVE
-            and not d.is_device_allocated
-            and rectangular
-            and d.batch_capacity >= 8
-            and d.token_capacity >= 2
-        ):
-            p = d.batch_capacity + d.batch_capacity * (d.token_capacity - 1) // 2
-            shape = replace(d, packed_capacity=p, max_packed_extent=-1)
-            if shape.name not in names:
-                out.append(shape)
-    return out
-
-
-def fixed_width(catalog: Catalog, width: int) -> Catalog:
-    """Prefill and state programs, and the generation and mixed programs of exactly this
-    verification width (one line naming the width when the build has none)."""
-    generation = (GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
-    kept = tuple(
-        d for d in catalog.descriptors if d.kind not in generation or d.token_capacity == width
-    )
-    if not any(d.kind in generation for d in kept):
-        raise ValueError(f"fixed width {width}: the catalog has no generation program that wide")
-    return Catalog(catalog.recipe, catalog.options, kept)
-
-
-def step8_buckets(padded_concurrency: int, minimum: int = 1) -> list[int]:
-    """1, 2, 4, then every multiple of 8 through the padded concurrency (vLLM's grid)."""
-    grid = [1, 2, 4, *range(8, padded_concurrency + 1, 8)]
-    return [b for b in grid if minimum <= b <= padded_concurrency]
-
-
-def step8_generation_shapes(cap: object) -> list:
-    """The recipe's decode and speculative enumeration with ``step8_buckets`` in place of
-    its power-of-two request buckets. ``capacity.py`` keeps its rule (the recipes'
-    declared catalogs and the CI check stay as they are): only these two enumerations
-    run, for this call, over the other grid. Mixed programs are left out: the catalog
-    contract requires a power-of-two mixed batch capacity."""
-    from ignition.components import capacity
-
-    previous = capacity.request_buckets
-    capacity.request_buckets = step8_buckets
-    try:
-        return capacity.decode_shapes(cap) + capacity.speculative_shapes(cap)
-    finally:
-        capacity.request_buckets = previous
 
 
 # they set PolicyConfig, not the catalog

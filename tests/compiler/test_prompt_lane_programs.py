@@ -1,10 +1,10 @@
 """Multi-lane prompt programs (issue 39) are prepared like every other program.
 
-A prefill program of four lanes and an ordinary mixed one of two lanes (the embedded
-default, reference kernels) run once on validation inputs with every lane carrying a chunk,
-free of host syncs (a captured graph could not contain one); each lane commits its chunk.
-The workspace's per-lane tables are the only bytes the lanes add to the shared inputs, and a
-speculative round, whose prompt staging is one chunk, is refused with lanes.
+A prefill program of four lanes, an ordinary mixed one of two lanes and speculative mixed
+ones of two lanes (the embedded default, reference kernels) run once on validation inputs
+with every lane carrying a chunk, free of host syncs (a captured graph could not contain
+one); each lane commits its chunk. The workspace's per-lane tables are the only bytes the
+lanes add to the shared inputs.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import torch
 from ignition.compiler.build import DEFAULT_CHECKPOINT, _sample_tokens, _validation_state
 from ignition.compiler.graph import prepare_programs
 from ignition.compiler.host_sync import HostSyncDetector
-from ignition.compiler.programs import ProgramError, check_buildable
 from ignition.compiler.validate import validate_program
 from ignition.compiler.workspace import WorkspaceExtents, lane_table_bytes
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import Descriptor, GraphKind, ValueSource
+from ignition.components.catalog import GraphKind
 from ignition.kernels import use_backend
 from ignition.model.weights import load_model
 from ignition.recipes import LoadOptions, get_recipe
@@ -30,7 +29,15 @@ OPTIONS = LoadOptions(
     mixed_prefill=True, speculation="off", max_prefill_chunk=256, prompt_lanes=((256, 4),)
 )
 CATALOG = plan_catalog(get_recipe("qwen38"), OPTIONS)
-LANES = [d for d in CATALOG.descriptors if d.prompt_lanes > 1]
+SPECULATIVE = plan_catalog(
+    get_recipe("qwen38"),
+    dataclasses.replace(
+        OPTIONS, speculation="adaptive", speculative_token_capacity=8,
+        mixed_wide_prompt_buckets=(256,),
+    ),  # fmt: skip
+)
+SPEC_LANES = [d for d in SPECULATIVE.descriptors if d.prompt_lanes > 1 and d.speculation_enabled]
+LANES = [d for d in CATALOG.descriptors if d.prompt_lanes > 1] + SPEC_LANES
 
 
 def test_the_catalog_has_a_four_lane_prefill_and_a_two_lane_mixed_program():
@@ -39,6 +46,16 @@ def test_the_catalog_has_a_four_lane_prefill_and_a_two_lane_mixed_program():
         (GraphKind.MIXED, 2, 4),
     }
     assert WorkspaceExtents.of(CATALOG.descriptors).max_lanes == 4
+
+
+def test_speculative_mixed_programs_carry_min_l_b_minus_one_lanes():
+    """Every speculative mixed program at the four-lane bucket (B = 4 in a 4-slot build)
+    also comes with 2 lanes (min(4, B - 1) = 3 does not split 256; 2 does): width one and
+    the wider widths the build declares at that bucket."""
+    assert SPEC_LANES and all(d.kind is GraphKind.MIXED for d in SPEC_LANES)
+    assert {(d.batch_capacity, d.prompt_lanes) for d in SPEC_LANES} == {(4, 2)}
+    widths = {d.token_capacity for d in SPEC_LANES}
+    assert 1 in widths and len(widths) > 1
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +80,9 @@ def test_every_lane_commits_its_chunk_without_a_host_sync(prepared, name):
             program, prepared_program, state, pending, sample, model.config.vocab_size, 32
         )
     decoders = program.descriptor.row_capacity - lanes
-    assert result.num_tokens == 32 * lanes + decoders  # validation checks each row's length
+    # validation checks each row's length; a wider round's decoders emit 1..W tokens each
+    emitted = result.num_tokens - 32 * lanes
+    assert decoders <= emitted <= decoders * program.descriptor.token_capacity
 
 
 def _detected(fn, inputs, name: str):
@@ -73,15 +92,6 @@ def _detected(fn, inputs, name: str):
 
 def test_the_lanes_add_only_their_tables_to_the_workspace():
     assert lane_table_bytes(1) == 0
-    # prompt row, next token, history begin, replay start, 300 bias ids and values, 64 stops
-    assert lane_table_bytes(4) == 3 * (4 + 8 + 4 + 4 + 300 * 8 + 300 * 4 + 64 * 8)
-
-
-def test_a_speculative_round_with_lanes_is_refused(prepared):
-    model = prepared[0]
-    spec = Descriptor(
-        GraphKind.MIXED, 4, 0, 1, 4, 256, 0, True, ValueSource.QUERY_LENGTH, prompt_lanes=2
-    )
-    with pytest.raises(ProgramError, match="a speculative round carries one prompt lane"):
-        check_buildable(spec, model)
-    check_buildable(dataclasses.replace(spec, prompt_lanes=1), model)
+    # prompt row, next token, prompt length (speculative rounds), history begin, replay
+    # start, 300 bias ids and values, 64 stops
+    assert lane_table_bytes(4) == 3 * (4 + 8 + 4 + 4 + 4 + 300 * 8 + 300 * 4 + 64 * 8)

@@ -7,6 +7,7 @@ so every name and the catalog JSON of a one-lane program stay the seed's.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,7 @@ def test_l_equal_one_everywhere_keeps_the_seed_contract(tmp_path: Path):
     assert all(d.prompt_lanes == 1 for d in catalog.descriptors)
 
 
-def test_declared_lanes_add_one_prefill_and_width_one_mixed_programs(tmp_path: Path):
+def test_declared_lanes_add_one_prefill_and_a_lane_twin_of_every_mixed_program(tmp_path: Path):
     seed, _ = _recipe(tmp_path, "qwen38", {})
     one = {d.name for d in plan_catalog(seed, LoadOptions(mixed_prefill=True)).descriptors}
     recipe, _ = _recipe(tmp_path, "qwen38", {512: 4, 1024: 2})
@@ -103,15 +104,20 @@ def test_declared_lanes_add_one_prefill_and_width_one_mixed_programs(tmp_path: P
     assert {d.name for d in catalog.descriptors if d.prompt_lanes == 1} == one
     prefills = {(d.token_capacity, d.prompt_lanes) for d in added if d.kind is GraphKind.PREFILL}
     assert prefills == {(512, 4), (1024, 2)}
-    mixed = {
-        (d.batch_capacity, d.prefill_capacity, d.prompt_lanes, d.speculation_enabled)
-        for d in added
-        if d.kind is GraphKind.MIXED
-    }
+    twins = [d for d in added if d.kind is GraphKind.MIXED]
     # B = 2 keeps one lane (one row is a decoder); B = 4 carries the most lanes up to
-    # min(L, 3) that split the bucket evenly; speculative rounds keep one prompt lane
-    assert mixed == {(4, 512, 2, False), (4, 1024, 2, False)}
-    assert all(d.token_capacity == 1 for d in added if d.kind is GraphKind.MIXED)
+    # min(L, 3) that split the bucket evenly; ordinary and speculative programs alike
+    assert {(d.batch_capacity, d.prefill_capacity, d.prompt_lanes) for d in twins} == {
+        (4, 512, 2), (4, 1024, 2)
+    }  # fmt: skip
+    singles = {  # every width's one-lane program at those buckets has its twin
+        d.name
+        for d in catalog.descriptors
+        if d.is_mixed and d.prompt_lanes == 1 and d.batch_capacity == 4
+        and d.prefill_capacity in (512, 1024)
+    }  # fmt: skip
+    assert {replace(d, prompt_lanes=1).name for d in twins} == singles
+    assert {d.speculation_enabled for d in twins} == {False, True}
 
 
 def test_a_smaller_build_clamps_lanes_to_its_concurrency(tmp_path: Path):

@@ -93,7 +93,8 @@ def _synthetic(rng: random.Random, lanes: bool = False) -> list[Descriptor]:
         for _ in range(rng.randint(1, 3)):
             b, c = rng.choice([4, 8]), rng.choice([64, 128, 256])
             lanes = rng.choice([lanes for lanes in (2, 4) if lanes < b])
-            out.append(replace(mixed(b, c), prompt_lanes=lanes))
+            # ordinary (W = 1) and speculative (W > 1) mixed programs alike
+            out.append(replace(mixed(b, c, rng.randint(1, 3)), prompt_lanes=lanes))
         for c in rng.sample([64, 256, 1024], rng.randint(1, 2)):
             out.append(replace(prefill(c), prompt_lanes=rng.choice([2, 4])))
     if not any(d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE) for d in out):

@@ -56,3 +56,40 @@ def test_padding_counts_the_bucket_and_the_rows_a_frame_left_empty():
     assert pad.prompt_padding == 124 + 24 and pad.row_padding == one.packed_capacity - 2
     assert (pad.multi_lane_frames, pad.prompt_frames) == (1, 2)
     assert (pad.prompt_frame_ms, pad.busy_ms) == (2.0, 2.5)
+
+
+def test_speculative_mixed_programs_carry_the_declared_lanes():
+    """Issue 39: min(L, B - 1) lanes, split evenly, in every speculative mixed program at a
+    bucket that declares L > 1 (the adaptive catalog loads no ordinary mixed program)."""
+    plain = helios_catalog("qwen38", 8, 32)
+    assert not any(d.is_mixed and d.prompt_lanes > 1 for d in plain.descriptors)
+    rec = helios_catalog("qwen38", 8, 32, lane_option=RECOMMENDED_LANES)
+    laned = {
+        (d.batch_capacity, d.token_capacity, d.prefill_capacity, d.prompt_lanes)
+        for d in rec.descriptors
+        if d.is_mixed and d.prompt_lanes > 1
+    }
+    assert all(d.speculation_enabled for d in rec.descriptors if d.is_mixed)
+    assert (8, 1, 512, 4) in laned and (4, 1, 512, 2) in laned and (8, 1, 2048, 2) in laned
+    assert not any(b == 2 for b, *_ in laned)  # one row stays a decoder
+    assert all(capacity in dict(RECOMMENDED_LANES) for _, _, capacity, _ in laned)
+
+
+def test_a_second_wave_shares_one_speculative_mixed_frame():
+    """Four requests decode when four more arrive: with lanes several of the new prompts
+    share one speculative mixed frame beside the decoders; every request ends."""
+    setup = setup_for("qwen38-27b-dense-h200", 8, 32)
+    first = random_workload(8)[:8]
+    requests = [
+        r.__class__(r.arrival_ms + (20.0 if i >= 4 else 0.0), 256, 8, r.acceptance)
+        for i, r in enumerate(first)
+    ]
+
+    def shared(run: RunResult) -> list[str]:
+        return [e.graph for e in run.executions if e.decoders and e.rows - e.decoders > 1]
+
+    lanes = run_policy("helios+lanes4", requests, setup)
+    assert lanes.finished == len(requests) and shared(lanes)
+    assert all("mixed-spec" in g for g in shared(lanes))
+    one = run_policy("helios+l1", requests, setup)
+    assert one.finished == len(requests) and not shared(one)

@@ -131,9 +131,10 @@ def bind_row(
         frame["prefill_row"][k] = row
         is_last_chunk = end >= len(live.prompt_ids)
         frame["prompt_next_token"][k] = -1 if is_last_chunk else live.prompt_ids[end]
-        if is_round:
-            frame["prompt_length"][0] = len(chunk)
-            frame["prompt_tokens"][: len(chunk)] = chunk
+        if is_round:  # lane k's part of the lane-major prompt workspace (model.round_prompt)
+            first = k * program.descriptor.lane_capacity
+            frame["prompt_length"][k] = len(chunk)
+            frame["prompt_tokens"][first : first + len(chunk)] = chunk
             return 0
         frame["query_lens"][row] = len(chunk)
         frame["token_ids"][offset : offset + len(chunk)] = chunk
