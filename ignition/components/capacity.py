@@ -151,7 +151,10 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
                 "speculative mixed programs"
             )
 
-    lanes = cap.prompt_lanes if options.prompt_lanes is None else options.prompt_lanes
+    # the declared lanes and, for builds of enough slots, the steps' prompt_lanes over them
+    lanes = cap.prompt_lanes_for(concurrency)
+    if options.prompt_lanes is not None:
+        lanes = options.prompt_lanes
     for bucket, count in lanes:
         if bucket not in buckets or count < 1 or bucket % count:
             raise CapacityError(

@@ -10,16 +10,20 @@ needs is where to look.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ignition.recipes.concurrency_steps import parse_concurrency_steps, parse_prompt_lanes
 from ignition.recipes.options import SPECULATION_MODES, LoadOptions, parse_load_options
+from ignition.recipes.reader import PROMPT_ALIGNMENT, RecipeError
+from ignition.recipes.reader import Reader as _Reader
+from ignition.recipes.reader import bucket_rule as _bucket_rule
+from ignition.recipes.reader import int_list as _int_list
+from ignition.recipes.reader import positive as _positive
 
-PROMPT_ALIGNMENT = 64
 MAX_CONCURRENCY = 64  # Helios selection is bounded to 64 request slots
 CATALOG_FAMILIES = (
     "prefill",
@@ -30,10 +34,6 @@ CATALOG_FAMILIES = (
     "vision",
 )
 VISION_PATCH_ALIGNMENT = 64  # whole merge blocks for any merge size up to 8
-
-
-class RecipeError(ValueError):
-    """A recipe file that does not follow the schema."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,10 @@ class CapacitySpec:
     # prompt buckets (``concurrency_defaults[i].more_prompt_buckets``; docs/capacity.md,
     # "Finer prompt buckets for serving builds")
     concurrency_prompt_buckets: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # (concurrency, lanes) steps: a build of at least that many slots declares these prompt
+    # lanes over capacity.prompt_lanes (``concurrency_defaults[i].prompt_lanes``;
+    # docs/capacity.md, "Prompt lanes for serving builds")
+    concurrency_prompt_lanes: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
 
     def prompt_buckets_for(self, concurrency: int) -> tuple[int, ...]:
         """The prompt buckets a build of ``concurrency`` slots prepares: the declared ones
@@ -102,9 +106,14 @@ class CapacitySpec:
         }
         return tuple(sorted({*self.prompt_buckets, *more}))
 
-    def lanes_of(self, bucket: int) -> int:
-        """The most prompt lanes the recipe declares for ``bucket`` (1 when it declares none)."""
-        return dict(self.prompt_lanes).get(bucket, 1)
+    def prompt_lanes_for(self, concurrency: int) -> tuple[tuple[int, int], ...]:
+        """The (bucket, L) lanes a build of ``concurrency`` slots declares: capacity.prompt_lanes
+        with every step's prompt_lanes at or below that many slots merged over it in order."""
+        table = dict(self.prompt_lanes)
+        for slots, lanes in self.concurrency_prompt_lanes:
+            if concurrency >= slots:
+                table.update(lanes)
+        return tuple(sorted(table.items()))
 
     def default_envelope(self, concurrency: int) -> int:
         """R for a build of ``concurrency`` slots that does not choose one."""
@@ -143,73 +152,6 @@ class Recipe:
         if self.supports.vision:
             parts.append("vision")
         return ", ".join(parts) or "plain prefill/decode"
-
-
-class _Reader:
-    """Typed access to a YAML mapping that remembers the dotted key for errors."""
-
-    def __init__(self, path: Path, data: Any, key: str = "") -> None:
-        self.path, self.data, self.key = path, data, key
-        if not isinstance(data, Mapping):
-            self.fail(data, "expected a mapping")
-        self._used: set[str] = set()
-
-    def fail(self, value: Any, why: str, key: str | None = None) -> None:
-        name = key if key is not None else self.key or "<top level>"
-        raise RecipeError(f"{self.path}: key '{name}' = {value!r}: {why}")
-
-    def sub(self, key: str) -> str:
-        return f"{self.key}.{key}" if self.key else key
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-        self._used.add(key)
-        if key not in self.data:
-            if default is ...:
-                self.fail(None, "required key is missing", self.sub(key))
-            return default
-        value = self.data[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if (bool not in kinds and isinstance(value, bool)) or not isinstance(value, kinds):
-            names = " or ".join(k.__name__ for k in kinds)
-            self.fail(value, f"expected {names}", self.sub(key))
-        return value
-
-    def child(self, key: str) -> _Reader:
-        self._used.add(key)
-        if key not in self.data:
-            self.fail(None, "required key is missing", self.sub(key))
-        return _Reader(self.path, self.data[key], self.sub(key))
-
-    def finish(self) -> None:
-        for key in self.data:
-            if key not in self._used:
-                self.fail(self.data[key], "unknown key", self.sub(str(key)))
-
-
-def _int_list(r: _Reader, key: str, check: Callable[[int], str | None]) -> tuple[int, ...]:
-    items = r.get(key, list)
-    if not items:
-        r.fail(items, "must not be empty", r.sub(key))
-    for i, item in enumerate(items):
-        if isinstance(item, bool) or not isinstance(item, int):
-            r.fail(item, "expected int", f"{r.sub(key)}[{i}]")
-        why = check(item)
-        if why:
-            r.fail(item, why, f"{r.sub(key)}[{i}]")
-    return tuple(items)
-
-
-def _positive(r: _Reader, key: str, minimum: int = 1, default: Any = ...) -> int:
-    value = r.get(key, int, default)
-    if value < minimum:
-        r.fail(value, f"must be at least {minimum}", r.sub(key))
-    return value
-
-
-def _bucket_rule(value: int) -> str | None:
-    if value <= 0 or value % PROMPT_ALIGNMENT:
-        return f"a prompt bucket must be a positive multiple of {PROMPT_ALIGNMENT}"
-    return None
 
 
 def _patch_rule(value: int) -> str | None:
@@ -298,10 +240,19 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         for i, bucket in enumerate(wide):
             if bucket not in buckets:
                 r.fail(bucket, f"not one of capacity.prompt_buckets {list(buckets)}", f"{key}[{i}]")
-    steps, more_buckets = _concurrency_defaults(
+    steps = parse_concurrency_steps(
         r, concurrency, max_concurrency, envelope, max_envelope, buckets
     )
-    lanes = _prompt_lanes(r, buckets, concurrency)
+    lanes: tuple[tuple[int, int], ...] = ()
+    if "prompt_lanes" in r.data:
+        lanes = parse_prompt_lanes(
+            r,
+            "prompt_lanes",
+            set(buckets),
+            "capacity.prompt_buckets",
+            concurrency,
+            "capacity.concurrency",
+        )
     spec = CapacitySpec(
         concurrency=concurrency,
         max_prefill_chunk=chunk,
@@ -316,100 +267,13 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         vision_patch_capacities=vision_patches,
         vision_max_images=_positive(r, "vision_max_images", default=1),
         mixed_wide_prompt_buckets=wide,
-        concurrency_defaults=steps,
+        concurrency_defaults=steps.envelopes,
         prompt_lanes=lanes,
-        concurrency_prompt_buckets=more_buckets,
+        concurrency_prompt_buckets=steps.buckets,
+        concurrency_prompt_lanes=steps.lanes,
     )
     r.finish()
     return spec
-
-
-def _prompt_lanes(
-    r: _Reader, buckets: tuple[int, ...], concurrency: int
-) -> tuple[tuple[int, int], ...]:
-    """``capacity.prompt_lanes``: {prompt bucket: L}, L prompts one prefill or mixed program
-    of that bucket may carry (1 <= L <= concurrency; buckets absent carry one)."""
-    if "prompt_lanes" not in r.data:
-        return ()
-    key = r.sub("prompt_lanes")
-    table = r.get("prompt_lanes", dict)
-    pairs = []
-    for bucket, lanes in table.items():
-        where = f"{key}.{bucket}"
-        if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket not in buckets:
-            r.fail(bucket, f"not one of capacity.prompt_buckets {list(buckets)}", where)
-        if isinstance(lanes, bool) or not isinstance(lanes, int):
-            r.fail(lanes, "expected int", where)
-        if not 1 <= lanes <= concurrency:
-            r.fail(lanes, f"must lie in 1..capacity.concurrency = {concurrency}", where)
-        if bucket % lanes:
-            r.fail(
-                lanes, f"must split the bucket {bucket} evenly (lanes of bucket / L tokens)", where
-            )
-        pairs.append((bucket, lanes))
-    return tuple(sorted(pairs))
-
-
-def _concurrency_defaults(
-    r: _Reader,
-    concurrency: int,
-    max_concurrency: int,
-    envelope: int,
-    max_envelope: int,
-    buckets: tuple[int, ...],
-) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, tuple[int, ...]], ...]]:
-    """``capacity.concurrency_defaults``: a list of {concurrency, speculative_token_capacity,
-    optional more_prompt_buckets} steps above the declared default, increasing, within the
-    maxima; returns the (slots, R) steps and the (slots, buckets) ones."""
-    if "concurrency_defaults" not in r.data:
-        return (), ()
-    steps: list[tuple[int, int]] = []
-    more: list[tuple[int, tuple[int, ...]]] = []
-    known = set(buckets)
-    previous = (concurrency, envelope)
-    for i, raw in enumerate(r.get("concurrency_defaults", list)):
-        item = _Reader(r.path, raw, f"{r.sub('concurrency_defaults')}[{i}]")
-        slots = _positive(item, "concurrency")
-        value = _positive(item, "speculative_token_capacity")
-        if slots <= previous[0] or slots > max_concurrency:
-            item.fail(
-                slots,
-                f"must exceed {previous[0]} and be at most capacity.maxima.concurrency "
-                f"{max_concurrency}",
-                item.sub("concurrency"),
-            )
-        if value < previous[1] or value > max_envelope:
-            item.fail(
-                value,
-                f"must be at least {previous[1]} and at most "
-                f"capacity.maxima.speculative_token_capacity {max_envelope}",
-                item.sub("speculative_token_capacity"),
-            )
-        if "more_prompt_buckets" in item.data:
-            extra = _more_prompt_buckets(item, known, buckets[-1])
-            known.update(extra)
-            more.append((slots, extra))
-        item.finish()
-        steps.append((slots, value))
-        previous = (slots, value)
-    return tuple(steps), tuple(more)
-
-
-def _more_prompt_buckets(item: _Reader, known: set[int], largest: int) -> tuple[int, ...]:
-    """One step's more_prompt_buckets: strictly increasing multiples of the prompt alignment
-    below the largest prompt bucket (max_prefill_chunk stays the largest), none already
-    declared (by capacity.prompt_buckets or an earlier step)."""
-    key = item.sub("more_prompt_buckets")
-    extra = _int_list(item, "more_prompt_buckets", _bucket_rule)
-    if list(extra) != sorted(set(extra)):
-        item.fail(list(extra), "must be strictly increasing", key)
-    for i, bucket in enumerate(extra):
-        if bucket in known:
-            why = "already a prompt bucket (capacity.prompt_buckets or an earlier step)"
-            item.fail(bucket, why, f"{key}[{i}]")
-        if bucket >= largest:
-            item.fail(bucket, f"must lie below the largest prompt bucket {largest}", f"{key}[{i}]")
-    return extra
 
 
 def parse_recipe(data: Any, path: Path) -> Recipe:

@@ -101,6 +101,8 @@ HELIOS_VARIANTS = {
     "4096: 2} (the qwen38 recipe's recommended lanes, issue 39)",
     "seed-buckets": "what-if catalog: the seed's prompt buckets at every slot count (without "
     "the qwen38 recipe's more_prompt_buckets for builds of 32 slots or more)",
+    "seed-lanes": "what-if catalog: capacity.prompt_lanes alone at every slot count (without "
+    "the qwen38 recipe's concurrency-step prompt_lanes for builds of 32 slots or more)",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }

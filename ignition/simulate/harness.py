@@ -186,6 +186,7 @@ def helios_simulation(
             grid=grids[-1] if grids else 0,
             ragged="ragged" in variants,
             seed_buckets="seed-buckets" in variants,
+            seed_lanes="seed-lanes" in variants,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE

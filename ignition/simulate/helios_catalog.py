@@ -25,6 +25,7 @@ CATALOG_VARIANTS = (
     "rec-lanes",
     "ragged",
     "seed-buckets",
+    "seed-lanes",
 )
 # helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
 RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
@@ -48,6 +49,7 @@ def helios_catalog(
     grid: int = 0,
     ragged: bool = False,
     seed_buckets: bool = False,
+    seed_lanes: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
@@ -66,10 +68,15 @@ def helios_catalog(
     the one-lane prefill and mixed programs (the seed's L = 1), 0 the recipe's own;
     ``grid`` > 0 adds prompt buckets at every multiple of it from 1024 tokens up;
     ``seed_buckets`` drops the recipe's more_prompt_buckets (the seed's prompt buckets at
-    every slot count: the catalog before them)."""
+    every slot count: the catalog before them); ``seed_lanes`` drops the recipe's
+    concurrency-step prompt_lanes (capacity.prompt_lanes alone at every slot count: the
+    catalog before them)."""
     chosen = get_recipe(recipe)
     if seed_buckets:
         cap = replace(chosen.capacity, concurrency_prompt_buckets=())
+        chosen = replace(chosen, capacity=cap)
+    if seed_lanes or lanes > 1:  # a what-if lane table is the whole table
+        cap = replace(chosen.capacity, concurrency_prompt_lanes=())
         chosen = replace(chosen, capacity=cap)
     if grid:
         buckets = chosen.capacity.prompt_buckets

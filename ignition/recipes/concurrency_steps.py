@@ -1,0 +1,120 @@
+"""``capacity.prompt_lanes`` and ``capacity.concurrency_defaults``: what a build prepares by
+its slot count.
+
+A concurrency step {concurrency, speculative_token_capacity, optional more_prompt_buckets,
+optional prompt_lanes} applies to builds of at least that many slots: its R becomes the
+default, its more_prompt_buckets are prepared besides the declared ones, and its
+prompt_lanes are merged over ``capacity.prompt_lanes`` (later steps over earlier ones).
+The seed's default build (the recipe's ``concurrency``) sees none of them, so the catalog
+counts CI checks at that size stay put.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ignition.recipes.reader import Reader, bucket_rule, int_list, positive
+
+Lanes = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class ConcurrencySteps:
+    """The parsed steps: (slots, R), (slots, more buckets) and (slots, lanes) per step that
+    declares them, in increasing slot order."""
+
+    envelopes: tuple[tuple[int, int], ...] = ()
+    buckets: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    lanes: tuple[tuple[int, Lanes], ...] = ()
+
+
+def parse_prompt_lanes(
+    r: Reader, key: str, buckets: set[int], bucket_owner: str, concurrency: int, owner: str
+) -> Lanes:
+    """A {prompt bucket: L} table under ``key`` of ``r``: every bucket one of ``buckets``
+    (named ``bucket_owner`` in the error), 1 <= L <= ``concurrency`` (named ``owner``), L
+    splitting the bucket evenly (each lane a row of bucket / L tokens)."""
+    where_key = r.sub(key)
+    table = r.get(key, dict)
+    pairs = []
+    for bucket, lanes in table.items():
+        where = f"{where_key}.{bucket}"
+        if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket not in buckets:
+            r.fail(bucket, f"not one of {bucket_owner} {sorted(buckets)}", where)
+        if isinstance(lanes, bool) or not isinstance(lanes, int):
+            r.fail(lanes, "expected int", where)
+        if not 1 <= lanes <= concurrency:
+            r.fail(lanes, f"must lie in 1..{owner} = {concurrency}", where)
+        if bucket % lanes:
+            r.fail(
+                lanes, f"must split the bucket {bucket} evenly (lanes of bucket / L tokens)", where
+            )
+        pairs.append((bucket, lanes))
+    return tuple(sorted(pairs))
+
+
+def parse_concurrency_steps(
+    r: Reader,
+    concurrency: int,
+    max_concurrency: int,
+    envelope: int,
+    max_envelope: int,
+    declared: tuple[int, ...],
+) -> ConcurrencySteps:
+    """``capacity.concurrency_defaults``: a list of steps above the declared default,
+    increasing, within the maxima."""
+    if "concurrency_defaults" not in r.data:
+        return ConcurrencySteps()
+    envelopes: list[tuple[int, int]] = []
+    more: list[tuple[int, tuple[int, ...]]] = []
+    lanes: list[tuple[int, Lanes]] = []
+    known = set(declared)
+    previous = (concurrency, envelope)
+    for i, raw in enumerate(r.get("concurrency_defaults", list)):
+        item = Reader(r.path, raw, f"{r.sub('concurrency_defaults')}[{i}]")
+        slots = positive(item, "concurrency")
+        value = positive(item, "speculative_token_capacity")
+        if slots <= previous[0] or slots > max_concurrency:
+            item.fail(
+                slots,
+                f"must exceed {previous[0]} and be at most capacity.maxima.concurrency "
+                f"{max_concurrency}",
+                item.sub("concurrency"),
+            )
+        if value < previous[1] or value > max_envelope:
+            item.fail(
+                value,
+                f"must be at least {previous[1]} and at most "
+                f"capacity.maxima.speculative_token_capacity {max_envelope}",
+                item.sub("speculative_token_capacity"),
+            )
+        if "more_prompt_buckets" in item.data:
+            extra = _more_prompt_buckets(item, known, declared[-1])
+            known.update(extra)
+            more.append((slots, extra))
+        if "prompt_lanes" in item.data:
+            at = f"the prompt buckets of a {slots}-slot build"
+            owner = item.sub("concurrency")
+            table = parse_prompt_lanes(item, "prompt_lanes", known, at, slots, owner)
+            lanes.append((slots, table))
+        item.finish()
+        envelopes.append((slots, value))
+        previous = (slots, value)
+    return ConcurrencySteps(tuple(envelopes), tuple(more), tuple(lanes))
+
+
+def _more_prompt_buckets(item: Reader, known: set[int], largest: int) -> tuple[int, ...]:
+    """One step's more_prompt_buckets: strictly increasing multiples of the prompt alignment
+    below the largest prompt bucket (max_prefill_chunk stays the largest), none already
+    declared (by capacity.prompt_buckets or an earlier step)."""
+    key = item.sub("more_prompt_buckets")
+    extra = int_list(item, "more_prompt_buckets", bucket_rule)
+    if list(extra) != sorted(set(extra)):
+        item.fail(list(extra), "must be strictly increasing", key)
+    for i, bucket in enumerate(extra):
+        if bucket in known:
+            why = "already a prompt bucket (capacity.prompt_buckets or an earlier step)"
+            item.fail(bucket, why, f"{key}[{i}]")
+        if bucket >= largest:
+            item.fail(bucket, f"must lie below the largest prompt bucket {largest}", f"{key}[{i}]")
+    return extra
