@@ -118,23 +118,26 @@ _SLOT = re.compile(r"^slot(?P<s>\d+)$")  # helios+slot2: PolicyConfig.slot_press
 _RAMP = re.compile(r"^ramp(?P<p>\d+)$")  # helios+ramp2: PolicyConfig.cadence_ramp 2
 
 
+def _number(pattern: re.Pattern[str], variant: str) -> int | None:
+    """The one integer a parametric variant name carries, or None if it is not that variant."""
+    m = pattern.match(variant)
+    return int(m.group(1)) if m else None
+
+
 def envelope_variant(variant: str) -> int | None:
     """``rN``: Helios on a catalog built with speculative token capacity N."""
-    m = _ENVELOPE.match(variant)
-    return int(m.group("r")) if m else None
+    return _number(_ENVELOPE, variant)
 
 
 def width_variant(variant: str) -> int | None:
     """``wN``: Helios with fixed verification width N (N - 1 drafts per decoder)."""
-    m = _WIDTH.match(variant)
-    return int(m.group("w")) if m else None
+    return _number(_WIDTH, variant)
 
 
 def chunk_variant(variant: str) -> int | None:
     """``chunkN``: Helios loading prompt capacities up to N tokens only (the load-time
     selection ``--max-prefill-chunk N`` makes; vLLM's ``--max-num-batched-tokens``)."""
-    m = _CHUNK.match(variant)
-    return int(m.group("c")) if m else None
+    return _number(_CHUNK, variant)
 
 
 def lanes_variant(variant: str) -> tuple[int, int] | None:
@@ -148,26 +151,22 @@ def lanes_variant(variant: str) -> tuple[int, int] | None:
 def grid_variant(variant: str) -> int | None:
     """``gridN``: a what-if catalog whose prompt buckets also lie at every multiple of N
     tokens from 1024 up to the recipe's largest (issue 39's padding study)."""
-    m = _GRID.match(variant)
-    return int(m.group("g")) if m else None
+    return _number(_GRID, variant)
 
 
 def tbt_variant(variant: str) -> int | None:
     """``tbtN``: Helios with ``PolicyConfig.tbt_target_ms`` = N (issue 40's chunk rule)."""
-    m = _TBT.match(variant)
-    return int(m.group("t")) if m else None
+    return _number(_TBT, variant)
 
 
 def slot_variant(variant: str) -> int | None:
     """``slotN``: Helios with ``PolicyConfig.slot_pressure`` = N (0: off)."""
-    m = _SLOT.match(variant)
-    return int(m.group("s")) if m else None
+    return _number(_SLOT, variant)
 
 
 def ramp_variant(variant: str) -> int | None:
     """``rampP``: Helios with ``PolicyConfig.cadence_ramp`` = P (0: off)."""
-    m = _RAMP.match(variant)
-    return int(m.group("p")) if m else None
+    return _number(_RAMP, variant)
 
 
 PARAMETRIC_VARIANTS = (
