@@ -23,6 +23,7 @@ restore runs right after the runtime assigned its slot's pages on the host.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,29 @@ class HostFrame:
     def write_gated(self, name: str, end: int) -> None:
         """The frame wrote a gated buffer up to ``end``: that prefix is uploaded."""
         self.written[name] = max(self.written.get(name, 0), end)
+
+
+def stage_prompt_chunk(
+    frame: HostFrame,
+    lane_capacity: int,
+    is_round: bool,
+    lane: int,
+    row: int,
+    offset: int,
+    chunk: Sequence[int],
+) -> int:
+    """One prompt lane's chunk: in a round program, lane ``lane``'s part of the lane-major
+    prompt workspace (model.round_prompt: it starts at lane x ``lane_capacity`` and packs
+    no verification tokens); otherwise ``row``'s query length and the packed tokens from
+    ``offset``. Returns the packed tokens it adds."""
+    if is_round:
+        first = lane * lane_capacity
+        frame["prompt_length"][lane] = len(chunk)
+        frame["prompt_tokens"][first : first + len(chunk)] = chunk
+        return 0
+    frame["query_lens"][row] = len(chunk)
+    frame["token_ids"][offset : offset + len(chunk)] = chunk
+    return len(chunk)
 
 
 class HostStaging:

@@ -17,7 +17,7 @@ import torch
 
 from ignition.compiler.graph import PreparedProgram, timed_run
 from ignition.compiler.programs import Program
-from ignition.compiler.staging import HostFrame
+from ignition.compiler.staging import HostFrame, stage_prompt_chunk
 from ignition.compiler.vision_program import (
     VALIDATION_TOLERANCE,
     VisionProgramInputs,
@@ -114,14 +114,9 @@ def _bind_prompt(
     (the padding). Returns its packed tokens."""
     frame["slot_ids"][lane] = lane
     frame["prefill_row"][lane] = lane
-    if isinstance(program.inputs, RoundProgramInputs):  # lane-major (model.round_prompt)
-        first = lane * program.descriptor.lane_capacity
-        frame["prompt_length"][lane] = len(chunk)
-        frame["prompt_tokens"][first : first + len(chunk)] = chunk
-        return 0
-    frame["query_lens"][lane] = len(chunk)
-    frame["token_ids"][offset : offset + len(chunk)] = chunk
-    return len(chunk)
+    is_round = isinstance(program.inputs, RoundProgramInputs)
+    capacity = program.descriptor.lane_capacity
+    return stage_prompt_chunk(frame, capacity, is_round, lane, lane, offset, chunk)
 
 
 def _bind_decode(program: Program, frame: HostFrame, row: int, offset: int, width: int) -> int:

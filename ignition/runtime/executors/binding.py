@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ignition.compiler.programs import Program
-from ignition.compiler.staging import HostFrame
+from ignition.compiler.staging import HostFrame, stage_prompt_chunk
 from ignition.compiler.workspace import RoundProgramInputs
 from ignition.helios import LaneRole, LaneWork, ScheduledPlan
 from ignition.runtime.copy_drafts import COPY_SOURCE, copy_drafts
@@ -131,14 +131,8 @@ def bind_row(
         frame["prefill_row"][k] = row
         is_last_chunk = end >= len(live.prompt_ids)
         frame["prompt_next_token"][k] = -1 if is_last_chunk else live.prompt_ids[end]
-        if is_round:  # lane k's part of the lane-major prompt workspace (model.round_prompt)
-            first = k * program.descriptor.lane_capacity
-            frame["prompt_length"][k] = len(chunk)
-            frame["prompt_tokens"][first : first + len(chunk)] = chunk
-            return 0
-        frame["query_lens"][row] = len(chunk)
-        frame["token_ids"][offset : offset + len(chunk)] = chunk
-        return len(chunk)
+        capacity = program.descriptor.lane_capacity
+        return stage_prompt_chunk(frame, capacity, is_round, k, row, offset, chunk)
     if lane.handle not in ledger.begun:
         raise WorkerError(f"{lane.handle}: a decode lane before its first prompt chunk")
     d = program.descriptor
