@@ -225,7 +225,6 @@ PHASES = (
     "bounded_candidates",
     "stale_alternative",  # timing refresh's alternative, only when its credit is full
     "state_candidates",  # the exhaustive state search, only when the winner lacks pages
-    "choose_refresh",
     "choose_probe",
 )
 # The state search's steps (helios/fast/state_search.py), timed as methods.
