@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import (
+    DraftSource,
     CompletionReport,
     CostEstimate,
     ExecutionClass,
@@ -148,7 +149,9 @@ class DirectScheduler:
         """Nothing to limit: every decode lane is planned one row wide."""
         self._owned(handle)
 
-    def offer_drafts(self, handle: RequestHandle, offers: Mapping[str, int | None]) -> str:
+    def offer_drafts(
+        self, handle: RequestHandle, offers: Mapping[DraftSource, int | None]
+    ) -> DraftSource:
         """Nothing to choose: no lane verifies drafts; the request keeps its source."""
         return self._owned(handle).spec.proposal_source
 

@@ -37,13 +37,13 @@ from ignition.model.model import HybridModel
 from ignition.model.prompt_logprobs import score_positions
 from ignition.model.state import ModelState, index_key_dtype
 from ignition.runtime.checkpoints import CheckpointCache
-from ignition.runtime.copy_drafts import CopyDraftLimits
-from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.frames import Worker
 from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
-from ignition.runtime.grammar_drafts import GrammarDraftLimits
+from ignition.runtime.proposals.copy_proposals import PromptLookup
+from ignition.runtime.proposals.offers import DraftOffers
+from ignition.runtime.proposals.registry import Proposals
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.retention import default_snapshot_rows
 from ignition.runtime.stats import EngineStats
@@ -81,7 +81,7 @@ class RuntimeOptions:
     # (e4m3, half of bf16's bytes; model.state.INDEX_KEY_DTYPES). Models without QSA
     # layers hold no index keys, so for them it changes nothing.
     indexer_kv_dtype: str = "auto"
-    # Copy proposals' search (runtime/copy_proposals.py; vLLM's prompt_lookup_max/min).
+    # Copy proposals' search (proposals/copy_proposals.py; vLLM's prompt_lookup_max/min).
     prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
 
 
@@ -270,9 +270,9 @@ def assemble_engine(
         vocab_size=vocab_size,
     )
     engine.grammar = grammar
-    # constrained requests' draft counts, read by Helios after each of their frames
-    engine.hooks.replace(GrammarDraftLimits, GrammarDraftLimits(lambda: engine.scheduler))
-    # copying requests' draft counts, read by Helios after each of their frames published
-    copies = CopyDraftLimits(lambda: engine.scheduler, lambda: engine.live, options.prompt_lookup)
-    engine.hooks.replace(CopyDraftLimits, copies)
+    # host sources' draft counts, read by Helios after each of their frames published
+    offers = DraftOffers(
+        lambda: engine.scheduler, lambda: engine.live, Proposals(options.prompt_lookup)
+    )
+    engine.hooks.replace(DraftOffers, offers)
     return engine

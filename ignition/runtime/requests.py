@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 # The errors are part of this seam: re-exported where the server has always found them.
+from ignition.runtime.proposals.registry import check_method
 from ignition.runtime.request_errors import EngineStoppedError as EngineStoppedError
 from ignition.runtime.request_errors import QueueFullError as QueueFullError
 from ignition.runtime.request_errors import RequestError as RequestError
@@ -32,11 +33,6 @@ MAX_REPETITION_PENALTY = 100.0
 # vLLM raises a positive temperature below 0.01 to 0.01: dividing logits by less makes
 # them overflow to inf (NaN probabilities). Temperature 0 stays greedy.
 MIN_TEMPERATURE = 0.01
-# Where a request's speculative drafts come from, named after vLLM's speculative_config
-# "method": "mtp" (the model's learned MTP head), "ngram" (copies of its own context,
-# runtime/copy_proposals.py) or "both" (Helios chooses between the two for every round,
-# helios/decide/sources.py). Helios tracks acceptance and prices rounds per source.
-SPECULATIVE_METHODS = ("mtp", "ngram", "both")
 
 
 @dataclass(frozen=True)
@@ -71,16 +67,13 @@ class SamplingParams:
     # text). Its rows are masked on the device and verify only the drafts its grammar
     # forces, each position under its own mask (runtime/grammar.py).
     grammar: RequestGrammar | None = None
-    # The proposal source of its speculative rounds (SPECULATIVE_METHODS). A constrained
-    # request verifies its grammar's forced drafts whatever this says.
+    # The proposal sources of its speculative rounds, by a method registered in
+    # runtime/proposals/registry.py ("mtp", "ngram", "both"). A constrained request
+    # verifies its grammar's forced drafts whatever this says.
     speculative_method: str = "mtp"
 
     def __post_init__(self) -> None:
-        if self.speculative_method not in SPECULATIVE_METHODS:
-            raise RequestError(
-                f"speculative_method = {self.speculative_method!r}: must be one of "
-                f"{', '.join(SPECULATIVE_METHODS)}"
-            )
+        check_method(self.speculative_method)
         if self.max_tokens < 1:
             raise RequestError(f"max_tokens = {self.max_tokens}: must be at least 1")
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
@@ -130,19 +123,6 @@ class SamplingParams:
         design's host-stop rule). Stop token ids are not host stops: like EOS they are
         single sampled ids the frame's own completion reports."""
         return bool(self.stop)
-
-    @property
-    def copies_drafts(self) -> bool:
-        """Whether its rounds may verify copies of its own context (prompt lookup): the
-        host finds them from every token before them, so each of its frames needs
-        completion feedback, and the drafts its rounds verify follow the copy's length."""
-        return self.speculative_method in ("ngram", "both") and self.grammar is None
-
-    @property
-    def chooses_drafts(self) -> bool:
-        """Whether Helios chooses, round by round, between the MTP head's drafts and a copy
-        ("both"; a constrained request verifies its grammar's drafts instead)."""
-        return self.speculative_method == "both" and self.grammar is None
 
     @property
     def is_greedy(self) -> bool:

@@ -18,7 +18,8 @@ from ignition.compiler.programs import Program
 from ignition.compiler.state_ops import StateOperations
 from ignition.helios import Fence, LaneRole, RequestHandle, ScheduledPlan
 from ignition.model.state import ModelState
-from ignition.runtime.copy_proposals import PromptLookup
+from ignition.runtime.proposals.copy_proposals import PromptLookup
+from ignition.runtime.proposals.registry import Proposals
 from ignition.runtime.executors import (
     STATE_COPY_KINDS,
     ExecutorContext,
@@ -96,7 +97,7 @@ class ModelWorker:
             encode_images=encode_images,
             feature_storage=feature_storage,
             score_prompt=score_prompt,
-            prompt_lookup=prompt_lookup or PromptLookup(),
+            proposals=Proposals(prompt_lookup),
         )
         self.executors = executors_for(self.context)
         # The store's first rows the checkpoint cache retains into (the rest are private

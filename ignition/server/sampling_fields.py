@@ -5,11 +5,12 @@ as raw logprobs), at most one structured output."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
 from ignition.runtime.grammar import GrammarSpec
+from ignition.runtime.proposals.registry import methods
 from ignition.runtime.requests import (
     MAX_REPETITION_PENALTY,
     MIN_REPETITION_PENALTY,
@@ -83,9 +84,10 @@ class SamplingFields(Body):
     prompt_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
     # Ignition's extension: where this request's speculative drafts come from, named as
     # vLLM's speculative_config "method" (mtp: the model's MTP head; ngram: copies of its
-    # own prompt and output; both: Helios chooses between them for every round). Default:
-    # the server's --speculative-method.
-    speculative_method: Literal["mtp", "ngram", "both"] | None = None
+    # own prompt and output; both: Helios chooses between them for every round; or a
+    # method registered in runtime/proposals/registry.py). Default: the server's
+    # --speculative-method.
+    speculative_method: Text | None = None
 
     @classmethod
     def schema_rules(cls) -> list[dict[str, Any]]:
@@ -93,6 +95,13 @@ class SamplingFields(Body):
             *schema_rules.stream_options_need_stream(),
             *schema_rules.not_streamed("prompt_logprobs", 0),
         ]
+
+    @field_validator("speculative_method")
+    @classmethod
+    def _known_method(cls, value: str | None) -> str | None:
+        if value is not None and value not in methods():
+            raise ValueError(f"{value!r} is not one of {', '.join(methods())}")
+        return value
 
     @field_validator("guided_json")
     @classmethod

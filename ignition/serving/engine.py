@@ -26,7 +26,7 @@ from ignition.runtime.assembly import (
     selected_programs,
 )
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
-from ignition.runtime.copy_proposals import PromptLookup
+from ignition.runtime.proposals.copy_proposals import PromptLookup
 from ignition.runtime.engine import Engine
 from ignition.runtime.grammar import LazyGrammarCompiler
 from ignition.runtime.ple import PleOptions, PleTableError, delivers_table
@@ -72,7 +72,7 @@ class ServeOptions:
     # QSA index-key storage (--indexer-kv-dtype auto|bf16|fp8); None: the bundle's
     indexer_kv_dtype: str | None = None
     # Requests' proposal source when they name none (--speculative-method; vLLM's
-    # speculative_config "method"): "mtp", "ngram" or "both" (runtime/copy_drafts.py).
+    # speculative_config "method"): "mtp", "ngram" or "both" (runtime/proposals/registry.py).
     speculative_method: str = "mtp"
     # Copy proposals' search (--prompt-lookup-max/-min; vLLM's prompt_lookup_max/min).
     prompt_lookup: PromptLookup = field(default_factory=PromptLookup)

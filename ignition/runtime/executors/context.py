@@ -19,9 +19,9 @@ from ignition.compiler.state_ops import StateOperations
 from ignition.helios import Fence
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.model.state import ModelState
-from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors.ledger import RequestLedger
 from ignition.runtime.ple import FrameDelivery
+from ignition.runtime.proposals.registry import Proposals
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.vision_binding import ImageEncoder
 
@@ -50,8 +50,9 @@ class ExecutorContext:
     # Called with the fence once a program frame is staged, just before it runs: tensor
     # parallel ranks agree there that every rank staged it (ignition.distributed.ranks).
     before_run: Callable[[Fence], None] | None = None
-    # The server's copy-proposal search (--prompt-lookup-max/-min): copying rows' drafts.
-    prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
+    # The proposal sources whose drafts rows bind (prompt lookup under the server's
+    # --prompt-lookup-max/-min).
+    proposals: Proposals = field(default_factory=Proposals)
 
     def sampling_history(self):
         """The programs' shared device sampling history (model.logits_processing), if any."""
