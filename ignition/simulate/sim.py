@@ -310,8 +310,9 @@ class Simulation:
             counts[1] += tokens
 
     def _offer_copies(self, plan: ScheduledPlan) -> None:
-        """After a frame, as the runtime's CopyDraftLimits: each copying request it served
-        finds its next round's copy or not (``SimRequest.copy_found``) and Helios is told
+        """After a frame, as the runtime's offers hook (runtime/proposals/offers.py): each
+        copying request it served finds its next round's copy or not
+        (``SimRequest.copy_found``) and Helios is told
         the copy's length; a request that lets Helios choose is offered it beside the
         head's drafts."""
         for lane in plan.lanes:
