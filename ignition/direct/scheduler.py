@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 from ignition.components.catalog import Catalog, Descriptor, GraphKind
 from ignition.helios import (
-    DraftSource,
     CompletionReport,
     CostEstimate,
+    DraftSource,
     ExecutionClass,
     Fence,
     GeneratedToken,
@@ -45,8 +45,8 @@ from ignition.helios import (
     RequestHandle,
     RequestSpec,
     RequestView,
-    Resources,
     ResourceUsage,
+    Resources,
     ScheduledPlan,
     SchedulerError,
     SchedulerStatistics,

@@ -20,8 +20,8 @@ from ignition.components.catalog import Catalog, Descriptor
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
-    DraftSource,
     CompletionReport,
+    DraftSource,
     Fence,
     GeneratedToken,
     RequestHandle,

@@ -38,8 +38,8 @@ from ignition.helios.selection import SelectionState, Selector
 from ignition.helios.state_work import apply_state_lane, check_state_lane, checkpoint_tokens
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import (
-    DraftSource,
     CompletionReport,
+    DraftSource,
     ExecutionClass,
     Fence,
     GeneratedToken,
@@ -47,8 +47,8 @@ from ignition.helios.types import (
     LaneWork,
     RequestHandle,
     RequestSpec,
-    Resources,
     ResourceShortage,
+    Resources,
     ScheduledPlan,
     SchedulerError,
     SelectionReason,

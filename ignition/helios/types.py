@@ -33,7 +33,7 @@ class DraftSource:
 
     def __post_init__(self) -> None:
         if not self.name or "+" in self.name:
-            raise SchedulerError(f"draft source {self.name!r}: must be a non-empty name without '+'")
+            raise SchedulerError(f"draft source {self.name!r}: must be a name without '+'")
 
     def __str__(self) -> str:
         return self.name

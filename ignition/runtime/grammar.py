@@ -14,11 +14,11 @@ Two rules keep that exact:
   constrained lane is launched only after the frames in flight that hold the same request
   have completed (Engine: completion feedback, the design's "grammar" rule);
 - a constrained row verifies only drafts the host supplies (its grammar's forced tokens,
-  :meth:`GrammarState.forced_drafts`, proposals/grammar_drafts.py): :meth:`GrammarState.fill_positions` walks the matcher
-  along them to write the mask of every verification position, then rolls it back, so
-  each position samples exactly as masked single-token decoding would there
-  (model.speculative). MTP drafts, proposed inside the program out of the matcher's
-  reach, are never verified for it.
+  :meth:`GrammarState.forced_drafts`, proposals/grammar_drafts.py):
+  :meth:`GrammarState.fill_positions` walks the matcher along them to write the mask of
+  every verification position, then rolls it back, so each position samples exactly as
+  masked single-token decoding would there (model.speculative). MTP drafts, proposed
+  inside the program out of the matcher's reach, are never verified for it.
 
 With ``--reasoning-parser`` and a prompt that opens a reasoning block, the grammar starts
 after the block's end tag (``RequestGrammar.gate``, matched as the tag's token ids: one

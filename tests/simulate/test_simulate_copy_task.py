@@ -51,8 +51,9 @@ def _edits(method_choices: tuple[str, ...], found: float, seed: int = 3, **field
     data = copy.deepcopy(STARTUP)
     data["requests"] = [{"count": 2, "prompt_tokens": 64, "output_tokens": 300}]
     scenario = scenario_from_dict(data)
+    choices = tuple(DraftSource(m) for m in method_choices)
     edit = [
-        dataclasses.replace(r, proposal_choices=tuple(DraftSource(m) for m in method_choices), copy_found=found, **fields)
+        dataclasses.replace(r, proposal_choices=choices, copy_found=found, **fields)
         for r in with_tasks(scenario.requests, {"edit": 1.0}, seed=seed)
     ]
     sim = Simulation(dataclasses.replace(scenario, requests=tuple(edit)))
