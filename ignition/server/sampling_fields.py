@@ -5,7 +5,7 @@ as raw logprobs), at most one structured output."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -32,6 +32,9 @@ MAX_CHOICES = 16
 MAX_TOP_K = 2**31 - 1
 MAX_LOGPROBS = 20  # alternatives per token, OpenAI's and vLLM's cap
 MAX_LOGIT_BIAS = 300  # entries of one logit_bias map (model.logits_processing)
+
+# The speculative methods the schema offers (runtime/proposals/registry.py).
+METHODS = methods()
 
 
 class StreamOptions(Body):
@@ -85,9 +88,9 @@ class SamplingFields(Body):
     # Ignition's extension: where this request's speculative drafts come from, named as
     # vLLM's speculative_config "method" (mtp: the model's MTP head; ngram: copies of its
     # own prompt and output; both: Helios chooses between them for every round; or a
-    # method registered in runtime/proposals/registry.py). Default: the server's
-    # --speculative-method.
-    speculative_method: Text | None = None
+    # method registered in runtime/proposals/registry.py before this module is imported,
+    # so that the schema names it). Default: the server's --speculative-method.
+    speculative_method: Literal[METHODS] | None = None  # type: ignore[valid-type]
 
     @classmethod
     def schema_rules(cls) -> list[dict[str, Any]]:
@@ -95,13 +98,6 @@ class SamplingFields(Body):
             *schema_rules.stream_options_need_stream(),
             *schema_rules.not_streamed("prompt_logprobs", 0),
         ]
-
-    @field_validator("speculative_method")
-    @classmethod
-    def _known_method(cls, value: str | None) -> str | None:
-        if value is not None and value not in methods():
-            raise ValueError(f"{value!r} is not one of {', '.join(methods())}")
-        return value
 
     @field_validator("guided_json")
     @classmethod
