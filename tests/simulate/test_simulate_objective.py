@@ -92,3 +92,18 @@ def test_two_class_watch_reports_both_classes():
     assert lines[0].startswith("t = ")
     assert any("class 0.9:" in line for line in lines)
     assert any("class 0.35:" in line for line in lines)
+
+
+def test_two_class_bound_splits_residents_by_lifetime():
+    """``two_class_bound``: a class delivering more tokens a round holds fewer of the 32
+    slots, and with equal widths the ragged and rectangular programs are the same."""
+    from scripts.scheduling_sim import two_class_bound as bound
+
+    assert bound.expected_tokens(0.9, 2) == pytest.approx(1.9)
+    found = {(p.high_width, p.low_width, p.program): p for p in bound.points("h200", 3)}
+    assert found[(1, 1, "ragged")].high_residents == pytest.approx(16.0)
+    assert found[(2, 1, "ragged")].high_residents == pytest.approx(32 * 1.0 / (1.0 + 1.9))
+    for (wh, wl, program), p in found.items():
+        if wh == wl and program == "ragged":
+            rect = found[(wh, wl, "rectangular")]
+            assert p.tokens_per_ms == pytest.approx(rect.tokens_per_ms)
