@@ -71,13 +71,16 @@ def watch(profile: str, policy: str, at_ms: float, shown: int = 6) -> list[str]:
     plan = helios_scheduler.Scheduler.plan
 
     def watched(self: helios_scheduler.Scheduler):
+        if out or self.now_ns < at_ms * 1e6:
+            return plan(self)
+        evaluation = Exhaustive().evaluate(self.selection_state())  # before plan() queues
         winner = plan(self)
-        if out or winner is None or self.now_ns < at_ms * 1e6:
+        if winner is None or winner.descriptor.kind not in GENERATION:
             return winner
-        if winner.descriptor.kind not in GENERATION:
-            return winner
-        evaluation = Exhaustive().evaluate(self.selection_state())
-        out.append(f"t = {self.now_ns / 1e6:.0f} ms: {winner.descriptor.name}")
+        out.append(
+            f"t = {self.now_ns / 1e6:.0f} ms: {winner.descriptor.name} "
+            f"({winner.execution_class.value})"
+        )
         for c in sorted(evaluation.inference, key=lambda c: -c.score)[:shown]:
             rows = sum(lane.query_length for lane in c.lanes)
             out.append(
