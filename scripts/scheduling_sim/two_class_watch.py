@@ -44,9 +44,10 @@ def class_lines(sim, scheduler, evaluation) -> list[str]:
             continue
         means = [statistics.fmean(v.survivals[d] for v in views) for d in range(4)]
         first = [v.survivals[0] for v in views]
-        observed = sum(
-            scheduler._history_of(v.handle).weight(1) != INITIAL_WEIGHT for v in views
-        )
+        observed = 0
+        for v in views:
+            r = scheduler.requests[v.handle]
+            observed += r.acceptance.history(r.spec.proposal_source).weight(1) != INITIAL_WEIGHT
         price = statistics.fmean(v.prices.output_token for v in views)
         forecast = [statistics.fmean(v.forecast[d] for v in views) for d in range(4)]
         lines.append(
