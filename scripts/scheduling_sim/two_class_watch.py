@@ -5,10 +5,11 @@
 Runs ``two_class``'s workload and, at the first generation frame planned after
 ``--at-ms``, prints the best candidates of the exhaustive selector (duration, value,
 rows, score) and, per acceptance class, the decoders' mean learned prefix survivals
-s_1..s_4, the spread of s_1 across the class, their output-token price, how many have
-any acceptance observation of their own and their mean confidence forecast (what the
-host predicts a device-allocated program's row allocation from): the instrument behind
-``docs/scheduling.md``, "Two acceptance classes: why both get the same width".
+s_1..s_4, the spread of s_1 across the class, their output-token price, how many have a
+speculative round in their acceptance history (observed or aged by one) and their mean
+confidence forecast (what the host predicts a device-allocated program's row allocation
+from): the instrument behind ``docs/scheduling.md``, "Why both classes get the same
+width".
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def class_lines(sim, scheduler, evaluation) -> list[str]:
         lines.append(
             f"  class {label}: {len(views)} decoders, learned s_1..s_4 "
             f"{', '.join(f'{m:.2f}' for m in means)} (s_1 from {min(first):.2f} to "
-            f"{max(first):.2f}), {observed} with data of their own, output price {price:.3g}, "
+            f"{max(first):.2f}), {observed} with a speculative round in their history, output price {price:.3g}, "
             f"confidence forecast {', '.join(f'{m:.2f}' for m in forecast)}"
         )
     return lines
