@@ -1,11 +1,5 @@
-"""The other ranks' side: run rank zero's broadcast calls on this rank's worker.
-
-:func:`follow` receives each message rank zero's :class:`~ignition.distributed.ranks.
-RankZeroWorker` sends and makes the same call on the rank's own ``ModelWorker``: a launch
-(staged and agreed as on rank zero), a wait (answered with this rank's :class:`RankReport`),
-a release, or Stop. Launches are kept by fence: a frame rank zero failed is never waited
-for, and is dropped once a later fence is.
-"""
+"""The other ranks' side: run rank zero's broadcast calls (launch, wait, release, Stop) on
+this rank's ``ModelWorker``; a frame rank zero failed is never waited for."""
 
 from __future__ import annotations
 

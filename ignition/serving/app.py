@@ -1,7 +1,5 @@
-"""The HTTP app over an engine: the bundle's chat templates, tokenizer and vision settings
-handed to the server, the engine behind its asyncio bridge, the trace recorder hooked in.
-``serve_forever`` runs it under uvicorn; a data-parallel replica (ignition/replicas/)
-answers its router's requests with it in process."""
+"""The HTTP app over an engine: the bundle's templates, tokenizer and vision settings, the
+engine behind its asyncio bridge, the trace recorder; ``serve_forever`` runs it."""
 
 from __future__ import annotations
 
@@ -25,9 +23,7 @@ if TYPE_CHECKING:
 
 
 def gil_releasing_encoder(tokenizer, add_special_tokens: bool = True) -> Callable[[str], list[int]]:
-    """Encode one text as ``tokenizer.encode`` does, but letting the event loop run:
-    ``Tokenizer.encode`` holds the GIL for the whole call, ``encode_batch`` releases it
-    while Rust works (the server tokenizes on worker threads)."""
+    """``tokenizer.encode`` through ``encode_batch``, which releases the GIL while Rust works."""
     return lambda text: tokenizer.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
 
 
@@ -39,8 +35,7 @@ def open_app(
     tp: TensorParallel | None = None,
     on_fatal: Callable[[str], None] | None = None,
 ) -> tuple[FastAPI, AsyncEngine]:
-    """Load the engine and build the HTTP app over it: ``(app, bridge)``, the bridge not yet
-    started."""
+    """Load the engine and build the HTTP app: ``(app, bridge)``, the bridge not started."""
     from ignition.runtime import faults
     from ignition.runtime.async_engine import AsyncEngine
     from ignition.runtime.chat_template import ChatRenderer
@@ -83,8 +78,7 @@ def open_app(
 
 
 def trace_recorder(engine: Engine, options: ServeOptions) -> TraceRecorder | None:
-    """The engine's trace recorder, hooked into its loop, when a trace file or the
-    dashboard wants one; None otherwise (the loop then pays nothing)."""
+    """The engine's trace recorder when a trace file or the dashboard wants one, else None."""
     if options.trace_file is None and not options.dashboard:
         return None
     from ignition.runtime.tracing import TraceRecorder

@@ -1,8 +1,7 @@
-"""Serve's options and the pass from a bundle to an :class:`Engine`: load the model (or
-this rank's shard), check serve's options against the bundle, assemble the engine.
+"""Serve's options and the pass from a bundle to an :class:`Engine` (or this rank's shard).
 
-``ServeOptions`` lives beside ``follow_engine`` because tensor-parallel followers receive
-their role as ``ServeOptions.follow`` (distributed/launch.py never imports serving)."""
+``ServeOptions`` sits beside ``follow_engine``: followers receive their role as
+``ServeOptions.follow`` (distributed/ never imports serving)."""
 
 from __future__ import annotations
 
@@ -71,13 +70,11 @@ class ServeOptions:
     metrics_names: str = "flare"  # "vllm": vllm:* aliases beside the flare_* metrics
     # QSA index-key storage (--indexer-kv-dtype auto|bf16|fp8); None: the bundle's
     indexer_kv_dtype: str | None = None
-    # Requests' proposal source when they name none (--speculative-method; vLLM's
-    # speculative_config "method"): "mtp", "ngram" or "both" (runtime/copy_drafts.py).
+    # Proposal source when a request names none: "mtp", "ngram" or "both".
     speculative_method: str = "mtp"
     # Copy proposals' search (--prompt-lookup-max/-min; vLLM's prompt_lookup_max/min).
     prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
-    # Chrome trace-event / Perfetto JSON of the run (--trace-file; runtime/tracing/), and
-    # the live page GET /dashboard (--disable-dashboard turns it off).
+    # Trace-event JSON of the run (--trace-file), and the live GET /dashboard.
     trace_file: str | None = None
     dashboard: bool = True
 
@@ -95,9 +92,8 @@ class LoadListener:
 
 
 def load(options: ServeOptions, tp: TensorParallel | None) -> Bundle:
-    """The bundle with the whole model, or with rank ``tp.rank``'s shard of it. A table this
-    rank delivers itself (host or disk residency) is left unread: its rows come from the
-    shards, mapped in place (docs/ple.md)."""
+    """The bundle with the whole model, or rank ``tp.rank``'s shard; a table this rank
+    delivers itself is left unread (docs/ple.md)."""
     configure_threads(resolve_device(options.device), options.num_threads)
     manifest = str(Path(options.artifacts) / "manifest.json")
     ple = serve_ple_options(options.ple, built_ple(options.artifacts), manifest)
@@ -158,8 +154,7 @@ def runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
 
 
 def _indexer_kv_dtype(options: ServeOptions, bundle: Bundle) -> str:
-    """Serve's --indexer-kv-dtype, else the one the bundle was built and validated with
-    (bundles written before the option: "auto")."""
+    """Serve's --indexer-kv-dtype, else the bundle's (older bundles: "auto")."""
     if options.indexer_kv_dtype is not None:
         where, value = "--indexer-kv-dtype", options.indexer_kv_dtype
     else:
@@ -171,8 +166,7 @@ def _indexer_kv_dtype(options: ServeOptions, bundle: Bundle) -> str:
 
 
 def follow_engine(options: ServeOptions, tp: TensorParallel) -> None:
-    """A non-zero tensor-parallel rank: load its shard, prepare the same programs as rank
-    zero (their warm-up collectives pair up) and execute rank zero's plans until it stops."""
+    """A non-zero tensor-parallel rank: load its shard and execute rank zero's plans."""
     from ignition.distributed.follower import follow
 
     bundle = load(options, tp)
@@ -197,9 +191,8 @@ def open_engine(
     direct: bool = False,
     tp: TensorParallel | None = None,
 ) -> tuple[Bundle, Engine]:
-    """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios;
-    ``tp`` makes this rank zero of a tensor-parallel group (:func:`follow_engine` runs the
-    other ranks)."""
+    """``direct`` uses the diagnostic direct scheduler instead of Helios; ``tp`` makes this
+    rank zero of a tensor-parallel group."""
     listener = listener or LoadListener(on_program=on_program)
     bundle = load(options, tp)
     runtime = runtime_options(options, bundle)
@@ -216,8 +209,7 @@ def open_engine(
     stats = EngineStats()
 
     def attach_ple(worker: ModelWorker) -> None:
-        # Tensor parallel: every rank delivers its own rows of the replicated table; rank
-        # zero's counters are the ones /metrics shows.
+        # Every rank delivers its own table rows; rank zero's counters reach /metrics.
         stats.ple = open_table(bundle, options.ple, device, worker, in_graph).stats
 
     grammar = LazyGrammarCompiler(
