@@ -38,6 +38,7 @@ def helios_catalog(
     envelope: int,
     speculation: str = "adaptive",
     wide_mixed: int = 0,
+    wide_from: int = 0,
     max_prompt: int = 0,
     full_batch: bool = False,
     step8: bool = False,
@@ -52,7 +53,8 @@ def helios_catalog(
     seed_lanes: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
-    wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
+    wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``), and
+    ``wide_from`` > 0 at every prompt bucket of at least that many tokens;
     ``max_prompt`` > 0 loads only prompt capacities up to it (the seed's load-time
     selection, which may reduce capacities where the smaller programs exist);
     ``full_batch`` loads only generation and mixed programs of batch capacity ``slots``
@@ -89,11 +91,15 @@ def helios_catalog(
             table.update({b: n for b in buckets if not upto or b <= upto})
         declared = tuple(sorted(table.items()))
         chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_lanes=declared))
+    wide = {wide_mixed} if wide_mixed else set()
+    if wide_from:
+        buckets = chosen.capacity.prompt_buckets_for(slots)
+        wide |= {b for b in buckets if wide_from <= b <= chosen.capacity.max_prefill_chunk}
     options = LoadOptions(
         mixed_prefill=True,
         concurrency=slots,
         speculative_token_capacity=envelope,
-        mixed_wide_prompt_buckets=(wide_mixed,) if wide_mixed else None,
+        mixed_wide_prompt_buckets=tuple(sorted(wide)) if wide else None,
         prompt_lanes=lane_option,
     )
     catalog = plan_catalog(chosen, options)
