@@ -2,9 +2,11 @@
 its slot count.
 
 A concurrency step {concurrency, speculative_token_capacity, optional more_prompt_buckets,
-optional prompt_lanes} applies to builds of at least that many slots: its R becomes the
-default, its more_prompt_buckets are prepared besides the declared ones, and its
-prompt_lanes are merged over ``capacity.prompt_lanes`` (later steps over earlier ones).
+optional prompt_lanes, optional mixed_wide_prompt_buckets} applies to builds of at least
+that many slots: its R becomes the default, its more_prompt_buckets are prepared besides
+the declared ones, its prompt_lanes are merged over ``capacity.prompt_lanes`` (later
+steps over earlier ones) and its mixed_wide_prompt_buckets join
+``capacity.mixed_wide_prompt_buckets`` (every wider mixed width at those buckets too).
 The seed's default build (the recipe's ``concurrency``) sees none of them, so the catalog
 counts CI checks at that size stay put.
 """
@@ -26,6 +28,7 @@ class ConcurrencySteps:
     envelopes: tuple[tuple[int, int], ...] = ()
     buckets: tuple[tuple[int, tuple[int, ...]], ...] = ()
     lanes: tuple[tuple[int, Lanes], ...] = ()
+    wide: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 def parse_prompt_lanes(
@@ -68,6 +71,7 @@ def parse_concurrency_steps(
     envelopes: list[tuple[int, int]] = []
     more: list[tuple[int, tuple[int, ...]]] = []
     lanes: list[tuple[int, Lanes]] = []
+    wide: list[tuple[int, tuple[int, ...]]] = []
     known = set(declared)
     previous = (concurrency, envelope)
     for i, raw in enumerate(r.get("concurrency_defaults", list)):
@@ -97,10 +101,25 @@ def parse_concurrency_steps(
             owner = item.sub("concurrency")
             table = parse_prompt_lanes(item, "prompt_lanes", known, at, slots, owner)
             lanes.append((slots, table))
+        if "mixed_wide_prompt_buckets" in item.data:
+            wide.append((slots, _wide_buckets(item, known)))
         item.finish()
         envelopes.append((slots, value))
         previous = (slots, value)
-    return ConcurrencySteps(tuple(envelopes), tuple(more), tuple(lanes))
+    return ConcurrencySteps(tuple(envelopes), tuple(more), tuple(lanes), tuple(wide))
+
+
+def _wide_buckets(item: Reader, known: set[int]) -> tuple[int, ...]:
+    """One step's mixed_wide_prompt_buckets: strictly increasing prompt buckets of a build
+    of that many slots (declared or an earlier or this step's more_prompt_buckets)."""
+    key = item.sub("mixed_wide_prompt_buckets")
+    wide = int_list(item, "mixed_wide_prompt_buckets", bucket_rule)
+    if list(wide) != sorted(set(wide)):
+        item.fail(list(wide), "must be strictly increasing", key)
+    for i, bucket in enumerate(wide):
+        if bucket not in known:
+            item.fail(bucket, f"not a prompt bucket of this build {sorted(known)}", f"{key}[{i}]")
+    return wide
 
 
 def _more_prompt_buckets(item: Reader, known: set[int], largest: int) -> tuple[int, ...]:

@@ -107,6 +107,8 @@ HELIOS_VARIANTS = {
     "generation rate is highest (PolicyConfig.mixed_width = true; decide/mixed_width.py)",
     "no-mixed-width": "a winning mixed frame keeps its width, the narrowest by value per ms "
     "(PolicyConfig.mixed_width = false; the rule before decide/mixed_width.py)",
+    "seed-wide": "what-if catalog: wider mixed widths at the balanced prompt bucket only "
+    "(without the qwen38 recipe's 8-slot step mixed_wide_prompt_buckets [1024])",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }

@@ -194,6 +194,7 @@ def helios_simulation(
             ragged="ragged" in variants,
             seed_buckets="seed-buckets" in variants,
             seed_lanes="seed-lanes" in variants,
+            seed_wide="seed-wide" in variants,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE

@@ -26,6 +26,7 @@ CATALOG_VARIANTS = (
     "ragged",
     "seed-buckets",
     "seed-lanes",
+    "seed-wide",
 )
 # helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
 RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
@@ -51,6 +52,7 @@ def helios_catalog(
     ragged: bool = False,
     seed_buckets: bool = False,
     seed_lanes: bool = False,
+    seed_wide: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``), and
@@ -72,10 +74,14 @@ def helios_catalog(
     ``seed_buckets`` drops the recipe's more_prompt_buckets (the seed's prompt buckets at
     every slot count: the catalog before them); ``seed_lanes`` drops the recipe's
     concurrency-step prompt_lanes (capacity.prompt_lanes alone at every slot count: the
-    catalog before them)."""
+    catalog before them); ``seed_wide`` drops the steps' mixed_wide_prompt_buckets (wider
+    mixed widths at the balanced bucket and capacity.mixed_wide_prompt_buckets only)."""
     chosen = get_recipe(recipe)
     if seed_buckets:
         cap = replace(chosen.capacity, concurrency_prompt_buckets=())
+        chosen = replace(chosen, capacity=cap)
+    if seed_wide:
+        cap = replace(chosen.capacity, concurrency_mixed_wide=())
         chosen = replace(chosen, capacity=cap)
     if seed_lanes or lanes > 1:  # a what-if lane table is the whole table
         cap = replace(chosen.capacity, concurrency_prompt_lanes=())
