@@ -101,6 +101,8 @@ def helios_catalog(
     if wide_from:
         buckets = chosen.capacity.prompt_buckets_for(slots)
         wide |= {b for b in buckets if wide_from <= b <= chosen.capacity.max_prefill_chunk}
+    if wide:  # besides the recipe's own (the load option replaces them)
+        wide |= set(chosen.capacity.mixed_wide_prompt_buckets_for(slots))
     options = LoadOptions(
         mixed_prefill=True,
         concurrency=slots,
