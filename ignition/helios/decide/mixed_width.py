@@ -16,10 +16,11 @@ the same prompt rows with the highest scored value net of the generation rate,
     score x T - r_gen x T,
 
 runs in its place; r_gen is the best score of a generation frame (decode or speculative
-program) in the same decision. A sibling's extra ms thus pays only where its decoders'
-rows earn more than the device would earn serving them in a generation frame; a
-rejected sibling (the TBT target) never runs. Off (the seed's rule), the narrowest
-winner stands. Measured in ``docs/scheduling.md`` ("Mixed frames at the generation
+program) in the same decision (with none determinate and unrejected, as while a prompt
+run rejects frames carrying no prompt, the winner stands). A sibling's extra ms thus
+pays only where its decoders' rows earn more than the device would earn serving them in
+a generation frame; a rejected sibling (the TBT target) never runs. Off (the seed's
+rule), the narrowest winner stands. Measured in ``docs/scheduling.md`` ("Mixed frames at the generation
 rate").
 """
 
