@@ -20,8 +20,8 @@ program) in the same decision (with none determinate and unrejected, as while a 
 run rejects frames carrying no prompt, the winner stands). A sibling's extra ms thus
 pays only where its decoders' rows earn more than the device would earn serving them in
 a generation frame; a rejected sibling (the TBT target) never runs. Off (the seed's
-rule), the narrowest winner stands. Measured in ``docs/scheduling.md`` ("Mixed frames at the generation
-rate").
+rule), the narrowest winner stands. Measured in ``docs/scheduling.md`` ("Mixed frames
+at the generation rate").
 """
 
 from __future__ import annotations
