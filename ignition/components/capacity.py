@@ -136,7 +136,7 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
             "(supports.mixed_capture is false)"
         )
 
-    wide = cap.mixed_wide_prompt_buckets
+    wide = cap.mixed_wide_prompt_buckets_for(concurrency)
     if options.mixed_wide_prompt_buckets is not None:
         wide = tuple(options.mixed_wide_prompt_buckets)
         for bucket in wide:

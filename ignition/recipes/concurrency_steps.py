@@ -2,8 +2,9 @@
 its slot count.
 
 A step applies to builds of at least its ``concurrency`` slots: its R becomes the default, its
-more_prompt_buckets are added and its prompt_lanes merged over ``capacity.prompt_lanes``. The
-recipe's default build sees none of them.
+more_prompt_buckets are added, its prompt_lanes merged over ``capacity.prompt_lanes`` and its
+mixed_wide_prompt_buckets joined to ``capacity.mixed_wide_prompt_buckets``. The recipe's
+default build sees none of them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class ConcurrencySteps:
     envelopes: tuple[tuple[int, int], ...] = ()
     buckets: tuple[tuple[int, tuple[int, ...]], ...] = ()
     lanes: tuple[tuple[int, Lanes], ...] = ()
+    wide: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 def parse_prompt_lanes(
@@ -63,6 +65,7 @@ def parse_concurrency_steps(
     envelopes: list[tuple[int, int]] = []
     more: list[tuple[int, tuple[int, ...]]] = []
     lanes: list[tuple[int, Lanes]] = []
+    wide: list[tuple[int, tuple[int, ...]]] = []
     known = set(declared)
     previous = (concurrency, envelope)
     for i, raw in enumerate(r.get("concurrency_defaults", list)):
@@ -92,10 +95,25 @@ def parse_concurrency_steps(
             owner = item.sub("concurrency")
             table = parse_prompt_lanes(item, "prompt_lanes", known, at, slots, owner)
             lanes.append((slots, table))
+        if "mixed_wide_prompt_buckets" in item.data:
+            wide.append((slots, _wide_buckets(item, known)))
         item.finish()
         envelopes.append((slots, value))
         previous = (slots, value)
-    return ConcurrencySteps(tuple(envelopes), tuple(more), tuple(lanes))
+    return ConcurrencySteps(tuple(envelopes), tuple(more), tuple(lanes), tuple(wide))
+
+
+def _wide_buckets(item: Reader, known: set[int]) -> tuple[int, ...]:
+    """One step's mixed_wide_prompt_buckets: strictly increasing prompt buckets of a build
+    of that many slots (declared or an earlier or this step's more_prompt_buckets)."""
+    key = item.sub("mixed_wide_prompt_buckets")
+    wide = int_list(item, "mixed_wide_prompt_buckets", bucket_rule)
+    if list(wide) != sorted(set(wide)):
+        item.fail(list(wide), "must be strictly increasing", key)
+    for i, bucket in enumerate(wide):
+        if bucket not in known:
+            item.fail(bucket, f"not a prompt bucket of this build {sorted(known)}", f"{key}[{i}]")
+    return wide
 
 
 def _more_prompt_buckets(item: Reader, known: set[int], largest: int) -> tuple[int, ...]:

@@ -78,6 +78,18 @@ class CapacitySpec:
     concurrency_prompt_buckets: tuple[tuple[int, tuple[int, ...]], ...] = ()
     # (concurrency, lanes) steps: prompt lanes merged over capacity.prompt_lanes
     concurrency_prompt_lanes: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
+    # (concurrency, buckets) steps: a build of at least that many slots also prepares every
+    # wider mixed width at these prompt buckets (``concurrency_defaults[i].
+    # mixed_wide_prompt_buckets``; docs/scheduling.md, "Mixed frames at the generation rate")
+    concurrency_mixed_wide: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def mixed_wide_prompt_buckets_for(self, concurrency: int) -> tuple[int, ...]:
+        """The wide mixed buckets of a build of ``concurrency`` slots: the declared ones and
+        every step's at or below that many slots."""
+        more = {
+            b for slots, wide in self.concurrency_mixed_wide if concurrency >= slots for b in wide
+        }
+        return tuple(sorted({*self.mixed_wide_prompt_buckets, *more}))
 
     def prompt_buckets_for(self, concurrency: int) -> tuple[int, ...]:
         """The prompt buckets a build of ``concurrency`` slots prepares: the declared ones
@@ -255,6 +267,7 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         prompt_lanes=lanes,
         concurrency_prompt_buckets=steps.buckets,
         concurrency_prompt_lanes=steps.lanes,
+        concurrency_mixed_wide=steps.wide,
     )
     r.finish()
     return spec

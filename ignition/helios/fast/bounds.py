@@ -252,3 +252,7 @@ def _evaluate(
         found = (d, candidates_for(d, tables, costs, decision, now_ns, mode, decode_only))
         tables.evaluated[key] = found
     return found[1]
+
+
+# the memoised candidates_for, for the selector's mixed-width rule (decide/mixed_width.py)
+evaluate_shape = _evaluate
