@@ -18,33 +18,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from ignition.components.catalog import GraphKind
-from ignition.helios import LaneRole, ScheduledPlan
-
-if TYPE_CHECKING:
-    from ignition.simulate.sim import Simulation
+from ignition.helios import LaneRole, ScheduledPlan, Scheduler
 
 NS_PER_MS = 1_000_000
 
 
-def ready_decoders(sim: Simulation) -> list[int]:
-    """The cached context of every admitted stream past its prompt with output left."""
-    return [
-        s.context
-        for s in sim.unfinished.values()
-        if s.context >= s.request.prompt_tokens and s.remaining_output > 0
-    ]
-
-
-def estimate_at_ready_rows(sim: Simulation) -> None:
+def estimate_at_ready_rows(
+    scheduler: Scheduler, contexts: Sequence[int], duration_ms: Callable[..., float]
+) -> None:
     """Sets each measured generation or mixed program's estimate to its device duration
-    at the rows it could carry now (unmeasured programs stay unknown)."""
-    contexts = ready_decoders(sim)
+    (``duration_ms``, the simulation's ``_ms``) at the rows it could carry beside the
+    ready decoders of cached ``contexts`` (unmeasured programs stay unknown)."""
     per_row = sum(contexts) // max(1, len(contexts))
-    costs = sim.scheduler.costs
-    for d in sim.scheduler.programs().inference:
+    costs = scheduler.costs
+    for d in scheduler.programs().inference:
         entry = costs.entry(d)
         if d.kind is GraphKind.PREFILL or entry.estimate_ns <= 0:
             continue
@@ -52,7 +42,7 @@ def estimate_at_ready_rows(sim: Simulation) -> None:
         rows = max(1, min(d.batch_capacity, len(contexts) + lanes))
         decoders = rows - lanes
         prompt = d.prefill_capacity if lanes else 0
-        ms = sim._ms(
+        ms = duration_ms(
             d,
             prompt + decoders * d.token_capacity,
             rows,
@@ -66,11 +56,11 @@ def estimate_at_ready_rows(sim: Simulation) -> None:
     costs.estimates_version += 1  # derived values (normalizers, references) recompute
 
 
-def ple_stall_ns(sim: Simulation, plan: ScheduledPlan, device_ns: int) -> int:
-    """The frame's synchronous PLE gather in ns (its decode and verification tokens'
-    rows), at most ``device_ns`` - 1 so the sample stays positive; 0 on devices
+def ple_stall_ns(device: object, plan: ScheduledPlan, device_ns: int) -> int:
+    """The frame's synchronous PLE gather in ns on ``device`` (its decode and verification
+    tokens' rows), at most ``device_ns`` - 1 so the sample stays positive; 0 on devices
     without ``ple_delivery_ms``."""
-    delivery = getattr(sim.scenario.durations, "ple_delivery_ms", None)
+    delivery = getattr(device, "ple_delivery_ms", None)
     if delivery is None:
         return 0
     prompt = sum(lane.num_prompt_tokens for lane in plan.lanes if lane.role is LaneRole.PROMPT)

@@ -216,7 +216,7 @@ class Simulation:
                         wake = due
                         break
                 if self.row_oracle:
-                    estimate_at_ready_rows(self)
+                    estimate_at_ready_rows(self.scheduler, self._ready_contexts(), self._ms)
                 plan = self.scheduler.plan()
                 if plan is None:
                     break
@@ -279,6 +279,14 @@ class Simulation:
         stream.remaining_output = r.output_tokens
         self.by_handle[stream.handle] = stream
         self.unfinished[stream.handle] = stream
+
+    def _ready_contexts(self) -> list[int]:
+        """The cached context of every admitted stream past its prompt with output left."""
+        return [
+            s.context
+            for s in self.unfinished.values()
+            if s.context >= s.request.prompt_tokens and s.remaining_output > 0
+        ]
 
     def _idle_decoders(self, plan: ScheduledPlan) -> int:
         served = {lane.handle for lane in plan.lanes}
@@ -379,7 +387,8 @@ class Simulation:
             stream.remaining_output -= count
             stream.context += count
             self.output_tokens += count
-        stall = ple_stall_ns(self, plan, run.device_ns) if self.ple_stall else 0
+        durations = self.scenario.durations
+        stall = ple_stall_ns(durations, plan, run.device_ns) if self.ple_stall else 0
         timing = ExecutionTiming(run.device_ns, now - run.commit_ns, readiness_stall_ns=stall)
         if device:
             width = d.proposal_depth

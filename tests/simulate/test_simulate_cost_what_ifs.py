@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ignition.components.catalog import GraphKind
-from ignition.simulate.cost_what_ifs import estimate_at_ready_rows, ready_decoders
+from ignition.simulate.cost_what_ifs import estimate_at_ready_rows
 from ignition.simulate.devices import device_from_spec
 from ignition.simulate.harness import Setup, helios_simulation
 from scripts.scheduling_sim import two_class
@@ -44,9 +44,9 @@ def test_row_oracle_prices_a_program_at_the_rows_it_could_carry():
     )
     nominal = sim._nominal_ns(d)
     sim.scheduler.costs.entry(d).estimate_ns = nominal
-    estimate_at_ready_rows(sim)
+    estimate_at_ready_rows(sim.scheduler, sim._ready_contexts(), sim._ms)
     got = sim.scheduler.costs.estimate_ns(d)
-    contexts = ready_decoders(sim)
+    contexts = sim._ready_contexts()
     per_row = sum(contexts) // len(contexts)
     want = sim._ms(d, 6, 6, per_row * 6, draft_rows=6, row_contexts=(per_row,) * 6)
     assert len(contexts) == 6
