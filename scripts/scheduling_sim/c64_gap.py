@@ -8,8 +8,8 @@ busy from the first prompt's host gather to the end, so output tok/s follows the
 time spent on the same work. Each frame is compared with a *reference*: the device
 model's duration of the same decoders at width one and the same prompt tokens, padded to
 vLLM's capture sizes (what ``vllm-padded`` pays), every row at 1,150 cached tokens (the
-prompt plus half the output). Categories: ``prompt`` (frames carrying >= 1,000 prompt
-tokens), ``small chunk`` (fewer), ``width > 1`` (speculative rounds; their reference
+prompt plus half the output). Categories: ``prompt`` (frames carrying more than 64 prompt
+tokens), ``64-token chunk`` (the TBT rule's smallest chunk), ``width > 1`` (speculative rounds; their reference
 is the same decoders at width one, so the excess buys the rounds saved), ``width 1``
 (generation frames; the excess is batch-bucket padding). ``rounds`` counts decoder rows
 served; fewer than the baseline's are accepted drafts. Numbers are simulated.
@@ -29,7 +29,7 @@ from ignition.simulate.results import ExecutionRecord
 from scripts.scheduling_sim.realworld import random_workload, setup_for
 
 CONTEXT = 1150  # cached tokens per row: the 1,024-token prompt plus half of 256 outputs
-CATEGORIES = ("prompt", "small chunk", "width > 1", "width 1")
+CATEGORIES = ("prompt", "64-token chunk", "width > 1", "width 1")
 
 
 def reference_ms(device: DeviceModel, slots: int, e: ExecutionRecord) -> float:
@@ -60,7 +60,7 @@ def reference_ms(device: DeviceModel, slots: int, e: ExecutionRecord) -> float:
 
 def category(e: ExecutionRecord) -> str:
     if e.prompt_tokens:
-        return "prompt" if e.prompt_tokens >= 1000 else "small chunk"
+        return "prompt" if e.prompt_tokens > 64 else "64-token chunk"
     return "width > 1" if e.width > 1 else "width 1"
 
 
