@@ -35,8 +35,8 @@ from ignition.helios import (
     trace_to_json,
 )
 from ignition.simulate import trace_frames
-from ignition.simulate.cost_what_ifs import estimate_at_ready_rows, ple_stall_ns
 from ignition.simulate.acceptance import MAX_DEPTH, Round, draw_round
+from ignition.simulate.cost_what_ifs import estimate_at_ready_rows, ple_stall_ns
 from ignition.simulate.devices import DeviceError, execution_of
 from ignition.simulate.engine import LateWatch
 from ignition.simulate.results import ORDINARY, ExecutionRecord, RequestRecord, RunResult
