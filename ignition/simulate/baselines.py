@@ -75,6 +75,10 @@ HELIOS_VARIANTS = {
     "throughput": "the seed's throughput preset (delivery fairness and age price zero)",
     "full-batch": "load-time selection: generation and mixed programs at the full batch only",
     "one-frame": "what-if transport: plan the next frame only when the device is idle",
+    "row-oracle": "what-if cost model: before each plan every measured program's estimate is "
+    "the device's duration at the rows it could carry now (cost_what_ifs.py)",
+    "ple-stall": "what-if cost samples: the decode tokens' PLE gather reported as readiness "
+    "stall, so estimates leave it out (the spec's embedding-delivery rule, read literally)",
     "late-queue": "what-if transport: fill the second frame slot 1 ms (a host round trip) "
     "before the frame ahead ends, not at once",
     "first-delivery": "the chunk finishing a prompt also earns the delivery price at the "

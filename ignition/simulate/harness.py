@@ -220,6 +220,8 @@ def helios_simulation(
     sim.trace = setup.trace
     if "one-frame" in variants:
         sim.window = 1
+    sim.row_oracle = "row-oracle" in variants
+    sim.ple_stall = "ple-stall" in variants
     if "late-queue" in variants:
         sim.queue_lead_ns = LATE_QUEUE_LEAD_NS
     return sim, rule
