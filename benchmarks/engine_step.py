@@ -21,7 +21,8 @@ import time
 from ignition.components.capacity import plan_catalog
 from ignition.helios import CompletionRecord, ExecutionTiming, LaneRole, Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine, FrameResult
+from ignition.runtime.engine import Engine
+from ignition.runtime.frames import FrameResult
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 
 

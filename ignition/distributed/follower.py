@@ -30,7 +30,8 @@ from ignition.distributed.ranks import (
     rank_report,
 )
 from ignition.helios import RequestHandle
-from ignition.runtime.engine import FatalWorkerError, LiveRequest
+from ignition.runtime.frames import FatalWorkerError
+from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.worker import ModelWorker, WorkerError
 
 

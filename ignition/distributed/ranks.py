@@ -36,9 +36,9 @@ import torch.distributed as dist
 from ignition.components.catalog import GraphKind
 from ignition.distributed.context import TensorParallel
 from ignition.helios import ConfidenceSidecar, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
-from ignition.runtime.engine import FatalWorkerError, LiveRequest
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.frames import FatalWorkerError, FrameResult
 from ignition.runtime.ple import Readiness, aggregate_exposed_ns
+from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.worker import ModelWorker, WorkerError
 

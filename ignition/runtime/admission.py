@@ -20,8 +20,9 @@ from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.grammar import draft_limit
 from ignition.runtime.lifecycle import Lifecycle
 from ignition.runtime.publication import check_prompt_scoring
+from ignition.runtime.request_errors import RequestError
 from ignition.runtime.request_table import LiveRequest
-from ignition.runtime.requests import GenerationRequest, RequestError
+from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.window_engine import VisionWindowHooks
 
 log = logging.getLogger("ignition.engine")

@@ -26,7 +26,8 @@ from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
 from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
-from ignition.runtime.requests import EngineStoppedError, GenerationRequest, StreamChunk
+from ignition.runtime.request_errors import EngineStoppedError
+from ignition.runtime.requests import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 
 log = logging.getLogger("ignition.engine")

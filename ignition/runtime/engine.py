@@ -33,7 +33,7 @@ from ignition.helios import (
     SchedulerError,
     SchedulerProtocol,
 )
-from ignition.runtime.admission import Admissions, check_request, check_token_ids, image_spans
+from ignition.runtime.admission import Admissions, check_request
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.failures import FrameFailures
@@ -48,9 +48,6 @@ from ignition.runtime.requests import GenerationRequest
 from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
 from ignition.runtime.window_engine import VisionWindowHooks
-
-# Re-exported: the worker, the distributed ranks and tests import them from here.
-__all__ = ["Engine", "FatalWorkerError", "LiveRequest", "check_token_ids", "image_spans"]
 
 
 class Engine:

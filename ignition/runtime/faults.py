@@ -23,7 +23,8 @@ import os
 from dataclasses import dataclass, field
 
 from ignition.helios import LaneRole
-from ignition.runtime.engine import Engine, LiveRequest
+from ignition.runtime.engine import Engine
+from ignition.runtime.request_table import LiveRequest
 
 ENV = "IGNITION_TEST_FAULTS"
 STAGES = ("launch", "wait", "publish", "step")

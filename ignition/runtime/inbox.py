@@ -13,8 +13,9 @@ import collections
 import threading
 from collections.abc import Callable
 
+from ignition.runtime.request_errors import EngineStoppedError, QueueFullError
 from ignition.runtime.request_table import RequestTable, Sink
-from ignition.runtime.requests import EngineStoppedError, GenerationRequest, QueueFullError
+from ignition.runtime.requests import GenerationRequest
 
 
 class Inbox:

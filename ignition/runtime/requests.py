@@ -10,10 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-# The errors are part of this seam: re-exported where the server has always found them.
-from ignition.runtime.request_errors import EngineStoppedError as EngineStoppedError
-from ignition.runtime.request_errors import QueueFullError as QueueFullError
-from ignition.runtime.request_errors import RequestError as RequestError
+from ignition.runtime.request_errors import RequestError
 
 if TYPE_CHECKING:
     from ignition.runtime.grammar import RequestGrammar

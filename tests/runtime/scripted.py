@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from ignition.components.capacity import plan_catalog
 from ignition.helios import CompletionRecord, ExecutionTiming, LaneRole, Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine, FrameResult
+from ignition.runtime.engine import Engine
+from ignition.runtime.frames import FrameResult
 
 EOS = 25  # "z"
 

@@ -13,7 +13,7 @@ import pytest
 
 from ignition.helios import Fence, LaneRole, LaneWork, RequestHandle, ScheduledPlan, SelectionReason
 from ignition.runtime.detokenize import IncrementalDetokenizer
-from ignition.runtime.engine import LiveRequest
+from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 from ignition.serving.engine import ServeOptions, open_engine
 from tests.server.vision_checkpoint import NUM_TOKENS

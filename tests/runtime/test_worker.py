@@ -21,8 +21,8 @@ from ignition.model.state import ModelState
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.detokenize import IncrementalDetokenizer
-from ignition.runtime.engine import LiveRequest
 from ignition.runtime.executors.results import completion_record
+from ignition.runtime.request_table import LiveRequest
 from ignition.runtime.requests import GenerationRequest, SamplingParams
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.worker import ModelWorker, WorkerError

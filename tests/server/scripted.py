@@ -9,7 +9,8 @@ import httpx
 from ignition.runtime.chat_template import RenderedChat
 from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
-from ignition.runtime.requests import GenerationRequest, QueueFullError, StreamChunk
+from ignition.runtime.request_errors import QueueFullError
+from ignition.runtime.requests import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig

@@ -34,7 +34,7 @@ from ignition.runtime.frames import FrameResult
 from ignition.runtime.ple import Delivery
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.request_table import LiveRequest
     from ignition.runtime.requests import SamplingParams
 
 

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 import torch
 
 from ignition.compiler.programs import Program
-from ignition.helios import LaneRole, RequestHandle, ScheduledPlan
+from ignition.helios import RequestHandle, ScheduledPlan
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.requests import PromptLogprob
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.request_table import LiveRequest
 
 
 @dataclass(frozen=True)
