@@ -28,7 +28,7 @@ from ignition.components.capacity import plan_catalog
 from ignition.helios import Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.engine import Engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.runtime.tracing import TraceRecorder
 from ignition.runtime.tracing.hook import install_trace_hook
 

@@ -23,7 +23,7 @@ from ignition.helios import CompletionRecord, ExecutionTiming, LaneRole, Resourc
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.engine import Engine
 from ignition.runtime.frames import FrameResult
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 
 class Letters:

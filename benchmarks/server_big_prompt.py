@@ -21,8 +21,8 @@ import httpx
 from tokenizers import Tokenizer
 
 from ignition.runtime.chat_template import RenderedChat
-from ignition.runtime.generation_config import GenerationDefaults
-from ignition.runtime.requests import GenerationRequest, StreamChunk
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
 from ignition.serving.app import gil_releasing_encoder

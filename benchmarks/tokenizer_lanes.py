@@ -26,8 +26,8 @@ from unittest import mock
 import httpx
 from tokenizers import Tokenizer
 
-from ignition.runtime.generation_config import GenerationDefaults
-from ignition.runtime.requests import GenerationRequest, StreamChunk
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig

@@ -31,7 +31,7 @@ from ignition.distributed.ranks import (
 )
 from ignition.helios import RequestHandle
 from ignition.runtime.frames import FatalWorkerError
-from ignition.runtime.request_table import LiveRequest
+from ignition.runtime.requests.table import LiveRequest
 from ignition.runtime.worker import ModelWorker, WorkerError
 
 

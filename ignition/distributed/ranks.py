@@ -38,8 +38,8 @@ from ignition.distributed.context import TensorParallel
 from ignition.helios import ConfidenceSidecar, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.runtime.frames import FatalWorkerError, FrameResult
 from ignition.runtime.ple import Readiness, aggregate_exposed_ns
-from ignition.runtime.request_table import LiveRequest
-from ignition.runtime.requests import GenerationRequest
+from ignition.runtime.requests.request import GenerationRequest
+from ignition.runtime.requests.table import LiveRequest
 from ignition.runtime.worker import ModelWorker, WorkerError
 
 

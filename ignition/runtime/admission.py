@@ -16,13 +16,13 @@ from collections.abc import Callable, Sequence
 from ignition.helios import RequestSpec, SchedulerError
 from ignition.runtime.checkpoints import Admission
 from ignition.runtime.copy_drafts import proposal_choices, proposal_source
-from ignition.runtime.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.grammar import draft_limit
 from ignition.runtime.lifecycle import Lifecycle
 from ignition.runtime.publication import check_prompt_scoring
-from ignition.runtime.request_errors import RequestError
-from ignition.runtime.request_table import LiveRequest
-from ignition.runtime.requests import GenerationRequest
+from ignition.runtime.requests.detokenize import IncrementalDetokenizer, TextDecoder
+from ignition.runtime.requests.errors import RequestError
+from ignition.runtime.requests.request import GenerationRequest
+from ignition.runtime.requests.table import LiveRequest
 from ignition.runtime.window_engine import VisionWindowHooks
 
 log = logging.getLogger("ignition.engine")

@@ -39,11 +39,11 @@ from ignition.model.state import ModelState, index_key_dtype
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.copy_drafts import CopyDraftLimits
 from ignition.runtime.copy_proposals import PromptLookup
-from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.engine import Engine
 from ignition.runtime.frames import Worker
 from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
 from ignition.runtime.grammar_drafts import GrammarDraftLimits
+from ignition.runtime.requests.detokenize import TextDecoder
 from ignition.runtime.resources import SlotResources
 from ignition.runtime.retention import default_snapshot_rows
 from ignition.runtime.stats import EngineStats

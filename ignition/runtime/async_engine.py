@@ -24,10 +24,10 @@ from typing import Any
 from ignition.runtime.chat_template import ChatRenderer, RenderedChat
 from ignition.runtime.chat_template_files import ChatTemplates
 from ignition.runtime.engine import Engine
-from ignition.runtime.generation_config import GenerationDefaults
 from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
-from ignition.runtime.request_errors import EngineStoppedError
-from ignition.runtime.requests import GenerationRequest, StreamChunk
+from ignition.runtime.requests.errors import EngineStoppedError
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats
 
 log = logging.getLogger("ignition.engine")

@@ -35,7 +35,7 @@ from ignition.runtime.chat_template_files import (
     ChatTemplates,
     load_chat_templates,
 )
-from ignition.runtime.generation_config import (
+from ignition.runtime.requests.generation_config import (
     GenerationConfigError,
     GenerationDefaults,
     load_generation_defaults,

@@ -35,7 +35,6 @@ from ignition.helios import (
 )
 from ignition.runtime.admission import Admissions, check_request
 from ignition.runtime.checkpoints import CheckpointCache
-from ignition.runtime.detokenize import TextDecoder
 from ignition.runtime.failures import FrameFailures
 from ignition.runtime.frames import FatalWorkerError, FrameResult, Worker, _Inflight
 from ignition.runtime.inbox import Inbox
@@ -43,8 +42,9 @@ from ignition.runtime.lifecycle import Lifecycle
 from ignition.runtime.loop_hooks import FaultHook, FrameListeners, LoopHooks
 from ignition.runtime.preemption import Preemption
 from ignition.runtime.publication import HeldFinishes, Publisher
-from ignition.runtime.request_table import LiveRequest, RequestTable, Sink
-from ignition.runtime.requests import GenerationRequest
+from ignition.runtime.requests.detokenize import TextDecoder
+from ignition.runtime.requests.request import GenerationRequest
+from ignition.runtime.requests.table import LiveRequest, RequestTable, Sink
 from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
 from ignition.runtime.window_engine import VisionWindowHooks

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from ignition.helios import LaneRole
 from ignition.runtime.engine import Engine
-from ignition.runtime.request_table import LiveRequest
+from ignition.runtime.requests.table import LiveRequest
 
 ENV = "IGNITION_TEST_FAULTS"
 STAGES = ("launch", "wait", "publish", "step")

@@ -18,8 +18,8 @@ from ignition.helios import (
     RequestHandle,
     ScheduledPlan,
 )
-from ignition.runtime.request_table import LiveRequest
-from ignition.runtime.requests import PromptLogprob, TokenLogprob
+from ignition.runtime.requests.request import PromptLogprob, TokenLogprob
+from ignition.runtime.requests.table import LiveRequest
 
 
 class FatalWorkerError(RuntimeError):

@@ -13,9 +13,9 @@ import collections
 import threading
 from collections.abc import Callable
 
-from ignition.runtime.request_errors import EngineStoppedError, QueueFullError
-from ignition.runtime.request_table import RequestTable, Sink
-from ignition.runtime.requests import GenerationRequest
+from ignition.runtime.requests.errors import EngineStoppedError, QueueFullError
+from ignition.runtime.requests.request import GenerationRequest
+from ignition.runtime.requests.table import RequestTable, Sink
 
 
 class Inbox:

@@ -20,8 +20,8 @@ from ignition.helios import (
     SchedulerError,
     SchedulerProtocol,
 )
-from ignition.runtime.request_table import LiveRequest, RequestTable, Sink
-from ignition.runtime.requests import StreamChunk
+from ignition.runtime.requests.request import StreamChunk
+from ignition.runtime.requests.table import LiveRequest, RequestTable, Sink
 from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
 

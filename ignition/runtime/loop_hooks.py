@@ -22,7 +22,7 @@ from typing import Protocol
 
 from ignition.helios import RequestHandle, ScheduledPlan, SchedulerProtocol
 from ignition.runtime.frames import FrameResult, Worker
-from ignition.runtime.request_table import LiveRequest, RequestTable
+from ignition.runtime.requests.table import LiveRequest, RequestTable
 
 Live = Mapping[RequestHandle, LiveRequest]
 

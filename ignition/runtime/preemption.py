@@ -34,7 +34,7 @@ import logging
 from ignition.helios import ScheduledPlan
 from ignition.runtime.lifecycle import Lifecycle, retired_in
 from ignition.runtime.loop_hooks import Live, LoopHook
-from ignition.runtime.request_table import LiveRequest, RequestState
+from ignition.runtime.requests.table import LiveRequest, RequestState
 
 log = logging.getLogger("ignition.engine")
 

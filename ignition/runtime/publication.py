@@ -27,9 +27,14 @@ from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHand
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.lifecycle import Lifecycle, deliver, retired_in
 from ignition.runtime.loop_hooks import Live, LoopHook, LoopHooks
-from ignition.runtime.request_errors import RequestError
-from ignition.runtime.request_table import LiveRequest
-from ignition.runtime.requests import GenerationRequest, PromptLogprob, StreamChunk, TokenLogprob
+from ignition.runtime.requests.errors import RequestError
+from ignition.runtime.requests.request import (
+    GenerationRequest,
+    PromptLogprob,
+    StreamChunk,
+    TokenLogprob,
+)
+from ignition.runtime.requests.table import LiveRequest
 
 log = logging.getLogger("ignition.engine")
 

@@ -18,7 +18,7 @@ from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, SchedulerProtocol
 from ignition.runtime.checkpoints import Admission, CheckpointCache
 from ignition.runtime.loop_hooks import LoopHook
-from ignition.runtime.requests import GenerationRequest
+from ignition.runtime.requests.request import GenerationRequest
 from ignition.runtime.retention import CaptureCosts
 from ignition.runtime.retention_payoff import PrefillEstimate
 from ignition.runtime.stats import EngineStats

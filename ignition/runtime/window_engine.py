@@ -32,8 +32,8 @@ from ignition.helios import (
     window_spec,
 )
 from ignition.runtime.loop_hooks import Live, Loop, LoopHook
-from ignition.runtime.request_table import LiveRequest
-from ignition.runtime.requests import GenerationRequest
+from ignition.runtime.requests.request import GenerationRequest
+from ignition.runtime.requests.table import LiveRequest
 
 
 class WindowRows:

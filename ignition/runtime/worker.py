@@ -36,7 +36,7 @@ from ignition.runtime.resources import SlotResources
 from ignition.runtime.vision_binding import ImageEncoder
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 __all__ = [
     "NON_FINITE_MESSAGE",

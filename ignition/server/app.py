@@ -17,7 +17,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from ignition import __version__
 from ignition.runtime.chat_template import ChatTemplateError, RenderedChat
 from ignition.runtime.image_inputs import RequestImages
-from ignition.runtime.request_errors import EngineStoppedError, QueueFullError, RequestError
+from ignition.runtime.requests.errors import EngineStoppedError, QueueFullError, RequestError
 from ignition.runtime.tracing import TraceRecorder
 from ignition.server.body import new_id, now_s
 from ignition.server.chat_protocol import (

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ignition.helios import ScheduledPlan
 from ignition.runtime.frames import FrameResult
-from ignition.runtime.requests import GenerationRequest, SamplingParams, StreamChunk
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams, StreamChunk
 from ignition.serving.engine import LoadListener, ServeOptions, open_engine
 
 if TYPE_CHECKING:

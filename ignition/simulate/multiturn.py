@@ -44,7 +44,7 @@ from ignition.helios import (
 from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.engine import Engine
 from ignition.runtime.frames import FrameResult
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.simulate.devices import DeviceError, DeviceModel, H200Roofline, execution_of
 from ignition.simulate.workloads import WorkloadError, conversations
 

@@ -25,7 +25,7 @@ from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.utility import NEWCOMER_RULES
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import LaneRole
-from ignition.runtime.request_table import RequestTable
+from ignition.runtime.requests.table import RequestTable
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog, newcomer_rule
 from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list, run_retention

@@ -18,7 +18,7 @@ from ignition.helios import (
 )
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.engine import Engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import Letters, ScriptedWorker, expected_tokens
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarSpec
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder, tiny_catalog
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")

@@ -14,8 +14,8 @@ from ignition.components.capacity import plan_catalog
 from ignition.helios import Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.engine import Engine
-from ignition.runtime.request_errors import QueueFullError
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.errors import QueueFullError
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import EOS, Letters, ScriptedWorker, expected_tokens, make_engine
 
 

@@ -9,11 +9,11 @@ frames are queued behind theirs (the scripted worker keeps two frames in flight)
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import itertools
 import logging
+
+import pytest
 
 from ignition.components.capacity import plan_catalog
 from ignition.helios import Resources, Scheduler
@@ -21,7 +21,7 @@ from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.async_engine import AsyncEngine
 from ignition.runtime.engine import Engine
 from ignition.runtime.faults import FaultPlan, InjectedFault, install
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import EOS, Letters, ScriptedWorker, expected_tokens
 
 MARKER = 13

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.request_errors import RequestError
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.errors import RequestError
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import tiny_catalog
 
 PROMPT = (5, 9, 11, 17, 9)

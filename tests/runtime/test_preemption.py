@@ -9,7 +9,7 @@ import pytest
 
 from ignition.components.catalog import GraphKind
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.runtime.snapshot_rows import RowState
 from tests.runtime.tiny import EOS, CharDecoder
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
 USER_1 = [(7 * i + 3) % 120 + 4 for i in range(150)]

@@ -16,7 +16,7 @@ from ignition.helios import CompletionRecord, ExecutionTiming, Fence, RequestHan
 from ignition.runtime.frames import FrameResult
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 class WorkerError(RuntimeError):

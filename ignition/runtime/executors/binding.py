@@ -31,7 +31,7 @@ from ignition.runtime.grammar import GrammarState
 from ignition.runtime.grammar_drafts import proposal
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 def request_seed(request_id: str, seed: int | None) -> int:

@@ -17,7 +17,7 @@ from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 def history_start(

@@ -13,7 +13,7 @@ from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.vision_binding import ImageBindingError, RequestVision
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 def request_vision(

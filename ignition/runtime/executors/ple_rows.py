@@ -19,7 +19,7 @@ from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.ple import Delivery, FrameDelivery
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 def attach_ple(context: ExecutorContext, delivery: FrameDelivery) -> None:

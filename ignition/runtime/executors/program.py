@@ -34,8 +34,8 @@ from ignition.runtime.frames import FrameResult
 from ignition.runtime.ple import Delivery
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
-    from ignition.runtime.requests import SamplingParams
+    from ignition.runtime.requests.request import SamplingParams
+    from ignition.runtime.requests.table import LiveRequest
 
 
 class ProgramExecutor:

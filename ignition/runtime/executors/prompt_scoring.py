@@ -19,10 +19,10 @@ from ignition.helios import RequestHandle, ScheduledPlan
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
-from ignition.runtime.requests import PromptLogprob
+from ignition.runtime.requests.request import PromptLogprob
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from ignition.runtime.executors.launched import LaunchedFrame
 from ignition.runtime.executors.prompt_scoring import prompt_logprobs
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.grammar import GRAMMAR_REJECTED
-from ignition.runtime.requests import TokenLogprob
+from ignition.runtime.requests.request import TokenLogprob
 
 # What a request whose row emitted INVALID_TOKEN is told (model.sampling).
 NON_FINITE_MESSAGE = (

@@ -15,7 +15,7 @@ from ignition.runtime.executors.history import restore_history
 from ignition.runtime.frames import FrameResult
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 class StateCopyExecutor:

@@ -16,7 +16,7 @@ from ignition.runtime.frames import FrameResult
 from ignition.runtime.vision_binding import ImageBindingError, RequestVision
 
 if TYPE_CHECKING:
-    from ignition.runtime.request_table import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 class VisionExecutor:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ignition.helios import ResourceUsage, ScheduledPlan
 from ignition.runtime.frames import FrameResult
 from ignition.runtime.loop_hooks import Live, LoopHook
-from ignition.runtime.request_table import LiveRequest
+from ignition.runtime.requests.table import LiveRequest
 from ignition.runtime.tracing.recorder import TraceRecorder
 from ignition.runtime.tracing.records import frame_record
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ignition.helios import RequestHandle, RequestSpec, VisionWindow
-from ignition.runtime.requests import GenerationRequest, PromptLogprob, StreamChunk
+from ignition.runtime.requests.request import GenerationRequest, PromptLogprob, StreamChunk
 
 if TYPE_CHECKING:
-    from ignition.runtime.detokenize import IncrementalDetokenizer
+    from ignition.runtime.requests.detokenize import IncrementalDetokenizer
 
 Sink = Callable[[StreamChunk], None]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ignition.runtime.requests import SamplingParams
+from ignition.runtime.requests.request import SamplingParams
 
 GENERATION_CONFIG_FILE = "generation_config.json"
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ignition.runtime.request_errors import RequestError
+from ignition.runtime.requests.errors import RequestError
 
 if TYPE_CHECKING:
     from ignition.runtime.grammar import RequestGrammar
