@@ -19,8 +19,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ignition.runtime.chat_template import ChatRenderer
-from ignition.runtime.chat_template_files import load_chat_templates
+from ignition.runtime.chat.template import ChatRenderer
+from ignition.runtime.chat.template_files import load_chat_templates
 
 ASSET = Path(__file__).resolve().parent.parent / "ignition" / "assets" / "qwen38-tiny"
 SENTENCE = "The scheduler prices each frame by the tokens it commits and the time it takes. "

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 from tokenizers import Tokenizer
 
-from ignition.runtime.chat_template import RenderedChat
+from ignition.runtime.chat.template import RenderedChat
 from ignition.runtime.requests.generation_config import GenerationDefaults
 from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 from ignition.runtime.stats import EngineStats

@@ -21,8 +21,8 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from ignition.runtime.chat_template import ChatRenderer, RenderedChat
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.template import ChatRenderer, RenderedChat
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.runtime.engine import Engine
 from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
 from ignition.runtime.requests.errors import EngineStoppedError

@@ -30,7 +30,7 @@ from ignition.compiler.programs import ProgramError, check_buildable
 from ignition.components.catalog import Catalog, load_catalog
 from ignition.model.model import HybridModel
 from ignition.model.weights import load_model
-from ignition.runtime.chat_template_files import (
+from ignition.runtime.chat.template_files import (
     ChatTemplateFileError,
     ChatTemplates,
     load_chat_templates,

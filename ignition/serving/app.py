@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.runtime.engine import Engine
 from ignition.serving.engine import LoadListener, ServeOptions, open_engine
 from ignition.serving.server_config import server_config
@@ -43,7 +43,7 @@ def open_app(
     started."""
     from ignition.runtime import faults
     from ignition.runtime.async_engine import AsyncEngine
-    from ignition.runtime.chat_template import ChatRenderer
+    from ignition.runtime.chat.template import ChatRenderer
     from ignition.server.app import create_app
 
     bundle, engine = open_engine(options, listener=listener, direct=direct, tp=tp)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ignition.runtime.bundle import Bundle, BundleError
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.server.config import ServerConfig
 from ignition.server.tokenizing import max_chars_per_token
 from ignition.serving.engine import ServeOptions
 
 if TYPE_CHECKING:
-    from ignition.runtime.chat_template import ChatRenderer
+    from ignition.runtime.chat.template import ChatRenderer
 
 
 def server_config(options: ServeOptions, bundle: Bundle, chat: ChatRenderer) -> ServerConfig:
@@ -45,7 +45,7 @@ def template_renders_tools(templates: ChatTemplates) -> bool:
     them: its syntax error is every chat request's own 400."""
     from jinja2 import TemplateSyntaxError, meta
 
-    from ignition.runtime.chat_sandbox import chat_environment
+    from ignition.runtime.chat.sandbox import chat_environment
 
     _name, source = templates.select(has_tools=True)
     try:

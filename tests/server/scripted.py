@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 
-from ignition.runtime.chat_template import RenderedChat
+from ignition.runtime.chat.template import RenderedChat
 from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
 from ignition.runtime.requests.errors import QueueFullError
 from ignition.runtime.requests.generation_config import GenerationDefaults

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from ignition.runtime.chat_template import ChatRenderer
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.template import ChatRenderer
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.runtime.grammar import RequestGrammar
 from ignition.runtime.requests.generation_config import GenerationDefaults
 from ignition.runtime.requests.request import GenerationRequest, StreamChunk

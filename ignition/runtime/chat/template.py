@@ -24,9 +24,9 @@ from typing import Any
 
 import jinja2
 
-from ignition.runtime.chat_offsets import EncodeBatch, message_end_offsets
-from ignition.runtime.chat_sandbox import chat_environment, plain_data
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.offsets import EncodeBatch, message_end_offsets
+from ignition.runtime.chat.sandbox import chat_environment, plain_data
+from ignition.runtime.chat.template_files import ChatTemplates
 
 RESERVED_VARIABLES = ("messages", "tools", "add_generation_prompt")
 
