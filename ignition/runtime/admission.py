@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ignition.helios import RequestSpec, SchedulerError
-from ignition.runtime.checkpoints import Admission
 from ignition.runtime.copy_drafts import proposal_choices, proposal_source
 from ignition.runtime.grammar import draft_limit
 from ignition.runtime.lifecycle import Lifecycle
@@ -23,6 +22,7 @@ from ignition.runtime.requests.detokenize import IncrementalDetokenizer, TextDec
 from ignition.runtime.requests.errors import RequestError
 from ignition.runtime.requests.request import GenerationRequest
 from ignition.runtime.requests.table import LiveRequest
+from ignition.runtime.retention.checkpoints import Admission
 from ignition.runtime.window_engine import VisionWindowHooks
 
 log = logging.getLogger("ignition.engine")

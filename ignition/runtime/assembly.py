@@ -36,7 +36,6 @@ from ignition.helios import (
 from ignition.model.model import HybridModel
 from ignition.model.prompt_logprobs import score_positions
 from ignition.model.state import ModelState, index_key_dtype
-from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.copy_drafts import CopyDraftLimits
 from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.engine import Engine
@@ -45,7 +44,8 @@ from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
 from ignition.runtime.grammar_drafts import GrammarDraftLimits
 from ignition.runtime.requests.detokenize import TextDecoder
 from ignition.runtime.resources import SlotResources
-from ignition.runtime.retention import default_snapshot_rows
+from ignition.runtime.retention.captures import default_snapshot_rows
+from ignition.runtime.retention.checkpoints import CheckpointCache
 from ignition.runtime.stats import EngineStats
 from ignition.runtime.vision_binding import image_encoder
 from ignition.runtime.window_engine import VisionWindowHooks, WindowRows

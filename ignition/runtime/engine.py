@@ -34,7 +34,6 @@ from ignition.helios import (
     SchedulerProtocol,
 )
 from ignition.runtime.admission import Admissions, check_request
-from ignition.runtime.checkpoints import CheckpointCache
 from ignition.runtime.failures import FrameFailures
 from ignition.runtime.frames import FatalWorkerError, FrameResult, Worker, _Inflight
 from ignition.runtime.inbox import Inbox
@@ -45,6 +44,7 @@ from ignition.runtime.publication import HeldFinishes, Publisher
 from ignition.runtime.requests.detokenize import TextDecoder
 from ignition.runtime.requests.request import GenerationRequest
 from ignition.runtime.requests.table import LiveRequest, RequestTable, Sink
+from ignition.runtime.retention.checkpoints import CheckpointCache
 from ignition.runtime.retention_engine import RetentionHooks
 from ignition.runtime.stats import EngineStats
 from ignition.runtime.window_engine import VisionWindowHooks

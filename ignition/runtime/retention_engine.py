@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, SchedulerProtocol
-from ignition.runtime.checkpoints import Admission, CheckpointCache
 from ignition.runtime.loop_hooks import LoopHook
 from ignition.runtime.requests.request import GenerationRequest
-from ignition.runtime.retention import CaptureCosts
-from ignition.runtime.retention_payoff import PrefillEstimate
+from ignition.runtime.retention.captures import CaptureCosts
+from ignition.runtime.retention.checkpoints import Admission, CheckpointCache
+from ignition.runtime.retention.payoff import PrefillEstimate
 from ignition.runtime.stats import EngineStats
 
 

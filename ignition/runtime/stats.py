@@ -72,7 +72,7 @@ class StatsSnapshot:
     prefix_cache_hits: int = 0
     prefix_cache_restored_tokens: int = 0
     prefix_cache_evictions: int = 0
-    # restores and captures the pay-off rule left out (runtime/retention_payoff.py)
+    # restores and captures the pay-off rule left out (runtime/retention/payoff.py)
     prefix_cache_unprofitable_restores: int = 0
     prefix_cache_unprofitable_captures: int = 0
     slots_used: int = 0
@@ -97,7 +97,7 @@ class EngineStats:
         self._preempted = 0
         self._preemptions = 0
         self._cache = [0, 0, 0, 0]  # queries, hits, restored tokens, evictions
-        self._unprofitable = (0, 0)  # restores, captures (runtime/retention_payoff.py)
+        self._unprofitable = (0, 0)  # restores, captures (runtime/retention/payoff.py)
         self._slots = (0, 0)
         self._pages = (0, 0)
         self._phases = {phase: PhaseHistogram() for phase in PHASES}

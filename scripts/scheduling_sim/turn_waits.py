@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--no-checkpoint-payoff",
         action="store_true",
-        help="keep every restore and capture (runtime/retention_payoff.py off): the split "
+        help="keep every restore and capture (runtime/retention/payoff.py off): the split "
         "before that rule",
     )
     args = parser.parse_args(argv)

@@ -10,7 +10,7 @@ import pytest
 
 from ignition.components.catalog import GraphKind
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
-from ignition.runtime.snapshot_rows import RowState
+from ignition.runtime.retention.snapshot_rows import RowState
 from ignition.serving.engine import ServeOptions, open_engine
 from tests.server.vision_checkpoint import NUM_TOKENS
 

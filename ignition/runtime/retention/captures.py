@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ignition.runtime.retention_payoff import PrefillEstimate
+from ignition.runtime.retention.payoff import PrefillEstimate
 
 DEFAULT_EXTRA_WORK_FRACTION = 0.05
 # Default snapshot rows per request slot. A conversation keeps about two checkpoints

@@ -18,20 +18,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ignition.runtime.retention import (
+from ignition.runtime.retention.captures import (
     CaptureCosts,
     CheckpointAllowance,
     CheckpointRole,
     plan_captures,
     validate_fraction,
 )
-from ignition.runtime.retention_payoff import (
+from ignition.runtime.retention.payoff import (
     NextMessages,
     capture_pays,
     latest_message,
     restore_pays,
 )
-from ignition.runtime.snapshot_rows import Destination, SnapshotRows
+from ignition.runtime.retention.snapshot_rows import Destination, SnapshotRows
 
 
 @dataclass

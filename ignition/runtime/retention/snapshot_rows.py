@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ignition.runtime.retention import CheckpointRole
+from ignition.runtime.retention.captures import CheckpointRole
 
 
 class RowState(StrEnum):
