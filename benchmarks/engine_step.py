@@ -22,7 +22,7 @@ from ignition.components.capacity import plan_catalog
 from ignition.helios import CompletionRecord, ExecutionTiming, LaneRole, Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.engine import Engine
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 

@@ -30,9 +30,9 @@ from ignition.distributed.ranks import (
     rank_report,
 )
 from ignition.helios import RequestHandle
-from ignition.runtime.frames import FatalWorkerError
+from ignition.runtime.executors.frames import FatalWorkerError
+from ignition.runtime.executors.worker import ModelWorker, WorkerError
 from ignition.runtime.requests.table import LiveRequest
-from ignition.runtime.worker import ModelWorker, WorkerError
 
 
 @dataclass

@@ -39,17 +39,17 @@ from ignition.model.state import ModelState, index_key_dtype
 from ignition.runtime.copy_drafts import CopyDraftLimits
 from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.engine import Engine
-from ignition.runtime.frames import Worker
+from ignition.runtime.executors.frames import Worker
+from ignition.runtime.executors.resources import SlotResources
+from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
 from ignition.runtime.grammar_drafts import GrammarDraftLimits
 from ignition.runtime.requests.detokenize import TextDecoder
-from ignition.runtime.resources import SlotResources
 from ignition.runtime.retention.captures import default_snapshot_rows
 from ignition.runtime.retention.checkpoints import CheckpointCache
 from ignition.runtime.stats import EngineStats
-from ignition.runtime.vision_binding import image_encoder
+from ignition.runtime.vision.binding import image_encoder
 from ignition.runtime.window_engine import VisionWindowHooks, WindowRows
-from ignition.runtime.worker import ModelWorker
 
 log = logging.getLogger("ignition.engine")
 

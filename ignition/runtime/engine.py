@@ -34,8 +34,8 @@ from ignition.helios import (
     SchedulerProtocol,
 )
 from ignition.runtime.admission import Admissions, check_request
+from ignition.runtime.executors.frames import FatalWorkerError, FrameResult, Worker, _Inflight
 from ignition.runtime.failures import FrameFailures
-from ignition.runtime.frames import FatalWorkerError, FrameResult, Worker, _Inflight
 from ignition.runtime.inbox import Inbox
 from ignition.runtime.lifecycle import Lifecycle
 from ignition.runtime.loop_hooks import FaultHook, FrameListeners, LoopHooks

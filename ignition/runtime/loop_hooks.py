@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from ignition.helios import RequestHandle, ScheduledPlan, SchedulerProtocol
-from ignition.runtime.frames import FrameResult, Worker
+from ignition.runtime.executors.frames import FrameResult, Worker
 from ignition.runtime.requests.table import LiveRequest, RequestTable
 
 Live = Mapping[RequestHandle, LiveRequest]

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle, ScheduledPlan
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.lifecycle import Lifecycle, deliver, retired_in
 from ignition.runtime.loop_hooks import Live, LoopHook, LoopHooks
 from ignition.runtime.requests.errors import RequestError

@@ -42,7 +42,7 @@ from ignition.helios import (
     Scheduler,
 )
 from ignition.runtime.engine import Engine
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.runtime.retention.checkpoints import CheckpointCache
 from ignition.simulate.devices import DeviceError, DeviceModel, H200Roofline, execution_of

@@ -55,7 +55,7 @@ def test_the_walk_sees_imports_inside_functions_and_type_checking(tmp_path):
         "if TYPE_CHECKING:\n"
         "    from ignition.runtime.engine import Engine\n"
         "def f():\n"
-        "    import ignition.runtime.frames\n"
+        "    import ignition.runtime.executors.frames\n"
     )
     assert _imports(path) == {"engine", "frames"}
 

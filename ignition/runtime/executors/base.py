@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.executors.frames import FrameResult
 
 if TYPE_CHECKING:
     from ignition.runtime.requests.table import LiveRequest

@@ -21,9 +21,9 @@ from ignition.model.prompt_logprobs import PromptScores
 from ignition.model.state import ModelState
 from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors.ledger import RequestLedger
+from ignition.runtime.executors.resources import SlotResources
 from ignition.runtime.ple import FrameDelivery
-from ignition.runtime.resources import SlotResources
-from ignition.runtime.vision_binding import ImageEncoder
+from ignition.runtime.vision.binding import ImageEncoder
 
 # (final-normed hidden [N, H], target ids [N], alternatives) -> device scores
 PromptScorer = Callable[[torch.Tensor, torch.Tensor, int], PromptScores]

@@ -10,7 +10,7 @@ from ignition.compiler.staging import HostFrame
 from ignition.helios import LaneWork
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
-from ignition.runtime.vision_binding import ImageBindingError, RequestVision
+from ignition.runtime.vision.binding import ImageBindingError, RequestVision
 
 if TYPE_CHECKING:
     from ignition.runtime.requests.table import LiveRequest

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ignition.helios import LaneWork, RequestHandle
-from ignition.runtime.vision_binding import RequestVision
+from ignition.runtime.vision.binding import RequestVision
 
 
 @dataclass

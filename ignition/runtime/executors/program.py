@@ -26,11 +26,11 @@ from ignition.runtime.executors.binding import (
     validate_roles,
 )
 from ignition.runtime.executors.context import ExecutorContext
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.executors.launched import LaunchedFrame
 from ignition.runtime.executors.ple_rows import prompt_tokens, read_pending, stage_known_rows
 from ignition.runtime.executors.prompt_scoring import PromptJob
 from ignition.runtime.executors.results import round_result, step_result
-from ignition.runtime.frames import FrameResult
 from ignition.runtime.ple import Delivery
 
 if TYPE_CHECKING:

@@ -17,9 +17,9 @@ from ignition.helios import (
     RequestHandle,
 )
 from ignition.model.sampling import INVALID_TOKEN
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.executors.launched import LaunchedFrame
 from ignition.runtime.executors.prompt_scoring import prompt_logprobs
-from ignition.runtime.frames import FrameResult
 from ignition.runtime.grammar import GRAMMAR_REJECTED
 from ignition.runtime.requests.request import TokenLogprob
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from ignition.helios import Fence, LaneRole, RequestHandle, ScheduledPlan
 from ignition.runtime.executors.base import SettledFrame, WorkerError
 from ignition.runtime.executors.context import ExecutorContext
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.executors.history import restore_history
-from ignition.runtime.frames import FrameResult
 
 if TYPE_CHECKING:
     from ignition.runtime.requests.table import LiveRequest

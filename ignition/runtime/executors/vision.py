@@ -12,8 +12,8 @@ from ignition.compiler.vision_program import VisionRunner
 from ignition.helios import Fence, RequestHandle, ScheduledPlan
 from ignition.runtime.executors.base import SettledFrame, WorkerError
 from ignition.runtime.executors.context import ExecutorContext
-from ignition.runtime.frames import FrameResult
-from ignition.runtime.vision_binding import ImageBindingError, RequestVision
+from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.vision.binding import ImageBindingError, RequestVision
 
 if TYPE_CHECKING:
     from ignition.runtime.requests.table import LiveRequest

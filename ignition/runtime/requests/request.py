@@ -14,7 +14,7 @@ from ignition.runtime.requests.errors import RequestError
 
 if TYPE_CHECKING:
     from ignition.runtime.grammar import RequestGrammar
-    from ignition.runtime.image_inputs import RequestImages
+    from ignition.runtime.vision.inputs import RequestImages
 
 # Limits of the device sampling stage (model.logits_processing): alternatives per token,
 # logit-bias entries, and stop token ids min_tokens can mask (EOS ids take the rest).

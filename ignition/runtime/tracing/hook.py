@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ignition.helios import ResourceUsage, ScheduledPlan
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.loop_hooks import Live, LoopHook
 from ignition.runtime.requests.table import LiveRequest
 from ignition.runtime.tracing.recorder import TraceRecorder

@@ -19,21 +19,17 @@ from ignition.compiler.state_ops import StateOperations
 from ignition.helios import Fence, LaneRole, RequestHandle, ScheduledPlan
 from ignition.model.state import ModelState
 from ignition.runtime.copy_proposals import PromptLookup
-from ignition.runtime.executors import (
-    STATE_COPY_KINDS,
-    ExecutorContext,
-    PromptScorer,
-    WorkerError,
-    executors_for,
-)
+from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.binding import request_seed
+from ignition.runtime.executors.context import ExecutorContext, PromptScorer
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.executors.history import carry_history
 from ignition.runtime.executors.ple_rows import attach_ple
+from ignition.runtime.executors.registry import STATE_COPY_KINDS, executors_for
+from ignition.runtime.executors.resources import SlotResources
 from ignition.runtime.executors.results import NON_FINITE_MESSAGE
-from ignition.runtime.frames import FrameResult
 from ignition.runtime.ple import FrameDelivery
-from ignition.runtime.resources import SlotResources
-from ignition.runtime.vision_binding import ImageEncoder
+from ignition.runtime.vision.binding import ImageEncoder
 
 if TYPE_CHECKING:
     from ignition.runtime.requests.table import LiveRequest

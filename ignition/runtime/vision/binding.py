@@ -24,7 +24,7 @@ from ignition.compiler.vision_program import VisionRunner
 from ignition.components.catalog import GraphKind
 from ignition.model.model import HybridModel
 from ignition.model.vision.grid import ImageGrid
-from ignition.runtime.image_inputs import RequestImages
+from ignition.runtime.vision.inputs import RequestImages
 
 # pixels [patches, patch_dim], grids -> features [num features, hidden]
 ImageEncoder = Callable[[Tensor, Sequence[ImageGrid]], Tensor]
