@@ -21,9 +21,9 @@ import httpx
 from tokenizers import Tokenizer
 
 from ignition.runtime.chat.template import RenderedChat
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.requests.generation_config import GenerationDefaults
 from ignition.runtime.requests.request import GenerationRequest, StreamChunk
-from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
 from ignition.serving.app import gil_releasing_encoder
 

@@ -38,18 +38,18 @@ from ignition.model.prompt_logprobs import score_positions
 from ignition.model.state import ModelState, index_key_dtype
 from ignition.runtime.copy_drafts import CopyDraftLimits
 from ignition.runtime.copy_proposals import PromptLookup
-from ignition.runtime.engine import Engine
 from ignition.runtime.executors.frames import Worker
 from ignition.runtime.executors.resources import SlotResources
 from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
 from ignition.runtime.grammar_drafts import GrammarDraftLimits
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.stats import EngineStats
+from ignition.runtime.loop.window_hooks import VisionWindowHooks, WindowRows
 from ignition.runtime.requests.detokenize import TextDecoder
 from ignition.runtime.retention.captures import default_snapshot_rows
 from ignition.runtime.retention.checkpoints import CheckpointCache
-from ignition.runtime.stats import EngineStats
 from ignition.runtime.vision.binding import image_encoder
-from ignition.runtime.window_engine import VisionWindowHooks, WindowRows
 
 log = logging.getLogger("ignition.engine")
 

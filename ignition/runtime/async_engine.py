@@ -23,12 +23,12 @@ from typing import Any
 
 from ignition.runtime.chat.template import ChatRenderer, RenderedChat
 from ignition.runtime.chat.template_files import ChatTemplates
-from ignition.runtime.engine import Engine
 from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.requests.errors import EngineStoppedError
 from ignition.runtime.requests.generation_config import GenerationDefaults
 from ignition.runtime.requests.request import GenerationRequest, StreamChunk
-from ignition.runtime.stats import EngineStats
 
 log = logging.getLogger("ignition.engine")
 

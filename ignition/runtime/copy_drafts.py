@@ -23,7 +23,7 @@ from ignition.helios import ScheduledPlan, SchedulerProtocol
 from ignition.runtime.copy_proposals import PromptLookup, copy_proposal
 from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.grammar import MAX_PROPOSAL
-from ignition.runtime.loop_hooks import Live, LoopHook
+from ignition.runtime.loop.hooks import Live, LoopHook
 from ignition.runtime.requests.request import SamplingParams
 from ignition.runtime.requests.table import LiveRequest
 

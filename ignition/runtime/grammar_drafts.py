@@ -19,7 +19,7 @@ from collections.abc import Callable
 from ignition.helios import ScheduledPlan, SchedulerProtocol
 from ignition.runtime.copy_proposals import copy_proposal
 from ignition.runtime.grammar import MAX_PROPOSAL
-from ignition.runtime.loop_hooks import Live, LoopHook
+from ignition.runtime.loop.hooks import Live, LoopHook
 from ignition.runtime.requests.table import LiveRequest
 
 # Copy proposals for a constrained row where its grammar forces nothing. Off: every

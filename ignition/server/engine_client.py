@@ -9,9 +9,9 @@ from typing import Any, Protocol
 
 from ignition.runtime.chat.template import RenderedChat
 from ignition.runtime.grammar import GrammarSpec, RequestGrammar
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.requests.generation_config import GenerationDefaults
 from ignition.runtime.requests.request import GenerationRequest, StreamChunk
-from ignition.runtime.stats import EngineStats
 
 
 class EngineClient(Protocol):

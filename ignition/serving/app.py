@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ignition.runtime.chat.template_files import ChatTemplates
-from ignition.runtime.engine import Engine
+from ignition.runtime.loop.engine import Engine
 from ignition.serving.engine import LoadListener, ServeOptions, open_engine
 from ignition.serving.server_config import server_config
 from ignition.serving.vision import vision_serving
@@ -41,9 +41,9 @@ def open_app(
 ) -> tuple[FastAPI, AsyncEngine]:
     """Load the engine and build the HTTP app over it: ``(app, bridge)``, the bridge not yet
     started."""
-    from ignition.runtime import faults
     from ignition.runtime.async_engine import AsyncEngine
     from ignition.runtime.chat.template import ChatRenderer
+    from ignition.runtime.loop import faults
     from ignition.server.app import create_app
 
     bundle, engine = open_engine(options, listener=listener, direct=direct, tp=tp)

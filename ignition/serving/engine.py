@@ -27,11 +27,11 @@ from ignition.runtime.assembly import (
 )
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.copy_proposals import PromptLookup
-from ignition.runtime.engine import Engine
 from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import LazyGrammarCompiler
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.ple import PleOptions, PleTableError, delivers_table
-from ignition.runtime.stats import EngineStats
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES
 from ignition.serving.ple import built_ple, open_graph_rows, open_table, serve_ple_options
 

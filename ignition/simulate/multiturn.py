@@ -41,8 +41,8 @@ from ignition.helios import (
     Resources,
     Scheduler,
 )
-from ignition.runtime.engine import Engine
 from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.loop.engine import Engine
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.runtime.retention.checkpoints import CheckpointCache
 from ignition.simulate.devices import DeviceError, DeviceModel, H200Roofline, execution_of

@@ -17,7 +17,7 @@ from ignition.helios import (
     SchedulerError,
 )
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine
+from ignition.runtime.loop.engine import Engine
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import Letters, ScriptedWorker, expected_tokens
 

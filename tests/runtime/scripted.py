@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from ignition.components.capacity import plan_catalog
 from ignition.helios import CompletionRecord, ExecutionTiming, LaneRole, Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine
 from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.loop.engine import Engine
 
 EOS = 25  # "z"
 

@@ -13,7 +13,7 @@ import pytest
 from ignition.components.capacity import plan_catalog
 from ignition.helios import Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine
+from ignition.runtime.loop.engine import Engine
 from ignition.runtime.requests.errors import QueueFullError
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import EOS, Letters, ScriptedWorker, expected_tokens, make_engine

@@ -2,7 +2,7 @@
 requests; the older frame completes first, Helios retires the failed one in fence order,
 and the loop goes on.
 
-The fault plan of runtime/faults.py marks a request by its first prompt token and, with
+The fault plan of runtime/loop/faults.py marks a request by its first prompt token and, with
 ``@N``, fails it only once it has N output tokens: by then it decodes beside others and its
 frames are queued behind theirs (the scripted worker keeps two frames in flight).
 """
@@ -19,8 +19,8 @@ from ignition.components.capacity import plan_catalog
 from ignition.helios import Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.async_engine import AsyncEngine
-from ignition.runtime.engine import Engine
-from ignition.runtime.faults import FaultPlan, InjectedFault, install
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.faults import FaultPlan, InjectedFault, install
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import EOS, Letters, ScriptedWorker, expected_tokens
 

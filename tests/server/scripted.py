@@ -8,10 +8,10 @@ import httpx
 
 from ignition.runtime.chat.template import RenderedChat
 from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.requests.errors import QueueFullError
 from ignition.runtime.requests.generation_config import GenerationDefaults
 from ignition.runtime.requests.request import GenerationRequest, StreamChunk
-from ignition.runtime.stats import EngineStats
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig
 from ignition.server.images import VisionServing

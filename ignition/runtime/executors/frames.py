@@ -62,12 +62,3 @@ class Worker(Protocol):
     def release(self, handle: RequestHandle) -> None: ...
 
     def carry_history(self, old: RequestHandle, new: RequestHandle) -> None: ...
-
-
-@dataclass
-class _Inflight:
-    fence: Fence
-    plan: ScheduledPlan
-    pending: object
-    # Its launch raised: its requests are settled, and Helios retires it in its turn.
-    failed_at_launch: bool = False

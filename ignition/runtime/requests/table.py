@@ -79,7 +79,7 @@ class LiveRequest:
     state_row: int | None = None  # the snapshot row of the state operation being launched
     state_ok: bool = True  # the worker's verdict on that state operation
     pending_finish: str | None = None  # finish reason held until the terminal snapshot
-    # Vision windows (runtime/window_engine.py): the windows of a prompt whose images
+    # Vision windows (runtime/loop/window_hooks.py): the windows of a prompt whose images
     # exceed the prepared feature storage, the active one, and the private snapshot row.
     windows: tuple[VisionWindow, ...] = ()
     window_index: int = 0
@@ -104,7 +104,7 @@ class LiveRequest:
 
     @property
     def preempting(self) -> bool:
-        """Preempted: its terminal snapshot is pending (runtime/preemption.py)."""
+        """Preempted: its terminal snapshot is pending (runtime/loop/preemption.py)."""
         return self.state is _PREEMPTED
 
     @property

@@ -1,4 +1,4 @@
-"""The served engine's side of the trace: a loop hook (runtime/loop_hooks.py) that turns
+"""The served engine's side of the trace: a loop hook (runtime/loop/hooks.py) that turns
 each completed frame into records for a :class:`TraceRecorder`. Nothing here runs inside
 ``Engine.step`` beyond the hook points; no file is touched on the engine thread."""
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ignition.helios import ResourceUsage, ScheduledPlan
 from ignition.runtime.executors.frames import FrameResult
-from ignition.runtime.loop_hooks import Live, LoopHook
+from ignition.runtime.loop.hooks import Live, LoopHook
 from ignition.runtime.requests.table import LiveRequest
 from ignition.runtime.tracing.recorder import TraceRecorder
 from ignition.runtime.tracing.records import frame_record

@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ignition.components.catalog import Descriptor, GraphKind
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, SchedulerProtocol
-from ignition.runtime.loop_hooks import LoopHook
+from ignition.runtime.loop.hooks import LoopHook
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.requests.request import GenerationRequest
 from ignition.runtime.retention.captures import CaptureCosts
 from ignition.runtime.retention.checkpoints import Admission, CheckpointCache
 from ignition.runtime.retention.payoff import PrefillEstimate
-from ignition.runtime.stats import EngineStats
 
 
 class RetentionHooks(LoopHook):

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 from ignition.helios import LaneRole
-from ignition.runtime.engine import Engine
+from ignition.runtime.loop.engine import Engine
 from ignition.runtime.requests.table import LiveRequest
 
 ENV = "IGNITION_TEST_FAULTS"

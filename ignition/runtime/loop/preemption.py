@@ -32,8 +32,8 @@ from __future__ import annotations
 import logging
 
 from ignition.helios import ScheduledPlan
-from ignition.runtime.lifecycle import Lifecycle, retired_in
-from ignition.runtime.loop_hooks import Live, LoopHook
+from ignition.runtime.loop.hooks import Live, LoopHook
+from ignition.runtime.loop.lifecycle import Lifecycle, retired_in
 from ignition.runtime.requests.table import LiveRequest, RequestState
 
 log = logging.getLogger("ignition.engine")

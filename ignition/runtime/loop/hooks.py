@@ -127,7 +127,7 @@ class LoopHooks:
 
 
 class FaultHook(LoopHook):
-    """Test-only fault injection (runtime/faults.py): ``check(stage, request)`` raises for
+    """Test-only fault injection (runtime/loop/faults.py): ``check(stage, request)`` raises for
     the requests it marks, at the ``step`` and ``publish`` points."""
 
     def __init__(self, check: Callable[[str, LiveRequest], None]) -> None:

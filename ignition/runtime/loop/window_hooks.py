@@ -31,7 +31,7 @@ from ignition.helios import (
     plan_windows,
     window_spec,
 )
-from ignition.runtime.loop_hooks import Live, Loop, LoopHook
+from ignition.runtime.loop.hooks import Live, Loop, LoopHook
 from ignition.runtime.requests.request import GenerationRequest
 from ignition.runtime.requests.table import LiveRequest
 

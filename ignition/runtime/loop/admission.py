@@ -16,14 +16,14 @@ from collections.abc import Callable, Sequence
 from ignition.helios import RequestSpec, SchedulerError
 from ignition.runtime.copy_drafts import proposal_choices, proposal_source
 from ignition.runtime.grammar import draft_limit
-from ignition.runtime.lifecycle import Lifecycle
-from ignition.runtime.publication import check_prompt_scoring
+from ignition.runtime.loop.lifecycle import Lifecycle
+from ignition.runtime.loop.publication import check_prompt_scoring
+from ignition.runtime.loop.window_hooks import VisionWindowHooks
 from ignition.runtime.requests.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.requests.errors import RequestError
 from ignition.runtime.requests.request import GenerationRequest
 from ignition.runtime.requests.table import LiveRequest
 from ignition.runtime.retention.checkpoints import Admission
-from ignition.runtime.window_engine import VisionWindowHooks
 
 log = logging.getLogger("ignition.engine")
 _NO_RETENTION = Admission(0, (), False)
@@ -197,7 +197,7 @@ class Admissions:
         return True
 
     def _admit_resumed(self) -> bool:
-        """Readmit preempted requests, oldest first (runtime/preemption.py); False while one
+        """Readmit preempted requests, oldest first (runtime/loop/preemption.py); False while one
         still waits (new arrivals queue behind it)."""
         table, lc = self.table, self.lifecycle
         scheduler, retention = lc.scheduler, lc.retention

@@ -20,10 +20,10 @@ from ignition.helios import (
     SchedulerError,
     SchedulerProtocol,
 )
+from ignition.runtime.loop.retention_hooks import RetentionHooks
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.requests.request import StreamChunk
 from ignition.runtime.requests.table import LiveRequest, RequestTable, Sink
-from ignition.runtime.retention_engine import RetentionHooks
-from ignition.runtime.stats import EngineStats
 
 log = logging.getLogger("ignition.engine")
 

@@ -9,7 +9,7 @@ way; logprobs travel with the token ids they belong to, and a request's prompt l
 scored chunk by chunk as its prompt runs, travel once, on its first chunk.
 
 :class:`Publisher` is the engine's collaborator for this job: it reads the request table,
-ends requests through the shared :class:`~ignition.runtime.lifecycle.Lifecycle`, and calls
+ends requests through the shared :class:`~ignition.runtime.loop.lifecycle.Lifecycle`, and calls
 the loop hooks' ``before_publish`` point (fault injection) for each request it publishes.
 A request whose last token Helios holds for a terminal snapshot keeps its final chunk
 until that snapshot completes (so the cache publication precedes the client's next turn);
@@ -25,8 +25,8 @@ from dataclasses import replace
 
 from ignition.helios import CompletionRecord, Fence, GeneratedToken, RequestHandle, ScheduledPlan
 from ignition.runtime.executors.frames import FrameResult
-from ignition.runtime.lifecycle import Lifecycle, deliver, retired_in
-from ignition.runtime.loop_hooks import Live, LoopHook, LoopHooks
+from ignition.runtime.loop.hooks import Live, LoopHook, LoopHooks
+from ignition.runtime.loop.lifecycle import Lifecycle, deliver, retired_in
 from ignition.runtime.requests.errors import RequestError
 from ignition.runtime.requests.request import (
     GenerationRequest,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ignition.helios import (
     CompletionReport,
@@ -33,21 +34,32 @@ from ignition.helios import (
     SchedulerError,
     SchedulerProtocol,
 )
-from ignition.runtime.admission import Admissions, check_request
-from ignition.runtime.executors.frames import FatalWorkerError, FrameResult, Worker, _Inflight
-from ignition.runtime.failures import FrameFailures
-from ignition.runtime.inbox import Inbox
-from ignition.runtime.lifecycle import Lifecycle
-from ignition.runtime.loop_hooks import FaultHook, FrameListeners, LoopHooks
-from ignition.runtime.preemption import Preemption
-from ignition.runtime.publication import HeldFinishes, Publisher
+from ignition.runtime.executors.frames import FatalWorkerError, FrameResult, Worker
+from ignition.runtime.loop.admission import Admissions, check_request
+from ignition.runtime.loop.failures import FrameFailures
+from ignition.runtime.loop.hooks import FaultHook, FrameListeners, LoopHooks
+from ignition.runtime.loop.inbox import Inbox
+from ignition.runtime.loop.lifecycle import Lifecycle
+from ignition.runtime.loop.preemption import Preemption
+from ignition.runtime.loop.publication import HeldFinishes, Publisher
+from ignition.runtime.loop.retention_hooks import RetentionHooks
+from ignition.runtime.loop.stats import EngineStats
+from ignition.runtime.loop.window_hooks import VisionWindowHooks
 from ignition.runtime.requests.detokenize import TextDecoder
 from ignition.runtime.requests.request import GenerationRequest
 from ignition.runtime.requests.table import LiveRequest, RequestTable, Sink
 from ignition.runtime.retention.checkpoints import CheckpointCache
-from ignition.runtime.retention_engine import RetentionHooks
-from ignition.runtime.stats import EngineStats
-from ignition.runtime.window_engine import VisionWindowHooks
+
+
+@dataclass
+class Inflight:
+    """A launched frame the engine has not yet completed."""
+
+    fence: Fence
+    plan: ScheduledPlan
+    pending: object
+    # Its launch raised: its requests are settled, and Helios retires it in its turn.
+    failed_at_launch: bool = False
 
 
 class Engine:
@@ -81,7 +93,7 @@ class Engine:
         # (runtime.grammar.GrammarCompiler), set by whoever opens the bundle; None: none.
         self.grammar = None
         self.stats = stats or EngineStats()
-        self._inflight: collections.deque[_Inflight] = collections.deque()
+        self._inflight: collections.deque[Inflight] = collections.deque()
         self._next_fence = 0
         self.table = RequestTable()
         self.inbox = Inbox(self.table, self.num_slots, max_waiting, clock_ns)
@@ -110,7 +122,7 @@ class Engine:
 
     @property
     def fault_hook(self) -> Callable[[str, LiveRequest], None] | None:
-        """Test-only (runtime/faults.py): ``check(stage, request)`` at step and publish."""
+        """Test-only (runtime/loop/faults.py): ``check(stage, request)`` at step and publish."""
         hook = next((h for h in self.hooks if isinstance(h, FaultHook)), None)
         return hook.check if hook is not None else None
 
@@ -122,7 +134,7 @@ class Engine:
 
     def submit(self, request: GenerationRequest, sink: Sink) -> None:
         """Queue a request; raises RequestError for one the engine cannot serve, and
-        QueueFullError when the waiting queue is full (runtime/inbox.py)."""
+        QueueFullError when the waiting queue is full (runtime/loop/inbox.py)."""
         check_request(request, self.max_context_tokens, self.vocab_size, self.worker)
         self.inbox.put(request, sink)
 
@@ -186,9 +198,9 @@ class Engine:
             # Older frames are in flight: Helios completes fences in order, so this one is
             # retired in its turn; its requests are settled now (no later plan serves them).
             self.failures.settle(fence, plan, err)
-            self._inflight.append(_Inflight(fence, plan, None, failed_at_launch=True))
+            self._inflight.append(Inflight(fence, plan, None, failed_at_launch=True))
         else:
-            self._inflight.append(_Inflight(fence, plan, pending))
+            self._inflight.append(Inflight(fence, plan, pending))
 
     def _complete_oldest(self) -> None:
         """Wait for the oldest frame, complete it in Helios, publish what became visible."""
@@ -201,7 +213,7 @@ class Engine:
         if result is not None and tokens is not None:
             self._publish(frame, result, tokens)
 
-    def _wait(self, frame: _Inflight) -> FrameResult | None:
+    def _wait(self, frame: Inflight) -> FrameResult | None:
         """The frame's result; None: it failed, and its requests are settled."""
         try:
             return self.worker.wait(frame.pending)
@@ -211,7 +223,7 @@ class Engine:
             self.failures.fail_frame(frame.fence, frame.plan, err)
             return None
 
-    def _complete(self, frame: _Inflight, result: FrameResult) -> list[GeneratedToken] | None:
+    def _complete(self, frame: Inflight, result: FrameResult) -> list[GeneratedToken] | None:
         """Helios's tokens for the frame; None: it refused the records (and changed nothing)."""
         self.scheduler.advance_to(self.lifecycle.now_ns())
         self.failures.fail_rows(result.failed)
@@ -231,7 +243,7 @@ class Engine:
             after_complete(plan, self)
         return tokens
 
-    def _publish(self, frame: _Inflight, result: FrameResult, tokens: list[GeneratedToken]) -> None:
+    def _publish(self, frame: Inflight, result: FrameResult, tokens: list[GeneratedToken]) -> None:
         self.publisher.record_frame(frame.plan, result)
         self.publisher.publish(frame.fence, tokens, result.records, result.logprobs)
         for after_publish in self.hooks.after_publish:

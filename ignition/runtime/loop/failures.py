@@ -31,9 +31,9 @@ from ignition.helios import (
     RequestHandle,
     ScheduledPlan,
 )
-from ignition.runtime.lifecycle import Lifecycle
-from ignition.runtime.loop_hooks import LoopHooks
-from ignition.runtime.preemption import Preemption
+from ignition.runtime.loop.hooks import LoopHooks
+from ignition.runtime.loop.lifecycle import Lifecycle
+from ignition.runtime.loop.preemption import Preemption
 
 log = logging.getLogger("ignition.engine")
 # A request restarted after a shared frame failed gets this many restarts at most.
