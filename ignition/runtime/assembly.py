@@ -44,11 +44,15 @@ from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
 from ignition.runtime.grammar_drafts import GrammarDraftLimits
 from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.faults import FaultPlan
+from ignition.runtime.loop.faults import install as install_faults
 from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.loop.window_hooks import VisionWindowHooks, WindowRows
 from ignition.runtime.requests.detokenize import TextDecoder
 from ignition.runtime.retention.captures import default_snapshot_rows
 from ignition.runtime.retention.checkpoints import CheckpointCache
+from ignition.runtime.tracing.hook import install_trace_hook
+from ignition.runtime.tracing.recorder import TraceRecorder
 from ignition.runtime.vision.binding import image_encoder
 
 log = logging.getLogger("ignition.engine")
@@ -233,11 +237,14 @@ def assemble_engine(
     attach_worker: Callable[[ModelWorker], None] | None = None,
     vocab_size: int | None = None,
     grammar: GrammarCompiler | LazyGrammarCompiler | None = None,
+    trace: TraceRecorder | None = None,
+    faults: FaultPlan | None = None,
 ) -> Engine:
     """``attach_worker`` is called with the worker once its executors exist (the PLE rows'
     delivery); ``wrap_worker`` then puts it behind another (rank zero's broadcasting one).
     ``vocab_size`` bounds requests' token ids; ``grammar`` compiles structured outputs
-    (None: requests asking for one are refused)."""
+    (None: requests asking for one are refused); ``trace`` records each frame (None: the
+    loop pays nothing); ``faults`` injects test failures (runtime/loop/faults.py)."""
     model_worker, selected, num_pages, windows = assemble_worker(
         model, catalog, eos_token_ids, options, on_prepared=on_prepared,
         before_capture=before_capture,
@@ -258,7 +265,6 @@ def assemble_engine(
         worker,
         decoder,
         max_context_tokens=options.max_context_tokens,
-        eos_token_ids=eos_token_ids,
         max_waiting=options.max_waiting,
         stats=stats,
         checkpoints=CheckpointCache(
@@ -268,11 +274,15 @@ def assemble_engine(
         ),
         vision_windows=windows,
         vocab_size=vocab_size,
+        grammar=grammar,
     )
-    engine.grammar = grammar
     # constrained requests' draft counts, read by Helios after each of their frames
     engine.hooks.replace(GrammarDraftLimits, GrammarDraftLimits(lambda: engine.scheduler))
     # copying requests' draft counts, read by Helios after each of their frames published
     copies = CopyDraftLimits(lambda: engine.scheduler, lambda: engine.live, options.prompt_lookup)
     engine.hooks.replace(CopyDraftLimits, copies)
+    if faults is not None:
+        install_faults(engine, faults)
+    if trace is not None:
+        install_trace_hook(engine, trace)
     return engine

@@ -70,8 +70,6 @@ class AsyncEngine:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failure: str | None = None
-        # server.images.VisionServing when the model accepts images (set by serving.py)
-        self.vision: Any = None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -134,7 +132,7 @@ class AsyncEngine:
     def compile_grammar(self, spec: GrammarSpec) -> RequestGrammar:
         """A structured-output grammar compiled against the engine's tokenizer
         (``engine.grammar``, runtime/grammar.py); GrammarError names the field."""
-        compiler = getattr(self.engine, "grammar", None)
+        compiler = self.engine.grammar
         if compiler is None:
             raise GrammarError(
                 f"{spec.field}: this server has no structured outputs (xgrammar is not "

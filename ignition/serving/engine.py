@@ -37,6 +37,8 @@ from ignition.serving.ple import built_ple, open_graph_rows, open_table, serve_p
 
 if TYPE_CHECKING:
     from ignition.distributed.context import TensorParallel
+    from ignition.runtime.loop.faults import FaultPlan
+    from ignition.runtime.tracing.recorder import TraceRecorder
 
 
 @dataclass(frozen=True)
@@ -196,10 +198,12 @@ def open_engine(
     listener: LoadListener | None = None,
     direct: bool = False,
     tp: TensorParallel | None = None,
+    trace: TraceRecorder | None = None,
+    faults: FaultPlan | None = None,
 ) -> tuple[Bundle, Engine]:
     """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios;
     ``tp`` makes this rank zero of a tensor-parallel group (:func:`follow_engine` runs the
-    other ranks)."""
+    other ranks); ``trace`` and ``faults`` go to the assembly (``assemble_engine``)."""
     listener = listener or LoadListener(on_program=on_program)
     bundle = load(options, tp)
     runtime = runtime_options(options, bundle)
@@ -239,5 +243,7 @@ def open_engine(
         attach_worker=attach_ple,
         vocab_size=bundle.model.config.vocab_size,
         grammar=grammar,
+        trace=trace,
+        faults=faults,
     )
     return bundle, engine

@@ -76,7 +76,6 @@ def make_engine(num_slots: int = 4, max_waiting: int = 8, mixed: bool = True):
         worker,
         Letters(),
         max_context_tokens=4096,
-        eos_token_ids=[EOS],
         max_waiting=max_waiting,
     )
     return engine, worker

@@ -22,7 +22,7 @@ from ignition.runtime.async_engine import AsyncEngine
 from ignition.runtime.loop.engine import Engine
 from ignition.runtime.loop.faults import FaultPlan, InjectedFault, install
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
-from tests.runtime.scripted import EOS, Letters, ScriptedWorker, expected_tokens
+from tests.runtime.scripted import Letters, ScriptedWorker, expected_tokens
 
 MARKER = 13
 INNOCENTS = {"a": (1, 2, 3), "b": (4, 5), "c": (6, 7)}
@@ -39,7 +39,6 @@ def make_engine() -> Engine:
         ScriptedWorker(),
         Letters(),
         max_context_tokens=4096,
-        eos_token_ids=[EOS],
         clock_ns=lambda: next(ticks),
     )
 

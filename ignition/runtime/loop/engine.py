@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ignition.helios import (
@@ -35,6 +35,7 @@ from ignition.helios import (
     SchedulerProtocol,
 )
 from ignition.runtime.executors.frames import FatalWorkerError, FrameResult, Worker
+from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
 from ignition.runtime.loop.admission import Admissions, check_request
 from ignition.runtime.loop.failures import FrameFailures
 from ignition.runtime.loop.hooks import FaultHook, FrameListeners, LoopHooks
@@ -72,7 +73,6 @@ class Engine:
         decoder: TextDecoder,
         *,
         max_context_tokens: int,
-        eos_token_ids: Sequence[int] = (),
         max_waiting: int = 64,
         stats: EngineStats | None = None,
         clock_ns: Callable[[], int] = time.monotonic_ns,
@@ -80,18 +80,16 @@ class Engine:
         vocab_size: int | None = None,
         checkpoints: CheckpointCache | None = None,
         vision_windows: VisionWindowHooks | None = None,
+        grammar: GrammarCompiler | LazyGrammarCompiler | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.worker = worker
         self.decoder = decoder
         self.max_context_tokens = max_context_tokens
-        self.eos_token_ids = frozenset(eos_token_ids)
-        self.max_waiting = max_waiting
         self.num_slots = scheduler.usage().num_request_slots if num_slots is None else num_slots
         self.vocab_size = vocab_size
-        # Structured outputs: the grammar compiler over the model's tokenizer
-        # (runtime.grammar.GrammarCompiler), set by whoever opens the bundle; None: none.
-        self.grammar = None
+        # Structured outputs: the grammar compiler over the model's tokenizer; None: none.
+        self.grammar = grammar
         self.stats = stats or EngineStats()
         self._inflight: collections.deque[Inflight] = collections.deque()
         self._next_fence = 0
