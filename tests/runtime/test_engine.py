@@ -159,8 +159,7 @@ def speculative_engine():
         get_recipe("qwen38"), LoadOptions(mixed_prefill=True, speculation="fixed")
     )
     scheduler = Scheduler(catalog, resources=Resources(num_request_slots=4))
-    return Engine(scheduler, ScriptedWorker(), Letters(), max_context_tokens=4096,
-                  eos_token_ids=[EOS])  # fmt: skip
+    return Engine(scheduler, ScriptedWorker(), Letters(), max_context_tokens=4096)
 
 
 @pytest.mark.parametrize("last", range(1, 9))
