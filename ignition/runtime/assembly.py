@@ -1,15 +1,4 @@
-"""Start-up in one downward pass: bundle -> state -> programs -> executors -> scheduler -> engine.
-
-The bundle (``runtime.bundle.load_bundle``) gives the model and the catalog; from them
-:func:`assemble_worker` sizes the state, prepares the programs and puts the executors over
-them (the worker); :func:`assemble_engine` then attaches what the worker delivers
-(``attach_worker``), wraps it, builds the scheduler and the engine around it. Each stage
-only reads what the stages before it made. What this room must not import is injected by
-the caller above it (``ignition.serving``): the model loader of the bundle stage (a
-tensor-parallel rank's sharded loader), ``attach_worker`` (the PLE table's delivery on
-this rank's worker), ``wrap_worker`` (rank zero's broadcasting worker) and the scheduler
-factory (Helios, or the direct scheduler of ``debug-serve --direct``).
-"""
+"""Start-up in one downward pass: bundle -> state -> programs -> executors -> scheduler -> engine."""
 
 from __future__ import annotations
 
@@ -75,7 +64,7 @@ class RuntimeOptions:
     # fewer on a GPU where they would take more than half the memory left after the state.
     snapshot_rows: int | None = 4
     # KV pages requests may own; None: enough for every slot to reach the context limit.
-    # Fewer makes requests compete for pages (a full pool preempts, see preemption.py).
+    # Fewer makes requests compete for pages (a full pool preempts, see loop/preemption.py).
     num_pages: int | None = None
     # Vision models: features one request's active vision window may hold (0: as many as
     # the largest prompt chunk), and private snapshot rows for multi-window requests.
@@ -97,12 +86,7 @@ def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:
 def state_for(
     model: HybridModel, catalog: Catalog, options: RuntimeOptions, device: torch.device
 ) -> tuple[ModelState, int, int]:
-    """Size the caches: every slot can reach the context limit plus one round's lookahead.
-
-    Returns the state, the number of pages requests may own (Helios's ledger) and the
-    number the worker hands out; the state holds one more, the scratch page state
-    operations redirect unassigned copies to.
-    """
+    """Size the caches: every slot can reach the context limit plus one round's lookahead."""
     lookahead = max(
         d.token_capacity + d.proposal_depth + 1
         for d in catalog.descriptors

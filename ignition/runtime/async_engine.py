@@ -1,17 +1,4 @@
-"""An asyncio face for the engine: a background loop thread plus per-request queues.
-
-The HTTP server runs on an event loop; the engine runs on its own thread so
-that a long graph execution never blocks request handling. Chunks cross over
-through ``loop.call_soon_threadsafe`` into one ``asyncio.Queue`` per request.
-Closing a request's async iterator before its final chunk cancels it in the
-engine, which is how a client disconnect becomes a cancellation (even when it
-is closed before its first chunk was read).
-
-If a step raises, the loop cannot continue: every open request gets a final
-chunk with ``finish_reason`` ``error`` (so no stream is cut without an end), the
-engine refuses new requests, ``is_healthy`` turns false and ``on_fatal`` is
-called so the process can exit non-zero and a supervisor restart it.
-"""
+"""An asyncio face for the engine: a background loop thread plus per-request queues."""
 
 from __future__ import annotations
 

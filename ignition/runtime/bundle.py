@@ -1,16 +1,4 @@
-"""Load a built bundle (``artifacts/<recipe>/``) into a ready engine.
-
-Loading checks the contract before any program is prepared: the manifest and
-catalog parse, the checkpoint the build validated is the one found now, and
-every descriptor is a program this model can build. Each failure is one clear
-error naming the file and what differs.
-
-"The one found now" is a stat check by default: every file's size and
-modification time against those the build recorded beside its full hash, so
-start-up reads no weight bytes twice. ``verify_weights=True`` (``--verify-weights``)
-hashes the files again and compares with the build's sha256; so do bundles
-written before the stamps existed.
-"""
+"""Load a built bundle (``artifacts/<recipe>/``) into a ready engine."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Issue 11, deliverable 6: message end offsets are exact, by whole prefixes or by pieces.
 
-The definition is checked here independently of chat_offsets.py: tokenize each
+The definition is checked here independently of chat/offsets.py: tokenize each
 conversation prefix on its own with the real tokenizer and take the common prefix
 with the prompt's ids.
 """

@@ -1,32 +1,4 @@
-"""Where each message of a rendered chat ends, in prompt tokens, exactly.
-
-The definition: for message ``i`` render ``messages[:i + 1]`` alone (no
-generation prompt) and tokenize it; the offset is the length of the longest
-common prefix of those ids and the prompt's ids. So ``prompt_ids[:offset]`` is
-token for token what tokenizing that conversation prefix on its own gives,
-which is what a later request that shares the prefix will produce, and what a
-retained state checkpoint at that offset must match.
-
-BPE merges at boundaries: where the last characters of message ``i`` and the
-first of message ``i + 1`` become one token in the prompt, the prefix alone
-tokenizes differently from that point, so the common prefix, and the offset,
-stops before the merged token instead of splitting it. With the usual
-special-token separators (``<|im_end|>``) nothing merges across and the offset
-is the prefix's full token count. A prefix the template refuses to render on
-its own (some templates require a user message) keeps the previous message's
-offset, a point known to lie before message ``i`` ends.
-
-Cost. Tokenizing every prefix costs the square of the conversation length
-(0.5 s for 128 messages of 9.7k tokens on one CPU core). The tokenizer splits
-its added tokens (``<|im_start|>`` and friends) out before anything else and
-tokenizes the text between them independently, so a prefix tokenizes as the
-prompt's pieces before its last split point followed by the tokens of its own
-last partial piece. That is used only after checking it on the prompt itself
-(its pieces, tokenized one by one, give exactly its ids) and only for split
-tokens that strip no whitespace and are matched before normalization; otherwise,
-and for a prefix that is not a character prefix of the prompt, the prefix is
-tokenized whole. Either way the offset is the same number.
-"""
+"""Where each message of a rendered chat ends, in prompt tokens, exactly."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The Jinja2 sandbox chat templates render in, configured as transformers configures it.
-
-A chat template is untrusted code from a model hub. It runs in an
-``ImmutableSandboxedEnvironment`` with ``trim_blocks``, ``lstrip_blocks`` and
-``loopcontrols``, a ``tojson`` that keeps non-ASCII text as it is,
-``raise_exception``, ``strftime_now``, an inert ``{% generation %}`` tag and a
-``namespace()`` that refuses underscore names; its inputs are rebuilt from plain
-JSON types so that no object with methods reaches it.
-"""
+"""The Jinja2 sandbox chat templates render in, configured as transformers configures it."""
 
 from __future__ import annotations
 
@@ -22,11 +14,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
 class _GenerationTag(Extension):
-    """``{% generation %}...{% endgeneration %}`` renders its body unchanged.
-
-    transformers uses the tag to mask assistant tokens in training; serving has
-    no use for the mask, but templates that carry the tag must still compile.
-    """
+    """``{% generation %}...{% endgeneration %}`` renders its body unchanged."""
 
     tags = {"generation"}  # noqa: RUF012 - jinja2 reads this class attribute
 

@@ -1,19 +1,4 @@
-"""Render a conversation with the checkpoint's chat template, as Hugging Face does.
-
-The template (see chat_template_files.py for where it comes from) renders in the
-sandbox of chat_sandbox.py and sees the variables transformers'
-``apply_chat_template`` passes: ``messages``, ``tools``, ``add_generation_prompt``,
-the named special tokens (``bos_token``, ``eos_token``, ...) and the request's
-``chat_template_kwargs`` (for example ``enable_thinking``). Anything a template
-does wrong for a request (``raise_exception``, an undefined call, a type error,
-or a syntax error in the template itself) becomes a :class:`ChatTemplateError`,
-which the server answers with a 400: a bad template never crashes the server or
-affects another request.
-
-``render`` also reports where each message ends in the prompt's tokens, for
-checkpoint retention; chat_offsets.py defines that offset and how it stays
-exact when a BPE merge crosses a message boundary.
-"""
+"""Render a conversation with the checkpoint's chat template, as Hugging Face does."""
 
 from __future__ import annotations
 
@@ -37,11 +22,7 @@ class ChatTemplateError(ValueError):
 
 @dataclass(frozen=True)
 class RenderedChat:
-    """A rendered conversation: its text, its prompt ids, and where each message ends.
-
-    ``message_end_offsets[i]`` counts the prompt tokens that belong to messages
-    ``0..i`` (see the module docstring for how it stays exact).
-    """
+    """A rendered conversation: its text, its prompt ids, and where each message ends."""
 
     text: str
     prompt_ids: tuple[int, ...]
@@ -49,12 +30,7 @@ class RenderedChat:
 
 
 def _template_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A message as templates expect it: tool-call arguments as an object, not a JSON string.
-
-    OpenAI clients send ``function.arguments`` as a JSON string; templates of the
-    Qwen3.5 shape iterate it as a mapping, so a string holding a JSON object is parsed
-    (as vLLM does). Anything else is passed through unchanged.
-    """
+    """A message as templates expect it: tool-call arguments as an object, not a JSON string."""
     out = plain_data(message)
     calls = out.get("tool_calls")
     if isinstance(calls, list):
@@ -71,14 +47,7 @@ def _template_message(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class ChatRenderer:
-    """Renders conversations with a checkpoint's templates and tokenizes them.
-
-    ``encode_batch`` tokenizes without adding special tokens: the template
-    already writes ``bos_token`` where the model wants one, as with
-    transformers' ``apply_chat_template(tokenize=True)``. ``split_tokens`` are the
-    tokenizer's added tokens that it splits out before tokenizing the text between
-    them; they only make the offsets cheaper (chat_offsets.py), never different.
-    """
+    """Renders conversations with a checkpoint's templates and tokenizes them."""
 
     def __init__(
         self,

@@ -1,12 +1,4 @@
-"""Where a checkpoint's chat templates come from, found the way transformers finds them.
-
-``chat_template.jinja`` (the default) and ``additional_chat_templates/*.jinja``
-(named) take priority over ``tokenizer_config.json``'s ``chat_template``, which is
-a string or a list of ``{name, template}`` objects. A template named ``tool_use``
-renders requests that carry tools. A checkpoint with no template gets the packaged
-``ignition/templates/chat_fallback.jinja``. The special tokens a template may read
-(``bos_token``, ``eos_token``, ...) come from ``tokenizer_config.json`` too.
-"""
+"""Where a checkpoint's chat templates come from, found the way transformers finds them."""
 
 from __future__ import annotations
 
@@ -36,11 +28,7 @@ class ChatTemplateFileError(ValueError):
 
 @dataclass(frozen=True)
 class ChatTemplates:
-    """The templates a checkpoint declares, by name, with the special tokens they may read.
-
-    ``default`` renders plain chats; a template named ``tool_use`` (transformers'
-    convention for the list form) is chosen when the request carries tools.
-    """
+    """The templates a checkpoint declares, by name, with the special tokens they may read."""
 
     templates: Mapping[str, str]
     source: str

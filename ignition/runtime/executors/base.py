@@ -1,11 +1,4 @@
-"""The seam every executor meets: the protocol, its error, and a frame done at launch.
-
-An executor runs the plans of some graph kinds (``executors/__init__.py`` maps each kind
-to one). ``launch`` may return while the device still runs the frame; ``wait`` blocks
-until its outputs are readable and turns them into the engine's :class:`FrameResult`.
-Whatever ``launch`` returns carries the plan and its fence: the worker routes ``wait`` by
-the plan's kind, and tensor-parallel ranks name frames by the fence.
-"""
+"""The seam every executor meets: the protocol, its error, and a frame done at launch."""
 
 from __future__ import annotations
 

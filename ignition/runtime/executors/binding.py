@@ -1,15 +1,5 @@
 """Row binding: one plan's lanes checked against the program, then written into its host
-staging in lane order (packed offsets are the host prefix sums of the rows' query lengths).
-
-A prompt lane needs a program with prompt capacity, a decode lane a row width it fits in.
-A program of L prompt lanes (Descriptor.prompt_lanes) takes up to L prompt rows, each
-bound at its lane index (its prompt-row entry, next token, history begin, replay start and
-image features in the lane's part of the prompt workspace, model.packing); lanes the plan
-leaves unused keep the padding the program was cleared to (row -1), which mutates nothing.
-Host-side only what the plan implies is tracked (prompt cursors, a page upper bound);
-pending decode tokens stay on the device (see compiler.programs), which is what allows a
-second decode frame to be launched before the first one's outputs are read.
-"""
+staging in lane order (packed offsets are the host prefix sums of the rows' query lengths)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""What the executors share: the state, the prepared programs and the per-request ledger.
-
-One context per worker (per tensor-parallel rank). ``ple`` and ``before_run`` are set after
-assembly (the PLE table is opened once the programs exist; tensor-parallel ranks install
-their agreement per launch), so the executors read them here at each launch.
-"""
+"""What the executors share: the state, the prepared programs and the per-request ledger."""
 
 from __future__ import annotations
 

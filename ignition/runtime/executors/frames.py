@@ -1,9 +1,4 @@
-"""What crosses the seam between the engine loop and a worker: one executed frame.
-
-The worker protocol (launch may return before the device finishes, wait blocks until
-the outputs are readable), the result it reports, and the engine's record of a frame in
-flight. Plain types only, so the engine, the worker and test doubles meet here.
-"""
+"""What crosses the seam between the engine loop and a worker: one executed frame."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The device sampling history behind penalties, logit bias and min_tokens.
-
-It stays on the device (model.logits_processing): the frame carrying a request's first
-prompt chunk resets its slot's row from workspace buffers, a restore rebuilds it from the
-restored tokens instead, a vision window's next generation carries it over, and the
-programs count emitted tokens themselves.
-"""
+"""The device sampling history behind penalties, logit bias and min_tokens."""
 
 from __future__ import annotations
 

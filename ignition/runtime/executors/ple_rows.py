@@ -1,9 +1,4 @@
-"""The PLE n-gram rows a program frame needs, delivered from the host (or disk) residency.
-
-Known rows are published to the mailbox before the frame is staged, so the host thread
-resolves them meanwhile, and are copied into the program's PLE input just before it runs;
-the rows the host cannot name at launch resolve through the in-program mailbox.
-"""
+"""The PLE n-gram rows a program frame needs, delivered from the host (or disk) residency."""
 
 from __future__ import annotations
 

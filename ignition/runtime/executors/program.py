@@ -1,10 +1,4 @@
-"""The program executor: prefill, decode, speculative and mixed frames.
-
-``launch`` checks the plan's rows against the program, binds them into its host staging,
-issues one upload per bound buffer and launches the program without waiting for the
-device: it returns while the frame runs, so the engine plans and queues the next frame
-meanwhile. ``wait`` synchronizes, reads the device interval and decodes the outputs.
-"""
+"""The program executor: prefill, decode, speculative and mixed frames."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Prompt logprobs, scored after the program in the same launch.
-
-Stream-ordered before any later frame can overwrite them: every program with prompt lanes
-writes the lanes' final hidden states to one workspace buffer (lane-major: lane k's chunk
-starts at row k * its lane capacity), and
-:func:`ignition.model.prompt_logprobs.score_positions` reduces them to [N, K] values for
-each prompt lane whose request asked, and only then.
-"""
+"""Prompt logprobs, scored after the program in the same launch."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""KV pages and state rows of the request slots.
-
-Helios decides *how many* pages a request may hold; this class decides *which*
-physical pages. Pages are handed out lazily, as a slot's worst-case length
-grows with each launched frame (the whole verification width plus the draft
-lookahead, since rejected positions are written before they are discarded),
-and come back only through :meth:`release`, which the engine calls after the
-request's last submitted fence has completed.
-
-The worst-case length is the slot's committed length plus the advances of its frames
-still unread: a launch adds the frame's whole advance, and reading the frame back
-(:meth:`settle`) takes off what it did not commit (rejected drafts). Without that the
-bound would grow by every rejected draft and pass the slot's capacity long before the
-request reaches its context limit.
-"""
+"""KV pages and state rows of the request slots."""
 
 from __future__ import annotations
 

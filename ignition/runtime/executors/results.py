@@ -1,10 +1,4 @@
-"""Result decoding: a program frame's outputs turned into Helios completion records.
-
-Raw logprobs are program outputs, read on the host only for the requests that asked for
-them (an eager frame in which none asked does not compute them: ``PreparedProgram.run``).
-A row that emitted INVALID_TOKEN (model.sampling), or whose token its grammar rejects,
-fails alone: its record carries no tokens and the engine ends it with the message.
-"""
+"""Result decoding: a program frame's outputs turned into Helios completion records."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The state-copy executor: initialization, restore and snapshot frames (compiler.state_ops).
-
-They are tiny indexed copies, so they run at launch; ``wait`` only reports them.
-"""
+"""The state-copy executor: initialization, restore and snapshot frames (compiler.state_ops)."""
 
 from __future__ import annotations
 
@@ -26,11 +23,7 @@ class StateCopyExecutor:
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> SettledFrame:
         """Initialize fresh slots, restore rows into fresh slots, or copy slots into their
-        snapshot rows.
-
-        The engine names each lane's row (``LiveRequest.state_row``); a capture without
-        one (aliased, or skipped because its cost expired) copies nothing.
-        """
+        snapshot rows."""
         context = self.context
         state_ops, resources, ledger = context.state_ops, context.resources, context.ledger
         if state_ops is None:

@@ -1,11 +1,4 @@
-"""The worker: routes each ScheduledPlan to its graph kind's executor and reports completion.
-
-``launch`` returns while the frame runs (program frames) or once it ran (state copies,
-image encoding), so the engine plans and queues the next frame meanwhile; ``wait`` blocks
-until the frame's outputs are readable and returns the Helios completion records. The
-executors (``runtime/executors/``) share one context: the state, the prepared programs,
-the slot resources and what the host tracks per request between frames.
-"""
+"""The worker: routes each ScheduledPlan to its graph kind's executor and reports completion."""
 
 from __future__ import annotations
 

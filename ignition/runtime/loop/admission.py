@@ -1,12 +1,4 @@
-"""Admission: the three lines of the request table take free slots, oldest line first.
-
-Restarted requests (a shared frame failed) go first, one at a time while one is on
-probation; then preempted requests resume, once Helios says each fits; then new
-arrivals. A line blocked on a slot or a private vision-window row blocks the lines after
-it, so readmissions never starve behind new work. Every admission builds its Helios
-spec with :func:`request_spec` (one builder: a new request, or one continued with its
-output replayed as prompt).
-"""
+"""Admission: the three lines of the request table take free slots, oldest line first."""
 
 from __future__ import annotations
 
@@ -159,10 +151,7 @@ class Admissions:
             table.admit(live)
 
     def _admit_restart(self) -> bool:
-        """Readmit the oldest restarted request unless another one is on probation.
-
-        Returns False when it is blocked on a slot (new arrivals then wait behind it).
-        """
+        """Readmit the oldest restarted request unless another one is on probation."""
         table, lc = self.table, self.lifecycle
         if not table.restarting or any(live.on_probation for live in table.live.values()):
             return True

@@ -1,21 +1,4 @@
-"""The engine loop: Helios plans, the worker executes, text is published.
-
-One thread owns the scheduler and the worker. Each turn it drains the inbox
-(admissions and cancellations from the HTTP threads), lets Helios plan, commits
-and launches as long as the two-slot execution queue accepts queueable work,
-then waits for the oldest frame, completes it, and publishes what became
-visible. Launching before waiting is what overlaps host planning with device
-execution: while a captured decode graph runs, the host already plans and
-submits the next one.
-
-Collaborators do the rest, each in its module: request_table (every request's state),
-inbox (the HTTP threads' side), admission, publication (text and stop conditions),
-lifecycle (ending and continuing requests), failures (a failed frame fails its requests,
-not the server), frames (the worker seam). Retention, vision windows, preemption, fault
-injection and frame listeners meet the loop at the points of loop_hooks.py. Anything
-that escapes a step means the loop cannot continue: :meth:`Engine.fail_all` ends every
-open request with an error so the caller can stop cleanly.
-"""
+"""The engine loop: Helios plans, the worker executes, text is published."""
 
 from __future__ import annotations
 
@@ -295,12 +278,7 @@ class Engine:
         return any(f.plan.lane_of(handle) is not None for f in self._inflight)
 
     def fail_all(self, message: str) -> None:
-        """End every open request with ``message`` and refuse new ones.
-
-        Called when a step raised outside any frame or request: the scheduler's state
-        can no longer be trusted, so nothing is cancelled in it; clients get a final
-        chunk with ``finish_reason`` ``error`` instead of a cut stream.
-        """
+        """End every open request with ``message`` and refuse new ones."""
         arrivals = self.inbox.close()
         waiting, open_requests = self.table.close()
         for request, sink in [*waiting, *arrivals]:

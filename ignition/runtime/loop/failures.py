@@ -1,21 +1,4 @@
-"""Frames that fail, and rows that fail within a frame.
-
-Failures stay with the requests that caused them. A frame that cannot execute
-ends its request when it ran alone; a frame shared by several requests cannot
-say whose input broke it, so each of them restarts from its prompt plus the
-output it already has, on probation: probation requests are readmitted one at a
-time, and one that fails again (or fails alone) is the one that ends with an
-error; the requests sharing that frame with it restart without being charged. A
-request whose publication raises ends alone.
-
-A frame fails at launch while older frames may still be in flight: its requests are
-settled at once (no later plan serves them), and the frame stays in the engine's queue
-until it is the oldest, when Helios retires it, so fences complete in commit order and
-the frames around it go on.
-
-Anything else that escapes a step means the loop cannot continue: :meth:`Engine.fail_all`
-ends every open request with an error so the caller can stop cleanly.
-"""
+"""Frames that fail, and rows that fail within a frame."""
 
 from __future__ import annotations
 
@@ -63,15 +46,7 @@ class FrameFailures:
         self.retire(fence, plan)
 
     def settle(self, fence: Fence, plan: ScheduledPlan, err: Exception) -> None:
-        """End or restart the requests of a frame that could not execute.
-
-        A request that ran alone, was already on probation or has used its restarts ends
-        with the error; the others restart (see the module docstring). Either way they are
-        cancelled in Helios at once, so no later plan serves them and Helios accepts the
-        frame's records without tokens when :meth:`retire` completes it. Their slots and
-        pages come back when the frame is retired and they are reaped (an older frame of
-        theirs may still run on the device).
-        """
+        """End or restart the requests of a frame that could not execute."""
         message = f"{plan.descriptor.name} failed: {type(err).__name__}: {err}"
         log.error("fence %d: %s", fence.value, message, exc_info=err)
         for after_frame in self.hooks.after_frame:

@@ -1,21 +1,4 @@
-"""Test-only fault injection: make chosen requests fail at a chosen stage.
-
-Reliability tests need real failures in a real server without a broken model.
-``IGNITION_TEST_FAULTS`` names stages and marker token ids, e.g.
-``launch=401,wait=402,publish=403,step=404``: a request whose prompt starts with
-a marker fails at that stage. ``STAGE=TOKEN@N`` fails it there only once it has N
-output tokens (``launch=401@6``: a decoding request, whose frames are queued behind
-others, rather than its first prompt frame).
-
-- ``launch`` / ``wait``: the worker raises while launching or waiting for a
-  frame that contains the marked request (a frame failure; its initialization, a
-  state operation before any of its work, is not such a frame);
-- ``publish``: publishing the marked request's text raises (one request);
-- ``step``: the engine step raises outside any frame or request, which the loop
-  cannot survive (the server must fail every open request and exit non-zero).
-
-Unset (always, outside tests), nothing is wrapped and nothing is checked.
-"""
+"""Test-only fault injection: make chosen requests fail at a chosen stage."""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
 """The named points where retention, vision windows, preemption, fault injection and frame
-listeners meet the engine loop.
-
-``Engine.step`` is plan -> commit -> launch -> wait -> complete -> publish; what else
-happens in a turn happens at one of these points, in the order the hooks were given:
-
-    on_step -> [plan, commit] -> on_shortage | before_launch -> [launch, wait, complete]
-    -> after_frame -> after_complete -> [publish: before_publish per request]
-    -> after_publish -> on_frame ... on_reap
-
-Each hook subclasses :class:`LoopHook` and overrides only the points it needs;
-:class:`LoopHooks` keeps, per point, only the hooks that override it, so the loop pays
-nothing for the others. A hook holds the collaborators it was built with; the one point
-that moves a request to another Helios generation is handed the :class:`Loop` instead,
-read at the call.
-"""
+listeners meet the engine loop."""
 
 from __future__ import annotations
 

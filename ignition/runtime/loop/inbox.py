@@ -1,11 +1,4 @@
-"""The engine's inbox: where the HTTP threads hand the loop arrivals and cancellations.
-
-Everything here runs under one lock, because ``submit`` and ``cancel`` are called from
-other threads; the loop drains the inbox once per turn. Back-pressure is decided here:
-arrivals the loop has not picked up yet count as waiting only beyond the slots that are
-free for them, so an idle server with four free slots takes four requests plus
-``max_waiting`` more, however fast they arrive.
-"""
+"""The engine's inbox: where the HTTP threads hand the loop arrivals and cancellations."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""How a request ends or continues: the moves the engine, publication and preemption share.
-
-Each ends a request the same way (the table's ``finish``, Helios told or not, retention
-settled, the phase histograms and the final chunk) and continues one the same way (a new
-handle, the output so far replayed as prompt). They live here, not on the engine, so the
-three meet one public collaborator instead of each other's private methods.
-:func:`retired_in` names the requests a frame's terminal snapshot completed for, which the
-loop's ``after_publish`` hooks (preemption, publication's held finishes) settle.
-"""
+"""How a request ends or continues: the moves the engine, publication and preemption share."""
 
 from __future__ import annotations
 

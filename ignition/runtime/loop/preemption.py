@@ -1,31 +1,4 @@
-"""Preemption and resume: when KV pages run out, a resident request gives way.
-
-Helios reserves pages at commit; a commit the free pages cannot cover raises
-``ResourceShortage``. With frames in flight the engine just waits (their completion
-may free pages). With none, nothing will free pages by itself, so the engine asks
-Helios which request gives way (``preemption_victim``: the most recently admitted
-among those holding pages and those the blocked plan serves, as vLLM preempts the
-latest arrival). A holder is retired without completing its response; a blocked
-request holding no pages is only deferred (two requests otherwise preempt each other
-forever). A decoder's state goes
-through Helios's terminal snapshot into a snapshot row the checkpoint cache
-publishes; without one (no retention, no placeable row, a prompt still being
-prefilled) the request is simply dropped from Helios to be recomputed. If the
-preemption snapshot loses to the blocked winner (the next commit is short again),
-the victim's pages are released at once and it too is recomputed.
-
-The request table holds the preempted request (``preempted`` while its snapshot is
-pending, then ``resuming``); admission.py readmits it. A preempted request keeps its
-client stream, sampling settings, usage counts and output so far. It resumes before any
-new arrival, once Helios says it fits
-(``can_resume``: a free slot and the pages for its whole length, beside what admitted
-requests without pages will take and a page of growth per running holder), as a fresh
-Helios request whose prompt is the
-original prompt plus the output; the retained state is found by prefix like any
-checkpoint, so the resume is a restore and a one-token prefill, and its greedy
-output is what the unpreempted request would have produced. A lone request the
-pool cannot hold ends with an error naming the pool.
-"""
+"""Preemption and resume: when KV pages run out, a resident request gives way."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Publication: a completed frame's tokens become text, stop conditions and client chunks.
-
-Where stop strings and detokenization meet the scheduler: a frame's tokens become text
-through each request's incremental detokenizer, and only text actually shown counts as a
-delivery (``published_output``). A stop string found in the text ends the request on
-the host: Helios is told through ``cancel``, which stops selection at once and keeps
-pages and slot owned through the last submitted fence. Stop token ids end it the same
-way; logprobs travel with the token ids they belong to, and a request's prompt logprobs,
-scored chunk by chunk as its prompt runs, travel once, on its first chunk.
-
-:class:`Publisher` is the engine's collaborator for this job: it reads the request table,
-ends requests through the shared :class:`~ignition.runtime.loop.lifecycle.Lifecycle`, and calls
-the loop hooks' ``before_publish`` point (fault injection) for each request it publishes.
-A request whose last token Helios holds for a terminal snapshot keeps its final chunk
-until that snapshot completes (so the cache publication precedes the client's next turn);
-:class:`HeldFinishes`, the loop's ``after_publish`` hook, sends it then.
-"""
+"""Publication: a completed frame's tokens become text, stop conditions and client chunks."""
 
 from __future__ import annotations
 
@@ -65,7 +49,7 @@ class HeldFinishes(LoopHook):
 
 
 class Publisher:
-    """The engine's publication step (see the module docstring)."""
+    """The engine's publication step (docs/runtime.md)."""
 
     def __init__(self, lifecycle: Lifecycle, hooks: LoopHooks) -> None:
         self.lifecycle = lifecycle
@@ -208,11 +192,7 @@ class Publisher:
         ids: list[int],
         logprobs: Sequence[TokenLogprob] = (),
     ) -> None:
-        """Hand a burst to the client; only visible text counts as a delivery.
-
-        Ids travel even when stop buffering or an incomplete character holds their text
-        back, so usage counts and token streams stay exact.
-        """
+        """Hand a burst to the client; only visible text counts as a delivery."""
         if not text and not ids:
             return
         if live.first_token_ns is None:

@@ -1,14 +1,4 @@
-"""Where the engine loop meets checkpoint retention.
-
-The engine calls these hooks at admission, before launching a state-operation frame,
-after every completed (or failed) frame and when a request ends; they translate
-between Helios's state lanes and the checkpoint cache's rows. With no cache every
-hook is a no-op and requests behave exactly as without retention.
-
-A finished request that Helios holds for terminal retirement either gets a funded,
-placeable terminal capture (its finish waits for the snapshot, so cache publication
-precedes the client's next turn) or is retired at once without one.
-"""
+"""Where the engine loop meets checkpoint retention."""
 
 from __future__ import annotations
 
@@ -196,12 +186,7 @@ class RetentionHooks(LoopHook):
         return False
 
     def preempt(self, live, now_ns: int) -> bool:
-        """Arm the snapshot row a preempted decoder resumes from; False: recompute it.
-
-        Only a decoder with output has the terminal state Helios captures (prompt plus
-        every output token but the last, still pending); a worthless terminal
-        retirement (both terminal prices zero) would never be scheduled.
-        """
+        """Arm the snapshot row a preempted decoder resumes from; False: recompute it."""
         if self.cache is None or not live.output_ids:
             return False
         r = self.scheduler.request(live.handle)

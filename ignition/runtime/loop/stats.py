@@ -1,8 +1,4 @@
-"""Engine counters as plain numbers, read by /metrics and the test reports.
-
-The engine loop runs on its own thread and the HTTP server reads at scrape
-time, so updates and snapshots take one lock; a snapshot is an immutable copy.
-"""
+"""Engine counters as plain numbers, read by /metrics and the test reports."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Where the engine loop meets vision windows (helios/vision_windows.py).
-
-A request whose images need more features than the prepared feature storage holds is
-served window by window. At admission it takes one private snapshot row (and waits in
-line while none is free); each window is one Helios generation whose prefill stops
-before the next window's first image, where Helios snapshots the consumed state into
-that row once submitted work has drained. When that snapshot completes, the loop's
-``after_complete`` point rebinds the logical request to a fresh generation that restores
-the row, and the worker encodes the next window's images into the feature storage from
-offset zero.
-
-Private rows are not the retention cache's: they are the snapshot store's rows after the
-retained-checkpoint ones, never published and never looked up, and they hold exactly one
-boundary state at a time. The logical request (prompt, seed, sampling, usage counts,
-detokenizer) is untouched by rebinding.
-"""
+"""Where the engine loop meets vision windows (helios/vision_windows.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""An exact least-recently-used cache of table rows with a byte bound (disk residency).
-
-Exact: a row is looked up by its global id and returned bit for bit; nothing is hashed
-into buckets, so two ids never share an entry. The cache owns one preallocated block of
-``capacity_bytes // row_bytes`` rows, so its memory never exceeds the bound and a frame
-allocates nothing in it; the ordered map from row id to block slot gives the LRU order.
-"""
+"""An exact least-recently-used cache of table rows with a byte bound (disk residency)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""A frame's PLE rows, from its plan to the worker's ExecutionTiming.
-
-The worker calls :meth:`FrameDelivery.publish` at the start of ``launch`` with the rows
-known before launch (prompt-chunk tokens: the worker holds the prompt and its cursor),
-:meth:`~FrameDelivery.await_rows` where the program needs them, and
-:meth:`~FrameDelivery.finish` once the frame completed, which releases the staging buffers
-and returns the frame-owned readiness timestamps and the exposed delay the worker reports
-as ``readiness_stall_ns`` (Helios subtracts it from the cost sample only).
-
-The row-id function is the model layer's (issue 31): token ids plus the request's n-gram
-context to global row ids. Until it lands, tests and the benchmark use
-:func:`modulo_row_ids`, a stand-in with the same signature and no claim to the real hash.
-"""
+"""A frame's PLE rows, from its plan to the worker's ExecutionTiming."""
 
 from __future__ import annotations
 
@@ -169,20 +157,7 @@ def known_tokens(history: Sequence[int], start: int, count: int, context_size: i
 
 
 class FrameDelivery:
-    """PLE rows through the mailbox, with their readiness timestamps.
-
-    Rows known before launch: :meth:`publish` hashes them on the host (the model's row-id
-    function per PLE layer), one delivery per frame holding each layer's sorted unique
-    global row ids; :meth:`await_rows` waits where the program needs them. Rows not known
-    before launch: :meth:`resolve_inside` is the program's mailbox (the program publishes
-    the ids it could not find staged and waits). :meth:`finish` releases the staging and
-    returns the frame's readiness timestamps and exposed delay.
-
-    ``inside_interval``: whether the waits lie inside the frame's measured device interval
-    (CPU: the worker waits there, as the program would; CUDA: the host waits before the
-    graph is enqueued, so the stall is host time, outside the replay interval, and reporting
-    it would under-estimate the graph). Only such a stall is reported to Helios.
-    """
+    """PLE rows through the mailbox, with their readiness timestamps."""
 
     def __init__(
         self,
@@ -363,12 +338,7 @@ def open_ple(
     """Open the checkpoint's table (``layout``, else its table folder) at its residency; with
     the model's ``row_ids`` (the qwen4_exp layers), host and disk rows reach ``worker``'s
     programs through the mailbox. Without a table the options are accepted and the counters
-    say "none".
-
-    On CUDA the programs are captured graphs: their rows not staged by the host come from
-    ``in_graph`` (``in_graph.InGraphRows``, bound before capture, whose store is reused
-    here); without it the table is only opened and counted, and the programs gather from
-    the model's own table."""
+    say "none"."""
     layout = layout if layout is not None else find_layout(checkpoint)
     if layout is None:
         return PleRuntime(options, PleStats("none", 0))

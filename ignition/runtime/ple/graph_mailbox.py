@@ -1,23 +1,4 @@
-"""The in-graph mailbox's host side, and the mapped (UVA) host memory it and the gather use.
-
-On a GPU a captured program cannot call back into Python, so the rows it could not find
-staged go through memory both sides see (docs/ple.md, "Rows not known before launch"):
-
-- :func:`device_view` turns a pinned host tensor into a CUDA tensor over the same memory
-  (unified virtual addressing: memory pinned by ``cudaHostAlloc``, which is what
-  ``Tensor.pin_memory`` uses, is mapped into the device's address space at the same
-  address), so a Triton kernel reads and writes it directly over PCIe. On CPU the tensor
-  itself is its own view.
-- :class:`GraphMailbox` owns the mapped buffers (ids, request flag, ready flag, staged rows)
-  and one host thread that polls the request flag, resolves the ids through the row store
-  into the staged rows and writes the ready flag. :meth:`GraphMailbox.ask` is what the
-  program calls: ``kernels.ops.publish_and_wait`` (publish, spin) and the staged rows.
-
-Readiness: the program publishes and starts waiting at once, so the host thread's first
-sight of a request stands for both ``requested_ns`` and ``needed_ns`` (a little late by the
-poll interval); ``ready_ns`` is when it wrote the flag. ``ready - needed`` is the exposed
-delay, which on a GPU lies inside the graph's replay interval.
-"""
+"""The in-graph mailbox's host side, and the mapped (UVA) host memory it and the gather use."""
 
 from __future__ import annotations
 
@@ -73,10 +54,7 @@ def uva_table(store: RowStore, device: torch.device) -> torch.Tensor | None:
 
 
 class GraphMailbox:
-    """Mapped buffers for ``capacity`` ids and one host thread answering the program.
-
-    ``delay_s``: a slow host worker (tests, ``scripts/gpu_check.py``) sleeps this long
-    before answering each request."""
+    """Mapped buffers for ``capacity`` ids and one host thread answering the program."""
 
     def __init__(
         self,

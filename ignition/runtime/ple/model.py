@@ -1,15 +1,4 @@
-"""The model's side of the table: its PLE layers' row ids and where their tables are stored.
-
-A qwen4_exp model has one n-gram table per PLE layer; the runtime serves them as one table,
-the layers' tables concatenated in PLE-layer order (the same order and offsets as the
-programs' staged rows, ``compiler.ple_input``). The rows of layer p are found by the model's
-own hash (``ngram_hash.row_id_function``) plus the layer's offset.
-
-On disk the table is either a table folder beside the weights (``table.TABLE_FOLDER``,
-written by :func:`write_model_table`) or, for a checkpoint as transformers saves it, the
-checkpoint's own tensors (``*.ple.ple_embedding.ngram_embedding[.shard_N].weight``), mapped
-in place by :func:`checkpoint_layout`: no copy of a 48 GiB table is made to serve it.
-"""
+"""The model's side of the table: its PLE layers' row ids and where their tables are stored."""
 
 from __future__ import annotations
 

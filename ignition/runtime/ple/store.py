@@ -1,12 +1,4 @@
-"""Where the PLE n-gram table lives, behind one protocol: row ids in, rows out.
-
-Three stores, registered by residency (docs/ple.md): ``device`` holds the table in device
-memory; ``host`` maps the pieces (``preload`` copies them into pinned memory on CUDA, plain
-memory on CPU); ``disk`` maps them without preload behind an exact LRU row cache. A gather
-writes into a caller's buffer (the mailbox's reusable staging), so a frame allocates no
-row storage. Counters (rows, bytes, cache hits and misses, exposed delay) live in
-:class:`PleStats`, read by ``/metrics``.
-"""
+"""Where the PLE n-gram table lives, behind one protocol: row ids in, rows out."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The PLE n-gram table on disk: ``shard_N.safetensors`` pieces plus ``table.json``.
-
-Only safetensors headers are read at load; each piece's tensor is then mapped with
-``numpy.memmap`` (raw bytes viewed with the torch dtype, since numpy has no bf16 or FP8), so
-opening a 48 GiB table costs nothing until rows are touched. Every way a piece can be bad
-(missing, without the tensor, shorter than its header promises, the wrong width) fails here
-with one line naming the file and the tensor: a truncated download must not surface as a
-wrong row on some later frame.
-"""
+"""The PLE n-gram table on disk: ``shard_N.safetensors`` pieces plus ``table.json``."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""The build's PLE rows: validation at host or disk residency never reads the table whole.
-
-``ignition build`` runs every program once on real tokens. With the table off the device,
-those runs get their rows exactly as served frames do: the same store (mapped pieces, row
-cache), the same mailbox thread and the same in-program lookup (``compiler.ple_input``),
-so the loader leaves the table unread (``load_checkpoint(..., without_ple_tables=True)``)
-and a build reads only the rows its validation tokens hash to. Where serving would gather
-from the model's own table (device residency; CUDA with ``IGNITION_PLE_IN_GRAPH=0``), the
-build does too: :meth:`BuildRows.skips_table` is false there and nothing changes. On CUDA
-the captured programs are bound to the in-graph row source before capture
-(:meth:`BuildRows.before_capture`), exactly as serving binds them.
-"""
+"""The build's PLE rows: validation at host or disk residency never reads the table whole."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""Incremental detokenization with stop-string buffering.
-
-Two things make streaming text harder than decoding token ids one by one:
-
-- byte-level BPE splits multi-byte characters across tokens, so a token's text
-  is only final once the bytes after it complete the character. We decode a
-  short window of recent ids and emit the new suffix only when it does not end in
-  a replacement character (the same offset scheme vLLM and TGI use);
-- a stop string can straddle tokens. Text that might be the start of a stop
-  string is held back ("stop buffering") until the next tokens either complete
-  the stop (it and everything after it are dropped) or rule it out (it is
-  released). A held-back burst therefore publishes nothing, which is why Helios
-  only counts a delivery when text is actually published.
-"""
+"""Incremental detokenization with stop-string buffering."""
 
 from __future__ import annotations
 
@@ -67,11 +54,7 @@ class IncrementalDetokenizer:
         return self._stopped
 
     def push(self, ids: Sequence[int], stoppable: bool = True) -> TextDelta:
-        """Append newly committed output ids and return the text that may be shown.
-
-        ``stoppable=False`` (a request still short of its min_tokens): no stop string
-        may end the output here, so nothing is held back for one either.
-        """
+        """Append newly committed output ids and return the text that may be shown."""
         if self._stopped:
             return TextDelta("", stopped=True, num_kept=0)
         if not stoppable or not self._stop:

@@ -1,8 +1,4 @@
-"""The errors a request can meet at the engine's door, each mapped to an HTTP status.
-
-In a module of their own so that what raises them (the grammar compiler, admission)
-needs none of the request types (requests.py), which in turn name the grammar's type.
-"""
+"""The errors a request can meet at the engine's door, each mapped to an HTTP status."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""Sampling defaults from a checkpoint's ``generation_config.json``.
-
-Model publishers state the sampling a model was tuned for there (Qwen3.5:
-temperature 0.6, top_p 0.95, top_k 20) and the ids that end a turn. A request
-that omits ``temperature``, ``top_p``, ``top_k``, ``repetition_penalty`` or
-``min_p`` gets the file's value, as vLLM does; a request that names one keeps its
-own. Only keys present in the
-file count: transformers' own fallbacks (``top_k`` 50 and friends) are not
-applied, so a checkpoint without the file samples with the OpenAI defaults.
-``do_sample: false`` means greedy, so it sets the default temperature to 0.
-"""
+"""Sampling defaults from a checkpoint's ``generation_config.json``."""
 
 from __future__ import annotations
 

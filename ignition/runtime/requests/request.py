@@ -1,8 +1,4 @@
-"""What the server hands the engine and what the engine streams back.
-
-Plain data only, so the HTTP layer and the engine loop meet at one seam and
-either can be tested without the other.
-"""
+"""What the server hands the engine and what the engine streams back."""
 
 from __future__ import annotations
 
@@ -183,14 +179,7 @@ class PromptLogprob:
 
 @dataclass(frozen=True)
 class StreamChunk:
-    """One published burst: visible text, its token ids, and running usage counts.
-
-    ``finish_reason`` is set on the last chunk: ``stop`` (end of sequence or a stop
-    string), ``length`` (max_tokens or context), ``abort`` (cancelled) or ``error``
-    (execution failed; ``error`` says why, and no other request is affected).
-    ``stop_reason`` names what stopped a ``stop``: the stop string or stop token id
-    (None for end of sequence).
-    """
+    """One published burst: visible text, its token ids, and running usage counts."""
 
     text: str
     token_ids: tuple[int, ...]

@@ -1,20 +1,4 @@
-"""Every request the engine holds, and the one state machine it moves through.
-
-A request arrives ``waiting``; ``admit`` makes it ``live`` under a Helios handle. A live
-request ends ``finished`` (``finish``), gives way to a failed shared frame
-(``restart``: ``restarting``, readmitted by ``admit`` with its output replayed), or gives
-way to a page shortage (``preempt``: ``preempted`` while its terminal snapshot is pending,
-then ``resume``: ``resuming``, readmitted by ``admit``). Once no submitted frame uses a
-finished request's handle, ``reap`` frees it (``reaped``). A readmission is a new
-:class:`LiveRequest` under a new handle: the old one leaves the table when reaped.
-
-The table is the only owner of these sets (the engine, preemption and publication move
-requests only through its transitions), and a move the machine does not have raises
-:class:`RequestStateError` naming the request, its state and the transition: a bug in
-the loop, never a client's doing. Arrivals are the engine's inbox's business until the
-loop picks them up; ``submit`` reads :attr:`RequestTable.num_held` on the HTTP threads
-(a length read, atomic under the interpreter lock).
-"""
+"""Every request the engine holds, and the one state machine it moves through."""
 
 from __future__ import annotations
 
@@ -128,7 +112,7 @@ class LiveRequest:
 
 
 class RequestTable:
-    """Waiting arrivals, live handles, and the restart and resume lines (module docstring)."""
+    """Waiting arrivals, live handles, and the restart and resume lines (docs/runtime.md)."""
 
     def __init__(self) -> None:
         self.waiting: collections.deque[tuple[GenerationRequest, Sink]] = collections.deque()

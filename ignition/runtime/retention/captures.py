@@ -1,21 +1,4 @@
-"""Checkpoint retention: which prompt endpoints to capture, and what that may cost.
-
-A GDN model's prefix cache holds complete-state checkpoints (recurrent state,
-convolution window, MTP hidden state and the pages of the prefix), not KV blocks:
-a checkpoint can only be taken where a prefill chunk ends, so capturing one means
-cutting the prefill there and copying the slot into a snapshot row.
-
-Conversation anchors come from the exact token endpoints of the rendered chat. The
-last eligible completed message is the anchor (the prompt end substitutes when there
-is none); earlier messages follow in reverse order, then a distinct prompt end. The
-anchor stays eligible whatever the costs, and its copy is never refused; every
-further cut and copy is an *extra* that must fit a request-local allowance of
-``fraction`` times the estimated uncached prefill work, and so must the anchor's own
-prefill cut when costs are known (otherwise the prompt end, which needs no cut,
-substitutes as the anchor). Unknown costs disable extras. Completed productive decode earns the
-same fraction of its measured time toward one distinct terminal capture. There is
-no fixed capture count and no concurrency-based share.
-"""
+"""Checkpoint retention: which prompt endpoints to capture, and what that may cost."""
 
 from __future__ import annotations
 
@@ -52,13 +35,7 @@ class CapturePoint:
 
 
 def conversation_anchors(message_ends: Sequence[int], prompt_len: int) -> list[CapturePoint]:
-    """Capture candidates in preference order.
-
-    A message end is eligible when it lies strictly inside the prompt (a checkpoint
-    at the very end could never be restored for the same prompt: the last token must
-    be prefilled to produce logits, which the distinct prompt end handles for longer
-    continuations).
-    """
+    """Capture candidates in preference order."""
     eligible = sorted({e for e in message_ends if 0 < e < prompt_len}, reverse=True)
     if not eligible:
         return [CapturePoint(prompt_len, CheckpointRole.ANCHOR, is_extra=False)]
@@ -143,19 +120,7 @@ def plan_captures(
     costs: CaptureCosts,
     fraction: float = DEFAULT_EXTRA_WORK_FRACTION,
 ) -> CheckpointAllowance:
-    """The request's capture points and the allowance left after paying for them.
-
-    Points at or below the restored prefix are already retained and skipped. The
-    anchor's copy is never refused, and with unknown costs the anchor is kept as it is.
-    With known costs the prefill cut a message-end anchor needs is additional prefill
-    work like any other: when the cut and copy do not fit the allowance, the prompt end
-    (where prefill stops anyway, so only the copy is paid) substitutes as the anchor.
-    A cut costs a whole launch of the smallest prefill graph, which on a large MoE
-    model is most of a long prompt's prefill, and it leaves a tail of a few tokens
-    that must wait for its own launch before the first output token. Each extra needs
-    one prefill cut (unless it is the prompt end) and one copy, and is kept only if
-    both fit.
-    """
+    """The request's capture points and the allowance left after paying for them."""
     allowance = CheckpointAllowance(fraction)
     if costs.is_known:
         assert costs.prefill_ns_per_token is not None

@@ -1,17 +1,4 @@
-"""The engine's prefix cache for hybrid state: retained complete-state checkpoints.
-
-At admission a request's prompt is matched against retained checkpoints (the longest
-proper prefix wins); a match becomes Helios's ``restore_tokens`` and the restore is
-scheduled as a prerequisite, so only the rest is prefilled. The request's capture
-points (conversation anchors, retention.py) get destinations from the global row
-allocator (snapshot_rows.py) and become Helios's ``capture_ends``; an extra cut is
-asked for only when its destination is obtainable. A finished request may capture
-one distinct terminal checkpoint (prompt plus output) paid from its decode earnings.
-
-Rows are owned by copies and restores from launch through completion, cancellation
-included, so no row is reused while the device may still read or write it. This
-module is torch-free: the worker runs the copies, this only decides and accounts.
-"""
+"""The engine's prefix cache for hybrid state: retained complete-state checkpoints."""
 
 from __future__ import annotations
 
@@ -190,13 +177,7 @@ class CheckpointCache:
     # -- captures ------------------------------------------------------------------
 
     def capture_row(self, owner: object, end: int, cost_is_fresh: bool, now_ns: int) -> int | None:
-        """Arm and submit the destination of the capture at ``end``; None skips the copy.
-
-        Destinations are armed when the copy is submitted, not at admission, so rows are
-        held only while a copy is pending. An extra capture whose cost expired after its
-        split was dispatched is skipped, and so is one whose destination is no longer
-        obtainable or whose prefix another request retained meanwhile (an alias).
-        """
+        """Arm and submit the destination of the capture at ``end``; None skips the copy."""
         state = self.requests[owner]
         role = state.roles.pop(end, None)
         if role is None:
@@ -243,12 +224,7 @@ class CheckpointCache:
 
     def arm_preemption(self, owner: object, tokens: Sequence[int], now_ns: int) -> bool:
         """Place a preempted request's state (``tokens`` long) for its resume; False: it
-        resumes by recomputation.
-
-        The capture is mandatory work, not an allowance extra: it is what lets the request
-        continue with one restore instead of prefilling its prompt and output again. It
-        is published like any checkpoint, so the resumed request finds it by prefix.
-        """
+        resumes by recomputation."""
         state = self.requests.get(owner)
         if state is None or not self.is_enabled or state.terminal is not None:
             return False

@@ -1,39 +1,5 @@
 """Whether a restore or a capture saves more prefill time than it costs (docs/scheduling.md,
-"Retention pays only where it saves prefill launches").
-
-A restore replaces the prefill of the restored prefix by one state copy. On a large
-MoE model a prefill launch is weight-bound: the H200 roofline prefills 130 tokens in
-53.45 ms and 1536 in 53.79 ms, so restoring a 1087-token history in front of a
-130-token turn saves 0.34 ms, about the restore's own 0.33 ms copy, while Helios then
-values the turn at its 130 remaining tokens and serves it after the longer prompts
-(its slot held idle meanwhile). Measured at saturation that made retention slower than
-no retention. So retention work must pay:
-
-- a restore of ``m`` of a prompt's ``n`` tokens is done only when the prefill time it
-  saves, ``prefill(n) - prefill(n - m)``, minus the restore's estimate exceeds
-  ``fraction`` of ``prefill(n)`` (``fraction`` is the checkpoint allowance's
-  scheduler_checkpoint_extra_work_fraction: savings within that share of a prompt's
-  prefill are within what retention may spend anyway, and below the scheduling cost
-  measured for them);
-- a capture of ``L`` tokens is taken only when restoring it into the predicted next
-  prompt of ``N`` tokens would pay the same way after its own copy: ``prefill(N) -
-  prefill(N - L)`` minus the restore and the snapshot estimates exceeds ``fraction`` of
-  ``prefill(N)``. A conversation's next turn re-sends this prompt and its reply and
-  adds one message, predicted as long as this prompt's latest message (with what
-  follows it, the generation prompt): N = prompt + reply + latest message, the reply
-  being the request's output limit for captures planned at admission and its actual
-  output for the terminal capture. A prompt of one message (a conversation's first
-  turn) says nothing of the next message's length: it is predicted by the median latest
-  message of the last nine prompts of several messages, and with none yet the capture
-  is kept. A prompt without message endpoints has no prediction, and the capture is
-  kept.
-
-``prefill(x)`` is the measured prefill graphs' cheapest cover of ``x`` tokens: whole
-launches of the graph with the least time per token, the rest in the fastest graph that
-holds it, or one graph holding all of ``x`` when that is faster. Unknown costs (no
-measured prefill graph, no restore or snapshot estimate) keep every restore and capture,
-as before: unknown durations compare optimistically.
-"""
+"Retention pays only where it saves prefill launches")."""
 
 from __future__ import annotations
 
@@ -74,10 +40,7 @@ def restore_pays(
     fraction: float,
     copy_ns: float = 0.0,
 ) -> bool:
-    """Whether restoring ``restored_tokens`` of the prompt saves more than it costs.
-
-    ``copy_ns``: a capture's own snapshot, paid before the restore can be (capture_pays).
-    """
+    """Whether restoring ``restored_tokens`` of the prompt saves more than it costs."""
     if prefill is None or restore_ns is None:
         return True
     whole = prefill.ns(prompt_tokens)

@@ -1,26 +1,4 @@
-"""The global snapshot-row allocator: which row holds which retained checkpoint.
-
-Rows are a fixed pool (``--snapshot-rows``). A row is free, *armed* (a planned copy's
-destination), *copying* (the copy is submitted), or *retained* (a published
-checkpoint a new request can restore). Armed destinations and in-flight copies keep
-their rows through GPU completion and through cancellation: a cancelled request's
-copy still owns its row until the device is done with it, and only then is the row
-freed, so no row is ever handed out while the device may still write it. A retained
-row being read by an in-flight restore is pinned the same way.
-
-The allocator is alias-aware: checkpoints are keyed by their exact token prefix, so a
-second capture of a prefix that is already retained (or already being copied)
-aliases that row instead of taking another. Eviction compares eligible victims by
-demand recency (the last admission that matched or created it), checkpoint role and
-endpoint length, in that order; the least recently demanded, least valuable,
-shortest checkpoint goes first. Creation counts as demand, except for a checkpoint
-that is a strict prefix of another one held: only requests that diverge between the
-two can want it, so only its own matches count (a conversation's earlier anchors go
-before another conversation's latest checkpoint, which keeps cyclic multi-turn
-workloads from evicting each conversation just before its next turn). A row
-*guarded* for a later anchor is skipped by optional captures; mandatory work may
-revoke an unused guard.
-"""
+"""The global snapshot-row allocator: which row holds which retained checkpoint."""
 
 from __future__ import annotations
 
@@ -187,11 +165,7 @@ class SnapshotRows:
         *,
         optional: bool = True,
     ) -> Destination | None:
-        """Obtain a destination for a copy of ``tokens``' checkpoint, or None.
-
-        ``optional`` captures never take a guarded row; mandatory ones may revoke an
-        unused guard (one still free, not yet armed).
-        """
+        """Obtain a destination for a copy of ``tokens``' checkpoint, or None."""
         key = prefix_key(tokens)
         if key in self._by_key:
             row = self.rows[self._by_key[key]]
@@ -241,11 +215,7 @@ class SnapshotRows:
         self._free(r)
 
     def complete_copy(self, row: int, ok: bool = True) -> bool:
-        """The device finished the copy; returns whether the checkpoint was published.
-
-        A failed copy or one whose owner was cancelled meanwhile frees its row:
-        cancellation suppresses publication, never ownership before completion.
-        """
+        """The device finished the copy; returns whether the checkpoint was published."""
         r = self.rows[row]
         if r.state is not RowState.COPYING:
             raise SnapshotRowError(f"snapshot row {row} is {r.state.value}, not copying")

@@ -25,12 +25,7 @@ class _Launch:
 
 
 class TraceHook(LoopHook):
-    """Records frames, waits, deliveries and counters of one engine.
-
-    ``waiting`` counts the requests waiting for a slot, ``usage`` is the scheduler's
-    resource usage; both are read once per frame. A frame's device event starts where its
-    measured device time ends at completion, never before the previous frame's end, so the
-    device track never overlaps itself even with two frames in flight."""
+    """Records frames, waits, deliveries and counters of one engine."""
 
     def __init__(
         self,

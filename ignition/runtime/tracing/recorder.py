@@ -1,19 +1,5 @@
 """A bounded ring of Chrome trace-event / Perfetto JSON events, and the live summary the
-dashboard reads.
-
-Tracks (trace-event ``pid``/``tid``): process 1 is the device, one thread: each frame is a
-complete event (``ph`` "X") named by its program, with B/D/W/P, its lanes, the measured
-and predicted duration and the selection reason as ``args``; process 1 also carries the
-counters (``ph`` "C": queue, pages, prices, acceptance). Process 2 holds one thread per
-request: its wait for a slot, prefill chunks, deliveries and speculative rounds (with
-drafts offered and accepted). Thread names are metadata events (``ph`` "M").
-
-Bounded size: the ring keeps the newest ``capacity`` events (older ones fall off; a frame
-with L lanes takes 1 + L events, each counter set one), and names only the requests whose
-events are still in it, so a trace file stays under roughly ``capacity`` x 400 bytes
-whatever the run's length. Appending is the engine thread's only work: O(lanes) dicts
-under an uncontended lock; serializing and writing happen elsewhere (tracing/writer.py).
-"""
+dashboard reads."""
 
 from __future__ import annotations
 
@@ -36,10 +22,7 @@ def _us(ns: int) -> float:
 
 
 class TraceRecorder:
-    """Collects frames, waits, deliveries and counters from one engine or simulation.
-
-    ``events()`` is the trace (metadata first); ``summary(n)`` the dashboard's state. Safe
-    to read from another thread while the engine appends."""
+    """Collects frames, waits, deliveries and counters from one engine or simulation."""
 
     def __init__(
         self, capacity: int = DEFAULT_CAPACITY, recent_frames: int = DEFAULT_RECENT_FRAMES

@@ -1,10 +1,4 @@
-"""Writes a recorder's trace to a file off the engine thread.
-
-The engine only appends to the ring (tracing/recorder.py); a daemon thread serializes a
-copy every ``interval_s`` when it changed, and ``close`` writes the last one. Each write
-goes to a temporary file renamed over the target, so a reader (or a crash) never sees
-half a trace.
-"""
+"""Writes a recorder's trace to a file off the engine thread."""
 
 from __future__ import annotations
 

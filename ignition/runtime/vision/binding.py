@@ -1,15 +1,4 @@
-"""A request's encoded images, and what each of its prompt chunks binds.
-
-The worker encodes the images of a request's active vision window (helios/vision_windows.py;
-all of them when the prompt needs one window) when the window's first prompt chunk is
-bound, through the prepared vision programs, into the slot's prepared feature storage at
-compact offsets from zero. Each prompt chunk then binds the features whose placeholders
-fall inside it, at chunk-relative positions, and the chunk's explicit (t, h, w) rope
-positions; every row of the request (prompt, decode, verify, MTP drafts) carries the
-request's rope offset. A chunk that cuts through an image's span, or holds an image of
-another window, is a contract violation (Helios keeps spans whole and stops each window's
-prefill before the next window's first image).
-"""
+"""A request's encoded images, and what each of its prompt chunks binds."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The images of one request, as plain data the engine carries from the server to the worker.
-
-The server decodes and preprocesses images and expands each image placeholder into one
-token per feature (so the prompt the engine, Helios and usage see is the expanded one);
-this module holds the result: each image's patches and grid, the atomic spans its features
-occupy in the prompt, the prompt's three-axis rope positions and the offset decode
-positions continue from. Encoding the patches into features is the worker's job (on the
-device, through the prepared vision programs), once per request.
-"""
+"""The images of one request, as plain data the engine carries from the server to the worker."""
 
 from __future__ import annotations
 
