@@ -1,4 +1,4 @@
-"""Start-up in one downward pass: bundle -> state -> programs -> executors -> scheduler -> engine."""
+"""Start-up in one downward pass: bundle, state, programs, executors, scheduler, engine."""
 
 from __future__ import annotations
 
@@ -142,10 +142,7 @@ def assemble_worker(
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
     before_capture: Callable[[Any], None] | None = None,
 ) -> tuple[ModelWorker, Catalog, int, VisionWindowHooks]:
-    """The worker over freshly sized state and prepared programs, the selected catalog, the
-    pages requests may own and the vision-window hooks. Every tensor-parallel rank builds
-    this part alike. ``before_capture``: the PLE in-graph row source's ``bind``
-    (``compiler.graph.prepare_programs``; CUDA with the table off the device)."""
+    """The worker over sized state and prepared programs, with the catalog, pages and windows."""
     device = next(model.parameters()).device
     selected = selected_programs(catalog, options)
     if options.max_context_tokens > model.config.max_position_embeddings:
@@ -224,11 +221,8 @@ def assemble_engine(
     trace: TraceRecorder | None = None,
     faults: FaultPlan | None = None,
 ) -> Engine:
-    """``attach_worker`` is called with the worker once its executors exist (the PLE rows'
-    delivery); ``wrap_worker`` then puts it behind another (rank zero's broadcasting one).
-    ``vocab_size`` bounds requests' token ids; ``grammar`` compiles structured outputs
-    (None: requests asking for one are refused); ``trace`` records each frame (None: the
-    loop pays nothing); ``faults`` injects test failures (runtime/loop/faults.py)."""
+    """``attach_worker`` gets the worker once built, ``wrap_worker`` wraps it; ``grammar``,
+    ``trace`` and ``faults`` (None: none) are attached here."""
     model_worker, selected, num_pages, windows = assemble_worker(
         model, catalog, eos_token_ids, options, on_prepared=on_prepared,
         before_capture=before_capture,

@@ -140,10 +140,7 @@ def bind_row(
 def bind_grammar(
     program: Program, frame: HostFrame, row: int, lane: LaneWork, live: LiveRequest
 ) -> GrammarState | None:
-    """Stage a constrained row's grammar bitmasks (model.grammar_mask): in a round program,
-    a decode lane's drafts (runtime.grammar_drafts) with the mask of every verification
-    position; otherwise the mask of the one position the frame samples. Returns its
-    matcher, which the frame's tokens then advance."""
+    """Stage a constrained row's grammar bitmasks; returns its matcher."""
     grammar = live.request.sampling.grammar
     if grammar is None:
         return None
@@ -179,10 +176,7 @@ def bind_copy_drafts(
     live: LiveRequest,
     lookup: PromptLookup,
 ) -> int:
-    """Stage a copying request's decode row's copy proposal (runtime.copy_drafts) as its
-    supplied drafts, at most the round's query length less the pending token; returns the
-    drafts staged. Rows whose round Helios gave another source (LaneWork.proposal_source)
-    keep -1: the MTP head drafts for them."""
+    """Stage a copying decode row's copy proposal as its drafts; returns the drafts staged."""
     inputs = program.inputs
     if lane.role is not LaneRole.DECODE or not isinstance(inputs, RoundProgramInputs):
         return 0

@@ -52,10 +52,7 @@ def bind_images(
     lane: int = 0,
     first: int = 0,
 ) -> int:
-    """The prompt chunk's features (written to the workspace on the device, stream-ordered
-    before the launch) from feature ``first`` on, their positions and the chunk's explicit
-    rope positions, in prompt lane ``lane``'s part of the lane-major prompt workspace
-    (model.packing). Returns the features bound."""
+    """Bind the chunk's image features from ``first`` on in lane ``lane``; returns how many."""
     d = program.descriptor
     try:
         piece = vision.chunk(start, end)

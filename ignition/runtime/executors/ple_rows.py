@@ -35,10 +35,7 @@ def attach_ple(context: ExecutorContext, delivery: FrameDelivery) -> None:
 def read_pending(
     context: ExecutorContext, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]
 ) -> dict[RequestHandle, tuple[int, ...]]:
-    """Decode lanes whose pending token the host has read: the request's token history
-    (prompt, then output, replayed output included), ending with that token. A request
-    with a frame still unread, or whose device state ran past its reported output,
-    keeps its pending token on the device: the program's mailbox resolves those rows."""
+    """Decode lanes whose pending token the host has read, with their token history."""
     ledger = context.ledger
     known = {}
     for lane in plan.lanes:
@@ -71,9 +68,7 @@ def stage_known_rows(
     delivery_rows: Callable[..., list[tuple[torch.Tensor, torch.Tensor]]],
     double_buffered: PleStaging | None = None,
 ) -> None:
-    """Copy the frame's known rows into the program's PLE input, layer by layer (a program
-    without one, a model without an n-gram table, only waits for them); on CUDA through the
-    double-buffered pinned staging, so a queued frame never rewrites rows being copied."""
+    """Copy the frame's known rows into the program's PLE input."""
     if staged is None or not staged.is_enabled:
         return
     dtype = staged.rows[0].dtype

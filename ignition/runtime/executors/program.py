@@ -146,9 +146,6 @@ class ProgramExecutor:
 
 
 def terminal_ids(sampling: SamplingParams, eos_token_ids: frozenset[int]) -> frozenset[int]:
-    """The ids that end a row's output where the frame reports it: EOS (unless ignored)
-    and the request's stop token ids. Both are single sampled ids the device holds back
-    until ``min_tokens``, so the completion record ends the request and Helios retires it
-    without another frame; only stop strings wait for publication (host stops)."""
+    """The ids that end a row's output on the device: EOS (unless ignored) and stop token ids."""
     stops = frozenset(sampling.stop_token_ids)
     return stops if sampling.ignore_eos else eos_token_ids | stops

@@ -20,9 +20,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PromptJob:
-    """The prompt positions a frame scores for one prompt lane: its chunk positions
-    ``start`` .. ``start + len(targets) - 1``, each read at the prompt token after it, from
-    row ``hidden_start`` of the prompt hidden states on."""
+    """The prompt positions a frame scores for one prompt lane."""
 
     handle: RequestHandle
     start: int
@@ -34,9 +32,7 @@ class PromptJob:
 def prompt_job(
     context: ExecutorContext, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]
 ) -> tuple[PromptJob, ...]:
-    """What this frame's prompt lanes score, for each whose request asked for prompt
-    logprobs: every chunk position but the prompt's last (that one predicts the first
-    output)."""
+    """What this frame's prompt lanes score for requests that asked for prompt logprobs."""
     d = plan.descriptor
     lane_capacity = d.lane_capacity
     jobs = []

@@ -32,10 +32,7 @@ class SlotResources:
         return list(self._pages.get(slot, ()))
 
     def begin(self, slot: int, reset_state: bool = True) -> None:
-        """A new request takes ``slot``: no pages, length zero and, unless a state program
-        writes it (initialization, restore), fresh recurrent state. With a prepared init
-        program Helios schedules the fresh state as a prerequisite instead (the worker
-        then passes ``reset_state=False``); without one it is zeroed here, eagerly."""
+        """A new request takes ``slot``: no pages, length zero, fresh state."""
         self.release(slot)
         if reset_state:
             self.state.reset_slot(slot)
@@ -53,9 +50,7 @@ class SlotResources:
         self._upper_len[slot] = length
 
     def settle(self, slot: int, planned: int, committed: int) -> None:
-        """A decode frame whose launch covered ``planned`` tokens was read back and committed
-        ``committed`` of them: the slot's bound drops by the rest. Pages already handed out
-        stay with the slot (the next frames reuse them)."""
+        """A read frame committed ``committed`` of ``planned`` tokens: the bound drops by the rest."""
         if slot in self._upper_len:
             self._upper_len[slot] -= max(0, planned - committed)
 

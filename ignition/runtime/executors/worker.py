@@ -118,10 +118,7 @@ class ModelWorker:
 
 
 def settle_lengths(context: ExecutorContext, plan: ScheduledPlan, result: FrameResult) -> None:
-    """Take each decode lane's uncommitted advance off its slot's length bound once its frame
-    is read (SlotResources.settle): the launch covered ``query_length`` rows (binding.py),
-    the record holds the tokens the device committed. A lane whose record was cut short of
-    the device's commit (ledger.overrun) or that failed keeps the conservative bound."""
+    """Take each read decode lane's uncommitted advance off its slot's length bound."""
     skip = context.ledger.overrun | result.failed.keys()
     committed = {record.handle: len(record.token_ids) for record in result.records}
     for lane in plan.lanes:

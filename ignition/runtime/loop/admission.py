@@ -58,9 +58,7 @@ def request_spec(
     admitted_ns: int,
     retention: Admission | None,
 ) -> RequestSpec:
-    """The Helios spec of ``request`` with ``replay`` (its output so far) as more prompt
-    and ``max_output_tokens`` left to generate; ``retention`` None: a restart, which runs
-    without message endpoints or retention."""
+    """The Helios spec of ``request`` with ``replay`` (its output so far) as more prompt."""
     kept = retention or _NO_RETENTION
     return RequestSpec(
         num_prompt_tokens=len(request.prompt_ids) + len(replay),

@@ -233,10 +233,7 @@ class Engine:
             on_frame(frame.plan, result)
 
     def _await_grammar_feedback(self, plan: ScheduledPlan) -> None:
-        """Complete the frames in flight that hold a constrained request of ``plan`` before
-        launching it: its grammar mask needs every token before the position it samples on
-        the host (runtime/grammar.py; the design's completion-feedback rule for grammars).
-        Completion runs in fence order; the committed plan is launched right after."""
+        """Before launching ``plan``, complete the frames holding its constrained requests."""
         constrained = [
             lane.handle
             for lane in plan.lanes

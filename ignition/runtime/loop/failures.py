@@ -30,9 +30,7 @@ class FrameFailures:
         self.hooks = hooks
 
     def fail_rows(self, failed: dict[RequestHandle, str]) -> None:
-        """End the requests whose rows the worker reported failed (a non-finite sampling
-        distribution), before the frame completes: cancelled first, Helios accepts their
-        token-less records, and the frame's other requests go on untouched."""
+        """End the requests whose rows the worker reported failed, before the frame completes."""
         for handle, message in failed.items():
             live = self.lifecycle.table.live.get(handle)
             if live is not None and not live.is_done:
@@ -79,9 +77,7 @@ class FrameFailures:
                 self.lifecycle.retention.cancel(live.request)
 
     def retire(self, fence: Fence, plan: ScheduledPlan) -> None:
-        """Complete a failed frame in Helios when it is the oldest in flight (Helios
-        completes fences in order): records without tokens for its settled requests, zero
-        device time (no cost observation)."""
+        """Complete a failed frame in Helios once it is the oldest in flight."""
         records = tuple(
             CompletionRecord(
                 lane.handle, lane.num_prompt_tokens if lane.role is LaneRole.PROMPT else 0

@@ -14,9 +14,7 @@ Live = Mapping[RequestHandle, LiveRequest]
 
 
 class Loop(Protocol):
-    """What the engine lends a hook that moves a request between Helios generations: its
-    scheduler, worker and request table as they are at the call (fault injection wraps the
-    worker after assembly; the wrapped one is the one used)."""
+    """What the engine lends a hook that moves a request between Helios generations."""
 
     scheduler: SchedulerProtocol
     worker: Worker
@@ -41,19 +39,13 @@ class LoopHook:
         """A frame completed in Helios (``ok``) or failed (device time 0)."""
 
     def after_complete(self, plan: ScheduledPlan, loop: Loop) -> None:
-        """Helios accepted a frame's completion; its tokens are not yet published. A request
-        whose generation Helios now holds (its vision window's boundary snapshot completed)
-        moves to its next generation here, before publication and the next plan read the
-        table; ``loop`` lends the scheduler, worker and table the move needs."""
+        """Helios accepted a frame's completion; its tokens are not yet published."""
 
     def before_publish(self, live: LiveRequest) -> None:
         """A request is about to publish a completed frame's tokens."""
 
     def after_publish(self, plan: ScheduledPlan, live: Live) -> None:
-        """A completed frame's tokens were published: what waited for a terminal snapshot
-        of this frame goes on (a finish held so the cache publication precedes the client's
-        next turn, a preempted request that may now resume). After publication, so a final
-        chunk follows every token the frame delivered."""
+        """A completed frame's tokens were published: what waited for its snapshot goes on."""
 
     def on_frame(self, plan: ScheduledPlan, result: FrameResult) -> None:
         """After a frame completed and published: observers (timing, tests)."""

@@ -24,9 +24,7 @@ log = logging.getLogger("ignition.engine")
 
 
 def check_prompt_scoring(request: GenerationRequest, worker: object) -> None:
-    """Refuse prompt logprobs the worker cannot score (at submit: a 400, not a failed
-    frame). A prompt with images is refused too: its vision windows restore their
-    boundaries from snapshots, which carry no hidden states."""
+    """Refuse at submit prompt logprobs the worker cannot score."""
     if request.images is not None:
         raise RequestError("prompt_logprobs are not supported for prompts with images")
     if getattr(worker, "score_prompt", None) is None:

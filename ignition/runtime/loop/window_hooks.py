@@ -65,9 +65,7 @@ class VisionWindowHooks(LoopHook):
     def admit(
         self, request: GenerationRequest, spec: RequestSpec, scheduler: SchedulerProtocol
     ) -> WindowAdmission | None:
-        """The request's windows and first spec; None while it must wait for a private row.
-        Raises SchedulerError for a request no window plan can serve (also when
-        ``scheduler`` schedules no state operations, as the direct scheduler)."""
+        """The request's windows and first spec; None while it waits for a private row."""
         if request.images is None:
             return WindowAdmission((), spec, None)
         windows = plan_windows(spec.image_spans, spec.num_prompt_tokens, self.feature_capacity)
@@ -121,9 +119,7 @@ class VisionWindowHooks(LoopHook):
                 request.state_ok = True
 
     def after_complete(self, plan: ScheduledPlan, loop: Loop) -> None:
-        """A request whose window snapshot ``plan`` completed continues under a fresh
-        generation that restores the boundary from its private row: the old one is idle,
-        so its slot and pages are released now, and sampling penalties carry over."""
+        """A request whose window snapshot completed continues under a fresh generation."""
         for live in self._held_after(plan, loop.table.live, loop.scheduler):
             old = live.handle
             loop.scheduler.cancel(old)

@@ -34,9 +34,7 @@ class RowCache:
         out: torch.Tensor,
         read: Callable[[torch.Tensor, torch.Tensor], None],
     ) -> None:
-        """Rows ``unique_ids`` (distinct) into ``out`` [len, row_width]; ``read(ids, dst)``
-        fetches the misses from the table. Every hit and every miss is read out before any
-        miss is inserted, so a frame wider than the cache still gets exact rows."""
+        """Rows ``unique_ids`` into ``out``; misses read with ``read``, inserted after all hits."""
         hit_pos, hit_slots, miss_pos, miss_ids = [], [], [], []
         for i, row in enumerate(unique_ids):
             slot = self._slots.get(row)

@@ -29,9 +29,7 @@ NO_TABLE = "no PLE table"
 
 @dataclass(frozen=True)
 class PleOptions:
-    """``--ple-residency`` (None: chosen from the table and memory sizes), ``--ple-preload``
-    and ``--ple-cache-bytes``; None: not named (serve takes the built bundle's, see
-    :meth:`over`; otherwise no preload and :data:`DEFAULT_CACHE_BYTES`)."""
+    """``--ple-residency``, ``--ple-preload`` and ``--ple-cache-bytes``; None: not named."""
 
     residency: str | None = None
     preload: bool | None = None
@@ -111,9 +109,7 @@ def describe_table(
 
 
 def modulo_row_ids(num_heads: int, num_rows: int, context_size: int = 2) -> RowIdFunction:
-    """A STAND-IN row-id function (tests, benchmark): each head mixes the token with its
-    context by fixed odd multipliers, modulo its own share of the table. Not the model's
-    hash; only its signature and output shape are the seam's."""
+    """A stand-in row-id function for tests and benchmarks (not the model's hash)."""
     share = num_rows // num_heads
     multipliers = torch.tensor([[2 * (7919 * h + j) + 1 for j in range(context_size + 1)]
                                 for h in range(num_heads)], dtype=torch.int64)  # fmt: skip
@@ -129,9 +125,7 @@ def modulo_row_ids(num_heads: int, num_rows: int, context_size: int = 2) -> RowI
 
 @dataclass(frozen=True)
 class LayerRows:
-    """One PLE layer's row ids: its row-id function (layer-local rows), where its table
-    starts in the concatenated table and, for an FP8 table, the one scale its rows are
-    multiplied by as they are delivered (``model.quant.dequantize_rows``)."""
+    """One PLE layer's row-id function, its offset in the concatenated table and its FP8 scale."""
 
     row_ids: RowIdFunction
     offset: int = 0
@@ -190,9 +184,7 @@ class FrameDelivery:
         cursors: Mapping[RequestHandle, int],
         pending: Mapping[RequestHandle, Sequence[int]] | None = None,
     ) -> list[Delivery]:
-        """Publish the rows of the plan's prompt chunks (``cursors``: each request's next
-        prompt position before this frame) and of the pending tokens the host has read
-        (``pending``: per decode lane, the request's whole token history ending with it)."""
+        """Publish the rows of the plan's prompt chunks and of the pending tokens the host read."""
         known = []
         for lane in plan.lanes:
             if lane.role is LaneRole.PROMPT and lane.num_prompt_tokens:
@@ -247,9 +239,7 @@ class FrameDelivery:
         return dequantize_rows(rows, scale, dtype)
 
     def resolve_inside(self, row_ids: torch.Tensor) -> torch.Tensor:
-        """The program's mailbox: rows it could not find staged (drafts, pending tokens the
-        host had not read). Publishes, waits for the host thread, keeps the timestamps for
-        the running frame and hands the staging back at once (the rows are copied out)."""
+        """The program's mailbox: serve the rows it could not find staged."""
         ids = row_ids.to("cpu", torch.int64)
         delivery = self.mailbox.publish(ids)
         try:
@@ -316,9 +306,7 @@ def resolve_residency(options: PleOptions, layout: TableLayout, device: torch.de
 
 
 def delivers_rows(residency: str, device: torch.device) -> bool:
-    """Whether the rows reach the programs through a delivery (host or disk residency). On
-    CUDA through the in-graph path (``in_graph``), unless ``IGNITION_PLE_IN_GRAPH=0``: then
-    the captured programs gather from the model's own table, which must be loaded."""
+    """Whether the rows reach the programs through a delivery (host or disk residency)."""
     from ignition.runtime.ple.in_graph import in_graph_enabled
 
     return residency != "device" and (device.type != "cuda" or in_graph_enabled())
@@ -335,10 +323,7 @@ def open_ple(
     layout: TableLayout | None = None,
     in_graph: Any = None,
 ) -> PleRuntime:
-    """Open the checkpoint's table (``layout``, else its table folder) at its residency; with
-    the model's ``row_ids`` (the qwen4_exp layers), host and disk rows reach ``worker``'s
-    programs through the mailbox. Without a table the options are accepted and the counters
-    say "none"."""
+    """Open the checkpoint's table at its residency, delivering its rows to ``worker``."""
     layout = layout if layout is not None else find_layout(checkpoint)
     if layout is None:
         return PleRuntime(options, PleStats("none", 0))

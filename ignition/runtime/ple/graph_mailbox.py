@@ -87,9 +87,7 @@ class GraphMailbox:
         self._thread.start()
 
     def ask(self, row_ids: torch.Tensor) -> torch.Tensor:
-        """Inside the program: publish ``row_ids`` [N] (padding: negative), wait for the
-        host, and return the staged rows [N, row_width] on the program's device (rows of
-        padding ids are zero). Capturable: every step is a kernel over static buffers."""
+        """Inside the program: publish ``row_ids``, wait for the host, return the staged rows."""
         from ignition.kernels import ops
 
         ids, request, ready, rows = self.views

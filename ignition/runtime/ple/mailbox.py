@@ -37,9 +37,7 @@ def frame_exposed_ns(readiness: Sequence[Readiness]) -> int:
 
 
 def aggregate_exposed_ns(ranks: Sequence[Sequence[Readiness]]) -> int:
-    """A tensor-parallel frame's exposed delay from every rank's readiness timestamps: the
-    time during which at least one rank was stalled (the union of the ranks' exposed
-    windows ``[needed, ready]``)."""
+    """A tensor-parallel frame's exposed delay: the time at least one rank was stalled."""
     windows = sorted(
         (r.needed_ns, r.ready_ns) for rank in ranks for r in rank if r.ready_ns > r.needed_ns
     )

@@ -68,10 +68,7 @@ def checkpoint_layout(checkpoint: str | Path, model: HybridModel) -> TableLayout
 def checkpoint_table(
     checkpoint: str | Path, model: HybridModel
 ) -> tuple[TableLayout | None, list[torch.Tensor | None]]:
-    """(the table's layout, each PLE layer's FP8 scale or None). A checkpoint as
-    Qwen3.8-Flash-Next-FP8 ships stores each layer's shards in F8_E4M3 beside one
-    ``ngram_embedding.weight_scale``: the rows are mapped as stored and expanded as they are
-    delivered, exactly as the loader expands them (``model.quant.dequantize_rows``)."""
+    """The table's layout and each PLE layer's FP8 scale (None: not FP8)."""
     checkpoint = Path(checkpoint)
     layers = ple_layers(model)
     if not layers:
@@ -119,10 +116,7 @@ def open_model_ple(
     release_model_table: bool = False,
     in_graph: InGraphRows | None = None,
 ) -> PleRuntime:
-    """Serving's entry: the model's table at its residency, delivered to ``worker`` (no
-    model: only a table folder is opened and counted). ``release_model_table``: once the
-    rows are delivered, the model's own copy is dropped (serving owns its model; tests that
-    share one across residencies keep it)."""
+    """Serving's entry: the model's table at its residency, delivered to ``worker``."""
     if model is None or model.config.ngram_ple is None:
         return open_ple(checkpoint, options, device)
     layout, scales = checkpoint_table(checkpoint, model)
@@ -143,9 +137,7 @@ def open_model_ple(
 def open_in_graph(
     checkpoint: str | Path, options: PleOptions, device: torch.device, model: HybridModel
 ) -> InGraphRows | None:
-    """On CUDA, where the table stays off the device: its store and the capturable row source
-    the programs must be bound to before capture (``InGraphRows.bind``); None elsewhere (CPU
-    programs run eagerly and get their rows from :func:`open_model_ple`'s delivery)."""
+    """On CUDA with the table off the device: its store and the capturable row source; else None."""
     if device.type != "cuda" or model.config.ngram_ple is None:
         return None
     layout, scales = checkpoint_table(checkpoint, model)
@@ -160,10 +152,7 @@ def open_in_graph(
 
 
 def delivers_table(checkpoint: str | Path, options: PleOptions, device: torch.device) -> bool:
-    """Whether serving ``checkpoint`` at ``options`` delivers the table's rows itself (host or
-    disk residency on CPU), so the loader leaves the model's tables unread
-    (``load_model(..., without_ple_tables=True)``): the store maps the shards in place and
-    the whole table is never in memory at once. False for a model without a table."""
+    """Whether serving delivers the table's rows itself, so the loader leaves the tables unread."""
     layout = find_layout(checkpoint)
     return layout is not None and delivers_rows(resolve_residency(options, layout, device), device)
 

@@ -180,9 +180,7 @@ def choose_residency(
     device_free_bytes: int | None = None,
     host_bytes: int | None = None,
 ) -> str:
-    """The default residency: on a GPU the device when the table takes at most a quarter
-    of its free memory, else host memory when it fits in half of it, else disk. On CPU
-    host and device are one memory: the device (no staging copy) or disk."""
+    """The default residency: device if the table fits a quarter of it, else host or disk."""
     host = host_memory_bytes() if host_bytes is None else host_bytes
     fits_host = table_bytes <= HOST_SHARE * host
     if device.type != "cuda":

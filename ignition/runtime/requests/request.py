@@ -118,17 +118,12 @@ class SamplingParams:
 
     @property
     def has_host_stops(self) -> bool:
-        """Stop strings end a request on the host, in the detokenized text at publication,
-        so Helios plans each of its frames only after the previous one completed (the
-        design's host-stop rule). Stop token ids are not host stops: like EOS they are
-        single sampled ids the frame's own completion reports."""
+        """Stop strings end a request on the host, so each frame waits for the previous one."""
         return bool(self.stop)
 
     @property
     def copies_drafts(self) -> bool:
-        """Whether its rounds may verify copies of its own context (prompt lookup): the
-        host finds them from every token before them, so each of its frames needs
-        completion feedback, and the drafts its rounds verify follow the copy's length."""
+        """Whether its rounds may verify copies of its own context (prompt lookup)."""
         return self.speculative_method in ("ngram", "both") and self.grammar is None
 
     @property

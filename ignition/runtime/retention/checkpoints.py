@@ -92,11 +92,7 @@ class CheckpointCache:
         mandatory: bool = False,
         max_output: int = 0,
     ) -> Admission:
-        """``restore=False``: the request may publish checkpoints but restores none (its
-        sampling needs the token history a checkpoint does not carry). ``mandatory``:
-        a preempted request's resume restores whatever it pays (its capture was
-        mandatory work for exactly that). ``max_output``: the request's output limit, the
-        reply the next turn is predicted to re-send."""
+        """Match ``prompt`` against the retained checkpoints and plan its captures."""
         prompt = tuple(prompt)
         state = RequestCheckpoints(prompt, costs=costs, max_output=max_output)
         self.requests[owner] = state
@@ -144,9 +140,7 @@ class CheckpointCache:
         return Admission(state.restore_tokens, tuple(sorted(ends)), True)
 
     def _capture_pays(self, state: RequestCheckpoints, tokens: int, covered: int) -> bool:
-        """A capture of ``tokens`` tokens pays (retention_payoff.py); ``covered``: the
-        tokens of prompt and reply already known, the reply's rest is predicted by the
-        output limit (a terminal capture covers all of its reply but the pending token)."""
+        """Whether a capture of ``tokens`` tokens pays for its copy (retention/payoff.py)."""
         if not self.payoff or state.costs is None or state.next_message is None:
             return True
         costs = state.costs

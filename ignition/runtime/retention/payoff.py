@@ -65,10 +65,7 @@ def latest_message(message_ends: Sequence[int], prompt_tokens: int) -> LatestMes
 
 
 class NextMessages:
-    """The latest-message lengths of recent prompts that hold more than one message: what
-    a one-message prompt's next turn is predicted to add (its own length says nothing of
-    the replies' followers). The median of the last nine, as for graph costs; none yet
-    predicts nothing, and the capture is kept."""
+    """The latest-message lengths of recent multi-message prompts: what a next turn adds."""
 
     def __init__(self, window: int = 9) -> None:
         self._recent: deque[int] = deque(maxlen=window)
@@ -88,9 +85,7 @@ def capture_pays(
     restore_ns: float | None,
     fraction: float,
 ) -> bool:
-    """Whether a checkpoint of ``checkpoint_tokens`` would pay for its copy when restored
-    by a predicted next prompt of ``next_prompt`` tokens (None: no prediction, the
-    capture is kept)."""
+    """Whether a checkpoint would pay for its copy when a predicted next prompt restores it."""
     if next_prompt is None or snapshot_ns is None:
         return True
     return restore_pays(

@@ -98,10 +98,7 @@ class SnapshotRows:
         return Match(best.index, best.length)
 
     def longest_retained(self, prompt: Sequence[int]) -> int:
-        """The tokens of the longest retained checkpoint that is a proper prefix of
-        ``prompt`` (0: none), without counting as demand: a router's question of where a
-        conversation's cache lives (ignition/replicas/), read from another thread, so a
-        row changing meanwhile only makes the answer stale."""
+        """The tokens of the longest retained proper prefix of ``prompt`` (0: none); not demand."""
         best = 0
         for row in list(self.rows):
             tokens, state = row.tokens, row.state
@@ -125,9 +122,7 @@ class SnapshotRows:
     # -- destinations --------------------------------------------------------------
 
     def _victim(self, owner: object, optional: bool) -> Row | None:
-        """Free unguarded rows, then the owner's own guard, then retained victims by
-        (demand recency, role, length), then, for mandatory work only, another
-        request's unused guard. Optional captures never take a guarded row."""
+        """The row to take: free, own guard, retained by recency and role, then another's guard."""
         free, own, retained, others = [], [], [], []
         for r in self.rows:
             if r.state is RowState.RETAINED and not r.readers:

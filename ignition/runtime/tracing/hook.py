@@ -1,6 +1,4 @@
-"""The served engine's side of the trace: a loop hook (runtime/loop/hooks.py) that turns
-each completed frame into records for a :class:`TraceRecorder`. Nothing here runs inside
-``Engine.step`` beyond the hook points; no file is touched on the engine thread."""
+"""The served engine's side of the trace: a loop hook turning each completed frame into records."""
 
 from __future__ import annotations
 

@@ -147,9 +147,7 @@ class TraceRecorder:
             self.version += 1
 
     def deliver(self, now_ns: int, deliveries: list[tuple[str, int, int]]) -> None:
-        """``(request, num_tokens, arrival_ns)``: tokens that reached each request's client
-        at ``now_ns``; a TTFT sample for its first delivery, a per-token TBT sample for
-        each later one."""
+        """Tokens that reached each request's client at ``now_ns``: TTFT and TBT samples."""
         with self._lock:
             for request, num_tokens, arrival_ns in deliveries:
                 if num_tokens <= 0:

@@ -1,6 +1,4 @@
-"""What one frame, one lane and one wait look like to the trace, whoever ran them: the
-served engine (tracing/hook.py) and the simulator fill the same records, so a simulated
-run and a served run are read the same way."""
+"""What a frame, a lane and a wait look like to the trace, from the engine or the simulator."""
 
 from __future__ import annotations
 
@@ -36,9 +34,7 @@ class LaneRecord:
 
 @dataclass(slots=True)
 class FrameRecord:
-    """One completed frame on the device: when it ran (``start_ns``, ``duration_ns``, the
-    measured device time), what Helios predicted, the program's shape (B batch rows, D
-    proposal depth, W token capacity, P prefill capacity) and why it was selected."""
+    """One completed frame on the device: when it ran, what Helios predicted, its shape and why."""
 
     fence: int
     start_ns: int
