@@ -50,7 +50,7 @@ class SlotResources:
         self._upper_len[slot] = length
 
     def settle(self, slot: int, planned: int, committed: int) -> None:
-        """A read frame committed ``committed`` of ``planned`` tokens: the bound drops by the rest."""
+        """A read frame committed ``committed`` of ``planned`` tokens; the rest leaves the bound."""
         if slot in self._upper_len:
             self._upper_len[slot] -= max(0, planned - committed)
 
