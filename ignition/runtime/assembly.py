@@ -99,10 +99,7 @@ def state_for(
         if options.num_pages < 1:
             raise ValueError(f"num_pages = {options.num_pages}: must be at least 1")
         num_pages = options.num_pages
-        # Helios accounts pages for committed context plus each lane's reservation; the
-        # worker covers a frame's whole write extent ahead of that (a non-final chunk's
-        # lookahead token, a round's verification width plus draft storage), at most a
-        # lookahead's pages more per slot. That slack keeps Helios's count binding.
+        # A lookahead's pages more per slot than Helios counts: the worker's write extent.
         slack = -(-lookahead // options.page_size) + 1
         device_pages = num_pages + slack * options.num_slots
     state = ModelState.allocate(

@@ -58,8 +58,6 @@ class AsyncEngine:
         self._thread: threading.Thread | None = None
         self.failure: str | None = None
 
-    # -- lifecycle -----------------------------------------------------------------
-
     def start(self) -> None:
         if self._thread is not None:
             return
@@ -90,8 +88,6 @@ class AsyncEngine:
 
     def is_healthy(self) -> bool:
         return self.failure is None and self._thread is not None and self._thread.is_alive()
-
-    # -- EngineClient --------------------------------------------------------------
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """``add_special_tokens`` False: without the tokenizer's own special tokens."""

@@ -97,8 +97,6 @@ class ModelWorker:
         into every program's PLE input, the rest resolve through the in-program mailbox."""
         attach_ple(self.context, delivery)
 
-    # -- Worker protocol -----------------------------------------------------------
-
     def launch(self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]):
         return self.executors[plan.descriptor.kind].launch(plan, fence, live)
 

@@ -111,8 +111,6 @@ class Engine:
     def fault_hook(self, check: Callable[[str, LiveRequest], None] | None) -> None:
         self.hooks.replace(FaultHook, FaultHook(check) if check is not None else None)
 
-    # -- called from other threads -------------------------------------------------
-
     def submit(self, request: GenerationRequest, sink: Sink) -> None:
         """Queue a request; raises RequestError for one the engine cannot serve, and
         QueueFullError when the waiting queue is full (runtime/loop/inbox.py)."""
@@ -124,8 +122,6 @@ class Engine:
 
     def wait_for_work(self, timeout_s: float) -> None:
         self.inbox.wait(timeout_s)
-
-    # -- the loop ------------------------------------------------------------------
 
     @property
     def has_work(self) -> bool:
@@ -250,8 +246,6 @@ class Engine:
                 return
             self.step()
         raise RuntimeError(f"the engine did not go idle within {max_steps} steps")
-
-    # -- arrivals, cancellations, failures -------------------------------------------
 
     def _drain_inbox(self) -> bool:
         arrivals, cancels = self.inbox.drain()

@@ -54,9 +54,7 @@ class FrameFailures:
             for lane in plan.lanes
             if (live := self.lifecycle.table.live.get(lane.handle)) is not None and not live.is_done
         ]
-        # A request on probation already failed once in a shared frame: when it is in
-        # this one too it is the suspect, and the others restart without being charged
-        # (otherwise one bad input could exhaust an innocent's restarts).
+        # A request on probation is the suspect; the others restart uncharged.
         suspect = any(live.probation_output is not None for live in involved)
         for live in involved:
             if live.preempting:  # its preemption snapshot failed: recompute it instead

@@ -29,8 +29,6 @@ class Preemption(LoopHook):
         """Preempted requests waiting to resume, oldest first."""
         return tuple(self.table.resuming)
 
-    # -- preempting ------------------------------------------------------------------
-
     def on_shortage(self, plan: ScheduledPlan) -> bool:
         """The queue is empty and ``plan`` cannot get its pages: free some."""
         lc, table = self.lifecycle, self.table

@@ -47,8 +47,6 @@ class RetentionHooks(LoopHook):
         """Admission (and its row arming) only when Helios has a free slot for it."""
         return self.cache is None or self._helios.can_admit()
 
-    # -- costs ---------------------------------------------------------------------
-
     def _estimate_ns(self, d: Descriptor | None) -> float | None:
         if d is None:
             return None
@@ -86,8 +84,6 @@ class RetentionHooks(LoopHook):
             if estimate is not None:
                 return estimate
         return None
-
-    # -- hooks ---------------------------------------------------------------------
 
     def admit(
         self, request: GenerationRequest, now_ns: int, prompt_ids: Sequence[int] | None = None

@@ -29,9 +29,7 @@ class BuildRows:
         if not description or description.get("table") != "n-gram":
             return None
         residency = description.get("residency")
-        # No row cache at build: validation asks for each row about once, so a cache would
-        # only hold rows (up to --ple-cache-bytes, plus its per-row bookkeeping) for nothing;
-        # the disk store then reads every row from the mapped shards.
+        # No row cache at build: validation asks for each row about once.
         options = PleOptions(
             None if residency in (None, "auto") else residency, description.get("preload"), 0
         )

@@ -17,13 +17,10 @@ if TYPE_CHECKING:
 MAX_LOGPROBS = 20
 MAX_LOGIT_BIAS = 300
 MAX_MIN_TOKENS_STOP_IDS = 56
-# A repetition penalty divides positive logits by itself and multiplies negative ones:
-# [1/100, 100] is symmetric in log space, and below it fp32 arithmetic turns logits into
-# inf (1e-303 even rounds to 0, a division by zero). vLLM only asks for > 0.
+# Repetition penalty bounds, symmetric in log space; beyond them fp32 logits overflow.
 MIN_REPETITION_PENALTY = 0.01
 MAX_REPETITION_PENALTY = 100.0
-# vLLM raises a positive temperature below 0.01 to 0.01: dividing logits by less makes
-# them overflow to inf (NaN probabilities). Temperature 0 stays greedy.
+# As vLLM: a positive temperature below this is raised to it (logits would overflow).
 MIN_TEMPERATURE = 0.01
 # Where a request's speculative drafts come from, named after vLLM's speculative_config
 # "method": "mtp" (the model's learned MTP head), "ngram" (copies of its own context,

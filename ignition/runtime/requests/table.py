@@ -122,8 +122,6 @@ class RequestTable:
         self.resuming: collections.deque[LiveRequest] = collections.deque()
         self._by_id: dict[str, RequestHandle] = {}
 
-    # -- queries -------------------------------------------------------------------
-
     @property
     def num_occupied(self) -> int:
         """Slots held by admitted handles (finished ones until they are reaped)."""
@@ -155,8 +153,6 @@ class RequestTable:
                 return old.state
         live = self.by_id(request_id)
         return live.state if live is not None else None
-
-    # -- transitions ---------------------------------------------------------------
 
     def arrive(self, request: GenerationRequest, sink: Sink) -> None:
         """A request the loop picked up from its inbox waits for a slot."""

@@ -10,11 +10,7 @@ from enum import IntEnum
 from ignition.runtime.retention.payoff import PrefillEstimate
 
 DEFAULT_EXTRA_WORK_FRACTION = 0.05
-# Default snapshot rows per request slot. A conversation keeps about two checkpoints
-# (its latest anchor and its terminal capture) through its think time, and more
-# conversations are between turns than are resident: in the multi-turn simulation
-# (README, "Prefix caching") one row per slot kept nothing and four per slot kept
-# 95-100% of the shared history with 8-16 conversations on 4 slots.
+# Default snapshot rows per request slot (docs/runtime.md).
 ROWS_PER_SLOT = 4
 
 

@@ -79,8 +79,6 @@ class CheckpointCache:
     def num_evictions(self) -> int:
         return self.rows.num_evictions
 
-    # -- admission -----------------------------------------------------------------
-
     def admit(
         self,
         owner: object,
@@ -154,8 +152,6 @@ class CheckpointCache:
             self.fraction,
         )
 
-    # -- restore -------------------------------------------------------------------
-
     def restore_row(self, owner: object) -> int:
         state = self.requests[owner]
         if state.restore_row < 0:
@@ -167,8 +163,6 @@ class CheckpointCache:
         if state is not None and state.reading:
             self.rows.end_read(state.restore_row)
             state.reading = False
-
-    # -- captures ------------------------------------------------------------------
 
     def capture_row(self, owner: object, end: int, cost_is_fresh: bool, now_ns: int) -> int | None:
         """Arm and submit the destination of the capture at ``end``; None skips the copy."""
@@ -236,8 +230,6 @@ class CheckpointCache:
         state.terminal = None  # type: ignore[union-attr]
         self.rows.begin_copy(dest.row)
         return dest.row
-
-    # -- end of a request ----------------------------------------------------------
 
     def release(self, owner: object) -> None:
         """The request is over (finished, cancelled or failed) and nothing of it is in

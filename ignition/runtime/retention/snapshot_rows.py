@@ -80,8 +80,6 @@ class SnapshotRows:
     def count(self, state: RowState) -> int:
         return sum(1 for r in self.rows if r.state is state)
 
-    # -- lookup --------------------------------------------------------------------
-
     def lookup(self, prompt: Sequence[int], now_ns: int) -> Match | None:
         """The longest retained checkpoint that is a proper prefix of ``prompt``."""
         best: Row | None = None
@@ -118,8 +116,6 @@ class SnapshotRows:
         if r.readers < 1:
             raise SnapshotRowError(f"snapshot row {row} has no restore in flight")
         r.readers -= 1
-
-    # -- destinations --------------------------------------------------------------
 
     def _victim(self, owner: object, optional: bool) -> Row | None:
         """The row to take: free, own guard, retained by recency and role, then another's guard."""
@@ -193,8 +189,6 @@ class SnapshotRows:
         for r in self.rows:
             if r.guard_owner is owner:
                 r.guard_owner = None
-
-    # -- copy lifecycle ------------------------------------------------------------
 
     def begin_copy(self, row: int) -> None:
         r = self.rows[row]

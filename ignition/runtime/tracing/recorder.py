@@ -43,8 +43,6 @@ class TraceRecorder:
         self.version = 0  # bumped on every append: a writer skips unchanged rings
         self.num_frames = 0
 
-    # -- the engine's side -------------------------------------------------------------
-
     def _tid(self, request: str) -> int:
         tid = self._tids.get(request)
         if tid is None:
@@ -176,8 +174,6 @@ class TraceRecorder:
                 )
             self._counters.update(values)
             self.version += 1
-
-    # -- the readers' side -------------------------------------------------------------
 
     def events(self) -> list[dict[str, Any]]:
         """The trace's events: track names (metadata) first, then the ring, oldest first."""

@@ -76,8 +76,7 @@ def frame_record(
 ) -> FrameRecord:
     """The record of ``plan`` run at ``start_ns`` for ``duration_ns``; per lane, in plan
     order, its request id, the tokens it committed and the drafts it verified."""
-    # Enum members stand for their values (StrEnum: they are str, and JSON writes them so);
-    # ``.value`` on every lane of every frame was a measurable part of the hook's cost.
+    # Enum members stand for their values (StrEnum: JSON writes them so).
     lanes = tuple(
         LaneRecord(
             request=requests[i],
