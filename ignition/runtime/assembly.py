@@ -116,8 +116,7 @@ def state_for(
 
 
 def resolve_snapshot_rows(options: RuntimeOptions, state: ModelState, device: torch.device) -> int:
-    """The default row count (``snapshot_rows`` None): ROWS_PER_SLOT per slot, capped on
-    CUDA at half the free memory, since every row holds a whole slot's pages."""
+    """The default row count: ROWS_PER_SLOT per slot, capped on CUDA at half the free memory."""
     if options.snapshot_rows is not None:
         return options.snapshot_rows
     rows = default_snapshot_rows(options.num_slots)

@@ -37,8 +37,7 @@ class AsyncEngine:
         on_fatal: Callable[[str], None] | None = None,
         encode_plain: Callable[[str], list[int]] | None = None,
     ) -> None:
-        """``encode_plain``: ``encode`` without the tokenizer's own special tokens (default:
-        ``encode``, for an encoder that adds none)."""
+        """``encode_plain``: ``encode`` without the tokenizer's special tokens."""
         self.engine = engine
         self.model_name = model_name
         self.max_context_tokens = engine.max_context_tokens
@@ -113,8 +112,7 @@ class AsyncEngine:
         )
 
     def compile_grammar(self, spec: GrammarSpec) -> RequestGrammar:
-        """A structured-output grammar compiled against the engine's tokenizer
-        (``engine.grammar``, runtime/grammar.py); GrammarError names the field."""
+        """A structured-output grammar for ``spec``; GrammarError names the field."""
         compiler = self.engine.grammar
         if compiler is None:
             raise GrammarError(

@@ -57,8 +57,7 @@ class Bundle:
         return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
     def split_tokens(self) -> list[str]:
-        """Added tokens the tokenizer splits out before anything else, untouched by whitespace
-        stripping or normalization (what the chat offsets may rely on)."""
+        """Added tokens the tokenizer splits out first, untouched by normalization."""
         return [
             t.content
             for t in self.tokenizer.get_added_tokens_decoder().values()

@@ -28,8 +28,7 @@ class Executor(Protocol):
 
 @dataclass
 class SettledFrame:
-    """A frame whose work ran at launch (state copies, image encoding): ``wait`` only
-    reports each lane's empty record and the measured interval."""
+    """A frame whose work ran at launch: ``wait`` only reports empty records."""
 
     fence: Fence
     plan: ScheduledPlan

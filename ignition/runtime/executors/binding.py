@@ -1,5 +1,4 @@
-"""Row binding: one plan's lanes checked against the program, then written into its host
-staging in lane order (packed offsets are the host prefix sums of the rows' query lengths)."""
+"""Row binding: one plan's lanes checked against the program, then staged in lane order."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def request_seed(request_id: str, seed: int | None) -> int:
 
 @dataclass
 class LaneCursor:
-    """Where a frame's next prompt lane binds: its lane index, and its first image feature
-    (the lanes' features are packed one after another)."""
+    """Where a frame's next prompt lane binds: its lane index and first image feature."""
 
     lane: int = 0
     features: int = 0
@@ -81,8 +79,7 @@ def bind_row(
     live: LiveRequest,
     cursor: LaneCursor | None = None,
 ) -> int:
-    """Write one row into host staging; returns the packed tokens it occupies. ``cursor``
-    (one per frame) numbers the prompt lanes; None: the frame's only one."""
+    """Write one row into host staging; returns the packed tokens it occupies."""
     ledger, resources = context.ledger, context.resources
     slot = lane.handle.slot
     sampling = live.request.sampling

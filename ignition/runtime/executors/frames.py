@@ -18,8 +18,7 @@ from ignition.runtime.requests.table import LiveRequest
 
 
 class FatalWorkerError(RuntimeError):
-    """A worker failure after which no frame can run (a tensor-parallel group whose
-    collectives are out of step): the loop stops, as for any error outside a frame."""
+    """A worker failure after which no frame can run: the loop stops."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +46,7 @@ class FrameResult:
 
 
 class Worker(Protocol):
-    """Executes plans. ``launch`` may return before the device finishes (CUDA);
-    ``wait`` blocks until the frame's outputs are readable."""
+    """Executes plans: ``launch`` may return early, ``wait`` blocks until outputs are readable."""
 
     def launch(self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]): ...
 

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 def history_start(
     live: LiveRequest, eos_token_ids: frozenset[int]
 ) -> tuple[tuple[tuple[int, float], ...], list[int]]:
-    """A request's logit bias and the ids min_tokens masks (stop token ids, and EOS
-    unless ignored), bounded as the programs' begin buffers bound them."""
+    """A request's logit bias and the ids min_tokens masks, as the begin buffers bound them."""
     sampling = live.request.sampling
     bias = tuple(sampling.logit_bias)
     if len(bias) > MAX_LOGIT_BIAS:

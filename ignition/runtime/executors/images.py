@@ -1,5 +1,4 @@
-"""A prompt chunk's image features: encoded at the request's first chunk (or by a vision
-frame Helios scheduled), then bound chunk by chunk with their explicit rope positions."""
+"""A prompt chunk's image features: encoded once, then bound chunk by chunk."""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 
 
 def attach_ple(context: ExecutorContext, delivery: FrameDelivery) -> None:
-    """Deliver the n-gram table's rows (host / disk residency): known rows are staged
-    into every program's PLE input, the rest resolve through the in-program mailbox."""
+    """Deliver the n-gram table's rows (host / disk residency)."""
     context.ple = delivery
     for program, _ in context.programs.values():
         staged: PleRowsInput | None = getattr(program.inputs, "ple", None)

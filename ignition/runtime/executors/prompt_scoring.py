@@ -67,8 +67,7 @@ def score(context: ExecutorContext, program: Program, job: PromptJob) -> PromptS
 def prompt_logprobs(
     jobs: tuple[PromptJob, ...], scores: tuple[PromptScores, ...]
 ) -> dict[RequestHandle, tuple[int, tuple]]:
-    """The frame's scored prompt positions, read from the device only when some were:
-    {handle: (first position, one PromptLogprob per position, for the token after it)}."""
+    """The frame's scored prompt positions, read from the device only when some were."""
     result: dict[RequestHandle, tuple[int, tuple]] = {}
     for job, lane_scores in zip(jobs, scores, strict=True):
         result |= _lane_logprobs(job, lane_scores)

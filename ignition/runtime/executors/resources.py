@@ -11,8 +11,7 @@ class ResourceError(RuntimeError):
 
 
 class SlotResources:
-    """``page_table``: the host mirror frames upload (see ``compiler.staging``); without one,
-    pages are written to the device table directly (a blocking copy on CUDA)."""
+    """Pages and length bounds per slot; ``page_table``: the host mirror frames upload."""
 
     def __init__(
         self, state: ModelState, num_pages: int, page_table: HostMirror | None = None

@@ -22,8 +22,7 @@ class StateCopyExecutor:
     def launch(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> SettledFrame:
-        """Initialize fresh slots, restore rows into fresh slots, or copy slots into their
-        snapshot rows."""
+        """Initialize fresh slots, restore rows into them, or copy slots into snapshot rows."""
         context = self.context
         state_ops, resources, ledger = context.state_ops, context.resources, context.ledger
         if state_ops is None:

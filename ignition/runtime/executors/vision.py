@@ -1,5 +1,4 @@
-"""The vision executor: encode each lane's active window of images (the vision
-prerequisite Helios scheduled) into its slot's feature storage, at launch."""
+"""The vision executor: encode each lane's active window of images at launch."""
 
 from __future__ import annotations
 

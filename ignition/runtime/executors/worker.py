@@ -38,8 +38,7 @@ __all__ = [
 
 
 class _OnContext:
-    """A worker attribute kept on the executors' shared context (set after assembly too:
-    the PLE delivery, a tensor-parallel rank's ``before_run``)."""
+    """A worker attribute kept on the executors' shared context."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -93,8 +92,7 @@ class ModelWorker:
         self.snapshot_rows = snapshot_rows
 
     def attach_ple(self, delivery: FrameDelivery) -> None:
-        """Deliver the n-gram table's rows (host / disk residency): known rows are staged
-        into every program's PLE input, the rest resolve through the in-program mailbox."""
+        """Deliver the n-gram table's rows (host / disk residency)."""
         attach_ple(self.context, delivery)
 
     def launch(self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]):
@@ -110,8 +108,7 @@ class ModelWorker:
         self.context.resources.release(handle.slot)
 
     def carry_history(self, old: RequestHandle, new: RequestHandle) -> None:
-        """``new`` continues ``old``'s logical request (its next vision window): it keeps
-        the sampling history instead of starting one at its first prompt chunk."""
+        """``new`` (the next vision window) keeps ``old``'s sampling history."""
         carry_history(self.context, old, new)
 
 

@@ -184,8 +184,7 @@ class Admissions:
         return True
 
     def _admit_resumed(self) -> bool:
-        """Readmit preempted requests, oldest first (runtime/loop/preemption.py); False while one
-        still waits (new arrivals queue behind it)."""
+        """Readmit preempted requests, oldest first; False while one still waits."""
         table, lc = self.table, self.lifecycle
         scheduler, retention = lc.scheduler, lc.retention
         while table.resuming:

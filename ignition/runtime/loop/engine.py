@@ -112,8 +112,7 @@ class Engine:
         self.hooks.replace(FaultHook, FaultHook(check) if check is not None else None)
 
     def submit(self, request: GenerationRequest, sink: Sink) -> None:
-        """Queue a request; raises RequestError for one the engine cannot serve, and
-        QueueFullError when the waiting queue is full (runtime/loop/inbox.py)."""
+        """Queue a request; raises RequestError or QueueFullError."""
         check_request(request, self.max_context_tokens, self.vocab_size, self.worker)
         self.inbox.put(request, sink)
 
@@ -128,8 +127,7 @@ class Engine:
         return bool(self.table.has_open or self._inflight or self.inbox)
 
     def step(self) -> bool:
-        """One turn: plan -> commit -> launch while the queue has room, then wait for the
-        oldest frame -> complete it -> publish; returns whether anything progressed."""
+        """One turn: plan, commit, launch; wait, complete, publish; True if anything progressed."""
         progressed = self._drain_inbox()
         self.admissions.admit()
         if self.hooks.on_step:

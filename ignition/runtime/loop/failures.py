@@ -38,8 +38,7 @@ class FrameFailures:
                 self.lifecycle.finish(live, "error", notify_scheduler=True, error=message)
 
     def fail_frame(self, fence: Fence, plan: ScheduledPlan, err: Exception) -> None:
-        """Settle the requests of the oldest frame in flight, which could not execute (its
-        wait or its completion failed), and retire it in Helios."""
+        """Settle the requests of the oldest frame, which failed, and retire it in Helios."""
         self.settle(fence, plan, err)
         self.retire(fence, plan)
 

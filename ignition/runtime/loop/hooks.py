@@ -51,8 +51,7 @@ class LoopHook:
         """After a frame completed and published: observers (timing, tests)."""
 
     def on_reap(self, live: LiveRequest, current: bool) -> None:
-        """A done handle left the table; ``current``: the request is gone (not continued
-        under another handle)."""
+        """A done handle left the table; ``current``: the request is gone."""
 
 
 POINTS = (
@@ -120,8 +119,7 @@ class FaultHook(LoopHook):
 
 
 class FrameListeners(LoopHook):
-    """Callables told ``(plan, result)`` after each completed frame: per-step timing for
-    ``ignition generate --json`` and test reports, without coupling them to the loop."""
+    """Callables told ``(plan, result)`` after each completed frame."""
 
     def __init__(self) -> None:
         self.listeners: list[Callable[[ScheduledPlan, FrameResult], None]] = []

@@ -32,8 +32,7 @@ def check_prompt_scoring(request: GenerationRequest, worker: object) -> None:
 
 
 class HeldFinishes(LoopHook):
-    """Ends the requests whose finish :class:`Publisher` held for their terminal snapshot
-    (``pending_finish``), once that snapshot's frame completed and published."""
+    """Ends the requests whose finish waited for their terminal snapshot."""
 
     def __init__(self, lifecycle: Lifecycle) -> None:
         self.lifecycle = lifecycle
@@ -75,8 +74,7 @@ class Publisher:
     def keep_prompt_scores(
         self, scored: dict[RequestHandle, tuple[int, tuple[PromptLogprob, ...]]]
     ) -> None:
-        """File a frame's scored prompt positions by prompt token index; a restarted or
-        recomputed request scores the same positions again, which changes nothing."""
+        """File a frame's scored prompt positions by prompt token index."""
         for handle, (start, entries) in scored.items():
             live = self.table.live.get(handle)
             if live is not None:
@@ -84,8 +82,7 @@ class Publisher:
                     live.prompt_scores[start + 1 + i] = entry
 
     def _take_prompt_scores(self, live: LiveRequest) -> tuple[PromptLogprob | None, ...] | None:
-        """The request's prompt logprobs, once (its first chunk): None for the first token,
-        then one entry per prompt token."""
+        """The request's prompt logprobs, once (its first chunk)."""
         if live.request.sampling.prompt_logprobs is None or live.prompt_scores_sent:
             return None
         live.prompt_scores_sent = True

@@ -54,8 +54,7 @@ class RetentionHooks(LoopHook):
         return float(estimate) if estimate > 0 else None
 
     def capture_costs(self) -> CaptureCosts:
-        """Per-token prefill work from the largest measured prefill capacity, a split as
-        one launch of the smallest, the copy as the snapshot program's estimate."""
+        """Per-token prefill work, a split and a copy, from the measured graphs."""
         measured = []
         for d in self.scheduler.programs().inference:
             if d.kind in (GraphKind.PREFILL, GraphKind.MIXED):
@@ -71,8 +70,7 @@ class RetentionHooks(LoopHook):
         return CaptureCosts(per_token, split, snapshot, self._prefill_estimate(), restore)
 
     def _prefill_estimate(self) -> PrefillEstimate | None:
-        """The pay-off rule's prefill times: the measured prefill graphs, or without one
-        the mixed graphs' (each prompt capacity at its fastest batch)."""
+        """The pay-off rule's prefill times from the measured graphs."""
         for kind in (GraphKind.PREFILL, GraphKind.MIXED):
             best: dict[int, float] = {}
             for d in self.scheduler.programs().inference:
@@ -88,8 +86,7 @@ class RetentionHooks(LoopHook):
     def admit(
         self, request: GenerationRequest, now_ns: int, prompt_ids: Sequence[int] | None = None
     ) -> Admission:
-        """``prompt_ids``: what the model consumes when it is more than the request's
-        prompt (a resumed request replays its output)."""
+        """``prompt_ids``: what the model consumes (a resume replays its output)."""
         # A prompt with images is not its token ids alone (the pads look alike for any
         # image): it neither restores nor publishes a checkpoint.
         if self.cache is None or request.images is not None:

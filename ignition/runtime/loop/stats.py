@@ -17,8 +17,7 @@ LEARNED_SOURCE = "mtp"
 
 @dataclass(frozen=True)
 class SourceCounts:
-    """One proposal source's speculative lanes: rounds with drafts, drafts offered and
-    drafts accepted."""
+    """One proposal source's speculative lanes: rounds, drafts offered and accepted."""
 
     rounds: int = 0
     draft_tokens: int = 0
@@ -103,8 +102,7 @@ class EngineStats:
     def record_execution(
         self, kind: str, interval_ns: int, execution_class: str = "ordinary"
     ) -> None:
-        """One completed graph of ``kind`` and execution class (ordinary, discovery,
-        timing_refresh, acceptance_learning)."""
+        """One completed graph of ``kind`` and execution class."""
         with self._lock:
             self._executions[(kind, execution_class)] += 1
             self._execution_ns[(kind, execution_class)] += max(0, int(interval_ns))
@@ -112,8 +110,7 @@ class EngineStats:
     def record_speculation(
         self, num_offered: int, num_accepted: int, source: str = LEARNED_SOURCE
     ) -> None:
-        """One lane of one speculative round: drafts offered and the accepted prefix, by
-        the lane's proposal source."""
+        """One lane of one speculative round, by the lane's proposal source."""
         with self._lock:
             if num_offered <= 0:
                 return

@@ -91,8 +91,7 @@ class VisionWindowHooks(LoopHook):
     def _with_vision(
         self, spec: RequestSpec, request: GenerationRequest, window: VisionWindow
     ) -> RequestSpec:
-        """The window's vision prerequisite, when Helios has a vision program holding its
-        largest image (otherwise the worker encodes the window when binding its prefill)."""
+        """The window's vision prerequisite, when a vision program holds its largest image."""
         assert request.images is not None
         patches = max((request.images.grids[i].num_patches for i in window.images), default=0)
         if not patches or not any(c >= patches for c in self._vision_programs):

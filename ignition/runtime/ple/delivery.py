@@ -52,8 +52,7 @@ class PleOptions:
         return DEFAULT_CACHE_BYTES if self.cache_bytes is None else self.cache_bytes
 
     def over(self, built: Mapping[str, Any], where: str = "manifest.json") -> PleOptions:
-        """These options where named, the built bundle's (its manifest's ``ple`` entry, as
-        :meth:`to_json` wrote it) where not: serve keeps what build chose unless told."""
+        """These options where named, the built bundle's where not."""
         residency, preload, cache = self.residency, self.preload, self.cache_bytes
         built_residency = built.get("residency")
         if residency is None and built_residency not in (None, "auto"):
@@ -134,8 +133,7 @@ class LayerRows:
 
 @dataclass(frozen=True)
 class KnownTokens:
-    """Tokens of one frame the host can name before launch, with the n-gram context before
-    the first of them (the request's last ``context_size`` ids, oldest first)."""
+    """Tokens of one frame the host can name before launch, with their n-gram context."""
 
     tokens: tuple[int, ...]
     context: tuple[int, ...]
@@ -143,8 +141,7 @@ class KnownTokens:
 
 def known_tokens(history: Sequence[int], start: int, count: int, context_size: int,
                  pad_id: int) -> KnownTokens:  # fmt: skip
-    """``history[start : start + count]`` with the ids before it, padded with ``pad_id``
-    (EOS: a request's first frame starts a segment) as the model's n-gram context is."""
+    """``history[start : start + count]`` with the ids before it, padded with ``pad_id``."""
     before = list(history[max(0, start - context_size) : start])
     context = [pad_id] * (context_size - len(before)) + before
     return KnownTokens(tuple(history[start : start + count]), tuple(context))
@@ -221,8 +218,7 @@ class FrameDelivery:
     def layer_rows(
         self, delivery: Delivery, rows: torch.Tensor, dtype: torch.dtype
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """A known delivery split per PLE layer: (sorted global ids, their rows in ``dtype``,
-        FP8 rows times their layer's scale)."""
+        """A known delivery split per PLE layer: sorted global ids and their rows."""
         parts, first = [], 0
         for layer, count in zip(self.layers, delivery.parts, strict=True):
             ids, values = delivery.row_ids[first : first + count], rows[first : first + count]
@@ -271,8 +267,7 @@ class FrameDelivery:
     def finish(
         self, deliveries: Sequence[Delivery], inside: Sequence[Delivery] = ()
     ) -> tuple[tuple[Readiness, ...], int]:
-        """Release the frame's staging; (its readiness timestamps, known rows first, then
-        the in-program ones; the exposed delay to report as ``readiness_stall_ns``)."""
+        """Release the frame's staging; its readiness timestamps and exposed delay."""
         for d in deliveries:
             self.mailbox.release(d)
         readiness = tuple(d.readiness for d in (*deliveries, *inside))

@@ -47,8 +47,7 @@ def mapped_empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.devic
 
 
 def uva_table(store: RowStore, device: torch.device) -> torch.Tensor | None:
-    """The preloaded table (host residency with ``--ple-preload``) as the program's device
-    sees it, for ``kernels.ops.gather_rows``; None where the store holds no such copy."""
+    """The preloaded table as the program's device sees it (None: the store holds no copy)."""
     preloaded = getattr(store, "preloaded", None)
     return None if preloaded is None else device_view(preloaded, device)
 
@@ -128,8 +127,7 @@ class GraphMailbox:
             last = asked
 
     def _stage(self, num_ids: int) -> None:
-        """The asked rows at their positions; padding rows zero (moved as raw bytes, so
-        FP8 rows need no FP8 indexing on the host)."""
+        """The asked rows at their positions, padding rows zero (moved as raw bytes)."""
         ids = self.ids[:num_ids].clone()
         is_row = ids >= 0
         rows = self.rows.view(raw_dtype(self.rows.dtype))

@@ -36,8 +36,7 @@ class InGraphRows:
         self._out: list[torch.Tensor] = []
 
     def bind(self, staged) -> None:
-        """Before capture: size the mailbox (or the gather's outputs) for the programs'
-        ``PleRowsInput`` and install the capturable resolver."""
+        """Before capture: size the mailbox for the programs' rows and install the resolver."""
         layout = self.store.layout
         capacities = [ids.shape[0] for ids in staged.ids]
         if self.table is None:

@@ -32,8 +32,7 @@ def ple_layers(model: HybridModel) -> list:
 def model_row_ids(
     model: HybridModel, scales: list[torch.Tensor | None] | None = None
 ) -> list[LayerRows]:
-    """Per PLE layer: the model's row-id function, the layer's first global row and its FP8
-    scale (None: rows are stored as the model uses them)."""
+    """Per PLE layer: the model's row-id function, first global row and FP8 scale."""
     layers, first = [], 0
     for p, ple in enumerate(ple_layers(model)):
         scale = scales[p] if scales is not None else None
@@ -53,15 +52,13 @@ def eos_id(model: HybridModel) -> int:
 
 
 def write_model_table(model: HybridModel, folder: str | Path, num_shards: int = 4) -> TableLayout:
-    """Write the model's tables (concatenated) as a table folder of ``num_shards`` pieces:
-    tests and the benchmark make the table a server reads from their model's weights."""
+    """Write the model's tables as a table folder of ``num_shards`` pieces (tests, benchmark)."""
     table = torch.cat([ple.ngram_embedding.weight.detach().cpu() for ple in ple_layers(model)])
     return write_table(folder, list(torch.chunk(table, num_shards)))
 
 
 def checkpoint_layout(checkpoint: str | Path, model: HybridModel) -> TableLayout | None:
-    """The table of a checkpoint: its table folder, else its own PLE tensors mapped in place
-    (None: a model without an n-gram table)."""
+    """A checkpoint's table folder, else its own PLE tensors mapped in place (None: none)."""
     return checkpoint_table(checkpoint, model)[0]
 
 
@@ -163,6 +160,5 @@ def holds_tables(model: HybridModel) -> bool:
 
 
 def release_tables(model: HybridModel) -> None:
-    """Drop the model's n-gram tables (zero rows) once the delivery serves their rows: a model
-    shared with a device-residency run (tests) loaded them; serving's loader does not."""
+    """Drop the model's n-gram tables once the delivery serves their rows."""
     drop_ple_tables(model)

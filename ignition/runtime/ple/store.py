@@ -31,8 +31,7 @@ class RowStore(Protocol):
 
 
 def raw_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype rows are moved as: FP8 as bytes (CPU index_copy has no FP8 kernel, and a
-    move needs none), everything else as itself."""
+    """The dtype rows are moved as: FP8 as bytes, everything else as itself."""
     return torch.uint8 if dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else dtype
 
 

@@ -36,19 +36,16 @@ class BuildRows:
         return cls(checkpoint, options)
 
     def skips_table(self, device: torch.device) -> bool:
-        """Whether the build loads the model without its tables (host / disk residency
-        where the runtime delivers rows)."""
+        """Whether the build loads the model without its tables."""
         return delivers_table(self.checkpoint, self.options, device)
 
     def before_capture(self, model: Any, device: torch.device) -> Callable[[Any], None] | None:
-        """CUDA: the in-graph row source the captured programs must be bound to (serving's
-        own, ``in_graph.InGraphRows``); None on CPU, where :meth:`attach` follows."""
+        """CUDA: the in-graph row source the captured programs bind to; None on CPU."""
         self.in_graph = open_in_graph(self.checkpoint, self.options, device, model)
         return None if self.in_graph is None else self.in_graph.bind
 
     def attach(self, model: Any, device: torch.device, programs: Iterable[Any]) -> None:
-        """Open the table at its residency and let every program resolve its rows through
-        the mailbox (nothing is staged at build: each PLE layer asks for all its rows)."""
+        """Open the table and let every program resolve its rows through the mailbox."""
         if self.in_graph is not None:  # bound before capture
             return
         holder = SimpleNamespace(ple=None)

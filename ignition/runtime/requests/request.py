@@ -125,8 +125,7 @@ class SamplingParams:
 
     @property
     def chooses_drafts(self) -> bool:
-        """Whether Helios chooses, round by round, between the MTP head's drafts and a copy
-        ("both"; a constrained request verifies its grammar's drafts instead)."""
+        """Whether Helios chooses, round by round, between MTP drafts and a copy."""
         return self.speculative_method == "both" and self.grammar is None
 
     @property
@@ -160,8 +159,7 @@ class TokenLogprob:
 
 @dataclass(frozen=True)
 class PromptLogprob:
-    """The raw logprob of one prompt token given the tokens before it, its rank in the
-    vocabulary (1 = most likely) and the most likely alternatives there, best first."""
+    """The raw logprob of one prompt token, its rank and the best alternatives there."""
 
     token_id: int
     logprob: float

@@ -159,8 +159,7 @@ class RequestTable:
         self.waiting.append((request, sink))
 
     def admit(self, live: LiveRequest) -> None:
-        """``live`` takes its slot: the first waiting arrival, or the first request of the
-        restart or resume line continued under a new handle."""
+        """``live`` takes its slot: the first waiting arrival, restart or resume."""
         request_id = live.request.request_id
         if live.handle in self.live:
             raise RequestStateError(f"admit {request_id}: {live.handle} is still held")
@@ -214,8 +213,7 @@ class RequestTable:
         return None
 
     def reap(self, live: LiveRequest) -> bool:
-        """Free a done handle's slot; True when it was the request's current handle (the
-        request is gone, not continued under another)."""
+        """Free a done handle's slot; True when it was the request's current handle."""
         if not live.is_done or self.live.get(live.handle) is not live:
             raise RequestStateError(
                 f"reap {live.request.request_id}: {live.handle} is {live.state.value}"
@@ -240,8 +238,7 @@ class RequestTable:
         self._by_id[live.request.request_id] = handle
 
     def close(self) -> tuple[list[tuple[GenerationRequest, Sink]], list[LiveRequest]]:
-        """The loop stops: every open request finishes; returns the waiting arrivals and
-        the requests that were open, for their final chunks."""
+        """The loop stops: every open request finishes; returns them for their final chunks."""
         waiting = list(self.waiting)
         self.waiting.clear()
         open_requests = [*self.restarting, *self.resuming, *self.open_live()]

@@ -57,8 +57,7 @@ class CacheCounters:
 
 
 class CheckpointCache:
-    """``payoff``: restores and captures must save more prefill time than they cost
-    (retention_payoff.py); False keeps every one, as the seed's rules alone do."""
+    """``payoff``: restores and captures must save more prefill than they cost."""
 
     def __init__(
         self, num_rows: int, extra_work_fraction: float = 0.05, payoff: bool = True
@@ -211,8 +210,7 @@ class CheckpointCache:
         return True
 
     def arm_preemption(self, owner: object, tokens: Sequence[int], now_ns: int) -> bool:
-        """Place a preempted request's state (``tokens`` long) for its resume; False: it
-        resumes by recomputation."""
+        """Place a preempted request's state for its resume; False: it recomputes."""
         state = self.requests.get(owner)
         if state is None or not self.is_enabled or state.terminal is not None:
             return False
@@ -232,8 +230,7 @@ class CheckpointCache:
         return dest.row
 
     def release(self, owner: object) -> None:
-        """The request is over (finished, cancelled or failed) and nothing of it is in
-        flight any more: unsubmitted destinations free, in-flight copies keep theirs."""
+        """The request is over: free what no copy in flight still needs."""
         state = self.requests.pop(owner, None)
         if state is None:
             return

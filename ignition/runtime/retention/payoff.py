@@ -1,5 +1,4 @@
-"""Whether a restore or a capture saves more prefill time than it costs (docs/scheduling.md,
-"Retention pays only where it saves prefill launches")."""
+"""Whether a restore or a capture saves more prefill time than it costs."""
 
 from __future__ import annotations
 
@@ -55,8 +54,7 @@ class LatestMessage:
 
 
 def latest_message(message_ends: Sequence[int], prompt_tokens: int) -> LatestMessage | None:
-    """What a conversation's next turn is predicted to add after this turn's reply. None
-    without message endpoints."""
+    """What a conversation's next turn is predicted to add (None: no message endpoints)."""
     ends = sorted({e for e in message_ends if 0 < e <= prompt_tokens})
     if not ends:
         return None

@@ -45,8 +45,7 @@ class Row:
         return len(self.tokens)
 
     def victim_key(self, superseded: bool = False) -> tuple[int, int, int, int]:
-        """A checkpoint that is a strict prefix of another retained one is demanded only
-        by requests that diverge in between, so only its matches count as demand."""
+        """Eviction order: a strict prefix of another retained row counts only its own matches."""
         demand = self.hit_ns if superseded else self.demand_ns
         return (demand, int(self.role), self.length, self.index)
 
@@ -215,8 +214,7 @@ class SnapshotRows:
         return True
 
     def cancel_owner(self, owner: object) -> None:
-        """``owner`` was cancelled: unsubmitted destinations free now, in-flight copies
-        keep their rows until :meth:`complete_copy`, guards go."""
+        """``owner`` was cancelled: free what no copy in flight still needs."""
         for r in self.rows:
             if r.guard_owner is owner:
                 r.guard_owner = None

@@ -1,5 +1,4 @@
-"""A bounded ring of Chrome trace-event / Perfetto JSON events, and the live summary the
-dashboard reads."""
+"""A bounded ring of Perfetto trace events, and the live summary the dashboard reads."""
 
 from __future__ import annotations
 
@@ -193,8 +192,7 @@ class TraceRecorder:
         return {"traceEvents": self.events(), "displayTimeUnit": "ms"}
 
     def summary(self, num_frames: int = 120) -> dict[str, Any]:
-        """The dashboard's state: the last ``num_frames`` frames, widths per request class,
-        TTFT/TBT percentiles, the latest counters and the current decision's reason."""
+        """The dashboard's state: recent frames, widths, TTFT/TBT percentiles, counters."""
         with self._lock:
             frames = list(self._recent)[-num_frames:] if num_frames > 0 else []
             ttft, tbt = sorted(self._ttft_ms), sorted(self._tbt_ms)

@@ -20,8 +20,7 @@ def write_trace(recorder: TraceRecorder, path: str | Path) -> None:
 
 
 def check_trace_path(path: str) -> Path:
-    """The trace file's path; its folder must exist (a clear error at startup rather than
-    a lost trace at shutdown)."""
+    """The trace file's path; its folder must exist (an error at startup, not a lost trace)."""
     target = Path(path)
     if target.is_dir():
         raise ValueError(f"--trace-file {path}: is a folder; name a file")

@@ -49,8 +49,7 @@ class RequestVision:
         encoder: ImageEncoder,
         storage: Tensor,
     ) -> RequestVision:
-        """Encode the window's images (every image when ``window`` is None) and write their
-        features into ``storage`` from offset zero."""
+        """Encode the window's images (all when ``window`` is None) into ``storage``."""
         chosen = tuple(range(len(images.grids))) if window is None else tuple(window)
         expected = sum(images.spans[i].length for i in chosen)
         if expected > storage.shape[0]:
@@ -104,8 +103,7 @@ class RequestVision:
 
 
 def image_encoder(model: HybridModel, programs: Mapping) -> ImageEncoder | None:
-    """The prepared vision programs (``programs``: name -> (Program, PreparedProgram)) as an
-    encoder, the eager tower when there are none, or None for a model without one."""
+    """The prepared vision programs as an encoder, else the eager tower, else None."""
     if model.visual is None:
         return None
     vision = [p for p in programs.values() if p[0].descriptor.kind is GraphKind.VISION]

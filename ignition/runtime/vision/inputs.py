@@ -61,8 +61,7 @@ def expand_request(
 def expand_offsets(
     offsets: Sequence[int], token_ids: Sequence[int], images: RequestImages, image_token_id: int
 ) -> tuple[int, ...]:
-    """Prompt offsets of the unexpanded ``token_ids`` moved to the expanded prompt (each
-    placeholder before an offset adds its image's features minus one)."""
+    """Prompt offsets of ``token_ids`` moved to the prompt with its placeholders expanded."""
     placeholders = [i for i, t in enumerate(token_ids) if t == image_token_id]
     extra = [span.length - 1 for span in images.spans]
     return tuple(
