@@ -105,7 +105,7 @@ class ChatRenderer:
         add_generation_prompt: bool = True,
         template_kwargs: Mapping[str, Any] | None = None,
     ) -> RenderedChat:
-        """Render, tokenize, and find each message's end offset (chat_offsets.py)."""
+        """Render, tokenize, and find each message's end offset (offsets.py)."""
         template, variables = self._prepare(tools, template_kwargs)
         chat = [_template_message(m) for m in messages]
         text = self._render(template, chat, variables, add_generation_prompt)

@@ -70,7 +70,7 @@ class LiveRequest:
     window_row: int | None = None
     base_spec: RequestSpec | None = None
     # Prompt logprobs scored so far, by prompt token index (1 .. n - 1), and whether the
-    # client has them (publication.py sends them once, on the first chunk).
+    # client has them (loop/publication.py sends them once, on the first chunk).
     prompt_scores: dict[int, PromptLogprob] = field(default_factory=dict)
     prompt_scores_sent: bool = False
     # Structured outputs: the request's grammar matcher (runtime.grammar.GrammarState),

@@ -48,7 +48,7 @@ class CaptureCosts:
     prefill_ns_per_token: float | None
     split_ns: float | None  # the extra launch a prefill cut adds
     snapshot_ns: float | None
-    # What the pay-off rule (retention_payoff.py) reads; None: unknown, work is kept.
+    # What the pay-off rule (payoff.py) reads; None: unknown, work is kept.
     prefill: PrefillEstimate | None = None
     restore_ns: float | None = None
 

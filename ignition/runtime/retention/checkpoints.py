@@ -33,7 +33,7 @@ class RequestCheckpoints:
     reading: bool = False  # a restore of restore_row is in flight
     terminal: Destination | None = None
     costs: CaptureCosts | None = None  # the estimates at admission (the pay-off rule's)
-    next_message: int | None = None  # the predicted next message (retention_payoff.py)
+    next_message: int | None = None  # the predicted next message (payoff.py)
     max_output: int = 0  # the reply a capture planned at admission predicts
 
 
@@ -51,7 +51,7 @@ class CacheCounters:
     restored_tokens: int = 0
     published: int = 0
     skipped_copies: int = 0
-    # restores and captures left out because they would not pay (retention_payoff.py)
+    # restores and captures left out because they would not pay (payoff.py)
     unprofitable_restores: int = 0
     unprofitable_captures: int = 0
 
