@@ -44,7 +44,7 @@ from ignition.kernels import use_backend
 from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 
 def run(model, catalog, tokenizer, speculation: str, method: str, prompts, max_tokens: int):

@@ -33,7 +33,7 @@ from ignition.runtime.ple import (
     read_layout,
     write_model_table,
 )
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 EOS = 2
 HEAD_DIM = 64  # ple_embed_dim 256 over 4 hashed heads

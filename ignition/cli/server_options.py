@@ -12,7 +12,7 @@ from ignition.cli.checks import check_range
 from ignition.cli.errors import UserError
 from ignition.cli.registry import Decorator
 from ignition.runtime.copy_proposals import MAX_NGRAM, MIN_NGRAM, PromptLookup
-from ignition.runtime.requests import SPECULATIVE_METHODS
+from ignition.runtime.requests.request import SPECULATIVE_METHODS
 
 
 def reply_parsing_options() -> list[Decorator]:

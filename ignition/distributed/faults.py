@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ignition.helios import LaneRole, LaneWork, RequestHandle
-from ignition.runtime.faults import InjectedFault
+from ignition.runtime.loop.faults import InjectedFault
 
 ENV = "IGNITION_TEST_RANK_FAULT"
 STAGES = ("launch", "run", "wait")

@@ -24,8 +24,9 @@ from ignition.distributed.ranks import (
     rank_report,
 )
 from ignition.helios import RequestHandle
-from ignition.runtime.engine import FatalWorkerError, LiveRequest
-from ignition.runtime.worker import ModelWorker, WorkerError
+from ignition.runtime.executors.frames import FatalWorkerError
+from ignition.runtime.executors.worker import ModelWorker, WorkerError
+from ignition.runtime.requests.table import LiveRequest
 
 
 @dataclass

@@ -18,11 +18,11 @@ import torch.distributed as dist
 from ignition.components.catalog import GraphKind
 from ignition.distributed.context import TensorParallel
 from ignition.helios import ConfidenceSidecar, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
-from ignition.runtime.engine import FatalWorkerError, LiveRequest
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.executors.frames import FatalWorkerError, FrameResult
+from ignition.runtime.executors.worker import ModelWorker, WorkerError
 from ignition.runtime.ple import Readiness, aggregate_exposed_ns
-from ignition.runtime.requests import GenerationRequest
-from ignition.runtime.worker import ModelWorker, WorkerError
+from ignition.runtime.requests.request import GenerationRequest
+from ignition.runtime.requests.table import LiveRequest
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ from collections.abc import Callable
 
 from ignition.helios import ScheduledPlan, SchedulerProtocol
 from ignition.runtime.copy_proposals import PromptLookup, copy_proposal
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.grammar import MAX_PROPOSAL
-from ignition.runtime.loop_hooks import Live, LoopHook
-from ignition.runtime.request_table import LiveRequest
-from ignition.runtime.requests import SamplingParams
+from ignition.runtime.loop.hooks import Live, LoopHook
+from ignition.runtime.requests.request import SamplingParams
+from ignition.runtime.requests.table import LiveRequest
 
 COPY_SOURCE = "ngram"
 LEARNED_SOURCE = "mtp"

@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ignition.runtime.request_errors import RequestError
+from ignition.runtime.requests.errors import RequestError
 
 if TYPE_CHECKING:
     import torch

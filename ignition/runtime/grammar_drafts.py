@@ -19,8 +19,8 @@ from collections.abc import Callable
 from ignition.helios import ScheduledPlan, SchedulerProtocol
 from ignition.runtime.copy_proposals import copy_proposal
 from ignition.runtime.grammar import MAX_PROPOSAL
-from ignition.runtime.loop_hooks import Live, LoopHook
-from ignition.runtime.request_table import LiveRequest
+from ignition.runtime.loop.hooks import Live, LoopHook
+from ignition.runtime.requests.table import LiveRequest
 
 # Copy proposals for a constrained row where its grammar forces nothing. Off: every
 # round of a constrained request is priced as the "grammar" source (near-certain forced

@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from ignition.runtime.requests import SamplingParams
+from ignition.runtime.requests.request import SamplingParams
 from ignition.server import schema_rules
 from ignition.server.body import (
     NOT_SERVED,

@@ -12,8 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ignition.helios import ExecutionClass
-from ignition.runtime.ple import PleSnapshot
-from ignition.runtime.stats import (
+from ignition.runtime.loop.stats import (
     LEARNED_SOURCE,
     PHASE_BUCKETS_S,
     EngineStats,
@@ -21,6 +20,7 @@ from ignition.runtime.stats import (
     SourceCounts,
     StatsSnapshot,
 )
+from ignition.runtime.ple import PleSnapshot
 from ignition.server.vllm_metrics import WithVllmAliases
 
 PHASE_HELP = {

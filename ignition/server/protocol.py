@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from ignition.runtime.requests import SamplingParams
+from ignition.runtime.requests.request import SamplingParams
 from ignition.server import schema_rules
 from ignition.server.body import (
     NOT_SERVED,

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ignition.runtime.grammar import GrammarSpec
-from ignition.runtime.requests import (
+from ignition.runtime.requests.request import (
     MAX_REPETITION_PENALTY,
     MIN_REPETITION_PENALTY,
     SamplingParams,

@@ -26,16 +26,18 @@ from ignition.runtime.assembly import (
 )
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.copy_proposals import PromptLookup
-from ignition.runtime.engine import Engine
+from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import LazyGrammarCompiler
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.ple import PleOptions, PleTableError, delivers_table
-from ignition.runtime.stats import EngineStats
-from ignition.runtime.worker import ModelWorker
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES
 from ignition.serving.ple import built_ple, open_graph_rows, open_table, serve_ple_options
 
 if TYPE_CHECKING:
     from ignition.distributed.context import TensorParallel
+    from ignition.runtime.loop.faults import FaultPlan
+    from ignition.runtime.tracing.recorder import TraceRecorder
 
 
 @dataclass(frozen=True)
@@ -190,9 +192,11 @@ def open_engine(
     listener: LoadListener | None = None,
     direct: bool = False,
     tp: TensorParallel | None = None,
+    trace: TraceRecorder | None = None,
+    faults: FaultPlan | None = None,
 ) -> tuple[Bundle, Engine]:
     """``direct`` uses the diagnostic direct scheduler instead of Helios; ``tp`` makes this
-    rank zero of a tensor-parallel group."""
+    rank zero of a tensor-parallel group; ``trace`` and ``faults`` go to ``assemble_engine``."""
     listener = listener or LoadListener(on_program=on_program)
     bundle = load(options, tp)
     runtime = runtime_options(options, bundle)
@@ -231,5 +235,7 @@ def open_engine(
         attach_worker=attach_ple,
         vocab_size=bundle.model.config.vocab_size,
         grammar=grammar,
+        trace=trace,
+        faults=faults,
     )
     return bundle, engine

@@ -6,8 +6,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ignition.helios import ScheduledPlan
-from ignition.runtime.engine import FrameResult
-from ignition.runtime.requests import GenerationRequest, SamplingParams, StreamChunk
+from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams, StreamChunk
 from ignition.serving.engine import LoadListener, ServeOptions, open_engine
 
 if TYPE_CHECKING:

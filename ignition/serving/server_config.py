@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ignition.runtime.bundle import Bundle, BundleError
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.server.config import ServerConfig
 from ignition.server.tokenizing import max_chars_per_token
 from ignition.serving.engine import ServeOptions
 
 if TYPE_CHECKING:
-    from ignition.runtime.chat_template import ChatRenderer
+    from ignition.runtime.chat.template import ChatRenderer
 
 
 def server_config(options: ServeOptions, bundle: Bundle, chat: ChatRenderer) -> ServerConfig:
@@ -41,7 +41,7 @@ def template_renders_tools(templates: ChatTemplates) -> bool:
     silently, so the server refuses them); an unparsable template counts as reading them."""
     from jinja2 import TemplateSyntaxError, meta
 
-    from ignition.runtime.chat_sandbox import chat_environment
+    from ignition.runtime.chat.sandbox import chat_environment
 
     _name, source = templates.select(has_tools=True)
     try:

@@ -15,7 +15,7 @@ import pytest
 from ignition.runtime import grammar_drafts
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarSpec, GrammarState
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.structured import (
     SCHEMA,
     TokenizerDecoder,
