@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan, SchedulerProtocol
 from ignition.runtime.checkpoints import Admission, CheckpointCache
 from ignition.runtime.loop_hooks import LoopHook

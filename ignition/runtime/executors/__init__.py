@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.runtime.executors.base import Executor, SettledFrame, WorkerError
 from ignition.runtime.executors.context import ExecutorContext, PromptScorer
 from ignition.runtime.executors.ledger import RequestLedger
