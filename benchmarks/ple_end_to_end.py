@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.program_kinds import GraphKind
 from ignition.model.families.qwen4_exp import QWEN4_EXP
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe

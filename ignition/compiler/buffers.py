@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.model.logits_processing import MAX_LOGIT_BIAS, MAX_STOP_IDS, NO_REPLAY
 
 

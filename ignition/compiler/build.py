@@ -27,7 +27,9 @@ from ignition.compiler.fingerprint import checkpoint_sha256, checkpoint_stamps
 from ignition.compiler.graph import capture_order
 from ignition.compiler.programs import check_buildable
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import Catalog, Descriptor, GraphKind, save_catalog
+from ignition.components.catalog import Catalog, save_catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.model.families import family_for_checkpoint, get_family
 from ignition.model.state import index_key_dtype
 from ignition.model.weights import LoadedCheckpoint, load_checkpoint

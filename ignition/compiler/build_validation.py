@@ -9,7 +9,7 @@ import torch
 from ignition.compiler.graph import GraphCapturer, prepare_programs
 from ignition.compiler.state_ops import StateOperations
 from ignition.compiler.validate import validate_program, validate_state_operations
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.model.state import ModelState
 
 

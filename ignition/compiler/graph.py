@@ -20,7 +20,8 @@ from ignition.compiler.device import flushing_denormals
 from ignition.compiler.programs import Program, build_program
 from ignition.compiler.staging import HostStaging
 from ignition.compiler.workspace import Workspace, clear_inputs
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.state import ModelState

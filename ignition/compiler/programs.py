@@ -26,7 +26,8 @@ from ignition.compiler.workspace import (
     StepProgramOutputs,
     Workspace,
 )
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows

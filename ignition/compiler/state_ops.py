@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ignition.compiler.graph import PreparedProgram, timed_run
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.components.state_programs import INIT, RESTORE, SNAPSHOT
 from ignition.model.state import PAGED_FIELDS, SLOT_FIELDS, ModelState
 

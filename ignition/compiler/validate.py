@@ -18,7 +18,8 @@ from ignition.compiler.vision_program import (
     validation_grid,
 )
 from ignition.compiler.workspace import RoundProgramInputs, clear_inputs
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.model.state import PAGED_FIELDS, ModelState
 
 

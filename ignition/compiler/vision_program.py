@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.model.model import HybridModel
 from ignition.model.vision.encoder import VisionBatch, VisionEncoder
 from ignition.model.vision.grid import ImageGrid

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
     CompletionReport,
     CostEstimate,

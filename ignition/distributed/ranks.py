@@ -15,7 +15,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.distributed.context import TensorParallel
 from ignition.helios import ConfidenceSidecar, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.runtime.executors.frames import FatalWorkerError, FrameResult

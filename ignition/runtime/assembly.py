@@ -13,7 +13,9 @@ import torch
 from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
 from ignition.compiler.state_ops import SnapshotStore, StateOperations
 from ignition.components.capacity import select_for_mode
-from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS
 from ignition.helios import (
     PolicyConfig,

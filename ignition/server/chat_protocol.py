@@ -1,9 +1,5 @@
-"""OpenAI-compatible chat bodies: messages with text and image content parts, tool
-definitions and calls, and /tokenize for messages.
-
-They share server/body.py's rules (nulls, unknown fields, strict types, valid Unicode)
-and server/sampling_fields.py's sampling fields.
-"""
+"""OpenAI-compatible chat bodies (messages with text and image parts, tools and calls) and
+/tokenize for messages, under server/body.py's rules and server/sampling_fields.py's fields."""
 
 from __future__ import annotations
 

@@ -75,10 +75,8 @@ class _EngineCollector(Collector):
         return family
 
     def _speculative(self, s: StatsSnapshot) -> Iterator[CounterMetricFamily]:
-        """The speculative counters by proposal source ("mtp": the MTP head's learned
-        drafts, "ngram": copies of the context, "grammar": forced drafts); the learned
-        source's series exists from the start. Summed over ``source`` they are the
-        totals these names always counted."""
+        """The speculative counters by proposal source ("mtp", "ngram", "grammar"), the
+        learned source's series from the start; summed over ``source``, the totals."""
         m = self._model
         by_source = {LEARNED_SOURCE: SourceCounts(), **s.speculative_by_source}
         families = [

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import LaneRole, ScheduledPlan, Scheduler
 
 NS_PER_MS = 1_000_000

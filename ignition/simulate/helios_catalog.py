@@ -13,7 +13,8 @@ from ignition.components.capacity import (
     resolve,
     select_for_mode,
 )
-from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, get_recipe
 
 # shape the recipe's catalog

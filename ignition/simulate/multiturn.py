@@ -30,7 +30,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.components.state_programs import state_programs
 from ignition.helios import (
     CompletionRecord,

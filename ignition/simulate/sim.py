@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
     CompletionRecord,
     CompletionReport,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.capture import vllm_capture_sizes
 from ignition.simulate.devices import DeviceModel, Execution
 from ignition.simulate.harness import run_policy

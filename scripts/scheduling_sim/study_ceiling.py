@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.bounds import expected_output
 from ignition.simulate.devices import DeviceModel, Execution
 from scripts.scheduling_sim.realworld import PROFILES, Plan, conv_workload, setup_for

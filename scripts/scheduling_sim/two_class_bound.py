@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.devices import DeviceError, device_from_spec
 from ignition.simulate.devices.base import Execution
 from scripts.scheduling_sim.two_class import HIGH, LOW

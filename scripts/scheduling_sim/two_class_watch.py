@@ -19,7 +19,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import scheduler as helios_scheduler
 from ignition.helios.decide.selector import Exhaustive
 from ignition.helios.decide.speculation import INITIAL_WEIGHT

@@ -21,7 +21,7 @@ from ignition.compiler.graph import prepare_programs
 from ignition.compiler.host_sync import HostSyncDetector
 from ignition.compiler.validate import validate_program
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.kernels import use_backend
 from ignition.model.weights import load_model
 from ignition.recipes import LoadOptions, get_recipe

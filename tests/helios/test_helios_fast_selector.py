@@ -16,7 +16,8 @@ from helios_helpers import MS, catalog, decode, mixed, prefill, records_for, spe
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
     CompletionRecord,
     CompletionReport,

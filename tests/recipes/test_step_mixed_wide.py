@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ignition.components.capacity import plan_catalog, resolve
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
 from ignition.recipes.registry import RECIPES_DIR
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS
 from ignition.helios import Fence, LaneRole
 from ignition.runtime.executors.base import WorkerError

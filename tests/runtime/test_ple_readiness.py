@@ -15,7 +15,7 @@ import time
 import pytest
 import torch
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.ple.delivery import FrameDelivery, modulo_row_ids
 from ignition.runtime.ple.mailbox import (

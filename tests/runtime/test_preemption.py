@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.runtime.retention.snapshot_rows import RowState

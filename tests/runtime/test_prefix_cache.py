@@ -109,7 +109,7 @@ def test_a_restore_writes_the_prefix_into_the_pages_just_assigned_to_its_slot(mo
 def test_cancellation_mid_copy_keeps_the_row_until_completion_and_leaks_none(model, catalog):
     """Armed destinations and in-flight copies retain their rows through GPU completion
     and cancellation; afterwards nothing stays armed or copying."""
-    from ignition.components.catalog import GraphKind
+    from ignition.components.program_kinds import GraphKind
     from ignition.runtime.retention.snapshot_rows import RowState
 
     options = RuntimeOptions(

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.kernels import use_backend
 from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.cost_what_ifs import estimate_at_ready_rows
 from ignition.simulate.devices import device_from_spec
 from ignition.simulate.harness import Setup, helios_simulation

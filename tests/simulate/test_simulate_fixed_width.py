@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.baselines import PolicyError, describe, parse_policy, width_variant
 from ignition.simulate.harness import Setup, helios_catalog, run_policy
 from ignition.simulate.workloads import AcceptanceModel, poisson, with_acceptance

@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.utility import Candidate
 from ignition.helios.types import LaneRole
 

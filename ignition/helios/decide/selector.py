@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios.decide import mixed_width
 from ignition.helios.decide.learning import choose_probe
 from ignition.helios.decide.policy import (

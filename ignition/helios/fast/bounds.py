@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import candidates_for, prune_dominated

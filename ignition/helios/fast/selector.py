@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios.decide import mixed_width
 from ignition.helios.decide.policy import active_descriptors, select
 from ignition.helios.decide.state_choice import state_candidates

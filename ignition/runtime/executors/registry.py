@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.runtime.executors.base import Executor
 from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.executors.program import ProgramExecutor

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios import LaneRole, ScheduledPlan
 
 

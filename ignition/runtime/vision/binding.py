@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from ignition.compiler.vision_program import VisionRunner
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.model.model import HybridModel
 from ignition.model.vision.grid import ImageGrid
 from ignition.runtime.vision.inputs import RequestImages
