@@ -1,7 +1,7 @@
 """CPU cost of rendering a chat request, with and without the per-message end offsets.
 
 Run: python benchmarks/chat_render.py
-The offsets are defined by tokenizing every conversation prefix (chat_offsets.py
+The offsets are defined by tokenizing every conversation prefix (chat/offsets.py
 says why that keeps them exact), which costs the square of the conversation
 length; with the tokenizer's split tokens only each prefix's last piece is
 tokenized. This prints the median milliseconds per request for growing
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ignition.runtime.chat_template import ChatRenderer
-from ignition.runtime.chat_template_files import load_chat_templates
+from ignition.runtime.chat.template import ChatRenderer
+from ignition.runtime.chat.template_files import load_chat_templates
 
 ASSET = Path(__file__).resolve().parent.parent / "ignition" / "assets" / "qwen38-tiny"
 SENTENCE = "The scheduler prices each frame by the tokens it commits and the time it takes. "

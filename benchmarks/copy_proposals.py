@@ -45,7 +45,7 @@ from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.proposals.copy_drafts import COPIES
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 
 def run(model, catalog, tokenizer, speculation: str, method: str, prompts, max_tokens: int):

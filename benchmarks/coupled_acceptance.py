@@ -27,7 +27,7 @@ from ignition.kernels import use_backend
 from ignition.model.coupled_verify import use_verification
 from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.requests import SamplingParams
+from ignition.runtime.requests.request import SamplingParams
 
 
 def main() -> None:

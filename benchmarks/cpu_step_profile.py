@@ -131,7 +131,7 @@ def instrument(engine, model, clock: Clock) -> None:
 
 
 def serve(engine, prompts: list[list[int]], max_tokens: int, counter) -> int:
-    from ignition.runtime.requests import GenerationRequest, SamplingParams
+    from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
     sampling = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
     for prompt in prompts:

@@ -27,8 +27,8 @@ from engine_step import InstantWorker, Letters
 from ignition.components.capacity import plan_catalog
 from ignition.helios import Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.runtime.tracing import TraceRecorder
 from ignition.runtime.tracing.hook import install_trace_hook
 

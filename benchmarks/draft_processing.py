@@ -26,7 +26,7 @@ from ignition.model import proposals
 from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 ASSET = Path(ignition.__file__).parent / "assets" / "qwen38-tiny"
 PROMPTS = [

@@ -21,8 +21,9 @@ import time
 from ignition.components.capacity import plan_catalog
 from ignition.helios import CompletionRecord, ExecutionTiming, LaneRole, Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine, FrameResult
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 
 class Letters:

@@ -33,7 +33,7 @@ from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.proposals import grammar_drafts
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarCompiler, GrammarSpec, GrammarState
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 SCHEMA = {
     "type": "object",

@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.program_kinds import GraphKind
 from ignition.model.families.qwen4_exp import QWEN4_EXP
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
@@ -33,7 +34,7 @@ from ignition.runtime.ple import (
     read_layout,
     write_model_table,
 )
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 EOS = 2
 HEAD_DIM = 64  # ple_embed_dim 256 over 4 hashed heads

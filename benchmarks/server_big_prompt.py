@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 from tokenizers import Tokenizer
 
-from ignition.runtime.chat_template import RenderedChat
-from ignition.runtime.generation_config import GenerationDefaults
-from ignition.runtime.requests import GenerationRequest, StreamChunk
-from ignition.runtime.stats import EngineStats
+from ignition.runtime.chat.template import RenderedChat
+from ignition.runtime.loop.stats import EngineStats
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 from ignition.server.app import create_app
 from ignition.serving.app import gil_releasing_encoder
 

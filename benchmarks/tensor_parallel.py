@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ignition.distributed.launch import run_tensor_parallel
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.serving.engine import ServeOptions, open_engine
 
 

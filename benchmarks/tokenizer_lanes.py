@@ -26,9 +26,9 @@ from unittest import mock
 import httpx
 from tokenizers import Tokenizer
 
-from ignition.runtime.generation_config import GenerationDefaults
-from ignition.runtime.requests import GenerationRequest, StreamChunk
-from ignition.runtime.stats import EngineStats
+from ignition.runtime.loop.stats import EngineStats
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig
 from ignition.server.tokenizing import TokenizerLanes

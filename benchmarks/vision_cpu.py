@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ignition.model.config import VisionConfig
+from ignition.model.config_vision import VisionConfig
 from ignition.model.vision.encoder import VisionEncoder
 from ignition.model.vision.grid import ImageGrid
 from ignition.model.vision.preprocess import ImageProcessing, prepare_image

@@ -203,7 +203,7 @@ def ignition_runner(
     bundle: Path, prompts: list[list[int]], threads: int, preset: str, direct: bool = False
 ):
     from ignition.helios.config import policy_from_preset
-    from ignition.runtime.requests import GenerationRequest, SamplingParams
+    from ignition.runtime.requests.request import GenerationRequest, SamplingParams
     from ignition.serving.engine import ServeOptions, open_engine
 
     policy = policy_from_preset(preset)

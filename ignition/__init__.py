@@ -1,8 +1,5 @@
-"""Ignition: serve hybrid LLMs from prepared graphs.
-
-The package root stays lazy on purpose: ``import ignition.helios`` must not pull
-in torch, and the CLI must start without importing the model.
-"""
+"""Ignition: serve hybrid LLMs from prepared graphs. The root stays lazy: ``import
+ignition.helios`` must not pull in torch, and the CLI must start without the model."""
 
 from __future__ import annotations
 

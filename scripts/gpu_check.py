@@ -269,7 +269,7 @@ def _engine(s: Setup, model, speculation: str, indexer_kv_dtype: str = "auto"):
 
 
 def _generate(engine, prompt_ids: list[int], max_tokens: int, num_requests: int = 1):
-    from ignition.runtime.requests import GenerationRequest, SamplingParams
+    from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
     outputs: dict[str, list[int]] = {}
     for i in range(num_requests):
@@ -322,7 +322,7 @@ def check_overlap(s: Setup, model, prompt_ids: list[int]) -> list[Row]:
 
 
 def _prompt_logprobs(engine, prompt_ids: list[int]) -> list[float]:
-    from ignition.runtime.requests import GenerationRequest, SamplingParams
+    from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
     chunks: list = []
     sampling = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True, prompt_logprobs=1)

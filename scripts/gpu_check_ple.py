@@ -148,7 +148,8 @@ def check_ple_greedy(s, row: Callable[..., object]) -> list:
     memory (UVA gather inside the captured programs) and on disk (in-graph mailbox), with
     speculation off and adaptive. Needs transformers (the checkpoint writer)."""
     from ignition.components.capacity import plan_catalog
-    from ignition.components.catalog import Catalog, GraphKind
+    from ignition.components.catalog import Catalog
+    from ignition.components.program_kinds import GraphKind
     from ignition.model.weights import load_model
     from ignition.recipes import LoadOptions, get_recipe
     from ignition.runtime.assembly import RuntimeOptions, assemble_engine

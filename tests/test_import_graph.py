@@ -188,3 +188,108 @@ def test_every_room_imports_only_the_rooms_the_house_plan_allows():
         if (other := room_of(target)) not in (None, room) and other not in reachable(room)
     )
     assert upward == []
+
+
+# The runtime's rooms and the runtime rooms each may import directly (not through another).
+# A runtime room may import anything outside the runtime that runtime's row allows.
+RUNTIME_MAY_IMPORT: dict[str, frozenset[str]] = {
+    "chat": frozenset(),
+    "vision": frozenset(),
+    "ple": frozenset(),
+    "retention": frozenset(),
+    # a request names its speculative method (checked against the proposals registry) and
+    # carries its images and its grammar (type annotations only)
+    "requests": frozenset({"vision", "grammar", "proposals"}),
+    # proposal sources read the request; the loop's hook tells Helios their offers
+    # (loop/proposal_hooks.py), so proposals/ never names the loop or the executors
+    "proposals": frozenset({"requests"}),
+    # the structured-outputs matcher: its forced tokens are a constrained row's proposal
+    "grammar": frozenset({"requests", "proposals"}),
+    "executors": frozenset({"requests", "vision", "ple", "grammar", "proposals"}),
+    "loop": frozenset({"executors", "requests", "retention", "vision", "grammar", "proposals"}),
+    "tracing": frozenset({"loop", "executors", "requests"}),
+}
+# Runtime's top level: the glue that builds the rooms (assembly, bundle) and bridges the
+# engine to asyncio; no room imports it.
+RUNTIME_GLUE = frozenset({"assembly", "async_engine", "bundle"})
+# Rooms of one module, at the top level: structured outputs (grammar.py).
+ONE_MODULE_ROOMS = frozenset({"grammar"})
+
+
+def runtime_room(module: str) -> str | None:
+    """The runtime room (or glue module) ``module`` belongs to; None outside the runtime."""
+    parts = module.split(".")
+    if parts[:2] != ["ignition", "runtime"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def misplaced_in_runtime(names: list[str]) -> list[str]:
+    """Modules at runtime's top level that are neither glue nor a one-module room, and
+    rooms (packages) that declare no import directions."""
+    second = {n for n in names if n.count(".") == 2}
+    rooms = {n for n in second if any(m.startswith(n + ".") for m in names)}
+    loose = [n for n in second - rooms if n.split(".")[2] not in RUNTIME_GLUE | ONE_MODULE_ROOMS]
+    undeclared = [f"{r}/" for r in rooms if r.split(".")[2] not in RUNTIME_MAY_IMPORT]
+    return sorted(loose + undeclared)
+
+
+def runtime_modules() -> list[str]:
+    return sorted(n for n in modules() if n.startswith("ignition.runtime."))
+
+
+def runtime_upward(edges: dict[str, frozenset[str]]) -> list[str]:
+    """``source -> target`` for every import from a runtime room into a runtime room (or
+    the glue) its row does not list."""
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in edges.items()
+        if (room := runtime_room(source)) in RUNTIME_MAY_IMPORT
+        for target in targets
+        if (other := runtime_room(target)) not in (None, room)
+        and other not in RUNTIME_MAY_IMPORT[room]
+    )
+
+
+def test_runtime_top_level_holds_the_glue_alone():
+    """A module is placed in its room: one back at runtime's top level fails here."""
+    assert misplaced_in_runtime(runtime_modules()) == []
+
+
+def test_a_module_put_back_at_runtime_top_level_or_an_undeclared_room_is_found():
+    back, room = "ignition.runtime.chat_offsets", "ignition.runtime.misc"
+    names = [*runtime_modules(), back, room, f"{room}.helpers"]
+    assert misplaced_in_runtime(names) == [back, f"{room}/"]
+
+
+def test_every_runtime_room_imports_only_the_runtime_rooms_it_lists():
+    """requests/ and chat/ never import the loop, executors/ never the loop, no room the
+    glue above it, and so on."""
+    assert runtime_upward(graph()) == []
+
+
+def test_the_runtime_directions_the_house_plan_names():
+    loop = ("ignition.runtime.loop",)
+    assert imports_from("ignition.runtime.requests", loop) == []
+    assert imports_from("ignition.runtime.chat", loop) == []
+    assert imports_from("ignition.runtime.executors", loop) == []
+    # proposal sources are read by the loop's hook, never reach into the loop themselves
+    assert imports_from("ignition.runtime.proposals", (*loop, "ignition.runtime.executors")) == []
+    glue = tuple(f"ignition.runtime.{g}" for g in sorted(RUNTIME_GLUE))
+    assert imports_from("ignition.runtime.loop", glue) == []
+
+
+def test_an_executor_importing_the_engine_is_found():
+    """The re-export this layout removed: LiveRequest through loop/engine.py."""
+    planted = {"ignition.runtime.executors.base": frozenset({"ignition.runtime.loop.engine"})}
+    assert runtime_upward(planted) == [
+        "ignition.runtime.executors.base -> ignition.runtime.loop.engine"
+    ]
+
+
+def test_a_proposal_source_importing_the_loop_is_found():
+    """The offers hook lives in loop/: put back under proposals/, it is an upward import."""
+    planted = {"ignition.runtime.proposals.offers": frozenset({"ignition.runtime.loop.hooks"})}
+    assert runtime_upward(planted) == [
+        "ignition.runtime.proposals.offers -> ignition.runtime.loop.hooks"
+    ]

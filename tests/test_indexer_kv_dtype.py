@@ -17,7 +17,7 @@ from ignition.model.config import ModelConfig
 from ignition.model.weights import write_random_checkpoint
 from ignition.recipes import parse_load_options
 from ignition.runtime.bundle import BundleError
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.serving.engine import ServeOptions, open_engine
 from tests.checkpoints import VOCAB_SIZE, write_tiny_checkpoint
 

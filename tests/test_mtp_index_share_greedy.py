@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from ignition.cli import main
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.serving.engine import ServeOptions, open_engine
 from tests.checkpoints import VOCAB_SIZE, write_tiny_checkpoint
 

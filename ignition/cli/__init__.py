@@ -1,11 +1,6 @@
-"""The ``ignition`` command line: one module per command (``recipes``, ``catalog``,
-``build``, ``generate``, ``serve``, ``debug-serve``, ``simulate``), option groups as
-frozen dataclasses built and checked once from the parsed flags, registered in
-``app.py``.
-
-Commands import their rooms lazily so that ``ignition recipes`` or
-``ignition catalog`` start without importing torch.
-"""
+"""The ``ignition`` command line: one module per command, registered in ``app.py``, each
+building frozen option groups checked once from its flags. Commands import their rooms
+lazily so that ``ignition recipes`` or ``ignition catalog`` start without torch."""
 
 from __future__ import annotations
 

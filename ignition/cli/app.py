@@ -1,8 +1,5 @@
-"""The ``ignition`` group: every command module registered by name.
-
-A command module declares ``COMMAND`` (its name, options and run function,
-``registry.Command``); adding a command is one more name in :data:`COMMAND_MODULES`.
-"""
+"""The ``ignition`` group: every command module, each declaring ``COMMAND`` (a
+``registry.Command``), registered by its name in :data:`COMMAND_MODULES`."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "bad input", imported only once a command fails (so that a command
     that never fails never imports torch for them)."""
     from ignition.components.capacity import CapacityError
-    from ignition.components.catalog import CatalogError
+    from ignition.components.program_kinds import CatalogError
 
     errors: list[type[Exception]] = [RecipeError, CapacityError, CatalogError]
     try:

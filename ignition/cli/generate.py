@@ -27,7 +27,7 @@ def run(
     **params: Any,
 ) -> None:
     """Generate offline through the same runtime the server uses."""
-    from ignition.runtime.requests import RequestError
+    from ignition.runtime.requests.errors import RequestError
     from ignition.serving.generate import generate_once
 
     runtime = RuntimeArgs.from_params(params)

@@ -65,7 +65,7 @@ def read_chat_template(value: str | None) -> tuple[str, str] | None:
         return None
     from jinja2 import TemplateSyntaxError
 
-    from ignition.runtime.chat_sandbox import chat_environment
+    from ignition.runtime.chat.sandbox import chat_environment
 
     path = Path(value).expanduser()
     if path.is_file():

@@ -1,50 +1,37 @@
 """The build pipeline: recipe -> catalog -> prepared, validated programs -> a bundle.
 
-``ignition build`` writes ``artifacts/<recipe>/``:
-
-- ``catalog.json``: the descriptors (the build/runtime contract);
-- ``manifest.json``: recipe, options, checkpoint hash, package versions, device,
-  and per program its validation time and (on GPU) capture memory;
-- ``tokenizer.json`` / ``tokenizer_config.json``, and ``chat_template.jinja``,
-  ``additional_chat_templates/`` and ``generation_config.json`` where present:
-  copied from the checkpoint;
-- the weights: a reference to the checkpoint folder, or a copy (``--copy-weights``);
-- ``build_report.md``: rendered from ``templates/build_report.md.j2``.
-
-CUDA graphs cannot be serialized, so the runtime prepares its programs again
-at load; what a build proves is that every descriptor can be built, captured
-and run on real inputs for this checkpoint. A rebuild whose inputs (recipe
-file, options, checkpoint, package versions, device kind) are unchanged reuses
-the recorded results of programs it already validated.
+``ignition build`` writes ``artifacts/<recipe>/``: catalog.json, manifest.json, the tokenizer
+files, a weights reference (or copy) and build_report.md. Graphs are not serialized: a build
+proves every descriptor builds, captures and runs; a rebuild with unchanged inputs reuses
+earlier results. Bundle contents: docs/compiler.md.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import platform
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from ignition.compiler.buffers import lane_table_bytes
+from ignition.compiler.build_reuse import inputs_fingerprint, package_versions, previous_programs
+from ignition.compiler.build_validation import check_state_operations, prepare_and_validate
 from ignition.compiler.device import configure_threads, resolve_device
 from ignition.compiler.fingerprint import checkpoint_sha256, checkpoint_stamps
-from ignition.compiler.graph import GraphCapturer, capture_order, prepare_programs
+from ignition.compiler.graph import capture_order
 from ignition.compiler.programs import check_buildable
-from ignition.compiler.state_ops import StateOperations
-from ignition.compiler.validate import validate_program, validate_state_operations
-from ignition.compiler.workspace import lane_table_bytes
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import Catalog, Descriptor, GraphKind, save_catalog
+from ignition.components.catalog import Catalog, save_catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.model.families import family_for_checkpoint, get_family
-from ignition.model.state import ModelState, index_key_dtype
+from ignition.model.state import index_key_dtype
 from ignition.model.weights import LoadedCheckpoint, load_checkpoint
 from ignition.recipes import LoadOptions, Recipe, get_recipe
 
@@ -61,10 +48,8 @@ TEMPLATE_DIRS = ("additional_chat_templates",)
 
 
 class PleRowSource(Protocol):
-    """Where validation gets the PLE n-gram rows when the table stays off the device
-    (``runtime.ple.validation.BuildRows``; the compiler may not import the runtime): the
-    model is then loaded without its tables and the programs resolve rows through the same
-    store and mailbox serving uses (docs/ple.md)."""
+    """Where validation gets PLE rows when the table stays off the device
+    (``runtime.ple.validation.BuildRows``; docs/ple.md)."""
 
     def skips_table(self, device: torch.device) -> bool: ...
 
@@ -92,11 +77,7 @@ class BuildResult:
 
 
 def copy_tokenizer_files(checkpoint: Path, out_dir: Path) -> None:
-    """Copy the tokenizer, chat templates and generation config the runtime reads.
-
-    A rebuild into the same folder drops files the checkpoint no longer has, so a
-    removed chat template does not live on in the bundle.
-    """
+    """Copy the tokenizer, templates and generation config, removing ones no longer there."""
     if out_dir.resolve() == checkpoint.resolve():
         return  # building into the checkpoint folder: everything is already there
     for name in TOKENIZER_FILES:
@@ -110,44 +91,6 @@ def copy_tokenizer_files(checkpoint: Path, out_dir: Path) -> None:
             shutil.copytree(checkpoint / name, out_dir / name)
 
 
-def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in ("ignition", "torch", "triton"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
-def _fingerprint(
-    recipe: Recipe, options: LoadOptions, sha: str, device: torch.device, tp_size: int = 1
-) -> str:
-    parts = [
-        recipe.path.read_text(),
-        json.dumps(options.to_json(), sort_keys=True),
-        sha,
-        json.dumps(package_versions(), sort_keys=True),
-        device.type,
-    ]
-    if tp_size > 1:  # one rank's fingerprint is unchanged, so its bundles are still reused
-        parts.append(f"tensor_parallel_size={tp_size}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def _previous_programs(out_dir: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
-    path = out_dir / "manifest.json"
-    if not path.exists():
-        return {}
-    try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return {}
-    if manifest.get("inputs_fingerprint") != fingerprint:
-        return {}
-    return {p["name"]: p for p in manifest.get("programs", []) if "name" in p}
-
-
 def _sample_tokens(checkpoint: Path) -> list[int]:
     from tokenizers import Tokenizer
 
@@ -158,8 +101,7 @@ def _sample_tokens(checkpoint: Path) -> list[int]:
 
 
 def resolve_recipe(recipe_name: str | None, checkpoint: Path) -> Recipe:
-    """The recipe to build: the one named, checked against the checkpoint's family, or the
-    one registered for the checkpoint's ``model_type`` when none is named."""
+    """The recipe named (checked against the checkpoint's family), or the family's own."""
     recipe = get_recipe(recipe_name) if recipe_name is not None else None
     if recipe is not None and get_family(recipe.family) is None:
         raise BuildError(
@@ -197,12 +139,9 @@ def build_bundle(
     ple: dict[str, Any] | None = None,
     ple_rows: PleRowSource | None = None,
 ) -> BuildResult:
-    """``load`` reads the checkpoint (a tensor-parallel rank reads its shard); ``write``
-    False runs every step but writes nothing (the ranks beside rank zero: their programs
-    run the same collectives as rank zero's). ``ple``: the PLE n-gram table's entry for the
-    manifest and the report (runtime.ple.delivery.describe_table; None: no table).
-    ``ple_rows``: where the rows come from when the table stays off the device; then the
-    table is never read whole (the loader skips it, validation reads the rows it hashes to)."""
+    """``load`` reads the checkpoint (a tensor-parallel rank its shard); ``write`` False runs
+    every step but writes nothing (ranks beside rank zero). ``ple``: the table's manifest
+    entry (None: no table); ``ple_rows``: the row source when the table stays off the device."""
     checkpoint = Path(weights) if weights else DEFAULT_CHECKPOINT
     recipe = resolve_recipe(recipe_name, checkpoint)
     plan_catalog(recipe, options)  # bad options fail before the weights are read
@@ -226,8 +165,8 @@ def build_bundle(
         notes.append(note)
     keys = index_key_dtype(options.indexer_kv_dtype or "auto")
     sha = checkpoint_sha256(checkpoint)
-    fingerprint = _fingerprint(recipe, options, sha, torch_device, tensor_parallel_size)
-    previous = _previous_programs(out_dir, fingerprint)
+    fingerprint = inputs_fingerprint(recipe, options, sha, torch_device, tensor_parallel_size)
+    previous = previous_programs(out_dir, fingerprint)
 
     for d in catalog.descriptors:
         check_buildable(d, model)
@@ -239,17 +178,23 @@ def build_bundle(
         if d.name in previous and on_program is not None:
             on_program(d, True)
     results = dict(previous)
+    page_size = recipe.capacity.kv_page_size
     if todo:
         rows = ple_rows if skips_table else None
         results.update(
-            _prepare_and_validate(
-                model, recipe, todo, checkpoint, torch_device, on_program, rows, keys
+            prepare_and_validate(
+                model,
+                page_size,
+                todo,
+                _sample_tokens(checkpoint),
+                torch_device,
+                on_program,
+                rows,
+                keys,
             )
         )
 
-    state_operations = _validate_state_operations(
-        model, recipe.capacity.kv_page_size, torch_device, keys
-    )
+    state_operations = check_state_operations(model, page_size, torch_device, keys)
     if not write:
         return BuildResult(out_dir, catalog, {}, len(ordered) - len(todo), notes)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -323,8 +268,7 @@ def _without_vision_if_towerless(model, recipe: Recipe, catalog: Catalog):
 
 
 def _index_keys_note(model, recipe: Recipe, options: LoadOptions) -> str | None:
-    """A storage choice for QSA index keys on a model without them is accepted (a checkpoint
-    served through the build cache passes serve's flag whatever its family), and said once."""
+    """A note when an index-key storage is asked of a model without a QSA indexer."""
     if options.indexer_kv_dtype in (None, "auto") or model.config.qsa_indexer is not None:
         return None
     return (
@@ -333,87 +277,8 @@ def _index_keys_note(model, recipe: Recipe, options: LoadOptions) -> str | None:
     )
 
 
-def _validation_state(
-    model, page_size: int, descriptors, device, index_keys: torch.dtype | None = None
-) -> ModelState:
-    """Slots for the widest program (at least two, for state operations), each with room for
-    the largest packed extent plus one round's lookahead, and the scratch page at the end;
-    ``index_keys``: the storage of QSA's index keys (None: the model's dtype)."""
-    descriptors = [d for d in descriptors if d.kind is not GraphKind.VISION]
-    num_slots = max(2, max((d.row_capacity for d in descriptors), default=1))
-    max_tokens = max(
-        (d.max_packed_extent + d.token_capacity + d.proposal_depth + 1 for d in descriptors),
-        default=page_size,
-    )
-    per_slot = -(-max_tokens // page_size)
-    return ModelState.allocate(
-        model.config,
-        num_slots,
-        per_slot * num_slots + 1,
-        page_size,
-        per_slot,
-        device=device,
-        dtype=next(model.parameters()).dtype,
-        index_key_dtype=index_keys,
-    )
-
-
-def _prepare_and_validate(
-    model, recipe: Recipe, todo, checkpoint: Path, device, on_program, ple_rows=None,
-    index_keys: torch.dtype | None = None,
-):  # fmt: skip
-    state = _validation_state(model, recipe.capacity.kv_page_size, todo, device, index_keys)
-    sample = _sample_tokens(checkpoint)
-    results: dict[str, dict[str, Any]] = {}
-    bind = None if ple_rows is None else ple_rows.before_capture(model, device)
-    programs, pending = prepare_programs(model, state, todo, device, before_capture=bind)
-    if ple_rows is not None:
-        ple_rows.attach(model, device, [program for program, _ in programs.values()])
-    try:
-        _validate_all(programs, pending, state, sample, model, todo, on_program, results)
-    finally:
-        if ple_rows is not None:
-            ple_rows.close()
-    return results
-
-
-def _validate_all(programs, pending, state, sample, model, todo, on_program, results) -> None:
-    for d in todo:
-        program, prepared = programs[d.name]
-        result = validate_program(
-            program, prepared, state, pending, sample, model.config.vocab_size
-        )
-        results[d.name] = {
-            "name": d.name,
-            **d.to_json(),
-            "validation_ns": result.validation_ns,
-            "capture_bytes": prepared.capture_bytes,
-        }
-        if on_program is not None:
-            on_program(d, False)
-
-
-def _validate_state_operations(
-    model, page_size: int, device, index_keys: torch.dtype | None = None
-) -> list[dict[str, Any]]:
-    """Snapshot, restore and init, prepared over a small state and checked: the first two
-    round-trip a slot, the third writes what ``reset_slot`` writes."""
-    state = _validation_state(model, page_size, (), device, index_keys)
-    ops = StateOperations(state, num_rows=1, capturer=GraphCapturer(device))
-    prepared = {p.name: p for p in ops.programs.values()}
-    return [
-        {
-            "name": result.name,
-            "validation_ns": result.validation_ns,
-            "capture_bytes": prepared[result.name].capture_bytes,
-        }
-        for result in validate_state_operations(ops)
-    ]
-
-
 def _lane_summary(catalog: Catalog, results: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """What multi-lane prompt programs add: how many there are, their captured bytes (0
-    when eager) and the workspace's per-lane tables beyond one lane."""
+    """Multi-lane prompt programs: count, captured bytes and per-lane workspace bytes."""
     lanes = [d for d in catalog.descriptors if d.prompt_lanes > 1]
     return {
         "programs": len(lanes),

@@ -1,10 +1,8 @@
 """Bundles built for ``ignition serve CHECKPOINT``: built once, reused, never served broken.
 
-An entry's key hashes what decides the build (the checkpoint's file stamps, recipe,
-options, package versions, device kind, PLE entry). A build writes into a private folder,
-records every file's SHA-256 and only then takes the key's name; each start hashes the
-files again (no weights: milliseconds), so a partial or edited entry is rebuilt, not
-served. The README's ``ignition serve`` section states the contract.
+The key hashes every build input; a build writes a private folder, records each file's
+SHA-256, then takes the key's name. Each start rehashes (not the weights), so a partial or
+edited entry is rebuilt. The README's ``ignition serve`` section states the contract.
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ def default_cache_root(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def cache_key(checkpoint: Path, inputs: Mapping[str, Any]) -> str:
-    """The entry's name: the checkpoint's stamps plus every build input in ``inputs``
-    (recipe text, options, versions, device kind...), as JSON with sorted keys."""
+    """The entry's name: the checkpoint's stamps plus ``inputs``, as sorted-key JSON."""
     from ignition.compiler.fingerprint import checkpoint_stamps
 
     checkpoint = checkpoint.resolve()
@@ -102,8 +99,7 @@ class CachedBundle:
 
 
 def ensure_bundle(root: Path, key: str, build: Callable[[Path], None]) -> CachedBundle:
-    """The entry for ``key`` under ``root``, calling ``build(folder)`` to write it when
-    there is no intact one. ``build`` writes a bundle into the (new, empty) folder."""
+    """The entry for ``key`` under ``root``, written by ``build(folder)`` when none is intact."""
     bundles = root / "bundles"
     final = bundles / key
     replaced = None

@@ -1,10 +1,7 @@
 """A checkpoint's build fitted to the positions its model holds.
 
-A mixed program at the recipe's largest prompt bucket packs that bucket plus one token per
-other row, beyond what a checkpoint with fewer ``max_position_embeddings`` can compute. As
-vLLM caps ``max_model_len`` by the model, a build that leaves the prompt buckets to the
-recipe takes the largest bucket whose programs fit and says so in one line; one that names
-a ``--max-prefill-chunk`` that does not fit is refused naming the option.
+A build leaving prompt buckets to the recipe takes the largest that fits
+``max_position_embeddings`` (and says so); a ``--max-prefill-chunk`` that does not fit is refused.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ class ContextFit:
 
 
 def max_positions(checkpoint: Path) -> int:
-    """config.json's ``max_position_embeddings`` as the checkpoint's family reads it (tensor
-    headers only; no weights are read)."""
+    """config.json's ``max_position_embeddings`` as the family reads it (no weights read)."""
     from ignition.model.checkpoint_files import locate_tensors
     from ignition.model.config import read_config_json
     from ignition.model.families.registry import family_for_checkpoint
@@ -43,10 +39,8 @@ def largest_extent(recipe: Recipe, options: LoadOptions) -> int:
 
 
 def fit_to_context(recipe: Recipe, options: LoadOptions, limit: int, where: str) -> ContextFit:
-    """``options`` when every program fits in ``limit`` positions; else the same options at
-    the largest prompt bucket whose programs fit (a note says so), or a CapacityError naming
-    ``--max-prefill-chunk`` when the options named a larger one. ``where`` names the file
-    that states ``limit``."""
+    """``options`` if every program fits in ``limit`` positions, else at the largest fitting
+    prompt bucket (with a note); CapacityError if the options named a larger one."""
     extent = largest_extent(recipe, options)
     if extent <= limit:
         return ContextFit(options)

@@ -1,17 +1,8 @@
 """Which device programs run on, and how many CPU threads torch may use there.
 
-On CPU the default is one intra-op thread. The prepared programs of small
-models are many small kernels, and OpenMP's default spin-waiting between them
-can cost far more than the parallelism gains: on this project's 2-core CI
-machine three 1024-token prefills of the embedded model take 0.18 s with one
-thread, 16 s with two (0.22 s with two under OMP_WAIT_POLICY=PASSIVE). Ask for
-more with ``--threads N`` (and set OMP_WAIT_POLICY=PASSIVE) on a bigger model.
-The README's "CPU threads" note gives the command that reproduces these numbers.
-
-Eager CPU programs run with denormal floats flushed to zero (:func:`flushing_denormals`):
-the gated delta rule's decays exp(G_i - G_j) reach the denormal range (below 1.2e-38)
-within a chunk when a head decays fast, and x86 arithmetic on denormals is tens of times
-slower; values that small never change an fp32 sum of ordinary terms.
+CPU defaults to one intra-op thread (spin-waiting between small kernels costs more than it
+gains) and eager programs flush denormals (:func:`flushing_denormals`); measurements in
+docs/cpu_profile.md.
 """
 
 from __future__ import annotations
@@ -40,15 +31,8 @@ def configure_threads(device: torch.device, requested: int | None) -> int:
 
 @contextmanager
 def flushing_denormals() -> Iterator[None]:
-    """Run the block with denormals flushed to zero on the calling thread (x86 FTZ/DAZ;
-    a no-op where the CPU has no such mode), and switch that off again after it.
-
-    Per block rather than once per process: the flag is a thread's (the engine may step on
-    another thread than the one that loaded it), and code sharing the process (a test's
-    reference model, transformers in ``benchmarks/vs_transformers.py``) keeps the default.
-    Intra-op worker threads (``--threads`` above 1) keep theirs: torch offers no way to set
-    it there, so only the calling thread's share of the work gains.
-    """
+    """Flush denormals to zero on the calling thread for the block (x86 FTZ/DAZ; a no-op
+    elsewhere), then restore: the flag is per thread, and code sharing the process keeps it."""
     torch.set_flush_denormal(True)
     try:
         yield

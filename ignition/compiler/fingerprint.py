@@ -1,10 +1,5 @@
-"""Identify a checkpoint: a full content hash once at build, a cheap stat check at serve.
-
-Hashing reads every byte of the weights, minutes for a real model, so it runs once,
-when ``ignition build`` validates the checkpoint. The manifest then also records each
-file's size and modification time; serving compares those (one ``stat`` per file, no
-reads) and hashes again only when asked (``--verify-weights``).
-"""
+"""Identify a checkpoint: a full content hash once at build, a cheap stat check at serve
+(size and modification time per file; ``--verify-weights`` hashes again)."""
 
 from __future__ import annotations
 

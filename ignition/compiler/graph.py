@@ -1,26 +1,9 @@
 """Static-buffer programs: captured as CUDA graphs on a GPU, run eagerly on CPU.
 
-A program is a function of typed static input buffers (the workspace views of
-``compiler.workspace``) that returns its outputs. Callers upload inputs in
-place, :func:`launch` the program and later :meth:`InflightRun.wait` for it, so
-the same host code drives a CUDA-graph replay and an eager CPU run.
-
-Capture discipline (the usual serving-engine recipe): :func:`capture_order`, a
-pure function of the descriptors' shapes, puts the largest packed extent first,
-so that the first capture reserves the pool blocks every later, smaller graph
-reuses; every graph of a catalog shares that one pool; each program warms up
-once outside its graph (allocator and autotuning side effects).
-
-Padding is harmless by design: warm-up and capture run on all-padding inputs
-(slot -1, query length 0, prompt lane -1), and a padded row redirects every
-state write to the state's scratch row, so preparing a catalog mutates no
-request's state.
-
-Launch and wait are split so the device runs while the host plans: ``launch``
-replays the graph between two recorded CUDA events and returns at once;
-``wait`` synchronizes on the end event and reads the device interval. On CPU
-the eager run happens inside ``launch`` and its wall interval is the device
-time.
+Callers upload inputs in place, :func:`launch` a program and later :meth:`InflightRun.wait`,
+so one host path drives a graph replay and an eager run. Capture goes largest first into one
+shared pool (:func:`capture_order`); warm-up and capture run on all-padding inputs, which
+mutate no request's state (docs/compiler.md).
 """
 
 from __future__ import annotations
@@ -32,11 +15,13 @@ from typing import Any
 
 import torch
 
+from ignition.compiler.buffers import WorkspaceExtents
 from ignition.compiler.device import flushing_denormals
 from ignition.compiler.programs import Program, build_program
 from ignition.compiler.staging import HostStaging
-from ignition.compiler.workspace import Workspace, WorkspaceExtents, clear_inputs
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.compiler.workspace import Workspace, clear_inputs
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.state import ModelState
@@ -61,8 +46,7 @@ def map_tensors(tree: Tree, fn: Callable[[torch.Tensor], Any]) -> Tree:
 
 
 def copy_into(dst: Tree, src: Tree) -> None:
-    """Copy every tensor of ``src`` into the matching static tensor of ``dst``; a None in
-    ``src`` (an output the run was told to skip) leaves its static tensors as they are."""
+    """Copy ``src`` into the static tensors of ``dst``; a None in ``src`` leaves them as is."""
     if src is None:
         return
     if isinstance(dst, torch.Tensor):
@@ -99,16 +83,11 @@ def capture_order(descriptors: Iterable[Descriptor]) -> list[Descriptor]:
 
 @dataclasses.dataclass
 class PreparedProgram:
-    """One prepared program's buffers: static inputs, static outputs and, once captured
-    (CUDA), its graph; otherwise ``run`` calls the function eagerly and copies its results
-    into ``outputs``, so the caller sees the same buffers either way.
+    """One prepared program's buffers: static inputs, static outputs and, on CUDA, its graph;
+    an eager ``run`` copies into ``outputs``, so callers see the same buffers either way.
 
-    An eager run flushes denormal floats to zero (``compiler.device.flushing_denormals``).
-    ``run(needs_logprobs=False)`` says no row of the frame asked for logprobs: an eager
-    run then skips the vocabulary-wide log-softmax and top-k (the step and round program
-    functions take the flag), and the static logprob outputs keep the previous run's
-    values, which the host reads only for rows that asked (executors.results). A graph
-    replays what it captured, logprobs included: it cannot branch on a host flag.
+    ``run(needs_logprobs=False)``: an eager run skips logprobs (their outputs keep stale
+    values the host reads only for rows that asked); a graph replays what it captured.
     """
 
     name: str
@@ -133,9 +112,7 @@ class PreparedProgram:
 
     def _run_eager(self, needs_logprobs: bool) -> Tree:
         if self.outputs is None:
-            # Eager programs allocate their output buffers on the first run (logprobs
-            # included, whatever the flag), so loading a catalog on CPU costs no warm-up;
-            # later runs write into the same buffers.
+            # Eager outputs are allocated on the first run and reused after.
             self.outputs = map_tensors(self.fn(self.inputs), lambda t: t.clone())
         elif needs_logprobs:
             copy_into(self.outputs, self.fn(self.inputs))
@@ -166,8 +143,7 @@ def launch(
     snapshot: Callable[[Tree], Tree] | None = None,
     needs_logprobs: bool = True,
 ) -> InflightRun:
-    """Enqueue one run (and ``snapshot`` of its outputs) without waiting for the device;
-    ``needs_logprobs`` as in :meth:`PreparedProgram.run`."""
+    """Enqueue one run (and ``snapshot`` of its outputs) without waiting for the device."""
     if program.device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -188,11 +164,8 @@ def timed_run(program: PreparedProgram) -> tuple[Tree, int]:
 
 
 class GraphCapturer:
-    """Prepares programs on one device; on CUDA all graphs share one memory pool.
-
-    Capture order matters for the pool: prepare the largest program first
-    (:func:`capture_order`) so later, smaller graphs fit inside the blocks it reserved.
-    """
+    """Prepares programs on one device; on CUDA all graphs share one memory pool, so
+    prepare the largest first (:func:`capture_order`)."""
 
     def __init__(self, device: torch.device | str, use_graphs: bool | None = None) -> None:
         self.device = torch.device(device)
@@ -241,11 +214,9 @@ def prepare_programs(
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
     before_capture: Callable[[Any], None] | None = None,
 ) -> tuple[PreparedCatalog, torch.Tensor]:
-    """Every program of a catalog over one state, one workspace and one host staging, in
-    capture order. Returns the programs by descriptor name and the device ``pending``
-    buffer. ``before_capture`` receives the programs' shared PLE input
-    (``ple_input.PleRowsInput``) before any is captured: on CUDA the in-graph row source
-    must be bound into the graphs (runtime.ple.in_graph)."""
+    """Every program of a catalog over one state, workspace and host staging, in capture
+    order: (programs by descriptor name, the device ``pending`` buffer). ``before_capture``
+    gets the shared PLE input before any capture (runtime.ple.in_graph binds it)."""
     ordered = capture_order(descriptors)
     text = [d for d in ordered if d.kind is not GraphKind.VISION]  # vision owns its inputs
     extents = WorkspaceExtents.of(text)

@@ -1,29 +1,9 @@
 """Detect, on any device, operations a captured CUDA graph cannot contain.
 
-A CUDA graph replays a fixed sequence of kernels over fixed addresses: nothing
-in it may read a device value on the host (``.item()``, ``.tolist()``,
-``int()/float()/bool()`` of a tensor, ``torch.equal``), produce a shape that
-depends on data (``nonzero``, boolean masking, ``unique``, ``bincount``,
-``repeat_interleave`` without ``output_size``), or bring host data in
-(``torch.tensor([...])`` inside the program, which a capture would bake in as a
-constant). On a GPU most of these are caught only by a failed capture or by
-``torch.cuda.set_sync_debug_mode``; :class:`HostSyncDetector` raises on them on
-CPU too, so CI checks every prepared program without a GPU.
-
-Kernel references are opaque: an op of ``ignition.kernels`` (paged attention, the
-GDN rules, ...) dispatches to its Triton kernel on CUDA, which is graph-capturable
-by construction, and to a PyTorch reference on CPU, which may read lengths on the
-host (it is the CPU serving path and the oracle, documented as such). Violations
-raised inside a ``kernels/<op>/reference.py`` are therefore recorded in
-``exempted`` rather than raised, unless ``check_kernel_references=True``. The
-Triton launchers are checked instead: on CPU through the Triton interpreter
-(``tests/compiler/test_catalog_host_sync.py``), on a GPU by ``scripts/gpu_check.sh``
-(capture, then replay under ``torch.cuda.set_sync_debug_mode("error")``).
-
-Two layers, because each sees what the other cannot: a ``TorchFunctionMode``
-sees Python-level calls (``Tensor.tolist`` never reaches the dispatcher on CPU),
-and a ``TorchDispatchMode`` sees the ATen ops that composite functions
-decompose into (``torch.where(mask)`` -> ``nonzero``, C++ ``item()`` calls).
+Host reads of device values, data-dependent shapes and host data brought into a program
+raise :class:`HostSyncError` on CPU too, so CI checks every program without a GPU. Kernel
+references are recorded in ``exempted`` unless ``check_kernel_references=True``. Why two
+torch modes: docs/compiler.md.
 """
 
 from __future__ import annotations
@@ -99,8 +79,7 @@ _PACKAGE = _HERE.parent.parent
 
 
 def _caller() -> tuple[str, bool]:
-    """(the innermost ignition source line outside this module, where the fix belongs;
-    whether it lies in a kernel reference)."""
+    """(innermost ignition source line outside this module, whether it is a kernel reference)."""
     for frame in reversed(traceback.extract_stack()):
         path = Path(frame.filename).resolve()
         if path != _HERE and _PACKAGE in path.parents:
@@ -172,8 +151,7 @@ class HostSyncDetector:
             raise HostSyncError(f"{self.where}: {what}; a captured graph cannot contain it")
 
     def __enter__(self) -> HostSyncDetector:
-        # The CPU sampler skips paths no row takes (a host read a graph cannot hold);
-        # under the detector it runs every path, as on a GPU, so that is what is checked.
+        # Run every sampler path, as on a GPU, so that is what is checked.
         self._skipped = sampling.SKIP_UNUSED_PATHS
         sampling.SKIP_UNUSED_PATHS = False
         self._function = _FunctionLayer(self._on_violation)

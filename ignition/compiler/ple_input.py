@@ -1,19 +1,8 @@
 """A program's staged PLE rows: the n-gram table rows the host resolved before launch.
 
-With the table off the device (``host`` / ``disk`` residency, docs/ple.md) a program cannot
-gather from it. The host resolves the rows it can name before launch (prompt-chunk tokens,
-pending tokens it has read) into two static workspace buffers per PLE layer: ``ids`` [N]
-the layer's global row ids, sorted, padded with ``NO_ROW`` (larger than any row), and
-``rows`` [N, head_dim] their values. Inside the program each PLE layer computes its row ids
-from the tokens it really runs (the model's hash, on the device) and finds them in ``ids``
-by binary search: static shapes, no host data, whatever the packed layout (device-allocated
-verification lanes included).
-
-A row the host could not name (a draft token made inside a speculative program, a pending
-token whose frame the host has not read) is not found; ``resolve``, installed by the runtime,
-is the mailbox: the program publishes the missing ids, the host worker resolves them and the
-program waits (on CPU a real wait on the host thread inside the run). Padding tokens never
-ask: their rows are never read.
+Per PLE layer, ``ids`` [N] sorted global row ids padded with ``NO_ROW`` and ``rows``
+[N, head_dim]; the program binary-searches its own row ids there. A row not found is asked
+through ``resolve`` (the mailbox) or the in-graph mailbox. Details: docs/ple.md.
 """
 
 from __future__ import annotations
@@ -31,8 +20,7 @@ NO_ROW = torch.iinfo(torch.int64).max  # the ids buffer's padding: sorts after e
 
 # missing global row ids [M] (unique) -> their rows [M, head_dim], waiting for the host
 Resolver = Callable[[Tensor], Tensor]
-# (PLE layer, global row ids [N] with -1 where nothing is asked) -> rows [N, head_dim] on the
-# program's device, as the model uses them; capturable (runtime.ple.graph_mailbox)
+# (PLE layer, row ids [N], -1 = none) -> rows [N, head_dim]; capturable
 GraphResolver = Callable[[int, Tensor], Tensor]
 
 
@@ -43,14 +31,12 @@ class PleRowsInput:
     ids: list[Tensor]  # per PLE layer [N] int64 sorted global row ids, NO_ROW padding
     rows: list[Tensor]  # per PLE layer [N, head_dim]
     offsets: list[int]  # per PLE layer: its first row in the concatenated table
-    # Set by the runtime when it delivers rows (host / disk); off: the PLE layers read the
-    # model's own table (device residency).
+    # Set by the runtime for host / disk residency; None reads the model's own table.
     is_enabled: bool = False
     # The in-program mailbox (runtime.ple.delivery); None: every row must be staged.
     resolve: Resolver | None = None
     num_resolved: list[int] = field(default_factory=lambda: [0])  # rows asked in-program
-    # The in-graph mailbox (GPU): asked without a host sync, every frame's missing rows at
-    # static shapes; when set it replaces ``resolve``.
+    # The in-graph mailbox (GPU); replaces ``resolve`` when set.
     resolve_in_graph: GraphResolver | None = None
 
     def lookups(self) -> list[Callable[[Tensor, PackedMeta], Tensor]]:
@@ -108,16 +94,14 @@ def allocate_ple_rows(
 
 
 class RowBuffers(Protocol):
-    """Per-layer id and row buffers: a program's ``PleRowsInput``, or a host staging set
-    (``compiler.ple_staging``) laid out like it."""
+    """Per-layer id and row buffers (a program's or a staging set's)."""
 
     ids: list[Tensor]
     rows: list[Tensor]
 
 
 def stage_rows(staged: RowBuffers, layer: int, ids: Tensor, rows: Tensor) -> None:
-    """Write one layer's resolved rows (``ids`` sorted, unique) and pad the rest; the copy
-    is stream-ordered before the program that reads them."""
+    """Write one layer's resolved rows (``ids`` sorted, unique) and pad the rest."""
     n = ids.numel()
     capacity = staged.ids[layer].shape[0]
     if n > capacity:

@@ -1,13 +1,7 @@
-"""Double-buffered host staging for a frame's known PLE rows (docs/ple.md, GPU).
+"""Double-buffered host staging for a frame's known PLE rows (docs/ple.md).
 
-The worker resolves the rows it can name before launch and writes them into the program's
-``ple`` buffers (``ple_input.PleRowsInput``). On a GPU the engine queues two frames: the
-copy into the workspace must be stream-ordered behind the previous frame's replay, and the
-host memory it copies from must not be rewritten before that copy has run. So, like every
-other input (``staging.HostStaging``), the rows go through one of two pinned host sets
-that alternate per frame; a set is refilled only after the copies that read it have run
-(its event is waited on first, which in steady state has long completed). On CPU the same
-code runs with plain tensors, synchronous copies and no events.
+Like ``staging.HostStaging``: two pinned host sets alternate per frame, and a set is
+refilled only after the copies reading it have run. Plain tensors on CPU.
 """
 
 from __future__ import annotations
@@ -67,8 +61,7 @@ class PleStaging:
         self._next = 0
 
     def stage(self, staged: PleRowsInput, parts: Sequence[tuple[Tensor, Tensor]]) -> int:
-        """Write each layer's (sorted unique ids, rows) into the next host set and queue its
-        copies into ``staged``; returns the set used."""
+        """Stage each layer's (sorted unique ids, rows) in the next host set; returns it."""
         used, s = self._next, self.sets[self._next]
         self._next = (self._next + 1) % len(self.sets)
         s.fence.synchronize()  # the copies that last read this set have run

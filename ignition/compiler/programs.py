@@ -1,18 +1,8 @@
 """One program builder per descriptor kind, over shared typed workspaces.
 
-A builder turns a :class:`Descriptor` into the static inputs a program reads
-(views of the workspace at this program's capacities) and the function that
-runs it. The function has a fixed prologue and epilogue around the model call:
-
-- prologue: decode and verify rows read their pending token from the
-  device-resident ``pending`` buffer, not from the host. That is what lets a
-  second decode frame be queued before the first one's outputs reach the host;
-- epilogue: every row's last emitted token is written back to ``pending``
-  (inactive rows write the scratch row), ready for the next program.
-
-Padding is harmless by design: rows with slot -1 or query length 0 and unused
-token capacity redirect every state write to the state's scratch row, so a
-warm-up or capture with empty inputs mutates no request.
+Every program reads decode rows' pending tokens from the device ``pending`` buffer (so a
+second frame can queue before the first's outputs reach the host) and writes each row's last
+token back to it. Padding rows write only the scratch row.
 """
 
 from __future__ import annotations
@@ -25,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ignition.compiler.buffers import Uploads
 from ignition.compiler.ple_input import PleRowsInput
 from ignition.compiler.staging import HostFrame, HostStaging
 from ignition.compiler.vision_program import build_vision_program, check_vision_buildable
@@ -33,10 +24,10 @@ from ignition.compiler.workspace import (
     RoundProgramInputs,
     StepProgramInputs,
     StepProgramOutputs,
-    Uploads,
     Workspace,
 )
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs, gather_rows
@@ -65,9 +56,7 @@ class Program:
     staging: HostStaging
     # Per-slot sampling history the program reads and counts into (shared by all programs).
     history: SlotHistory | None = None
-    # Programs with a prompt lane: where each run writes the chunk's final-normed hidden
-    # states [prefill_capacity, hidden] (zero past the chunk), which prompt logprobs score
-    # after the run (model.prompt_logprobs); a workspace view shared by every program.
+    # Prompt-lane programs: the chunk's final-normed hidden [prefill_capacity, hidden], shared.
     prompt_hidden: Tensor | None = None
 
     @property
@@ -97,11 +86,8 @@ def _store_pending(pending: Tensor, slot_ids: Tensor, tokens: Tensor, scratch_ro
 def _take_pending_first_tokens(
     packed: PackedInputs, is_decode_row: Tensor, pending: Tensor, scratch_row: int
 ) -> None:
-    """token_ids[first token of each decode row] = pending[slot], elementwise per token.
-
-    Written per token rather than per row so that zero-length rows, which share an
-    offset with the next row, can never race it for the same element.
-    """
+    """token_ids[first token of each decode row] = pending[slot], per token so zero-length
+    rows sharing an offset never race."""
     num_tokens, num_rows = packed.token_ids.shape[0], packed.query_lens.shape[0]
     lens = packed.query_lens.long()
     ends = torch.cumsum(lens, 0)

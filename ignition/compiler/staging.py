@@ -1,24 +1,9 @@
 """Host staging for frame inputs: fill on the host, upload each buffer once per frame.
 
-The worker writes a frame's rows into host mirrors of the workspace buffers
-(numpy views, so a write is a plain store with no tensor op and no device
-traffic), then :meth:`HostStaging.upload` issues one copy per buffer the program
-binds. On CUDA the mirrors are pinned, so the copies are asynchronous and
-stream-ordered before the replay that reads them; the host never waits for the
-device while binding.
-
-Two staging sets alternate, one per slot of the engine's two-frame queue: a set
-is refilled only after the copies that read it have run (its event is waited
-on first, which in steady state has long completed). On CPU the same code runs
-with ordinary host tensors and synchronous copies.
-
-Device state the host changes between frames (the page table) has a
-:class:`HostMirror`: a host master copy the runtime edits, uploaded whole by
-the next frame's :meth:`HostStaging.upload` when it changed, so the host never
-issues a blocking pageable copy while a frame runs. With a mirror, the mirror is
-that tensor's only writer. State operations (snapshot, restore) are not staged
-frames but read the page table too: they call :meth:`HostMirror.sync` first, since a
-restore runs right after the runtime assigned its slot's pages on the host.
+The worker writes rows into host mirrors (numpy views; pinned on CUDA), and
+:meth:`HostStaging.upload` issues one stream-ordered copy per bound buffer. Two sets
+alternate with the engine's two-frame queue. A :class:`HostMirror` (the page table) is
+that tensor's only writer. Details: docs/compiler.md.
 """
 
 from __future__ import annotations
@@ -31,7 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ignition.compiler.workspace import BUFFERS, Uploads, Workspace
+from ignition.compiler.buffers import BUFFERS, Uploads
+from ignition.compiler.workspace import Workspace
 
 NUM_STAGING_SETS = 2  # the engine queues at most two frames
 
@@ -48,11 +34,8 @@ class HostMirror:
         self.is_dirty = True
 
     def sync(self) -> None:
-        """Write a changed master copy to the device now, for work outside a staged frame.
-
-        A blocking copy (stream-ordered after queued work); state operations drain the
-        execution window, so no frame in flight reads the table meanwhile.
-        """
+        """Write a changed master copy to the device now (blocking, stream-ordered), for
+        state operations, which run with no frame in flight."""
         if self.is_dirty:
             self.device_tensor.copy_(torch.from_numpy(self.array))
             self.is_dirty = False
@@ -87,10 +70,8 @@ def stage_prompt_chunk(
     offset: int,
     chunk: Sequence[int],
 ) -> int:
-    """One prompt lane's chunk: in a round program, lane ``lane``'s part of the lane-major
-    prompt workspace (model.round_prompt: it starts at lane x ``lane_capacity`` and packs
-    no verification tokens); otherwise ``row``'s query length and the packed tokens from
-    ``offset``. Returns the packed tokens it adds."""
+    """Stage one prompt lane's chunk (lane-major in round programs, packed from ``offset``
+    otherwise); returns the packed tokens it adds."""
     if is_round:
         first = lane * lane_capacity
         frame["prompt_length"][lane] = len(chunk)

@@ -1,30 +1,9 @@
-"""State operations: snapshot a request slot's complete state, restore it into a slot,
-and initialize a fresh request's slot (a restore from the zero state).
+"""State operations: snapshot a slot's complete state, restore it into a slot, and
+initialize a fresh slot (a restore from the zero state).
 
-Both are static-shape programs (captured like any other on a GPU): the slot and
-the snapshot row are device inputs, and every copy is an indexed tensor copy
-with no host synchronisation. A snapshot row holds everything a continuation
-needs: the committed length, every per-slot state kind (``SLOT_FIELDS``: GDN
-recurrent state and convolution window, MTP hidden state, PLE convolution window
-and n-gram context, the indexer's raw-key ring) and the content of every page the
-slot's page table names (whole pages, so partial pages are preserved) in every
-paged cache (``PAGED_FIELDS``: target and MTP KV, QSA block index keys).
-
-Restore writes into the pages the target slot's page table already names; the
-runtime assigns them first. Page-table entries still unassigned (-1) redirect
-their copy to the state's scratch page, which no request ever owns, so the
-program has no data-dependent branch.
-
-Initialization writes what a restore of an empty checkpoint would: length zero,
-zero per-slot state and an all-EOS n-gram context. It copies no pages (a
-length-zero slot reads none, and prefill writes every page before attention reads
-it), so it needs no snapshot row.
-
-The build prepares and validates all three (snapshot -> restore round-trips a slot,
-initialization writes what ``ModelState.reset_slot`` writes); at serve time Helios schedules
-all three (initialization and restores as prerequisites, intermediate and terminal
-snapshots) and the worker runs them into the rows the runtime's checkpoint cache
-names.
+Static-shape programs with no host sync: the slot and the snapshot row are device inputs.
+Restore writes into pages the runtime assigned first; unassigned entries (-1) go to the
+scratch page. Initialization copies no pages. Details: docs/compiler.md.
 """
 
 from __future__ import annotations
@@ -35,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ignition.compiler.graph import PreparedProgram, timed_run
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.components.state_programs import INIT, RESTORE, SNAPSHOT
 from ignition.model.state import PAGED_FIELDS, SLOT_FIELDS, ModelState
 
@@ -92,8 +71,7 @@ class SnapshotStore:
 
 
 def _bytes(cache: Tensor) -> Tensor:
-    """An FP8 cache (``--indexer-kv-dtype fp8``) as its bytes: torch has no ``index_copy_``
-    for float8 on CPU, and copying pages needs none of the values' meaning."""
+    """An FP8 cache as bytes (CPU torch has no float8 ``index_copy_``)."""
     is_fp8 = cache.dtype.is_floating_point and cache.dtype.itemsize == 1
     return cache.view(torch.uint8) if is_fp8 else cache
 

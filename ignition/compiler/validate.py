@@ -1,12 +1,5 @@
-"""Validate each prepared program by running it once on real inputs.
-
-A build proves more than "it captured": every program runs once with every
-row active (the prompt row filled to its full capacity with real tokens from
-the tokenizer, decode and verify rows at their full width) on a validation
-state, and its outputs are checked: every active row emits tokens inside the
-vocabulary and the state lengths advance by exactly what was committed. The
-run is timed; on a GPU that is one graph replay.
-"""
+"""Validate each prepared program by running it once on real inputs, every row active:
+emitted tokens lie in the vocabulary and lengths advance by exactly what was committed."""
 
 from __future__ import annotations
 
@@ -25,7 +18,8 @@ from ignition.compiler.vision_program import (
     validation_grid,
 )
 from ignition.compiler.workspace import RoundProgramInputs, clear_inputs
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.model.state import PAGED_FIELDS, ModelState
 
 
@@ -57,9 +51,8 @@ def validate_program(
     vocab_size: int,
     max_prompt_tokens: int | None = None,
 ) -> ValidationResult:
-    """Run ``program`` once with every row active, every prompt lane (rows 0 .. L - 1)
-    carrying a chunk of its lane's capacity; ``max_prompt_tokens`` caps each chunk below
-    it (shapes stay static, so the same kernels run)."""
+    """Run ``program`` once with every row active and every prompt lane carrying a chunk
+    (capped at ``max_prompt_tokens``; shapes stay static)."""
     d = program.descriptor
     if isinstance(program.inputs, VisionProgramInputs):
         return validate_vision_program(program, prepared)
@@ -102,16 +95,13 @@ def validate_program(
     for slot in rows:
         state.reset_slot(slot)
     clear_inputs(program.inputs)
-    return ValidationResult(
-        d.name, interval_ns, expected_prompt * len(prompt_rows) + sum(emitted)
-    )
+    return ValidationResult(d.name, interval_ns, expected_prompt * len(prompt_rows) + sum(emitted))
 
 
 def _bind_prompt(
     program: Program, frame: HostFrame, lane: int, offset: int, chunk: list[int]
 ) -> int:
-    """Prompt lane ``lane`` is row (and slot) ``lane`` with a full chunk; greedy sampling
-    (the padding). Returns its packed tokens."""
+    """Prompt lane ``lane`` is row and slot ``lane`` with a full chunk; returns its tokens."""
     frame["slot_ids"][lane] = lane
     frame["prefill_row"][lane] = lane
     is_round = isinstance(program.inputs, RoundProgramInputs)
@@ -233,10 +223,8 @@ def _state_tensors(state: ModelState) -> dict[str, torch.Tensor]:
 
 
 def _validate_init(ops, generator: torch.Generator) -> int:
-    """Both validation slots hold random lengths, GDN states, convolution windows and MTP
-    hidden states (and their pages random content); initializing slot 1 must leave every
-    tensor of the state exactly as ``reset_slot(1)`` leaves a copy: slot 1 zeroed, its
-    pages kept, slot 0 and every cache page untouched."""
+    """Initializing slot 1 of a random state must leave it exactly as ``reset_slot(1)``
+    leaves a copy (slot 0 and cache pages untouched)."""
     state = ops.state
     for slot in (0, 1):
         state.seq_lens[slot] = 1 + int(

@@ -1,14 +1,7 @@
 """The program builder for ``vision`` descriptors: the image encoder at a patch capacity.
 
-A vision program owns its inputs (pixels and the per-patch metadata of
-:class:`~ignition.model.vision.encoder.VisionBatch`, all padded to the descriptor's patch
-capacity) and returns the merged features, so on CUDA it captures like any other program
-and the host only fills buffers. It shares nothing with the text workspace: features leave
-it and enter a prompt through the packed step's image-feature seam.
-
-Validation runs it once on a synthetic image that fills the capacity and checks the
-features against the eager encoder on the same pixels, so a capture that diverges from the
-model fails the build rather than a request.
+Owns its padded inputs and returns merged features; shares nothing with the text workspace.
+Validation compares it with the eager encoder on a synthetic image.
 """
 
 from __future__ import annotations
@@ -19,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.model.model import HybridModel
 from ignition.model.vision.encoder import VisionBatch, VisionEncoder
 from ignition.model.vision.grid import ImageGrid
@@ -116,19 +109,14 @@ def validation_grid(d: Descriptor, encoder: VisionEncoder) -> ImageGrid:
 
 
 def pick_vision_program(programs: Sequence, num_patches: int):
-    """The prepared vision program with the smallest patch capacity that holds
-    ``num_patches`` (``programs`` are ``(Program, PreparedProgram)`` pairs), or None."""
+    """The smallest prepared vision program holding ``num_patches``, or None."""
     fitting = [p for p in programs if p[0].descriptor.patch_capacity >= num_patches]
     return min(fitting, key=lambda p: p[0].descriptor.patch_capacity, default=None)
 
 
 class VisionRunner:
-    """Encodes images through prepared vision programs, one image per run.
-
-    An image runs on the smallest program that holds its patches; an image larger than the
-    largest program is an error (the preprocessor's pixel bound should have prevented it:
-    see :meth:`max_patches`). The result has the same features as the eager tower.
-    """
+    """Encodes images through prepared vision programs, one image per run, on the smallest
+    program that holds its patches (larger than :meth:`max_patches` is an error)."""
 
     def __init__(self, programs: Sequence) -> None:
         self.programs = [p for p in programs if isinstance(p[0].inputs, VisionProgramInputs)]

@@ -1,33 +1,29 @@
 """Typed input workspaces, allocated once at the largest prepared capacity.
 
-Every program variant binds contiguous leading views of the same buffers, so a
-catalog of dozens of programs costs one set of input buffers, and the buffers'
-addresses never change after capture (a CUDA graph reads fixed addresses).
-Programs run one after another on one stream; host writes reach these buffers
-as stream-ordered copies from host staging (see ``compiler.staging``), so a
-queued frame's inputs never overwrite what a running frame still reads.
-
-This module holds the program input dataclasses as well: they are views of the
-workspace, and ``compiler.programs`` builds programs over them (the import runs
-one way, programs -> workspace).
+Every program binds leading views of the same buffers, whose addresses never change after
+capture; host writes arrive as stream-ordered copies (``compiler.staging``). The program input
+dataclasses live here as views of the workspace.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ignition.compiler.buffers import (
+    BUFFERS,
+    SAMPLING_BUFFERS,
+    Uploads,
+    WorkspaceExtents,
+    begin_buffers,
+)
 from ignition.compiler.ple_input import PleRowsInput, allocate_ple_rows
 from ignition.compiler.vision_program import VisionProgramInputs, clear_vision_inputs
-from ignition.components.catalog import Descriptor, GraphKind
 from ignition.model.grammar_mask import mask_words
 from ignition.model.logits_processing import (
-    MAX_LOGIT_BIAS,
-    MAX_STOP_IDS,
     NO_REPLAY,
     HistoryBegin,
 )
@@ -71,156 +67,6 @@ class RoundProgramInputs:
 ProgramInputs = StepProgramInputs | RoundProgramInputs | VisionProgramInputs
 
 
-@dataclass(frozen=True)
-class BufferSpec:
-    """One workspace buffer: which extent sizes it, its dtype and its padding value."""
-
-    # "rows", "tokens", "prompt", "images", "bias", "stops", "drafts", "mask", "one", "lanes"
-    extent: str
-    dtype: torch.dtype
-    padding: float | int | bool = 0
-    # Read only where a per-row flag says so (the grammar bitmask, gated by is_masked): a
-    # frame neither resets it nor uploads more than the prefix it wrote (staging.trim).
-    is_gated: bool = False
-
-
-# The padding values make an all-padding population harmless: slot -1 and query length 0
-# route every state write to the scratch row, and top_p 1 keeps sampling well defined.
-BUFFERS: dict[str, BufferSpec] = {
-    "token_ids": BufferSpec("tokens", torch.int64),
-    "query_lens": BufferSpec("rows", torch.int32),
-    "lane_ceilings": BufferSpec("rows", torch.int32),
-    "slot_ids": BufferSpec("rows", torch.int32, -1),
-    "pending_tokens": BufferSpec("rows", torch.int64),
-    "is_decode_row": BufferSpec("rows", torch.bool, False),
-    # one entry per prompt lane (model.packing): its row, and the token after its chunk
-    "prefill_row": BufferSpec("lanes", torch.int32, -1),
-    "prompt_next_token": BufferSpec("lanes", torch.int64, -1),
-    "prompt_length": BufferSpec("lanes", torch.int32),
-    "prompt_tokens": BufferSpec("prompt", torch.int64),
-    "image_positions": BufferSpec("images", torch.int32, -1),
-    # multimodal rope (vision models only): each row's rope offset, and the prompt chunk's
-    # explicit (t, h, w) positions as three rows of the prompt capacity, -1 = not given
-    "rope_offset": BufferSpec("rows", torch.int32),
-    "prompt_rope": BufferSpec("rope", torch.int32, -1),
-    "temperature": BufferSpec("rows", torch.float32),
-    "top_k": BufferSpec("rows", torch.int32),
-    "top_p": BufferSpec("rows", torch.float32, 1.0),
-    "seed": BufferSpec("rows", torch.int64),
-    "presence_penalty": BufferSpec("rows", torch.float32),
-    "frequency_penalty": BufferSpec("rows", torch.float32),
-    "repetition_penalty": BufferSpec("rows", torch.float32, 1.0),
-    "min_p": BufferSpec("rows", torch.float32),
-    "min_tokens": BufferSpec("rows", torch.int32),
-    "history_begin": BufferSpec("lanes", torch.int32, -1),
-    "bias_ids": BufferSpec("bias", torch.int64, -1),
-    "bias_values": BufferSpec("bias", torch.float32),
-    "stop_ids": BufferSpec("stops", torch.int64, -1),
-    "replay_from": BufferSpec("lanes", torch.int32, NO_REPLAY),
-    # round programs: host-supplied drafts [rows, D] flattened, -1 = none (model.proposals)
-    "supplied_drafts": BufferSpec("drafts", torch.int64, -1),
-    # structured outputs (model.grammar_mask): rows with a grammar, and their bitmasks as
-    # [rows, words] flattened ([rows, W, words] in round programs: one per verification
-    # position); a workspace over a zero vocabulary has none
-    "is_masked": BufferSpec("rows", torch.bool, False),
-    "token_mask": BufferSpec("mask", torch.int32, -1, is_gated=True),
-}
-BEGIN_BUFFERS = {"history_begin": 1, "bias_ids": MAX_LOGIT_BIAS, "bias_values": MAX_LOGIT_BIAS}
-BEGIN_BUFFERS |= {"stop_ids": MAX_STOP_IDS, "replay_from": 1}  # per prompt lane
-
-
-def lane_table_bytes(max_lanes: int) -> int:
-    """Bytes the workspace's per-lane tables (prompt rows, next tokens, history begins) hold
-    beyond one prompt lane: what a catalog with ``max_lanes``-lane programs adds to the
-    shared input buffers (every program binds views of them, so once per catalog)."""
-    per_lane = {"lanes": 1, "bias": MAX_LOGIT_BIAS, "stops": MAX_STOP_IDS}
-    return sum(
-        (max_lanes - 1) * per_lane[spec.extent] * spec.dtype.itemsize
-        for spec in BUFFERS.values()
-        if spec.extent in per_lane
-    )
-
-
-def begin_buffers(lanes: int) -> dict[str, int]:
-    """The history-begin buffers of a program with ``lanes`` prompt lanes (lane-major)."""
-    return {name: n * lanes for name, n in BEGIN_BUFFERS.items()}
-
-# The per-row sampling buffers every step and round program binds.
-SAMPLING_BUFFERS = (
-    "temperature",
-    "top_k",
-    "top_p",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-    "min_p",
-    "min_tokens",
-)
-
-Uploads = tuple[tuple[str, int], ...]  # (buffer name, leading length) a program binds
-
-
-@dataclass(frozen=True)
-class WorkspaceExtents:
-    """The largest extents any prepared program binds. ``max_image_tokens`` > 0 makes the
-    workspace multimodal: image features and rope positions are bound as well."""
-
-    max_rows: int
-    max_tokens: int
-    max_prompt: int
-    max_image_tokens: int = 0
-    mask_words: int = 0  # int32 words of one row's grammar bitmask (0: no grammar inputs)
-    max_depth: int = 0  # the largest proposal depth D of a round program
-    max_width: int = 1  # the largest verify width W of a round program (masks per row)
-    max_lanes: int = 1  # the most prompt lanes a program carries (Descriptor.prompt_lanes)
-
-    @property
-    def is_multimodal(self) -> bool:
-        return self.max_image_tokens > 0
-
-    @classmethod
-    def of(cls, descriptors: Iterable[Descriptor], max_image_tokens: int = 0) -> WorkspaceExtents:
-        descriptors = list(descriptors)
-        if not descriptors:
-            raise ValueError("a workspace needs at least one descriptor")
-        rows = max(d.row_capacity for d in descriptors)
-        tokens = max(
-            max(d.max_packed_extent, d.packed_capacity + d.prefill_capacity) for d in descriptors
-        )
-        lanes = max(d.prompt_lanes for d in descriptors)
-        prompt = max(
-            (
-                d.token_capacity if d.kind is GraphKind.PREFILL else d.prefill_capacity
-                for d in descriptors
-            ),
-            default=0,
-        )
-        rounds = [
-            d
-            for d in descriptors
-            if d.speculation_enabled and d.kind in (GraphKind.SPECULATIVE, GraphKind.MIXED)
-        ]
-        depth = max((d.proposal_depth for d in rounds), default=0)
-        width = max((d.token_capacity for d in rounds), default=1)
-        return cls(rows, tokens, max(prompt, 1), max_image_tokens, 0, depth, width, lanes)
-
-    def length(self, extent: str) -> int:
-        return {
-            "rows": self.max_rows,
-            "tokens": self.max_tokens,
-            "prompt": self.max_prompt,
-            "images": self.max_image_tokens,
-            "bias": MAX_LOGIT_BIAS * self.max_lanes,
-            "stops": MAX_STOP_IDS * self.max_lanes,
-            "rope": 3 * self.max_prompt if self.is_multimodal else 0,
-            "drafts": self.max_rows * self.max_depth,
-            "mask": self.max_rows * self.max_width * self.mask_words,
-            "one": 1,
-            "lanes": self.max_lanes,
-        }[extent]
-
-
 class Workspace:
     """The shared device buffers; ``step_inputs`` / ``round_inputs`` return typed views
     together with the (buffer, length) prefixes they bind, which is what a frame uploads."""
@@ -249,19 +95,16 @@ class Workspace:
         self._ple: PleRowsInput | None = None
 
     def prompt_hidden(self, prefill_capacity: int, dtype: torch.dtype) -> Tensor:
-        """[prefill_capacity, hidden] view of the one buffer every program with a prompt
-        lane writes its chunk's final hidden states to, for prompt logprobs to score after
-        it (model.prompt_logprobs). One buffer at the largest prompt capacity, not a static
-        output per program: a catalog's graphs would each hold their own copy."""
+        """[prefill_capacity, hidden] view of the one buffer prompt-lane programs write
+        their chunk's final hidden states to, for prompt logprobs (shared, not per program)."""
         if self._prompt_hidden is None:
             shape = (self.extents.max_prompt, self.hidden_size)
             self._prompt_hidden = torch.zeros(shape, dtype=dtype, device=self.device)
         return self._prompt_hidden[:prefill_capacity]
 
     def ple_rows(self, model: HybridModel) -> PleRowsInput | None:
-        """The staged PLE rows every program binds (compiler.ple_input), None for a model
-        without an n-gram table. Per PLE layer room for every token's rows at the largest
-        token extent; the layers' tables are concatenated in PLE-layer order."""
+        """The staged PLE rows every program binds (None without an n-gram table); layers'
+        tables concatenated in PLE-layer order."""
         if model.config.ngram_ple is None:
             return None
         if self._ple is None:
@@ -283,9 +126,7 @@ class Workspace:
         return views, tuple(lengths.items())
 
     def _sampling(self, v: dict[str, Tensor], rows: int, width: int = 1) -> SamplingParams:
-        """The rows' sampling parameters; in a round program (``width`` W) the token mask
-        is position 0's of each row (the prompt lane's, and what a row without drafts
-        samples under)."""
+        """The rows' sampling parameters; in a round program the token mask is position 0's."""
         params = SamplingParams(**{name: v[name] for name in SAMPLING_BUFFERS})
         if "token_mask" in v:
             params.is_masked = v["is_masked"]

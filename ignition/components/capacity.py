@@ -15,14 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ignition.components.catalog import (
-    MAX_MIXED_BATCH,
-    Catalog,
-    Descriptor,
-    GraphKind,
-    ValueSource,
-)
+from ignition.components.catalog import Catalog
+from ignition.components.descriptor import Descriptor
 from ignition.components.lane_shapes import even_lanes, lane_twins
+from ignition.components.program_kinds import MAX_MIXED_BATCH, GraphKind, ValueSource
 from ignition.recipes import SPECULATION_MODES, LoadOptions, Recipe
 
 
@@ -136,7 +132,7 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
             "(supports.mixed_capture is false)"
         )
 
-    wide = cap.mixed_wide_prompt_buckets
+    wide = cap.mixed_wide_prompt_buckets_for(concurrency)
     if options.mixed_wide_prompt_buckets is not None:
         wide = tuple(options.mixed_wide_prompt_buckets)
         for bucket in wide:

@@ -1,10 +1,5 @@
-"""The CI catalog-size check: planned counts against each recipe's declaration.
-
-A recipe states how many programs each family must have for given load
-options. A change to the capacity rules that silently adds or drops programs
-changes build time, memory and what Helios can select, so CI fails until the
-recipe's numbers are updated on purpose.
-"""
+"""The CI catalog-size check: the programs per family the capacity rules plan against the
+counts each recipe declares, so a rule change that adds or drops programs fails CI."""
 
 from __future__ import annotations
 
@@ -20,11 +15,8 @@ def describe_options(options: LoadOptions) -> str:
 def check_expected_catalogs(
     recipe: Recipe, options: LoadOptions | None = None
 ) -> tuple[list[str], list[str]]:
-    """Check every declared expectation, or only the one matching ``options``.
-
-    Returns (failures, report lines). A failure names the recipe, the options,
-    the family and both numbers.
-    """
+    """(failures, report lines) for every declared expectation, or only the one matching
+    ``options``; a failure names the recipe, the options, the family and both numbers."""
     expectations = recipe.expected_catalogs
     if options is not None:
         expectations = tuple(e for e in expectations if e.options == options)

@@ -1,11 +1,10 @@
-"""The state programs' shapes (snapshot, restore, initialization: compiler/state_ops.py),
-which every catalog Helios schedules lists beside the inference programs. They live here,
-torch-free, so the runtime and the simulators share one copy instead of drifting apart.
-"""
+"""The state programs' shapes (snapshot, restore, init) that every catalog Helios schedules
+lists beside the inference programs; torch-free, so the runtime and simulators share them."""
 
 from __future__ import annotations
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 
 SNAPSHOT = Descriptor(GraphKind.SNAPSHOT, 1, 0, 1, 1)
 RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)
@@ -14,8 +13,8 @@ STATE_PROGRAMS = (SNAPSHOT, RESTORE, INIT)
 
 
 def state_programs(initialize: bool = True) -> tuple[Descriptor, ...]:
-    """The state programs a catalog lists; ``initialize`` False leaves out the init
-    program (fresh requests then start from a state zeroed outside Helios)."""
+    """The state programs a catalog lists; without ``initialize`` no init program (fresh
+    requests then start from a state zeroed outside Helios)."""
     if initialize:
         return STATE_PROGRAMS
     return tuple(d for d in STATE_PROGRAMS if d.kind is not GraphKind.INIT)

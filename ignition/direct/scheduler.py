@@ -1,27 +1,9 @@
 """The diagnostic scheduler of ``ignition debug-serve --direct``.
 
-It satisfies :class:`ignition.helios.SchedulerProtocol` (admit, plan, commit,
-complete, publish and the queries) so the same engine, worker and programs run
-under it, but it is deliberately plain,
-to tell a runtime bug from a scheduling decision:
-
-- prompts first: while a request has prompt left, the oldest such request gets
-  the smallest prefill bucket that holds the rest of its prompt (or the largest
-  bucket, a chunk), one frame at a time; when several requests have prompt left and
-  a multi-lane prefill program (Descriptor.prompt_lanes) holds the rest of two or
-  more of the oldest whole, one lane each, they share it (the most prompts, then the
-  smallest bucket);
-- decode rounds reproduce Helios's selection only in its simplest case: every
-  loaded decode-round program (ordinary decode, or width-one speculative rounds
-  that keep the draft context) competes by served lanes per estimated time; an
-  unmeasured program wins (largest useful batch first) so every bucket gets
-  measured; ties prefer the smaller batch;
-- costs are a 7/8 moving average that reverts to unmeasured 30 s after its
-  last observation.
-
-No speculation with proposals, no mixed programs, no queueing, no service
-prices, no KV page ledger and so no preemption (it never names a victim), no state
-operations: those are what Helios is for.
+A plain :class:`ignition.helios.SchedulerProtocol`, to tell a runtime bug from a scheduling
+decision: prompts first (the oldest, smallest fitting bucket; multi-lane prefill when two or
+more fit), then decode rounds chosen by served lanes per estimated time (unmeasured first),
+costs a 7/8 moving average. No proposals, mixed programs, queueing, prices or preemption.
 """
 
 from __future__ import annotations
@@ -29,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
     CompletionReport,
     CostEstimate,

@@ -1,11 +1,5 @@
-"""``ignition build --tensor-parallel-size N``: every rank prepares and validates its shard.
-
-A build proves each program can be built, captured and run for this checkpoint; under
-tensor parallelism that includes the collectives, so every rank loads its shard and runs the
-same pipeline (same catalog, same reused programs, same order), and only rank zero writes
-the bundle. The manifest records the size in ``runtime.tensor_parallel_size``, and the
-inputs fingerprint includes it, so a bundle validated at one size is never reused at another.
-"""
+"""``ignition build --tensor-parallel-size N``: every rank prepares and validates its shard
+(collectives included); rank zero writes the bundle, whose fingerprint includes the size."""
 
 from __future__ import annotations
 
@@ -33,8 +27,7 @@ class BuildJob:
 
 
 def build_on_rank(job: BuildJob, tp: TensorParallel, **callbacks: Any):
-    """Run the build pipeline as rank ``tp.rank``; rank zero's result, None elsewhere.
-    ``callbacks`` (progress) are rank zero's only."""
+    """Run the build pipeline as rank ``tp.rank``; rank zero's result (and callbacks) only."""
     from ignition.compiler.build import build_bundle
 
     result = build_bundle(

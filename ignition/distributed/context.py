@@ -1,13 +1,5 @@
-"""The tensor-parallel context: this process's rank, its groups and the collectives layers use.
-
-Two groups, because they carry different traffic: ``group`` runs the model's all-reduces and
-all-gathers on the device (NCCL on CUDA, gloo on CPU), inside the prepared programs, so a
-CUDA graph captures them; ``cpu_group`` (gloo, always on the host) carries rank zero's
-plans, the per-frame agreement and the completion reports, which are Python objects and must
-never enter a captured stream. ``control_group`` is the same traffic's idle wait: a follower
-blocks there between frames for as long as the server is idle, so it gets a long timeout,
-while a frame's own agreement and reports fail fast.
-"""
+"""The tensor-parallel context: rank, groups and collectives. ``group`` carries the model's
+device collectives; ``cpu_group`` (gloo) the plans and reports; ``control_group`` idle waits."""
 
 from __future__ import annotations
 
@@ -24,9 +16,7 @@ from torch import Tensor
 
 # A frame's host collectives (agreement, reports) fail after this long.
 FRAME_TIMEOUT_S = 120.0
-# The model's collectives: generous, because the ranks' first ones (program warm-up) wait for
-# the slowest rank's shard load and kernel compilation. A rank that dies is noticed sooner:
-# gloo peers see the closed connection, and the launcher's watchdog ends the group.
+# Generous: the first collectives wait for the slowest rank's load and compilation.
 DEVICE_TIMEOUT_S = 600.0
 # A follower waits this long for rank zero's next message (an idle server sends none).
 IDLE_TIMEOUT_S = 7 * 24 * 3600.0
@@ -38,8 +28,7 @@ class TensorParallelError(ValueError):
 
 @dataclass
 class GroupHealth:
-    """Set once a rank failed inside a program, after the ranks agreed to run it: the
-    group's collectives are out of step and nothing more may be sent through it."""
+    """Set once a rank failed inside an agreed program: the group is out of step."""
 
     broken: str | None = None
 
@@ -104,8 +93,7 @@ def tensor_parallel_group(
     debug: bool = False,
     frame_timeout_s: float = FRAME_TIMEOUT_S,
 ) -> Iterator[TensorParallel]:
-    """Join the process group (env:// rendezvous: MASTER_ADDR/PORT, set by the launcher or
-    torchrun) for the block's duration."""
+    """Join the process group (env:// rendezvous) for the block's duration."""
     if device.type == "cuda":
         torch.cuda.set_device(device)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -123,7 +111,6 @@ def tensor_parallel_group(
         tp = TensorParallel(rank, world_size, dist.group.WORLD, cpu_group, control_group, debug)
         yield tp
     finally:
-        # A broken group may hold collectives no peer will join: tearing it down can block,
-        # and the process is about to exit anyway.
+        # Tearing down a broken group can block, and the process is exiting anyway.
         if tp is None or tp.health.broken is None:
             dist.destroy_process_group()

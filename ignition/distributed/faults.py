@@ -1,14 +1,5 @@
-"""Test-only fault injection on a tensor-parallel rank other than zero.
-
-``IGNITION_TEST_RANK_FAULT=RANK:STAGE:TOKEN[,...]`` makes rank RANK raise while staging
-(``launch``), inside the program once every rank agreed to run it (``run``), or while waiting
-for (``wait``) a frame that holds a request whose prompt starts with token id TOKEN (its
-initialization, a state operation before any of its work, is not such a frame): the
-failures a test needs to show that a staging or waiting error fails that frame's requests on
-rank zero, naming the rank, and leaves the group serving, and that a failure inside a
-program stops the whole group instead of hanging it. Spawned ranks
-inherit the variable. Unset (always, outside tests), nothing is checked.
-"""
+"""Test-only fault injection: ``IGNITION_TEST_RANK_FAULT=RANK:STAGE:TOKEN[,...]`` makes rank
+RANK raise at STAGE (launch, run, wait) for frames of prompts starting with token TOKEN."""
 
 from __future__ import annotations
 
@@ -17,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ignition.helios import LaneRole, LaneWork, RequestHandle
-from ignition.runtime.faults import InjectedFault
+from ignition.runtime.loop.faults import InjectedFault
 
 ENV = "IGNITION_TEST_RANK_FAULT"
 STAGES = ("launch", "run", "wait")

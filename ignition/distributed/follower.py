@@ -1,11 +1,5 @@
-"""The other ranks' side: run rank zero's broadcast calls on this rank's worker.
-
-:func:`follow` receives each message rank zero's :class:`~ignition.distributed.ranks.
-RankZeroWorker` sends and makes the same call on the rank's own ``ModelWorker``: a launch
-(staged and agreed as on rank zero), a wait (answered with this rank's :class:`RankReport`),
-a release, or Stop. Launches are kept by fence: a frame rank zero failed is never waited
-for, and is dropped once a later fence is.
-"""
+"""The other ranks' side: run rank zero's broadcast calls (launch, wait, release, Stop) on
+this rank's ``ModelWorker``; a frame rank zero failed is never waited for."""
 
 from __future__ import annotations
 
@@ -30,8 +24,9 @@ from ignition.distributed.ranks import (
     rank_report,
 )
 from ignition.helios import RequestHandle
-from ignition.runtime.engine import FatalWorkerError, LiveRequest
-from ignition.runtime.worker import ModelWorker, WorkerError
+from ignition.runtime.executors.frames import FatalWorkerError
+from ignition.runtime.executors.worker import ModelWorker, WorkerError
+from ignition.runtime.requests.table import LiveRequest
 
 
 @dataclass

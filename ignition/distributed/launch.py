@@ -1,15 +1,5 @@
-"""Start a tensor-parallel group: torchrun's processes, or ranks spawned here.
-
-Under ``torchrun --nproc-per-node N ignition serve ... --tensor-parallel-size N`` every
-process finds its rank in the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT);
-rank zero runs the command, the others follow it. Without torchrun the calling process
-becomes rank zero and spawns ranks 1..N-1 with torch.multiprocessing (the ``spawn`` start
-method: CUDA cannot be forked), rendezvousing on a free local port. A watchdog thread
-notices a rank that died (an error while loading, a failure inside a program, an
-out-of-memory kill): rank zero usually notices it itself (its next gloo collective fails)
-and stops cleanly; if it has not within a grace period (an NCCL collective waits until its
-timeout), the watchdog reports the rank's error and ends rank zero with exit status 1.
-"""
+"""Start a tensor-parallel group (torchrun's processes, or ranks spawned here); a watchdog
+ends rank zero when a rank died unnoticed (docs/scaling.md)."""
 
 from __future__ import annotations
 
@@ -74,12 +64,9 @@ def run_tensor_parallel(
     frame_timeout_s: float = FRAME_TIMEOUT_S,
     follower: Follower | None = None,
 ) -> T | None:
-    """Run ``rank_zero(options, tp)`` on rank zero with ranks 1..N-1 running
-    ``follower(options, tp)``; returns rank zero's result (None on the other ranks under
-    torchrun). ``follower`` must be a module-level function or a class's method: spawned
-    ranks receive it by reference. Without one, the options name their own (``follow``:
-    ``serving.engine.ServeOptions.follow`` follows rank zero's engine), so the serving glue
-    injects its role into this room instead of this room importing it."""
+    """Run ``rank_zero(options, tp)`` on rank zero and ``follower(options, tp)`` elsewhere;
+    returns rank zero's result (None on other torchrun ranks). ``follower`` must be importable
+    by reference; without one, ``options.follow`` is used."""
     follower = follower or _options_follower(options)
     if world_size < 2:
         raise TensorParallelError(f"--tensor-parallel-size {world_size}: use at least 2 ranks")
@@ -150,8 +137,7 @@ def _run_rank(
 
 
 def stop_followers(tp: TensorParallel) -> None:
-    """Tell the other ranks' engine loops to return (rank zero, once its own has stopped).
-    Followers that are not in a loop (a build's) take part in the broadcast and ignore it."""
+    """Tell the other ranks' engine loops to return (rank zero, once its own has stopped)."""
     dist.broadcast_object_list([Stop()], src=0, group=tp.control_group)
 
 
@@ -170,16 +156,14 @@ def _follower_main(
 
 
 def _exit_with(parent: int) -> None:
-    """A spawned rank ends when rank zero's process is gone (killed, or exited without
-    stopping it): it would otherwise wait for the next plan for the idle timeout."""
+    """A spawned rank ends when rank zero's process is gone."""
     while os.getppid() == parent:
         time.sleep(1.0)
     os._exit(1)
 
 
 def _join_followers(context) -> None:
-    """Wait for the spawned ranks to return; print the error of one that failed (its
-    traceback), and terminate any still running after the join timeout."""
+    """Join the spawned ranks; print a failed one's traceback, terminate stragglers."""
     deadline = time.monotonic() + JOIN_TIMEOUT_S
     try:
         while not context.join(timeout=0.5) and time.monotonic() < deadline:
@@ -192,9 +176,7 @@ def _join_followers(context) -> None:
 
 
 def _watch(context, stopped: threading.Event) -> None:
-    """End rank zero when a spawned rank died before it was stopped (see module docstring),
-    after a grace period in which rank zero may notice it itself and stop cleanly (its gloo
-    collectives fail at once when a peer's connection closes)."""
+    """End rank zero after a grace period when a spawned rank died before it was stopped."""
     while not stopped.is_set():
         try:
             if context.join(timeout=0.5):

@@ -1,14 +1,4 @@
-"""The parallel layers: a vocabulary-parallel embedding and head, and row-parallel reductions.
-
-Column-parallel projections need no layer of their own: a rank's q/k/v/z/a/b, gate/up and
-expert projections are ordinary ``nn.Linear`` modules of the local width (the local config
-builds them, the loader fills them with the rank's rows), and every op between them and the
-next row-parallel projection is per head or per channel. Row-parallel projections (attention
-o_proj, GDN out_proj, an MLP's down_proj, a whole mixture of experts) produce a partial sum;
-:func:`reduce_outputs` adds the all-reduce as a forward hook, so the model code is unchanged
-and the collective runs inside whatever program calls the module (a captured CUDA graph
-records it with the rest).
-"""
+"""The parallel layers: vocabulary-parallel embedding and head, row-parallel all-reduce hooks."""
 
 from __future__ import annotations
 
@@ -19,8 +9,7 @@ from ignition.distributed.context import TensorParallel
 
 
 class VocabParallelEmbedding(nn.Embedding):
-    """This rank's ceil(V / world) rows of the embedding; other ranks' ids read zeros, and the
-    all-reduce assembles every id's row (exactly one rank holds it)."""
+    """This rank's ceil(V / world) embedding rows; the all-reduce assembles every id's row."""
 
     def __init__(self, vocab_size: int, hidden: int, tp: TensorParallel) -> None:
         start, stop, width = tp.padded_chunk(vocab_size)
@@ -37,8 +26,7 @@ class VocabParallelEmbedding(nn.Embedding):
 
 
 class VocabParallelHead(nn.Linear):
-    """This rank's vocabulary rows of the output projection; the logits of every rank are
-    gathered before anything samples, so each rank samples from the full distribution."""
+    """This rank's vocabulary rows of the head; logits are gathered before sampling."""
 
     def __init__(self, hidden: int, vocab_size: int, tp: TensorParallel) -> None:
         _, _, width = tp.padded_chunk(vocab_size)

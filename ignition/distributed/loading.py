@@ -1,14 +1,5 @@
-"""Load one rank's shard of a checkpoint: the same files every rank reads, only its slices.
-
-The whole-model layout (which checkpoint tensors make each parameter) is computed and
-checked on a meta-device model of the global config, so a wrong checkpoint fails exactly as
-it does on one rank, without any weight bytes read. Each local parameter is then filled from
-its rule (``ignition.distributed.sharding``): a parameter stored as it is reads only its
-slices through ``safe_open(...).get_slice``; one a family assembles from fused tensors (a
-Qwen3.5 ``in_proj_qkv``, ``q_proj`` with its gate, fused experts) reads the fused tensor,
-assembles it and keeps the rank's part. At no point does a rank hold more than one such
-tensor beyond its own shard.
-"""
+"""Load one rank's shard of a checkpoint: layout checked on a meta-device global model, then
+each local parameter filled by its ``ShardRule`` (from safetensors slices where possible)."""
 
 from __future__ import annotations
 
@@ -40,10 +31,8 @@ def load_sharded_checkpoint(
     *,
     without_ple_tables: bool = False,
 ) -> LoadedCheckpoint:
-    """Rank ``tp.rank``'s model of the checkpoint at ``path``; its ``config`` is the local one.
-    ``without_ple_tables``: as the one-rank loader's (``load_checkpoint``), the n-gram tables
-    (replicated, not sharded) are checked but neither allocated nor read: this rank's PLE
-    delivery serves their rows from the shards."""
+    """Rank ``tp.rank``'s model of the checkpoint at ``path`` (local ``config``);
+    ``without_ple_tables`` as in ``load_checkpoint``."""
     path = Path(path)
     family = family_for_checkpoint(path)
     raw = read_config_json(path / CONFIG_FILE)
@@ -79,9 +68,7 @@ def load_sharded_checkpoint(
 
 
 class _CheckpointReader:
-    """Reads a rank's tensors. Whole tensors that several parameters are assembled from (a
-    fused ``in_proj_qkv`` feeds q, k and v; fused experts feed every expert) are read once
-    and dropped after their last reader, as the one-rank loader does."""
+    """Reads a rank's tensors; a fused tensor is read once and dropped after its last reader."""
 
     def __init__(self, located: dict[str, Path], readers: Counter[str]) -> None:
         self.located = located

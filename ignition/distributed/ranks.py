@@ -1,25 +1,7 @@
 """Rank zero decides, every rank executes: plan broadcast, per-frame agreement, rank checks.
 
-Helios, the engine and the server exist on rank zero only. :class:`RankZeroWorker` stands
-where the engine expects its worker: every ``launch``, ``wait`` and ``release`` is first
-broadcast to the other ranks (one Python object over the gloo control group), then run on
-rank zero's own :class:`ModelWorker`; ``ignition.distributed.follower`` is the other ranks'
-loop, running the same calls on theirs. Identical calls on identical host state keep the
-ranks' slots, pages and prompt cursors equal, and the collectives inside the programs pair up.
-
-A frame is agreed before it runs: each worker stages its inputs, then (``before_run``) all
-ranks exchange "staged" or the error that stopped them. If any rank failed, none runs the
-program and rank zero's ``launch`` raises, naming the rank, so the engine fails that frame's
-requests as it fails any frame and the other requests carry on. A rank that fails inside an
-agreed program leaves the others waiting in its collectives: that is fatal for the group
-(``FatalWorkerError``: rank zero's engine stops and ends every request, a follower exits),
-never a hang. Waiting gathers one
-:class:`RankReport` per rank: its device interval (rank zero's cost sample is the maximum,
-``ExecutionTiming.across_ranks``), its PLE rows' readiness timestamps (every rank delivers
-its own rows; the frame's readiness stall is the time any rank was stalled, subtracted by
-Helios from that maximum: :func:`frame_timing`), any error (the frame fails, naming the
-rank), whether its confidence sidecar holds probabilities, and in debug mode its records
-and committed state, which must equal rank zero's.
+A staging failure on any rank fails that frame, naming the rank; a failure inside an agreed
+program is fatal for the group (``FatalWorkerError``), never a hang.
 """
 
 from __future__ import annotations
@@ -33,14 +15,14 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.distributed.context import TensorParallel
 from ignition.helios import ConfidenceSidecar, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
-from ignition.runtime.engine import FatalWorkerError, LiveRequest
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.executors.frames import FatalWorkerError, FrameResult
+from ignition.runtime.executors.worker import ModelWorker, WorkerError
 from ignition.runtime.ple import Readiness, aggregate_exposed_ns
-from ignition.runtime.requests import GenerationRequest
-from ignition.runtime.worker import ModelWorker, WorkerError
+from ignition.runtime.requests.request import GenerationRequest
+from ignition.runtime.requests.table import LiveRequest
 
 
 @dataclass(frozen=True)
@@ -89,8 +71,7 @@ class RankReport:
     error: str | None = None
     sidecar_problem: str | None = None
     digest: tuple[str, ...] | None = None  # debug mode: records and committed state
-    # The frame's PLE deliveries on this rank (runtime.ple.Readiness), and whether its
-    # stalls lie inside its device interval (CPU) and so count for the cost sample.
+    # This rank's PLE deliveries, and whether their stalls count in its device interval.
     readiness: tuple[Readiness, ...] = ()
     counts_stalls: bool = False
 
@@ -108,10 +89,8 @@ def rank_report(rank: int, result: FrameResult, worker: ModelWorker, debug: bool
 
 
 def frame_timing(wall_ns: int, reports: Sequence[RankReport]) -> ExecutionTiming:
-    """The frame's timing from every rank's report: the raw interval is the ranks' maximum,
-    and the readiness stall (what Helios subtracts from that maximum for the cost sample,
-    never from the service charge) the time during which any rank waited for its PLE rows
-    (``aggregate_exposed_ns``), at most that maximum."""
+    """The frame's timing: the ranks' maximum interval, and the readiness stall during which
+    any rank waited for PLE rows (at most that maximum)."""
     intervals = tuple(int(r.device_ns) for r in reports)
     stall = aggregate_exposed_ns([r.readiness for r in reports if r.counts_stalls])
     return ExecutionTiming.across_ranks(intervals, wall_ns, min(stall, max(intervals, default=0)))
@@ -137,10 +116,8 @@ DIGEST_PARTS = ("emitted tokens", "committed lengths")
 
 
 def frame_digest(result: FrameResult, worker: ModelWorker) -> tuple[str, ...]:
-    """Hashes of the frame's emitted records and of its requests' committed lengths, one per
-    :data:`DIGEST_PARTS` entry. The sharded tensors differ by design, and so may physical
-    page ids: a frame that failed to stage on one rank leaves the ranks' free lists in
-    different orders (every request of that frame is released), which changes no output."""
+    """Hashes of the frame's emitted records and committed lengths, per :data:`DIGEST_PARTS`
+    entry (sharded tensors and page ids may differ by design)."""
     records = tuple(
         (r.handle, r.num_prompt_tokens, r.token_ids, r.is_finished, r.num_verified_tokens)
         for r in result.records
@@ -186,10 +163,8 @@ def guarded_launch(
     prelude: Callable[[], None] | None = None,
     after_agreement: Callable[[], None] | None = None,
 ):
-    """``worker.launch`` with the agreement as its ``before_run``; a rank that fails before
-    voting (``prelude`` included) still votes, its error, so no rank waits for it. A failure
-    after the frame was agreed happened inside the program, between collectives the other
-    ranks are now waiting in: the group is out of step (:class:`FatalWorkerError`)."""
+    """``worker.launch`` with the agreement as ``before_run``; a rank failing before its vote
+    votes its error. A failure after agreement raises :class:`FatalWorkerError`."""
     agreement = _Agreement(tp, after_agreement)
     worker.before_run = agreement.vote
     try:
@@ -226,8 +201,7 @@ class RankZeroWorker:
 
     @property
     def score_prompt(self):
-        """Rank zero's prompt-logprobs stage: every rank's worker scores the same prompt
-        lane in the same launch, so the vocabulary-parallel head's gathers stay in step."""
+        """Rank zero's prompt-logprobs stage, run by every rank to keep the gathers in step."""
         return self.inner.score_prompt
 
     def _send(self, message: object) -> None:

@@ -1,19 +1,5 @@
-"""Which slice of each parameter a rank holds, and the local model that holds it.
-
-A rank's model is the shared ``HybridModel`` built from a *local config*: every head count
-and intermediate width divided by the world size (hidden size and vocabulary unchanged), so
-the attention, GDN and MLP modules, and the state the runtime allocates for them (KV heads,
-GDN heads, conv channels), come out at the rank's width without a line of model code
-knowing. :func:`parallelize` then swaps in the vocabulary-parallel embedding and head and
-adds the row-parallel reductions. Heads are split in contiguous blocks, which keeps GDN's
-grouped key heads with their value heads (value head h reads key head h // ratio) and
-attention's query groups with their KV head.
-
-:class:`ShardRule` names a parameter's split along one dimension, possibly in sections
-split separately: the GDN conv's channels are [q keys | k keys | v values], each split on
-its own. The loader applies a rule either to a whole tensor or, where a checkpoint tensor is
-the parameter as it is, to safetensors slices, so a rank reads only its bytes.
-"""
+"""Which slice of each parameter a rank holds, and the local model (head counts and widths
+divided by the world size, contiguous head blocks) that holds it."""
 
 from __future__ import annotations
 
@@ -56,8 +42,7 @@ def local_config(config: ModelConfig, world_size: int) -> ModelConfig:
 
 @dataclass(frozen=True)
 class ShardRule:
-    """Split along ``dim``; ``sections`` (global sizes) are split one by one and concatenated;
-    ``padded`` splits into ceil(size / world) rows, zero rows past the end."""
+    """Split along ``dim``; ``sections`` split one by one; ``padded``: ceil(size / world) rows."""
 
     dim: int
     sections: tuple[int, ...]
@@ -96,8 +81,7 @@ class ShardRule:
 
 
 def shard_rules(model: nn.Module, config: ModelConfig) -> dict[str, ShardRule]:
-    """Parameter name -> rule for every split parameter (the rest are replicated), from the
-    module types and the *global* ``config``."""
+    """Parameter name -> rule for every split parameter, from the *global* ``config``."""
     rules: dict[str, ShardRule] = {}
 
     def split(prefix: str, leaf: str, dim: int, *sections: int) -> None:

@@ -54,6 +54,9 @@ class PolicyConfig:
     # issue 40 ("The cadence ramp"): a decoder's delivery and age prices are multiplied by
     # min(1, age / tbt_target_ms) ** cadence_ramp; 0 off, inactive without a TBT target
     cadence_ramp: float = 0.0
+    # issue 40 ("Mixed frames at the generation rate"): a winning mixed frame runs at the
+    # sibling width whose value net of the best generation frame's rate is highest
+    mixed_width: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -123,9 +126,16 @@ def objective() -> PolicyConfig:
     """The default preset (issue 40, docs/scheduling.md "The objective preset"): the
     ``flat_cadence`` preset (a 75 ms TBT target, prompt runs, generation twins) with the
     decoders' delivery and age prices ramped in as they near the target, and generation
-    frames that leave ready decoders out scored with the frame those then need. Slot
+    frames that leave ready decoders out scored with the frame those then need, and a
+    winning mixed frame at the width its decoders earn most net of the generation rate
+    (decide/mixed_width.py). Slot
     pressure stays off (why: that document)."""
-    return replace(flat_cadence(), cadence_ramp=OBJECTIVE_CADENCE_RAMP, generation_left_out=True)
+    return replace(
+        flat_cadence(),
+        cadence_ramp=OBJECTIVE_CADENCE_RAMP,
+        generation_left_out=True,
+        mixed_width=True,
+    )
 
 
 def throughput() -> PolicyConfig:

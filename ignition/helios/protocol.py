@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
-from ignition.components.catalog import Catalog, Descriptor
+from ignition.components.catalog import Catalog
+from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.refresh import ExecutionBooks

@@ -1,11 +1,4 @@
-"""Kernels: Triton ops, each beside a PyTorch reference with the same signature.
-
-Call ops through ``ignition.kernels.ops.<name>``: the dispatcher picks Triton for CUDA
-inputs and the reference for CPU inputs; ``IGNITION_KERNELS=triton|reference`` or the
-``use_backend`` context manager override that choice. Importing this package never imports
-triton: a Triton module is imported on the first call that selects it, so CPU users without a
-working triton still serve from the references.
-"""
+"""Kernels: Triton ops beside same-signature PyTorch references (``ignition.kernels.ops``)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The activations a config.json's ``hidden_act`` may name, by their transformers names
-(kernels and model layers share this one table).
-
-transformers' families apply ``ACT2FN[config.hidden_act]`` in the MLPs (every expert and the
-shared expert) and, in the Qwen3.5 lineage, after the GDN short convolution; the names here
-are those of ``ACT2FN`` that published configs use, each computed as transformers computes
-it. Any other name is refused in one line naming the file and the key
-(``families.hf_text.TextReader.activation``), never replaced by SiLU.
-"""
+"""The activations ``hidden_act`` may name, computed as transformers' ``ACT2FN`` does."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""Backend selection for kernel ops: a registry of ops and a scoped override.
-
-Each op names the folder holding its ``reference.py`` and ``triton.py``; both define a
-function named after the op with the same signature. The implementation is resolved per call:
-
-1. the innermost ``use_backend(...)`` context, if any;
-2. else the environment variable ``IGNITION_KERNELS`` (``triton`` or ``reference``);
-3. else Triton when the first tensor argument lives on CUDA, the reference otherwise.
-
-Modules are imported lazily (``importlib``) so that selecting the reference never imports
-triton. Under ``TRITON_INTERPRET=1`` an explicit Triton selection also runs on CPU tensors,
-which is how the tests compare both paths without a GPU.
-"""
+"""Backend selection for kernel ops: ``use_backend(...)``, else ``IGNITION_KERNELS``, else
+Triton for CUDA tensors; lazy imports keep triton out of reference runs."""
 
 from __future__ import annotations
 
@@ -107,11 +96,7 @@ REGISTRY: dict[str, KernelOp] = {}
 
 
 def register(op: KernelOp) -> Callable[..., Any]:
-    """Add ``op`` to the registry and return its dispatching function.
-
-    The returned function carries the reference's name and docstring (the reference is the
-    specification of the op), so ``help(ops.<name>)`` shows the shape and padding contract.
-    """
+    """Register ``op``; its dispatcher carries the reference's name and docstring."""
     if op.name in REGISTRY:
         raise ValueError(f"kernel op {op.name!r} is registered twice")
     REGISTRY[op.name] = op

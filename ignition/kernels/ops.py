@@ -1,14 +1,5 @@
-"""The public kernel ops: ``ignition.kernels.ops.<name>(...)`` dispatches per call.
-
-Each name is bound to its reference's signature and docstring (the reference is the op's
-specification); see ``dispatch`` for how the backend is chosen.
-
-Layouts: the Triton kernels take arbitrary strides except that every tensor must be contiguous
-in its last dimension (paged caches also per page and over [Hkv, Dh] for ``write_paged_kv``);
-their launchers raise ValueError naming the tensor otherwise, before touching any state. Each
-``ignition/kernels/<op>/triton.py`` also exposes ``launch_<op>(..., outputs)`` writing into
-preallocated buffers, for static-buffer programs and CUDA graphs.
-"""
+"""The public kernel ops; Triton needs tensors contiguous in their last dimension, and
+``<op>/triton.py`` exposes ``launch_<op>(..., outputs)`` for static buffers."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The safetensors files of a checkpoint folder: where each tensor is, its header, its bytes.
-
-Shared by the loader (``ignition.model.weights``) and the FP8 plan (``ignition.model.quant``),
-which both name the first bad file or tensor through :class:`WeightsError`.
-"""
+"""The safetensors files of a checkpoint folder: where each tensor is, its header, its bytes."""
 
 from __future__ import annotations
 
@@ -45,8 +41,7 @@ def locate_tensors(path: Path) -> dict[str, Path]:
 
 
 def read_headers(located: dict[str, Path]) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """Tensor name -> (safetensors dtype name such as ``BF16`` or ``F8_E4M3``, shape), read
-    from the file headers only, one open per file."""
+    """Tensor name -> (safetensors dtype name, shape), from the file headers only."""
     headers: dict[str, tuple[str, tuple[int, ...]]] = {}
     for file in sorted(set(located.values())):
         with safe_open(file, framework="pt") as handle:

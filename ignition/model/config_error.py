@@ -4,11 +4,8 @@ from __future__ import annotations
 
 
 class ConfigError(ValueError):
-    """A config.json that does not describe a valid model.
-
-    ``detail`` is the message without its source prefix, so a loader can re-attribute
-    an error raised while the dataclass validates itself to the file it came from.
-    """
+    """A config.json that does not describe a valid model; ``detail`` is the message without
+    its source, so a loader can re-attribute it to the file."""
 
     def __init__(self, source: str, detail: str) -> None:
         super().__init__(f"{source}: {detail}")

@@ -1,9 +1,4 @@
-"""The released Qwen3.8-Flash-Next parts a :class:`ModelConfig` may switch on.
-
-Each part is a frozen block of its own so that families without it carry ``None`` and the
-shared config stays one readable list of dimensions. Validation names the block and the
-field (``qsa_indexer.budget``), as every config error does.
-"""
+"""The optional Qwen3.8-Flash-Next parts of a :class:`ModelConfig` (None where absent)."""
 
 from __future__ import annotations
 

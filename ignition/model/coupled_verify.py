@@ -1,22 +1,5 @@
-"""Coupled verification: speculation that never changes a request's tokens.
-
-Ordinary sampling draws the token at position n as the exponential race argmax(p / E_n),
-where E_n ~ Exp(1) per vocabulary entry comes from the request's seed and n alone
-(:mod:`ignition.model.sampling`). Rejection verification (``ops.rejection_verify``) also
-preserves the target *distribution*, but its tokens depend on which drafts were offered:
-the acceptance uniforms and the residual draw use other noise, so five identical seeded
-requests gave five different outputs once Helios chose different widths for them.
-
-Coupling gives every position one noise. The draft at position n is argmax(q / E_n), the
-target's token there is argmax(p / E_n), and a draft is accepted exactly when the two agree;
-the first disagreement emits the target's token. Every emitted token is therefore the one
-ordinary sampling emits at that position, whatever width was verified (and greedy rows,
-whose p is one-hot, keep argmax acceptance). The price: two races sharing their noise agree
-with probability at least (1 - TV) / (1 + TV) instead of rejection sampling's 1 - TV
-(TV = total variation between p and q); benchmarks/coupled_acceptance.py measures it.
-
-The mode is chosen when a program runs, so a CUDA graph keeps the mode it was captured with.
-"""
+"""Coupled verification: draft and target share each position's sampling noise, so
+speculation never changes a request's tokens (docs/model.md)."""
 
 from __future__ import annotations
 
@@ -57,8 +40,8 @@ def draft_stream() -> int:
 
 
 def position_samples(target_probs: Tensor, seed: Tensor, start_pos: Tensor) -> Tensor:
-    """[R, W] the token ordinary sampling emits at each verified position: position j of
-    row r samples the token at start_pos[r] + j + 1 from target_probs[r, j] ([R, W, V])."""
+    """[R, W] the token ordinary sampling emits at each verified position of target_probs
+    [R, W, V] (position j of row r samples position start_pos[r] + j + 1)."""
     num_rows, width, vocab = target_probs.shape
     offsets = torch.arange(1, width + 1, device=start_pos.device)
     positions = (start_pos.long()[:, None] + offsets[None, :]).reshape(-1)
@@ -74,14 +57,8 @@ def coupled_verify(
     target_tokens: Tensor,
     query_lens: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Accept each row's drafts while they equal the target's own samples.
-
-    Shapes and returns as ``ops.rejection_verify`` (draft_tokens [R, D], draft_probs
-    [R, D, V], target_probs [R, W, V], query_lens [R]; num_accepted [R] int32, output_tokens
-    [R, W] int64, survival [R, D]), plus target_tokens [R, W] from :func:`position_samples`.
-    ``survival`` keeps rejection sampling's forecast, the cumulative min(1, p(x) / q(x)):
-    Helios learns the realised acceptance from the records either way.
-    """
+    """Accept drafts while they equal the target's own samples; shapes as
+    ``ops.rejection_verify``, plus target_tokens [R, W]."""
     num_rows, depth = draft_tokens.shape
     width = target_probs.shape[1]
     device = target_probs.device

@@ -1,13 +1,5 @@
-"""Grammar token masks (structured outputs) applied to logits before sampling.
-
-A constrained request's grammar matcher runs on the host (runtime/grammar.py) and writes,
-for the position a frame samples, a bitmask of the tokens the grammar allows: 32 tokens per
-int32 word, bit ``i % 32`` of word ``i // 32`` set when token ``i`` is allowed (xgrammar's
-layout). The program reads it as a per-row sampling input: rows whose ``is_masked`` flag is
-set get every disallowed logit set to -inf, the others are untouched. The unpacking is
-elementwise over fixed shapes, so it is capture-safe; on CPU it is skipped when no row is
-masked (sampling.runs_every_path).
-"""
+"""Grammar token masks applied to logits before sampling: bit ``i % 32`` of int32 word
+``i // 32`` allows token i (xgrammar's layout); masked rows' other logits become -inf."""
 
 from __future__ import annotations
 
@@ -33,13 +25,8 @@ def allowed_tokens(token_mask: Tensor, vocab_size: int) -> Tensor:
 
 
 def apply_token_mask(logits: Tensor, token_mask: Tensor | None, is_masked: Tensor | None) -> Tensor:
-    """``logits`` [N, V] with the disallowed tokens of masked rows at -inf (fp32).
-
-    ``token_mask`` [N, words] and ``is_masked`` [N] are None for a program without grammar
-    inputs; the logits are then returned unchanged. A masked row whose grammar allows none
-    of its remaining tokens has no finite distribution left and fails alone
-    (sampling.INVALID_TOKEN).
-    """
+    """``logits`` [N, V] with masked rows' disallowed tokens at -inf (fp32); unchanged when
+    ``token_mask`` [N, words] / ``is_masked`` [N] are None. A row allowing nothing fails alone."""
     if token_mask is None or is_masked is None or not runs_every_path(is_masked):
         return logits
     logits = logits.float()

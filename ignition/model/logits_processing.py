@@ -1,33 +1,5 @@
-"""Logits processing before sampling: penalties, logit bias, min_tokens, and logprobs.
-
-The order and the arithmetic follow vLLM's sampler, so a client moving between the two
-gets the same distributions:
-
-1. min_tokens: while a request has produced fewer than ``min_tokens`` tokens, its EOS and
-   stop token ids are masked to -inf;
-2. logit bias: added to the logits of the named tokens;
-3. penalties: repetition (over prompt and output tokens: positive logits divided by it,
-   negative ones multiplied), then frequency (times the output count) and presence (once
-   for any output token) subtracted;
-4. then, in :mod:`ignition.model.sampling`: temperature, min_p, top-k / top-p.
-
-Everything a row needs lives on the device, batched per row, with fixed shapes:
-
-- per-row parameters (penalties, min_p, min_tokens) are workspace buffers uploaded with
-  the frame like temperature;
-- per-slot history (:class:`SlotHistory`): output token counts and an output length,
-  updated inside the program as tokens are emitted; a prompt mask filled as prompt chunks
-  run; a bias row and a stop mask written, with the reset, by the frame that carries the
-  request's first prompt chunk (from small workspace buffers, :class:`HistoryBegin`), so
-  the host never writes device memory outside the frame's uploads; a restore (a state
-  operation, not a frame) instead rebuilds the row from the tokens it restores
-  (:meth:`SlotHistory.rebuild_row`). A verification position of a
-  speculative round adds the drafts before it to its row's counts, so every verified
-  position is processed exactly as non-speculative sampling would process it.
-
-Logprobs are vLLM's default mode, ``raw_logprobs``: the log-softmax of the model's logits
-before any processing (penalties, temperature, top-k / top-p do not change them).
-"""
+"""Logits processing before sampling (min_tokens, bias, penalties, as vLLM orders them) and raw
+logprobs; per-slot history lives on the device, updated inside programs (docs/model.md)."""
 
 from __future__ import annotations
 
@@ -49,17 +21,14 @@ NO_REPLAY = 2**31 - 1
 
 @dataclass
 class HistoryBegin:
-    """Workspace inputs of a frame that carries requests' first prompt chunks: per prompt
-    lane (L of them, one in most programs) the history row it resets and what that
-    request's row starts with; at most one request begins per lane. The per-lane tables
-    are flat, lane-major (lane l's bias ids are ``bias_ids[l * MAX_LOGIT_BIAS:]``)."""
+    """Per prompt lane (flat, lane-major tables): the history row a starting request resets
+    and what its row starts with; at most one request begins per lane."""
 
     row: Tensor  # [L] int32 program row of each lane's beginning request, -1 = none
     bias_ids: Tensor  # [L * MAX_LOGIT_BIAS] int64 logit-bias token ids, -1 = unused
     bias_values: Tensor  # [L * MAX_LOGIT_BIAS] fp32
     stop_ids: Tensor  # [L * MAX_STOP_IDS] int64 ids min_tokens masks, -1 = unused
-    # Every prompt chunk: the position where a restarted request's replayed output begins
-    # inside its prompt (those tokens count as output, not prompt); NO_REPLAY otherwise.
+    # Where a restarted request's replayed output begins in its prompt; NO_REPLAY otherwise.
     replay_from: Tensor | None = None  # [L] int32
 
     @property
@@ -85,8 +54,7 @@ class HistoryBegin:
 
 @dataclass
 class SlotHistory:
-    """Per-slot sampling history on the device: one row per request slot plus a scratch
-    row, which padding rows read and write (its bias and masks are never set)."""
+    """Per-slot sampling history on the device, plus a scratch row padding uses."""
 
     output_counts: Tensor  # [S + 1, V] int32 output tokens emitted so far, by id
     num_output: Tensor  # [S + 1] int32 output tokens emitted so far
@@ -114,8 +82,7 @@ class SlotHistory:
         return self.output_counts.shape[1]
 
     def copy_row(self, source: int, destination: int) -> None:
-        """Carry one request's history to another slot (stream-ordered device copies): a
-        vision window's fresh generation continues the logical request's history."""
+        """Carry one request's history to another slot (stream-ordered device copies)."""
         for table in (self.output_counts, self.num_output, self.prompt_mask, self.bias):
             table[destination].copy_(table[source])
         self.stop_mask[destination].copy_(self.stop_mask[source])
@@ -128,10 +95,7 @@ class SlotHistory:
         bias: Sequence[tuple[int, float]],
         stop_ids: Sequence[int],
     ) -> None:
-        """Write a restored request's row from the tokens the host knows (stream-ordered
-        device writes, like ``copy_row``): a checkpoint carries model state but not the
-        history, so a restored prefix's prompt tokens and a resumed request's replayed
-        output are marked here, as the frames that never ran would have marked them."""
+        """Rebuild a restored request's row from its tokens (checkpoints omit history)."""
         device = self.num_output.device
         for table in (self.output_counts, self.num_output, self.prompt_mask, self.bias):
             table[slot].zero_()
@@ -154,9 +118,8 @@ class SlotHistory:
         return torch.where(slot_ids >= 0, slot_ids.long(), self.scratch_row)
 
     def begin(self, begin: HistoryBegin, slot_ids: Tensor) -> None:
-        """Reset the row of each request that starts in this frame (``begin.row`` per prompt
-        lane, -1 for none; the scratch row is reset instead), then write its bias and stop
-        ids. Inside the program, before anything reads the history."""
+        """Reset each starting request's row (``begin.row`` per lane, -1: the scratch row),
+        then write its bias and stop ids; runs before anything reads the history."""
         if begin.num_lanes > 1:
             for lane in range(begin.num_lanes):  # a static, small loop
                 self.begin(begin.lane(lane), slot_ids)
@@ -184,10 +147,8 @@ class SlotHistory:
         positions: Tensor | None = None,
         replay_from: Tensor | None = None,
     ) -> None:
-        """Mark a prompt chunk's tokens [T] (where ``valid``) in the prompt mask of ``slot``
-        [1] (-1: nothing), inside the program before sampling. Tokens at ``positions`` at or
-        past ``replay_from`` [1] are a restarted request's replayed output: counted as
-        output instead."""
+        """Mark a prompt chunk's tokens [T] (where ``valid``) for ``slot`` [1] (-1: none);
+        positions at or past ``replay_from`` [1] count as output instead."""
         valid = valid & (slot >= 0)
         is_output = torch.zeros_like(valid)
         if positions is not None and replay_from is not None:
@@ -202,8 +163,7 @@ class SlotHistory:
         self.num_output.index_put_((rows,), ones, accumulate=True)
 
     def record(self, slot_ids: Tensor, tokens: Tensor) -> None:
-        """Count emitted tokens: ``tokens`` [R, K] per row, -1 where nothing was emitted
-        (inside the program, after sampling)."""
+        """Count emitted tokens [R, K] per row (-1: none), inside the program."""
         emitted = tokens >= 0
         rows = torch.where(emitted, self.rows(slot_ids)[:, None], self.scratch_row).reshape(-1)
         ids = tokens.clamp(min=0).reshape(-1)
@@ -219,18 +179,14 @@ class SlotHistory:
         extra_counts: Tensor | None = None,
         extra_output: Tensor | None = None,
     ) -> Tensor:
-        """The processed logits [N, V] fp32 of history rows ``rows`` [N] (steps 1-3 above).
-
-        ``extra_counts`` [N, V] and ``extra_output`` [N] add tokens emitted after the
-        history was last recorded: a verification position's accepted-draft prefix.
-        """
+        """The processed logits [N, V] fp32 of history rows ``rows`` [N]; ``extra_counts``
+        [N, V] and ``extra_output`` [N] add a verification position's draft prefix."""
         logits = logits.float()
         num_output = self.num_output[rows]
         if extra_output is not None:
             num_output = num_output + extra_output
         too_short = (num_output < params.min_tokens)[:, None]
-        # On CPU a stage whose parameter is neutral for every row is skipped (it would
-        # change no value; see sampling.runs_every_path); a GPU runs every stage.
+        # CPU skips a stage neutral for every row (sampling.runs_every_path).
         if runs_every_path(too_short):
             logits = logits.masked_fill(too_short & self.stop_mask[rows], -torch.inf)
         logits = logits + self.bias[rows]

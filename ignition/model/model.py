@@ -1,17 +1,7 @@
 """The hybrid decoder every family shares: the packed mixed forward over prompt and decode rows.
 
-Qwen3.8-Flash-Next uses all of it; Qwen3.5 and Llama switch parts off in their config (see
-``ignition.model.families``), so one forward, one state layout and one set of programs
-serve them all.
-
-One flat token array goes through embeddings, every decoder layer, the final norm and the
-vocabulary projection once; only GDN splits its operands into a prompt workspace (chunked
-path) and a decode workspace (recurrent path with one state per position), and QSA runs one
-varlen paged attention over all rows. The forward mutates nothing but KV pages at the
-packed tokens' own positions; :meth:`HybridModel.commit` then applies the prompt's full
-extent and each decode row's accepted prefix, and :meth:`absorb_draft_context` feeds the
-committed positions to the MTP head. Separating the three is what lets a speculative round
-reject drafts without touching state.
+forward, :meth:`HybridModel.commit` and :meth:`absorb_draft_context` are separate so a round
+can reject drafts without touching state.
 """
 
 from __future__ import annotations
@@ -50,14 +40,12 @@ class HybridModel(nn.Module):
         super().__init__()
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        # Per PLE layer, where a forward without ``ple_rows`` takes its n-gram rows from
-        # while a program runs (its staged rows, see :meth:`gathering_ple_rows`).
+        # Per PLE layer: where a forward without ``ple_rows`` takes its rows during a program.
         self.ple_lookups: list[RowLookup] | None = None
         self.layers = nn.ModuleList(
             DecoderLayer(config, i) for i in range(config.num_hidden_layers)
         )
-        # The gated-residual hyper-connections end in a mixer that folds the streams into the
-        # head's input (its group norm is the only final norm); the others sum and norm.
+        # Hyper-connections end in a mixer whose group norm is the final norm.
         gated = config.gated_hyper
         self.norm = (
             RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_offset)
@@ -84,8 +72,7 @@ class HybridModel(nn.Module):
             self.lm_head.weight = self.embed_tokens.weight
 
     def embed(self, inputs: PackedInputs, meta: PackedMeta) -> Tensor:
-        """Token embeddings with image features written at their prompt lane's packed offsets
-        (a feature's position is lane-major: lane l's chunk position j is l * C_l + j)."""
+        """Token embeddings with image features at their lane-major prompt offsets."""
         embeds = self.embed_tokens(inputs.token_ids)  # [T, hidden]
         num_tokens = embeds.shape[0]
         image_pos = inputs.image_positions.long()
@@ -108,8 +95,7 @@ class HybridModel(nn.Module):
         state: ModelState,
         ple_rows: list[Tensor | None] | None = None,
     ) -> TargetOutput:
-        """One packed frame; ``ple_rows`` (per PLE layer, [T, heads, head_dim]) are n-gram
-        table rows gathered by the caller (see ``ngram_hash``), None to read the model's own."""
+        """One packed frame; ``ple_rows`` per PLE layer [T, heads, head_dim], None: own table."""
         meta = PackedMeta.build(
             capacity, inputs.query_lens, inputs.slot_ids, inputs.prefill_row, state
         )
@@ -149,9 +135,7 @@ class HybridModel(nn.Module):
 
     @contextmanager
     def gathering_ple_rows(self, lookups: Sequence[RowLookup] | None) -> Iterator[None]:
-        """Inside the block, every forward's PLE layer p takes its rows from ``lookups[p]``
-        (None: from its own table). A program sets it around its run: the speculative round
-        and the step call the forward themselves."""
+        """Inside the block, PLE layer p takes its rows from ``lookups[p]`` (None: its table)."""
         previous, self.ple_lookups = self.ple_lookups, None if lookups is None else list(lookups)
         try:
             yield
@@ -179,19 +163,13 @@ class HybridModel(nn.Module):
         return PleInputs(inputs.token_ids, contexts, list(per_layer)), following
 
     def project(self, hidden: Tensor) -> Tensor:
-        """Final-normed hidden states -> fp32 vocabulary logits (lm_head has no bias, so a
-        zero row stays zero)."""
+        """Final-normed hidden states -> fp32 vocabulary logits (a zero row stays zero)."""
         return self.lm_head(hidden).float()
 
     @torch.no_grad()
     def commit(self, out: TargetOutput, decode_commit_lens: Tensor) -> None:
-        """Apply the prompt chunk in full and each decode row's first ``decode_commit_lens``.
-
-        decode_commit_lens [R] int: positions kept per decode row (accepted drafts + the
-        pending token); 0, the prompt rows and inactive rows keep their state. Rows that keep
-        nothing (and padding prompt lanes) are redirected to the scratch row, so no branch
-        depends on the data.
-        """
+        """Apply the prompt chunk in full and each decode row's first ``decode_commit_lens``
+        [R] positions; rows keeping nothing write the scratch row."""
         meta, state = out.meta, out.state
         commit_lens = torch.minimum(decode_commit_lens.long(), meta.decode_lens)
         is_kept = commit_lens > 0
@@ -229,12 +207,8 @@ class HybridModel(nn.Module):
     def absorb_draft_context(
         self, out: TargetOutput, next_tokens: Tensor, absorb_lens: Tensor
     ) -> None:
-        """Run the MTP head over each row's first ``absorb_lens`` positions with true inputs.
-
-        next_tokens [T]: the token following each packed position (the shifted row, then the
-        sampled / replacement token). Rewrites the MTP KV at those positions and keeps the MTP
-        hidden of each row's last absorbed position, where the next round's first draft starts.
-        """
+        """Run the MTP head over each row's first ``absorb_lens`` positions; ``next_tokens``
+        [T] is the token following each packed position. Keeps the last absorbed MTP hidden."""
         if self.mtp is None:
             return
         meta, state = out.meta, out.state
@@ -255,8 +229,7 @@ class HybridModel(nn.Module):
         state.mtp_hidden[rows] = g[last].to(state.mtp_hidden.dtype)
 
     def draft_logits(self, mtp_hidden: Tensor) -> Tensor:
-        """MTP hidden [N, hidden] (gated: [N, S * hidden]) -> draft logits [N, vocab] through
-        the shared lm_head."""
+        """MTP hidden [N, hidden] (gated: [N, S * hidden]) -> draft logits [N, vocab]."""
         assert self.mtp is not None
         if isinstance(self.mtp, GatedMtpHead):
             return self.lm_head(self.mtp.mix(mtp_hidden)).float()
@@ -272,19 +245,13 @@ class HybridModel(nn.Module):
         rope_offset: Tensor | None = None,
         selections: DraftSelections | None = None,
     ) -> Tensor:
-        """One recursive MTP step for every row at position committed + ``position_offset``.
-
-        tokens [B] the previous draft, mtp_hidden [B, hidden] its MTP hidden, slot_ids [B]
-        (-1 inactive). Writes draft KV there (overwritten when the position is verified) and
-        returns the new MTP hidden [B, hidden]. ``rope_offset`` [B]: multimodal requests'
-        rope offset (a draft's rope position is its sequence position plus it on all axes).
-        ``selections``: reuse the round's first draft step's QSA selection (``DraftSelections``).
-        """
+        """One recursive MTP step per row at position committed + ``position_offset``: tokens
+        [B], mtp_hidden [B, hidden], slot_ids [B] (-1 inactive) -> new MTP hidden [B, hidden].
+        Writes draft KV (overwritten on verification); ``selections`` reuses QSA selections."""
         assert self.mtp is not None
         num_rows = tokens.shape[0]
         capacity = PackedCapacity(num_rows, 1, 0, num_rows)
-        # Every lane keeps query length 1 so that packed index == lane; inactive lanes (slot -1)
-        # are redirected to the scratch row and write no KV.
+        # Query length 1 per lane so packed index == lane; slot -1 writes the scratch row.
         ones = torch.ones(num_rows, dtype=torch.int32, device=tokens.device)
         no_prompt = torch.full((1,), -1, dtype=torch.int32, device=tokens.device)
         meta = PackedMeta.build(capacity, ones, slot_ids, no_prompt, state, position_offset)

@@ -1,12 +1,5 @@
-"""The multi-token-prediction head that drafts proposals.
-
-concat(norm(embed(next token)), norm(hidden)) -> fc to hidden -> one QSA layer with its own
-KV pages and an MLP (a dense SwiGLU, or the mixture of experts where the family's MTP layer
-has one) -> final norm -> the target's lm_head. Position i consumes the
-target hidden h_i with the embedding of token i+1 and predicts token i+2; applied recursively
-(its own output hidden standing in for h) it yields the D drafts. Its KV pages at committed
-positions are the draft context: they are rewritten from true target hiddens once verified.
-"""
+"""The multi-token-prediction head: position i reads h_i and token i+1, predicts token i+2;
+applied recursively it yields the D drafts."""
 
 from __future__ import annotations
 
@@ -55,10 +48,8 @@ class MtpHead(nn.Module):
         state: ModelState,
         kv_slots: Tensor,
     ) -> Tensor:
-        """next_embeds, hidden [T, hidden] -> MTP hidden [T, hidden] (before the final norm).
-
-        Writes keys/values only at ``kv_slots`` (-1 elsewhere).
-        """
+        """next_embeds, hidden [T, hidden] -> MTP hidden [T, hidden] (before the final norm);
+        writes KV only at ``kv_slots`` (-1 elsewhere)."""
         x = self.fc(
             torch.cat(
                 [self.pre_fc_norm_embedding(next_embeds), self.pre_fc_norm_hidden(hidden)], -1

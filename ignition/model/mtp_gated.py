@@ -1,19 +1,5 @@
-"""The MTP head of Qwen3.8-Flash-Next, as vLLM's Qwen4Exp MTP loads it (``mtp.*``).
-
-It keeps the trunk's ``hc_streams`` streams. Its input at position i is the embedding of
-token i+1 (zero-centred RMSNorm, ``fc_embedding``) added to every stream of a multi-stream
-hidden state normed over all streams at once (``pre_fc_norm_hidden``, one RMSNorm over
-S x hidden) and projected stream by stream by the shared ``fc_hidden``. One full-attention
-decoder layer follows (QSA with its own indexer, MoE, both gated hyper-connections; PLE off),
-with its own paged KV and block index keys. Its output streams, before the mixer, are the
-MTP hidden that feeds the next recursive draft; ``hyper_connection_mixer`` folds them into
-the vector the shared vocabulary head reads (no final norm). The first step reads the
-trunk's pre-mixer streams.
-
-Draft steps run one position per lane beyond the committed length; the raw index keys of
-those positions go to a per-round draft ring (``mtp_draft_raw``), so that the committed
-ring, rewritten only when verified positions are absorbed, is never clobbered by drafts.
-"""
+"""The MTP head of Qwen3.8-Flash-Next, as vLLM's Qwen4Exp MTP loads it (``mtp.*``); drafts
+write raw index keys to the round's draft ring, never the committed one."""
 
 from __future__ import annotations
 
@@ -83,10 +69,8 @@ class GatedMtpHead(nn.Module):
         """next_embeds [T, hidden], hidden [T, S * hidden] -> (MTP hidden [T, S * hidden],
         raw index keys [T, d] per indexed layer).
 
-        Writes keys/values and block index keys only at ``kv_slots`` (-1 elsewhere). A draft
-        step (``is_draft``) reads positions past the committed length from the draft ring.
-        ``selections``: the round's first draft step records its QSA selections there and
-        later steps (at ``position_offset``) reuse them instead of scoring the blocks again.
+        Writes KV and block index keys only at ``kv_slots`` (-1 elsewhere); ``is_draft``
+        reads the draft ring; ``selections`` records or reuses a round's QSA selections.
         """
         num_tokens = hidden.shape[0]
         embedded = self.fc_embedding(self.pre_fc_norm_embedding(next_embeds))

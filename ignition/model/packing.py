@@ -1,22 +1,11 @@
 """The packed layout: static-capacity inputs and the per-token metadata derived from them.
 
-All rows' tokens sit back to back in one flat array. A row's packed offset is the prefix sum
-of the query lengths before it, independent of which request slot the row serves. At most
-``prompt_lanes`` (L) rows, ``prefill_row[l]``, are prompt chunks, each of at most
-``prefill_capacity / L`` tokens; every other active row is a decode/verify row of at most
-``decode_width`` tokens. Everything in :class:`PackedMeta` is computed on the device from
-the input buffers, without host synchronisation, so a compiler can capture it.
-
-The prompt workspace is lane-major, ``[L, prefill_capacity / L]``: lane l's tokens are
-gathered to ``prompt_index[l]`` (its own positions, state row and chunk start), so GDN's
-chunked path runs every lane at once with the lanes folded into its heads. A lane whose
-``prefill_row`` is -1 (or names an inactive row) is padding: it gathers only the zero
-sentinel, its length is 0 and every state it would write goes to the scratch row, so it
-mutates nothing.
-
-Padding is harmless by construction: tokens past the packed total map to KV slot -1 and to
-the gather sentinel (an appended zero row), and rows with query length 0 (or slot -1) have
-their state updates redirected to the state's scratch row.
+Rows' tokens sit back to back; a row's offset is the prefix sum of the query lengths before
+it. At most ``prompt_lanes`` (L) rows are prompt chunks (``prefill_row[l]``, lane-major
+workspace ``[L, prefill_capacity / L]``); the others decode/verify up to ``decode_width``
+tokens. :class:`PackedMeta` is computed on the device without host sync. Padding mutates
+nothing: padded tokens map to KV slot -1 and a zero sentinel, and rows of query length 0 (or
+slot -1, or a lane with ``prefill_row`` -1) write only the scratch row.
 """
 
 from __future__ import annotations
@@ -91,12 +80,9 @@ class PackedInputs:
     prefill_row: Tensor  # [L] int32 row of each prompt lane, -1 = none
     prompt_next_token: Tensor  # [L] int64 token after each lane's chunk; -1 = the sampled one
     image_features: Tensor  # [I, hidden] vision features for the prompt lanes
-    # [I] int32 position of each feature in the lane-major prompt workspace (lane l's chunk
-    # position j is l * prefill_capacity / L + j; with one lane, the chunk position), -1 = unused
+    # [I] int32 each feature's position in the lane-major prompt workspace, -1 = unused
     image_positions: Tensor
-    # multimodal rope (requests with images): a per-row offset added to every token's rope
-    # position (the request's delta), and explicit (t, h, w) positions of the prompt chunk's
-    # tokens, -1 = not given; None leaves rope at the sequence position
+    # multimodal rope: per-row offset and the chunk's (t, h, w) positions (-1: not given)
     rope_offset: Tensor | None = None  # [R] int32
     prompt_rope: Tensor | None = None  # [3, prefill_capacity] int32, lane-major like images
 
@@ -114,8 +100,7 @@ class PackedInputs:
         max_image_tokens: int = 0,
         device: torch.device | str = "cpu",
     ) -> PackedInputs:
-        """Pack host rows (token lists) into capacity-sized buffers; a test and runtime helper.
-        ``prefill_row`` and ``prompt_next_token`` take one value per prompt lane (or one int)."""
+        """Pack host rows (token lists) into capacity-sized buffers (tests and runtime)."""
         lanes = capacity.prompt_lanes
         prompt_rows = [prefill_row] if isinstance(prefill_row, int) else list(prefill_row)
         nexts = (
@@ -287,10 +272,8 @@ class PackedMeta:
 def prompt_conv(
     x: Tensor, meta: PackedMeta, weight: Tensor, windows: Tensor, activation: str = "silu"
 ) -> tuple[Tensor, Tensor]:
-    """The causal conv prefill of every prompt lane: ``x`` [L * C_l, C] gathered lane-major,
-    ``windows`` [L, C, K-1] each lane's window; returns (y [L * C_l, C], windows [L, C, K-1]).
-    One kernel call per lane (L is a static, small shape): each lane continues its own
-    window over its own length."""
+    """Causal conv prefill per prompt lane: ``x`` [L * C_l, C] lane-major, ``windows``
+    [L, C, K-1]; returns (y [L * C_l, C], windows [L, C, K-1])."""
     lanes = meta.lane_major(x)
     pieces = [
         ops.causal_conv1d_prefill(
@@ -303,8 +286,7 @@ def prompt_conv(
 
 
 def multimodal_rope(meta: PackedMeta, inputs: PackedInputs) -> Tensor | None:
-    """[3, T] rope positions: sequence position plus the row's offset on all three axes,
-    overwritten by the prompt chunk's explicit positions where given; None without either."""
+    """[3, T] rope positions (sequence position plus row offset, or the chunk's explicit ones)."""
     if inputs.rope_offset is None and inputs.prompt_rope is None:
         return None
     num_tokens = meta.positions.shape[0]
@@ -329,28 +311,19 @@ def gather_rows(x: Tensor, index: Tensor) -> Tensor:
 
 
 def take_rows(x: Tensor, rows: Tensor) -> Tensor:
-    """``x[rows]`` for a 1-D ``rows`` of rows of ``x`` (a state's slot rows). The same copy
-    through ``index_select``: on CPU, advanced indexing copies a large row (a GDN state, a KV
-    page) several times slower, and the decode step gathers one per layer."""
+    """``x[rows]`` for a 1-D ``rows`` via ``index_select`` (faster on CPU for large rows)."""
     return x.index_select(0, rows)
 
 
 def take_positions(x: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
-    """``x[rows, positions]`` for 1-D ``rows`` and ``positions`` of one length, through
-    :func:`take_rows` over the first two dimensions flattened (the same copies)."""
+    """``x[rows, positions]`` via :func:`take_rows` over the first two dims flattened."""
     flat = x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
     return take_rows(flat, rows * x.shape[1] + positions)
 
 
 def kept_candidates(candidates: Tensor, row_index: Tensor, position: Tensor) -> Tensor:
-    """``candidates[row_index, position]``: each decode row's candidate at its last kept
-    position, for a commit whose ``row_index`` is every row in order (``arange(R)``) and whose
-    ``position`` lies in ``[0, W)``.
-
-    At width 1 (a plain decode program) every position is 0, so that selection is
-    ``candidates[:, 0]`` itself: a view, where the gather would copy each GDN layer's states
-    once more per step (the width is a shape, so no branch reads the data).
-    """
+    """``candidates[row_index, position]`` for a commit over every row in order; at width 1
+    this is the view ``candidates[:, 0]`` (no copy of each layer's states)."""
     if candidates.shape[1] == 1:
         return candidates[:, 0]
     return take_positions(candidates, row_index, position)

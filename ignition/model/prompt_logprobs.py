@@ -1,21 +1,5 @@
-"""Prompt logprobs: score every prompt position's actual next token, chunk by chunk.
-
-A request that asks for prompt logprobs (vLLM's ``prompt_logprobs``, or completions'
-``echo`` with ``logprobs``) needs, at each prompt position p, the raw log-softmax of the
-model's logits there, read at the prompt token p + 1: its logprob, its rank in the
-vocabulary and the most likely alternatives. The programs project only the rows they
-sample (a whole chunk's logits would be [chunk, vocab] fp32, 4 GB for a 4096-token chunk
-at a 248k vocabulary), so this stage runs after the program, on the final-normed hidden
-states it wrote of its prompt lane (``Program.prompt_hidden``, one workspace buffer),
-and reduces them on the device ``SCORING_CHUNK`` positions at a time: lm_head ->
-log_softmax -> the target's logprob and rank, and the top K. Only [N, K] values ever
-reach the host.
-
-It is not a prepared program: it runs eagerly, only for the frames whose prompt lane asked
-for it, so the catalog each recipe declares (and ``ignition catalog --check``) is
-unchanged, and requests that did not ask pay only for one copy of the chunk's hidden
-states per frame (into that buffer, inside the program).
-"""
+"""Prompt logprobs: score every prompt position's next token after a program, chunk by chunk
+on the device; only [N, K] values reach the host."""
 
 from __future__ import annotations
 
@@ -25,8 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-# Positions projected at once: [SCORING_CHUNK, vocab] fp32 is the stage's peak (155 MB at
-# a 151,936-token vocabulary), whatever the prompt length.
+# Positions projected at once: [SCORING_CHUNK, vocab] fp32 is the stage's peak memory.
 SCORING_CHUNK = 256
 
 
@@ -48,12 +31,8 @@ def score_positions(
     num_top: int,
     chunk: int = SCORING_CHUNK,
 ) -> PromptScores:
-    """Score ``targets`` [N] under the logits of final-normed ``hidden`` [N, H].
-
-    ``project`` is the model's vocabulary projection (hidden -> fp32 logits). The rank
-    counts the tokens whose logprob is at least the target's (vLLM's rule), so the most
-    likely token has rank 1.
-    """
+    """Score ``targets`` [N] under the logits of final-normed ``hidden`` [N, H]; ``project``
+    maps hidden to fp32 logits. Rank 1 is the most likely token (vLLM's rule)."""
     if hidden.shape[0] != targets.shape[0]:
         raise ValueError(f"{hidden.shape[0]} hidden rows for {targets.shape[0]} targets")
     pieces = []

@@ -1,21 +1,5 @@
-"""Proposals and target-row allocation of a speculative round.
-
-Proposals are D MTP drafts with their distributions q (draft 1 from the MTP hidden kept at
-the last absorbed position, drafts 2..D by recursive single-token MTP steps), or, per row,
-supplied proposals with q one-hot: tokens the host knows before launch (a grammar's forced
-tokens, a copy of earlier context), ``-1`` ending a row's supplied prefix; a row whose
-first supplied token is -1 proposes with the MTP head. Allocation either takes host query
-lengths or runs the device confidence allocation within P; both return the FP32
-confidence sidecar [2, B, D]. :func:`verification_limits` bounds each row's verification
-by its supplied prefix and its grammar (see model.speculative).
-
-With the slots' sampling history, each draft is proposed from processed draft logits
-(penalties, logit bias, min_tokens), processed exactly as verification will process the
-target logits at that position: the row's history plus the drafts before it. Drafts from
-unprocessed logits ignore a repetition penalty or a bias the target obeys, and are
-rejected where the processing moves the argmax; the output is the same either way (the
-verification decides), only acceptance changes.
-"""
+"""Proposals (MTP drafts or host-supplied ones) and target-row allocation of a speculative
+round; both allocations return the FP32 confidence sidecar [2, B, D]."""
 
 from __future__ import annotations
 
@@ -35,8 +19,7 @@ from ignition.model.sampling import (
 )
 from ignition.model.state import ModelState
 
-# False proposes from unprocessed draft logits, as before issue 15's fix (benchmarks compare
-# acceptance both ways; the output is the same).
+# False proposes from unprocessed draft logits (acceptance changes, output does not).
 DRAFTS_FROM_PROCESSED_LOGITS = True
 
 
@@ -52,13 +35,8 @@ def propose(
     rope_offset: Tensor | None = None,
     history: SlotHistory | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """(draft tokens [B, D], draft distributions [B, D, V]); lanes with slot -1 draft nothing.
-
-    ``supplied_drafts`` [B, D] (-1 ends a row's prefix): rows with a supplied prefix take
-    it with q one-hot (zero past the prefix, where the tokens read 0); the others draft
-    with the MTP head, or draft nothing on a model without one.
-    ``history``: process each draft's logits as verification processes its position (see
-    the module docstring); lanes with slot -1 read the scratch row."""
+    """(draft tokens [B, D], draft distributions [B, D, V]); slot -1 lanes draft nothing.
+    ``supplied_drafts`` [B, D] (-1 ends a prefix) replace MTP drafts with q one-hot."""
     vocab = model.config.vocab_size
     device = pending_tokens.device
     if supplied_drafts is not None and model.mtp is None:
@@ -79,8 +57,7 @@ def supplied_prefix(supplied_drafts: Tensor) -> Tensor:
 
 
 def _take_supplied(drafts: Tensor, dists: Tensor, supplied_drafts: Tensor) -> tuple[Tensor, Tensor]:
-    """Rows with a supplied prefix take it, q one-hot (zero past the prefix); in place on
-    ``dists``, since a [B, D, V] one-hot per round would double the proposal's traffic."""
+    """Rows with a supplied prefix take it with q one-hot, in place on ``dists``."""
     in_prefix = supplied_prefix(supplied_drafts)
     is_supplied = in_prefix[:, :1]  # [B, 1]
     drafts = torch.where(is_supplied, torch.where(in_prefix, supplied_drafts.long(), 0), drafts)
@@ -97,14 +74,8 @@ def verification_limits(
     has_position_masks: bool,
     has_mtp: bool,
 ) -> Tensor | None:
-    """[B] int32 the most verification rows (pending token + drafts) each lane may use;
-    None: no limit beyond the program's.
-
-    A lane with supplied drafts verifies at most its supplied prefix; one without drafts
-    with the MTP head (or, on a model without one, verifies none). A grammar-masked lane
-    verifies drafts only when they are supplied and the program has every position's
-    mask: the host walked its grammar along them (model.speculative).
-    """
+    """[B] int32 the most verification rows each lane may use (None: no limit): a supplied
+    prefix bounds it, and a masked lane verifies only supplied drafts with every mask."""
     if supplied_drafts is None and is_masked is None:
         return None
     reference = supplied_drafts if supplied_drafts is not None else is_masked
@@ -147,9 +118,7 @@ def _mtp_drafts(
     if history is not None and depth > 0 and DRAFTS_FROM_PROCESSED_LOGITS:
         history_rows = history.rows(slot_ids)
         drafted = torch.zeros(num_rows, vocab, dtype=torch.int32, device=device)
-    # The checkpoint's index_share_for_mtp_iteration: draft steps after the first reuse its
-    # QSA selection instead of scoring every block key again (drafts, and so acceptance, may
-    # change past the index budget; the verified output never does).
+    # index_share_for_mtp_iteration: later draft steps reuse the first one's QSA selection.
     selections = DraftSelections() if model.config.index_share_for_mtp_iteration else None
     stream = draft_stream()  # under coupling, the noise the target samples this position with
     for k in range(depth):
@@ -190,8 +159,7 @@ def allocate(
     if lane_ceilings is not None:
         ceilings = torch.where(is_active, lane_ceilings, 0).to(torch.int32)
         return ops.allocate_speculative_prefixes(token_probs, ceilings, packed_capacity)
-    # The caller checks on the host that the lengths fit the packed capacity (the worker's
-    # role validation); reading them back here would be a host sync inside the program.
+    # The caller checks the lengths fit on the host; reading them here would sync.
     query_lens = torch.where(is_active, query_lens, 0).to(torch.int32)
     probs = torch.where(is_active[:, None], token_probs, 0.0)
     confidence = torch.stack([probs, probs.cumprod(dim=1)])

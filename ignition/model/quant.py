@@ -1,36 +1,10 @@
 """Quantised checkpoints: block-FP8 is dequantised at load, every other scheme is refused.
 
-Ignition serves in bf16 / fp16 / fp32, so a quantised release is useful only if its weights
-can be expanded exactly once, at load. The published FP8 releases (Qwen3-Next, Qwen3.5 and
-Qwen3.8 ``-FP8``, DeepSeek-V3; transformers' ``FineGrainedFP8Config``, vLLM's ``Fp8Config``)
-share one layout, which is the only one accepted:
-
-- config.json ``quantization_config``: ``quant_method: "fp8"``, ``fmt: "e4m3"``,
-  ``weight_block_size: [128, 128]`` (absent: one scale per tensor), ``activation_scheme``,
-  ``modules_to_not_convert`` (the modules left in the checkpoint dtype; informational here,
-  since a tensor's safetensors dtype says whether it is FP8).
-- A quantised weight ``<m>.weight`` is ``F8_E4M3`` beside ``<m>.weight_scale_inv`` holding,
-  despite its name, the multiplier of each block: ``W = W8 * s`` over rows
-  ``[i*bo, (i+1)*bo)`` and columns ``[j*bi, (j+1)*bi)``, the scale grid
-  ``[ceil(out/bo), ceil(in/bi)]`` (the last block of a row or column is ragged). Fused experts
-  ``<m>.gate_up_proj`` [E, out, in] carry ``<m>.gate_up_proj_scale_inv`` [E, grid...].
-- A per-tensor FP8 tensor carries a one-value ``weight_scale``. Qwen3.8-Flash-Next-FP8 stores
-  its hashed n-gram table this way, split into ``...ple.ple_embedding.ngram_embedding.
-  shard_N.weight`` row blocks (F8_E4M3) that share one ``...ngram_embedding.weight_scale``
-  ([1], BF16): :func:`dequantize_rows` expands gathered rows, and the loader expands whole
-  shards with the shared scale.
-
-ModelOpt (NVFP4, FP8), compressed-tensors, GPTQ, AWQ, bitsandbytes and the rest are refused in
-one line naming the file and the ``quant_method``.
-
-Where the layout was read (learned from, not copied): vLLM ``quantization/fp8.py`` (block scale
-``weight_scale_inv`` [ceil(out/bo), ceil(in/bi)]) and ``models/qwen4_exp/nvidia/ple_layer.py``
-(n-gram ``ngram_embedding.shard_N.weight`` rows, ``ngram_embedding.weight_scale``, lookup
-rows times that scale); transformers 5 ``integrations/finegrained_fp8.py`` (``FP8Linear``,
-``FP8Experts`` ``gate_up_proj_scale_inv``, ``FP8Embedding`` with a ``(1,)`` ``weight_scale``)
-and its ``qwen4_exp_text`` mapping that concatenates ``ngram_embedding.shard_*.weight``.
-Third-party converters of the official Qwen3.8-Flash-Next-FP8 agree: block-FP8 (BF16 scales)
-on the routed experts, the n-gram table F8_E4M3 with one BF16 scale shared by its shards.
+The one accepted layout (config.json ``quant_method: "fp8"``, ``fmt: "e4m3"``): an
+``F8_E4M3`` ``<m>.weight`` beside ``<m>.weight_scale_inv``, the multiplier of each
+``weight_block_size`` block (``W = W8 * s``, ragged last blocks), or a one-value
+``weight_scale`` per tensor (shared by a split n-gram table's shards). Other schemes are
+refused in one line naming the file and the ``quant_method``. Sources: docs/model.md.
 """
 
 from __future__ import annotations
@@ -51,8 +25,7 @@ from ignition.model.config import ConfigError
 FP8_METHOD = "fp8"
 FP8_DTYPE = "F8_E4M3"  # the safetensors name of torch.float8_e4m3fn
 SCALE_DTYPES = ("F32", "BF16", "F16")  # safetensors names of the float scale dtypes
-# Side files other quantisers write; their presence without a quantization_config still means
-# the weights are not plain floats.
+# Side files other quantisers write: their presence means the weights are not plain floats.
 _SIDE_FILES = ("hf_quant_config.json", "quantize_config.json", "quant_config.json")
 _SHARD = re.compile(r"(.+)\.shard_\d+")
 _ACCEPTED = "only unquantised and block-FP8 ('fp8', dequantised at load) checkpoints load"
@@ -158,9 +131,7 @@ def _side_file_method(path: Path) -> str:
 
 
 def scale_names(name: str) -> tuple[str, ...]:
-    """Where the scale of FP8 tensor ``name`` may be stored, most specific first: a block scale
-    beside it, a per-tensor scale beside it, and for one ``shard_N`` of a split table the
-    scale all shards share."""
+    """Where FP8 tensor ``name``'s scale may be stored, most specific first."""
     if not name.endswith(".weight"):  # fused experts: gate_up_proj -> gate_up_proj_scale_inv
         return (f"{name}_scale_inv", f"{name}_scale")
     base = name[: -len(".weight")]
@@ -188,12 +159,8 @@ def dequantize(
     block: tuple[int, int] | None,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    """``weight`` (float8_e4m3fn, [..., rows, columns]) times its scale, as ``dtype``.
-
-    A one-value ``scale`` multiplies the whole tensor; otherwise ``scale`` is the block grid
-    (:func:`block_scale_shape`) and each value covers its ``block`` of the weight, the last
-    row and column blocks cut short. The product is taken in float32 and rounded once.
-    """
+    """``weight`` (float8_e4m3fn, [..., rows, columns]) times its scale, as ``dtype``: a
+    one-value ``scale`` or the block grid (:func:`block_scale_shape`); float32, rounded once."""
     if scale.numel() == 1:
         return dequantize_rows(weight, scale, dtype)
     if block is None or tuple(scale.shape) != block_scale_shape(tuple(weight.shape), block):
@@ -210,8 +177,7 @@ def dequantize(
 
 
 def dequantize_rows(rows: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """FP8 rows (a gathered piece of a per-tensor-scaled table, or the whole table) times the
-    table's one scale, as ``dtype``: how Qwen3.8-Flash-Next-FP8's n-gram rows are expanded."""
+    """FP8 rows times the table's one scale, as ``dtype`` (n-gram table rows)."""
     if scale.numel() != 1:
         raise ValueError(f"a per-tensor scale has one value, got shape {list(scale.shape)}")
     return (rows.to(torch.float32) * scale.to(torch.float32).reshape(())).to(dtype)
@@ -241,8 +207,7 @@ class Fp8Plan:
 def plan_fp8(
     config_path: Path, located: dict[str, Path], scheme: Fp8Scheme | None
 ) -> Fp8Plan | None:
-    """Pair every F8_E4M3 tensor with its scale and check the scale's shape and dtype (file
-    headers only); None for a checkpoint without FP8 tensors. Names the first problem."""
+    """Pair every F8_E4M3 tensor with its checked scale (headers only); None without FP8."""
     headers = read_headers(located)
     fp8_names = sorted(n for n, (dtype, _) in headers.items() if dtype == FP8_DTYPE)
     for name, (dtype, _) in sorted(headers.items()):
@@ -282,8 +247,7 @@ def _check_scale(
     shape: tuple[int, ...],
     block: tuple[int, int] | None,
 ) -> None:
-    """A block scale (``*_scale_inv`` with a block size) is the weight's block grid; any
-    other scale is one value. Float32, bfloat16 or float16."""
+    """A block scale is the weight's block grid; any other is one value (f32/bf16/f16)."""
     dtype, got = header
     is_block = scale.endswith("_scale_inv") and block is not None and len(shape) >= 2
     if is_block:

@@ -1,12 +1,7 @@
-"""The prompt lanes of a speculative mixed program (issue 39).
+"""The prompt lanes of a speculative mixed program.
 
-A mixed round of L prompt lanes carries up to L prompt chunks beside its decoders, in the
-lane-major prompt workspace ``model.packing`` uses for the ordinary mixed program: lane l's
-tokens are ``token_ids[l * C_l : l * C_l + length[l]]`` (C_l = prefill capacity / L), its
-row ``lane[l]``, its successor ``next_token[l]``. Each chunk is packed at its row's offset
-(prefix sums over every row's verified length, decoders' allocated drafts included), which
-is the only step the host cannot do: the decoders' lengths are allocated on the device.
-A padding lane (row -1, length 0, or an inactive row) packs nothing and marks no row.
+Lane l's tokens are ``token_ids[l * C_l : l * C_l + length[l]]`` (C_l = prefill capacity / L),
+packed at its row's device-computed offset. A padding lane (row -1 or length 0) packs nothing.
 """
 
 from __future__ import annotations
@@ -86,8 +81,7 @@ def pack_verify_inputs(
     prompt: PromptChunk | None,
     **multimodal: Tensor | None,
 ) -> PackedInputs:
-    """Every row's pending token and allocated drafts (or its prompt lane's chunk), packed
-    by prefix sums into ``num_tokens`` positions."""
+    """Every row's pending token and drafts (or lane chunk), packed by prefix sums."""
     num_rows, device = pending_tokens.shape[0], drafts.device
     row_tokens = torch.zeros(num_rows, width, dtype=torch.int64, device=device)
     row_tokens[:, 0] = pending_tokens

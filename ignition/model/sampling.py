@@ -1,11 +1,7 @@
 """Sampling: temperature, top-k, top-p and per-request seeds, with no generator state.
 
-Random numbers are a counter-based hash of (seed, stream, position, index), computed with
-integer tensor ops on the device. A request's draws therefore depend only on its seed and the
-position being sampled, not on batch composition, packing or graph replay order, so the same
-seed gives the same tokens. Sampling itself is the exponential race: argmax(p / E) with
-E ~ Exponential(1) draws token i with probability p_i, the same rule the rejection kernel
-uses for its resample/bonus token.
+Draws are a counter-based hash of (seed, stream, position, index), so the same seed gives the
+same tokens whatever the batch, packing or replay order (docs/model.md).
 """
 
 from __future__ import annotations
@@ -18,9 +14,7 @@ import torch
 from torch import Tensor
 
 _MASK32 = 0xFFFFFFFF
-# The token a row emits when its distribution is not finite (NaN or +inf logits after
-# processing, from the model or from extreme parameters): the worker fails that request
-# alone and the rest of the frame completes. Distinct from -1, "nothing emitted".
+# Emitted by a row whose distribution is not finite; the worker fails that request alone.
 INVALID_TOKEN = -2
 
 
@@ -47,8 +41,7 @@ class SamplingParams:
     repetition_penalty: Tensor | None = None  # [R] fp32, 1 = none
     min_p: Tensor | None = None  # [R] fp32, 0 = none
     min_tokens: Tensor | None = None  # [R] int32, 0 = none
-    # Structured outputs (model.grammar_mask): each row's allowed-token bitmask for the
-    # position it samples, and whether the row is constrained; None: no grammar inputs.
+    # Grammar bitmask per row for the position it samples (model.grammar_mask); None: none.
     token_mask: Tensor | None = None  # [R, ceil(V / 32)] int32
     is_masked: Tensor | None = None  # [R] bool
 
@@ -119,17 +112,13 @@ _NEUTRAL = {
 }
 
 
-# The window of most likely tokens a filtered row is cut from without a full sort. A row
-# whose kept prefix ends inside it (top_k <= 256, or a nucleus reached within 256 tokens)
-# never needs the rest of its vocabulary ordered.
+# Most likely tokens a filtered row is cut from by partial sort before any full sort.
 CANDIDATE_WINDOW = 256
-# On CPU, rows whose prefix outgrows the window try these wider windows before a full sort
-# (a partial sort of 4096 of 151,936 logits costs 2.4 ms, the full sort 20 ms).
+# CPU only: wider partial-sort windows tried before a full sort.
 WIDER_WINDOWS = (4096,)
 
 
-# Skip, on CPU, the per-row paths no row takes (see runs_every_path); False runs every
-# path as a GPU does (tests compare the two bit for bit).
+# CPU: skip per-row paths no row takes; False runs every path as a GPU does (tests compare).
 SKIP_UNUSED_PATHS = True
 
 
@@ -139,20 +128,14 @@ def skips_paths(t: Tensor) -> bool:
 
 
 def runs_every_path(mask: Tensor) -> bool:
-    """Whether a per-row path must run although ``mask`` may select no row.
-
-    On a GPU every path always runs: a captured graph cannot branch on data, and a host
-    read would synchronize. On CPU programs run eagerly, so a path no row takes is skipped:
-    its values would only be discarded by the ``torch.where`` that picks each row's path,
-    so skipping it changes no value.
-    """
+    """Whether a per-row path must run although ``mask`` may select no row (always on GPU:
+    a graph cannot branch on data; on CPU a skipped path changes no value)."""
     return not skips_paths(mask) or bool(mask.any())
 
 
 def _keep_prefix(sorted_probs: Tensor, top_k: Tensor, top_p: Tensor) -> Tensor:
-    """The smallest prefix of a descending row whose mass reaches top_p, at most top_k long
-    (the best token always survives; top_p = 1 is no limit, not a cut where rounding lets
-    the running mass reach 1 before the tail)."""
+    """Length of the smallest prefix of a descending row whose mass reaches top_p, at most
+    top_k (the best token always survives; top_p = 1 is no limit)."""
     rank = torch.arange(sorted_probs.shape[-1], device=sorted_probs.device)[None, :]
     mass_before = sorted_probs.cumsum(-1) - sorted_probs
     within_p = (mass_before < top_p[:, None]) | (top_p[:, None] >= 1.0) | (rank == 0)
@@ -162,8 +145,7 @@ def _keep_prefix(sorted_probs: Tensor, top_k: Tensor, top_p: Tensor) -> Tensor:
 def _window_cut(
     scaled: Tensor, full_probs: Tensor, top_k: Tensor, top_p: Tensor, width: int
 ) -> tuple[Tensor, Tensor]:
-    """(the cut distribution [N, V] of each row's kept prefix among its ``width`` most
-    likely tokens, whether that prefix ends inside the window [N])."""
+    """(cut distribution [N, V] within the ``width`` most likely tokens, whether it fits [N])."""
     vocab = scaled.shape[-1]
     width = min(vocab, width + 1)  # one token more than it keeps: does the prefix end inside?
     window_logits, window_order = scaled.topk(width, dim=-1)
@@ -186,8 +168,7 @@ def _sorted_cut(scaled: Tensor, full_probs: Tensor, top_k: Tensor, top_p: Tensor
 def _wide_cut(
     scaled: Tensor, full_probs: Tensor, top_k: Tensor, top_p: Tensor, rows: Tensor
 ) -> Tensor:
-    """CPU only: the cut distribution of ``rows`` (each row's prefix outgrew the window),
-    from the narrowest wider window it fits in, else a full sort of those rows alone."""
+    """CPU only: ``rows`` cut from a wider window, else a full sort of those rows."""
     cut = torch.zeros_like(scaled)
     pending = rows.nonzero().squeeze(-1)
     for width in WIDER_WINDOWS:
@@ -207,18 +188,7 @@ def _wide_cut(
 
 def target_distribution(logits: Tensor, params: SamplingParams) -> Tensor:
     """The distribution a row samples from: [N, V] fp32; greedy rows are one-hot at argmax.
-
-    ``min_p`` cuts first (tokens below ``min_p`` times the most likely one's probability),
-    then top-k / top-p within what remains.
-
-    Three exact paths, chosen per row with masks (no host reads on a GPU, fixed shapes):
-    greedy rows and rows without top-k / top-p are a plain argmax / softmax; a filtered row
-    whose kept prefix ends inside the CANDIDATE_WINDOW most likely tokens is cut from a
-    partial sort (``topk``); only the others need a full sort. On a GPU the full sort runs
-    over every row, its input a constant for the rows that do not need it; on CPU a path
-    no row takes is skipped (:func:`runs_every_path`), and the rows that need more than
-    the window are cut from a wider window before falling back to a sort of those rows.
-    """
+    ``min_p`` cuts first, then top-k / top-p; no host reads."""
     logits = logits.float()
     vocab = logits.shape[-1]
     is_greedy = params.temperature <= 0
@@ -281,13 +251,7 @@ _MUL2 = 0x846CA68B - (1 << 32)  # the same 32 bits as a signed int32 constant
 
 
 def _mix32_wide_(x: Tensor, scratch: Tensor) -> Tensor:
-    """lowbias32 on int32 bit patterns, in place: the same bits as :func:`_mix32` (int32
-    products wrap modulo 2^32), at a fraction of the int64 cost on the [N, vocab] noise.
-
-    In place, with one scratch buffer for the shifts: out-of-place, every one of the eleven
-    steps allocated a fresh [N, vocab] tensor, which on CPU cost more than its arithmetic
-    (a 600 KB allocation per row is a fresh mapping, paid in page faults).
-    """
+    """lowbias32 on int32 bit patterns, in place: the same bits as :func:`_mix32`, cheaper."""
     for bits, multiplier in ((16, _MUL1), (15, _MUL2), (16, None)):
         torch.bitwise_right_shift(x, bits, out=scratch)
         scratch.bitwise_and_((1 << (32 - bits)) - 1)  # logical, not arithmetic, shift
@@ -304,13 +268,7 @@ def seeded_uniform(
     seed: Tensor, stream: int, counter: Tensor, num: int, dtype: torch.dtype = torch.float32
 ) -> Tensor:
     """[N, num] uniforms strictly inside (0, 1) in ``dtype``, from seed [N], a stream id and
-    counter [N] (a position).
-
-    The 23 top hash bits m give (m + 0.5) / 2^23, exact in fp32: the largest value is
-    1 - 2^-24, never 1.0 (24 bits rounded 2^24 - 0.5 up to 2^24, so -log(u) became -0 and
-    p / E turned a zero-probability token into NaN, the argmax winner). Narrower dtypes are
-    clamped to their own largest value below one and smallest positive normal.
-    """
+    counter [N] (a position); never 1.0, so -log(u) is never -0."""
     # Per-row terms in int64 ([N, 1]), the per-token mixing in int32 ([N, num]).
     index = torch.arange(num, device=seed.device, dtype=torch.int32)[None, :]
     h = index + _as_int32(_mix32(counter.long()[:, None] * 4 + stream))
@@ -333,8 +291,7 @@ def exponential_noise(seed: Tensor, stream: int, counter: Tensor, vocab: int) ->
 
 
 def finite_rows(probs: Tensor) -> Tensor:
-    """[N] whether each row of ``probs`` [N, V] is a usable distribution: every value finite
-    and some mass left (a row whose every logit was masked to -inf has none)."""
+    """[N] whether each row of ``probs`` [N, V] is finite with some mass left."""
     return torch.isfinite(probs).all(-1) & (probs.sum(-1) > 0)
 
 
@@ -347,13 +304,9 @@ def sample(
     logits: Tensor, params: SamplingParams, positions: Tensor, stream: int = RandomStream.SAMPLE
 ) -> Tensor:
     """Sample one token per row; ``positions`` [N] is the position of the token sampled.
-
-    A row whose distribution is not finite emits :data:`INVALID_TOKEN` instead of whatever
-    the argmax of NaN would pick (a branch-free select, so it stays capture-safe)."""
+    A row whose distribution is not finite emits :data:`INVALID_TOKEN`."""
     if skips_paths(logits) and not runs_every_path(params.temperature > 0):
-        # Every row greedy, on CPU: a one-hot row's race is its argmax, so the
-        # vocabulary-wide noise and division change nothing (a row with a NaN logit
-        # has no answer, as target_distribution's one-hot says).
+        # All greedy on CPU: a one-hot row's race is its argmax, so skip the noise.
         tokens = logits.argmax(-1)
         return torch.where(logits.isnan().any(-1), INVALID_TOKEN, tokens)
     probs = target_distribution(logits, params)

@@ -1,40 +1,10 @@
 """The complete speculative round: propose, allocate, verify, accept, commit, absorb.
 
-One function over fixed capacities B (request rows), D (proposal depth), W (verify width per
-row, pending token included) and P (packed target tokens), so a compiler can capture it as
-one program. Each active lane holds a committed length S and a pending token at position S:
-
-1. proposal: D MTP drafts (draft 1 from the MTP hidden kept at the last absorbed position,
-   drafts 2..D by recursive single-token MTP steps) with their distributions q, or supplied
-   copy proposals (q one-hot);
-2. allocation: host query lengths, or the device confidence allocation within P given lane
-   ceilings; either way the FP32 confidence sidecar [2, B, D];
-3. verification: one packed target forward over every lane's pending token and its
-   allocated drafts;
-4. acceptance: coupled by default (a draft is kept when it equals the token ordinary
-   sampling emits at its position, so speculation never changes a seeded request's output;
-   ``model.coupled_verify``), or ``rejection_verify`` (greedy or sampled); survival products
-   included either way;
-5. commit: GDN state and conv window at the accepted length, lengths advanced; KV past the
-   accepted length is simply not counted;
-6. draft-context absorption of the committed positions by the MTP head.
-
-Structured outputs: a row with a grammar mask (``params.is_masked``, model.grammar_mask)
-verifies drafts only when the host supplied them (``supplied_drafts``) and the program has
-a mask for every verification position (``position_masks``): the host walked its grammar
-matcher along the pending token and drafts 1..j-1 to write mask j, so position j samples
-exactly as masked single-token decoding would there, and coupled acceptance keeps a draft
-only when it equals that sample. Any other masked row (MTP drafts, which the host never
-sees, or a program with one mask per row) has its ceiling (or host query length) clamped
-to 1: it samples only the token after its pending one, masked, and its share of P goes to
-the other lanes (model.proposals.verification_limits).
-
-A fully rejected round therefore leaves exactly the state of a round that never proposed.
-
-A mixed program adds up to L prompt lanes (``model.round_prompt``): each chunk is packed at
-its row's offset (prefix sums, like every row), proposes nothing, commits its whole chunk
-and samples its first output token when the chunk ends the prompt; the target forward is
-shared with the other rows.
+One function over fixed capacities B (rows), D (proposal depth), W (verify width per row,
+pending token included) and P (packed target tokens), so it captures as one program. A fully
+rejected round leaves exactly the state of a round that never proposed. A grammar-masked row
+verifies only host-supplied drafts with one mask per position, else its width is clamped to 1.
+Prompt lanes (``model.round_prompt``) share the target forward. Stages: docs/model.md.
 """
 
 from __future__ import annotations
@@ -57,6 +27,7 @@ from ignition.model.logits_processing import (
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, gather_rows
 from ignition.model.proposals import allocate, propose, verification_limits
+from ignition.model.round_prompt import PromptChunk, pack_verify_inputs, prompt_rows
 from ignition.model.sampling import (
     INVALID_TOKEN,
     RandomStream,
@@ -68,7 +39,6 @@ from ignition.model.sampling import (
     target_distribution,
 )
 from ignition.model.state import ModelState
-from ignition.model.round_prompt import PromptChunk, pack_verify_inputs, prompt_rows
 from ignition.model.step import add_prompt_lanes, continued_rows, next_token_per_position
 
 
@@ -107,10 +77,8 @@ class RoundCapacity:
 
 @dataclass
 class RoundInputs:
-    """Per-lane inputs. Exactly one of ``lane_ceilings`` (device allocation) and
-    ``query_lens`` (host allocation) is given; ``supplied_drafts`` replaces a row's MTP
-    proposals (model.proposals) and ``position_masks`` masks each verification position
-    of the grammar-masked rows (model.grammar_mask's layout)."""
+    """Per-lane inputs: exactly one of ``lane_ceilings`` (device allocation) and
+    ``query_lens`` (host allocation) is given."""
 
     pending_tokens: Tensor  # [B] int64
     slot_ids: Tensor  # [B] int32, -1 = inactive lane
@@ -119,9 +87,7 @@ class RoundInputs:
     supplied_drafts: Tensor | None = None  # [B, D] int64 host proposals, -1 = none
     position_masks: Tensor | None = None  # [B, W, words] int32 bitmask per position
     prompt: PromptChunk | None = None  # the mixed program's prompt lanes
-    # multimodal requests (see PackedInputs): the prompt lane's image features and their
-    # chunk-relative positions, its explicit rope positions, and every lane's rope offset
-    # (which the MTP drafts use too)
+    # multimodal (see PackedInputs): the prompt lane's image features and rope, every lane's offset
     image_features: Tensor | None = None  # [I, hidden]
     image_positions: Tensor | None = None  # [I] int32, -1 = unused
     prompt_rope: Tensor | None = None  # [3, prefill_capacity] int32
@@ -137,8 +103,7 @@ class RoundOutputs:
     confidence: Tensor  # [2, B, D] fp32 per-position and joint prefix draft probabilities
     survival: Tensor  # [B, D] fp32 cumulative min(1, p/q) over offered drafts
     logprobs: TokenLogprobs | None = None  # [B, W] raw logprobs of the output tokens
-    # With prompt lanes: the final-normed hidden state of each prompt position
-    # [prefill_capacity, hidden], lane-major (zero past each chunk), what prompt logprobs score.
+    # With prompt lanes: final-normed hidden [prefill_capacity, hidden], lane-major.
     prompt_hidden: Tensor | None = None
 
     @property
@@ -150,9 +115,7 @@ class RoundOutputs:
 def _limited_rows(
     inputs: RoundInputs, params: SamplingParams, has_mtp: bool
 ) -> tuple[Tensor | None, Tensor | None]:
-    """(lane ceilings, host query lengths) within each row's verification limit: its
-    supplied prefix, and width 1 for a masked row that cannot verify drafts (see the
-    module docstring)."""
+    """(lane ceilings, host query lengths) clamped to each row's verification limit."""
     ceilings, host_lens = inputs.lane_ceilings, inputs.query_lens
     limit = verification_limits(
         inputs.supplied_drafts, params.is_masked, inputs.position_masks is not None, has_mtp
@@ -179,13 +142,8 @@ def speculative_round(
     needs_logprobs: bool = True,
 ) -> RoundOutputs:
     """Run one complete round; ``greedy`` selects argmax acceptance for every speculative lane.
-
-    With ``history``, every verification position's logits are processed as ordinary
-    sampling would process them at that position: its row's history plus the drafts
-    verified before it (see model.logits_processing); emitted tokens are counted in it.
-    ``needs_logprobs`` False (the host knows no lane of the frame asked for them) skips the
-    vocabulary-wide log-softmax and top-k: ``logprobs`` is then None, nothing else changes.
-    """
+    ``history`` processes each position as ordinary sampling would; ``needs_logprobs``
+    False leaves ``logprobs`` None."""
     num_rows, width = capacity.batch_capacity, capacity.verify_width
     vocab = model.config.vocab_size
     device = inputs.pending_tokens.device
@@ -218,8 +176,7 @@ def speculative_round(
         inputs.rope_offset,
         history,
     )
-    # A lane whose draft distributions are not finite is failed below; zeroing them keeps
-    # its NaN out of the shared allocation of P and out of the confidence sidecar.
+    # Zero non-finite drafts (that lane fails below) so NaN stays out of the shared allocation.
     is_draft_valid = torch.isfinite(dists).all(-1).all(-1)  # [B]
     dists = torch.where(is_draft_valid[:, None, None], dists, 0.0)
     token_probs = dists.gather(-1, drafts.clamp(min=0)[..., None]).squeeze(-1)  # [B, D]
@@ -280,8 +237,7 @@ def speculative_round(
     # Only the positions a lane verifies count; a lane failing any of them is failed whole.
     is_position_valid = finite_rows(target_probs).reshape(num_rows, width)
     is_verified = torch.arange(width, device=device)[None, :] < spec_lens[:, None]
-    # Greedy acceptance compares argmaxes and never reads q, so only sampled lanes need
-    # finite drafts (a zeroed q would accept any draft there).
+    # Only sampled lanes read q; greedy compares argmaxes.
     is_exact_without_q = is_prompt_lane | (params.temperature <= 0) | greedy
     is_lane_valid = (is_position_valid | ~is_verified).all(-1) & (
         is_draft_valid | is_exact_without_q
@@ -320,8 +276,7 @@ def speculative_round(
     failed_row[:, 0] = INVALID_TOKEN
     output_tokens = torch.where(is_failed[:, None], failed_row, output_tokens)
     num_accepted = torch.where(is_failed, 0, num_accepted)
-    # Raw logprobs: output column j was sampled at verification position j (the prompt
-    # lane's only token at its last prompt position); skipped when no lane asked for them.
+    # Raw logprobs: output column j was sampled at verification position j.
     logprobs = None
     if needs_logprobs:
         logprobs = _round_logprobs(raw, output_tokens, prompt_raw, prompt_token, is_prompt_lane)
@@ -331,8 +286,7 @@ def speculative_round(
     commit_lens = torch.where((spec_lens > 0) & ~is_failed, num_accepted.long() + 1, 0)
     model.commit(out, commit_lens)
     row = meta.token_row.clamp(max=num_rows - 1)
-    # A speculative lane's position j is followed by its j-th output (accepted drafts, then the
-    # new token); the prompt lane's by the next prompt token, then the chunk's successor.
+    # Position j is followed by output j (drafts, then the new token); a prompt lane by its next.
     following = output_tokens[row, meta.token_offset.clamp(max=width - 1)]
     if inputs.prompt is not None:
         row_next = torch.where(is_continued, continued_next, first_output)
@@ -363,8 +317,7 @@ def _round_logprobs(
     prompt_token: Tensor,
     is_prompt_lane: Tensor,
 ) -> TokenLogprobs:
-    """[B, W] raw logprobs of the output tokens: column j was sampled at verification
-    position j, the prompt lane's only token at its last prompt position."""
+    """[B, W] raw logprobs of the output tokens (column j sampled at position j)."""
     num_rows, width = output_tokens.shape
     logprobs = token_logprobs(raw, output_tokens.reshape(-1))
     prompt_logprobs = token_logprobs(prompt_raw, prompt_token)

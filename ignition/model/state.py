@@ -1,15 +1,8 @@
 """Per-request state of the hybrid model, one row per request slot.
 
-QSA and MTP keys/values (and QSA's block index keys) live in paged caches shared by all
-slots (one page table row per slot); everything else is not paged: each slot owns one row
-of the GDN recurrent states and convolution windows, the PLE convolution windows and n-gram
-context, the indexer's ring of raw keys, and the MTP hidden state. Every per-slot tensor has
-one extra row, the scratch row at index ``num_slots``: padding and inactive rows read and
-write it, so that a static-capacity program needs no branch to leave the real slots
-untouched.
-
-:data:`SLOT_FIELDS` and :data:`PAGED_FIELDS` list the state kinds; reset, snapshot, restore,
-copy and the compiled state programs iterate them, so a new kind is added in one place.
+Attention KV is paged; the rest is one row per slot, plus a scratch row at index
+``num_slots`` that padding and inactive rows read and write. :data:`SLOT_FIELDS` and
+:data:`PAGED_FIELDS` list the state kinds every state operation iterates.
 """
 
 from __future__ import annotations
@@ -21,8 +14,7 @@ from torch import Tensor
 
 from ignition.model.config import ModelConfig
 
-# Storage of QSA's compressed index keys by name (``--indexer-kv-dtype``; the names are
-# ``ignition.recipes.INDEXER_KV_DTYPES``): None keeps the state's dtype.
+# QSA index-key storage by name (``ignition.recipes.INDEXER_KV_DTYPES``); None: state dtype.
 INDEX_KEY_DTYPES: dict[str, torch.dtype | None] = {
     "auto": None,
     "bf16": torch.bfloat16,
@@ -93,8 +85,7 @@ class ModelState:
     index_rope: Tensor  # [slots + 1, ratio, 3] int64 rope positions by position % ratio
     mtp_index_keys: Tensor  # [mtp_layers, num_pages, page_size / ratio, d] (indexed MTP)
     mtp_index_raw: Tensor  # [mtp_layers, slots + 1, ratio, d] the MTP's committed ring
-    # Scratch of one speculative round, not state: raw index keys and rope positions of the
-    # draft positions (past the committed length), read only by later drafts of the round.
+    # Round scratch, not state: draft positions' raw index keys and rope positions.
     mtp_draft_raw: Tensor  # [mtp_layers, slots + 1, ratio, d]
     mtp_draft_rope: Tensor  # [slots + 1, ratio, 3] int64
     ngram_eos: int = 0  # what a fresh n-gram context holds
@@ -111,9 +102,7 @@ class ModelState:
         dtype: torch.dtype = torch.float32,
         index_key_dtype: torch.dtype | None = None,
     ) -> ModelState:
-        """``index_key_dtype``: storage of QSA's compressed block keys (``dtype`` when None);
-        ``torch.float8_e4m3fn`` halves their footprint and the indexer's reads (error against
-        bf16: tests/model/test_qsa_fp8_index_keys.py)."""
+        """``index_key_dtype``: storage of QSA's block keys (None: ``dtype``)."""
         if num_slots <= 0 or num_pages <= 0 or page_size <= 0 or max_pages_per_slot <= 0:
             raise ValueError(
                 f"state capacities must be positive: slots={num_slots}, pages={num_pages}, "
@@ -219,8 +208,7 @@ class ModelState:
         self.page_table[slot] = row.to(self.page_table.device)
 
     def reset_slot(self, slot: int) -> None:
-        """Start a new request in ``slot``: length 0, zero recurrent state and an all-EOS
-        n-gram context (pages kept)."""
+        """Start a new request in ``slot``: length 0, zero state, all-EOS context, pages kept."""
         self._check_slot(slot)
         self.seq_lens[slot] = 0
         for name, row in self.slot_rows(slot).items():

@@ -1,9 +1,7 @@
 """The ordinary (non-speculative) packed step: forward, sample, commit everything, absorb.
 
-A prompt row commits its whole chunk and samples at its last token (the first output token
-when the chunk ends the prompt); a decode row commits all of its query tokens and samples
-after the last one. The MTP head then absorbs every committed position, which is the draft
-context a width-one program maintains for later speculative rounds.
+Prompt rows commit their chunk and sample at its last token; decode rows commit all query
+tokens; the MTP head absorbs every committed position (the draft context for later rounds).
 """
 
 from __future__ import annotations
@@ -54,8 +52,7 @@ def add_prompt_lanes(
     slot_ids: Tensor,
     begin: HistoryBegin | None,
 ) -> None:
-    """Mark every prompt lane's chunk of the packed ``token_ids`` in its slot's prompt mask
-    (a static, small loop over the L lanes; padding lanes mark nothing)."""
+    """Mark every prompt lane's chunk in its slot's prompt mask (padding lanes mark nothing)."""
     for lane in range(meta.prompt_lanes):
         prompt_row = meta.prompt_row[lane : lane + 1]
         is_prompt_token = meta.has_prompt[lane] & (meta.token_row == prompt_row)
@@ -69,8 +66,7 @@ def add_prompt_lanes(
 
 
 def continued_rows(meta: PackedMeta, prompt_next_token: Tensor) -> tuple[Tensor, Tensor]:
-    """([R] bool, [R] int64): whether row r is a prompt lane whose chunk does not end its
-    prompt, and the prompt token that follows that chunk (0 elsewhere)."""
+    """([R] bool, [R] int64): prompt lanes whose chunk does not end the prompt, its successor."""
     prompt_next = prompt_next_token[: meta.prompt_lanes]
     rows = torch.arange(meta.capacity.batch_capacity, device=prompt_next.device)
     is_lane = rows[:, None] == meta.prompt_row  # [R, L]
@@ -90,11 +86,8 @@ def run_step(
     begin: HistoryBegin | None = None,
     needs_logprobs: bool = True,
 ) -> StepOutput:
-    """One packed step; with ``history`` each row's logits are processed (penalties, bias,
-    min_tokens) before sampling and the emitted tokens are counted in it; ``begin`` resets
-    the row of a request whose first prompt chunk this frame carries. ``needs_logprobs``
-    False (the host knows no row of the frame asked for them) skips the vocabulary-wide
-    log-softmax and top-k: ``logprobs`` is then None and nothing else changes."""
+    """One packed step; ``history`` processes logits and counts emitted tokens, ``begin``
+    resets starting requests' rows, ``needs_logprobs`` False leaves ``logprobs`` None."""
     out = model.forward_packed(inputs, capacity, state)
     meta = out.meta
     if history is not None:

@@ -1,9 +1,4 @@
-"""What one packed target forward produced, before anything is committed.
-
-Its own module because the model (model.py) makes it and the index rings
-(index_rings.py), which the model calls at commit, read it: neither needs the other's
-module for the type.
-"""
+"""What one packed target forward produced, before anything is committed."""
 
 from __future__ import annotations
 
@@ -20,13 +15,7 @@ from ignition.model.state import ModelState
 
 @dataclass
 class TargetOutput:
-    """What one packed target forward produced, before anything is committed.
-
-    The vocabulary projection is not part of the forward: a program projects only the rows
-    it samples or verifies (:meth:`logits_at`), since every prompt position's logits would
-    be [chunk, vocab] fp32 (4 GB for a 4096-token chunk at a 248k vocabulary) of which one
-    row is read. :attr:`logits` projects every position on demand, for tests and tools.
-    """
+    """One forward's outputs; programs project only the rows they sample (:meth:`logits_at`)."""
 
     meta: PackedMeta
     state: ModelState  # the state the forward read and the commit will write
@@ -41,8 +30,7 @@ class TargetOutput:
     _all_logits: Tensor | None = field(default=None, repr=False)
 
     def logits_at(self, index: Tensor) -> Tensor:
-        """fp32 logits of the packed positions ``index`` (any shape); ``index == T`` is the
-        padding sentinel and reads a zero row, as :func:`gather_rows` does."""
+        """fp32 logits at packed ``index`` (``index == T`` reads a zero row)."""
         return self.project(gather_rows(self.hidden, index))
 
     @property

@@ -1,17 +1,5 @@
-"""The batched training forward of the hybrid models: same modules, same weights, no caches.
-
-Serving runs one packed array through paged attention and per-slot recurrent state; training
-wants full sequences, a batch dimension and gradients. This module walks the very same
-submodules of a :class:`HybridModel` over ``[B, T]`` token ids from a zero state: QSA is
-dense causal attention, GDN is the full-sequence causal conv and the chunked gated-delta-rule
-reference (differentiable, heads and batch folded together), the MLP and the residual are
-called as they are; Qwen3.8-Flash-Next's gated streams, PLE and indexer go through
-``training_gated``. Agreement with :meth:`HybridModel.forward_packed` is the contract
-(tests/model/test_training.py), so a checkpoint trained here serves unchanged.
-
-The MTP head is trained jointly: position t reads the final-normed target hidden h_t with the
-embedding of token t+1 and predicts token t+2, exactly what ``absorb_draft_context`` feeds it.
-"""
+"""The batched training forward of the hybrid models: same modules, same weights, no caches;
+it must agree with :meth:`HybridModel.forward_packed` (tests/model/test_training.py)."""
 
 from __future__ import annotations
 

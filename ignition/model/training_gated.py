@@ -1,12 +1,5 @@
-"""The batched training forward of Qwen3.8-Flash-Next (gated hyper-connections, PLE n-grams,
-QSA's indexer): the same modules as serving, over whole ``[B, T]`` sequences from a zero state.
-
-Serving's ``forward_packed`` is the contract (tests/model/test_training.py): every sequence
-starts a request (EOS n-gram context, empty PLE window), PLE's dilated conv runs over the
-whole sequence, QSA's indexer builds every complete block's key from the sequence's raw
-index keys and each query attends to its selected blocks plus its tail, densely masked. The
-MTP head is trained on the trunk's pre-mixer streams, teacher forced, as it absorbs them.
-"""
+"""The batched training forward of Qwen3.8-Flash-Next; serving's ``forward_packed`` is the
+contract (tests/model/test_training.py)."""
 
 from __future__ import annotations
 
@@ -125,8 +118,7 @@ def gated_decoder_layer(
     mixture,
     full_sequence_gdn,
 ) -> Tensor:
-    """streams [B, T, S, hidden] -> same, in DecoderLayer.forward's order (token_ids: the
-    PLE layers' input; None for the MTP layer)."""
+    """streams [B, T, S, hidden] -> same, in DecoderLayer.forward's order."""
     batch, num_tokens, num_streams, hidden = streams.shape
     ple = getattr(layer, "ple", None)  # the MTP layer has no PLE and is attention
     if ple is not None:
@@ -153,8 +145,7 @@ def gated_decoder_layer(
 def gated_mtp_logits(
     model, streams: Tensor, next_embeds: Tensor, positions: Tensor, mixture, full_sequence_gdn
 ) -> Tensor:
-    """Teacher-forced drafts: pre-mixer streams [B, T', S, hidden] and the embeddings of the
-    tokens that follow them -> draft logits [B, T', vocab]."""
+    """Teacher-forced drafts: streams [B, T', S, hidden] -> draft logits [B, T', vocab]."""
     mtp = model.mtp
     batch, num_tokens, num_streams, hidden = streams.shape
     embedded = mtp.fc_embedding(mtp.pre_fc_norm_embedding(next_embeds))

@@ -1,13 +1,8 @@
 """Safetensors checkpoints in the Hugging Face layout, loaded through their model family.
 
-``config.json``'s ``model_type`` picks the family (``ignition.model.families``), which parses
-the config into the shared :class:`ModelConfig` and maps every model parameter to the
-checkpoint tensors it is made from (fused projections are split there). Loading checks
-every mapped tensor for presence and shape, and that nothing unmapped is left over, before
-copying any, and names the first mismatch, so a wrong checkpoint is rejected whole. Weights
-may be one file or shards listed by ``model.safetensors.index.json``. A block-FP8 checkpoint
-(``ignition.model.quant``) is dequantised to the serving dtype as its tensors are read; any
-other quantisation is refused before a tensor is read.
+Every mapped tensor is checked (presence, shape, nothing left over) before any is copied, so
+a wrong checkpoint is rejected whole with the first mismatch named. Block-FP8 is dequantised
+as read (``ignition.model.quant``); other quantisation is refused.
 """
 
 from __future__ import annotations
@@ -68,10 +63,8 @@ def load_checkpoint(
 ) -> LoadedCheckpoint:
     """Build the model described by ``path``/config.json through its family, weights checked.
 
-    ``without_ple_tables``: the PLE layers' n-gram tables (qwen4_exp; ~48 GiB released) are
-    checked like every tensor (headers only) but neither allocated nor read: the model holds
-    zero-row tables (:func:`drop_ple_tables`) and the runtime serves their rows from the
-    checkpoint's shards, mapped in place (``runtime.ple``, host or disk residency)."""
+    ``without_ple_tables``: PLE n-gram tables are checked but not allocated or read (zero-row
+    tables, :func:`drop_ple_tables`); the runtime serves their rows (``runtime.ple``)."""
     path = Path(path)
     family = family_for_checkpoint(path)
     raw = read_config_json(path / CONFIG_FILE)
@@ -105,8 +98,7 @@ PLE_TABLE_PARAMETER = ".ple.ngram_embedding.weight"
 
 
 def drop_ple_tables(model: HybridModel) -> frozenset[str]:
-    """Give every PLE layer a zero-row table (``NgramPle.drop_table``); returns the dropped
-    parameters' names (empty for a model without an n-gram table)."""
+    """Give every PLE layer a zero-row table; returns the dropped parameters' names."""
     from ignition.model.layers.ngram_ple import NgramPle
 
     names = frozenset(n for n, _ in model.named_parameters() if n.endswith(PLE_TABLE_PARAMETER))
@@ -124,8 +116,7 @@ def _load_layout(
     fp8: Fp8Plan | None = None,
     unread: frozenset[str] = frozenset(),
 ) -> None:
-    """Check the layout (:func:`check_layout`), then copy (FP8 tensors dequantised as read);
-    the parameters named in ``unread`` are checked and left unread."""
+    """Check the layout, then copy (FP8 dequantised); ``unread`` parameters stay unread."""
     used = check_layout(model, path, located, layout, fp8=fp8)
     params = dict(model.named_parameters())
     cache: dict[str, torch.Tensor] = {}
@@ -160,10 +151,8 @@ def check_layout(
     fp8: Fp8Plan | None = None,
 ) -> Counter[str]:
     """Check every source tensor (presence, shape, dtype; headers only) and that nothing is
-    left over; returns how many parameters read each tensor. ``model`` may be on meta. An FP8
-    tensor is accepted only with the ``fp8`` plan that dequantises it (:func:`plan_fp8`); a
-    tensor in another floating dtype is converted to the serving dtype as it is read (a bf16
-    release served in fp32 on a CPU), a non-floating one is refused."""
+    left over; returns how many parameters read each tensor. ``model`` may be on meta. FP8
+    needs its ``fp8`` plan; other float dtypes convert on read; non-floating is refused."""
     dtype = _DTYPES[model.config.torch_dtype]
     used: Counter[str] = Counter()
     shard_names: dict[Path, set[str]] = {}
@@ -261,8 +250,7 @@ def random_model(config: ModelConfig, seed: int = 0) -> HybridModel:
 
 
 def write_random_checkpoint(path: str | Path, config: ModelConfig, seed: int = 0) -> Path:
-    """config.json and model.safetensors of a random model of ``config``, in the published
-    layout of the family its ``model_type`` names (read back by that family, checked)."""
+    """config.json and model.safetensors of a random ``config`` model in its family's layout."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     family = family_for_model_type(config.model_type, "<config>")
@@ -286,10 +274,8 @@ def write_random_checkpoint(path: str | Path, config: ModelConfig, seed: int = 0
 
 @torch.no_grad()
 def checkpoint_tensors(model: HybridModel, layout: CheckpointLayout) -> dict[str, torch.Tensor]:
-    """The checkpoint tensors ``layout`` reads ``model``'s parameters from: the inverse of
-    loading. Every combine a family uses gathers elements (row slices, a head's half, one
-    expert, concatenated shards), so building a source from element indices says where each
-    parameter element lives; a tensor element no parameter reads is an error."""
+    """The checkpoint tensors ``layout`` reads ``model``'s parameters from (the inverse of
+    loading); a tensor element no parameter reads is an error."""
     params = dict(model.named_parameters())
     flat: dict[str, torch.Tensor] = {}
     written: dict[str, torch.Tensor] = {}

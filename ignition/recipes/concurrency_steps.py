@@ -1,12 +1,10 @@
 """``capacity.prompt_lanes`` and ``capacity.concurrency_defaults``: what a build prepares by
 its slot count.
 
-A concurrency step {concurrency, speculative_token_capacity, optional more_prompt_buckets,
-optional prompt_lanes} applies to builds of at least that many slots: its R becomes the
-default, its more_prompt_buckets are prepared besides the declared ones, and its
-prompt_lanes are merged over ``capacity.prompt_lanes`` (later steps over earlier ones).
-The seed's default build (the recipe's ``concurrency``) sees none of them, so the catalog
-counts CI checks at that size stay put.
+A step applies to builds of at least its ``concurrency`` slots: its R becomes the default, its
+more_prompt_buckets are added, its prompt_lanes merged over ``capacity.prompt_lanes`` and its
+mixed_wide_prompt_buckets joined to ``capacity.mixed_wide_prompt_buckets``. The recipe's
+default build sees none of them.
 """
 
 from __future__ import annotations
@@ -20,20 +18,19 @@ Lanes = tuple[tuple[int, int], ...]
 
 @dataclass(frozen=True)
 class ConcurrencySteps:
-    """The parsed steps: (slots, R), (slots, more buckets) and (slots, lanes) per step that
-    declares them, in increasing slot order."""
+    """The parsed steps ((slots, R), (slots, buckets), (slots, lanes)), by increasing slots."""
 
     envelopes: tuple[tuple[int, int], ...] = ()
     buckets: tuple[tuple[int, tuple[int, ...]], ...] = ()
     lanes: tuple[tuple[int, Lanes], ...] = ()
+    wide: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 def parse_prompt_lanes(
     r: Reader, key: str, buckets: set[int], bucket_owner: str, concurrency: int, owner: str
 ) -> Lanes:
-    """A {prompt bucket: L} table under ``key`` of ``r``: every bucket one of ``buckets``
-    (named ``bucket_owner`` in the error), 1 <= L <= ``concurrency`` (named ``owner``), L
-    splitting the bucket evenly (each lane a row of bucket / L tokens)."""
+    """A {prompt bucket: L} table under ``key``: each bucket one of ``buckets``, 1 <= L <=
+    ``concurrency``, L dividing the bucket."""
     where_key = r.sub(key)
     table = r.get(key, dict)
     pairs = []
@@ -68,6 +65,7 @@ def parse_concurrency_steps(
     envelopes: list[tuple[int, int]] = []
     more: list[tuple[int, tuple[int, ...]]] = []
     lanes: list[tuple[int, Lanes]] = []
+    wide: list[tuple[int, tuple[int, ...]]] = []
     known = set(declared)
     previous = (concurrency, envelope)
     for i, raw in enumerate(r.get("concurrency_defaults", list)):
@@ -97,16 +95,30 @@ def parse_concurrency_steps(
             owner = item.sub("concurrency")
             table = parse_prompt_lanes(item, "prompt_lanes", known, at, slots, owner)
             lanes.append((slots, table))
+        if "mixed_wide_prompt_buckets" in item.data:
+            wide.append((slots, _wide_buckets(item, known)))
         item.finish()
         envelopes.append((slots, value))
         previous = (slots, value)
-    return ConcurrencySteps(tuple(envelopes), tuple(more), tuple(lanes))
+    return ConcurrencySteps(tuple(envelopes), tuple(more), tuple(lanes), tuple(wide))
+
+
+def _wide_buckets(item: Reader, known: set[int]) -> tuple[int, ...]:
+    """One step's mixed_wide_prompt_buckets: strictly increasing prompt buckets of a build
+    of that many slots (declared or an earlier or this step's more_prompt_buckets)."""
+    key = item.sub("mixed_wide_prompt_buckets")
+    wide = int_list(item, "mixed_wide_prompt_buckets", bucket_rule)
+    if list(wide) != sorted(set(wide)):
+        item.fail(list(wide), "must be strictly increasing", key)
+    for i, bucket in enumerate(wide):
+        if bucket not in known:
+            item.fail(bucket, f"not a prompt bucket of this build {sorted(known)}", f"{key}[{i}]")
+    return wide
 
 
 def _more_prompt_buckets(item: Reader, known: set[int], largest: int) -> tuple[int, ...]:
     """One step's more_prompt_buckets: strictly increasing multiples of the prompt alignment
-    below the largest prompt bucket (max_prefill_chunk stays the largest), none already
-    declared (by capacity.prompt_buckets or an earlier step)."""
+    below the largest bucket, none already declared."""
     key = item.sub("more_prompt_buckets")
     extra = int_list(item, "more_prompt_buckets", bucket_rule)
     if list(extra) != sorted(set(extra)):

@@ -1,10 +1,7 @@
 """Load-time options: what a user may change about a recipe's capacities.
 
-Options can only *reduce* what a recipe declares (the programs must exist), so
-every field is optional and ``None`` means "the recipe's value". The recipe
-schema validates the options that recipes themselves quote in
-``expected_catalogs`` with the same table, which is why it lives here and not
-in ``components``.
+Options only *reduce* what a recipe declares; ``None`` means "the recipe's value". The recipe
+schema validates its ``expected_catalogs`` options with the same table.
 """
 
 from __future__ import annotations
@@ -14,10 +11,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 SPECULATION_MODES = ("off", "fixed", "adaptive")
-# Storage of QSA's compressed index keys (vLLM's ``indexer_kv_dtype``): "auto" keeps the
-# model's dtype; "fp8" (e4m3) halves the indexer's cache and its reads, at a small error in
-# the block scores (tests/model/test_qsa_fp8_index_keys.py). The torch dtypes are
-# ``ignition.model.state.INDEX_KEY_DTYPES`` (this room imports no torch).
+# QSA index-key storage (vLLM's ``indexer_kv_dtype``): "auto" keeps the model's dtype, "fp8"
+# halves the cache (torch dtypes: ``ignition.model.state.INDEX_KEY_DTYPES``).
 INDEXER_KV_DTYPES = ("auto", "bf16", "fp8")
 
 
@@ -31,13 +26,11 @@ class LoadOptions:
     num_draft_tokens: int | None = None
     max_prefill_chunk: int | None = None
     speculation: str | None = None
-    # prompt buckets at which every wider mixed width is also prepared (None: the recipe's
-    # capacity.mixed_wide_prompt_buckets; () prepares only the seed's balanced bucket)
+    # buckets preparing every wider mixed width (None: the recipe's; (): the seed's only)
     mixed_wide_prompt_buckets: tuple[int, ...] | None = None
     # QSA index-key storage (None: "auto", the model's dtype); one of INDEXER_KV_DTYPES
     indexer_kv_dtype: str | None = None
-    # (prompt bucket, L) pairs: the prompt lanes a build prepares (None: the recipe's
-    # capacity.prompt_lanes; () prepares one lane everywhere)
+    # (prompt bucket, L) lanes to prepare (None: the recipe's; (): one lane everywhere)
     prompt_lanes: tuple[tuple[int, int], ...] | None = None
 
     def __post_init__(self) -> None:
@@ -73,11 +66,7 @@ def check_indexer_kv_dtype(where: str, value: str | None) -> None:
 
 
 def parse_load_options(raw: Mapping[str, Any], where: str) -> LoadOptions:
-    """Build LoadOptions from a mapping, naming the first bad key or value.
-
-    Raises ValueError with ``where`` and the key; callers wrap it in their own
-    error type so that the message names the file it came from.
-    """
+    """Build LoadOptions from a mapping; ValueError names ``where`` and the first bad key."""
     if not isinstance(raw, Mapping):
         raise ValueError(f"'{where}' = {raw!r}: expected a mapping of option names to values")
     values: dict[str, Any] = {}

@@ -12,11 +12,7 @@ RECIPES_DIR = Path(__file__).resolve().parent
 
 @cache
 def _discover(root: Path) -> dict[str, Recipe]:
-    """Map every name and alias under ``root`` to its recipe.
-
-    A name or alias claimed twice is an error rather than a silent shadowing:
-    ``--recipe X`` must mean one thing.
-    """
+    """Map every name and alias under ``root`` to its recipe; a name claimed twice is an error."""
     index: dict[str, Recipe] = {}
     for path in sorted(root.glob("*/recipe.yaml")):
         recipe = load_recipe_file(path)

@@ -1,11 +1,7 @@
 """Recipe schema: YAML in, frozen dataclasses out, one-line errors.
 
-A recipe declares what a model family can be prepared with: its capacities
-(concurrency, prompt buckets, draft depth, token envelopes) and the catalog
-sizes those capacities must produce. Raw dicts stop here; everything past this
-module reads typed fields. Every error names the file, the dotted key and the
-offending value, because a recipe is edited by hand and the first thing a user
-needs is where to look.
+A recipe declares a family's capacities and the catalog sizes they must produce. Raw dicts
+stop here; every error names the file, the dotted key and the value.
 """
 
 from __future__ import annotations
@@ -47,11 +43,8 @@ class Supports:
 class CapacitySpec:
     """The capacities a recipe prepares by default, and the largest a build may ask for.
 
-    ``concurrency`` and ``speculative_token_capacity`` are the declared defaults (the
-    catalog counts CI checks are stated for them); ``max_concurrency`` and
-    ``max_speculative_token_capacity`` (``capacity.maxima``) bound what
-    ``--concurrency`` and ``--speculative-token-capacity`` may raise them to. A recipe
-    without maxima allows no more than its defaults.
+    ``concurrency`` / ``speculative_token_capacity`` are the defaults the catalog counts are
+    stated for; ``capacity.maxima`` bounds the flags that raise them (none: the defaults).
     """
 
     concurrency: int
@@ -75,25 +68,28 @@ class CapacitySpec:
 
     vision_patch_capacities: tuple[int, ...] = ()  # patches per vision program, one each
     vision_max_images: int = 1  # images one vision program may pack together
-    # Prompt buckets at which every wider mixed width is prepared besides the seed's one
-    # balanced bucket (docs/capacity.md, "Wider mixed buckets and R by slot count"); empty:
-    # the seed's rule.
+    # Buckets preparing every wider mixed width besides the seed's (docs/capacity.md)
     mixed_wide_prompt_buckets: tuple[int, ...] = ()
-    # (concurrency, speculative_token_capacity) steps: a build asking for at least that
-    # many slots without --speculative-token-capacity gets that R (docs/capacity.md)
+    # (concurrency, R) steps: the default R of builds of at least that many slots
     concurrency_defaults: tuple[tuple[int, int], ...] = ()
-    # (prompt bucket, L) pairs: prefill and mixed programs of that bucket are prepared with
-    # one prompt lane and with L lanes besides (``capacity.prompt_lanes``); buckets absent
-    # carry one prompt
+    # (prompt bucket, L): that bucket's prefill and mixed programs also get L prompt lanes
     prompt_lanes: tuple[tuple[int, int], ...] = ()
-    # (concurrency, buckets) steps: a build of at least that many slots also prepares these
-    # prompt buckets (``concurrency_defaults[i].more_prompt_buckets``; docs/capacity.md,
-    # "Finer prompt buckets for serving builds")
+    # (concurrency, buckets) steps: more prompt buckets for builds of that many slots
     concurrency_prompt_buckets: tuple[tuple[int, tuple[int, ...]], ...] = ()
-    # (concurrency, lanes) steps: a build of at least that many slots declares these prompt
-    # lanes over capacity.prompt_lanes (``concurrency_defaults[i].prompt_lanes``;
-    # docs/capacity.md, "Prompt lanes for serving builds")
+    # (concurrency, lanes) steps: prompt lanes merged over capacity.prompt_lanes
     concurrency_prompt_lanes: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
+    # (concurrency, buckets) steps: a build of at least that many slots also prepares every
+    # wider mixed width at these prompt buckets (``concurrency_defaults[i].
+    # mixed_wide_prompt_buckets``; docs/scheduling.md, "Mixed frames at the generation rate")
+    concurrency_mixed_wide: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def mixed_wide_prompt_buckets_for(self, concurrency: int) -> tuple[int, ...]:
+        """The wide mixed buckets of a build of ``concurrency`` slots: the declared ones and
+        every step's at or below that many slots."""
+        more = {
+            b for slots, wide in self.concurrency_mixed_wide if concurrency >= slots for b in wide
+        }
+        return tuple(sorted({*self.mixed_wide_prompt_buckets, *more}))
 
     def prompt_buckets_for(self, concurrency: int) -> tuple[int, ...]:
         """The prompt buckets a build of ``concurrency`` slots prepares: the declared ones
@@ -271,6 +267,7 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         prompt_lanes=lanes,
         concurrency_prompt_buckets=steps.buckets,
         concurrency_prompt_lanes=steps.lanes,
+        concurrency_mixed_wide=steps.wide,
     )
     r.finish()
     return spec

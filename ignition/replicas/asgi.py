@@ -1,10 +1,5 @@
 """One HTTP exchange with an in-process ASGI app, streamed: the head, then body pieces.
-
-A replica answers the router's forwarded requests with the very app a single server
-runs (server/app.py), so validation, errors and streaming are the same byte for byte.
-Closing the stream early is a client disconnect: the app sees ``http.disconnect`` and
-cancels the request in its engine.
-"""
+Closing the stream early is a client disconnect (``http.disconnect``)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""``ignition serve --data-parallel-size N``: N replica deployments and their router on Ray
-Serve, behind one OpenAI-compatible endpoint.
-
-Ray does the distributed work: it starts a local cluster when no address is given (or
-joins ``--ray-address`` / ``RAY_ADDRESS``), places each replica where its CPUs or GPUs
-are, restarts one that dies or fails its health check, and drains one that stops
-(``graceful_shutdown_timeout_s``: its streams finish first). docs/scaling.md shows the
-commands for one machine, a Ray cluster and Kubernetes.
-"""
+"""``ignition serve --data-parallel-size N``: N replicas and their router on Ray Serve, behind
+one OpenAI-compatible endpoint (docs/scaling.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +16,7 @@ APP_NAME = "ignition"
 HEALTH_CHECK_PERIOD_S = 2.0
 # Seconds a stopping replica's open streams get to finish (Ray Serve's drain).
 DRAIN_TIMEOUT_S = 300.0
-# Requests one deployment replica accepts at once: Helios queues and refuses with its own
-# 503s (--max-waiting), so Ray's own limit must never be the one that binds.
+# Ray's per-replica limit must never bind: Helios queues and refuses (--max-waiting) itself.
 MAX_ONGOING_REQUESTS = 100_000
 
 
@@ -34,8 +26,7 @@ class RayMissingError(RuntimeError):
 
 @dataclass(frozen=True)
 class ReplicaPlan:
-    """The replicas to start: how many, on which cluster (None: RAY_ADDRESS or a new local
-    one), routed how, and what each replica asks Ray for."""
+    """The replicas to start: how many, on which cluster, routed how, and their resources."""
 
     num_replicas: int
     ray_address: str | None = None
@@ -61,8 +52,7 @@ def require_ray() -> None:
 
 
 def application(options: Any, plan: ReplicaPlan) -> Any:
-    """The Ray Serve application: one deployment per replica (each restarted alone) and
-    the router, holding a handle to each."""
+    """The Ray Serve application: one deployment per replica and the router over them."""
     from ray import serve
 
     options = replace(options, artifacts=str(Path(options.artifacts).resolve()))
@@ -105,8 +95,7 @@ def connect(plan: ReplicaPlan) -> None:
 
 
 def start(options: Any, plan: ReplicaPlan, host: str, port: int) -> None:
-    """Start the HTTP proxy on ``host:port`` and run the application on the connected
-    cluster; returns once every replica has loaded and the endpoint answers."""
+    """Start the HTTP proxy on ``host:port`` and run the app; returns once it answers."""
     from ray import serve
 
     connect(plan)

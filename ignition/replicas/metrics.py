@@ -1,10 +1,5 @@
-"""The router's /metrics: every replica's exposition, each sample labelled ``replica``.
-
-Prometheus's text format wants a family's samples together under one HELP/TYPE, so the
-replicas' texts are merged family by family, not concatenated. With ``--metrics-names
-vllm`` each replica already exports the ``vllm:*`` names (server/vllm_metrics.py); here
-they gain the label that lets llm-d / inference-extension pickers tell pods apart.
-"""
+"""The router's /metrics: every replica's exposition, each sample labelled ``replica``,
+merged family by family (Prometheus wants one HELP/TYPE per family)."""
 
 from __future__ import annotations
 

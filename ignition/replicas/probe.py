@@ -1,9 +1,5 @@
-"""A replica's answer to the router's question about one request: its report.
-
-The prompt is tokenized as the server will tokenize it (the chat template for chat,
-the tokenizer for a completion's text), then matched against the retained checkpoints
-without touching them; room comes from the numbers the engine publishes each step.
-"""
+"""A replica's answer to the router's question about one request: its report (the prompt
+tokenized as the server will, matched against retained checkpoints without touching them)."""
 
 from __future__ import annotations
 
@@ -14,8 +10,7 @@ from ignition.replicas.reports import ReplicaReport
 
 
 def prompt_ids(bridge: Any, path: str, body: bytes) -> list[int] | None:
-    """The prompt tokens of a chat or completion request body; None for anything else or
-    a body the server itself will refuse (it answers that with its own 400)."""
+    """The prompt tokens of a chat or completion body; None for anything the server refuses."""
     try:
         payload = json.loads(body) if body else None
         if not isinstance(payload, dict):

@@ -1,9 +1,5 @@
 """One data-parallel replica: a whole Ignition server answering its router in process.
-
-Ray Serve runs it as a deployment (launch.py wraps it); nothing here imports Ray, so a
-test can drive it directly. Ray calls ``check_health`` periodically: a replica whose
-engine loop stopped reports unhealthy and Ray replaces it with a fresh one.
-"""
+Imports no Ray; ``check_health`` fails once the engine loop stopped, and Ray replaces it."""
 
 from __future__ import annotations
 

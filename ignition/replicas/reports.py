@@ -7,13 +7,8 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class ReplicaReport:
-    """One replica's room and cache for one request, read from its engine (never from text).
-
-    ``cached_prefix_tokens``: the longest retained checkpoint or terminal snapshot that is a
-    proper prefix of the request's prompt (0 when the request was not probed). The rest is
-    Helios's usage as the engine publishes it each step: request slots (``can_admit`` is a
-    free one), KV pages held by requests, and the queued work (running and waiting).
-    """
+    """One replica's room and cache for one request: ``cached_prefix_tokens`` is the longest
+    retained proper prefix of the prompt (0 unprobed), the rest Helios's published usage."""
 
     replica: str
     is_healthy: bool

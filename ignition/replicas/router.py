@@ -1,15 +1,7 @@
 """The one HTTP endpoint in front of the replicas: route, forward, stream back.
 
-Every request is forwarded whole to one replica's own server app, so the API, streaming
-and errors are a single server's. Before forwarding, the router asks every replica for
-its report on this request (reports.py) and lets the routing policy choose. A replica
-that fails before any byte of its answer was sent is left out and the request goes to
-the next choice (nothing reached the client, so the retry is invisible); one that fails
-mid-stream ends that stream with an OpenAI error event and ``[DONE]``, other streams
-are untouched, and Ray restarts the replica meanwhile.
-
-``replicas`` maps each name to a handle with the ReplicaServer methods: a Ray Serve
-DeploymentHandle in production (launch.py), any object of that shape in a test.
+A replica failing before the first byte is skipped; mid-stream, that stream ends with an error
+event and ``[DONE]``.
 """
 
 from __future__ import annotations

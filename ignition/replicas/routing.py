@@ -1,13 +1,4 @@
-"""Which replica serves a request: a pure choice over typed reports (no Ray, no I/O).
-
-``affinity`` (the default) sends a request to the replica holding the longest cached
-prefix of its conversation, unless that replica already carries more than
-``max_imbalance`` requests above the least loaded one; otherwise (and for a request no
-replica has cached) to the replica with the most room: a free slot first, then the least
-queued work, then the most free KV pages, then the fewest requests routed so far (which
-spreads a sequence of equal requests evenly). ``round-robin`` ignores the reports but
-health; it is the baseline benchmarks/replica_routing.py compares against.
-"""
+"""Which replica serves a request: a pure choice over typed reports (docs/scaling.md)."""
 
 from __future__ import annotations
 
@@ -52,8 +43,7 @@ def _healthy(reports: Sequence[ReplicaReport]) -> list[ReplicaReport]:
 
 
 def load(report: ReplicaReport, routed: Routed) -> int:
-    """Queued work as Helios reports it, or as the router counts it when that is more (a
-    request just forwarded has not reached the replica's next step yet)."""
+    """Queued work as Helios reports it, or the router's own count when larger."""
     return max(report.queued_work, routed.in_flight.get(report.replica, 0))
 
 

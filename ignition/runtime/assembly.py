@@ -1,15 +1,4 @@
-"""Start-up in one downward pass: bundle -> state -> programs -> executors -> scheduler -> engine.
-
-The bundle (``runtime.bundle.load_bundle``) gives the model and the catalog; from them
-:func:`assemble_worker` sizes the state, prepares the programs and puts the executors over
-them (the worker); :func:`assemble_engine` then attaches what the worker delivers
-(``attach_worker``), wraps it, builds the scheduler and the engine around it. Each stage
-only reads what the stages before it made. What this room must not import is injected by
-the caller above it (``ignition.serving``): the model loader of the bundle stage (a
-tensor-parallel rank's sharded loader), ``attach_worker`` (the PLE table's delivery on
-this rank's worker), ``wrap_worker`` (rank zero's broadcasting worker) and the scheduler
-factory (Helios, or the direct scheduler of ``debug-serve --direct``).
-"""
+"""Start-up in one downward pass: bundle, state, programs, executors, scheduler, engine."""
 
 from __future__ import annotations
 
@@ -24,7 +13,9 @@ import torch
 from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
 from ignition.compiler.state_ops import SnapshotStore, StateOperations
 from ignition.components.capacity import select_for_mode
-from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS
 from ignition.helios import (
     PolicyConfig,
@@ -36,20 +27,24 @@ from ignition.helios import (
 from ignition.model.model import HybridModel
 from ignition.model.prompt_logprobs import score_positions
 from ignition.model.state import ModelState, index_key_dtype
-from ignition.runtime.checkpoints import CheckpointCache
-from ignition.runtime.detokenize import TextDecoder
-from ignition.runtime.engine import Engine
-from ignition.runtime.frames import Worker
+from ignition.runtime.executors.frames import Worker
+from ignition.runtime.executors.resources import SlotResources
+from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.faults import FaultPlan
+from ignition.runtime.loop.faults import install as install_faults
+from ignition.runtime.loop.proposal_hooks import DraftOffers
+from ignition.runtime.loop.stats import EngineStats
+from ignition.runtime.loop.window_hooks import VisionWindowHooks, WindowRows
 from ignition.runtime.proposals.copy_proposals import PromptLookup
-from ignition.runtime.proposals.offers import DraftOffers
 from ignition.runtime.proposals.registry import Proposals
-from ignition.runtime.resources import SlotResources
-from ignition.runtime.retention import default_snapshot_rows
-from ignition.runtime.stats import EngineStats
-from ignition.runtime.vision_binding import image_encoder
-from ignition.runtime.window_engine import VisionWindowHooks, WindowRows
-from ignition.runtime.worker import ModelWorker
+from ignition.runtime.requests.detokenize import TextDecoder
+from ignition.runtime.retention.captures import default_snapshot_rows
+from ignition.runtime.retention.checkpoints import CheckpointCache
+from ignition.runtime.tracing.hook import install_trace_hook
+from ignition.runtime.tracing.recorder import TraceRecorder
+from ignition.runtime.vision.binding import image_encoder
 
 log = logging.getLogger("ignition.engine")
 
@@ -71,7 +66,7 @@ class RuntimeOptions:
     # fewer on a GPU where they would take more than half the memory left after the state.
     snapshot_rows: int | None = 4
     # KV pages requests may own; None: enough for every slot to reach the context limit.
-    # Fewer makes requests compete for pages (a full pool preempts, see preemption.py).
+    # Fewer makes requests compete for pages (a full pool preempts, see loop/preemption.py).
     num_pages: int | None = None
     # Vision models: features one request's active vision window may hold (0: as many as
     # the largest prompt chunk), and private snapshot rows for multi-window requests.
@@ -93,12 +88,7 @@ def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:
 def state_for(
     model: HybridModel, catalog: Catalog, options: RuntimeOptions, device: torch.device
 ) -> tuple[ModelState, int, int]:
-    """Size the caches: every slot can reach the context limit plus one round's lookahead.
-
-    Returns the state, the number of pages requests may own (Helios's ledger) and the
-    number the worker hands out; the state holds one more, the scratch page state
-    operations redirect unassigned copies to.
-    """
+    """Size the caches: every slot can reach the context limit plus one round's lookahead."""
     lookahead = max(
         d.token_capacity + d.proposal_depth + 1
         for d in catalog.descriptors
@@ -111,10 +101,7 @@ def state_for(
         if options.num_pages < 1:
             raise ValueError(f"num_pages = {options.num_pages}: must be at least 1")
         num_pages = options.num_pages
-        # Helios accounts pages for committed context plus each lane's reservation; the
-        # worker covers a frame's whole write extent ahead of that (a non-final chunk's
-        # lookahead token, a round's verification width plus draft storage), at most a
-        # lookahead's pages more per slot. That slack keeps Helios's count binding.
+        # A lookahead's pages more per slot than Helios counts: the worker's write extent.
         slack = -(-lookahead // options.page_size) + 1
         device_pages = num_pages + slack * options.num_slots
     state = ModelState.allocate(
@@ -131,8 +118,7 @@ def state_for(
 
 
 def resolve_snapshot_rows(options: RuntimeOptions, state: ModelState, device: torch.device) -> int:
-    """The default row count (``snapshot_rows`` None): ROWS_PER_SLOT per slot, capped on
-    CUDA at half the free memory, since every row holds a whole slot's pages."""
+    """The default row count: ROWS_PER_SLOT per slot, capped on CUDA at half the free memory."""
     if options.snapshot_rows is not None:
         return options.snapshot_rows
     rows = default_snapshot_rows(options.num_slots)
@@ -154,10 +140,7 @@ def assemble_worker(
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
     before_capture: Callable[[Any], None] | None = None,
 ) -> tuple[ModelWorker, Catalog, int, VisionWindowHooks]:
-    """The worker over freshly sized state and prepared programs, the selected catalog, the
-    pages requests may own and the vision-window hooks. Every tensor-parallel rank builds
-    this part alike. ``before_capture``: the PLE in-graph row source's ``bind``
-    (``compiler.graph.prepare_programs``; CUDA with the table off the device)."""
+    """The worker over sized state and prepared programs, with the catalog, pages and windows."""
     device = next(model.parameters()).device
     selected = selected_programs(catalog, options)
     if options.max_context_tokens > model.config.max_position_embeddings:
@@ -233,11 +216,11 @@ def assemble_engine(
     attach_worker: Callable[[ModelWorker], None] | None = None,
     vocab_size: int | None = None,
     grammar: GrammarCompiler | LazyGrammarCompiler | None = None,
+    trace: TraceRecorder | None = None,
+    faults: FaultPlan | None = None,
 ) -> Engine:
-    """``attach_worker`` is called with the worker once its executors exist (the PLE rows'
-    delivery); ``wrap_worker`` then puts it behind another (rank zero's broadcasting one).
-    ``vocab_size`` bounds requests' token ids; ``grammar`` compiles structured outputs
-    (None: requests asking for one are refused)."""
+    """``attach_worker`` gets the worker once built, ``wrap_worker`` wraps it; ``grammar``,
+    ``trace`` and ``faults`` (None: none) are attached here."""
     model_worker, selected, num_pages, windows = assemble_worker(
         model, catalog, eos_token_ids, options, on_prepared=on_prepared,
         before_capture=before_capture,
@@ -258,7 +241,6 @@ def assemble_engine(
         worker,
         decoder,
         max_context_tokens=options.max_context_tokens,
-        eos_token_ids=eos_token_ids,
         max_waiting=options.max_waiting,
         stats=stats,
         checkpoints=CheckpointCache(
@@ -268,11 +250,15 @@ def assemble_engine(
         ),
         vision_windows=windows,
         vocab_size=vocab_size,
+        grammar=grammar,
     )
-    engine.grammar = grammar
     # host sources' draft counts, read by Helios after each of their frames published
     offers = DraftOffers(
         lambda: engine.scheduler, lambda: engine.live, Proposals(options.prompt_lookup)
     )
     engine.hooks.replace(DraftOffers, offers)
+    if faults is not None:
+        install_faults(engine, faults)
+    if trace is not None:
+        install_trace_hook(engine, trace)
     return engine

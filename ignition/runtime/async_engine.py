@@ -1,17 +1,4 @@
-"""An asyncio face for the engine: a background loop thread plus per-request queues.
-
-The HTTP server runs on an event loop; the engine runs on its own thread so
-that a long graph execution never blocks request handling. Chunks cross over
-through ``loop.call_soon_threadsafe`` into one ``asyncio.Queue`` per request.
-Closing a request's async iterator before its final chunk cancels it in the
-engine, which is how a client disconnect becomes a cancellation (even when it
-is closed before its first chunk was read).
-
-If a step raises, the loop cannot continue: every open request gets a final
-chunk with ``finish_reason`` ``error`` (so no stream is cut without an end), the
-engine refuses new requests, ``is_healthy`` turns false and ``on_fatal`` is
-called so the process can exit non-zero and a supervisor restart it.
-"""
+"""An asyncio face for the engine: a background loop thread plus per-request queues."""
 
 from __future__ import annotations
 
@@ -21,13 +8,14 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from ignition.runtime.chat_template import ChatRenderer, RenderedChat
-from ignition.runtime.chat_template_files import ChatTemplates
-from ignition.runtime.engine import Engine
-from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.chat.template import ChatRenderer, RenderedChat
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
-from ignition.runtime.requests import EngineStoppedError, GenerationRequest, StreamChunk
-from ignition.runtime.stats import EngineStats
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.stats import EngineStats
+from ignition.runtime.requests.errors import EngineStoppedError
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 
 log = logging.getLogger("ignition.engine")
 
@@ -49,8 +37,7 @@ class AsyncEngine:
         on_fatal: Callable[[str], None] | None = None,
         encode_plain: Callable[[str], list[int]] | None = None,
     ) -> None:
-        """``encode_plain``: ``encode`` without the tokenizer's own special tokens (default:
-        ``encode``, for an encoder that adds none)."""
+        """``encode_plain``: ``encode`` without the tokenizer's special tokens."""
         self.engine = engine
         self.model_name = model_name
         self.max_context_tokens = engine.max_context_tokens
@@ -69,10 +56,6 @@ class AsyncEngine:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failure: str | None = None
-        # server.images.VisionServing when the model accepts images (set by serving.py)
-        self.vision: Any = None
-
-    # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> None:
         if self._thread is not None:
@@ -105,8 +88,6 @@ class AsyncEngine:
     def is_healthy(self) -> bool:
         return self.failure is None and self._thread is not None and self._thread.is_alive()
 
-    # -- EngineClient --------------------------------------------------------------
-
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """``add_special_tokens`` False: without the tokenizer's own special tokens."""
         return self._encode(text) if add_special_tokens else self._encode_plain(text)
@@ -131,9 +112,8 @@ class AsyncEngine:
         )
 
     def compile_grammar(self, spec: GrammarSpec) -> RequestGrammar:
-        """A structured-output grammar compiled against the engine's tokenizer
-        (``engine.grammar``, runtime/grammar.py); GrammarError names the field."""
-        compiler = getattr(self.engine, "grammar", None)
+        """A structured-output grammar for ``spec``; GrammarError names the field."""
+        compiler = self.engine.grammar
         if compiler is None:
             raise GrammarError(
                 f"{spec.field}: this server has no structured outputs (xgrammar is not "

@@ -1,16 +1,4 @@
-"""Load a built bundle (``artifacts/<recipe>/``) into a ready engine.
-
-Loading checks the contract before any program is prepared: the manifest and
-catalog parse, the checkpoint the build validated is the one found now, and
-every descriptor is a program this model can build. Each failure is one clear
-error naming the file and what differs.
-
-"The one found now" is a stat check by default: every file's size and
-modification time against those the build recorded beside its full hash, so
-start-up reads no weight bytes twice. ``verify_weights=True`` (``--verify-weights``)
-hashes the files again and compares with the build's sha256; so do bundles
-written before the stamps existed.
-"""
+"""Load a built bundle (``artifacts/<recipe>/``) into a ready engine."""
 
 from __future__ import annotations
 
@@ -30,12 +18,12 @@ from ignition.compiler.programs import ProgramError, check_buildable
 from ignition.components.catalog import Catalog, load_catalog
 from ignition.model.model import HybridModel
 from ignition.model.weights import load_model
-from ignition.runtime.chat_template_files import (
+from ignition.runtime.chat.template_files import (
     ChatTemplateFileError,
     ChatTemplates,
     load_chat_templates,
 )
-from ignition.runtime.generation_config import (
+from ignition.runtime.requests.generation_config import (
     GenerationConfigError,
     GenerationDefaults,
     load_generation_defaults,
@@ -69,8 +57,7 @@ class Bundle:
         return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
     def split_tokens(self) -> list[str]:
-        """Added tokens the tokenizer splits out before anything else, untouched by whitespace
-        stripping or normalization (what the chat offsets may rely on)."""
+        """Added tokens the tokenizer splits out first, untouched by normalization."""
         return [
             t.content
             for t in self.tokenizer.get_added_tokens_decoder().values()

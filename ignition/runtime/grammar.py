@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ignition.runtime.proposals.source import MAX_PROPOSAL
-from ignition.runtime.request_errors import RequestError
+from ignition.runtime.requests.errors import RequestError
 
 if TYPE_CHECKING:
     import torch

@@ -1,9 +1,5 @@
-"""OpenAI-compatible chat bodies: messages with text and image content parts, tool
-definitions and calls, and /tokenize for messages.
-
-They share server/body.py's rules (nulls, unknown fields, strict types, valid Unicode)
-and server/sampling_fields.py's sampling fields.
-"""
+"""OpenAI-compatible chat bodies (messages with text and image parts, tools and calls) and
+/tokenize for messages, under server/body.py's rules and server/sampling_fields.py's fields."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from ignition.runtime.requests import SamplingParams
+from ignition.runtime.requests.request import SamplingParams
 from ignition.server import schema_rules
 from ignition.server.body import (
     NOT_SERVED,

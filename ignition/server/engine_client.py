@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from ignition.runtime.chat_template import RenderedChat
-from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.chat.template import RenderedChat
 from ignition.runtime.grammar import GrammarSpec, RequestGrammar
-from ignition.runtime.requests import GenerationRequest, StreamChunk
-from ignition.runtime.stats import EngineStats
+from ignition.runtime.loop.stats import EngineStats
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 
 
 class EngineClient(Protocol):

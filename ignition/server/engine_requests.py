@@ -8,8 +8,9 @@ import asyncio
 from dataclasses import replace
 
 from ignition.runtime.grammar import GrammarError, RequestGrammar
-from ignition.runtime.image_inputs import RequestImages
-from ignition.runtime.requests import GenerationRequest, RequestError
+from ignition.runtime.requests.errors import RequestError
+from ignition.runtime.requests.request import GenerationRequest
+from ignition.runtime.vision.inputs import RequestImages
 from ignition.server.chat_protocol import ChatCompletionRequest
 from ignition.server.door import Door
 from ignition.server.engine_client import EngineClient

@@ -1,9 +1,5 @@
-"""Every error in OpenAI's body ``{"error": {"message", "type", "param", "code"}}``.
-
-FastAPI's defaults (``{"detail": ...}`` for 404/405/parse errors, 422 for
-validation) are replaced here, and the OpenAPI document is rewritten to match:
-no 422, the real statuses with the error body.
-"""
+"""Every error in OpenAI's body ``{"error": {"message", "type", "param", "code"}}``, in place
+of FastAPI's ``{"detail": ...}`` and 422; the OpenAPI document is rewritten to match."""
 
 from __future__ import annotations
 
@@ -67,13 +63,8 @@ def _shown(value: Any) -> str:
 
 
 def _most_specific(errors: list[dict[str, Any]]) -> dict[str, Any]:
-    """The error that names the rule the client broke.
-
-    A union reports one error per member: ``["a"] * 10`` for ``str | list[str]`` is "not a
-    valid string" from the first member and "at most 8 items" from the second. The member
-    whose type the input has is the one that speaks, so type mismatches go first, then our
-    own checks win, then the deepest location (a content part's missing ``text``, not its
-    message's "not a string").
+    """Of a union's one error per member, the one naming the rule the client broke: not a
+    type mismatch, then our own checks, then the deepest location (docs/server.md, "Errors").
     """
     if not errors:
         return {}

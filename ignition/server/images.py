@@ -15,7 +15,7 @@ from ignition.model.vision.preprocess import (
     prepare_image,
 )
 from ignition.model.vision.prompt import PlaceholderError
-from ignition.runtime.image_inputs import RequestImages, expand_offsets, expand_request
+from ignition.runtime.vision.inputs import RequestImages, expand_offsets, expand_request
 from ignition.server.chat_protocol import ChatCompletionRequest, ImagePart, TokenizeChatRequest
 from ignition.server.errors import ApiError
 

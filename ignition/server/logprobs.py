@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ignition.runtime.requests import PromptLogprob, TokenLogprob
+from ignition.runtime.requests.request import PromptLogprob, TokenLogprob
 
 TokenText = Callable[[int], str]
 FLOOR = -9999.0

@@ -12,8 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ignition.helios import ExecutionClass
-from ignition.runtime.ple import PleSnapshot
-from ignition.runtime.stats import (
+from ignition.runtime.loop.stats import (
     LEARNED_SOURCE,
     PHASE_BUCKETS_S,
     EngineStats,
@@ -21,6 +20,7 @@ from ignition.runtime.stats import (
     SourceCounts,
     StatsSnapshot,
 )
+from ignition.runtime.ple import PleSnapshot
 from ignition.server.vllm_metrics import WithVllmAliases
 
 PHASE_HELP = {
@@ -75,10 +75,8 @@ class _EngineCollector(Collector):
         return family
 
     def _speculative(self, s: StatsSnapshot) -> Iterator[CounterMetricFamily]:
-        """The speculative counters by proposal source ("mtp": the MTP head's learned
-        drafts, "ngram": copies of the context, "grammar": forced drafts); the learned
-        source's series exists from the start. Summed over ``source`` they are the
-        totals these names always counted."""
+        """The speculative counters by proposal source ("mtp", "ngram", "grammar"), the
+        learned source's series from the start; summed over ``source``, the totals."""
         m = self._model
         by_source = {LEARNED_SOURCE: SourceCounts(), **s.speculative_by_source}
         families = [

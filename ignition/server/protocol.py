@@ -1,9 +1,5 @@
-"""OpenAI-compatible completion bodies: /v1/completions, /tokenize and /detokenize.
-
-Every body follows server/body.py's rules (nulls, unknown fields, strict types, valid
-Unicode); the sampling fields are server/sampling_fields.py's, the chat bodies
-server/chat_protocol.py's.
-"""
+"""OpenAI-compatible completion bodies (/v1/completions, /tokenize, /detokenize) under
+server/body.py's rules and server/sampling_fields.py's sampling fields."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from ignition.runtime.requests import SamplingParams
+from ignition.runtime.requests.request import SamplingParams
 from ignition.server import schema_rules
 from ignition.server.body import (
     NOT_SERVED,

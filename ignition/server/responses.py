@@ -1,8 +1,5 @@
-"""Response bodies as pydantic models, so /openapi.json documents what is sent.
-
-The handlers build plain dicts (the hot path streams JSON lines); these models
-exist for the schema, and tests check real responses against them.
-"""
+"""Response bodies as pydantic models, so /openapi.json documents what is sent; the handlers
+build plain dicts (the hot path) and tests check real responses against these models."""
 
 from __future__ import annotations
 

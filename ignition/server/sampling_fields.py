@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ignition.runtime.grammar import GrammarSpec
 from ignition.runtime.proposals.registry import methods
-from ignition.runtime.requests import (
+from ignition.runtime.requests.request import (
     MAX_REPETITION_PENALTY,
     MIN_REPETITION_PENALTY,
     SamplingParams,

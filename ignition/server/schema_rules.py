@@ -1,13 +1,6 @@
-"""Cross-field rules of the request bodies, written as JSON Schema beside their validators.
-
-A pydantic validator that reads another field (``best_of`` against ``n``, a message's
-``content`` against its ``role``) is invisible to the generated schema, so each function
-here returns the ``allOf`` entries that state its rule; tests/server/test_schema_rules.py
-holds schema and validator equal. Only ``anyOf``, ``properties``, ``required``,
-``const``/``enum`` and numeric bounds are used, so schema-driven generators (schemathesis)
-produce valid examples; a bound applies only to a present number, as the validators read
-an absent field or ``null``.
-"""
+"""Cross-field rules of the request bodies as JSON Schema beside their validators: each
+function returns the ``allOf`` entries stating one rule, which tests/server/test_schema_rules.py
+holds equal to the validator (docs/server.md, "Schema rules")."""
 
 from __future__ import annotations
 
@@ -45,17 +38,9 @@ def not_streamed(name: str, neutral: Any) -> list[Schema]:
 
 
 def completion_rules(max_choices: int) -> list[Schema]:
-    """A completion's stream-dependent rules in one ``anyOf`` (see the note below).
-
-    Not streamed: ``stream_options`` absent, and ``best_of >= n``, spelled per value k of
-    ``n`` (both are integers in 1..max_choices; a null ``best_of`` passes any minimum).
-    Streamed: ``best_of`` absent or 1 with ``n`` 1 (the best of several candidates is known
-    only once all have finished), and ``prompt_logprobs`` absent or 0.
-
-    Why one flat ``anyOf``: schema-driven generators canonicalise an object's ``allOf`` of
-    ``anyOf`` into the product of its branches, and schemathesis gives up beyond about two
-    dozen; separate rules for ``best_of``, ``stream_options`` and ``prompt_logprobs`` would
-    multiply to 64 branches, this spelling has ``max_choices + 2``.
+    """A completion's stream-dependent rules in one flat ``anyOf`` of ``max_choices + 2``
+    branches. Not streamed: no ``stream_options``, ``best_of >= n`` spelled per value of
+    ``n``. Streamed: ``best_of`` absent or 1 with ``n`` 1, ``prompt_logprobs`` absent or 0.
     """
     not_streamed = {"stream": {"enum": [False, None]}, "stream_options": {"type": "null"}}
     branches: list[Schema] = [{"properties": {**not_streamed, "n": {"maximum": 1}}}]

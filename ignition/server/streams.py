@@ -15,7 +15,12 @@ from typing import Any
 
 from fastapi import Request
 
-from ignition.runtime.requests import GenerationRequest, PromptLogprob, StreamChunk, TokenLogprob
+from ignition.runtime.requests.request import (
+    GenerationRequest,
+    PromptLogprob,
+    StreamChunk,
+    TokenLogprob,
+)
 from ignition.server.body import error_body, now_s, usage
 from ignition.server.logprobs import (
     CompletionLogprobs,

@@ -1,9 +1,6 @@
-"""Tokenization that one client cannot monopolise (docs/reliability.md says why).
-
-A prompt with more characters than any prompt that fits the context is refused by its
-length alone (:class:`PromptBound`), before any tokenizer time. Small work runs in a lane
-of its own; large work runs a few at a time up to ``max_queued_chars`` characters, beyond
-which the request gets a 503 with Retry-After (:class:`TokenizerLanes`).
+"""Tokenization that one client cannot monopolise: a prompt too long by its characters
+alone is refused before any tokenizer time (:class:`PromptBound`); large work runs a few at
+a time up to ``max_queued_chars``, beyond which a 503 with Retry-After (:class:`TokenizerLanes`).
 """
 
 from __future__ import annotations
@@ -53,16 +50,8 @@ class PromptBound:
 
 def max_chars_per_token(tokenizer: Any) -> int | None:
     """The most input characters one token of this ``tokenizers.Tokenizer`` can cover, or
-    None where no sound bound is known.
-
-    A byte-level (or byte-fallback) BPE spells every input byte with some token, and a
-    token covers at most as many bytes as its vocabulary string has characters (one per
-    byte; a fallback token ``<0x41>`` has more). A character is at least one byte, so input
-    characters <= tokens x the longest vocabulary string, times what the normalizer can
-    shrink (NFC: 4). Anything that may drop text (a stripping normalizer, a whitespace
-    pre-tokenizer, an unknown token that swallows a word, an added token that strips its
-    neighbours) has no such bound: None.
-    """
+    None where no sound bound is known: anything that may drop text (docs/server.md,
+    "Tokenization")."""
     spec = json.loads(tokenizer.to_str())
     shrink = _normalizer_shrink(spec.get("normalizer"))
     if shrink is None or not _keeps_text(spec.get("pre_tokenizer")):
@@ -139,12 +128,9 @@ class TokenizerLanes:
         return cost <= self.small_chars
 
     async def run(self, cost: int, work: Callable[[], T]) -> T:
-        """``work()`` on a lane thread; raises LaneFull when large work is at its bound.
-
-        A lane is never closed to a request alone: one request above the bound is admitted
-        when no other large work is queued. Cancelling the caller cancels work that has not
-        started; the characters are released when the work ends either way.
-        """
+        """``work()`` on a lane thread; LaneFull when large work is at its bound, unless no
+        other large work is queued. Cancelling the caller cancels work not yet started; the
+        characters are released when the work ends either way."""
         if self.is_small(cost):
             return await asyncio.wrap_future(self._small.submit(work))
         with self._lock:

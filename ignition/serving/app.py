@@ -1,7 +1,5 @@
-"""The HTTP app over an engine: the bundle's chat templates, tokenizer and vision settings
-handed to the server, the engine behind its asyncio bridge, the trace recorder hooked in.
-``serve_forever`` runs it under uvicorn; a data-parallel replica (ignition/replicas/)
-answers its router's requests with it in process."""
+"""The HTTP app over an engine: the bundle's templates, tokenizer and vision settings, the
+engine behind its asyncio bridge, the trace recorder; ``serve_forever`` runs it."""
 
 from __future__ import annotations
 
@@ -10,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ignition.runtime.chat_template_files import ChatTemplates
-from ignition.runtime.engine import Engine
+from ignition.runtime.chat.template_files import ChatTemplates
+from ignition.runtime.loop.faults import FaultPlan
 from ignition.serving.engine import LoadListener, ServeOptions, open_engine
 from ignition.serving.server_config import server_config
 from ignition.serving.vision import vision_serving
@@ -25,9 +23,7 @@ if TYPE_CHECKING:
 
 
 def gil_releasing_encoder(tokenizer, add_special_tokens: bool = True) -> Callable[[str], list[int]]:
-    """Encode one text as ``tokenizer.encode`` does, but letting the event loop run:
-    ``Tokenizer.encode`` holds the GIL for the whole call, ``encode_batch`` releases it
-    while Rust works (the server tokenizes on worker threads)."""
+    """``tokenizer.encode`` through ``encode_batch``, which releases the GIL while Rust works."""
     return lambda text: tokenizer.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
 
 
@@ -39,14 +35,16 @@ def open_app(
     tp: TensorParallel | None = None,
     on_fatal: Callable[[str], None] | None = None,
 ) -> tuple[FastAPI, AsyncEngine]:
-    """Load the engine and build the HTTP app over it: ``(app, bridge)``, the bridge not yet
-    started."""
-    from ignition.runtime import faults
+    """Load the engine and build the HTTP app: ``(app, bridge)``, the bridge not started."""
     from ignition.runtime.async_engine import AsyncEngine
-    from ignition.runtime.chat_template import ChatRenderer
+    from ignition.runtime.chat.template import ChatRenderer
     from ignition.server.app import create_app
 
-    bundle, engine = open_engine(options, listener=listener, direct=direct, tp=tp)
+    recorder = trace_recorder(options)
+    bundle, engine = open_engine(
+        options, listener=listener, direct=direct, tp=tp, trace=recorder,
+        faults=FaultPlan.from_env(),
+    )  # fmt: skip
     if options.chat_template is not None:
         source, text = options.chat_template
         special = bundle.chat_templates.special_tokens
@@ -55,9 +53,6 @@ def open_app(
     problem = chat.problem()
     if problem is not None:  # completions still serve; each chat request gets this as a 400
         print(f"warning: {problem}", file=sys.stderr)
-    plan = faults.FaultPlan.from_env()
-    if plan is not None:
-        faults.install(engine, plan)
     config = server_config(options, bundle, chat)
     bridge = AsyncEngine(
         engine,
@@ -72,7 +67,6 @@ def open_app(
         on_fatal=on_fatal,
     )
     vision = vision_serving(bundle, options.allowed_local_media_path)
-    recorder = trace_recorder(engine, options)
     app = create_app(bridge, config, recorder, vision=vision)
     app.state.trace_writer = None
     if recorder is not None and options.trace_file is not None:
@@ -82,14 +76,10 @@ def open_app(
     return app, bridge
 
 
-def trace_recorder(engine: Engine, options: ServeOptions) -> TraceRecorder | None:
-    """The engine's trace recorder, hooked into its loop, when a trace file or the
-    dashboard wants one; None otherwise (the loop then pays nothing)."""
+def trace_recorder(options: ServeOptions) -> TraceRecorder | None:
+    """A trace recorder for the engine's loop when a trace file or the dashboard wants one."""
     if options.trace_file is None and not options.dashboard:
         return None
-    from ignition.runtime.tracing import TraceRecorder
-    from ignition.runtime.tracing.hook import install_trace_hook
+    from ignition.runtime.tracing.recorder import TraceRecorder
 
-    recorder = TraceRecorder()
-    install_trace_hook(engine, recorder)
-    return recorder
+    return TraceRecorder()

@@ -1,8 +1,7 @@
-"""Serve's options and the pass from a bundle to an :class:`Engine`: load the model (or
-this rank's shard), check serve's options against the bundle, assemble the engine.
+"""Serve's options and the pass from a bundle to an :class:`Engine` (or this rank's shard).
 
-``ServeOptions`` lives beside ``follow_engine`` because tensor-parallel followers receive
-their role as ``ServeOptions.follow`` (distributed/launch.py never imports serving)."""
+``ServeOptions`` sits beside ``follow_engine``: followers receive their role as
+``ServeOptions.follow`` (distributed/ never imports serving)."""
 
 from __future__ import annotations
 
@@ -26,17 +25,19 @@ from ignition.runtime.assembly import (
     selected_programs,
 )
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
-from ignition.runtime.proposals.copy_proposals import PromptLookup
-from ignition.runtime.engine import Engine
+from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import LazyGrammarCompiler
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.ple import PleOptions, PleTableError, delivers_table
-from ignition.runtime.stats import EngineStats
-from ignition.runtime.worker import ModelWorker
+from ignition.runtime.proposals.copy_proposals import PromptLookup
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES
 from ignition.serving.ple import built_ple, open_graph_rows, open_table, serve_ple_options
 
 if TYPE_CHECKING:
     from ignition.distributed.context import TensorParallel
+    from ignition.runtime.loop.faults import FaultPlan
+    from ignition.runtime.tracing.recorder import TraceRecorder
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,12 @@ class ServeOptions:
     metrics_names: str = "flare"  # "vllm": vllm:* aliases beside the flare_* metrics
     # QSA index-key storage (--indexer-kv-dtype auto|bf16|fp8); None: the bundle's
     indexer_kv_dtype: str | None = None
-    # Requests' proposal source when they name none (--speculative-method; vLLM's
-    # speculative_config "method"): "mtp", "ngram" or "both" (runtime/proposals/registry.py).
+    # Proposal source when a request names none: "mtp", "ngram" or "both"
+    # (runtime/proposals/registry.py).
     speculative_method: str = "mtp"
     # Copy proposals' search (--prompt-lookup-max/-min; vLLM's prompt_lookup_max/min).
     prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
-    # Chrome trace-event / Perfetto JSON of the run (--trace-file; runtime/tracing/), and
-    # the live page GET /dashboard (--disable-dashboard turns it off).
+    # Trace-event JSON of the run (--trace-file), and the live GET /dashboard.
     trace_file: str | None = None
     dashboard: bool = True
 
@@ -95,9 +95,8 @@ class LoadListener:
 
 
 def load(options: ServeOptions, tp: TensorParallel | None) -> Bundle:
-    """The bundle with the whole model, or with rank ``tp.rank``'s shard of it. A table this
-    rank delivers itself (host or disk residency) is left unread: its rows come from the
-    shards, mapped in place (docs/ple.md)."""
+    """The bundle with the whole model, or rank ``tp.rank``'s shard; a table this rank
+    delivers itself is left unread (docs/ple.md)."""
     configure_threads(resolve_device(options.device), options.num_threads)
     manifest = str(Path(options.artifacts) / "manifest.json")
     ple = serve_ple_options(options.ple, built_ple(options.artifacts), manifest)
@@ -158,8 +157,7 @@ def runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
 
 
 def _indexer_kv_dtype(options: ServeOptions, bundle: Bundle) -> str:
-    """Serve's --indexer-kv-dtype, else the one the bundle was built and validated with
-    (bundles written before the option: "auto")."""
+    """Serve's --indexer-kv-dtype, else the bundle's (older bundles: "auto")."""
     if options.indexer_kv_dtype is not None:
         where, value = "--indexer-kv-dtype", options.indexer_kv_dtype
     else:
@@ -171,8 +169,7 @@ def _indexer_kv_dtype(options: ServeOptions, bundle: Bundle) -> str:
 
 
 def follow_engine(options: ServeOptions, tp: TensorParallel) -> None:
-    """A non-zero tensor-parallel rank: load its shard, prepare the same programs as rank
-    zero (their warm-up collectives pair up) and execute rank zero's plans until it stops."""
+    """A non-zero tensor-parallel rank: load its shard and execute rank zero's plans."""
     from ignition.distributed.follower import follow
 
     bundle = load(options, tp)
@@ -196,10 +193,11 @@ def open_engine(
     listener: LoadListener | None = None,
     direct: bool = False,
     tp: TensorParallel | None = None,
+    trace: TraceRecorder | None = None,
+    faults: FaultPlan | None = None,
 ) -> tuple[Bundle, Engine]:
-    """``direct`` builds the engine around the diagnostic direct scheduler instead of Helios;
-    ``tp`` makes this rank zero of a tensor-parallel group (:func:`follow_engine` runs the
-    other ranks)."""
+    """``direct`` uses the diagnostic direct scheduler instead of Helios; ``tp`` makes this
+    rank zero of a tensor-parallel group; ``trace`` and ``faults`` go to ``assemble_engine``."""
     listener = listener or LoadListener(on_program=on_program)
     bundle = load(options, tp)
     runtime = runtime_options(options, bundle)
@@ -216,8 +214,7 @@ def open_engine(
     stats = EngineStats()
 
     def attach_ple(worker: ModelWorker) -> None:
-        # Tensor parallel: every rank delivers its own rows of the replicated table; rank
-        # zero's counters are the ones /metrics shows.
+        # Every rank delivers its own table rows; rank zero's counters reach /metrics.
         stats.ple = open_table(bundle, options.ple, device, worker, in_graph).stats
 
     grammar = LazyGrammarCompiler(
@@ -239,5 +236,7 @@ def open_engine(
         attach_worker=attach_ple,
         vocab_size=bundle.model.config.vocab_size,
         grammar=grammar,
+        trace=trace,
+        faults=faults,
     )
     return bundle, engine

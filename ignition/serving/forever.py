@@ -1,6 +1,5 @@
-"""``ignition serve``'s process: the app under uvicorn until interrupted or the engine
-fails. On a failure every open request has had its final error chunk and uvicorn has shut
-down; the CLI then exits non-zero so that a supervisor restarts the server."""
+"""``ignition serve``'s process: the app under uvicorn until interrupted or the engine fails
+(then every request has had its error and the CLI exits non-zero)."""
 
 from __future__ import annotations
 
@@ -27,8 +26,8 @@ def serve_forever(
     on_listening: Callable[[str], None] | None = None,
     tp: TensorParallel | None = None,
 ) -> str | None:
-    """Prepare the programs, start the engine thread and run uvicorn until interrupted.
-    Returns None after an ordinary shutdown, or the engine failure that stopped it."""
+    """Prepare programs, start the engine thread, run uvicorn; None after a normal shutdown,
+    else the engine failure."""
     import uvicorn
 
     server = None

@@ -1,5 +1,4 @@
-"""Offline generation through the serving runtime (``ignition generate``): one prompt, its
-completion and per-frame timing, without the HTTP server."""
+"""Offline generation through the serving runtime (``ignition generate``), no HTTP server."""
 
 from __future__ import annotations
 
@@ -7,8 +6,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ignition.helios import ScheduledPlan
-from ignition.runtime.engine import FrameResult
-from ignition.runtime.requests import GenerationRequest, SamplingParams, StreamChunk
+from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams, StreamChunk
 from ignition.serving.engine import LoadListener, ServeOptions, open_engine
 
 if TYPE_CHECKING:
@@ -27,9 +26,8 @@ def generate_once(
     listener: LoadListener | None = None,
     tp: TensorParallel | None = None,
 ) -> dict[str, Any]:
-    """Generate one completion; returns token ids, text, finish reason and per-step timing.
-
-    ``tp``: run as rank zero of a tensor-parallel group (``ignition.distributed.launch``)."""
+    """Generate one completion: token ids, text, finish reason and per-step timing; ``tp``
+    runs as rank zero of a tensor-parallel group."""
     bundle, engine = open_engine(options, listener=listener, tp=tp)
     prompt_ids = bundle.encode(prompt)
     chunks: list[StreamChunk] = []

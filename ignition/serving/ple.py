@@ -13,8 +13,7 @@ from ignition.runtime.ple import PleOptions, PleTableError, open_in_graph, open_
 
 
 def serve_ple_options(ple: PleOptions, built: dict, where: str = "manifest.json") -> PleOptions:
-    """Serve's PLE options over the built bundle's (``manifest.json``'s ``ple`` entry): the
-    build's residency, preload and row-cache bound, each unless serve names its own."""
+    """Serve's PLE options over the bundle's (``manifest.json``'s ``ple`` entry)."""
     try:
         return ple.over(built, where)
     except ValueError as err:
@@ -22,8 +21,7 @@ def serve_ple_options(ple: PleOptions, built: dict, where: str = "manifest.json"
 
 
 def built_ple(artifacts: str | Path) -> dict:
-    """The bundle's ``ple`` entry ({} when it has none; a missing or bad manifest is
-    ``load_bundle``'s error to report)."""
+    """The bundle's ``ple`` entry ({} when it has none)."""
     try:
         entry = json.loads((Path(artifacts) / "manifest.json").read_text()).get("ple", {})
     except (OSError, ValueError, AttributeError):

@@ -1,10 +1,5 @@
-"""``ignition serve PATH``: what PATH is, and the bundle that serves it.
-
-PATH is a bundle (``manifest.json``) or a checkpoint folder (``config.json`` beside
-``*.safetensors``), as ``vllm serve MODEL`` takes a model. A checkpoint is built once into
-the build cache (compiler/build_cache.py) with the options the serve command implies, then
-served from there.
-"""
+"""``ignition serve PATH``: PATH is a bundle (``manifest.json``) or a checkpoint folder, which
+is built once into the build cache (compiler/build_cache.py) and served from there."""
 
 from __future__ import annotations
 
@@ -68,8 +63,7 @@ class CheckpointBuild:
     device: str | None = None
     threads: int | None = None
     ple: dict[str, Any] | None = None  # the build report's PLE entry
-    # Ranks the bundle is built (and served) with: each rank prepares its own shard's
-    # programs, so a build for N ranks is another cache entry than one for one rank.
+    # Ranks the bundle is built for: a separate cache entry per size.
     tensor_parallel_size: int = 1
 
 
@@ -81,11 +75,8 @@ def build_options(
     mixed: bool,
     indexer_kv_dtype: str | None = None,
 ) -> ContextFit:
-    """The build's options: the recipe's defaults, with mixed prompt/decode programs where
-    the recipe captures them (serve uses them unless --no-mixed), ``--max-num-seqs`` as
-    the request slots, ``--speculation`` as the decode mode and ``--indexer-kv-dtype`` as
-    the storage the programs are validated with; the prompt buckets capped to the model's
-    ``max_position_embeddings`` where the recipe's largest do not fit (the note says so)."""
+    """The build's options: the recipe's defaults with serve's flags (mixed programs, slots,
+    speculation, indexer dtype), prompt buckets capped to ``max_position_embeddings``."""
     from ignition.compiler.build import resolve_recipe
     from ignition.compiler.context_fit import fit_checkpoint_build
 
@@ -101,7 +92,8 @@ def build_options(
 
 def cache_inputs(build: CheckpointBuild) -> dict[str, Any]:
     """Every build input besides the checkpoint's files, for the cache key."""
-    from ignition.compiler.build import package_versions, resolve_recipe
+    from ignition.compiler.build import resolve_recipe
+    from ignition.compiler.build_reuse import package_versions
     from ignition.compiler.device import resolve_device
 
     recipe = resolve_recipe(None, build.checkpoint)
@@ -122,8 +114,8 @@ def built_bundle(
     run_build: Callable[[CheckpointBuild, Path], None],
     say: Callable[[str], None] = lambda _line: None,
 ) -> Path:
-    """The cached bundle for ``build``, running ``run_build(build, folder)`` when the
-    cache holds no intact one; ``say`` receives one line about what happened."""
+    """The cached bundle for ``build``, built by ``run_build`` when none is intact; ``say``
+    gets one line about what happened."""
     from ignition.compiler.build_cache import cache_key, ensure_bundle
 
     key = cache_key(build.checkpoint, cache_inputs(build))

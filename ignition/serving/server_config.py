@@ -1,23 +1,21 @@
-"""The HTTP options of a served bundle: serve's flags plus what its chat templates and
-tokenizer imply (the tool-call format, whether tools render, characters per token)."""
+"""The HTTP options of a served bundle: serve's flags plus what its templates imply."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ignition.runtime.bundle import Bundle, BundleError
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.server.config import ServerConfig
 from ignition.server.tokenizing import max_chars_per_token
 from ignition.serving.engine import ServeOptions
 
 if TYPE_CHECKING:
-    from ignition.runtime.chat_template import ChatRenderer
+    from ignition.runtime.chat.template import ChatRenderer
 
 
 def server_config(options: ServeOptions, bundle: Bundle, chat: ChatRenderer) -> ServerConfig:
-    """The HTTP options, with the tool-call format detected from the chat templates
-    unless --tool-call-parser names one."""
+    """The HTTP options; tool-call format detected unless --tool-call-parser names one."""
     from ignition.server.tools import detect_tool_call_parser
 
     templates = list(chat.templates.templates.values())
@@ -39,13 +37,11 @@ def server_config(options: ServeOptions, bundle: Bundle, chat: ChatRenderer) -> 
 
 
 def template_renders_tools(templates: ChatTemplates) -> bool:
-    """Whether the template a request with tools renders with reads the ``tools`` variable:
-    one that never reads it would drop a request's tools without a word, so the server
-    answers such requests with a 400. A template that does not parse counts as rendering
-    them: its syntax error is every chat request's own 400."""
+    """Whether the tools template reads ``tools`` (one that does not would drop tools
+    silently, so the server refuses them); an unparsable template counts as reading them."""
     from jinja2 import TemplateSyntaxError, meta
 
-    from ignition.runtime.chat_sandbox import chat_environment
+    from ignition.runtime.chat.sandbox import chat_environment
 
     _name, source = templates.select(has_tools=True)
     try:

@@ -1,6 +1,5 @@
-"""What the server needs to accept images (server/images.py) for a bundle whose model has
-a vision tower: the image placeholder text and the checkpoint's preprocessing, bounded by
-the largest prepared vision program."""
+"""What the server needs to accept images for a model with a vision tower: placeholder text
+and preprocessing, bounded by the largest prepared vision program."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ from ignition.server.images import VisionServing
 
 
 def vision_serving(bundle: Bundle, allowed_folder: str | None = None) -> VisionServing | None:
-    """None for a model without a vision tower, or whose tokenizer does not spell the
-    vision start, image and vision end tokens back as exactly those ids (a warning says
-    so): the placeholder text must round-trip."""
+    """None without a vision tower, or when the tokenizer does not round-trip the vision
+    start, image and end tokens (with a warning)."""
     from ignition.model.vision.images import ImagePolicy
     from ignition.model.vision.preprocess import ImageProcessing
 

@@ -75,6 +75,10 @@ HELIOS_VARIANTS = {
     "throughput": "the seed's throughput preset (delivery fairness and age price zero)",
     "full-batch": "load-time selection: generation and mixed programs at the full batch only",
     "one-frame": "what-if transport: plan the next frame only when the device is idle",
+    "row-oracle": "what-if cost model: before each plan every measured program's estimate is "
+    "the device's duration at the rows it could carry now (cost_what_ifs.py)",
+    "ple-stall": "what-if cost samples: the decode tokens' PLE gather reported as readiness "
+    "stall, so estimates leave it out (the spec's embedding-delivery rule, read literally)",
     "late-queue": "what-if transport: fill the second frame slot 1 ms (a host round trip) "
     "before the frame ahead ends, not at once",
     "first-delivery": "the chunk finishing a prompt also earns the delivery price at the "
@@ -103,6 +107,12 @@ HELIOS_VARIANTS = {
     "the qwen38 recipe's more_prompt_buckets for builds of 32 slots or more)",
     "seed-lanes": "what-if catalog: capacity.prompt_lanes alone at every slot count (without "
     "the qwen38 recipe's concurrency-step prompt_lanes for builds of 32 slots or more)",
+    "mixed-width": "a winning mixed frame runs at the sibling width whose value net of the "
+    "generation rate is highest (PolicyConfig.mixed_width = true; decide/mixed_width.py)",
+    "no-mixed-width": "a winning mixed frame keeps its width, the narrowest by value per ms "
+    "(PolicyConfig.mixed_width = false; the rule before decide/mixed_width.py)",
+    "seed-wide": "what-if catalog: wider mixed widths at the balanced prompt bucket only "
+    "(without the qwen38 recipe's 8-slot step mixed_wide_prompt_buckets [1024])",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }
@@ -116,6 +126,8 @@ _CHUNK = re.compile(r"^chunk(?P<c>[1-9]\d*)$")  # helios+chunk512: --max-prefill
 _TBT = re.compile(r"^tbt(?P<t>[1-9]\d*)$")  # helios+tbt100: PolicyConfig.tbt_target_ms 100
 _SLOT = re.compile(r"^slot(?P<s>\d+)$")  # helios+slot2: PolicyConfig.slot_pressure 2
 _RAMP = re.compile(r"^ramp(?P<p>\d+)$")  # helios+ramp2: PolicyConfig.cadence_ramp 2
+# helios+wide1024: wider mixed widths at every prompt bucket of at least 1024 tokens
+_WIDE = re.compile(r"^wide(?P<b>[1-9]\d*)$")
 
 
 def _number(pattern: re.Pattern[str], variant: str) -> int | None:
@@ -169,6 +181,12 @@ def ramp_variant(variant: str) -> int | None:
     return _number(_RAMP, variant)
 
 
+def wide_variant(variant: str) -> int | None:
+    """``wideN``: a what-if catalog with every wider mixed width also at every prompt
+    bucket of at least N tokens (``capacity.mixed_wide_prompt_buckets``)."""
+    return _number(_WIDE, variant)
+
+
 PARAMETRIC_VARIANTS = (
     envelope_variant,
     width_variant,
@@ -178,10 +196,14 @@ PARAMETRIC_VARIANTS = (
     tbt_variant,
     slot_variant,
     ramp_variant,
+    wide_variant,
 )
 
 
 def variant_summary(variant: str) -> str:
+    wide = wide_variant(variant)
+    if wide is not None:
+        return f"what-if catalog: wider mixed widths at every prompt bucket from {wide} tokens"
     grid = grid_variant(variant)
     if grid is not None:
         return f"what-if catalog: prompt buckets also at every multiple of {grid} from 1024 up"

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.acceptance import draw_round
 from ignition.simulate.capture import CaptureSizes, vllm_capture_sizes
 from ignition.simulate.devices import DeviceModel, Execution

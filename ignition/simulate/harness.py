@@ -45,6 +45,7 @@ from ignition.simulate.baselines import (
     ramp_variant,
     slot_variant,
     tbt_variant,
+    wide_variant,
     width_variant,
 )
 from ignition.simulate.conversation import run_conversation_baseline
@@ -127,6 +128,10 @@ def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
         policy = replace(policy, prompt_runs=True)
     if "no-prompt-runs" in variants:
         policy = replace(policy, prompt_runs=False)
+    if "mixed-width" in variants:
+        policy = replace(policy, mixed_width=True)
+    if "no-mixed-width" in variants:
+        policy = replace(policy, mixed_width=False)
     if "no-tbt" in variants:
         policy = replace(policy, tbt_target_ms=0.0)
     for t in filter(None, map(tbt_variant, variants)):
@@ -147,6 +152,7 @@ def helios_simulation(
     if setup.trained_acceptance or "trained" in variants:
         requests = [replace(r, acceptance_prior=true_survivals(r.acceptance)) for r in requests]
     wide = 2048 if "wide-mixed" in variants else 0
+    wide_from = [b for b in map(wide_variant, variants) if b is not None]
     policy = policy_for(variants, setup.helios_policy)
     envelopes = [r for r in map(envelope_variant, variants) if r is not None]
     envelope = envelopes[-1] if envelopes else setup.speculative_token_capacity
@@ -175,6 +181,7 @@ def helios_simulation(
             setup.slots,
             envelope,
             wide_mixed=wide,
+            wide_from=wide_from[-1] if wide_from else 0,
             max_prompt=max_prompt,
             full_batch="full-batch" in variants,
             step8="step8" in variants,
@@ -187,6 +194,7 @@ def helios_simulation(
             ragged="ragged" in variants,
             seed_buckets="seed-buckets" in variants,
             seed_lanes="seed-lanes" in variants,
+            seed_wide="seed-wide" in variants,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE
@@ -212,6 +220,8 @@ def helios_simulation(
     sim.trace = setup.trace
     if "one-frame" in variants:
         sim.window = 1
+    sim.row_oracle = "row-oracle" in variants
+    sim.ple_stall = "ple-stall" in variants
     if "late-queue" in variants:
         sim.queue_lead_ns = LATE_QUEUE_LEAD_NS
     return sim, rule

@@ -13,7 +13,8 @@ from ignition.components.capacity import (
     resolve,
     select_for_mode,
 )
-from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, get_recipe
 
 # shape the recipe's catalog
@@ -26,6 +27,7 @@ CATALOG_VARIANTS = (
     "ragged",
     "seed-buckets",
     "seed-lanes",
+    "seed-wide",
 )
 # helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
 RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
@@ -38,6 +40,7 @@ def helios_catalog(
     envelope: int,
     speculation: str = "adaptive",
     wide_mixed: int = 0,
+    wide_from: int = 0,
     max_prompt: int = 0,
     full_batch: bool = False,
     step8: bool = False,
@@ -50,9 +53,11 @@ def helios_catalog(
     ragged: bool = False,
     seed_buckets: bool = False,
     seed_lanes: bool = False,
+    seed_wide: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
-    wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``);
+    wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``), and
+    ``wide_from`` > 0 at every prompt bucket of at least that many tokens;
     ``max_prompt`` > 0 loads only prompt capacities up to it (the seed's load-time
     selection, which may reduce capacities where the smaller programs exist);
     ``full_batch`` loads only generation and mixed programs of batch capacity ``slots``
@@ -70,10 +75,14 @@ def helios_catalog(
     ``seed_buckets`` drops the recipe's more_prompt_buckets (the seed's prompt buckets at
     every slot count: the catalog before them); ``seed_lanes`` drops the recipe's
     concurrency-step prompt_lanes (capacity.prompt_lanes alone at every slot count: the
-    catalog before them)."""
+    catalog before them); ``seed_wide`` drops the steps' mixed_wide_prompt_buckets (wider
+    mixed widths at the balanced bucket and capacity.mixed_wide_prompt_buckets only)."""
     chosen = get_recipe(recipe)
     if seed_buckets:
         cap = replace(chosen.capacity, concurrency_prompt_buckets=())
+        chosen = replace(chosen, capacity=cap)
+    if seed_wide:
+        cap = replace(chosen.capacity, concurrency_mixed_wide=())
         chosen = replace(chosen, capacity=cap)
     if seed_lanes or lanes > 1:  # a what-if lane table is the whole table
         cap = replace(chosen.capacity, concurrency_prompt_lanes=())
@@ -89,11 +98,17 @@ def helios_catalog(
             table.update({b: n for b in buckets if not upto or b <= upto})
         declared = tuple(sorted(table.items()))
         chosen = replace(chosen, capacity=replace(chosen.capacity, prompt_lanes=declared))
+    wide = {wide_mixed} if wide_mixed else set()
+    if wide_from:
+        buckets = chosen.capacity.prompt_buckets_for(slots)
+        wide |= {b for b in buckets if wide_from <= b <= chosen.capacity.max_prefill_chunk}
+    if wide:  # besides the recipe's own (the load option replaces them)
+        wide |= set(chosen.capacity.mixed_wide_prompt_buckets_for(slots))
     options = LoadOptions(
         mixed_prefill=True,
         concurrency=slots,
         speculative_token_capacity=envelope,
-        mixed_wide_prompt_buckets=(wide_mixed,) if wide_mixed else None,
+        mixed_wide_prompt_buckets=tuple(sorted(wide)) if wide else None,
         prompt_lanes=lane_option,
     )
     catalog = plan_catalog(chosen, options)

@@ -30,7 +30,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ignition.components.catalog import Catalog, Descriptor, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.components.state_programs import state_programs
 from ignition.helios import (
     CompletionRecord,
@@ -41,9 +43,10 @@ from ignition.helios import (
     Resources,
     Scheduler,
 )
-from ignition.runtime.checkpoints import CheckpointCache
-from ignition.runtime.engine import Engine, FrameResult
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
+from ignition.runtime.retention.checkpoints import CheckpointCache
 from ignition.simulate.devices import DeviceError, DeviceModel, H200Roofline, execution_of
 from ignition.simulate.workloads import WorkloadError, conversations
 
@@ -310,7 +313,7 @@ def run_retention(
 
     ``initialize``: fresh requests start through the init program, as in the runtime
     (False: their state is zeroed outside Helios, at no device time, the former way).
-    ``payoff``: the checkpoint cache's pay-off rule (runtime/retention_payoff.py); False
+    ``payoff``: the checkpoint cache's pay-off rule (runtime/retention/payoff.py); False
     restores and captures whatever the allowance admits.
     """
     conversations_ = build_turns(spec)

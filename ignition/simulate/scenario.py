@@ -14,13 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ignition.components.catalog import (
-    Catalog,
-    CatalogError,
-    Descriptor,
-    GraphKind,
-    descriptor_from_json,
-)
+from ignition.components.catalog import Catalog, descriptor_from_json
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import CatalogError, GraphKind
 from ignition.helios import (
     PolicyConfig,
     Resources,

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
     HEAD_DRAFTS,
     CompletionRecord,
@@ -37,6 +38,7 @@ from ignition.helios import (
 )
 from ignition.simulate import trace_frames
 from ignition.simulate.acceptance import COPIES, MAX_DEPTH, Round, draw_round
+from ignition.simulate.cost_what_ifs import estimate_at_ready_rows, ple_stall_ns
 from ignition.simulate.devices import DeviceError, execution_of
 from ignition.simulate.engine import LateWatch
 from ignition.simulate.results import ORDINARY, ExecutionRecord, RequestRecord, RunResult
@@ -125,6 +127,10 @@ class Simulation:
         # once, so a prompt that arrives meanwhile is planned ahead of it. None: at once.
         self.queue_lead_ns: int | None = None
         self.host_free_ns = 0  # the host's prompt-row gather is busy until then
+        # What-ifs on the cost model's view (cost_what_ifs.py): estimates at the rows a
+        # program could carry now; the PLE gather reported as a readiness stall.
+        self.row_oracle = False
+        self.ple_stall = False
         self.trace: Any = None  # a runtime.tracing.TraceRecorder fed each frame (trace_frames.py)
 
     def _ms(self, d: Descriptor, tokens: int, rows: int, context: int, **detail: Any) -> float:
@@ -211,6 +217,8 @@ class Simulation:
                     if now < due:
                         wake = due
                         break
+                if self.row_oracle:
+                    estimate_at_ready_rows(self.scheduler, self._ready_contexts(), self._ms)
                 plan = self.scheduler.plan()
                 if plan is None:
                     break
@@ -274,6 +282,14 @@ class Simulation:
         self.by_handle[stream.handle] = stream
         self.unfinished[stream.handle] = stream
 
+    def _ready_contexts(self) -> list[int]:
+        """The cached context of every admitted stream past its prompt with output left."""
+        return [
+            s.context
+            for s in self.unfinished.values()
+            if s.context >= s.request.prompt_tokens and s.remaining_output > 0
+        ]
+
     def _idle_decoders(self, plan: ScheduledPlan) -> int:
         served = {lane.handle for lane in plan.lanes}
         return sum(
@@ -310,7 +326,7 @@ class Simulation:
             counts[1] += tokens
 
     def _offer_copies(self, plan: ScheduledPlan) -> None:
-        """After a frame, as the runtime's offers hook (runtime/proposals/offers.py): each
+        """After a frame, as the runtime's offers hook (runtime/loop/proposal_hooks.py): each
         copying request it served finds its next round's copy or not
         (``SimRequest.copy_found``) and Helios is told
         the copy's length; a request that lets Helios choose is offered it beside the
@@ -374,7 +390,9 @@ class Simulation:
             stream.remaining_output -= count
             stream.context += count
             self.output_tokens += count
-        timing = ExecutionTiming(device_ns=run.device_ns, wall_ns=now - run.commit_ns)
+        durations = self.scenario.durations
+        stall = ple_stall_ns(durations, plan, run.device_ns) if self.ple_stall else 0
+        timing = ExecutionTiming(run.device_ns, now - run.commit_ns, readiness_stall_ns=stall)
         if device:
             width = d.proposal_depth
             unused = [(0.0,) * width] * (d.batch_capacity - len(plan.lanes))

@@ -31,12 +31,12 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from ignition.simulate import traces
 from ignition.simulate.baselines import HELIOS, describe
 from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import Metrics, measure, metrics_from_json
 from ignition.simulate.search import BISECTIONS, GRID_FACTOR, SLO, Capacity, search
-from ignition.simulate import traces
 from scripts.scheduling_sim.causes import CAUSES
 from scripts.scheduling_sim.ceiling import ceiling_lines
 from scripts.scheduling_sim.padding import POLICIES as PADDING_POLICIES
@@ -443,7 +443,7 @@ def whatif_section(results: list[JobResult], whatifs: list[JobResult]) -> list[s
 
 def mixed_cost_note() -> list[str]:
     """Why one prompt bucket for wider mixed widths costs Helios: roofline durations."""
-    from ignition.components.catalog import GraphKind
+    from ignition.components.program_kinds import GraphKind
     from ignition.simulate.devices import Execution, H200Roofline
 
     h = H200Roofline()

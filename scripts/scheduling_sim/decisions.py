@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import scheduler as helios_scheduler
 from ignition.helios.decide.selector import Exhaustive
 from scripts.scheduling_sim.random_mix import frame_mix

@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.program_kinds import GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS, state_programs
 from ignition.helios.config import (
     DEFAULT_PRESET,

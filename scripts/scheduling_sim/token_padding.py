@@ -25,7 +25,8 @@ import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.harness import Setup, helios_simulation, left_out_rule, newcomer_rule
 from ignition.simulate.metrics import measure
 from ignition.simulate.results import RunResult

@@ -25,7 +25,7 @@ from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.utility import NEWCOMER_RULES
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import LaneRole
-from ignition.runtime.request_table import RequestTable
+from ignition.runtime.requests.table import RequestTable
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog, newcomer_rule
 from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list, run_retention
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--no-checkpoint-payoff",
         action="store_true",
-        help="keep every restore and capture (runtime/retention_payoff.py off): the split "
+        help="keep every restore and capture (runtime/retention/payoff.py off): the split "
         "before that rule",
     )
     args = parser.parse_args(argv)

@@ -18,7 +18,7 @@ import argparse
 from collections.abc import Sequence
 
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.simulate.search import search
 from scripts.scheduling_sim.realworld import PROFILES, TARGET_SLO, Plan, conv_workload, setup_for

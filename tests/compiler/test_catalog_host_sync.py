@@ -16,7 +16,8 @@ import os
 import pytest
 import torch
 
-from ignition.compiler.build import DEFAULT_CHECKPOINT, _sample_tokens, _validation_state
+from ignition.compiler.build import DEFAULT_CHECKPOINT, _sample_tokens
+from ignition.compiler.build_validation import validation_state
 from ignition.compiler.graph import prepare_programs
 from ignition.compiler.host_sync import HostSyncDetector
 from ignition.compiler.validate import validate_program
@@ -37,7 +38,7 @@ PROMPT_TOKENS = 64
 def prepared():
     recipe = get_recipe("qwen38")
     model = load_model(DEFAULT_CHECKPOINT, torch.device("cpu"))
-    state = _validation_state(model, recipe.capacity.kv_page_size, CATALOG.descriptors, "cpu")
+    state = validation_state(model, recipe.capacity.kv_page_size, CATALOG.descriptors, "cpu")
     programs, pending = prepare_programs(model, state, CATALOG.descriptors, torch.device("cpu"))
     return model, state, programs, pending, _sample_tokens(DEFAULT_CHECKPOINT)
 

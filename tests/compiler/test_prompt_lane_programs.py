@@ -14,13 +14,14 @@ import dataclasses
 import pytest
 import torch
 
-from ignition.compiler.build import DEFAULT_CHECKPOINT, _sample_tokens, _validation_state
+from ignition.compiler.buffers import WorkspaceExtents, lane_table_bytes
+from ignition.compiler.build import DEFAULT_CHECKPOINT, _sample_tokens
+from ignition.compiler.build_validation import validation_state
 from ignition.compiler.graph import prepare_programs
 from ignition.compiler.host_sync import HostSyncDetector
 from ignition.compiler.validate import validate_program
-from ignition.compiler.workspace import WorkspaceExtents, lane_table_bytes
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.kernels import use_backend
 from ignition.model.weights import load_model
 from ignition.recipes import LoadOptions, get_recipe
@@ -32,9 +33,11 @@ CATALOG = plan_catalog(get_recipe("qwen38"), OPTIONS)
 SPECULATIVE = plan_catalog(
     get_recipe("qwen38"),
     dataclasses.replace(
-        OPTIONS, speculation="adaptive", speculative_token_capacity=8,
+        OPTIONS,
+        speculation="adaptive",
+        speculative_token_capacity=8,
         mixed_wide_prompt_buckets=(256,),
-    ),  # fmt: skip
+    ),
 )
 SPEC_LANES = [d for d in SPECULATIVE.descriptors if d.prompt_lanes > 1 and d.speculation_enabled]
 LANES = [d for d in CATALOG.descriptors if d.prompt_lanes > 1] + SPEC_LANES
@@ -63,7 +66,7 @@ def prepared():
     recipe = get_recipe("qwen38")
     model = load_model(DEFAULT_CHECKPOINT, torch.device("cpu"))
     with use_backend("reference"):
-        state = _validation_state(model, recipe.capacity.kv_page_size, LANES, "cpu")
+        state = validation_state(model, recipe.capacity.kv_page_size, LANES, "cpu")
         programs, pending = prepare_programs(model, state, LANES, torch.device("cpu"))
     return model, state, programs, pending, _sample_tokens(DEFAULT_CHECKPOINT)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from ignition.compiler.buffers import WorkspaceExtents
 from ignition.compiler.staging import HostStaging
-from ignition.compiler.workspace import Workspace, WorkspaceExtents
+from ignition.compiler.workspace import Workspace
 from ignition.model.packing import PackedCapacity
 
 

@@ -10,8 +10,10 @@ from ignition.compiler.graph import GraphCapturer
 from ignition.compiler.programs import ProgramError, build_program, check_buildable
 from ignition.compiler.validate import ValidationError, validate_program
 from ignition.compiler.vision_program import bind_images
-from ignition.components.catalog import Descriptor, GraphKind
-from ignition.model.config import ModelConfig, VisionConfig
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
+from ignition.model.config import ModelConfig
+from ignition.model.config_vision import VisionConfig
 from ignition.model.model import HybridModel
 from ignition.model.vision.grid import ImageGrid
 from ignition.model.weights import randomize_

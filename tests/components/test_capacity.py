@@ -13,7 +13,7 @@ from ignition.components.capacity import (
     request_buckets,
     resolve,
 )
-from ignition.components.catalog import GraphKind, ValueSource
+from ignition.components.program_kinds import GraphKind, ValueSource
 from ignition.recipes import LoadOptions, get_recipe
 
 QWEN = get_recipe("qwen3.8-flash")

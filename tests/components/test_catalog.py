@@ -7,16 +7,9 @@ import json
 import pytest
 
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import (
-    CATALOG_VERSION,
-    Catalog,
-    CatalogError,
-    Descriptor,
-    GraphKind,
-    ValueSource,
-    load_catalog,
-    save_catalog,
-)
+from ignition.components.catalog import CATALOG_VERSION, Catalog, load_catalog, save_catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import CatalogError, GraphKind, ValueSource
 from ignition.recipes import LoadOptions, get_recipe
 
 FIELDS = {

@@ -14,13 +14,9 @@ import pytest
 import yaml
 
 from ignition.components.capacity import CapacityError, plan_catalog
-from ignition.components.catalog import (
-    Catalog,
-    CatalogError,
-    Descriptor,
-    GraphKind,
-    catalog_from_json,
-)
+from ignition.components.catalog import Catalog, catalog_from_json
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import CatalogError, GraphKind
 from ignition.helios.types import (
     LaneRole,
     LaneWork,

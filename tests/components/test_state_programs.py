@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ignition.compiler.graph import GraphCapturer
 from ignition.compiler.state_ops import StateOperations
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS, state_programs
 from ignition.helios import Scheduler
 from ignition.model.config import ModelConfig

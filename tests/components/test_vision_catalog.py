@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import CatalogError, Descriptor, GraphKind, catalog_from_json
+from ignition.components.catalog import catalog_from_json
 from ignition.components.catalog_check import check_expected_catalogs
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import CatalogError, GraphKind
 from ignition.recipes import LoadOptions, get_recipe
 
 

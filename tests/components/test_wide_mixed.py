@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from ignition.cli import main
 from ignition.components.capacity import CapacityError, plan_catalog
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
 from ignition.recipes.registry import RECIPES_DIR
 

@@ -17,8 +17,8 @@ from ignition.helios import (
     SchedulerError,
 )
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import Letters, ScriptedWorker, expected_tokens
 
 

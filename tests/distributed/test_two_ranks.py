@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from ignition.cli import main
 from ignition.components.catalog import load_catalog
 from ignition.distributed.launch import run_tensor_parallel
-from ignition.runtime.requests import GenerationRequest, SamplingParams, StreamChunk
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams, StreamChunk
 from ignition.serving.engine import ServeOptions, open_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from ignition.components.catalog import Catalog, Descriptor, GraphKind, ValueSource
+from ignition.components.catalog import Catalog
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind, ValueSource
 from ignition.helios import (
     CompletionRecord,
     CompletionReport,

@@ -21,7 +21,8 @@ import pytest
 from exploration_helpers import LEARNING, MS, ORDINARY, Runner
 from helios_helpers import decode, prefill, scheduler, spec
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import HEAD_DRAFTS, PolicyConfig
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide import rounds

@@ -16,7 +16,8 @@ from helios_helpers import MS, catalog, decode, mixed, prefill, records_for, spe
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
     CompletionRecord,
     CompletionReport,
@@ -115,6 +116,7 @@ def _scheduler(
     slot_pressure: float = 0.0,
     prompt_rules: bool = False,
     cadence_ramp: float = 0.0,
+    mixed_width: bool = False,
 ) -> Scheduler:
     ttl = rng.choice([None, 5 * MS, 50 * MS])
     policy = PolicyConfig() if ttl is None else PolicyConfig(estimate_ttl_ns=ttl)
@@ -131,11 +133,18 @@ def _scheduler(
     if cadence_ramp:  # issue 40's cadence ramp needs a TBT target to ramp toward
         tbt = policy.tbt_target_ms or rng.choice([2.5, 4.0, 8.0])
         policy = replace(policy, cadence_ramp=cadence_ramp, tbt_target_ms=tbt)
+    if mixed_width:  # issue 40: a mixed winner at its siblings' best width (mixed_width.py)
+        policy = replace(policy, mixed_width=True)
     resources = Resources(num_request_slots=rng.choice([8, 16, 64]))
     if rng.random() < 0.35 and not lanes:
         cat, mode = runtime_catalog(rng.choice(["off", "fixed", "adaptive"]))
     else:
-        cat = catalog(_synthetic(rng, lanes))
+        found = _synthetic(rng, lanes)
+        if mixed_width:  # one batch and prompt capacity at several widths
+            b, c = rng.choice([2, 4, 8]), rng.choice([64, 256])
+            narrow = replace(mixed(b, c, 1), speculation_enabled=True)  # keeps draft state
+            found = list(dict.fromkeys([*found, narrow, mixed(b, c, 2), mixed(b, c, 3)]))
+        cat = catalog(found)
         mode = rng.choice([SpeculationMode.ADAPTIVE, SpeculationMode.FIXED])
     s = Scheduler(cat, policy, resources=resources, speculation=mode)
     for d in (*s.descriptors, *s.state_descriptors):
@@ -178,11 +187,19 @@ class _Walk:
         slot_pressure: float = 0.0,
         prompt_rules: bool = False,
         cadence_ramp: float = 0.0,
+        mixed_width: bool = False,
     ) -> None:
         self.rng = rng
         self.slot_pressure = slot_pressure
         self.s = _scheduler(
-            rng, first_delivery, lanes, objective, slot_pressure, prompt_rules, cadence_ramp
+            rng,
+            first_delivery,
+            lanes,
+            objective,
+            slot_pressure,
+            prompt_rules,
+            cadence_ramp,
+            mixed_width,
         )
         self.fence = 0
         self.now = 0
@@ -458,6 +475,25 @@ def test_fast_selector_returns_the_definitions_plan_with_the_cadence_ramp_on():
             plain = DEFINITION.select(replace(walk.s.selection_state(), policy=flat))
             changed += plain is None or plain.winner.descriptor != ref.descriptor
     assert changed, "the walk never met a state the ramp changes"
+
+
+def test_fast_selector_returns_the_definitions_plan_with_mixed_width_on():
+    """Issue 40's mixed-width rule (decide/mixed_width.py) replaces a mixed winner by its
+    sibling at another width: the fast path (memoised candidates, bounded search) returns
+    the definition's plan, and the walk meets states where the rule changes it."""
+    rng = random.Random(4043)
+    changed = 0
+
+    def new_walk() -> _Walk:
+        ramp = rng.choice([0.0, 2.0])
+        return _Walk(rng, objective=rng.random() < 0.5, cadence_ramp=ramp, mixed_width=True)
+
+    for walk, ref, _fast in _compared_states(rng, 800, new_walk):
+        if ref is not None:
+            narrow = replace(walk.s.policy, mixed_width=False)
+            plain = DEFINITION.select(replace(walk.s.selection_state(), policy=narrow))
+            changed += plain is None or plain.winner.descriptor != ref.descriptor
+    assert changed, "the walk never met a state the mixed-width rule changes"
 
 
 def test_fast_selector_returns_the_definitions_plan_inside_the_engines_commit_loop():

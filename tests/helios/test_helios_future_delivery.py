@@ -16,7 +16,8 @@ from dataclasses import replace
 import pytest
 from helios_helpers import MS, decode, prefill
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import PolicyConfig
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel

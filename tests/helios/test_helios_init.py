@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import ExecutionClass, Fence, LaneRole, SchedulerError
 from tests.helios.helios_helpers import Driver, decode, mixed, prefill, request, scheduler, spec
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from helios_helpers import Driver, decode, mixed, prefill, request, scheduler
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide import left_out
 from ignition.helios.decide.left_out import CarryTimes
 from ignition.helios.decide.selector import Exhaustive

@@ -15,7 +15,8 @@ from helios_helpers import MS, decode, mixed, prefill, spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import PolicyConfig
 from ignition.helios.decide.chains import chain_cohort
 from ignition.helios.decide.cost import CostModel, Freshness

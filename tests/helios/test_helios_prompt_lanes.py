@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from helios_helpers import Driver, decode, mixed, prefill, request, scheduler
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.prompt_lanes import pack_lanes
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.utility import LaneView, consumable_tokens, lane_order_key

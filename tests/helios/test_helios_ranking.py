@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helios_helpers import MS, Driver, decode, mixed, prefill, request, scheduler, spec
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios import (
     HEAD_DRAFTS,
     CompletionRecord,

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
     CompletionRecord,
     CompletionReport,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 from helios_helpers import MS, decode, prefill, request, scheduler
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import PolicyConfig
 from ignition.helios.decide.projection import build_population
 from ignition.helios.decide.state_choice import state_candidates

@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import Fence, LaneRole, SchedulerError
 from ignition.helios.vision_windows import plan_windows, window_spec
 from tests.helios.helios_helpers import Driver, decode, prefill, request, scheduler

@@ -105,7 +105,7 @@ def test_the_engine_preempts_resumes_and_retains_through_the_protocol_alone():
     tests of this module need no torch)."""
     from ignition.kernels.dispatch import use_backend
     from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-    from ignition.runtime.requests import GenerationRequest, SamplingParams
+    from ignition.runtime.requests.request import GenerationRequest, SamplingParams
     from tests.runtime.tiny import EOS, CharDecoder, tiny_catalog, tiny_model
 
     proxies: list[ProtocolOnly] = []

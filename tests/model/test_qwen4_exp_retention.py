@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from tests.runtime.test_retention_differential import _run, _sequence

@@ -55,7 +55,7 @@ def test_the_default_catalog_keeps_the_seed_contract():
 
 def test_qwen38_states_r_for_32_and_64_slots():
     cap = get_recipe("qwen38").capacity
-    assert [slots for slots, _ in cap.concurrency_defaults] == [32, 64]
+    assert [slots for slots, _ in cap.concurrency_defaults] == [8, 32, 64]
     for slots, envelope in cap.concurrency_defaults:
         assert (
             resolve(get_recipe("qwen38"), LoadOptions(concurrency=slots)).speculative_token_capacity

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ignition.components.capacity import plan_catalog, resolve
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
 from ignition.recipes.registry import RECIPES_DIR
 
@@ -124,7 +124,7 @@ def test_qwen38_counts_its_laned_serving_builds():
         (e.options.concurrency, e.options.prompt_lanes): e.counts for e in QWEN.expected_catalogs
     }
     assert stated[(32, None)]["prefill"] == 16
-    assert stated[(64, None)]["mixed_speculative"] == 141
+    assert stated[(64, None)]["mixed_speculative"] == 190  # 141 + the wide bucket 1024
     assert stated[(32, ())]["prefill"] == 12
     for entry in QWEN.expected_catalogs:
         got = plan_catalog(QWEN, entry.options).counts()

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from ignition.components.capacity import plan_catalog
 from ignition.helios import CompletionRecord, ExecutionTiming, LaneRole, Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine, FrameResult
+from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.loop.engine import Engine
 
 EOS = 25  # "z"
 
@@ -75,7 +76,6 @@ def make_engine(num_slots: int = 4, max_waiting: int = 8, mixed: bool = True):
         worker,
         Letters(),
         max_context_tokens=4096,
-        eos_token_ids=[EOS],
         max_waiting=max_waiting,
     )
     return engine, worker

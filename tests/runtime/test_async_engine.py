@@ -7,9 +7,9 @@ import asyncio
 import httpx
 
 from ignition.runtime.async_engine import AsyncEngine
-from ignition.runtime.chat_template import ChatRenderer
-from ignition.runtime.chat_template_files import ChatTemplates
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.chat.template import ChatRenderer
+from ignition.runtime.chat.template_files import ChatTemplates
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.server.app import create_app
 from tests.runtime.scripted import Letters, expected_tokens, make_engine
 

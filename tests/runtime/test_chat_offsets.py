@@ -1,6 +1,6 @@
 """Issue 11, deliverable 6: message end offsets are exact, by whole prefixes or by pieces.
 
-The definition is checked here independently of chat_offsets.py: tokenize each
+The definition is checked here independently of chat/offsets.py: tokenize each
 conversation prefix on its own with the real tokenizer and take the common prefix
 with the prompt's ids.
 """
@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from ignition.runtime.chat_offsets import _Pieces
-from ignition.runtime.chat_template import ChatRenderer
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.offsets import _Pieces
+from ignition.runtime.chat.template import ChatRenderer
+from ignition.runtime.chat.template_files import ChatTemplates
 
 ASSET = Path(__file__).resolve().parents[2] / "ignition" / "assets" / "qwen38-tiny"
 TOKENIZER = Tokenizer.from_file(str(ASSET / "tokenizer.json"))

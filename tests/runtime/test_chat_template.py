@@ -10,8 +10,8 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, models, processors
 
 from ignition.runtime.bundle import Bundle
-from ignition.runtime.chat_template import ChatRenderer, ChatTemplateError
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.template import ChatRenderer, ChatTemplateError
+from ignition.runtime.chat.template_files import ChatTemplates
 
 LOOP = "{% for m in messages %}{{ m.content }}{% endfor %}"
 USER = [{"role": "user", "content": "hi"}]

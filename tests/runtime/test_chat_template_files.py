@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ignition.compiler.build import copy_tokenizer_files
-from ignition.runtime.chat_template import ChatRenderer
-from ignition.runtime.chat_template_files import (
+from ignition.runtime.chat.template import ChatRenderer
+from ignition.runtime.chat.template_files import (
     ChatTemplateFileError,
     ChatTemplates,
     load_chat_templates,

@@ -3,7 +3,7 @@
 A speculative round writes its verification rows and its draft lookahead (D + 1) past the
 slot's committed length. Helios bounds the rows by the request's remaining context
 (decide/rounds.lane_ceiling); the worker covers the write extent from the slot's length
-bound (runtime/resources.py), which must come back to what each frame committed. Before
+bound (runtime/executors/resources.py), which must come back to what each frame committed. Before
 the fix the bound grew by every rejected draft, and a request speculating with the random
 model's MTP head (most drafts rejected) failed with ``ResourceError: ... exceed the per-slot
 capacity`` long before its limit.
@@ -17,7 +17,7 @@ import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarSpec
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder, tiny_catalog
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ignition.kernels.dispatch import use_backend
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
 PAGE = 16

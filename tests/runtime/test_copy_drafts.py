@@ -12,7 +12,8 @@ import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.proposals.copy_proposals import PromptLookup
-from ignition.runtime.requests import GenerationRequest, RequestError, SamplingParams
+from ignition.runtime.requests.errors import RequestError
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")

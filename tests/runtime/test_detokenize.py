@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from ignition.runtime.detokenize import IncrementalDetokenizer
+from ignition.runtime.requests.detokenize import IncrementalDetokenizer
 
 TEXT = (
     "def add(a, b):\n    return a + b\n\n# naïve café — ünïcödé 🙂 text\n"

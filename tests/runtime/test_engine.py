@@ -13,8 +13,9 @@ import pytest
 from ignition.components.capacity import plan_catalog
 from ignition.helios import Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.engine import Engine
-from ignition.runtime.requests import GenerationRequest, QueueFullError, SamplingParams
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.requests.errors import QueueFullError
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import EOS, Letters, ScriptedWorker, expected_tokens, make_engine
 
 
@@ -158,8 +159,7 @@ def speculative_engine():
         get_recipe("qwen38"), LoadOptions(mixed_prefill=True, speculation="fixed")
     )
     scheduler = Scheduler(catalog, resources=Resources(num_request_slots=4))
-    return Engine(scheduler, ScriptedWorker(), Letters(), max_context_tokens=4096,
-                  eos_token_ids=[EOS])  # fmt: skip
+    return Engine(scheduler, ScriptedWorker(), Letters(), max_context_tokens=4096)
 
 
 @pytest.mark.parametrize("last", range(1, 9))

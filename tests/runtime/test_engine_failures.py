@@ -13,13 +13,8 @@ import pytest
 
 from ignition.helios import CompletionRecord
 from ignition.runtime.async_engine import AsyncEngine
-from ignition.runtime.requests import (
-    EngineStoppedError,
-    GenerationRequest,
-    QueueFullError,
-    RequestError,
-    SamplingParams,
-)
+from ignition.runtime.requests.errors import EngineStoppedError, QueueFullError, RequestError
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import Letters, expected_tokens, make_engine
 
 POISON = 13

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import EOS, Letters, expected_tokens, make_engine
 
 

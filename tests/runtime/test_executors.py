@@ -6,19 +6,16 @@ from dataclasses import replace
 
 import pytest
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.components.state_programs import STATE_PROGRAMS
 from ignition.helios import Fence, LaneRole
-from ignition.runtime.executors import (
-    EXECUTORS,
-    ProgramExecutor,
-    StateCopyExecutor,
-    VisionExecutor,
-    WorkerError,
-    executors_for,
-)
-from ignition.runtime.frames import FrameResult
-from ignition.runtime.worker import ModelWorker
+from ignition.runtime.executors.base import WorkerError
+from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.executors.program import ProgramExecutor
+from ignition.runtime.executors.registry import EXECUTORS, executors_for
+from ignition.runtime.executors.state_copy import StateCopyExecutor
+from ignition.runtime.executors.vision import VisionExecutor
+from ignition.runtime.executors.worker import ModelWorker
 from tests.runtime.test_worker import lane, live_for, make_worker, plan_for, setup  # noqa: F401
 
 PREFILL = "prefill-b1-d0-w64-p64"

@@ -2,27 +2,27 @@
 requests; the older frame completes first, Helios retires the failed one in fence order,
 and the loop goes on.
 
-The fault plan of runtime/faults.py marks a request by its first prompt token and, with
+The fault plan of runtime/loop/faults.py marks a request by its first prompt token and, with
 ``@N``, fails it only once it has N output tokens: by then it decodes beside others and its
 frames are queued behind theirs (the scripted worker keeps two frames in flight).
 """
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import itertools
 import logging
+
+import pytest
 
 from ignition.components.capacity import plan_catalog
 from ignition.helios import Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.async_engine import AsyncEngine
-from ignition.runtime.engine import Engine
-from ignition.runtime.faults import FaultPlan, InjectedFault, install
-from ignition.runtime.requests import GenerationRequest, SamplingParams
-from tests.runtime.scripted import EOS, Letters, ScriptedWorker, expected_tokens
+from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.faults import FaultPlan, InjectedFault, install
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
+from tests.runtime.scripted import Letters, ScriptedWorker, expected_tokens
 
 MARKER = 13
 INNOCENTS = {"a": (1, 2, 3), "b": (4, 5), "c": (6, 7)}
@@ -39,7 +39,6 @@ def make_engine() -> Engine:
         ScriptedWorker(),
         Letters(),
         max_context_tokens=4096,
-        eos_token_ids=[EOS],
         clock_ns=lambda: next(ticks),
     )
 

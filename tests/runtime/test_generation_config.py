@@ -10,12 +10,12 @@ import pytest
 from tokenizers import Tokenizer, models
 
 from ignition.runtime.bundle import _eos_ids
-from ignition.runtime.generation_config import (
+from ignition.runtime.requests.generation_config import (
     GenerationConfigError,
     GenerationDefaults,
     load_generation_defaults,
 )
-from ignition.runtime.requests import SamplingParams
+from ignition.runtime.requests.request import SamplingParams
 
 QWEN_LIKE = {
     "bos_token_id": 1,

@@ -17,7 +17,7 @@ from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarSpec, GrammarState
 from ignition.runtime.proposals import grammar_drafts
 from ignition.runtime.proposals.grammar_drafts import GRAMMAR_DRAFTS
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.structured import (
     SCHEMA,
     TokenizerDecoder,

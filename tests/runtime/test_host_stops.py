@@ -5,7 +5,7 @@ sampled ids, like EOS, and keep the two-frame window."""
 
 from __future__ import annotations
 
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import make_engine
 
 

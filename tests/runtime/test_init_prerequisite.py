@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder, tiny_catalog
 
 FIRST = tuple((13 * j) % 90 + 4 for j in range(30))

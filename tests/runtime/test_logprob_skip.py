@@ -20,7 +20,7 @@ from ignition.model.sampling import SamplingParams as DeviceSampling
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.executors import program as program_executor
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import tiny_catalog
 
 PROMPTS = {"a": [5, 9, 11, 17, 9], "b": [7, 7, 7, 8, 9] * 6, "c": [3, 4, 5]}

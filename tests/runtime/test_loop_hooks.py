@@ -3,8 +3,8 @@ the engine calls each at its moment of the turn."""
 
 from __future__ import annotations
 
-from ignition.runtime.loop_hooks import FaultHook, LoopHook, LoopHooks
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.loop.hooks import FaultHook, LoopHook, LoopHooks
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.scripted import make_engine
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")
@@ -77,7 +77,6 @@ def test_eos_finishes_with_stop_and_frees_pages(model, catalog):
     first, _, _ = generate(model, catalog, "off", mixed=False, max_tokens=6)
     eos_free = first["short"]
     # Pretend the third greedy token is end-of-sequence: the request must stop right there.
-    engine.eos_token_ids = frozenset({eos_free[2]})
     engine.worker.eos_token_ids = frozenset({eos_free[2]})
     chunks = []
     engine.submit(

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, RequestError, SamplingParams
+from ignition.runtime.requests.errors import RequestError
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import tiny_catalog
 
 PROMPT = (5, 9, 11, 17, 9)

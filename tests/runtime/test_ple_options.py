@@ -8,9 +8,9 @@ from click.testing import CliRunner
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ignition.cli import main
+from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.ple.delivery import PleOptions, describe_table, open_ple, parse_bytes
 from ignition.runtime.ple.table import TABLE_FOLDER, write_table
-from ignition.runtime.stats import EngineStats
 from ignition.server.metrics import ServerMetrics
 
 

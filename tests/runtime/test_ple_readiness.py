@@ -15,7 +15,7 @@ import time
 import pytest
 import torch
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.ple.delivery import FrameDelivery, modulo_row_ids
 from ignition.runtime.ple.mailbox import (
@@ -26,7 +26,7 @@ from ignition.runtime.ple.mailbox import (
 )
 from ignition.runtime.ple.store import open_store
 from ignition.runtime.ple.table import write_table
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import Catalog, GraphKind
+from ignition.components.catalog import Catalog
+from ignition.components.program_kinds import GraphKind
 from ignition.helios import LaneRole
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine

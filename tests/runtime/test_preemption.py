@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
-from ignition.runtime.snapshot_rows import RowState
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
+from ignition.runtime.retention.snapshot_rows import RowState
 from tests.runtime.tiny import EOS, CharDecoder
 
 PROMPTS = {f"r{i}": tuple((7 * i + 5 * j) % 100 + 4 for j in range(20 + 5 * i)) for i in range(3)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
 USER_1 = [(7 * i + 3) % 120 + 4 for i in range(150)]
@@ -109,8 +109,8 @@ def test_a_restore_writes_the_prefix_into_the_pages_just_assigned_to_its_slot(mo
 def test_cancellation_mid_copy_keeps_the_row_until_completion_and_leaks_none(model, catalog):
     """Armed destinations and in-flight copies retain their rows through GPU completion
     and cancellation; afterwards nothing stays armed or copying."""
-    from ignition.components.catalog import GraphKind
-    from ignition.runtime.snapshot_rows import RowState
+    from ignition.components.program_kinds import GraphKind
+    from ignition.runtime.retention.snapshot_rows import RowState
 
     options = RuntimeOptions(
         num_slots=4, page_size=64, max_context_tokens=1024, speculation="off", snapshot_rows=2
@@ -148,8 +148,8 @@ def test_the_terminal_snapshot_and_its_publication_precede_the_visible_finish(
     Funding depends on measured times (test_retention.py covers it); here every terminal
     capture is funded so that only the ordering is under test.
     """
-    from ignition.runtime.retention import CheckpointAllowance
-    from ignition.runtime.snapshot_rows import RowState
+    from ignition.runtime.retention.captures import CheckpointAllowance
+    from ignition.runtime.retention.snapshot_rows import RowState
 
     monkeypatch.setattr(CheckpointAllowance, "try_terminal", lambda self, cost_ns: True)
 

@@ -23,7 +23,7 @@ from ignition.model.config import ModelConfig
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 PROMPTS = [list(range(3, 40)), list(range(50, 60)), [7, 9, 11, 13, 15, 17, 19], list(range(60, 91))]
 

@@ -17,7 +17,8 @@ from ignition.helios import DraftSource, RequestSpec
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.proposals.registry import methods, register, unregister
 from ignition.runtime.proposals.source import DraftRow
-from ignition.runtime.requests import GenerationRequest, RequestError, SamplingParams
+from ignition.runtime.requests.errors import RequestError
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")

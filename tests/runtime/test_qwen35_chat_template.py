@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from ignition.runtime.chat_template import ChatRenderer, ChatTemplateError
-from ignition.runtime.chat_template_files import load_chat_templates
+from ignition.runtime.chat.template import ChatRenderer, ChatTemplateError
+from ignition.runtime.chat.template_files import load_chat_templates
 
 HERE = Path(__file__).resolve().parent
 ASSET = HERE.parent.parent / "ignition" / "assets" / "qwen38-tiny"

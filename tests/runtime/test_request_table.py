@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from ignition.helios import RequestHandle
-from ignition.runtime.request_table import (
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
+from ignition.runtime.requests.table import (
     LiveRequest,
     RequestState,
     RequestStateError,
     RequestTable,
 )
-from ignition.runtime.requests import GenerationRequest, SamplingParams
 
 
 def _request(request_id: str = "r", max_tokens: int = 8) -> GenerationRequest:

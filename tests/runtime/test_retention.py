@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ignition.runtime.retention import (
+from ignition.runtime.retention.captures import (
     CaptureCosts,
     CheckpointAllowance,
     CheckpointRole,

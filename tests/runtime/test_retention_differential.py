@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
-from ignition.runtime.snapshot_rows import RowState
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
+from ignition.runtime.retention.snapshot_rows import RowState
 from tests.runtime.tiny import EOS, CharDecoder, tiny_catalog, tiny_model
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")

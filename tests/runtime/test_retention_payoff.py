@@ -1,4 +1,4 @@
-"""Retention pays only where it saves prefill launches (runtime/retention_payoff.py,
+"""Retention pays only where it saves prefill launches (runtime/retention/payoff.py,
 docs/scheduling.md): restores and captures whose saved prefill time is below their cost
 are skipped; unknown costs and preemption resumes keep them."""
 
@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.runtime.checkpoints import CheckpointCache
-from ignition.runtime.retention import CaptureCosts, CheckpointRole
-from ignition.runtime.retention_payoff import (
+from ignition.runtime.retention.captures import CaptureCosts, CheckpointRole
+from ignition.runtime.retention.checkpoints import CheckpointCache
+from ignition.runtime.retention.payoff import (
     LatestMessage,
     PrefillEstimate,
     capture_pays,
     latest_message,
     restore_pays,
 )
-from ignition.runtime.snapshot_rows import RowState
+from ignition.runtime.retention.snapshot_rows import RowState
 
 MS = 1e6
 # The H200 MoE roofline's prefill graphs (simulate/devices.py): weight-bound launches.

@@ -22,7 +22,7 @@ from ignition.model.config import ModelConfig
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.test_prompt_lanes_engine import Chars
 
 FIRST = [list(range(3, 40)), list(range(50, 60))]

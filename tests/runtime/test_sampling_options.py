@@ -23,8 +23,8 @@ from ignition.model.sampling import SamplingParams as DeviceSampling
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.model.step import run_step
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.faults import InjectedFault
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.loop.faults import InjectedFault
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import tiny_catalog
 
 EOS = 2

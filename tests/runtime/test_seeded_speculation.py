@@ -11,7 +11,7 @@ import pytest
 
 from ignition.model.coupled_verify import use_verification
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.test_non_finite_rows import CharDecoder
 from tests.runtime.tiny import tiny_catalog
 

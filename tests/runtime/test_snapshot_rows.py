@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.runtime.retention import CheckpointRole
-from ignition.runtime.snapshot_rows import RowState, SnapshotRowError, SnapshotRows
+from ignition.runtime.retention.captures import CheckpointRole
+from ignition.runtime.retention.snapshot_rows import RowState, SnapshotRowError, SnapshotRows
 
 
 def _publish(rows: SnapshotRows, tokens, role, owner, now):

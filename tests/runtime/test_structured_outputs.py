@@ -19,7 +19,7 @@ import pytest
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarSpec
 from ignition.runtime.proposals.grammar_drafts import proposal
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.structured import (
     CHOICES,
     REGEX,

@@ -1,4 +1,4 @@
-"""Issue 13, worker binding of image features (runtime/vision_binding.py): a window's images
+"""Issue 13, worker binding of image features (runtime/vision/binding.py): a window's images
 are encoded into the prepared feature storage from offset zero; a prompt chunk binds the
 features of the images inside it at chunk-relative positions and its explicit rope rows;
 chunks that split an image, or hold another window's image, are refused."""
@@ -11,8 +11,8 @@ import torch
 
 from ignition.model.vision.grid import ImageGrid
 from ignition.model.vision.preprocess import PreparedImage
-from ignition.runtime.image_inputs import expand_request
-from ignition.runtime.vision_binding import ImageBindingError, RequestVision
+from ignition.runtime.vision.binding import ImageBindingError, RequestVision
+from ignition.runtime.vision.inputs import expand_request
 
 IMAGE = 9
 GRIDS = [ImageGrid(1, 4, 4), ImageGrid(1, 2, 4)]  # 4 and 2 features at merge 2

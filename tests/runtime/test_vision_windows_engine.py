@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.components.catalog import GraphKind
-from ignition.runtime.requests import GenerationRequest, SamplingParams
-from ignition.runtime.snapshot_rows import RowState
+from ignition.components.program_kinds import GraphKind
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
+from ignition.runtime.retention.snapshot_rows import RowState
 from ignition.serving.engine import ServeOptions, open_engine
 from tests.server.vision_checkpoint import NUM_TOKENS
 

@@ -12,9 +12,9 @@ import itertools
 import pytest
 
 from ignition.helios import Fence, LaneRole, LaneWork, RequestHandle, ScheduledPlan, SelectionReason
-from ignition.runtime.detokenize import IncrementalDetokenizer
-from ignition.runtime.engine import LiveRequest
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.detokenize import IncrementalDetokenizer
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
+from ignition.runtime.requests.table import LiveRequest
 from ignition.serving.engine import ServeOptions, open_engine
 from tests.server.vision_checkpoint import NUM_TOKENS
 

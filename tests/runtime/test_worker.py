@@ -20,12 +20,12 @@ from ignition.model.config import ModelConfig
 from ignition.model.state import ModelState
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime.detokenize import IncrementalDetokenizer
-from ignition.runtime.engine import LiveRequest
+from ignition.runtime.executors.resources import SlotResources
 from ignition.runtime.executors.results import completion_record
-from ignition.runtime.requests import GenerationRequest, SamplingParams
-from ignition.runtime.resources import SlotResources
-from ignition.runtime.worker import ModelWorker, WorkerError
+from ignition.runtime.executors.worker import ModelWorker, WorkerError
+from ignition.runtime.requests.detokenize import IncrementalDetokenizer
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
+from ignition.runtime.requests.table import LiveRequest
 
 PAGE = 64
 

@@ -6,11 +6,12 @@ import asyncio
 
 import httpx
 
-from ignition.runtime.chat_template import RenderedChat
-from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.chat.template import RenderedChat
 from ignition.runtime.grammar import GrammarError, GrammarSpec, RequestGrammar
-from ignition.runtime.requests import GenerationRequest, QueueFullError, StreamChunk
-from ignition.runtime.stats import EngineStats
+from ignition.runtime.loop.stats import EngineStats
+from ignition.runtime.requests.errors import QueueFullError
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig
 from ignition.server.images import VisionServing

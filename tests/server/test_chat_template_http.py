@@ -11,12 +11,12 @@ from pathlib import Path
 
 import httpx
 
-from ignition.runtime.chat_template import ChatRenderer
-from ignition.runtime.chat_template_files import ChatTemplates
-from ignition.runtime.generation_config import GenerationDefaults
+from ignition.runtime.chat.template import ChatRenderer
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.runtime.grammar import RequestGrammar
-from ignition.runtime.requests import GenerationRequest, StreamChunk
-from ignition.runtime.stats import EngineStats
+from ignition.runtime.loop.stats import EngineStats
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 from ignition.server.app import create_app
 from ignition.server.config import ServerConfig
 

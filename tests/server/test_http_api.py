@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from ignition.runtime.generation_config import GenerationDefaults
-from ignition.runtime.requests import GenerationRequest, StreamChunk
+from ignition.runtime.requests.generation_config import GenerationDefaults
+from ignition.runtime.requests.request import GenerationRequest, StreamChunk
 from tests.server.scripted import ScriptedEngine, client, run
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.server.config import ServerConfig
 from ignition.serving.server_config import template_renders_tools
 from tests.server.scripted import ScriptedEngine, client, run

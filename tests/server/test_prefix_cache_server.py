@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from ignition.runtime.bundle import load_bundle
-from ignition.runtime.chat_template import ChatRenderer
+from ignition.runtime.chat.template import ChatRenderer
 from tests.server.conftest import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

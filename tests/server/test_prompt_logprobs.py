@@ -21,13 +21,14 @@ import pytest
 import torch
 
 from ignition.components.capacity import plan_catalog
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.kernels import use_backend
 from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.async_engine import AsyncEngine
-from ignition.runtime.requests import GenerationRequest, RequestError, SamplingParams
+from ignition.runtime.requests.errors import RequestError
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.server.app import create_app
 
 pytest.importorskip("transformers")

@@ -1,6 +1,6 @@
 """Issue 15's reliability suite against real `ignition serve` processes (loopback only).
 
-Fault injection goes through the test-only fault plan (ignition/runtime/faults.py,
+Fault injection goes through the test-only fault plan (ignition/runtime/loop/faults.py,
 enabled by ``IGNITION_TEST_FAULTS``): a request whose prompt starts with a marker
 token fails at launch, at wait, or in publication; the ``step`` marker breaks the
 loop itself. Innocent requests run beside the targeted ones and must finish whole.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from ignition.runtime.chat_template import RenderedChat
+from ignition.runtime.chat.template import RenderedChat
 from ignition.runtime.grammar import REASONING_SHARE, GrammarSpec, RequestGrammar
 from ignition.server.config import ServerConfig
 from tests.server.scripted import ScriptedEngine, client, run

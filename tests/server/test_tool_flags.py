@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 
 from ignition.cli import main
 from ignition.runtime.bundle import BundleError
-from ignition.runtime.chat_template_files import ChatTemplates
+from ignition.runtime.chat.template_files import ChatTemplates
 from ignition.server.config import ServerConfig
 from ignition.serving.engine import ServeOptions
 from ignition.serving.server_config import server_config

@@ -20,7 +20,7 @@ from tokenizers import AddedToken, Tokenizer
 
 from ignition.cli import main
 from ignition.model.vision.preprocess import ImageProcessing, prepare_image
-from ignition.runtime.image_inputs import expand_request
+from ignition.runtime.vision.inputs import expand_request
 from tests.model.hf_checkpoints import Variant, randomize_vision, rewrite_tensors, write_qwen35
 
 START, END, IMAGE, VIDEO = 4096, 4097, 4098, 4099

@@ -1,6 +1,7 @@
-"""``open_engine`` hands every hook to the assembly in one call: the grammar compiler and
-the vocabulary bound travel as ``assemble_engine`` arguments, never set on the engine
-afterwards. The bundle's load and the assembly are replaced, so no model is built."""
+"""``open_engine`` hands every hook to the assembly in one call: the grammar compiler, the
+vocabulary bound, the trace recorder and the fault plan travel as ``assemble_engine``
+arguments, never set on the engine afterwards. The bundle's load and the assembly are
+replaced, so no model is built."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 
 import ignition.serving.engine as serving_engine
 from ignition.runtime.grammar import GrammarError, GrammarSpec, LazyGrammarCompiler
+from ignition.runtime.loop.faults import FaultPlan
+from ignition.runtime.tracing.recorder import TraceRecorder
 from ignition.serving.engine import ServeOptions, open_engine
 
 VOCAB = 97
@@ -48,3 +51,10 @@ def test_tensor_parallel_serving_assembles_a_grammar_compiler_that_refuses(assem
     open_engine(ServeOptions("bundle", device="cpu"), tp=SimpleNamespace(rank=0))
     with pytest.raises(GrammarError, match="not yet with tensor parallelism"):
         assembled[0]["grammar"].compile(GrammarSpec("regex", "a+", "response_format"))
+
+
+def test_the_trace_recorder_and_the_fault_plan_reach_the_assembly(assembled):
+    recorder, plan = TraceRecorder(), FaultPlan.parse("step=404")
+    open_engine(ServeOptions("bundle", device="cpu"), trace=recorder, faults=plan)
+    (call,) = assembled
+    assert call["trace"] is recorder and call["faults"] is plan

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from ignition.cli import main
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.devices import DeviceError, Execution, H200Roofline
 from ignition.simulate.ple_charge import PleCharge, PleChargedDevice, device_with_ple
 from tests.simulate.test_simulate_command import SMALL, TRACE

@@ -106,6 +106,7 @@ def test_the_wide_mixed_what_if_adds_wider_mixed_widths_at_the_2048_bucket_only(
 
     stock = helios_catalog("qwen38", 32, 128)
     wide = helios_catalog("qwen38", 32, 128, wide_mixed=2048)
+    seed = helios_catalog("qwen38", 32, 128, seed_wide=True)  # before the recipe's 1024 step
 
     def wider(catalog):
         return {
@@ -114,7 +115,9 @@ def test_the_wide_mixed_what_if_adds_wider_mixed_widths_at_the_2048_bucket_only(
             if d.kind.value == "mixed" and d.token_capacity > 1
         }
 
-    assert wider(stock) == {512} and wider(wide) == {512, 2048}
+    assert wider(seed) == {512} and wider(stock) == {512, 1024}
+    assert wider(wide) == {512, 1024, 2048}
+    assert {d.name for d in seed.descriptors} < {d.name for d in stock.descriptors}
     assert {d.name for d in stock.descriptors} < {d.name for d in wide.descriptors}
 
 

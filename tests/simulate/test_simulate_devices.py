@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.devices import (
     DeviceError,
     Execution,

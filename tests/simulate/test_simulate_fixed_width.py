@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.baselines import PolicyError, describe, parse_policy, width_variant
 from ignition.simulate.harness import Setup, helios_catalog, run_policy
 from ignition.simulate.workloads import AcceptanceModel, poisson, with_acceptance
@@ -29,8 +29,8 @@ def test_a_fixed_width_catalog_keeps_prefill_and_only_host_allocated_programs_of
     assert not any(d.is_device_allocated for d in fixed.descriptors)
     prefill = {d.name for d in adaptive.descriptors if d.kind is GraphKind.PREFILL}
     assert {d.name for d in fixed.descriptors if d.kind is GraphKind.PREFILL} == prefill
-    # the seed's one-bucket rule: the wider mixed width exists at one prompt bucket only
-    assert {d.prefill_capacity for d in generation if d.kind is GraphKind.MIXED} == {512}
+    # the seed's balanced bucket and the recipe's 8-slot step bucket 1024 (issue 40)
+    assert {d.prefill_capacity for d in generation if d.kind is GraphKind.MIXED} == {512, 1024}
 
 
 def test_a_width_the_envelope_leaves_out_at_the_full_batch_is_absent_there():

@@ -67,7 +67,7 @@ def test_the_quick_search_is_coarser_but_reports_its_resolution():
 
 
 def test_load_time_selection_what_ifs_keep_only_the_programs_they_name():
-    from ignition.components.catalog import GraphKind
+    from ignition.components.program_kinds import GraphKind
     from ignition.simulate.harness import helios_catalog
 
     full = helios_catalog("qwen38", 32, 128, full_batch=True, max_prompt=2048)

@@ -39,7 +39,7 @@ def test_every_turn_resends_the_history_with_its_message_endpoints():
 @pytest.fixture(scope="module")
 def runs():
     """The restore mechanics: SMALL's histories fit one prefill launch, so the pay-off rule
-    (runtime/retention_payoff.py) would skip every restore; these runs keep them all."""
+    (runtime/retention/payoff.py) would skip every restore; these runs keep them all."""
     catalog = helios_catalog("qwen38", 2, 128, speculation="off")
     return {
         rows: run_retention(SMALL, rows, catalog, slots=2, device=H200Roofline(), payoff=False)

@@ -67,3 +67,43 @@ def test_the_simulator_tells_helios_how_many_requests_wait_for_a_slot():
     sim.scheduler.note_waiting = lambda n: (seen.append(n), note(n))[1]
     sim.run()
     assert max(seen) == 4 and seen[-1] == 0  # six at time zero, two slots
+
+
+def test_two_class_frame_breakdown_accounts_for_every_frame_and_token():
+    """``two_class --frames``: every execution belongs to one program row and every
+    delivered token to the frame that ended when it was published."""
+    setup = Setup(slots=4, speculative_token_capacity=8, device=device_from_spec("h200"))
+    run = run_policy("helios", two_class.workload(8, prompt=64, output=16), setup)
+    shares, probes = two_class.frame_breakdown(run)
+    assert sum(s.frames for s in shares) == len(run.executions)
+    assert sum(s.output_tokens for s in shares) == sum(
+        n for r in run.requests for _, n in r.deliveries
+    )
+    assert [s.device_ms for s in shares] == sorted((s.device_ms for s in shares), reverse=True)
+    assert 0 <= probes <= len(run.executions)
+    lines = two_class.frame_lines("helios", shares, probes)
+    assert lines[0].startswith("`helios`: ") and shares[0].graph in lines[4]
+
+
+def test_two_class_watch_reports_both_classes():
+    from scripts.scheduling_sim import two_class_watch
+
+    lines = two_class_watch.watch("qwen38-flash-next-h200", "helios", 2_000.0, shown=2)
+    assert lines[0].startswith("t = ")
+    assert any("class 0.9:" in line for line in lines)
+    assert any("class 0.35:" in line for line in lines)
+
+
+def test_two_class_bound_splits_residents_by_lifetime():
+    """``two_class_bound``: a class delivering more tokens a round holds fewer of the 32
+    slots, and with equal widths the ragged and rectangular programs are the same."""
+    from scripts.scheduling_sim import two_class_bound as bound
+
+    assert bound.expected_tokens(0.9, 2) == pytest.approx(1.9)
+    found = {(p.high_width, p.low_width, p.program): p for p in bound.points("h200", 3)}
+    assert found[(1, 1, "ragged")].high_residents == pytest.approx(16.0)
+    assert found[(2, 1, "ragged")].high_residents == pytest.approx(32 * 1.0 / (1.0 + 1.9))
+    for (wh, wl, program), p in found.items():
+        if wh == wl and program == "ragged":
+            rect = found[(wh, wl, "rectangular")]
+            assert p.tokens_per_ms == pytest.approx(rect.tokens_per_ms)

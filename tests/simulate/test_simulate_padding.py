@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.baselines import PolicyError, make_baseline, parse_policy
 from ignition.simulate.capture import vllm_capture_sizes
 from ignition.simulate.devices import Formula, FormulaDevice

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.calibration import calibration_table, holds, ratios
 from ignition.simulate.devices import PROFILES, DeviceError, Execution, device_from_spec
 

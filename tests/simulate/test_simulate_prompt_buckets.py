@@ -4,7 +4,7 @@ item 4): ``helios`` at 32 slots runs the qwen38 recipe's 1152 and 1280 buckets, 
 
 from __future__ import annotations
 
-from ignition.components.catalog import GraphKind
+from ignition.components.program_kinds import GraphKind
 from ignition.simulate.harness import helios_catalog, helios_simulation
 from ignition.simulate.results import ExecutionRecord, RunResult
 from ignition.simulate.workloads import SimRequest

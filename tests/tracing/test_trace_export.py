@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from ignition.runtime.requests import GenerationRequest, SamplingParams
+from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.runtime.tracing import TraceFileWriter, TraceRecorder, check_trace_path
 from ignition.runtime.tracing.hook import install_trace_hook
 from tests.runtime.scripted import make_engine

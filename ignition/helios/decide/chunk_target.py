@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.left_out import CarryTimes
 from ignition.helios.decide.rounds import LaneTable

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 
 CostKey = tuple
 MEDIAN_WINDOW = 9

@@ -39,7 +39,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.tails import FastestAtLeast
 from ignition.helios.decide.utility import Candidate, Decision, prompt_capacity

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.chunk_target import REJECTED, smallest_prompt_capacity, within_target
 from ignition.helios.decide.cost import CostModel, Freshness

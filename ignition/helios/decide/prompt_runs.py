@@ -46,7 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.chunk_target import ready_ages
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.rounds import LaneTable

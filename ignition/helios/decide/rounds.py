@@ -25,7 +25,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory, expected_output
 from ignition.helios.decide.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key

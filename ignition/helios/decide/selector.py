@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
+from ignition.helios.decide import mixed_width
 from ignition.helios.decide.learning import choose_probe
 from ignition.helios.decide.policy import (
     CatalogIndex,
@@ -30,6 +31,7 @@ from ignition.helios.decide.policy import (
     active_descriptors,
     all_candidates,
     build_tables,
+    candidates_for,
     select,
 )
 from ignition.helios.decide.projection import build_population
@@ -98,7 +100,16 @@ class Exhaustive:
         e = self.evaluate(s)
         population, decision, tables, shapes = e.population, e.decision, e.tables, e.shapes
         candidates, states = e.inference + e.states, e.states
-        winner = page_feasible(select(candidates), states, s.page_shortfall)
+        best = select(candidates)
+        if s.policy.mixed_width:  # decide/mixed_width.py
+
+            def evaluate(d: Descriptor, decode_only: bool) -> list[Candidate]:
+                return candidates_for(
+                    d, tables, s.costs, decision, s.now_ns, s.speculation, decode_only
+                )
+
+            best = mixed_width.widen(best, shapes, evaluate, s.page_shortfall)
+        winner = page_feasible(best, states, s.page_shortfall)
         if winner is None:
             return None
         return execution_class(

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.chains import chain_cohort
 from ignition.helios.decide.cost import CostModel, Freshness

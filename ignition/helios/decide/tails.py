@@ -30,7 +30,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.utility import (
     Candidate,

@@ -16,7 +16,8 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.service import Prices, token_normalizer
 from ignition.helios.types import LaneRole, RequestHandle

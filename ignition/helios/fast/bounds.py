@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import candidates_for, prune_dominated
@@ -252,3 +253,7 @@ def _evaluate(
         found = (d, candidates_for(d, tables, costs, decision, now_ns, mode, decode_only))
         tables.evaluated[key] = found
     return found[1]
+
+
+# the memoised candidates_for, for the selector's mixed-width rule (decide/mixed_width.py)
+evaluate_shape = _evaluate

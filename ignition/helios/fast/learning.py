@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.learning import (

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.cost import CostEntry, CostModel
 from ignition.helios.decide.prompt_starts import BOUNDED_RULES, PromptStarts
 from ignition.helios.decide.service import Normalizers

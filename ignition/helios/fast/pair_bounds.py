@@ -35,7 +35,8 @@ import math
 from collections.abc import Sequence
 from itertools import accumulate
 
-from ignition.components.catalog import Descriptor, GraphKind
+from ignition.components.descriptor import Descriptor
+from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.state_candidates import following_rows
 from ignition.helios.decide.utility import Decision, LaneView, prompt_capacity
 from ignition.helios.fast.lane_table import LaneTable, expected_outputs

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios.decide.utility import Decision, LaneView
 
 

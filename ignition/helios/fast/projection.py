@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide import cadence_ramp, utility
 from ignition.helios.decide.cost import CostModel

@@ -15,11 +15,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
+from ignition.helios.decide import mixed_width
 from ignition.helios.decide.policy import active_descriptors, select
 from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.decide.utility import Candidate
-from ignition.helios.fast.bounds import bounded_candidates, largest_bound, stale_alternative
+from ignition.helios.fast.bounds import (
+    bounded_candidates,
+    evaluate_shape,
+    largest_bound,
+    stale_alternative,
+)
 from ignition.helios.fast.catalog_index import CatalogIndex
 from ignition.helios.fast.lane_table import LaneTable
 from ignition.helios.fast.learning import choose_probe
@@ -96,12 +102,23 @@ class Bounded:
         )
         floor = max((c.score for c in inference if not c.is_indeterminate), default=-math.inf)
         states = search.candidates(floor)
-        winner = select(inference + states)
+
+        def chosen(pool: list[Candidate]) -> Candidate | None:
+            best = select(pool)
+            if not s.policy.mixed_width:
+                return best
+
+            def evaluate(d: Descriptor, decode_only: bool) -> list[Candidate]:
+                return evaluate_shape((d, decode_only), *inputs[1:6])
+
+            return mixed_width.widen(best, shapes, evaluate, s.page_shortfall)  # decide/
+
+        winner = chosen(inference + states)
         if winner is not None and not search.is_empty and s.page_shortfall(winner) > 0:
             # the winner yields to the best state operation that fits, which needs every
             # state shape's own best, not only those that could win
             states = state_candidates(*state_inputs)
-            winner = page_feasible(select(inference + states), states, s.page_shortfall)
+            winner = page_feasible(chosen(inference + states), states, s.page_shortfall)
         if winner is None:
             return None
 

@@ -1,18 +1,5 @@
-"""PyTorch reference of QSA's block selection, the one definition serving and training share.
-
-transformers' ``Qwen4ExpTextQSAIndexer`` scores each query's complete blocks as a vector of
-exactly that query's length and keeps ``scores.topk(min(keep, n))``. The trained indexer often
-scores blocks exactly 0 (relu of heads that are all negative), so the cut falls among ties, and
-which tied blocks survive is whatever ``torch.topk`` returns for that vector: on CPU an
-unstable selection (``std::nth_element``, or a partial sort when ``64 * keep <= n``) whose
-choice among equal scores depends on the vector's length and every value in it. Padding the
-vector (a batched row of every block, the invisible ones at -inf) changes that choice, so for
-every query whose cut is tied this reference calls ``topk`` on the very vector transformers
-builds: one call per distinct visible count among those queries. A query whose keep-th and
-next scores differ has one top set whatever the order, which one padded ``topk`` finds for all
-queries at once. The tied queries' counts are read on the host, as references may
-(``compiler/host_sync``); the capturable path is ``triton.py``.
-"""
+"""PyTorch reference of QSA's block selection, shared by serving and training; tied cuts
+reproduce transformers' ``torch.topk`` exactly (host reads; docs/kernels.md)."""
 
 from __future__ import annotations
 
@@ -20,12 +7,11 @@ import torch
 
 
 def block_topk(scores: torch.Tensor, num_visible: torch.Tensor, keep: int) -> torch.Tensor:
-    """Indices [N, keep] (int64) of each query's kept blocks, in ``topk`` order.
+    """Indices [N, keep] int64 of each query's kept blocks, in ``topk`` order.
 
-    scores [N, max_blocks] float (entries at or past a query's count are ignored);
-    num_visible [N] the query's complete blocks; keep >= 0, at most max_blocks. A query with
-    at most ``keep`` blocks keeps them all: its row is 0, 1, ..., keep - 1, and the entries at
-    or past its count mean "none" (callers test ``index < num_visible``), as for padding rows.
+    scores [N, max_blocks] (entries past a query's count ignored); num_visible [N]; 0 <= keep
+    <= max_blocks. A query with at most ``keep`` blocks gets 0 .. keep - 1, entries at or past
+    its count meaning "none" (callers test ``index < num_visible``).
     """
     num_queries, max_blocks = scores.shape
     counts = num_visible.long()

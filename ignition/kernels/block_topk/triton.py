@@ -1,16 +1,5 @@
-"""The capturable block selection for CUDA programs (same signature as ``reference.py``).
-
-The op runs a stable descending sort: it is capturable (no host read, static shapes). It
-keeps the highest scores and breaks ties towards the lower block index. That is our reading
-of CUDA's ``torch.topk`` (its single-block path gathers the values above the k-th, then those
-equal to it in index order), so likely what transformers selects on a GPU; it is not checked
-on a GPU yet. On CPU transformers' choice among ties is the unstable one ``reference.py``
-reproduces; the two paths agree whenever the cut is not a tie.
-
-``launch_block_topk`` is a Triton candidate for long rows (a threshold found by halving the
-score range, then one ordered pass): the same kept set, no sort. ``scripts/gpu_check_qsa.py``
-times it against the sort; until a GPU has, the op keeps the sort.
-"""
+"""The capturable block selection: a stable descending sort, ties towards the lower block
+(docs/kernels.md)."""
 
 from __future__ import annotations
 
@@ -20,8 +9,7 @@ import triton.language as tl
 
 
 def block_topk(scores: torch.Tensor, num_visible: torch.Tensor, keep: int) -> torch.Tensor:
-    """As ``reference.block_topk``: [N, keep] kept block indices; entries at or past a query's
-    count mean "none"."""
+    """As ``reference.block_topk``."""
     block = torch.arange(scores.shape[1], device=scores.device)
     is_visible = block[None, :] < num_visible.long()[:, None]
     masked = scores.float().masked_fill(~is_visible, float("-inf"))
@@ -85,10 +73,8 @@ def _block_topk_kernel(scores_ptr, visible_ptr, out_ptr, stride_s, stride_o, kee
 def launch_block_topk(
     scores: torch.Tensor, num_visible: torch.Tensor, keep: int, out: torch.Tensor
 ) -> None:
-    """The selection as one Triton program per query (a candidate to replace the sort; the GPU
-    check times both): the same kept set, highest scores with ties towards the lower block,
-    listed in block order rather than score order. ``scores`` float32, ``out`` [N, keep]
-    int64; a query with at most ``keep`` blocks gets 0 .. keep - 1."""
+    """The selection as one Triton program per query: the same kept set, in block order;
+    ``scores`` fp32, ``out`` [N, keep] int64."""
     if scores.dtype != torch.float32 or scores.stride(-1) != 1:
         raise ValueError("block_topk: scores must be float32 and contiguous in the block dim")
     if tuple(out.shape) != (scores.shape[0], keep) or out.dtype != torch.int64:

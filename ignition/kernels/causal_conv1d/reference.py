@@ -1,10 +1,6 @@
-"""PyTorch reference of the short causal depthwise convolution (+ an activation, SiLU unless
-the model's ``hidden_act`` names another; ``kernels.activations``) used by GDN and PLE layers.
-
-Convention (as in Dao's causal-conv1d): with K taps, channel c at position t computes
-``sum_j weight[c, j] * x[t - (K - 1) + j]``, so ``weight[:, K - 1]`` multiplies the current
-input. A window holds the previous K - 1 inputs of each channel, oldest first.
-"""
+"""PyTorch reference of the short causal depthwise conv + activation: channel c at t is
+``sum_j weight[c, j] * x[t - (K - 1) + j]``; a window holds the previous K - 1 inputs, oldest
+first."""
 
 from __future__ import annotations
 
@@ -21,19 +17,12 @@ def causal_conv1d_prefill(
     length: torch.Tensor,
     activation: str = "silu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal depthwise conv + ``activation`` over one prompt row that continues
-    ``initial_window``.
+    """Causal depthwise conv + ``activation`` over one prompt row continuing ``initial_window``.
 
     Shapes:
-        x: [T, C] (T = prompt capacity); weight: [C, K]; bias: [C] or None;
-        initial_window: [C, K - 1] the K - 1 inputs before x[0], oldest first (zeros for a new
-            request); length: [1] int32, the real tokens (0 <= length <= T).
-    Returns:
-        y: [T, C] in the dtype of x, activation(conv) for t < length and zeros beyond.
-        final_window: [C, K - 1] in the dtype of initial_window: the last K - 1 inputs ending
-            at position length - 1, reaching back into initial_window when length < K - 1
-            (length 0 returns initial_window unchanged).
-    Padding: x beyond length is ignored (the window never reads it). No host sync.
+    x [T, C]; weight [C, K]; bias [C] or None; initial_window [C, K - 1]; length [1] int32
+    real tokens. Returns (y [T, C] in x's dtype, zeros past length; final_window [C, K - 1],
+    the last K - 1 inputs up to length - 1, initial_window itself at length 0). No host sync.
     """
     num_tokens, _ = x.shape
     taps = weight.shape[1]
@@ -47,8 +36,7 @@ def causal_conv1d_prefill(
         conv += bias.float()
     valid = torch.arange(num_tokens, device=x.device)[:, None] < length.to(x.device)
     y = torch.where(valid, activation_fn(activation)(conv), 0.0).to(x.dtype)
-    # history index p holds x[p - (K - 1)], so the window ending at x[length - 1] is p in
-    # [length, length + K - 2].
+    # history index p holds x[p - (K - 1)]
     window_index = length.long() + torch.arange(taps - 1, device=x.device)
     final_window = history.index_select(0, window_index).t().to(initial_window.dtype)
     return y, final_window
@@ -61,18 +49,12 @@ def causal_conv1d_update(
     window: torch.Tensor,
     activation: str = "silu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal depthwise conv + ``activation`` for decode/verify rows, keeping the window after
-    each step.
+    """Causal depthwise conv + ``activation`` for decode/verify rows, keeping each window.
 
     Shapes:
-        x: [R, W, C]; weight: [C, K]; bias: [C] or None; window: [R, C, K - 1] oldest first
-        (not modified).
-    Returns:
-        y: [R, W, C] in the dtype of x; windows: [R, W, C, K - 1] in the dtype of window, where
-        windows[:, i] is the window after consuming position i (commit copies
-        windows[:, accepted - 1]).
-    Padding: every position is computed; outputs and windows at positions past a row's query
-    length depend on padded inputs and must simply not be committed.
+    x [R, W, C]; weight [C, K]; bias [C] or None; window [R, C, K - 1], not modified. Returns
+    (y [R, W, C], windows [R, W, C, K - 1] after each position). Positions past a row's
+    query length depend on padding and must not be committed.
     """
     taps = weight.shape[1]
     width = x.shape[1]

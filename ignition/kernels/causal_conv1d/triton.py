@@ -1,10 +1,4 @@
-"""Triton causal depthwise conv1d + an activation (SiLU unless the model's ``hidden_act`` names
-another): prompt-row prefill and per-position decode update.
-
-Both kernels read a virtual "history" = window (K - 1 inputs) followed by the new inputs, so
-history index p is window[p] for p < K - 1 and x[p - (K - 1)] otherwise. Each program owns a
-tile of [positions, channels] and accumulates the K taps with static unrolling (K is small).
-"""
+"""Triton causal depthwise conv1d + activation, reading history = window then new inputs."""
 
 from __future__ import annotations
 
@@ -57,10 +51,7 @@ def _load_history(
     stride_x_pos, stride_window_c,
     TAPS: tl.constexpr,
 ):  # fmt: skip
-    """history[index, channels] as fp32 for an [P] index vector and [C] channel vector.
-
-    Indices past the ``num_inputs`` real inputs read as 0 (they feed only masked outputs).
-    """
+    """history[index, channels] as fp32; indices past ``num_inputs`` read 0."""
     in_window = index < TAPS - 1
     from_window = tl.load(
         window_ptr + channels[None, :] * stride_window_c + index[:, None],

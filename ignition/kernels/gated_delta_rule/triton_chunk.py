@@ -1,15 +1,5 @@
-"""Triton chunked gated delta rule for one prompt row (the WY/UT algorithm of the reference).
-
-One program owns a (head, BLOCK_V value columns) slice of the state and walks the chunks in
-order, keeping S [Dk, BLOCK_V] in registers. Per chunk it builds the strictly lower triangular
-A (see reference), inverts the unit lower triangular I + A by forward substitution (row by
-row, like the reference's solve_triangular), then applies the chunk's corrections to the
-outputs and the state with a few matmuls. The doubling product (I - A)(I + A^2)(I + A^4)...
-is faster but unusable: with correlated keys the powers of A reach ~1e17 and cancel
-catastrophically (see the repeated-key test). All matmuls run in fp32 with IEEE precision (TF32
-would cost the long recurrent state ~1e-3 relative accuracy). The A/T work does not depend on
-the value slice, so programs of one head repeat it; Dv / BLOCK_V is small.
-"""
+"""Triton chunked gated delta rule for one prompt row: forward substitution in IEEE fp32
+(docs/kernels.md)."""
 
 from __future__ import annotations
 
@@ -68,8 +58,7 @@ def _chunk_gated_delta_rule_kernel(
         decay = tl.exp(tl.where(causal, g_cum[:, None] - g_cum[None, :], float("-inf")))
         kk = tl.dot(k, tl.trans(k), input_precision=DOT_PRECISION)
         a = tl.where(strictly_lower, beta[:, None] * kk * decay, 0.0)
-        # Forward substitution, row by row: T[i] = e_i - A[i, :i] T[:i]. Rows j >= i of T
-        # meet A[i, j] = 0, so the full-width product is exact without slicing.
+        # Forward substitution: T[i] = e_i - A[i, :i] T[:i] (A[i, j >= i] = 0).
         inverse = eye
         for i in range(1, CHUNK):
             is_row = offs_c[:, None] == i

@@ -1,9 +1,5 @@
-"""Triton recurrent gated delta rule for decode/verify rows, one state written per position.
-
-The delta rule is independent per value column of S ([Dk, Dv]): S^T k and the rank-one update
-both act column by column. Each program therefore owns one (row, head, BLOCK_V columns) slice
-of the state, keeps it in registers across the W positions and writes it after each position.
-"""
+"""Triton recurrent gated delta rule for decode/verify rows, one state written per position;
+one program per (row, head, BLOCK_V value columns), the update being per column."""
 
 from __future__ import annotations
 

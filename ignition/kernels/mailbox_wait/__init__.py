@@ -1,2 +1,1 @@
-"""The in-graph PLE mailbox: publish the rows a frame needs into mapped host memory, spin on a
-mapped ready flag (docs/ple.md, "Rows not known before launch")."""
+"""The in-graph PLE mailbox (docs/ple.md, "Rows not known before launch")."""

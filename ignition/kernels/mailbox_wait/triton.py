@@ -1,12 +1,4 @@
-"""Triton in-graph PLE mailbox wait: one program publishes the ids and spins.
-
-Ordering: the ids and the count are plain stores to mapped host memory; a CTA barrier and a
-release exchange at system scope on the request flag make them visible to the host before
-the flag is. The spin reads the ready flag with volatile loads (never cached in a
-register or L1), and the last read is an acquire at system scope so that the kernels
-after this one (the gather of the staged rows) see what the host wrote before the flag.
-One program: a single waiter is enough, and the kernels after it are stream-ordered.
-"""
+"""Triton in-graph PLE mailbox wait: one program, system-scope release/acquire (docs/kernels.md)."""
 
 from __future__ import annotations
 

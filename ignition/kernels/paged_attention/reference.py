@@ -1,18 +1,11 @@
-"""PyTorch reference of packed paged attention and the paged KV write (CPU serving path).
-
-Packed layout: the tokens of all rows sit back to back in one array of capacity T; row r owns
-packed indices [cu_query_lens[r], cu_query_lens[r + 1]). A row's query tokens are the last
-``query_len`` positions of its context, so prompt chunks (long rows) and decode/verify rows
-(short rows) are the same case and run in one call.
-"""
+"""PyTorch reference of packed paged attention and the paged KV write (CPU serving path)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-# Rows at most this long are batched together (decode and verify rows); longer rows (prompt
-# chunks) run alone so that padding a batch to the longest row never multiplies prompt work.
+# Rows at most this long are batched together; longer rows (prompt chunks) run alone.
 MAX_BATCHED_QUERY_LEN = 16
 
 
@@ -22,8 +15,7 @@ def _gather_keys(
     """[len(rows), num_pages * page_size, Hkv, Dh] keys (or values) of ``rows`` in order."""
     # Entries past a row's context may be stale or -1; clamp them to a real page, masked later.
     pages = page_table[rows, :num_pages].long().clamp(0, cache.shape[0] - 1)  # [rows, pages]
-    # cache[pages].flatten(1, 2), through index_select: the same copies, several times
-    # faster on CPU than advanced indexing for rows as large as a KV page.
+    # cache[pages].flatten(1, 2) via index_select (faster on CPU for page-sized rows)
     gathered = cache.index_select(0, pages.reshape(-1))  # [rows * pages, page_size, Hkv, Dh]
     return gathered.view(pages.shape[0], pages.shape[1] * cache.shape[1], *cache.shape[2:])
 
@@ -81,24 +73,14 @@ def packed_paged_attention(
     """Varlen causal attention over paged KV for prompt and decode rows in one call.
 
     Shapes:
-        q: [T, H, Dh] packed queries (T = token capacity).
-        k_cache, v_cache: [num_pages, page_size, Hkv, Dh]; H must be a multiple of Hkv and
-            head h reads kv head h // (H // Hkv).
-        page_table: [R, max_pages] int32; entries past a row's context are never read.
-        cu_query_lens: [R + 1] int32 prefix sums of the per-row query lengths (starting at 0);
-            a row may have query length 0.
-        context_lens: [R] int32 = cached length + query length; the row's new keys are
-            already written to the cache (``write_paged_kv``).
-        scale: softmax scale (usually Dh ** -0.5).
-    Returns:
-        o: [T, H, Dh], dtype of q. Query i of row r sits at position
-        context_lens[r] - query_len[r] + i and attends to keys [0, that position].
-    Padding: tokens at packed index >= cu_query_lens[R] are written as zeros; rows with query
-    length 0 read nothing, so their page-table entries and context lengths may be anything
-    (context_lens >= query length must hold for the other rows). Page-table entries past a
-    row's context may hold anything, -1 included.
-    Host sync: the reference reads the lengths on the host (CPU serving); the Triton kernel
-    does not and is graph-capturable.
+    q [T, H, Dh] packed; k_cache, v_cache [num_pages, page_size, Hkv, Dh], head h reads kv
+    head h // (H // Hkv); page_table [R, max_pages] int32; cu_query_lens [R + 1] int32 prefix
+    sums (a row may have length 0); context_lens [R] int32 = cached + query length, new keys
+    already written (``write_paged_kv``). Returns o [T, H, Dh]: query i of row r at position
+    context_lens[r] - query_len[r] + i attends to keys [0, that position].
+    Padding: tokens past cu_query_lens[R] are zeros; length-0 rows read nothing; table
+    entries past a context may hold anything. The reference reads lengths on the host; the
+    Triton kernel does not.
     """
     out = torch.zeros_like(q)
     cu = cu_query_lens.tolist()
@@ -129,11 +111,8 @@ def write_paged_kv(
     """Scatter new keys and values into their cache slots, in place.
 
     Shapes:
-        k, v: [T, Hkv, Dh] packed new keys/values.
-        k_cache, v_cache: [num_pages, page_size, Hkv, Dh].
-        slot_mapping: [T] int32 flat slot = page * page_size + offset.
-    Padding: slot -1 skips the token, so padded and inactive tokens mutate nothing. Valid
-    slots must be distinct (two tokens writing one slot is undefined).
+    k, v [T, Hkv, Dh]; caches [num_pages, page_size, Hkv, Dh]; slot_mapping [T] int32 =
+    page * page_size + offset, -1 skips the token. Valid slots must be distinct.
     """
     keep = slot_mapping >= 0
     slots = slot_mapping[keep].long()

@@ -1,11 +1,4 @@
-"""Triton packed paged attention (prompt and decode rows in one launch) and the paged KV write.
-
-Work split: the packed token array is cut into query blocks of BLOCK_Q tokens that never cross
-a row boundary. Row r owns the programs [cu[r] // BLOCK_Q + r, cu[r + 1] // BLOCK_Q + r + 1),
-which covers its ceil(len / BLOCK_Q) blocks with at most one spare; the programs after the last
-row zero the unused packed capacity. The grid is therefore cdiv(T, BLOCK_Q) + R programs per
-head for any split of T among the rows, a static size that CUDA graphs can capture.
-"""
+"""Triton packed paged attention and KV write; a static grid of cdiv(T, BLOCK_Q) + R programs."""
 
 from __future__ import annotations
 

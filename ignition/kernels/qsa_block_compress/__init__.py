@@ -1,2 +1,1 @@
-"""QSA's block-key compression at block boundaries, into the paged compressed-key cache, and
-the slots' pending raw keys (the incomplete block's members) kept at commit."""
+"""QSA's block-key compression into the paged key cache, and the pending raw-key rings."""

@@ -1,12 +1,5 @@
-"""PyTorch reference of QSA's block-key compression (CPU serving path).
-
-A block's key is the mean of its ``ratio`` raw index keys, RMS-normed and roped at the block's
-first position, as transformers' ``Qwen4ExpTextQSAIndexer`` builds it (with the same dtype
-round trips: the mean is cast to the raw keys' dtype, the norm and the rope each compute in
-fp32 and cast back). A block is written when a frame holds its last member; its earlier
-members may sit in the frame, in the slot's committed ring of pending raw keys, or (MTP draft
-steps) in the round's draft ring, which ``source`` says per member.
-"""
+"""PyTorch reference of QSA's block-key compression: member mean, RMS norm, rope at the
+block's first position, with transformers' dtype round trips."""
 
 from __future__ import annotations
 
@@ -31,22 +24,13 @@ def compress_block_keys(
     """Write the block key of every token that completes a block, in place.
 
     Shapes:
-        raw: [T, d] this frame's raw index keys.
-        raw_ring, draft_ring: [slots + 1, ratio, d] pending raw keys by position % ratio
-            (pass ``raw_ring`` twice when there is no draft ring).
-        source: [T, ratio] int32, per member (oldest first): FROM_FRAME (``member_index`` is
-            a packed token), FROM_RING or FROM_DRAFT_RING (``member_index`` is
-            slot * ratio + position % ratio).
-        member_index: [T, ratio] int64.
-        cos, sin: [T, rotary_dim / 2] float32 rope of the block's first position (half-split
-            rotation of the leading rotary_dim channels).
-        norm_scale: [d] float32, the RMSNorm's scale (weight + offset).
-        eps: the RMSNorm's epsilon.
-        slots: [T] int32 flat block slot page * blocks_per_page + index; -1 skips the token
-            (it completes no block, or it is padding, or its KV is not written).
-        block_keys: [num_pages, blocks_per_page, d] the compressed-key cache (float8 allowed).
-    Host sync: the reference masks the written rows on the host side of indexing (CPU
-    serving); the Triton kernel does not and is graph-capturable.
+    raw [T, d]; raw_ring, draft_ring [slots + 1, ratio, d] by position % ratio (``raw_ring``
+    twice without a draft ring); source [T, ratio] int32 per member, oldest first:
+    FROM_FRAME (``member_index`` a packed token) or FROM_RING / FROM_DRAFT_RING
+    (slot * ratio + position % ratio); member_index [T, ratio] int64; cos, sin
+    [T, rotary_dim / 2] fp32 rope of the block's first position; norm_scale [d] fp32
+    (weight + offset); slots [T] int32 page * blocks_per_page + index, -1 skips; block_keys
+    [num_pages, blocks_per_page, d] (float8 allowed). The reference syncs; Triton does not.
     """
     num_tokens, head_dim = raw.shape
     ratio = source.shape[1]
@@ -72,15 +56,8 @@ def compress_block_keys(
 def write_pending_keys(
     raw: torch.Tensor, ring: torch.Tensor, rows: torch.Tensor, ring_index: torch.Tensor
 ) -> None:
-    """Keep raw index keys as a slot's pending keys (its incomplete block's members), in place.
-
-    Shapes:
-        raw: [T, d] raw index keys of the packed tokens.
-        ring: [slots + 1, ratio, d] pending raw keys by position % ratio.
-        rows: [T] int64 ring row each token writes (the scratch row for tokens that keep
-            nothing, so no branch depends on the data).
-        ring_index: [T] int64 position % ratio.
-    Valid (non-scratch) cells must be distinct; the scratch row's content is undefined.
-    Host sync: none.
+    """Keep raw index keys as a slot's pending keys, in place: raw [T, d] into ring
+    [slots + 1, ratio, d] at rows [T] int64 (scratch row for tokens keeping nothing) and
+    ring_index [T] int64 = position % ratio. Valid cells must be distinct. No host sync.
     """
     ring[rows, ring_index] = raw.to(ring.dtype)

@@ -1,10 +1,5 @@
 """Triton block-key compression (same signature as ``reference.py``): one program per packed
-token; tokens that complete no block return at once.
-
-The rope pairs channel i with i +- rotary_dim / 2; rather than exchanging registers, the
-program pools the members twice, once in channel order and once in partner order (ratio x d
-loads, a few hundred bytes), and normalises both with the same statistics.
-"""
+token; the members are pooled in channel and partner order for the rope (docs/kernels.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""PyTorch reference of QSA's block scoring over the paged block keys (CPU serving path).
-
-A query scores each complete block of its row visible to it as the sum over the indexer's
-query heads of relu(q . k) / sqrt(d), exactly as transformers' ``Qwen4ExpTextQSAIndexer``
-computes it (fp32 products of the stored operands), so that the ties the trained indexer makes
-(whole blocks scored exactly 0) stay ties and ``block_topk`` chooses among them as
-transformers does. Prompt rows and decode / verification rows are the same case: each token
-carries its row and its count of visible complete blocks.
-"""
+"""PyTorch reference of QSA's block scoring: sum over heads of relu(q . k) / sqrt(d) in fp32,
+as transformers computes it (exact-zero ties stay ties)."""
 
 from __future__ import annotations
 
@@ -23,20 +16,13 @@ def qsa_block_scores(
     token_row: torch.Tensor,
     num_complete: torch.Tensor,
 ) -> torch.Tensor:
-    """Block scores [T, max_pages * blocks_per_page] float32 of every packed query.
+    """Block scores [T, max_pages * blocks_per_page] fp32 of every packed query.
 
     Shapes:
-        q: [T, Hi, d] roped index queries.
-        block_keys: [num_pages, blocks_per_page, d] compressed block keys, paged like the KV
-            (page p holds the keys of the blocks starting in KV page p); any float dtype,
-            float8 included (read as fp32).
-        page_table: [R, max_pages] int32; entries past a row's blocks may be anything.
-        token_row: [T] int64 row of each query, in [0, R).
-        num_complete: [T] int64 complete blocks visible to the query: (position + 1) // ratio.
-    Returns:
-        scores[t, b] = sum_h relu(q[t, h] . key_b) / sqrt(d) for b < num_complete[t], -inf
-        for the blocks past it (and so for every block of a query with none).
-    Host sync: none; the Triton kernel is graph-capturable too.
+    q [T, Hi, d] roped; block_keys [num_pages, blocks_per_page, d] paged like the KV (any
+    float dtype, float8 read as fp32); page_table [R, max_pages] int32; token_row [T] int64;
+    num_complete [T] int64 = (position + 1) // ratio. scores[t, b] = sum_h relu(q[t, h] .
+    key_b) / sqrt(d) for b < num_complete[t], -inf beyond. No host sync.
     """
     num_tokens, num_heads, head_dim = q.shape
     pages = page_table.long().clamp(0, block_keys.shape[0] - 1)

@@ -1,12 +1,4 @@
-"""Triton block scoring (same signature as ``reference.py``): one program per query and tile
-of ``BLOCK_B`` blocks, all index heads at once.
-
-Every head's dot product with the tile's keys is one [heads, d] x [d, BLOCK_B] matmul; the
-relu and the sum over heads stay in registers, so only the [T, max_blocks] scores reach
-memory. Tiles past a query's visible blocks write -inf without reading a key, so a decode row
-reads only its own context's block keys (the kernel's HBM traffic), and the grid depends only
-on shapes (graph-capturable).
-"""
+"""Triton block scoring: one program per query and tile of ``BLOCK_B`` blocks."""
 
 from __future__ import annotations
 
@@ -86,9 +78,8 @@ def _block_scores_tile_kernel(
     BLOCK_B: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):  # fmt: skip
-    """Prefill specialisation: ``BLOCK_T`` consecutive packed queries per program. When they
-    share a row (a prompt chunk) the tile's keys are read once for all of them, head by head
-    [T, d] x [d, B]; a tile that straddles rows scores its queries one by one."""
+    """Prefill specialisation: ``BLOCK_T`` consecutive queries per program share a tile's
+    keys when they share a row."""
     first = tl.program_id(0).to(tl.int64) * BLOCK_T
     tile = tl.program_id(1)
     tokens = first + tl.arange(0, BLOCK_T)

@@ -1,15 +1,4 @@
-"""Triton sparse attention over selected positions (same signature as ``reference.py``).
-
-One program per (query, kv head, split): the group of query heads sharing a kv head reads each
-selected key and value once, in tiles of ``BLOCK_S`` selected positions, with an online
-softmax. Two specialisations by shape:
-
-- prefill (many queries): one split per (query, kv head), written straight to the output;
-- decode (few queries: T * Hkv programs would leave most of the GPU idle, e.g. 2 programs for
-  one decode row of the released model): the selection is cut into ``num_splits`` ranges whose
-  partial maxima, sums and accumulators go to a workspace that a second kernel combines
-  (flash-decoding). The split count depends only on shapes, so both are graph-capturable.
-"""
+"""Triton sparse attention over selected positions, online softmax, flash-decoding splits."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""PyTorch reference of speculative verification: greedy and sampled (rejection) acceptance.
-
-Row r offers n - 1 drafts (n = query_lens[r]); target position i verifies draft i, and target
-position n - 1 follows the last draft. Sampled acceptance keeps draft i while
-u_i < min(1, p_i(x_i) / q_i(x_i)); the first rejected position draws its replacement from
-normalised max(0, p - q), and a row whose drafts all survive draws a bonus token from p at
-position n - 1. Either draw is the exponential race argmax(weights / noise) with noise ~ Exp(1),
-which samples proportionally to the weights without normalising them. This preserves the target
-distribution exactly (Leviathan et al. 2023, Chen et al. 2023).
-"""
+"""PyTorch reference of speculative verification: greedy and sampled (rejection) acceptance,
+which preserves the target distribution exactly (docs/kernels.md)."""
 
 from __future__ import annotations
 
@@ -26,8 +18,7 @@ def draft_ratios(
     target_probs: torch.Tensor,
     query_lens: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(offered [R, D] bool: drafts the row offers, ratio [R, D]: min(1, p(x_i) / q(x_i)) at
-    each draft with a verifying position, 0 beyond); shapes as :func:`rejection_verify`."""
+    """(offered [R, D] bool, ratio [R, D] = min(1, p / q) where verified, else 0)."""
     num_rows, depth = draft_tokens.shape
     device = target_probs.device
     num_verified = min(depth, target_probs.shape[1] - 1)
@@ -53,22 +44,12 @@ def rejection_verify(
     """Accept a prefix of each row's drafts and emit the replacement or bonus token.
 
     Shapes:
-        draft_tokens: [R, D] int64; draft_probs: [R, D, V] the draft distribution q at each
-        draft position; target_probs: [R, W, V] the target distribution p at each verified
-        position; query_lens: [R] int32 = 1 + drafts offered (<= min(D + 1, W)), 0 = inactive;
-        uniforms: [R, W] in [0, 1); noise: [R, V] Exponential(1) draws; greedy: argmax
-        acceptance (uniforms, noise and draft_probs then only feed ``survival``).
-    Returns:
-        num_accepted: [R] int32, the accepted drafts (0 .. n - 1); an active row emits
-            num_accepted + 1 tokens.
-        output_tokens: [R, W] int64, the accepted drafts, then the replacement (first rejection)
-            or bonus token, then -1.
-        survival: [R, D] fp32, cumulative products of min(1, p(x_i) / q(x_i)) over the offered
-            drafts, 0 beyond them (computed in greedy mode too).
-    Greedy mode emits argmax p at the stopping position. Where max(0, p - q) is all zero at a
-    rejected position (only possible through rounding), the replacement is drawn from p.
-    D may be 0 (width-one programs: the op then only samples p at position 0).
-    Padding: inactive rows return 0 accepted, all -1 outputs and zero survival.
+    draft_tokens [R, D] int64; draft_probs [R, D, V] (q); target_probs [R, W, V] (p);
+    query_lens [R] int32 = 1 + drafts offered (<= min(D + 1, W)), 0 inactive; uniforms
+    [R, W] in [0, 1); noise [R, V] Exp(1); greedy: argmax acceptance. Returns
+    (num_accepted [R] int32; output_tokens [R, W] int64: accepted drafts, the replacement or
+    bonus, then -1; survival [R, D] fp32 cumulative min(1, p/q), 0 beyond). D may be 0.
+    Inactive rows: 0 accepted, all -1, zero survival.
     """
     num_rows, depth = draft_tokens.shape
     width = target_probs.shape[1]

@@ -1,10 +1,5 @@
-"""Triton speculative verification: one program per row walks its offered drafts in order.
-
-A row's acceptance is a prefix, so the program carries an ``accepting`` flag through the
-positions instead of breaking out of the loop. Vocabulary-wide work (greedy argmax, the
-residual draw) is done in blocks of BLOCK_VOCAB with a running first-index argmax, which matches
-torch.argmax's first-maximum tie rule.
-"""
+"""Triton speculative verification: one program per row walks its offered drafts in order;
+vocabulary-wide argmax in blocks keeps torch.argmax's first-maximum tie rule."""
 
 from __future__ import annotations
 
@@ -135,8 +130,7 @@ def launch_rejection_verify(
     output_tokens: torch.Tensor,
     survival: torch.Tensor,
 ) -> None:
-    """Run the kernel into preallocated ``num_accepted`` [R] int32, ``output_tokens`` [R, W]
-    int64 and ``survival`` [R, D] fp32."""
+    """Run the kernel into preallocated outputs (shapes as the reference's)."""
     num_rows, depth = draft_tokens.shape
     width, vocab_size = target_probs.shape[1:]
     tensors = {

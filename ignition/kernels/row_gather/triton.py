@@ -1,10 +1,4 @@
-"""Triton PLE row gather: one program per block of ids, columns in blocks of BLOCK_W.
-
-The table pointer may be a device view of pinned host memory (``mapped.device_view``):
-each load then crosses PCIe, so the kernel reads every row exactly once, contiguously
-along its width, and masks padding ids before any load (a padding id is never
-dereferenced). Capturable: no host data, no allocation (``out`` is the workspace).
-"""
+"""Triton PLE row gather from a possibly pinned host table; padding ids are never read."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""PyTorch reference of device confidence allocation of speculative verification rows.
-
-Admission is greedy over the causal frontier: lane r at length L may grow to L + 1 (while
-L < its ceiling) and the value of doing so is the joint probability of its first L drafts.
-Because draft probabilities are <= 1 the joint probabilities never increase along a lane (also
-after fp32 rounding, which is monotone), so the greedy frontier order equals one global order
-of all (lane, prefix) candidates by (value desc, prefix length asc, lane asc): the best
-remaining candidate always has its shorter prefixes admitted already. Admitting the first
-``budget`` candidates of that order is therefore the greedy result, computed without a loop.
-"""
+"""PyTorch reference of device confidence allocation: greedy frontier admission as one global
+order of candidates, computed without a loop (docs/kernels.md)."""
 
 from __future__ import annotations
 
@@ -22,16 +14,10 @@ def allocate_speculative_prefixes(
     """Choose each lane's verified query length within ``packed_capacity`` target rows.
 
     Shapes:
-        draft_probs: [R, D] fp32, q(proposed token) at each draft position (in [0, 1]).
-        lane_ceilings: [R] int32 = min(D + 1, W, request limit); 0 marks an inactive lane.
-        packed_capacity: P, the aggregate target rows; must be >= R so that every lane's
-            pending token fits.
-    Returns:
-        query_lens: [R] int32; 0 for inactive lanes, otherwise 1 (the pending token) plus the
-            admitted drafts, at most the ceiling; sum(query_lens) <= P.
-        confidence: [2, R, D] fp32 sidecar; [0] the per-position draft probabilities, [1] the
-            joint prefix probabilities (cumulative products); both zero for inactive lanes.
-    Ties go to the shorter prefix, then to the lower lane index. No host sync.
+    draft_probs [R, D] fp32 in [0, 1]; lane_ceilings [R] int32 = min(D + 1, W, request
+    limit), 0 inactive; packed_capacity P >= R. Returns (query_lens [R] int32, 1 + admitted
+    drafts, sum <= P; confidence [2, R, D] fp32: per-position and joint prefix
+    probabilities). Ties: shorter prefix, then lower lane. No host sync.
     """
     num_lanes, depth = draft_probs.shape
     if packed_capacity < num_lanes:

@@ -1,11 +1,5 @@
-"""Triton device confidence allocation: one program ranks every (lane, prefix) candidate.
-
-The reference explains why greedy frontier admission equals taking the first ``budget``
-candidates of one global order (value desc, prefix asc, lane asc). Here each candidate's rank
-is the number of candidates that beat it, counted block by block against all others, so the
-result needs no sort and no host sync. R * D is small (lanes <= 64, depth <= 16), so a single
-program holds every candidate.
-"""
+"""Triton device confidence allocation: one program ranks every (lane, prefix) candidate by
+counting those that beat it (the reference's order), so no sort and no host sync."""
 
 from __future__ import annotations
 
@@ -50,8 +44,7 @@ def _allocate_speculative_prefixes_kernel(
     tl.store(confidence_ptr + stride_conf_kind + conf_offs, joint, mask=mask)
     tl.debug_barrier()
 
-    # Candidate (lane r, position d) grows lane r to length d + 2, worth joint[r, d]; flat
-    # index d * num_lanes + r orders ties by prefix, then lane.
+    # Flat index d * num_lanes + r orders ties by prefix, then lane.
     eligible = (positions[None, :] + 1 < ceilings[:, None]) & mask
     value = tl.where(eligible, joint, -1.0)
     flat = positions[None, :] * num_lanes + lanes[:, None]

@@ -1,10 +1,4 @@
-"""The seam between a published checkpoint layout and the shared model code.
-
-A family turns its config.json into a :class:`ModelConfig` (the dimensions the shared model
-code reads), names the model class, maps every internal parameter to the checkpoint tensors
-it is made from, and names the recipe that serves it. The loader in ``ignition.model.weights``
-only ever talks to this interface, so adding a family adds one file and touches nothing else.
-"""
+"""The seam between a published checkpoint layout and the shared model code: one file per family."""
 
 from __future__ import annotations
 
@@ -21,11 +15,8 @@ Shape = tuple[int, ...]
 
 @dataclass(frozen=True)
 class TensorSource:
-    """Checkpoint tensors (name and expected shape) and how they become one parameter.
-
-    ``combine`` receives the tensors in ``names`` order; ``None`` means the single tensor is
-    the parameter as it is.
-    """
+    """Checkpoint tensors (name, expected shape) and how they become one parameter;
+    ``combine`` gets them in ``names`` order (None: the single tensor as it is)."""
 
     names: tuple[str, ...]
     shapes: tuple[Shape, ...]
@@ -64,8 +55,7 @@ class ModelFamily:
     def parse_config(
         self, raw: Mapping[str, Any], source: str, tensor_names: frozenset[str]
     ) -> ModelConfig:
-        """The shared config from a checkpoint's config.json (and its tensor names, which
-        say whether optional parts such as the MTP head are present)."""
+        """The shared config from config.json (tensor names say which optional parts exist)."""
         raise NotImplementedError
 
     def layout(self, model: nn.Module, tensor_names: frozenset[str]) -> CheckpointLayout:

@@ -1,10 +1,5 @@
-"""Reading the text part of a Hugging Face config.json, shared by the published families.
-
-Multimodal saves nest the language model under ``text_config`` (tensors under
-``model.language_model.``); text-only saves are flat (tensors under ``model.``). Rope settings
-moved from ``rope_theta`` / ``rope_scaling`` to ``rope_parameters`` in transformers 5; both
-spellings are read.
-"""
+"""Reading the text part of a Hugging Face config.json (nested ``text_config`` or flat; both
+rope spellings), shared by the published families."""
 
 from __future__ import annotations
 
@@ -56,8 +51,7 @@ class TextReader:
         return value
 
     def activation(self, key: str = "hidden_act", default: str = "silu") -> str:
-        """An activation name transformers' ``ACT2FN`` knows and this runtime computes
-        (``kernels.activations``); any other is refused naming the file, key and value."""
+        """An activation ``kernels.activations`` computes; any other is refused."""
         from ignition.kernels.activations import ACTIVATIONS
 
         value = self.text.get(key, default)

@@ -1,12 +1,5 @@
-"""config.json of the Qwen3.5 lineage written from a :class:`ModelConfig`.
-
-The inverse of ``parse_config`` for text checkpoints of ``qwen3_5``, ``qwen3_5_moe`` and
-``qwen4_exp``: random checkpoints written for tests and benchmarks
-(``weights.write_random_checkpoint``) are then read back by the family like a published one.
-A config the family's config.json cannot state (a vision tower, other norms, other MTP
-feeding) is refused in one line naming the field, so no written checkpoint loads as a
-different model.
-"""
+"""config.json of the Qwen3.5 lineage written from a :class:`ModelConfig` (the inverse of
+``parse_config``, for random test checkpoints); what it cannot state is refused."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Llama 3.x (``llama``): a dense attention-only decoder through the same model code.
-
-Every layer is softmax attention without q/k norms or an output gate, with full-width rotary
-(Llama 3's frequency scaling when ``rope_type`` is ``llama3``) and a dense SwiGLU. The GDN
-fields of the shared config are unused (no linear layers) and set to 1; there is no MTP head,
-so Llama recipes serve without speculation. Tensor names equal the shared module names under
-``model.``.
-"""
+"""Llama 3.x (``llama``): a dense attention-only decoder through the same model code; the GDN
+fields are unused (set to 1) and there is no MTP head, so no speculation."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
 """Qwen3.5 / Qwen3.6, dense (``qwen3_5``) and MoE (``qwen3_5_moe``), as Hugging Face publishes them.
 
-Gated DeltaNet and gated full attention (3:1), zero-centred RMSNorms (scale ``1 + w``; the
-GDN output norm is the exception), partial rotary over ``head_dim * partial_rotary_factor``
-channels (the multimodal rope's three position axes coincide for text, which leaves ordinary
-partial rope), fewer GDN key heads than value heads, and an MTP head made of one full-attention
-decoder layer. Tensors differ from the shared modules in four fused projections, which the
-layout splits: ``in_proj_qkv`` (q, k, v rows in that order), ``q_proj`` (per head, the query
-then the output gate), and fused experts (``gate_up_proj`` [E, 2I, H] gate rows first,
-``down_proj`` [E, H, I]) when a checkpoint stores them that way instead of per expert.
-The MTP layer's output is final-normed before it feeds the next recursive draft, as the
-published head returns normed states.
+The layout splits the fused ``in_proj_qkv``, ``q_proj`` (query then gate per head) and
+``gate_up_proj`` tensors into the shared modules. Architecture: docs/model.md.
 """
 
 from __future__ import annotations
@@ -20,7 +12,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ignition.model.config import ConfigError, ModelConfig, VisionConfig, as_vision_config
+from ignition.model.config import ConfigError, ModelConfig
+from ignition.model.config_vision import VisionConfig, as_vision_config
 from ignition.model.families.base import (
     CheckpointLayout,
     ModelFamily,
@@ -143,11 +136,7 @@ def shared_text_values(
     layer_types: tuple[str, ...],
     default_rotary_factor: float,
 ) -> dict[str, Any]:
-    """The config fields the Qwen3.5 lineage (Qwen3.5, Qwen3.5-MoE, Qwen3.8-Flash-Next) states
-    alike: the attention and GDN shapes, partial interleaved multimodal rope, zero-centred
-    norms, the vision block and the special token ids. Each family adds its MLP and its own
-    parts; ``default_rotary_factor`` is the partial rotary factor when config.json has none.
-    """
+    """The config fields the Qwen3.5 lineage states alike."""
     hidden = r.int("hidden_size")
     num_heads = r.int("num_attention_heads")
     head_dim = r.int("head_dim", hidden // num_heads)
@@ -254,8 +243,7 @@ def read_layer_types(
     kinds: Mapping[str, str] = _LAYER_KINDS,
     attention: str = "full_attention",
 ) -> tuple[str, ...]:
-    """config.json's ``layer_types`` (or every ``full_attention_interval``-th layer named
-    ``attention``, the rest linear) as internal kinds through ``kinds``."""
+    """config.json's ``layer_types`` (or every ``full_attention_interval``-th) as kinds."""
     raw = text.get("layer_types")
     if raw is None:
         interval = text.get("full_attention_interval", 4)

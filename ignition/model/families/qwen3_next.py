@@ -1,11 +1,5 @@
-"""Qwen3-Next (``qwen3_next``): Qwen3.5-MoE's architecture with two differently fused projections.
-
-``in_proj_qkvz`` and ``in_proj_ba`` group their rows by GDN key head: for each key head, its
-query and key rows, then the value and z rows of the value heads it serves (and likewise the
-b then a rows). The layout regroups them into the shared per-projection parameters; every
-other tensor is named as in Qwen3.5 (text-only, under ``model.``). Only fully sparse
-checkpoints (every layer MoE, renormalised top-k) are accepted, which the published ones are.
-"""
+"""Qwen3-Next (``qwen3_next``): Qwen3.5-MoE with ``in_proj_qkvz`` / ``in_proj_ba`` fused per
+GDN key head, regrouped here; only fully sparse (all-MoE) checkpoints are accepted."""
 
 from __future__ import annotations
 

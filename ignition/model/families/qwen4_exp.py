@@ -1,17 +1,7 @@
 """Qwen3.8-Flash-Next as released (``qwen4_exp`` / ``qwen4_exp_text``), as Hugging Face lays it out.
 
-Qwen3.5-MoE's trunk (GDN with ``output_gate_type``, fused ``in_proj_qkv`` and ``q_proj``,
-fused or per-expert experts, zero-centred norms, interleaved multimodal rope) plus the
-released parts: gated-residual hyper-connections around every block and a final mixer
-instead of a final norm (``*_hyper_connection.*``, ``hyper_connection_mixer.*``; no layer
-norms), PLE on ``ple_layer_ids`` (one-indexed in config.json) whose n-gram table is stored as
-``split_ngram_parts`` row shards ``ngram_embedding.shard_N.weight`` (concatenated here; the
-hash constants saved beside them are recomputed, not read), and QSA's indexer on every
-attention layer (``self_attn.indexer.*``; all five ``indexer_*`` keys required).
-
-The MTP head (``mtp.*``, ``ignition.model.mtp_gated``) is read as vLLM's Qwen4Exp MTP reads
-it: ``fc_embedding``, ``fc_hidden``, the two pre-fc norms, ``layers.N`` (named as a trunk
-attention layer) and ``hyper_connection_mixer``; the vocabulary head is the trunk's.
+Qwen3.5-MoE's trunk plus hyper-connections, PLE (shards concatenated; hash constants
+recomputed) and QSA's indexer; the MTP head is read as vLLM reads it. Layout: docs/model.md.
 """
 
 from __future__ import annotations
@@ -191,8 +181,7 @@ def _indexer_block(
 
 
 def shard_rows(num_rows: int, num_parts: int) -> list[int]:
-    """Rows of each ``shard_N`` piece: ``save_pretrained`` splits the table as torch.chunk
-    does (pieces of ceil(rows / parts), so there may be fewer pieces than parts)."""
+    """Rows of each ``shard_N`` piece (torch.chunk's split: maybe fewer pieces than parts)."""
     size = -(-num_rows // num_parts)
     return [min(size, num_rows - start) for start in range(0, num_rows, size)]
 

@@ -1,8 +1,4 @@
-"""Model families by name and by config.json ``model_type``.
-
-Families register themselves when their module is imported; :func:`_load_builtin` imports
-the shipped ones on first use so that looking a family up never depends on import order.
-"""
+"""Model families by name and by config.json ``model_type``, builtins loaded on first use."""
 
 from __future__ import annotations
 
@@ -59,8 +55,7 @@ def family_for_model_type(model_type: str, source: str) -> ModelFamily:
 
 
 def family_for_checkpoint(path: Path) -> ModelFamily:
-    """The family of the checkpoint folder ``path`` from its config.json's ``model_type``
-    (required, as transformers and vLLM require it: nothing else says what the file is)."""
+    """The family of checkpoint folder ``path`` by its config.json's required ``model_type``."""
     config_path = path / "config.json"
     raw = read_config_json(config_path)
     if "model_type" not in raw:

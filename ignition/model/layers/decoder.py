@@ -1,11 +1,4 @@
-"""One decoder layer: a token mixer (GDN or QSA) and an MLP, each behind a residual.
-
-Two residual forms share one interface, ``around(streams, block)``: a plain residual (one
-stream, families without hyper-connections) and the gated-residual hyper-connections
-(Qwen3.8-Flash-Next), whose read normalises the streams itself, so its layers have no input
-norms. PLE layers add their n-gram features to the streams before the token mixer's
-hyper-connection.
-"""
+"""One decoder layer: a token mixer (GDN or QSA) and an MLP, each behind a residual."""
 
 from __future__ import annotations
 
@@ -71,8 +64,7 @@ def residual_for(config: ModelConfig) -> nn.Module:
 
 @dataclass
 class PleInputs:
-    """What every PLE layer of one forward reads: token ids, each row's n-gram context and,
-    per PLE layer, the table rows already gathered (None: the layer reads its own table)."""
+    """What every PLE layer of one forward reads: token ids, n-gram context, gathered rows."""
 
     token_ids: Tensor  # [T]
     contexts: Tensor  # [R, ngram_size - 1]
@@ -116,10 +108,8 @@ class DecoderLayer(nn.Module):
         state: ModelState,
         ple_inputs: PleInputs | None = None,
     ) -> tuple[Tensor, LayerUpdate]:
-        """streams [T, S, hidden] (S = 1 for the plain residual).
-
-        Mutates only paged caches at this frame's own positions (KV, block index keys).
-        """
+        """streams [T, S, hidden] (S = 1 for the plain residual); mutates only paged caches
+        at this frame's own positions."""
         update = LayerUpdate()
         if self.ple is not None and self.ple_index is not None:
             assert ple_inputs is not None

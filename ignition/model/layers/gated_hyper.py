@@ -1,13 +1,5 @@
-"""Gated-residual hyper-connections (Qwen3.8-Flash-Next): ``hc_streams`` residual streams.
-
-Every block (token mixer, MoE) reads its input from the streams and writes its output back
-into all of them. Reading normalises each stream on its own (one zero-centred RMSNorm per
-stream over the hidden features, the block's only input norm), computes input-dependent mix
-weights sigmoid(U silu(D n / S)) through a rank-``lowrank`` bottleneck, and feeds the block
-the mean over streams of weight x normed stream. Writing adds the block output to each
-un-normed stream scaled by 2 sigmoid(W n / S). The final mixer is a read without a write: it
-folds the streams into the vector the vocabulary head sees (there is no final norm).
-"""
+"""Gated-residual hyper-connections (Qwen3.8-Flash-Next): ``hc_streams`` residual streams
+(formulas: docs/model.md)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
 """Gated DeltaNet: linear attention with a delta-rule recurrent state per head.
 
-Projections q, k, v, a, b, z; a short causal depthwise conv with the config's hidden_act (SiLU
-in every published config) over q, k, v; L2-normed q and k; decay
-g = -exp(A_log) * softplus(a + dt_bias) and write strength beta = sigmoid(b).
-Per head S [Dk, Dv]: S = exp(g) S; S = S + k (beta (v - S^T k))^T; o = S^T (q / sqrt(Dk)),
-then a gated RMSNorm with z and the output projection.
-
-Projections run once over all packed tokens. The operands are then gathered into two fixed
-workspaces: the prompt row's tokens take the chunked path (conv prefill + chunked delta rule)
-and decode/verify rows the recurrent path, which keeps the state and conv window after every
-position so the accepted length can be committed later without recomputation. Nothing here
-writes the slot state: :class:`GdnUpdate` carries the candidates and ``commit`` applies them.
+Nothing here writes slot state: :class:`GdnUpdate` carries candidates, ``commit`` applies them.
 """
 
 from __future__ import annotations
@@ -139,10 +129,8 @@ class GatedDeltaNet(nn.Module):
     def _prompt_lanes(
         operands: list[Tensor], meta: PackedMeta, states: Tensor, scale: float
     ) -> tuple[Tensor, Tensor]:
-        """The chunked delta rule over every prompt lane in one call: the lane-major
-        operands [L * C_l, H, ...] become [C_l, L * H, ...] (heads are independent, so a
-        lane is a group of heads with its own initial state). Returns (o [L * C_l, H, Dv],
-        final states [L, H, Dk, Dv]); one lane is the single-prompt call unchanged."""
+        """The chunked delta rule over every prompt lane in one call (lanes folded into heads):
+        returns (o [L * C_l, H, Dv], final states [L, H, Dk, Dv])."""
         lanes = meta.prompt_lanes
         if lanes == 1:
             o, state = ops.chunk_gated_delta_rule(*operands, states[0], scale)

@@ -1,21 +1,7 @@
 """Mixture of experts: softmax top-k routed gated-MLP experts plus a gated shared expert.
 
-Each expert is ``down(act(gate(x)) * up(x))`` with the config's ``hidden_act`` (SwiGLU under
-SiLU, the published Qwen default), as transformers' experts apply ``ACT2FN[hidden_act]``.
-
-Routing weights are the softmax over all experts, restricted to the top k and renormalised.
-Tokens are grouped by expert (a stable sort of the flattened assignments), so each expert
-runs one matmul over all of its packed tokens, prompt and decode alike.
-
-Inference uses fixed-capacity dispatch, which never leaves the device: the T * k
-assignments, sorted by expert, fill one static [T * k, hidden] buffer, and per-expert
-group ends are a device cumsum of the routing counts, consumed by one grouped GEMM per
-projection (``torch._grouped_mm``) over the experts' stacked weights. No count reaches
-the host and no shape depends on routing, so the same code runs eagerly and inside a
-captured CUDA graph. Where the grouped GEMM is unavailable (older torch, or CUDA without
-bf16 support) the layer runs every expert densely with zero weights for unrouted tokens
-(also sync-free, E/k times the work). Training (autograd) keeps the host-grouped loop,
-``routed_host_grouped``, which is also the reference the other two are compared against.
+Inference dispatch never leaves the device; training keeps ``routed_host_grouped``, the
+reference (docs/model.md).
 """
 
 from __future__ import annotations
@@ -28,8 +14,7 @@ from ignition.model.config import ModelConfig
 
 
 class SwiGLU(nn.Module):
-    """``down(act(gate(x)) * up(x))``: SwiGLU under the default SiLU; ``activation`` is the
-    config's ``hidden_act`` (``kernels.activations``)."""
+    """``down(act(gate(x)) * up(x))`` with the config's ``hidden_act``."""
 
     def __init__(self, hidden: int, intermediate: int, activation: str = "silu") -> None:
         super().__init__()
@@ -116,12 +101,7 @@ class MixtureOfExperts(nn.Module):
     @torch.no_grad()
     def stacked_weights(self) -> tuple[Tensor, Tensor]:
         """(gate_up [E, 2I, hidden], down [E, hidden, I]) of the experts' current weights.
-
-        Built on first use (a warm-up run, outside any capture). On CUDA the experts'
-        parameters are then re-pointed into the stacked storage, so stacking costs no memory
-        and no per-step copy; on CPU the stack is a cached copy (checkpoint writers see
-        unshared tensors), rebuilt when a parameter moves or changes (its version counter).
-        """
+        Built on first use, outside any capture; on CUDA the parameters alias the stack."""
         params = [p for e in self.experts for p in e.parameters()]
         key = tuple((p.data_ptr(), p._version) for p in params)
         cached = getattr(self, "_stacked", None)
@@ -142,8 +122,7 @@ class MixtureOfExperts(nn.Module):
         return gate_up, down
 
     def routed_host_grouped(self, x: Tensor) -> Tensor:
-        """Routed output [T, hidden] fp32, each expert over its own tokens only; reads the
-        per-expert counts on the host (training and reference only, never captured)."""
+        """Routed output [T, hidden] fp32; reads counts on the host (training, reference)."""
         num_tokens = x.shape[0]
         weights, experts = self.route(x)
         flat_experts = experts.reshape(-1)  # [T * k]

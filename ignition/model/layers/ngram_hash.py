@@ -1,19 +1,5 @@
 """The PLE n-gram hash of Qwen3.8-Flash-Next: token ids -> rows of a PLE layer's table.
-
-Pure functions over token ids (no model, no weights), so the runtime that keeps the table in
-host memory or on disk can compute which rows a frame needs before the model runs.
-
-For the token at position i, member s of its n-gram (s = 0 the token itself, s = 1 the one
-before, ...) is token i - s, or EOS when an EOS lies in positions [i - s, i - 1] (segments end
-at EOS; the EOS token closes its own segment) or before the request's first token. Order n's
-id is the XOR of member s times the layer's multiplier s for s < n (int64, wrapping), taken
-modulo each of the order's ``heads_per_ngram`` prime table sizes. A head's rows sit at its
-offset in the layer's table, which concatenates the heads (rounded up to a divisor).
-
-The multipliers are odd numbers drawn by splitmix64 from ``seed`` + 10007 x the layer's PLE
-index, bounded so that a token id times a multiplier stays below 2^63; the prime sizes are
-the successive primes from ``vocab_size_base``, numbered across every PLE layer's heads.
-"""
+Pure functions of token ids, so the runtime can name a frame's rows first (docs/model.md)."""
 
 from __future__ import annotations
 
@@ -115,8 +101,7 @@ def build_hash(
 
 
 def hash_constants(spec: NgramHash, device: torch.device | str = "cpu") -> tuple[Tensor, ...]:
-    """(multipliers [n], head sizes [heads], head offsets [heads]) int64 on ``device``; a model
-    builds them once on the CPU (never from host data inside a captured program)."""
+    """(multipliers [n], head sizes, head offsets) int64 on ``device``, built once."""
     return tuple(
         torch.tensor(values, dtype=torch.long, device=device)
         for values in (spec.multipliers, spec.head_sizes, spec.head_offsets)
@@ -148,11 +133,7 @@ def ngram_row_ids(
     spec: NgramHash,
     constants: tuple[Tensor, ...] | None = None,
 ) -> Tensor:
-    """[T, num_heads] int64 table rows of every packed token (see :func:`ngram_members`).
-
-    This is the seam to the table's residency: rows of the layer's own table; the runtime
-    adds the layer's offset when it concatenates several layers' tables.
-    """
+    """[T, num_heads] int64 rows of the layer's own table for every packed token."""
     members = ngram_members(token_ids, context, token_row, token_offset, spec.eos_token_id)
     return ngram_row_ids_from_members(members, spec, constants)
 
@@ -160,13 +141,8 @@ def ngram_row_ids(
 def ngram_members(
     token_ids: Tensor, context: Tensor, token_row: Tensor, token_offset: Tensor, eos: int
 ) -> Tensor:
-    """[T, ngram_size] the n-gram members of each packed token, EOS past segment starts.
-
-    token_ids [T] packed; context [R, ngram_size - 1] each row's last token ids before this
-    frame, oldest first (EOS for a new request); token_row / token_offset [T] each token's row
-    (clamped to a real row for padding) and index inside it. Members before the row's first
-    token come from ``context``.
-    """
+    """[T, ngram_size] each packed token's n-gram members; ``context`` [R, ngram_size - 1]
+    is each row's previous ids, oldest first (EOS for a new request)."""
     context_len = context.shape[1]
     num_tokens = token_ids.shape[0]
     index = torch.arange(num_tokens, device=token_ids.device)
@@ -184,9 +160,7 @@ def ngram_members(
 def next_context(
     token_ids: Tensor, context: Tensor, token_row: Tensor, token_offset: Tensor
 ) -> Tensor:
-    """[T, ngram_size - 1] the context a row carries after each of its packed tokens (the last
-    ngram_size - 1 ids up to and including it, oldest first): what commit keeps at the
-    accepted length."""
+    """[T, ngram_size - 1] the context a row carries after each packed token."""
     context_len = context.shape[1]
     num_tokens = token_ids.shape[0]
     index = torch.arange(num_tokens, device=token_ids.device)
@@ -201,10 +175,8 @@ def next_context(
 
 
 def row_id_function(spec: NgramHash):
-    """The runtime's row-id seam for one request (``runtime.ple.delivery.RowIdFunction``):
-    (tokens [T], context [ngram_size - 1] the ids before them, oldest first) -> [T, heads]
-    rows of this layer's table. A request's first frame passes EOS as its context (the
-    delivery's ``pad_id`` must be the EOS id for the rows to be the model's)."""
+    """Row ids for one request (``runtime.ple.delivery.RowIdFunction``): (tokens [T], context
+    [ngram_size - 1]) -> [T, heads]; a first frame passes EOS as context."""
 
     def row_ids(tokens: Tensor, context: Tensor) -> Tensor:
         rows = torch.zeros(tokens.shape[0], dtype=torch.long, device=tokens.device)

@@ -1,19 +1,5 @@
-"""PLE ("Engram") of Qwen3.8-Flash-Next: hashed n-gram embeddings injected into every stream.
-
-Each token's n-grams (orders 2..ngram_size, ``ngram_hash``) pick one row per hashed head from
-the layer's table; the concatenated rows project to one key per stream and a shared value.
-Each stream's normed activation scores its key (scaled dot product, then a signed square
-root); sigmoid(score) gates the value for that stream. A dilated depthwise causal conv
-(kernel ``conv_kernel``, dilation ``ngram_size``, SiLU) over the per-stream-normed gated
-values adds local context, and gated value + conv is added to the streams.
-
-The table is the part a server cannot keep beside the rest: :meth:`NgramPle.forward` takes
-rows gathered elsewhere (``rows``, [T, heads, head_dim]), or a lookup that turns this layer's
-row ids into them (a program's staged rows, ``compiler.ple_input``), and reads its own
-``ngram_embedding`` only when given neither. The conv runs in the prompt and decode
-workspaces the GDN conv uses (a dilated kernel is a plain causal kernel with zero taps
-between), keeping the window after every decode position so commit can keep the accepted one.
-"""
+"""PLE ("Engram") of Qwen3.8-Flash-Next: hashed n-gram embeddings injected into every stream;
+table rows may come from outside the model (docs/model.md)."""
 
 from __future__ import annotations
 
@@ -96,9 +82,8 @@ class NgramPle(nn.Module):
         )
 
     def drop_table(self) -> None:
-        """Hold no n-gram table (zero rows; width, dtype and device kept): its rows reach the
-        forward from the table's shards (``runtime.ple``, host or disk residency). A forward
-        that still reached for the table fails on the empty embedding, never a stale row."""
+        """Hold no n-gram table (zero rows, width/dtype/device kept): rows come from
+        ``runtime.ple``, and a forward reaching for the table fails."""
         weight = self.ngram_embedding.weight
         empty = torch.empty(0, weight.shape[1], dtype=weight.dtype, device=weight.device)
         self.ngram_embedding.weight = nn.Parameter(empty, requires_grad=False)
@@ -120,10 +105,7 @@ class NgramPle(nn.Module):
         rows: Tensor | RowLookup | None = None,
     ) -> tuple[Tensor, PleUpdate]:
         """streams [T, S, hidden] -> streams + PLE; window [slots + 1, S * hidden, window_len].
-
-        rows [T, heads, head_dim]: the table rows already gathered; or a lookup from this
-        layer's row ids to them; else read here.
-        """
+        rows [T, heads, head_dim] gathered, or a lookup from row ids; else read here."""
         num_tokens = streams.shape[0]
         if rows is None:
             rows = self.ngram_embedding(self.row_ids(token_ids, contexts, meta))

@@ -8,19 +8,14 @@ from torch import Tensor, nn
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float, offset: float = 0.0) -> Tensor:
-    """Normalise in fp32 so bf16 checkpoints keep the statistics of the fp32 reference.
-
-    ``offset`` 1.0 is the zero-centred form (scale ``1 + weight``); adding it in fp32 rather
-    than folding it into a bf16 weight keeps the small stored weights exact.
-    """
+    """Normalise in fp32; ``offset`` 1.0 is the zero-centred form (scale ``1 + weight``)."""
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     return (x32 * (weight.float() + offset)).to(x.dtype)
 
 
 def l2_normalize(x: Tensor, eps: float = 1e-6) -> Tensor:
-    """x / sqrt(sum x^2 + eps) over the last dim, in fp32: the flash-linear-attention form the
-    published GDN checkpoints were trained with (eps inside the root, not a norm clamp)."""
+    """x / sqrt(sum x^2 + eps) over the last dim in fp32 (fla's form, eps inside the root)."""
     x32 = x.float()
     return x32 * torch.rsqrt(x32.pow(2).sum(-1, keepdim=True) + eps)
 
@@ -38,8 +33,7 @@ class RMSNorm(nn.Module):
 
 
 class GatedRMSNorm(nn.Module):
-    """norm(o) * act(z): the output gate of a GDN head, applied per value head (SiLU, or
-    sigmoid where a family's ``output_gate_type`` says so)."""
+    """norm(o) * act(z): a GDN head's output gate (SiLU or sigmoid)."""
 
     def __init__(self, dim: int, eps: float, activation: str = "silu") -> None:
         super().__init__()

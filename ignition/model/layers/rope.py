@@ -24,8 +24,7 @@ class PartialRotary:
         self.head_dim = head_dim
         self.rotary_dim = rotary_dim
         self.axis = _interleaved_axes(rotary_dim // 2, mrope_section)
-        # Explicit CPU: a model built under torch.device("meta") (checkpoint loading) still
-        # needs real frequencies; they are not weights, so to_empty would not restore them.
+        # Explicit CPU: a meta-device model still needs real frequencies.
         steps = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device="cpu")
         exponents = steps / max(rotary_dim, 1)
         inv_freq = 1.0 / (theta**exponents)
@@ -55,8 +54,7 @@ class PartialRotary:
 
 
 def _interleaved_axes(pairs: int, section: tuple[int, int, int] | None) -> Tensor:
-    """Position axis of each frequency pair: height takes pairs 1, 4, 7 ... and width pairs
-    2, 5, 8 ... while each has pairs left in its section; every other pair is temporal."""
+    """Position axis of each frequency pair (interleaved t/h/w within their sections)."""
     axis = torch.zeros(pairs, dtype=torch.long, device="cpu")  # not a weight: never meta
     if section is None:
         return axis
@@ -67,8 +65,8 @@ def _interleaved_axes(pairs: int, section: tuple[int, int, int] | None) -> Tenso
 
 
 def _llama3_scaled(inv_freq: Tensor, s: RopeScaling) -> Tensor:
-    """Llama 3's long-context frequencies: keep short wavelengths, divide long ones by the
-    factor, and interpolate linearly (in 1 / wavelength) across the band between."""
+    """Llama 3's long-context frequencies: long wavelengths divided by the factor, a linear
+    band between."""
     wavelen = 2 * math.pi / inv_freq
     old_len = s.original_max_position_embeddings
     low_wavelen, high_wavelen = old_len / s.low_freq_factor, old_len / s.high_freq_factor

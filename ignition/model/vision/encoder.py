@@ -1,15 +1,4 @@
-"""The Qwen3.5 vision tower: patches in, features of the text hidden size out.
-
-Patch embedding is a linear map over a ``channels x temporal x patch x patch`` cube (a
-Conv3d whose stride equals its kernel, kept as one so checkpoints load unchanged); a
-learned square position table is resampled bilinearly to each image's grid and added;
-pre-norm transformer blocks attend bidirectionally within one image only, with a 2-D
-rotary embedding (half the rotated channels follow the patch row, half the column); the
-merger layer-norms each patch, concatenates every ``merge x merge`` block and projects it
-through a GELU MLP to the text hidden size. Parameter names follow ``model.visual.*`` so
-the checkpoint layout is a prefix. Every family with a tower (Qwen3.5, Qwen3.8-Flash-Next)
-builds this module with its own dimensions.
-"""
+"""The Qwen3.5 vision tower: patches in, features of the text hidden size out."""
 
 from __future__ import annotations
 
@@ -21,8 +10,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ignition.kernels.activations import activation
-from ignition.model.config import VisionConfig
+from ignition.model.config_vision import VisionConfig
 from ignition.model.vision.grid import ImageGrid, interpolation_taps, patch_rows_cols
+
 
 class PatchEmbed(nn.Module):
     def __init__(self, config: VisionConfig) -> None:
@@ -39,11 +29,8 @@ class PatchEmbed(nn.Module):
 
 @dataclass
 class VisionBatch:
-    """Per-patch metadata of a packed run, computed on the host from the grids.
-
-    With it the encoder's device work has static shapes (a prepared vision program's inputs
-    at its patch capacity); padding patches have segment -1 and attend only to themselves.
-    """
+    """Per-patch metadata of a packed run, computed on the host; padding patches have
+    segment -1 and attend only to themselves."""
 
     tap_index: Tensor  # [P, 4] int64 position-table entries
     tap_weight: Tensor  # [P, 4] their bilinear weights
@@ -116,11 +103,8 @@ class PatchMerger(nn.Module):
 
 
 class VisionEncoder(nn.Module):
-    """``forward(pixels [patches, C*T*P*P], grids) -> features [patches / merge**2, out]``.
-
-    ``text_hidden`` is the width features must have when the block leaves
-    ``out_hidden_size`` at 0.
-    """
+    """``forward(pixels [patches, C*T*P*P], grids) -> features [patches / merge**2, out]``;
+    ``text_hidden`` is the output width when ``out_hidden_size`` is 0."""
 
     def __init__(self, config: VisionConfig, text_hidden: int = 0) -> None:
         super().__init__()
@@ -135,8 +119,7 @@ class VisionEncoder(nn.Module):
         self.merger = PatchMerger(config, self.out_size)
         head_dim = config.hidden_size // config.num_attention_heads
         quarter = head_dim // 2
-        # explicit CPU and not a buffer: a model built on the meta device (checkpoint loading)
-        # still needs real frequencies, and to_empty would leave a buffer uninitialised
+        # CPU tensor, not a buffer: a meta-device model still needs real frequencies
         steps = torch.arange(0, quarter, 2, device="cpu").float()
         self.inv_freq = 1.0 / config.rope_theta ** (steps / quarter)
 
@@ -181,8 +164,7 @@ class VisionEncoder(nn.Module):
         return VisionBatch(*(t.to(device) for t in (index, weight, cos, sin, segment)))
 
     def forward_packed(self, pixels: Tensor, batch: VisionBatch) -> Tensor:
-        """Static-shape forward over a padded run (every row of ``pixels`` is encoded;
-        features of padding patches are meaningless)."""
+        """Static-shape forward over a padded run (padding features are meaningless)."""
         x = self.patch_embed(pixels)
         table = self.pos_embed(batch.tap_index)
         x = x + (table * batch.tap_weight[:, :, None].to(table.dtype)).sum(1).to(x.dtype)

@@ -1,10 +1,4 @@
-"""Index arithmetic over one image's patch grid, shared by the encoder and the prompt.
-
-Patches arrive in spatial-merge-block order: the grid is cut into ``merge x merge`` blocks,
-blocks in raster order, patches inside a block in raster order. That order makes each merged
-feature one contiguous run of ``merge**2`` patches, so the merger is a reshape. Every helper
-here turns a grid (t, h, w) into per-patch coordinates in that order.
-"""
+"""Index arithmetic over one image's patch grid, in spatial-merge-block order."""
 
 from __future__ import annotations
 
@@ -49,12 +43,8 @@ def patch_rows_cols(grid: ImageGrid, merge: int) -> tuple[Tensor, Tensor]:
 
 
 def interpolation_taps(grid: ImageGrid, merge: int, side: int) -> tuple[Tensor, Tensor]:
-    """Bilinear (corner-aligned) taps into a ``side x side`` learned position table.
-
-    The table is trained at one square size; every image samples it at its own grid, each
-    patch mixing the four nearest table entries. Returns indices and weights, both
-    [patches, 4].
-    """
+    """Bilinear (corner-aligned) taps into a ``side x side`` position table: indices and
+    weights, both [patches, 4]."""
     rows, cols = patch_rows_cols(grid, merge)
     row_idx, row_w = _axis_taps(rows, grid.h, side)
     col_idx, col_w = _axis_taps(cols, grid.w, side)

@@ -1,9 +1,7 @@
-"""Image references from a request -> decoded Pillow images, or a one-line error naming the part.
+"""Image references -> decoded Pillow images, or a one-line error naming the part.
 
-Two sources only: ``data:image/...;base64,...`` URLs, and local files when the server was
-started with an allowed folder (``file://`` URLs or absolute paths that resolve inside it).
-Nothing is ever fetched over the network. Limits are checked before pixels are decoded
-(encoded size, then the header's width x height) so a hostile image costs little.
+Only ``data:`` URLs and files inside an allowed folder; never the network. Limits are checked
+before pixels are decoded.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""Decoded image -> patches, as the family's image processor defines it (Pillow + numpy only).
-
-Qwen3.5 ships the Qwen2-VL image processor: convert to RGB, resize with bicubic resampling so
-both sides are multiples of ``patch * merge`` and the area lies within [min_pixels,
-max_pixels] keeping the aspect ratio, rescale to [0, 1], normalise per channel, then cut
-into patches in merge-block order, each patch repeated ``temporal_patch_size`` times (a still
-image is a clip of identical frames). Settings come from the checkpoint's
-``preprocessor_config.json`` when it has one; otherwise the Qwen3.5 defaults below.
-Decoding is separate (``ignition.model.vision.images``) so this module never sees bytes.
-"""
+"""Decoded image -> patches as the Qwen2-VL image processor does (Pillow + numpy only)."""
 
 from __future__ import annotations
 
@@ -48,8 +39,7 @@ class ImageProcessing:
         return self.patch_size * self.merge_size
 
     def bounded(self, max_patches: int) -> ImageProcessing:
-        """These settings with max_pixels lowered so an image never needs more than
-        ``max_patches`` patches (the largest prepared vision program)."""
+        """These settings with max_pixels lowered to fit ``max_patches`` patches."""
         cap = max_patches * self.patch_size**2
         return replace(self, max_pixels=min(self.max_pixels, cap))
 

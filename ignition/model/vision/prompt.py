@@ -1,14 +1,4 @@
-"""Image placeholders in a tokenized prompt: expansion, spans and three-axis rope positions.
-
-The chat template writes one ``image`` token per image between the vision start and end
-tokens; expansion repeats it once per feature the tower will emit for that image, so that
-each feature replaces exactly one token embedding. Multimodal rope gives every token a
-(temporal, height, width) position: text tokens advance all three together; an image's
-features take the row and column of their merged patch, offset by the position the image
-starts at, and the text after it resumes at that start plus the longer merged side. The
-decode positions that follow are the token index plus ``delta`` (last position + 1 minus
-the prompt length).
-"""
+"""Image placeholders in a tokenized prompt: expansion, spans and three-axis rope positions."""
 
 from __future__ import annotations
 
@@ -64,8 +54,7 @@ def expand_placeholders(
 
 
 def image_spans(token_ids: Sequence[int], image_token_id: int) -> list[ImageSpan]:
-    """Runs of the image token in an expanded prompt (one per image when images are
-    separated by their start/end tokens, as the template writes them)."""
+    """Runs of the image token in an expanded prompt (one per image)."""
     spans: list[ImageSpan] = []
     start = None
     for i, token in enumerate([*token_ids, None]):

@@ -1,13 +1,4 @@
-"""A prompt with images, ready for the packed forward: tokens, features and rope positions.
-
-Built once per request (placeholders expanded, every image encoded, multimodal positions
-computed); a prefill chunk then takes its slice with :meth:`MultimodalPrompt.chunk`: the
-features whose placeholders fall inside the chunk with their chunk-relative positions (the
-packed step's image-feature seam writes them at the prompt's packed offset) and the chunk's
-explicit (t, h, w) rope positions. Decode rows only need ``rope_delta`` as their row's rope
-offset. An image's span must not straddle a chunk boundary (``spans`` say where they are),
-so that each chunk's features come from whole images.
-"""
+"""A prompt with images, ready for the packed forward; an image never straddles a chunk."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The seam every executor meets: the protocol, its error, and a frame done at launch.
-
-An executor runs the plans of some graph kinds (``executors/__init__.py`` maps each kind
-to one). ``launch`` may return while the device still runs the frame; ``wait`` blocks
-until its outputs are readable and turns them into the engine's :class:`FrameResult`.
-Whatever ``launch`` returns carries the plan and its fence: the worker routes ``wait`` by
-the plan's kind, and tensor-parallel ranks name frames by the fence.
-"""
+"""The seam every executor meets: the protocol, its error, and a frame done at launch."""
 
 from __future__ import annotations
 
@@ -13,10 +6,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ignition.helios import CompletionRecord, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
-from ignition.runtime.frames import FrameResult
+from ignition.runtime.executors.frames import FrameResult
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 class WorkerError(RuntimeError):
@@ -35,8 +28,7 @@ class Executor(Protocol):
 
 @dataclass
 class SettledFrame:
-    """A frame whose work ran at launch (state copies, image encoding): ``wait`` only
-    reports each lane's empty record and the measured interval."""
+    """A frame whose work ran at launch: ``wait`` only reports empty records."""
 
     fence: Fence
     plan: ScheduledPlan

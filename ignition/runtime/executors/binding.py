@@ -1,15 +1,4 @@
-"""Row binding: one plan's lanes checked against the program, then written into its host
-staging in lane order (packed offsets are the host prefix sums of the rows' query lengths).
-
-A prompt lane needs a program with prompt capacity, a decode lane a row width it fits in.
-A program of L prompt lanes (Descriptor.prompt_lanes) takes up to L prompt rows, each
-bound at its lane index (its prompt-row entry, next token, history begin, replay start and
-image features in the lane's part of the prompt workspace, model.packing); lanes the plan
-leaves unused keep the padding the program was cleared to (row -1), which mutates nothing.
-Host-side only what the plan implies is tracked (prompt cursors, a page upper bound);
-pending decode tokens stay on the device (see compiler.programs), which is what allows a
-second decode frame to be launched before the first one's outputs are read.
-"""
+"""Row binding: one plan's lanes checked against the program, then staged in lane order."""
 
 from __future__ import annotations
 
@@ -30,7 +19,7 @@ from ignition.runtime.proposals.grammar_drafts import proposal
 from ignition.runtime.proposals.registry import Proposals
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 def request_seed(request_id: str, seed: int | None) -> int:
@@ -42,8 +31,7 @@ def request_seed(request_id: str, seed: int | None) -> int:
 
 @dataclass
 class LaneCursor:
-    """Where a frame's next prompt lane binds: its lane index, and its first image feature
-    (the lanes' features are packed one after another)."""
+    """Where a frame's next prompt lane binds: its lane index and first image feature."""
 
     lane: int = 0
     features: int = 0
@@ -90,8 +78,7 @@ def bind_row(
     live: LiveRequest,
     cursor: LaneCursor | None = None,
 ) -> int:
-    """Write one row into host staging; returns the packed tokens it occupies. ``cursor``
-    (one per frame) numbers the prompt lanes; None: the frame's only one."""
+    """Write one row into host staging; returns the packed tokens it occupies."""
     ledger, resources = context.ledger, context.resources
     slot = lane.handle.slot
     sampling = live.request.sampling
@@ -149,10 +136,7 @@ def bind_row(
 def bind_grammar(
     program: Program, frame: HostFrame, row: int, lane: LaneWork, live: LiveRequest
 ) -> GrammarState | None:
-    """Stage a constrained row's grammar bitmasks (model.grammar_mask): in a round program,
-    a decode lane's drafts (proposals/grammar_drafts.py) with the mask of every verification
-    position; otherwise the mask of the one position the frame samples. Returns its
-    matcher, which the frame's tokens then advance."""
+    """Stage a constrained row's grammar bitmasks; returns its matcher."""
     grammar = live.request.sampling.grammar
     if grammar is None:
         return None
@@ -189,10 +173,8 @@ def bind_drafts(
     proposals: Proposals,
 ) -> int:
     """Stage a decode row's drafts from its round's source (LaneWork.proposal_source,
-    runtime/proposals) as its supplied drafts, at most the round's query length less the
-    pending token; returns the drafts staged. Rows whose source binds none keep -1: the
-    MTP head drafts for them. A constrained row's drafts are staged with its masks
-    (:func:`bind_grammar`)."""
+    runtime/proposals) as its supplied drafts; returns the drafts staged. Rows whose source
+    binds none keep -1: the MTP head drafts for them."""
     inputs = program.inputs
     if lane.role is not LaneRole.DECODE or not isinstance(inputs, RoundProgramInputs):
         return 0

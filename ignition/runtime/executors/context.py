@@ -1,9 +1,4 @@
-"""What the executors share: the state, the prepared programs and the per-request ledger.
-
-One context per worker (per tensor-parallel rank). ``ple`` and ``before_run`` are set after
-assembly (the PLE table is opened once the programs exist; tensor-parallel ranks install
-their agreement per launch), so the executors read them here at each launch.
-"""
+"""What the executors share: the state, the prepared programs and the per-request ledger."""
 
 from __future__ import annotations
 
@@ -20,10 +15,10 @@ from ignition.helios import Fence
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.model.state import ModelState
 from ignition.runtime.executors.ledger import RequestLedger
+from ignition.runtime.executors.resources import SlotResources
 from ignition.runtime.ple import FrameDelivery
 from ignition.runtime.proposals.registry import Proposals
-from ignition.runtime.resources import SlotResources
-from ignition.runtime.vision_binding import ImageEncoder
+from ignition.runtime.vision.binding import ImageEncoder
 
 # (final-normed hidden [N, H], target ids [N], alternatives) -> device scores
 PromptScorer = Callable[[torch.Tensor, torch.Tensor, int], PromptScores]

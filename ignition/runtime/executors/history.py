@@ -1,10 +1,4 @@
-"""The device sampling history behind penalties, logit bias and min_tokens.
-
-It stays on the device (model.logits_processing): the frame carrying a request's first
-prompt chunk resets its slot's row from workspace buffers, a restore rebuilds it from the
-restored tokens instead, a vision window's next generation carries it over, and the
-programs count emitted tokens themselves.
-"""
+"""The device sampling history behind penalties, logit bias and min_tokens."""
 
 from __future__ import annotations
 
@@ -17,14 +11,13 @@ from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 def history_start(
     live: LiveRequest, eos_token_ids: frozenset[int]
 ) -> tuple[tuple[tuple[int, float], ...], list[int]]:
-    """A request's logit bias and the ids min_tokens masks (stop token ids, and EOS
-    unless ignored), bounded as the programs' begin buffers bound them."""
+    """A request's logit bias and the ids min_tokens masks, as the begin buffers bound them."""
     sampling = live.request.sampling
     bias = tuple(sampling.logit_bias)
     if len(bias) > MAX_LOGIT_BIAS:
@@ -41,9 +34,7 @@ def history_start(
 def bind_begin(
     frame: HostFrame, row: int, live: LiveRequest, eos_token_ids: frozenset[int], lane: int = 0
 ) -> None:
-    """The request starts its device sampling history in this frame: its row, its logit
-    bias and the ids min_tokens masks (stop token ids, and EOS unless ignored), in prompt
-    lane ``lane``'s entries of the begin buffers (lane-major, HistoryBegin)."""
+    """Start the request's device sampling history in this frame, in prompt lane ``lane``."""
     frame["history_begin"][lane] = row
     bias, stop_ids = history_start(live, eos_token_ids)
     if bias:
@@ -56,12 +47,7 @@ def bind_begin(
 
 
 def restore_history(context: ExecutorContext, lane: LaneWork, live: LiveRequest) -> None:
-    """A restore's request starts its sampling history from the restored tokens (its
-    prompt part marks the prompt mask, a resumed request's replayed output counts as
-    output), so penalties and min_tokens see what an unrestored request would have
-    seen; its first prompt chunk then continues that history instead of resetting it.
-    Every tensor-parallel rank restores the same lane from the same tokens. A vision
-    window's fresh generation already carries its request's history (carry_history)."""
+    """A restored request starts its sampling history from the restored tokens."""
     history = context.sampling_history()
     if history is None or lane.handle in context.ledger.begun:
         return
@@ -73,10 +59,7 @@ def restore_history(context: ExecutorContext, lane: LaneWork, live: LiveRequest)
 
 
 def carry_history(context: ExecutorContext, old: RequestHandle, new: RequestHandle) -> None:
-    """``new`` continues ``old``'s logical request (its next vision window): it keeps
-    the sampling history instead of starting one at its first prompt chunk. Called
-    right after ``old`` is released and ``new`` admitted, before any frame could let
-    another request begin in ``old``'s slot."""
+    """``new`` (the next vision window) keeps ``old``'s sampling history."""
     history = context.sampling_history()
     if history is not None and old.slot != new.slot:
         history.copy_row(old.slot, new.slot)

@@ -1,5 +1,4 @@
-"""A prompt chunk's image features: encoded at the request's first chunk (or by a vision
-frame Helios scheduled), then bound chunk by chunk with their explicit rope positions."""
+"""A prompt chunk's image features: encoded once, then bound chunk by chunk."""
 
 from __future__ import annotations
 
@@ -10,10 +9,10 @@ from ignition.compiler.staging import HostFrame
 from ignition.helios import LaneWork
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
-from ignition.runtime.vision_binding import ImageBindingError, RequestVision
+from ignition.runtime.vision.binding import ImageBindingError, RequestVision
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 def request_vision(
@@ -52,10 +51,7 @@ def bind_images(
     lane: int = 0,
     first: int = 0,
 ) -> int:
-    """The prompt chunk's features (written to the workspace on the device, stream-ordered
-    before the launch) from feature ``first`` on, their positions and the chunk's explicit
-    rope positions, in prompt lane ``lane``'s part of the lane-major prompt workspace
-    (model.packing). Returns the features bound."""
+    """Bind the chunk's image features from ``first`` on in lane ``lane``; returns how many."""
     d = program.descriptor
     try:
         piece = vision.chunk(start, end)

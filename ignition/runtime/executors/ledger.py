@@ -1,18 +1,11 @@
-"""What the host tracks per request between frames, shared by every executor.
-
-Launching never reads the device, so everything the next frame's binding depends on is
-known here from the plans alone: how far each prompt has been fed, whether the request's
-device sampling history began, whether an init or restore started its slot state, whether
-its device state ran past the published output, how many of its frames are still unread,
-and its encoded images.
-"""
+"""What the host tracks per request between frames, shared by every executor."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ignition.helios import LaneWork, RequestHandle
-from ignition.runtime.vision_binding import RequestVision
+from ignition.runtime.vision.binding import RequestVision
 
 
 @dataclass

@@ -1,9 +1,4 @@
-"""The PLE n-gram rows a program frame needs, delivered from the host (or disk) residency.
-
-Known rows are published to the mailbox before the frame is staged, so the host thread
-resolves them meanwhile, and are copied into the program's PLE input just before it runs;
-the rows the host cannot name at launch resolve through the in-program mailbox.
-"""
+"""The PLE n-gram rows a program frame needs, delivered from the host (or disk) residency."""
 
 from __future__ import annotations
 
@@ -19,12 +14,11 @@ from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.ple import Delivery, FrameDelivery
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 def attach_ple(context: ExecutorContext, delivery: FrameDelivery) -> None:
-    """Deliver the n-gram table's rows (host / disk residency): known rows are staged
-    into every program's PLE input, the rest resolve through the in-program mailbox."""
+    """Deliver the n-gram table's rows (host / disk residency)."""
     context.ple = delivery
     for program, _ in context.programs.values():
         staged: PleRowsInput | None = getattr(program.inputs, "ple", None)
@@ -40,10 +34,7 @@ def attach_ple(context: ExecutorContext, delivery: FrameDelivery) -> None:
 def read_pending(
     context: ExecutorContext, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]
 ) -> dict[RequestHandle, tuple[int, ...]]:
-    """Decode lanes whose pending token the host has read: the request's token history
-    (prompt, then output, replayed output included), ending with that token. A request
-    with a frame still unread, or whose device state ran past its reported output,
-    keeps its pending token on the device: the program's mailbox resolves those rows."""
+    """Decode lanes whose pending token the host has read, with their token history."""
     ledger = context.ledger
     known = {}
     for lane in plan.lanes:
@@ -76,9 +67,7 @@ def stage_known_rows(
     delivery_rows: Callable[..., list[tuple[torch.Tensor, torch.Tensor]]],
     double_buffered: PleStaging | None = None,
 ) -> None:
-    """Copy the frame's known rows into the program's PLE input, layer by layer (a program
-    without one, a model without an n-gram table, only waits for them); on CUDA through the
-    double-buffered pinned staging, so a queued frame never rewrites rows being copied."""
+    """Copy the frame's known rows into the program's PLE input."""
     if staged is None or not staged.is_enabled:
         return
     dtype = staged.rows[0].dtype

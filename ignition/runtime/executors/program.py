@@ -1,10 +1,4 @@
-"""The program executor: prefill, decode, speculative and mixed frames.
-
-``launch`` checks the plan's rows against the program, binds them into its host staging,
-issues one upload per bound buffer and launches the program without waiting for the
-device: it returns while the frame runs, so the engine plans and queues the next frame
-meanwhile. ``wait`` synchronizes, reads the device interval and decodes the outputs.
-"""
+"""The program executor: prefill, decode, speculative and mixed frames."""
 
 from __future__ import annotations
 
@@ -26,16 +20,16 @@ from ignition.runtime.executors.binding import (
     validate_roles,
 )
 from ignition.runtime.executors.context import ExecutorContext
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.executors.launched import LaunchedFrame
 from ignition.runtime.executors.ple_rows import prompt_tokens, read_pending, stage_known_rows
 from ignition.runtime.executors.prompt_scoring import PromptJob
 from ignition.runtime.executors.results import round_result, step_result
-from ignition.runtime.frames import FrameResult
 from ignition.runtime.ple import Delivery
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
-    from ignition.runtime.requests import SamplingParams
+    from ignition.runtime.requests.request import SamplingParams
+    from ignition.runtime.requests.table import LiveRequest
 
 
 class ProgramExecutor:
@@ -152,9 +146,6 @@ class ProgramExecutor:
 
 
 def terminal_ids(sampling: SamplingParams, eos_token_ids: frozenset[int]) -> frozenset[int]:
-    """The ids that end a row's output where the frame reports it: EOS (unless ignored)
-    and the request's stop token ids. Both are single sampled ids the device holds back
-    until ``min_tokens``, so the completion record ends the request and Helios retires it
-    without another frame; only stop strings wait for publication (host stops)."""
+    """The ids that end a row's output on the device: EOS (unless ignored) and stop token ids."""
     stops = frozenset(sampling.stop_token_ids)
     return stops if sampling.ignore_eos else eos_token_ids | stops

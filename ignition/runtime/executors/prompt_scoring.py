@@ -1,11 +1,4 @@
-"""Prompt logprobs, scored after the program in the same launch.
-
-Stream-ordered before any later frame can overwrite them: every program with prompt lanes
-writes the lanes' final hidden states to one workspace buffer (lane-major: lane k's chunk
-starts at row k * its lane capacity), and
-:func:`ignition.model.prompt_logprobs.score_positions` reduces them to [N, K] values for
-each prompt lane whose request asked, and only then.
-"""
+"""Prompt logprobs, scored after the program in the same launch."""
 
 from __future__ import annotations
 
@@ -15,21 +8,19 @@ from typing import TYPE_CHECKING
 import torch
 
 from ignition.compiler.programs import Program
-from ignition.helios import LaneRole, RequestHandle, ScheduledPlan
+from ignition.helios import RequestHandle, ScheduledPlan
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
-from ignition.runtime.requests import PromptLogprob
+from ignition.runtime.requests.request import PromptLogprob
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 @dataclass(frozen=True)
 class PromptJob:
-    """The prompt positions a frame scores for one prompt lane: its chunk positions
-    ``start`` .. ``start + len(targets) - 1``, each read at the prompt token after it, from
-    row ``hidden_start`` of the prompt hidden states on."""
+    """The prompt positions a frame scores for one prompt lane."""
 
     handle: RequestHandle
     start: int
@@ -41,9 +32,7 @@ class PromptJob:
 def prompt_job(
     context: ExecutorContext, plan: ScheduledPlan, live: dict[RequestHandle, LiveRequest]
 ) -> tuple[PromptJob, ...]:
-    """What this frame's prompt lanes score, for each whose request asked for prompt
-    logprobs: every chunk position but the prompt's last (that one predicts the first
-    output)."""
+    """What this frame's prompt lanes score for requests that asked for prompt logprobs."""
     d = plan.descriptor
     lane_capacity = d.lane_capacity
     jobs = []
@@ -78,8 +67,7 @@ def score(context: ExecutorContext, program: Program, job: PromptJob) -> PromptS
 def prompt_logprobs(
     jobs: tuple[PromptJob, ...], scores: tuple[PromptScores, ...]
 ) -> dict[RequestHandle, tuple[int, tuple]]:
-    """The frame's scored prompt positions, read from the device only when some were:
-    {handle: (first position, one PromptLogprob per position, for the token after it)}."""
+    """The frame's scored prompt positions, read from the device only when some were."""
     result: dict[RequestHandle, tuple[int, tuple]] = {}
     for job, lane_scores in zip(jobs, scores, strict=True):
         result |= _lane_logprobs(job, lane_scores)

@@ -1,10 +1,4 @@
-"""Result decoding: a program frame's outputs turned into Helios completion records.
-
-Raw logprobs are program outputs, read on the host only for the requests that asked for
-them (an eager frame in which none asked does not compute them: ``PreparedProgram.run``).
-A row that emitted INVALID_TOKEN (model.sampling), or whose token its grammar rejects,
-fails alone: its record carries no tokens and the engine ends it with the message.
-"""
+"""Result decoding: a program frame's outputs turned into Helios completion records."""
 
 from __future__ import annotations
 
@@ -17,11 +11,11 @@ from ignition.helios import (
     RequestHandle,
 )
 from ignition.model.sampling import INVALID_TOKEN
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.executors.launched import LaunchedFrame
 from ignition.runtime.executors.prompt_scoring import prompt_logprobs
-from ignition.runtime.frames import FrameResult
 from ignition.runtime.grammar import GRAMMAR_REJECTED
-from ignition.runtime.requests import TokenLogprob
+from ignition.runtime.requests.request import TokenLogprob
 
 # What a request whose row emitted INVALID_TOKEN is told (model.sampling).
 NON_FINITE_MESSAGE = (
@@ -115,8 +109,7 @@ def completion_record(
     num_prompt_tokens: int = 0,
     num_verified: int = 0,
 ) -> CompletionRecord:
-    """The lane's record: its tokens up to the decode lane's advance and the first EOS. A
-    decode lane cut short is added to ``overrun``: the device committed past the output."""
+    """The lane's record: its tokens up to its advance and the first EOS."""
     emitted = len(ids)
     ids = ids[: lane.max_advance_tokens] if lane.role is LaneRole.DECODE else ids
     finished = False
@@ -140,8 +133,7 @@ def completion_record(
 def advance_grammars(
     launched: LaunchedFrame, tokens: list[list[int]], failed: dict[RequestHandle, str]
 ) -> dict[RequestHandle, str]:
-    """Advance each constrained lane's matcher by the tokens its row emitted; a lane whose
-    token the grammar rejects fails alone."""
+    """Advance each constrained lane's matcher; a lane whose token is rejected fails alone."""
     rejected = {}
     for row, (lane, grammar) in enumerate(zip(launched.lanes, launched.grammars, strict=True)):
         if grammar is None or lane.handle in failed:
@@ -161,8 +153,7 @@ def failed_rows(launched: LaunchedFrame, tokens: list[list[int]]) -> dict[Reques
 
 
 def token_logprobs(launched: LaunchedFrame, tokens, logprob, top_ids, top_logprobs):
-    """Per lane that asked for them, the raw logprobs of its emitted tokens (column j of
-    the [R, W] outputs is the j-th emitted token), read from the device only then."""
+    """Per lane that asked for them, the raw logprobs of its emitted tokens."""
     wanted = [i for i, n in enumerate(launched.num_logprobs) if n is not None]
     if not wanted:
         return {}

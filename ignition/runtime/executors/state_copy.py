@@ -1,7 +1,4 @@
-"""The state-copy executor: initialization, restore and snapshot frames (compiler.state_ops).
-
-They are tiny indexed copies, so they run at launch; ``wait`` only reports them.
-"""
+"""The state-copy executor: initialization, restore and snapshot frames (compiler.state_ops)."""
 
 from __future__ import annotations
 
@@ -11,11 +8,11 @@ from typing import TYPE_CHECKING
 from ignition.helios import Fence, LaneRole, RequestHandle, ScheduledPlan
 from ignition.runtime.executors.base import SettledFrame, WorkerError
 from ignition.runtime.executors.context import ExecutorContext
+from ignition.runtime.executors.frames import FrameResult
 from ignition.runtime.executors.history import restore_history
-from ignition.runtime.frames import FrameResult
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 class StateCopyExecutor:
@@ -25,12 +22,7 @@ class StateCopyExecutor:
     def launch(
         self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]
     ) -> SettledFrame:
-        """Initialize fresh slots, restore rows into fresh slots, or copy slots into their
-        snapshot rows.
-
-        The engine names each lane's row (``LiveRequest.state_row``); a capture without
-        one (aliased, or skipped because its cost expired) copies nothing.
-        """
+        """Initialize fresh slots, restore rows into them, or copy slots into snapshot rows."""
         context = self.context
         state_ops, resources, ledger = context.state_ops, context.resources, context.ledger
         if state_ops is None:

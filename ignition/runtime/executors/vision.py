@@ -1,5 +1,4 @@
-"""The vision executor: encode each lane's active window of images (the vision
-prerequisite Helios scheduled) into its slot's feature storage, at launch."""
+"""The vision executor: encode each lane's active window of images at launch."""
 
 from __future__ import annotations
 
@@ -12,11 +11,11 @@ from ignition.compiler.vision_program import VisionRunner
 from ignition.helios import Fence, RequestHandle, ScheduledPlan
 from ignition.runtime.executors.base import SettledFrame, WorkerError
 from ignition.runtime.executors.context import ExecutorContext
-from ignition.runtime.frames import FrameResult
-from ignition.runtime.vision_binding import ImageBindingError, RequestVision
+from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.vision.binding import ImageBindingError, RequestVision
 
 if TYPE_CHECKING:
-    from ignition.runtime.engine import LiveRequest
+    from ignition.runtime.requests.table import LiveRequest
 
 
 class VisionExecutor:

@@ -1,14 +1,4 @@
-"""The PLE n-gram table's residency and delivery (docs/ple.md).
-
-One job per module: ``table`` (the shards on disk and their load errors), ``store`` (where
-the rows live, by residency), ``cache`` (the disk residency's exact row cache), ``mailbox``
-(the host thread and its readiness timestamps), ``delivery`` (a frame's rows, from its plan
-to ``readiness_stall_ns``), ``model`` (the model's row ids and its table in a checkpoint)
-``stats`` (the counters ``/metrics`` reads), ``validation`` (the build's rows), and on a GPU
-``graph_mailbox`` (mapped host memory, the in-graph mailbox's host thread) and ``in_graph``
-(the captured programs' row source). Code outside this package imports the names
-below from ``ignition.runtime.ple``.
-"""
+"""The PLE n-gram table's residency and delivery (docs/ple.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""An exact least-recently-used cache of table rows with a byte bound (disk residency).
-
-Exact: a row is looked up by its global id and returned bit for bit; nothing is hashed
-into buckets, so two ids never share an entry. The cache owns one preallocated block of
-``capacity_bytes // row_bytes`` rows, so its memory never exceeds the bound and a frame
-allocates nothing in it; the ordered map from row id to block slot gives the LRU order.
-"""
+"""An exact least-recently-used cache of table rows with a byte bound (disk residency)."""
 
 from __future__ import annotations
 
@@ -40,9 +34,7 @@ class RowCache:
         out: torch.Tensor,
         read: Callable[[torch.Tensor, torch.Tensor], None],
     ) -> None:
-        """Rows ``unique_ids`` (distinct) into ``out`` [len, row_width]; ``read(ids, dst)``
-        fetches the misses from the table. Every hit and every miss is read out before any
-        miss is inserted, so a frame wider than the cache still gets exact rows."""
+        """Rows ``unique_ids`` into ``out``; misses read with ``read``, inserted after all hits."""
         hit_pos, hit_slots, miss_pos, miss_ids = [], [], [], []
         for i, row in enumerate(unique_ids):
             slot = self._slots.get(row)

@@ -1,16 +1,4 @@
-"""A frame's PLE rows, from its plan to the worker's ExecutionTiming.
-
-The worker calls :meth:`FrameDelivery.publish` at the start of ``launch`` with the rows
-known before launch (prompt-chunk tokens: the worker holds the prompt and its cursor),
-:meth:`~FrameDelivery.await_rows` where the program needs them, and
-:meth:`~FrameDelivery.finish` once the frame completed, which releases the staging buffers
-and returns the frame-owned readiness timestamps and the exposed delay the worker reports
-as ``readiness_stall_ns`` (Helios subtracts it from the cost sample only).
-
-The row-id function is the model layer's (issue 31): token ids plus the request's n-gram
-context to global row ids. Until it lands, tests and the benchmark use
-:func:`modulo_row_ids`, a stand-in with the same signature and no claim to the real hash.
-"""
+"""A frame's PLE rows, from its plan to the worker's ExecutionTiming."""
 
 from __future__ import annotations
 
@@ -41,9 +29,7 @@ NO_TABLE = "no PLE table"
 
 @dataclass(frozen=True)
 class PleOptions:
-    """``--ple-residency`` (None: chosen from the table and memory sizes), ``--ple-preload``
-    and ``--ple-cache-bytes``; None: not named (serve takes the built bundle's, see
-    :meth:`over`; otherwise no preload and :data:`DEFAULT_CACHE_BYTES`)."""
+    """``--ple-residency``, ``--ple-preload`` and ``--ple-cache-bytes``; None: not named."""
 
     residency: str | None = None
     preload: bool | None = None
@@ -66,8 +52,7 @@ class PleOptions:
         return DEFAULT_CACHE_BYTES if self.cache_bytes is None else self.cache_bytes
 
     def over(self, built: Mapping[str, Any], where: str = "manifest.json") -> PleOptions:
-        """These options where named, the built bundle's (its manifest's ``ple`` entry, as
-        :meth:`to_json` wrote it) where not: serve keeps what build chose unless told."""
+        """These options where named, the built bundle's where not."""
         residency, preload, cache = self.residency, self.preload, self.cache_bytes
         built_residency = built.get("residency")
         if residency is None and built_residency not in (None, "auto"):
@@ -123,9 +108,7 @@ def describe_table(
 
 
 def modulo_row_ids(num_heads: int, num_rows: int, context_size: int = 2) -> RowIdFunction:
-    """A STAND-IN row-id function (tests, benchmark): each head mixes the token with its
-    context by fixed odd multipliers, modulo its own share of the table. Not the model's
-    hash; only its signature and output shape are the seam's."""
+    """A stand-in row-id function for tests and benchmarks (not the model's hash)."""
     share = num_rows // num_heads
     multipliers = torch.tensor([[2 * (7919 * h + j) + 1 for j in range(context_size + 1)]
                                 for h in range(num_heads)], dtype=torch.int64)  # fmt: skip
@@ -141,9 +124,7 @@ def modulo_row_ids(num_heads: int, num_rows: int, context_size: int = 2) -> RowI
 
 @dataclass(frozen=True)
 class LayerRows:
-    """One PLE layer's row ids: its row-id function (layer-local rows), where its table
-    starts in the concatenated table and, for an FP8 table, the one scale its rows are
-    multiplied by as they are delivered (``model.quant.dequantize_rows``)."""
+    """One PLE layer's row-id function, its offset in the concatenated table and its FP8 scale."""
 
     row_ids: RowIdFunction
     offset: int = 0
@@ -152,8 +133,7 @@ class LayerRows:
 
 @dataclass(frozen=True)
 class KnownTokens:
-    """Tokens of one frame the host can name before launch, with the n-gram context before
-    the first of them (the request's last ``context_size`` ids, oldest first)."""
+    """Tokens of one frame the host can name before launch, with their n-gram context."""
 
     tokens: tuple[int, ...]
     context: tuple[int, ...]
@@ -161,28 +141,14 @@ class KnownTokens:
 
 def known_tokens(history: Sequence[int], start: int, count: int, context_size: int,
                  pad_id: int) -> KnownTokens:  # fmt: skip
-    """``history[start : start + count]`` with the ids before it, padded with ``pad_id``
-    (EOS: a request's first frame starts a segment) as the model's n-gram context is."""
+    """``history[start : start + count]`` with the ids before it, padded with ``pad_id``."""
     before = list(history[max(0, start - context_size) : start])
     context = [pad_id] * (context_size - len(before)) + before
     return KnownTokens(tuple(history[start : start + count]), tuple(context))
 
 
 class FrameDelivery:
-    """PLE rows through the mailbox, with their readiness timestamps.
-
-    Rows known before launch: :meth:`publish` hashes them on the host (the model's row-id
-    function per PLE layer), one delivery per frame holding each layer's sorted unique
-    global row ids; :meth:`await_rows` waits where the program needs them. Rows not known
-    before launch: :meth:`resolve_inside` is the program's mailbox (the program publishes
-    the ids it could not find staged and waits). :meth:`finish` releases the staging and
-    returns the frame's readiness timestamps and exposed delay.
-
-    ``inside_interval``: whether the waits lie inside the frame's measured device interval
-    (CPU: the worker waits there, as the program would; CUDA: the host waits before the
-    graph is enqueued, so the stall is host time, outside the replay interval, and reporting
-    it would under-estimate the graph). Only such a stall is reported to Helios.
-    """
+    """PLE rows through the mailbox, with their readiness timestamps."""
 
     def __init__(
         self,
@@ -215,9 +181,7 @@ class FrameDelivery:
         cursors: Mapping[RequestHandle, int],
         pending: Mapping[RequestHandle, Sequence[int]] | None = None,
     ) -> list[Delivery]:
-        """Publish the rows of the plan's prompt chunks (``cursors``: each request's next
-        prompt position before this frame) and of the pending tokens the host has read
-        (``pending``: per decode lane, the request's whole token history ending with it)."""
+        """Publish the rows of the plan's prompt chunks and of the pending tokens the host read."""
         known = []
         for lane in plan.lanes:
             if lane.role is LaneRole.PROMPT and lane.num_prompt_tokens:
@@ -254,8 +218,7 @@ class FrameDelivery:
     def layer_rows(
         self, delivery: Delivery, rows: torch.Tensor, dtype: torch.dtype
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """A known delivery split per PLE layer: (sorted global ids, their rows in ``dtype``,
-        FP8 rows times their layer's scale)."""
+        """A known delivery split per PLE layer: sorted global ids and their rows."""
         parts, first = [], 0
         for layer, count in zip(self.layers, delivery.parts, strict=True):
             ids, values = delivery.row_ids[first : first + count], rows[first : first + count]
@@ -272,9 +235,7 @@ class FrameDelivery:
         return dequantize_rows(rows, scale, dtype)
 
     def resolve_inside(self, row_ids: torch.Tensor) -> torch.Tensor:
-        """The program's mailbox: rows it could not find staged (drafts, pending tokens the
-        host had not read). Publishes, waits for the host thread, keeps the timestamps for
-        the running frame and hands the staging back at once (the rows are copied out)."""
+        """The program's mailbox: serve the rows it could not find staged."""
         ids = row_ids.to("cpu", torch.int64)
         delivery = self.mailbox.publish(ids)
         try:
@@ -306,8 +267,7 @@ class FrameDelivery:
     def finish(
         self, deliveries: Sequence[Delivery], inside: Sequence[Delivery] = ()
     ) -> tuple[tuple[Readiness, ...], int]:
-        """Release the frame's staging; (its readiness timestamps, known rows first, then
-        the in-program ones; the exposed delay to report as ``readiness_stall_ns``)."""
+        """Release the frame's staging; its readiness timestamps and exposed delay."""
         for d in deliveries:
             self.mailbox.release(d)
         readiness = tuple(d.readiness for d in (*deliveries, *inside))
@@ -341,9 +301,7 @@ def resolve_residency(options: PleOptions, layout: TableLayout, device: torch.de
 
 
 def delivers_rows(residency: str, device: torch.device) -> bool:
-    """Whether the rows reach the programs through a delivery (host or disk residency). On
-    CUDA through the in-graph path (``in_graph``), unless ``IGNITION_PLE_IN_GRAPH=0``: then
-    the captured programs gather from the model's own table, which must be loaded."""
+    """Whether the rows reach the programs through a delivery (host or disk residency)."""
     from ignition.runtime.ple.in_graph import in_graph_enabled
 
     return residency != "device" and (device.type != "cuda" or in_graph_enabled())
@@ -360,15 +318,7 @@ def open_ple(
     layout: TableLayout | None = None,
     in_graph: Any = None,
 ) -> PleRuntime:
-    """Open the checkpoint's table (``layout``, else its table folder) at its residency; with
-    the model's ``row_ids`` (the qwen4_exp layers), host and disk rows reach ``worker``'s
-    programs through the mailbox. Without a table the options are accepted and the counters
-    say "none".
-
-    On CUDA the programs are captured graphs: their rows not staged by the host come from
-    ``in_graph`` (``in_graph.InGraphRows``, bound before capture, whose store is reused
-    here); without it the table is only opened and counted, and the programs gather from
-    the model's own table."""
+    """Open the checkpoint's table at its residency, delivering its rows to ``worker``."""
     layout = layout if layout is not None else find_layout(checkpoint)
     if layout is None:
         return PleRuntime(options, PleStats("none", 0))

@@ -1,23 +1,4 @@
-"""The in-graph mailbox's host side, and the mapped (UVA) host memory it and the gather use.
-
-On a GPU a captured program cannot call back into Python, so the rows it could not find
-staged go through memory both sides see (docs/ple.md, "Rows not known before launch"):
-
-- :func:`device_view` turns a pinned host tensor into a CUDA tensor over the same memory
-  (unified virtual addressing: memory pinned by ``cudaHostAlloc``, which is what
-  ``Tensor.pin_memory`` uses, is mapped into the device's address space at the same
-  address), so a Triton kernel reads and writes it directly over PCIe. On CPU the tensor
-  itself is its own view.
-- :class:`GraphMailbox` owns the mapped buffers (ids, request flag, ready flag, staged rows)
-  and one host thread that polls the request flag, resolves the ids through the row store
-  into the staged rows and writes the ready flag. :meth:`GraphMailbox.ask` is what the
-  program calls: ``kernels.ops.publish_and_wait`` (publish, spin) and the staged rows.
-
-Readiness: the program publishes and starts waiting at once, so the host thread's first
-sight of a request stands for both ``requested_ns`` and ``needed_ns`` (a little late by the
-poll interval); ``ready_ns`` is when it wrote the flag. ``ready - needed`` is the exposed
-delay, which on a GPU lies inside the graph's replay interval.
-"""
+"""The in-graph mailbox's host side, and the mapped (UVA) host memory it and the gather use."""
 
 from __future__ import annotations
 
@@ -66,17 +47,13 @@ def mapped_empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.devic
 
 
 def uva_table(store: RowStore, device: torch.device) -> torch.Tensor | None:
-    """The preloaded table (host residency with ``--ple-preload``) as the program's device
-    sees it, for ``kernels.ops.gather_rows``; None where the store holds no such copy."""
+    """The preloaded table as the program's device sees it (None: the store holds no copy)."""
     preloaded = getattr(store, "preloaded", None)
     return None if preloaded is None else device_view(preloaded, device)
 
 
 class GraphMailbox:
-    """Mapped buffers for ``capacity`` ids and one host thread answering the program.
-
-    ``delay_s``: a slow host worker (tests, ``scripts/gpu_check.py``) sleeps this long
-    before answering each request."""
+    """Mapped buffers for ``capacity`` ids and one host thread answering the program."""
 
     def __init__(
         self,
@@ -109,9 +86,7 @@ class GraphMailbox:
         self._thread.start()
 
     def ask(self, row_ids: torch.Tensor) -> torch.Tensor:
-        """Inside the program: publish ``row_ids`` [N] (padding: negative), wait for the
-        host, and return the staged rows [N, row_width] on the program's device (rows of
-        padding ids are zero). Capturable: every step is a kernel over static buffers."""
+        """Inside the program: publish ``row_ids``, wait for the host, return the staged rows."""
         from ignition.kernels import ops
 
         ids, request, ready, rows = self.views
@@ -152,8 +127,7 @@ class GraphMailbox:
             last = asked
 
     def _stage(self, num_ids: int) -> None:
-        """The asked rows at their positions; padding rows zero (moved as raw bytes, so
-        FP8 rows need no FP8 indexing on the host)."""
+        """The asked rows at their positions, padding rows zero (moved as raw bytes)."""
         ids = self.ids[:num_ids].clone()
         is_row = ids >= 0
         rows = self.rows.view(raw_dtype(self.rows.dtype))

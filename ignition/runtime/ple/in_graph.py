@@ -1,24 +1,4 @@
-"""On a GPU, the rows of a table off the device reach the captured programs (docs/ple.md).
-
-A captured program cannot call back into Python, so what ``FrameDelivery.resolve_inside``
-does on CPU is done inside the graph, bound to the programs' shared PLE input
-(``compiler.ple_input.PleRowsInput.resolve_in_graph``) *before* they are captured:
-
-- host residency with ``--ple-preload``: the preloaded pinned table, seen by the device
-  through unified virtual addressing, is gathered by the program itself
-  (``kernels.ops.gather_rows``): no host round trip, no readiness stall, PCIe time inside
-  the replay;
-- host without preload, and disk: the program asks the in-graph mailbox
-  (``graph_mailbox.GraphMailbox``: publish, spin on the mapped ready flag); the host thread
-  resolves through the store, and its answers' readiness timestamps are the frame's
-  in-program deliveries, their exposed delay inside the replay interval.
-
-Known rows are still staged by the worker before launch (double-buffered on CUDA,
-``compiler.ple_staging``); a row found there never asks.
-
-``IGNITION_PLE_IN_GRAPH=0`` switches this off (the programs then gather from the model's
-own table on CUDA, which the loader therefore reads, as before this path existed).
-"""
+"""On a GPU, the rows of a table off the device reach the captured programs (docs/ple.md)."""
 
 from __future__ import annotations
 
@@ -56,8 +36,7 @@ class InGraphRows:
         self._out: list[torch.Tensor] = []
 
     def bind(self, staged) -> None:
-        """Before capture: size the mailbox (or the gather's outputs) for the programs'
-        ``PleRowsInput`` and install the capturable resolver."""
+        """Before capture: size the mailbox for the programs' rows and install the resolver."""
         layout = self.store.layout
         capacities = [ids.shape[0] for ids in staged.ids]
         if self.table is None:

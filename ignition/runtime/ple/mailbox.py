@@ -1,12 +1,4 @@
-"""The PLE mailbox: a host thread that resolves published row ids into staging buffers.
-
-A consumer (the worker for rows known before launch; the program itself for draft rows,
-once the qwen4_exp layer lands) publishes a frame's row ids; the thread gathers them through
-the row store into one of a few reusable staging buffers and marks the delivery ready; the
-consumer waits for readiness. Every delivery carries frame-owned readiness timestamps on one
-clock, and its exposed delay is ``max(0, ready - needed)``: resolution that finished before
-the rows were needed costs the frame nothing (docs/ple.md).
-"""
+"""The PLE mailbox: a host thread that resolves published row ids into staging buffers."""
 
 from __future__ import annotations
 
@@ -45,18 +37,7 @@ def frame_exposed_ns(readiness: Sequence[Readiness]) -> int:
 
 
 def aggregate_exposed_ns(ranks: Sequence[Sequence[Readiness]]) -> int:
-    """A tensor-parallel frame's exposed delay from every rank's readiness timestamps: the
-    time during which at least one rank was stalled (the union of the ranks' exposed
-    windows ``[needed, ready]``).
-
-    A stalled rank holds every other rank at the next collective, so two ranks stalled at
-    once delay the frame once (not the sum), and stalls at different points (rank zero
-    waiting for its known rows before the program, a follower waiting inside it for a
-    pending token's rows) delay it one after the other (not the maximum). The union lies
-    between the two, and for one rank it is its own sum (its waits follow one another).
-    The timestamps are ``perf_counter_ns``, the host's monotonic clock, which the ranks of
-    one group share: the launcher starts them on one node. The seed subtracts this from the
-    cost sample after aggregating the ranks' intervals (their maximum), never per rank."""
+    """A tensor-parallel frame's exposed delay: the time at least one rank was stalled."""
     windows = sorted(
         (r.needed_ns, r.ready_ns) for rank in ranks for r in rank if r.ready_ns > r.needed_ns
     )

@@ -1,15 +1,4 @@
-"""The model's side of the table: its PLE layers' row ids and where their tables are stored.
-
-A qwen4_exp model has one n-gram table per PLE layer; the runtime serves them as one table,
-the layers' tables concatenated in PLE-layer order (the same order and offsets as the
-programs' staged rows, ``compiler.ple_input``). The rows of layer p are found by the model's
-own hash (``ngram_hash.row_id_function``) plus the layer's offset.
-
-On disk the table is either a table folder beside the weights (``table.TABLE_FOLDER``,
-written by :func:`write_model_table`) or, for a checkpoint as transformers saves it, the
-checkpoint's own tensors (``*.ple.ple_embedding.ngram_embedding[.shard_N].weight``), mapped
-in place by :func:`checkpoint_layout`: no copy of a 48 GiB table is made to serve it.
-"""
+"""The model's side of the table: its PLE layers' row ids and where their tables are stored."""
 
 from __future__ import annotations
 
@@ -43,8 +32,7 @@ def ple_layers(model: HybridModel) -> list:
 def model_row_ids(
     model: HybridModel, scales: list[torch.Tensor | None] | None = None
 ) -> list[LayerRows]:
-    """Per PLE layer: the model's row-id function, the layer's first global row and its FP8
-    scale (None: rows are stored as the model uses them)."""
+    """Per PLE layer: the model's row-id function, first global row and FP8 scale."""
     layers, first = [], 0
     for p, ple in enumerate(ple_layers(model)):
         scale = scales[p] if scales is not None else None
@@ -64,25 +52,20 @@ def eos_id(model: HybridModel) -> int:
 
 
 def write_model_table(model: HybridModel, folder: str | Path, num_shards: int = 4) -> TableLayout:
-    """Write the model's tables (concatenated) as a table folder of ``num_shards`` pieces:
-    tests and the benchmark make the table a server reads from their model's weights."""
+    """Write the model's tables as a table folder of ``num_shards`` pieces (tests, benchmark)."""
     table = torch.cat([ple.ngram_embedding.weight.detach().cpu() for ple in ple_layers(model)])
     return write_table(folder, list(torch.chunk(table, num_shards)))
 
 
 def checkpoint_layout(checkpoint: str | Path, model: HybridModel) -> TableLayout | None:
-    """The table of a checkpoint: its table folder, else its own PLE tensors mapped in place
-    (None: a model without an n-gram table)."""
+    """A checkpoint's table folder, else its own PLE tensors mapped in place (None: none)."""
     return checkpoint_table(checkpoint, model)[0]
 
 
 def checkpoint_table(
     checkpoint: str | Path, model: HybridModel
 ) -> tuple[TableLayout | None, list[torch.Tensor | None]]:
-    """(the table's layout, each PLE layer's FP8 scale or None). A checkpoint as
-    Qwen3.8-Flash-Next-FP8 ships stores each layer's shards in F8_E4M3 beside one
-    ``ngram_embedding.weight_scale``: the rows are mapped as stored and expanded as they are
-    delivered, exactly as the loader expands them (``model.quant.dequantize_rows``)."""
+    """The table's layout and each PLE layer's FP8 scale (None: not FP8)."""
     checkpoint = Path(checkpoint)
     layers = ple_layers(model)
     if not layers:
@@ -130,10 +113,7 @@ def open_model_ple(
     release_model_table: bool = False,
     in_graph: InGraphRows | None = None,
 ) -> PleRuntime:
-    """Serving's entry: the model's table at its residency, delivered to ``worker`` (no
-    model: only a table folder is opened and counted). ``release_model_table``: once the
-    rows are delivered, the model's own copy is dropped (serving owns its model; tests that
-    share one across residencies keep it)."""
+    """Serving's entry: the model's table at its residency, delivered to ``worker``."""
     if model is None or model.config.ngram_ple is None:
         return open_ple(checkpoint, options, device)
     layout, scales = checkpoint_table(checkpoint, model)
@@ -154,9 +134,7 @@ def open_model_ple(
 def open_in_graph(
     checkpoint: str | Path, options: PleOptions, device: torch.device, model: HybridModel
 ) -> InGraphRows | None:
-    """On CUDA, where the table stays off the device: its store and the capturable row source
-    the programs must be bound to before capture (``InGraphRows.bind``); None elsewhere (CPU
-    programs run eagerly and get their rows from :func:`open_model_ple`'s delivery)."""
+    """On CUDA with the table off the device: its store and the capturable row source; else None."""
     if device.type != "cuda" or model.config.ngram_ple is None:
         return None
     layout, scales = checkpoint_table(checkpoint, model)
@@ -171,10 +149,7 @@ def open_in_graph(
 
 
 def delivers_table(checkpoint: str | Path, options: PleOptions, device: torch.device) -> bool:
-    """Whether serving ``checkpoint`` at ``options`` delivers the table's rows itself (host or
-    disk residency on CPU), so the loader leaves the model's tables unread
-    (``load_model(..., without_ple_tables=True)``): the store maps the shards in place and
-    the whole table is never in memory at once. False for a model without a table."""
+    """Whether serving delivers the table's rows itself, so the loader leaves the tables unread."""
     layout = find_layout(checkpoint)
     return layout is not None and delivers_rows(resolve_residency(options, layout, device), device)
 
@@ -185,6 +160,5 @@ def holds_tables(model: HybridModel) -> bool:
 
 
 def release_tables(model: HybridModel) -> None:
-    """Drop the model's n-gram tables (zero rows) once the delivery serves their rows: a model
-    shared with a device-residency run (tests) loaded them; serving's loader does not."""
+    """Drop the model's n-gram tables once the delivery serves their rows."""
     drop_ple_tables(model)

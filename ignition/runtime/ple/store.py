@@ -1,12 +1,4 @@
-"""Where the PLE n-gram table lives, behind one protocol: row ids in, rows out.
-
-Three stores, registered by residency (docs/ple.md): ``device`` holds the table in device
-memory; ``host`` maps the pieces (``preload`` copies them into pinned memory on CUDA, plain
-memory on CPU); ``disk`` maps them without preload behind an exact LRU row cache. A gather
-writes into a caller's buffer (the mailbox's reusable staging), so a frame allocates no
-row storage. Counters (rows, bytes, cache hits and misses, exposed delay) live in
-:class:`PleStats`, read by ``/metrics``.
-"""
+"""Where the PLE n-gram table lives, behind one protocol: row ids in, rows out."""
 
 from __future__ import annotations
 
@@ -39,8 +31,7 @@ class RowStore(Protocol):
 
 
 def raw_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype rows are moved as: FP8 as bytes (CPU index_copy has no FP8 kernel, and a
-    move needs none), everything else as itself."""
+    """The dtype rows are moved as: FP8 as bytes, everything else as itself."""
     return torch.uint8 if dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else dtype
 
 
@@ -188,9 +179,7 @@ def choose_residency(
     device_free_bytes: int | None = None,
     host_bytes: int | None = None,
 ) -> str:
-    """The default residency: on a GPU the device when the table takes at most a quarter
-    of its free memory, else host memory when it fits in half of it, else disk. On CPU
-    host and device are one memory: the device (no staging copy) or disk."""
+    """The default residency: device if the table fits a quarter of it, else host or disk."""
     host = host_memory_bytes() if host_bytes is None else host_bytes
     fits_host = table_bytes <= HOST_SHARE * host
     if device.type != "cuda":

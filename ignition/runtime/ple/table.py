@@ -1,12 +1,4 @@
-"""The PLE n-gram table on disk: ``shard_N.safetensors`` pieces plus ``table.json``.
-
-Only safetensors headers are read at load; each piece's tensor is then mapped with
-``numpy.memmap`` (raw bytes viewed with the torch dtype, since numpy has no bf16 or FP8), so
-opening a 48 GiB table costs nothing until rows are touched. Every way a piece can be bad
-(missing, without the tensor, shorter than its header promises, the wrong width) fails here
-with one line naming the file and the tensor: a truncated download must not surface as a
-wrong row on some later frame.
-"""
+"""The PLE n-gram table on disk: ``shard_N.safetensors`` pieces plus ``table.json``."""
 
 from __future__ import annotations
 
@@ -89,8 +81,7 @@ class TableLayout:
 
 
 def find_layout(checkpoint: str | Path) -> TableLayout | None:
-    """The checkpoint's n-gram table (its table folder, else its own PLE tensors), or None
-    for a model without one."""
+    """The checkpoint's n-gram table, or None for a model without one."""
     folder = Path(checkpoint) / TABLE_FOLDER
     if (folder / INDEX_FILE).exists():
         return read_layout(folder)
@@ -104,8 +95,7 @@ PLE_TENSOR = re.compile(
 
 
 def checkpoint_layout(checkpoint: str | Path) -> TableLayout | None:
-    """A checkpoint's own PLE tensors mapped in place, layers in order, each layer's shards in
-    order (None: no such tensors, or no safetensors at all)."""
+    """A checkpoint's own PLE tensors mapped in place, layers and shards in order (None: none)."""
     from ignition.model.checkpoint_files import WeightsError, locate_tensors
 
     try:
@@ -200,8 +190,7 @@ def _read_piece(
 def write_table(
     folder: str | Path, pieces: list[torch.Tensor], tensor: str = DEFAULT_TENSOR
 ) -> TableLayout:
-    """Write ``pieces`` (each ``[rows_i, row_width]``) as a table folder; tests and the
-    benchmark make their tables with it, the qwen4_exp loader will map checkpoints to it."""
+    """Write ``pieces`` (each ``[rows_i, row_width]``) as a table folder."""
     from safetensors.torch import save_file
 
     folder = Path(folder)

@@ -1,15 +1,4 @@
-"""The build's PLE rows: validation at host or disk residency never reads the table whole.
-
-``ignition build`` runs every program once on real tokens. With the table off the device,
-those runs get their rows exactly as served frames do: the same store (mapped pieces, row
-cache), the same mailbox thread and the same in-program lookup (``compiler.ple_input``),
-so the loader leaves the table unread (``load_checkpoint(..., without_ple_tables=True)``)
-and a build reads only the rows its validation tokens hash to. Where serving would gather
-from the model's own table (device residency; CUDA with ``IGNITION_PLE_IN_GRAPH=0``), the
-build does too: :meth:`BuildRows.skips_table` is false there and nothing changes. On CUDA
-the captured programs are bound to the in-graph row source before capture
-(:meth:`BuildRows.before_capture`), exactly as serving binds them.
-"""
+"""The build's PLE rows: validation at host or disk residency never reads the table whole."""
 
 from __future__ import annotations
 
@@ -40,28 +29,23 @@ class BuildRows:
         if not description or description.get("table") != "n-gram":
             return None
         residency = description.get("residency")
-        # No row cache at build: validation asks for each row about once, so a cache would
-        # only hold rows (up to --ple-cache-bytes, plus its per-row bookkeeping) for nothing;
-        # the disk store then reads every row from the mapped shards.
+        # No row cache at build: validation asks for each row about once.
         options = PleOptions(
             None if residency in (None, "auto") else residency, description.get("preload"), 0
         )
         return cls(checkpoint, options)
 
     def skips_table(self, device: torch.device) -> bool:
-        """Whether the build loads the model without its tables (host / disk residency
-        where the runtime delivers rows)."""
+        """Whether the build loads the model without its tables."""
         return delivers_table(self.checkpoint, self.options, device)
 
     def before_capture(self, model: Any, device: torch.device) -> Callable[[Any], None] | None:
-        """CUDA: the in-graph row source the captured programs must be bound to (serving's
-        own, ``in_graph.InGraphRows``); None on CPU, where :meth:`attach` follows."""
+        """CUDA: the in-graph row source the captured programs bind to; None on CPU."""
         self.in_graph = open_in_graph(self.checkpoint, self.options, device, model)
         return None if self.in_graph is None else self.in_graph.bind
 
     def attach(self, model: Any, device: torch.device, programs: Iterable[Any]) -> None:
-        """Open the table at its residency and let every program resolve its rows through
-        the mailbox (nothing is staged at build: each PLE layer asks for all its rows)."""
+        """Open the table and let every program resolve its rows through the mailbox."""
         if self.in_graph is not None:  # bound before capture
             return
         holder = SimpleNamespace(ple=None)

@@ -18,7 +18,7 @@ from ignition.runtime.proposals.copy_proposals import PromptLookup
 from ignition.runtime.proposals.grammar_drafts import GrammarDrafts
 from ignition.runtime.proposals.head import HeadDrafts
 from ignition.runtime.proposals.source import ProposalSource
-from ignition.runtime.request_errors import RequestError
+from ignition.runtime.requests.errors import RequestError
 
 _SOURCES: dict[DraftSource, ProposalSource] = {}
 _METHODS: dict[str, tuple[DraftSource, ...]] = {}  # spelling -> sources, preferred first

@@ -5,7 +5,7 @@ forced tokens (proposals/grammar_drafts.py) are the built-in ones; proposals/reg
 names them for requests. A source answers four questions, each at one place of the loop:
 admission asks its draft limit and whether its drafts need completion feedback
 (RequestSpec.max_drafts, .host_drafts), the offers hook asks what it can fill after each
-frame (proposals/offers.py), and the binding asks for the drafts a round verifies
+frame (loop/proposal_hooks.py), and the binding asks for the drafts a round verifies
 (executors/binding.py). Verification is coupled with q one-hot (model.proposals), so a
 source changes how many drafts survive, never the output.
 """

@@ -1,6 +1,4 @@
-"""Trace export: Helios's frames, the requests' waits and deliveries and the loop's
-counters as Chrome trace-event / Perfetto JSON (opened in ui.perfetto.dev), from a served
-engine (hook.py) or the simulator, and the live summary /dashboard reads."""
+"""Trace export: frames, waits, deliveries and counters as Perfetto JSON, and /dashboard."""
 
 from ignition.runtime.tracing.recorder import TraceRecorder
 from ignition.runtime.tracing.records import FrameRecord, LaneRecord, frame_record

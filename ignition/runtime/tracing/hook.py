@@ -1,6 +1,4 @@
-"""The served engine's side of the trace: a loop hook (runtime/loop_hooks.py) that turns
-each completed frame into records for a :class:`TraceRecorder`. Nothing here runs inside
-``Engine.step`` beyond the hook points; no file is touched on the engine thread."""
+"""The served engine's side of the trace: a loop hook turning each completed frame into records."""
 
 from __future__ import annotations
 
@@ -9,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ignition.helios import ResourceUsage, ScheduledPlan
-from ignition.runtime.frames import FrameResult
-from ignition.runtime.loop_hooks import Live, LoopHook
-from ignition.runtime.request_table import LiveRequest
+from ignition.runtime.executors.frames import FrameResult
+from ignition.runtime.loop.hooks import Live, LoopHook
+from ignition.runtime.requests.table import LiveRequest
 from ignition.runtime.tracing.recorder import TraceRecorder
 from ignition.runtime.tracing.records import frame_record
 
@@ -25,12 +23,7 @@ class _Launch:
 
 
 class TraceHook(LoopHook):
-    """Records frames, waits, deliveries and counters of one engine.
-
-    ``waiting`` counts the requests waiting for a slot, ``usage`` is the scheduler's
-    resource usage; both are read once per frame. A frame's device event starts where its
-    measured device time ends at completion, never before the previous frame's end, so the
-    device track never overlaps itself even with two frames in flight."""
+    """Records frames, waits, deliveries and counters of one engine."""
 
     def __init__(
         self,

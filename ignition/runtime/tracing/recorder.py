@@ -1,19 +1,4 @@
-"""A bounded ring of Chrome trace-event / Perfetto JSON events, and the live summary the
-dashboard reads.
-
-Tracks (trace-event ``pid``/``tid``): process 1 is the device, one thread: each frame is a
-complete event (``ph`` "X") named by its program, with B/D/W/P, its lanes, the measured
-and predicted duration and the selection reason as ``args``; process 1 also carries the
-counters (``ph`` "C": queue, pages, prices, acceptance). Process 2 holds one thread per
-request: its wait for a slot, prefill chunks, deliveries and speculative rounds (with
-drafts offered and accepted). Thread names are metadata events (``ph`` "M").
-
-Bounded size: the ring keeps the newest ``capacity`` events (older ones fall off; a frame
-with L lanes takes 1 + L events, each counter set one), and names only the requests whose
-events are still in it, so a trace file stays under roughly ``capacity`` x 400 bytes
-whatever the run's length. Appending is the engine thread's only work: O(lanes) dicts
-under an uncontended lock; serializing and writing happen elsewhere (tracing/writer.py).
-"""
+"""A bounded ring of Perfetto trace events, and the live summary the dashboard reads."""
 
 from __future__ import annotations
 
@@ -36,10 +21,7 @@ def _us(ns: int) -> float:
 
 
 class TraceRecorder:
-    """Collects frames, waits, deliveries and counters from one engine or simulation.
-
-    ``events()`` is the trace (metadata first); ``summary(n)`` the dashboard's state. Safe
-    to read from another thread while the engine appends."""
+    """Collects frames, waits, deliveries and counters from one engine or simulation."""
 
     def __init__(
         self, capacity: int = DEFAULT_CAPACITY, recent_frames: int = DEFAULT_RECENT_FRAMES
@@ -59,8 +41,6 @@ class TraceRecorder:
         self._acceptance: float | None = None
         self.version = 0  # bumped on every append: a writer skips unchanged rings
         self.num_frames = 0
-
-    # -- the engine's side -------------------------------------------------------------
 
     def _tid(self, request: str) -> int:
         tid = self._tids.get(request)
@@ -164,9 +144,7 @@ class TraceRecorder:
             self.version += 1
 
     def deliver(self, now_ns: int, deliveries: list[tuple[str, int, int]]) -> None:
-        """``(request, num_tokens, arrival_ns)``: tokens that reached each request's client
-        at ``now_ns``; a TTFT sample for its first delivery, a per-token TBT sample for
-        each later one."""
+        """Tokens that reached each request's client at ``now_ns``: TTFT and TBT samples."""
         with self._lock:
             for request, num_tokens, arrival_ns in deliveries:
                 if num_tokens <= 0:
@@ -196,8 +174,6 @@ class TraceRecorder:
             self._counters.update(values)
             self.version += 1
 
-    # -- the readers' side -------------------------------------------------------------
-
     def events(self) -> list[dict[str, Any]]:
         """The trace's events: track names (metadata) first, then the ring, oldest first."""
         with self._lock:
@@ -216,8 +192,7 @@ class TraceRecorder:
         return {"traceEvents": self.events(), "displayTimeUnit": "ms"}
 
     def summary(self, num_frames: int = 120) -> dict[str, Any]:
-        """The dashboard's state: the last ``num_frames`` frames, widths per request class,
-        TTFT/TBT percentiles, the latest counters and the current decision's reason."""
+        """The dashboard's state: recent frames, widths, TTFT/TBT percentiles, counters."""
         with self._lock:
             frames = list(self._recent)[-num_frames:] if num_frames > 0 else []
             ttft, tbt = sorted(self._ttft_ms), sorted(self._tbt_ms)

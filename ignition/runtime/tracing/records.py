@@ -1,19 +1,16 @@
-"""What one frame, one lane and one wait look like to the trace, whoever ran them: the
-served engine (tracing/hook.py) and the simulator fill the same records, so a simulated
-run and a served run are read the same way."""
+"""What a frame, a lane and a wait look like to the trace, from the engine or the simulator."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.helios import LaneRole, ScheduledPlan
 
 
 @dataclass(slots=True)
 class LaneRecord:
-    """One lane of a completed frame. ``request``: the request's id (its track);
-    ``num_offered``: drafts verified this round, ``num_accepted``: those kept."""
+    """One lane of a completed frame: its request, drafts offered and accepted."""
 
     request: str
     role: str
@@ -25,8 +22,7 @@ class LaneRecord:
 
     @property
     def width_class(self) -> str:
-        """The dashboard's request class of this lane: prefill, decode or speculative, or a
-        state operation's role (init, restore, snapshot, terminal, vision; no query rows)."""
+        """The dashboard's request class of this lane."""
         if self.role == LaneRole.PROMPT:
             return "prefill"
         if self.role != LaneRole.DECODE:
@@ -36,9 +32,7 @@ class LaneRecord:
 
 @dataclass(slots=True)
 class FrameRecord:
-    """One completed frame on the device: when it ran (``start_ns``, ``duration_ns``, the
-    measured device time), what Helios predicted, the program's shape (B batch rows, D
-    proposal depth, W token capacity, P prefill capacity) and why it was selected."""
+    """One completed frame on the device: when it ran, what Helios predicted, its shape and why."""
 
     fence: int
     start_ns: int
@@ -61,8 +55,7 @@ _NAMES: dict[int, tuple[Descriptor, str]] = {}
 
 
 def program_name(d: Descriptor) -> str:
-    """``d.name``, built once per descriptor (the catalog's are few and live for the run;
-    the descriptor is kept beside its name so an id is never reused for another)."""
+    """``d.name``, built once per descriptor."""
     known = _NAMES.get(id(d))
     if known is None or known[0] is not d:
         known = _NAMES[id(d)] = (d, d.name)
@@ -78,10 +71,8 @@ def frame_record(
     num_tokens: list[int],
     num_offered: list[int],
 ) -> FrameRecord:
-    """The record of ``plan`` run at ``start_ns`` for ``duration_ns``; per lane, in plan
-    order, its request id, the tokens it committed and the drafts it verified."""
-    # Enum members stand for their values (StrEnum: they are str, and JSON writes them so);
-    # ``.value`` on every lane of every frame was a measurable part of the hook's cost.
+    """The record of ``plan`` run at ``start_ns`` for ``duration_ns``, lanes in plan order."""
+    # Enum members stand for their values (StrEnum: JSON writes them so).
     lanes = tuple(
         LaneRecord(
             request=requests[i],

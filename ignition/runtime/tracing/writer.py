@@ -1,10 +1,4 @@
-"""Writes a recorder's trace to a file off the engine thread.
-
-The engine only appends to the ring (tracing/recorder.py); a daemon thread serializes a
-copy every ``interval_s`` when it changed, and ``close`` writes the last one. Each write
-goes to a temporary file renamed over the target, so a reader (or a crash) never sees
-half a trace.
-"""
+"""Writes a recorder's trace to a file off the engine thread."""
 
 from __future__ import annotations
 
@@ -26,8 +20,7 @@ def write_trace(recorder: TraceRecorder, path: str | Path) -> None:
 
 
 def check_trace_path(path: str) -> Path:
-    """The trace file's path; its folder must exist (a clear error at startup rather than
-    a lost trace at shutdown)."""
+    """The trace file's path; its folder must exist (an error at startup, not a lost trace)."""
     target = Path(path)
     if target.is_dir():
         raise ValueError(f"--trace-file {path}: is a folder; name a file")

@@ -1,9 +1,5 @@
-"""Tool calls and reasoning in chat replies: format parsers behind registries.
-
-Importing the package registers the formats (qwen3_coder, hermes) and the reasoning
-parser (qwen3); server/tools/choice.py turns a request's ``tool_choice`` into how its
-reply is parsed and, for a forced call, the grammar it follows (server/tools/grammar.py).
-"""
+"""Tool calls and reasoning in chat replies: format parsers behind registries, registered
+(qwen3_coder, hermes; reasoning qwen3) by importing this package."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""What the output parsers emit, and the text helpers they share.
-
-A model's reply arrives as text fragments cut anywhere (a tag may straddle two
-chunks). The parsers turn it into typed pieces: reasoning text, content text, the
-start of a tool call (its index, id and function name) and fragments of that call's
-JSON arguments. Streaming sends the pieces as they come; a non-streamed response
-is the same pieces joined, so both always agree.
-"""
+"""What the output parsers emit (reasoning text, content text, a call's start, fragments of
+its JSON arguments) and the text helpers they share; a non-streamed reply is the streamed
+pieces joined, so both agree (docs/server.md, "Parsing a reply")."""
 
 from __future__ import annotations
 

@@ -41,13 +41,9 @@ class Qwen3CoderParser(ToolCallParser):
 
     @classmethod
     def call_tag(cls, function: str, schema: dict[str, Any]) -> dict[str, Any]:
-        """xgrammar's ``qwen_xml`` style writes each parameter as ``<parameter=NAME>value
-        </parameter>``: a string (or untyped) value as raw text, any other as JSON, which is
-        how this parser converts them. A text value may not hold the tags that end a value
-        here (``VALUE_ENDS``, ``</tool_call>``) besides ``</parameter>``, so the value the
-        parser reads is the one the grammar admitted (xgrammar then drops a string's
-        ``minLength`` / ``maxLength``). At most one whitespace character between tags:
-        a model free to write whitespace there can spend its budget on it."""
+        """xgrammar's ``qwen_xml`` tag for one call: a text value may not hold the tags that
+        end a value here, so the parser reads back the value the grammar admitted
+        (docs/server.md, "Tool-call formats: Qwen3 coder XML")."""
         return {
             "type": "tag",
             "begin": f"{cls.open_tag}\n{FUNCTION}{function}>\n",

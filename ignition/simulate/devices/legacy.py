@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ignition.components.catalog import Descriptor
+from ignition.components.descriptor import Descriptor
 from ignition.simulate.devices.base import DeviceError, Execution
 
 
@@ -156,7 +156,8 @@ class MeasuredTable:
 
 
 def _descriptor(item: Mapping) -> Descriptor | None:
-    from ignition.components.catalog import CatalogError, descriptor_from_json
+    from ignition.components.catalog import descriptor_from_json
+    from ignition.components.program_kinds import CatalogError
 
     fields_ = {k: v for k, v in item.items() if k not in ("name", "validation_ns", "capture_bytes")}
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ignition.model.config import VisionConfig
+from ignition.model.config_vision import VisionConfig
 from ignition.model.vision.encoder import VisionEncoder
 from ignition.model.vision.grid import ImageGrid
 

@@ -154,7 +154,8 @@ def test_features_from_prepared_vision_programs_give_the_same_answer(pair):
     from ignition.compiler.graph import GraphCapturer
     from ignition.compiler.programs import build_program
     from ignition.compiler.vision_program import VisionRunner
-    from ignition.components.catalog import Descriptor, GraphKind
+    from ignition.components.descriptor import Descriptor
+    from ignition.components.program_kinds import GraphKind
 
     model, reference = pair
     programs = []
