@@ -23,6 +23,20 @@ FRAMES = {
 @pytest.mark.parametrize("rows", FRAMES.values(), ids=FRAMES.keys())
 def test_each_query_scores_the_same_bits_as_when_scored_alone(rows, dtype):
     case = make_qsa_case(rows, max_pages=8, index_heads=4, index_dim=32)
+    _assert_scored_alone(case, dtype, rows)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_the_benchmark_shapes_score_the_same_bits_as_alone(dtype):
+    """vs_transformers.py's qwen4_exp: 8 index heads of 64, 1,040 blocks per row."""
+    rows = [(0, 24), (40, 24), (1000, 9), (3000, 1)]
+    case = make_qsa_case(
+        rows, page_size=64, max_pages=65, index_heads=8, index_dim=64, head_dim=8
+    )
+    _assert_scored_alone(case, dtype, rows)
+
+
+def _assert_scored_alone(case, dtype: torch.dtype, rows: list[tuple[int, int]]) -> None:
     q = case.index_q if dtype is torch.float8_e4m3fn else case.index_q.to(dtype)
     keys = case.block_keys.to(dtype)
     table, token_row, complete = case.page_table, case.token_row, case.num_complete

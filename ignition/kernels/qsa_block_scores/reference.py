@@ -10,7 +10,9 @@ carries its row and its count of visible complete blocks.
 Every query of a row reads the same keys, so a run of consecutive queries of one row (a
 prompt chunk) reads its row's keys once, upcast once, and scores them in one product; the
 queries of short runs (decode rows) gather their own rows' keys. Both compute each score as
-the same fp32 dot product over ``d``, so they give the same bits. Finding the runs reads the
+the same fp32 dot product over ``d`` in a product of ``max_blocks`` columns, so they give
+the same bits (not the visible columns alone: a BLAS product's last bits in a column depend
+on how many columns it has). Finding the runs reads the
 rows on the host, as references may (``compiler/host_sync``).
 """
 
