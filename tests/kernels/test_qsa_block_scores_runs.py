@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ignition.kernels.qsa_block_scores import reference
-from tests.kernels.kernel_qsa_cases import make_qsa_case
+from tests.kernels.kernel_qsa_cases import QsaCase, make_qsa_case
 
 # (cached_len, query_len): prompt chunks (long runs) beside decode and verification rows
 FRAMES = {
@@ -36,7 +36,7 @@ def test_the_benchmark_shapes_score_the_same_bits_as_alone(dtype):
     _assert_scored_alone(case, dtype, rows)
 
 
-def _assert_scored_alone(case, dtype: torch.dtype, rows: list[tuple[int, int]]) -> None:
+def _assert_scored_alone(case: QsaCase, dtype: torch.dtype, rows: list[tuple[int, int]]) -> None:
     q = case.index_q if dtype is torch.float8_e4m3fn else case.index_q.to(dtype)
     keys = case.block_keys.to(dtype)
     table, token_row, complete = case.page_table, case.token_row, case.num_complete

@@ -12,8 +12,8 @@ prompt chunk) reads its row's keys once, upcast once, and scores them in one pro
 queries of short runs (decode rows) gather their own rows' keys. Both compute each score as
 the same fp32 dot product over ``d`` in a product of ``max_blocks`` columns, so they give
 the same bits (not the visible columns alone: a BLAS product's last bits in a column depend
-on how many columns it has). Finding the runs reads the
-rows on the host, as references may (``compiler/host_sync``).
+on how many columns it has). Finding the runs reads the rows on the host, as references may
+(``compiler/host_sync``).
 """
 
 from __future__ import annotations
