@@ -2,7 +2,7 @@
 
 Issue 28: a request whose speculative method is "ngram" verifies, each round, the
 continuation of its latest suffix found earlier in its own prompt and output
-(runtime/copy_drafts.py); Helios prices it by the copy source's acceptance. This runs an
+(runtime/proposals/copy_drafts.py); Helios prices it by the copy source's acceptance. This runs an
 editing workload on the embedded checkpoint (the trained qwen38-tiny) through the real
 engine, greedy, with speculation off and with fixed / adaptive speculation, with learned
 drafts only (mtp), copy drafts only (ngram) and both (Helios choosing the source of
@@ -44,6 +44,7 @@ from ignition.kernels import use_backend
 from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
+from ignition.runtime.proposals.copy_drafts import COPIES
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 
@@ -64,7 +65,7 @@ def run(model, catalog, tokenizer, speculation: str, method: str, prompts, max_t
             counts["tokens"] += emitted
             if offered:
                 counts["rounds"] += 1
-                counts["copies"] += lane.proposal_source == "ngram"
+                counts["copies"] += lane.proposal_source == COPIES
                 counts["offered"] += offered
                 counts["accepted"] += max(0, emitted - 1)
 

@@ -6,7 +6,8 @@ can mask every verification position (runtime/grammar.py); its grammar's forced 
 drafts. This runs json_schema requests on the embedded checkpoint (the trained
 qwen38-tiny) through the real engine, greedy and seeded-sampled, with speculation off and
 with fixed / adaptive speculation, without host drafts, with forced drafts, and with
-forced drafts plus copy drafts where nothing is forced (runtime.copy_proposals), and prints
+forced drafts plus copy drafts where nothing is forced (runtime.proposals.copy_proposals),
+and prints
 per constrained request: output tokens per decode frame that served it, drafts offered
 and accepted per frame, tokens/s (CPU wall clock, all modes in the same run), and whether
 the output equals speculation off (it must: coupled verification under per-position masks
@@ -29,7 +30,7 @@ from ignition.components.capacity import plan_catalog
 from ignition.kernels import use_backend
 from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
-from ignition.runtime import grammar_drafts
+from ignition.runtime.proposals import grammar_drafts
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarCompiler, GrammarSpec, GrammarState
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams

@@ -190,26 +190,30 @@ def test_every_room_imports_only_the_rooms_the_house_plan_allows():
     assert upward == []
 
 
-# The runtime's rooms and the runtime rooms each may import directly (not through another:
-# executors/ may import proposals, which hooks into loop/, yet executors/ itself never names
-# loop/). A runtime room may import anything outside the runtime that runtime's row allows.
+# The runtime's rooms and the runtime rooms each may import directly (not through another).
+# A runtime room may import anything outside the runtime that runtime's row allows.
 RUNTIME_MAY_IMPORT: dict[str, frozenset[str]] = {
     "chat": frozenset(),
     "vision": frozenset(),
     "ple": frozenset(),
     "retention": frozenset(),
-    # a request carries its images and its grammar (type annotations only)
-    "requests": frozenset({"vision", "proposals"}),
-    "executors": frozenset({"requests", "vision", "ple", "proposals"}),
-    "loop": frozenset({"executors", "requests", "retention", "vision", "proposals"}),
+    # a request names its speculative method (checked against the proposals registry) and
+    # carries its images and its grammar (type annotations only)
+    "requests": frozenset({"vision", "grammar", "proposals"}),
+    # proposal sources read the request; the loop's hook tells Helios their offers
+    # (loop/proposal_hooks.py), so proposals/ never names the loop or the executors
+    "proposals": frozenset({"requests"}),
+    # the structured-outputs matcher: its forced tokens are a constrained row's proposal
+    "grammar": frozenset({"requests", "proposals"}),
+    "executors": frozenset({"requests", "vision", "ple", "grammar", "proposals"}),
+    "loop": frozenset({"executors", "requests", "retention", "vision", "grammar", "proposals"}),
     "tracing": frozenset({"loop", "executors", "requests"}),
-    "proposals": frozenset({"loop", "executors", "requests"}),
 }
 # Runtime's top level: the glue that builds the rooms (assembly, bundle) and bridges the
 # engine to asyncio; no room imports it.
 RUNTIME_GLUE = frozenset({"assembly", "async_engine", "bundle"})
-# The proposal sources, at the top level until they move into runtime/proposals/.
-PROPOSAL_MODULES = frozenset({"copy_drafts", "copy_proposals", "grammar", "grammar_drafts"})
+# Rooms of one module, at the top level: structured outputs (grammar.py).
+ONE_MODULE_ROOMS = frozenset({"grammar"})
 
 
 def runtime_room(module: str) -> str | None:
@@ -217,15 +221,15 @@ def runtime_room(module: str) -> str | None:
     parts = module.split(".")
     if parts[:2] != ["ignition", "runtime"] or len(parts) < 3:
         return None
-    return "proposals" if parts[2] in PROPOSAL_MODULES else parts[2]
+    return parts[2]
 
 
 def misplaced_in_runtime(names: list[str]) -> list[str]:
-    """Modules at runtime's top level that are neither glue nor a proposal source, and
+    """Modules at runtime's top level that are neither glue nor a one-module room, and
     rooms (packages) that declare no import directions."""
     second = {n for n in names if n.count(".") == 2}
     rooms = {n for n in second if any(m.startswith(n + ".") for m in names)}
-    loose = [n for n in second - rooms if n.split(".")[2] not in RUNTIME_GLUE | PROPOSAL_MODULES]
+    loose = [n for n in second - rooms if n.split(".")[2] not in RUNTIME_GLUE | ONE_MODULE_ROOMS]
     undeclared = [f"{r}/" for r in rooms if r.split(".")[2] not in RUNTIME_MAY_IMPORT]
     return sorted(loose + undeclared)
 
@@ -269,6 +273,8 @@ def test_the_runtime_directions_the_house_plan_names():
     assert imports_from("ignition.runtime.requests", loop) == []
     assert imports_from("ignition.runtime.chat", loop) == []
     assert imports_from("ignition.runtime.executors", loop) == []
+    # proposal sources are read by the loop's hook, never reach into the loop themselves
+    assert imports_from("ignition.runtime.proposals", (*loop, "ignition.runtime.executors")) == []
     glue = tuple(f"ignition.runtime.{g}" for g in sorted(RUNTIME_GLUE))
     assert imports_from("ignition.runtime.loop", glue) == []
 
@@ -278,4 +284,12 @@ def test_an_executor_importing_the_engine_is_found():
     planted = {"ignition.runtime.executors.base": frozenset({"ignition.runtime.loop.engine"})}
     assert runtime_upward(planted) == [
         "ignition.runtime.executors.base -> ignition.runtime.loop.engine"
+    ]
+
+
+def test_a_proposal_source_importing_the_loop_is_found():
+    """The offers hook lives in loop/: put back under proposals/, it is an upward import."""
+    planted = {"ignition.runtime.proposals.offers": frozenset({"ignition.runtime.loop.hooks"})}
+    assert runtime_upward(planted) == [
+        "ignition.runtime.proposals.offers -> ignition.runtime.loop.hooks"
     ]

@@ -11,8 +11,8 @@ import click
 from ignition.cli.checks import check_range
 from ignition.cli.errors import UserError
 from ignition.cli.registry import Decorator
-from ignition.runtime.copy_proposals import MAX_NGRAM, MIN_NGRAM, PromptLookup
-from ignition.runtime.requests.request import SPECULATIVE_METHODS
+from ignition.runtime.proposals.copy_proposals import MAX_NGRAM, MIN_NGRAM, PromptLookup
+from ignition.runtime.proposals.registry import methods
 
 
 def reply_parsing_options() -> list[Decorator]:
@@ -72,7 +72,7 @@ def server_options() -> list[Decorator]:
         ),
         click.option(
             "--speculative-method",
-            type=click.Choice(SPECULATIVE_METHODS),
+            type=click.Choice(methods()),
             default="mtp",
             show_default=True,
             help="Where requests' speculative drafts come from when they name none (vLLM's "

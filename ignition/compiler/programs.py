@@ -114,7 +114,7 @@ def step_capacity(d: Descriptor) -> PackedCapacity:
 def round_capacity(d: Descriptor) -> RoundCapacity:
     return RoundCapacity(
         batch_capacity=d.batch_capacity,
-        draft_depth=d.proposal_depth,
+        proposal_depth=d.proposal_depth,
         verify_width=d.token_capacity,
         packed_capacity=d.packed_capacity,
         prefill_capacity=d.prefill_capacity,

@@ -201,7 +201,7 @@ class Workspace:
             rows,
             capacity.packed.token_capacity,
             capacity.prefill_capacity,
-            capacity.draft_depth,
+            capacity.proposal_depth,
             capacity.verify_width,
         )
         lengths = dict.fromkeys(
@@ -218,7 +218,8 @@ class Workspace:
             lengths["prompt_tokens"] = capacity.prefill_capacity
             lengths |= begin_buffers(lanes)
         lengths |= self._multimodal(rows, capacity.prefill_capacity)
-        width, depth, words = capacity.verify_width, capacity.draft_depth, self.extents.mask_words
+        width, depth = capacity.verify_width, capacity.proposal_depth
+        words = self.extents.mask_words
         lengths |= self._grammar(rows, width)
         if depth:
             lengths["supplied_drafts"] = rows * depth

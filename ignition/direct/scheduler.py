@@ -17,6 +17,7 @@ from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
     CompletionReport,
     CostEstimate,
+    DraftSource,
     ExecutionClass,
     Fence,
     GeneratedToken,
@@ -28,8 +29,8 @@ from ignition.helios import (
     RequestHandle,
     RequestSpec,
     RequestView,
-    Resources,
     ResourceUsage,
+    Resources,
     ScheduledPlan,
     SchedulerError,
     SchedulerStatistics,
@@ -132,7 +133,9 @@ class DirectScheduler:
         """Nothing to limit: every decode lane is planned one row wide."""
         self._owned(handle)
 
-    def offer_drafts(self, handle: RequestHandle, offers: Mapping[str, int | None]) -> str:
+    def offer_drafts(
+        self, handle: RequestHandle, offers: Mapping[DraftSource, int | None]
+    ) -> DraftSource:
         """Nothing to choose: no lane verifies drafts; the request keeps its source."""
         return self._owned(handle).spec.proposal_source
 

@@ -22,6 +22,7 @@ from ignition.helios.config import PolicyConfig, SpeculationMode
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import (
     CompletionReport,
+    DraftSource,
     Fence,
     GeneratedToken,
     RequestHandle,
@@ -66,7 +67,9 @@ class SchedulerProtocol(Protocol):
         as the runtime's supplied proposals change."""
         ...
 
-    def offer_drafts(self, handle: RequestHandle, offers: Mapping[str, int | None]) -> str:
+    def offer_drafts(
+        self, handle: RequestHandle, offers: Mapping[DraftSource, int | None]
+    ) -> DraftSource:
         """What each proposal source can supply for the next round of a request whose
         source the scheduler chooses per round (RequestSpec.proposal_choices); returns
         the source chosen, which the plan's lanes then carry."""

@@ -41,6 +41,7 @@ from ignition.helios.state_work import apply_state_lane, check_state_lane, check
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import (
     CompletionReport,
+    DraftSource,
     ExecutionClass,
     Fence,
     GeneratedToken,
@@ -48,8 +49,8 @@ from ignition.helios.types import (
     LaneWork,
     RequestHandle,
     RequestSpec,
-    Resources,
     ResourceShortage,
+    Resources,
     ScheduledPlan,
     SchedulerError,
     SelectionReason,
@@ -182,7 +183,9 @@ class Scheduler(SchedulerQueries):
         r.epoch += 1
         self._changes += 1
 
-    def offer_drafts(self, handle: RequestHandle, offers: Mapping[str, int | None]) -> str:
+    def offer_drafts(
+        self, handle: RequestHandle, offers: Mapping[DraftSource, int | None]
+    ) -> DraftSource:
         """What each proposal source can supply for the request's next round (drafts;
         None: as deep as the programs hold), for a request Helios chooses sources for
         (RequestSpec.proposal_choices): picks the round's source (decide/sources.py),
@@ -192,12 +195,13 @@ class Scheduler(SchedulerQueries):
         if not choices:
             raise SchedulerError(
                 f"offer_drafts({handle}): the request has no proposal_choices "
-                f"(its source is {r.spec.proposal_source!r} for its life)"
+                f"(its source is {r.spec.proposal_source.name!r} for its life)"
             )
-        unknown = sorted(set(offers) - set(choices))
+        unknown = sorted(str(s) for s in set(offers) - set(choices))
         if unknown:
             raise SchedulerError(
-                f"offer_drafts({handle}): sources {unknown} are not among its choices {choices}"
+                f"offer_drafts({handle}): sources {unknown} are not among its choices "
+                f"{[c.name for c in choices]}"
             )
         alpha = self.policy.adaptive_verification_alpha
         source = choose_source(r.acceptance, offers, choices, self._max_depth, alpha)

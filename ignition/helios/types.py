@@ -25,6 +25,26 @@ class ResourceShortage(SchedulerError):
 
 
 @dataclass(frozen=True, order=True)
+class DraftSource:
+    """A proposal source as Helios knows it: the name its acceptance is learned, its streams
+    aged and its rounds counted under. What it offers is the runtime's
+    (runtime/proposals); Helios only tells sources apart."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not self.name or "+" in self.name:
+            raise SchedulerError(f"draft source {self.name!r}: must be a name without '+'")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# The MTP head's learned drafts: a request's source unless it names another.
+HEAD_DRAFTS = DraftSource("mtp")
+
+
+@dataclass(frozen=True, order=True)
 class RequestHandle:
     """A request slot plus the generation that owns it; slot reuse bumps the generation,
     so a cancelled handle can never be confused with its slot's next owner."""
@@ -68,7 +88,7 @@ class RequestSpec:
     context_capacity: int = 1 << 20
     message_endpoints: tuple[int, ...] = ()
     image_spans: tuple[tuple[int, int], ...] = ()
-    proposal_source: str = "mtp"
+    proposal_source: DraftSource = HEAD_DRAFTS
     acceptance_prior: tuple[float, ...] = ()
     restore_tokens: int = 0
     capture_ends: tuple[int, ...] = ()
@@ -100,7 +120,7 @@ class RequestSpec:
     # of the context: issue 28's "both"), in preference order for ties; proposal_source is
     # then the next round's choice (Scheduler.offer_drafts). Empty: proposal_source serves
     # the request's whole life.
-    proposal_choices: tuple[str, ...] = ()
+    proposal_choices: tuple[DraftSource, ...] = ()
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -127,13 +147,16 @@ class RequestSpec:
             raise SchedulerError(f"window_stop = {self.window_stop}: must be a capture end")
         if self.max_drafts is not None and self.max_drafts < 0:
             raise SchedulerError(f"max_drafts = {self.max_drafts}: must be >= 0 (or None)")
+        for source in (self.proposal_source, *self.proposal_choices):
+            if not isinstance(source, DraftSource):
+                raise SchedulerError(f"proposal source {source!r}: must be a DraftSource")
         if self.proposal_choices and (
             self.proposal_source not in self.proposal_choices
             or len(set(self.proposal_choices)) != len(self.proposal_choices)
         ):
             raise SchedulerError(
-                f"proposal_choices = {self.proposal_choices!r}: must be distinct and hold "
-                f"proposal_source {self.proposal_source!r}"
+                f"proposal_choices = {[c.name for c in self.proposal_choices]}: must be "
+                f"distinct and hold proposal_source {self.proposal_source.name!r}"
             )
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
@@ -149,7 +172,8 @@ class RequestSpec:
         """The stream family it is aged with (decide/service.stream_family): its source, or
         its choices joined when Helios chooses per round (a family must not change
         with every round's choice)."""
-        return "+".join(self.proposal_choices) if self.proposal_choices else self.proposal_source
+        choices = self.proposal_choices or (self.proposal_source,)
+        return "+".join(source.name for source in choices)
 
     @property
     def uncached_prompt_tokens(self) -> int:
@@ -240,8 +264,8 @@ class LaneWork:
     value: float
     checkpoint_tokens: int = 0  # state rows: the context length restored or captured
     # Where a decode lane's drafts come from this round (RequestSpec.proposal_source at plan
-    # time): the runtime supplies copies for "ngram", and acceptance is observed for it.
-    proposal_source: str = "mtp"
+    # time): the runtime binds that source's drafts, and acceptance is observed for it.
+    proposal_source: DraftSource = HEAD_DRAFTS
 
 
 @dataclass(frozen=True)

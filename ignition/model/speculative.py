@@ -47,14 +47,15 @@ class RoundCapacity:
     """Static extents B/D/W/P of one speculative program (+ the mixed prompt capacity)."""
 
     batch_capacity: int
-    draft_depth: int
+    proposal_depth: int
     verify_width: int
     packed_capacity: int
     prefill_capacity: int = 0
     prompt_lanes: int = 1  # L prompt rows, each of at most prefill_capacity / L tokens
 
     def __post_init__(self) -> None:
-        b, d, w, p = self.batch_capacity, self.draft_depth, self.verify_width, self.packed_capacity
+        b, d, w = self.batch_capacity, self.proposal_depth, self.verify_width
+        p = self.packed_capacity
         if b <= 0 or d < 0 or w <= 0 or self.prefill_capacity < 0:
             raise ValueError(f"round capacity needs B > 0, D >= 0, W > 0; got B={b} D={d} W={w}")
         if self.prompt_lanes > 1 and self.prompt_lanes >= b:
@@ -169,7 +170,7 @@ def speculative_round(
         inputs.pending_tokens,
         spec_slots,
         inputs.supplied_drafts,
-        capacity.draft_depth,
+        capacity.proposal_depth,
         params,
         start_pos,
         inputs.rope_offset,
@@ -183,7 +184,7 @@ def speculative_round(
     spec_lens, confidence = allocate(
         spec_slots, ceilings, host_lens, capacity.packed_capacity, token_probs
     )
-    spec_lens = spec_lens.clamp(max=min(width, capacity.draft_depth + 1))
+    spec_lens = spec_lens.clamp(max=min(width, capacity.proposal_depth + 1))
     query_lens = spec_lens
     if inputs.prompt is not None:
         query_lens = torch.where(is_prompt_lane, prompt_lens, spec_lens)
@@ -195,7 +196,7 @@ def speculative_round(
         query_lens,
         is_prompt_lane,
         width,
-        min(width - 1, capacity.draft_depth),
+        min(width - 1, capacity.proposal_depth),
         capacity.packed.token_capacity,
         inputs.prompt,
         image_features=inputs.image_features,
@@ -243,7 +244,7 @@ def speculative_round(
     )
     target_probs = torch.where(is_position_valid.reshape(-1, 1), target_probs, 0.0)
     target_probs = target_probs.reshape(num_rows, width, vocab)
-    if capacity.draft_depth == 0:
+    if capacity.proposal_depth == 0:
         drafts = drafts.new_zeros(num_rows, 1)
         dists = dists.new_zeros(num_rows, 1, vocab)
     if verification_mode() == "coupled" and not greedy:
@@ -257,7 +258,7 @@ def speculative_round(
         num_accepted, output_tokens, survival = ops.rejection_verify(
             drafts, dists, target_probs, spec_lens, uniforms, noise, greedy
         )
-    survival = survival[:, : capacity.draft_depth]
+    survival = survival[:, : capacity.proposal_depth]
 
     prompt_raw = sampled_rows[num_rows * width :]
     prompt_logits = prompt_raw
@@ -299,7 +300,7 @@ def speculative_round(
         output_tokens=output_tokens,
         num_accepted=num_accepted,
         query_lens=query_lens,
-        draft_tokens=drafts[:, : capacity.draft_depth],
+        draft_tokens=drafts[:, : capacity.proposal_depth],
         confidence=confidence,
         survival=survival,
         logprobs=logprobs,

@@ -27,18 +27,18 @@ from ignition.helios import (
 from ignition.model.model import HybridModel
 from ignition.model.prompt_logprobs import score_positions
 from ignition.model.state import ModelState, index_key_dtype
-from ignition.runtime.copy_drafts import CopyDraftLimits
-from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors.frames import Worker
 from ignition.runtime.executors.resources import SlotResources
 from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import GrammarCompiler, LazyGrammarCompiler
-from ignition.runtime.grammar_drafts import GrammarDraftLimits
 from ignition.runtime.loop.engine import Engine
 from ignition.runtime.loop.faults import FaultPlan
 from ignition.runtime.loop.faults import install as install_faults
+from ignition.runtime.loop.proposal_hooks import DraftOffers
 from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.loop.window_hooks import VisionWindowHooks, WindowRows
+from ignition.runtime.proposals.copy_proposals import PromptLookup
+from ignition.runtime.proposals.registry import Proposals
 from ignition.runtime.requests.detokenize import TextDecoder
 from ignition.runtime.retention.captures import default_snapshot_rows
 from ignition.runtime.retention.checkpoints import CheckpointCache
@@ -76,7 +76,7 @@ class RuntimeOptions:
     # (e4m3, half of bf16's bytes; model.state.INDEX_KEY_DTYPES). Models without QSA
     # layers hold no index keys, so for them it changes nothing.
     indexer_kv_dtype: str = "auto"
-    # Copy proposals' search (runtime/copy_proposals.py; vLLM's prompt_lookup_max/min).
+    # Copy proposals' search (proposals/copy_proposals.py; vLLM's prompt_lookup_max/min).
     prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
 
 
@@ -252,11 +252,11 @@ def assemble_engine(
         vocab_size=vocab_size,
         grammar=grammar,
     )
-    # constrained requests' draft counts, read by Helios after each of their frames
-    engine.hooks.replace(GrammarDraftLimits, GrammarDraftLimits(lambda: engine.scheduler))
-    # copying requests' draft counts, read by Helios after each of their frames published
-    copies = CopyDraftLimits(lambda: engine.scheduler, lambda: engine.live, options.prompt_lookup)
-    engine.hooks.replace(CopyDraftLimits, copies)
+    # host sources' draft counts, read by Helios after each of their frames published
+    offers = DraftOffers(
+        lambda: engine.scheduler, lambda: engine.live, Proposals(options.prompt_lookup)
+    )
+    engine.hooks.replace(DraftOffers, offers)
     if faults is not None:
         install_faults(engine, faults)
     if trace is not None:

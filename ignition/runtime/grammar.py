@@ -14,11 +14,11 @@ Two rules keep that exact:
   constrained lane is launched only after the frames in flight that hold the same request
   have completed (Engine: completion feedback, the design's "grammar" rule);
 - a constrained row verifies only drafts the host supplies (its grammar's forced tokens,
-  :meth:`GrammarState.forced_drafts`): :meth:`GrammarState.fill_positions` walks the matcher
-  along them to write the mask of every verification position, then rolls it back, so
-  each position samples exactly as masked single-token decoding would there
-  (model.speculative). MTP drafts, proposed inside the program out of the matcher's
-  reach, are never verified for it.
+  :meth:`GrammarState.forced_drafts`, proposals/grammar_drafts.py):
+  :meth:`GrammarState.fill_positions` walks the matcher along them to write the mask of
+  every verification position, then rolls it back, so each position samples exactly as
+  masked single-token decoding would there (model.speculative). MTP drafts, proposed
+  inside the program out of the matcher's reach, are never verified for it.
 
 With ``--reasoning-parser`` and a prompt that opens a reasoning block, the grammar starts
 after the block's end tag (``RequestGrammar.gate``, matched as the tag's token ids: one
@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ignition.runtime.proposals.source import MAX_PROPOSAL
 from ignition.runtime.requests.errors import RequestError
 
 if TYPE_CHECKING:
@@ -68,24 +69,10 @@ GRAMMAR_KINDS = ("json_schema", "json_object", "regex", "choice", "grammar", "st
 # while the mask is applied; it guards the contract between worker and program).
 GRAMMAR_REJECTED = "structured output failed: the model emitted a token the grammar forbids"
 
-
-# The most drafts one proposal holds (more than any program's proposal depth D).
-MAX_PROPOSAL = 16
 # The share of max_tokens a gated grammar's reasoning may take, its end tag included: the
 # constrained reply after it keeps the rest (a forced tool call or a schema must fit in
 # the reply's budget; half leaves a short schema or call several times its length).
 REASONING_SHARE = 0.5
-
-
-def draft_limit(sampling: object) -> int | None:
-    """Helios's RequestSpec.max_drafts for a request at admission: a grammar-constrained
-    one verifies only the drafts its grammar forces, which the runtime reports after each
-    of its frames (runtime.grammar_drafts); none before its first token. A copying one
-    ("ngram") likewise verifies only its copy proposal (runtime.copy_drafts). Others are
-    unrestricted."""
-    if getattr(sampling, "grammar", None) is not None or getattr(sampling, "copies_drafts", 0):
-        return 0
-    return None
 
 
 class GrammarError(RequestError):

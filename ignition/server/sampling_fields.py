@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ignition.runtime.grammar import GrammarSpec
+from ignition.runtime.proposals.registry import methods
 from ignition.runtime.requests.request import (
     MAX_REPETITION_PENALTY,
     MIN_REPETITION_PENALTY,
@@ -31,6 +32,9 @@ MAX_CHOICES = 16
 MAX_TOP_K = 2**31 - 1
 MAX_LOGPROBS = 20  # alternatives per token, OpenAI's and vLLM's cap
 MAX_LOGIT_BIAS = 300  # entries of one logit_bias map (model.logits_processing)
+
+# The speculative methods the schema offers (runtime/proposals/registry.py).
+METHODS = methods()
 
 
 class StreamOptions(Body):
@@ -83,9 +87,10 @@ class SamplingFields(Body):
     prompt_logprobs: Annotated[Int, Field(ge=0, le=MAX_LOGPROBS)] | None = None
     # Ignition's extension: where this request's speculative drafts come from, named as
     # vLLM's speculative_config "method" (mtp: the model's MTP head; ngram: copies of its
-    # own prompt and output; both: Helios chooses between them for every round). Default:
-    # the server's --speculative-method.
-    speculative_method: Literal["mtp", "ngram", "both"] | None = None
+    # own prompt and output; both: Helios chooses between them for every round; or a
+    # method registered in runtime/proposals/registry.py before this module is imported,
+    # so that the schema names it). Default: the server's --speculative-method.
+    speculative_method: Literal[METHODS] | None = None  # type: ignore[valid-type]
 
     @classmethod
     def schema_rules(cls) -> list[dict[str, Any]]:

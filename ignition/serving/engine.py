@@ -25,12 +25,12 @@ from ignition.runtime.assembly import (
     selected_programs,
 )
 from ignition.runtime.bundle import Bundle, BundleError, load_bundle
-from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import LazyGrammarCompiler
 from ignition.runtime.loop.engine import Engine
 from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.ple import PleOptions, PleTableError, delivers_table
+from ignition.runtime.proposals.copy_proposals import PromptLookup
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES
 from ignition.serving.ple import built_ple, open_graph_rows, open_table, serve_ple_options
 
@@ -72,7 +72,8 @@ class ServeOptions:
     metrics_names: str = "flare"  # "vllm": vllm:* aliases beside the flare_* metrics
     # QSA index-key storage (--indexer-kv-dtype auto|bf16|fp8); None: the bundle's
     indexer_kv_dtype: str | None = None
-    # Proposal source when a request names none: "mtp", "ngram" or "both".
+    # Proposal source when a request names none: "mtp", "ngram" or "both"
+    # (runtime/proposals/registry.py).
     speculative_method: str = "mtp"
     # Copy proposals' search (--prompt-lookup-max/-min; vLLM's prompt_lookup_max/min).
     prompt_lookup: PromptLookup = field(default_factory=PromptLookup)

@@ -39,7 +39,11 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ignition.helios import HEAD_DRAFTS, DraftSource
+
 MAX_DEPTH = 8
+# Copies of a request's context (prompt lookup): the runtime's copy source, as Helios knows it
+COPIES = DraftSource("ngram")
 
 
 class AcceptanceError(ValueError):
@@ -84,9 +88,9 @@ class Task:
     spread: float
     round_sigma: float
     source: str
-    # Helios's RequestSpec.proposal_source for the task's requests: "mtp" (the learned
-    # head) or "ngram" (copies of the context; the same programs verify them).
-    proposal_source: str = "mtp"
+    # Helios's RequestSpec.proposal_source for the task's requests: the learned head's
+    # drafts or COPIES (copies of the context; the same programs verify them).
+    proposal_source: DraftSource = HEAD_DRAFTS
     # A task whose outputs repeat their context: the copy source's rounds (found or not),
     # and the task whose MTP-head acceptance its requests have when a round uses the head.
     copy: CopyModel | None = None
@@ -115,7 +119,7 @@ TASKS: dict[str, Task] = {
             0.4,
             0.6,
             "prompt lookup, code suite: copies at 74% of positions, 93% right",
-            proposal_source="ngram",
+            proposal_source=COPIES,
             copy=CopyModel(0.74, 0.93, 0.97),
             learned="code",
         ),

@@ -23,6 +23,7 @@ from typing import Any
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
+    HEAD_DRAFTS,
     CompletionRecord,
     CompletionReport,
     ConfidenceSidecar,
@@ -36,7 +37,7 @@ from ignition.helios import (
     trace_to_json,
 )
 from ignition.simulate import trace_frames
-from ignition.simulate.acceptance import MAX_DEPTH, Round, draw_round
+from ignition.simulate.acceptance import COPIES, MAX_DEPTH, Round, draw_round
 from ignition.simulate.cost_what_ifs import estimate_at_ready_rows, ple_stall_ns
 from ignition.simulate.devices import DeviceError, execution_of
 from ignition.simulate.engine import LateWatch
@@ -307,7 +308,7 @@ class Simulation:
         for lane in plan.lanes:
             if lane.role is not LaneRole.PROMPT:
                 r = self.by_handle[lane.handle].request
-                copied = lane.proposal_source == "ngram" and r.copy_acceptance
+                copied = lane.proposal_source == COPIES and r.copy_acceptance
                 out[lane.handle] = draw_round(
                     r.copy_acceptance if copied else r.acceptance,
                     r.round_sigma,
@@ -325,8 +326,9 @@ class Simulation:
             counts[1] += tokens
 
     def _offer_copies(self, plan: ScheduledPlan) -> None:
-        """After a frame, as the runtime's CopyDraftLimits: each copying request it served
-        finds its next round's copy or not (``SimRequest.copy_found``) and Helios is told
+        """After a frame, as the runtime's offers hook (runtime/loop/proposal_hooks.py): each
+        copying request it served finds its next round's copy or not
+        (``SimRequest.copy_found``) and Helios is told
         the copy's length; a request that lets Helios choose is offered it beside the
         head's drafts."""
         for lane in plan.lanes:
@@ -336,7 +338,7 @@ class Simulation:
                 continue
             length = MAX_DEPTH if self.rng.random() < r.copy_found else 0
             if r.proposal_choices:
-                self.scheduler.offer_drafts(lane.handle, {"mtp": None, "ngram": length})
+                self.scheduler.offer_drafts(lane.handle, {HEAD_DRAFTS: None, COPIES: length})
             else:
                 self.scheduler.limit_drafts(lane.handle, length)
 
@@ -379,7 +381,7 @@ class Simulation:
                 got = rounds[lane.handle].accepted(q - 1, self.rng)
                 stream.record.verified(q)
                 count = min(stream.remaining_output, 1 + got)
-                self._count_round(lane.proposal_source if q > 1 else None, count)
+                self._count_round(lane.proposal_source.name if q > 1 else None, count)
                 records.append(
                     CompletionRecord(
                         lane.handle, 0, (1,) * count, num_verified_tokens=q if device else 0

@@ -23,6 +23,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from ignition.helios import HEAD_DRAFTS, DraftSource
+from ignition.simulate.acceptance import COPIES
+
 TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 DEFAULT_ACCEPTANCE = (0.8, 0.7, 0.6, 0.5, 0.4)
 
@@ -47,9 +50,9 @@ class SimRequest:
     cached_prefix: int = 0  # prompt tokens a retaining server still holds from earlier turns
     task: str = ""  # acceptance.TASKS name, when acceptance was drawn from a task
     round_sigma: float = 0.0  # logit sd of a speculative round's acceptance around the request's
-    proposal_source: str = "mtp"  # Helios's source for it: the task's ("ngram": copies)
+    proposal_source: DraftSource = HEAD_DRAFTS  # Helios's source for it: the task's
     # Helios chooses the source per round among these (RequestSpec.proposal_choices).
-    proposal_choices: tuple[str, ...] = ()
+    proposal_choices: tuple[DraftSource, ...] = ()
     # Copies of its context (acceptance.CopyModel): the probability a round finds one and
     # a found copy's conditionals; ``acceptance`` is then the MTP head's on it.
     copy_found: float = 0.0
@@ -59,7 +62,7 @@ class SimRequest:
     def copies(self) -> bool:
         """Whether its rounds may verify copies: the host finds each round's copy after the
         tokens before it, and Helios is told its length (0: none found)."""
-        uses = self.proposal_source == "ngram" or "ngram" in self.proposal_choices
+        uses = self.proposal_source == COPIES or COPIES in self.proposal_choices
         return uses and self.copy_found > 0
 
 

@@ -24,7 +24,8 @@ import random
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
-from ignition.simulate.acceptance import TASKS
+from ignition.helios import HEAD_DRAFTS
+from ignition.simulate.acceptance import COPIES, TASKS
 from ignition.simulate.command import parse_rows, rate_scaled
 from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import measure
@@ -33,9 +34,9 @@ from ignition.simulate.workloads import SimRequest, load_trace, with_tasks
 from scripts.scheduling_sim.capacity_study import QUICK, TRACE
 
 METHODS = {  # (proposal_source, proposal_choices)
-    "mtp": ("mtp", ()),
-    "ngram": ("ngram", ()),
-    "both": ("mtp", ("mtp", "ngram")),
+    "mtp": (HEAD_DRAFTS, ()),
+    "ngram": (COPIES, ()),
+    "both": (HEAD_DRAFTS, (HEAD_DRAFTS, COPIES)),
 }
 SLOS = (SLO(None, 10_000.0), SLO(100.0, 5_000.0))
 HALF_LOAD = 0.5

@@ -72,7 +72,7 @@ def test_the_simulate_command_runs_the_one_entry_point_with_its_options(monkeypa
 def test_prompt_lookup_flags_reach_the_served_options_as_one_search():
     from types import SimpleNamespace
 
-    from ignition.runtime.copy_proposals import PromptLookup
+    from ignition.runtime.proposals.copy_proposals import PromptLookup
     from ignition.serving.engine import ServeOptions, runtime_options
 
     fields = server(prompt_lookup_max=6, prompt_lookup_min=3).serve_fields()

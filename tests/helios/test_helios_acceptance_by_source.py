@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from helios_helpers import Driver, prefill, request, scheduler, spec
 
-from ignition.helios import Fence
+from ignition.helios import DraftSource, Fence
 from ignition.helios.config import SpeculationMode
 
 SHAPES = [prefill(64), spec(4, 1), spec(4, 4)]
 FRESH = (0.5, 0.25, 0.125)  # the population prior before any observation
 
+MTP, NGRAM = DraftSource("mtp"), DraftSource("ngram")
+
 
 def copying(**kw):
-    return request(16, 400, proposal_source="ngram", host_drafts=True, max_drafts=3, **kw)
+    return request(16, 400, proposal_source=NGRAM, host_drafts=True, max_drafts=3, **kw)
 
 
 def _served_copies(rounds: int = 6):
@@ -33,12 +35,12 @@ def _served_copies(rounds: int = 6):
 
 def test_copy_observations_teach_the_copy_source():
     s, h = _served_copies()
-    assert s.requests[h].acceptance.history("ngram").survivals(3)[0] > FRESH[0]
+    assert s.requests[h].acceptance.history(NGRAM).survivals(3)[0] > FRESH[0]
 
 
 def test_copy_observations_leave_the_requests_learned_history_alone():
     s, h = _served_copies()
-    learned = s.requests[h].acceptance.history("mtp")
+    learned = s.requests[h].acceptance.history(MTP)
     assert learned.survivals(3) == FRESH
     assert [learned.weight(d) for d in (1, 2, 3)] == [2.0, 2.0, 2.0]
 
@@ -46,14 +48,14 @@ def test_copy_observations_leave_the_requests_learned_history_alone():
 def test_a_learned_request_admitted_after_copies_starts_at_the_untouched_prior():
     s, _ = _served_copies()
     later = s.admit(request(16, 400))
-    assert s.requests[later].acceptance.history("mtp").survivals(3) == FRESH
+    assert s.requests[later].acceptance.history(MTP).survivals(3) == FRESH
     assert s.requests[later].forecast.means(3) == FRESH
 
 
 def test_a_copying_request_admitted_later_starts_from_the_copy_population():
     s, _ = _served_copies()
     later = s.admit(copying())
-    assert s.requests[later].acceptance.history("ngram").survivals(3)[0] > FRESH[0]
+    assert s.requests[later].acceptance.history(NGRAM).survivals(3)[0] > FRESH[0]
 
 
 def _committed_first_decode(shapes):

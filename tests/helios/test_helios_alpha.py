@@ -23,7 +23,7 @@ from helios_helpers import decode, prefill, scheduler, spec
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios import PolicyConfig
+from ignition.helios import HEAD_DRAFTS, PolicyConfig
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide import rounds
 from ignition.helios.decide.cost import CostModel
@@ -132,7 +132,7 @@ def test_a_probe_is_scored_with_its_optimistic_survivals_raised_to_alpha():
     selectors: plan()'s bounded search and the definition."""
     s = _probe_setup(0.5)
     (h,) = s.requests
-    optimistic = s.requests[h].acceptance.history("mtp").optimistic_survivals(2)
+    optimistic = s.requests[h].acceptance.history(HEAD_DRAFTS).optimistic_survivals(2)
     for plan in (s.plan(), s.plan_with(Exhaustive(), record=False)):
         assert plan.execution_class is LEARNING and plan.descriptor == spec(1, 3)
         (lane,) = plan.lanes

@@ -22,6 +22,7 @@ from ignition.helios import (
     CompletionRecord,
     CompletionReport,
     ConfidenceSidecar,
+    DraftSource,
     ExecutionTiming,
     Fence,
     PolicyConfig,
@@ -45,7 +46,8 @@ from scripts.scheduling_sim.plan_bench import (
 )
 
 NUM_STATES = 4000
-SOURCES = ("mtp", "ngram", "draft")
+SOURCES = tuple(DraftSource(name) for name in ("mtp", "ngram", "draft"))
+MTP, NGRAM = SOURCES[:2]
 FLOATS = {"value_rate", "log_scale", "exploration_credit"}
 LANE_FLOATS = {"expected_output_tokens", "expected_deliveries", "value"}
 
@@ -157,7 +159,7 @@ def _spec(rng: random.Random) -> RequestSpec:
     prompt = rng.choice([1, 5, 40, 300, 2000])
     kw: dict = {"proposal_source": rng.choice(SOURCES)}
     if rng.random() < 0.15:  # Helios chooses its source per round (Scheduler.offer_drafts)
-        kw.update(proposal_choices=("mtp", "ngram"), proposal_source="mtp", host_drafts=True)
+        kw.update(proposal_choices=(MTP, NGRAM), proposal_source=MTP, host_drafts=True)
     if rng.random() < 0.5:
         kw["acceptance_prior"] = tuple(round(rng.random(), 2) for _ in range(rng.randint(1, 5)))
     if prompt > 2 and rng.random() < 0.3:
@@ -262,7 +264,7 @@ class _Walk:
         for r in list(s.requests.values()):  # each chooser's copy offer after a frame
             if r.spec.proposal_choices and rng.random() < 0.3:
                 with contextlib.suppress(SchedulerError):
-                    s.offer_drafts(r.handle, {"mtp": None, "ngram": rng.choice([0, 1, 2, 5])})
+                    s.offer_drafts(r.handle, {MTP: None, NGRAM: rng.choice([0, 1, 2, 5])})
         for ledger in (s.refresh, s.learning):
             if rng.random() < 0.15 and not ledger.is_open:
                 ledger.balance = ledger.cap_ns * ledger.denominator  # full exploration credit

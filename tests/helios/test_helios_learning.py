@@ -17,6 +17,7 @@ from exploration_helpers import (
 from helios_helpers import decode, prefill, records_for, request, scheduler, spec
 
 from ignition.helios import (
+    HEAD_DRAFTS,
     CompletionRecord,
     CompletionReport,
     ConfidenceSidecar,
@@ -212,10 +213,10 @@ def test_the_optimistic_estimate_is_mean_plus_sqrt_ln20_over_twice_the_aged_weig
 def test_a_probe_observation_moves_the_acceptance_estimate_it_was_funded_for():
     s, runner = pessimistic_setup()
     (h,) = s.requests
-    before = s.requests[h].acceptance.history("mtp").weight(1)
+    before = s.requests[h].acceptance.history(HEAD_DRAFTS).weight(1)
     probe = until_probe(s, runner)
     runner.finish(probe, runner.commit(probe), accepted=2)
-    history = s.requests[h].acceptance.history("mtp")
+    history = s.requests[h].acceptance.history(HEAD_DRAFTS)
     assert history.survivals(2)[0] > 0.0 and history.weight(1) > before
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 from helios_helpers import Driver, floor_ms, mixed, request, scheduler
 
-from ignition.helios import LaneRole, PolicyConfig, SelectionReason
+from ignition.helios import HEAD_DRAFTS, LaneRole, PolicyConfig, SelectionReason
 from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.speculation import expected_output
 
@@ -36,7 +36,7 @@ def best_by_enumeration(s, decoders, waiting):
         t = s.costs.estimate_ns(d) / 1e6
         decode_values = []
         for h in decoders:
-            survivals = s.requests[h].acceptance.history("mtp").survivals(1)
+            survivals = s.requests[h].acceptance.history(HEAD_DRAFTS).survivals(1)
             decode_values.append(BETA * expected_output(survivals, d.token_capacity, 1.0))
         prompt_values = [0.0]
         for h in waiting:

@@ -7,6 +7,7 @@ from helios_helpers import MS, Driver, decode, mixed, prefill, request, schedule
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios import (
+    HEAD_DRAFTS,
     CompletionRecord,
     CompletionReport,
     ExecutionTiming,
@@ -129,10 +130,10 @@ def test_mixed_submissions_need_feedback_before_another_graph_is_queued():
 def test_width_one_rounds_measure_cost_without_acceptance_observations():
     s = scheduler([spec(1, 1), prefill(64)])
     (h,), driver = _decoding(s, 1)
-    weight = s.requests[h].acceptance.history("mtp").weight(1)
+    weight = s.requests[h].acceptance.history(HEAD_DRAFTS).weight(1)
     plan = driver.step()
     assert plan.descriptor == spec(1, 1)
-    assert s.requests[h].acceptance.history("mtp").weight(1) == weight
+    assert s.requests[h].acceptance.history(HEAD_DRAFTS).weight(1) == weight
     assert s.costs.freshness(spec(1, 1), s.now_ns) is Freshness.FRESH
 
 
@@ -140,7 +141,7 @@ def test_a_rejection_lowers_acceptance_at_longer_offered_prefixes():
     s = scheduler([spec(1, 4), prefill(64)])
     (h,), driver = _decoding(s, 1, acceptance_prior=(0.9, 0.9, 0.9))
     driver.step(accepted=1)
-    survivals = s.requests[h].acceptance.history("mtp").survivals(3)
+    survivals = s.requests[h].acceptance.history(HEAD_DRAFTS).survivals(3)
     assert survivals[0] > 0.9 and survivals[1] < 0.9
 
 
@@ -149,7 +150,7 @@ def test_termination_censors_the_rest_of_the_round():
     (h,), _ = _decoding(s, 1, acceptance_prior=(0.9, 0.9, 0.9))
     plan = s.plan()
     s.commit(plan, Fence(50))
-    tracker = s.requests[h].acceptance.history("mtp")
+    tracker = s.requests[h].acceptance.history(HEAD_DRAFTS)
     record = CompletionRecord(h, 0, (1, 2), is_finished=True)
     s.complete(Fence(50), CompletionReport([record], ExecutionTiming(MS)))
     survivals = tracker.survivals(3)
@@ -181,7 +182,7 @@ def test_completion_survival_rows_replace_binary_acceptance():
     (h,), _ = _decoding(s, 1, acceptance_prior=(0.5, 0.5))
     plan = s.plan()
     s.commit(plan, Fence(70))
-    tracker = s.requests[h].acceptance.history("mtp")
+    tracker = s.requests[h].acceptance.history(HEAD_DRAFTS)
     record = CompletionRecord(h, 0, (1,))  # binary: the first draft was rejected
     s.complete(Fence(70), CompletionReport([record], ExecutionTiming(MS), survival=[(0.8, 0.6)]))
     s1, s2 = tracker.survivals(2)

@@ -13,6 +13,7 @@ from ignition.helios import (
     CompletionRecord,
     CompletionReport,
     ConfidenceSidecar,
+    DraftSource,
     ExecutionTiming,
     Fence,
     LaneRole,
@@ -153,9 +154,9 @@ def test_decoders_of_two_proposal_sources_age_against_their_family_sigma():
         [prefill(64), decode(1), decode(4)], {prefill(64): 1.0, decode(1): 2.0, decode(4): 4.0}
     )
     for _ in range(4):
-        s.admit(request(64, proposal_source="mtp"))
+        s.admit(request(64, proposal_source=DraftSource("mtp")))
     for _ in range(2):
-        s.admit(request(64, proposal_source="copy"))
+        s.admit(request(64, proposal_source=DraftSource("copy")))
     driver = Driver(s)
     while any(not r.is_decoder for r in s.requests.values()):
         driver.step()
@@ -166,7 +167,7 @@ def test_decoders_of_two_proposal_sources_age_against_their_family_sigma():
     )
     sigmas = {v.handle: v.sigma_ms for v in population.decoders}
     for h, r in s.requests.items():
-        expected = 6.0 if r.spec.proposal_source == "mtp" else 12.0
+        expected = 6.0 if r.spec.proposal_source.name == "mtp" else 12.0
         assert sigmas[h] == pytest.approx(expected)
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 import pytest
 from helios_helpers import Driver, prefill, request, scheduler, spec
 
-from ignition.helios import SchedulerError
+from ignition.helios import DraftSource, SchedulerError
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.sources import choose_source, usable_offers
 from ignition.helios.decide.speculation import AcceptanceTracker, SourcePriors
 
 SHAPES = [prefill(64), spec(4, 1), spec(4, 4)]
-BOTH = ("mtp", "ngram")
+MTP, NGRAM = DraftSource("mtp"), DraftSource("ngram")
+BOTH = (MTP, NGRAM)
 
 
 def choosing(**kw):
@@ -27,7 +28,7 @@ def _tracker(**observed: tuple[float, ...]) -> AcceptanceTracker:
     for source, survival in observed.items():
         for _ in range(60):
             tracker.observe_round(
-                source,
+                DraftSource(source),
                 num_offered_drafts=len(survival),
                 num_accepted_drafts=0,
                 is_terminated=False,
@@ -38,23 +39,23 @@ def _tracker(**observed: tuple[float, ...]) -> AcceptanceTracker:
 
 def test_a_long_accepted_copy_wins_over_weaker_learned_drafts():
     tracker = _tracker(mtp=(0.5, 0.3, 0.2), ngram=(0.9, 0.85, 0.8))
-    assert choose_source(tracker, {"mtp": None, "ngram": 3}, BOTH, 3, 1.0) == "ngram"
+    assert choose_source(tracker, {MTP: None, NGRAM: 3}, BOTH, 3, 1.0) == NGRAM
 
 
 def test_no_copy_found_means_learned_drafts():
     tracker = _tracker(mtp=(0.1, 0.05, 0.0), ngram=(0.99, 0.99, 0.99))
-    assert choose_source(tracker, {"mtp": None, "ngram": 0}, BOTH, 3, 1.0) == "mtp"
+    assert choose_source(tracker, {MTP: None, NGRAM: 0}, BOTH, 3, 1.0) == MTP
 
 
 def test_sources_are_compared_at_the_width_both_can_fill():
     """One copied draft at 0.9 against learned 0.6 per position: at one draft the copy
     is worth 1.9 tokens against 1.6, though three learned drafts would give 2.2+."""
     tracker = _tracker(mtp=(0.6, 0.6, 0.6), ngram=(0.9, 0.9, 0.9))
-    assert choose_source(tracker, {"mtp": None, "ngram": 1}, BOTH, 3, 1.0) == "ngram"
-    assert usable_offers({"mtp": None, "ngram": 1}, BOTH, 3) == {"mtp": 3, "ngram": 1}
+    assert choose_source(tracker, {MTP: None, NGRAM: 1}, BOTH, 3, 1.0) == NGRAM
+    assert usable_offers({MTP: None, NGRAM: 1}, BOTH, 3) == {MTP: 3, NGRAM: 1}
     # the same copy, poorly accepted so far, loses at that width
     tracker = _tracker(mtp=(0.6, 0.6, 0.6), ngram=(0.3, 0.3, 0.3))
-    assert choose_source(tracker, {"mtp": None, "ngram": 1}, BOTH, 3, 1.0) == "mtp"
+    assert choose_source(tracker, {MTP: None, NGRAM: 1}, BOTH, 3, 1.0) == MTP
 
 
 def test_a_source_tried_little_is_tried_again_before_it_is_written_off():
@@ -63,19 +64,19 @@ def test_a_source_tried_little_is_tried_again_before_it_is_written_off():
     tracker = _tracker(mtp=(0.5,))
     for _ in range(2):
         tracker.observe_round(
-            "ngram",
+            NGRAM,
             num_offered_drafts=1,
             num_accepted_drafts=0,
             is_terminated=False,
             survival=(0.4,),
         )
-    assert choose_source(tracker, {"mtp": None, "ngram": 1}, BOTH, 1, 1.0) == "ngram"
+    assert choose_source(tracker, {MTP: None, NGRAM: 1}, BOTH, 1, 1.0) == NGRAM
 
 
 def test_ties_go_to_the_first_choice():
     tracker = AcceptanceTracker(SourcePriors())  # both at the same fresh prior
-    assert choose_source(tracker, {"mtp": None, "ngram": 2}, BOTH, 3, 1.0) == "mtp"
-    assert choose_source(tracker, {"mtp": None, "ngram": 2}, BOTH[::-1], 3, 1.0) == "ngram"
+    assert choose_source(tracker, {MTP: None, NGRAM: 2}, BOTH, 3, 1.0) == MTP
+    assert choose_source(tracker, {MTP: None, NGRAM: 2}, BOTH[::-1], 3, 1.0) == NGRAM
 
 
 def _decoding(s):
@@ -100,32 +101,32 @@ def _teach(s, h, source: str, survival: tuple[float, ...]) -> None:
 def test_the_offer_sets_the_rounds_source_and_its_draft_limit():
     s = scheduler(SHAPES, mode=SpeculationMode.FIXED)
     h, _ = _decoding(s)
-    _teach(s, h, "ngram", (0.95, 0.95, 0.95))
-    _teach(s, h, "mtp", (0.3, 0.1, 0.05))
-    assert s.offer_drafts(h, {"mtp": None, "ngram": 2}) == "ngram"
-    assert (s.requests[h].spec.proposal_source, s.requests[h].spec.max_drafts) == ("ngram", 2)
+    _teach(s, h, NGRAM, (0.95, 0.95, 0.95))
+    _teach(s, h, MTP, (0.3, 0.1, 0.05))
+    assert s.offer_drafts(h, {MTP: None, NGRAM: 2}) == NGRAM
+    assert (s.requests[h].spec.proposal_source, s.requests[h].spec.max_drafts) == (NGRAM, 2)
     plan = s.plan()
     lane = next(lane for lane in plan.lanes if lane.handle == h)
-    assert lane.proposal_source == "ngram" and lane.query_length <= 3
+    assert lane.proposal_source == NGRAM and lane.query_length <= 3
     # no copy next round: the learned head drafts as deep as the programs hold
-    assert s.offer_drafts(h, {"mtp": None, "ngram": 0}) == "mtp"
-    assert (s.requests[h].spec.proposal_source, s.requests[h].spec.max_drafts) == ("mtp", None)
+    assert s.offer_drafts(h, {MTP: None, NGRAM: 0}) == MTP
+    assert (s.requests[h].spec.proposal_source, s.requests[h].spec.max_drafts) == (MTP, None)
 
 
 def test_a_round_teaches_the_source_its_lane_carried_and_no_other():
     s = scheduler(SHAPES, mode=SpeculationMode.FIXED)
     h, driver = _decoding(s)
-    _teach(s, h, "ngram", (0.95, 0.95, 0.95))
-    learned = s.requests[h].acceptance.history("mtp")
+    _teach(s, h, NGRAM, (0.95, 0.95, 0.95))
+    learned = s.requests[h].acceptance.history(MTP)
     before = ([learned.weight(d) for d in (1, 2, 3)], learned.survivals(3))
-    copied = s.requests[h].acceptance.history("ngram").survivals(3)[0]
+    copied = s.requests[h].acceptance.history(NGRAM).survivals(3)[0]
     for _ in range(4):
-        assert s.offer_drafts(h, {"mtp": None, "ngram": 3}) == "ngram"
+        assert s.offer_drafts(h, {MTP: None, NGRAM: 3}) == NGRAM
         plan = driver.step(accepted=3)
-        assert any(lane.query_length > 1 and lane.proposal_source == "ngram" for lane in plan.lanes)
+        assert any(lane.query_length > 1 and lane.proposal_source == NGRAM for lane in plan.lanes)
     assert ([learned.weight(d) for d in (1, 2, 3)], learned.survivals(3)) == before
     # the copy source saw its first drafts accepted: its estimate rose
-    assert s.requests[h].acceptance.history("ngram").survivals(3)[0] > copied
+    assert s.requests[h].acceptance.history(NGRAM).survivals(3)[0] > copied
 
 
 def test_a_choosing_request_keeps_one_stream_family_whichever_source_it_picks():
@@ -133,7 +134,7 @@ def test_a_choosing_request_keeps_one_stream_family_whichever_source_it_picks():
     h, _ = _decoding(s)
     families = set()
     for copy in (0, 3, 0):
-        s.offer_drafts(h, {"mtp": None, "ngram": copy})
+        s.offer_drafts(h, {MTP: None, NGRAM: copy})
         families.add(s.requests[h].spec.family)
     assert families == {"mtp+ngram"}
     assert request(16, 40).family == "mtp"
@@ -143,11 +144,11 @@ def test_offers_for_requests_without_choices_or_from_unknown_sources_are_refused
     s = scheduler(SHAPES, mode=SpeculationMode.FIXED)
     plain = s.admit(request(16, 40))
     with pytest.raises(SchedulerError, match="no proposal_choices"):
-        s.offer_drafts(plain, {"mtp": None})
+        s.offer_drafts(plain, {MTP: None})
     h = s.admit(choosing())
     with pytest.raises(SchedulerError, match=r"\['draft'\] are not among its choices"):
-        s.offer_drafts(h, {"draft": 3})
+        s.offer_drafts(h, {DraftSource("draft"): 3})
     with pytest.raises(SchedulerError, match="proposal_choices"):
-        request(16, 40, proposal_choices=("ngram",))  # proposal_source "mtp" is not a choice
+        request(16, 40, proposal_choices=(NGRAM,))  # proposal_source "mtp" is not a choice
     with pytest.raises(SchedulerError, match="distinct"):
-        request(16, 40, proposal_choices=("mtp", "mtp"))
+        request(16, 40, proposal_choices=(MTP, MTP))

@@ -15,7 +15,7 @@ from ignition.model.step import run_step
 from tests.model.conftest import new_state
 
 PROMPT = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46]
-ROUND = RoundCapacity(batch_capacity=1, draft_depth=3, verify_width=4, packed_capacity=4)
+ROUND = RoundCapacity(batch_capacity=1, proposal_depth=3, verify_width=4, packed_capacity=4)
 
 
 def rounds(model, config, prefill_offset: int, round_offset: int | None, num_rounds: int = 3):

@@ -45,7 +45,7 @@ def _generate(model, config, capacity, allocation, references=None):
     state = new_state(config)
     slots = list(PROMPTS)
     tokens = {slot: [prefill(model, state, slot, PROMPTS[slot])] for slot in slots}
-    depth, width = capacity.draft_depth, capacity.verify_width
+    depth, width = capacity.proposal_depth, capacity.verify_width
     round_index = 0
     while min(len(t) for t in tokens.values()) < NUM_TOKENS:
         pending = torch.tensor([tokens[s][-1] for s in slots])
@@ -70,14 +70,14 @@ def _generate(model, config, capacity, allocation, references=None):
 
 @pytest.mark.parametrize("allocation", ["host", "device"])
 def test_greedy_mtp_speculation_matches_greedy_decoding(config, model, references, allocation):
-    capacity = RoundCapacity(batch_capacity=2, draft_depth=3, verify_width=4, packed_capacity=6)
+    capacity = RoundCapacity(batch_capacity=2, proposal_depth=3, verify_width=4, packed_capacity=6)
     tokens, _ = _generate(model, config, capacity, allocation)
     assert tokens == {slot: ref[:NUM_TOKENS] for slot, ref in references.items()}
 
 
 @pytest.mark.parametrize("allocation", ["host", "device"])
 def test_greedy_copy_speculation_accepts_drafts_and_matches(config, model, references, allocation):
-    capacity = RoundCapacity(batch_capacity=2, draft_depth=3, verify_width=4, packed_capacity=7)
+    capacity = RoundCapacity(batch_capacity=2, proposal_depth=3, verify_width=4, packed_capacity=7)
     tokens, num_rounds = _generate(model, config, capacity, allocation, references)
     assert tokens == {slot: ref[:NUM_TOKENS] for slot, ref in references.items()}
     assert num_rounds < NUM_TOKENS - 1  # accepted drafts shortened the run
@@ -121,7 +121,7 @@ def test_fully_rejected_round_leaves_the_state_of_a_round_that_never_proposed(
 def test_round_reports_the_confidence_sidecar_shape(config, model):
     state = new_state(config)
     first = prefill(model, state, 1, [5, 6, 7])
-    capacity = RoundCapacity(batch_capacity=4, draft_depth=3, verify_width=4, packed_capacity=8)
+    capacity = RoundCapacity(batch_capacity=4, proposal_depth=3, verify_width=4, packed_capacity=8)
     out = speculative_round(
         model,
         state,

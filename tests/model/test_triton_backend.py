@@ -72,7 +72,7 @@ def test_mixed_step_on_triton_matches_the_reference(device_model, warm_state):
 
 @pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "sampled"])
 def test_speculative_round_on_triton_matches_the_reference(device_model, warm_state, greedy):
-    capacity = RoundCapacity(batch_capacity=4, draft_depth=3, verify_width=4, packed_capacity=9)
+    capacity = RoundCapacity(batch_capacity=4, proposal_depth=3, verify_width=4, packed_capacity=9)
     temperature = 0.0 if greedy else 1.0
 
     def run():

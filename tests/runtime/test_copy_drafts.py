@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.copy_proposals import PromptLookup
+from ignition.runtime.proposals.copy_proposals import PromptLookup
 from ignition.runtime.requests.errors import RequestError
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.tiny import EOS, CharDecoder
@@ -48,9 +48,9 @@ def run(model, catalog, mode: str, method: str, seen: dict | None = None) -> dic
                 view = engine.scheduler.requests[lane.handle]
                 seen.setdefault(name, [0, set()])
                 seen[name][0] += result.num_offered_drafts[i]
-                seen[name][1].add(view.spec.proposal_source)
+                seen[name][1].add(view.spec.proposal_source.name)
                 if result.num_offered_drafts[i]:
-                    seen.setdefault("lane sources", set()).add(lane.proposal_source)
+                    seen.setdefault("lane sources", set()).add(lane.proposal_source.name)
 
         engine.frame_listeners.append(listen)
     chunks: dict[str, list] = {}
@@ -167,15 +167,15 @@ def test_only_the_rounds_helios_gave_the_copy_stage_it(model, catalog, monkeypat
     from ignition.runtime.executors import program
 
     staged: dict[str, list[int]] = {"mtp": [], "ngram": []}
-    real = program.bind_copy_drafts
+    real = program.bind_drafts
 
-    def spy(prog, frame, row, lane, live, lookup):
-        count = real(prog, frame, row, lane, live, lookup)
+    def spy(prog, frame, row, lane, live, proposals):
+        count = real(prog, frame, row, lane, live, proposals)
         if lane.role.value == "decode" and lane.query_length > 1:
-            staged[lane.proposal_source].append(count)
+            staged[lane.proposal_source.name].append(count)
         return count
 
-    monkeypatch.setattr(program, "bind_copy_drafts", spy)
+    monkeypatch.setattr(program, "bind_drafts", spy)
     run(model, catalog, "fixed", "both")
     assert staged["mtp"] and set(staged["mtp"]) == {0}
     assert staged["ngram"] and min(staged["ngram"]) > 0

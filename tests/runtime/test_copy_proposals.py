@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.runtime.copy_proposals import copy_proposal
+from ignition.runtime.proposals.copy_proposals import copy_proposal
 
 
 def test_the_continuation_of_the_suffix_found_earlier_is_proposed():

@@ -12,9 +12,11 @@ import json
 
 import pytest
 
-from ignition.runtime import grammar_drafts
+from ignition.helios import HEAD_DRAFTS
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarSpec, GrammarState
+from ignition.runtime.proposals import grammar_drafts
+from ignition.runtime.proposals.grammar_drafts import GRAMMAR_DRAFTS
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.structured import (
     SCHEMA,
@@ -47,7 +49,7 @@ def run(mode: str, frames: list | None = None, engines: list | None = None) -> d
             for i, lane in enumerate(plan.lanes):
                 if lane.role.value == "decode" and result.num_offered_drafts:
                     offered = result.num_offered_drafts[i]
-                    frames.append((names.get(lane.handle), offered, lane.proposal_source))
+                    frames.append((names.get(lane.handle), offered, lane.proposal_source.name))
 
         engine.frame_listeners.append(listen)
     if engines is not None:
@@ -124,5 +126,6 @@ def test_forced_drafts_are_priced_and_learned_as_the_grammar_source():
     assert set(engines[0].stats.snapshot().speculative_by_source) == {"grammar"}
     scheduler = engines[0].scheduler
     later = scheduler.admit(RequestSpec(16, 40))
-    assert scheduler.requests[later].acceptance.history("mtp").survivals(3) == (0.5, 0.25, 0.125)
-    assert scheduler.requests[later].acceptance.history("grammar").survivals(1)[0] > 0.5
+    acceptance = scheduler.requests[later].acceptance
+    assert acceptance.history(HEAD_DRAFTS).survivals(3) == (0.5, 0.25, 0.125)
+    assert acceptance.history(GRAMMAR_DRAFTS).survivals(1)[0] > 0.5

@@ -18,7 +18,7 @@ import pytest
 
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.grammar import GrammarSpec
-from ignition.runtime.grammar_drafts import proposal
+from ignition.runtime.proposals.grammar_drafts import proposal
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from tests.runtime.structured import (
     CHOICES,
@@ -105,7 +105,7 @@ def run_batch(
 
 
 def test_helios_plans_a_constrained_request_no_wider_than_its_forced_drafts():
-    """Its rows verify only the drafts its grammar forces (runtime.grammar_drafts), whose
+    """Its rows verify only the drafts its grammar forces (runtime.proposals.grammar_drafts), whose
     count Helios reads after each of its frames: it is planned wider than one row where
     the schema forces keys and punctuation, never wider than the proposal holds."""
     rows: list[tuple[bool, int, int | None]] = []

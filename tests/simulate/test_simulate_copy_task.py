@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from ignition.simulate.acceptance import TASKS, parse_mix
+from ignition.helios import HEAD_DRAFTS, DraftSource
+from ignition.simulate.acceptance import COPIES, TASKS, parse_mix
 from ignition.simulate.scenario import scenario_from_dict
 from ignition.simulate.sim import Simulation
 from ignition.simulate.workloads import SimRequest, with_tasks
@@ -22,7 +23,7 @@ def test_edit_requests_take_the_copy_source_and_the_others_the_learned_one():
     out = with_tasks(requests, parse_mix("edit:1,code:1"), seed=1)
     assert {r.task for r in out} == {"edit", "code"}
     assert all(r.proposal_source == TASKS[r.task].proposal_source for r in out)
-    assert TASKS["edit"].proposal_source == "ngram" and TASKS["code"].proposal_source == "mtp"
+    assert TASKS["edit"].proposal_source == COPIES and TASKS["code"].proposal_source == HEAD_DRAFTS
 
 
 def test_the_simulated_scheduler_learns_an_edit_requests_acceptance_under_the_copy_source():
@@ -41,8 +42,8 @@ def test_the_simulated_scheduler_learns_an_edit_requests_acceptance_under_the_co
 
     sim.scheduler.admit = keep
     sim.run()
-    assert [r.spec.proposal_source for r in admitted] == ["ngram", "ngram"]
-    learned = [r.acceptance.history("ngram").weight(1) for r in admitted]
+    assert [r.spec.proposal_source for r in admitted] == [COPIES, COPIES]
+    learned = [r.acceptance.history(COPIES).weight(1) for r in admitted]
     assert max(learned) > 2.0  # copy rounds were observed under the copy source
 
 
@@ -50,8 +51,9 @@ def _edits(method_choices: tuple[str, ...], found: float, seed: int = 3, **field
     data = copy.deepcopy(STARTUP)
     data["requests"] = [{"count": 2, "prompt_tokens": 64, "output_tokens": 300}]
     scenario = scenario_from_dict(data)
+    choices = tuple(DraftSource(m) for m in method_choices)
     edit = [
-        dataclasses.replace(r, proposal_choices=method_choices, copy_found=found, **fields)
+        dataclasses.replace(r, proposal_choices=choices, copy_found=found, **fields)
         for r in with_tasks(scenario.requests, {"edit": 1.0}, seed=seed)
     ]
     sim = Simulation(dataclasses.replace(scenario, requests=tuple(edit)))

@@ -24,14 +24,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ignition.helios.decide.speculation import AcceptanceTracker
+from ignition.helios.types import DraftSource
 
 
 def usable_offers(
-    offers: Mapping[str, int | None], order: Sequence[str], max_depth: int
-) -> dict[str, int]:
+    offers: Mapping[DraftSource, int | None], order: Sequence[DraftSource], max_depth: int
+) -> dict[DraftSource, int]:
     """Drafts each source can fill in a round (None: as deep as the programs hold),
     bounded by ``max_depth``; sources that offer none are left out, in ``order``."""
-    usable: dict[str, int] = {}
+    usable: dict[DraftSource, int] = {}
     for source in order:
         offered = offers.get(source, 0)
         drafts = max_depth if offered is None else min(offered, max_depth)
@@ -42,11 +43,11 @@ def usable_offers(
 
 def choose_source(
     acceptance: AcceptanceTracker,
-    offers: Mapping[str, int | None],
-    order: Sequence[str],
+    offers: Mapping[DraftSource, int | None],
+    order: Sequence[DraftSource],
     max_depth: int,
     alpha: float,
-) -> str:
+) -> DraftSource:
     """The source of the request's next round: the largest optimistic expected output
     at the widest width every offering source can fill; ``order[0]`` when none offers a
     draft (the round verifies none, whichever source is named)."""

@@ -10,14 +10,13 @@ from ignition.compiler.programs import Program
 from ignition.compiler.staging import HostFrame, stage_prompt_chunk
 from ignition.compiler.workspace import RoundProgramInputs
 from ignition.helios import LaneRole, LaneWork, ScheduledPlan
-from ignition.runtime.copy_drafts import COPY_SOURCE, copy_drafts
-from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.context import ExecutorContext
 from ignition.runtime.executors.history import bind_begin
 from ignition.runtime.executors.images import bind_images, request_vision
 from ignition.runtime.grammar import GrammarState
-from ignition.runtime.grammar_drafts import proposal
+from ignition.runtime.proposals.grammar_drafts import proposal
+from ignition.runtime.proposals.registry import Proposals
 
 if TYPE_CHECKING:
     from ignition.runtime.requests.table import LiveRequest
@@ -165,24 +164,27 @@ def bind_grammar(
     return live.grammar
 
 
-def bind_copy_drafts(
+def bind_drafts(
     program: Program,
     frame: HostFrame,
     row: int,
     lane: LaneWork,
     live: LiveRequest,
-    lookup: PromptLookup,
+    proposals: Proposals,
 ) -> int:
-    """Stage a copying decode row's copy proposal as its drafts; returns the drafts staged."""
+    """Stage a decode row's drafts from its round's source (LaneWork.proposal_source,
+    runtime/proposals) as its supplied drafts; returns the drafts staged. Rows whose source
+    binds none keep -1: the MTP head drafts for them."""
     inputs = program.inputs
     if lane.role is not LaneRole.DECODE or not isinstance(inputs, RoundProgramInputs):
         return 0
     supplied = inputs.round.supplied_drafts
-    if supplied is None or lane.proposal_source != COPY_SOURCE:
+    if supplied is None or live.request.sampling.grammar is not None:
         return 0
     depth = supplied.shape[1]
-    drafts = copy_drafts(live, lookup, min(depth, lane.query_length - 1))
-    if drafts:
-        start = row * depth
-        frame["supplied_drafts"][start : start + len(drafts)] = drafts
+    drafts = proposals.get(lane.proposal_source).drafts(live, min(depth, lane.query_length - 1))
+    if not drafts:
+        return 0
+    start = row * depth
+    frame["supplied_drafts"][start : start + len(drafts)] = drafts
     return len(drafts)

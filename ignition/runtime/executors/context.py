@@ -14,10 +14,10 @@ from ignition.compiler.state_ops import StateOperations
 from ignition.helios import Fence
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.model.state import ModelState
-from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors.ledger import RequestLedger
 from ignition.runtime.executors.resources import SlotResources
 from ignition.runtime.ple import FrameDelivery
+from ignition.runtime.proposals.registry import Proposals
 from ignition.runtime.vision.binding import ImageEncoder
 
 # (final-normed hidden [N, H], target ids [N], alternatives) -> device scores
@@ -45,8 +45,9 @@ class ExecutorContext:
     # Called with the fence once a program frame is staged, just before it runs: tensor
     # parallel ranks agree there that every rank staged it (ignition.distributed.ranks).
     before_run: Callable[[Fence], None] | None = None
-    # The server's copy-proposal search (--prompt-lookup-max/-min): copying rows' drafts.
-    prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
+    # The proposal sources whose drafts rows bind (prompt lookup under the server's
+    # --prompt-lookup-max/-min).
+    proposals: Proposals = field(default_factory=Proposals)
 
     def sampling_history(self):
         """The programs' shared device sampling history (model.logits_processing), if any."""

@@ -14,7 +14,7 @@ from ignition.runtime.executors import prompt_scoring
 from ignition.runtime.executors.base import WorkerError
 from ignition.runtime.executors.binding import (
     LaneCursor,
-    bind_copy_drafts,
+    bind_drafts,
     bind_grammar,
     bind_row,
     validate_roles,
@@ -78,7 +78,7 @@ class ProgramExecutor:
             eos.append(terminal_ids(request.request.sampling, context.eos_token_ids))
             num_logprobs.append(request.request.sampling.logprobs)
             grammars.append(bind_grammar(program, frame, row, lane, request))
-            bind_copy_drafts(program, frame, row, lane, request, context.prompt_lookup)
+            bind_drafts(program, frame, row, lane, request, context.proposals)
         program.upload(frame)
         if context.before_run is not None:
             context.before_run(fence)

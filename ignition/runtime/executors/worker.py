@@ -11,8 +11,9 @@ from ignition.compiler.programs import Program
 from ignition.compiler.state_ops import StateOperations
 from ignition.helios import Fence, LaneRole, RequestHandle, ScheduledPlan
 from ignition.model.state import ModelState
-from ignition.runtime.copy_proposals import PromptLookup
 from ignition.runtime.executors.base import WorkerError
+from ignition.runtime.proposals.copy_proposals import PromptLookup
+from ignition.runtime.proposals.registry import Proposals
 from ignition.runtime.executors.binding import request_seed
 from ignition.runtime.executors.context import ExecutorContext, PromptScorer
 from ignition.runtime.executors.frames import FrameResult
@@ -84,7 +85,7 @@ class ModelWorker:
             encode_images=encode_images,
             feature_storage=feature_storage,
             score_prompt=score_prompt,
-            prompt_lookup=prompt_lookup or PromptLookup(),
+            proposals=Proposals(prompt_lookup),
         )
         self.executors = executors_for(self.context)
         # The store's first rows the checkpoint cache retains into (the rest are private

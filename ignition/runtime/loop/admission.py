@@ -6,11 +6,10 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ignition.helios import RequestSpec, SchedulerError
-from ignition.runtime.copy_drafts import proposal_choices, proposal_source
-from ignition.runtime.grammar import draft_limit
 from ignition.runtime.loop.lifecycle import Lifecycle
 from ignition.runtime.loop.publication import check_prompt_scoring
 from ignition.runtime.loop.window_hooks import VisionWindowHooks
+from ignition.runtime.proposals.registry import sources_for
 from ignition.runtime.requests.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.requests.errors import RequestError
 from ignition.runtime.requests.request import GenerationRequest
@@ -60,6 +59,8 @@ def request_spec(
 ) -> RequestSpec:
     """The Helios spec of ``request`` with ``replay`` (its output so far) as more prompt."""
     kept = retention or _NO_RETENTION
+    sampling = request.sampling
+    sources = sources_for(sampling.speculative_method, sampling.grammar is not None)
     return RequestSpec(
         num_prompt_tokens=len(request.prompt_ids) + len(replay),
         max_output_tokens=max_output_tokens,
@@ -69,13 +70,13 @@ def request_spec(
         restore_tokens=kept.restore_tokens,
         capture_ends=kept.capture_ends,
         terminal_snapshot=kept.terminal_snapshot,
-        max_drafts=draft_limit(request.sampling),
+        max_drafts=sources[0].draft_limit(),
         admitted_ns=admitted_ns,
         host_stops=request.sampling.has_host_stops,
         grammar=request.sampling.grammar is not None,
-        proposal_source=proposal_source(request.sampling),
-        host_drafts=request.sampling.copies_drafts,
-        proposal_choices=proposal_choices(request.sampling),
+        proposal_source=sources[0].source,
+        host_drafts=any(s.host_drafts for s in sources),
+        proposal_choices=tuple(s.source for s in sources) if len(sources) > 1 else (),
     )
 
 

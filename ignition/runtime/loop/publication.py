@@ -60,9 +60,9 @@ class Publisher:
             if offered > 0:
                 record = result.records[i]
                 accepted = max(0, len(record.token_ids) - 1)
-                # the source its round used: "mtp" (the only learned-proposal draws),
-                # "ngram" (copies) or "grammar" (forced drafts)
-                source = plan.lanes[i].proposal_source
+                # the source its round used (runtime/proposals): "mtp" (the only
+                # learned-proposal draws), "ngram" (copies) or "grammar" (forced drafts)
+                source = plan.lanes[i].proposal_source.name
                 self.stats.record_speculation(offered, accepted, source)
         for record in result.records:
             live = self.table.live.get(record.handle)

@@ -6,13 +6,16 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ignition.helios import HEAD_DRAFTS
+
 # Upper bounds of the request phase histograms (queue, prefill, decode), in seconds.
 PHASE_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 PHASES = ("queue", "prefill", "decode")
-# The proposal source of a speculative lane (runtime/copy_drafts.py): the MTP head's learned
-# drafts, a copy of the request's context, or its grammar's forced drafts. Only "mtp" rows
-# are learned-proposal draws; the others are supplied prefixes.
-LEARNED_SOURCE = "mtp"
+# The proposal source of a speculative lane (runtime/proposals), counted by its name: the
+# MTP head's learned drafts, a copy of the request's context, its grammar's forced drafts
+# or a registered one. Only the head's rows are learned-proposal draws; the others are
+# supplied prefixes.
+LEARNED_SOURCE = HEAD_DRAFTS.name
 
 
 @dataclass(frozen=True)

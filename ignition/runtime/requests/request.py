@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ignition.runtime.proposals.registry import check_method
 from ignition.runtime.requests.errors import RequestError
 
 if TYPE_CHECKING:
@@ -22,11 +23,6 @@ MIN_REPETITION_PENALTY = 0.01
 MAX_REPETITION_PENALTY = 100.0
 # As vLLM: a positive temperature below this is raised to it (logits would overflow).
 MIN_TEMPERATURE = 0.01
-# Where a request's speculative drafts come from, named after vLLM's speculative_config
-# "method": "mtp" (the model's learned MTP head), "ngram" (copies of its own context,
-# runtime/copy_proposals.py) or "both" (Helios chooses between the two for every round,
-# helios/decide/sources.py). Helios tracks acceptance and prices rounds per source.
-SPECULATIVE_METHODS = ("mtp", "ngram", "both")
 
 
 @dataclass(frozen=True)
@@ -61,16 +57,13 @@ class SamplingParams:
     # text). Its rows are masked on the device and verify only the drafts its grammar
     # forces, each position under its own mask (runtime/grammar.py).
     grammar: RequestGrammar | None = None
-    # The proposal source of its speculative rounds (SPECULATIVE_METHODS). A constrained
-    # request verifies its grammar's forced drafts whatever this says.
+    # The proposal sources of its speculative rounds, by a method registered in
+    # runtime/proposals/registry.py ("mtp", "ngram", "both"). A constrained request
+    # verifies its grammar's forced drafts whatever this says.
     speculative_method: str = "mtp"
 
     def __post_init__(self) -> None:
-        if self.speculative_method not in SPECULATIVE_METHODS:
-            raise RequestError(
-                f"speculative_method = {self.speculative_method!r}: must be one of "
-                f"{', '.join(SPECULATIVE_METHODS)}"
-            )
+        check_method(self.speculative_method)
         if self.max_tokens < 1:
             raise RequestError(f"max_tokens = {self.max_tokens}: must be at least 1")
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
@@ -117,16 +110,6 @@ class SamplingParams:
     def has_host_stops(self) -> bool:
         """Stop strings end a request on the host, so each frame waits for the previous one."""
         return bool(self.stop)
-
-    @property
-    def copies_drafts(self) -> bool:
-        """Whether its rounds may verify copies of its own context (prompt lookup)."""
-        return self.speculative_method in ("ngram", "both") and self.grammar is None
-
-    @property
-    def chooses_drafts(self) -> bool:
-        """Whether Helios chooses, round by round, between MTP drafts and a copy."""
-        return self.speculative_method == "both" and self.grammar is None
 
     @property
     def is_greedy(self) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ignition.helios import RequestHandle, RequestSpec, VisionWindow
+from ignition.helios import DraftSource, RequestHandle, RequestSpec, VisionWindow
 from ignition.runtime.requests.request import GenerationRequest, PromptLogprob, StreamChunk
 
 if TYPE_CHECKING:
@@ -76,9 +76,9 @@ class LiveRequest:
     # Structured outputs: the request's grammar matcher (runtime.grammar.GrammarState),
     # made by the worker at its first frame from the output so far (a restart's replay).
     grammar: object | None = None
-    # Copy proposals (runtime/copy_drafts.py): the output length the last one was found
-    # at and its drafts, so the limit Helios reads and the frame's drafts are one search.
-    copy_drafts: tuple[int, tuple[int, ...]] | None = None
+    # Proposal sources' memos of their last search for it, by source (proposals/source.py
+    # DraftRow), so the offer Helios reads and the frame's drafts are one search.
+    proposal_memo: dict[DraftSource, object] = field(default_factory=dict)
 
     @property
     def is_done(self) -> bool:
