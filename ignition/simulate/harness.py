@@ -60,6 +60,7 @@ from ignition.simulate.multiturn import MultiTurnSpec, RetentionRun, run_retenti
 from ignition.simulate.results import RunResult
 from ignition.simulate.scenario import Scenario
 from ignition.simulate.sim import Simulation
+from ignition.simulate.sim_report import report
 from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
@@ -84,7 +85,7 @@ class Setup:
     preseed_costs: bool = True  # Helios starts with every graph measured at its nominal cost
     speculation: SpeculationMode | None = None  # None: adaptive (fixed for a width variant)
     resources: Resources | None = None  # Helios's slots and pages; None: ``slots`` slots
-    helios_report: bool = False  # keep Simulation.report (graphs, trace) in info["report"]
+    helios_report: bool = False  # keep sim_report.report (graphs, trace) in info["report"]
     # A runtime.tracing.TraceRecorder fed by the Helios run (simulate --trace-file).
     trace: Any = field(default=None, compare=False)
 
@@ -240,7 +241,7 @@ def run_helios(
             sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
         result = sim.run_result(name)
     if setup.helios_report:
-        result.info["report"] = sim.report(sim.end_ns)
+        result.info["report"] = report(sim, sim.end_ns)
     return result
 
 

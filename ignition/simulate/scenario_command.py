@@ -18,7 +18,7 @@ from ignition.simulate.baselines import HELIOS, describe, parse_policy
 from ignition.simulate.harness import run_policy, scenario_setup
 from ignition.simulate.metrics import measure
 from ignition.simulate.scenario import load_scenario
-from ignition.simulate.sim import format_summary
+from ignition.simulate.sim_report import format_summary
 from ignition.simulate.tables import device_table, metrics_table
 
 
