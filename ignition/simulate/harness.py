@@ -56,8 +56,10 @@ from ignition.simulate.helios_catalog import (
     RECOMMENDED_LANES,
     helios_catalog,
 )
-from ignition.simulate.multiturn import MultiTurnSpec, RetentionRun, run_retention
+from ignition.simulate.multiturn import run_retention
+from ignition.simulate.multiturn_turns import MultiTurnSpec
 from ignition.simulate.results import RunResult
+from ignition.simulate.retention_results import RetentionRun
 from ignition.simulate.scenario import Scenario
 from ignition.simulate.sim import Simulation
 from ignition.simulate.sim_report import report

@@ -18,7 +18,8 @@ from typing import Any
 
 from ignition.simulate.baselines import HELIOS, parse_policy
 from ignition.simulate.harness import Setup, run_conversations
-from ignition.simulate.multiturn import MultiTurnSpec, RetentionRun, retention_table
+from ignition.simulate.multiturn_turns import MultiTurnSpec
+from ignition.simulate.retention_results import RetentionRun, retention_table
 
 
 def conversation_runs(

@@ -56,7 +56,7 @@ def run(options: SimulateOptions) -> int:
         recorder = trace_recorder(options)
         if options.conversations is not None:
             from ignition.simulate import retention_command
-            from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list
+            from ignition.simulate.multiturn_turns import MultiTurnSpec, parse_rows_list
 
             spec = MultiTurnSpec(
                 conversations=options.conversations,
