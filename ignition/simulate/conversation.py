@@ -1,14 +1,6 @@
-"""Baselines on a multi-turn chat workload: the conversations Helios serves with
-checkpoint retention (``multiturn.py``), served by a fixed policy without any.
-
-A baseline retains nothing between turns, so every turn re-sends and re-prefills its
-whole prompt (every earlier message, reply and end-of-turn token). The workload is
-``multiturn_turns.build_turns``'s, token counts and planned arrivals alike, and so is its
-closed loop: a turn is sent at its planned arrival or when the previous reply finished,
-whichever is later (``engine.run_baseline``'s ``after``), and its time to first token
-counts from that sending. The result has ``RetentionRun``'s shape so one table holds
-Helios's rows and the baselines'.
-"""
+"""Baselines on a multi-turn chat workload: ``multiturn_turns.build_turns``'s
+conversations re-sent and re-prefilled whole each turn, under the same closed loop; the
+result has ``RetentionRun``'s shape (docs/simulate.md, "conversation.py")."""
 
 from __future__ import annotations
 

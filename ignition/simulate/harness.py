@@ -1,17 +1,7 @@
-"""Runs one named policy over one workload on one device with a given number of slots.
-
-``helios`` drives the real Scheduler over the qwen38 recipe's catalog built for the
-slot count and speculative token capacity (mixed programs, adaptive speculation), or
-over the catalog the setup gives; every other name is a baseline from ``baselines.py``
-on the baseline engine. Both see the same requests, device model, noise and slots, and
-return a :class:`RunResult`.
-
-Two workload kinds: requests (a trace window, or a scenario file's through
-``scenario_setup``) run with ``run_policy``; conversations (multi-turn chat, each turn
-sent once the previous reply is read) run with ``run_conversations``, Helios through
-the runtime engine and its checkpoint cache (``multiturn.py``), baselines re-sending
-every prompt whole (``conversation.py``).
-"""
+"""Runs one named policy over one workload on one device with a given number of slots:
+``helios`` through the real Scheduler, every other name a baseline (``baselines.py``) on
+the baseline engine, with the same requests, device model, noise and slots
+(docs/simulate.md, "harness.py")."""
 
 from __future__ import annotations
 

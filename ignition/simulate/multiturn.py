@@ -1,25 +1,7 @@
-"""Multi-turn chat with checkpoint retention on and off, on a simulated device.
-
-``ignition simulate --conversations N --turns K --snapshot-rows 0,4,16`` runs the real
-engine loop, Helios and the checkpoint cache (everything of ``ignition serve`` but the
-model) against a device model: the worker below times every frame with
-``devices.py`` and emits a planned token sequence instead of sampling, so every run of
-one workload generates the same text and only scheduling and prefill work differ.
-
-The workload is ``workloads.conversations`` made concrete: each conversation's first
-prompt and each later user message are random token ids ending in a two-token
-generation prompt; turn k re-sends the whole history (every earlier prompt, the
-planned reply and an end-of-turn token) with the chat's exact message endpoints,
-which is where retention anchors its checkpoints. A turn is sent at its planned
-(open-loop) arrival or, if the previous reply is not finished by then, when it is:
-a user cannot answer a reply they have not seen. TTFT counts from that sending.
-
-Snapshot and restore copy a whole snapshot row (the recurrent state plus every page
-of a slot's context capacity, as ``compiler/state_ops.py`` does), timed as a memory
-copy at the device's bandwidth when the model states one; initialization (a fresh
-request's zero state, a prerequisite Helios schedules like a restore) writes the
-recurrent state alone.
-"""
+"""Multi-turn chat with checkpoint retention on and off (``ignition simulate
+--conversations``): the real engine loop, Helios and the checkpoint cache against a
+device model, every run of a workload generating the same text (docs/simulate.md,
+"multiturn.py"). TTFT counts from a turn's sending."""
 
 from __future__ import annotations
 
@@ -54,12 +36,10 @@ def run_retention(
     payoff: bool = True,
 ) -> RetentionRun:
     """One run of the workload with ``snapshot_rows`` retained-checkpoint rows (0: off).
-
     ``initialize``: fresh requests start through the init program, as in the runtime
-    (False: their state is zeroed outside Helios, at no device time, the former way).
-    ``payoff``: the checkpoint cache's pay-off rule (runtime/retention/payoff.py); False
-    restores and captures whatever the allowance admits.
-    """
+    (False: their state is zeroed outside Helios, at no device time); ``payoff``: the
+    checkpoint cache's pay-off rule (runtime/retention/payoff.py; False restores and
+    captures whatever the allowance admits)."""
     conversations_ = build_turns(spec)
     turns = [t for c in conversations_ for t in c]
     longest = max(len(t.prompt) + len(t.reply) for t in turns)

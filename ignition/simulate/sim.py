@@ -1,16 +1,6 @@
-"""Drives the real Helios Scheduler against a simulated device.
-
-The device executes committed frames one after another (two may be queued),
-each taking its device model's duration (capacities for the matrix terms, active
-rows and their cached context for the state and cache terms) times a lognormal
-noise factor. Each speculative round draws the lane's true acceptance and the
-drafter's confidence (``acceptance.py``); drafts are accepted position by position with
-the true conditionals, device-allocated rounds allocate their rows by the confidence's
-prefix survival and report it as the confidence sidecar. A device with
-``prompt_ready_ms`` (PLE rows on the host) delays each admission until its prompt's
-rows are gathered. Every published burst is reported
-back through ``published_output`` at its completion time.
-"""
+"""Drives the real Helios Scheduler against a simulated device: frames run one after
+another (two may be queued), each its device model's duration times lognormal noise
+(docs/simulate.md, "sim.py")."""
 
 from __future__ import annotations
 

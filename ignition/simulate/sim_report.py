@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from ignition.helios import trace_to_json
-from ignition.simulate.sim_state import NS_PER_MS
-
-if TYPE_CHECKING:
-    from ignition.simulate.sim import Simulation
+from ignition.helios import Scheduler, trace_to_json
+from ignition.simulate.sim_state import NS_PER_MS, Stream
 
 
-def report(sim: Simulation, end_ns: int) -> dict[str, Any]:
+class ReportedRun(Protocol):
+    """What the report reads of a ``sim.Simulation`` (which imports this module)."""
+
+    scheduler: Scheduler
+    streams: Sequence[Stream]
+    graphs: dict[str, list[float]]
+    prompt_tokens: int
+    output_tokens: int
+    speculation: dict[str, list[int]]
+
+
+def report(sim: ReportedRun, end_ns: int) -> dict[str, Any]:
     """The run as ``ignition simulate --scenario``'s JSON report."""
     seconds = max(end_ns, 1) / 1e9
     statistics = sim.scheduler.statistics()
