@@ -1,35 +1,8 @@
-"""Acceptance as it varies: by task, by request, by position, by round; and the
-draft-confidence signal the adaptive policies see.
-
-A request's drafts are accepted position by position with conditional probabilities
-p_d = first * decay^(d-1) (clipped to [0, 1]), its level drawn around its task's on the
-logit scale (``spread``). Each speculative round moves the level again (``round_sigma``:
-some continuations are easy, some hard), giving the round's true conditionals q_d; the
-drafter reports a confidence c_d = sigmoid(logit q_d + noise), the noise set by the
-calibration knob (``CONFIDENCE``). Helios's device allocation and the adaptive
-baselines read c; the acceptance drawn is q's.
-
-Every task is tied to a published figure (docs/capacity.md, "Acceptance"):
-
-- ``random``: vLLM's Qwen3.8-Flash-Next recipe, random-token prompts: ~36.5% of K = 3
-  drafts accepted (2.1 tokens per round);
-- ``chat``: MT-Bench-like chat: MTP per-position acceptance falling from 76% to 24%
-  over 8 positions (Qwen3.8-27B's MTP, issue 29);
-- ``code``: the released MTP head on real prompts: ~0.9 per position at k = 4 (~4.2
-  tokens per verification, vLLM on two GB10s; HumanEval's accept length 4.20 in vLLM
-  PR 52228 is the same range): 4.0 tokens at K = 4 here;
-- ``math``: GSM8K: accept length 5.11 with one drafter (vLLM PR 52228): 5.13 at K = 7;
-- ``edit``: copy-friendly work (code edits that re-emit most of a file), speculating with
-  copies of the context (prompt lookup, proposal source "ngram"): a prompt-lookup probe
-  on phi-4-mini over a 5-prompt code suite found a copy at 74% of positions and 93% of
-  them right (0.69 at position 1; alvaro-videla.com, ANE book, experiment 23). Later
-  positions are not published: they decay as ``code``'s (0.97), a long repeat's copy
-  staying right. Its requests are priced by the copy source's acceptance in Helios.
-  The figures above are per position, finds and misses together; rounds are simulated
-  with the copy found or not (``CopyModel``: 74% of rounds find one, 93% right at its
-  first position), and the MTP head's drafts on the same requests are ``code``'s (the
-  released head on code): what a request that lets Helios choose ("both") is offered.
-"""
+"""Acceptance as it varies (by task, request, position, round) and the drafter's
+confidence. Conditionals p_d = first * decay^(d-1) clipped to [0, 1]; a round's true
+q_d and confidence c_d = sigmoid(logit q_d + noise) (``CONFIDENCE``): Helios's device
+allocation and the adaptive baselines read c, the acceptance drawn is q's. Each task's
+published figure: docs/simulate.md, "acceptance.py"."""
 
 from __future__ import annotations
 
@@ -178,12 +151,8 @@ def choose_task(mix: Mapping[str, float], rng: random.Random) -> Task:
 
 class Round:
     """One speculative round of one request: true conditionals and the drafter's signal.
-
-    ``draw_round`` makes every random draw at once (the simulation's random stream must
-    not depend on what is read later), but the sigmoids are computed only when read:
-    most rounds verify fewer than ``MAX_DEPTH`` drafts, and only device allocation and
-    the adaptive baselines read the signal. Each value is the same expression either way.
-    """
+    ``draw_round`` makes every random draw at once (the random stream must not depend on
+    what is read later); the sigmoids are computed only when read."""
 
     __slots__ = ("_conditional", "_logits", "_noises", "_shock", "_signal")
 
@@ -257,10 +226,9 @@ class Round:
 
 def _gauss_draws(rng: random.Random, sigma: float, n: int) -> tuple[float, ...]:
     """``n`` draws of ``rng.gauss(0.0, sigma)``: the same values and the same generator
-    state after, without a method call per draw (every decoder draws one per position
-    every step; in a baseline run that was a third of the time). CPython's Box-Muller
-    step, spare value in ``gauss_next``; ``_GAUSS_MATCHES`` checks it against
-    ``random.gauss`` at import, and ``gauss_draws`` falls back to it on any difference."""
+    state after, without a method call per draw. CPython's Box-Muller step, spare value in
+    ``gauss_next``; ``_GAUSS_MATCHES`` checks it against ``random.gauss`` at import, and
+    ``gauss_draws`` falls back to it on any difference."""
     if n <= 0:
         return ()
     draw = rng.random

@@ -1,23 +1,7 @@
-"""Adaptive speculation as today's engines do it, behind the baselines' one interface.
-
-All three keep vLLM's stall-free batching (decoders first, prompt chunks into the
-budget left) and change only how much each decoder verifies:
-
-- :class:`DynamicK` (``vllm-dyn``): vLLM's dynamic speculation, K looked up from the
-  number of running decoders in a batch-size table (``DYNAMIC_TABLE``: K = 3 up to 8
-  decoders, 2 up to 16, 1 up to 32, none beyond; K never above the name's ``-kK``).
-- :class:`AdaptiveVerification` (``vllm-adaptive``): vLLM's adaptive verification.
-  The drafter reports a confidence per drafted position (``acceptance.Round.signal``,
-  the same signal Helios's device allocation reads); a request verifies the prefix of
-  its drafts whose survival probability c_1 ... c_d stays at or above one global
-  threshold (``SURVIVAL_THRESHOLD``), up to K; the drafter runs as many steps as the
-  widest request needs.
-- :class:`SGLangTiers` (``sglang-tiers``): SGLang's adaptive speculation among
-  pre-captured tiers K = 1 / 3 / 7, switched by an exponential moving average of the
-  batch's accept length: up a tier when the EMA reaches ``UP`` of the tier's maximum
-  (1 + K), down when it falls below ``DOWN`` of it. (Our reading of the description
-  in issue 29; SGLang's own constants may differ.)
-"""
+"""Adaptive speculation as today's engines do it, behind the baselines' one interface:
+vLLM's stall-free batching with per-decoder widths chosen by :class:`DynamicK`
+(``vllm-dyn``), :class:`AdaptiveVerification` (``vllm-adaptive``) or
+:class:`SGLangTiers` (``sglang-tiers``); docs/simulate.md, "adaptive.py"."""
 
 from __future__ import annotations
 

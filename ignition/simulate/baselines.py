@@ -1,24 +1,9 @@
-"""Policy names: every baseline behind one interface (``steps.BaselinePolicy``), and Helios.
-
-Families (``FAMILIES``; policies in ``steps.py`` and ``adaptive.py``):
-
-- ``vllm``: vLLM-v1-style stall-free batching (decode first, chunked prefill, budget
-  2048), no speculation or fixed K = 1..5 (``-kK``);
-- ``vllm-dyn``: vLLM dynamic speculation, K from a batch-size table;
-- ``vllm-adaptive``: vLLM adaptive verification, per-request widths from the drafter's
-  confidence with a global survival-probability threshold, K up to ``-kK`` (5);
-- ``sglang-tiers``: SGLang adaptive speculation, tiers K = 1 / 3 / 7 by an EMA of
-  accept length;
-- ``sarathi``: Sarathi-Serve, the stall-free rule at a small budget (512);
-- ``prefill-first``: SGLang's default without mixed chunks.
-
-Names: ``NAME[-bBUDGET][-kK][-padded]``, e.g. ``vllm-b8192-k3``; ``-padded`` runs each
-step at vLLM V1's CUDA-graph capture size that holds it (``capture.py``), as real vLLM
-does, instead of an eager batch of exactly its work (any family).
-``helios`` is the Helios scheduler itself, ``helios+VARIANT[+VARIANT]`` an experiment
-on it (see ``harness.py`` and ``HELIOS_VARIANTS``; ``rN`` builds with speculative token
-capacity N, ``wN`` runs fixed speculation at verification width N).
-"""
+"""Policy names: every baseline behind one interface (``steps.BaselinePolicy``), and
+Helios. Families are ``FAMILIES`` (each described in docs/simulate.md, "baselines.py");
+names are ``NAME[-bBUDGET][-kK][-padded]``, ``-padded`` running each step at vLLM V1's
+CUDA-graph capture size that holds it (``capture.py``). ``helios+VARIANT[+VARIANT]`` is
+an experiment on Helios (``HELIOS_VARIANTS``; ``rN``: speculative token capacity N,
+``wN``: fixed speculation at verification width N)."""
 
 from __future__ import annotations
 

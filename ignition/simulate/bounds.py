@@ -1,14 +1,6 @@
-"""The decode-throughput ceiling: the highest output rate any policy can sustain.
-
-Once every slot holds a decoding request, capacity is output tokens per ms: each frame
-of B decoders verifying W target rows each delivers B * E[out(W)] tokens in T(B, W) ms,
-with E[out(W)] = 1 + s_1 + ... + s_(W-1) from the per-position acceptance. The best
-frame over every batch up to the slot count and every width (with B * W <= R where a
-build envelope R binds) bounds what any scheduler reaches on that device, whatever
-it chooses; a prompt chunk riding along in the same frame lengthens it a little. A
-policy already close to the ceiling cannot be beaten by much at SLOs that only bound
-TTFT: that is what the capacity study compares Helios against.
-"""
+"""The decode-throughput ceiling: the highest output rate any policy can sustain, the
+best full frame of B decoders at width W, B * E[out(W)] tokens in T(B, W) ms
+(docs/simulate.md, "bounds.py")."""
 
 from __future__ import annotations
 

@@ -1,24 +1,8 @@
-"""Calibrating a device profile against vLLM's published Qwen3.8-Flash-Next measurements.
-
-vLLM's recipe measurements (quoted in issue 29): 4x H100, TP4, FP8, PLE on the CPU;
-``vllm bench serve`` with random 1024-token prompts and 256-token outputs at a fixed
-concurrency; MTP with the recipe's ``num_speculative_tokens: 3`` accepted ~36.5% of
-drafts:
-
-    concurrency   no MTP      MTP (K = 3)
-    8             547 tok/s   503 tok/s
-    64            1,428       970   (TPOT 26.4 -> 47.8 ms)
-
-The simulated benchmark is the same closed loop: ``CALIBRATION_PROMPTS_PER_SLOT`` x C
-requests all arrive at time zero and C slots admit them FCFS as they free, so at most
-C are in flight (``--max-concurrency C`` with an unlimited request rate). The
-baselines are vLLM-style (decode first, chunked prefill at vLLM's API-server default
-budget 8192, steps padded to vLLM's CUDA-graph capture sizes), without speculation and
-with fixed K = 3. Output throughput is output tokens over the run.
+"""Calibrating a device profile against vLLM's published Qwen3.8-Flash-Next
+measurements (the table and the closed loop: docs/simulate.md, "calibration.py").
 
 ``python -m ignition.simulate.calibration`` prints the table; ``--fit`` searches the
-profile's fixed costs (``profiles.CALIBRATED_4XH100``) on a grid.
-"""
+profile's fixed costs (``profiles.CALIBRATED_4XH100``) on a grid."""
 
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
-"""vLLM V1's CUDA-graph capture sizes, so a baseline can pay for padding as Helios does.
-
-Helios runs prepared programs padded to its batch buckets; an eager baseline that
-pays only for its active rows is favoured by that difference (``docs/capacity.md``,
-"Causes"). Real vLLM V1 also pads: a step whose token count is at most the largest
-capture size runs the CUDA graph of the smallest capture size that holds it (a full
-graph for uniform decode, a piecewise one for mixed steps), padded with dummy
-tokens; a larger step runs eagerly at its own size. The default rule reproduced
-here (``vllm/config``'s ``_set_cudagraph_sizes`` and
-``adjust_cudagraph_sizes_for_spec_decode``, read, not copied):
-
-- largest size = min(max_num_seqs x (1 + K) x 2, 512, max_num_batched_tokens);
-- sizes 1, 2, 4, then every multiple of 8 below 256, then every multiple of 16, up
-  to the largest size;
-- with K speculative tokens, every size rounded up to a multiple of 1 + K (a uniform
-  decode graph holds whole requests), those above the largest dropped.
-"""
+"""vLLM V1's CUDA-graph capture sizes, so a baseline can pay for padding as Helios
+does: a step of at most the largest size runs at the smallest size holding it, a larger
+one eagerly (the rule: docs/simulate.md, "capture.py")."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
-"""``ignition simulate --trace FILE ...``: compare policies on a trace (``runner.run``
-delegates here).
-
-Three modes share one setup (slots, speculative token capacity, device, acceptance):
-
-- ``--rate X``: every policy at one load; a table of tokens/s and latency percentiles;
-- ``--sweep X,Y,...``: every policy at each load (latency-vs-load curves);
-- ``--capacity``: the SLO capacity search for each ``--slo TBT_MS:TTFT_S`` pair, with
-  each policy's ratio to Helios.
-
-``--json`` prints the same numbers as JSON; ``--plot DIR`` writes PNGs (matplotlib).
-Bad input (a trace without a column, a nonpositive rate, an unknown policy, a
-malformed SLO) is one line naming it.
-"""
+"""``ignition simulate --trace FILE ...``: compare policies on a trace at one load
+(``--rate``), a sweep (``--sweep``) or an SLO capacity search (``--capacity``); bad input
+is one line naming it (docs/simulate.md, "command.py")."""
 
 from __future__ import annotations
 

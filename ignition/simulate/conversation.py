@@ -1,22 +1,15 @@
-"""Baselines on a multi-turn chat workload: the conversations Helios serves with
-checkpoint retention (``multiturn.py``), served by a fixed policy without any.
-
-A baseline retains nothing between turns, so every turn re-sends and re-prefills its
-whole prompt (every earlier message, reply and end-of-turn token). The workload is
-``multiturn.build_turns``'s, token counts and planned arrivals alike, and so is its
-closed loop: a turn is sent at its planned arrival or when the previous reply finished,
-whichever is later (``engine.run_baseline``'s ``after``), and its time to first token
-counts from that sending. The result has ``RetentionRun``'s shape so one table holds
-Helios's rows and the baselines'.
-"""
+"""Baselines on a multi-turn chat workload: ``multiturn_turns.build_turns``'s
+conversations re-sent and re-prefilled whole each turn, under the same closed loop; the
+result has ``RetentionRun``'s shape (docs/simulate.md, "conversation.py")."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from ignition.simulate.engine import run_baseline
-from ignition.simulate.multiturn import NS_PER_MS, MultiTurnSpec, RetentionRun, Turn, build_turns
+from ignition.simulate.multiturn_turns import NS_PER_MS, MultiTurnSpec, Turn, build_turns
 from ignition.simulate.results import RunResult
+from ignition.simulate.retention_results import RetentionRun
 from ignition.simulate.steps import BaselinePolicy
 from ignition.simulate.workloads import SimRequest
 

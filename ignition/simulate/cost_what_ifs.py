@@ -1,20 +1,6 @@
-"""Two what-ifs on what Helios's cost model sees (issue 39, random tokens at c = 64;
-``docs/scheduling.md``, "Random tokens at c = 64: what the cost model costs").
-
-- ``row-oracle`` (:func:`estimate_at_ready_rows`): before each plan, every measured
-  generation or mixed program's estimate becomes the device model's duration at the rows
-  it could carry now (min(B, ready decoders + its prompt lanes), at their mean cached
-  context). A cost entry holds one median whatever a run's active rows (the spec's
-  "active row count does not change its identity"), and on the PLE-on-host profiles a
-  frame's cost follows its active rows (313 us of host gather per decode token); this
-  is the most an estimate that knew the rows could buy, an upper bound, not a rule.
-- ``ple-stall`` (:func:`ple_stall_ns`): each completion reports the frame's synchronous
-  PLE gather as ``readiness_stall_ns``, which the scheduler subtracts from its cost
-  sample: the spec's "the cost sample subtracts exposed embedding-delivery delay" read
-  for the decode tokens' rows too. The default reports none: the device model charges
-  that gather inside the step, and the estimate must carry it (measured: without it
-  Helios under-prices every token-heavy frame).
-"""
+"""Two what-ifs on what Helios's cost model sees (issue 39): ``row-oracle``
+(:func:`estimate_at_ready_rows`, an upper bound, not a rule) and ``ple-stall``
+(:func:`ple_stall_ns`); docs/simulate.md, "cost_what_ifs.py"."""
 
 from __future__ import annotations
 

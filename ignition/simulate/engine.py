@@ -1,19 +1,8 @@
 """The baseline engine: a fixed policy's batches, one after another, on a device model.
-
-A step is one eager execution of exactly the work it holds: the device sees its
-active tokens, rows and cached context (no padding to a prepared graph, which
-favours the baselines slightly). A ``padded`` policy instead runs each step at the
-smallest vLLM V1 capture size holding its tokens (``capture.py``): the matrix terms
-pay for the padded tokens, the state and cache terms for the active rows, as for
-Helios's prepared graphs. Prompt chunks that finish a prompt emit the first
-token; decoders verify 1 + K tokens and keep the accepted prefix plus one, drawn
-from the request's per-position acceptance. Every output is delivered at the end of
-its step. Requests are admitted FCFS as slots free up.
-
-A closed-loop workload (a conversation's turns) names, per request, the request whose
-reply it waits for (``after``): it is sent at its planned arrival or when that reply
-finished, whichever is later, and its time to first token counts from that sending.
-"""
+A step is one eager execution of exactly its work (``padded``: at the smallest vLLM V1
+capture size holding it); outputs are delivered at the end of their step; slots admit
+FCFS. A request with ``after`` is sent once that reply finished (docs/simulate.md,
+"engine.py")."""
 
 from __future__ import annotations
 

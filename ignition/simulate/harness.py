@@ -1,17 +1,7 @@
-"""Runs one named policy over one workload on one device with a given number of slots.
-
-``helios`` drives the real Scheduler over the qwen38 recipe's catalog built for the
-slot count and speculative token capacity (mixed programs, adaptive speculation), or
-over the catalog the setup gives; every other name is a baseline from ``baselines.py``
-on the baseline engine. Both see the same requests, device model, noise and slots, and
-return a :class:`RunResult`.
-
-Two workload kinds: requests (a trace window, or a scenario file's through
-``scenario_setup``) run with ``run_policy``; conversations (multi-turn chat, each turn
-sent once the previous reply is read) run with ``run_conversations``, Helios through
-the runtime engine and its checkpoint cache (``multiturn.py``), baselines re-sending
-every prompt whole (``conversation.py``).
-"""
+"""Runs one named policy over one workload on one device with a given number of slots:
+``helios`` through the real Scheduler, every other name a baseline (``baselines.py``) on
+the baseline engine, with the same requests, device model, noise and slots
+(docs/simulate.md, "harness.py")."""
 
 from __future__ import annotations
 
@@ -56,10 +46,13 @@ from ignition.simulate.helios_catalog import (
     RECOMMENDED_LANES,
     helios_catalog,
 )
-from ignition.simulate.multiturn import MultiTurnSpec, RetentionRun, run_retention
+from ignition.simulate.multiturn import run_retention
+from ignition.simulate.multiturn_turns import MultiTurnSpec
 from ignition.simulate.results import RunResult
+from ignition.simulate.retention_results import RetentionRun
 from ignition.simulate.scenario import Scenario
 from ignition.simulate.sim import Simulation
+from ignition.simulate.sim_report import report
 from ignition.simulate.workloads import SimRequest
 
 LATE_QUEUE_LEAD_NS = 1_000_000  # helios+late-queue: a host round trip before the frame ends
@@ -84,7 +77,7 @@ class Setup:
     preseed_costs: bool = True  # Helios starts with every graph measured at its nominal cost
     speculation: SpeculationMode | None = None  # None: adaptive (fixed for a width variant)
     resources: Resources | None = None  # Helios's slots and pages; None: ``slots`` slots
-    helios_report: bool = False  # keep Simulation.report (graphs, trace) in info["report"]
+    helios_report: bool = False  # keep sim_report.report (graphs, trace) in info["report"]
     # A runtime.tracing.TraceRecorder fed by the Helios run (simulate --trace-file).
     trace: Any = field(default=None, compare=False)
 
@@ -240,7 +233,7 @@ def run_helios(
             sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
         result = sim.run_result(name)
     if setup.helios_report:
-        result.info["report"] = sim.report(sim.end_ns)
+        result.info["report"] = report(sim, sim.end_ns)
     return result
 
 

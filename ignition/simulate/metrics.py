@@ -1,16 +1,6 @@
-"""What users saw and what the device spent, from one :class:`RunResult`.
-
-- output tokens/s over the run (first arrival to last delivery);
-- TTFT: first visible output minus arrival;
-- TBT: every gap between consecutive visible deliveries of a request (a speculative
-  burst is one delivery, so TBT is what a streaming client waits);
-- TPOT: (finish - first output) / (output tokens - 1) per request;
-- p50 / p90 / p99 of each (nearest-rank on the sorted samples);
-- device time per execution class and per graph kind.
-
-A request that never produced output counts as infinitely late, so an aborted or
-truncated run cannot pass a TTFT guard by omission.
-"""
+"""What users saw and what the device spent, from one :class:`RunResult` (each measure:
+docs/simulate.md, "metrics.py"). A request that never produced output counts as
+infinitely late, so a truncated run cannot pass a TTFT guard by omission."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""PLE delivery charged to every simulated execution, so residency choices show in
-``ignition simulate`` (docs/ple.md, ``simulate/ple_delivery.py`` for the prices).
-
-A device spec ``h200+ple:disk`` (``+ple:device|host|disk``, optionally ``,preload``,
-``,hit=0.9``) wraps the named device model: an execution of T packed tokens over R rows
-with D draft steps needs ``heads`` rows per token; the draft tokens' rows (R x D, at most T)
-are made inside the program and wait in full, the rest are known before launch and wait
-only for what exceeds the overlap with the previous frame (taken as this execution's own
-duration: the engine keeps the queue full). ``device`` residency charges nothing beyond the
-device model (its gather is part of the program). Defaults are the released model's one
-PLE layer: 16 hashed heads (n-grams of 2 and 3, 8 heads each) of 160 FP8 values.
-"""
+"""PLE delivery charged to every simulated execution (``h200+ple:disk``,
+``+ple:device|host|disk``, optionally ``,preload``, ``,hit=0.9``), so residency choices
+show in ``ignition simulate``; docs/simulate.md, "ple_charge.py"."""
 
 from __future__ import annotations
 

@@ -1,21 +1,8 @@
-"""What delivering a frame's PLE rows costs, per residency (docs/ple.md), for the simulator.
-
-A frame gathers ``num_rows`` rows of ``row_bytes`` (tokens x n-gram heads). Where they come
-from sets the price:
-
-- ``device``: a gather from device memory inside the program (HBM bandwidth);
-- ``host``: a gather over host memory, then the PCIe copy (a GPU), plus the mailbox's
-  coordination (wake-up and readiness flag) unless the program gathers through mapped
-  memory (``preload``);
-- ``disk``: cache hits as host rows, misses as random reads (latency per batch of
-  ``disk_queue_depth`` concurrent reads, then bandwidth), plus PCIe and the mailbox.
-
-Rows known before launch are resolved while the previous frame runs: only the part of the
-delivery longer than that overlap is exposed (:func:`exposed_ns`). Rows made inside the
-program (draft tokens) overlap nothing. The profile's defaults are stated assumptions for an
-H200 host (PCIe Gen5 x16, DDR5, one NVMe drive), not calibrated measurements; the simulator's
-device profiles may replace them.
-"""
+"""What delivering a frame's PLE rows costs per residency (``device``, ``host``,
+``disk``; docs/ple.md), for the simulator. Rows known before launch expose only what
+exceeds the overlap with the previous frame (:func:`exposed_ns`); rows made inside the
+program overlap nothing. Defaults are stated assumptions, not measurements
+(docs/simulate.md, "ple_delivery.py")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""What one simulated run produced, in the same shape for Helios and every baseline.
-
-Metrics (``metrics.py``), plots and the capacity search read only this, so a policy
-is compared on what its users saw and what its device spent, nothing else.
-"""
+"""What one simulated run produced, in the same shape for Helios and every baseline:
+metrics, plots and the capacity search read only this, so a policy is compared on what
+its users saw and what its device spent, nothing else."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""``ignition simulate --conversations N ...``: a multi-turn chat workload with checkpoint
-retention at each ``--snapshot-rows`` count (0 is off), one table row per count, and
-one row per ``--compare`` baseline on the same conversations.
-
-Every Helios run serves the same conversations with the same replies (the simulated
-worker emits planned tokens), so its rows differ only in what retention saves:
-restored prompt tokens, the prefill they no longer need, and the later turns' time to
-first token. Baselines retain nothing: they re-send and re-prefill every turn whole,
-under the same closed loop (a turn is sent once the previous reply finished, or at its
-planned time if later). All runs go through ``harness.run_conversations``.
-"""
+"""``ignition simulate --conversations N ...``: one table row per ``--snapshot-rows``
+count (0 is off) and per ``--compare`` baseline on the same conversations, all through
+``harness.run_conversations`` (docs/simulate.md, "retention_command.py")."""
 
 from __future__ import annotations
 
@@ -18,7 +10,8 @@ from typing import Any
 
 from ignition.simulate.baselines import HELIOS, parse_policy
 from ignition.simulate.harness import Setup, run_conversations
-from ignition.simulate.multiturn import MultiTurnSpec, RetentionRun, retention_table
+from ignition.simulate.multiturn_turns import MultiTurnSpec
+from ignition.simulate.retention_results import RetentionRun, retention_table
 
 
 def conversation_runs(

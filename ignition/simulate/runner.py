@@ -1,10 +1,6 @@
-"""``ignition simulate``: one runner for its three workloads, every policy through the
-harness (``harness.py``): ``--conversations`` (``retention_command.py``), ``--scenario``
-(``scenario_command.py``) and ``--trace`` (``command.py``), in that order of precedence.
-They share the setup flags, the policy list (``--compare``), the output (rich tables or
-``--json`` on stdout) and the error handling: bad input is one line on stderr naming
-the option, file key or value, exit status 2.
-"""
+"""``ignition simulate``: one runner for ``--conversations``, ``--scenario`` and
+``--trace`` (in that order of precedence); bad input is one line on stderr naming the
+option, file key or value, exit status 2 (docs/simulate.md, "runner.py")."""
 
 from __future__ import annotations
 
@@ -56,7 +52,7 @@ def run(options: SimulateOptions) -> int:
         recorder = trace_recorder(options)
         if options.conversations is not None:
             from ignition.simulate import retention_command
-            from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list
+            from ignition.simulate.multiturn_turns import MultiTurnSpec, parse_rows_list
 
             spec = MultiTurnSpec(
                 conversations=options.conversations,

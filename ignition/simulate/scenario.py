@@ -1,9 +1,7 @@
 """Simulation scenarios: a catalog, a device model, requests, a policy, a seed, and the
-policies to compare (``policies: [helios, vllm, ...]``, Helios alone by default).
-
-A scenario is one workload of the harness (``harness.scenario_setup`` maps it onto a
-``Setup``). A malformed scenario fails with a message naming the key. See docs/simulate.md.
-"""
+policies to compare (``policies: [helios, vllm, ...]``, Helios alone by default), one
+workload of the harness (``harness.scenario_setup``). A malformed scenario fails with a
+message naming the key. See docs/simulate.md."""
 
 from __future__ import annotations
 

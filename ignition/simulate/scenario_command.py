@@ -1,12 +1,5 @@
-"""``ignition simulate --scenario FILE.yaml``: a scenario file's requests on the harness.
-
-The file states the catalog, durations (or device), requests, Helios's policy and the
-policies to compare (``policies:``, Helios alone by default; ``--compare`` adds more).
-Every policy runs through ``harness.run_policy`` on ``harness.scenario_setup``. The
-output keeps Helios's detailed report (requests with every delivery, graphs, execution
-classes and the decision trace) and adds the trace path's latency and device tables
-(``tables.py``) for every policy.
-"""
+"""``ignition simulate --scenario FILE.yaml``: a scenario file's requests on the harness,
+every policy through ``harness.run_policy`` (docs/simulate.md, "scenario_command.py")."""
 
 from __future__ import annotations
 
@@ -18,7 +11,7 @@ from ignition.simulate.baselines import HELIOS, describe, parse_policy
 from ignition.simulate.harness import run_policy, scenario_setup
 from ignition.simulate.metrics import measure
 from ignition.simulate.scenario import load_scenario
-from ignition.simulate.sim import format_summary
+from ignition.simulate.sim_report import format_summary
 from ignition.simulate.tables import device_table, metrics_table
 
 

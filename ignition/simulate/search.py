@@ -1,12 +1,6 @@
-"""SLO capacity search: the highest load at which a policy meets p99 TBT and TTFT bounds.
-
-Load is a rate scale on a workload (a trace window replayed ``rate`` times as fast).
-The search walks a geometric grid of rates upward until the SLO fails, then bisects
-between the last passing and the first failing rate. Runs are cached by rate, so
-several SLOs of one policy share evaluations, and each run stops early once more
-than 1% of its requests are later than the loosest TTFT guard (such a run fails
-every SLO anyway). A run passes only when every request finished.
-"""
+"""SLO capacity search: the highest load at which a policy meets p99 TBT and TTFT bounds
+(geometric grid up, then bisection; docs/simulate.md, "search.py"). A run passes only
+when every request finished."""
 
 from __future__ import annotations
 

@@ -1,32 +1,18 @@
-"""Drives the real Helios Scheduler against a simulated device.
-
-The device executes committed frames one after another (two may be queued),
-each taking its device model's duration (capacities for the matrix terms, active
-rows and their cached context for the state and cache terms) times a lognormal
-noise factor. Each speculative round draws the lane's true acceptance and the
-drafter's confidence (``acceptance.py``); drafts are accepted position by position with
-the true conditionals, device-allocated rounds allocate their rows by the confidence's
-prefix survival and report it as the confidence sidecar. A device with
-``prompt_ready_ms`` (PLE rows on the host) delays each admission until its prompt's
-rows are gathered. Every published burst is reported
-back through ``published_output`` at its completion time.
-"""
+"""Drives the real Helios Scheduler against a simulated device: frames run one after
+another (two may be queued), each its device model's duration times lognormal noise
+(docs/simulate.md, "sim.py")."""
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from ignition.components.descriptor import Descriptor
-from ignition.components.program_kinds import GraphKind
 from ignition.helios import (
     HEAD_DRAFTS,
     CompletionRecord,
     CompletionReport,
-    ConfidenceSidecar,
     ExecutionTiming,
     Fence,
     LaneRole,
@@ -34,58 +20,16 @@ from ignition.helios import (
     RequestSpec,
     ScheduledPlan,
     Scheduler,
-    trace_to_json,
 )
-from ignition.simulate import trace_frames
+from ignition.simulate import sim_report, trace_frames
 from ignition.simulate.acceptance import COPIES, MAX_DEPTH, Round, draw_round
 from ignition.simulate.cost_what_ifs import estimate_at_ready_rows, ple_stall_ns
-from ignition.simulate.devices import DeviceError, execution_of
 from ignition.simulate.engine import LateWatch
-from ignition.simulate.results import ORDINARY, ExecutionRecord, RequestRecord, RunResult
-from ignition.simulate.scenario import Scenario, ScenarioError, SimRequest
-
-NS_PER_MS = 1_000_000
-NOMINAL_CONTEXT_PER_ROW = 1024  # cached context per row when preseeding a graph's cost
-
-
-@dataclass
-class _Stream:
-    index: int
-    request: SimRequest
-    handle: RequestHandle | None = None
-    remaining_output: int = 0
-    context: int = 0  # tokens cached on the device: prompt consumed plus output
-    record: RequestRecord | None = None
-    ready_ns: int | None = None  # prompt rows delivered (devices with ``prompt_ready_ms``)
-
-    @property
-    def first_output_ms(self) -> float | None:
-        return self.record.first_output_ms if self.record else None
-
-    @property
-    def finish_ms(self) -> float | None:
-        return self.record.finish_ms if self.record else None
-
-    @property
-    def deliveries(self) -> list[tuple[float, int]]:
-        return self.record.deliveries if self.record else []
-
-    @property
-    def arrival_ns(self) -> int:
-        """Admission and the clock use this one integer nanosecond arrival time."""
-        return round(self.request.arrival_ms * NS_PER_MS)
-
-
-@dataclass
-class _Running:
-    fence: int
-    plan: ScheduledPlan
-    commit_ns: int
-    start_ns: int
-    end_ns: int
-    device_ns: int
-    execution_class: str = ORDINARY
-    idle_decoders: int = 0  # resident decoders the plan left out
+from ignition.simulate.results import RequestRecord, RunResult
+from ignition.simulate.scenario import Scenario
+from ignition.simulate.sim_durations import duration_ms, nominal_ns, sample_ns
+from ignition.simulate.sim_rounds import confidence_sidecar, device_rows
+from ignition.simulate.sim_state import NS_PER_MS, Running, Stream, execution_record
 
 
 class Simulation:
@@ -100,16 +44,16 @@ class Simulation:
         )
         if scenario.preseed_costs:
             for d in self.scheduler.programs().inference:
-                self.scheduler.seed_cost(d, self._nominal_ns(d))
+                self.scheduler.seed_cost(d, nominal_ns(scenario, d))
         order = sorted(range(len(scenario.requests)), key=lambda i: scenario.requests[i].arrival_ms)
-        self.streams = [_Stream(i, scenario.requests[i]) for i in order]
+        self.streams = [Stream(i, scenario.requests[i]) for i in order]
         for s in self.streams:
             r = s.request
             s.record = RequestRecord(s.index, r.arrival_ms, r.prompt_tokens, r.output_tokens)
-        self.by_handle: dict[RequestHandle, _Stream] = {}
+        self.by_handle: dict[RequestHandle, Stream] = {}
         # admitted and not finished: what a frame can leave idle (by_handle keeps every
         # stream a run admitted, so counting over it grew with the trace)
-        self.unfinished: dict[RequestHandle, _Stream] = {}
+        self.unfinished: dict[RequestHandle, Stream] = {}
         self.graphs: dict[str, list[float]] = {}
         self.executions: list[ExecutionRecord] = []
         self.prompt_tokens = 0
@@ -133,61 +77,8 @@ class Simulation:
         self.ple_stall = False
         self.trace: Any = None  # a runtime.tracing.TraceRecorder fed each frame (trace_frames.py)
 
-    def _ms(self, d: Descriptor, tokens: int, rows: int, context: int, **detail: Any) -> float:
-        try:
-            execution = execution_of(d, tokens, rows, context, **detail)
-            return self.scenario.durations.duration_ms(execution)
-        except DeviceError as err:
-            raise ScenarioError(str(err)) from None
-
-    def _nominal_ns(self, d: Descriptor) -> int:
-        """A full graph at a nominal cached context: what a build's tuning would measure."""
-        rows = max(d.batch_capacity, d.row_capacity)  # or a prefill's prompt lanes
-        tokens = d.packed_capacity + d.prefill_capacity
-        if d.kind is GraphKind.PREFILL:
-            prompt, decoders, per_row = tokens, 0, 0
-        elif d.kind is GraphKind.MIXED:  # L prompt lanes, B - L decoders
-            prompt, decoders = d.prefill_capacity, rows - d.prompt_lanes
-            per_row = NOMINAL_CONTEXT_PER_ROW
-        else:
-            prompt, decoders, per_row = 0, rows, NOMINAL_CONTEXT_PER_ROW
-        ms = self._ms(
-            d,
-            tokens,
-            rows,
-            rows * per_row,
-            prompt_tokens=prompt,
-            draft_rows=decoders,
-            row_contexts=(per_row,) * rows,
-        )
-        return max(1, round(ms * NS_PER_MS))
-
-    def _sample_ns(self, plan: ScheduledPlan) -> int:
-        """The plan's duration on the device: its capacities, its lanes' activity."""
-        tokens, prompt, contexts, decoders = 0, 0, [], 0
-        for lane in plan.lanes:
-            stream = self.by_handle[lane.handle]
-            contexts.append(stream.context)
-            if lane.role is LaneRole.PROMPT:
-                tokens += lane.num_prompt_tokens
-                prompt += lane.num_prompt_tokens
-            else:
-                tokens += lane.query_length
-                decoders += 1
-        ms = self._ms(
-            plan.descriptor,
-            tokens,
-            len(plan.lanes),
-            sum(contexts),
-            prompt_tokens=prompt,
-            draft_rows=decoders,
-            row_contexts=tuple(contexts),
-        )
-        noise = math.exp(self.rng.gauss(0.0, self.scenario.noise_sigma))
-        return max(1, round(ms * NS_PER_MS * noise))
-
     def run(self) -> dict[str, Any]:
-        return self.report(self._loop())
+        return sim_report.report(self, self._loop())
 
     def _loop(self) -> int:
         """Runs until every request finished, ``end_ms`` or the late watch trips; returns
@@ -195,7 +86,7 @@ class Simulation:
         end_ms = self.scenario.end_ms
         end_ns = round(end_ms * NS_PER_MS) if math.isfinite(end_ms) else 1 << 62
         pending = list(self.streams)
-        running: list[_Running] = []
+        running: list[Running] = []
         now, device_free, fence, completed = 0, 0, 0, 0
         while now <= end_ns:
             while pending and pending[0].arrival_ns <= now:
@@ -218,7 +109,9 @@ class Simulation:
                         wake = due
                         break
                 if self.row_oracle:
-                    estimate_at_ready_rows(self.scheduler, self._ready_contexts(), self._ms)
+                    estimate_at_ready_rows(
+                        self.scheduler, self._ready_contexts(), partial(duration_ms, self.scenario)
+                    )
                 plan = self.scheduler.plan()
                 if plan is None:
                     break
@@ -226,11 +119,12 @@ class Simulation:
                 self.scheduler.commit(plan, Fence(fence))
                 klass = str(plan.execution_class)
                 start = max(now, device_free)
-                duration = self._sample_ns(plan)
+                contexts = [self.by_handle[lane.handle].context for lane in plan.lanes]
+                duration = sample_ns(self.scenario, plan, contexts, self.rng)
                 device_free = start + duration
                 idle = self._idle_decoders(plan)
                 running.append(
-                    _Running(fence, plan, now, start, device_free, duration, klass, idle)
+                    Running(fence, plan, now, start, device_free, duration, klass, idle)
                 )
             arrivals = [s.arrival_ns for s in pending[:1]]
             arrivals += [s.ready_ns for s in pending[:1] if s.ready_ns is not None]
@@ -249,7 +143,7 @@ class Simulation:
                     break
         return min(now, end_ns)
 
-    def _prompt_ready_ns(self, stream: _Stream, now: int) -> int:
+    def _prompt_ready_ns(self, stream: Stream, now: int) -> int:
         """When the stream's prompt rows are on the device: a device with
         ``prompt_ready_ms`` (PLE rows gathered on the host) delivers them one prompt after
         another, each gather starting once a slot is free for it."""
@@ -263,7 +157,7 @@ class Simulation:
             stream.ready_ns = self.host_free_ns
         return stream.ready_ns
 
-    def _admit(self, stream: _Stream) -> None:
+    def _admit(self, stream: Stream) -> None:
         r = stream.request
         spec = RequestSpec(
             num_prompt_tokens=r.prompt_tokens,
@@ -342,28 +236,13 @@ class Simulation:
             else:
                 self.scheduler.limit_drafts(lane.handle, length)
 
-    def _device_rows(self, plan: ScheduledPlan, rounds: dict[RequestHandle, Round]) -> list[int]:
-        """Device allocation: the best causal frontier by the drafter's confidence (the
-        prefix survival of its signal, the one the adaptive baselines read too)."""
-        rows = [1] * len(plan.lanes)
-        frontier = []
-        for i, lane in enumerate(plan.lanes):
-            round_ = rounds.get(lane.handle)
-            joint = round_.survival() if round_ is not None else ()
-            for depth in range(1, lane.query_length):
-                p = joint[depth - 1] if depth <= len(joint) else 0.0
-                frontier.append((-p, depth, lane.handle.slot, i))
-        for _, _, _, i in sorted(frontier)[: plan.descriptor.packed_capacity - len(rows)]:
-            rows[i] += 1
-        return rows
-
-    def _complete(self, run: _Running, now: int) -> None:
+    def _complete(self, run: Running, now: int) -> None:
         plan = run.plan
         d = plan.descriptor
         device = d.is_device_allocated and d.proposal_depth > 0
         rounds = self._rounds(plan)
         rows = (
-            self._device_rows(plan, rounds)
+            device_rows(plan, rounds)
             if device
             else [lane.query_length for lane in plan.lanes]
         )
@@ -394,13 +273,7 @@ class Simulation:
         stall = ple_stall_ns(durations, plan, run.device_ns) if self.ple_stall else 0
         timing = ExecutionTiming(run.device_ns, now - run.commit_ns, readiness_stall_ns=stall)
         if device:
-            width = d.proposal_depth
-            unused = [(0.0,) * width] * (d.batch_capacity - len(plan.lanes))
-            signals = [rounds.get(lane.handle) for lane in plan.lanes]
-            joint = [self._padded(r.survival() if r else (), width) for r in signals]
-            cond = [self._padded(r.signal if r else (), width) for r in signals]
-            joint, cond = joint + unused, cond + unused
-            sidecar = ConfidenceSidecar((tuple(joint), tuple(cond)))
+            sidecar = confidence_sidecar(plan, rounds)
             report = CompletionReport(records, timing, sidecar)
         else:
             report = CompletionReport(records, timing)
@@ -409,28 +282,7 @@ class Simulation:
             trace_frames.record_frame(self.trace, run, records, rows, self.by_handle, now, self.scheduler)
         self._offer_copies(plan)
         self.graphs.setdefault(d.name, []).append(run.device_ns / NS_PER_MS)
-        self.executions.append(
-            ExecutionRecord(
-                start_ms=run.start_ns / NS_PER_MS,
-                end_ms=run.end_ns / NS_PER_MS,
-                kind=d.kind.value,
-                graph=d.name,
-                execution_class=run.execution_class,
-                rows=len(plan.lanes),
-                tokens=sum(r.num_prompt_tokens for r in records) + sum(rows),
-                prompt_tokens=sum(r.num_prompt_tokens for r in records),
-                decoders=sum(1 for lane in plan.lanes if lane.role is not LaneRole.PROMPT),
-                width=max(
-                    (
-                        q
-                        for lane, q in zip(plan.lanes, rows, strict=True)
-                        if lane.role is not LaneRole.PROMPT
-                    ),
-                    default=0,
-                ),
-                idle_decoders=run.idle_decoders,
-            )
-        )
+        self.executions.append(execution_record(run, records, rows))
         published: dict[RequestHandle, int] = {}
         for token in tokens:
             published[token.handle] = published.get(token.handle, 0) + 1
@@ -441,10 +293,6 @@ class Simulation:
             stream.record.deliver(t_ms, count, stream.remaining_output)
             if stream.record.finish_ms is not None:
                 self.unfinished.pop(handle, None)
-
-    @staticmethod
-    def _padded(values: Sequence[float], width: int) -> tuple[float, ...]:
-        return tuple((list(values) + [0.0] * width)[:width])
 
     def result(self, end_ns: int, policy: str = "helios") -> RunResult:
         """The run in the room's common shape (metrics, plots, capacity search)."""
@@ -462,62 +310,8 @@ class Simulation:
         result.info["aborted"] = self.aborted
         return result
 
-    def report(self, end_ns: int) -> dict[str, Any]:
-        seconds = max(end_ns, 1) / 1e9
-        statistics = self.scheduler.statistics()
-        requests = [
-            {
-                "id": s.index,
-                "arrival_ms": s.request.arrival_ms,
-                "first_output_ms": s.first_output_ms,
-                "deliveries": [[round(t, 6), n] for t, n in s.deliveries],
-                "finish_ms": s.finish_ms,
-            }
-            for s in sorted(self.streams, key=lambda s: s.index)
-        ]
-        graphs = [
-            {"graph": name, "executions": len(ms), "total_ms": round(sum(ms), 6)}
-            for name, ms in sorted(self.graphs.items())
-        ]
-        return {
-            "requests": requests,
-            "graphs": graphs,
-            "totals": {
-                "end_ms": end_ns / NS_PER_MS,
-                "prompt_tokens_per_s": self.prompt_tokens / seconds,
-                "output_tokens_per_s": self.output_tokens / seconds,
-            },
-            # decode lane-frames and their tokens: "all", and per source the rounds that
-            # verified drafts
-            "speculation": {
-                k: {"frames": n, "tokens": t} for k, (n, t) in sorted(self.speculation.items())
-            },
-            "execution": statistics.execution_totals,
-            "trace": [trace_to_json(e) for e in statistics.trace],
-        }
 
 
 def simulate(scenario: Scenario) -> dict[str, Any]:
     return Simulation(scenario).run()
 
-
-def format_summary(report: dict[str, Any]) -> str:
-    totals = report["totals"]
-    lines = [
-        f"simulated {totals['end_ms']:.1f} ms: "
-        f"{totals['prompt_tokens_per_s']:.0f} prompt tok/s, "
-        f"{totals['output_tokens_per_s']:.0f} output tok/s"
-    ]
-    for g in report["graphs"]:
-        lines.append(f"  {g['graph']:<40} {g['executions']:>6} runs {g['total_ms']:>10.1f} ms")
-    for cls, t in report["execution"].items():
-        lines.append(
-            f"  {cls:<20} {t['executions']:>6} runs {t['nanoseconds'] / NS_PER_MS:>10.1f} ms "
-            f"{t['episodes']:>4} episodes"
-        )
-    for r in report["requests"]:
-        lines.append(
-            f"  request {r['id']:>3}: first output {r['first_output_ms']} ms, "
-            f"{len(r['deliveries'])} deliveries, finished {r['finish_ms']}"
-        )
-    return "\n".join(lines)

@@ -1,22 +1,7 @@
-"""The baseline engine's step policies: what a conventional serving engine runs each step.
-
-Each policy is a small class behind :class:`BaselinePolicy`: given the admitted
-requests (holding slots, in admission order), the arrived but unadmitted ones (in
-arrival order) and the free slots, it returns one :class:`Batch` (prompt chunks and
-decoders with their verification widths) or ``None``; after the step it observes each
-decoder's accepted drafts. The engine (``engine.py``) executes it on the shared device
-model, so baselines and Helios differ only in what they choose. Fixed policies live
-here, adaptive speculation in ``adaptive.py``; ``baselines.py`` names them.
-
-- :class:`DecodeFirst` (``vllm``, ``vllm-k3``, ``vllm-b8192``, ``sarathi``): the
-  vLLM-v1 / Sarathi-Serve "stall-free" rule. Every running decoder joins first
-  (each costs 1 + K tokens of the budget with K fixed drafts), then partial prompts,
-  then new requests FCFS, each prompt chunked to the budget left. Sarathi is the
-  same rule at a small budget chosen for its cadence (512 by default).
-- :class:`PrefillFirst` (``prefill-first``, SGLang's default without mixed chunks):
-  whenever prompt work can run, a prompt-only batch up to the chunk budget runs and
-  decoders wait; otherwise every decoder runs.
-"""
+"""The baseline engine's step policies behind :class:`BaselinePolicy`: each step's
+:class:`Batch` from the admitted, waiting and free slots, then each decoder's accepted
+drafts observed. :class:`DecodeFirst` (``vllm``, ``sarathi``) and :class:`PrefillFirst`
+(``prefill-first``); docs/simulate.md, "steps.py"."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ def record_frame(
     now_ns: int,
     scheduler: Any,
 ) -> None:
-    """One completed simulated frame (``run``: sim._Running; ``rows``: each lane's verified
+    """One completed simulated frame (``run``: sim_state.Running; ``rows``: each lane's verified
     rows), its lanes' first waits, deliveries and the counters after it (the simulator's
     arrival queue is its loop's own: the queue counter has the running requests only)."""
     plan: ScheduledPlan = run.plan

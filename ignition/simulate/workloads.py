@@ -1,17 +1,7 @@
-"""Workloads: who arrives when, with how long a prompt and output, and how drafts fare.
-
-- :func:`load_trace`: an Azure LLM inference trace CSV (``TIMESTAMP``,
-  ``ContextTokens``, ``GeneratedTokens``), a window of rows, a rate scale (load
-  units: 2.0 replays the window's arrivals twice as fast) and caps on prompt and
-  output lengths;
-- :func:`poisson`: synthetic Poisson arrivals with lengths drawn from a pool;
-- :func:`conversations`: multi-turn conversations whose every turn re-sends the
-  history (``cached_prefix`` says how much a retaining server already holds);
-- :class:`AcceptanceModel`: per-position conditional acceptance of MTP drafts,
-  with optional per-request spread.
-
-A malformed trace or parameter fails with one line naming the file, column or value.
-"""
+"""Workloads: who arrives when, with how long a prompt and output, and how drafts fare
+(:func:`load_trace`, :func:`poisson`, :func:`conversations`, :class:`AcceptanceModel`).
+Load is a rate scale: 2.0 replays a window's arrivals twice as fast. A malformed trace
+or parameter fails with one line naming the file, column or value."""
 
 from __future__ import annotations
 

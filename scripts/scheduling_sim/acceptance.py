@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from ignition.helios.types import LaneRole
 from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.harness import Setup, helios_simulation, newcomer_rule, true_survivals
-from ignition.simulate.sim import NS_PER_MS, Simulation
+from ignition.simulate.sim import Simulation
+from ignition.simulate.sim_state import NS_PER_MS
 from ignition.simulate import traces
 
 TRACE = str(traces.CONV)

@@ -83,7 +83,7 @@ def run_cell(cell: Cell) -> tuple[Cell, list[float], dict[str, float]]:
 
 def _rounds(report: dict, metrics) -> dict[str, float]:
     """Tokens per decode lane-frame, the share of draft-verifying rounds given copies and
-    the run's p50 TPOT (``Simulation.report``'s "speculation" counts)."""
+    the run's p50 TPOT (``sim_report.report``'s "speculation" counts)."""
     counts = report["speculation"]
     every = counts.get("all", {"frames": 0, "tokens": 0})
     rounds = sum(v["frames"] for k, v in counts.items() if k != "all")

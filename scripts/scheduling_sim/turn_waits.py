@@ -28,7 +28,8 @@ from ignition.helios.types import LaneRole
 from ignition.runtime.requests.table import RequestTable
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog, newcomer_rule
-from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list, run_retention
+from ignition.simulate.multiturn import run_retention
+from ignition.simulate.multiturn_turns import MultiTurnSpec, parse_rows_list
 
 Events = dict[tuple[int, int], dict[str, int]]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog
-from ignition.simulate.multiturn import MultiTurnSpec, run_retention
+from ignition.simulate.multiturn import run_retention
+from ignition.simulate.multiturn_turns import MultiTurnSpec
 from scripts.scheduling_sim.turn_waits import later_turn_waits, recording
 
 SPEC = MultiTurnSpec(

@@ -91,7 +91,7 @@ def test_helios_device_allocation_ranks_rows_by_the_drafters_confidence_not_the_
     from types import SimpleNamespace
 
     from ignition.simulate.acceptance import Round
-    from ignition.simulate.sim import Simulation
+    from ignition.simulate.sim_rounds import device_rows
 
     handle = namedtuple("handle", "slot")
     lanes = [SimpleNamespace(handle=handle(s), query_length=4) for s in range(2)]
@@ -101,4 +101,4 @@ def test_helios_device_allocation_ranks_rows_by_the_drafters_confidence_not_the_
         lanes[0].handle: Round((1.0, 1.0, 1.0), (0.2, 0.2, 0.2)),
         lanes[1].handle: Round((0.0, 0.0, 0.0), (0.9, 0.9, 0.9)),
     }
-    assert Simulation._device_rows(None, plan, rounds) == [1, 4]  # type: ignore[arg-type]
+    assert device_rows(plan, rounds) == [1, 4]  # type: ignore[arg-type]

@@ -4,12 +4,15 @@ reports the decode tokens' PLE gather as readiness stall. Off by default."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from ignition.components.program_kinds import GraphKind
 from ignition.simulate.cost_what_ifs import estimate_at_ready_rows
 from ignition.simulate.devices import device_from_spec
 from ignition.simulate.harness import Setup, helios_simulation
+from ignition.simulate.sim_durations import duration_ms, nominal_ns
 from scripts.scheduling_sim import two_class
 
 PROFILE = "qwen38-flash-next-4xh100"  # PLE rows on the host: a frame's cost follows its rows
@@ -42,13 +45,17 @@ def test_row_oracle_prices_a_program_at_the_rows_it_could_carry():
         for d in sim.scheduler.programs().inference
         if d.kind is GraphKind.SPECULATIVE and d.batch_capacity == 8 and d.token_capacity == 1
     )
-    nominal = sim._nominal_ns(d)
+    nominal = nominal_ns(sim.scenario, d)
     sim.scheduler.costs.entry(d).estimate_ns = nominal
-    estimate_at_ready_rows(sim.scheduler, sim._ready_contexts(), sim._ms)
+    estimate_at_ready_rows(
+        sim.scheduler, sim._ready_contexts(), partial(duration_ms, sim.scenario)
+    )
     got = sim.scheduler.costs.estimate_ns(d)
     contexts = sim._ready_contexts()
     per_row = sum(contexts) // len(contexts)
-    want = sim._ms(d, 6, 6, per_row * 6, draft_rows=6, row_contexts=(per_row,) * 6)
+    want = duration_ms(
+        sim.scenario, d, 6, 6, per_row * 6, draft_rows=6, row_contexts=(per_row,) * 6
+    )
     assert len(contexts) == 6
     assert got == pytest.approx(want * 1e6, rel=1e-6)
     assert got < nominal

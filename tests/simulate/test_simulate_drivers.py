@@ -18,7 +18,7 @@ from ignition.simulate.conversation import conversation_requests, run_conversati
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.engine import run_baseline
 from ignition.simulate.harness import run_conversations, run_policy, scenario_setup
-from ignition.simulate.multiturn import MultiTurnSpec
+from ignition.simulate.multiturn_turns import MultiTurnSpec
 from ignition.simulate.scenario import ScenarioError, load_scenario, scenario_from_dict
 from ignition.simulate.sim import simulate
 

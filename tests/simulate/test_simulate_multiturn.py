@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from ignition.cli import main
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog
-from ignition.simulate.multiturn import MultiTurnSpec, build_turns, run_retention
+from ignition.simulate.multiturn import run_retention
+from ignition.simulate.multiturn_turns import MultiTurnSpec, build_turns
 
 SMALL = MultiTurnSpec(
     conversations=3, turns=3, first_prompt=300, turn_prompt=40, output_tokens=6, think_ms=50
@@ -99,10 +100,10 @@ def test_a_restored_turn_consumes_its_remainder_in_one_prompt_launch(monkeypatch
     """Table C of issue 10: a remainder of a message plus two tokens must not be cut at a
     prepared capacity, stranding a 2-token tail behind the decoders (helios/tails.py)."""
     from ignition.helios import LaneRole
-    from ignition.simulate import multiturn
+    from ignition.simulate import multiturn_worker
 
     chunks: dict[str, list[int]] = {}
-    launch = multiturn.SimulatedWorker.launch
+    launch = multiturn_worker.SimulatedWorker.launch
 
     def recording(self, plan, fence, live):
         for lane in plan.lanes:
@@ -111,7 +112,7 @@ def test_a_restored_turn_consumes_its_remainder_in_one_prompt_launch(monkeypatch
                 chunks.setdefault(name, []).append(lane.num_prompt_tokens)
         return launch(self, plan, fence, live)
 
-    monkeypatch.setattr(multiturn.SimulatedWorker, "launch", recording)
+    monkeypatch.setattr(multiturn_worker.SimulatedWorker, "launch", recording)
     spec = MultiTurnSpec(
         conversations=3, turns=2, first_prompt=300, turn_prompt=128, output_tokens=16, think_ms=50
     )

@@ -1,13 +1,5 @@
-"""Simulated devices: how long one execution takes.
-
-- ``base``: what a device sees (:class:`Execution`) and the :class:`DeviceModel` protocol;
-- ``hybrid`` and ``profiles``: the released model family on named hardware
-  (``docs/devices.md``), the models for new work;
-- ``legacy``: the earlier invented-model roofline (``h200``), the seed's formula and
-  measured tables.
-
-A scenario or a command names one; :func:`device_from_spec` parses the name.
-"""
+"""Simulated devices: how long one execution takes (``base``, ``hybrid`` and
+``profiles``, ``legacy``); :func:`device_from_spec` parses a device name."""
 
 from __future__ import annotations
 

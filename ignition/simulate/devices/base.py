@@ -1,11 +1,6 @@
-"""What a simulated device sees of one execution, and the protocol every model follows.
-
-Every policy in the room (Helios and the baselines) runs on the same device model,
-so capacity comparisons measure scheduling, not timing assumptions. A device sees
-one :class:`Execution`: the physical capacities of the graph (what the matrix units
-pay for) and the active rows, tokens and cached context (what the state and cache
-terms pay for).
-"""
+"""What a simulated device sees of one execution (:class:`Execution`), and the
+protocol every model follows; every policy in the room runs on the same model, so
+comparisons measure scheduling, not timing assumptions."""
 
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
-"""A roofline for the released model family: hybrid GDN / sparse-attention MoE with MTP.
-
-One class times both the released Qwen3.8-Flash-Next (``qwen38-flash.md``: 36 Gated
-DeltaNet + 12 QSA layers, 512 routed experts top-10 plus a shared expert, a PLE n-gram
-table outside the device, an MTP head that is a full MoE decoder layer) and a dense
-hybrid sibling (``num_experts = 0``). ``profiles.py`` names the configurations and
-holds their calibrated constants; ``docs/devices.md`` derives every term.
-
-The duration of one execution, in ms:
-
-    T = floor + max(bytes / (g * BW * f_bw), flops / (g * F * f_f))     # target forward
-        + all_reduce(n) + ple_delivery(n)                                # TP, PLE rows
-        + D * draft_step(r)                                              # MTP proposals
-
-with n the physical target tokens, g the tensor-parallel GPUs, r the drafting rows.
-Matrix terms (weights, experts touched, arithmetic) are evaluated at the physical
-capacities; state and cache terms at the active rows and their cached context, as
-for the earlier roofline.
-"""
+"""A roofline for the released model family: hybrid GDN / sparse-attention MoE with MTP,
+the MoE Qwen3.8-Flash-Next and a dense sibling (``num_experts = 0``). The duration of
+one execution, in ms, is docs/simulate.md's formula ("devices/hybrid.py"): matrix terms
+at the physical capacities, state and cache terms at the active rows and their context."""
 
 from __future__ import annotations
 
@@ -119,16 +104,10 @@ class HybridMoE:
 
     def ple_delivery_ms(self, tokens: int, prompt_tokens: int = 0) -> float:
         """Delivering the PLE rows of ``tokens`` target tokens (``prompt_tokens`` of them
-        prompt tokens) to the device.
-
-        The hook for the PLE delivery cost function (``ple_delivery.py``, a separate
-        branch): replace this body by a call to it. Host residency: a prompt's rows are
-        known ahead and gathered before its first chunk (``prompt_ready_ms``, not in the
-        step); a decode or
-        verification token's rows are known only once it is sampled or drafted, so they
-        are gathered synchronously (``ple_host_us_per_token``, calibrated). Device
-        residency reads the rows from HBM.
-        """
+        prompt tokens) to the device. Host residency: a prompt's rows are gathered before its
+        first chunk (``prompt_ready_ms``, not in the step), a decode or verification token's
+        rows synchronously, once sampled or drafted (``ple_host_us_per_token``, calibrated);
+        device residency reads the rows from HBM."""
         if self.ple_residency == "none":
             return 0.0
         if self.ple_residency == "device":

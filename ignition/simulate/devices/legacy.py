@@ -1,14 +1,5 @@
-"""The earlier device models: the invented-model roofline, the seed's formula, measured tables.
-
-- :class:`H200Roofline` (``h200``): the reference model of
-  ``shared/spec/h200-timing-model.md`` (an invented model; kept to reproduce earlier
-  tables, superseded by the profiles of ``profiles.py``);
-- :class:`FormulaDevice`: the seed's per-kind linear formula and name table
-  (``durations`` in a scenario);
-- :class:`MeasuredTable`: graph durations measured on a GPU, from a build manifest
-  (``programs[].validation_ns``) or a timing file (graph name -> ms).
-
-"""
+"""The earlier device models: the invented-model roofline (``h200``), the seed's
+formula and measured tables (docs/simulate.md, "devices/legacy.py")."""
 
 from __future__ import annotations
 
@@ -25,12 +16,9 @@ from ignition.simulate.devices.base import DeviceError, Execution
 
 @dataclass(frozen=True)
 class H200Roofline:
-    """The reference roofline for a full-size Qwen3.8 Flash on one H200.
-
-    Matrix terms (expert weights touched, arithmetic) are evaluated at the physical
-    capacities; state and cache terms at the active rows and their cached context,
-    exactly as the timing page prescribes for padded graphs.
-    """
+    """The reference roofline for a full-size Qwen3.8 Flash on one H200: matrix terms
+    (expert weights touched, arithmetic) at the physical capacities, state and cache terms
+    at the active rows and their cached context, as the timing page prescribes."""
 
     name: str = "h200"
     bandwidth: float = 4.3e12
@@ -121,12 +109,9 @@ Durations = FormulaDevice  # the scenario's historical name
 
 @dataclass(frozen=True)
 class MeasuredTable:
-    """Durations measured per prepared graph.
-
-    A prepared graph is looked up by name. A baseline's batch (no descriptor) runs on
-    the smallest measured graph of its kind whose capacities cover it, as a runtime
-    with only these graphs would have to.
-    """
+    """Durations measured per prepared graph, looked up by name. A baseline's batch (no
+    descriptor) runs on the smallest measured graph of its kind whose capacities cover it,
+    as a runtime with only these graphs would have to."""
 
     durations: Mapping[str, float]
     descriptors: tuple[Descriptor, ...] = ()

@@ -1,15 +1,5 @@
-"""Named device profiles: the released model on the hardware people serve it on.
-
-- ``qwen38-flash-next-h200``: the published Qwen3.8-Flash-Next in FP8 on one H200,
-  PLE rows gathered from host memory;
-- ``qwen38-flash-next-4xh100``: the same with TP4 on four H100s (all-reduces), its
-  fixed costs calibrated so the simulated vLLM-style baselines reproduce vLLM's
-  published recipe measurements (``calibration.py``, ``docs/capacity.md``);
-- ``qwen38-27b-dense-h200``: a Qwen3.8-27B-class dense hybrid on one H200, where wide
-  verification at a large batch becomes compute-bound.
-
-``docs/devices.md`` derives every constant.
-"""
+"""Named device profiles: the released model on the hardware people serve it on
+(docs/simulate.md, "devices/profiles.py"; ``docs/devices.md`` derives every constant)."""
 
 from __future__ import annotations
 
