@@ -16,28 +16,32 @@ from ignition.helios.config import (
     policy_from_preset,
     throughput,
 )
+from ignition.helios.plans import (
+    ExecutionClass,
+    LaneRole,
+    LaneWork,
+    ScheduledPlan,
+    SelectionReason,
+    TraceEntry,
+)
 from ignition.helios.protocol import SchedulerFactory, SchedulerProtocol, helios_scheduler
+from ignition.helios.reports import (
+    CompletionRecord,
+    CompletionReport,
+    ConfidenceSidecar,
+    ExecutionTiming,
+    GeneratedToken,
+)
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.study_rules import left_out_rule, newcomer_rule
 from ignition.helios.trace import trace_to_json
 from ignition.helios.types import (
-    CompletionRecord,
-    CompletionReport,
-    ConfidenceSidecar,
-    ExecutionClass,
-    ExecutionTiming,
     Fence,
-    GeneratedToken,
-    LaneRole,
-    LaneWork,
     RequestHandle,
     RequestSpec,
-    Resources,
     ResourceShortage,
-    ScheduledPlan,
+    Resources,
     SchedulerError,
-    SelectionReason,
-    TraceEntry,
 )
 from ignition.helios.views import (
     CostEstimate,

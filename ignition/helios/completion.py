@@ -5,16 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ignition.helios.requests import RequestState
-from ignition.helios.types import (
-    CompletionRecord,
-    ConfidenceSidecar,
-    LaneRole,
-    LaneWork,
-    RequestHandle,
-    ScheduledPlan,
-    SchedulerError,
-)
+from ignition.helios.plans import LaneRole, LaneWork, ScheduledPlan
+from ignition.helios.reports import CompletionRecord, ConfidenceSidecar
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import RequestHandle, SchedulerError
 
 
 def _probability(value: float) -> bool:

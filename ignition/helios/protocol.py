@@ -19,16 +19,10 @@ from typing import Protocol, runtime_checkable
 from ignition.components.catalog import Catalog
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig, SpeculationMode
+from ignition.helios.plans import ScheduledPlan
+from ignition.helios.reports import CompletionReport, GeneratedToken
 from ignition.helios.scheduler import Scheduler
-from ignition.helios.types import (
-    CompletionReport,
-    Fence,
-    GeneratedToken,
-    RequestHandle,
-    RequestSpec,
-    Resources,
-    ScheduledPlan,
-)
+from ignition.helios.types import Fence, RequestHandle, RequestSpec, Resources
 from ignition.helios.views import (
     CostEstimate,
     PreemptionVictim,

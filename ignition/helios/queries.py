@@ -13,10 +13,11 @@ from collections.abc import Iterable
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.refresh import ExecutionBooks
-from ignition.helios.requests import RequestState, ResourcePool
-from ignition.helios.types import RequestHandle, ScheduledPlan, TraceEntry
+from ignition.helios.plans import ScheduledPlan, TraceEntry
+from ignition.helios.state.cost import CostModel, Freshness
+from ignition.helios.state.requests import RequestState, ResourcePool
+from ignition.helios.types import RequestHandle
 from ignition.helios.views import (
     CostEstimate,
     PreemptionVictim,

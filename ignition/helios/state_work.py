@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ignition.helios.requests import RequestState
-from ignition.helios.types import LaneRole, LaneWork, SchedulerError
+from ignition.helios.plans import LaneRole, LaneWork
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import SchedulerError
 
 
 def checkpoint_tokens(r: RequestState, role: LaneRole, restore_only: bool = False) -> int:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ignition.components.descriptor import Descriptor
-from ignition.helios.types import RequestHandle, TraceEntry
+from ignition.helios.plans import TraceEntry
+from ignition.helios.types import RequestHandle
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,8 @@ from dataclasses import replace
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.prerequisites import chain_score, continuation_contribution
-from ignition.helios.decide.state_candidates import (
-    StateTables,
-    _decoder_value,
-    _ms,
-    _prompt_value,
-    following_rows,
-)
+from ignition.helios.decide.state_rows import _decoder_value, _ms, _prompt_value, following_rows
+from ignition.helios.decide.state_tables import StateTables
 from ignition.helios.decide.utility import LaneView
 
 

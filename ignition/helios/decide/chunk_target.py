@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ignition.components.descriptor import Descriptor
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.left_out import CarryTimes
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.utility import Candidate, Decision, prompt_capacity
+from ignition.helios.state.cost import CostModel
 
 REJECTED = float("-inf")
 

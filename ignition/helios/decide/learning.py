@@ -25,12 +25,13 @@ from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population, Tables, candidates_for
 from ignition.helios.decide.rounds import LaneTable
-from ignition.helios.decide.speculation import PrefixHistory
 from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
-from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.plans import LaneRole
+from ignition.helios.state.acceptance import PrefixHistory
+from ignition.helios.state.cost import CostModel, Freshness
+from ignition.helios.types import RequestHandle
 
 # The acceptance history a decision's request is scored and informed by.
 HistoryOf = Callable[[RequestHandle], PrefixHistory]

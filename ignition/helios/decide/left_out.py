@@ -41,9 +41,9 @@ from collections.abc import Sequence
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.tails import FastestAtLeast
 from ignition.helios.decide.utility import Candidate, Decision, prompt_capacity
+from ignition.helios.state.cost import CostModel
 
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
 

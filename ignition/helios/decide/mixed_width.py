@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.utility import Candidate
-from ignition.helios.types import LaneRole
+from ignition.helios.plans import LaneRole
 
 GENERATION = (GraphKind.DECODE, GraphKind.SPECULATIVE)
 Evaluate = Callable[[Descriptor, bool], list[Candidate]]

@@ -17,7 +17,6 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.chunk_target import REJECTED, smallest_prompt_capacity, within_target
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.generation_twin import twinned_mixed
 from ignition.helios.decide.left_out import (
     carry_times,
@@ -41,6 +40,7 @@ from ignition.helios.decide.utility import (
     prompt_capacity,
     tokens_to_endpoint,
 )
+from ignition.helios.state.cost import CostModel, Freshness
 
 SCHEDULABLE_KINDS = (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
 QUEUEABLE_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)

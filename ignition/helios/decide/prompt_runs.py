@@ -49,9 +49,9 @@ from typing import Protocol
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.chunk_target import ready_ages
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.utility import Decision, LanePick, LaneView, consumable_tokens
+from ignition.helios.state.cost import CostModel
 
 
 class PromptTable(Protocol):

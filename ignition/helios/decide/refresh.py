@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.utility import Candidate, compare
-from ignition.helios.types import ExecutionClass, ExecutionTiming
+from ignition.helios.plans import ExecutionClass
+from ignition.helios.reports import ExecutionTiming
+from ignition.helios.state.cost import CostModel, Freshness
 
 CREDIT_CAP_NS = 5_000_000
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory, expected_output
 from ignition.helios.decide.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
+from ignition.helios.state.acceptance import expected_output
 
 
 def lane_ceiling(view: LaneView, d: Descriptor) -> int:
@@ -370,20 +370,3 @@ class LaneTable:
         )
         pick.max_advance = min(ceiling, budget)
         return pick
-
-
-class ConfidenceForecast:
-    """A request's forecast of completed joint-prefix probabilities (the device's
-    allocation key); starts from a population prior at 0.5^d."""
-
-    def __init__(self, prior: PopulationPrior) -> None:
-        self._history = PrefixHistory(prior)
-
-    def means(self, max_depth: int) -> tuple[float, ...]:
-        return self._history.survivals(max_depth)
-
-    def observe(self, joint_prefix: Sequence[float], ceiling: int, num_tokens: int) -> None:
-        """Forecast observations stop at the lane's frozen min(D + 1, W) ceiling."""
-        self._history.age(num_tokens)
-        for depth, p in enumerate(joint_prefix[: max(0, ceiling - 1)], start=1):
-            self._history.observe(depth, p)

@@ -35,14 +35,14 @@ from ignition.helios.decide.policy import (
     select,
 )
 from ignition.helios.decide.projection import build_population
-from ignition.helios.decide.state_choice import state_candidates
-from ignition.helios.decide.utility import Candidate, Decision
-from ignition.helios.selection import (
+from ignition.helios.decide.selection import (
     Selection,
     SelectionState,
     execution_class,
     page_feasible,
 )
+from ignition.helios.decide.state_choice import state_candidates
+from ignition.helios.decide.utility import Candidate, Decision
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Evaluation:
 
 
 class Exhaustive:
-    """The definition as a selector (``helios.selection.Selector``). Its one cache is the
+    """The definition as a selector (``decide.selection.Selector``). Its one cache is the
     catalog index, a static function of the catalog."""
 
     def __init__(self) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ignition.helios.decide.speculation import AcceptanceTracker
+from ignition.helios.state.acceptance import AcceptanceTracker
 
 
 def usable_offers(

@@ -16,20 +16,20 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.chains import chain_cohort
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population
-from ignition.helios.decide.state_candidates import (
+from ignition.helios.decide.state_candidates import _pair
+from ignition.helios.decide.state_rows import (
     ROLES,
     STATE_KINDS,
-    StateTables,
     _enables,
     _ms,
-    _pair,
     _state_lane,
     _terminal_pick,
 )
+from ignition.helios.decide.state_tables import StateTables
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Candidate, Decision, LanePick, finish
+from ignition.helios.state.cost import CostModel, Freshness
 
 
 class Best:

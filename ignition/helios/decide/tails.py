@@ -31,7 +31,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.utility import (
     Candidate,
     Decision,
@@ -40,6 +39,7 @@ from ignition.helios.decide.utility import (
     consumable_tokens,
     prompt_capacity,
 )
+from ignition.helios.state.cost import CostModel
 
 
 class FastestAtLeast:

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.service import Prices, token_normalizer
-from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.plans import LaneRole
+from ignition.helios.state.cost import Freshness
+from ignition.helios.types import RequestHandle
 
 RELATIVE_TIE = 1e-9
 

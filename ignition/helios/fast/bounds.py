@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import candidates_for, prune_dominated
 from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
 from ignition.helios.fast.catalog_index import CatalogIndex
 from ignition.helios.fast.tables import Tables
+from ignition.helios.state.cost import CostModel, Freshness
 
 # Skipping needs a bound below the best score by more than this (relative): far above
 # the ranking's 1e-9 tie tolerance and any rounding between a bound and a real score.

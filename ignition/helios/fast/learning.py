@@ -14,7 +14,6 @@ import numpy as np
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.learning import (
     HistoryOf,
     Probe,
@@ -27,6 +26,7 @@ from ignition.helios.decide.utility import Candidate, Decision
 from ignition.helios.fast.lane_table import LaneTable
 from ignition.helios.fast.probe_core import ProbeBound, shape_cap
 from ignition.helios.fast.tables import Tables
+from ignition.helios.state.cost import CostModel, Freshness
 
 # Skipping a shape needs its gain bound below the best gain by more than this (relative):
 # far above the ranking's 1e-9 tie tolerance, however many near-ties the scan chains.

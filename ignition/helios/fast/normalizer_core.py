@@ -18,9 +18,9 @@ import numpy as np
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.decide.cost import CostEntry, CostModel
-from ignition.helios.decide.prompt_starts import BOUNDED_RULES, PromptStarts
-from ignition.helios.decide.service import Normalizers
+from ignition.helios.state.cost import CostEntry, CostModel
+from ignition.helios.state.prompt_starts import BOUNDED_RULES, PromptStarts
+from ignition.helios.state.rates import Normalizers
 
 # The newcomer rules this core reproduces (utility.NEWCOMER_RULES); any other rule
 # name makes the caller take the Python path.

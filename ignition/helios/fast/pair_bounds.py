@@ -37,7 +37,7 @@ from itertools import accumulate
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.decide.state_candidates import following_rows
+from ignition.helios.decide.state_rows import following_rows
 from ignition.helios.decide.utility import Decision, LaneView, prompt_capacity
 from ignition.helios.fast.lane_table import LaneTable, expected_outputs
 

@@ -18,27 +18,26 @@ from dataclasses import dataclass, replace
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide import cadence_ramp, utility
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.projection import measured, row_limit
-from ignition.helios.decide.prompt_starts import BOUNDED_RULES, prompt_starts
 from ignition.helios.decide.service import (
-    Normalizers,
     Prices,
     _fairness,
-    decay,
     first_delivery_price,
     graph_shares,
     normalizers,
-    stream_family,
 )
 from ignition.helios.decide.slot_pressure import pressure_factor
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
-from ignition.helios.queue import ExecutionQueue
-from ignition.helios.requests import RequestState
-from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.plans import LaneRole
+from ignition.helios.state.cost import CostModel
+from ignition.helios.state.prompt_starts import BOUNDED_RULES, prompt_starts
+from ignition.helios.state.queue import ExecutionQueue
+from ignition.helios.state.rates import Normalizers, decay, stream_family
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import RequestHandle
 
 
 def current_normalizers(
@@ -154,7 +153,7 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
     ``service.advance_rates`` for each queued frame it takes part in, then
     ``service.prices``, the same arithmetic in the same order, inlined (every decision
     after a completion projects every request: the completion moved every participant's
-    rates). A newcomer starts at its prompt-bounded start (helios/prompt_starts.py)."""
+    rates). A newcomer starts at its prompt-bounded start (helios/state/prompt_starts.py)."""
     advance, last_output, blocked = 0, r.last_output_ns, False
     is_decoder = r.prompt_position >= r.spec.num_prompt_tokens
     slot, generation = r.handle.slot, r.handle.generation

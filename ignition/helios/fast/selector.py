@@ -18,6 +18,12 @@ from collections.abc import Sequence
 from ignition.components.descriptor import Descriptor
 from ignition.helios.decide import mixed_width
 from ignition.helios.decide.policy import active_descriptors, select
+from ignition.helios.decide.selection import (
+    Selection,
+    SelectionState,
+    execution_class,
+    page_feasible,
+)
 from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.decide.utility import Candidate
 from ignition.helios.fast.bounds import (
@@ -33,16 +39,10 @@ from ignition.helios.fast.pair_bounds import DecoderRows
 from ignition.helios.fast.projection import ProjectionCache, build_population
 from ignition.helios.fast.state_search import StateSearch
 from ignition.helios.fast.tables import TableCache, Tables
-from ignition.helios.selection import (
-    Selection,
-    SelectionState,
-    execution_class,
-    page_feasible,
-)
 
 
 class Bounded:
-    """The bounded search as a selector (``helios.selection.Selector``), with the caches
+    """The bounded search as a selector (``decide.selection.Selector``), with the caches
     it keeps between decisions of one scheduler."""
 
     def __init__(self) -> None:

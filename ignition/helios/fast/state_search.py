@@ -27,29 +27,29 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.chains import chain_cohort, chain_vision, future_delivery_ms
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.prerequisites import chain_score
-from ignition.helios.decide.speculation import expected_output
-from ignition.helios.decide.state_candidates import (
-    ROLES,
-    StateTables,
-    _enables,
-    _ms,
-    _pair,
-    _state_lane,
-    decoder_rows,
-    following_rows,
-)
+from ignition.helios.decide.state_candidates import _pair
 from ignition.helios.decide.state_choice import (
     Best,
     best_candidate,
     state_tables,
     terminal_alone,
 )
+from ignition.helios.decide.state_rows import (
+    ROLES,
+    _enables,
+    _ms,
+    _state_lane,
+    decoder_rows,
+    following_rows,
+)
+from ignition.helios.decide.state_tables import StateTables
 from ignition.helios.decide.utility import Candidate, Decision, LaneView
 from ignition.helios.fast.bounds import BOUND_MARGIN
 from ignition.helios.fast.pair_bounds import DecoderRows, PairBounds
+from ignition.helios.state.acceptance import expected_output
+from ignition.helios.state.cost import CostModel, Freshness
 
 
 class StateSearch:

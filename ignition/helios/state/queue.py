@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ignition.helios.decide.service import Normalizers
-from ignition.helios.types import LaneWork, RequestHandle, ScheduledPlan
+from ignition.helios.plans import LaneWork, ScheduledPlan
+from ignition.helios.state.rates import Normalizers
+from ignition.helios.types import RequestHandle
 
 NUM_FRAME_SLOTS = 2
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ignition.helios.decide.rounds import ConfidenceForecast
-from ignition.helios.decide.service import ServiceRates
-from ignition.helios.decide.speculation import AcceptanceTracker
+from ignition.helios.state.acceptance import ConfidenceForecast
+from ignition.helios.state.acceptance import AcceptanceTracker
+from ignition.helios.state.rates import ServiceRates
 from ignition.helios.types import RequestHandle, RequestSpec, Resources, SchedulerError
 
 

@@ -13,19 +13,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ignition.helios.config import PolicyConfig
-from ignition.helios.decide.service import Normalizers, advance_rates, decay, stream_family
-from ignition.helios.queue import Frame
-from ignition.helios.requests import RequestState
-from ignition.helios.types import (
+from ignition.helios.plans import LaneRole, ScheduledPlan
+from ignition.helios.reports import (
     CompletionRecord,
     ConfidenceSidecar,
     ExecutionTiming,
-    Fence,
     GeneratedToken,
-    LaneRole,
-    RequestHandle,
-    ScheduledPlan,
 )
+from ignition.helios.state.queue import Frame
+from ignition.helios.state.rates import Normalizers, advance_rates, decay, stream_family
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import Fence, RequestHandle
 
 
 @dataclass

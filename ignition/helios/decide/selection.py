@@ -16,14 +16,15 @@ from typing import Protocol
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig, SpeculationMode
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import select
 from ignition.helios.decide.refresh import choose_refresh
-from ignition.helios.decide.speculation import PrefixHistory
 from ignition.helios.decide.utility import Candidate, Decision
-from ignition.helios.queue import ExecutionQueue
-from ignition.helios.requests import RequestState
-from ignition.helios.types import ExecutionClass, RequestHandle
+from ignition.helios.plans import ExecutionClass
+from ignition.helios.state.acceptance import PrefixHistory
+from ignition.helios.state.cost import CostModel, Freshness
+from ignition.helios.state.queue import ExecutionQueue
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import RequestHandle
 
 
 @dataclass(slots=True)
