@@ -1,9 +1,4 @@
-"""Helios: selects prepared physical graphs by useful value per execution time.
-
-Pure Python over plain data (no torch): the runtime meets it only through
-descriptors, plans and completion reports, and imports only what this module exports
-(tests/helios/test_protocol_boundary.py holds it to that).
-"""
+"""Helios: selects prepared physical graphs by useful value per execution time."""
 
 from __future__ import annotations
 

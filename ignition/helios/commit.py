@@ -1,6 +1,6 @@
 """Helios's commit: a planned frame checked against ownership, epochs, pages, credit and
-feedback dependencies, then queued. Checks never rerun selection; a rejected commit
-raises SchedulerError (ResourceShortage for pages) and changes no state."""
+feedback dependencies, then queued. A rejected
+commit raises SchedulerError (ResourceShortage for pages) and changes no state."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Helios's completion: the oldest frame's records validated, then costs, acceptance,
-prices, credit and committed state updated, and request resources released. A rejected
-report raises SchedulerError and changes no state."""
+prices, credit and committed state updated, and request resources released.
+A rejected report raises SchedulerError and changes no state."""
 
 from __future__ import annotations
 
@@ -102,9 +102,7 @@ class Completing:
 
     def execution_totals(self) -> dict[str, dict[str, int]]:
         """Per execution class (ordinary, discovery, timing_refresh, acceptance_learning):
-        ``executions``, ``nanoseconds``, ``episodes`` and ``last_episode_ns``. For timing
-        refresh P <= 0.002 / 0.998 * O + D, for acceptance learning
-        P <= 0.01 / 0.99 * O + D, with O the ordinary nanoseconds (see ExecutionBooks)."""
+        ``executions``, ``nanoseconds``, ``episodes`` and ``last_episode_ns``."""
         return self.books.totals()
 
     def published_output(self, handle: RequestHandle, fence: Fence) -> None:

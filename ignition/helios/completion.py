@@ -40,8 +40,6 @@ def validate_records(
         raise SchedulerError(f"{d.name}: {len(survival)} survival rows for {len(plan.lanes)} lanes")
     verified_total = 0
     for i, (lane, record) in enumerate(zip(plan.lanes, records, strict=True)):
-        # formatted only for an error: a program name and a handle's repr cost more than
-        # every check of a valid lane
         where = _Where(plan, i)
         if record.handle != lane.handle:
             raise SchedulerError(f"{where}: record is for {record.handle}")

@@ -1,6 +1,5 @@
 """The plans that cross the scheduler's boundary: lanes, roles, execution classes and the
-trace entry of a committed plan. Immutable, so that a plan returned by ``plan()`` can be
-committed later (or never) without the scheduler's state leaking into it."""
+trace entry of a committed plan."""
 
 from __future__ import annotations
 
@@ -42,12 +41,7 @@ class SelectionReason(StrEnum):
 
 
 class ExecutionClass(StrEnum):
-    """Which budget a committed execution belongs to.
-
-    ``ordinary`` selection (fresh or stale winners) earns exploration credit;
-    ``discovery`` of an unknown cost earns nothing and is accounted separately;
-    ``timing_refresh`` and ``acceptance_learning`` episodes spend their ledger's credit.
-    """
+    """Which budget a committed execution belongs to."""
 
     ORDINARY = "ordinary"
     DISCOVERY = "discovery"
@@ -57,13 +51,7 @@ class ExecutionClass(StrEnum):
 
 @dataclass(frozen=True)
 class LaneWork:
-    """The logical work of one lane, frozen at plan time.
-
-    ``query_length`` is the host-fixed target rows (pending token + drafts) for
-    ``query_length`` programs, and the device ceiling for ``speculative_prefix_limit``
-    programs. ``max_advance_tokens`` bounds committed output so queued frames keep
-    output limits and positions honest.
-    """
+    """The logical work of one lane, frozen at plan time."""
 
     handle: RequestHandle
     epoch: int
@@ -76,19 +64,12 @@ class LaneWork:
     reserved_tokens: int
     value: float
     checkpoint_tokens: int = 0  # state rows: the context length restored or captured
-    # Where a decode lane's drafts come from this round (RequestSpec.proposal_source at plan
-    # time): the runtime supplies copies for "ngram", and acceptance is observed for it.
     proposal_source: str = "mtp"
 
 
 @dataclass(frozen=True)
 class ScheduledPlan:
-    """A frozen selection: physical shape, logical lane work, epochs, duration, score.
-
-    A prefill or mixed program may carry up to ``descriptor.prompt_lanes`` prompt lanes
-    (lanes whose role is ``prompt``); ``prompt_rows`` lists them in row order and
-    ``prompt_row`` is the first of them (-1: none), the single-lane case as it was.
-    """
+    """A frozen selection: physical shape, logical lane work, epochs, duration, score."""
 
     descriptor: Descriptor
     lanes: tuple[LaneWork, ...]

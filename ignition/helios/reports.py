@@ -11,12 +11,7 @@ from ignition.helios.types import Fence, RequestHandle, SchedulerError
 
 @dataclass(frozen=True)
 class CompletionRecord:
-    """What the device reports for one lane.
-
-    ``num_verified_tokens`` is the device's allocation for ``speculative_prefix_limit``
-    programs (0 when the host fixed the lengths). ``is_finished`` marks validated
-    termination (stop token or stop sequence); output limits finish a request anyway.
-    """
+    """What the device reports for one lane."""
 
     handle: RequestHandle
     num_prompt_tokens: int = 0
@@ -34,8 +29,6 @@ class ExecutionTiming:
     device_ns: int
     wall_ns: int = 0
     readiness_stall_ns: int = 0
-    # Each rank's device interval under tensor parallelism (rank order); device_ns is then
-    # their maximum positive value. Empty on one rank.
     rank_device_ns: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
@@ -58,11 +51,7 @@ class ExecutionTiming:
 
 @dataclass(frozen=True)
 class ConfidenceSidecar:
-    """The FP32 sidecar of a confidence-producing program, shape [2, request_slots, D].
-
-    Plane 0 holds joint prefix probabilities (what the device allocated by); plane 1
-    holds per-position conditional confidences. Only rank zero's copy drives the host.
-    """
+    """The FP32 sidecar of a confidence-producing program, shape [2, request_slots, D]."""
 
     planes: tuple[tuple[tuple[float, ...], ...], tuple[tuple[float, ...], ...]]
 

@@ -1,15 +1,7 @@
 """The Helios scheduler: admission, planning, commit, completion and request resources.
 
-``plan()`` changes no scheduling state (it only fills caches); ``commit`` checks
-ownership, epochs, resources, exploration credit and feedback dependencies without
-rerunning selection, and opens an exploration episode; ``complete`` validates every
-lane before it updates costs, acceptance, prices, credit or committed state. A
-rejected call raises SchedulerError and changes no state.
-
-Every plan carries its execution class. An ordinary winner may be displaced by one
-funded timing refresh (refresh.py) or, failing that, one funded acceptance probe
-(learning.py); both run isolated, in an empty window with completion feedback.
-"""
+``plan()`` changes no scheduling state (it only fills caches). A rejected call raises
+SchedulerError and changes no state."""
 
 from __future__ import annotations
 
@@ -69,8 +61,6 @@ class Scheduler(Committing, Completing, SchedulerQueries):
         selector: Selector | None = None,
     ) -> None:
         self.catalog = catalog
-        # Device confidence allocation requires adaptive selection: a fixed-mode scheduler
-        # never offers a device-allocated program, whatever catalog it is handed.
         self.descriptors = tuple(
             d
             for d in catalog.descriptors
@@ -97,8 +87,6 @@ class Scheduler(Committing, Completing, SchedulerQueries):
         self._acceptance_priors = SourcePriors()
         self._forecast_priors = SourcePriors()
         self._last_fence = -1
-        # Bumped by every call that changes what a decision sees, except time; a probe
-        # search that found nothing is not repeated until it (or a cost) changes.
         self._changes = 0
         self.waiting_for_slot = 0  # note_waiting
         self._no_probe_at: tuple[int, int] | None = None
@@ -124,8 +112,6 @@ class Scheduler(Committing, Completing, SchedulerQueries):
             spec=spec,
             acceptance=AcceptanceTracker(self._acceptance_priors, spec.acceptance_prior),
             forecast=ConfidenceForecast(self._forecast_priors.of(spec.proposal_source)),
-            # with a prepared init program a fresh request starts through it (a restore
-            # starts a request from its checkpoint instead)
             is_initialized=not self._has_init or spec.restore_tokens > 0,
         )
         self._changes += 1
@@ -165,8 +151,7 @@ class Scheduler(Committing, Completing, SchedulerQueries):
 
     def preempt(self, handle: RequestHandle) -> None:
         """Retire a resident request through a terminal snapshot without completing its
-        response; its terminal age starts now. Only an idle request can be preempted, so
-        no submitted frame's committed output is lost."""
+        response; its terminal age starts now. Only an idle request can be preempted."""
         r = self._owned(handle)
         if not r.is_live or r.inflight:
             raise SchedulerError(f"{handle}: only an idle live request can be preempted")
@@ -231,9 +216,7 @@ class Scheduler(Committing, Completing, SchedulerQueries):
         return any(h in requests and requests[h].spec.needs_host_feedback(drafts) for h in handles)
 
     def own_freshness(self, c: Candidate) -> Freshness:
-        """The timing state of ``c``'s own graph. A measured prerequisite whose lookahead
-        has an unknown duration ranks as unknown (state_candidates) but discovers nothing
-        of its own cost: it executes, is accounted and reported as ordinary."""
+        """The timing state of ``c``'s own graph."""
         if c.descriptor.kind in STATE_KINDS:
             return self.costs.freshness(c.descriptor, self.now_ns)
         return c.freshness

@@ -1,6 +1,5 @@
 """Plain data a request brings across the scheduler's boundary: its handle, its spec, the
-resources it draws on, and the error a rejected call raises. Immutable, like the plans
-(plans.py) and completion reports (reports.py)."""
+resources it draws on, and the error a rejected call raises."""
 
 from __future__ import annotations
 
@@ -35,26 +34,7 @@ class Fence:
 
 @dataclass(frozen=True)
 class RequestSpec:
-    """What admission needs to know about a request.
-
-    ``message_endpoints`` are prompt positions where a message ends (exploration stops
-    there); ``image_spans`` are atomic ``[start, end)`` placeholder spans that no prefill
-    chunk may split. ``acceptance_prior`` preseeds per-depth acceptance means.
-
-    Checkpoint retention: ``restore_tokens`` is the length of a retained checkpoint
-    matching the prompt's prefix, restored as a prerequisite before any prompt work
-    (only the rest is prefilled); ``capture_ends`` are prompt endpoints where prefill
-    is cut and an intermediate snapshot captures the state before work continues;
-    ``terminal_snapshot`` retires the request through a terminal snapshot after its
-    validated termination instead of releasing it at once.
-
-    Vision windows (helios/vision_windows.py): ``window_stop`` is a capture end where
-    this generation's prefill stops for good; once captured, the generation is held
-    (never selected) until the runtime rebinds the request to a fresh generation.
-    ``vision_patches`` > 0: the generation's window of images must be encoded by a vision
-    prerequisite (a vision program of at least that many patches, the window's largest
-    image) before any of its prefill, after its restore if it has one.
-    """
+    """What admission needs to know about a request."""
 
     num_prompt_tokens: int
     max_output_tokens: int

@@ -1,12 +1,4 @@
-"""Candidates and selection.
-
-Every loaded physical capacity competes with the cohort that is best for it;
-candidates with the same kind, cohort and logical work drop any physical shape
-that is larger in every capacity than an alternative (timing estimates cannot
-make redundant padding preferable). Prefill capacities earn only the tokens they
-can consume; there is no smallest-fitting filter, duration ceiling or forced
-oldest-request rule.
-"""
+"""Candidates and selection."""
 
 from __future__ import annotations
 
@@ -282,15 +274,7 @@ def prune_dominated(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 
 class CatalogIndex:
-    """Lines of one catalog along which larger shapes only add padding.
-
-    Along a batch line (same kind, depth, width, prompt capacity and lanes, rectangular
-    P), every capacity at or above the number of eligible lanes serves the same cohort
-    with the same work, so all but the smallest are dominated. Along a prompt line
-    (same everything but the prompt capacity), every capacity whose lanes hold the
-    longest remaining prompt consumes the same tokens. Skipping those shapes before
-    evaluating them is exactly what pruning would do afterwards, only cheaper.
-    """
+    """Lines of one catalog along which larger shapes only add padding."""
 
     def __init__(self, descriptors: Sequence[Descriptor]) -> None:
         self.descriptors = [d for d in descriptors if d.kind in SCHEDULABLE_KINDS]

@@ -1,11 +1,4 @@
-"""Builds one decision's view of the requests, projected to the queue's expected end.
-
-Each queued frame contributes its frozen expected service and estimated duration
-to copies of the request prices, as if it completed as expected; a request with a
-queued expected delivery ages from that expected delivery; output limits and
-positions account for each queued lane's maximum advance. Projection never
-changes stored rates, publishes output or commits state.
-"""
+"""Builds one decision's view of the requests, projected to the queue's expected end."""
 
 from __future__ import annotations
 

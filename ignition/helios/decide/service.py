@@ -30,12 +30,7 @@ class Prices:
 def reference_interval_ms(
     measured: Iterable[tuple[Descriptor, float]], num_streams: int, family_size: int | None = None
 ) -> float | None:
-    """sigma = K * T / min(B, k) for the measured generation graph minimizing T / min(B, k).
-
-    K counts every delivery-bearing stream, k the streams of one family (k = K when all
-    streams are one family): independent uniform cohorts within each family, wall-time
-    shares proportional to family size.
-    """
+    """sigma = K * T / min(B, k) for the measured generation graph minimizing T / min(B, k)."""
     k = num_streams if family_size is None else family_size
     if num_streams <= 0 or k <= 0:
         return None
@@ -128,8 +123,7 @@ def _fairness(coefficient: float, rate: float | None, normal: float | None) -> f
 def first_delivery_price(norms: Normalizers, policy: PolicyConfig) -> float:
     """A prompt row's delivery price: the chunk that finishes its prompt makes the
     request's first delivery, credited (``PolicyConfig.first_delivery``) at the price a
-    decoder without delivery history starts at, g / z at the delivery normalizer. Zero
-    when the option is off, so the finishing chunk's value is then unchanged."""
+    decoder without delivery history starts at, g / z at the delivery normalizer."""
     if policy.first_delivery == 0:
         return 0.0
     return policy.first_delivery * _fairness(policy.delivery_fairness, None, norms.delivery_rate)

@@ -1,41 +1,6 @@
 """Candidates for state operations: initialization, restore, intermediate snapshots,
 terminal retirement, and the vision work that encodes a request's window of images (a
-prerequisite too).
-
-An initialization (a fresh request's zero state, when an init program is prepared: a
-restore from nothing), a restore (a retained checkpoint matching a new request's
-prefix) and an intermediate snapshot (a checkpoint capture where prefill was cut) are
-prerequisites: they earn no
-token service themselves and are ranked by what they enable. For every pair of a
-prepared state-operation shape and a following inference shape, the two cohorts are
-chosen jointly with the exact prefix-sum calculation of prerequisites.py, and the
-candidate carries the pair's score; the plan keeps only the state operation's own
-duration, and only it executes before replanning.
-
-Terminal retirement competes through the same value-per-time score: each retiring
-row is worth terminal_value + terminal_age_price * sigma * (A + T), sigma being the
-snapshot family's batch-feasible reference interval (none without a measured
-snapshot cost: nothing is invented). A snapshot graph with spare rows can retire
-terminal requests alongside a capture, and a terminal row's age stops at the
-snapshot's completion, which saves the waiting it would otherwise incur over the
-following graph.
-
-Following-graph lane values use the ordinary lane arithmetic at the lookahead's end
-(ages reset at the following graph's completion). When the following graph's one prompt
-row stops short of a remainder one prepared graph could consume whole (tails.py), the
-pair is worth no more than the sequence that also finishes the tail: min(pair, sequence
-over T + F + tail), so the bound only lowers scores. Decoders are valued at the
-following graph's real width (following_rows: min(D + 1, W) within an even share of its
-row budget, and the request's own limits), with their expected output at that width.
-
-Longer chains (restore or init, then vision, then inference) are chains.py's: each row
-ranked by its individual continuation index, a blocked decoder aged by its individual
-future-delivery reference.
-
-This module values pairs; state_choice.py values every pair of every state shape, and
-fast/state_search.py only those that could win (best upper bound first,
-fast/pair_bounds.py, skipping what falls clearly below the incumbent).
-"""
+prerequisite too)."""
 
 from __future__ import annotations
 
@@ -78,8 +43,6 @@ class PairCase:
     views: list[LaneView]
     ready_views: list[LaneView]
     prompt: LaneView | None = None
-    # the mixed graph's prompt enabled by the prerequisite: one (value, view) per row that
-    # could be it; the decoder cohort beside it is the same for each (see _enabled_prompts)
     enabled_prompts: list[tuple[float, LaneView]] | None = None
 
 
@@ -130,12 +93,7 @@ def _pair_inputs(
 def _enabled_prompts(
     case: PairCase, shape: PairShape, contributions: Sequence[TerminalContribution], waiting: float
 ) -> list[tuple[PairChoice, LaneView]]:
-    """The pair choice for each row that could be the mixed graph's enabled prompt.
-
-    The cohort beside the pinned prompt (newly enabled and ready decoders, the
-    prerequisite's terminal rows) does not depend on the prompt's value unless terminal
-    rows take part (the prefix comparison then may), so one cohort serves every row:
-    value = prompt + cohort, scored as best_pair_cohort scores it."""
+    """The pair choice for each row that could be the mixed graph's enabled prompt."""
     assert case.enabled_prompts is not None
     base = best_pair_cohort(shape, case.values, case.ready, contributions, waiting, case.pin)
     if base is None:

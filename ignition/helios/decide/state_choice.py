@@ -1,12 +1,4 @@
-"""Every state-operation shape's best candidate, by evaluating all of its work.
-
-For each prepared state shape (init, restore, snapshot, vision): terminal retirement
-alone (a snapshot shape), every pair with a following inference shape
-(state_candidates.py values a pair: its joint cohort and score), and the chain cohort
-(restore or init -> vision -> inference). Entries rank as ``Best`` says; the shape's
-candidate is its best entry. fast/state_search.py evaluates the same entries best bound
-first and skips those that cannot win; the differential test holds it to this.
-"""
+"""Every state-operation shape's best candidate, by evaluating all of its work."""
 
 from __future__ import annotations
 
@@ -126,11 +118,6 @@ def best_candidate(
         return [*lanes, *(_terminal_pick(r) for r in retire)], -1
 
     if not known:
-        # Unknown durations compare optimistically by useful value: a prerequisite whose
-        # lookahead has one (its own or the following graph's) ranks with the other
-        # unknown-duration candidates, by value, not among measured rates (where a value
-        # would outrank every rate while every discovery outranked it, so a fresh
-        # request's init waited behind the exploration of programs others could fill).
         freshness = Freshness.UNKNOWN
     candidate = Candidate(d, tables.costs.estimate_ns(d), freshness, value, count, key, build)
     candidate.score = value if freshness is Freshness.UNKNOWN else score

@@ -27,8 +27,7 @@ from ignition.helios.state.cost import CostModel
 class _Shapes:
     """What the pair lookahead needs of the inference shapes alone: each one's duration
     in ms (None: unknown), the rows a decoder verifies in it (following_rows) and the
-    tail rule's completion times, built on first use. The shapes are held, so the ids a
-    memo key records stay theirs."""
+    tail rule's completion times, built on first use."""
 
     def __init__(self, inference: Sequence[Descriptor], costs: CostModel) -> None:
         self.inference = list(inference)

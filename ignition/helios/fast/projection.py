@@ -1,13 +1,5 @@
 """The population plan() builds: ``decide.projection.build_population``'s views, made
-fast.
-
-Normalizers come from the vectorised catalog pass (normalizer_core.py) and carry the
-newcomer rule's prompt-start table instead of computing each newcomer's start; each
-request's projection through the queued frames is kept (``ProjectionCache``) while its
-state, the queue and the normalizers are unchanged, and its view object is reused while
-its age and the decision's scale are, so tables built on the views are reused too
-(fast/tables.py).
-"""
+fast."""
 
 from __future__ import annotations
 
@@ -125,16 +117,7 @@ class _Row:
 
 
 class ProjectionCache:
-    """Per-request projections reused while their inputs are unchanged.
-
-    A row depends on the request (its epoch, which every commit, completion,
-    cancellation and retirement bumps, and, because callers may adjust them between
-    decisions, its stored rates, last output, positions and spec), on the queued frames,
-    the normalizers, the policy and the depth; the last four are checked once per
-    decision and any change drops every row. A view is reused only when the decision's
-    scale and the request's age are also unchanged, so a cached view is always the one
-    a fresh projection would build.
-    """
+    """Per-request projections reused while their inputs are unchanged."""
 
     def __init__(self) -> None:
         self.rows: dict[int, _Row] = {}  # by id(request); a row holds its request
@@ -153,7 +136,7 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
     ``service.advance_rates`` for each queued frame it takes part in, then
     ``service.prices``, the same arithmetic in the same order, inlined (every decision
     after a completion projects every request: the completion moved every participant's
-    rates). A newcomer starts at its prompt-bounded start (helios/state/prompt_starts.py)."""
+    rates)."""
     advance, last_output, blocked = 0, r.last_output_ns, False
     is_decoder = r.prompt_position >= r.spec.num_prompt_tokens
     slot, generation = r.handle.slot, r.handle.generation
@@ -216,8 +199,7 @@ def _view(
     ramped: PolicyConfig | None,
 ) -> LaneView:
     """The request's LaneView; RequestState's position properties are inlined (one view
-    per request per decision, so each property call shows). ``ramped``: the policy
-    while its cadence ramp is on (decide/cadence_ramp.py), else None."""
+    per request per decision, so each property call shows)."""
     r = row.request
     spec = r.spec
     position, num_output = r.prompt_position, r.num_output

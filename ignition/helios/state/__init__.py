@@ -2,5 +2,4 @@
 acceptance histories and forecasts (``acceptance.py``), service rates and their
 normalizers (``rates.py``, ``prompt_starts.py``), each request's state (``requests.py``),
 the execution queue (``queue.py``) and the accounting that updates them on completion
-(``accounting.py``). ``decide`` reads this room; this room imports no decision.
-"""
+(``accounting.py``)."""

@@ -1,11 +1,5 @@
 """Acceptance estimates: per-request, per-source prefix survival means.
-
-s_d estimates the probability that the first d drafts of a round are all
-accepted. Accepted prefixes supply ones, a rejection supplies zeros to the longer
-offered prefixes, termination censors the remaining suffix, and width-one rounds
-supply nothing. Estimates start at a population prior with weight two, cap at
-128, and age with a half-life of 128 generated tokens.
-"""
+s_d estimates the probability that the first d drafts of a round are all accepted."""
 
 from __future__ import annotations
 

@@ -1,28 +1,4 @@
-"""A newcomer's start rate, bounded by the prompt it can absorb.
-
-The newcomer rule (docs/scheduling.md) starts a request without token history at
-x0 = sqrt(x_gen * x_norm). x_norm is the best rate a prompt-consuming stream gets from
-one graph, useful(G, k) / (k * T(G)): on the qwen38 catalog a 4096-token prefill
-shared by k streams. A request whose uncached prompt is R tokens can take at most R of
-a graph's per-stream share, so the rate any graph could actually serve it at is
-
-    x_norm(R) = max over measured graphs G of min(useful(G, k) / k, R) / T(G),
-
-which equals x_norm for a long prompt and falls towards R / T for a short one. The start
-sqrt(x_gen * x_norm(R)) is the newcomer rule with that honest yardstick. It matters
-because on a MoE roofline every prompt launch costs about as much as a long prefill: a
-restored conversation turn (retention leaves ~130 tokens) or a short first prompt
-started as if it had been served at long-prefill speed, so its price was about
-capacity / R too low and it waited ~100 ms behind decoders until the fairness price had
-grown. Long prompts (R at least the winning graph's share) keep exactly the rule's
-start. Decode and speculative graphs take part (their share is at most one token), so
-x_norm(R) never falls below x_gen and a newcomer never starts below parity with the
-best-served decoder.
-
-R is a per-request constant, the prompt tokens after any restored checkpoint: the start
-applies only while the request has no token history, and every site that reads it
-(both projections, the service update at commit) must agree.
-"""
+"""A newcomer's start rate, bounded by the prompt it can absorb."""
 
 from __future__ import annotations
 
@@ -37,13 +13,7 @@ BOUNDED_RULES = ("balanced",)
 
 @dataclass(frozen=True)
 class PromptStarts:
-    """x_norm(R) as a step table over the measured graphs' per-stream shares.
-
-    Graphs sorted by share s_i = useful_i / k: graphs with s_i <= R contribute
-    s_i / T_i (``below``, a running maximum), the others R / T_i, largest at the
-    fastest of them (``fastest``, a running minimum from the end; R / T rather than
-    R * (1 / T), so the floats are the definition's).
-    """
+    """x_norm(R) as a step table over the measured graphs' per-stream shares."""
 
     shares: tuple[float, ...]
     below: tuple[float, ...]  # below[i]: max s / T over graphs [0, i); 0 at i = 0

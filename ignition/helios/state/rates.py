@@ -1,8 +1,4 @@
-"""A request's aged service rates and the normalizers they start from.
-
-Rates are stored in physical units (tokens/ms, deliveries/ms); only validated service
-changes them, never a phase change, an acceptance update or a normalizer change.
-"""
+"""A request's aged service rates and the normalizers they start from."""
 
 from __future__ import annotations
 
@@ -23,19 +19,12 @@ class ServiceRates:
 
 @dataclass(frozen=True)
 class Normalizers:
-    """Starting rates for missing history, from the applicable measured catalog.
-
-    ``delivery_rate`` and ``sigma_ms`` are those of one family holding every
-    delivery-bearing stream; ``by_family`` holds the normalizers of each family when the
-    streams form more than one.
-    """
+    """Starting rates for missing history, from the applicable measured catalog."""
 
     token_rate: float | None = None
     delivery_rate: float | None = None
     sigma_ms: float | None = None
     by_family: Mapping[str, Normalizers] = field(default_factory=dict, compare=False)
-    # The newcomer start bounded by each request's prompt (helios/state/prompt_starts.py);
-    # None: every newcomer starts at token_rate.
     prompt_starts: PromptStarts | None = None
 
     def for_family(self, family: str) -> Normalizers:
@@ -49,12 +38,7 @@ class Normalizers:
 
 
 def stream_family(proposal_source: str) -> str:
-    """The family a delivery-bearing stream belongs to for its reference interval.
-
-    Streams of one proposal source form one family: their speculative rounds share
-    proposal work and acceptance tracking, so they are the cohorts the reference interval
-    assumes to be uniform and independent of the other families.
-    """
+    """The family a delivery-bearing stream belongs to for its reference interval."""
     return proposal_source
 
 
