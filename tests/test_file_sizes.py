@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "ignition"
 MAX_LINES = 400
-ROOMS = ("components", "server", "cli", "simulate")
+ROOMS = ("components", "server", "cli", "simulate", "helios")
 
 
 def test_no_file_in_the_checked_rooms_exceeds_the_line_limit():

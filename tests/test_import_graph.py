@@ -292,4 +292,47 @@ def test_a_proposal_source_importing_the_loop_is_found():
     planted = {"ignition.runtime.proposals.offers": frozenset({"ignition.runtime.loop.hooks"})}
     assert runtime_upward(planted) == [
         "ignition.runtime.proposals.offers -> ignition.runtime.loop.hooks"
+# Helios's rooms: state/ holds what the scheduler has learned and keeps (cost model,
+# acceptance trackers, rates, requests, the queue); decide/ holds the decisions over it;
+# fast/ finds decide's winner quickly; the scheduler and its glue sit at the top level.
+# Each room may import, inside Helios, its own modules and the ones listed here.
+HELIOS_BASE = tuple(f"ignition.helios.{m}" for m in ("config", "types", "plans", "reports"))
+HELIOS_MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "state": HELIOS_BASE,
+    "decide": (*HELIOS_BASE, "ignition.helios.state"),
+}
+
+
+def helios_upward(edges: dict[str, frozenset[str]]) -> list[str]:
+    """``source -> target`` for every import from a Helios room into a Helios module its
+    row does not list (the scheduler, fast/, the glue, or for state/ any decision)."""
+    found = []
+    for room, allowed in HELIOS_MAY_IMPORT.items():
+        own = f"ignition.helios.{room}"
+        for source, targets in edges.items():
+            if source != own and not source.startswith(own + "."):
+                continue
+            for target in targets:
+                inside = target.startswith("ignition.helios.")
+                ok = any(target == a or target.startswith(a + ".") for a in (own, *allowed))
+                if inside and not ok:
+                    found.append(f"{source} -> {target}")
+    return sorted(found)
+
+
+def test_helios_decide_and_state_import_nothing_above_them():
+    """decide/ never imports the scheduler, fast/ or the glue; state/ imports no decision."""
+    assert helios_upward(graph()) == []
+
+
+def test_a_decision_importing_the_scheduler_or_state_importing_a_decision_is_found():
+    planted = {
+        "ignition.helios.decide.policy": frozenset({"ignition.helios.scheduler"}),
+        "ignition.helios.state.cost": frozenset({"ignition.helios.decide.utility"}),
+        "ignition.helios.state.queue": frozenset({"ignition.helios.fast.tables"}),
+    }
+    assert helios_upward(planted) == [
+        "ignition.helios.decide.policy -> ignition.helios.scheduler",
+        "ignition.helios.state.cost -> ignition.helios.decide.utility",
+        "ignition.helios.state.queue -> ignition.helios.fast.tables",
     ]

@@ -1,9 +1,4 @@
-"""Helios: selects prepared physical graphs by useful value per execution time.
-
-Pure Python over plain data (no torch): the runtime meets it only through
-descriptors, plans and completion reports, and imports only what this module exports
-(tests/helios/test_protocol_boundary.py holds it to that).
-"""
+"""Helios: selects prepared physical graphs by useful value per execution time."""
 
 from __future__ import annotations
 
@@ -16,30 +11,34 @@ from ignition.helios.config import (
     policy_from_preset,
     throughput,
 )
+from ignition.helios.plans import (
+    ExecutionClass,
+    LaneRole,
+    LaneWork,
+    ScheduledPlan,
+    SelectionReason,
+    TraceEntry,
+)
 from ignition.helios.protocol import SchedulerFactory, SchedulerProtocol, helios_scheduler
+from ignition.helios.reports import (
+    CompletionRecord,
+    CompletionReport,
+    ConfidenceSidecar,
+    ExecutionTiming,
+    GeneratedToken,
+)
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.study_rules import left_out_rule, newcomer_rule
 from ignition.helios.trace import trace_to_json
 from ignition.helios.types import (
-    CompletionRecord,
-    CompletionReport,
-    ConfidenceSidecar,
     DraftSource,
-    ExecutionClass,
-    ExecutionTiming,
     Fence,
-    GeneratedToken,
     HEAD_DRAFTS,
-    LaneRole,
-    LaneWork,
     RequestHandle,
     RequestSpec,
-    Resources,
     ResourceShortage,
-    ScheduledPlan,
+    Resources,
     SchedulerError,
-    SelectionReason,
-    TraceEntry,
 )
 from ignition.helios.views import (
     CostEstimate,

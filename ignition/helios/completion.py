@@ -5,16 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ignition.helios.requests import RequestState
-from ignition.helios.types import (
-    CompletionRecord,
-    ConfidenceSidecar,
-    LaneRole,
-    LaneWork,
-    RequestHandle,
-    ScheduledPlan,
-    SchedulerError,
-)
+from ignition.helios.plans import LaneRole, LaneWork, ScheduledPlan
+from ignition.helios.reports import CompletionRecord, ConfidenceSidecar
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import RequestHandle, SchedulerError
 
 
 def _probability(value: float) -> bool:
@@ -46,8 +40,6 @@ def validate_records(
         raise SchedulerError(f"{d.name}: {len(survival)} survival rows for {len(plan.lanes)} lanes")
     verified_total = 0
     for i, (lane, record) in enumerate(zip(plan.lanes, records, strict=True)):
-        # formatted only for an error: a program name and a handle's repr cost more than
-        # every check of a valid lane
         where = _Where(plan, i)
         if record.handle != lane.handle:
             raise SchedulerError(f"{where}: record is for {record.handle}")

@@ -1,8 +1,4 @@
-"""Policy preferences: the throughput/cadence trade-off Helios maximizes.
-
-These are preferences, not latency bounds and not timing measurements. Zero
-disables the corresponding preference.
-"""
+"""Policy preferences: the throughput/cadence trade-off Helios maximizes."""
 
 from __future__ import annotations
 
@@ -128,8 +124,7 @@ def objective() -> PolicyConfig:
     decoders' delivery and age prices ramped in as they near the target, and generation
     frames that leave ready decoders out scored with the frame those then need, and a
     winning mixed frame at the width its decoders earn most net of the generation rate
-    (decide/mixed_width.py). Slot
-    pressure stays off (why: that document)."""
+    (decide/mixed_width.py)."""
     return replace(
         flat_cadence(),
         cadence_ramp=OBJECTIVE_CADENCE_RAMP,

@@ -1,15 +1,4 @@
-"""The one seam schedulers meet the runtime through.
-
-Helios (:class:`ignition.helios.scheduler.Scheduler`) and the diagnostic direct
-scheduler (:mod:`ignition.direct.scheduler`) both satisfy it, and the engine takes a
-scheduler only through it, so ``debug-serve --direct`` chooses a scheduler when the
-engine is built instead of swapping one in afterwards. The calls follow the seed's
-interface (design document, "Planning and the execution queue") with one completion
-call: its report carries the confidence sidecar of a device-allocated speculative round
-and the completion_speculative_survival rows where a program writes them. The queries
-answer what the runtime needs with frozen views (views.py), named by what they answer;
-the runtime reads nothing else of a scheduler (tests/helios/test_protocol_boundary.py).
-"""
+"""The one seam schedulers meet the runtime through."""
 
 from __future__ import annotations
 
@@ -19,17 +8,10 @@ from typing import Protocol, runtime_checkable
 from ignition.components.catalog import Catalog
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig, SpeculationMode
+from ignition.helios.plans import ScheduledPlan
+from ignition.helios.reports import CompletionReport, GeneratedToken
 from ignition.helios.scheduler import Scheduler
-from ignition.helios.types import (
-    CompletionReport,
-    DraftSource,
-    Fence,
-    GeneratedToken,
-    RequestHandle,
-    RequestSpec,
-    Resources,
-    ScheduledPlan,
-)
+from ignition.helios.types import DraftSource, Fence, RequestHandle, RequestSpec, Resources
 from ignition.helios.views import (
     CostEstimate,
     PreemptionVictim,

@@ -1,10 +1,5 @@
-"""What the runtime may ask Helios, and Helios's side of preemption.
-
-The seed gives request resources to the scheduler: which request gives way when the free
-KV pages cannot cover a commit, and whether a preempted request fits to resume, are
-decided here from the page ledger, not by the runtime reading it. Every answer is a
-frozen view (views.py); nothing here changes scheduling state.
-"""
+"""What the runtime may ask Helios, and Helios's side of preemption. Nothing here
+changes scheduling state."""
 
 from __future__ import annotations
 
@@ -13,10 +8,11 @@ from collections.abc import Iterable
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.refresh import ExecutionBooks
-from ignition.helios.requests import RequestState, ResourcePool
-from ignition.helios.types import RequestHandle, ScheduledPlan, TraceEntry
+from ignition.helios.plans import ScheduledPlan, TraceEntry
+from ignition.helios.state.cost import CostModel, Freshness
+from ignition.helios.state.requests import RequestState, ResourcePool
+from ignition.helios.types import RequestHandle
 from ignition.helios.views import (
     CostEstimate,
     PreemptionVictim,
@@ -90,15 +86,7 @@ class SchedulerQueries:
         return [r for r in self.requests.values() if r.is_live and r.num_pages > 0]
 
     def preemption_victim(self, blocked: ScheduledPlan) -> PreemptionVictim | None:
-        """Who gives way when the queue is empty and ``blocked`` cannot get its pages.
-
-        The most recently admitted (``RequestSpec.admitted_ns``, then the higher slot)
-        among the live requests holding pages and those ``blocked`` serves, as vLLM
-        preempts the latest arrival: a resumed request still waiting for its pages goes
-        back rather than evicting an older one that would then evict it in turn. None:
-        nothing can give way (a lone request, or no request holds pages), so the pool
-        cannot hold ``blocked``'s requests.
-        """
+        """Who gives way when the queue is empty and ``blocked`` cannot get its pages."""
         holders = self._holders()
         if sum(1 for _ in self._occupying()) < 2 or not holders:
             return None
@@ -115,8 +103,7 @@ class SchedulerQueries:
         plus its output so far) and output limit, fits now: a free slot, and pages for its
         whole length beside what live requests without pages will take for theirs and a
         page of growth per running holder (each may cross a page boundary on its next
-        step); or nothing else runs. Resuming into the same shortage would preempt it
-        again at once."""
+        step); or nothing else runs."""
         if not self.pool.can_allocate_slot():
             return False
         if not any(True for _ in self._occupying()):

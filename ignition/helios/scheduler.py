@@ -1,15 +1,7 @@
 """The Helios scheduler: admission, planning, commit, completion and request resources.
 
-``plan()`` changes no scheduling state (it only fills caches); ``commit`` checks
-ownership, epochs, resources, exploration credit and feedback dependencies without
-rerunning selection, and opens an exploration episode; ``complete`` validates every
-lane before it updates costs, acceptance, prices, credit or committed state. A
-rejected call raises SchedulerError and changes no state.
-
-Every plan carries its execution class. An ordinary winner may be displaced by one
-funded timing refresh (refresh.py) or, failing that, one funded acceptance probe
-(learning.py); both run isolated, in an empty window with completion feedback.
-"""
+``plan()`` changes no scheduling state (it only fills caches). A rejected call raises
+SchedulerError and changes no state."""
 
 from __future__ import annotations
 
@@ -20,47 +12,47 @@ from dataclasses import replace
 from ignition.components.catalog import Catalog
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.accounting import Publication, apply_lane, charge_service
-from ignition.helios.completion import validate_records
+from ignition.helios.commit import Committing
+from ignition.helios.completing import Completing
 from ignition.helios.config import PolicyConfig, SpeculationMode
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import QUEUEABLE_KINDS, SCHEDULABLE_KINDS
 from ignition.helios.decide.refresh import CreditLedger, ExecutionBooks
-from ignition.helios.decide.rounds import ConfidenceForecast
+from ignition.helios.decide.selection import SelectionState, Selector
 from ignition.helios.decide.sources import choose_source
-from ignition.helios.decide.speculation import AcceptanceTracker, PrefixHistory, SourcePriors
-from ignition.helios.decide.state_candidates import STATE_KINDS
+from ignition.helios.decide.state_rows import STATE_KINDS
 from ignition.helios.decide.utility import Candidate, Decision
-from ignition.helios.fast.projection import current_normalizers
 from ignition.helios.fast.selector import Bounded
-from ignition.helios.queries import SchedulerQueries
-from ignition.helios.queue import NUM_FRAME_SLOTS, ExecutionQueue, Frame, Participant
-from ignition.helios.requests import RequestState, ResourcePool
-from ignition.helios.selection import SelectionState, Selector
-from ignition.helios.state_work import apply_state_lane, check_state_lane, checkpoint_tokens
-from ignition.helios.trace import trace_entry
-from ignition.helios.types import (
-    CompletionReport,
-    DraftSource,
+from ignition.helios.plans import (
     ExecutionClass,
-    Fence,
-    GeneratedToken,
-    LaneRole,
     LaneWork,
-    RequestHandle,
-    RequestSpec,
-    ResourceShortage,
-    Resources,
     ScheduledPlan,
-    SchedulerError,
     SelectionReason,
     TraceEntry,
+)
+from ignition.helios.queries import SchedulerQueries
+from ignition.helios.state.acceptance import (
+    AcceptanceTracker,
+    ConfidenceForecast,
+    PrefixHistory,
+    SourcePriors,
+)
+from ignition.helios.state.accounting import Publication
+from ignition.helios.state.cost import CostModel, Freshness
+from ignition.helios.state.queue import ExecutionQueue
+from ignition.helios.state.requests import RequestState, ResourcePool
+from ignition.helios.state_work import checkpoint_tokens
+from ignition.helios.types import (
+    DraftSource,
+    RequestHandle,
+    RequestSpec,
+    Resources,
+    SchedulerError,
 )
 
 EXPLORATION = (ExecutionClass.TIMING_REFRESH, ExecutionClass.ACCEPTANCE_LEARNING)
 
 
-class Scheduler(SchedulerQueries):
+class Scheduler(Committing, Completing, SchedulerQueries):
     """Helios; satisfies :class:`ignition.helios.protocol.SchedulerProtocol` (its queries
     and preemption choice are in queries.py)."""
 
@@ -75,8 +67,6 @@ class Scheduler(SchedulerQueries):
         selector: Selector | None = None,
     ) -> None:
         self.catalog = catalog
-        # Device confidence allocation requires adaptive selection: a fixed-mode scheduler
-        # never offers a device-allocated program, whatever catalog it is handed.
         self.descriptors = tuple(
             d
             for d in catalog.descriptors
@@ -103,8 +93,6 @@ class Scheduler(SchedulerQueries):
         self._acceptance_priors = SourcePriors()
         self._forecast_priors = SourcePriors()
         self._last_fence = -1
-        # Bumped by every call that changes what a decision sees, except time; a probe
-        # search that found nothing is not repeated until it (or a cost) changes.
         self._changes = 0
         self.waiting_for_slot = 0  # note_waiting
         self._no_probe_at: tuple[int, int] | None = None
@@ -130,8 +118,6 @@ class Scheduler(SchedulerQueries):
             spec=spec,
             acceptance=AcceptanceTracker(self._acceptance_priors, spec.acceptance_prior),
             forecast=ConfidenceForecast(self._forecast_priors.of(spec.proposal_source)),
-            # with a prepared init program a fresh request starts through it (a restore
-            # starts a request from its checkpoint instead)
             is_initialized=not self._has_init or spec.restore_tokens > 0,
         )
         self._changes += 1
@@ -171,8 +157,7 @@ class Scheduler(SchedulerQueries):
 
     def preempt(self, handle: RequestHandle) -> None:
         """Retire a resident request through a terminal snapshot without completing its
-        response; its terminal age starts now. Only an idle request can be preempted, so
-        no submitted frame's committed output is lost."""
+        response; its terminal age starts now. Only an idle request can be preempted."""
         r = self._owned(handle)
         if not r.is_live or r.inflight:
             raise SchedulerError(f"{handle}: only an idle live request can be preempted")
@@ -240,9 +225,7 @@ class Scheduler(SchedulerQueries):
         return any(h in requests and requests[h].spec.needs_host_feedback(drafts) for h in handles)
 
     def own_freshness(self, c: Candidate) -> Freshness:
-        """The timing state of ``c``'s own graph. A measured prerequisite whose lookahead
-        has an unknown duration ranks as unknown (state_candidates) but discovers nothing
-        of its own cost: it executes, is accounted and reported as ordinary."""
+        """The timing state of ``c``'s own graph."""
         if c.descriptor.kind in STATE_KINDS:
             return self.costs.freshness(c.descriptor, self.now_ns)
         return c.freshness
@@ -272,7 +255,7 @@ class Scheduler(SchedulerQueries):
         return self._freeze(winner, chosen.decision, state.start_ns, needs, chosen.credit_ns, cls)
 
     def selection_state(self) -> SelectionState:
-        """What a decision made now reads (helios/selection.py)."""
+        """What a decision made now reads (helios/decide/selection.py)."""
         searched = (self._changes, self.costs.version)
         return SelectionState(
             requests=self.requests,
@@ -382,184 +365,6 @@ class Scheduler(SchedulerQueries):
     def _pages_needed(self, r: RequestState, extra: Sequence[LaneWork] = ()) -> int:
         lanes = [*self._inflight_lanes(r), *extra]
         return self.pool.pages_for(r.context_tokens + sum(lane.reserved_tokens for lane in lanes))
-
-    def _check_lane(self, lane: LaneWork) -> int:
-        """Validate one lane for commit; returns its page delta."""
-        r = self.requests.get(lane.handle)
-        if r is None or not self.pool.is_current(lane.handle):
-            raise SchedulerError(f"{lane.handle} no longer owns its slot")
-        if lane.role.is_state_operation:
-            if r.epoch != lane.epoch:
-                raise SchedulerError(
-                    f"{lane.handle}: plan epoch {lane.epoch}, request is at {r.epoch}"
-                )
-            check_state_lane(r, lane, self._inflight_lanes(r))
-            return self._pages_needed(r, [lane]) - r.num_pages
-        if not r.is_live:
-            raise SchedulerError(f"{lane.handle} is cancelled or finished")
-        if r.epoch != lane.epoch:
-            raise SchedulerError(f"{lane.handle}: plan epoch {lane.epoch}, request is at {r.epoch}")
-        inflight = self._inflight_lanes(r)
-        if lane.role is LaneRole.PROMPT:
-            if r.is_decoder or inflight:
-                raise SchedulerError(f"{lane.handle}: a prompt row needs an idle prompt request")
-            if r.prompt_position + lane.num_prompt_tokens > r.spec.num_prompt_tokens:
-                raise SchedulerError(f"{lane.handle}: prompt row runs past the prompt")
-        else:
-            if not r.is_decoder or any(x.role is LaneRole.PROMPT for x in inflight):
-                raise SchedulerError(f"{lane.handle}: not a decoder yet (needs prefill feedback)")
-            advance = sum(x.max_advance_tokens for x in inflight)
-            if r.remaining_output - advance < 1:
-                raise SchedulerError(f"{lane.handle}: queued work already reaches its output limit")
-        return self._pages_needed(r, [lane]) - r.num_pages
-
-    def commit(self, plan: ScheduledPlan, fence: Fence) -> None:
-        d = plan.descriptor
-        if fence.value <= self._last_fence:
-            raise SchedulerError(f"fence {fence.value} is not after fence {self._last_fence}")
-        if d not in self.descriptors and d not in self.state_descriptors:
-            raise SchedulerError(f"{d.name} is not a schedulable program of this catalog")
-        ledger = self.books.ledger_of(plan.execution_class)
-        if ledger is not None and not ledger.can_open():
-            raise SchedulerError(
-                f"{d.name}: a {plan.execution_class.value} episode needs full credit and "
-                "no open episode"
-            )
-        needs = plan.requires_empty_window or self._needs_feedback(
-            d, self.costs.freshness(d, self.now_ns), (lane.handle for lane in plan.lanes)
-        )
-        if not self.queue.is_empty:
-            closed = self.queue.why_closed()
-            if closed is not None:
-                raise SchedulerError(f"cannot queue {d.name}: {closed}")
-            if needs:
-                raise SchedulerError(f"{d.name} needs an empty window and completion feedback")
-        handles = [lane.handle for lane in plan.lanes]
-        if len(set(handles)) != len(handles):
-            raise SchedulerError(f"{d.name}: a request appears in two lanes")
-        deltas = [self._check_lane(lane) for lane in plan.lanes]
-        if sum(deltas) > self.pool.num_free_pages:
-            raise ResourceShortage(
-                f"{d.name}: needs {sum(deltas)} KV pages, {self.pool.num_free_pages} free"
-            )
-        self.pool.adjust_pages(sum(deltas))
-        self._serve_seq += 1
-        for lane, delta in zip(plan.lanes, deltas, strict=True):
-            r = self.requests[lane.handle]
-            r.num_pages += delta
-            r.epoch += 1
-            r.last_served_seq = self._serve_seq
-            r.inflight.append(fence.value)
-        participants = tuple(
-            Participant(r.handle, r.is_decoder) for r in self.requests.values() if r.is_live
-        )
-        frame = Frame(
-            fence=fence.value,
-            plan=plan,
-            participants=participants,
-            norms=current_normalizers(self.descriptors, self.costs, self.requests.values()),
-            expected_start_ns=self.queue.expected_end_ns(self.now_ns),
-            needs_feedback=needs,
-        )
-        self.queue.push(frame)
-        if ledger is not None:
-            ledger.open(fence.value)
-        self.costs.note_attempt(d, self.now_ns)
-        self._last_fence = fence.value
-        self._changes += 1
-        self.trace.append(trace_entry(plan, fence.value, self.now_ns))
-
-    def complete(self, fence: Fence, report: CompletionReport) -> list[GeneratedToken]:
-        """The one completion call; a device-allocated round's report carries its
-        confidence sidecar, and survival rows replace binary acceptance observations."""
-        records, timing = report.records, report.timing
-        sidecar, survival = report.sidecar, report.survival
-        head = self.queue.head()
-        if head is None or head.fence != fence.value:
-            expected = "none" if head is None else head.fence
-            raise SchedulerError(f"fence {fence.value} is not the oldest in flight ({expected})")
-        validate_records(head.plan, records, self.requests, sidecar, survival)
-        frame = self.queue.pop_head()
-        plan = frame.plan
-        d = plan.descriptor
-        if timing.device_ns > 0:
-            self.costs.observe(d, timing.device_ns - timing.readiness_stall_ns, self.now_ns)
-        spent = self.books.account(plan.execution_class, frame.fence, timing, frame.was_queued)
-        if spent is not None:
-            self._record_spent(frame.fence, spent)
-        self._publishable = charge_service(
-            frame,
-            records,
-            timing,
-            self.requests,
-            self.policy,
-            lambda: current_normalizers(self.descriptors, self.costs, self.requests.values()),
-        )
-        tokens: list[GeneratedToken] = []
-        for i, (lane, record) in enumerate(zip(plan.lanes, records, strict=True)):
-            r = self.requests[lane.handle]
-            r.inflight.remove(fence.value)
-            r.epoch += 1
-            if lane.role.is_state_operation:
-                apply_state_lane(r, lane)
-            elif r.is_live:
-                tokens += apply_lane(r, plan, i, record, fence, sidecar, survival, self.now_ns)
-                if r.is_finished and r.spec.terminal_snapshot and self._has_snapshot:
-                    r.terminal_since_ns = self.now_ns  # validated completion found termination
-            if r.is_releasable:
-                self._release(r)
-            elif r.handle in self.requests:
-                new_pages = self._pages_needed(r)
-                self.pool.adjust_pages(new_pages - r.num_pages)
-                r.num_pages = new_pages
-        self._changes += 1
-        self._note_idle()
-        return tokens
-
-    def _record_spent(self, fence: int, ns: int) -> None:
-        """Complete the trace entry of an episode with the credit it spent."""
-        for i in range(len(self.trace) - 1, max(-1, len(self.trace) - 2 - NUM_FRAME_SLOTS), -1):
-            if self.trace[i].fence == fence:
-                self.trace[i] = replace(self.trace[i], credit_spent_ns=ns)
-                return
-
-    def _note_idle(self) -> None:
-        """With nothing submitted and no live request the scheduler is idle: both ledgers
-        discard positive credit and keep debt."""
-        if self.queue.is_empty and not any(r.is_live for r in self.requests.values()):
-            self.books.idle()
-
-    def execution_totals(self) -> dict[str, dict[str, int]]:
-        """Per execution class (ordinary, discovery, timing_refresh, acceptance_learning):
-        ``executions``, ``nanoseconds``, ``episodes`` and ``last_episode_ns``. For timing
-        refresh P <= 0.002 / 0.998 * O + D, for acceptance learning
-        P <= 0.01 / 0.99 * O + D, with O the ordinary nanoseconds (see ExecutionBooks)."""
-        return self.books.totals()
-
-    def published_output(self, handle: RequestHandle, fence: Fence) -> None:
-        """The first visible publication for a fence turns its zero deliveries into one."""
-        pub = self._publishable.get(handle)
-        if pub is None or pub.fence != fence.value:
-            raise SchedulerError(f"{handle} has no pending publication for fence {fence.value}")
-        r = self.requests.get(handle)
-        if r is not None and r.is_live:
-            r.last_output_ns = self.now_ns
-        if pub.is_published:
-            return
-        pub.is_published = True
-        self._changes += 1
-        if r is None or r.is_cancelled or pub.duration_ms <= 0:
-            return
-        if pub.had_history and r.rates.delivery_rate is not None:
-            r.rates.delivery_rate += (1 - pub.decay) / pub.duration_ms
-        else:
-            r.rates.delivery_rate = 1.0 / pub.duration_ms
-
-    def _release(self, r: RequestState) -> None:
-        self.pool.adjust_pages(-r.num_pages)
-        r.num_pages = 0
-        self.pool.release_slot(r.handle)
-        del self.requests[r.handle]
 
     @property
     def num_inflight(self) -> int:

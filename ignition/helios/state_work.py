@@ -1,28 +1,17 @@
 """Commit checks and completion of state-operation lanes (init, restore, snapshot,
-terminal, vision).
-
-State operations earn no committed tokens and no streaming delivery: an init gives a
-fresh request its zero state, a restore makes
-the restored prefix the request's committed prompt position (restored history is not
-prompt progress), an intermediate snapshot clears the capture the request stood at,
-and a terminal snapshot ends the request's retirement so its slot and pages are
-released after the fence. Every transition is checked at commit against the
-request's current phase, without rerunning selection.
-"""
+terminal, vision)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ignition.helios.requests import RequestState
-from ignition.helios.types import LaneRole, LaneWork, SchedulerError
+from ignition.helios.plans import LaneRole, LaneWork
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import SchedulerError
 
 
 def checkpoint_tokens(r: RequestState, role: LaneRole, restore_only: bool = False) -> int:
-    """The context length a state lane restores or captures (0 for inference lanes).
-
-    With ``restore_only`` it is the page reservation: only a restore writes pages.
-    """
+    """The context length a state lane restores or captures (0 for inference lanes)."""
     if role is LaneRole.RESTORE:
         return r.spec.restore_tokens
     if restore_only or role is LaneRole.INIT:

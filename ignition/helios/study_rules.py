@@ -1,8 +1,4 @@
-"""Switches for before/after studies of two Helios rules (scripts/scheduling_sim).
-
-Each context manager runs Helios under one variant of a module-level rule and restores
-the previous one on exit, so a study never leaves the switch set for the next run.
-"""
+"""Switches for before/after studies of two Helios rules (scripts/scheduling_sim)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from ignition.helios.types import ScheduledPlan, TraceEntry
+from ignition.helios.plans import ScheduledPlan, TraceEntry
 
 
 def trace_entry(plan: ScheduledPlan, fence: int, now_ns: int) -> TraceEntry:

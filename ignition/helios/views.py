@@ -1,27 +1,18 @@
-"""Read-only answers the scheduler gives the runtime (SchedulerProtocol's queries).
-
-Each is a frozen copy made when asked, so the runtime never holds a reference into the
-scheduler's state and cannot change it: it asks again when it needs a newer answer.
-"""
+"""Read-only answers the scheduler gives the runtime (SchedulerProtocol's queries):
+frozen copies, so the runtime never holds a reference into the scheduler's state."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ignition.components.descriptor import Descriptor
-from ignition.helios.types import RequestHandle, TraceEntry
+from ignition.helios.plans import TraceEntry
+from ignition.helios.types import RequestHandle
 
 
 @dataclass(frozen=True)
 class RequestView:
-    """One admitted request as the runtime may see it.
-
-    ``is_terminal_pending``: validated completion (or a preemption) found termination and
-    the request waits for its terminal snapshot; ``terminal_has_value``: terminal
-    retirement is worth scheduling at all (a policy with both terminal prices at zero
-    never schedules one, so nothing should wait for it); ``is_window_held``: the
-    generation captured its vision window's stop and waits to be rebound.
-    """
+    """One admitted request as the runtime may see it."""
 
     handle: RequestHandle
     is_live: bool

@@ -1,26 +1,4 @@
-"""Vision windows: a prompt's images grouped into whole-image windows of bounded features.
-
-A request's image features live in prepared feature storage of fixed capacity (features,
-not images). A prompt whose images need more than that is served window by window:
-
-- windows hold whole images in prompt order, as many as fit; an image larger than the
-  storage is an error (the preprocessor's bound should have prevented it);
-- window k's vision work populates the storage from offset zero before its prefill;
-- prefill of window k stops before window k+1's first dependency (the start of its first
-  image span), where the consumed state is snapshotted into the request's one private
-  snapshot row, after submitted work has drained (a state operation needs the request
-  idle);
-- restore binds that state to a fresh request generation, whose vision work writes the
-  next window's features from offset zero again, and prefill continues from the boundary.
-
-Helios sees each window as one generation's :class:`RequestSpec`: the window's start is a
-restore (none for the first), its stop a capture end with ``window_stop`` set, after which
-the generation is held (not selectable) until the runtime rebinds the logical request to
-the next generation. The logical request (prompt, seed, sampling, usage) is the runtime's
-and never changes. Window snapshots are private: they publish no prefix-cache entry.
-
-Pure Python over plain data, like the rest of Helios.
-"""
+"""Vision windows: a prompt's images grouped into whole-image windows of bounded features."""
 
 from __future__ import annotations
 

@@ -20,12 +20,13 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ignition.helios.types import LaneRole
+from ignition.helios.plans import LaneRole
+from ignition.simulate import traces
 from ignition.simulate.command import TraceSpec, trace_workload
 from ignition.simulate.harness import Setup, helios_simulation, newcomer_rule, true_survivals
+from ignition.simulate import traces
 from ignition.simulate.sim import Simulation
 from ignition.simulate.sim_state import NS_PER_MS
-from ignition.simulate import traces
 
 TRACE = str(traces.CONV)
 ENVELOPE = {4: 6, 32: 128}

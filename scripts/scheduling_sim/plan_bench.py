@@ -37,25 +37,21 @@ from ignition.helios.config import (
     SpeculationMode,
     policy_from_preset,
 )
-from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.policy import (
     QUEUEABLE_KINDS,
     select,
 )
 from ignition.helios.decide.selector import Exhaustive
-from ignition.helios.scheduler import Scheduler
-from ignition.helios.types import (
+from ignition.helios.plans import ExecutionClass, LaneRole, ScheduledPlan
+from ignition.helios.reports import (
     CompletionRecord,
     CompletionReport,
     ConfidenceSidecar,
-    ExecutionClass,
     ExecutionTiming,
-    Fence,
-    LaneRole,
-    RequestSpec,
-    Resources,
-    ScheduledPlan,
 )
+from ignition.helios.scheduler import Scheduler
+from ignition.helios.state.cost import Freshness
+from ignition.helios.types import Fence, RequestSpec, Resources
 from ignition.simulate.scenario import Formula
 
 H200_LIKE = {

@@ -23,8 +23,8 @@ from collections.abc import Iterator, Sequence
 
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.utility import NEWCOMER_RULES
+from ignition.helios.plans import LaneRole
 from ignition.helios.scheduler import Scheduler
-from ignition.helios.types import LaneRole
 from ignition.runtime.requests.table import RequestTable
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog, newcomer_rule

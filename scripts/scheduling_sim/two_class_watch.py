@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ignition.components.program_kinds import GraphKind
 from ignition.helios import scheduler as helios_scheduler
 from ignition.helios.decide.selector import Exhaustive
-from ignition.helios.decide.speculation import INITIAL_WEIGHT
+from ignition.helios.state.acceptance import INITIAL_WEIGHT
 from ignition.simulate.baselines import PolicyError
 from ignition.simulate.devices import DeviceError, device_from_spec
 from ignition.simulate.harness import Setup, helios_simulation

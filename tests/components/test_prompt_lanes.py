@@ -17,13 +17,8 @@ from ignition.components.capacity import CapacityError, plan_catalog
 from ignition.components.catalog import Catalog, catalog_from_json
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import CatalogError, GraphKind
-from ignition.helios.types import (
-    LaneRole,
-    LaneWork,
-    RequestHandle,
-    ScheduledPlan,
-    SelectionReason,
-)
+from ignition.helios.plans import LaneRole, LaneWork, ScheduledPlan, SelectionReason
+from ignition.helios.types import RequestHandle
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
 from ignition.recipes.options import parse_load_options
 from ignition.recipes.registry import RECIPES_DIR

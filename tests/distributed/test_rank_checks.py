@@ -11,7 +11,7 @@ import pytest
 from ignition.distributed.faults import RankFault
 from ignition.distributed.ranks import RankReport, frame_timing, sidecar_problem
 from ignition.helios import ExecutionTiming, SchedulerError
-from ignition.helios.types import ConfidenceSidecar
+from ignition.helios.reports import ConfidenceSidecar
 from ignition.runtime.ple import Readiness
 
 

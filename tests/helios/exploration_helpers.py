@@ -16,7 +16,7 @@ from ignition.helios import (
     Scheduler,
 )
 from ignition.helios.config import SpeculationMode
-from ignition.helios.types import ExecutionClass
+from ignition.helios.plans import ExecutionClass
 
 REFRESH = ExecutionClass.TIMING_REFRESH
 LEARNING = ExecutionClass.ACCEPTANCE_LEARNING

@@ -26,14 +26,14 @@ from ignition.components.program_kinds import GraphKind
 from ignition.helios import HEAD_DRAFTS, PolicyConfig
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide import rounds
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.selector import Exhaustive
 from ignition.helios.decide.service import Prices
-from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory
 from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast import lane_table
+from ignition.helios.state.acceptance import PopulationPrior, PrefixHistory
+from ignition.helios.state.cost import CostModel
 from ignition.helios.types import RequestHandle
 
 ALPHA = 2.0

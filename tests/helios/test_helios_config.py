@@ -6,7 +6,7 @@ import pytest
 
 from ignition.helios import PolicyConfig, SchedulerError
 from ignition.helios.config import policy_from_preset
-from ignition.helios.decide.cost import Freshness
+from ignition.helios.state.cost import Freshness
 from tests.helios.helios_helpers import MS, Driver, decode, prefill, request, scheduler, spec
 
 SPECS = [spec(b, w) for b in (1, 2, 4) for w in range(1, 9)]

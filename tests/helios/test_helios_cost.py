@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from helios_helpers import decode, spec
 
-from ignition.helios.decide.cost import CostModel, Freshness, median
+from ignition.helios.state.cost import CostModel, Freshness, median
 
 TTL = 30_000_000_000
 

@@ -27,7 +27,7 @@ from ignition.helios import (
     ScheduledPlan,
     SchedulerError,
 )
-from ignition.helios.types import ExecutionClass
+from ignition.helios.plans import ExecutionClass
 
 CATALOG = [
     prefill(64),

@@ -35,8 +35,9 @@ from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.policy import SCHEDULABLE_KINDS
 from ignition.helios.decide.prompt_runs import open_run
 from ignition.helios.decide.selector import Exhaustive
-from ignition.helios.decide.state_candidates import STATE_KINDS
-from ignition.helios.types import ExecutionClass, LaneRole, SchedulerError
+from ignition.helios.decide.state_rows import STATE_KINDS
+from ignition.helios.plans import ExecutionClass, LaneRole
+from ignition.helios.types import SchedulerError
 from scripts.scheduling_sim.plan_bench import (
     STATE_PROGRAMS,
     complete_head,

@@ -11,7 +11,8 @@ import pytest
 from helios_helpers import decode, prefill, request, scheduler
 
 from ignition.helios import LaneRole, PolicyConfig, SchedulerError
-from ignition.helios.decide.service import Normalizers, ServiceRates, prices
+from ignition.helios.decide.service import prices
+from ignition.helios.state.rates import Normalizers, ServiceRates
 
 ON = PolicyConfig(first_delivery=1.0)
 

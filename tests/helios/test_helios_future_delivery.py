@@ -20,7 +20,6 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios import PolicyConfig
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import (
     CatalogIndex,
     Population,
@@ -32,6 +31,7 @@ from ignition.helios.decide.policy import (
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.decide.utility import Decision, LaneView
+from ignition.helios.state.cost import CostModel
 from ignition.helios.types import RequestHandle
 
 RESTORE = Descriptor(GraphKind.RESTORE, 1, 0, 1, 1)

@@ -28,9 +28,9 @@ from ignition.helios import (
 )
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.refresh import CREDIT_CAP_NS, acceptance_learning_ledger
-from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory
 from ignition.helios.decide.utility import Candidate
 from ignition.helios.fast.learning import Probe, ranks_before
+from ignition.helios.state.acceptance import PopulationPrior, PrefixHistory
 
 
 def until_probe(s, runner, limit: int = 200):

@@ -9,8 +9,8 @@ import pytest
 from helios_helpers import Driver, floor_ms, mixed, request, scheduler
 
 from ignition.helios import HEAD_DRAFTS, LaneRole, PolicyConfig, SelectionReason
-from ignition.helios.decide.cost import CostModel
-from ignition.helios.decide.speculation import expected_output
+from ignition.helios.state.acceptance import expected_output
+from ignition.helios.state.cost import CostModel
 
 VALUE_ONLY = PolicyConfig(token_fairness=0, delivery_fairness=0, decode_age_price=0)
 BETA = VALUE_ONLY.output_token_value

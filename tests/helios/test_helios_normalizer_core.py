@@ -8,10 +8,10 @@ import random
 import pytest
 from helios_helpers import decode, mixed, prefill, spec
 
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.projection import measured
 from ignition.helios.fast.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
 from ignition.helios.fast.projection import python_normalizers
+from ignition.helios.state.cost import CostModel
 
 POOL = (
     prefill(512),

@@ -19,15 +19,12 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios import PolicyConfig
 from ignition.helios.decide.chains import chain_cohort
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population, select
 from ignition.helios.decide.service import Prices
-from ignition.helios.decide.state_candidates import (
-    StateTables,
-    _enables,
-    _pair,
-)
+from ignition.helios.decide.state_candidates import _pair
 from ignition.helios.decide.state_choice import state_candidates as exhaustive_state_candidates
+from ignition.helios.decide.state_rows import _enables
+from ignition.helios.decide.state_tables import StateTables
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Candidate, Decision, LaneView
 from ignition.helios.fast.pair_bounds import DecoderRows
@@ -37,6 +34,7 @@ from ignition.helios.fast.state_search import (
     _pair_bounds,
     state_candidates,
 )
+from ignition.helios.state.cost import CostModel, Freshness
 from ignition.helios.types import RequestHandle
 
 INFERENCE = [

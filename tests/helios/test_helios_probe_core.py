@@ -13,11 +13,11 @@ from helios_helpers import mixed, spec
 from test_helios_lane_core import MAX_DEPTH, _decision, _views
 
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import PromptTable, Tables, candidates_for
 from ignition.helios.decide.rounds import LaneTable
-from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory
 from ignition.helios.fast.probe_core import ProbeBound
+from ignition.helios.state.acceptance import PopulationPrior, PrefixHistory
+from ignition.helios.state.cost import CostModel
 
 ADAPTIVE = SpeculationMode.ADAPTIVE
 

@@ -18,7 +18,8 @@ from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.prompt_lanes import pack_lanes
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.utility import LaneView, consumable_tokens, lane_order_key
-from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.plans import LaneRole
+from ignition.helios.types import RequestHandle
 
 
 def view(slot: int, remaining: int, price: float, bonus: float = 0.0, served: int = 0):
@@ -117,7 +118,7 @@ def test_a_multi_lane_frame_counts_the_decoders_a_mixed_frame_would_carry():
     """Issue 29's left-out rule for a frame of several prompts: a four-lane prefill of
     1,024 tokens is compared with the one-lane mixed program of B = 8 holding those
     tokens, which carries 7 decoders beside its prompt (a four-lane mixed one, 4)."""
-    from ignition.helios.decide.cost import CostModel
+    from ignition.helios.state.cost import CostModel
     from ignition.helios.decide.left_out import CarryTimes
 
     one = mixed(8, 1024)

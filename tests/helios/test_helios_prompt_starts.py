@@ -1,4 +1,4 @@
-"""The newcomer start bounded by the prompt a request can absorb (helios/prompt_starts.py,
+"""The newcomer start bounded by the prompt a request can absorb (helios/state/prompt_starts.py,
 docs/scheduling.md): x0(R) = sqrt(x_gen * x_norm(R)), x_norm(R) the best
 min(useful / k, R) / T over the measured graphs."""
 
@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.projection import newcomer_start
-from ignition.helios.decide.service import ServiceRates, prices
+from ignition.helios.decide.service import prices
 from ignition.helios.fast.projection import current_normalizers, python_normalizers
+from ignition.helios.state.rates import ServiceRates
 from ignition.helios.types import RequestSpec
 
 # four streams: decode(8) gives each 1 token per 10 ms (x_gen = 0.1); the 4096 prefill

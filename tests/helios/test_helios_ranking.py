@@ -17,10 +17,10 @@ from ignition.helios import (
     Resources,
     SchedulerError,
 )
-from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.projection import build_population
 from ignition.helios.decide.service import Prices
 from ignition.helios.decide.utility import Candidate, LanePick, LaneView, compare
+from ignition.helios.state.cost import Freshness
 
 
 def view(slot: int, last_served: int = 0) -> LaneView:

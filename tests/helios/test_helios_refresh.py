@@ -23,9 +23,9 @@ from ignition.helios import (
     SchedulerError,
     SelectionReason,
 )
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.refresh import CREDIT_CAP_NS, choose_refresh, timing_refresh_ledger
 from ignition.helios.decide.utility import Candidate
+from ignition.helios.state.cost import CostModel, Freshness
 
 
 def test_ordinary_valid_completions_earn_0_002_over_0_998_of_their_isolated_duration():

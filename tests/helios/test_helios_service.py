@@ -8,14 +8,8 @@ import pytest
 from helios_helpers import MS, Driver, decode, prefill, records_for, request, scheduler
 
 from ignition.helios import CompletionReport, ExecutionTiming, Fence, PolicyConfig, SchedulerError
-from ignition.helios.decide.service import (
-    Normalizers,
-    ServiceRates,
-    advance_rates,
-    prices,
-    reference_interval_ms,
-    token_normalizer,
-)
+from ignition.helios.decide.service import prices, reference_interval_ms, token_normalizer
+from ignition.helios.state.rates import Normalizers, ServiceRates, advance_rates
 
 
 def test_prices_are_the_utility_gradient():

@@ -11,7 +11,7 @@ from helios_helpers import Driver, prefill, request, scheduler, spec
 from ignition.helios import DraftSource, SchedulerError
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.sources import choose_source, usable_offers
-from ignition.helios.decide.speculation import AcceptanceTracker, SourcePriors
+from ignition.helios.state.acceptance import AcceptanceTracker, SourcePriors
 
 SHAPES = [prefill(64), spec(4, 1), spec(4, 4)]
 MTP, NGRAM = DraftSource("mtp"), DraftSource("ngram")

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from ignition.helios.decide.rounds import ConfidenceForecast
-from ignition.helios.decide.speculation import (
+from ignition.helios.state.acceptance import (
     AcceptanceTracker,
+    ConfidenceForecast,
     PopulationPrior,
     PrefixEstimate,
     expected_output,

@@ -10,13 +10,13 @@ from exploration_helpers import MS, Runner
 from helios_helpers import decode, floor_ms, mixed, prefill, request, scheduler, spec
 
 from ignition.helios import PolicyConfig
-from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.policy import active_descriptors, select
 from ignition.helios.decide.refresh import choose_refresh
 from ignition.helios.decide.selector import Exhaustive
 from ignition.helios.fast.bounds import stale_alternative
 from ignition.helios.fast.catalog_index import CatalogIndex
 from ignition.helios.fast.tables import build_tables
+from ignition.helios.state.cost import Freshness
 
 
 def _exhaustive_and_lazy(s):

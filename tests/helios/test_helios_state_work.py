@@ -19,11 +19,11 @@ from ignition.helios import (
     SchedulerError,
 )
 from ignition.helios.config import policy_from_preset
-from ignition.helios.decide.cost import CostModel
-from ignition.helios.decide.service import decay
-from ignition.helios.decide.state_candidates import following_rows, terminal_sigma_ms
+from ignition.helios.decide.state_rows import following_rows, terminal_sigma_ms
 from ignition.helios.decide.terminal import TerminalPrices, terminal_lane_value
-from ignition.helios.types import ExecutionClass
+from ignition.helios.plans import ExecutionClass
+from ignition.helios.state.cost import CostModel
+from ignition.helios.state.rates import decay
 from tests.helios.helios_helpers import (
     MS,
     Driver,
@@ -86,7 +86,7 @@ def test_restored_prompt_history_earns_no_token_service():
     h = s.admit(request(prompt=100, output=4, restore_tokens=80))
     plan = s.plan()
     s.commit(plan, Fence(1))
-    # the newcomer start of its 20 uncached tokens (helios/prompt_starts.py)
+    # the newcomer start of its 20 uncached tokens (helios/state/prompt_starts.py)
     x0 = s.queue.head().norms.start_rate(20)
     _complete_empty(s, plan, 1)
     a = decay(1.0, s.policy.adaptation_ms)

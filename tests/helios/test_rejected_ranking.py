@@ -9,9 +9,9 @@ from itertools import permutations
 
 from helios_helpers import decode, prefill
 
-from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.policy import select
 from ignition.helios.decide.utility import Candidate, compare
+from ignition.helios.state.cost import Freshness
 
 
 def _candidate(score: float, duration_ns: int, d) -> Candidate:

@@ -144,7 +144,7 @@ def test_a_restored_turn_waits_no_longer_than_an_uncached_one_under_the_bounded_
     """Issue 10: a restored turn's ~130-token remainder costs a whole prompt launch on
     the MoE roofline; started at the whole-prompt newcomer rate it was priced about
     capacity / remainder too low and waited behind the decoders. Bounded by what it can
-    absorb (helios/prompt_starts.py) it starts as soon as the uncached turn would."""
+    absorb (helios/state/prompt_starts.py) it starts as soon as the uncached turn would."""
     from ignition.simulate.harness import newcomer_rule
 
     spec = MultiTurnSpec(conversations=4, turns=2, first_prompt=1024, turn_prompt=128)

@@ -1,14 +1,5 @@
 """Longer chains: a row that waits on more than one prerequisite stage (a restore or
-init, then the vision work for its window, then inference).
-
-The first stage ranks each such row by its individual continuation index V * T / (T + F),
-F being the rest of its chain (the fastest vision program holding its window, then the
-following graph it is worth most in), and ages a decoder by its individual
-future-delivery reference rather than its family's interval (the seed: "multistage
-blocked streams use an individual future-delivery reference"; docs/scheduling.md).
-state_choice.py offers the chain cohort beside each shape's pairs; fast/state_search.py
-bounds it.
-"""
+init, then the vision work for its window, then inference)."""
 
 from __future__ import annotations
 
@@ -18,13 +9,8 @@ from dataclasses import replace
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.prerequisites import chain_score, continuation_contribution
-from ignition.helios.decide.state_candidates import (
-    StateTables,
-    _decoder_value,
-    _ms,
-    _prompt_value,
-    following_rows,
-)
+from ignition.helios.decide.state_rows import _decoder_value, _ms, _prompt_value, following_rows
+from ignition.helios.decide.state_tables import StateTables
 from ignition.helios.decide.utility import LaneView
 
 
@@ -40,11 +26,7 @@ def chain_vision(tables: StateTables, view: LaneView) -> tuple[bool, float | Non
 def future_delivery_ms(
     view: LaneView, tables: StateTables, t_ms: float | None, vision_ms: float | None
 ) -> float | None:
-    """The reference interval sigma_i of a multistage-blocked decoder: its individual
-    future-delivery reference (docs/scheduling.md), the time its next delivery takes
-    through its remaining stages, T + V + G: this stage, the fastest vision program
-    holding its window, the fastest measured decode or speculative shape. Where one of
-    them is unknown nothing is invented: the row keeps its family's interval."""
+    """The reference interval sigma_i of a multistage-blocked decoder."""
     generation = tables.fastest_generation_ms
     if t_ms is None or vision_ms is None or generation is None:
         return view.sigma_ms
@@ -54,13 +36,7 @@ def future_delivery_ms(
 def chain_cohort(
     d: Descriptor, tables: StateTables, chained: Sequence[LaneView], t_ms: float | None
 ) -> tuple[float, list[LaneView], float, bool] | None:
-    """The first stage of longer chains (restore, then vision, then inference): each row is
-    ranked by its individual continuation index V * T / (T + F), F being the rest of its
-    chain (the fastest vision program that holds its window, then the following graph it
-    is worth most in); a decoder's age value uses its individual future-delivery
-    reference (future_delivery_ms), not its family's interval. The cohort is the best
-    ``batch_capacity`` rows, scored over T. The last field says whether every duration
-    behind the score is known."""
+    """The first stage of longer chains (restore, then vision, then inference)."""
     costs, decision = tables.costs, tables.decision
     contributions = []
     unknown = []  # whether a row's contribution rests on an unknown duration

@@ -1,24 +1,4 @@
-"""A mixed program carrying no prompt yields to its generation twin (issue 39/40).
-
-The seed lets the smallest prompt capacity of each mixed line offer a decode-only
-cohort (``scheduling-runtime-design.md``, "Mixed execution contract"). Run that way, a
-mixed program is a generation program with an idle prompt bucket: the same batch,
-verification width, depth and packed capacity, plus prompt capacity that is padding,
-and a frame that drains the transport window. Pruning would drop it ("timing estimates
-cannot make redundant padding preferable"), but it compares only candidates of the
-same graph kind, so a duration estimate can still prefer it: a graph's cost entry
-holds the median of its recent runs whatever their active rows, so a mixed program
-last measured at 47 rows looks cheaper than a decode program preseeded at 64
-(``docs/scheduling.md``, "A mixed program carrying no prompt").
-
-**Rule** (``PolicyConfig.generation_twin``). A mixed program whose catalog holds a
-*generation twin* (a decode or speculative program with the same batch capacity,
-verification width, packed capacity, proposal depth, speculation variant, value source
-and confidence width) offers no decode-only cohort: its twin carries every such cohort
-with less padding. A mixed program without a twin keeps the seed's decode-only cohort.
-Static per catalog (``policy.CatalogIndex.twinned``); both selectors read it through
-``policy.active_descriptors``.
-"""
+"""A mixed program carrying no prompt yields to its generation twin (issue 39/40)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,4 @@
-"""Funded acceptance learning: probes that offer a request a deeper speculative prefix.
-
-Ordinary selection scores speculation with historical acceptance means, so a request
-whose history is pessimistic may never be offered the depth that would correct it.
-Ordinary completions earn a separate 0.01 / 0.99 share of raw execution time, capped
-at 5 ms (``acceptance_learning_ledger`` in refresh.py, beside the refresh credit).
-Full credit permits one probe that
-
-- offers some request at least one depth beyond the ordinary choice,
-- beats the ordinary choice when scored with the bounded optimistic estimate
-  min(1, mean + sqrt(ln 20 / (2 * aged_weight))), and
-- leaves that request future output in which to use the observation.
-
-Candidates rank by optimistic score improvement per physical execution time; equal
-gains prefer the least-informed added prefix, then the shorter execution, then the
-smaller physical geometry. Timing refresh takes precedence, one probe episode runs at
-a time, and fixed-width execution never probes.
-"""
+"""Funded acceptance learning: probes that offer a request a deeper speculative prefix."""
 
 from __future__ import annotations
 
@@ -25,12 +8,13 @@ from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population, Tables, candidates_for
 from ignition.helios.decide.rounds import LaneTable
-from ignition.helios.decide.speculation import PrefixHistory
 from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
-from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.plans import LaneRole
+from ignition.helios.state.acceptance import PrefixHistory
+from ignition.helios.state.cost import CostModel, Freshness
+from ignition.helios.types import RequestHandle
 
 # The acceptance history a decision's request is scored and informed by.
 HistoryOf = Callable[[RequestHandle], PrefixHistory]
@@ -94,15 +78,7 @@ def _geometry(c: Candidate) -> tuple[int, int, int, int, int]:
 
 
 class _Bound:
-    """Cheap upper bounds on any optimistic candidate's score.
-
-    A decoder's value in a graph of ceiling q is at most its value with q complete
-    optimistic rows (fewer rows never add value), so the B best such values, plus the best
-    conceivable prompt row for a mixed graph, bound the graph's cohort value. A loose
-    bound at each lane's deepest ceiling (one pass, one partial sort) rules out most
-    shapes; the rest get the bound at their own ceiling. Shapes ruled out need no cohort
-    search, which keeps plan() cheap while full credit waits for a useful probe.
-    """
+    """Cheap upper bounds on any optimistic candidate's score."""
 
     def __init__(
         self,
@@ -191,11 +167,7 @@ def choose_probe(
     max_depth: int,
     history_of: HistoryOf,
 ) -> Probe | None:
-    """The best acceptance probe against the ordinary ``winner``, or None.
-
-    Only measured, fresh speculative programs probe: an unknown or stale cost belongs to
-    discovery or timing refresh, and the two ledgers never charge the same execution.
-    """
+    """The best acceptance probe against the ordinary ``winner``, or None."""
     if mode is SpeculationMode.FIXED or winner.is_indeterminate or max_depth == 0:
         return None
     shapes = [(d, only) for d, only in shapes if d.speculation_enabled and d.proposal_depth > 0]

@@ -1,38 +1,4 @@
-"""Decoders a prompt frame leaves out: the generation frame they then need.
-
-The selection formula scores one frame by its value rate. A frame that carries a
-prompt chunk and leaves ready decoders out is compared with the same chunk carrying
-them, and on a weight-bound device the comparison is close: the chunk's value rate is
-the frame's average, each decoder added earns its own token at its marginal time in
-the frame, and the balanced newcomer price puts a new prompt's rate above that
-marginal rate. So the frame that leaves the decoders out wins by a hair (measured on
-the 4x H100 profile at concurrency 64: 4.85 against 4.62 value units per ms, 62
-decoders left out of a 1,024-token mixed frame that would have carried them for 19.5
-more ms), and the decoders then need a generation frame of their own, 33 ms for the
-same tokens. Over the two frames the carrying frame is worth 4.8 per ms and the pair
-3.7: the one-frame rate does not see the second frame, and the decoders' age price
-(0.1 value / ms^2 against prompt values of ~130 per frame) is too small to make up
-for it. The decoders were waiting behind prompt frames because of that, not because
-of their price.
-
-The rule (a bounded lookahead like the stranded-tail rule of ``tails.py``): a
-candidate carrying one prompt row and serving n of the R ready decoders, where a
-prepared mixed program holding its chunk could have carried H decoders beside it,
-leaves E = min(R, H) - n decoders out. It is worth no more than the sequence it
-starts: itself (duration T, value V), then the fastest measured generation program
-of batch capacity at least E (F), which earns the E best left-out decoders' one-row
-values V_E. Its score is min(plain, (V + V_E) / (T + F) - waiting over T + F), so it
-only ever lowers a score: every upper bound of the bounded search stays true, and
-decode-only frames, frames that carry every decoder a shape could, and catalogs
-without mixed programs (where no frame can carry a decoder beside a prompt, and the
-seed's "a smaller prefill can win near a throughput knee" is untouched) keep their
-plain score. Rows of several prompts in a batched prefill program and unknown
-durations are left as they are; a frame of k prompt lanes sharing one bucket (issue
-39) counts the decoders a mixed program whose bucket holds its prompt tokens carries
-beside min(k, its lanes) prompts.
-Only the frame's own duration enters the plan. Measured in ``docs/scheduling.md``
-("Decoders left out of prompt frames").
-"""
+"""Decoders a prompt frame leaves out: the generation frame they then need."""
 
 from __future__ import annotations
 
@@ -41,9 +7,9 @@ from collections.abc import Sequence
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.tails import FastestAtLeast
 from ignition.helios.decide.utility import Candidate, Decision, prompt_capacity
+from ignition.helios.state.cost import CostModel
 
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
 
@@ -126,9 +92,7 @@ def left_out_score(
     prompts: int = 1,
 ) -> float:
     """``candidate``'s score, lowered to the sequence's that then serves the decoders it
-    leaves out. ``order`` is the decoder table's one-row order (best first), ``served``
-    how many of those the candidate carries beside its ``chunk_tokens`` prompt tokens
-    in ``prompts`` lanes."""
+    leaves out."""
     if candidate.is_indeterminate or not ENABLED:
         return candidate.score
     left = min(len(order), times.carried(chunk_tokens, prompts)) - served
@@ -147,7 +111,7 @@ def generation_left_out_score(
     """Issue 40 (``PolicyConfig.generation_left_out``): the same sequence for a
     generation frame serving ``served`` of the ready decoders where a measured
     generation program could have carried ``min(R, largest)``: the E left out then need
-    the fastest measured program holding E. Only lowers the score."""
+    the fastest measured program holding E."""
     if candidate.is_indeterminate or not decision.generation_left_out:
         return candidate.score
     left = min(len(order), times.largest_generation) - served

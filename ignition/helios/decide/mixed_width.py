@@ -1,28 +1,4 @@
-"""Mixed frames at the width their decoders are worth (``PolicyConfig.mixed_width``).
-
-A mixed frame's value is mostly its prompt chunk's: a 1,024-token chunk beside eight
-decoders is worth about 70 prompt-value units against the decoders' 5, so ranking by
-value per ms prefers the narrowest mixed program even where its decoders' extra rows
-would earn more per ms than any generation frame (at c = 8, 4x H100: widening the
-1,024-token frame from width one to two adds 5 ms for 2.8 units, 0.56 per ms, against
-the best generation frame's 0.38). The frame's rank is the right question for *whether*
-it runs; its width only moves decoder tokens between this frame and the next.
-
-With the rule on, once the selection's winner is a determinate speculative mixed frame
-carrying prompt rows, its siblings (the mixed programs of the same batch, prompt
-capacity and lanes at another verification width) are evaluated, and the one carrying
-the same prompt rows with the highest scored value net of the generation rate,
-
-    score x T - r_gen x T,
-
-runs in its place; r_gen is the best score of a generation frame (decode or speculative
-program) in the same decision (with none determinate and unrejected, as while a prompt
-run rejects frames carrying no prompt, the winner stands). A sibling's extra ms thus
-pays only where its decoders' rows earn more than the device would earn serving them in
-a generation frame; a rejected sibling (the TBT target) never runs. Off (the seed's
-rule), the narrowest winner stands. Measured in ``docs/scheduling.md`` ("Mixed frames
-at the generation rate").
-"""
+"""Mixed frames at the width their decoders are worth (``PolicyConfig.mixed_width``)."""
 
 from __future__ import annotations
 
@@ -32,7 +8,7 @@ from collections.abc import Callable, Sequence
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.utility import Candidate
-from ignition.helios.types import LaneRole
+from ignition.helios.plans import LaneRole
 
 GENERATION = (GraphKind.DECODE, GraphKind.SPECULATIVE)
 Evaluate = Callable[[Descriptor, bool], list[Candidate]]

@@ -1,12 +1,4 @@
-"""Candidates and selection.
-
-Every loaded physical capacity competes with the cohort that is best for it;
-candidates with the same kind, cohort and logical work drop any physical shape
-that is larger in every capacity than an alternative (timing estimates cannot
-make redundant padding preferable). Prefill capacities earn only the tokens they
-can consume; there is no smallest-fitting filter, duration ceiling or forced
-oldest-request rule.
-"""
+"""Candidates and selection."""
 
 from __future__ import annotations
 
@@ -17,7 +9,6 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.chunk_target import REJECTED, smallest_prompt_capacity, within_target
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.generation_twin import twinned_mixed
 from ignition.helios.decide.left_out import (
     carry_times,
@@ -41,6 +32,7 @@ from ignition.helios.decide.utility import (
     prompt_capacity,
     tokens_to_endpoint,
 )
+from ignition.helios.state.cost import CostModel, Freshness
 
 SCHEDULABLE_KINDS = (GraphKind.PREFILL, GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
 QUEUEABLE_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
@@ -282,15 +274,7 @@ def prune_dominated(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 
 class CatalogIndex:
-    """Lines of one catalog along which larger shapes only add padding.
-
-    Along a batch line (same kind, depth, width, prompt capacity and lanes, rectangular
-    P), every capacity at or above the number of eligible lanes serves the same cohort
-    with the same work, so all but the smallest are dominated. Along a prompt line
-    (same everything but the prompt capacity), every capacity whose lanes hold the
-    longest remaining prompt consumes the same tokens. Skipping those shapes before
-    evaluating them is exactly what pruning would do afterwards, only cheaper.
-    """
+    """Lines of one catalog along which larger shapes only add padding."""
 
     def __init__(self, descriptors: Sequence[Descriptor]) -> None:
         self.descriptors = [d for d in descriptors if d.kind in SCHEDULABLE_KINDS]

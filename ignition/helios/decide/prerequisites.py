@@ -1,28 +1,4 @@
-"""Prerequisite lookahead: choosing a prerequisite's cohort by what it enables.
-
-Initialization, restore, vision execution and intermediate snapshots earn nothing by
-themselves; their value is the inference they enable. When a prerequisite graph
-(duration T, capacity Bp) immediately enables a following inference graph (duration F,
-capacity Bf), both cohorts are chosen jointly for that fixed pair of shapes:
-
-- k newly ready rows go through both graphs (each uses a prerequisite row and a
-  following row; at least one must participate),
-- the following graph's remaining capacity takes the largest already-ready rows,
-- the prerequisite's remaining capacity takes the largest terminal completions, and
-  whatever is still free advances further newly ready rows at no physical cost.
-
-Lane values are additive for fixed durations and capacities, so sorting each group and
-taking prefix sums gives the exact best cohort over all k in O(n log n), with no subset
-enumeration. The sequence is scored over T + F with the common waiting cost over T + F;
-the productive first-stage prefix (the terminal completions alone, over T) is compared
-as well; equal value rates prefer advancing more requests. Unknown durations compare
-optimistically by value.
-
-Longer chains (more prerequisite stages before any token) use the individual
-continuation index V * T / (T + F). This is bounded lookahead, not an optimal schedule:
-only the first graph executes before replanning, the plan keeps only T, and no
-lookahead time enters execution timing or cost learning.
-"""
+"""Prerequisite lookahead: choosing a prerequisite's cohort by what it enables."""
 
 from __future__ import annotations
 
@@ -71,7 +47,7 @@ class TerminalContribution:
 class PinnedRow:
     """The mixed following graph's prompt row, decided per case: ``enabled`` when the
     prerequisite enables it (it then uses a prerequisite row and counts as newly
-    ready), otherwise already ready. Absent prompts pass no pinned row."""
+    ready), otherwise already ready."""
 
     value: float
     enabled: bool
@@ -118,11 +94,7 @@ def _close(a: float, b: float) -> bool:
 def sequence_score(
     shape: PairShape, sequence_value: float, prefix_value: float, has_prefix: bool, waiting: float
 ) -> float:
-    """max(complete sequence rate over T + F, productive prefix rate over T).
-
-    ``waiting`` is the common waiting coefficient (sum of age coefficients of every
-    active decoder and pending retirement); the cost of a span S is S/2 * waiting.
-    """
+    """max(complete sequence rate over T + F, productive prefix rate over T)."""
     if not shape.is_known:
         return sequence_value
     t, f = shape.prerequisite_ms, shape.following_ms
@@ -142,13 +114,7 @@ def best_pair_cohort(
     waiting: float,
     pinned: PinnedRow | None = None,
 ) -> PairChoice | None:
-    """The exact best joint cohort for one fixed prerequisite/following pair.
-
-    ``enabled``: the following-graph contribution of each row the prerequisite can
-    enable; ``ready``: already-ready rows' following-graph contributions; ``terminal``:
-    rows the prerequisite can retire. Returns None when no newly ready row can
-    participate (the pair enables nothing).
-    """
+    """The exact best joint cohort for one fixed prerequisite/following pair."""
     _check(enabled, "enabled")
     _check(ready, "ready")
     _check([t.sequence for t in terminal], "terminal")
@@ -164,10 +130,6 @@ def best_pair_cohort(
         return None
     e_order, r_order = _descending(enabled), _descending(ready)
     e_sum, r_sum = _prefix_sums(enabled, e_order), _prefix_sums(ready, r_order)
-    # The score is the larger of the sequence rate and the prefix rate; for a fixed count
-    # of terminal rows the first is maximized by the largest sequence contributions, the
-    # second by the largest prefix contributions, so trying both orderings is exact.
-    # (With one terminal age price the two orderings coincide.)
     orderings = []
     for key in ("sequence", "prefix"):
         order = sorted(range(len(terminal)), key=lambda i, k=key: (-getattr(terminal[i], k), i))

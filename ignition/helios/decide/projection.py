@@ -1,11 +1,4 @@
-"""Builds one decision's view of the requests, projected to the queue's expected end.
-
-Each queued frame contributes its frozen expected service and estimated duration
-to copies of the request prices, as if it completed as expected; a request with a
-queued expected delivery ages from that expected delivery; output limits and
-positions account for each queued lane's maximum advance. Projection never
-changes stored rates, publishes output or commits state.
-"""
+"""Builds one decision's view of the requests, projected to the queue's expected end."""
 
 from __future__ import annotations
 
@@ -16,25 +9,18 @@ from dataclasses import replace
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide import cadence_ramp, utility
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import Population
-from ignition.helios.decide.prompt_starts import BOUNDED_RULES
-from ignition.helios.decide.service import (
-    Normalizers,
-    Prices,
-    ServiceRates,
-    advance_rates,
-    normalizers,
-    prices,
-    stream_family,
-    useful_tokens,
-)
+from ignition.helios.decide.service import Prices, normalizers, prices, useful_tokens
 from ignition.helios.decide.slot_pressure import pressure_factor, pressured
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
-from ignition.helios.queue import ExecutionQueue
-from ignition.helios.requests import RequestState
-from ignition.helios.types import LaneRole, RequestHandle, RequestSpec
+from ignition.helios.plans import LaneRole
+from ignition.helios.state.cost import CostModel
+from ignition.helios.state.prompt_starts import BOUNDED_RULES
+from ignition.helios.state.queue import ExecutionQueue
+from ignition.helios.state.rates import Normalizers, ServiceRates, advance_rates, stream_family
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import RequestHandle, RequestSpec
 
 
 def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[Descriptor, float]]:
@@ -81,7 +67,7 @@ def newcomer_start(
     graphs: list[tuple[Descriptor, float]], num_live: int, norms: Normalizers, prompt_tokens: int
 ) -> float | None:
     """The start of a request without token history whose uncached prompt is
-    ``prompt_tokens`` (ignition/helios/decide/prompt_starts.py), by its definition: the
+    ``prompt_tokens`` (ignition/helios/state/prompt_starts.py), by its definition: the
     balanced rule's sqrt(x_gen * x_norm(R)), x_norm(R) the best min(useful / k, R) / T
     over the measured graphs; a prompt at least the best graph's share keeps the start."""
     start = norms.token_rate

@@ -1,44 +1,5 @@
 """A started prompt's chunks follow one another while no decoder's TBT target is at risk
-(issue 40, item 2).
-
-Under the seed's cadence preference, between a long prompt's chunks Helios serves the
-decoders' generation frames: a generation frame of 30 decoders earns about what a mixed
-frame carrying them and a 1,536-token chunk earns per ms, and the age price favours
-the shorter frame, so a 6,900-token prompt spent 1.6 s in chunks with six or seven
-generation frames between each pair (``docs/scheduling.md``, "A started prompt's
-chunks follow one another"). Yet a mixed frame carries every ready decoder too, so while
-the TBT target (``chunk_target.py``) holds, the decoders lose nothing they were
-promised by a chunk running now rather than later, and the prompt's first token comes
-sooner.
-
-**Rule** (``PolicyConfig.prompt_runs``, with ``tbt_target_ms`` = tau > 0). A measured
-mixed program *fits* when it could carry a prompt chunk beside every one of the R ready
-decoders within the target:
-
-    batch_capacity >= R + 1  and  max_i A_i + T <= tau
-
-(A_i the ready decoders' ages at the frame's projected start, T its measured duration:
-``chunk_target.within_target`` with no decoder left out). A prompt row's *run chunk* is
-the most of it a fitting program's lane takes (``utility.consumable_tokens``). A prompt
-row is *started* when some of its prompt is consumed and some is left; a *run is open*
-while a started row has a run chunk. While a run is open, every determinate candidate
-
-- carrying no prompt (a decode or speculative frame, a mixed program's decode-only
-  cohort) scores minus infinity, and so does
-- one carrying prompt rows of which none takes its run chunk (a prompt frame taking
-  a smaller chunk than one that fits),
-
-so the winner is a prompt frame taking a whole run chunk; which prompt and which
-decoders ride along stay the selection's (value per time under the target rule). Both
-are needed: the seed's value prices a prompt token at about 1/400 of a decoder's output
-token, so once generation frames are out, the value rate picks the smallest chunk
-(64 tokens in a 54 ms frame, against 1,536 in 65 ms). A candidate passes: the fitting
-program of the largest lane capacity carries its best row's run chunk (consumable
-tokens grow with the capacity). When nothing fits (the decoders aged past tau - T),
-every frame competes as before, and the run resumes once the decoders are served.
-Unknown durations (discovery) and batched one-lane prefills are left alone. The rule
-only lowers scores, so every bound of the bounded search stays true.
-"""
+(issue 40, item 2)."""
 
 from __future__ import annotations
 
@@ -49,9 +10,9 @@ from typing import Protocol
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.decide.chunk_target import ready_ages
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.rounds import LaneTable
 from ignition.helios.decide.utility import Decision, LanePick, LaneView, consumable_tokens
+from ignition.helios.state.cost import CostModel
 
 
 class PromptTable(Protocol):

@@ -1,37 +1,21 @@
-"""Funded timing refresh, and the credit ledgers both kinds of exploration draw on.
-
-Ordinary valid completions earn 0.002 / 0.998 of their credited duration for timing
-refresh (and, separately, 0.01 / 0.99 for acceptance learning, see learning.py), each
-balance capped at 5 ms; full credit is that cap. Full credit lets one stale alternative
-displace the ordinary measured winner; the episode pays its actual duration once,
-when it completes, and the next episode needs full credit again. Idle discards
-positive credit and keeps debt. So for credited ordinary time O, exploration time P
-and the duration D of the current or last episode, P <= share * O + D at every point.
-
-Balances are integers in units of 1 / denominator ns, so "full credit" is exact:
-funding the first refresh takes 2,495 ms of credited ordinary execution, not 2,495 ms
-give or take a rounding error.
-"""
+"""Funded timing refresh, and the credit ledgers both kinds of exploration draw on."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.utility import Candidate, compare
-from ignition.helios.types import ExecutionClass, ExecutionTiming
+from ignition.helios.plans import ExecutionClass
+from ignition.helios.reports import ExecutionTiming
+from ignition.helios.state.cost import CostModel, Freshness
 
 CREDIT_CAP_NS = 5_000_000
 
 
 @dataclass
 class CreditLedger:
-    """One exploration budget: earns ``numerator / denominator`` of credited ordinary time.
-
-    ``balance`` is kept in units of 1 / ``denominator`` ns (earning O adds
-    ``numerator * O``, paying P subtracts ``denominator * P``), so it is exact.
-    """
+    """One exploration budget: earns ``numerator / denominator`` of credited ordinary time."""
 
     numerator: int
     denominator: int
@@ -100,12 +84,7 @@ def acceptance_learning_ledger() -> CreditLedger:
 
 
 class ExecutionBooks:
-    """Both exploration ledgers and the per-class totals of completed executions.
-
-    Every completion is charged to exactly one class, so the two ledgers never charge
-    the same execution: ordinary work earns both ledgers' shares of its credited raw
-    time, initial discovery earns nothing, an exploration episode pays its own ledger.
-    """
+    """Both exploration ledgers and the per-class totals of completed executions."""
 
     def __init__(self) -> None:
         self.refresh = timing_refresh_ledger()
@@ -183,11 +162,7 @@ def refresh_key(c: Candidate, costs: CostModel) -> int:
 def choose_refresh(
     winner: Candidate, candidates: Sequence[Candidate], costs: CostModel
 ) -> Candidate | None:
-    """The stale alternative that full credit lets displace the ordinary measured winner.
-
-    Oldest first by ``refresh_key``, then by ordinary useful-value ranking. A stale winner
-    is not an alternative: it refreshes through normal service without spending credit.
-    """
+    """The stale alternative that full credit lets displace the ordinary measured winner."""
     if winner.is_indeterminate:
         return None  # initial discovery runs first and is accounted separately
     own = winner.descriptor.cost_key()

@@ -1,21 +1,4 @@
-"""Speculative round candidates: cohorts, target-row allocation and confidence forecasts.
-
-Each lane's ceiling is min(D + 1, W, request limit). When a graph's row budget P
-does not bind, lanes are additive and the best cohort holds the highest lane
-values at full ceilings. When it binds:
-
-- fixed selection keeps complete prefixes and picks the best cohort fitting B and P;
-- adaptive host allocation (``query_length``) fixes lengths from acceptance
-  estimates before any proposal is drawn, giving each extra row to the highest
-  marginal value;
-- device allocation (``speculative_prefix_limit``) admits the best causal frontier by
-  joint prefix probability (ties: shorter prefix, then slot); the host predicts that
-  allocation from its confidence forecasts and prices the result.
-
-Adaptive ragged selection evaluates cohort prefixes under three bounded orderings
-(total lane value, pending-token value, value per target row); it never enumerates
-request subsets.
-"""
+"""Speculative round candidates: cohorts, target-row allocation and confidence forecasts."""
 
 from __future__ import annotations
 
@@ -27,8 +10,8 @@ from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.speculation import PopulationPrior, PrefixHistory, expected_output
 from ignition.helios.decide.utility import Decision, LanePick, LaneView, decode_lane, lane_order_key
+from ignition.helios.state.acceptance import expected_output
 
 
 def lane_ceiling(view: LaneView, d: Descriptor) -> int:
@@ -83,13 +66,7 @@ def best_fixed_cohort(
     values: Sequence[float], ceilings: Sequence[int], max_lanes: int, budget: int
 ) -> list[int]:
     """The highest-value set of complete prefixes fitting ``max_lanes`` lanes and ``budget``
-    rows: an exact knapsack over B and P (at most 64 lanes), never a greedy fill.
-
-    Lanes with the same ceiling are interchangeable but for value, so the best choice takes
-    a prefix of each ceiling group in value order (``values`` come best first; equal values
-    keep that order's tie-breaks). A dynamic program over groups and (lanes, rows) states
-    then explores only a few thousand states.
-    """
+    rows: an exact knapsack over B and P (at most 64 lanes), never a greedy fill."""
     groups: dict[int, list[int]] = {}
     for i, c in enumerate(ceilings):
         groups.setdefault(c, []).append(i)
@@ -231,13 +208,7 @@ class Cohort:
 
 
 class LaneTable:
-    """Decoder values shared by every graph of one decision.
-
-    A lane's value depends on the graph only through its row ceiling and, by the same
-    amount for every lane, through the graph's duration (the age continuation's T).
-    So one sorted order per ceiling serves every batch capacity: when the row budget
-    does not bind, a graph's best cohort is a prefix of that order.
-    """
+    """Decoder values shared by every graph of one decision."""
 
     def __init__(
         self,
@@ -370,20 +341,3 @@ class LaneTable:
         )
         pick.max_advance = min(ceiling, budget)
         return pick
-
-
-class ConfidenceForecast:
-    """A request's forecast of completed joint-prefix probabilities (the device's
-    allocation key); starts from a population prior at 0.5^d."""
-
-    def __init__(self, prior: PopulationPrior) -> None:
-        self._history = PrefixHistory(prior)
-
-    def means(self, max_depth: int) -> tuple[float, ...]:
-        return self._history.survivals(max_depth)
-
-    def observe(self, joint_prefix: Sequence[float], ceiling: int, num_tokens: int) -> None:
-        """Forecast observations stop at the lane's frozen min(D + 1, W) ceiling."""
-        self._history.age(num_tokens)
-        for depth, p in enumerate(joint_prefix[: max(0, ceiling - 1)], start=1):
-            self._history.observe(depth, p)

@@ -1,20 +1,4 @@
-"""The selection by definition: every shape evaluated, in the seed's order.
-
-1. Project every request to the queue's expected end (projection.py): prompt rows,
-   decoders, requests awaiting a prerequisite, terminal rows, and the decision's prices.
-2. Give every loaded inference shape its best cohort (policy.py: prompt rows by the
-   tokens a capacity can consume, decoders by rounds.py's fixed or adaptive cohorts,
-   stranded tails and left-out decoders bounding prompt frames) and every state shape
-   its best prerequisite pair, chain or terminal retirement (state_choice.py); drop
-   shapes padded beyond another with the same work.
-3. The best by value per time (utility.compare) wins; a winner the free pages cannot
-   cover yields to the best state operation that fits.
-4. An unknown cost makes it a discovery. Otherwise full refresh credit lets the oldest
-   stale alternative displace it (refresh.py), and full learning credit lets the best
-   acceptance probe displace that (learning.py).
-
-``fast.selector.Bounded`` makes the same choice without evaluating what cannot win.
-"""
+"""The selection by definition: every shape evaluated, in the seed's order."""
 
 from __future__ import annotations
 
@@ -35,14 +19,14 @@ from ignition.helios.decide.policy import (
     select,
 )
 from ignition.helios.decide.projection import build_population
-from ignition.helios.decide.state_choice import state_candidates
-from ignition.helios.decide.utility import Candidate, Decision
-from ignition.helios.selection import (
+from ignition.helios.decide.selection import (
     Selection,
     SelectionState,
     execution_class,
     page_feasible,
 )
+from ignition.helios.decide.state_choice import state_candidates
+from ignition.helios.decide.utility import Candidate, Decision
 
 
 @dataclass(frozen=True)
@@ -59,7 +43,7 @@ class Evaluation:
 
 
 class Exhaustive:
-    """The definition as a selector (``helios.selection.Selector``). Its one cache is the
+    """The definition as a selector (``decide.selection.Selector``). Its one cache is the
     catalog index, a static function of the catalog."""
 
     def __init__(self) -> None:

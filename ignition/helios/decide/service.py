@@ -1,68 +1,19 @@
-"""Service prices: aged token and delivery rates and the prices they imply.
-
-See docs/utility.md. Rates are stored in physical units (tokens/ms,
-deliveries/ms); only validated service changes them, never a phase change, an
-acceptance update or a normalizer change.
+"""Service prices: the normalizers a measured catalog implies and the prices a request's
+aged rates (``state/rates.py``) imply. See docs/utility.md.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import PolicyConfig
-from ignition.helios.decide.prompt_starts import PromptStarts
+from ignition.helios.state.rates import Normalizers, ServiceRates
 
 RATE_FLOOR_FRACTION = 1e-9
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE, GraphKind.MIXED)
-
-
-@dataclass
-class ServiceRates:
-    """x (tokens/ms) and z (deliveries/ms); None until there is history."""
-
-    token_rate: float | None = None
-    delivery_rate: float | None = None
-
-
-@dataclass(frozen=True)
-class Normalizers:
-    """Starting rates for missing history, from the applicable measured catalog.
-
-    ``delivery_rate`` and ``sigma_ms`` are those of one family holding every
-    delivery-bearing stream; ``by_family`` holds the normalizers of each family when the
-    streams form more than one.
-    """
-
-    token_rate: float | None = None
-    delivery_rate: float | None = None
-    sigma_ms: float | None = None
-    by_family: Mapping[str, Normalizers] = field(default_factory=dict, compare=False)
-    # The newcomer start bounded by each request's prompt (helios/prompt_starts.py);
-    # None: every newcomer starts at token_rate.
-    prompt_starts: PromptStarts | None = None
-
-    def for_family(self, family: str) -> Normalizers:
-        return self.by_family.get(family, self)
-
-    def start_rate(self, prompt_tokens: int) -> float | None:
-        """The token rate a request without token history starts at, given the prompt
-        tokens it must consume (``RequestSpec.uncached_prompt_tokens``)."""
-        starts = self.prompt_starts
-        return self.token_rate if starts is None else starts.rate(prompt_tokens)
-
-
-def stream_family(proposal_source: str) -> str:
-    """The family a delivery-bearing stream belongs to for its reference interval.
-
-    Streams of one proposal source form one family: their speculative rounds share
-    proposal work and acceptance tracking, so they are the cohorts the reference interval
-    assumes to be uniform and independent of the other families.
-    """
-    return proposal_source
 
 
 @dataclass(slots=True)
@@ -79,12 +30,7 @@ class Prices:
 def reference_interval_ms(
     measured: Iterable[tuple[Descriptor, float]], num_streams: int, family_size: int | None = None
 ) -> float | None:
-    """sigma = K * T / min(B, k) for the measured generation graph minimizing T / min(B, k).
-
-    K counts every delivery-bearing stream, k the streams of one family (k = K when all
-    streams are one family): independent uniform cohorts within each family, wall-time
-    shares proportional to family size.
-    """
+    """sigma = K * T / min(B, k) for the measured generation graph minimizing T / min(B, k)."""
     k = num_streams if family_size is None else family_size
     if num_streams <= 0 or k <= 0:
         return None
@@ -177,8 +123,7 @@ def _fairness(coefficient: float, rate: float | None, normal: float | None) -> f
 def first_delivery_price(norms: Normalizers, policy: PolicyConfig) -> float:
     """A prompt row's delivery price: the chunk that finishes its prompt makes the
     request's first delivery, credited (``PolicyConfig.first_delivery``) at the price a
-    decoder without delivery history starts at, g / z at the delivery normalizer. Zero
-    when the option is off, so the finishing chunk's value is then unchanged."""
+    decoder without delivery history starts at, g / z at the delivery normalizer."""
     if policy.first_delivery == 0:
         return 0.0
     return policy.first_delivery * _fairness(policy.delivery_fairness, None, norms.delivery_rate)
@@ -207,33 +152,3 @@ def prices(
         output_token=policy.beta + token_term,
         delivery=delivery,
     )
-
-
-def decay(duration_ms: float, adaptation_ms: float) -> float:
-    return math.exp(-duration_ms / adaptation_ms)
-
-
-def advance_rates(
-    rates: ServiceRates,
-    *,
-    duration_ms: float,
-    tokens: float,
-    deliveries: float,
-    norms: Normalizers,
-    is_decoder: bool,
-    adaptation_ms: float,
-    prompt_tokens: int | None = None,
-) -> ServiceRates:
-    """One measured interval of the entropy-dual update; returns new rates. Without
-    token history x starts at the newcomer start (``prices``' ``prompt_tokens``)."""
-    a = decay(duration_ms, adaptation_ms)
-    x0 = rates.token_rate
-    if x0 is None:
-        start = norms.token_rate if prompt_tokens is None else norms.start_rate(prompt_tokens)
-        x0 = start or 0.0
-    x = a * x0 + (1 - a) * tokens / duration_ms
-    z = rates.delivery_rate
-    if is_decoder:
-        z0 = z if z is not None else (norms.delivery_rate or 0.0)
-        z = a * z0 + (1 - a) * deliveries / duration_ms
-    return ServiceRates(token_rate=x, delivery_rate=z)

@@ -1,20 +1,4 @@
-"""Slot pressure: while requests wait for a slot, a resident decoder's tokens are worth more.
-
-Under the balanced coefficients a speculative round is worth about one delivery whatever
-its width, so Helios verifies at width one; but while requests wait for admission, each
-extra token a resident decoder commits brings forward its slot's release and so the
-waiting requests' admission (their TTFT includes that wait). With
-``PolicyConfig.slot_pressure`` = w > 0 and W requests waiting for a slot (the scheduler's
-``note_waiting`` input) among D active decoders, every decoder's output-token price is
-multiplied by
-
-    1 + w * min(W, D) / D
-
-(the delivery and prefill prices stay), so a wider round's extra expected tokens are
-worth more exactly while slots are scarce. With no one waiting, or w = 0, nothing
-changes. Applied to the views in both projections (decide/ and fast/), so the two
-selectors see the same prices. Measured in ``docs/scheduling.md`` ("Slot pressure").
-"""
+"""Slot pressure: while requests wait for a slot, a resident decoder's tokens are worth more."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""Every state-operation shape's best candidate, by evaluating all of its work.
-
-For each prepared state shape (init, restore, snapshot, vision): terminal retirement
-alone (a snapshot shape), every pair with a following inference shape
-(state_candidates.py values a pair: its joint cohort and score), and the chain cohort
-(restore or init -> vision -> inference). Entries rank as ``Best`` says; the shape's
-candidate is its best entry. fast/state_search.py evaluates the same entries best bound
-first and skips those that cannot win; the differential test holds it to this.
-"""
+"""Every state-operation shape's best candidate, by evaluating all of its work."""
 
 from __future__ import annotations
 
@@ -16,20 +8,20 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.chains import chain_cohort
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population
-from ignition.helios.decide.state_candidates import (
+from ignition.helios.decide.state_candidates import _pair
+from ignition.helios.decide.state_rows import (
     ROLES,
     STATE_KINDS,
-    StateTables,
     _enables,
     _ms,
-    _pair,
     _state_lane,
     _terminal_pick,
 )
+from ignition.helios.decide.state_tables import StateTables
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Candidate, Decision, LanePick, finish
+from ignition.helios.state.cost import CostModel, Freshness
 
 
 class Best:
@@ -126,11 +118,6 @@ def best_candidate(
         return [*lanes, *(_terminal_pick(r) for r in retire)], -1
 
     if not known:
-        # Unknown durations compare optimistically by useful value: a prerequisite whose
-        # lookahead has one (its own or the following graph's) ranks with the other
-        # unknown-duration candidates, by value, not among measured rates (where a value
-        # would outrank every rate while every discovery outranked it, so a fresh
-        # request's init waited behind the exploration of programs others could fill).
         freshness = Freshness.UNKNOWN
     candidate = Candidate(d, tables.costs.estimate_ns(d), freshness, value, count, key, build)
     candidate.score = value if freshness is Freshness.UNKNOWN else score

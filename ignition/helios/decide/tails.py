@@ -1,28 +1,4 @@
-"""Prompt tails: a chunk that stops short of a remainder one prepared graph could finish.
-
-Prefill capacities compete by the tokens they consume, so a 128-token chunk of a
-130-token remainder can out-rate the 256-token graph that finishes the prompt (the
-256-token graph costs a little more and earns only two more tokens and the first
-output). On a large MoE model every launch touches most experts, so the stranded
-2-token tail then costs nearly a whole launch for almost no value: it waits behind
-the decoders until its fairness price has grown tenfold, and the request's first
-token waits with it. A restored conversation turn (retention) meets this every time:
-its remainder is the new message plus the two tokens the terminal capture did not
-include, and message sizes are often prepared capacities.
-
-The rule here is a bounded lookahead over the prompt's completion, like the pair
-lookahead of prerequisites.py: when nothing (an image span, a capture cut) forces a
-chunk to stop before the prompt end and some prepared prompt graph could consume the
-whole remainder now, a chunk that strands a tail is worth no more than the sequence
-it starts: the chunk (duration T, value V), then the fastest measured prompt graph
-able to consume the tail (F), which earns the tail's tokens and the output token.
-The score is min(plain, (V + V_tail) / (T + F) - waiting over T + F), so it only
-ever lowers a score (every upper bound of the bounded search stays true), and a chunk
-whose tail can be finished cheaply keeps its plain score. Remainders no single graph
-holds, rows of several prompts, and unknown durations are left as they are (unknown
-durations compare optimistically by value). Only the chunk's own duration enters the
-plan; lookahead time never enters execution timing or cost learning.
-"""
+"""Prompt tails: a chunk that stops short of a remainder one prepared graph could finish."""
 
 from __future__ import annotations
 
@@ -31,7 +7,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.utility import (
     Candidate,
     Decision,
@@ -40,6 +15,7 @@ from ignition.helios.decide.utility import (
     consumable_tokens,
     prompt_capacity,
 )
+from ignition.helios.state.cost import CostModel
 
 
 class FastestAtLeast:

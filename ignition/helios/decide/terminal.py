@@ -1,19 +1,4 @@
-"""Terminal retirement: the value of finishing a request through a snapshot program.
-
-A terminal snapshot enables the visible response completion and frees the request's
-execution resources. Its value is independent of output-token and delivery prices:
-
-    terminal_value + terminal_age_price * sigma * (A + T)
-
-for snapshot duration T, terminal age A (from when validated completion identified
-termination, or preemption initiated retirement) and the snapshot family's
-batch-feasible reference interval sigma. The age coefficient of every request awaiting
-retirement also enters each candidate's common waiting cost, exactly as a decoder's
-output-age coefficient does, so a pending retirement makes every long graph costlier.
-
-Everything here is plain arithmetic on already-scaled values; nothing invents a
-duration or a reference interval (an unknown one contributes no age value).
-"""
+"""Terminal retirement: the value of finishing a request through a snapshot program."""
 
 from __future__ import annotations
 
@@ -55,12 +40,7 @@ def waiting_coefficient(
 
 
 def saved_waiting(age_price: float, stop_ms: float, total_ms: float) -> float:
-    """Value of a row that stops ageing at ``stop_ms`` inside a ``total_ms`` sequence.
-
-    The common waiting cost of a sequence of length S charges each pending row
-    S/2 * c per unit time, that is c * S^2 / 2 in value; a terminal row retired by the
-    first stage ages only through T, so it saves c * (S^2 - T^2) / 2.
-    """
+    """Value of a row that stops ageing at ``stop_ms`` inside a ``total_ms`` sequence."""
     if total_ms <= stop_ms:
         return 0.0
     return age_price * (total_ms * total_ms - stop_ms * stop_ms) / 2.0

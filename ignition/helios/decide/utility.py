@@ -1,14 +1,4 @@
-"""Value arithmetic: lane values, the value-rate objective and candidate ranking.
-
-For a ready inference graph of duration T (ms), selection maximizes
-
-    (sum of expected priced token and delivery service
-     + sum over served decoders of c * sigma_i * (A_i + T)) / T
-    - T / 2 * sum over active decoders of c.
-
-All values of one decision carry a common positive scale (``log_scale``) so a
-long-starved request's large price stays representable.
-"""
+"""Value arithmetic: lane values, the value-rate objective and candidate ranking."""
 
 from __future__ import annotations
 
@@ -18,9 +8,10 @@ from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.decide.cost import Freshness
 from ignition.helios.decide.service import Prices, token_normalizer
-from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.plans import LaneRole
+from ignition.helios.state.cost import Freshness
+from ignition.helios.types import RequestHandle
 
 RELATIVE_TIE = 1e-9
 
@@ -30,7 +21,7 @@ Measured = Iterable[tuple[Descriptor, float]]
 def generation_start_rate(measured: Measured, num_streams: int) -> float | None:
     """The highest per-stream token rate a measured *generation* graph (decode or
     speculative) offers the K live streams: parity with a decoder served at the fastest
-    batch-feasible rate. Falls back to every measured graph without a generation one."""
+    batch-feasible rate."""
     measured = list(measured)
     generation = [
         (d, t) for d, t in measured if d.kind in (GraphKind.DECODE, GraphKind.SPECULATIVE)
@@ -40,22 +31,13 @@ def generation_start_rate(measured: Measured, num_streams: int) -> float | None:
 
 
 def normalizer_start_rate(measured: Measured, num_streams: int) -> float | None:
-    """The token normalizer over every measured graph (docs/utility.md's rule).
-
-    On a MoE catalog its maximum is a prefill graph, so a newcomer looks as if it had
-    been served at prefill speed and its fairness price starts near zero."""
+    """The token normalizer over every measured graph (docs/utility.md's rule)."""
     return token_normalizer(measured, num_streams)
 
 
 def balanced_start_rate(measured: Measured, num_streams: int) -> float | None:
     """The newcomer rule (docs/scheduling.md): the geometric mean of the two yardsticks,
-    the generation start rate and the token normalizer.
-
-    A newcomer's rate is unknown between the rate a prompt-consuming stream gets from a
-    prefill graph and the rate a decoder gets; prices are multiplicative, so the start
-    that minimises the worst multiplicative distance to both, max(x0 / x_gen,
-    x_norm / x0), is their geometric mean (the same balance the seed's mixed prompt
-    bucket strikes between short and long chunks)."""
+    the generation start rate and the token normalizer."""
     measured = list(measured)
     low = generation_start_rate(measured, num_streams)
     high = normalizer_start_rate(measured, num_streams)
@@ -83,11 +65,7 @@ def newcomer_token_rate(measured: Measured, num_streams: int) -> float | None:
 
 @dataclass(slots=True)
 class LaneView:
-    """A request as one decision sees it: projected to the queue's expected end.
-
-    Treated as immutable; not frozen only because frozen construction is slow and
-    every decision builds one per request.
-    """
+    """A request as one decision sees it: projected to the queue's expected end."""
 
     handle: RequestHandle
     epoch: int
@@ -302,11 +280,7 @@ def _close(a: float, b: float) -> bool:
 
 
 def compare(a: Candidate, b: Candidate) -> int:
-    """Negative when ``a`` ranks before ``b``.
-
-    Indeterminate before determinate; then value; equal values prefer shorter known
-    time, more served requests, less recently used requests, smaller padding.
-    """
+    """Negative when ``a`` ranks before ``b``."""
     if a.is_indeterminate != b.is_indeterminate:
         return -1 if a.is_indeterminate else 1
     if not _close(a.score, b.score):

@@ -1,10 +1,4 @@
-"""Bound-and-skip: evaluate only the shapes that could be selected.
-
-Every fresh program gets an O(1) optimistic score from per-decision maxima
-(``rounds.LaneTable.value_bound``); shapes are evaluated best bound first and the
-rest are skipped once a bound falls clearly below the best real score. The
-exhaustive path (``policy.all_candidates``) is what this must agree with.
-"""
+"""Bound-and-skip: evaluate only the shapes that could be selected."""
 
 from __future__ import annotations
 
@@ -14,14 +8,12 @@ from collections.abc import Sequence
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import candidates_for, prune_dominated
 from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
 from ignition.helios.fast.catalog_index import CatalogIndex
 from ignition.helios.fast.tables import Tables
+from ignition.helios.state.cost import CostModel, Freshness
 
-# Skipping needs a bound below the best score by more than this (relative): far above
-# the ranking's 1e-9 tie tolerance and any rounding between a bound and a real score.
 BOUND_MARGIN = 1e-6
 
 
@@ -33,11 +25,8 @@ def _score_bounds(
     now_ns: int,
     stale: bool = False,
 ) -> list[float | None]:
-    """For each shape, a true upper bound on the score of any candidate of it; None where
-    it must be evaluated regardless (prefill rows are cheap; unknown costs rank first;
-    stale ones, unless ``stale``, are what timing refresh chooses among: a stale cost is
-    scored like a fresh one, so the bound holds for them too). One loop over the shapes:
-    about fifty per decision."""
+    """For each shape, a true upper bound on the score of any candidate of it; None where it must be
+    evaluated."""
     memo = tables.bounds if tables.decision is decision else None
     lanes, prompts = tables.decoders, tables.prompts
     skipped = (Freshness.UNKNOWN,) if stale else (Freshness.UNKNOWN, Freshness.STALE)
@@ -56,8 +45,6 @@ def _score_bounds(
             if found is not None and found[0] is d:
                 out.append(found[1])
                 continue
-        # the decoders' best value at this row ceiling and batch, the best prompt row's
-        # for a mixed program, per ms, less the waiting cost (a known estimate: t_ms > 0)
         t_ms = duration_ns / 1e6
         value = lanes.value_bound(_ceiling(d), d.batch_capacity, t_ms)
         if d.kind is GraphKind.MIXED and d.prompt_lanes > 1:
@@ -85,9 +72,7 @@ def largest_bound(
     decision: Decision,
     now_ns: int,
 ) -> float:
-    """The largest score bound among ``shapes`` that have one (-inf for none). The bounds
-    are memoised on the tables, so bounded_candidates then reads them for free; plan()
-    compares this with the state operations' best pair bounds to order the searches."""
+    """The largest score bound among ``shapes`` that have one (-inf for none)."""
     tables.decoders.arrays.positive_sums(
         [_ceiling(d) for d, _ in shapes if d.kind is not GraphKind.PREFILL]
     )
@@ -107,14 +92,7 @@ def bounded_candidates(
     bound_stale: bool = False,
 ) -> list[Candidate]:
     """``all_candidates`` less shapes that provably cannot be selected among them and
-    ``others``: the same winner, the same stale alternatives, far fewer cohorts. With
-    ``bound_stale`` stale shapes are skipped like fresh ones (the same winner; timing
-    refresh then finds its alternative through ``stale_alternative``).
-
-    Shapes are evaluated best bound first; once a bound falls clearly below the best
-    real score (by more than the ranking's tie tolerance), every remaining shape is
-    skipped; skipped shapes that could prune a kept candidate are evaluated after all.
-    """
+    ``others``: the same winner, the same stale alternatives, far fewer cohorts."""
     found: dict[int, list[Candidate]] = {}
     # every ceiling's decoder sums in one vectorised pass (lane_core.py)
     tables.decoders.arrays.positive_sums(
@@ -131,8 +109,6 @@ def bounded_candidates(
     bounded.sort()
     best = max([floor, *(c.score for out in found.values() for c in out if not c.is_indeterminate)])
     while True:
-        # The best score so far may belong to a candidate that pruning removes, so the
-        # skip is checked again against the survivors' best until it holds.
         skipped: list[tuple[float, int]] = []
         for k, (negative, position) in enumerate(bounded):
             bound = -negative
@@ -143,9 +119,6 @@ def bounded_candidates(
                 shapes[position], tables, costs, decision, now_ns, mode
             )
             best = max([best, *(c.score for c in out if not c.is_indeterminate)])
-        # A skipped shape that pads beyond a kept candidate's could carry the same work
-        # and prune it, as it would in the exhaustive path: evaluate those (they cannot
-        # win, being below the best, but they must be there to prune).
         where = {id(shapes[p][0]): p for _, p in skipped}
         wanted = {
             where[id(o)]
@@ -177,16 +150,7 @@ def stale_alternative(
 ) -> tuple[bool, Candidate | None]:
     """The inference candidate ``refresh.choose_refresh`` picks from ``all_candidates``:
     stale, of another cost entry than ``own_key`` (the winner's), not pruned; the oldest
-    ``refresh_key`` first, then the best ranked. Found without evaluating every stale
-    shape (most never run, so they stay stale, and each decision evaluated them all).
-
-    Keys are visited oldest first; within a key, shapes best bound first, until a bound
-    falls clearly below the best survivor's score. A candidate survives pruning unless a
-    dominating shape of ``shapes`` yields the same work (``prune_dominated``). Returns
-    ``(False, None)`` where a survivor's score is within the ranking's tie tolerance of
-    the best's: ``compare``'s tie-breaks (and the list order they would meet) decide
-    there, so the caller evaluates every stale shape as before.
-    """
+    ``refresh_key`` first, then the best ranked."""
     bounds = _score_bounds(shapes, tables, costs, decision, now_ns, stale=True)
     groups: dict[int, list[tuple[float, int]]] = {}
     for position, (d, _) in enumerate(shapes):

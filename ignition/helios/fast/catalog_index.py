@@ -13,7 +13,7 @@ from ignition.helios.decide import policy
 class CatalogIndex(policy.CatalogIndex):
     """Lines of one catalog (``decide.policy.CatalogIndex``), plus, per shape, the shapes
     of its family padded beyond it: the only pairs pruning can act on (same logical work
-    implies the same family). Static per catalog."""
+    implies the same family)."""
 
     def __init__(self, descriptors: Sequence[Descriptor]) -> None:
         super().__init__(descriptors)

@@ -1,13 +1,4 @@
-"""Decoder lane values of one decision as arrays (structure of arrays, numpy).
-
-After every completion each decoder's price moves, so ``rounds.LaneTable`` is rebuilt
-on almost every decision and its per-ceiling value lists were recomputed in Python
-loops: one pass per ceiling for the sorted orders and another for the bounds. This
-computes every ceiling's values at once with the same IEEE operations per lane
-(``fixed + price * outputs[min(cap, limit)]``: one multiply, then one add), so the
-values and orders are bit-identical to the Python loops, which stay the definition
-(``decide.rounds.LaneTable``).
-"""
+"""Decoder lane values of one decision as arrays (structure of arrays, numpy)."""
 
 from __future__ import annotations
 
@@ -178,10 +169,7 @@ def lane_arrays(
 
 
 class LaneLists(_LaneOrders):
-    """``LaneArrays``' interface in plain Python, for small tables. Each value is the same
-    IEEE expression (one multiply, then one add), orders use the same keys, and the
-    positive prefix sums add best first from 0.0 as ``np.cumsum`` does, so the two are
-    interchangeable float for float (``tests/helios/test_helios_lane_core.py`` runs both)."""
+    """``LaneArrays``' interface in plain Python, for small tables."""
 
     def __init__(
         self,

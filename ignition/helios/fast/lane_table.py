@@ -1,9 +1,5 @@
 """The decoder table of the bounded search: ``decide.rounds.LaneTable``'s values, built
-for speed. The same lanes, ceilings, orders and cohorts (the differential test holds
-them to the definition's), with the per-ceiling values as numpy arrays or lists
-(``lane_core``), expected outputs memoised across decisions, twins made in one call, and
-prefix sums and value bounds kept per (ceiling, lanes) for the inference bounds.
-"""
+for speed."""
 
 from __future__ import annotations
 
@@ -19,9 +15,7 @@ _OUTPUTS: dict[tuple, list[float]] = {}
 
 
 def expected_outputs(own: tuple[float, ...], alpha: float, max_depth: int) -> list[float]:
-    """[q] -> expected output with q rows. Survival tuples change only when acceptance is
-    observed, so the same few recur across decisions; a bounded memo serves them (its
-    lists are shared and never mutated)."""
+    """[q] -> expected output with q rows."""
     key = (own, alpha, max_depth)
     found = _OUTPUTS.get(key)
     if found is None:
@@ -49,10 +43,8 @@ def _twin(view: LaneView, survivals: tuple[float, ...]) -> LaneView:
 
 
 class LaneTable(rounds.LaneTable):
-    """``decide.rounds.LaneTable`` with its orders, prefixes and leaders read from arrays
-    (lane_core.py), expected outputs from a memo shared across decisions, and a value
-    bound per (ceiling, lanes) for the inference bounds; its cohorts are the definition's.
-    """
+    """``decide.rounds.LaneTable`` with its orders, prefixes and leaders read from
+    arrays; its cohorts are the definition's."""
 
     def __init__(
         self,
@@ -65,12 +57,7 @@ class LaneTable(rounds.LaneTable):
         fixed: Sequence[float] | None = None,
     ) -> None:
         """``survivals`` replaces the views' own (acceptance learning scores probes with
-        optimistic estimates); views carrying them are made only when a cohort needs one.
-        ``outputs``, where given, are ``expected_outputs`` of those survivals, already
-        made (each history memoises its optimistic ones); ``arrays``, where given, are
-        those views and outputs as ``LaneArrays`` (``LaneArrays.with_outputs``), and
-        ``fixed`` their fixed values (``fixed`` of a table of the same views and decision).
-        The definition's constructor is not called: it would compute the outputs again."""
+        optimistic estimates); views carrying them are made only when a cohort needs one."""
         self.views = list(views)
         self.decision = decision
         self._survivals = survivals
@@ -125,12 +112,7 @@ class LaneTable(rounds.LaneTable):
 
     def value_bound(self, cap: int, max_lanes: int, duration_ms: float) -> float:
         """A true upper bound on the value of any decode cohort of at most ``max_lanes``
-        lanes with row ceilings at most ``cap``, whatever the row budget or allocation.
-
-        Fewer rows never add output (survivals are nonnegative), so each lane is worth at
-        most its full-ceiling value; the duration term is bounded separately by the
-        largest sigmas, since sum(top k of a + b) <= top k of a + top k of b.
-        """
+        lanes with row ceilings at most ``cap``, whatever the row budget or allocation."""
         key = (cap, max_lanes)
         found = self._bounds.get(key)
         if found is None:

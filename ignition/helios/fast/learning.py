@@ -1,9 +1,7 @@
 """The acceptance-probe search plan() runs: ``decide.learning.choose_probe``'s probe,
 found by skipping every shape whose optimistic gain bound (``probe_core.ProbeBound``,
 numpy over every ceiling at once) falls clearly below the best gain found so far, with
-the optimistic decoder table sharing the ordinary one's arrays. The rule, the probe's
-ranking and its weights are the definition's (decide/learning.py).
-"""
+the optimistic decoder table sharing the ordinary one's arrays."""
 
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ import numpy as np
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.learning import (
     HistoryOf,
     Probe,
@@ -27,9 +24,8 @@ from ignition.helios.decide.utility import Candidate, Decision
 from ignition.helios.fast.lane_table import LaneTable
 from ignition.helios.fast.probe_core import ProbeBound, shape_cap
 from ignition.helios.fast.tables import Tables
+from ignition.helios.state.cost import CostModel, Freshness
 
-# Skipping a shape needs its gain bound below the best gain by more than this (relative):
-# far above the ranking's 1e-9 tie tolerance, however many near-ties the scan chains.
 PROBE_MARGIN = 1e-6
 
 
@@ -48,19 +44,13 @@ def choose_probe(
 ) -> Probe | None:
     """The best acceptance probe against the ordinary ``winner``, or None; with
     ``any_probe``, the first one found (a caller that only needs to know whether one
-    exists: a probe cannot join a queued frame, so plan() then waits either way).
-
-    Only measured, fresh speculative programs probe: an unknown or stale cost belongs to
-    discovery or timing refresh, and the two ledgers never charge the same execution.
-    """
+    exists: a probe cannot join a queued frame, so plan() then waits either way)."""
     if mode is SpeculationMode.FIXED or winner.is_indeterminate or max_depth == 0:
         return None
     shapes = [(d, only) for d, only in shapes if d.speculation_enabled and d.proposal_depth > 0]
     if not shapes or not population.decoders:
         return None
     max_batch = max(d.batch_capacity for d, _ in shapes)
-    # Each history memoises its optimistic estimates until it is aged or observed (only
-    # the last frame's participants are, per completion); the bound reads them as arrays.
     alpha = decision.alpha
     histories = [history_of(v.handle) for v in population.decoders]
     optimistic = [history.optimistic_outputs(max_depth, alpha) for history in histories]
@@ -87,9 +77,6 @@ def choose_probe(
     if not bounded:
         return None  # the common case while credit waits for a useful probe
     survivals = [history.optimistic_survivals(max_depth) for history in histories]
-    # The bound's optimistic outputs are expected_outputs of these survivals: reused,
-    # they keep per-decision tuples out of the shared outputs memo. Only the outputs
-    # differ from the ordinary table's arrays and fixed values: the rest is shared.
     arrays = ordinary.decoders.arrays.with_outputs(outputs)
     decoders = LaneTable(
         population.decoders,
@@ -102,8 +89,6 @@ def choose_probe(
     )
     tables = Tables(ordinary.prompts, decoders)
     depths = ordinary_depths(winner)
-    # Best gain bound first; once a bound is clearly below the best gain found, no later
-    # shape can rank first (a probe needs a gain within the tie tolerance of the best).
     bounded.sort(key=lambda item: -item[0])
     found_probes: dict[int, list[Probe]] = {}
     top_gain = -math.inf
@@ -121,8 +106,6 @@ def choose_probe(
             if any_probe:
                 return probes[-1]
             top_gain = max(top_gain, probes[-1].gain)
-    # Ranked in the shapes' own order, as if every shape had been evaluated: a skipped
-    # shape's probes could never have ranked first at any point of that scan.
     best: Probe | None = None
     for position in sorted(found_probes):
         for probe in found_probes[position]:

@@ -1,13 +1,4 @@
-"""The decision's normalizers, vectorised across the catalog with numpy.
-
-Every completion that moves one cost median changes the estimates, and the engine
-plans after every completion, so ``service.normalizers`` plus the newcomer rule ran
-over the whole catalog (five passes of Python loops) on most decisions. This computes
-the same quantities with the same IEEE operations per program (``useful / (k * t)``
-and ``t / min(B, k)``, then one max or min), so the floats are bit-identical to the
-Python path (``fast.projection.python_normalizers``; the definition computes each
-request's start directly, ``decide.projection.newcomer_start``).
-"""
+"""The decision's normalizers, vectorised across the catalog with numpy."""
 
 from __future__ import annotations
 
@@ -18,12 +9,10 @@ import numpy as np
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.decide.cost import CostEntry, CostModel
-from ignition.helios.decide.prompt_starts import BOUNDED_RULES, PromptStarts
-from ignition.helios.decide.service import Normalizers
+from ignition.helios.state.cost import CostEntry, CostModel
+from ignition.helios.state.prompt_starts import BOUNDED_RULES, PromptStarts
+from ignition.helios.state.rates import Normalizers
 
-# The newcomer rules this core reproduces (utility.NEWCOMER_RULES); any other rule
-# name makes the caller take the Python path.
 VECTOR_RULES = ("balanced", "whole-prompt", "generation", "normalizer")
 
 
@@ -64,10 +53,7 @@ class CatalogArrays:
         return found
 
     def durations_ms(self) -> tuple[np.ndarray, np.ndarray]:
-        """Measured estimates in ms, and the same outside generation programs. Unmeasured
-        programs (and, in the second, programs that are not generation programs) read
-        +inf, so their rates are zero (dropped like the Python path's ``rate > 0``) and
-        they never win a min."""
+        """Measured estimates in ms, and the same outside generation programs."""
         ns = np.array([e.estimate_ns for e in self.entries], dtype=np.int64)
         t = ns / 1e6
         t[ns <= 0] = np.inf

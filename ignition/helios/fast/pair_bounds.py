@@ -1,33 +1,4 @@
-"""Upper bounds on a prerequisite's pair scores, one per following inference shape.
-
-The pair lookahead (state_candidates.py) chooses a joint cohort for every pair of a
-prepared prerequisite shape and a following inference shape: per pair it values every
-enabled and ready row for the following graph and sorts them (prerequisites.py). With
-an init program in the catalog every fresh prompt waits on such a pair, and 33-45
-following shapes per prerequisite made that the bulk of plan(). Most of those pairs
-cannot win, so, like bounds.py for inference shapes, each pair gets an O(1) optimistic
-score from per-prerequisite sorted prefix sums, pairs are evaluated best bound first,
-and the rest are skipped once a bound falls clearly below the incumbent (state_search.py).
-
-Every term is bounded from above:
-
-- a decoder's value at a following shape's width (state_candidates.following_rows) is
-  output * E(rows) + delivery + c * sigma * (A + T + F), linear in the lookahead's span,
-  so the sum of any m of them is at most the sum of the m largest intercepts at that
-  width plus (T + F) times the sum of the m largest slopes;
-- a prompt row's value at capacity C is at most price * min(remaining, C) + completion
-  bonus, so the sum of any m rows is at most min(the m largest price * remaining +
-  bonus, C * the m largest prices + the m largest bonuses);
-- the following graph serves at most its batch capacity of rows (a mixed graph one
-  prompt beside the rest as decoders), enabled and already-ready rows together;
-- terminal rows add at most the prerequisite capacity's largest prefix contributions
-  plus the waiting each saves over the following graph (the same for every row);
-- the stranded-tail rule only lowers a pair's score, so it is left out;
-
-and the span, hence the common waiting cost over T + F and T, is exact. The productive
-first-stage prefix (terminal rows alone over T) is bounded the same way. A pair with
-an unknown duration has no rate to bound and is never pruned (state_search.py).
-"""
+"""Upper bounds on a prerequisite's pair scores, one per following inference shape."""
 
 from __future__ import annotations
 
@@ -37,7 +8,7 @@ from itertools import accumulate
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.decide.state_candidates import following_rows
+from ignition.helios.decide.state_rows import following_rows
 from ignition.helios.decide.utility import Decision, LaneView, prompt_capacity
 from ignition.helios.fast.lane_table import LaneTable, expected_outputs
 
@@ -51,19 +22,12 @@ def _top_sums(values: Sequence[float], length: int) -> list[float]:
 
 
 class DecoderRows:
-    """Decoders a pair's following graph can serve, with each one's bound terms: the
-    delivery price plus its age continuation so far (``bases``), the age slope over the
-    lookahead (``slopes``), and per verified width its intercept, output price times its
-    expected output at that width plus its base (``intercepts``, built on first use).
-    The ready decoders' are shared by every prerequisite of one decision."""
+    """Decoders a pair's following graph can serve, with each one's bound terms."""
 
     def __init__(
         self, views: Sequence[LaneView], decision: Decision, table: LaneTable | None = None
     ) -> None:
-        """``table``: the decision's decoder table over the same ``views``, whose orders
-        hold these intercepts already, sorted (its values are fixed + price * output at
-        the lane ceiling, which is decoder_rows, and fixed is this base), so the ready
-        decoders' sums read them instead of computing them again."""
+        """``table``: the decision's decoder table over the same ``views``."""
         self._table = table
         self.views = [v for v in views if v.remaining_output >= 1]
         self.bases: list[float] = []
@@ -123,8 +87,7 @@ class DecoderRows:
         lane tables' memo: expected_output's sums, left to right, over its survivals or
         ``depth`` drafts if more, so a survival the view lacks adds 0 ** alpha, which
         only raises the bound where alpha is 0), its row limit (decoder_rows) and its
-        base. Sets the depth every view's outputs cover (its survivals usually hold the
-        deepest width of every following shape, so one pass serves them all)."""
+        base."""
         alpha = self._alpha
         terms = [
             (
@@ -252,10 +215,7 @@ class PairBounds:
         widths: Sequence[int] | None = None,
     ) -> list[tuple[float, int, Descriptor]]:
         """(-bound, position, following) of every pair that can exist among
-        ``followings`` ((position, shape, duration) triples), best bound first and in
-        catalog order among equal bounds (positions are distinct, so the shapes are never
-        compared). ``score`` written out for the hot loop; ``widths``, where given, are
-        every position's following_rows (static per catalog, kept by the caller)."""
+        ``followings``, best bound first."""
         out = []
         whole, prices, bonus = self._whole, self._prices, self._bonus
         slopes = self._slopes

@@ -1,13 +1,4 @@
-"""The acceptance-probe search's shape bounds over arrays (structure of arrays, numpy).
-
-The probe search bounds every speculative shape before evaluating any: per ceiling,
-the sum of the best lanes' optimistic values. Those per-ceiling values, sorts and
-prefix sums ran as Python loops over every decoder; here every ceiling the shapes use
-is computed in one vectorised pass with the same IEEE operations per lane (one
-multiply, one add) and sums accumulated left to right, as the loops did, so the bounds
-are bit-identical to the Python path, which stays the definition
-(``decide.learning``).
-"""
+"""The acceptance-probe search's shape bounds over arrays (structure of arrays, numpy)."""
 
 from __future__ import annotations
 
@@ -23,8 +14,7 @@ class ProbeBound:
     """Cheap upper bounds on any optimistic candidate's score (``learning``'s bound):
     a decoder's value in a graph of ceiling q is at most its value with q complete
     optimistic rows, so the B best such values, plus the best conceivable prompt row for
-    a mixed graph, bound the graph's cohort value. A loose bound at each lane's deepest
-    ceiling rules out most shapes; the rest get the bound at their own ceiling."""
+    a mixed graph, bound the graph's cohort value."""
 
     def __init__(
         self,
@@ -45,8 +35,6 @@ class ProbeBound:
         for i, v in enumerate(views):
             if v.remaining_output < 1:
                 continue  # no output left: no lane (rounds.LaneTable.order)
-            # the lane ceiling's row limit: a lane with output left verifies at least one
-            # row, whatever its context says (rounds.lane_ceiling)
             keep.append(i)
             limits.append(max(1, min(v.remaining_output, v.remaining_context, v.max_rows)))
             prices.append(v.prices.output_token)

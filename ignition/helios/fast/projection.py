@@ -1,13 +1,5 @@
 """The population plan() builds: ``decide.projection.build_population``'s views, made
-fast.
-
-Normalizers come from the vectorised catalog pass (normalizer_core.py) and carry the
-newcomer rule's prompt-start table instead of computing each newcomer's start; each
-request's projection through the queued frames is kept (``ProjectionCache``) while its
-state, the queue and the normalizers are unchanged, and its view object is reused while
-its age and the decision's scale are, so tables built on the views are reused too
-(fast/tables.py).
-"""
+fast."""
 
 from __future__ import annotations
 
@@ -18,27 +10,26 @@ from dataclasses import dataclass, replace
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide import cadence_ramp, utility
-from ignition.helios.decide.cost import CostModel
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.projection import measured, row_limit
-from ignition.helios.decide.prompt_starts import BOUNDED_RULES, prompt_starts
 from ignition.helios.decide.service import (
-    Normalizers,
     Prices,
     _fairness,
-    decay,
     first_delivery_price,
     graph_shares,
     normalizers,
-    stream_family,
 )
 from ignition.helios.decide.slot_pressure import pressure_factor
 from ignition.helios.decide.terminal import TerminalView
 from ignition.helios.decide.utility import Decision, LaneView
 from ignition.helios.fast.normalizer_core import VECTOR_RULES, catalog_arrays, vector_normalizers
-from ignition.helios.queue import ExecutionQueue
-from ignition.helios.requests import RequestState
-from ignition.helios.types import LaneRole, RequestHandle
+from ignition.helios.plans import LaneRole
+from ignition.helios.state.cost import CostModel
+from ignition.helios.state.prompt_starts import BOUNDED_RULES, prompt_starts
+from ignition.helios.state.queue import ExecutionQueue
+from ignition.helios.state.rates import Normalizers, decay, stream_family
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import RequestHandle
 
 
 def current_normalizers(
@@ -126,16 +117,7 @@ class _Row:
 
 
 class ProjectionCache:
-    """Per-request projections reused while their inputs are unchanged.
-
-    A row depends on the request (its epoch, which every commit, completion,
-    cancellation and retirement bumps, and, because callers may adjust them between
-    decisions, its stored rates, last output, positions and spec), on the queued frames,
-    the normalizers, the policy and the depth; the last four are checked once per
-    decision and any change drops every row. A view is reused only when the decision's
-    scale and the request's age are also unchanged, so a cached view is always the one
-    a fresh projection would build.
-    """
+    """Per-request projections reused while their inputs are unchanged."""
 
     def __init__(self) -> None:
         self.rows: dict[int, _Row] = {}  # by id(request); a row holds its request
@@ -154,7 +136,7 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
     ``service.advance_rates`` for each queued frame it takes part in, then
     ``service.prices``, the same arithmetic in the same order, inlined (every decision
     after a completion projects every request: the completion moved every participant's
-    rates). A newcomer starts at its prompt-bounded start (helios/prompt_starts.py)."""
+    rates)."""
     advance, last_output, blocked = 0, r.last_output_ns, False
     is_decoder = r.prompt_position >= r.spec.num_prompt_tokens
     slot, generation = r.handle.slot, r.handle.generation
@@ -217,8 +199,7 @@ def _view(
     ramped: PolicyConfig | None,
 ) -> LaneView:
     """The request's LaneView; RequestState's position properties are inlined (one view
-    per request per decision, so each property call shows). ``ramped``: the policy
-    while its cadence ramp is on (decide/cadence_ramp.py), else None."""
+    per request per decision, so each property call shows)."""
     r = row.request
     spec = r.spec
     position, num_output = r.prompt_position, r.num_output

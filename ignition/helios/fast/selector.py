@@ -1,14 +1,5 @@
 """The selection plan() runs: ``decide.selector.Exhaustive``'s choice, found without
-evaluating what cannot win.
-
-Each prerequisite's best-bound pair first (state_search.py), then the inference shapes
-whose score bounds could beat those (bounds.py), then the remaining pairs that could
-beat the inference incumbent; timing refresh reads one stale alternative per key, and
-the probe search skips shapes whose gain bound falls below the best (learning.py,
-probe_core.py). The population's rows and the decision's tables are kept between
-decisions while their inputs hold (projection.py, tables.py). The differential test
-holds the winner and its score to the definition's on random states of every kind.
-"""
+evaluating what cannot win."""
 
 from __future__ import annotations
 
@@ -18,6 +9,12 @@ from collections.abc import Sequence
 from ignition.components.descriptor import Descriptor
 from ignition.helios.decide import mixed_width
 from ignition.helios.decide.policy import active_descriptors, select
+from ignition.helios.decide.selection import (
+    Selection,
+    SelectionState,
+    execution_class,
+    page_feasible,
+)
 from ignition.helios.decide.state_choice import state_candidates
 from ignition.helios.decide.utility import Candidate
 from ignition.helios.fast.bounds import (
@@ -33,16 +30,10 @@ from ignition.helios.fast.pair_bounds import DecoderRows
 from ignition.helios.fast.projection import ProjectionCache, build_population
 from ignition.helios.fast.state_search import StateSearch
 from ignition.helios.fast.tables import TableCache, Tables
-from ignition.helios.selection import (
-    Selection,
-    SelectionState,
-    execution_class,
-    page_feasible,
-)
 
 
 class Bounded:
-    """The bounded search as a selector (``helios.selection.Selector``), with the caches
+    """The bounded search as a selector (``decide.selection.Selector``), with the caches
     it keeps between decisions of one scheduler."""
 
     def __init__(self) -> None:
@@ -115,8 +106,6 @@ class Bounded:
 
         winner = chosen(inference + states)
         if winner is not None and not search.is_empty and s.page_shortfall(winner) > 0:
-            # the winner yields to the best state operation that fits, which needs every
-            # state shape's own best, not only those that could win
             states = state_candidates(*state_inputs)
             winner = page_feasible(chosen(inference + states), states, s.page_shortfall)
         if winner is None:

@@ -1,22 +1,4 @@
-"""The state operations' search: which (prerequisite, following) pairs to evaluate.
-
-state_candidates.py values a pair (its joint cohort and score); this module decides
-which pairs get valued. Every measured pair of a fresh, measured prerequisite gets an
-upper bound (pair_bounds.py); pairs are evaluated best bound first and the rest skipped
-once a bound falls clearly below the incumbent, as bounds.py does for inference shapes.
-The incumbent is the best state candidate found so far and, in plan(), the inference
-search's best: ``StateSearch.provisional`` evaluates each prerequisite's best-bound pair
-(whose scores the inference search may skip below), ``StateSearch.candidates`` resumes
-every prerequisite against the inference incumbent. Pairs with an unknown duration and
-unmeasured prerequisites are evaluated whole (unknown durations compare optimistically
-by value); a stale prerequisite prunes only against its own best (timing refresh chooses
-among stale candidates, so each keeps its exact best); and the chain cohort (restore ->
-vision -> inference) is skipped only when measured and bounded below.
-
-The winner is the exhaustive one; a prerequisite's own candidate may be a lesser one or
-absent where it could not be selected (plan() reruns the exhaustive search when the
-winner's pages fall short, since the fitting state operation then matters).
-"""
+"""The state operations' search: which (prerequisite, following) pairs to evaluate."""
 
 from __future__ import annotations
 
@@ -27,36 +9,34 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.chains import chain_cohort, chain_vision, future_delivery_ms
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import Population
 from ignition.helios.decide.prerequisites import chain_score
-from ignition.helios.decide.speculation import expected_output
-from ignition.helios.decide.state_candidates import (
-    ROLES,
-    StateTables,
-    _enables,
-    _ms,
-    _pair,
-    _state_lane,
-    decoder_rows,
-    following_rows,
-)
+from ignition.helios.decide.state_candidates import _pair
 from ignition.helios.decide.state_choice import (
     Best,
     best_candidate,
     state_tables,
     terminal_alone,
 )
+from ignition.helios.decide.state_rows import (
+    ROLES,
+    _enables,
+    _ms,
+    _state_lane,
+    decoder_rows,
+    following_rows,
+)
+from ignition.helios.decide.state_tables import StateTables
 from ignition.helios.decide.utility import Candidate, Decision, LaneView
 from ignition.helios.fast.bounds import BOUND_MARGIN
 from ignition.helios.fast.pair_bounds import DecoderRows, PairBounds
+from ignition.helios.state.acceptance import expected_output
+from ignition.helios.state.cost import CostModel, Freshness
 
 
 class StateSearch:
-    """The state operations' lookahead, resumable so that it and the inference search
-    can each use the other's incumbent (plan()): ``provisional`` evaluates each
-    prerequisite's best-bound pair, whose scores the inference search may skip below;
-    ``candidates`` resumes every prerequisite against the inference incumbent."""
+    """The state operations' lookahead, resumable so that it and the inference search can each use
+    the other's incumbent."""
 
     def __init__(
         self,
@@ -89,12 +69,8 @@ class StateSearch:
         return any(search.leads(-math.inf) for search in self._searches)
 
     def provisional(self, hint: float | None = -math.inf) -> list[Candidate]:
-        """Each prerequisite's best so far after its best-bound pair, where that bound
-        is not clearly below ``hint`` (the inference shapes' largest bound: a pair below
-        it is unlikely to set the incumbent, so it waits for the inference search's;
-        None: no pair yet): real candidates whose scores the final ones can only raise
-        (or, turning indeterminate, outrank), so other searches may skip what falls
-        clearly below them."""
+        """Each prerequisite's best so far after its best-bound pair, where that bound is not
+        clearly below ``hint``."""
         out = []
         for search in self._searches:
             if hint is not None and search.leads(hint):
@@ -146,10 +122,7 @@ def _pair_bounds(
 
 class _PrerequisiteSearch:
     """One prerequisite shape's lookahead: terminal retirement alone, every pair with a
-    following inference shape, and the chain cohort. A measured prerequisite evaluates
-    its pairs with unknown durations first, then the measured ones best bound first,
-    resumably, each time stopping once the next bound falls clearly below the incumbent;
-    an unmeasured one evaluates every pair at once."""
+    following inference shape, and the chain cohort."""
 
     def __init__(self, d: Descriptor, tables: StateTables, now_ns: int, ready: DecoderRows) -> None:
         self.d, self.tables = d, tables
@@ -163,9 +136,6 @@ class _PrerequisiteSearch:
             enabled = [v for v in enabled if not v.chained_patches]
         self.enabled = enabled
         self.terminal = list(tables.population.terminal) if d.kind is GraphKind.SNAPSHOT else []
-        # An unmeasured prerequisite is evaluated whole (an unknown duration has no rate
-        # to bound); a stale one keeps its own exact best (timing refresh chooses among
-        # stale candidates and runs the one it picks), so only its own best prunes it.
         self.prune = t_ms is not None
         self.own_only = self.freshness is not Freshness.FRESH
         self.best = Best()
@@ -276,12 +246,7 @@ def _chain_skipped(
 def _chain_bound(
     d: Descriptor, tables: StateTables, chained: Sequence[LaneView], t_ms: float
 ) -> float | None:
-    """An upper bound on the chain cohort's score, None where a duration behind it is
-    unknown: a row's continuation contribution V * T / (T + F) is at most its largest
-    value over its fastest rest (a decoder's value grows with the span, but V * T / (T + F)
-    is then its intercept's share plus c * sigma * T, largest over the fastest rest;
-    sigma is the decoder's future-delivery reference, which depends on the row and this
-    stage alone, not on the following shape)."""
+    """An upper bound on the chain cohort's score, None where a duration behind it is unknown."""
     durations = tables.shapes.ms
     if any(m is None for m in durations):
         return None
@@ -340,11 +305,7 @@ def state_candidates(
     now_ns: int,
     floor: float,
 ) -> list[Candidate]:
-    """The best candidate of every prepared state-operation shape that could be selected
-    against ``floor`` (the best known score among the other candidates of the decision,
-    -inf for none): pairs whose bound falls clearly below it and below the best state
-    candidate found so far are skipped (pair_bounds.py), so a shape's candidate may be a
-    lesser one or absent, but only where it could not be selected; the winner is
-    ``decide.state_choice.state_candidates``'s."""
+    """The best candidate of every prepared state-operation shape that could be selected against
+    ``floor``."""
     search = StateSearch(descriptors, population, costs, decision, policy, now_ns)
     return search.candidates(floor)

@@ -1,10 +1,4 @@
-"""One decision's prompt and decoder tables, and the cache that hands them out again.
-
-The bounded search's ``decide.policy.PromptTable`` (same rows, a partial scan for the
-single best row and scored rows kept per usable capacity) and its decoder table
-(``lane_table.LaneTable``). Tables memoise candidates and bounds for their decision, so
-a plan() that meets the same population and decision again reuses them (``TableCache``).
-"""
+"""One decision's prompt and decoder tables, and the cache that hands them out again."""
 
 from __future__ import annotations
 
@@ -43,8 +37,6 @@ class PromptTable:
         self._lanes: dict[tuple[int, int, int], list[LanePick]] = {}  # L > 1 (issue 39)
         # Measured capacities: the scored rows depend only on min(capacity, budget)
         self._scored: dict[int, list[tuple[tuple, int, LaneView]]] = {}
-        # plain rows grouped by equal prefill price, best price first, each group in
-        # (last served, slot) order
         self._by_price: list[list[LaneView]] | None = None
         self._by_remaining: list[LaneView] = []  # plain rows, shortest remaining prompt first
         self._irregular: list[LaneView] = []  # rows with image spans or capture ends
@@ -112,12 +104,7 @@ class PromptTable:
         return lane_value_bound(scored, d.prompt_lanes)
 
     def _top_row(self, usable: int) -> list[LanePick]:
-        """The first row of the sorted scores at ``usable`` tokens, without scoring every
-        row: a plain row (no image span or capture end) longer than ``usable`` is worth
-        prefill price x usable, which keeps the prefill-price order (multiplying by a
-        positive number is monotone in floating point too), so only the head of each
-        equal-price group, up to the first strictly lower value, and the rows that end
-        within ``usable`` or are irregular can hold the minimum key."""
+        """The first row of the sorted scores at ``usable`` tokens, without scoring every row."""
         if usable <= 0 or not self.views:
             return []
         if self._by_price is None:
@@ -167,10 +154,7 @@ class PromptTable:
 
 @dataclass
 class Tables:
-    """One decision's prompt and decoder tables. ``decision`` is set when the tables may
-    memoise candidates and bounds for it (``build_tables``); those depend only on the
-    tables, the decision, the program and its cost, so they outlive the plan() that made
-    them while ``TableCache`` hands the same tables out."""
+    """One decision's prompt and decoder tables."""
 
     prompts: PromptTable
     decoders: LaneTable
@@ -196,9 +180,7 @@ def _same_views(a: Sequence[object], b: Sequence[object]) -> bool:
 class TableCache:
     """The last decision's tables, handed out again while the population holds the same
     view objects (the projection reuses a view only when it is unchanged) and the
-    decision is equal: their orders, cohorts, prompt rows and bounds then still hold.
-    The prompt table alone is kept while only decoders changed (the clock moves decoder
-    ages, never prompt rows')."""
+    decision is equal: their orders, cohorts, prompt rows and bounds then still hold."""
 
     def __init__(self) -> None:
         self._last: tuple[CatalogIndex, int, Population, Tables] | None = None

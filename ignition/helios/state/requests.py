@@ -1,16 +1,13 @@
 """Per-request state and the execution resources it owns (request slots, KV pages).
-
-Pages and slots stay owned through a request's last submitted fence, whatever
-cancellation or completion says; only then are they released.
-"""
+Pages and slots stay owned through a request's last submitted fence."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ignition.helios.decide.rounds import ConfidenceForecast
-from ignition.helios.decide.service import ServiceRates
-from ignition.helios.decide.speculation import AcceptanceTracker
+from ignition.helios.state.acceptance import ConfidenceForecast
+from ignition.helios.state.acceptance import AcceptanceTracker
+from ignition.helios.state.rates import ServiceRates
 from ignition.helios.types import RequestHandle, RequestSpec, Resources, SchedulerError
 
 
@@ -35,8 +32,6 @@ class RequestState:
     terminal_since_ns: int = -1  # terminal retirement pending since (validated completion)
     is_preempted: bool = False
     is_vision_ready: bool = False  # the vision prerequisite of this generation completed
-    # A fresh request starts from the zero state through the prepared init program (a
-    # prerequisite like a restore); True where none is prepared or a restore starts it.
     is_initialized: bool = True
 
     @property

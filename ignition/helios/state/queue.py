@@ -1,17 +1,12 @@
-"""The execution queue: two frame slots.
-
-Only ordinary decode and complete speculative generation may occupy both. Work
-that needs completion feedback (prefill, mixed, unknown or stale costs, phase
-transitions) drains the window first and admits nothing behind it. There is no
-millisecond cap; an overrun suspends queueing until a completion arrives.
-"""
+"""The execution queue: two frame slots."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ignition.helios.decide.service import Normalizers
-from ignition.helios.types import LaneWork, RequestHandle, ScheduledPlan
+from ignition.helios.plans import LaneWork, ScheduledPlan
+from ignition.helios.state.rates import Normalizers
+from ignition.helios.types import RequestHandle
 
 NUM_FRAME_SLOTS = 2
 
@@ -33,12 +28,8 @@ class Frame:
     expected_start_ns: int
     needs_feedback: bool
     was_queued: bool = False
-    # Built once at commit: every plan() projects each live request through each queued
-    # frame, and a linear scan per request made that quadratic in the population.
     participant_handles: frozenset[RequestHandle] = field(init=False, repr=False)
     lanes_by_handle: dict[RequestHandle, LaneWork] = field(init=False, repr=False)
-    # The same by slot (int keys hash in C; a handle's dataclass hash is Python code):
-    # a participant's generation, and each slot's lane (check the lane's handle).
     participant_generations: dict[int, int] = field(init=False, repr=False)
     lanes_by_slot: dict[int, LaneWork] = field(init=False, repr=False)
 

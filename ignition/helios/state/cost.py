@@ -1,11 +1,5 @@
-"""Duration estimates per physical program.
-
-Zero means unknown. The first positive device observation sets the estimate;
-further samples while fresh use the median of the last nine. An entry goes stale
-after ``estimate_ttl_ns`` without a valid observation but keeps its measured cost
-for ranking; the first valid observation of a stale entry replaces the estimate.
-Elapsed time alone never makes a measured graph unknown.
-"""
+"""Duration estimates per physical program, in ns; zero means unknown. Elapsed time alone
+never makes a measured graph unknown."""
 
 from __future__ import annotations
 
@@ -67,8 +61,6 @@ class CostModel:
     def __init__(self, ttl_ns: int) -> None:
         self.ttl_ns = ttl_ns
         self._entries: dict[CostKey, CostEntry] = {}
-        # Planning asks about the same descriptor objects thousands of times a second;
-        # remember each object's entry (holding the object keeps its id unique).
         self._by_object: dict[int, tuple[Descriptor, CostEntry]] = {}
         self.version = 0  # bumped by every observation (estimates and freshness)
         self.estimates_version = 0  # bumped only when an estimate's value changes

@@ -1,12 +1,4 @@
-"""What one decision reads and returns, and the protocol both selections meet.
-
-``Scheduler.plan`` hands a :class:`SelectionState` to its :class:`Selector` and freezes
-the :class:`Selection` it gets back. Two selectors exist: ``decide.selector.Exhaustive``,
-the definition (every shape evaluated, read top to bottom), and
-``fast.selector.Bounded``, the one plan() runs (bounds skip what cannot win, tables and
-projections are cached between decisions). The differential test
-(tests/helios/test_helios_fast_selector.py) holds them to the same winner and score.
-"""
+"""What one decision reads and returns, and the protocol both selections meet."""
 
 from __future__ import annotations
 
@@ -16,21 +8,20 @@ from typing import Protocol
 
 from ignition.components.descriptor import Descriptor
 from ignition.helios.config import PolicyConfig, SpeculationMode
-from ignition.helios.decide.cost import CostModel, Freshness
 from ignition.helios.decide.policy import select
 from ignition.helios.decide.refresh import choose_refresh
-from ignition.helios.decide.speculation import PrefixHistory
 from ignition.helios.decide.utility import Candidate, Decision
-from ignition.helios.queue import ExecutionQueue
-from ignition.helios.requests import RequestState
-from ignition.helios.types import ExecutionClass, RequestHandle
+from ignition.helios.plans import ExecutionClass
+from ignition.helios.state.acceptance import PrefixHistory
+from ignition.helios.state.cost import CostModel, Freshness
+from ignition.helios.state.queue import ExecutionQueue
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import RequestHandle
 
 
 @dataclass(slots=True)
 class SelectionState:
-    """The scheduler's state as one decision reads it. A selector changes none of it;
-    its caches are its own. (Not frozen: built on every plan(), and a frozen
-    dataclass's constructor costs several microseconds more.)"""
+    """The scheduler's state as one decision reads it."""
 
     requests: Mapping[RequestHandle, RequestState]
     queue: ExecutionQueue
@@ -81,11 +72,7 @@ def execution_class(
     stale_pool: Callable[[], Sequence[Candidate]],
     find_probe: Callable[[], FoundProbe | None],
 ) -> Selection:
-    """The ordinary winner's execution class, the same for both selectors: an unknown
-    cost makes it a discovery; otherwise full refresh credit lets the oldest stale
-    alternative in ``stale_pool()`` displace it (refresh.choose_refresh), and full
-    learning credit lets the probe ``find_probe()`` returns displace that. The selectors
-    differ only in how they gather the stale candidates and search for the probe."""
+    """The ordinary winner's execution class, the same for both selectors."""
     if s.own_freshness(winner) is Freshness.UNKNOWN:
         return Selection(winner, decision, ExecutionClass.DISCOVERY)
     if s.refresh_open:
@@ -109,8 +96,7 @@ def page_feasible(
 ) -> Candidate | None:
     """A winner the free KV pages cannot cover yields to the best state operation that
     fits: a terminal retirement (a preemption's, typically) frees pages, and nothing
-    else can until frames complete. With none, the winner stands and its commit
-    reports the shortage (the runtime then preempts)."""
+    else can until frames complete."""
     if winner is None or not states or page_shortfall(winner) <= 0:
         return winner
     return select([c for c in states if page_shortfall(c) <= 0]) or winner

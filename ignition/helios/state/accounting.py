@@ -1,11 +1,4 @@
-"""Applying a validated completion: service charges, committed state, acceptance.
-
-Each successful frame with a positive device interval contributes one measured
-interval to service history: the device interval for a queued frame, the larger of
-device and wall time for an isolated one. Unselected participants get zero service;
-a cancelled handle is never charged. Completion records zero deliveries; the first
-visible publication for the fence turns that into one (see Scheduler.published_output).
-"""
+"""Applying a validated completion: service charges, committed state, acceptance."""
 
 from __future__ import annotations
 
@@ -13,19 +6,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ignition.helios.config import PolicyConfig
-from ignition.helios.decide.service import Normalizers, advance_rates, decay, stream_family
-from ignition.helios.queue import Frame
-from ignition.helios.requests import RequestState
-from ignition.helios.types import (
+from ignition.helios.plans import LaneRole, ScheduledPlan
+from ignition.helios.reports import (
     CompletionRecord,
     ConfidenceSidecar,
     ExecutionTiming,
-    Fence,
     GeneratedToken,
-    LaneRole,
-    RequestHandle,
-    ScheduledPlan,
 )
+from ignition.helios.state.queue import Frame
+from ignition.helios.state.rates import Normalizers, advance_rates, decay, stream_family
+from ignition.helios.state.requests import RequestState
+from ignition.helios.types import Fence, RequestHandle
 
 
 @dataclass
@@ -50,8 +41,6 @@ def charge_service(
     """Update every participant's rates; returns the publications this frame allows."""
     publications: dict[RequestHandle, Publication] = {}
     if timing.device_ns <= 0:
-        # No measured interval: output still publishes (and resets age), but no service
-        # history changes.
         for lane, rec in zip(frame.plan.lanes, records, strict=True):
             if rec.token_ids:
                 publications[lane.handle] = Publication(frame.fence, 1.0, 0.0, False)

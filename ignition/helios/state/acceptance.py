@@ -1,11 +1,5 @@
 """Acceptance estimates: per-request, per-source prefix survival means.
-
-s_d estimates the probability that the first d drafts of a round are all
-accepted. Accepted prefixes supply ones, a rejection supplies zeros to the longer
-offered prefixes, termination censors the remaining suffix, and width-one rounds
-supply nothing. Estimates start at a population prior with weight two, cap at
-128, and age with a half-life of 128 generated tokens.
-"""
+s_d estimates the probability that the first d drafts of a round are all accepted."""
 
 from __future__ import annotations
 
@@ -197,3 +191,20 @@ def expected_output(survivals: Sequence[float], query_length: int, alpha: float)
     for s in survivals[: max(0, query_length - 1)]:
         total += s**alpha
     return total
+
+
+class ConfidenceForecast:
+    """A request's forecast of completed joint-prefix probabilities (the device's
+    allocation key); starts from a population prior at 0.5^d."""
+
+    def __init__(self, prior: PopulationPrior) -> None:
+        self._history = PrefixHistory(prior)
+
+    def means(self, max_depth: int) -> tuple[float, ...]:
+        return self._history.survivals(max_depth)
+
+    def observe(self, joint_prefix: Sequence[float], ceiling: int, num_tokens: int) -> None:
+        """Forecast observations stop at the lane's frozen min(D + 1, W) ceiling."""
+        self._history.age(num_tokens)
+        for depth, p in enumerate(joint_prefix[: max(0, ceiling - 1)], start=1):
+            self._history.observe(depth, p)
