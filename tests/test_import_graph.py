@@ -292,6 +292,9 @@ def test_a_proposal_source_importing_the_loop_is_found():
     planted = {"ignition.runtime.proposals.offers": frozenset({"ignition.runtime.loop.hooks"})}
     assert runtime_upward(planted) == [
         "ignition.runtime.proposals.offers -> ignition.runtime.loop.hooks"
+    ]
+
+
 # Helios's rooms: state/ holds what the scheduler has learned and keeps (cost model,
 # acceptance trackers, rates, requests, the queue); decide/ holds the decisions over it;
 # fast/ finds decide's winner quickly; the scheduler and its glue sit at the top level.
