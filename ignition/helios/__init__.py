@@ -18,7 +18,6 @@ from ignition.helios.config import (
 )
 from ignition.helios.protocol import SchedulerFactory, SchedulerProtocol, helios_scheduler
 from ignition.helios.scheduler import Scheduler
-from ignition.helios.study_rules import left_out_rule, newcomer_rule
 from ignition.helios.trace import trace_to_json
 from ignition.helios.types import (
     CompletionRecord,
@@ -80,8 +79,6 @@ __all__ = [
     "TraceEntry",
     "VisionWindow",
     "helios_scheduler",
-    "left_out_rule",
-    "newcomer_rule",
     "plan_windows",
     "balanced",
     "flat_cadence",

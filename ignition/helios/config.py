@@ -57,9 +57,25 @@ class PolicyConfig:
     # issue 40 ("Mixed frames at the generation rate"): a winning mixed frame runs at the
     # sibling width whose value net of the best generation frame's rate is highest
     mixed_width: bool = False
+    # the start of a request without token history (decide/utility.py NEWCOMER_RULES);
+    # the other rules are kept for before/after studies (scripts/scheduling_sim)
+    newcomer_rule: str = "balanced"
+    # issue 29 ("Decoders left out of prompt frames", decide/left_out.py): a prompt frame
+    # leaving ready decoders out is scored as the sequence with the frame they then need;
+    # off only for before/after studies (the simulator's helios+keep-left-out)
+    left_out: bool = True
 
     def __post_init__(self) -> None:
+        from ignition.helios.decide.utility import NEWCOMER_RULES
+
+        if self.newcomer_rule not in NEWCOMER_RULES:
+            raise SchedulerError(
+                f"PolicyConfig.newcomer_rule = {self.newcomer_rule!r}: expected one of "
+                f"{sorted(NEWCOMER_RULES)}"
+            )
         for f in fields(self):
+            if f.name == "newcomer_rule":
+                continue
             value = getattr(self, f.name)
             if isinstance(f.default, bool):
                 if not isinstance(value, bool):

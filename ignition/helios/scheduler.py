@@ -453,7 +453,9 @@ class Scheduler(SchedulerQueries):
             fence=fence.value,
             plan=plan,
             participants=participants,
-            norms=current_normalizers(self.descriptors, self.costs, self.requests.values()),
+            norms=current_normalizers(
+                self.descriptors, self.costs, self.requests.values(), self.policy.newcomer_rule
+            ),
             expected_start_ns=self.queue.expected_end_ns(self.now_ns),
             needs_feedback=needs,
         )
@@ -489,7 +491,9 @@ class Scheduler(SchedulerQueries):
             timing,
             self.requests,
             self.policy,
-            lambda: current_normalizers(self.descriptors, self.costs, self.requests.values()),
+            lambda: current_normalizers(
+                self.descriptors, self.costs, self.requests.values(), self.policy.newcomer_rule
+            ),
         )
         tokens: list[GeneratedToken] = []
         for i, (lane, record) in enumerate(zip(plan.lanes, records, strict=True)):

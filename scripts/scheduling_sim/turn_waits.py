@@ -27,7 +27,7 @@ from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import LaneRole
 from ignition.runtime.requests.table import RequestTable
 from ignition.simulate.devices import H200Roofline
-from ignition.simulate.harness import helios_catalog, newcomer_rule
+from ignition.simulate.harness import helios_catalog
 from ignition.simulate.multiturn import MultiTurnSpec, parse_rows_list, run_retention
 
 Events = dict[tuple[int, int], dict[str, int]]
@@ -115,9 +115,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         think_ms=args.think_ms,
     )
     catalog = helios_catalog("qwen38", args.slots, 128, speculation="off")
-    policy = PolicyConfig(first_delivery=args.first_delivery)
+    policy = PolicyConfig(first_delivery=args.first_delivery, newcomer_rule=args.newcomer_rule)
     for rows in parse_rows_list(args.snapshot_rows):
-        with recording() as events, newcomer_rule(args.newcomer_rule):
+        with recording() as events:
             run = run_retention(
                 spec,
                 rows,

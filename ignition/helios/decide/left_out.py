@@ -47,10 +47,6 @@ from ignition.helios.decide.utility import Candidate, Decision, prompt_capacity
 
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
 
-# Off only for before / after studies (the simulator's ``helios+keep-left-out`` variant,
-# ``ignition.helios.study_rules.left_out_rule``), as ``utility.NEWCOMER_RULE`` is switched.
-ENABLED = True
-
 
 class CarryTimes:
     """Per catalog and cost version: how many decoders a mixed program holding a chunk
@@ -129,7 +125,7 @@ def left_out_score(
     leaves out. ``order`` is the decoder table's one-row order (best first), ``served``
     how many of those the candidate carries beside its ``chunk_tokens`` prompt tokens
     in ``prompts`` lanes."""
-    if candidate.is_indeterminate or not ENABLED:
+    if candidate.is_indeterminate or not decision.left_out:
         return candidate.score
     left = min(len(order), times.carried(chunk_tokens, prompts)) - served
     if left <= 0:
