@@ -49,7 +49,7 @@ def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[
 
 def row_limit(spec: RequestSpec) -> int:
     """The verification rows one round may give the request: its drafts plus one."""
-    return 1 << 30 if spec.max_drafts is None else spec.max_drafts + 1
+    return utility.UNLIMITED_ROWS if spec.max_drafts is None else spec.max_drafts + 1
 
 
 def current_normalizers(

@@ -82,6 +82,11 @@ def newcomer_token_rate(measured: Measured, num_streams: int, rule: str) -> floa
     return NEWCOMER_RULES[rule](measured, num_streams)
 
 
+# LaneView.max_rows of a request whose drafts are not limited (RequestSpec.max_drafts None):
+# above every program's width, so min() with it leaves the program's ceiling
+UNLIMITED_ROWS = 1 << 30
+
+
 @dataclass(slots=True)
 class LaneView:
     """A request as one decision sees it: projected to the queue's expected end.
@@ -110,7 +115,7 @@ class LaneView:
     # > 0: after its pending restore, a vision prerequisite of this many patches follows
     # (a chain restore -> vision -> inference, ranked by the continuation index).
     chained_patches: int = 0
-    max_rows: int = 1 << 30  # verification rows a round may give it (RequestSpec.max_drafts + 1)
+    max_rows: int = UNLIMITED_ROWS  # rows a round may give it (projection.row_limit)
 
     @property
     def slot(self) -> int:
