@@ -21,6 +21,11 @@ class SpeculationMode(StrEnum):
     ADAPTIVE = "adaptive"
 
 
+# The newcomer rules PolicyConfig.newcomer_rule may name: the start of a request without
+# token history (docs/scheduling.md); decide/utility.py NEWCOMER_RULES implements each.
+NEWCOMER_RULE_NAMES = ("balanced", "whole-prompt", "generation", "normalizer")
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
     output_token_value: float = 64.0  # prompt-value units per output token
@@ -57,8 +62,8 @@ class PolicyConfig:
     # issue 40 ("Mixed frames at the generation rate"): a winning mixed frame runs at the
     # sibling width whose value net of the best generation frame's rate is highest
     mixed_width: bool = False
-    # the start of a request without token history (decide/utility.py NEWCOMER_RULES);
-    # the other rules are kept for before/after studies (scripts/scheduling_sim)
+    # the start of a request without token history (NEWCOMER_RULE_NAMES); the other
+    # rules are kept for before/after studies (scripts/scheduling_sim)
     newcomer_rule: str = "balanced"
     # issue 29 ("Decoders left out of prompt frames", decide/left_out.py): a prompt frame
     # leaving ready decoders out is scored as the sequence with the frame they then need;
@@ -66,12 +71,10 @@ class PolicyConfig:
     left_out: bool = True
 
     def __post_init__(self) -> None:
-        from ignition.helios.decide.utility import NEWCOMER_RULES
-
-        if self.newcomer_rule not in NEWCOMER_RULES:
+        if self.newcomer_rule not in NEWCOMER_RULE_NAMES:
             raise SchedulerError(
                 f"PolicyConfig.newcomer_rule = {self.newcomer_rule!r}: expected one of "
-                f"{sorted(NEWCOMER_RULES)}"
+                f"{list(NEWCOMER_RULE_NAMES)}"
             )
         for f in fields(self):
             if f.name == "newcomer_rule":
@@ -174,7 +177,7 @@ def policy_from_preset(
     terminal_value: float | None = None,
     terminal_age_price: float | None = None,
     adaptive_verification_alpha: float | None = None,
-    **overrides: float,
+    **overrides: float | bool | str,
 ) -> PolicyConfig:
     """A preset, then field overrides, then terminal overrides (the CLI's order)."""
     if name not in PRESETS:

@@ -21,8 +21,7 @@ import contextlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from ignition.helios.config import PolicyConfig
-from ignition.helios.decide.utility import NEWCOMER_RULES
+from ignition.helios.config import NEWCOMER_RULE_NAMES, PolicyConfig
 from ignition.helios.scheduler import Scheduler
 from ignition.helios.types import LaneRole
 from ignition.runtime.requests.table import RequestTable
@@ -94,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--newcomer-rule",
         default="balanced",
-        choices=sorted(NEWCOMER_RULES),
+        choices=sorted(NEWCOMER_RULE_NAMES),
         help="the newcomer start (docs/scheduling.md); whole-prompt: the start before "
         "its bound by the prompt a request can absorb",
     )

@@ -9,9 +9,10 @@ import math
 import pytest
 from helios_helpers import Driver, decode, mixed, prefill, request, scheduler
 
-from ignition.helios.config import PolicyConfig
+from ignition.helios.config import NEWCOMER_RULE_NAMES, PolicyConfig
 from ignition.helios.decide import utility
 from ignition.helios.fast.projection import current_normalizers
+from ignition.helios.types import SchedulerError
 
 MEASURED = [(prefill(4096), 62.0), (decode(8), 10.0), (decode(32), 27.0)]
 
@@ -49,6 +50,7 @@ def test_the_scheduler_prices_newcomers_from_the_rule():
 
 def test_the_earlier_rule_remains_selectable_for_comparison():
     assert set(utility.NEWCOMER_RULES) == {"balanced", "whole-prompt", "generation", "normalizer"}
+    assert set(utility.NEWCOMER_RULES) == set(NEWCOMER_RULE_NAMES)
     assert PolicyConfig().newcomer_rule == "balanced"
 
 
@@ -71,3 +73,10 @@ def test_the_policy_field_names_the_rule_a_scheduler_runs():
     """``PolicyConfig.newcomer_rule`` reaches the decisions: the earlier start changes
     them (a scheduler that ignored the field would run the balanced rule for both)."""
     assert _plans("normalizer") != _plans("balanced")
+
+
+def test_a_policy_naming_an_unknown_newcomer_rule_is_refused_with_the_field_named():
+    with pytest.raises(SchedulerError, match=r"PolicyConfig.newcomer_rule = 'seed'"):
+        PolicyConfig(newcomer_rule="seed")
+    with pytest.raises(SchedulerError, match=r"PolicyConfig.left_out = 0: expected true"):
+        PolicyConfig(left_out=0)

@@ -66,8 +66,8 @@ def balanced_start_rate(measured: Measured, num_streams: int) -> float | None:
 
 # "balanced" is bounded per request by the prompt it can absorb (prompt_starts.py,
 # BOUNDED_RULES); "whole-prompt" is the same start without that bound (the rule before
-# issue 10's later-turn study), kept for before/after comparisons. PolicyConfig.newcomer_rule
-# names the one a scheduler runs.
+# issue 10's later-turn study), kept for before/after comparisons. The keys are
+# config.NEWCOMER_RULE_NAMES; PolicyConfig.newcomer_rule names the one a scheduler runs.
 NEWCOMER_RULES: dict[str, Callable[[Measured, int], float | None]] = {
     "balanced": balanced_start_rate,
     "whole-prompt": balanced_start_rate,
