@@ -89,6 +89,13 @@ class Descriptor:
         return self.prompt_capacity // self.prompt_lanes
 
     @property
+    def verify_rows(self) -> int:
+        """The most rows one lane of a round verifies: min(D + 1, W), its proposals and
+        the pending token within the program's width (1 without speculation, where the
+        descriptor's rules make W = 1 or D = 0)."""
+        return min(self.proposal_depth + 1, self.token_capacity)
+
+    @property
     def row_capacity(self) -> int:
         """Physical rows of the packed program: a prefill program's lanes, else B."""
         return self.prompt_lanes if self.kind is GraphKind.PREFILL else self.batch_capacity

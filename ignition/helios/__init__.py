@@ -28,7 +28,6 @@ from ignition.helios.reports import (
     GeneratedToken,
 )
 from ignition.helios.scheduler import Scheduler
-from ignition.helios.study_rules import left_out_rule, newcomer_rule
 from ignition.helios.trace import trace_to_json
 from ignition.helios.types import (
     DraftSource,
@@ -83,8 +82,6 @@ __all__ = [
     "TraceEntry",
     "VisionWindow",
     "helios_scheduler",
-    "left_out_rule",
-    "newcomer_rule",
     "plan_windows",
     "balanced",
     "flat_cadence",

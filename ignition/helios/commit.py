@@ -112,7 +112,9 @@ class Committing:
             fence=fence.value,
             plan=plan,
             participants=participants,
-            norms=current_normalizers(self.descriptors, self.costs, self.requests.values()),
+            norms=current_normalizers(
+                self.descriptors, self.costs, self.requests.values(), self.policy.newcomer_rule
+            ),
             expected_start_ns=self.queue.expected_end_ns(self.now_ns),
             needs_feedback=needs,
         )

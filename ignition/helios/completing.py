@@ -64,7 +64,9 @@ class Completing:
             timing,
             self.requests,
             self.policy,
-            lambda: current_normalizers(self.descriptors, self.costs, self.requests.values()),
+            lambda: current_normalizers(
+                self.descriptors, self.costs, self.requests.values(), self.policy.newcomer_rule
+            ),
         )
         tokens: list[GeneratedToken] = []
         for i, (lane, record) in enumerate(zip(plan.lanes, records, strict=True)):

@@ -17,6 +17,11 @@ class SpeculationMode(StrEnum):
     ADAPTIVE = "adaptive"
 
 
+# The newcomer rules PolicyConfig.newcomer_rule may name: the start of a request without
+# token history (docs/scheduling.md); decide/utility.py NEWCOMER_RULES implements each.
+NEWCOMER_RULE_NAMES = ("balanced", "whole-prompt", "generation", "normalizer")
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
     output_token_value: float = 64.0  # prompt-value units per output token
@@ -53,9 +58,23 @@ class PolicyConfig:
     # issue 40 ("Mixed frames at the generation rate"): a winning mixed frame runs at the
     # sibling width whose value net of the best generation frame's rate is highest
     mixed_width: bool = False
+    # the start of a request without token history (NEWCOMER_RULE_NAMES); the other
+    # rules are kept for before/after studies (scripts/scheduling_sim)
+    newcomer_rule: str = "balanced"
+    # issue 29 ("Decoders left out of prompt frames", decide/left_out.py): a prompt frame
+    # leaving ready decoders out is scored as the sequence with the frame they then need;
+    # off only for before/after studies (the simulator's helios+keep-left-out)
+    left_out: bool = True
 
     def __post_init__(self) -> None:
+        if self.newcomer_rule not in NEWCOMER_RULE_NAMES:
+            raise SchedulerError(
+                f"PolicyConfig.newcomer_rule = {self.newcomer_rule!r}: expected one of "
+                f"{list(NEWCOMER_RULE_NAMES)}"
+            )
         for f in fields(self):
+            if f.name == "newcomer_rule":
+                continue
             value = getattr(self, f.name)
             if isinstance(f.default, bool):
                 if not isinstance(value, bool):
@@ -153,7 +172,7 @@ def policy_from_preset(
     terminal_value: float | None = None,
     terminal_age_price: float | None = None,
     adaptive_verification_alpha: float | None = None,
-    **overrides: float,
+    **overrides: float | bool | str,
 ) -> PolicyConfig:
     """A preset, then field overrides, then terminal overrides (the CLI's order)."""
     if name not in PRESETS:

@@ -17,8 +17,6 @@ from ignition.helios import (
     SpeculationMode,
     balanced,
     flat_cadence,
-    left_out_rule,
-    newcomer_rule,
     objective,
     throughput,
 )
@@ -125,6 +123,11 @@ def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
         policy = replace(policy, mixed_width=True)
     if "no-mixed-width" in variants:
         policy = replace(policy, mixed_width=False)
+    if "keep-left-out" in variants:
+        policy = replace(policy, left_out=False)
+    rule = next((v.removesuffix("-newcomer") for v in variants if v.endswith("-newcomer")), None)
+    if rule is not None:
+        policy = replace(policy, newcomer_rule=rule)
     if "no-tbt" in variants:
         policy = replace(policy, tbt_target_ms=0.0)
     for t in filter(None, map(tbt_variant, variants)):
@@ -138,9 +141,9 @@ def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
 
 def helios_simulation(
     requests: Sequence[SimRequest], setup: Setup, name: str = HELIOS
-) -> tuple[Simulation, str]:
-    """The Simulation of Helios variant ``name`` and the newcomer rule it runs under
-    (``newcomer_rule``), for callers that watch a run from inside (``run_helios`` runs it)."""
+) -> Simulation:
+    """The Simulation of Helios variant ``name``, for callers that watch a run from
+    inside (``run_helios`` runs it)."""
     variants = parse_policy(name).extras.get("variants", ())
     if setup.trained_acceptance or "trained" in variants:
         requests = [replace(r, acceptance_prior=true_survivals(r.acceptance)) for r in requests]
@@ -205,11 +208,7 @@ def helios_simulation(
         resources=setup.resources or Resources(num_request_slots=setup.slots),
         confidence_noise=setup.confidence_noise,
     )
-    rule = next(
-        (v.removesuffix("-newcomer") for v in variants if v.endswith("-newcomer")), "balanced"
-    )
-    with newcomer_rule(rule):
-        sim = Simulation(scenario)
+    sim = Simulation(scenario)
     sim.trace = setup.trace
     if "one-frame" in variants:
         sim.window = 1
@@ -217,7 +216,7 @@ def helios_simulation(
     sim.ple_stall = "ple-stall" in variants
     if "late-queue" in variants:
         sim.queue_lead_ns = LATE_QUEUE_LEAD_NS
-    return sim, rule
+    return sim
 
 
 def run_helios(
@@ -226,12 +225,10 @@ def run_helios(
     ttft_guard_ms: float | None = None,
     name: str = HELIOS,
 ) -> RunResult:
-    sim, rule = helios_simulation(requests, setup, name)
-    keep = "keep-left-out" in parse_policy(name).extras.get("variants", ())
-    with newcomer_rule(rule), left_out_rule(not keep):
-        if ttft_guard_ms is not None:
-            sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
-        result = sim.run_result(name)
+    sim = helios_simulation(requests, setup, name)
+    if ttft_guard_ms is not None:
+        sim.watch = LateWatch([s.record for s in sim.streams], ttft_guard_ms, 0.99)
+    result = sim.run_result(name)
     if setup.helios_report:
         result.info["report"] = report(sim, sim.end_ns)
     return result

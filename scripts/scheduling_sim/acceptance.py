@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ignition.helios.plans import LaneRole
 from ignition.simulate import traces
 from ignition.simulate.command import TraceSpec, trace_workload
-from ignition.simulate.harness import Setup, helios_simulation, newcomer_rule, true_survivals
+from ignition.simulate.harness import Setup, helios_simulation, true_survivals
 from ignition.simulate import traces
 from ignition.simulate.sim import Simulation
 from ignition.simulate.sim_state import NS_PER_MS
@@ -97,11 +97,10 @@ def watch(policy: str, load: float, slots: int, rows: tuple[int, int], every_s: 
     workload = trace_workload(TraceSpec(TRACE, rows[0], rows[1] - rows[0]))
     setup = Setup(slots=slots, speculative_token_capacity=ENVELOPE.get(slots, 128))
     requests = workload(load)
-    sim, rule = helios_simulation(requests, setup, policy)
+    sim = helios_simulation(requests, setup, policy)
     depth = max((d.proposal_depth for d in sim.scheduler.descriptors), default=0)
     watcher = Watcher(sim, depth, every_s)
-    with newcomer_rule(rule):
-        end_ns = sim._loop()
+    end_ns = sim._loop()
     truth = list(true_survivals(requests[0].acceptance))[:depth]
     truth += [0.0] * (depth - len(truth))
     return truth, watcher.finish(end_ns), sim.output_tokens / max(1e-9, end_ns / NS_PER_MS)

@@ -28,8 +28,6 @@ from pathlib import Path
 from ignition.simulate.harness import (
     Setup,
     helios_simulation,
-    left_out_rule,
-    newcomer_rule,
     run_policy,
 )
 from ignition.simulate.baselines import PolicyError, parse_policy
@@ -51,11 +49,9 @@ CONV_ROWS = (2000, 2080)
 def _helios_run(name: str, requests: list[SimRequest], setup: Setup) -> dict:
     """``harness.run_helios`` with the whole decision trace kept (not only its last
     4,096 entries)."""
-    sim, rule = helios_simulation(requests, setup, name)
+    sim = helios_simulation(requests, setup, name)
     sim.scheduler.trace = deque()
-    keep = "keep-left-out" in name
-    with newcomer_rule(rule), left_out_rule(not keep):
-        result = sim.run_result(name)
+    result = sim.run_result(name)
     return {
         "result": _result(result),
         "trace": [asdict(e) for e in sim.scheduler.trace],

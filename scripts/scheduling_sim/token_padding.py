@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
-from ignition.simulate.harness import Setup, helios_simulation, left_out_rule, newcomer_rule
+from ignition.simulate.harness import Setup, helios_simulation
 from ignition.simulate.metrics import measure
 from ignition.simulate.results import RunResult
 from ignition.simulate.workloads import SimRequest
@@ -108,9 +108,8 @@ def run_with_buckets(
     name: str, requests: list[SimRequest], setup: Setup
 ) -> tuple[RunResult, Padding, list[int]]:
     """``run`` and the prompt buckets of the catalog it ran."""
-    sim, rule = helios_simulation(requests, setup, name)
-    with newcomer_rule(rule), left_out_rule("keep-left-out" not in name):
-        result = sim.run_result(name)
+    sim = helios_simulation(requests, setup, name)
+    result = sim.run_result(name)
     catalog = sim.scenario.catalog.descriptors
     descriptors = {d.name: d for d in catalog}
     buckets = sorted({d.token_capacity for d in catalog if d.kind is GraphKind.PREFILL})

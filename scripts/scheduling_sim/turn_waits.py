@@ -21,13 +21,12 @@ import contextlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from ignition.helios.config import PolicyConfig
-from ignition.helios.decide.utility import NEWCOMER_RULES
+from ignition.helios.config import NEWCOMER_RULE_NAMES, PolicyConfig
 from ignition.helios.plans import LaneRole
 from ignition.helios.scheduler import Scheduler
 from ignition.runtime.requests.table import RequestTable
 from ignition.simulate.devices import H200Roofline
-from ignition.simulate.harness import helios_catalog, newcomer_rule
+from ignition.simulate.harness import helios_catalog
 from ignition.simulate.multiturn import run_retention
 from ignition.simulate.multiturn_turns import MultiTurnSpec, parse_rows_list
 
@@ -95,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--newcomer-rule",
         default="balanced",
-        choices=sorted(NEWCOMER_RULES),
+        choices=sorted(NEWCOMER_RULE_NAMES),
         help="the newcomer start (docs/scheduling.md); whole-prompt: the start before "
         "its bound by the prompt a request can absorb",
     )
@@ -116,9 +115,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         think_ms=args.think_ms,
     )
     catalog = helios_catalog("qwen38", args.slots, 128, speculation="off")
-    policy = PolicyConfig(first_delivery=args.first_delivery)
+    policy = PolicyConfig(first_delivery=args.first_delivery, newcomer_rule=args.newcomer_rule)
     for rows in parse_rows_list(args.snapshot_rows):
-        with recording() as events, newcomer_rule(args.newcomer_rule):
+        with recording() as events:
             run = run_retention(
                 spec,
                 rows,

@@ -68,7 +68,7 @@ def watch(profile: str, policy: str, at_ms: float, shown: int = 6) -> list[str]:
         device=device_from_spec(profile),
         end_ms=at_ms + 1_000.0,  # the decision comes within a frame or two
     )
-    sim, _ = helios_simulation(workload(128), setup, policy)
+    sim = helios_simulation(workload(128), setup, policy)
     out: list[str] = []
     plan = helios_scheduler.Scheduler.plan
 

@@ -14,7 +14,7 @@ import pytest
 from helios_helpers import Driver, decode, mixed, prefill, request, scheduler
 
 from ignition.components.program_kinds import GraphKind
-from ignition.helios.decide import left_out
+from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.left_out import CarryTimes
 from ignition.helios.decide.selector import Exhaustive
 
@@ -23,8 +23,8 @@ MOE_MS = {decode(8): 30.0, mixed(2, 1024): 26.6, mixed(8, 1024): 40.0, prefill(1
 DECODERS = 6
 
 
-def _decoding(costs: dict, rounds: int = 0):
-    s = scheduler(costs, costs)
+def _decoding(costs: dict, rounds: int = 0, policy: PolicyConfig | None = None):
+    s = scheduler(costs, costs, policy=policy)
     handles = [s.admit(request(64, 1000)) for _ in range(DECODERS)]
     driver = Driver(s)
     while not all(s.requests[h].is_decoder for h in handles):
@@ -40,11 +40,7 @@ def _candidates(s):
     return evaluation.inference, evaluation
 
 
-@pytest.fixture
-def rule_off():
-    left_out.ENABLED = False
-    yield
-    left_out.ENABLED = True
+RULE_OFF = PolicyConfig(left_out=False)
 
 
 def _decoders_in(plan) -> int:
@@ -59,9 +55,10 @@ def test_a_prompt_frame_carries_the_ready_decoders_a_mixed_program_could_carry(r
 
 
 @pytest.mark.parametrize("rounds", [0, 10])
-def test_without_the_rule_the_one_frame_score_leaves_the_decoders_out(rule_off, rounds):
-    """The case the rule exists for: the chunk alone out-rates the frame carrying them."""
-    plan = _decoding(MOE_MS, rounds).plan()
+def test_without_the_rule_the_one_frame_score_leaves_the_decoders_out(rounds):
+    """The case the rule exists for: the chunk alone out-rates the frame carrying them
+    (``PolicyConfig.left_out`` off; the test above is the same run with it on)."""
+    plan = _decoding(MOE_MS, rounds, RULE_OFF).plan()
     assert plan.descriptor.kind is GraphKind.PREFILL
     assert _decoders_in(plan) == 0
 
@@ -103,11 +100,7 @@ def test_without_mixed_programs_no_frame_could_carry_them_and_prefill_keeps_its_
     where no program can carry a decoder beside a prompt: every score is as without it."""
     costs = {decode(8): 30.0, prefill(1024): 26.0, prefill(512): 25.0}
     found, _ = _candidates(_decoding(costs))
-    left_out.ENABLED = False
-    try:
-        plain, _ = _candidates(_decoding(costs))
-    finally:
-        left_out.ENABLED = True
+    plain, _ = _candidates(_decoding(costs, policy=RULE_OFF))
     scores = sorted((str(c.descriptor), c.score) for c in found)
     assert any(c.descriptor.kind is GraphKind.PREFILL for c in found)
     assert scores == sorted((str(c.descriptor), c.score) for c in plain)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from helios_helpers import decode, prefill, request, scheduler
+from helios_helpers import Driver, decode, mixed, prefill, request, scheduler
 
+from ignition.helios.config import NEWCOMER_RULE_NAMES, PolicyConfig
 from ignition.helios.decide import utility
 from ignition.helios.fast.projection import current_normalizers
+from ignition.helios.types import SchedulerError
 
 MEASURED = [(prefill(4096), 62.0), (decode(8), 10.0), (decode(32), 27.0)]
 
@@ -42,10 +44,39 @@ def test_the_scheduler_prices_newcomers_from_the_rule():
     s = scheduler([prefill(4096), decode(8)], {prefill(4096): 62.0, decode(8): 10.0})
     for _ in range(4):
         s.admit(request(2000))
-    norms = current_normalizers(s.descriptors, s.costs, s.requests.values())
+    norms = current_normalizers(s.descriptors, s.costs, s.requests.values(), "balanced")
     assert norms.token_rate == pytest.approx(math.sqrt(0.1 * 4096 / (4 * 62.0)))
 
 
 def test_the_earlier_rule_remains_selectable_for_comparison():
     assert set(utility.NEWCOMER_RULES) == {"balanced", "whole-prompt", "generation", "normalizer"}
-    assert utility.NEWCOMER_RULE == "balanced"
+    assert set(utility.NEWCOMER_RULES) == set(NEWCOMER_RULE_NAMES)
+    assert PolicyConfig().newcomer_rule == "balanced"
+
+
+def _plans(rule: str) -> list[tuple[str, int]]:
+    """The frames a scheduler under newcomer ``rule`` runs while requests keep arriving."""
+    costs = {prefill(512): 20.0, prefill(4096): 62.0, mixed(8, 256): 18.0, decode(8): 10.0}
+    s = scheduler(costs, costs, policy=PolicyConfig(newcomer_rule=rule))
+    driver = Driver(s)
+    out = []
+    for i in range(24):
+        if i % 3 == 0:
+            s.admit(request(300 + 700 * (i % 4), 40))
+        plan = driver.step()
+        if plan is not None:
+            out.append((str(plan.descriptor), len(plan.lanes)))
+    return out
+
+
+def test_the_policy_field_names_the_rule_a_scheduler_runs():
+    """``PolicyConfig.newcomer_rule`` reaches the decisions: the earlier start changes
+    them (a scheduler that ignored the field would run the balanced rule for both)."""
+    assert _plans("normalizer") != _plans("balanced")
+
+
+def test_a_policy_naming_an_unknown_newcomer_rule_is_refused_with_the_field_named():
+    with pytest.raises(SchedulerError, match=r"PolicyConfig.newcomer_rule = 'seed'"):
+        PolicyConfig(newcomer_rule="seed")
+    with pytest.raises(SchedulerError, match=r"PolicyConfig.left_out = 0: expected true"):
+        PolicyConfig(left_out=0)

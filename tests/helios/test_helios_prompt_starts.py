@@ -74,7 +74,7 @@ def test_the_scheduler_starts_a_restored_turn_from_its_remainder():
     for _ in range(3):
         s.admit(request(2000))
     s.admit(request(1200, restore_tokens=1070))
-    norms = current_normalizers(s.descriptors, s.costs, s.requests.values())
+    norms = current_normalizers(s.descriptors, s.costs, s.requests.values(), "balanced")
     assert norms.start_rate(130) < norms.start_rate(2000) == norms.token_rate
 
 
@@ -97,4 +97,4 @@ KINDS = st.sampled_from(
 )
 def test_the_table_equals_the_definition_over_every_graph(graphs, k, prompt):
     norms = python_normalizers(graphs, k, 0, {}, "balanced")
-    assert norms.start_rate(prompt) == newcomer_start(graphs, k, norms, prompt)
+    assert norms.start_rate(prompt) == newcomer_start(graphs, k, norms, prompt, "balanced")

@@ -127,7 +127,7 @@ def test_the_first_delivery_variant_runs_helios_with_the_credit_on():
     from ignition.simulate.workloads import SimRequest
 
     requests = [SimRequest(0.0, 100, 4)]
-    plain, _ = helios_simulation(requests, Setup(slots=4), "helios")
-    sim, _ = helios_simulation(requests, Setup(slots=4), "helios+first-delivery")
+    plain = helios_simulation(requests, Setup(slots=4), "helios")
+    sim = helios_simulation(requests, Setup(slots=4), "helios+first-delivery")
     assert plain.scheduler.policy.first_delivery == 0
     assert sim.scheduler.policy.first_delivery == 1.0

@@ -20,7 +20,7 @@ PROFILE = "qwen38-flash-next-4xh100"  # PLE rows on the host: a frame's cost fol
 
 def _sim(name: str, requests: int = 6):
     setup = Setup(slots=8, speculative_token_capacity=16, device=device_from_spec(PROFILE))
-    sim, _ = helios_simulation(two_class.workload(requests, prompt=64, output=24), setup, name)
+    sim = helios_simulation(two_class.workload(requests, prompt=64, output=24), setup, name)
     return sim
 
 

@@ -62,7 +62,7 @@ def test_trained_preseeds_the_true_prefix_survivals_not_the_conditional_probabil
         poisson(20.0, 2, prompt_tokens=(64, 65), output_tokens=(5, 6), seed=1),
         AcceptanceModel((0.8, 0.5, 0.5)),
     )
-    sim, _ = helios_simulation(
+    sim = helios_simulation(
         requests, Setup(slots=4, speculative_token_capacity=12), "helios+trained"
     )
     assert sim.scenario.requests[0].acceptance_prior == pytest.approx((0.8, 0.4, 0.2))
@@ -70,13 +70,13 @@ def test_trained_preseeds_the_true_prefix_survivals_not_the_conditional_probabil
 
 def _queued_ahead_ms(policy: str) -> list[float]:
     """How long before its start each frame was committed (time spent queued)."""
-    from ignition.simulate.harness import helios_simulation, newcomer_rule
+    from ignition.simulate.harness import helios_simulation
 
     requests = with_acceptance(
         poisson(40.0, 10, prompt_tokens=(64, 300), output_tokens=(30, 60), seed=2),
         AcceptanceModel((0.8, 0.7, 0.6)),
     )
-    sim, rule = helios_simulation(requests, Setup(slots=4, speculative_token_capacity=12), policy)
+    sim = helios_simulation(requests, Setup(slots=4, speculative_token_capacity=12), policy)
     waits: list[float] = []
     complete = sim._complete
 
@@ -85,8 +85,7 @@ def _queued_ahead_ms(policy: str) -> list[float]:
         complete(run, now)
 
     sim._complete = watch
-    with newcomer_rule(rule):
-        sim._loop()
+    sim._loop()
     assert all(r.finish_ms is not None for r in sim.streams)
     return waits
 

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from ignition.cli import main
+from ignition.helios.config import PolicyConfig
 from ignition.simulate.devices import H200Roofline
 from ignition.simulate.harness import helios_catalog
 from ignition.simulate.multiturn import run_retention
@@ -145,18 +146,18 @@ def test_a_restored_turn_waits_no_longer_than_an_uncached_one_under_the_bounded_
     the MoE roofline; started at the whole-prompt newcomer rate it was priced about
     capacity / remainder too low and waited behind the decoders. Bounded by what it can
     absorb (helios/state/prompt_starts.py) it starts as soon as the uncached turn would."""
-    from ignition.simulate.harness import newcomer_rule
-
     spec = MultiTurnSpec(conversations=4, turns=2, first_prompt=1024, turn_prompt=128)
     catalog = helios_catalog("qwen38", 2, 128, speculation="off")
 
-    def later_ttft(rows: int) -> float:
-        ttft = run_retention(spec, rows, catalog, slots=2, device=H200Roofline(), payoff=False)
+    def later_ttft(rows: int, rule: str = "balanced") -> float:
+        policy = PolicyConfig(newcomer_rule=rule)
+        ttft = run_retention(
+            spec, rows, catalog, slots=2, device=H200Roofline(), policy=policy, payoff=False
+        )
         return sum(ttft.later_turn_ttft_ms) / len(ttft.later_turn_ttft_ms)
 
     off, on = later_ttft(0), later_ttft(8)
-    with newcomer_rule("whole-prompt"):
-        whole_prompt_on = later_ttft(8)
+    whole_prompt_on = later_ttft(8, "whole-prompt")
     assert on < whole_prompt_on - 10.0  # the earlier start left it waiting
     assert on <= off + 1.0  # simulated time: one prompt launch either way
 

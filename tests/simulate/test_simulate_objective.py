@@ -60,7 +60,7 @@ def test_the_simulator_tells_helios_how_many_requests_wait_for_a_slot():
 
     assert policy_for(("slot8",), objective()).slot_pressure == 8.0
     setup = Setup(slots=2, speculative_token_capacity=8, device=device_from_spec("h200"))
-    sim, _ = helios_simulation(two_class.workload(6, prompt=64, output=8), setup, "helios+slot2")
+    sim = helios_simulation(two_class.workload(6, prompt=64, output=8), setup, "helios+slot2")
     assert sim.scheduler.policy.slot_pressure == 2.0
     seen: list[int] = []
     note = sim.scheduler.note_waiting

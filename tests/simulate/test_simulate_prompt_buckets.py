@@ -28,7 +28,7 @@ def test_helios_at_32_slots_runs_the_recipes_finer_buckets():
 
 def test_the_seed_buckets_variant_shapes_the_simulated_catalog():
     setup = setup_for("qwen38-flash-next-h200", 32, 128)
-    sim, _ = helios_simulation([SimRequest(0.0, 100, 4)], setup, "helios+seed-buckets")
+    sim = helios_simulation([SimRequest(0.0, 100, 4)], setup, "helios+seed-buckets")
     assert not FINER & prompt_buckets(sim.scenario.catalog)
 
 

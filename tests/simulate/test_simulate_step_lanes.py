@@ -34,7 +34,7 @@ def test_a_what_if_lane_table_replaces_the_step_lanes():
 
 def test_the_seed_lanes_variant_shapes_the_simulated_catalog():
     setup = setup_for("qwen38-flash-next-h200", 32, 128)
-    sim, _ = helios_simulation([SimRequest(0.0, 100, 4)], setup, "helios+seed-lanes")
+    sim = helios_simulation([SimRequest(0.0, 100, 4)], setup, "helios+seed-lanes")
     assert not lanes(sim.scenario.catalog)
-    sim, _ = helios_simulation([SimRequest(0.0, 100, 4)], setup, "helios")
+    sim = helios_simulation([SimRequest(0.0, 100, 4)], setup, "helios")
     assert lanes(sim.scenario.catalog) >= set(RECOMMENDED_LANES)

@@ -139,7 +139,7 @@ class _Bound:
         batch = min(d.batch_capacity, len(self.loose) - 1)
         if self._score(d, t_ms, self.loose[batch]) <= score:
             return False
-        cap = min(d.proposal_depth + 1, d.token_capacity)
+        cap = d.verify_rows
         return self._score(d, t_ms, self._top(cap, d.batch_capacity)) > score
 
 

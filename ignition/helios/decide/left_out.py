@@ -13,10 +13,6 @@ from ignition.helios.state.cost import CostModel
 
 GENERATION_KINDS = (GraphKind.DECODE, GraphKind.SPECULATIVE)
 
-# Off only for before / after studies (the simulator's ``helios+keep-left-out`` variant,
-# ``ignition.helios.study_rules.left_out_rule``), as ``utility.NEWCOMER_RULE`` is switched.
-ENABLED = True
-
 
 class CarryTimes:
     """Per catalog and cost version: how many decoders a mixed program holding a chunk
@@ -93,7 +89,7 @@ def left_out_score(
 ) -> float:
     """``candidate``'s score, lowered to the sequence's that then serves the decoders it
     leaves out."""
-    if candidate.is_indeterminate or not ENABLED:
+    if candidate.is_indeterminate or not decision.left_out:
         return candidate.score
     left = min(len(order), times.carried(chunk_tokens, prompts)) - served
     if left <= 0:

@@ -35,11 +35,14 @@ def measured(descriptors: Iterable[Descriptor], costs: CostModel) -> list[tuple[
 
 def row_limit(spec: RequestSpec) -> int:
     """The verification rows one round may give the request: its drafts plus one."""
-    return 1 << 30 if spec.max_drafts is None else spec.max_drafts + 1
+    return utility.UNLIMITED_ROWS if spec.max_drafts is None else spec.max_drafts + 1
 
 
 def current_normalizers(
-    descriptors: Sequence[Descriptor], costs: CostModel, requests: Iterable[RequestState]
+    descriptors: Sequence[Descriptor],
+    costs: CostModel,
+    requests: Iterable[RequestState],
+    rule: str,
 ) -> Normalizers:
     live = [r for r in requests if r.is_live]
     families: dict[str, int] = {}
@@ -48,14 +51,14 @@ def current_normalizers(
             family = stream_family(r.spec.family)
             families[family] = families.get(family, 0) + 1
     decoders = sum(families.values())
-    key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())))
+    key = (id(descriptors), costs.version, len(live), tuple(sorted(families.items())), rule)
     # Its own slot: the bounded search keeps its normalizers under another key.
     cached = costs.derived.get("decide_normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
     graphs = measured(descriptors, costs)
     norms = normalizers(graphs, len(live), decoders, families)
-    start = utility.newcomer_token_rate(graphs, len(live))
+    start = utility.newcomer_token_rate(graphs, len(live), rule)
     if start is not None:
         by_family = {f: replace(n, token_rate=start) for f, n in norms.by_family.items()}
         norms = replace(norms, token_rate=start, by_family=by_family)
@@ -64,14 +67,18 @@ def current_normalizers(
 
 
 def newcomer_start(
-    graphs: list[tuple[Descriptor, float]], num_live: int, norms: Normalizers, prompt_tokens: int
+    graphs: list[tuple[Descriptor, float]],
+    num_live: int,
+    norms: Normalizers,
+    prompt_tokens: int,
+    rule: str,
 ) -> float | None:
     """The start of a request without token history whose uncached prompt is
     ``prompt_tokens`` (ignition/helios/state/prompt_starts.py), by its definition: the
     balanced rule's sqrt(x_gen * x_norm(R)), x_norm(R) the best min(useful / k, R) / T
     over the measured graphs; a prompt at least the best graph's share keeps the start."""
     start = norms.token_rate
-    if start is None or utility.NEWCOMER_RULE not in BOUNDED_RULES:
+    if start is None or rule not in BOUNDED_RULES:
         return start
     k = max(1, num_live)
     low = utility.generation_start_rate(graphs, k)
@@ -102,7 +109,7 @@ def build_population(
     max_depth: int,
     waiting_for_slot: int = 0,
 ) -> tuple[Population, Decision]:
-    norms = current_normalizers(descriptors, costs, requests.values())
+    norms = current_normalizers(descriptors, costs, requests.values(), policy.newcomer_rule)
     live = [r for r in requests.values() if r.is_live]
     graphs = measured(descriptors, costs)
     rows = []
@@ -113,7 +120,7 @@ def build_population(
         token_rate = r.rates.token_rate
         if token_rate is None:  # a newcomer: the start bounded by its prompt
             token_rate = newcomer_start(
-                graphs, len(live), family_norms, r.spec.uncached_prompt_tokens
+                graphs, len(live), family_norms, r.spec.uncached_prompt_tokens, policy.newcomer_rule
             )
         rates = ServiceRates(token_rate, r.rates.delivery_rate)
         advance, last_output, blocked = 0, r.last_output_ns, False
@@ -208,6 +215,7 @@ def build_population(
         num_terminal=len(terminal),
         tbt_target_ms=policy.tbt_target_ms,
         generation_left_out=policy.generation_left_out,
+        left_out=policy.left_out,
         prompt_runs=policy.prompt_runs,
         decoder_age_weight=cadence_ramp.age_weight(policy, (*decoders, *pending)),
     )

@@ -15,11 +15,10 @@ from ignition.helios.state.acceptance import expected_output
 
 
 def lane_ceiling(view: LaneView, d: Descriptor) -> int:
-    """min(D + 1, W, request limit): output limit, remaining context and the request's
-    own draft limit (grammar) bound the rows."""
-    depth_cap = d.proposal_depth + 1 if d.speculation_enabled else 1
+    """min(D + 1, W, request limit) (``Descriptor.verify_rows``): output limit, remaining
+    context and the request's own draft limit (grammar) bound the rows."""
     limit = min(view.remaining_output, view.remaining_context, view.max_rows)
-    return max(1, min(depth_cap, d.token_capacity, limit))
+    return max(1, min(d.verify_rows, limit))
 
 
 @dataclass
@@ -274,7 +273,7 @@ class LaneTable:
         max_lanes = d.batch_capacity if max_lanes is None else max_lanes
         if max_lanes <= 0 or budget <= 0:
             return None
-        cap = min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
+        cap = d.verify_rows
         top, rows, value0, sigmas = self._prefix(cap, max_lanes)
         if not top:
             return None

@@ -85,7 +85,7 @@ def following_rows(d: Descriptor) -> int:
     if not d.speculation_enabled:
         return 1
     share = d.packed_capacity // d.batch_capacity
-    return max(1, min(d.proposal_depth + 1, d.token_capacity, share))
+    return max(1, min(d.verify_rows, share))
 
 
 def decoder_rows(view: LaneView, rows: int) -> int:

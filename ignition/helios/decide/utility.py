@@ -48,19 +48,25 @@ def balanced_start_rate(measured: Measured, num_streams: int) -> float | None:
 
 # "balanced" is bounded per request by the prompt it can absorb (prompt_starts.py,
 # BOUNDED_RULES); "whole-prompt" is the same start without that bound (the rule before
-# issue 10's later-turn study), kept for before/after comparisons.
+# issue 10's later-turn study), kept for before/after comparisons. The keys are
+# config.NEWCOMER_RULE_NAMES; PolicyConfig.newcomer_rule names the one a scheduler runs.
 NEWCOMER_RULES: dict[str, Callable[[Measured, int], float | None]] = {
     "balanced": balanced_start_rate,
     "whole-prompt": balanced_start_rate,
     "generation": generation_start_rate,
     "normalizer": normalizer_start_rate,
 }
-NEWCOMER_RULE = "balanced"
 
 
-def newcomer_token_rate(measured: Measured, num_streams: int) -> float | None:
-    """Starting token rate for a request without token history (``NEWCOMER_RULE``)."""
-    return NEWCOMER_RULES[NEWCOMER_RULE](measured, num_streams)
+def newcomer_token_rate(measured: Measured, num_streams: int, rule: str) -> float | None:
+    """Starting token rate for a request without token history under newcomer ``rule``
+    (``PolicyConfig.newcomer_rule``)."""
+    return NEWCOMER_RULES[rule](measured, num_streams)
+
+
+# LaneView.max_rows of a request whose drafts are not limited (RequestSpec.max_drafts None):
+# above every program's width, so min() with it leaves the program's ceiling
+UNLIMITED_ROWS = 1 << 30
 
 
 @dataclass(slots=True)
@@ -87,7 +93,7 @@ class LaneView:
     # > 0: after its pending restore, a vision prerequisite of this many patches follows
     # (a chain restore -> vision -> inference, ranked by the continuation index).
     chained_patches: int = 0
-    max_rows: int = 1 << 30  # verification rows a round may give it (RequestSpec.max_drafts + 1)
+    max_rows: int = UNLIMITED_ROWS  # rows a round may give it (projection.row_limit)
 
     @property
     def slot(self) -> int:
@@ -110,6 +116,7 @@ class Decision:
     num_terminal: int = 0
     tbt_target_ms: float = 0.0  # PolicyConfig.tbt_target_ms (decide/chunk_target.py)
     generation_left_out: bool = False  # PolicyConfig.generation_left_out (left_out.py)
+    left_out: bool = True  # PolicyConfig.left_out (left_out.py)
     prompt_runs: bool = False  # PolicyConfig.prompt_runs (decide/prompt_runs.py)
     # PolicyConfig.cadence_ramp (decide/cadence_ramp.py): the decoders' weight in the
     # waiting cost, the sum of their ramps; None: the number of active decoders

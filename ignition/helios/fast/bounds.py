@@ -46,7 +46,7 @@ def _score_bounds(
                 out.append(found[1])
                 continue
         t_ms = duration_ns / 1e6
-        value = lanes.value_bound(_ceiling(d), d.batch_capacity, t_ms)
+        value = lanes.value_bound(d.verify_rows, d.batch_capacity, t_ms)
         if d.kind is GraphKind.MIXED and d.prompt_lanes > 1:
             value += prompts.lane_value_bound(d)  # issue 39: the L best rows
         elif d.kind is GraphKind.MIXED:
@@ -60,11 +60,6 @@ def _score_bounds(
     return out
 
 
-def _ceiling(d: Descriptor) -> int:
-    """The row ceiling every lane of ``d`` is cut to: min(D + 1, W)."""
-    return min(d.proposal_depth + 1 if d.speculation_enabled else 1, d.token_capacity)
-
-
 def largest_bound(
     shapes: Sequence[tuple[Descriptor, bool]],
     tables: Tables,
@@ -74,7 +69,7 @@ def largest_bound(
 ) -> float:
     """The largest score bound among ``shapes`` that have one (-inf for none)."""
     tables.decoders.arrays.positive_sums(
-        [_ceiling(d) for d, _ in shapes if d.kind is not GraphKind.PREFILL]
+        [d.verify_rows for d, _ in shapes if d.kind is not GraphKind.PREFILL]
     )
     found = _score_bounds(shapes, tables, costs, decision, now_ns)
     return max((b for b in found if b is not None), default=-math.inf)
@@ -96,7 +91,7 @@ def bounded_candidates(
     found: dict[int, list[Candidate]] = {}
     # every ceiling's decoder sums in one vectorised pass (lane_core.py)
     tables.decoders.arrays.positive_sums(
-        [_ceiling(d) for d, _ in shapes if d.kind is not GraphKind.PREFILL]
+        [d.verify_rows for d, _ in shapes if d.kind is not GraphKind.PREFILL]
     )
     floor = max((c.score for c in others if not c.is_indeterminate), default=-math.inf)
     bounded: list[tuple[float, int]] = []

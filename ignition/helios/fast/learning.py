@@ -22,7 +22,7 @@ from ignition.helios.decide.learning import (
 from ignition.helios.decide.policy import Population, candidates_for
 from ignition.helios.decide.utility import Candidate, Decision
 from ignition.helios.fast.lane_table import LaneTable
-from ignition.helios.fast.probe_core import ProbeBound, shape_cap
+from ignition.helios.fast.probe_core import ProbeBound
 from ignition.helios.fast.tables import Tables
 from ignition.helios.state.cost import CostModel, Freshness
 
@@ -63,7 +63,7 @@ def choose_probe(
         decision,
         max_depth,
         max_batch,
-        [shape_cap(d) for d, _ in shapes],
+        [d.verify_rows for d, _ in shapes],
     )
     # (gain bound, position, shape): no probe of a shape gains more than its bound
     bounded = []

@@ -100,11 +100,6 @@ class ProbeBound:
         if self._score(d.batch_capacity, mixed, t_ms, self.loose[batch], lanes) <= score:
             return None
         found = self._score(
-            d.batch_capacity, mixed, t_ms, self._top(shape_cap(d), d.batch_capacity), lanes
+            d.batch_capacity, mixed, t_ms, self._top(d.verify_rows, d.batch_capacity), lanes
         )
         return found if found > score else None
-
-
-def shape_cap(d: Descriptor) -> int:
-    """The row ceiling the bound reads for ``d``: min(D + 1, W)."""
-    return min(d.proposal_depth + 1, d.token_capacity)

@@ -33,10 +33,14 @@ from ignition.helios.types import RequestHandle
 
 
 def current_normalizers(
-    descriptors: Sequence[Descriptor], costs: CostModel, requests: Iterable[RequestState]
+    descriptors: Sequence[Descriptor],
+    costs: CostModel,
+    requests: Iterable[RequestState],
+    rule: str,
 ) -> Normalizers:
-    """Normalizers of the measured catalog; the token rate is the newcomer rule's start
-    (``utility.newcomer_token_rate``), used for prices and the first service update."""
+    """Normalizers of the measured catalog; the token rate is newcomer ``rule``'s start
+    (``PolicyConfig.newcomer_rule``, ``utility.newcomer_token_rate``), used for prices
+    and the first service update."""
     # Every decision runs this over every request: count by proposal source (plain
     # attribute reads), then map the few sources to their families.
     num_live = 0
@@ -56,11 +60,16 @@ def current_normalizers(
     decoders = sum(families.values())
     # Normalizers read estimates only: an observation that leaves every estimate as it
     # was (the median window absorbed it) changes no normalizer.
-    key = (id(descriptors), costs.estimates_version, num_live, tuple(sorted(families.items())))
+    key = (
+        id(descriptors),
+        costs.estimates_version,
+        num_live,
+        tuple(sorted(families.items())),
+        rule,
+    )
     cached = costs.derived.get("normalizers")
     if cached is not None and cached[0] == key:
         return cached[1]
-    rule = utility.NEWCOMER_RULE
     if rule in VECTOR_RULES:
         arrays = catalog_arrays(descriptors, costs)
         norms = vector_normalizers(arrays, num_live, decoders, families, rule)
@@ -250,7 +259,7 @@ def build_population(
 ) -> tuple[Population, Decision]:
     """``cache`` (the scheduler's) keeps unchanged requests' rows between decisions;
     without one every row is projected afresh, by the same code."""
-    norms = current_normalizers(descriptors, costs, requests.values())
+    norms = current_normalizers(descriptors, costs, requests.values(), policy.newcomer_rule)
     frames = []
     for frame in queue.frames:
         duration_ms = frame.plan.estimated_duration_ns / 1e6
@@ -348,6 +357,7 @@ def build_population(
         num_terminal=len(terminal),
         tbt_target_ms=policy.tbt_target_ms,
         generation_left_out=policy.generation_left_out,
+        left_out=policy.left_out,
         prompt_runs=policy.prompt_runs,
         decoder_age_weight=cadence_ramp.age_weight(policy, (*decoders, *pending)),
     )

@@ -101,7 +101,7 @@ def apply_lane(
             num_generated_tokens=n,
         )
         if sidecar is not None:
-            ceiling = min(d.proposal_depth + 1, d.token_capacity, lane.query_length)
+            ceiling = min(d.verify_rows, lane.query_length)
             r.forecast.observe(sidecar.joint_prefix(i), ceiling, n)
     first = r.num_output
     r.num_output += n
