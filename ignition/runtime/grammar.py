@@ -1,49 +1,8 @@
 """Structured outputs: grammars compiled with xgrammar, and one host matcher per request.
 
-The server turns ``response_format`` / ``structured_outputs`` / ``guided_*`` into a
-:class:`GrammarSpec`; :class:`GrammarCompiler` compiles it against the bundle's tokenizer
-(a failure is a :class:`GrammarError` naming the request field, a 400); the request then
-carries the :class:`RequestGrammar` in its sampling parameters. The worker keeps one
-:class:`GrammarState` per admitted request: before each frame it writes the bitmask of the
-tokens the grammar allows at the position the frame samples (model.grammar_mask applies it
-on the device), and after the frame it advances the matcher with the tokens the row emitted.
-
-Two rules keep that exact:
-
-- the mask for a frame needs every token before it on the host, so a frame with a
-  constrained lane is launched only after the frames in flight that hold the same request
-  have completed (Engine: completion feedback, the design's "grammar" rule);
-- a constrained row verifies only drafts the host supplies (its grammar's forced tokens,
-  :meth:`GrammarState.forced_drafts`, proposals/grammar_drafts.py):
-  :meth:`GrammarState.fill_positions` walks the matcher along them to write the mask of
-  every verification position, then rolls it back, so each position samples exactly as
-  masked single-token decoding would there (model.speculative). MTP drafts, proposed
-  inside the program out of the matcher's reach, are never verified for it.
-
-With ``--reasoning-parser`` and a prompt that opens a reasoning block, the grammar starts
-after the block's end tag (``RequestGrammar.gate``, matched as the tag's token ids: one
-added token in Qwen3.x vocabularies), as vLLM does: the reasoning is free text, the reply
-after it follows the grammar. The row is still constrained while it reasons (every token
-but the end of sequence, which would end the reply before its constrained part); it has
-no forced drafts there, so it verifies none. The reasoning must leave the constrained reply
-room within ``max_tokens`` (a model that never closes its block would otherwise return no
-reply at all): :meth:`RequestGrammar.within` sets the deadline by which the end tag is
-written (:data:`REASONING_SHARE` of the budget), and from there the mask allows only the
-tag's next token, as vLLM's thinking budget forces it.
-
-The end of sequence is allowed only where the grammar can end (xgrammar's stop tokens are
-the model's EOS ids); once it has ended, only EOS is allowed (``ignore_eos`` keeps emitting
-it until ``max_tokens``).
-
-JSON strings hold no raw control characters: xgrammar's rule for a string with
-``maxLength`` (0.2.9) admits bytes 0x00-0x1F, which no strict JSON parser accepts, so for
-JSON grammars the mask also drops every token holding such a byte (outside whitespace that
-``any_whitespace`` allows); the one-byte tokens of a byte-level vocabulary keep every valid
-output reachable.
-
-The vocabulary: xgrammar reads the tokenizer (HF ``tokenizer.json``) for the token strings
-and is told the model's vocabulary size, which may be padded past the tokenizer's ids; the
-padding ids are never allowed.
+Each frame's mask needs every earlier token on the host (completion feedback), and a
+constrained row verifies only host drafts (its grammar's forced tokens); the full contract,
+reasoning gates and the vocabulary rules are in docs/runtime.md ("runtime/grammar.py").
 """
 
 from __future__ import annotations
