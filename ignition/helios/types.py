@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 
 class SchedulerError(ValueError):
@@ -140,7 +141,7 @@ class RequestSpec:
         copying request's only where the frame's program verifies drafts)."""
         return self.host_stops or self.grammar or (self.host_drafts and verifies_drafts)
 
-    @property
+    @cached_property
     def family(self) -> str:
         """The stream family it is aged with (decide/service.stream_family): its source, or
         its choices joined when Helios chooses per round (a family must not change
