@@ -32,7 +32,7 @@ import torch
 
 from ignition.kernels import use_backend
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.model.step import run_step
 from ignition.model.weights import load_checkpoint
@@ -49,7 +49,7 @@ class Decoder:
         self.first, _, _ = self.prefill()
         batch = len(prompts)
         self.capacity = PackedCapacity.mixed(batch, 1, 0)
-        self.greedy = SamplingParams.greedy(batch)
+        self.greedy = SamplingTensors.greedy(batch)
 
     def prefill(self) -> tuple[list[int], torch.Tensor, float]:
         """Fresh slots, each prompt one chunk: (first tokens, last logits, seconds)."""
@@ -62,7 +62,7 @@ class Decoder:
             capacity = PackedCapacity.mixed(1, 1, len(prompt))
             inputs = PackedInputs.build(capacity, [prompt], [slot], prefill_row=0)
             start = time.perf_counter()
-            out = run_step(self.model, self.state, inputs, capacity, SamplingParams.greedy(1))
+            out = run_step(self.model, self.state, inputs, capacity, SamplingTensors.greedy(1))
             seconds += time.perf_counter() - start
             first.append(int(out.next_tokens[0]))
             logits.append(out.target.logits_at(torch.tensor([len(prompt) - 1]))[0])

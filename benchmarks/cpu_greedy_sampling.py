@@ -16,10 +16,10 @@ import timeit
 import torch
 
 from ignition.model import sampling
-from ignition.model.sampling import RandomStream, SamplingParams
+from ignition.model.sampling import RandomStream, SamplingTensors
 
 
-def race(logits: torch.Tensor, params: SamplingParams, positions: torch.Tensor) -> torch.Tensor:
+def race(logits: torch.Tensor, params: SamplingTensors, positions: torch.Tensor) -> torch.Tensor:
     """What ``sample`` computed for greedy rows before the shortcut (the GPU's path)."""
     probs = sampling.target_distribution(logits, params)
     noise = sampling.exponential_noise(
@@ -39,7 +39,7 @@ def main() -> None:
     print("|---:|---:|---:|---:|")
     for batch in (1, 4, 16):
         logits = torch.randn(batch, args.vocab, generator=torch.Generator().manual_seed(batch))
-        params = SamplingParams.greedy(batch)
+        params = SamplingTensors.greedy(batch)
         positions = torch.arange(batch)
         fast_tokens = sampling.sample(logits, params, positions)
         assert torch.equal(race(logits, params, positions), fast_tokens)

@@ -30,7 +30,7 @@ import torch
 import ignition.model.step as step_module
 from ignition.kernels import use_backend
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.model.step import run_step
 from ignition.model.weights import load_checkpoint
@@ -96,10 +96,10 @@ class Ignition:
         for slot, prompt in enumerate(prompts):
             capacity = PackedCapacity.mixed(1, 1, len(prompt))
             inputs = PackedInputs.build(capacity, [prompt], [slot], prefill_row=0)
-            out = run_step(self.model, self.state, inputs, capacity, SamplingParams.greedy(1))
+            out = run_step(self.model, self.state, inputs, capacity, SamplingTensors.greedy(1))
             self.tokens.append(int(out.next_tokens[0]))
         self.capacity = PackedCapacity.mixed(batch, 1, 0)
-        self.greedy = SamplingParams.greedy(batch)
+        self.greedy = SamplingTensors.greedy(batch)
 
     def step(self) -> None:
         inputs = PackedInputs.build(

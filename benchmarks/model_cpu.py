@@ -20,7 +20,7 @@ import torch
 
 from ignition.model.config import ModelConfig
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.model.step import run_step
 from ignition.model.weights import random_model
@@ -38,7 +38,7 @@ def _state(config: ModelConfig, num_slots: int) -> ModelState:
 
 def _step(model, state, rows, slots, capacity, prefill_row=-1) -> None:
     inputs = PackedInputs.build(capacity, rows, slots, prefill_row=prefill_row)
-    run_step(model, state, inputs, capacity, SamplingParams.greedy(capacity.batch_capacity))
+    run_step(model, state, inputs, capacity, SamplingTensors.greedy(capacity.batch_capacity))
 
 
 def _per_second(work: Callable[[], None], repeats: int) -> float:

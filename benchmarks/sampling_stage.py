@@ -22,7 +22,7 @@ import torch
 
 from ignition.model import sampling
 from ignition.model.logits_processing import SlotHistory, token_logprobs
-from ignition.model.sampling import SamplingParams, sample
+from ignition.model.sampling import SamplingTensors, sample
 
 
 def _ms(work, repeats: int) -> float:
@@ -63,7 +63,7 @@ def _timed(rows: int, args, device: torch.device, sync) -> tuple[float, float]:
     """Milliseconds per call: sampling alone, and with processing + logprobs + counting."""
     history = SlotHistory.allocate(rows, args.vocab, device)
     logits = torch.randn(rows, args.vocab, device=device)
-    params = SamplingParams.build(
+    params = SamplingTensors.build(
         [0.8] * rows,
         top_p=[args.top_p] * rows,
         seed=list(range(rows)),

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ignition.kernels import use_backend
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from ignition.model.weights import load_checkpoint
 from tests.model.conftest import new_state
@@ -58,7 +58,7 @@ def cases(model, reference) -> list[tuple[str, float]]:
     rows = [CONTINUATION[:1], PROMPT[::-1], CONTINUATION[3:4]]
     capacity = PackedCapacity.mixed(3, 1, 64)
     inputs = PackedInputs.build(capacity, rows, [0, 1, 2], prefill_row=1)
-    target = run_step(model, state, inputs, capacity, SamplingParams.greedy(3)).target
+    target = run_step(model, state, inputs, capacity, SamplingTensors.greedy(3)).target
     starts, logits = target.meta.cu_query_lens.tolist(), target.logits
     worst = max(
         diff(logits[starts[0]], ref(PROMPT + rows[0])[-1]),

@@ -29,7 +29,7 @@ from ignition.model.logits_processing import (
 )
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.speculative import PromptChunk, RoundCapacity, RoundInputs
 
 
@@ -38,7 +38,7 @@ class StepProgramInputs:
     """Prefill, decode and ordinary mixed programs: one packed step."""
 
     packed: PackedInputs
-    sampling: SamplingParams
+    sampling: SamplingTensors
     is_decode_row: Tensor  # [R] bool rows whose first token comes from ``pending``
     begin: HistoryBegin | None = None  # programs with prompt lanes: requests' first chunks
     ple: PleRowsInput | None = None  # models with an n-gram table: the staged rows
@@ -58,7 +58,7 @@ class RoundProgramInputs:
     """Complete speculative programs (and speculative mixed ones, with a prompt lane)."""
 
     round: RoundInputs
-    sampling: SamplingParams
+    sampling: SamplingTensors
     is_decode_row: Tensor  # [R] bool
     begin: HistoryBegin | None = None
     ple: PleRowsInput | None = None
@@ -125,9 +125,9 @@ class Workspace:
         views = {name: self.buffers[name][:n] for name, n in lengths.items()}
         return views, tuple(lengths.items())
 
-    def _sampling(self, v: dict[str, Tensor], rows: int, width: int = 1) -> SamplingParams:
+    def _sampling(self, v: dict[str, Tensor], rows: int, width: int = 1) -> SamplingTensors:
         """The rows' sampling parameters; in a round program the token mask is position 0's."""
-        params = SamplingParams(**{name: v[name] for name in SAMPLING_BUFFERS})
+        params = SamplingTensors(**{name: v[name] for name in SAMPLING_BUFFERS})
         if "token_mask" in v:
             params.is_masked = v["is_masked"]
             params.token_mask = v["token_mask"].view(rows, width, self.extents.mask_words)[:, 0]

@@ -13,7 +13,7 @@ from ignition.helios.fast.projection import current_normalizers
 from ignition.helios.plans import LaneRole, LaneWork, ScheduledPlan, TraceEntry
 from ignition.helios.state.cost import CostModel, Freshness
 from ignition.helios.state.queue import ExecutionQueue, Frame, Participant
-from ignition.helios.state.requests import RequestState, ResourcePool
+from ignition.helios.state.requests import ScheduledRequest, ResourcePool
 from ignition.helios.state_work import check_state_lane
 from ignition.helios.trace import trace_entry
 from ignition.helios.types import Fence, RequestHandle, ResourceShortage, SchedulerError
@@ -22,7 +22,7 @@ from ignition.helios.types import Fence, RequestHandle, ResourceShortage, Schedu
 class Committing:
     """Mixed into :class:`ignition.helios.scheduler.Scheduler`, which owns these fields."""
 
-    requests: dict[RequestHandle, RequestState]
+    requests: dict[RequestHandle, ScheduledRequest]
     pool: ResourcePool
     queue: ExecutionQueue
     costs: CostModel
@@ -35,8 +35,8 @@ class Committing:
     _serve_seq: int
     _changes: int
     _needs_feedback: Callable[[Descriptor, Freshness, Iterable[RequestHandle]], bool]
-    _inflight_lanes: Callable[[RequestState], list[LaneWork]]
-    _pages_needed: Callable[[RequestState, Sequence[LaneWork]], int]
+    _inflight_lanes: Callable[[ScheduledRequest], list[LaneWork]]
+    _pages_needed: Callable[[ScheduledRequest, Sequence[LaneWork]], int]
 
     def _check_lane(self, lane: LaneWork) -> int:
         """Validate one lane for commit; returns its page delta."""

@@ -18,7 +18,7 @@ from ignition.helios.reports import CompletionReport, GeneratedToken
 from ignition.helios.state.accounting import Publication, apply_lane, charge_service
 from ignition.helios.state.cost import CostModel
 from ignition.helios.state.queue import NUM_FRAME_SLOTS, ExecutionQueue
-from ignition.helios.state.requests import RequestState, ResourcePool
+from ignition.helios.state.requests import ScheduledRequest, ResourcePool
 from ignition.helios.state_work import apply_state_lane
 from ignition.helios.types import Fence, RequestHandle, SchedulerError
 
@@ -26,7 +26,7 @@ from ignition.helios.types import Fence, RequestHandle, SchedulerError
 class Completing:
     """Mixed into :class:`ignition.helios.scheduler.Scheduler`, which owns these fields."""
 
-    requests: dict[RequestHandle, RequestState]
+    requests: dict[RequestHandle, ScheduledRequest]
     pool: ResourcePool
     queue: ExecutionQueue
     costs: CostModel
@@ -126,7 +126,7 @@ class Completing:
         else:
             r.rates.delivery_rate = 1.0 / pub.duration_ms
 
-    def _release(self, r: RequestState) -> None:
+    def _release(self, r: ScheduledRequest) -> None:
         self.pool.adjust_pages(-r.num_pages)
         r.num_pages = 0
         self.pool.release_slot(r.handle)

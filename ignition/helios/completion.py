@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from ignition.helios.plans import LaneRole, LaneWork, ScheduledPlan
 from ignition.helios.reports import CompletionRecord, ConfidenceSidecar
-from ignition.helios.state.requests import RequestState
+from ignition.helios.state.requests import ScheduledRequest
 from ignition.helios.types import RequestHandle, SchedulerError
 
 
@@ -18,7 +18,7 @@ def _probability(value: float) -> bool:
 def validate_records(
     plan: ScheduledPlan,
     records: Sequence[CompletionRecord],
-    requests: Mapping[RequestHandle, RequestState],
+    requests: Mapping[RequestHandle, ScheduledRequest],
     sidecar: ConfidenceSidecar | None,
     survival: Sequence[Sequence[float]] | None,
 ) -> None:

@@ -11,7 +11,7 @@ from ignition.helios.config import PolicyConfig
 from ignition.helios.decide.refresh import ExecutionBooks
 from ignition.helios.plans import ScheduledPlan, TraceEntry
 from ignition.helios.state.cost import CostModel, Freshness
-from ignition.helios.state.requests import RequestState, ResourcePool
+from ignition.helios.state.requests import ScheduledRequest, ResourcePool
 from ignition.helios.types import RequestHandle
 from ignition.helios.views import (
     CostEstimate,
@@ -27,7 +27,7 @@ class SchedulerQueries:
     """Mixed into :class:`ignition.helios.scheduler.Scheduler`, which owns these fields."""
 
     pool: ResourcePool
-    requests: dict[RequestHandle, RequestState]
+    requests: dict[RequestHandle, ScheduledRequest]
     costs: CostModel
     policy: PolicyConfig
     books: ExecutionBooks
@@ -78,11 +78,11 @@ class SchedulerQueries:
 
     # -- preemption --------------------------------------------------------------------
 
-    def _occupying(self) -> Iterable[RequestState]:
+    def _occupying(self) -> Iterable[ScheduledRequest]:
         """Requests still running: live, or waiting for their terminal snapshot."""
         return (r for r in self.requests.values() if r.is_live or r.is_terminal_pending)
 
-    def _holders(self) -> list[RequestState]:
+    def _holders(self) -> list[ScheduledRequest]:
         return [r for r in self.requests.values() if r.is_live and r.num_pages > 0]
 
     def preemption_victim(self, blocked: ScheduledPlan) -> PreemptionVictim | None:

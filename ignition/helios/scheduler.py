@@ -39,7 +39,7 @@ from ignition.helios.state.acceptance import (
 from ignition.helios.state.accounting import Publication
 from ignition.helios.state.cost import CostModel, Freshness
 from ignition.helios.state.queue import ExecutionQueue
-from ignition.helios.state.requests import RequestState, ResourcePool
+from ignition.helios.state.requests import ScheduledRequest, ResourcePool
 from ignition.helios.state_work import checkpoint_tokens
 from ignition.helios.types import (
     DraftSource,
@@ -84,7 +84,7 @@ class Scheduler(Committing, Completing, SchedulerQueries):
         self.learning: CreditLedger = self.books.learning
         self.costs = CostModel(self.policy.estimate_ttl_ns)
         self.pool = ResourcePool(resources or Resources())
-        self.requests: dict[RequestHandle, RequestState] = {}
+        self.requests: dict[RequestHandle, ScheduledRequest] = {}
         self.queue = ExecutionQueue()
         self.now_ns = 0
         self.trace: deque[TraceEntry] = deque(maxlen=trace_capacity)
@@ -113,7 +113,7 @@ class Scheduler(Committing, Completing, SchedulerQueries):
 
     def admit(self, spec: RequestSpec) -> RequestHandle:
         handle = self.pool.allocate_slot()
-        self.requests[handle] = RequestState(
+        self.requests[handle] = ScheduledRequest(
             handle=handle,
             spec=spec,
             acceptance=AcceptanceTracker(self._acceptance_priors, spec.acceptance_prior),
@@ -348,13 +348,13 @@ class Scheduler(Committing, Completing, SchedulerQueries):
             execution_class=cls,
         )
 
-    def _owned(self, handle: RequestHandle) -> RequestState:
+    def _owned(self, handle: RequestHandle) -> ScheduledRequest:
         r = self.requests.get(handle)
         if r is None or not self.pool.is_current(handle):
             raise SchedulerError(f"{handle} does not own its request slot")
         return r
 
-    def _inflight_lanes(self, r: RequestState) -> list[LaneWork]:
+    def _inflight_lanes(self, r: ScheduledRequest) -> list[LaneWork]:
         lanes = []
         for frame in self.queue.frames:
             lane = frame.lanes_by_handle.get(r.handle)  # = frame.plan.lane_of, built at commit
@@ -362,7 +362,7 @@ class Scheduler(Committing, Completing, SchedulerQueries):
                 lanes.append(lane)
         return lanes
 
-    def _pages_needed(self, r: RequestState, extra: Sequence[LaneWork] = ()) -> int:
+    def _pages_needed(self, r: ScheduledRequest, extra: Sequence[LaneWork] = ()) -> int:
         lanes = [*self._inflight_lanes(r), *extra]
         return self.pool.pages_for(r.context_tokens + sum(lane.reserved_tokens for lane in lanes))
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ignition.helios.plans import LaneRole, LaneWork
-from ignition.helios.state.requests import RequestState
+from ignition.helios.state.requests import ScheduledRequest
 from ignition.helios.types import SchedulerError
 
 
-def checkpoint_tokens(r: RequestState, role: LaneRole, restore_only: bool = False) -> int:
+def checkpoint_tokens(r: ScheduledRequest, role: LaneRole, restore_only: bool = False) -> int:
     """The context length a state lane restores or captures (0 for inference lanes)."""
     if role is LaneRole.RESTORE:
         return r.spec.restore_tokens
@@ -23,7 +23,7 @@ def checkpoint_tokens(r: RequestState, role: LaneRole, restore_only: bool = Fals
     return 0
 
 
-def check_state_lane(r: RequestState, lane: LaneWork, inflight: Sequence[LaneWork]) -> None:
+def check_state_lane(r: ScheduledRequest, lane: LaneWork, inflight: Sequence[LaneWork]) -> None:
     where = f"{lane.handle} ({lane.role.value})"
     if inflight:
         raise SchedulerError(f"{where}: a state operation needs the request idle")
@@ -43,7 +43,7 @@ def check_state_lane(r: RequestState, lane: LaneWork, inflight: Sequence[LaneWor
         raise SchedulerError(f"{where}: the request has no pending terminal retirement")
 
 
-def apply_state_lane(r: RequestState, lane: LaneWork) -> None:
+def apply_state_lane(r: ScheduledRequest, lane: LaneWork) -> None:
     """Apply a completed state lane; a cancelled request keeps only its ownership."""
     if lane.role is LaneRole.TERMINAL:
         r.terminal_since_ns = -1

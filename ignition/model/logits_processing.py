@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ignition.model.sampling import SamplingParams, runs_every_path
+from ignition.model.sampling import SamplingTensors, runs_every_path
 
 # The most alternatives a position reports (OpenAI's and vLLM's default cap).
 MAX_LOGPROBS = 20
@@ -175,7 +175,7 @@ class SlotHistory:
         self,
         logits: Tensor,
         rows: Tensor,
-        params: SamplingParams,
+        params: SamplingTensors,
         extra_counts: Tensor | None = None,
         extra_output: Tensor | None = None,
     ) -> Tensor:

@@ -12,7 +12,7 @@ from ignition.model.layers.qsa import DraftSelections
 from ignition.model.logits_processing import SlotHistory
 from ignition.model.model import HybridModel
 from ignition.model.sampling import (
-    SamplingParams,
+    SamplingTensors,
     exponential_noise,
     sample_from,
     target_distribution,
@@ -30,7 +30,7 @@ def propose(
     slot_ids: Tensor,
     supplied_drafts: Tensor | None,
     depth: int,
-    params: SamplingParams,
+    params: SamplingTensors,
     start_pos: Tensor,
     rope_offset: Tensor | None = None,
     history: SlotHistory | None = None,
@@ -99,7 +99,7 @@ def _mtp_drafts(
     pending_tokens: Tensor,
     slot_ids: Tensor,
     depth: int,
-    params: SamplingParams,
+    params: SamplingTensors,
     start_pos: Tensor,
     rope_offset: Tensor | None,
     history: SlotHistory | None,

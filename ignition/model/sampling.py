@@ -28,7 +28,7 @@ class RandomStream(IntEnum):
 
 
 @dataclass
-class SamplingParams:
+class SamplingTensors:
     """Per-row sampling parameters as device tensors (rows of one program)."""
 
     temperature: Tensor  # [R] fp32, 0 = greedy
@@ -61,7 +61,7 @@ class SamplingParams:
         seed: Sequence[int] | None = None,
         device: torch.device | str = "cpu",
         **processing: Sequence[float],
-    ) -> SamplingParams:
+    ) -> SamplingTensors:
         n = len(temperature)
         for name, values in (("top_k", top_k), ("top_p", top_p), ("seed", seed)):
             if values is not None and len(values) != n:
@@ -88,11 +88,11 @@ class SamplingParams:
         )
 
     @classmethod
-    def greedy(cls, num_rows: int, device: torch.device | str = "cpu") -> SamplingParams:
+    def greedy(cls, num_rows: int, device: torch.device | str = "cpu") -> SamplingTensors:
         return cls.build([0.0] * num_rows, device=device)
 
-    def rows(self, index: Tensor) -> SamplingParams:
-        return SamplingParams(
+    def rows(self, index: Tensor) -> SamplingTensors:
+        return SamplingTensors(
             self.temperature[index],
             self.top_k[index],
             self.top_p[index],
@@ -186,7 +186,7 @@ def _wide_cut(
     return cut
 
 
-def target_distribution(logits: Tensor, params: SamplingParams) -> Tensor:
+def target_distribution(logits: Tensor, params: SamplingTensors) -> Tensor:
     """The distribution a row samples from: [N, V] fp32; greedy rows are one-hot at argmax.
     ``min_p`` cuts first, then top-k / top-p; no host reads."""
     logits = logits.float()
@@ -301,7 +301,7 @@ def sample_from(probs: Tensor, noise: Tensor) -> Tensor:
 
 
 def sample(
-    logits: Tensor, params: SamplingParams, positions: Tensor, stream: int = RandomStream.SAMPLE
+    logits: Tensor, params: SamplingTensors, positions: Tensor, stream: int = RandomStream.SAMPLE
 ) -> Tensor:
     """Sample one token per row; ``positions`` [N] is the position of the token sampled.
     A row whose distribution is not finite emits :data:`INVALID_TOKEN`."""

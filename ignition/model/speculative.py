@@ -31,7 +31,7 @@ from ignition.model.round_prompt import PromptChunk, pack_verify_inputs, prompt_
 from ignition.model.sampling import (
     INVALID_TOKEN,
     RandomStream,
-    SamplingParams,
+    SamplingTensors,
     exponential_noise,
     finite_rows,
     sample,
@@ -113,7 +113,7 @@ class RoundOutputs:
 
 
 def _limited_rows(
-    inputs: RoundInputs, params: SamplingParams, has_mtp: bool
+    inputs: RoundInputs, params: SamplingTensors, has_mtp: bool
 ) -> tuple[Tensor | None, Tensor | None]:
     """(lane ceilings, host query lengths) clamped to each row's verification limit."""
     ceilings, host_lens = inputs.lane_ceilings, inputs.query_lens
@@ -135,7 +135,7 @@ def speculative_round(
     state: ModelState,
     inputs: RoundInputs,
     capacity: RoundCapacity,
-    params: SamplingParams,
+    params: SamplingTensors,
     greedy: bool,
     history: SlotHistory | None = None,
     begin: HistoryBegin | None = None,

@@ -20,7 +20,7 @@ from ignition.model.logits_processing import (
 )
 from ignition.model.model import HybridModel, TargetOutput
 from ignition.model.packing import PackedCapacity, PackedInputs, PackedMeta
-from ignition.model.sampling import SamplingParams, sample
+from ignition.model.sampling import SamplingTensors, sample
 from ignition.model.state import ModelState
 
 
@@ -81,7 +81,7 @@ def run_step(
     state: ModelState,
     inputs: PackedInputs,
     capacity: PackedCapacity,
-    params: SamplingParams,
+    params: SamplingTensors,
     history: SlotHistory | None = None,
     begin: HistoryBegin | None = None,
     needs_logprobs: bool = True,

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.model.step import run_step
@@ -106,7 +106,7 @@ def prefill(model: HybridModel, state: ModelState, slot: int, prompt: list[int])
     """Consume ``prompt`` into ``slot`` in one chunk; returns the greedy first output token."""
     capacity = PackedCapacity.mixed(1, 1, len(prompt))
     inputs = PackedInputs.build(capacity, [prompt], [slot], prefill_row=0)
-    out = run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+    out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
     return int(out.next_tokens[0])
 
 
@@ -118,7 +118,7 @@ def greedy_generate(model: HybridModel, prompt: list[int], num_tokens: int) -> l
     capacity = PackedCapacity.mixed(1, 1, 0)
     while len(tokens) < num_tokens:
         inputs = PackedInputs.build(capacity, [[tokens[-1]]], [0])
-        out = run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+        out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
         tokens.append(int(out.next_tokens[0]))
     return tokens
 
@@ -146,7 +146,7 @@ def measure_acceptance(
             inputs = RoundInputs(
                 pending_tokens=torch.tensor(pending), slot_ids=slot_ids, query_lens=query_lens
             )
-            params = SamplingParams.greedy(len(group))
+            params = SamplingTensors.greedy(len(group))
             out = speculative_round(model, state, inputs, capacity, params, greedy=True)
             for lane in range(len(group)):
                 num = int(out.num_accepted[lane])
@@ -179,7 +179,7 @@ def serving_speed(
     capacity = PackedCapacity.mixed(1, 1, prompt_len)
     inputs = PackedInputs.build(capacity, [prompt.tolist()], [0], prefill_row=0)
     start = time.perf_counter()
-    run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+    run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
     prefill_ms = (time.perf_counter() - start) * 1e3
 
     state = new_state(model, 4, context_len + num_repeats + 1)
@@ -187,7 +187,7 @@ def serving_speed(
         prefill(model, state, slot, prompt[slot * context_len : (slot + 1) * context_len].tolist())
     decode = PackedCapacity.mixed(4, 1, 0)
     inputs = PackedInputs.build(decode, [[int(t)] for t in prompt[:4]], [0, 1, 2, 3])
-    params = SamplingParams.greedy(4)
+    params = SamplingTensors.greedy(4)
     times = []
     for _ in range(num_repeats):
         start = time.perf_counter()

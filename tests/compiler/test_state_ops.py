@@ -14,7 +14,7 @@ from ignition.components.state_programs import INIT, RESTORE, SNAPSHOT
 from ignition.kernels import use_backend
 from ignition.model.config import ModelConfig
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.state import ModelState
 from ignition.model.step import run_step
 from ignition.model.weights import random_model
@@ -35,7 +35,7 @@ def new_state(model) -> ModelState:
 def step(model, state, slot: int, tokens: list[int], prompt: bool) -> int:
     capacity = PackedCapacity.mixed(1, 1, 64) if prompt else PackedCapacity.mixed(1, 1, 0)
     inputs = PackedInputs.build(capacity, [tokens], [slot], prefill_row=0 if prompt else -1)
-    return int(run_step(model, state, inputs, capacity, SamplingParams.greedy(1)).next_tokens[0])
+    return int(run_step(model, state, inputs, capacity, SamplingTensors.greedy(1)).next_tokens[0])
 
 
 def greedy(model, state, slot: int, first: int, n: int) -> list[int]:

@@ -6,7 +6,7 @@ import torch
 
 from ignition.model.model import HybridModel
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.state import SLOT_FIELDS, ModelState
 from ignition.model.step import StepOutput, run_step
 
@@ -30,7 +30,7 @@ def prefill(
             prompt_next_token=-1 if is_last else prompt[start + chunk],
         )
         token = int(
-            run_step(model, state, inputs, capacity, SamplingParams.greedy(1)).next_tokens[0]
+            run_step(model, state, inputs, capacity, SamplingTensors.greedy(1)).next_tokens[0]
         )
     return token
 
@@ -46,7 +46,7 @@ def decode_rows(
     capacity = PackedCapacity.mixed(batch_capacity or len(rows), width, 0)
     device = state.seq_lens.device
     inputs = PackedInputs.build(capacity, rows, slots, device=device)
-    greedy = SamplingParams.greedy(capacity.batch_capacity, device=device)
+    greedy = SamplingTensors.greedy(capacity.batch_capacity, device=device)
     return run_step(model, state, inputs, capacity, greedy)
 
 

@@ -17,7 +17,7 @@ from ignition.model.coupled_verify import (
     use_verification,
     verification_mode,
 )
-from ignition.model.sampling import RandomStream, SamplingParams, sample
+from ignition.model.sampling import RandomStream, SamplingTensors, sample
 
 VOCAB = 32
 
@@ -33,7 +33,7 @@ def test_a_position_sample_is_what_ordinary_sampling_draws_there():
     samples = position_samples(probs, seed, start)
     for r in range(3):
         for j in range(4):
-            row = SamplingParams.build([1.0], seed=[int(seed[r])])
+            row = SamplingTensors.build([1.0], seed=[int(seed[r])])
             expected = sample(probs[r, j].log()[None], row, start[r : r + 1] + j + 1)
             assert samples[r, j] == expected[0], (r, j)
 

@@ -15,7 +15,7 @@ from ignition.model.checkpoint_files import WeightsError, locate_tensors
 from ignition.model.families.registry import family_for_checkpoint
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.quant import UnsupportedQuantization
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from ignition.model.weights import check_layout, load_checkpoint
 from tests.model.conftest import new_state
@@ -74,7 +74,7 @@ def test_fp8_logits_match_transformers_on_the_dequantised_weights(dense):
         expected = reference(input_ids=torch.tensor([PROMPT]), use_cache=False).logits[0, -1]
     capacity = PackedCapacity.mixed(1, 1, 64)
     inputs = PackedInputs.build(capacity, [PROMPT], [0], prefill_row=0)
-    out = run_step(model, new_state(model.config), inputs, capacity, SamplingParams.greedy(1))
+    out = run_step(model, new_state(model.config), inputs, capacity, SamplingTensors.greedy(1))
     torch.testing.assert_close(out.target.logits[len(PROMPT) - 1], expected, atol=1e-4, rtol=0)
 
 

@@ -20,7 +20,7 @@ from ignition.model.logits_processing import (
     draft_counts,
     token_logprobs,
 )
-from ignition.model.sampling import SamplingParams, target_distribution
+from ignition.model.sampling import SamplingTensors, target_distribution
 
 VOCAB = 12
 
@@ -80,7 +80,7 @@ def test_processing_matches_vllms_rules_per_row(case):
     history = SlotHistory.allocate(num_slots=3, vocab_size=VOCAB, device="cpu")
     started(history, 1, prompt, output, case.get("bias", ()), case.get("stops", ()))
     logits = torch.randn(1, VOCAB) * 3
-    params = SamplingParams.build(
+    params = SamplingTensors.build(
         [1.0],
         repetition_penalty=[case.get("rep", 1.0)],
         frequency_penalty=[case.get("freq", 0.0)],
@@ -121,7 +121,7 @@ def test_each_verification_position_counts_the_drafts_before_it():
 
 def test_min_p_drops_tokens_below_min_p_times_the_best_probability():
     probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
-    params = SamplingParams.build([1.0], min_p=[0.25])
+    params = SamplingTensors.build([1.0], min_p=[0.25])
     got = target_distribution(probs.log(), params)[0]
     kept = torch.tensor([0.5, 0.3, 0.15, 0.0])
     assert got.tolist() == pytest.approx((kept / kept.sum()).tolist())
@@ -129,10 +129,10 @@ def test_min_p_drops_tokens_below_min_p_times_the_best_probability():
 
 def test_min_p_applies_after_temperature():
     logits = torch.tensor([[2.0, 1.0, 0.0]])
-    hot = SamplingParams.build([4.0], min_p=[0.5])
+    hot = SamplingTensors.build([4.0], min_p=[0.5])
     # At temperature 4 the third token keeps exp(-0.5) of the best's probability: kept.
     assert target_distribution(logits, hot)[0, 2] > 0
-    cold = SamplingParams.build([1.0], min_p=[0.5])
+    cold = SamplingTensors.build([1.0], min_p=[0.5])
     assert target_distribution(logits, cold)[0, 2] == 0
 
 

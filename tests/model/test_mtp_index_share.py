@@ -17,7 +17,7 @@ from ignition.kernels import ops
 from ignition.model.config import ModelConfig
 from ignition.model.config_error import ConfigError
 from ignition.model.proposals import propose
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.weights import load_checkpoint, write_random_checkpoint
 from tests.model.conftest import new_state
 from tests.model.helpers import prefill
@@ -76,7 +76,7 @@ def drafts_of(model, prompt: list[int], share: bool, monkeypatch) -> tuple[torch
             torch.tensor([0], dtype=torch.int32),
             None,
             DEPTH,
-            SamplingParams.greedy(1),
+            SamplingTensors.greedy(1),
             torch.tensor([len(prompt)]),
         )
     monkeypatch.setattr(ops, "qsa_block_scores", original)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from tests.model.conftest import new_state
 from tests.model.helpers import PROMPT_CAPACITY, assert_states_equal, decode_rows, prefill
@@ -39,14 +39,14 @@ def _mixed(model, state, prefill_row: int):
     slots.insert(prefill_row, 0)
     capacity = PackedCapacity.mixed(4, WIDTH, PROMPT_CAPACITY)
     inputs = PackedInputs.build(capacity, rows, slots, prefill_row=prefill_row, prompt_next_token=5)
-    return run_step(model, state, inputs, capacity, SamplingParams.greedy(4)), slots
+    return run_step(model, state, inputs, capacity, SamplingTensors.greedy(4)), slots
 
 
 def _separate(model, state):
     """The prompt chunk alone, then the decoders alone."""
     capacity = PackedCapacity.mixed(1, 1, PROMPT_CAPACITY)
     inputs = PackedInputs.build(capacity, [PROMPT_CHUNK], [0], prefill_row=0, prompt_next_token=5)
-    prompt = run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+    prompt = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
     decode = decode_rows(model, state, [DECODERS[s] for s in (1, 2, 3)], [1, 2, 3], WIDTH)
     logits = {0: prompt.target.logits[: len(PROMPT_CHUNK)]}
     start = 0
@@ -103,7 +103,7 @@ def test_random_packed_layouts_equal_each_row_alone(config, model, seed):
         row_slots.append(-1 if length and rng.random() < 0.2 and index != prefill_row else slot)
     packed_state = base.clone()
     inputs = PackedInputs.build(capacity, rows, row_slots, prefill_row=prefill_row)
-    packed = run_step(model, packed_state, inputs, capacity, SamplingParams.greedy(4))
+    packed = run_step(model, packed_state, inputs, capacity, SamplingTensors.greedy(4))
     packed_logits = _row_logits(packed, range(4))
 
     alone_state = base.clone()
@@ -115,7 +115,9 @@ def test_random_packed_layouts_equal_each_row_alone(config, model, seed):
         alone_inputs = PackedInputs.build(
             alone_capacity, [row], [slot], prefill_row=0 if is_prompt else -1
         )
-        alone = run_step(model, alone_state, alone_inputs, alone_capacity, SamplingParams.greedy(1))
+        alone = run_step(
+            model, alone_state, alone_inputs, alone_capacity, SamplingTensors.greedy(1)
+        )
         torch.testing.assert_close(
             packed_logits[index], alone.target.logits[: len(row)], atol=1e-4, rtol=1e-4
         )
@@ -134,7 +136,7 @@ def test_a_prompt_step_projects_only_the_rows_it_samples(config, model):
         lambda module, args, output: projected.append(args[0].shape[0])
     )
     try:
-        out = run_step(model, state, inputs, capacity, SamplingParams.greedy(4))
+        out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(4))
     finally:
         hook.remove()
     assert projected == [capacity.batch_capacity]

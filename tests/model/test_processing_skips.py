@@ -9,7 +9,7 @@ import torch
 
 from ignition.model import sampling
 from ignition.model.logits_processing import SlotHistory
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 
 ROWS, VOCAB = 4, 500
 
@@ -31,7 +31,7 @@ def test_skipping_neutral_stages_on_cpu_gives_the_logits_every_stage_gives(proce
     history.bias[1, 7] = 4.0
     history.stop_mask[:, 2] = True
     logits = torch.randn(ROWS, VOCAB, generator=torch.Generator().manual_seed(4)) * 3
-    params = SamplingParams.build([0.8] * ROWS, **processing)
+    params = SamplingTensors.build([0.8] * ROWS, **processing)
     rows = torch.arange(ROWS)
     extra = torch.zeros(ROWS, VOCAB, dtype=torch.int32)
     extra[:, 45] = 1

@@ -13,7 +13,7 @@ import torch
 
 from ignition.model.config import ModelConfig
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from ignition.model.weights import random_model
 from tests.model.conftest import new_state
@@ -59,7 +59,7 @@ def _one_program(model, state, lanes: int):
         slots.append(slot)
     capacity = PackedCapacity.mixed(len(rows), 1, BUCKET, lanes)
     inputs = PackedInputs.build(capacity, rows, slots, prompt_rows, nexts)
-    out = run_step(model, state, inputs, capacity, SamplingParams.greedy(len(rows)))
+    out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(len(rows)))
     cu = out.target.meta.cu_query_lens.tolist()
     logits = {s: out.target.logits[cu[i] : cu[i + 1]] for i, s in enumerate(slots)}
     return logits, dict(zip(slots, out.next_tokens.tolist(), strict=True))
@@ -71,7 +71,7 @@ def _one_by_one(model, state):
     for slot, (_, chunk, following) in CHUNKS.items():
         capacity = PackedCapacity.mixed(1, 1, lane)
         inputs = PackedInputs.build(capacity, [chunk], [slot], 0, following)
-        out = run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+        out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
         logits[slot] = out.target.logits[: len(chunk)]
         tokens[slot] = int(out.next_tokens[0])
     capacity = PackedCapacity.mixed(1, 1, 0)
@@ -81,7 +81,7 @@ def _one_by_one(model, state):
         state,
         PackedInputs.build(capacity, [token], [slot]),
         capacity,
-        SamplingParams.greedy(1),
+        SamplingTensors.greedy(1),
     )
     logits[slot], tokens[slot] = out.target.logits[:1], int(out.next_tokens[0])
     return logits, tokens
@@ -109,9 +109,11 @@ def test_padding_lanes_mutate_nothing(setup):
     chunk = CHUNKS[0][1]
     capacity = PackedCapacity.mixed(3, 1, BUCKET, LANES)
     inputs = PackedInputs.build(capacity, [chunk, [5, 6]], [0, -1], [0, 1, -1, -1])
-    run_step(model, padded, inputs, capacity, SamplingParams.greedy(3))
+    run_step(model, padded, inputs, capacity, SamplingTensors.greedy(3))
     one = PackedCapacity.mixed(1, 1, BUCKET // LANES)
-    run_step(model, single, PackedInputs.build(one, [chunk], [0], 0), one, SamplingParams.greedy(1))
+    run_step(
+        model, single, PackedInputs.build(one, [chunk], [0], 0), one, SamplingTensors.greedy(1)
+    )
     assert_states_equal(padded, single, atol=1e-6)
     untouched = base.clone()
     for slot in (1, 2, 3):
@@ -137,12 +139,12 @@ def test_image_features_land_in_their_lanes_chunk(setup):
         capacity, [[5], chunk], [2, 0], [-1, 1], hidden_size=config.hidden_size,
         image_features=features, image_positions=[lane + 3, lane + 4],
     )  # fmt: skip  (lane 0 is padding, lane 1 carries the chunk in row 1)
-    out = run_step(model, lanes, inputs, capacity, SamplingParams.greedy(2))
+    out = run_step(model, lanes, inputs, capacity, SamplingTensors.greedy(2))
     one = PackedCapacity.mixed(1, 1, lane)
     alone = PackedInputs.build(
         one, [chunk], [0], 0, hidden_size=config.hidden_size, image_features=features,
         image_positions=[3, 4],
     )  # fmt: skip
-    expected = run_step(model, single, alone, one, SamplingParams.greedy(1))
+    expected = run_step(model, single, alone, one, SamplingTensors.greedy(1))
     got = out.target.logits[1 : 1 + len(chunk)]
     torch.testing.assert_close(got, expected.target.logits[: len(chunk)], atol=1e-4, rtol=1e-4)

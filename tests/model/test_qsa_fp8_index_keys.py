@@ -10,7 +10,7 @@ import torch
 
 from ignition.kernels import ops
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.state import ModelState
 from ignition.model.step import run_step
 from tests.model.conftest import MAX_PAGES_PER_SLOT, NUM_SLOTS, PAGE_SIZE, contiguous_pages
@@ -47,7 +47,7 @@ def prefill_with(model, index_key_dtype, monkeypatch):
     capacity = PackedCapacity.mixed(1, 1, 64)
     inputs = PackedInputs.build(capacity, [PROMPT], [0], prefill_row=0)
     with torch.no_grad():
-        out = run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+        out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
     monkeypatch.setattr(ops, "qsa_sparse_attention", original)
     return out.target.logits[: len(PROMPT)], state, selections
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from ignition.model.weights import load_checkpoint
 from tests.model.conftest import new_state
@@ -47,7 +47,7 @@ def reference_logits(reference, tokens: list[int]) -> torch.Tensor:
 def prefill_logits(model, state, slot: int, prompt: list[int]) -> torch.Tensor:
     capacity = PackedCapacity.mixed(1, 1, 64)
     inputs = PackedInputs.build(capacity, [prompt], [slot], prefill_row=0)
-    out = run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+    out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
     return out.target.logits[: len(prompt)]
 
 
@@ -74,7 +74,7 @@ def test_prompt_chunk_packed_with_decode_rows_matches_transformers(pair):
     other = PROMPT[::-1]
     capacity = PackedCapacity.mixed(2, 1, 64)
     inputs = PackedInputs.build(capacity, [other, CONTINUATION[:1]], [1, 0], prefill_row=0)
-    target = run_step(model, state, inputs, capacity, SamplingParams.greedy(2)).target
+    target = run_step(model, state, inputs, capacity, SamplingTensors.greedy(2)).target
     logits, starts = target.logits, target.meta.cu_query_lens.tolist()
     torch.testing.assert_close(
         logits[starts[1] - 1], reference_logits(reference, other)[-1], atol=ATOL, rtol=0

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from ignition.model.weights import load_checkpoint
 from tests.model.conftest import new_state
@@ -80,6 +80,6 @@ def test_fp8_qwen4_exp_logits_match_transformers_on_the_twin(pair):
         expected = reference(input_ids=torch.tensor([PROMPT]), use_cache=False).logits[0]
     capacity = PackedCapacity.mixed(1, 1, 64)
     inputs = PackedInputs.build(capacity, [PROMPT], [0], prefill_row=0)
-    out = run_step(model, new_state(model.config), inputs, capacity, SamplingParams.greedy(1))
+    out = run_step(model, new_state(model.config), inputs, capacity, SamplingTensors.greedy(1))
     got = out.target.logits[: len(PROMPT)].detach()
     assert float((got - expected.float()).abs().max()) < 1e-4

@@ -8,7 +8,7 @@ import torch
 
 from ignition.compiler.host_sync import HostSyncDetector
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
 from ignition.model.step import run_step
 from tests.model.conftest import new_state
@@ -22,7 +22,7 @@ def test_a_mixed_step_and_a_speculative_round_make_no_host_sync(qwen4_model):
     pending = prefill(qwen4_model, state, 0, PROMPT)
     capacity = PackedCapacity.mixed(2, 2, 16)
     inputs = PackedInputs.build(capacity, [[40, 41], PROMPT[:13]], [0, 1], prefill_row=1)
-    params, round_params = SamplingParams.greedy(2), SamplingParams.greedy(1)
+    params, round_params = SamplingTensors.greedy(2), SamplingTensors.greedy(1)
     with HostSyncDetector("qwen4_exp mixed step") as detector:
         run_step(qwen4_model, state, inputs, capacity, params)
     assert detector.violations == []

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from tests.model.conftest import new_state
 from tests.model.helpers import decode_rows
@@ -42,7 +42,7 @@ def prompt_logits(model, state, slot: int, prompt: list[int], chunk: int = 64) -
     for start in range(0, len(prompt), chunk):
         piece = prompt[start : start + chunk]
         inputs = PackedInputs.build(capacity, [piece], [slot], prefill_row=0)
-        out = run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+        out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
         pieces.append(out.target.logits[: len(piece)])
     return torch.cat(pieces)
 
@@ -90,7 +90,7 @@ def test_prompt_chunk_packed_with_decode_rows_matches_transformers(pair):
     capacity = PackedCapacity.mixed(3, 1, 64)
     rows = [CONTINUATION[:1], other, CONTINUATION[3:4]]
     inputs = PackedInputs.build(capacity, rows, [0, 1, 2], prefill_row=1)
-    target = run_step(model, state, inputs, capacity, SamplingParams.greedy(3)).target
+    target = run_step(model, state, inputs, capacity, SamplingTensors.greedy(3)).target
     starts = target.meta.cu_query_lens.tolist()
     logits = target.logits
     assert max_diff(logits[starts[0]], reference_logits(reference, PROMPT + rows[0])[-1]) < ATOL

@@ -14,7 +14,7 @@ from ignition.compiler.state_ops import (
     snapshot_program,
 )
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
 from tests.model.conftest import new_state
 from tests.model.helpers import assert_states_equal, decode_rows, greedy_generate, prefill
@@ -114,7 +114,7 @@ def _round(model, state, pending: int, drafts: list[int] | None, query_len: int,
         state,
         RoundInputs(**lanes, query_lens=torch.tensor([query_len], dtype=torch.int32), **extra),
         RoundCapacity(1, depth, query_len, query_len),
-        SamplingParams.greedy(1),
+        SamplingTensors.greedy(1),
         greedy=True,
     )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from ignition.model.training import forward_train, training_losses
 from tests.model.conftest import new_state
@@ -22,7 +22,7 @@ def _served(model, prompt):
     state = new_state(model.config)
     capacity = PackedCapacity.mixed(1, 1, 64)
     inputs = PackedInputs.build(capacity, [prompt], [1], prefill_row=0)
-    return run_step(model, state, inputs, capacity, SamplingParams.greedy(1)), state
+    return run_step(model, state, inputs, capacity, SamplingTensors.greedy(1)), state
 
 
 def test_training_logits_equal_packed_forward_logits(qwen4_model):

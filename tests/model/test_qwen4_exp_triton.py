@@ -12,7 +12,7 @@ import torch
 
 from ignition.kernels import use_backend
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from tests.model.conftest import new_state
 from tests.model.helpers import assert_states_equal, prefill
@@ -33,7 +33,7 @@ def test_mixed_step_on_triton_matches_the_reference(qwen4_model):
         state = warm.clone()
         rows = [[40, 41], list(range(100, 113))]
         inputs = PackedInputs.build(capacity, rows, [0, 1], prefill_row=1, device=DEVICE)
-        out = run_step(model, state, inputs, capacity, SamplingParams.greedy(2, DEVICE))
+        out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(2, DEVICE))
         return out.target.logits, state
 
     with use_backend("reference"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
 from ignition.model.step import run_step
 from tests.model.conftest import new_state
@@ -24,7 +24,7 @@ def rounds(model, config, prefill_offset: int, round_offset: int | None, num_rou
     capacity = PackedCapacity.mixed(1, 1, 64)
     inputs = PackedInputs.build(capacity, [PROMPT], [0], prefill_row=0)
     inputs.rope_offset = torch.tensor([prefill_offset], dtype=torch.int32)
-    pending = run_step(model, state, inputs, capacity, SamplingParams.greedy(1)).next_tokens
+    pending = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1)).next_tokens
     out = []
     for _ in range(num_rounds):
         lanes = RoundInputs(
@@ -33,7 +33,7 @@ def rounds(model, config, prefill_offset: int, round_offset: int | None, num_rou
             query_lens=torch.tensor([4], dtype=torch.int32),
             rope_offset=None if round_offset is None else torch.tensor([round_offset]),
         )
-        result = speculative_round(model, state, lanes, ROUND, SamplingParams.greedy(1), True)
+        result = speculative_round(model, state, lanes, ROUND, SamplingTensors.greedy(1), True)
         out.append((result.draft_tokens.clone(), result.confidence[0].clone()))
         emitted = [t for t in result.output_tokens[0].tolist() if t >= 0]
         pending = torch.tensor([emitted[-1]])

@@ -14,7 +14,7 @@ import torch
 
 from ignition.model.config import ModelConfig
 from ignition.model.round_prompt import PromptChunk
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
 from ignition.model.weights import random_model
 from tests.model.conftest import new_state
@@ -60,7 +60,7 @@ def _round(model, state, rows, slots, pending, chunks, lanes, prefill_capacity):
         prompt=PromptChunk.lanes(chunks, prefill_capacity, lanes),
     )
     return speculative_round(
-        model, state, inputs, capacity, SamplingParams.greedy(len(rows)), greedy=True
+        model, state, inputs, capacity, SamplingTensors.greedy(len(rows)), greedy=True
     )
 
 

@@ -8,7 +8,7 @@ import torch
 from ignition.model import sampling
 from ignition.model.sampling import (
     RandomStream,
-    SamplingParams,
+    SamplingTensors,
     exponential_noise,
     sample,
     seeded_uniform,
@@ -24,14 +24,14 @@ def _logits(num_rows: int, seed: int = 0) -> torch.Tensor:
 
 def test_the_same_seed_gives_the_same_tokens():
     logits = _logits(6)
-    params = SamplingParams.build([1.0] * 6, seed=[7] * 6)
+    params = SamplingTensors.build([1.0] * 6, seed=[7] * 6)
     positions = torch.arange(6)
     assert torch.equal(sample(logits, params, positions), sample(logits, params, positions))
 
 
 def test_a_row_draw_does_not_depend_on_its_batch_neighbours():
     logits = _logits(4)
-    params = SamplingParams.build([0.8] * 4, seed=[1, 2, 3, 4])
+    params = SamplingTensors.build([0.8] * 4, seed=[1, 2, 3, 4])
     positions = torch.tensor([5, 9, 2, 30])
     together = sample(logits, params, positions)
     alone = sample(logits[2:3], params.rows(torch.tensor([2])), positions[2:3])
@@ -41,20 +41,20 @@ def test_a_row_draw_does_not_depend_on_its_batch_neighbours():
 def test_different_seeds_give_different_token_streams():
     logits = _logits(1).expand(64, -1)
     positions = torch.arange(64)
-    first = sample(logits, SamplingParams.build([1.0] * 64, seed=[1] * 64), positions)
-    second = sample(logits, SamplingParams.build([1.0] * 64, seed=[2] * 64), positions)
+    first = sample(logits, SamplingTensors.build([1.0] * 64, seed=[1] * 64), positions)
+    second = sample(logits, SamplingTensors.build([1.0] * 64, seed=[2] * 64), positions)
     assert not torch.equal(first, second)
 
 
 def test_temperature_zero_is_argmax():
     logits = _logits(5)
-    tokens = sample(logits, SamplingParams.greedy(5), torch.arange(5))
+    tokens = sample(logits, SamplingTensors.greedy(5), torch.arange(5))
     assert torch.equal(tokens, logits.argmax(-1))
 
 
 def test_top_k_keeps_only_the_k_most_likely_tokens():
     logits = _logits(3)
-    probs = target_distribution(logits, SamplingParams.build([1.0] * 3, top_k=[1, 4, 0]))
+    probs = target_distribution(logits, SamplingTensors.build([1.0] * 3, top_k=[1, 4, 0]))
     assert (probs[0] > 0).sum() == 1 and probs[0].argmax() == logits[0].argmax()
     assert set(probs[1].nonzero().flatten().tolist()) == set(logits[1].topk(4).indices.tolist())
     assert (probs[2] > 0).sum() == VOCAB
@@ -62,13 +62,13 @@ def test_top_k_keeps_only_the_k_most_likely_tokens():
 
 def test_top_p_keeps_the_smallest_prefix_reaching_p():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
-    probs = target_distribution(logits, SamplingParams.build([1.0], top_p=[0.7]))
+    probs = target_distribution(logits, SamplingTensors.build([1.0], top_p=[0.7]))
     torch.testing.assert_close(probs, torch.tensor([[0.625, 0.375, 0.0, 0.0]]))
 
 
 def test_sampled_tokens_follow_the_distribution():
     logits = torch.log(torch.tensor([[0.6, 0.3, 0.1]])).expand(4000, -1)
-    params = SamplingParams.build([1.0] * 4000, seed=[11] * 4000)
+    params = SamplingTensors.build([1.0] * 4000, seed=[11] * 4000)
     tokens = sample(logits, params, torch.arange(4000))
     freq = torch.bincount(tokens, minlength=3).float() / 4000
     assert (freq - torch.tensor([0.6, 0.3, 0.1])).abs().sum() / 2 < 0.03  # total variation
@@ -76,22 +76,22 @@ def test_sampled_tokens_follow_the_distribution():
 
 def test_invalid_parameters_are_rejected():
     with pytest.raises(ValueError, match="top_p"):
-        SamplingParams.build([1.0], top_p=[0.0])
+        SamplingTensors.build([1.0], top_p=[0.0])
     with pytest.raises(ValueError, match="temperature"):
-        SamplingParams.build([-1.0])
+        SamplingTensors.build([-1.0])
 
 
 def test_greedy_sampling_with_seed_0_at_position_2509_returns_the_argmax():
     """Issue 16: the uniform for token 322 rounded to exactly 1.0 and won the race as NaN."""
     logits = torch.zeros(1, 4096)
     logits[0, 7] = 10.0
-    assert sample(logits, SamplingParams.greedy(1), torch.tensor([2509])).tolist() == [7]
+    assert sample(logits, SamplingTensors.greedy(1), torch.tensor([2509])).tolist() == [7]
 
 
 def test_a_top_k_2_sample_never_returns_a_zero_probability_token():
     logits = torch.zeros(1, 4096)
     logits[0, 7], logits[0, 11] = 3.0, 2.5
-    params = SamplingParams.build([1.0], top_k=[2], seed=[0])
+    params = SamplingTensors.build([1.0], top_k=[2], seed=[0])
     assert sample(logits, params, torch.tensor([2509])).item() in (7, 11)
 
 
@@ -152,15 +152,15 @@ def test_a_filtered_row_keeps_the_prefix_the_sorted_rule_keeps_inside_or_beyond_
     """Partial sorts where the kept prefix ends inside the candidate window, the full sort
     (flat rows, large top_k) where it does not: the same tokens either way."""
     logits = torch.randn(1, 4096, generator=torch.Generator().manual_seed(3)) * scale
-    params = SamplingParams.build([1.0], top_k=[top_k], top_p=[top_p])
+    params = SamplingTensors.build([1.0], top_k=[top_k], top_p=[top_p])
     kept = target_distribution(logits, params)[0].nonzero().flatten()
     assert set(kept.tolist()) == set(_sorted_rule(logits[0], top_k, top_p).tolist())
 
 
 def test_top_p_1_keeps_every_token():
-    """SamplingParams: top_p 1 = no limit, even where rounding lets the running mass reach 1."""
+    """SamplingTensors: top_p 1 = no limit, even where rounding lets the running mass reach 1."""
     logits = torch.randn(4, 4096, generator=torch.Generator().manual_seed(5)) * 4
-    probs = target_distribution(logits, SamplingParams.build([0.7] * 4, top_p=[1.0] * 4))
+    probs = target_distribution(logits, SamplingTensors.build([0.7] * 4, top_p=[1.0] * 4))
     assert bool((probs > 0).all())
 
 
@@ -193,7 +193,7 @@ def test_cpu_sampling_skipping_unused_paths_matches_running_every_path_bit_for_b
     beyond it but inside the wider window, beyond both (a full sort), top-p, min_p."""
     vocab = 20_000
     logits = torch.randn(8, vocab, generator=torch.Generator().manual_seed(11)) * 3
-    params = SamplingParams.build(
+    params = SamplingTensors.build(
         [0.0, 0.9, 1.0, 0.8, 1.2, 0.7, 1.0, 0.6],
         top_k=[0, 0, 40, 1000, 6000, 0, 0, 300],
         top_p=[1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 1.0, 0.95],
@@ -219,7 +219,7 @@ def test_an_all_greedy_batch_samples_on_cpu_the_tokens_every_path_gives(monkeypa
     logits[1, 7] = float("inf")
     logits[2, 3] = float("nan")
     logits[3] = logits[3].round()  # ties: the first index wins either way
-    params = SamplingParams.build([0.0] * 4, seed=[5, 6, 7, 8])
+    params = SamplingTensors.build([0.0] * 4, seed=[5, 6, 7, 8])
     positions = torch.arange(4) + 10
     skipping = sample(logits, params, positions)
     monkeypatch.setattr(sampling, "SKIP_UNUSED_PATHS", False)
@@ -230,7 +230,7 @@ def test_an_all_greedy_batch_samples_on_cpu_the_tokens_every_path_gives(monkeypa
 
 def test_an_all_greedy_batch_on_cpu_is_the_argmax_one_hot():
     logits = _logits(3)
-    probs = target_distribution(logits, SamplingParams.greedy(3))
+    probs = target_distribution(logits, SamplingTensors.greedy(3))
     assert torch.equal(probs.argmax(-1), logits.argmax(-1)) and bool((probs.sum(-1) == 1).all())
 
 
@@ -238,7 +238,7 @@ def test_a_row_whose_distribution_is_not_finite_emits_the_invalid_token_alone():
     logits = _logits(3)
     logits[1, 5] = float("inf")  # softmax of +inf is NaN
     logits[2] = float("nan")
-    params = SamplingParams.build([1.0, 1.0, 0.0], seed=[3, 3, 3])
+    params = SamplingTensors.build([1.0, 1.0, 0.0], seed=[3, 3, 3])
     tokens = sample(logits, params, torch.arange(3))
     clean = sample(logits[:1], params.rows(torch.tensor([0])), torch.arange(1))
     assert tokens.tolist()[1:] == [sampling.INVALID_TOKEN, sampling.INVALID_TOKEN]

@@ -7,7 +7,7 @@ import torch
 
 from ignition.model.coupled_verify import VERIFICATION_MODES, use_verification
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams, target_distribution
+from ignition.model.sampling import SamplingTensors, target_distribution
 from ignition.model.speculative import (
     PromptChunk,
     RoundCapacity,
@@ -60,7 +60,7 @@ def _generate(model, config, capacity, allocation, references=None):
                 [_copy_drafts(references[s], len(tokens[s]), depth, round_index) for s in slots]
             )
         out = speculative_round(
-            model, state, RoundInputs(**lanes), capacity, SamplingParams.greedy(2), greedy=True
+            model, state, RoundInputs(**lanes), capacity, SamplingTensors.greedy(2), greedy=True
         )
         for lane, slot in enumerate(slots):
             tokens[slot] += [t for t in out.output_tokens[lane].tolist() if t >= 0]
@@ -102,7 +102,7 @@ def test_fully_rejected_round_leaves_the_state_of_a_round_that_never_proposed(
             supplied_drafts=torch.tensor([wrong]),
         ),
         RoundCapacity(1, 3, 4, 4),
-        SamplingParams.greedy(1),
+        SamplingTensors.greedy(1),
         greedy=True,
     )
     never = speculative_round(
@@ -110,7 +110,7 @@ def test_fully_rejected_round_leaves_the_state_of_a_round_that_never_proposed(
         plain,
         RoundInputs(**lanes, query_lens=torch.tensor([1], dtype=torch.int32)),
         RoundCapacity(1, 0, 1, 1),
-        SamplingParams.greedy(1),
+        SamplingTensors.greedy(1),
         greedy=True,
     )
     assert int(rejected.num_accepted[0]) == 0
@@ -131,7 +131,7 @@ def test_round_reports_the_confidence_sidecar_shape(config, model):
             lane_ceilings=torch.full((4,), 4, dtype=torch.int32),
         ),
         capacity,
-        SamplingParams.greedy(4),
+        SamplingTensors.greedy(4),
         greedy=True,
     )
     assert out.confidence.shape == (2, 4, 3) and out.confidence.dtype == torch.float32
@@ -154,7 +154,7 @@ def _check_first_token_distribution(config, model):
     first = prefill(model, state, 0, prompt)
     target = decode_rows_logits(model, state.clone(), first)
     base = state.clone()
-    params_target = SamplingParams.build([1.0], top_k=[top_k])
+    params_target = SamplingTensors.build([1.0], top_k=[top_k])
     expected = target_distribution(target[None], params_target)[0]
 
     capacity = RoundCapacity(num_lanes, 2, 3, num_lanes * 3)
@@ -164,7 +164,7 @@ def _check_first_token_distribution(config, model):
     state = base.clone()
     for repeat in range(repeats):
         seeds = [repeat * num_lanes + lane for lane in range(num_lanes)]
-        params = SamplingParams.build([1.0] * num_lanes, top_k=[top_k] * num_lanes, seed=seeds)
+        params = SamplingTensors.build([1.0] * num_lanes, top_k=[top_k] * num_lanes, seed=seeds)
         out = speculative_round(
             model,
             state,
@@ -205,7 +205,7 @@ def test_a_lane_drafts_the_same_tokens_whatever_its_neighbours(config, model):
                 query_lens=torch.ones(lanes, dtype=torch.int32),
             ),
             RoundCapacity(lanes, 3, 4, lanes * 4),
-            SamplingParams.greedy(lanes),
+            SamplingTensors.greedy(lanes),
             greedy=True,
         )
 
@@ -239,14 +239,14 @@ def test_mixed_round_equals_prompt_then_speculative_lanes_separately(config, mod
             prompt=PromptChunk.build(1, MIXED_PROMPT[4:], prefill_capacity=16),
         ),
         RoundCapacity(3, 3, 4, 8, prefill_capacity=16),
-        SamplingParams.greedy(3),
+        SamplingTensors.greedy(3),
         greedy=True,
     )
 
     separate_state = base.clone()
     capacity = PackedCapacity.mixed(1, 1, 16)
     prompt_inputs = PackedInputs.build(capacity, [MIXED_PROMPT[4:]], [1], prefill_row=0)
-    prompt = run_step(model, separate_state, prompt_inputs, capacity, SamplingParams.greedy(1))
+    prompt = run_step(model, separate_state, prompt_inputs, capacity, SamplingTensors.greedy(1))
     separate = speculative_round(
         model,
         separate_state,
@@ -257,7 +257,7 @@ def test_mixed_round_equals_prompt_then_speculative_lanes_separately(config, mod
             supplied_drafts=torch.tensor([drafts[0], drafts[2]]),
         ),
         RoundCapacity(2, 3, 4, 8),
-        SamplingParams.greedy(2),
+        SamplingTensors.greedy(2),
         greedy=True,
     )
     assert mixed.output_tokens[1, 0] == prompt.next_tokens[0]

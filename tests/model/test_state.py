@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from tests.model.conftest import new_state
 from tests.model.helpers import assert_states_equal, decode_rows, prefill
@@ -26,7 +26,7 @@ def test_query_length_zero_row_and_padding_rows_change_nothing(config, model):
     # Slot 2 rides along with query length 0; two more rows are unused capacity (slot -1).
     capacity = PackedCapacity.mixed(4, 2, 0)
     inputs = PackedInputs.build(capacity, [[], [5, 6]], [2, 0])
-    run_step(model, padded, inputs, capacity, SamplingParams.greedy(4))
+    run_step(model, padded, inputs, capacity, SamplingTensors.greedy(4))
     assert_states_equal(plain, padded)
 
 
@@ -35,7 +35,7 @@ def test_empty_program_changes_no_slot(config, model):
     state = base.clone()
     capacity = PackedCapacity.mixed(2, 2, 16)
     inputs = PackedInputs.build(capacity, [], [])
-    out = run_step(model, state, inputs, capacity, SamplingParams.greedy(2))
+    out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(2))
     assert out.next_tokens.tolist() == [-1, -1]
     assert_states_equal(base, state)
 

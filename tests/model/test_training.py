@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from ignition.model.training import forward_train, training_losses
 from ignition.model.weights import random_model
@@ -29,7 +29,7 @@ def served(config, model, prompt):
     capacity = PackedCapacity.mixed(1, 1, 64)
     inputs = PackedInputs.build(capacity, [prompt], [1], prefill_row=0)
     with torch.no_grad():
-        out = run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+        out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
     return out, state
 
 

@@ -13,7 +13,7 @@ import torch
 
 from ignition.kernels import use_backend
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
 from ignition.model.step import run_step
 from tests.model.conftest import new_state
@@ -61,7 +61,7 @@ def test_mixed_step_on_triton_matches_the_reference(device_model, warm_state):
             prefill_row=1,
             device=DEVICE,
         )
-        out = run_step(device_model, state, inputs, capacity, SamplingParams.greedy(4, DEVICE))
+        out = run_step(device_model, state, inputs, capacity, SamplingTensors.greedy(4, DEVICE))
         return out, state
 
     (expected, expected_state), (got, got_state) = _both_backends(run)
@@ -82,7 +82,7 @@ def test_speculative_round_on_triton_matches_the_reference(device_model, warm_st
             slot_ids=torch.tensor([-1, 1, 2, 3], dtype=torch.int32, device=DEVICE),
             lane_ceilings=torch.full((4,), 4, dtype=torch.int32, device=DEVICE),
         )
-        params = SamplingParams.build([temperature] * 4, seed=[1, 2, 3, 4], device=DEVICE)
+        params = SamplingTensors.build([temperature] * 4, seed=[1, 2, 3, 4], device=DEVICE)
         return speculative_round(device_model, state, inputs, capacity, params, greedy), state
 
     (expected, expected_state), (got, got_state) = _both_backends(run)

@@ -16,7 +16,7 @@ import torch
 from tokenizers import Tokenizer
 
 from ignition.model.grammar_mask import apply_token_mask, mask_words
-from ignition.model.sampling import SamplingParams, sample
+from ignition.model.sampling import SamplingTensors, sample
 from ignition.runtime.grammar import GrammarCompiler, GrammarSpec, GrammarState
 from tests.runtime.structured import SCHEMA
 
@@ -48,7 +48,7 @@ def main() -> None:
     logits = torch.randn(ROWS, VOCAB)
     bitmask = torch.full((ROWS, mask_words(VOCAB)), -1, dtype=torch.int32)
     masked = torch.ones(ROWS, dtype=torch.bool)
-    params = SamplingParams.build([1.0] * ROWS, top_p=[0.9] * ROWS, seed=list(range(ROWS)))
+    params = SamplingTensors.build([1.0] * ROWS, top_p=[0.9] * ROWS, seed=list(range(ROWS)))
     positions = torch.arange(ROWS)
     mask_ms = mean_ms(lambda: apply_token_mask(logits, bitmask, masked))
     sample_ms = mean_ms(lambda: sample(logits, params, positions))

@@ -14,7 +14,7 @@ import torch
 import xgrammar as xgr
 
 from ignition.model.grammar_mask import apply_token_mask, mask_words
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.speculative import RoundCapacity, RoundInputs, speculative_round
 from ignition.runtime.grammar import (
     GrammarError,
@@ -112,17 +112,17 @@ def test_a_masked_row_verifies_no_drafts_and_samples_under_its_mask(model):
     drafts = reference[1:4]
     words = mask_words(config.vocab_size)
 
-    free = _round(model, base.clone(), first, drafts, SamplingParams.greedy(1))
+    free = _round(model, base.clone(), first, drafts, SamplingTensors.greedy(1))
     assert int(free.num_accepted[0]) == 3
 
-    everything = SamplingParams.greedy(1)
+    everything = SamplingTensors.greedy(1)
     everything.token_mask = torch.full((1, words), -1, dtype=torch.int32)
     everything.is_masked = torch.ones(1, dtype=torch.bool)
     masked = _round(model, base.clone(), first, drafts, everything)
     assert masked.output_tokens[0].tolist() == [reference[1], -1, -1, -1]
 
     forced = (reference[1] + 1) % config.vocab_size
-    only = SamplingParams.greedy(1)
+    only = SamplingTensors.greedy(1)
     only.token_mask = torch.zeros(1, words, dtype=torch.int32)
     only.token_mask[0, forced // 32] = torch.tensor(1 << (forced % 32)).to(torch.int32)
     only.is_masked = torch.ones(1, dtype=torch.bool)
@@ -253,8 +253,8 @@ def _per_position_round(model, state, pending, drafts, masks, params):
 
 
 SAMPLINGS = {
-    "greedy": lambda: SamplingParams.greedy(1),
-    "sampled": lambda: SamplingParams.build([1.0], top_k=[50], seed=[11]),
+    "greedy": lambda: SamplingTensors.greedy(1),
+    "sampled": lambda: SamplingTensors.build([1.0], top_k=[50], seed=[11]),
 }
 
 
@@ -315,7 +315,7 @@ def test_supplied_drafts_end_at_the_first_minus_one(model):
         supplied_drafts=torch.tensor([[reference[1], -1, reference[3]]]),
     )
     out = speculative_round(
-        model, base.clone(), inputs, RoundCapacity(1, 3, 4, 4), SamplingParams.greedy(1), True
+        model, base.clone(), inputs, RoundCapacity(1, 3, 4, 4), SamplingTensors.greedy(1), True
     )
     assert int(out.query_lens[0]) == 2
     assert out.output_tokens[0].tolist() == [reference[1], reference[2], -1, -1]

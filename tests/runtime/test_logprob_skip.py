@@ -16,7 +16,7 @@ import torch
 from ignition.compiler.graph import PreparedProgram, map_tensors
 from ignition.model import speculative, step
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams as DeviceSampling
+from ignition.model.sampling import SamplingTensors as DeviceSampling
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
 from ignition.runtime.executors import program as program_executor

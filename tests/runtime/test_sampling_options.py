@@ -19,7 +19,7 @@ from ignition.helios import LaneRole
 from ignition.kernels import use_backend
 from ignition.model import proposals
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams as DeviceSampling
+from ignition.model.sampling import SamplingTensors as DeviceSampling
 from ignition.model.state import ModelState, contiguous_pages
 from ignition.model.step import run_step
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine

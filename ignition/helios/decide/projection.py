@@ -19,7 +19,7 @@ from ignition.helios.state.cost import CostModel
 from ignition.helios.state.prompt_starts import BOUNDED_RULES
 from ignition.helios.state.queue import ExecutionQueue
 from ignition.helios.state.rates import Normalizers, ServiceRates, advance_rates, stream_family
-from ignition.helios.state.requests import RequestState
+from ignition.helios.state.requests import ScheduledRequest
 from ignition.helios.types import RequestHandle, RequestSpec
 
 
@@ -41,7 +41,7 @@ def row_limit(spec: RequestSpec) -> int:
 def current_normalizers(
     descriptors: Sequence[Descriptor],
     costs: CostModel,
-    requests: Iterable[RequestState],
+    requests: Iterable[ScheduledRequest],
     rule: str,
 ) -> Normalizers:
     live = [r for r in requests if r.is_live]
@@ -100,7 +100,7 @@ def _scaled(p: Prices, scale: float) -> Prices:
 
 
 def build_population(
-    requests: Mapping[RequestHandle, RequestState],
+    requests: Mapping[RequestHandle, ScheduledRequest],
     queue: ExecutionQueue,
     descriptors: Sequence[Descriptor],
     costs: CostModel,

@@ -15,7 +15,7 @@ from ignition.helios.plans import ExecutionClass
 from ignition.helios.state.acceptance import PrefixHistory
 from ignition.helios.state.cost import CostModel, Freshness
 from ignition.helios.state.queue import ExecutionQueue
-from ignition.helios.state.requests import RequestState
+from ignition.helios.state.requests import ScheduledRequest
 from ignition.helios.types import RequestHandle
 
 
@@ -23,7 +23,7 @@ from ignition.helios.types import RequestHandle
 class SelectionState:
     """The scheduler's state as one decision reads it."""
 
-    requests: Mapping[RequestHandle, RequestState]
+    requests: Mapping[RequestHandle, ScheduledRequest]
     queue: ExecutionQueue
     descriptors: Sequence[Descriptor]  # the schedulable inference shapes
     state_descriptors: Sequence[Descriptor]  # init, restore, snapshot, vision

@@ -28,14 +28,14 @@ from ignition.helios.state.cost import CostModel
 from ignition.helios.state.prompt_starts import BOUNDED_RULES, prompt_starts
 from ignition.helios.state.queue import ExecutionQueue
 from ignition.helios.state.rates import Normalizers, decay, stream_family
-from ignition.helios.state.requests import RequestState
+from ignition.helios.state.requests import ScheduledRequest
 from ignition.helios.types import RequestHandle
 
 
 def current_normalizers(
     descriptors: Sequence[Descriptor],
     costs: CostModel,
-    requests: Iterable[RequestState],
+    requests: Iterable[ScheduledRequest],
     rule: str,
 ) -> Normalizers:
     """Normalizers of the measured catalog; the token rate is newcomer ``rule``'s start
@@ -113,7 +113,7 @@ def _scaled(p: Prices, scale: float) -> Prices:
 class _Row:
     """One request's projection through the queued frames, and its last view."""
 
-    request: RequestState
+    request: ScheduledRequest
     key: tuple
     price: Prices | None  # unscaled; None when a queued frame blocks the request
     advance: int
@@ -140,7 +140,7 @@ class ProjectionCache:
             self.context = context
 
 
-def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, policy) -> _Row:
+def _project(r: ScheduledRequest, key: tuple, frames: list, norms: Normalizers, policy) -> _Row:
     """The request's rates and limits as if every queued frame completed as expected:
     ``service.advance_rates`` for each queued frame it takes part in, then
     ``service.prices``, the same arithmetic in the same order, inlined (every decision
@@ -186,8 +186,8 @@ def _project(r: RequestState, key: tuple, frames: list, norms: Normalizers, poli
     return _Row(r, key, price, advance, last_output, norms.sigma_ms, _awaits_prerequisite(r))
 
 
-def _awaits_prerequisite(r: RequestState) -> bool:
-    """``RequestState.awaits_prerequisite`` with its properties inlined."""
+def _awaits_prerequisite(r: ScheduledRequest) -> bool:
+    """``ScheduledRequest.awaits_prerequisite`` with its properties inlined."""
     spec = r.spec
     if spec.restore_tokens > 0 and not r.is_restored:
         return True  # needs_restore
@@ -207,7 +207,7 @@ def _view(
     factor: float,
     ramped: PolicyConfig | None,
 ) -> LaneView:
-    """The request's LaneView; RequestState's position properties are inlined (one view
+    """The request's LaneView; ScheduledRequest's position properties are inlined (one view
     per request per decision, so each property call shows)."""
     r = row.request
     spec = r.spec
@@ -247,7 +247,7 @@ def _view(
 
 
 def build_population(
-    requests: Mapping[RequestHandle, RequestState],
+    requests: Mapping[RequestHandle, ScheduledRequest],
     queue: ExecutionQueue,
     descriptors: Sequence[Descriptor],
     costs: CostModel,

@@ -15,7 +15,7 @@ from ignition.helios.reports import (
 )
 from ignition.helios.state.queue import Frame
 from ignition.helios.state.rates import Normalizers, advance_rates, decay, stream_family
-from ignition.helios.state.requests import RequestState
+from ignition.helios.state.requests import ScheduledRequest
 from ignition.helios.types import Fence, RequestHandle
 
 
@@ -34,7 +34,7 @@ def charge_service(
     frame: Frame,
     records: Sequence[CompletionRecord],
     timing: ExecutionTiming,
-    requests: Mapping[RequestHandle, RequestState],
+    requests: Mapping[RequestHandle, ScheduledRequest],
     policy: PolicyConfig,
     fallback_norms: Callable[[], Normalizers],
 ) -> dict[RequestHandle, Publication]:
@@ -73,7 +73,7 @@ def charge_service(
 
 
 def apply_lane(
-    r: RequestState,
+    r: ScheduledRequest,
     plan: ScheduledPlan,
     i: int,
     record: CompletionRecord,

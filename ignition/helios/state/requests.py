@@ -12,7 +12,7 @@ from ignition.helios.types import RequestHandle, RequestSpec, Resources, Schedul
 
 
 @dataclass
-class RequestState:
+class ScheduledRequest:
     handle: RequestHandle
     spec: RequestSpec
     acceptance: AcceptanceTracker

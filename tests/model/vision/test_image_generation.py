@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from ignition.model.packing import PackedCapacity, PackedInputs
-from ignition.model.sampling import SamplingParams
+from ignition.model.sampling import SamplingTensors
 from ignition.model.step import run_step
 from ignition.model.vision.preprocess import ImageProcessing, prepare_image
 from ignition.model.vision.request import MultimodalPrompt
@@ -76,13 +76,13 @@ def ignition_greedy(model, prompt: MultimodalPrompt) -> list[int]:
     inputs.prompt_rope[:, :n] = piece.rope
     inputs.rope_offset = torch.tensor([prompt.rope_delta], dtype=torch.int32)
     tokens = [
-        int(run_step(model, state, inputs, capacity, SamplingParams.greedy(1)).next_tokens[0])
+        int(run_step(model, state, inputs, capacity, SamplingTensors.greedy(1)).next_tokens[0])
     ]
     while len(tokens) < NUM_TOKENS:
         capacity = PackedCapacity.mixed(1, 1, 0)
         step = PackedInputs.build(capacity, [[tokens[-1]]], [0])
         step.rope_offset = torch.tensor([prompt.rope_delta], dtype=torch.int32)
-        out = run_step(model, state, step, capacity, SamplingParams.greedy(1))
+        out = run_step(model, state, step, capacity, SamplingTensors.greedy(1))
         tokens.append(int(out.next_tokens[0]))
     return tokens
 
@@ -132,7 +132,7 @@ def test_prompt_logits_with_images_match_transformers_within_1e_4(pair):
     )
     inputs.prompt_rope = torch.full((3, 64), -1, dtype=torch.int32)
     inputs.prompt_rope[:, : piece.rope.shape[1]] = piece.rope
-    out = run_step(model, state, inputs, capacity, SamplingParams.greedy(1))
+    out = run_step(model, state, inputs, capacity, SamplingTensors.greedy(1))
     ours = out.target.logits[len(prompt.token_ids) - 1]
     torch.testing.assert_close(ours, expected.float(), atol=1e-4, rtol=0)
 
