@@ -96,6 +96,21 @@ def true_survivals(conditional: Sequence[float]) -> tuple[float, ...]:
 POLICY_VARIANTS = (tbt_variant, slot_variant, ramp_variant)
 
 
+# The rule variants that set PolicyConfig fields to fixed values, applied in this order
+# (a later entry wins where two set the same field).
+RULE_SWITCHES: dict[str, dict[str, object]] = {
+    "first-delivery": {"first_delivery": 1.0},
+    "gen-left-out": {"generation_left_out": True},
+    "twin": {"generation_twin": True},
+    "no-twin": {"generation_twin": False},
+    "prompt-runs": {"prompt_runs": True},
+    "no-prompt-runs": {"prompt_runs": False},
+    "mixed-width": {"mixed_width": True},
+    "no-mixed-width": {"mixed_width": False},
+    "keep-left-out": {"left_out": False},
+}
+
+
 def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
     """The PolicyConfig a Helios variant runs: a preset variant (``throughput``,
     ``balanced``, ``flat-cadence``) replaces ``default``, then the rule variants adjust
@@ -107,24 +122,9 @@ def policy_for(variants: Sequence[str], default: PolicyConfig) -> PolicyConfig:
         policy = balanced()
     elif "flat-cadence" in variants:
         policy = flat_cadence()
-    if "first-delivery" in variants:
-        policy = replace(policy, first_delivery=1.0)
-    if "gen-left-out" in variants:
-        policy = replace(policy, generation_left_out=True)
-    if "twin" in variants:
-        policy = replace(policy, generation_twin=True)
-    if "no-twin" in variants:
-        policy = replace(policy, generation_twin=False)
-    if "prompt-runs" in variants:
-        policy = replace(policy, prompt_runs=True)
-    if "no-prompt-runs" in variants:
-        policy = replace(policy, prompt_runs=False)
-    if "mixed-width" in variants:
-        policy = replace(policy, mixed_width=True)
-    if "no-mixed-width" in variants:
-        policy = replace(policy, mixed_width=False)
-    if "keep-left-out" in variants:
-        policy = replace(policy, left_out=False)
+    for variant, fields in RULE_SWITCHES.items():
+        if variant in variants:
+            policy = replace(policy, **fields)
     rule = next((v.removesuffix("-newcomer") for v in variants if v.endswith("-newcomer")), None)
     if rule is not None:
         policy = replace(policy, newcomer_rule=rule)
