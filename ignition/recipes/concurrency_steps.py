@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ignition.recipes.reader import Reader, bucket_rule, int_list, positive
+from ignition.recipes.reader import Reader, bucket_rule, bucket_subset, int_list, positive
 
 Lanes = tuple[tuple[int, int], ...]
 
@@ -104,16 +104,11 @@ def parse_concurrency_steps(
 
 
 def _wide_buckets(item: Reader, known: set[int]) -> tuple[int, ...]:
-    """One step's mixed_wide_prompt_buckets: strictly increasing prompt buckets of a build
-    of that many slots (declared or an earlier or this step's more_prompt_buckets)."""
-    key = item.sub("mixed_wide_prompt_buckets")
-    wide = int_list(item, "mixed_wide_prompt_buckets", bucket_rule)
-    if list(wide) != sorted(set(wide)):
-        item.fail(list(wide), "must be strictly increasing", key)
-    for i, bucket in enumerate(wide):
-        if bucket not in known:
-            item.fail(bucket, f"not a prompt bucket of this build {sorted(known)}", f"{key}[{i}]")
-    return wide
+    """One step's mixed_wide_prompt_buckets: prompt buckets of a build of that many slots
+    (declared or an earlier or this step's more_prompt_buckets)."""
+    return bucket_subset(
+        item, "mixed_wide_prompt_buckets", known, "a prompt bucket of this build"
+    )
 
 
 def _more_prompt_buckets(item: Reader, known: set[int], largest: int) -> tuple[int, ...]:

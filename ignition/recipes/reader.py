@@ -3,7 +3,7 @@ key and the offending value (shared by the schema and its step parser)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +79,16 @@ def bucket_rule(value: int) -> str | None:
     if value <= 0 or value % PROMPT_ALIGNMENT:
         return f"a prompt bucket must be a positive multiple of {PROMPT_ALIGNMENT}"
     return None
+
+
+def bucket_subset(r: Reader, key: str, known: Iterable[int], known_as: str) -> tuple[int, ...]:
+    """``key``: strictly increasing prompt buckets, each one of ``known`` (a failure names
+    the value and ``known_as``, e.g. "one of capacity.prompt_buckets")."""
+    values = int_list(r, key, bucket_rule)
+    if list(values) != sorted(set(values)):
+        r.fail(list(values), "must be strictly increasing", r.sub(key))
+    allowed = sorted(known)
+    for i, bucket in enumerate(values):
+        if bucket not in allowed:
+            r.fail(bucket, f"not {known_as} {allowed}", f"{r.sub(key)}[{i}]")
+    return values

@@ -17,6 +17,7 @@ from ignition.recipes.options import SPECULATION_MODES, LoadOptions, parse_load_
 from ignition.recipes.reader import PROMPT_ALIGNMENT, RecipeError
 from ignition.recipes.reader import Reader as _Reader
 from ignition.recipes.reader import bucket_rule as _bucket_rule
+from ignition.recipes.reader import bucket_subset
 from ignition.recipes.reader import int_list as _int_list
 from ignition.recipes.reader import positive as _positive
 
@@ -230,12 +231,9 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
                 "wider mixed widths need supports.mixed_capture and supports.speculation",
                 key,
             )
-        wide = _int_list(r, "mixed_wide_prompt_buckets", _bucket_rule)
-        if list(wide) != sorted(set(wide)):
-            r.fail(list(wide), "must be strictly increasing", key)
-        for i, bucket in enumerate(wide):
-            if bucket not in buckets:
-                r.fail(bucket, f"not one of capacity.prompt_buckets {list(buckets)}", f"{key}[{i}]")
+        wide = bucket_subset(
+            r, "mixed_wide_prompt_buckets", buckets, "one of capacity.prompt_buckets"
+        )
     steps = parse_concurrency_steps(
         r, concurrency, max_concurrency, envelope, max_envelope, buckets
     )
