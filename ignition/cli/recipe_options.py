@@ -65,6 +65,12 @@ def capacity_options(recipe_help: str | None = None) -> list[Decorator]:
             help="Comma-separated prompt buckets at which every wider mixed width is also "
             "prepared ('' for the seed's one balanced bucket; default: the recipe's).",
         ),
+        click.option(
+            "--batch-bucket-step",
+            type=int,
+            help="Decode and speculative batch buckets: 0 for powers of two, 8 for 1, 2, 4 "
+            "and every multiple of 8 (vLLM's capture sizes; default: the recipe's).",
+        ),
     ]
 
 
@@ -87,5 +93,6 @@ class RecipeArgs:
             max_prefill_chunk=params.pop("max_prefill_chunk"),
             speculation=params.pop("speculation"),
             mixed_wide_prompt_buckets=params.pop("mixed_wide_prompt_buckets"),
+            batch_bucket_step=params.pop("batch_bucket_step"),
         )
         return cls(params.pop("recipe_name"), load)

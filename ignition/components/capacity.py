@@ -15,11 +15,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ignition.components.batch_buckets import (
+    generation_buckets,
+    next_power_of_two,
+    request_buckets,
+)
 from ignition.components.catalog import Catalog
 from ignition.components.descriptor import Descriptor
 from ignition.components.lane_shapes import even_lanes, lane_twins
 from ignition.components.program_kinds import MAX_MIXED_BATCH, GraphKind, ValueSource
 from ignition.recipes import SPECULATION_MODES, LoadOptions, Recipe
+from ignition.recipes.options import is_bucket_step
 
 
 class CapacityError(ValueError):
@@ -45,6 +51,12 @@ class ResolvedCapacity:
     # (prompt bucket, L > 1): the buckets whose prefill and mixed programs also carry L
     # prompt lanes (capacity.prompt_lanes, at most the build's concurrency)
     prompt_lanes: tuple[tuple[int, int], ...] = ()
+    # the decode and speculative programs' batch grid (batch_buckets.generation_buckets)
+    batch_bucket_step: int = 0
+
+    @property
+    def generation_batch_buckets(self) -> list[int]:
+        return generation_buckets(self.padded_concurrency, self.batch_bucket_step)
 
     def lane_counts(self, bucket: int) -> tuple[int, ...]:
         """The prompt-lane counts prepared at ``bucket``: one, and the recipe's L if more."""
@@ -56,20 +68,6 @@ class ResolvedCapacity:
     def speculation_active(self) -> bool:
         """Zero drafts selects the ordinary catalog whatever the mode says."""
         return self.speculation != "off" and self.num_draft_tokens > 0
-
-
-def next_power_of_two(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
-def request_buckets(padded_concurrency: int, minimum: int = 1) -> list[int]:
-    """Power-of-two request buckets from ``minimum`` through the padded concurrency."""
-    buckets, b = [], 1
-    while b <= padded_concurrency:
-        if b >= minimum:
-            buckets.append(b)
-        b *= 2
-    return buckets
 
 
 def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapacity:
@@ -158,6 +156,15 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
                 f"bucket (one of {list(buckets)}) that L >= 1 lanes split evenly"
             )
 
+    step = cap.batch_bucket_step_for(concurrency)
+    if options.batch_bucket_step is not None:
+        step = options.batch_bucket_step
+        if not is_bucket_step(step):
+            raise CapacityError(
+                f"{where}: option batch_bucket_step = {step}: expected 0 (powers of two) or a "
+                "power of two >= 2"
+            )
+
     return ResolvedCapacity(
         recipe=recipe.name,
         concurrency=concurrency,
@@ -176,6 +183,7 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
             for b, count in lanes
             if b <= chunk and even_lanes(b, min(count, concurrency)) > 1
         ),
+        batch_bucket_step=step,
     )
 
 
@@ -197,7 +205,7 @@ def prefill_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
 
 
 def decode_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
-    """Ordinary width-one decode at every power-of-two request bucket."""
+    """Ordinary width-one decode at every generation batch bucket."""
     return [
         Descriptor(
             GraphKind.DECODE,
@@ -206,7 +214,7 @@ def decode_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
             token_capacity=1,
             packed_capacity=b,
         )
-        for b in request_buckets(cap.padded_concurrency)
+        for b in cap.generation_batch_buckets
     ]
 
 
@@ -247,7 +255,7 @@ def speculative_shapes(cap: ResolvedCapacity) -> list[Descriptor]:
     """
     if not cap.speculation_active:
         return []
-    buckets = request_buckets(cap.padded_concurrency)
+    buckets = cap.generation_batch_buckets
     envelope = cap.speculative_token_capacity
     widest = max_verification_width(cap)
     shapes = [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ignition.recipes.options import is_bucket_step
 from ignition.recipes.reader import Reader, bucket_rule, bucket_subset, int_list, positive
 
 Lanes = tuple[tuple[int, int], ...]
@@ -24,6 +25,7 @@ class ConcurrencySteps:
     buckets: tuple[tuple[int, tuple[int, ...]], ...] = ()
     lanes: tuple[tuple[int, Lanes], ...] = ()
     wide: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    batch_steps: tuple[tuple[int, int], ...] = ()
 
 
 def parse_prompt_lanes(
@@ -66,6 +68,7 @@ def parse_concurrency_steps(
     more: list[tuple[int, tuple[int, ...]]] = []
     lanes: list[tuple[int, Lanes]] = []
     wide: list[tuple[int, tuple[int, ...]]] = []
+    batch_steps: list[tuple[int, int]] = []
     known = set(declared)
     previous = (concurrency, envelope)
     for i, raw in enumerate(r.get("concurrency_defaults", list)):
@@ -97,10 +100,23 @@ def parse_concurrency_steps(
             lanes.append((slots, table))
         if "mixed_wide_prompt_buckets" in item.data:
             wide.append((slots, _wide_buckets(item, known)))
+        if "batch_bucket_step" in item.data:
+            batch_steps.append((slots, _batch_step(item)))
         item.finish()
         envelopes.append((slots, value))
         previous = (slots, value)
-    return ConcurrencySteps(tuple(envelopes), tuple(more), tuple(lanes), tuple(wide))
+    return ConcurrencySteps(
+        tuple(envelopes), tuple(more), tuple(lanes), tuple(wide), tuple(batch_steps)
+    )
+
+
+def _batch_step(item: Reader) -> int:
+    """One step's batch_bucket_step: 0 (powers of two) or a power of two >= 2."""
+    step = item.get("batch_bucket_step", int)
+    if isinstance(step, bool) or not is_bucket_step(step):
+        item.fail(step, "expected 0 (powers of two) or a power of two >= 2",
+                  item.sub("batch_bucket_step"))
+    return step
 
 
 def _wide_buckets(item: Reader, known: set[int]) -> tuple[int, ...]:

@@ -32,6 +32,8 @@ class LoadOptions:
     indexer_kv_dtype: str | None = None
     # (prompt bucket, L) lanes to prepare (None: the recipe's; (): one lane everywhere)
     prompt_lanes: tuple[tuple[int, int], ...] | None = None
+    # decode and speculative batch grid (None: the recipe's; 0: powers of two; 8: vLLM's)
+    batch_bucket_step: int | None = None
 
     def __post_init__(self) -> None:
         check_indexer_kv_dtype("indexer_kv_dtype", self.indexer_kv_dtype)
@@ -56,7 +58,13 @@ OPTION_TYPES: dict[str, type] = {
     "mixed_wide_prompt_buckets": list,
     "indexer_kv_dtype": str,
     "prompt_lanes": dict,
+    "batch_bucket_step": int,
 }
+
+
+def is_bucket_step(step: int) -> bool:
+    """A batch grid step (``batch_bucket_step``): 0 (powers of two) or a power of two >= 2."""
+    return step == 0 or (step >= 2 and step & (step - 1) == 0)
 
 
 def check_indexer_kv_dtype(where: str, value: str | None) -> None:
@@ -82,6 +90,10 @@ def parse_load_options(raw: Mapping[str, Any], where: str) -> LoadOptions:
             raise ValueError(f"'{where}.{key}' = {value!r}: expected {expected.__name__}")
         if key == "speculation" and value not in SPECULATION_MODES:
             raise ValueError(f"'{where}.{key}' = {value!r}: expected one of {SPECULATION_MODES}")
+        if key == "batch_bucket_step" and not is_bucket_step(value):
+            raise ValueError(
+                f"'{where}.{key}' = {value!r}: expected 0 (powers of two) or a power of two >= 2"
+            )
         if key == "indexer_kv_dtype":
             check_indexer_kv_dtype(f"'{where}.{key}'", value)
         if key == "prompt_lanes":

@@ -83,6 +83,18 @@ class CapacitySpec:
     # wider mixed width at these prompt buckets (``concurrency_defaults[i].
     # mixed_wide_prompt_buckets``; docs/scheduling.md, "Mixed frames at the generation rate")
     concurrency_mixed_wide: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # (concurrency, step) steps: the decode and speculative batch grid of builds of at least
+    # that many slots (components/batch_buckets.py; 0, the seed's, is powers of two)
+    concurrency_batch_step: tuple[tuple[int, int], ...] = ()
+
+    def batch_bucket_step_for(self, concurrency: int) -> int:
+        """The batch grid step of a build of ``concurrency`` slots: the last step's at or
+        below that many slots, else 0 (powers of two)."""
+        chosen = 0
+        for slots, step in self.concurrency_batch_step:
+            if concurrency >= slots:
+                chosen = step
+        return chosen
 
     def mixed_wide_prompt_buckets_for(self, concurrency: int) -> tuple[int, ...]:
         """The wide mixed buckets of a build of ``concurrency`` slots: the declared ones and
@@ -266,6 +278,7 @@ def _parse_capacity(r: _Reader, supports: Supports) -> CapacitySpec:
         concurrency_prompt_buckets=steps.buckets,
         concurrency_prompt_lanes=steps.lanes,
         concurrency_mixed_wide=steps.wide,
+        concurrency_batch_step=steps.batch_steps,
     )
     r.finish()
     return spec

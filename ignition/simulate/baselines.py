@@ -98,6 +98,9 @@ HELIOS_VARIANTS = {
     "(PolicyConfig.mixed_width = false; the rule before decide/mixed_width.py)",
     "seed-wide": "what-if catalog: wider mixed widths at the balanced prompt bucket only "
     "(without the qwen38 recipe's 8-slot step mixed_wide_prompt_buckets [1024])",
+    "pow2-batches": "what-if catalog: power-of-two decode and speculative batch buckets at "
+    "every slot count (without the qwen38 recipe's batch_bucket_step 8 for builds of 32 "
+    "slots or more)",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }

@@ -191,6 +191,7 @@ def helios_simulation(
             seed_buckets="seed-buckets" in variants,
             seed_lanes="seed-lanes" in variants,
             seed_wide="seed-wide" in variants,
+            pow2_batches="pow2-batches" in variants,
         )
     speculation = setup.speculation or (
         SpeculationMode.FIXED if width else SpeculationMode.ADAPTIVE

@@ -28,6 +28,7 @@ CATALOG_VARIANTS = (
     "seed-buckets",
     "seed-lanes",
     "seed-wide",
+    "pow2-batches",
 )
 # helios+rec-lanes: the lanes the qwen38 recipe recommends (its capacity.prompt_lanes note)
 RECOMMENDED_LANES = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
@@ -54,6 +55,7 @@ def helios_catalog(
     seed_buckets: bool = False,
     seed_lanes: bool = False,
     seed_wide: bool = False,
+    pow2_batches: bool = False,
 ) -> Catalog:
     """The recipe's catalog for these capacities; ``wide_mixed`` > 0 also prepares every
     wider mixed width at that prompt bucket (``--mixed-wide-prompt-buckets``), and
@@ -76,13 +78,18 @@ def helios_catalog(
     every slot count: the catalog before them); ``seed_lanes`` drops the recipe's
     concurrency-step prompt_lanes (capacity.prompt_lanes alone at every slot count: the
     catalog before them); ``seed_wide`` drops the steps' mixed_wide_prompt_buckets (wider
-    mixed widths at the balanced bucket and capacity.mixed_wide_prompt_buckets only)."""
+    mixed widths at the balanced bucket and capacity.mixed_wide_prompt_buckets only);
+    ``pow2_batches`` drops the steps' batch_bucket_step (power-of-two decode and
+    speculative batch buckets at every slot count: the catalog before them)."""
     chosen = get_recipe(recipe)
     if seed_buckets:
         cap = replace(chosen.capacity, concurrency_prompt_buckets=())
         chosen = replace(chosen, capacity=cap)
     if seed_wide:
         cap = replace(chosen.capacity, concurrency_mixed_wide=())
+        chosen = replace(chosen, capacity=cap)
+    if pow2_batches:
+        cap = replace(chosen.capacity, concurrency_batch_step=())
         chosen = replace(chosen, capacity=cap)
     if seed_lanes or lanes > 1:  # a what-if lane table is the whole table
         cap = replace(chosen.capacity, concurrency_prompt_lanes=())
@@ -179,23 +186,11 @@ def fixed_width(catalog: Catalog, width: int) -> Catalog:
     return Catalog(catalog.recipe, catalog.options, kept)
 
 
-def step8_buckets(padded_concurrency: int, minimum: int = 1) -> list[int]:
-    """1, 2, 4, then every multiple of 8 through the padded concurrency (vLLM's grid)."""
-    grid = [1, 2, 4, *range(8, padded_concurrency + 1, 8)]
-    return [b for b in grid if minimum <= b <= padded_concurrency]
-
-
 def step8_generation_shapes(cap: object) -> list:
-    """The recipe's decode and speculative enumeration with ``step8_buckets`` in place of
-    its power-of-two request buckets. ``capacity.py`` keeps its rule (the recipes'
-    declared catalogs and the CI check stay as they are): only these two enumerations
-    run, for this call, over the other grid. Mixed programs are left out: the catalog
-    contract requires a power-of-two mixed batch capacity."""
+    """The recipe's decode and speculative enumeration on vLLM's grid (batch bucket step
+    8) for builds whose recipe keeps powers of two. Mixed programs are left out: the
+    catalog contract requires a power-of-two mixed batch capacity."""
     from ignition.components import capacity
 
-    previous = capacity.request_buckets
-    capacity.request_buckets = step8_buckets
-    try:
-        return capacity.decode_shapes(cap) + capacity.speculative_shapes(cap)
-    finally:
-        capacity.request_buckets = previous
+    stepped = replace(cap, batch_bucket_step=8)
+    return capacity.decode_shapes(stepped) + capacity.speculative_shapes(stepped)

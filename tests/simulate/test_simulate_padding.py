@@ -76,27 +76,25 @@ def test_an_unknown_suffix_is_refused_in_one_line():
     assert "\n" not in str(info.value)
 
 
-def test_the_step8_what_if_adds_generation_programs_at_b24_and_leaves_the_recipe_catalog():
+def test_the_step8_what_if_adds_b24_to_the_power_of_two_catalog_the_recipe_now_declares():
     from ignition.components import capacity
     from ignition.recipes import LoadOptions, get_recipe
     from ignition.simulate.harness import helios_catalog
 
-    stock = helios_catalog("qwen38", 32, 128)
-    step8 = helios_catalog("qwen38", 32, 128, step8=True)
+    stock = helios_catalog("qwen38", 32, 128, pow2_batches=True)
+    step8 = helios_catalog("qwen38", 32, 128, step8=True, pow2_batches=True)
     added = {d.name for d in step8.descriptors} - {d.name for d in stock.descriptors}
     extra = [d for d in step8.descriptors if d.name in added]
     assert extra and {d.batch_capacity for d in extra} == {24}
     assert {d.kind for d in extra} == {GraphKind.SPECULATIVE}  # mixed stay powers of two
+    # the recipe's 32-slot step declares the same grid (batch_bucket_step 8)
+    assert {d.name for d in helios_catalog("qwen38", 32, 128).descriptors} == {
+        d.name for d in step8.descriptors
+    }
     options = LoadOptions(mixed_prefill=True, concurrency=32, speculative_token_capacity=128)
     recipe = capacity.plan_catalog(get_recipe("qwen38"), options)
-    assert {d.batch_capacity for d in recipe.descriptors if d.kind is GraphKind.SPECULATIVE} == {
-        1,
-        2,
-        4,
-        8,
-        16,
-        32,
-    }
+    speculative = {d.batch_capacity for d in recipe.descriptors if d.kind is GraphKind.SPECULATIVE}
+    assert speculative == {1, 2, 4, 8, 16, 24, 32}
 
 
 def test_the_padding_table_gives_helios_ratio_against_padded_and_unpadded_best_baselines():
