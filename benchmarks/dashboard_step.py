@@ -29,8 +29,8 @@ from ignition.helios import Resources, Scheduler
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.loop.engine import Engine
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
-from ignition.runtime.tracing import TraceRecorder
 from ignition.runtime.tracing.hook import install_trace_hook
+from ignition.runtime.tracing.recorder import TraceRecorder
 
 
 def run_once(setup: str, poll_s: float, num_requests: int = 16, max_tokens: int = 128) -> float:

@@ -22,7 +22,6 @@ from tokenizers import Tokenizer
 import ignition
 from ignition.components.capacity import plan_catalog
 from ignition.kernels import use_backend
-from ignition.model import proposals
 from ignition.model.weights import load_checkpoint
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
@@ -49,9 +48,16 @@ class Decoder:
         return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
 
-def run(model, catalog, tokenizer, speculation: str, sampling: SamplingParams, prompts):
+def run(
+    model, catalog, tokenizer, speculation: str, sampling: SamplingParams, prompts, processed=True
+):
     """(tokens per prompt, acceptance rate, accepted drafts per speculative lane-round)."""
-    options = RuntimeOptions(num_slots=4, page_size=64, speculation=speculation)
+    options = RuntimeOptions(
+        num_slots=4,
+        page_size=64,
+        speculation=speculation,
+        drafts_from_processed_logits=processed,
+    )
     engine = assemble_engine(model, catalog, Decoder(tokenizer), [], options)
     outputs = {i: [] for i in range(len(prompts))}
     for i, text in enumerate(prompts):
@@ -93,9 +99,9 @@ def main() -> None:
         for speculation in ("fixed", "adaptive"):
             results = {}
             for processed in (False, True):
-                proposals.DRAFTS_FROM_PROCESSED_LOGITS = processed
-                results[processed] = run(model, catalog, tokenizer, speculation, sampling, prompts)
-            proposals.DRAFTS_FROM_PROCESSED_LOGITS = True
+                results[processed] = run(
+                    model, catalog, tokenizer, speculation, sampling, prompts, processed
+                )
             same = all(results[p][0] == off for p in results)
             for processed, (_, rate, per_round) in results.items():
                 label = "processed" if processed else "raw      "

@@ -35,7 +35,9 @@ from pathlib import Path
 
 import torch
 
-from ignition.runtime.ple import Mailbox, open_store, read_layout, write_table
+from ignition.runtime.ple.mailbox import Mailbox
+from ignition.runtime.ple.store import open_store
+from ignition.runtime.ple.table import read_layout, write_table
 
 WIDTH = 160
 

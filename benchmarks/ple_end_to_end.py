@@ -25,15 +25,9 @@ from ignition.model.families.qwen4_exp import QWEN4_EXP
 from ignition.model.weights import random_model
 from ignition.recipes import LoadOptions, get_recipe
 from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-from ignition.runtime.ple import (
-    PleOptions,
-    context_size,
-    eos_id,
-    model_row_ids,
-    open_ple,
-    read_layout,
-    write_model_table,
-)
+from ignition.runtime.ple.delivery import PleOptions, open_ple
+from ignition.runtime.ple.model import context_size, eos_id, model_row_ids, write_model_table
+from ignition.runtime.ple.table import read_layout
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 
 EOS = 2

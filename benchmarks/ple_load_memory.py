@@ -50,7 +50,8 @@ print(json.dumps({{"peak_growth_kib": peak - before, "table_bytes": layout.table
 
 
 CHILD = _child(
-    "from ignition.model.weights import load_model\nfrom ignition.runtime.ple import find_layout",
+    "from ignition.model.weights import load_model\n"
+    "from ignition.runtime.ple.table import find_layout",
     "",
     "model = load_model(path, without_ple_tables=skip)",
 )
@@ -59,7 +60,9 @@ BUILD_CHILD = _child(
     """import tempfile
 from ignition.compiler.build import build_bundle
 from ignition.recipes import LoadOptions
-from ignition.runtime.ple import BuildRows, PleOptions, describe_table, find_layout""",
+from ignition.runtime.ple.delivery import PleOptions, describe_table
+from ignition.runtime.ple.table import find_layout
+from ignition.runtime.ple.validation import BuildRows""",
     """residency = sys.argv[3] if skip else "device"
 entry = describe_table(PleOptions(residency), layout, residency)
 options = LoadOptions(max_prefill_chunk=128, concurrency=2, speculation="off")""",

@@ -153,7 +153,8 @@ def check_ple_greedy(s, row: Callable[..., object]) -> list:
     from ignition.model.weights import load_model
     from ignition.recipes import LoadOptions, get_recipe
     from ignition.runtime.assembly import RuntimeOptions, assemble_engine
-    from ignition.runtime.ple import PleOptions, open_in_graph, open_model_ple
+    from ignition.runtime.ple.delivery import PleOptions
+    from ignition.runtime.ple.model import open_in_graph, open_model_ple
     from tests.model.hf_checkpoints import write_qwen4_exp
     from tests.runtime.test_ple_residency_greedy import waves
     from tests.runtime.test_retention_differential import _run

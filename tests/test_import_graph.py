@@ -279,6 +279,30 @@ def test_the_runtime_directions_the_house_plan_names():
     assert imports_from("ignition.runtime.loop", glue) == []
 
 
+def is_docstring_alone(source: str) -> bool:
+    """True when a module's body is one docstring: a package ``__init__`` that re-exports
+    nothing, so each name is imported from its home module."""
+    body = ast.parse(source).body
+    if len(body) != 1 or not isinstance(body[0], ast.Expr):
+        return False
+    value = body[0].value
+    return isinstance(value, ast.Constant) and isinstance(value.value, str)
+
+
+def test_every_runtime_package_init_is_its_docstring_alone():
+    """``from ignition.runtime.ple.delivery import PleRuntime``, never through ``ple``."""
+    inits = sorted((PACKAGE / "runtime").rglob("__init__.py"))
+    exporting = [
+        str(p.relative_to(PACKAGE)) for p in inits if not is_docstring_alone(p.read_text())
+    ]
+    assert exporting == []
+
+
+def test_a_package_init_that_re_exports_is_found():
+    assert not is_docstring_alone('"""Rows."""\nfrom ignition.runtime.ple.cache import RowCache\n')
+    assert is_docstring_alone('"""Rows: where they live and how\nthey reach the program."""\n')
+
+
 def test_an_executor_importing_the_engine_is_found():
     """The re-export this layout removed: LiveRequest through loop/engine.py."""
     planted = {"ignition.runtime.executors.base": frozenset({"ignition.runtime.loop.engine"})}

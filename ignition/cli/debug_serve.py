@@ -22,7 +22,7 @@ def run(direct: bool, path: Path | None, cache_dir: Path | None, **params: Any) 
 
     PATH is a bundle or a checkpoint folder, as for `ignition serve`.
     """
-    from ignition.runtime.ple import PleOptions
+    from ignition.runtime.ple.delivery import PleOptions
 
     runtime = RuntimeArgs.from_params(params)
     server = ServerArgs.from_params(params)

@@ -37,7 +37,7 @@ def ple_options() -> list[Decorator]:
 def ple_from_params(params: dict[str, Any]) -> Any:
     """Take (pop) the PLE flags and build the (frozen, validated) PleOptions; a flag not
     given stays None, so that serve takes the built bundle's value (``PleOptions.over``)."""
-    from ignition.runtime.ple import PleOptions, parse_bytes
+    from ignition.runtime.ple.delivery import PleOptions, parse_bytes
 
     residency = params.pop("ple_residency")
     preload = params.pop("ple_preload")
@@ -54,7 +54,9 @@ def ple_description(options: Any, weights: Path | None, device: str | None) -> d
     """The build report's PLE entry: the checkpoint's table and where it will live."""
     from ignition.compiler.build import DEFAULT_CHECKPOINT
     from ignition.compiler.device import resolve_device
-    from ignition.runtime.ple import PleTableError, choose_residency, describe_table, find_layout
+    from ignition.runtime.ple.delivery import describe_table
+    from ignition.runtime.ple.store import choose_residency
+    from ignition.runtime.ple.table import PleTableError, find_layout
 
     try:
         layout = find_layout(weights or DEFAULT_CHECKPOINT)

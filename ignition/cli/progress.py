@@ -47,7 +47,7 @@ def build_with_progress(
             progress.update(task, advance=1, program=label)
 
         if tensor_parallel_size == 1:
-            from ignition.runtime.ple import BuildRows
+            from ignition.runtime.ple.validation import BuildRows
 
             return build_bundle(
                 recipe_name,

@@ -143,7 +143,7 @@ class ServerArgs:
         check_range("--prompt-lookup-min", self.prompt_lookup_min, 1)
         check_range("--prompt-lookup-max", self.prompt_lookup_max, self.prompt_lookup_min)
         if self.trace_file is not None:
-            from ignition.runtime.tracing import check_trace_path
+            from ignition.runtime.tracing.writer import check_trace_path
 
             try:
                 check_trace_path(self.trace_file)

@@ -213,10 +213,12 @@ def prepare_programs(
     use_graphs: bool | None = None,
     on_prepared: Callable[[Descriptor, PreparedProgram], None] | None = None,
     before_capture: Callable[[Any], None] | None = None,
+    drafts_from_processed_logits: bool = True,
 ) -> tuple[PreparedCatalog, torch.Tensor]:
     """Every program of a catalog over one state, workspace and host staging, in capture
     order: (programs by descriptor name, the device ``pending`` buffer). ``before_capture``
-    gets the shared PLE input before any capture (runtime.ple.in_graph binds it)."""
+    gets the shared PLE input before any capture (runtime.ple.in_graph binds it);
+    ``drafts_from_processed_logits`` goes to every round program (build_program)."""
     ordered = capture_order(descriptors)
     text = [d for d in ordered if d.kind is not GraphKind.VISION]  # vision owns its inputs
     extents = WorkspaceExtents.of(text)
@@ -231,7 +233,16 @@ def prepare_programs(
     capturer = GraphCapturer(device, use_graphs)
     prepared: PreparedCatalog = {}
     for d in ordered:
-        program = build_program(d, model, state, workspace, pending, staging, history)
+        program = build_program(
+            d,
+            model,
+            state,
+            workspace,
+            pending,
+            staging,
+            history,
+            drafts_from_processed_logits=drafts_from_processed_logits,
+        )
         clear_inputs(program.inputs)
         graph = capturer.prepare(d.name, program.fn, program.inputs)
         prepared[d.name] = (program, graph)

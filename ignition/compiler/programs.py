@@ -160,9 +160,12 @@ def build_program(
     pending: Tensor,
     staging: HostStaging,
     history: SlotHistory | None = None,
+    *,
+    drafts_from_processed_logits: bool = True,
 ) -> Program:
     """Bind workspace views for ``d`` and close the program function over model and state
-    (and the slots' sampling history, which penalties, bias and min_tokens read)."""
+    (and the slots' sampling history, which penalties, bias and min_tokens read; a round
+    program's drafts read it too unless ``drafts_from_processed_logits`` is False)."""
     check_buildable(d, model)
     if d.kind is GraphKind.VISION:  # its own inputs: nothing staged through the workspace
         inputs, run = build_vision_program(d, model)
@@ -185,7 +188,16 @@ def build_program(
                 torch.where(x.is_decode_row, pending_tokens, x.round.pending_tokens)
             )
             out = speculative_round(
-                model, state, x.round, capacity, x.sampling, False, history, x.begin, needs_logprobs
+                model,
+                state,
+                x.round,
+                capacity,
+                x.sampling,
+                False,
+                history,
+                x.begin,
+                needs_logprobs,
+                drafts_from_processed_logits,
             )
             emitted = out.num_emitted
             last = out.output_tokens.gather(1, (emitted - 1).clamp(min=0)[:, None]).squeeze(1)

@@ -20,7 +20,7 @@ from ignition.distributed.context import TensorParallel
 from ignition.helios import ConfidenceSidecar, ExecutionTiming, Fence, RequestHandle, ScheduledPlan
 from ignition.runtime.executors.frames import FatalWorkerError, FrameResult
 from ignition.runtime.executors.worker import ModelWorker, WorkerError
-from ignition.runtime.ple import Readiness, aggregate_exposed_ns
+from ignition.runtime.ple.mailbox import Readiness, aggregate_exposed_ns
 from ignition.runtime.requests.request import GenerationRequest
 from ignition.runtime.requests.table import LiveRequest
 

@@ -19,9 +19,6 @@ from ignition.model.sampling import (
 )
 from ignition.model.state import ModelState
 
-# False proposes from unprocessed draft logits (acceptance changes, output does not).
-DRAFTS_FROM_PROCESSED_LOGITS = True
-
 
 def propose(
     model: HybridModel,
@@ -36,7 +33,8 @@ def propose(
     history: SlotHistory | None = None,
 ) -> tuple[Tensor, Tensor]:
     """(draft tokens [B, D], draft distributions [B, D, V]); slot -1 lanes draft nothing.
-    ``supplied_drafts`` [B, D] (-1 ends a prefix) replace MTP drafts with q one-hot."""
+    ``supplied_drafts`` [B, D] (-1 ends a prefix) replace MTP drafts with q one-hot;
+    ``history`` processes the draft logits as the target's are (None: raw draft logits)."""
     vocab = model.config.vocab_size
     device = pending_tokens.device
     if supplied_drafts is not None and model.mtp is None:
@@ -115,7 +113,7 @@ def _mtp_drafts(
     previous = pending_tokens.long()
     is_greedy = params.temperature <= 0
     drafted = None  # [B, V] int32 counts of the drafts so far (processed rows only)
-    if history is not None and depth > 0 and DRAFTS_FROM_PROCESSED_LOGITS:
+    if history is not None and depth > 0:
         history_rows = history.rows(slot_ids)
         drafted = torch.zeros(num_rows, vocab, dtype=torch.int32, device=device)
     # index_share_for_mtp_iteration: later draft steps reuse the first one's QSA selection.

@@ -140,10 +140,12 @@ def speculative_round(
     history: SlotHistory | None = None,
     begin: HistoryBegin | None = None,
     needs_logprobs: bool = True,
+    drafts_from_processed_logits: bool = True,
 ) -> RoundOutputs:
     """Run one complete round; ``greedy`` selects argmax acceptance for every speculative lane.
     ``history`` processes each position as ordinary sampling would; ``needs_logprobs``
-    False leaves ``logprobs`` None."""
+    False leaves ``logprobs`` None; ``drafts_from_processed_logits`` False proposes from the
+    raw draft logits (acceptance falls under penalties or bias, the output does not change)."""
     num_rows, width = capacity.batch_capacity, capacity.verify_width
     vocab = model.config.vocab_size
     device = inputs.pending_tokens.device
@@ -174,7 +176,7 @@ def speculative_round(
         params,
         start_pos,
         inputs.rope_offset,
-        history,
+        history if drafts_from_processed_logits else None,
     )
     # Zero non-finite drafts (that lane fails below) so NaN stays out of the shared allocation.
     is_draft_valid = torch.isfinite(dists).all(-1).all(-1)  # [B]

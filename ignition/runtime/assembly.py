@@ -78,6 +78,9 @@ class RuntimeOptions:
     indexer_kv_dtype: str = "auto"
     # Copy proposals' search (proposals/copy_proposals.py; vLLM's prompt_lookup_max/min).
     prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
+    # MTP drafts from logits processed as the target's are (penalties, bias, min_tokens);
+    # False drafts from the raw logits: the output is the same, acceptance falls (issue 15).
+    drafts_from_processed_logits: bool = True
 
 
 def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:
@@ -159,6 +162,7 @@ def assemble_worker(
         use_graphs=options.use_graphs,
         on_prepared=on_prepared,
         before_capture=before_capture,
+        drafts_from_processed_logits=options.drafts_from_processed_logits,
     )
     snapshot_rows = resolve_snapshot_rows(options, state, device)
     retained_rows = max(1, snapshot_rows)

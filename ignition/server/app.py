@@ -17,7 +17,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from ignition import __version__
 from ignition.runtime.chat.template import ChatTemplateError, RenderedChat
 from ignition.runtime.requests.errors import EngineStoppedError, QueueFullError, RequestError
-from ignition.runtime.tracing import TraceRecorder
+from ignition.runtime.tracing.recorder import TraceRecorder
 from ignition.runtime.vision.inputs import RequestImages
 from ignition.server.body import new_id, now_s
 from ignition.server.chat_protocol import (

@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi import FastAPI, Query
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from ignition.runtime.tracing import TraceRecorder
+from ignition.runtime.tracing.recorder import TraceRecorder
 
 PAGE = Path(__file__).parent / "static" / "dashboard.html"
 MAX_FRAMES = 240  # frames one state read may ask for

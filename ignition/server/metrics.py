@@ -20,7 +20,7 @@ from ignition.runtime.loop.stats import (
     SourceCounts,
     StatsSnapshot,
 )
-from ignition.runtime.ple import PleSnapshot
+from ignition.runtime.ple.stats import PleSnapshot
 from ignition.server.vllm_metrics import WithVllmAliases
 
 PHASE_HELP = {

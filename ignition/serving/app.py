@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ignition.distributed.context import TensorParallel
     from ignition.runtime.async_engine import AsyncEngine
-    from ignition.runtime.tracing import TraceRecorder
+    from ignition.runtime.tracing.recorder import TraceRecorder
 
 
 def gil_releasing_encoder(tokenizer, add_special_tokens: bool = True) -> Callable[[str], list[int]]:
@@ -70,7 +70,7 @@ def open_app(
     app = create_app(bridge, config, recorder, vision=vision)
     app.state.trace_writer = None
     if recorder is not None and options.trace_file is not None:
-        from ignition.runtime.tracing import TraceFileWriter
+        from ignition.runtime.tracing.writer import TraceFileWriter
 
         app.state.trace_writer = TraceFileWriter(recorder, options.trace_file).start()
     return app, bridge

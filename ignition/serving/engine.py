@@ -29,7 +29,9 @@ from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import LazyGrammarCompiler
 from ignition.runtime.loop.engine import Engine
 from ignition.runtime.loop.stats import EngineStats
-from ignition.runtime.ple import PleOptions, PleTableError, delivers_table
+from ignition.runtime.ple.delivery import PleOptions
+from ignition.runtime.ple.model import delivers_table
+from ignition.runtime.ple.table import PleTableError
 from ignition.runtime.proposals.copy_proposals import PromptLookup
 from ignition.server.config import DEFAULT_MAX_REQUEST_BYTES
 from ignition.serving.ple import built_ple, open_graph_rows, open_table, serve_ple_options

@@ -9,7 +9,9 @@ from pathlib import Path
 import torch
 
 from ignition.runtime.bundle import Bundle, BundleError
-from ignition.runtime.ple import PleOptions, PleTableError, open_in_graph, open_model_ple
+from ignition.runtime.ple.delivery import PleOptions
+from ignition.runtime.ple.model import open_in_graph, open_model_ple
+from ignition.runtime.ple.table import PleTableError
 
 
 def serve_ple_options(ple: PleOptions, built: dict, where: str = "manifest.json") -> PleOptions:

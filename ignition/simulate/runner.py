@@ -131,7 +131,7 @@ def run(options: SimulateOptions) -> int:
             show_progress=sys.stderr.isatty(),
         )
         if recorder is not None and options.trace_file is not None:
-            from ignition.runtime.tracing import write_trace
+            from ignition.runtime.tracing.writer import write_trace
 
             write_trace(recorder, options.trace_file)
             if not as_json:
@@ -155,7 +155,8 @@ def trace_recorder(options: SimulateOptions):
     a sweep or capacity search runs Helios at many loads, which one file cannot tell apart."""
     if options.trace_file is None:
         return None
-    from ignition.runtime.tracing import TraceRecorder, check_trace_path
+    from ignition.runtime.tracing.recorder import TraceRecorder
+    from ignition.runtime.tracing.writer import check_trace_path
 
     if options.sweep or options.capacity:
         raise CommandError("--trace-file records one run: give --rate, not --sweep or --capacity")

@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ignition.helios import CompletionRecord, LaneRole, RequestHandle, ScheduledPlan
-from ignition.runtime.tracing import TraceRecorder, frame_record
+from ignition.runtime.tracing.recorder import TraceRecorder
+from ignition.runtime.tracing.records import frame_record
 
 NS_PER_MS = 1_000_000
 

@@ -12,7 +12,7 @@ from ignition.distributed.faults import RankFault
 from ignition.distributed.ranks import RankReport, frame_timing, sidecar_problem
 from ignition.helios import ExecutionTiming, SchedulerError
 from ignition.helios.reports import ConfidenceSidecar
-from ignition.runtime.ple import Readiness
+from ignition.runtime.ple.mailbox import Readiness
 
 
 def test_the_cost_sample_is_the_maximum_of_the_ranks_device_intervals():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ignition.distributed.launch import run_tensor_parallel
-from ignition.runtime.ple import PleOptions
+from ignition.runtime.ple.delivery import PleOptions
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams, StreamChunk
 from ignition.serving.engine import ServeOptions, open_engine
 from tests.distributed.test_two_ranks import NUM_TOKENS, PROMPTS, build

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import ignition.model.weights as weights
-from ignition.runtime.ple import PleOptions, PleTableError, holds_tables, open_model_ple
-from ignition.runtime.ple.delivery import KnownTokens
+from ignition.runtime.ple.delivery import KnownTokens, PleOptions
+from ignition.runtime.ple.model import holds_tables, open_model_ple
+from ignition.runtime.ple.table import PleTableError
 
 pytest.importorskip("transformers")
 

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from ignition.cli import main
 from ignition.runtime.bundle import BundleError
-from ignition.runtime.ple import TABLE_FOLDER, PleOptions, write_table
+from ignition.runtime.ple.delivery import PleOptions
+from ignition.runtime.ple.table import TABLE_FOLDER, write_table
 from ignition.serving.engine import ServeOptions
 from ignition.serving.ple import open_table, serve_ple_options
 

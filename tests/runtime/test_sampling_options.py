@@ -17,7 +17,6 @@ import torch
 
 from ignition.helios import LaneRole
 from ignition.kernels import use_backend
-from ignition.model import proposals
 from ignition.model.packing import PackedCapacity, PackedInputs
 from ignition.model.sampling import SamplingTensors as DeviceSampling
 from ignition.model.state import ModelState, contiguous_pages
@@ -45,10 +44,17 @@ def catalog():
 pytestmark = pytest.mark.usefixtures("reference_kernels")
 
 
-def generate(model, catalog, speculation: str, eos=(EOS,), prompts=PROMPTS, **sampling):
-    """Every prompt at once through one engine; returns (chunks by prompt name, engine)."""
+def generate(
+    model, catalog, speculation: str, eos=(EOS,), prompts=PROMPTS, processed=True, **sampling
+):
+    """Every prompt at once through one engine; returns (chunks by prompt name, engine).
+    ``processed`` False proposes MTP drafts from the raw draft logits."""
     options = RuntimeOptions(
-        num_slots=4, page_size=64, max_context_tokens=512, speculation=speculation
+        num_slots=4,
+        page_size=64,
+        max_context_tokens=512,
+        speculation=speculation,
+        drafts_from_processed_logits=processed,
     )
     engine = assemble_engine(model, catalog, CharDecoder(), list(eos), options)
     chunks = {name: [] for name in prompts}
@@ -138,15 +144,14 @@ def _acceptance(engine) -> float:
 
 @pytest.mark.parametrize("speculation", ["fixed", "adaptive"])
 def test_mtp_drafts_are_proposed_from_processed_logits_so_a_bias_the_target_obeys_is_accepted(
-    model, catalog, speculation, monkeypatch
+    model, catalog, speculation
 ):
     """Issue 15: a logit bias makes the target emit one token; drafts from the processed
     draft logits propose it too and are all accepted, drafts from unprocessed ones are
     rejected, and the output is the same either way."""
     bias = {"logit_bias": ((40, 100.0),), "max_tokens": 12}
     processed, engine = generate(model, catalog, speculation, **bias)
-    monkeypatch.setattr(proposals, "DRAFTS_FROM_PROCESSED_LOGITS", False)
-    unprocessed, before = generate(model, catalog, speculation, **bias)
+    unprocessed, before = generate(model, catalog, speculation, processed=False, **bias)
     assert {n: tokens_of(c) for n, c in processed.items()} == {n: [40] * 12 for n in PROMPTS}
     assert {n: tokens_of(c) for n, c in unprocessed.items()} == {n: [40] * 12 for n in PROMPTS}
     assert _acceptance(engine) == 1.0 and _acceptance(before) < 0.5

@@ -12,7 +12,8 @@ import shutil
 
 import pytest
 
-from ignition.runtime.tracing import TraceRecorder, write_trace
+from ignition.runtime.tracing.recorder import TraceRecorder
+from ignition.runtime.tracing.writer import write_trace
 from tests.tracing.test_trace_export import scripted_run
 
 trace_processor = pytest.importorskip("perfetto.trace_processor", reason="pip perfetto absent")

@@ -9,8 +9,9 @@ from collections import Counter
 import pytest
 
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
-from ignition.runtime.tracing import TraceFileWriter, TraceRecorder, check_trace_path
 from ignition.runtime.tracing.hook import install_trace_hook
+from ignition.runtime.tracing.recorder import TraceRecorder
+from ignition.runtime.tracing.writer import TraceFileWriter, check_trace_path
 from tests.runtime.scripted import make_engine
 from tests.tracing.trace_schema import schema_errors
 
@@ -105,7 +106,7 @@ def test_a_trace_file_in_a_missing_folder_is_refused_by_name(tmp_path):
 
 
 def test_a_state_operation_lane_is_its_own_class_not_a_decode():
-    from ignition.runtime.tracing import LaneRecord
+    from ignition.runtime.tracing.records import LaneRecord
 
     terminal = LaneRecord("r0", "terminal", 0, 0, 0)
     assert terminal.width_class == "terminal"

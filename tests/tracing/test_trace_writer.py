@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import time
 
-from ignition.runtime.tracing import TraceFileWriter, TraceRecorder
+from ignition.runtime.tracing.recorder import TraceRecorder
+from ignition.runtime.tracing.writer import TraceFileWriter
 
 
 def test_the_writer_thread_rewrites_the_file_while_the_ring_grows(tmp_path):

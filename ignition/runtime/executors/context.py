@@ -16,7 +16,7 @@ from ignition.model.prompt_logprobs import PromptScores
 from ignition.model.state import ModelState
 from ignition.runtime.executors.ledger import RequestLedger
 from ignition.runtime.executors.resources import SlotResources
-from ignition.runtime.ple import FrameDelivery
+from ignition.runtime.ple.delivery import FrameDelivery
 from ignition.runtime.proposals.registry import Proposals
 from ignition.runtime.vision.binding import ImageEncoder
 

@@ -10,7 +10,7 @@ from ignition.helios import Fence, LaneWork, ScheduledPlan
 from ignition.model.prompt_logprobs import PromptScores
 from ignition.runtime.executors.prompt_scoring import PromptJob
 from ignition.runtime.grammar import GrammarState
-from ignition.runtime.ple import Delivery
+from ignition.runtime.ple.mailbox import Delivery
 
 
 @dataclass

@@ -11,7 +11,8 @@ from ignition.compiler.ple_input import PleRowsInput, stage_rows
 from ignition.compiler.ple_staging import PleStaging
 from ignition.helios import LaneRole, RequestHandle, ScheduledPlan
 from ignition.runtime.executors.context import ExecutorContext
-from ignition.runtime.ple import Delivery, FrameDelivery
+from ignition.runtime.ple.delivery import FrameDelivery
+from ignition.runtime.ple.mailbox import Delivery
 
 if TYPE_CHECKING:
     from ignition.runtime.requests.table import LiveRequest

@@ -25,7 +25,7 @@ from ignition.runtime.executors.launched import LaunchedFrame
 from ignition.runtime.executors.ple_rows import prompt_tokens, read_pending, stage_known_rows
 from ignition.runtime.executors.prompt_scoring import PromptJob
 from ignition.runtime.executors.results import round_result, step_result
-from ignition.runtime.ple import Delivery
+from ignition.runtime.ple.mailbox import Delivery
 
 if TYPE_CHECKING:
     from ignition.runtime.requests.request import SamplingParams

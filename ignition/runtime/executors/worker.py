@@ -12,8 +12,6 @@ from ignition.compiler.state_ops import StateOperations
 from ignition.helios import Fence, LaneRole, RequestHandle, ScheduledPlan
 from ignition.model.state import ModelState
 from ignition.runtime.executors.base import WorkerError
-from ignition.runtime.proposals.copy_proposals import PromptLookup
-from ignition.runtime.proposals.registry import Proposals
 from ignition.runtime.executors.binding import request_seed
 from ignition.runtime.executors.context import ExecutorContext, PromptScorer
 from ignition.runtime.executors.frames import FrameResult
@@ -22,7 +20,9 @@ from ignition.runtime.executors.ple_rows import attach_ple
 from ignition.runtime.executors.registry import STATE_COPY_KINDS, executors_for
 from ignition.runtime.executors.resources import SlotResources
 from ignition.runtime.executors.results import NON_FINITE_MESSAGE
-from ignition.runtime.ple import FrameDelivery
+from ignition.runtime.ple.delivery import FrameDelivery
+from ignition.runtime.proposals.copy_proposals import PromptLookup
+from ignition.runtime.proposals.registry import Proposals
 from ignition.runtime.vision.binding import ImageEncoder
 
 if TYPE_CHECKING:
