@@ -324,7 +324,9 @@ class DirectScheduler:
         r = self.requests.get(handle.slot)
         if r is None or r.handle != handle:
             return None
-        return RequestView(handle, is_live=r.is_live, num_pages=0)
+        return RequestView(
+            handle, is_live=r.is_live, num_pages=0, remaining_output=r.remaining_output
+        )
 
     def cost_estimate(self, descriptor: Descriptor) -> CostEstimate:
         value = self._cost(descriptor).value(self.now_ns)

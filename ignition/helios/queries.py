@@ -59,6 +59,7 @@ class SchedulerQueries:
             handle=handle,
             is_live=r.is_live,
             num_pages=r.num_pages,
+            remaining_output=r.remaining_output,
             is_terminal_pending=r.is_terminal_pending,
             terminal_has_value=self.policy.terminal_value != 0
             or self.policy.terminal_age_price != 0,

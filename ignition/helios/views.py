@@ -12,11 +12,14 @@ from ignition.helios.types import RequestHandle
 
 @dataclass(frozen=True)
 class RequestView:
-    """One admitted request as the runtime may see it."""
+    """One admitted request as the runtime may see it. ``remaining_output``: the output
+    tokens this admission may still commit (its spec's limit less its committed output),
+    Helios's count, which the runtime carries into a readmission instead of keeping its own."""
 
     handle: RequestHandle
     is_live: bool
     num_pages: int
+    remaining_output: int
     is_terminal_pending: bool = False
     terminal_has_value: bool = False
     is_window_held: bool = False

@@ -21,6 +21,17 @@ def _two_holders_out_of_pages(first_ns: int = 10, second_ns: int = 20):
     return s, a, b
 
 
+def test_a_requests_view_carries_its_output_limit_less_the_output_it_committed():
+    """The runtime readmits a preempted or restarted request with this count (its one owner)."""
+    s = scheduler([prefill(64), decode(4)], resources=SMALL_POOL)
+    handle = s.admit(request(40, 30))
+    assert s.request(handle).remaining_output == 30
+    driver, generated = Driver(s), 0
+    for _ in range(6):  # its prefill, then decode steps, each lane's every token accepted
+        generated += sum(lane.max_advance_tokens for lane in driver.step().lanes)
+    assert generated > 1 and s.request(handle).remaining_output == 30 - generated
+
+
 def test_the_latest_admitted_holder_gives_way():
     s, _, b = _two_holders_out_of_pages()
     assert s.preemption_victim(s.plan()) == PreemptionVictim(b, holds_pages=True)
@@ -79,3 +90,4 @@ def test_the_direct_scheduler_keeps_no_page_ledger_and_names_no_victim():
     assert direct.preemption_victim(direct.plan()) is None
     assert not direct.can_resume(64, 4)
     assert direct.request(handle).is_live and direct.can_admit()
+    assert direct.request(handle).remaining_output == 4

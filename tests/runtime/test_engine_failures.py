@@ -8,6 +8,8 @@ raise, as an input the model cannot take would.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -213,3 +215,33 @@ def test_when_the_loop_cannot_continue_every_request_ends_with_an_error_and_on_f
 
     with pytest.raises(EngineStoppedError):
         asyncio.run(after())
+
+
+def test_a_restart_takes_its_output_limit_from_the_scheduler_view_not_its_own_count():
+    """Helios's view answers SHIFT tokens fewer than it holds: a restarted request that reads
+    the view ends SHIFT tokens short per restart; one that counted max_tokens less its own
+    output would run to max_tokens."""
+    shift = 2
+    engine, worker = make_engine()
+    poison_frames(worker)
+    request, restart = engine.scheduler.request, engine.table.restart
+    restarts: Counter[str] = Counter()
+
+    def shifted(handle):
+        view = request(handle)
+        return view and replace(view, remaining_output=view.remaining_output - shift)
+
+    def counting(live, remaining_output):
+        restarts[live.request.request_id] += 1
+        restart(live, remaining_output)
+
+    engine.scheduler.request, engine.table.restart = shifted, counting
+    a = submit(engine, "a", [1, 2, 3], max_tokens=12, ignore_eos=True)
+    for _ in range(3):  # a is decoding when the poisoned prompt joins its frame
+        engine.step()
+    submit(engine, "bad", [POISON, 2, 3], max_tokens=12, ignore_eos=True)
+    engine.run_until_idle()
+    assert restarts["a"] >= 1 and a[-1].finish_reason == "length"
+    n = 12 - shift * restarts["a"]
+    assert a[-1].num_output_tokens == n
+    assert text_of(a) == Letters().decode(expected_tokens([1, 2, 3], n, stop_at_eos=False))

@@ -5,6 +5,9 @@ greedy output equals the unpreempted one. Preempted requests are resumed, never 
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
+
 import pytest
 
 from ignition.components.program_kinds import GraphKind
@@ -133,3 +136,62 @@ def test_a_lone_request_the_page_pool_cannot_hold_ends_with_an_error_naming_the_
     engine.run_until_idle(max_steps=2_000)
     reason, error = finishes["big"]
     assert reason == "error" and "KV page pool (2 pages of 16 tokens)" in error
+
+
+def _record_preemptions(engine):
+    """Per preemption: the request, Helios's remaining output in its view at that moment,
+    the value the runtime carries to the resume, and max_tokens less the output so far."""
+    seen = []
+    preempt = engine.table.preempt
+
+    def recording(live, remaining_output):
+        view = engine.scheduler.request(live.handle)
+        budget = live.request.sampling.max_tokens - len(live.output_ids)
+        seen.append((live.request.request_id, view.remaining_output, remaining_output, budget))
+        preempt(live, remaining_output)
+
+    engine.table.preempt = recording
+    return seen
+
+
+@pytest.mark.parametrize("snapshot_rows", [4, 0])
+def test_a_preempted_request_carries_helios_remaining_output_and_ends_at_max_tokens(
+    model, catalog, unpreempted, snapshot_rows
+):
+    engine = _engine(model, catalog, TIGHT_PAGES, snapshot_rows=snapshot_rows)
+    seen = _record_preemptions(engine)
+    outputs, finishes = {}, {}
+    _submit_all(engine, outputs, finishes)
+    engine.run_until_idle(max_steps=20_000)
+    assert seen and engine.stats.snapshot().preemptions >= 1
+    for _, helios, carried, budget in seen:  # one count, read from Helios at preemption
+        assert carried == helios == budget
+    assert outputs == unpreempted  # greedy output identical to the unpreempted run
+    assert all(len(ids) == MAX_TOKENS for ids in outputs.values())
+    assert all(reason == "length" for reason, _ in finishes.values())
+
+
+def test_the_resume_takes_its_output_limit_from_the_scheduler_view_not_its_own_count(
+    model, catalog, unpreempted
+):
+    """Helios's view answers SHIFT tokens fewer than it holds: a resume that reads the view
+    ends SHIFT tokens short per preemption; one that counted max_tokens less its own
+    output would run to max_tokens."""
+    shift = 3
+    engine = _engine(model, catalog, TIGHT_PAGES, snapshot_rows=4)
+    seen = _record_preemptions(engine)
+    request = engine.scheduler.request
+
+    def shifted(handle):
+        view = request(handle)
+        return view and replace(view, remaining_output=view.remaining_output - shift)
+
+    engine.scheduler.request = shifted
+    outputs, finishes = {}, {}
+    _submit_all(engine, outputs, finishes)
+    engine.run_until_idle(max_steps=20_000)
+    preempted = Counter(name for name, *_ in seen)
+    assert preempted
+    for name, ids in outputs.items():
+        assert finishes[name][0] == "length"
+        assert ids == unpreempted[name][: MAX_TOKENS - shift * preempted[name]], name

@@ -51,7 +51,7 @@ def test_admit_refuses_a_request_that_is_first_in_no_line():
 def test_restart_takes_a_live_request_to_the_restart_line_and_admit_continues_it():
     table = RequestTable()
     live = _admitted(table)
-    table.restart(live)
+    table.restart(live, 8)
     assert live.state is RequestState.RESTARTING and live.is_done
     assert list(table.restarting) == [live]
     continued = _live(live.request, slot=1)
@@ -63,7 +63,7 @@ def test_restart_takes_a_live_request_to_the_restart_line_and_admit_continues_it
 def test_preempt_then_resume_then_admit():
     table = RequestTable()
     live = _admitted(table)
-    table.preempt(live)
+    table.preempt(live, 8)
     assert live.state is RequestState.PREEMPTED and live.preempting and not live.is_done
     table.resume(live)
     assert live.state is RequestState.RESUMING and list(table.resuming) == [live]
@@ -94,7 +94,7 @@ def test_finish_then_reap():
 def test_finishing_a_restarting_request_takes_it_out_of_its_line():
     table = RequestTable()
     live = _admitted(table)
-    table.restart(live)
+    table.restart(live, 8)
     table.finish(live)
     assert not table.restarting and live.state is RequestState.FINISHED
 
@@ -117,15 +117,15 @@ def test_finish_refuses_a_finished_request():
 def test_preempt_refuses_a_restarting_request():
     table = RequestTable()
     live = _admitted(table)
-    table.restart(live)
+    table.restart(live, 8)
     with pytest.raises(RequestStateError, match="preempt r: it is restarting"):
-        table.preempt(live)
+        table.preempt(live, 8)
 
 
 def test_reaping_a_restarted_handle_keeps_the_request_in_its_line():
     table = RequestTable()
     live = _admitted(table)
-    table.restart(live)
+    table.restart(live, 8)
     assert table.reap(live)  # it was the request's current handle
     assert table.state_of("r") is RequestState.RESTARTING and table.num_held == 1
 
@@ -140,10 +140,13 @@ def test_close_finishes_every_open_request():
     assert live.state is RequestState.FINISHED and not table.waiting
 
 
-def test_remaining_tokens_is_max_tokens_less_the_output():
-    live = _live(_request(max_tokens=8))
+@pytest.mark.parametrize("leave", ["restart", "preempt"])
+def test_leaving_a_handle_carries_the_remaining_output_it_is_given(leave):
+    table = RequestTable()
+    live = _admitted(table)
     live.output_ids += [4, 5, 6]
-    assert live.remaining_tokens == 5
+    getattr(table, leave)(live, 2)  # Helios's count, not max_tokens less the output (5)
+    assert live.remaining_output == 2
 
 
 def test_rebind_moves_a_live_request_to_its_next_handle():

@@ -208,7 +208,8 @@ def _view(
     ramped: PolicyConfig | None,
 ) -> LaneView:
     """The request's LaneView; ScheduledRequest's position properties are inlined (one view
-    per request per decision, so each property call shows)."""
+    per request per decision, so each property call shows), except ``remaining_output``,
+    read from its one owner."""
     r = row.request
     spec = r.spec
     position, num_output = r.prompt_position, r.num_output
@@ -229,7 +230,7 @@ def _view(
         is_decoder,
         max(position, spec.restore_tokens),
         spec.num_prompt_tokens,
-        spec.max_output_tokens - num_output - row.advance,  # remaining_output - advance
+        r.remaining_output - row.advance,
         spec.context_capacity - (position + num_output) - row.advance,  # remaining_context
         Prices(price.prefill_token * scale, output_price, delivery),
         age_ms,

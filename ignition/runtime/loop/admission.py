@@ -13,7 +13,7 @@ from ignition.runtime.proposals.registry import sources_for
 from ignition.runtime.requests.detokenize import IncrementalDetokenizer, TextDecoder
 from ignition.runtime.requests.errors import RequestError
 from ignition.runtime.requests.request import GenerationRequest
-from ignition.runtime.requests.table import LiveRequest
+from ignition.runtime.requests.table import LiveRequest, RequestStateError
 from ignition.runtime.retention.checkpoints import Admission
 
 log = logging.getLogger("ignition.engine")
@@ -78,6 +78,14 @@ def request_spec(
         host_drafts=any(s.host_drafts for s in sources),
         proposal_choices=tuple(s.source for s in sources) if len(sources) > 1 else (),
     )
+
+
+def carried_output(old: LiveRequest) -> int:
+    """The output limit a readmission gets: Helios's remaining output, which the restart or
+    preemption read from the old handle's view before Helios released it."""
+    if old.remaining_output is None:
+        raise RequestStateError(f"readmit {old.request.request_id}: no remaining output carried")
+    return old.remaining_output
 
 
 class Admissions:
@@ -155,14 +163,15 @@ class Admissions:
         if not table.restarting or any(live.on_probation for live in table.live.values()):
             return True
         old = table.restarting[0]
-        if old.remaining_tokens < 1:  # nothing left to generate
+        remaining = carried_output(old)
+        if remaining < 1:  # nothing left to generate
             lc.finish(old, "length", notify_scheduler=False)
             return True
         replay = tuple(old.output_ids)
         spec = request_spec(
             old.request,
             replay,
-            old.remaining_tokens,
+            remaining,
             self.max_context_tokens,
             old.admitted_ns,
             None,
@@ -192,18 +201,19 @@ class Admissions:
             old = table.resuming[0]
             if old.handle in table.live:
                 return False  # its old handle is not reaped yet
-            if old.remaining_tokens < 1:
+            remaining = carried_output(old)
+            if remaining < 1:
                 lc.finish(old, "length", notify_scheduler=False)
                 continue
             replay = tuple(old.output_ids)
             prompt = old.request.prompt_ids + replay
-            if not scheduler.can_resume(len(prompt), old.remaining_tokens):
+            if not scheduler.can_resume(len(prompt), remaining):
                 return False
             admission = retention.admit(old.request, lc.now_ns(), prompt_ids=prompt)
             spec = request_spec(
                 old.request,
                 replay,
-                old.remaining_tokens,
+                remaining,
                 self.max_context_tokens,
                 old.admitted_ns,
                 admission,

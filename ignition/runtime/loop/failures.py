@@ -67,7 +67,7 @@ class FrameFailures:
             if guilty:
                 self.lifecycle.finish(live, "error", notify_scheduler=True, error=message)
             else:
-                self.lifecycle.table.restart(live)
+                self.lifecycle.table.restart(live, self.lifecycle.remaining_output(live))
                 self.lifecycle.cancel_in_scheduler(live.handle)
                 # The restart runs without retention: its copies are suppressed and its
                 # rows freed when the old handle is reaped.

@@ -15,7 +15,7 @@ from ignition.helios import (
 from ignition.runtime.loop.retention_hooks import RetentionHooks
 from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.requests.request import StreamChunk
-from ignition.runtime.requests.table import LiveRequest, RequestTable, Sink
+from ignition.runtime.requests.table import LiveRequest, RequestStateError, RequestTable, Sink
 
 log = logging.getLogger("ignition.engine")
 
@@ -107,6 +107,16 @@ class Lifecycle:
             self.scheduler.cancel(handle)
         except SchedulerError as err:
             log.debug("cancel %s: %s", handle, err)
+
+    def remaining_output(self, live: LiveRequest) -> int:
+        """Helios's remaining output for ``live``, read through its view while the handle
+        is still held (a restart or preemption carries it to the readmission)."""
+        view = self.scheduler.request(live.handle)
+        if view is None:
+            raise RequestStateError(
+                f"{live.request.request_id}: the scheduler no longer holds {live.handle}"
+            )
+        return view.remaining_output
 
     def continuation(self, old: LiveRequest, handle: RequestHandle) -> LiveRequest:
         """``old`` continued under a new handle, its output so far replayed as prompt."""

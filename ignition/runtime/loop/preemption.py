@@ -59,7 +59,7 @@ class Preemption(LoopHook):
             log.info("%s: preempted (KV pages exhausted)", victim.request.request_id)
         else:  # holds no pages: it is deferred, not preempted
             log.debug("%s: deferred (KV pages exhausted)", victim.request.request_id)
-        table.preempt(victim)
+        table.preempt(victim, lc.remaining_output(victim))
         if choice.holds_pages and retention.preempt(victim, lc.now_ns()):
             scheduler.preempt(victim.handle)  # its terminal snapshot frees slot and pages
             return True

@@ -79,6 +79,9 @@ class LiveRequest:
     # Proposal sources' memos of their last search for it, by source (proposals/source.py
     # DraftRow), so the offer Helios reads and the frame's drafts are one search.
     proposal_memo: dict[DraftSource, object] = field(default_factory=dict)
+    # Helios's remaining output (its RequestView's), read when the request left its handle
+    # (restart or preempt), before Helios released it: the readmission's output limit.
+    remaining_output: int | None = None
 
     @property
     def is_done(self) -> bool:
@@ -90,11 +93,6 @@ class LiveRequest:
     def preempting(self) -> bool:
         """Preempted: its terminal snapshot is pending (runtime/loop/preemption.py)."""
         return self.state is _PREEMPTED
-
-    @property
-    def remaining_tokens(self) -> int:
-        """Output tokens the request may still generate (its max_tokens less its output)."""
-        return self.request.sampling.max_tokens - len(self.output_ids)
 
     @property
     def vision_window(self) -> tuple[int, ...] | None:
@@ -175,14 +173,18 @@ class RequestTable:
         self.live[live.handle] = live
         self._by_id[request_id] = live.handle
 
-    def restart(self, live: LiveRequest) -> None:
-        """A shared frame failed: the request waits to be readmitted with its output."""
+    def restart(self, live: LiveRequest, remaining_output: int) -> None:
+        """A shared frame failed: the request waits to be readmitted with its output and
+        ``remaining_output`` (Helios's, read from its view now) as its output limit."""
         self._move(live, "restart", (RequestState.LIVE,), RequestState.RESTARTING)
+        live.remaining_output = remaining_output
         self.restarting.append(live)
 
-    def preempt(self, live: LiveRequest) -> None:
-        """The request gives way; its terminal snapshot (if any) is pending."""
+    def preempt(self, live: LiveRequest, remaining_output: int) -> None:
+        """The request gives way; its terminal snapshot (if any) is pending. It resumes
+        with ``remaining_output`` (Helios's, read from its view now) as its output limit."""
         self._move(live, "preempt", (RequestState.LIVE,), RequestState.PREEMPTED)
+        live.remaining_output = remaining_output
 
     def resume(self, live: LiveRequest) -> None:
         """A preempted request's snapshot completed or was given up: it waits to resume."""
