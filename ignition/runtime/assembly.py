@@ -12,7 +12,7 @@ import torch
 
 from ignition.compiler.graph import GraphCapturer, PreparedProgram, prepare_programs
 from ignition.compiler.state_ops import SnapshotStore, StateOperations
-from ignition.components.capacity import select_for_mode
+from ignition.components.mode_selection import select_for_mode
 from ignition.components.catalog import Catalog
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind

@@ -8,12 +8,9 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from ignition.components.capacity import (
-    plan_catalog,
-    resolve,
-    select_for_mode,
-)
+from ignition.components.capacity import plan_catalog, resolve
 from ignition.components.catalog import Catalog
+from ignition.components.mode_selection import select_for_mode
 from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, get_recipe
 

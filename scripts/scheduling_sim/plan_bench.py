@@ -77,7 +77,7 @@ def qwen38_catalog() -> Catalog:
 def runtime_catalog(mode: str, initialize: bool = True) -> tuple[Catalog, SpeculationMode]:
     """The catalog and scheduler mode the runtime uses for one decode mode; ``initialize``
     False leaves out the init program (the figure plan() had before init was scheduled)."""
-    from ignition.components.capacity import select_for_mode
+    from ignition.components.mode_selection import select_for_mode
 
     selected = select_for_mode(qwen38_catalog(), mode)
     programs = STATE_PROGRAMS if initialize else state_programs(initialize=False)

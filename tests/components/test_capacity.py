@@ -277,7 +277,7 @@ def test_every_option_combination_follows_the_rules(
 
 
 def test_runtime_selection_keeps_the_variant_matching_the_decode_mode():
-    from ignition.components.capacity import select_for_mode
+    from ignition.components.mode_selection import select_for_mode
 
     catalog = plan(mixed_prefill=True)
     off = select_for_mode(catalog, "off")
@@ -297,7 +297,7 @@ def test_runtime_selection_keeps_the_variant_matching_the_decode_mode():
 
 
 def test_runtime_selection_needs_decode_programs():
-    from ignition.components.capacity import select_for_mode
+    from ignition.components.mode_selection import select_for_mode
 
     with pytest.raises(CapacityError, match="no decode programs"):
         select_for_mode(plan(speculation="off"), "fixed")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ignition.components.capacity import plan_catalog, select_for_mode
+from ignition.components.capacity import plan_catalog
+from ignition.components.mode_selection import select_for_mode
 from ignition.direct.scheduler import STALE_AFTER_NS, DirectScheduler, MovingAverageCost
 from ignition.helios import (
     CompletionRecord,

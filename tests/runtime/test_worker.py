@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from ignition.compiler.graph import prepare_programs
-from ignition.components.capacity import plan_catalog, select_for_mode
+from ignition.components.capacity import plan_catalog
+from ignition.components.mode_selection import select_for_mode
 from ignition.helios import (
     Fence,
     LaneRole,
