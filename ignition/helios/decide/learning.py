@@ -66,17 +66,6 @@ def _geometry(c: Candidate) -> tuple[int, int, int, int, int]:
     )
 
 
-def _geometry(c: Candidate) -> tuple[int, int, int, int, int]:
-    d = c.descriptor
-    return (
-        d.packed_capacity + d.prefill_capacity,
-        d.batch_capacity,
-        d.token_capacity,
-        d.proposal_depth,
-        d.prefill_capacity,
-    )
-
-
 class _Bound:
     """Cheap upper bounds on any optimistic candidate's score."""
 
