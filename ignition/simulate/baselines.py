@@ -66,6 +66,9 @@ HELIOS_VARIANTS = {
     "stall, so estimates leave it out (the spec's embedding-delivery rule, read literally)",
     "late-queue": "what-if transport: fill the second frame slot 1 ms (a host round trip) "
     "before the frame ahead ends, not at once",
+    "jit-queue": "what-if transport: fill the second frame slot 2 ms (plan and launch) "
+    "before the frame ahead is expected to end by Helios's estimate; a frame ending "
+    "earlier leaves the device idle until then (jit_queue.py)",
     "first-delivery": "the chunk finishing a prompt also earns the delivery price at the "
     "delivery normalizer (PolicyConfig.first_delivery = 1)",
     "ragged": "what-if catalog: host-allocated speculative programs at half the rows of "

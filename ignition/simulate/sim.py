@@ -21,7 +21,7 @@ from ignition.helios import (
     ScheduledPlan,
     Scheduler,
 )
-from ignition.simulate import sim_report, trace_frames
+from ignition.simulate import jit_queue, sim_report, trace_frames
 from ignition.simulate.acceptance import COPIES, MAX_DEPTH, Round, draw_round
 from ignition.simulate.cost_what_ifs import estimate_at_ready_rows, ple_stall_ns
 from ignition.simulate.engine import LateWatch
@@ -70,6 +70,11 @@ class Simulation:
         # ahead of it ends (the host round trip a just-in-time plan needs) instead of at
         # once, so a prompt that arrives meanwhile is planned ahead of it. None: at once.
         self.queue_lead_ns: int | None = None
+        # What-if transport, without the oracle (jit_queue.py): the second slot is filled
+        # this long before the frame ahead is expected to end by Helios's estimate; the
+        # host plans no earlier than plan_at_ns. None: at once.
+        self.jit_lead_ns: int | None = None
+        self.plan_at_ns = 0
         self.host_free_ns = 0  # the host's prompt-row gather is busy until then
         # What-ifs on the cost model's view (cost_what_ifs.py): estimates at the rows a
         # program could carry now; the PLE gather reported as a readiness stall.
@@ -107,6 +112,13 @@ class Simulation:
                     due = running[-1].end_ns - self.queue_lead_ns
                     if now < due:
                         wake = due
+                        break
+                if self.jit_lead_ns is not None:
+                    self.plan_at_ns = jit_queue.plan_at_ns(
+                        self.scheduler, running, self.plan_at_ns, self.jit_lead_ns
+                    )
+                    if now < self.plan_at_ns:
+                        wake = self.plan_at_ns
                         break
                 if self.row_oracle:
                     estimate_at_ready_rows(
