@@ -69,6 +69,8 @@ HELIOS_VARIANTS = {
     "jit-queue": "what-if transport: fill the second frame slot 2 ms (plan and launch) "
     "before the frame ahead is expected to end by Helios's estimate; a frame ending "
     "earlier leaves the device idle until then (jit_queue.py)",
+    "jit-wake": "jit-queue whose host also wakes on the frame's completion: a frame ending "
+    "early is followed after the plan's 1.15 ms, not at the estimated end (jit_queue.py)",
     "first-delivery": "the chunk finishing a prompt also earns the delivery price at the "
     "delivery normalizer (PolicyConfig.first_delivery = 1)",
     "ragged": "what-if catalog: host-allocated speculative programs at half the rows of "

@@ -44,7 +44,7 @@ from ignition.simulate.helios_catalog import (
     RECOMMENDED_LANES,
     helios_catalog,
 )
-from ignition.simulate.jit_queue import JIT_QUEUE_LEAD_NS
+from ignition.simulate.jit_queue import JIT_QUEUE_LEAD_NS, JIT_WAKE_PLAN_NS
 from ignition.simulate.multiturn import run_retention
 from ignition.simulate.multiturn_turns import MultiTurnSpec
 from ignition.simulate.results import RunResult
@@ -218,8 +218,10 @@ def helios_simulation(
     sim.ple_stall = "ple-stall" in variants
     if "late-queue" in variants:
         sim.queue_lead_ns = LATE_QUEUE_LEAD_NS
-    if "jit-queue" in variants:
+    if "jit-queue" in variants or "jit-wake" in variants:
         sim.jit_lead_ns = JIT_QUEUE_LEAD_NS
+    if "jit-wake" in variants:
+        sim.jit_wake_ns = JIT_WAKE_PLAN_NS
     return sim
 
 

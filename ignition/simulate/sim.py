@@ -74,6 +74,7 @@ class Simulation:
         # this long before the frame ahead is expected to end by Helios's estimate; the
         # host plans no earlier than plan_at_ns. None: at once.
         self.jit_lead_ns: int | None = None
+        self.jit_wake_ns: int | None = None  # also wakes on the completion, plans in this
         self.plan_at_ns = 0
         self.host_free_ns = 0  # the host's prompt-row gather is busy until then
         # What-ifs on the cost model's view (cost_what_ifs.py): estimates at the rows a
@@ -115,7 +116,12 @@ class Simulation:
                         break
                 if self.jit_lead_ns is not None:
                     self.plan_at_ns = jit_queue.plan_at_ns(
-                        self.scheduler, running, self.plan_at_ns, self.jit_lead_ns
+                        self.scheduler,
+                        running,
+                        self.plan_at_ns,
+                        self.jit_lead_ns,
+                        now,
+                        self.jit_wake_ns,
                     )
                     if now < self.plan_at_ns:
                         wake = self.plan_at_ns

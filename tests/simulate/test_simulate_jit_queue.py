@@ -9,7 +9,7 @@ import pytest
 
 from ignition.simulate import sim as sim_module
 from ignition.simulate.harness import Setup, helios_simulation
-from ignition.simulate.jit_queue import JIT_QUEUE_LEAD_NS
+from ignition.simulate.jit_queue import JIT_QUEUE_LEAD_NS, JIT_WAKE_PLAN_NS
 from ignition.simulate.workloads import SimRequest
 
 ACCEPTANCE = (0.8, 0.7, 0.6)
@@ -72,3 +72,15 @@ def test_the_device_idles_until_the_plan_when_a_frame_ends_before_its_estimate(m
     assert idle  # until the completions teach Helios the shorter cost
     for a, b in idle:  # the host planned at the estimated end less the lead, not at a's end
         assert b.start_ns == a.start_ns + a.plan.estimated_duration_ns - JIT_QUEUE_LEAD_NS
+
+
+def test_a_host_that_also_waits_on_the_completion_plans_right_after_an_early_end(monkeypatch):
+    real = sim_module.sample_ns
+    monkeypatch.setattr(sim_module, "sample_ns", lambda *a: real(*a) // 2)
+    _, runs = _run("helios+jit-wake")
+    idle = [(a, b) for a, b in zip(runs, runs[1:]) if b.start_ns > a.end_ns]
+    assert idle
+    for a, b in idle:  # the plan's cost after the completion, or the planned time if sooner
+        planned = a.start_ns + a.plan.estimated_duration_ns - JIT_QUEUE_LEAD_NS
+        assert b.start_ns == min(planned, a.end_ns + JIT_WAKE_PLAN_NS)
+    assert any(b.start_ns == a.end_ns + JIT_WAKE_PLAN_NS for a, b in idle)
