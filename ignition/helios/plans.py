@@ -64,7 +64,7 @@ class LaneWork:
     reserved_tokens: int
     value: float
     checkpoint_tokens: int = 0  # state rows: the context length restored or captured
-    proposal_source: DraftSource = HEAD_DRAFTS
+    proposal_source: DraftSource = field(default_factory=lambda: HEAD_DRAFTS)  # as RequestSpec's
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class ScheduledPlan:
     planned_start_ns: int
     decision_ns: int
     exploration_credit: float = 0.0  # ns of credit its ledger held when it was selected
-    execution_class: ExecutionClass = ExecutionClass.ORDINARY
+    execution_class: ExecutionClass = field(default_factory=lambda: ExecutionClass.ORDINARY)
 
     @property
     def kind(self) -> GraphKind:

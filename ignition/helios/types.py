@@ -4,8 +4,7 @@ resources it draws on, and the error a rejected call raises."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 
 class SchedulerError(ValueError):
@@ -62,7 +61,9 @@ class RequestSpec:
     context_capacity: int = 1 << 20
     message_endpoints: tuple[int, ...] = ()
     image_spans: tuple[tuple[int, int], ...] = ()
-    proposal_source: DraftSource = HEAD_DRAFTS
+    # A factory, not a class attribute: CPython 3.11 specializes no read of an attribute
+    # whose class holds a Python-class instance under its name (docs/helios.md).
+    proposal_source: DraftSource = field(default_factory=lambda: HEAD_DRAFTS)
     acceptance_prior: tuple[float, ...] = ()
     restore_tokens: int = 0
     capture_ends: tuple[int, ...] = ()
@@ -95,6 +96,10 @@ class RequestSpec:
     # then the next round's choice (Scheduler.offer_drafts). Empty: proposal_source serves
     # the request's whole life.
     proposal_choices: tuple[DraftSource, ...] = ()
+    # The stream family it is aged with (decide/service.stream_family): its source, or its
+    # choices joined when Helios chooses per round (a family must not change with every
+    # round's choice). Derived in __post_init__.
+    family: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:
@@ -135,19 +140,13 @@ class RequestSpec:
         for p in self.acceptance_prior:
             if not (math.isfinite(p) and 0.0 <= p <= 1.0):
                 raise SchedulerError(f"acceptance_prior value {p!r}: must be a probability")
+        choices = self.proposal_choices or (self.proposal_source,)
+        object.__setattr__(self, "family", "+".join(source.name for source in choices))
 
     def needs_host_feedback(self, verifies_drafts: bool) -> bool:
         """Whether a frame serving it waits for the previous one's tokens on the host (a
         copying request's only where the frame's program verifies drafts)."""
         return self.host_stops or self.grammar or (self.host_drafts and verifies_drafts)
-
-    @cached_property
-    def family(self) -> str:
-        """The stream family it is aged with (decide/service.stream_family): its source, or
-        its choices joined when Helios chooses per round (a family must not change
-        with every round's choice)."""
-        choices = self.proposal_choices or (self.proposal_source,)
-        return "+".join(source.name for source in choices)
 
     @property
     def uncached_prompt_tokens(self) -> int:

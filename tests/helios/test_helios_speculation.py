@@ -11,6 +11,9 @@ from ignition.helios.state.acceptance import (
     PrefixEstimate,
     expected_output,
 )
+from ignition.helios.types import HEAD_DRAFTS, DraftSource
+
+COPIES = DraftSource("copy")
 
 
 def test_expected_output_is_one_plus_the_prefix_survivals():
@@ -38,43 +41,49 @@ def test_the_population_prior_moves_one_sixty_fourth_toward_data():
 
 def test_accepted_prefixes_supply_ones_and_a_rejection_zeros_longer_prefixes():
     tracker = AcceptanceTracker(PopulationPrior(), preseed=[0.5, 0.5, 0.5, 0.5])
-    tracker.observe_round("mtp", num_offered_drafts=4, num_accepted_drafts=2, is_terminated=False)
-    s = tracker.history("mtp").survivals(4)
+    tracker.observe_round(
+        HEAD_DRAFTS, num_offered_drafts=4, num_accepted_drafts=2, is_terminated=False
+    )
+    s = tracker.history(HEAD_DRAFTS).survivals(4)
     assert s[0] > 0.5 and s[1] > 0.5
     assert s[2] < 0.5 and s[3] < 0.5
 
 
 def test_termination_censors_the_remaining_suffix():
     tracker = AcceptanceTracker(PopulationPrior(), preseed=[0.5, 0.5, 0.5])
-    tracker.observe_round("mtp", num_offered_drafts=3, num_accepted_drafts=1, is_terminated=True)
-    s = tracker.history("mtp").survivals(3)
+    tracker.observe_round(
+        HEAD_DRAFTS, num_offered_drafts=3, num_accepted_drafts=1, is_terminated=True
+    )
+    s = tracker.history(HEAD_DRAFTS).survivals(3)
     assert s[0] > 0.5
     assert s[1:] == (0.5, 0.5)
 
 
 def test_width_one_rounds_supply_no_acceptance_observation():
     tracker = AcceptanceTracker(PopulationPrior(), preseed=[0.5])
-    tracker.observe_round("mtp", num_offered_drafts=0, num_accepted_drafts=0, is_terminated=False)
-    assert tracker.history("mtp").weight(1) == 2.0
+    tracker.observe_round(
+        HEAD_DRAFTS, num_offered_drafts=0, num_accepted_drafts=0, is_terminated=False
+    )
+    assert tracker.history(HEAD_DRAFTS).weight(1) == 2.0
 
 
 def test_acceptance_is_tracked_per_source():
     tracker = AcceptanceTracker(PopulationPrior(), preseed=[0.5])
-    tracker.observe_round("copy", num_offered_drafts=1, num_accepted_drafts=1, is_terminated=False)
-    assert tracker.history("mtp").survivals(1) == (0.5,)
-    assert tracker.history("copy").survivals(1)[0] > 0.5
+    tracker.observe_round(COPIES, num_offered_drafts=1, num_accepted_drafts=1, is_terminated=False)
+    assert tracker.history(HEAD_DRAFTS).survivals(1) == (0.5,)
+    assert tracker.history(COPIES).survivals(1)[0] > 0.5
 
 
 def test_survival_rows_replace_binary_observations():
     tracker = AcceptanceTracker(PopulationPrior(), preseed=[0.5, 0.5])
     tracker.observe_round(
-        "mtp",
+        HEAD_DRAFTS,
         num_offered_drafts=2,
         num_accepted_drafts=2,
         is_terminated=False,
         survival=[0.8, 0.8],
     )
-    s = tracker.history("mtp").survivals(2)
+    s = tracker.history(HEAD_DRAFTS).survivals(2)
     expected = 0.5 + (0.8 - 0.5) / 3
     assert list(s) == [pytest.approx(expected), pytest.approx(expected)]
 
@@ -101,7 +110,7 @@ def test_learning_uses_the_bounded_optimistic_estimate():
 
 def test_survivals_never_increase_with_depth():
     tracker = AcceptanceTracker(PopulationPrior(), preseed=[0.2, 0.9])
-    assert tracker.history("mtp").survivals(2) == (0.2, 0.2)
+    assert tracker.history(HEAD_DRAFTS).survivals(2) == (0.2, 0.2)
 
 
 def test_a_forecast_starts_from_the_population_prior():

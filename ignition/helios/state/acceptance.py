@@ -7,6 +7,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ignition.helios.types import DraftSource
+
 INITIAL_WEIGHT = 2.0
 MAX_WEIGHT = 128.0
 HALF_LIFE_TOKENS = 128.0
@@ -36,9 +38,9 @@ class SourcePriors:
     tracks acceptance by source)."""
 
     def __init__(self) -> None:
-        self._by_source: dict[str, PopulationPrior] = {}
+        self._by_source: dict[DraftSource, PopulationPrior] = {}
 
-    def of(self, source: str) -> PopulationPrior:
+    def of(self, source: DraftSource) -> PopulationPrior:
         found = self._by_source.get(source)
         if found is None:
             found = self._by_source[source] = PopulationPrior()
@@ -147,20 +149,21 @@ class AcceptanceTracker:
     ) -> None:
         self._prior = prior  # SourcePriors: each source's history starts at its own prior
         self._preseed = tuple(preseed)
+        # Keyed by the source's name: a DraftSource hashes in Python, a str's hash is cached.
         self._by_source: dict[str, PrefixHistory] = {}
 
-    def history(self, source: str) -> PrefixHistory:
-        found = self._by_source.get(source)
+    def history(self, source: DraftSource) -> PrefixHistory:
+        found = self._by_source.get(source.name)
         if found is None:
             prior = self._prior
             if isinstance(prior, SourcePriors):
                 prior = prior.of(source)
-            found = self._by_source[source] = PrefixHistory(prior, self._preseed)
+            found = self._by_source[source.name] = PrefixHistory(prior, self._preseed)
         return found
 
     def observe_round(
         self,
-        source: str,
+        source: DraftSource,
         *,
         num_offered_drafts: int,
         num_accepted_drafts: int,
