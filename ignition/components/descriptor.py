@@ -33,7 +33,8 @@ class Descriptor:
     prefill_capacity: int = 0
     confidence_width: int = 0
     speculation_enabled: bool = False
-    value_source: ValueSource = ValueSource.QUERY_LENGTH
+    # a factory: CPython 3.11 specializes no read of a field whose class holds an enum member
+    value_source: ValueSource = field(default_factory=lambda: ValueSource.QUERY_LENGTH)
     estimated_duration_ns: int = 0
     max_packed_extent: int = field(default=-1)
     prompt_lanes: int = 1
