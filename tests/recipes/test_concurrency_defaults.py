@@ -7,22 +7,12 @@ concurrency-4 default that keeps the seed's 22 + 20 contract.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
 
 from ignition.components.capacity import resolve
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
-from ignition.recipes.registry import RECIPES_DIR
-
-
-def recipe_with(tmp_path: Path, steps) -> Path:
-    data = yaml.safe_load((RECIPES_DIR / "qwen38" / "recipe.yaml").read_text())
-    data["capacity"]["concurrency_defaults"] = steps
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+from tests.recipe_steps import qwen38_with_steps
 
 
 STEPS = [
@@ -35,12 +25,12 @@ STEPS = [
     ("slots", "envelope"), [(None, 6), (8, 6), (31, 6), (32, 128), (48, 128), (64, 192)]
 )
 def test_a_build_without_r_gets_the_step_for_its_slots(tmp_path, slots, envelope):
-    recipe = load_recipe_file(recipe_with(tmp_path, STEPS))
+    recipe = load_recipe_file(qwen38_with_steps(tmp_path, STEPS))
     assert resolve(recipe, LoadOptions(concurrency=slots)).speculative_token_capacity == envelope
 
 
 def test_an_explicit_r_wins_over_the_step(tmp_path):
-    recipe = load_recipe_file(recipe_with(tmp_path, STEPS))
+    recipe = load_recipe_file(qwen38_with_steps(tmp_path, STEPS))
     options = LoadOptions(concurrency=64, speculative_token_capacity=96)
     assert resolve(recipe, options).speculative_token_capacity == 96
 
@@ -83,7 +73,7 @@ def test_qwen38_states_r_for_32_and_64_slots():
     ],
 )
 def test_a_bad_step_names_the_file_key_and_value(tmp_path, steps, where, why):
-    path = recipe_with(tmp_path, steps)
+    path = qwen38_with_steps(tmp_path, steps)
     with pytest.raises(RecipeError) as info:
         load_recipe_file(path)
     message = str(info.value)

@@ -9,26 +9,16 @@ the seed's 22 + 20 contract at concurrency four holds. qwen38 declares 1152 and 
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
 
 from ignition.components.capacity import CapacityError, plan_catalog, resolve
 from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
-from ignition.recipes.registry import RECIPES_DIR
+from tests.recipe_steps import qwen38_with_steps
 
 QWEN = get_recipe("qwen38")
 SEED = (64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096)
-
-
-def recipe_with(tmp_path: Path, steps) -> Path:
-    data = yaml.safe_load((RECIPES_DIR / "qwen38" / "recipe.yaml").read_text())
-    data["capacity"]["concurrency_defaults"] = steps
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def prompt_buckets(catalog, kind: GraphKind, batch: int = 0) -> set[int]:
@@ -81,7 +71,7 @@ def test_later_steps_add_to_earlier_ones(tmp_path):
         {"concurrency": 32, "speculative_token_capacity": 128},
         {"concurrency": 64, "speculative_token_capacity": 192, "more_prompt_buckets": [640]},
     ]
-    recipe = load_recipe_file(recipe_with(tmp_path, steps))
+    recipe = load_recipe_file(qwen38_with_steps(tmp_path, steps))
     assert recipe.capacity.prompt_buckets_for(8) == SEED
     assert recipe.capacity.prompt_buckets_for(32) == tuple(sorted({*SEED, 1280}))
     assert recipe.capacity.prompt_buckets_for(64) == tuple(sorted({*SEED, 640, 1280}))
@@ -101,7 +91,7 @@ def test_later_steps_add_to_earlier_ones(tmp_path):
 )
 def test_a_bad_bucket_list_names_the_file_key_and_value(tmp_path, more, where, why):
     step = {"concurrency": 32, "speculative_token_capacity": 128, "more_prompt_buckets": more}
-    path = recipe_with(tmp_path, [step])
+    path = qwen38_with_steps(tmp_path, [step])
     with pytest.raises(RecipeError) as info:
         load_recipe_file(path)
     message = str(info.value)
@@ -115,7 +105,7 @@ def test_a_bucket_declared_by_an_earlier_step_is_named(tmp_path):
         {"concurrency": 64, "speculative_token_capacity": 192, "more_prompt_buckets": [1152]},
     ]
     with pytest.raises(RecipeError, match=r"concurrency_defaults\[1\]\.more_prompt_buckets\[0\]"):
-        load_recipe_file(recipe_with(tmp_path, steps))
+        load_recipe_file(qwen38_with_steps(tmp_path, steps))
 
 
 def test_qwen38_counts_its_serving_builds():

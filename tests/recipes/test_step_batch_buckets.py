@@ -6,10 +6,8 @@ a 64-row one; mixed programs keep powers of two and the seed's 4-slot catalog is
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from ignition.cli import main
@@ -18,18 +16,10 @@ from ignition.components.capacity import CapacityError, plan_catalog, resolve
 from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
 from ignition.recipes.options import parse_load_options
-from ignition.recipes.registry import RECIPES_DIR
+from tests.recipe_steps import qwen38_with_steps
 
 QWEN = get_recipe("qwen38")
 GENERATION = (GraphKind.DECODE, GraphKind.SPECULATIVE)
-
-
-def recipe_with(tmp_path: Path, steps) -> Path:
-    data = yaml.safe_load((RECIPES_DIR / "qwen38" / "recipe.yaml").read_text())
-    data["capacity"]["concurrency_defaults"] = steps
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def batches(slots: int | None, kinds, **options) -> set[int]:
@@ -75,10 +65,10 @@ def test_a_bad_step_is_one_line_naming_the_key(tmp_path):
     step = {"concurrency": 32, "speculative_token_capacity": 128, "batch_bucket_step": 12}
     where = r"concurrency_defaults\[0\]\.batch_bucket_step"
     with pytest.raises(RecipeError, match=where):
-        load_recipe_file(recipe_with(tmp_path, [step]))
+        load_recipe_file(qwen38_with_steps(tmp_path, [step]))
     step["batch_bucket_step"] = True
     with pytest.raises(RecipeError, match=where):
-        load_recipe_file(recipe_with(tmp_path, [step]))
+        load_recipe_file(qwen38_with_steps(tmp_path, [step]))
 
 
 def test_the_cli_flag_reaches_the_catalog_and_the_check_counts_the_seeds_grid():

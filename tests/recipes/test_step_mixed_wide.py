@@ -5,25 +5,15 @@ seed's default of 4 slots keeps its 22 + 20 contract."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
 
 from ignition.components.capacity import plan_catalog, resolve
 from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
-from ignition.recipes.registry import RECIPES_DIR
+from tests.recipe_steps import qwen38_with_steps
 
 QWEN = get_recipe("qwen38")
-
-
-def recipe_with(tmp_path: Path, steps) -> Path:
-    data = yaml.safe_load((RECIPES_DIR / "qwen38" / "recipe.yaml").read_text())
-    data["capacity"]["concurrency_defaults"] = steps
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def wide_buckets(slots: int | None, options: dict | None = None) -> set[int]:
@@ -54,7 +44,7 @@ def test_a_step_bucket_the_build_does_not_prepare_is_one_line(tmp_path):
     step = {"concurrency": 8, "speculative_token_capacity": 32, "mixed_wide_prompt_buckets": [1152]}
     where = r"concurrency_defaults\[0\]\.mixed_wide_prompt_buckets\[0\]"
     with pytest.raises(RecipeError, match=where):
-        load_recipe_file(recipe_with(tmp_path, [step]))
+        load_recipe_file(qwen38_with_steps(tmp_path, [step]))
 
 
 def test_a_step_may_name_its_own_more_prompt_buckets(tmp_path):
@@ -66,6 +56,6 @@ def test_a_step_may_name_its_own_more_prompt_buckets(tmp_path):
             "mixed_wide_prompt_buckets": [1152],
         }
     ]
-    recipe = load_recipe_file(recipe_with(tmp_path, steps))
+    recipe = load_recipe_file(qwen38_with_steps(tmp_path, steps))
     assert resolve(recipe, LoadOptions(concurrency=32)).mixed_wide_prompt_buckets == (1152,)
     assert resolve(recipe, LoadOptions(concurrency=16)).mixed_wide_prompt_buckets == ()

@@ -12,25 +12,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ignition.components.capacity import plan_catalog, resolve
 from ignition.components.program_kinds import GraphKind
 from ignition.recipes import LoadOptions, RecipeError, get_recipe, load_recipe_file
-from ignition.recipes.registry import RECIPES_DIR
+from tests.recipe_steps import qwen38_with_steps
 
 QWEN = get_recipe("qwen38")
 RECOMMENDED = ((512, 4), (1024, 4), (2048, 2), (4096, 2))
 
 
 def recipe_with(tmp_path: Path, steps, lanes=None) -> Path:
-    data = yaml.safe_load((RECIPES_DIR / "qwen38" / "recipe.yaml").read_text())
-    data["capacity"]["concurrency_defaults"] = steps
-    if lanes is not None:
-        data["capacity"]["prompt_lanes"] = lanes
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    extra = {} if lanes is None else {"prompt_lanes": lanes}
+    return qwen38_with_steps(tmp_path, steps, **extra)
 
 
 def laned(catalog) -> set[tuple[str, int, int]]:
