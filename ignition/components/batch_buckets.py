@@ -4,7 +4,7 @@ The seed prepares powers of two through the padded concurrency. A build may inst
 step grid, vLLM's CUDA-graph capture sizes for ``step`` 8 (1, 2, 4, then every multiple of
 8): a frame of 40 decoders then runs a 40-row program rather than a 64-row one
 (``capacity.concurrency_defaults[i].batch_bucket_step``; docs/capacity.md, "Step-8 batch
-buckets"). Mixed programs keep powers of two (the mixed contract).
+buckets for serving builds"). Mixed programs keep powers of two (the mixed contract).
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ignition.components.batch_buckets import request_buckets
 from ignition.components.capacity import (
     CapacityError,
     balanced_prompt_bucket,
     plan_catalog,
-    request_buckets,
     resolve,
 )
 from ignition.components.program_kinds import GraphKind, ValueSource
