@@ -9,7 +9,7 @@ buckets for serving builds"). Mixed programs keep powers of two (the mixed contr
 
 from __future__ import annotations
 
-from ignition.recipes.options import is_bucket_step
+from ignition.recipes.options import BUCKET_STEP_RULE, is_bucket_step
 
 
 def next_power_of_two(n: int) -> int:
@@ -31,7 +31,7 @@ def generation_buckets(padded_concurrency: int, step: int) -> list[int]:
     else the powers of two below ``step`` and every multiple of it through the padded
     concurrency."""
     if not is_bucket_step(step):
-        raise ValueError(f"batch bucket step {step}: expected 0 or a power of two >= 2")
+        raise ValueError(f"batch bucket step {step}: {BUCKET_STEP_RULE}")
     if step == 0:
         return request_buckets(padded_concurrency)
     low = [b for b in request_buckets(padded_concurrency) if b < step]

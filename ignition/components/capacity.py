@@ -25,7 +25,7 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.lane_shapes import even_lanes, lane_twins
 from ignition.components.program_kinds import MAX_MIXED_BATCH, GraphKind, ValueSource
 from ignition.recipes import SPECULATION_MODES, LoadOptions, Recipe
-from ignition.recipes.options import is_bucket_step
+from ignition.recipes.options import BUCKET_STEP_RULE, is_bucket_step
 
 
 class CapacityError(ValueError):
@@ -160,10 +160,7 @@ def resolve(recipe: Recipe, options: LoadOptions | None = None) -> ResolvedCapac
     if options.batch_bucket_step is not None:
         step = options.batch_bucket_step
         if not is_bucket_step(step):
-            raise CapacityError(
-                f"{where}: option batch_bucket_step = {step}: expected 0 (powers of two) or a "
-                "power of two >= 2"
-            )
+            raise CapacityError(f"{where}: option batch_bucket_step = {step}: {BUCKET_STEP_RULE}")
 
     return ResolvedCapacity(
         recipe=recipe.name,

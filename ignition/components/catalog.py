@@ -86,20 +86,14 @@ def descriptor_from_json(data: Mapping[str, Any], where: str = "descriptor") -> 
     if missing:
         raise CatalogError(f"{where}: field {missing[0]!r} is missing")
     values = dict(data)
-    try:
-        values["kind"] = GraphKind(values["kind"])
-    except ValueError:
-        raise CatalogError(
-            f"{where}: field 'kind' = {data['kind']!r}: expected one of "
-            f"{[k.value for k in GraphKind]}"
-        ) from None
-    try:
-        values["value_source"] = ValueSource(values["value_source"])
-    except ValueError:
-        raise CatalogError(
-            f"{where}: field 'value_source' = {data['value_source']!r}: expected one of "
-            f"{[v.value for v in ValueSource]}"
-        ) from None
+    for name, enum in (("kind", GraphKind), ("value_source", ValueSource)):
+        try:
+            values[name] = enum(values[name])
+        except ValueError:
+            raise CatalogError(
+                f"{where}: field {name!r} = {data[name]!r}: expected one of "
+                f"{[member.value for member in enum]}"
+            ) from None
     try:
         return Descriptor(**values)
     except CatalogError as err:

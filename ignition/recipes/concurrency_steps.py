@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ignition.recipes.options import is_bucket_step
+from ignition.recipes.options import BUCKET_STEP_RULE, is_bucket_step
 from ignition.recipes.reader import Reader, bucket_rule, bucket_subset, int_list, positive
 
 Lanes = tuple[tuple[int, int], ...]
@@ -113,9 +113,8 @@ def parse_concurrency_steps(
 def _batch_step(item: Reader) -> int:
     """One step's batch_bucket_step: 0 (powers of two) or a power of two >= 2."""
     step = item.get("batch_bucket_step", int)
-    if isinstance(step, bool) or not is_bucket_step(step):
-        item.fail(step, "expected 0 (powers of two) or a power of two >= 2",
-                  item.sub("batch_bucket_step"))
+    if not is_bucket_step(step):  # Reader.get has refused bools
+        item.fail(step, BUCKET_STEP_RULE, item.sub("batch_bucket_step"))
     return step
 
 

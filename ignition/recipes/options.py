@@ -62,6 +62,9 @@ OPTION_TYPES: dict[str, type] = {
 }
 
 
+BUCKET_STEP_RULE = "expected 0 (powers of two) or a power of two >= 2"
+
+
 def is_bucket_step(step: int) -> bool:
     """A batch grid step (``batch_bucket_step``): 0 (powers of two) or a power of two >= 2."""
     return step == 0 or (step >= 2 and step & (step - 1) == 0)
@@ -92,7 +95,7 @@ def parse_load_options(raw: Mapping[str, Any], where: str) -> LoadOptions:
             raise ValueError(f"'{where}.{key}' = {value!r}: expected one of {SPECULATION_MODES}")
         if key == "batch_bucket_step" and not is_bucket_step(value):
             raise ValueError(
-                f"'{where}.{key}' = {value!r}: expected 0 (powers of two) or a power of two >= 2"
+                f"'{where}.{key}' = {value!r}: {BUCKET_STEP_RULE}"
             )
         if key == "indexer_kv_dtype":
             check_indexer_kv_dtype(f"'{where}.{key}'", value)

@@ -4,8 +4,9 @@ s_d estimates the probability that the first d drafts of a round are all accepte
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from ignition.helios.types import DraftSource
 
@@ -84,15 +85,22 @@ class PrefixHistory:
     def survivals(self, max_depth: int) -> tuple[float, ...]:
         """s_1..s_max_depth, made nonincreasing (a longer prefix never survives more)."""
         found = self._survivals.get(max_depth)
-        if found is not None:
-            return found
+        if found is None:
+            found = self._survivals[max_depth] = self._nonincreasing(
+                max_depth, attrgetter("mean")
+            )
+        return found
+
+    def _nonincreasing(
+        self, max_depth: int, value: Callable[[PrefixEstimate], float]
+    ) -> tuple[float, ...]:
+        """``value`` of each depth's estimate, clipped to [0, 1] and made nonincreasing."""
         out: list[float] = []
         ceiling = 1.0
         for depth in range(1, max_depth + 1):
-            ceiling = min(ceiling, max(0.0, self._at(depth).mean))
+            ceiling = min(ceiling, max(0.0, value(self._at(depth))))
             out.append(ceiling)
-        found = self._survivals[max_depth] = tuple(out)
-        return found
+        return tuple(out)
 
     def optimistic(self, depth: int) -> float:
         return self._at(depth).optimistic()
@@ -101,14 +109,10 @@ class PrefixHistory:
         """min(1, mean + sqrt(ln 20 / (2 * aged weight))) per depth, made nonincreasing:
         what funded acceptance learning scores probes with."""
         found = self._optimistic.get(max_depth)
-        if found is not None:
-            return found
-        out: list[float] = []
-        ceiling = 1.0
-        for depth in range(1, max_depth + 1):
-            ceiling = min(ceiling, max(0.0, self._at(depth).optimistic()))
-            out.append(ceiling)
-        found = self._optimistic[max_depth] = tuple(out)
+        if found is None:
+            found = self._optimistic[max_depth] = self._nonincreasing(
+                max_depth, PrefixEstimate.optimistic
+            )
         return found
 
     def optimistic_outputs(self, max_depth: int, alpha: float) -> tuple[float, ...]:
