@@ -65,6 +65,10 @@ class PolicyConfig:
     # leaving ready decoders out is scored as the sequence with the frame they then need;
     # off only for before/after studies (the simulator's helios+keep-left-out)
     left_out: bool = True
+    # issue 39 ("Probe optimism bounded by the population"): a request's optimistic
+    # acceptance (probes, source choice) is at most its own mean or its population's
+    # upper bound, whichever is higher; off: each request's own bound alone (the seed)
+    population_bounded_optimism: bool = False
 
     def __post_init__(self) -> None:
         if self.newcomer_rule not in NEWCOMER_RULE_NAMES:
@@ -143,12 +147,14 @@ def objective() -> PolicyConfig:
     decoders' delivery and age prices ramped in as they near the target, and generation
     frames that leave ready decoders out scored with the frame those then need, and a
     winning mixed frame at the width its decoders earn most net of the generation rate
-    (decide/mixed_width.py)."""
+    (decide/mixed_width.py), and probe optimism bounded by the request's population
+    (state/acceptance.py)."""
     return replace(
         flat_cadence(),
         cadence_ramp=OBJECTIVE_CADENCE_RAMP,
         generation_left_out=True,
         mixed_width=True,
+        population_bounded_optimism=True,
     )
 
 

@@ -106,6 +106,9 @@ HELIOS_VARIANTS = {
     "pow2-batches": "what-if catalog: power-of-two decode and speculative batch buckets at "
     "every slot count (without the qwen38 recipe's batch_bucket_step 8 for builds of 32 "
     "slots or more)",
+    "request-optimism": "a request's optimistic acceptance is its own bound alone, not "
+    "bounded by its population (PolicyConfig.population_bounded_optimism = false; the "
+    "rule before issue 39's population bound)",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }

@@ -109,6 +109,7 @@ RULE_SWITCHES: dict[str, dict[str, object]] = {
     "mixed-width": {"mixed_width": True},
     "no-mixed-width": {"mixed_width": False},
     "keep-left-out": {"left_out": False},
+    "request-optimism": {"population_bounded_optimism": False},
 }
 
 

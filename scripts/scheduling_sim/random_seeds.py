@@ -1,11 +1,12 @@
 """Random tokens on 4x H100 over several seeds of the workload and the simulator, and how
 long a prompt waits from ready to its first chunk (issue 39; numbers are simulated).
 
-    python -m scripts.scheduling_sim.random_seeds POLICIES [--seeds 0,1,2,3] [-c 64]
+    python -m scripts.scheduling_sim.random_seeds POLICIES [--seeds 0-7] [-c 64] [--jobs 2]
 
 The study (``realworld._random_run``) runs seed 0 only; at c = 64 policies a few tok/s
-apart need the spread of several seeds. Per policy: output tok/s per seed and their
-mean, then, for Helios policies, the mean ready -> first prompt chunk wait and the
+apart need the spread of several seeds (``--seeds`` takes a list and ranges: 0,3,8-15).
+Per policy: output tok/s per seed (up to eight of them) and their mean with its standard
+error, then, for Helios policies, the mean ready -> first prompt chunk wait and the
 device idle between frames (both at the first seed).
 """
 
@@ -17,7 +18,7 @@ from dataclasses import replace
 
 from ignition.simulate.harness import helios_simulation, run_policy
 from ignition.simulate.metrics import measure
-from scripts.scheduling_sim.realworld import random_workload, setup_for
+from scripts.scheduling_sim.realworld import pool_map, random_workload, setup_for
 
 PROFILE = "qwen38-flash-next-4xh100"
 
@@ -47,21 +48,40 @@ def waits(policy: str, c: int, seed: int) -> tuple[float, float]:
     return statistics.mean(ready), idle
 
 
+def seed_list(text: str) -> list[int]:
+    """``0,3,8-15`` -> [0, 3, 8, 9, ..., 15]."""
+    out: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        try:
+            out += range(int(first), int(last or first) + 1)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--seeds {text!r}: expected 0,3,8-15") from None
+    if not out:
+        raise argparse.ArgumentTypeError(f"--seeds {text!r}: no seed")
+    return out
+
+
+def tokens_per_s(policy: str, c: int, seed: int) -> float:
+    run = run_policy(policy, random_workload(c, seed=seed), _setup(c, seed))
+    return measure(run).output_tokens_per_s
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("policies")
-    parser.add_argument("--seeds", default="0,1,2,3")
+    parser.add_argument("--seeds", type=seed_list, default=[0, 1, 2, 3])
     parser.add_argument("-c", "--concurrency", type=int, default=64)
+    parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     args = parser.parse_args()
-    c, seeds = args.concurrency, [int(s) for s in args.seeds.split(",")]
+    c, seeds = args.concurrency, args.seeds
     for policy in args.policies.split(","):
-        row = [
-            measure(run_policy(policy, random_workload(c, seed=s), _setup(c, s)))
-            .output_tokens_per_s
-            for s in seeds
-        ]
-        line = f"{policy:26s} " + " ".join(f"{x:8.1f}" for x in row)
+        row = pool_map(tokens_per_s, [(policy, c, s) for s in seeds], args.jobs)
+        shown = row if len(row) <= 8 else []
+        line = f"{policy:26s} " + " ".join(f"{x:8.1f}" for x in shown)
         line += f"  mean {statistics.mean(row):7.1f}"
+        if len(row) > 1:
+            line += f" +- {statistics.stdev(row) / len(row) ** 0.5:4.1f} ({len(row)} seeds)"
         if policy.split("+")[0] == "helios":
             ready, idle = waits(policy, c, seeds[0])
             line += f"  ready->chunk {ready:5.1f} ms  device idle {idle:6.1f} ms"

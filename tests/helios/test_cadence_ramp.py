@@ -57,7 +57,11 @@ def test_the_ramp_rises_with_age_to_the_target():
     assert cadence_ramp.ramp(replace(policy, tbt_target_ms=0.0), 10.0) == 1.0  # no target
     assert policy_from_preset("flat-cadence") == flat_cadence()
     assert objective() == replace(
-        flat_cadence(), cadence_ramp=2.0, generation_left_out=True, mixed_width=True
+        flat_cadence(),
+        cadence_ramp=2.0,
+        generation_left_out=True,
+        mixed_width=True,
+        population_bounded_optimism=True,
     )
 
 

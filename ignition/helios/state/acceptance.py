@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 from ignition.helios.types import DraftSource
 
@@ -19,18 +18,41 @@ OPTIMISM_LOG = math.log(20.0)
 
 @dataclass
 class PopulationPrior:
-    """A population mean per depth that starts at 0.5^d and moves 1/64 toward data."""
+    """A population mean per depth that starts at 0.5^d and moves 1/64 toward data.
+
+    With ``bounds_requests`` (PolicyConfig.population_bounded_optimism) it also bounds
+    the optimism of the requests it seeds: a request is no more optimistic at a depth
+    than its own mean or the population's ``upper`` bound, whichever is higher
+    (docs/scheduling.md, "Probe optimism bounded by the population")."""
 
     means: list[float] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)  # observations per depth
+    bounds_requests: bool = False
+    version: int = 0  # observations so far: a request's cached bound is that old
 
     def mean(self, depth: int) -> float:
         while len(self.means) < depth:
             self.means.append(0.5 ** (len(self.means) + 1))
+            self.counts.append(0)
         return self.means[depth - 1]
 
     def observe(self, depth: int, value: float) -> None:
         current = self.mean(depth)
         self.means[depth - 1] = current + (value - current) * POPULATION_STEP
+        self.counts[depth - 1] += 1
+        self.version += 1
+
+    def upper(self, depth: int) -> float:
+        """An upper confidence bound on the population's survival at ``depth``: the mean,
+        plus the pull its 0.5^d start still has on it, plus the bonus of a request
+        estimate at the weight of min(observations, 64), the moving mean's memory."""
+        mean = self.mean(depth)
+        n = self.counts[depth - 1]
+        if n == 0:
+            return 1.0
+        pull = (1.0 - POPULATION_STEP) ** n
+        weight = min(float(n), 1.0 / POPULATION_STEP)
+        return min(1.0, mean + pull + math.sqrt(OPTIMISM_LOG / (2.0 * weight)))
 
 
 class SourcePriors:
@@ -38,13 +60,16 @@ class SourcePriors:
     of the learned source's, so neither moves the other's prior (the seed: each request
     tracks acceptance by source)."""
 
-    def __init__(self) -> None:
+    def __init__(self, bounds_requests: bool = False) -> None:
         self._by_source: dict[DraftSource, PopulationPrior] = {}
+        self._bounds_requests = bounds_requests
 
     def of(self, source: DraftSource) -> PopulationPrior:
         found = self._by_source.get(source)
         if found is None:
-            found = self._by_source[source] = PopulationPrior()
+            found = self._by_source[source] = PopulationPrior(
+                bounds_requests=self._bounds_requests
+            )
         return found
 
 
@@ -76,6 +101,7 @@ class PrefixHistory:
         self._survivals: dict[int, tuple[float, ...]] = {}  # planning reads far more than data
         self._optimistic: dict[int, tuple[float, ...]] = {}
         self._optimistic_outputs: dict[tuple[int, float], tuple[float, ...]] = {}
+        self._bound_version = -1  # the prior's version the optimistic caches were made at
 
     def _at(self, depth: int) -> PrefixEstimate:
         while len(self._estimates) < depth:
@@ -86,38 +112,54 @@ class PrefixHistory:
         """s_1..s_max_depth, made nonincreasing (a longer prefix never survives more)."""
         found = self._survivals.get(max_depth)
         if found is None:
-            found = self._survivals[max_depth] = self._nonincreasing(
-                max_depth, attrgetter("mean")
-            )
+            found = self._survivals[max_depth] = self._nonincreasing(max_depth, _mean)
         return found
 
     def _nonincreasing(
-        self, max_depth: int, value: Callable[[PrefixEstimate], float]
+        self, max_depth: int, value: Callable[[PrefixEstimate, int], float]
     ) -> tuple[float, ...]:
         """``value`` of each depth's estimate, clipped to [0, 1] and made nonincreasing."""
         out: list[float] = []
         ceiling = 1.0
         for depth in range(1, max_depth + 1):
-            ceiling = min(ceiling, max(0.0, value(self._at(depth))))
+            ceiling = min(ceiling, max(0.0, value(self._at(depth), depth)))
             out.append(ceiling)
         return tuple(out)
 
     def optimistic(self, depth: int) -> float:
         return self._at(depth).optimistic()
 
+    def _optimistic_at(self, estimate: PrefixEstimate, depth: int) -> float:
+        """The estimate's own optimistic value; where the prior bounds requests, no higher
+        than its own mean or the population's upper bound, whichever is higher."""
+        own = estimate.optimistic()
+        if not self._prior.bounds_requests:
+            return own
+        return min(own, max(estimate.mean, self._prior.upper(depth)))
+
+    def _fresh_bounds(self) -> None:
+        """Drops the optimistic caches once the population moved (its bound with it)."""
+        if self._prior.bounds_requests and self._bound_version != self._prior.version:
+            self._optimistic.clear()
+            self._optimistic_outputs.clear()
+            self._bound_version = self._prior.version
+
     def optimistic_survivals(self, max_depth: int) -> tuple[float, ...]:
-        """min(1, mean + sqrt(ln 20 / (2 * aged weight))) per depth, made nonincreasing:
-        what funded acceptance learning scores probes with."""
+        """min(1, mean + sqrt(ln 20 / (2 * aged weight))) per depth, bounded by the
+        population where its prior bounds requests, made nonincreasing: what funded
+        acceptance learning scores probes with."""
+        self._fresh_bounds()
         found = self._optimistic.get(max_depth)
         if found is None:
             found = self._optimistic[max_depth] = self._nonincreasing(
-                max_depth, PrefixEstimate.optimistic
+                max_depth, self._optimistic_at
             )
         return found
 
     def optimistic_outputs(self, max_depth: int, alpha: float) -> tuple[float, ...]:
         """[q] -> optimistic expected output with q target rows (index 0 unused)."""
         key = (max_depth, alpha)
+        self._fresh_bounds()
         found = self._optimistic_outputs.get(key)
         if found is None:
             out, total = [0.0, 1.0], 1.0
@@ -143,6 +185,10 @@ class PrefixHistory:
         self._optimistic_outputs.clear()
         self._at(depth).observe(value)
         self._prior.observe(depth, value)
+
+
+def _mean(estimate: PrefixEstimate, _depth: int) -> float:
+    return estimate.mean
 
 
 class AcceptanceTracker:
