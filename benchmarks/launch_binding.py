@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from ignition.compiler.graph import prepare_programs
 from ignition.components.capacity import plan_catalog
 from ignition.helios import Fence, LaneRole, LaneWork, RequestHandle, ScheduledPlan, SelectionReason
 from ignition.kernels import use_backend
@@ -30,11 +31,6 @@ from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.requests.detokenize import IncrementalDetokenizer
 from ignition.runtime.requests.request import GenerationRequest, SamplingParams
 from ignition.runtime.requests.table import LiveRequest
-
-try:
-    from ignition.compiler.graph import prepare_programs
-except ImportError:  # before issue 16
-    from ignition.compiler.prepare import prepare_programs  # type: ignore[no-redef]
 
 
 class Chars:
