@@ -130,6 +130,10 @@ class InflightRun:
     end: Any = None
     cpu_ns: int = 0
 
+    def is_done(self) -> bool:
+        """Whether the device finished (without blocking; a CPU run finished at launch)."""
+        return self.end is None or bool(self.end.query())
+
     def wait(self) -> int:
         """Block until the device finished; returns the device interval in ns."""
         if self.end is None:

@@ -35,6 +35,7 @@ from ignition.runtime.loop.engine import Engine
 from ignition.runtime.loop.faults import FaultPlan
 from ignition.runtime.loop.faults import install as install_faults
 from ignition.runtime.loop.proposal_hooks import DraftOffers
+from ignition.runtime.loop.second_slot import lead_ns_from_ms
 from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.loop.window_hooks import VisionWindowHooks, WindowRows
 from ignition.runtime.proposals.copy_proposals import PromptLookup
@@ -81,6 +82,10 @@ class RuntimeOptions:
     # MTP drafts from logits processed as the target's are (penalties, bias, min_tokens);
     # False drafts from the raw logits: the output is the same, acceptance falls (issue 15).
     drafts_from_processed_logits: bool = True
+    # The just-in-time second frame slot (loop/second_slot.py): with one frame in flight,
+    # plan the next this long before it is expected to end, not at once; None: at once.
+    # Only workers that can tell a frame's end without waiting (CUDA) hold the slot.
+    queue_lead_ms: float | None = None
 
 
 def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:
@@ -255,6 +260,7 @@ def assemble_engine(
         vision_windows=windows,
         vocab_size=vocab_size,
         grammar=grammar,
+        queue_lead_ns=lead_ns_from_ms(options.queue_lead_ms),
     )
     # host sources' draft counts, read by Helios after each of their frames published
     offers = DraftOffers(

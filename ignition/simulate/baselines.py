@@ -124,6 +124,8 @@ _SLOT = re.compile(r"^slot(?P<s>\d+)$")  # helios+slot2: PolicyConfig.slot_press
 _RAMP = re.compile(r"^ramp(?P<p>\d+)$")  # helios+ramp2: PolicyConfig.cadence_ramp 2
 # helios+wide1024: wider mixed widths at every prompt bucket of at least 1024 tokens
 _WIDE = re.compile(r"^wide(?P<b>[1-9]\d*)$")
+# helios+jit5ms: the just-in-time second slot at a 5 ms lead (RuntimeOptions.queue_lead_ms)
+_JIT = re.compile(r"^jit(?P<l>[1-9]\d*)ms$")
 
 
 def _number(pattern: re.Pattern[str], variant: str) -> int | None:
@@ -183,6 +185,13 @@ def wide_variant(variant: str) -> int | None:
     return _number(_WIDE, variant)
 
 
+def jit_variant(variant: str) -> int | None:
+    """``jitNms``: the just-in-time second slot (``RuntimeOptions.queue_lead_ms`` = N): the
+    host plans a lead of N ms before the frame ahead is expected to end and also wakes on
+    its completion (``jit-wake`` at that lead)."""
+    return _number(_JIT, variant)
+
+
 PARAMETRIC_VARIANTS = (
     envelope_variant,
     width_variant,
@@ -193,6 +202,7 @@ PARAMETRIC_VARIANTS = (
     slot_variant,
     ramp_variant,
     wide_variant,
+    jit_variant,
 )
 
 
@@ -210,6 +220,12 @@ def variant_summary(variant: str) -> str:
     c = chunk_variant(variant)
     if c is not None:
         return f"load-time selection: prompt capacities up to {c} tokens only"
+    lead = jit_variant(variant)
+    if lead is not None:
+        return (
+            f"transport: plan the second frame slot {lead} ms before the frame ahead is "
+            "expected to end, and on its completion (RuntimeOptions.queue_lead_ms)"
+        )
     ramp = ramp_variant(variant)
     if ramp is not None:
         return f"cadence ramp {ramp}: delivery and age prices times min(1, age / TBT target)^{ramp}"

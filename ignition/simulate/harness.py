@@ -27,6 +27,7 @@ from ignition.simulate.baselines import (
     chunk_variant,
     envelope_variant,
     grid_variant,
+    jit_variant,
     lanes_variant,
     make_baseline,
     parse_policy,
@@ -93,8 +94,8 @@ def true_survivals(conditional: Sequence[float]) -> tuple[float, ...]:
     return tuple(out)
 
 
-# they set PolicyConfig, not the catalog
-POLICY_VARIANTS = (tbt_variant, slot_variant, ramp_variant)
+# they set PolicyConfig or the transport, not the catalog
+POLICY_VARIANTS = (tbt_variant, slot_variant, ramp_variant, jit_variant)
 
 
 # The rule variants that set PolicyConfig fields to fixed values, applied in this order
@@ -223,6 +224,9 @@ def helios_simulation(
         sim.jit_lead_ns = JIT_QUEUE_LEAD_NS
     if "jit-wake" in variants:
         sim.jit_wake_ns = JIT_WAKE_PLAN_NS
+    leads = [ms for ms in map(jit_variant, variants) if ms is not None]
+    if leads:
+        sim.jit_lead_ns, sim.jit_wake_ns = leads[-1] * 1_000_000, JIT_WAKE_PLAN_NS
     return sim
 
 

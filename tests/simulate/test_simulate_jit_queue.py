@@ -84,3 +84,16 @@ def test_a_host_that_also_waits_on_the_completion_plans_right_after_an_early_end
         planned = a.start_ns + a.plan.estimated_duration_ns - JIT_QUEUE_LEAD_NS
         assert b.start_ns == min(planned, a.end_ns + JIT_WAKE_PLAN_NS)
     assert any(b.start_ns == a.end_ns + JIT_WAKE_PLAN_NS for a, b in idle)
+
+
+def test_the_lead_variant_is_the_waking_host_at_that_lead(monkeypatch):
+    """``helios+jit5ms`` (RuntimeOptions.queue_lead_ms = 5): planned 5 ms before the
+    estimated end, or the plan's cost after an early completion."""
+    real = sim_module.sample_ns
+    monkeypatch.setattr(sim_module, "sample_ns", lambda *a: real(*a) // 4)  # 5 ms early
+    _, runs = _run("helios+jit5ms")
+    idle = [(a, b) for a, b in zip(runs, runs[1:]) if b.start_ns > a.end_ns]
+    assert idle
+    for a, b in idle:
+        planned = a.start_ns + a.plan.estimated_duration_ns - 5_000_000
+        assert b.start_ns == min(planned, a.end_ns + JIT_WAKE_PLAN_NS)

@@ -99,6 +99,11 @@ class ModelWorker:
     def launch(self, plan: ScheduledPlan, fence: Fence, live: dict[RequestHandle, LiveRequest]):
         return self.executors[plan.descriptor.kind].launch(plan, fence, live)
 
+    def is_done(self, launched) -> bool:
+        """Whether ``launched`` finished on the device (frames that ran at launch have)."""
+        inflight = getattr(launched, "inflight", None)
+        return inflight is None or inflight.is_done()
+
     def wait(self, launched) -> FrameResult:
         result = self.executors[launched.plan.descriptor.kind].wait(launched)
         settle_lengths(self.context, launched.plan, result)

@@ -27,6 +27,7 @@ from ignition.runtime.loop.lifecycle import Lifecycle
 from ignition.runtime.loop.preemption import Preemption
 from ignition.runtime.loop.publication import HeldFinishes, Publisher
 from ignition.runtime.loop.retention_hooks import RetentionHooks
+from ignition.runtime.loop.second_slot import SecondSlot
 from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.loop.window_hooks import VisionWindowHooks
 from ignition.runtime.requests.detokenize import TextDecoder
@@ -44,6 +45,9 @@ class Inflight:
     pending: object
     # Its launch raised: its requests are settled, and Helios retires it in its turn.
     failed_at_launch: bool = False
+    # When it should end: its start (its launch, or the end seen of the frame ahead of it)
+    # plus Helios's estimate; what the just-in-time second slot waits against.
+    expected_end_ns: int = 0
 
 
 class Engine:
@@ -64,6 +68,7 @@ class Engine:
         checkpoints: CheckpointCache | None = None,
         vision_windows: VisionWindowHooks | None = None,
         grammar: GrammarCompiler | LazyGrammarCompiler | None = None,
+        queue_lead_ns: int | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.worker = worker
@@ -90,6 +95,10 @@ class Engine:
         self.failures = FrameFailures(self.lifecycle, self.preemption, self.hooks)
         self.admissions = Admissions(
             self.lifecycle, self.vision_windows, decoder, max_context_tokens, self.inbox.arrival_ns
+        )
+        # RuntimeOptions.queue_lead_ms: None fills the second frame slot at once
+        self._second_slot = (
+            None if queue_lead_ns is None else SecondSlot(queue_lead_ns, self.lifecycle.now_ns)
         )
 
     @property
@@ -128,13 +137,9 @@ class Engine:
 
     def step(self) -> bool:
         """One turn: plan, commit, launch; wait, complete, publish; True if anything progressed."""
-        progressed = self._drain_inbox()
-        self.admissions.admit()
-        if self.hooks.on_step:
-            live_now = list(self.table.live.values())
-            for on_step in self.hooks.on_step:
-                on_step(live_now)
-        self.scheduler.advance_to(self.lifecycle.now_ns())
+        progressed = self._take_arrivals()
+        if self._hold_second_slot():
+            progressed = self._take_arrivals() or progressed
         while len(self._inflight) < 2:
             plan = self.scheduler.plan()
             if plan is None:
@@ -158,6 +163,31 @@ class Engine:
         self.lifecycle.report_usage(self.num_slots)
         return progressed
 
+    def _take_arrivals(self) -> bool:
+        """Arrivals and cancellations into the table, admissions into Helios, its clock now."""
+        progressed = self._drain_inbox()
+        self.admissions.admit()
+        if self.hooks.on_step:
+            live_now = list(self.table.live.values())
+            for on_step in self.hooks.on_step:
+                on_step(live_now)
+        self.scheduler.advance_to(self.lifecycle.now_ns())
+        return progressed
+
+    def _hold_second_slot(self) -> bool:
+        """With the just-in-time slot and one frame in flight on a worker that can tell its
+        end, wait before planning the next (loop/second_slot.py); True if it waited."""
+        is_done = getattr(self.worker, "is_done", None)
+        if self._second_slot is None or len(self._inflight) != 1 or is_done is None:
+            return False
+        frame = self._inflight[0]
+        if frame.failed_at_launch:
+            return False
+        self._second_slot.hold(
+            frame.expected_end_ns, lambda: is_done(frame.pending), self.inbox.wait_for_arrival
+        )
+        return True
+
     def _launch(self, plan: ScheduledPlan, fence: Fence) -> None:
         self._await_grammar_feedback(plan)
         try:
@@ -175,7 +205,11 @@ class Engine:
             self.failures.settle(fence, plan, err)
             self._inflight.append(Inflight(fence, plan, None, failed_at_launch=True))
         else:
-            self._inflight.append(Inflight(fence, plan, pending))
+            ahead = self._inflight[-1].expected_end_ns if self._inflight else 0
+            start = max(self.lifecycle.now_ns(), ahead)
+            self._inflight.append(
+                Inflight(fence, plan, pending, expected_end_ns=start + plan.estimated_duration_ns)
+            )
 
     def _complete_oldest(self) -> None:
         """Wait for the oldest frame, complete it in Helios, publish what became visible."""
@@ -184,6 +218,9 @@ class Engine:
             self.failures.retire(frame.fence, frame.plan)
             return
         result = self._wait(frame)
+        if self._inflight:  # the next frame started when this one ended, as seen now
+            behind = self._inflight[0]
+            behind.expected_end_ns = self.lifecycle.now_ns() + behind.plan.estimated_duration_ns
         tokens = self._complete(frame, result) if result is not None else None
         if result is not None and tokens is not None:
             self._publish(frame, result, tokens)

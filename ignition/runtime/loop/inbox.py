@@ -54,6 +54,14 @@ class Inbox:
             if not (self._arrivals or self._cancels or self.table.has_open):
                 self._wakeup.wait(timeout_s)
 
+    def wait_for_arrival(self, timeout_s: float) -> bool:
+        """Block until an arrival or cancellation is queued or ``timeout_s`` passed; True
+        if one is (the second slot's hold, loop/second_slot.py)."""
+        with self._wakeup:
+            if not (self._arrivals or self._cancels):
+                self._wakeup.wait(timeout_s)
+            return bool(self._arrivals or self._cancels)
+
     def drain(self) -> tuple[list[tuple[GenerationRequest, Sink]], set[str]]:
         with self._lock:
             arrivals = list(self._arrivals)
