@@ -1,14 +1,15 @@
 """Issue 40's before/after rows: Helios variants on the real-world study's quick plan.
 
     python -m scripts.scheduling_sim.objective_rules --long POLICIES
-    python -m scripts.scheduling_sim.objective_rules --conv PROFILE POLICIES [--jobs 2]
+    python -m scripts.scheduling_sim.objective_rules --conv PROFILE POLICIES [--jobs 2 --seeds 0-2]
     python -m scripts.scheduling_sim.objective_rules --random POLICIES
     python -m scripts.scheduling_sim.objective_rules --conv PROFILE POLICIES --at 0.5
 
 ``--long``: the long-prompt workload (30 decoders, 20 prompts of 2,000-8,000 tokens,
 H200): p99 TBT, output tok/s and p99 TTFT at 0.5/s, p50 TTFT at 0.25/s. ``--conv``: the
 conversation trace's quick capacity search at p99 TBT 100 ms / TTFT 5 s (grid factor
-2^(1/2), one bisection). ``--random``: vLLM's recipe benchmark at c = 8 and 64 (4x
+2^(1/2), one bisection; ``--seeds`` repeats it at other seeds of the tasks' acceptance
+and the simulator's noise). ``--random``: vLLM's recipe benchmark at c = 8 and 64 (4x
 H100). ``--at LOAD`` runs ``--conv``'s trace once at that load instead of searching
 (with the search's 5 s TTFT guard): p99 TTFT and p99 TBT. The same plans and seeds as ``realworld --quick``, for named variants
 (``helios+balanced``: the seed's preset; ``helios``: the default, objective).
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from ignition.simulate.baselines import PolicyError, parse_policy
 from ignition.simulate.harness import run_policy
 from ignition.simulate.metrics import measure
+from scripts.scheduling_sim.random_seeds import seed_list
 from scripts.scheduling_sim.realworld import (
     Plan,
     _conv_capacity,
@@ -61,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     group.add_argument("--random", metavar="POLICIES")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--at", type=float, default=0.0, help="--conv: one run at this load")
+    parser.add_argument(
+        "--seeds", default="0", help="--conv capacity: seeds of tasks and noise (0,1,2; 0-3)"
+    )
     args = parser.parse_args(argv)
     text = args.long or args.random or args.conv[1]
     names = [p.strip() for p in text.split(",") if p.strip()]
@@ -82,10 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             profile = args.conv[0]
             setup_for(profile, 32, 128)
-            calls = [(QUICK, profile, n) for n in names]
-            for n, cap in zip(names, pool_map(_conv_capacity, calls, args.jobs)):
-                print(f"| {profile} | `{n}` | {cap:.3f} |")
-    except (PolicyError, ValueError) as err:
+            seeds = seed_list(args.seeds)
+            calls = [(QUICK, profile, n, s) for n in names for s in seeds]
+            for (_, _, n, s), cap in zip(calls, pool_map(_conv_capacity, calls, args.jobs)):
+                seed = f" (seed {s})" if seeds != [0] else ""
+                print(f"| {profile} | `{n}`{seed} | {cap:.3f} |")
+    except (PolicyError, ValueError, argparse.ArgumentTypeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -192,8 +192,9 @@ def study_random(plan: Plan, jobs: int = 1) -> tuple[list[str], dict]:
     return lines, result
 
 
-def _conv_capacity(plan: Plan, profile: str, name: str) -> float:
-    """One policy's capacity on the conversation trace at ``TARGET_SLO`` (a pool job)."""
+def _conv_capacity(plan: Plan, profile: str, name: str, seed: int = 0) -> float:
+    """One policy's capacity on the conversation trace at ``TARGET_SLO`` (a pool job);
+    ``seed`` draws the tasks' acceptance and the simulator's noise (the study's: 0)."""
     factor, bisections = (2**0.5, 1) if plan.quick else (2**0.25, 3)
 
     def tick(policy: str, rate: float) -> None:
@@ -202,8 +203,8 @@ def _conv_capacity(plan: Plan, profile: str, name: str) -> float:
     found, _ = search(
         [name],
         [TARGET_SLO],
-        conv_workload(plan),
-        setup_for(profile, 32, 128),
+        conv_workload(plan, seed),
+        replace(setup_for(profile, 32, 128), seed=seed),
         lo=0.0625,
         on_run=tick,
         factor=factor,
