@@ -39,15 +39,22 @@ def test_a_hold_ends_when_the_frame_ends():
     assert slot.hold(50 * MS, lambda: True, lambda s: pytest.fail("waited")) is Release.DONE
 
 
-def test_a_hold_ends_a_lead_before_the_expected_end_waiting_at_most_a_poll():
-    clock = Clock()
-    waits = []
+def _advancing_wait(clock: Clock, arrival_on_call: int = 0):
+    """An inbox wait on the test's clock that records its timeouts; a request arrives
+    on call ``arrival_on_call`` (0: never)."""
+    waits: list[float] = []
 
     def wait(timeout_s: float) -> bool:
         waits.append(timeout_s)
         clock.ns += round(timeout_s * 1e9)
-        return False
+        return len(waits) == arrival_on_call
 
+    return wait, waits
+
+
+def test_a_hold_ends_a_lead_before_the_expected_end_waiting_at_most_a_poll():
+    clock = Clock()
+    wait, waits = _advancing_wait(clock)
     assert SecondSlot(2 * MS, clock).hold(10 * MS, lambda: False, wait) is Release.DUE
     assert clock.ns == 8 * MS
     assert max(waits) == pytest.approx(0.25e-3)
@@ -55,15 +62,9 @@ def test_a_hold_ends_a_lead_before_the_expected_end_waiting_at_most_a_poll():
 
 def test_a_hold_ends_when_a_request_arrives():
     clock = Clock()
-    calls = []
-
-    def wait(timeout_s: float) -> bool:
-        calls.append(timeout_s)
-        clock.ns += round(timeout_s * 1e9)
-        return len(calls) == 3
-
+    wait, waits = _advancing_wait(clock, arrival_on_call=3)
     assert SecondSlot(2 * MS, clock).hold(10 * MS, lambda: False, wait) is Release.ARRIVAL
-    assert len(calls) == 3
+    assert len(waits) == 3
 
 
 def test_the_lead_option_is_milliseconds_and_refused_by_name():

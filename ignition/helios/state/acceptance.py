@@ -127,7 +127,7 @@ class PrefixHistory:
         return tuple(out)
 
     def optimistic(self, depth: int) -> float:
-        return self._at(depth).optimistic()
+        return self._optimistic_at(self._at(depth), depth)
 
     def _optimistic_at(self, estimate: PrefixEstimate, depth: int) -> float:
         """The estimate's own optimistic value; where the prior bounds requests, no higher

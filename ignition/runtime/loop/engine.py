@@ -177,8 +177,10 @@ class Engine:
     def _hold_second_slot(self) -> bool:
         """With the just-in-time slot and one frame in flight on a worker that can tell its
         end, wait before planning the next (loop/second_slot.py); True if it waited."""
+        if self._second_slot is None or len(self._inflight) != 1:
+            return False
         is_done = getattr(self.worker, "is_done", None)
-        if self._second_slot is None or len(self._inflight) != 1 or is_done is None:
+        if is_done is None:
             return False
         frame = self._inflight[0]
         if frame.failed_at_launch:
