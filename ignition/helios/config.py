@@ -58,6 +58,9 @@ class PolicyConfig:
     # issue 40 ("Mixed frames at the generation rate"): a winning mixed frame runs at the
     # sibling width whose value net of the best generation frame's rate is highest
     mixed_width: bool = False
+    # issue 39 ("Speculation within the TBT target"): a speculative frame carrying no
+    # prompt whose estimate exceeds tbt_target_ms is rejected (ordinary and probes alike)
+    speculation_within_target: bool = False
     # the start of a request without token history (NEWCOMER_RULE_NAMES); the other
     # rules are kept for before/after studies (scripts/scheduling_sim)
     newcomer_rule: str = "balanced"
@@ -69,6 +72,10 @@ class PolicyConfig:
     # acceptance (probes, source choice) is at most its own mean or its population's
     # upper bound, whichever is higher; off: each request's own bound alone (the seed)
     population_bounded_optimism: bool = False
+    # the population's bound: a mean over its last ~N observations per depth (discounted
+    # by 1 - 1/N each) plus that many observations' bonus; 0: the prior's own moving mean
+    # (memory 64) plus its start's pull, the bound's first form (issue 39)
+    population_bound_memory: float = 0.0
 
     def __post_init__(self) -> None:
         if self.newcomer_rule not in NEWCOMER_RULE_NAMES:
@@ -92,6 +99,11 @@ class PolicyConfig:
                 raise SchedulerError(
                     f"PolicyConfig.{f.name} = {value!r}: must be finite and nonnegative"
                 )
+        if 0 < self.population_bound_memory < 1:
+            raise SchedulerError(
+                f"PolicyConfig.population_bound_memory = {self.population_bound_memory!r}: "
+                "must be 0 (the moving mean) or at least one observation"
+            )
         if self.adaptive_verification_alpha <= 0:
             raise SchedulerError(
                 f"PolicyConfig.adaptive_verification_alpha = "
@@ -128,6 +140,7 @@ def balanced() -> PolicyConfig:
 
 OBJECTIVE_TBT_TARGET_MS = 75.0
 OBJECTIVE_CADENCE_RAMP = 2.0
+POPULATION_BOUND_MEMORY = 1024.0
 
 
 def flat_cadence() -> PolicyConfig:
@@ -147,14 +160,17 @@ def objective() -> PolicyConfig:
     decoders' delivery and age prices ramped in as they near the target, and generation
     frames that leave ready decoders out scored with the frame those then need, and a
     winning mixed frame at the width its decoders earn most net of the generation rate
-    (decide/mixed_width.py), and probe optimism bounded by the request's population
-    (state/acceptance.py)."""
+    (decide/mixed_width.py), and probe optimism bounded by the request's population over
+    its last 1,024 observations (state/acceptance.py), and no speculative frame past the
+    TBT target (decide/chunk_target.py)."""
     return replace(
         flat_cadence(),
         cadence_ramp=OBJECTIVE_CADENCE_RAMP,
         generation_left_out=True,
         mixed_width=True,
         population_bounded_optimism=True,
+        population_bound_memory=POPULATION_BOUND_MEMORY,
+        speculation_within_target=True,
     )
 
 

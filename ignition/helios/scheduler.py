@@ -90,7 +90,9 @@ class Scheduler(Committing, Completing, SchedulerQueries):
         self.trace: deque[TraceEntry] = deque(maxlen=trace_capacity)
         self._max_depth = max((d.proposal_depth for d in self.descriptors), default=0)
         # population priors per proposal source (a copy's acceptance is not the MTP head's)
-        self._acceptance_priors = SourcePriors(self.policy.population_bounded_optimism)
+        self._acceptance_priors = SourcePriors(
+            self.policy.population_bounded_optimism, self.policy.population_bound_memory
+        )
         self._forecast_priors = SourcePriors()
         self._last_fence = -1
         self._changes = 0

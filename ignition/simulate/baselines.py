@@ -109,6 +109,14 @@ HELIOS_VARIANTS = {
     "request-optimism": "a request's optimistic acceptance is its own bound alone, not "
     "bounded by its population (PolicyConfig.population_bounded_optimism = false; the "
     "rule before issue 39's population bound)",
+    "moving-bound": "the population's optimism bound reads the prior's moving mean plus its "
+    "start's pull at min(n, 64) observations (PolicyConfig.population_bound_memory = 0; "
+    "the bound's first form)",
+    "spec-target": "a speculative frame carrying no prompt whose estimate exceeds the TBT "
+    "target is rejected, probes included (PolicyConfig.speculation_within_target = true; "
+    "decide/chunk_target.py)",
+    "wide-past-target": "speculative frames carrying no prompt are not bound by the TBT "
+    "target (PolicyConfig.speculation_within_target = false; the rule before it)",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }

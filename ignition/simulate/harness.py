@@ -111,6 +111,9 @@ RULE_SWITCHES: dict[str, dict[str, object]] = {
     "no-mixed-width": {"mixed_width": False},
     "keep-left-out": {"left_out": False},
     "request-optimism": {"population_bounded_optimism": False},
+    "moving-bound": {"population_bound_memory": 0.0},
+    "spec-target": {"speculation_within_target": True},
+    "wide-past-target": {"speculation_within_target": False},
 }
 
 

@@ -62,6 +62,8 @@ def test_the_ramp_rises_with_age_to_the_target():
         generation_left_out=True,
         mixed_width=True,
         population_bounded_optimism=True,
+        population_bound_memory=1024.0,
+        speculation_within_target=True,
     )
 
 

@@ -121,3 +121,45 @@ def test_a_probe_the_population_rules_out_is_not_run(bounded, expected):
     for plan in (s.plan(), s.plan_with(Exhaustive(), record=False)):
         assert plan.execution_class is expected
         assert plan.descriptor == (spec(1, 2) if expected is LEARNING else decode(1))
+
+
+def _observed(values, memory: float) -> PopulationPrior:
+    prior = PopulationPrior(bounds_requests=True, bound_memory=memory)
+    for value in values:
+        prior.observe(1, value)
+    return prior
+
+
+def test_with_a_memory_the_bound_is_the_discounted_mean_plus_its_bonus():
+    values = [1.0 if i % 10 < 6 else 0.0 for i in range(300)]
+    prior = _observed(values, 128.0)
+    keep = 1 - 1 / 128
+    weight = sum(keep**i for i in range(300))
+    mean = sum(v * keep ** (299 - i) for i, v in enumerate(values)) / weight
+    bonus = math.sqrt(OPTIMISM_LOG / (2 * weight))
+    assert prior.upper(1) == pytest.approx(mean + bonus)
+
+
+def test_one_lucky_frame_moves_the_memory_bound_little_and_the_moving_one_past_break_even():
+    """1,000 rounds at 0.6, then one B = 64 frame whose drafts all survived (a probe's
+    burst): the prior's moving mean (1/64 a step) jumps toward 1.0, so its bound says a
+    B = 64 round that pays above 0.77 might; the bound over 1,024 observations does not."""
+    values = [1.0 if i % 5 < 3 else 0.0 for i in range(1000)] + [1.0] * 64
+    moving, remembered = _observed(values, 0.0), _observed(values, 1024.0)
+    assert moving.upper(1) > 0.95
+    assert remembered.upper(1) < 0.72
+
+
+def test_the_objective_preset_bounds_over_1024_observations():
+    assert objective().population_bound_memory == 1024.0
+    assert PolicyConfig().population_bound_memory == 0.0
+    assert SourcePriors(True, 1024.0).of(HEAD_DRAFTS).bound_memory == 1024.0
+    assert SourcePriors(False, 1024.0).of(HEAD_DRAFTS).bound_memory == 0.0
+
+
+@pytest.mark.parametrize("memory", [0.5, -1.0, float("nan")])
+def test_a_memory_below_one_observation_is_refused_naming_the_field(memory):
+    from ignition.helios import SchedulerError
+
+    with pytest.raises(SchedulerError, match="population_bound_memory"):
+        PolicyConfig(population_bound_memory=memory)

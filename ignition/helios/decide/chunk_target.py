@@ -1,4 +1,4 @@
-"""Prompt chunks sized at serve time to the decoders' TBT target."""
+"""Frames sized at serve time to the decoders' TBT target: prompt chunks, speculation."""
 
 from __future__ import annotations
 
@@ -54,3 +54,15 @@ def within_target(
     left = ready - min(served, ready)
     after = (times.generation_ms(left) or 0.0) if left > 0 else 0.0
     return oldest + candidate.duration_ms + after <= tau
+
+
+def speculation_within_target(candidate: Candidate, decision: Decision) -> bool:
+    """Whether a speculative frame carrying no prompt keeps its decoders' gap within
+    ``decision.tbt_target_ms``: its estimate is at most the target (width one at the same
+    batch is the cheaper way to serve them; a frame of unknown cost is not judged)."""
+    tau = decision.tbt_target_ms
+    if not decision.speculation_within_target or tau <= 0 or candidate.is_indeterminate:
+        return True
+    if candidate.descriptor.proposal_depth <= 0:
+        return True
+    return candidate.duration_ms <= tau

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import SpeculationMode
-from ignition.helios.decide.chunk_target import REJECTED, smallest_prompt_capacity, within_target
+from ignition.helios.decide.chunk_target import (
+    REJECTED,
+    smallest_prompt_capacity,
+    speculation_within_target,
+    within_target,
+)
 from ignition.helios.decide.generation_twin import twinned_mixed
 from ignition.helios.decide.left_out import (
     carry_times,
@@ -168,6 +173,10 @@ def candidates_for(
             carry = carry_times(tables.prompts.descriptors, costs)
             order = tables.decoders.order(1)
             c.score = generation_left_out_score(c, count, order, carry, decision)
+        # issue 39: a speculative frame carrying no prompt stays within the TBT target
+        if not prompts and d.kind is not GraphKind.PREFILL:
+            if not speculation_within_target(c, decision):
+                c.score = REJECTED
         # issue 10: a chunk stranding a tail (helios/tails.py); completing rows never do
         if len(prompts) == 1 and prompts[0].expected_output == 0 and not c.is_indeterminate:
             times = completion_times(tables.prompts.descriptors, costs)

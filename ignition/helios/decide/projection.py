@@ -217,6 +217,7 @@ def build_population(
         generation_left_out=policy.generation_left_out,
         left_out=policy.left_out,
         prompt_runs=policy.prompt_runs,
+        speculation_within_target=policy.speculation_within_target,
         decoder_age_weight=cadence_ramp.age_weight(policy, (*decoders, *pending)),
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)

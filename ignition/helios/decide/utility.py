@@ -118,6 +118,8 @@ class Decision:
     generation_left_out: bool = False  # PolicyConfig.generation_left_out (left_out.py)
     left_out: bool = True  # PolicyConfig.left_out (left_out.py)
     prompt_runs: bool = False  # PolicyConfig.prompt_runs (decide/prompt_runs.py)
+    # PolicyConfig.speculation_within_target (decide/chunk_target.py)
+    speculation_within_target: bool = False
     # PolicyConfig.cadence_ramp (decide/cadence_ramp.py): the decoders' weight in the
     # waiting cost, the sum of their ramps; None: the number of active decoders
     decoder_age_weight: float | None = None

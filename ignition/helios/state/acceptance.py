@@ -29,6 +29,11 @@ class PopulationPrior:
     counts: list[int] = field(default_factory=list)  # observations per depth
     bounds_requests: bool = False
     version: int = 0  # observations so far: a request's cached bound is that old
+    # PolicyConfig.population_bound_memory: the bound's own discounted sums and weights
+    # per depth (0: the bound reads the moving mean above)
+    bound_memory: float = 0.0
+    bound_sums: list[float] = field(default_factory=list)
+    bound_weights: list[float] = field(default_factory=list)
 
     def mean(self, depth: int) -> float:
         while len(self.means) < depth:
@@ -41,15 +46,28 @@ class PopulationPrior:
         self.means[depth - 1] = current + (value - current) * POPULATION_STEP
         self.counts[depth - 1] += 1
         self.version += 1
+        if self.bound_memory > 0:
+            while len(self.bound_sums) < depth:
+                self.bound_sums.append(0.0)
+                self.bound_weights.append(0.0)
+            keep = 1.0 - 1.0 / self.bound_memory
+            self.bound_sums[depth - 1] = self.bound_sums[depth - 1] * keep + value
+            self.bound_weights[depth - 1] = self.bound_weights[depth - 1] * keep + 1.0
 
     def upper(self, depth: int) -> float:
-        """An upper confidence bound on the population's survival at ``depth``: the mean,
-        plus the pull its 0.5^d start still has on it, plus the bonus of a request
-        estimate at the weight of min(observations, 64), the moving mean's memory."""
+        """An upper confidence bound on the population's survival at ``depth``. With a
+        ``bound_memory`` N: the mean of its observations discounted by 1 - 1/N each, plus
+        the bonus at their discounted weight. Without: the moving mean, plus the pull its
+        0.5^d start still has on it, plus the bonus at min(observations, 64), the moving
+        mean's memory, whose noise a burst of one frame's observations moves."""
         mean = self.mean(depth)
         n = self.counts[depth - 1]
         if n == 0:
             return 1.0
+        if self.bound_memory > 0:
+            weight = self.bound_weights[depth - 1]
+            bonus = math.sqrt(OPTIMISM_LOG / (2.0 * weight))
+            return min(1.0, self.bound_sums[depth - 1] / weight + bonus)
         pull = (1.0 - POPULATION_STEP) ** n
         weight = min(float(n), 1.0 / POPULATION_STEP)
         return min(1.0, mean + pull + math.sqrt(OPTIMISM_LOG / (2.0 * weight)))
@@ -60,15 +78,16 @@ class SourcePriors:
     of the learned source's, so neither moves the other's prior (the seed: each request
     tracks acceptance by source)."""
 
-    def __init__(self, bounds_requests: bool = False) -> None:
+    def __init__(self, bounds_requests: bool = False, bound_memory: float = 0.0) -> None:
         self._by_source: dict[DraftSource, PopulationPrior] = {}
         self._bounds_requests = bounds_requests
+        self._bound_memory = bound_memory if bounds_requests else 0.0
 
     def of(self, source: DraftSource) -> PopulationPrior:
         found = self._by_source.get(source)
         if found is None:
             found = self._by_source[source] = PopulationPrior(
-                bounds_requests=self._bounds_requests
+                bounds_requests=self._bounds_requests, bound_memory=self._bound_memory
             )
         return found
 
