@@ -18,6 +18,19 @@ from ignition.cli.errors import UserError
 from ignition.cli.registry import Decorator
 
 DEFAULT_POLICY = "objective"  # ignition.helios.config.DEFAULT_PRESET (Helios never imports click)
+DEFAULT_QUEUE_LEAD_MS = 5.0  # ignition.runtime.loop.second_slot.DEFAULT_QUEUE_LEAD_MS
+
+
+def parse_lead_ms(text: str | None) -> float | None:
+    """--scheduler-queue-lead-ms: milliseconds, or "off" (None: fill the slot at once)."""
+    if text is None or text.strip().lower() == "off":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError(
+            f"--scheduler-queue-lead-ms = {text!r}: expected milliseconds or 'off'"
+        ) from None
 
 
 def scheduler_options() -> list[Decorator]:
@@ -90,6 +103,16 @@ def scheduler_options() -> list[Decorator]:
             help="Smoothing of adaptive speculative verification widths (overrides the preset).",
         ),
         click.option(
+            "--scheduler-queue-lead-ms",
+            default=str(DEFAULT_QUEUE_LEAD_MS),
+            show_default=True,
+            metavar="MS|off",
+            help="With one frame on the GPU, plan the next this long before that frame is "
+            "expected to end, so a request arriving meanwhile rides in it (docs/scheduling.md, "
+            "\"Just-in-time second frame slot\"); off: plan it at once. CPU serving plans "
+            "each frame after the last one ends either way.",
+        ),
+        click.option(
             "--max-waiting",
             type=int,
             default=64,
@@ -115,6 +138,7 @@ class SchedulerArgs:
     vision_feature_capacity: int = 0
     adaptive_verification_alpha: float | None = None
     max_waiting: int = 64
+    queue_lead_ms: float | None = DEFAULT_QUEUE_LEAD_MS
 
     def __post_init__(self) -> None:
         check_finite_nonnegative("--scheduler-terminal-value", self.terminal_value)
@@ -125,6 +149,7 @@ class SchedulerArgs:
         check_range("--kv-pages", self.num_pages, 1)
         check_finite_nonnegative("--vision-feature-capacity", self.vision_feature_capacity)
         check_range("--max-waiting", self.max_waiting, 0)
+        check_finite_nonnegative("--scheduler-queue-lead-ms", self.queue_lead_ms)
         check_finite_positive("--mtp-adaptive-verification-alpha", self.adaptive_verification_alpha)
 
     @classmethod
@@ -141,6 +166,7 @@ class SchedulerArgs:
             vision_feature_capacity=params.pop("vision_feature_capacity"),
             adaptive_verification_alpha=params.pop("mtp_adaptive_verification_alpha"),
             max_waiting=params.pop("max_waiting"),
+            queue_lead_ms=parse_lead_ms(params.pop("scheduler_queue_lead_ms")),
         )
 
     def with_prefix_caching(self, enabled: bool | None) -> SchedulerArgs:
@@ -178,6 +204,7 @@ class SchedulerArgs:
         return {
             "policy": self.policy(),
             "max_waiting": self.max_waiting,
+            "queue_lead_ms": self.queue_lead_ms,
             "checkpoint_extra_work_fraction": self.checkpoint_extra_work_fraction,
             "checkpoint_payoff": self.checkpoint_payoff,
             "snapshot_rows": self.snapshot_rows,

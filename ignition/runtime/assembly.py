@@ -35,7 +35,7 @@ from ignition.runtime.loop.engine import Engine
 from ignition.runtime.loop.faults import FaultPlan
 from ignition.runtime.loop.faults import install as install_faults
 from ignition.runtime.loop.proposal_hooks import DraftOffers
-from ignition.runtime.loop.second_slot import lead_ns_from_ms
+from ignition.runtime.loop.second_slot import DEFAULT_QUEUE_LEAD_MS, lead_ns_from_ms
 from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.loop.window_hooks import VisionWindowHooks, WindowRows
 from ignition.runtime.proposals.copy_proposals import PromptLookup
@@ -85,7 +85,7 @@ class RuntimeOptions:
     # The just-in-time second frame slot (loop/second_slot.py): with one frame in flight,
     # plan the next this long before it is expected to end, not at once; None: at once.
     # Only workers that can tell a frame's end without waiting (CUDA) hold the slot.
-    queue_lead_ms: float | None = None
+    queue_lead_ms: float | None = DEFAULT_QUEUE_LEAD_MS
 
 
 def selected_programs(catalog: Catalog, options: RuntimeOptions) -> Catalog:

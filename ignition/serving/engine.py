@@ -28,6 +28,7 @@ from ignition.runtime.bundle import Bundle, BundleError, load_bundle
 from ignition.runtime.executors.worker import ModelWorker
 from ignition.runtime.grammar import LazyGrammarCompiler
 from ignition.runtime.loop.engine import Engine
+from ignition.runtime.loop.second_slot import DEFAULT_QUEUE_LEAD_MS
 from ignition.runtime.loop.stats import EngineStats
 from ignition.runtime.ple.delivery import PleOptions
 from ignition.runtime.ple.model import delivers_table
@@ -79,6 +80,8 @@ class ServeOptions:
     speculative_method: str = "mtp"
     # Copy proposals' search (--prompt-lookup-max/-min; vLLM's prompt_lookup_max/min).
     prompt_lookup: PromptLookup = field(default_factory=PromptLookup)
+    # The just-in-time second frame slot (--scheduler-queue-lead-ms; None: at once).
+    queue_lead_ms: float | None = DEFAULT_QUEUE_LEAD_MS
     # Trace-event JSON of the run (--trace-file), and the live GET /dashboard.
     trace_file: str | None = None
     dashboard: bool = True
@@ -155,6 +158,7 @@ def runtime_options(options: ServeOptions, bundle: Bundle) -> RuntimeOptions:
         num_pages=options.num_pages,
         vision_feature_capacity=options.vision_feature_capacity,
         prompt_lookup=options.prompt_lookup,
+        queue_lead_ms=options.queue_lead_ms,
     )
 
 

@@ -66,6 +66,9 @@ HELIOS_VARIANTS = {
     "stall, so estimates leave it out (the spec's embedding-delivery rule, read literally)",
     "late-queue": "what-if transport: fill the second frame slot 1 ms (a host round trip) "
     "before the frame ahead ends, not at once",
+    "at-once": "the transport before the just-in-time second slot: the second frame slot "
+    "is filled as soon as it is free (RuntimeOptions.queue_lead_ms = None; "
+    "--scheduler-queue-lead-ms off)",
     "jit-queue": "what-if transport: fill the second frame slot 2 ms (plan and launch) "
     "before the frame ahead is expected to end by Helios's estimate; a frame ending "
     "earlier leaves the device idle until then (jit_queue.py)",

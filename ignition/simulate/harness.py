@@ -45,6 +45,7 @@ from ignition.simulate.helios_catalog import (
     RECOMMENDED_LANES,
     helios_catalog,
 )
+from ignition.runtime.loop.second_slot import DEFAULT_QUEUE_LEAD_MS
 from ignition.simulate.jit_queue import JIT_QUEUE_LEAD_NS, JIT_WAKE_PLAN_NS
 from ignition.simulate.multiturn import run_retention
 from ignition.simulate.multiturn_turns import MultiTurnSpec
@@ -100,6 +101,9 @@ POLICY_VARIANTS = (tbt_variant, slot_variant, ramp_variant, jit_variant)
 
 # The rule variants that set PolicyConfig fields to fixed values, applied in this order
 # (a later entry wins where two set the same field).
+# transport variants: each replaces the runtime's default just-in-time second slot
+TRANSPORT_VARIANTS = frozenset({"at-once", "one-frame", "late-queue", "jit-queue", "jit-wake"})
+
 RULE_SWITCHES: dict[str, dict[str, object]] = {
     "first-delivery": {"first_delivery": 1.0},
     "gen-left-out": {"generation_left_out": True},
@@ -230,6 +234,10 @@ def helios_simulation(
     leads = [ms for ms in map(jit_variant, variants) if ms is not None]
     if leads:
         sim.jit_lead_ns, sim.jit_wake_ns = leads[-1] * 1_000_000, JIT_WAKE_PLAN_NS
+    elif not TRANSPORT_VARIANTS.intersection(variants):
+        # the runtime's default (RuntimeOptions.queue_lead_ms): the just-in-time slot
+        sim.jit_lead_ns = round(DEFAULT_QUEUE_LEAD_MS * 1_000_000)
+        sim.jit_wake_ns = JIT_WAKE_PLAN_NS
     return sim
 
 

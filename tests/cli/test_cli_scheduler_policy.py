@@ -68,3 +68,44 @@ def test_overrides_apply_over_the_default_preset(served, bundle):
         DEFAULT_PRESET, terminal_value=7.0, adaptive_verification_alpha=0.5
     )
     assert served[0].policy == expected
+
+
+def _runtime_options(serve_options):
+    from types import SimpleNamespace
+
+    from ignition.serving.engine import runtime_options
+
+    bundle = SimpleNamespace(
+        path="bundle",
+        manifest={"runtime": {"speculation": "fixed", "num_slots": 4, "page_size": 64}},
+        model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096)),
+    )
+    return runtime_options(serve_options, bundle)
+
+
+def test_the_just_in_time_second_slot_is_on_by_default_at_the_runtimes_lead(served, bundle):
+    """--scheduler-queue-lead-ms: the CLI's default is the runtime's, and it reaches the
+    runtime's options (docs/scheduling.md, "Just-in-time second frame slot")."""
+    from ignition.cli.scheduler_options import DEFAULT_QUEUE_LEAD_MS as CLI_DEFAULT
+    from ignition.runtime.assembly import RuntimeOptions
+    from ignition.runtime.loop.second_slot import DEFAULT_QUEUE_LEAD_MS
+
+    assert CLI_DEFAULT == DEFAULT_QUEUE_LEAD_MS == RuntimeOptions().queue_lead_ms == 5.0
+    serve(str(bundle))
+    assert served[0].queue_lead_ms == DEFAULT_QUEUE_LEAD_MS
+    assert _runtime_options(served[0]).queue_lead_ms == DEFAULT_QUEUE_LEAD_MS
+
+
+@pytest.mark.parametrize("given, expected", [("off", None), ("2.5", 2.5), ("0", 0.0)])
+def test_the_queue_lead_reaches_the_runtime_or_is_turned_off(served, bundle, given, expected):
+    serve(str(bundle), "--scheduler-queue-lead-ms", given)
+    assert served[0].queue_lead_ms == expected
+    assert _runtime_options(served[0]).queue_lead_ms == expected
+
+
+@pytest.mark.parametrize("given", ["soon", "-1", "nan"])
+def test_a_bad_queue_lead_is_a_one_line_error_naming_the_flag(served, bundle, given):
+    result = CliRunner().invoke(main, ["serve", str(bundle), "--scheduler-queue-lead-ms", given])
+    assert result.exit_code != 0
+    assert "--scheduler-queue-lead-ms" in result.output and given in result.output
+    assert not served

@@ -42,13 +42,13 @@ def _running_at(runs, t_ms: float):
 def test_a_prompt_ready_mid_frame_starts_in_the_next_frame_not_behind_a_queued_one():
     # 395 ms: decode rounds of about 8.5 ms, the one running began at 392.7 ms and
     # ends at 401.4 ms; by default its successor was queued at 392.7 ms already
-    _, default_runs = _run("helios", 395.0)
+    _, default_runs = _run("helios+at-once", 395.0)
     sim, runs = _run("helios+jit-queue", 395.0)
     late = next(s for s in sim.streams if s.index == 3).record
     assert late.prompt_start_ms == pytest.approx(_running_at(runs, 395.0).end_ns / 1e6)
     running = _running_at(default_runs, 395.0)
     queued = next(r for r in default_runs if r.start_ns == running.end_ns)
-    assert queued.commit_ns < 395e6  # the default queued one before the prompt arrived
+    assert queued.commit_ns < 395e6  # at once: queued before the prompt arrived
     default_late = helios_late_start(default_runs, 395.0)
     assert default_late > running.end_ns / 1e6
 
@@ -65,7 +65,7 @@ def helios_late_start(runs, arrival_ms: float) -> float:
 def test_the_device_idles_until_the_plan_when_a_frame_ends_before_its_estimate(monkeypatch):
     real = sim_module.sample_ns
     monkeypatch.setattr(sim_module, "sample_ns", lambda *a: real(*a) // 2)  # half the estimate
-    _, default_runs = _run("helios")
+    _, default_runs = _run("helios+at-once")
     assert all(b.start_ns == a.end_ns for a, b in zip(default_runs, default_runs[1:]))
     _, runs = _run("helios+jit-queue")
     idle = [(a, b) for a, b in zip(runs, runs[1:]) if b.start_ns > a.end_ns]
@@ -97,3 +97,21 @@ def test_the_lead_variant_is_the_waking_host_at_that_lead(monkeypatch):
     for a, b in idle:
         planned = a.start_ns + a.plan.estimated_duration_ns - 5_000_000
         assert b.start_ns == min(planned, a.end_ns + JIT_WAKE_PLAN_NS)
+
+
+def test_helios_runs_the_runtimes_default_just_in_time_slot_and_at_once_is_the_rule_before(
+    monkeypatch,
+):
+    """The simulator's ``helios`` is the runtime's default transport
+    (RuntimeOptions.queue_lead_ms = 5, the waking host); ``helios+at-once`` fills the
+    second slot as soon as it is free, as before."""
+    from ignition.runtime.loop.second_slot import DEFAULT_QUEUE_LEAD_MS
+
+    real = sim_module.sample_ns
+    monkeypatch.setattr(sim_module, "sample_ns", lambda *a: real(*a) // 4)
+    _, runs = _run("helios")
+    _, lead = _run(f"helios+jit{DEFAULT_QUEUE_LEAD_MS:g}ms")
+    assert [(r.start_ns, r.end_ns) for r in runs] == [(r.start_ns, r.end_ns) for r in lead]
+    assert any(b.start_ns > a.end_ns for a, b in zip(runs, runs[1:]))
+    _, at_once = _run("helios+at-once")
+    assert all(b.start_ns == a.end_ns for a, b in zip(at_once, at_once[1:]))

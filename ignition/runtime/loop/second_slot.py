@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 POLL_NS = 250_000  # how often the hold looks at the frame's end while no request arrives
+DEFAULT_QUEUE_LEAD_MS = 5.0  # RuntimeOptions.queue_lead_ms (docs/scheduling.md: the lead sweep)
 
 
 def lead_ns_from_ms(lead_ms: float | None) -> int | None:
