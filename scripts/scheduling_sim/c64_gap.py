@@ -1,6 +1,7 @@
 """Where random tokens at c = 64 (4x H100) spend their device time, per policy (issue 39).
 
     python -m scripts.scheduling_sim.c64_gap [--policies helios,vllm-padded] [--concurrency 64]
+        [--frames]
 
 The run is the study's (``realworld._random_run``: 5 x c requests of 1,024 prompt and
 256 output tokens at time zero, c slots). Both Helios and the baselines keep the device
@@ -12,7 +13,9 @@ prompt plus half the output). Categories: ``prompt`` (frames carrying more than 
 tokens), ``64-token chunk`` (the TBT rule's smallest chunk), ``width > 1`` (speculative rounds; their reference
 is the same decoders at width one, so the excess buys the rounds saved), ``width 1``
 (generation frames; the excess is batch-bucket padding). ``rounds`` counts decoder rows
-served; fewer than the baseline's are accepted drafts. Numbers are simulated.
+served; fewer than the baseline's are accepted drafts. ``--frames`` also lists every
+exploration frame (acceptance learning, timing refresh) with its start, program, decoders
+and excess. Numbers are simulated.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ignition.simulate.capture import vllm_capture_sizes
 from ignition.simulate.devices import DeviceModel, Execution
 from ignition.simulate.harness import run_policy
 from ignition.simulate.metrics import measure
-from ignition.simulate.results import ExecutionRecord
+from ignition.simulate.results import ORDINARY, ExecutionRecord
 from scripts.scheduling_sim.realworld import random_workload, setup_for
 
 CONTEXT = 1150  # cached tokens per row: the 1,024-token prompt plus half of 256 outputs
@@ -64,7 +67,7 @@ def category(e: ExecutionRecord) -> str:
     return "width > 1" if e.width > 1 else "width 1"
 
 
-def report(name: str, concurrency: int) -> list[str]:
+def report(name: str, concurrency: int, frames: bool = False) -> list[str]:
     setup = setup_for("qwen38-flash-next-4xh100", concurrency, 128 if concurrency > 32 else 32)
     run = run_policy(name, random_workload(concurrency), setup)
     busy = sum(e.device_ms for e in run.executions)
@@ -82,6 +85,14 @@ def report(name: str, concurrency: int) -> list[str]:
                 f"| | {cat}: {len(frames)} frames, {got:,.0f} ms, reference {ref:,.0f} ms, "
                 f"excess {got - ref:+,.0f} ms |"
             )
+    if frames:
+        for e in run.executions:
+            if e.execution_class != ORDINARY:
+                excess = e.device_ms - reference_ms(setup.device, concurrency, e)
+                lines.append(
+                    f"| | {e.start_ms / 1e3:.1f} s {e.execution_class}: `{e.graph}`, "
+                    f"{e.decoders} decoders, {e.device_ms:.0f} ms, excess {excess:+.0f} ms |"
+                )
     return lines
 
 
@@ -89,13 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policies", default="helios,vllm-padded")
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--frames", action="store_true", help="list exploration frames")
     args = parser.parse_args(argv)
     if args.concurrency < 1:
         parser.error(f"--concurrency {args.concurrency}: must be >= 1")
     print("| policy | device time |")
     print("|---|---|")
     for name in (p.strip() for p in args.policies.split(",") if p.strip()):
-        print("\n".join(report(name, args.concurrency)))
+        print("\n".join(report(name, args.concurrency, args.frames)))
     return 0
 
 
