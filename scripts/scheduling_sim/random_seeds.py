@@ -3,8 +3,8 @@ long a prompt waits from ready to its first chunk (issue 39; numbers are simulat
 
     python -m scripts.scheduling_sim.random_seeds POLICIES [--seeds 0-7] [-c 64] [--jobs 2]
 
-The study (``realworld._random_run``) runs seed 0 only; at c = 64 policies a few tok/s
-apart need the spread of several seeds (``--seeds`` takes a list and ranges: 0,3,8-15).
+The study (``realworld.study_random``) reports the mean over ``Plan.random_seeds``; this
+runs any policies over any seeds (``--seeds`` takes a list and ranges: 0,3,8-15).
 Per policy: output tok/s per seed (up to eight of them) and their mean with its standard
 error, then, for Helios policies, the mean ready -> first prompt chunk wait and the
 device idle between frames (both at the first seed).
@@ -16,9 +16,8 @@ import argparse
 import statistics
 from dataclasses import replace
 
-from ignition.simulate.harness import helios_simulation, run_policy
-from ignition.simulate.metrics import measure
-from scripts.scheduling_sim.realworld import pool_map, random_workload, setup_for
+from ignition.simulate.harness import helios_simulation
+from scripts.scheduling_sim.realworld import _random_run, pool_map, random_workload, setup_for
 
 PROFILE = "qwen38-flash-next-4xh100"
 
@@ -63,8 +62,8 @@ def seed_list(text: str) -> list[int]:
 
 
 def tokens_per_s(policy: str, c: int, seed: int) -> float:
-    run = run_policy(policy, random_workload(c, seed=seed), _setup(c, seed))
-    return measure(run).output_tokens_per_s
+    """The study's run (``realworld._random_run``) at ``seed``."""
+    return _random_run(c, 32 if c <= 8 else 128, policy, seed)
 
 
 def main() -> None:

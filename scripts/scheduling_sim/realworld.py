@@ -8,7 +8,8 @@ calibration table too) and SVG plots into ``docs/capacity/realworld/``. Workload
 
 - ``random``: vLLM's recipe benchmark (random 1,024-token prompts, 256 outputs,
   closed loop at concurrency 8 and 64, task ``random``) on ``qwen38-flash-next-4xh100``:
-  output tokens/s of every policy;
+  output tokens/s of every policy, the mean over seeds of the workload and the simulator
+  (``Plan.random_seeds``: policies 0.1 % apart need them) with its standard error;
 - ``conv-mixed``: the Azure conversation trace with the documented task mix
   (``acceptance.TRACE_MIXES["conv"]``) at 32 slots: capacity at p99 TBT 100 ms / p99
   TTFT 5 s, on every profile;
@@ -72,6 +73,12 @@ class Plan:
     decoder_output: int = 4000
     only: tuple[str, ...] = ()  # --baselines: these instead of the study's
     trace: str = TRACE
+
+    def random_seeds(self, concurrency: int) -> range:
+        """Seeds of the random-token rows: c = 8 runs take about a second, c = 64 ones
+        about 20 s for Helios (the quick plan takes a quarter of them)."""
+        count = 64 if concurrency <= 8 else 8
+        return range(count // 4 if self.quick else count)
 
     @property
     def fixed(self) -> tuple[str, ...]:
@@ -148,13 +155,34 @@ def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _random_run(c: int, envelope: int, name: str) -> float:
-    """One closed-loop run of vLLM's recipe benchmark: output tokens/s (a pool job)."""
+def _random_run(c: int, envelope: int, name: str, seed: int = 0) -> float:
+    """One closed-loop run of vLLM's recipe benchmark: output tokens/s (a pool job);
+    ``seed`` draws the requests' acceptance and the simulator's noise."""
     t = time.time()
-    setup = setup_for("qwen38-flash-next-4xh100", c, envelope)
-    got = measure(run_policy(name, random_workload(c), setup)).output_tokens_per_s
-    _log(f"random c={c} {name}: {got:.0f} tok/s ({time.time() - t:.0f} s)")
+    setup = replace(setup_for("qwen38-flash-next-4xh100", c, envelope), seed=seed)
+    got = measure(run_policy(name, random_workload(c, seed), setup)).output_tokens_per_s
+    if seed == 0:
+        _log(f"random c={c} {name}: {got:.0f} tok/s at seed 0 ({time.time() - t:.0f} s)")
     return got
+
+
+@dataclass(frozen=True)
+class SeedMean:
+    """Output tok/s over seeds: the mean and its standard error."""
+
+    mean: float
+    se: float
+    count: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> SeedMean:
+        n = len(values)
+        mean = sum(values) / n
+        var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
+        return cls(mean, math.sqrt(var / n), n)
+
+    def __format__(self, spec: str) -> str:
+        return f"{self.mean:,.1f} +- {self.se:.1f}"
 
 
 def pool_map(fn: Callable[..., object], calls: Sequence[tuple], jobs: int) -> list:
@@ -168,28 +196,45 @@ def pool_map(fn: Callable[..., object], calls: Sequence[tuple], jobs: int) -> li
 
 
 def study_random(plan: Plan, jobs: int = 1) -> tuple[list[str], dict]:
+    counts = {c: len(plan.random_seeds(c)) for c in (8, 64)}
     lines = [
+        f"Output tok/s, mean +- standard error over seeds 0-{counts[8] - 1} (c = 8) and "
+        f"0-{counts[64] - 1} (c = 64) of the workload and the simulator.",
+        "",
         "| concurrency | policy | tok/s | vs no speculation |",
         "|---|---|---|---|",
     ]
     names = (*HELIOS_ROWS, *(_b8192(p) for p in plan.baselines))
-    calls = [(c, envelope, name) for c, envelope in ((8, 32), (64, 128)) for name in names]
-    runs = dict(zip(((c, n) for c, _, n in calls), pool_map(_random_run, calls, jobs), strict=True))
+    calls = [
+        (c, envelope, name, seed)
+        for c, envelope in ((8, 32), (64, 128))
+        for name in names
+        for seed in plan.random_seeds(c)
+    ]
+    runs: dict[tuple[int, str], list[float]] = {}
+    for (c, _, name, _), got in zip(calls, pool_map(_random_run, calls, jobs), strict=True):
+        runs.setdefault((c, name), []).append(got)
     result = {}
     for c in (8, 64):
-        got = {name: runs[(c, name)] for name in names}
+        got = {name: SeedMean.of(runs[(c, name)]) for name in names}
         plain = got[_b8192("vllm-padded")]
         for name, v in got.items():
-            lines.append(f"| {c} | `{name}` | {v:,.0f} | {v / plain:.2f}x |")
+            lines.append(f"| {c} | `{name}` | {v} | {v.mean / plain.mean:.3f}x |")
         fixed = {n: got[_b8192(n)] for n in plan.fixed if n != "vllm-padded"}
-        best_k = max(fixed, key=fixed.get)
+        best_k = max(fixed, key=lambda n: fixed[n].mean)
         result[c] = {
             "helios": got["helios"],
             "plain": plain,
             "best_fixed": (best_k, fixed[best_k]),
-            "all": got,
+            "all": {n: v.mean for n, v in got.items()},
         }
     return lines, result
+
+
+def _versus(helios: SeedMean, peer: SeedMean) -> str:
+    """Helios / peer, and the difference of the means with its standard error."""
+    se = math.sqrt(helios.se**2 + peer.se**2)
+    return f"{helios.mean / peer.mean:.3f}x ({helios.mean - peer.mean:+.1f} +- {se:.1f} tok/s)"
 
 
 def _conv_capacity(plan: Plan, profile: str, name: str, seed: int = 0) -> float:
@@ -286,15 +331,15 @@ def acceptance_lines() -> list[str]:
 def verdicts(random_r: dict, conv_r: dict, long_r: dict) -> list[str]:
     out = ["| target | measured | holds |", "|---|---|---|"]
     for c, r in sorted(random_r.items()):
-        ratio = r["helios"] / r["plain"]
+        helios, plain = r["helios"], r["plain"]
         name, best = r["best_fixed"]
         out.append(
-            f"| 4x H100 random, c = {c}: Helios >= 1.0x no speculation | {ratio:.2f}x | "
-            f"{'yes' if ratio >= 1.0 else 'no'} |"
+            f"| 4x H100 random, c = {c}: Helios >= 1.0x no speculation (seed mean) | "
+            f"{_versus(helios, plain)} | {'yes' if helios.mean >= plain.mean else 'no'} |"
         )
         out.append(
-            f"| 4x H100 random, c = {c}: Helios >= best fixed K (`{name}`) | "
-            f"{r['helios'] / best:.2f}x | {'yes' if r['helios'] >= best else 'no'} |"
+            f"| 4x H100 random, c = {c}: Helios >= best fixed K (`{name}`, seed mean) | "
+            f"{_versus(helios, best)} | {'yes' if helios.mean >= best.mean else 'no'} |"
         )
     for profile, r in conv_r.items():
         bar = 1.0 if "dense" in profile else 1.15

@@ -6,7 +6,14 @@ import pytest
 
 from ignition.simulate.workloads import WorkloadError
 from scripts.scheduling_sim import realworld
-from scripts.scheduling_sim.realworld import Plan, long_prompt_workload, main, replace_section
+from scripts.scheduling_sim.realworld import (
+    Plan,
+    SeedMean,
+    long_prompt_workload,
+    main,
+    replace_section,
+    verdicts,
+)
 from scripts.scheduling_sim.svg import bar_chart
 
 
@@ -87,3 +94,37 @@ def test_pool_jobs_return_each_call_in_order_as_one_process_does():
 def test_zero_jobs_fail_in_one_line_naming_the_flag(capsys):
     assert realworld.main(["--quick", "--jobs", "0", "--out", "/dev/null"]) == 2
     assert "--jobs = 0" in capsys.readouterr().err
+
+
+def test_random_rows_are_seed_means_with_their_standard_error():
+    got = SeedMean.of([10.0, 12.0, 14.0])
+    assert (got.mean, got.count) == (12.0, 3)
+    assert got.se == pytest.approx(2.0 / 3**0.5)
+    assert f"{got}" == "12.0 +- 1.2"
+    assert len(Plan(False).random_seeds(8)) == 64 and len(Plan(False).random_seeds(64)) == 8
+    assert len(Plan(True).random_seeds(8)) == 16 and len(Plan(True).random_seeds(64)) == 2
+
+
+def test_a_random_target_holds_on_the_seed_means_and_shows_the_difference():
+    r = {
+        "helios": SeedMean(100.2, 0.3, 8),
+        "plain": SeedMean(100.0, 0.4, 8),
+        "best_fixed": ("vllm-k1-padded", SeedMean(100.5, 0.4, 8)),
+    }
+    rows = [row for row in verdicts({64: r}, {}, _long_result()) if "random" in row]
+    assert "1.002x (+0.2 +- 0.5 tok/s) | yes" in rows[0]
+    assert "0.997x (-0.3 +- 0.5 tok/s) | no" in rows[1]
+
+
+def _long_result():
+    from types import SimpleNamespace
+
+    def metrics(tbt: float, ttft: float):
+        return SimpleNamespace(
+            tbt_ms=SimpleNamespace(p99=tbt), ttft_ms=SimpleNamespace(p50=ttft, p99=ttft)
+        )
+
+    return {
+        "helios": (metrics(60, 1), metrics(60, 1)),
+        "vllm-padded": (metrics(60, 1), metrics(60, 1)),
+    }
