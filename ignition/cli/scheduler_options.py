@@ -16,9 +16,9 @@ from ignition.cli.checks import (
 )
 from ignition.cli.errors import UserError
 from ignition.cli.registry import Decorator
+from ignition.runtime.loop.second_slot import DEFAULT_QUEUE_LEAD_MS
 
 DEFAULT_POLICY = "objective"  # ignition.helios.config.DEFAULT_PRESET (Helios never imports click)
-DEFAULT_QUEUE_LEAD_MS = 5.0  # ignition.runtime.loop.second_slot.DEFAULT_QUEUE_LEAD_MS
 
 
 def parse_lead_ms(text: str | None) -> float | None:

@@ -174,9 +174,9 @@ def candidates_for(
             order = tables.decoders.order(1)
             c.score = generation_left_out_score(c, count, order, carry, decision)
         # issue 39: a speculative frame carrying no prompt stays within the TBT target
-        if not prompts and d.kind is not GraphKind.PREFILL:
-            if not speculation_within_target(c, decision):
-                c.score = REJECTED
+        generation = not prompts and d.kind is not GraphKind.PREFILL
+        if generation and not speculation_within_target(c, decision):
+            c.score = REJECTED
         # issue 10: a chunk stranding a tail (helios/tails.py); completing rows never do
         if len(prompts) == 1 and prompts[0].expected_output == 0 and not c.is_indeterminate:
             times = completion_times(tables.prompts.descriptors, costs)
