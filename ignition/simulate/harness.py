@@ -99,11 +99,11 @@ def true_survivals(conditional: Sequence[float]) -> tuple[float, ...]:
 POLICY_VARIANTS = (tbt_variant, slot_variant, ramp_variant, jit_variant)
 
 
-# The rule variants that set PolicyConfig fields to fixed values, applied in this order
-# (a later entry wins where two set the same field).
-# transport variants: each replaces the runtime's default just-in-time second slot
+# Transport variants: each replaces the runtime's default just-in-time second slot.
 TRANSPORT_VARIANTS = frozenset({"at-once", "one-frame", "late-queue", "jit-queue", "jit-wake"})
 
+# The rule variants that set PolicyConfig fields to fixed values, applied in this order
+# (a later entry wins where two set the same field).
 RULE_SWITCHES: dict[str, dict[str, object]] = {
     "first-delivery": {"first_delivery": 1.0},
     "gen-left-out": {"generation_left_out": True},

@@ -17,7 +17,13 @@ import statistics
 from dataclasses import replace
 
 from ignition.simulate.harness import helios_simulation
-from scripts.scheduling_sim.realworld import _random_run, pool_map, random_workload, setup_for
+from scripts.scheduling_sim.realworld import (
+    SeedMean,
+    _random_run,
+    pool_map,
+    random_workload,
+    setup_for,
+)
 
 PROFILE = "qwen38-flash-next-4xh100"
 
@@ -78,9 +84,10 @@ def main() -> None:
         row = pool_map(tokens_per_s, [(policy, c, s) for s in seeds], args.jobs)
         shown = row if len(row) <= 8 else []
         line = f"{policy:26s} " + " ".join(f"{x:8.1f}" for x in shown)
-        line += f"  mean {statistics.mean(row):7.1f}"
-        if len(row) > 1:
-            line += f" +- {statistics.stdev(row) / len(row) ** 0.5:4.1f} ({len(row)} seeds)"
+        got = SeedMean.of(row)
+        line += f"  mean {got.mean:7.1f}"
+        if got.count > 1:
+            line += f" +- {got.se:4.1f} ({got.count} seeds)"
         if policy.split("+")[0] == "helios":
             ready, idle = waits(policy, c, seeds[0])
             line += f"  ready->chunk {ready:5.1f} ms  device idle {idle:6.1f} ms"

@@ -39,6 +39,8 @@ class PopulationPrior:
         while len(self.means) < depth:
             self.means.append(0.5 ** (len(self.means) + 1))
             self.counts.append(0)
+            self.bound_sums.append(0.0)
+            self.bound_weights.append(0.0)
         return self.means[depth - 1]
 
     def observe(self, depth: int, value: float) -> None:
@@ -47,9 +49,6 @@ class PopulationPrior:
         self.counts[depth - 1] += 1
         self.version += 1
         if self.bound_memory > 0:
-            while len(self.bound_sums) < depth:
-                self.bound_sums.append(0.0)
-                self.bound_weights.append(0.0)
             keep = 1.0 - 1.0 / self.bound_memory
             self.bound_sums[depth - 1] = self.bound_sums[depth - 1] * keep + value
             self.bound_weights[depth - 1] = self.bound_weights[depth - 1] * keep + 1.0

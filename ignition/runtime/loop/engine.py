@@ -176,14 +176,15 @@ class Engine:
 
     def _hold_second_slot(self) -> bool:
         """With the just-in-time slot and one frame in flight on a worker that can tell its
-        end, wait before planning the next (loop/second_slot.py); True if it waited."""
+        end, wait before planning the next (loop/second_slot.py); True if it waited (a frame
+        that already ended, as every CPU frame has at launch, is not waited for)."""
         if self._second_slot is None or len(self._inflight) != 1:
             return False
         is_done = getattr(self.worker, "is_done", None)
         if is_done is None:
             return False
         frame = self._inflight[0]
-        if frame.failed_at_launch:
+        if frame.failed_at_launch or is_done(frame.pending):
             return False
         self._second_slot.hold(
             frame.expected_end_ns, lambda: is_done(frame.pending), self.inbox.wait_for_arrival
