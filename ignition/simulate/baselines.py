@@ -64,6 +64,12 @@ HELIOS_VARIANTS = {
     "the device's duration at the rows it could carry now (cost_what_ifs.py)",
     "ple-stall": "what-if cost samples: the decode tokens' PLE gather reported as readiness "
     "stall, so estimates leave it out (the spec's embedding-delivery rule, read literally)",
+    "no-refresh": "what-if: the timing-refresh ledger never earns credit (no refresh runs)",
+    "no-learning": "what-if: the acceptance-learning ledger never earns credit (no probe "
+    "runs)",
+    "prompt-pairs": "what-if admission: with two slots free, the next two prompts' rows "
+    "are gathered back to back and the first is held until the second's are ready, so "
+    "both can share one frame (a hold rule foreseeing row readiness; sim.py)",
     "late-queue": "what-if transport: fill the second frame slot 1 ms (a host round trip) "
     "before the frame ahead ends, not at once",
     "at-once": "the transport before the just-in-time second slot: the second frame slot "

@@ -17,6 +17,7 @@ from ignition.components.program_kinds import GraphKind
 from ignition.simulate.acceptance import draw_round
 from ignition.simulate.capture import CaptureSizes, vllm_capture_sizes
 from ignition.simulate.devices import DeviceModel, Execution
+from ignition.simulate.host_gather import HostGather
 from ignition.simulate.results import ExecutionRecord, RequestRecord, RunResult
 from ignition.simulate.steps import BaselinePolicy, Batch, Seq
 from ignition.simulate.workloads import SimRequest
@@ -65,27 +66,24 @@ def draw_rounds(running: Sequence[Seq], noise: float, rng: random.Random) -> Non
 
 
 class PromptDelivery:
-    """The host's prompt-row delivery (a device with ``prompt_ready_ms``, e.g. PLE rows
-    gathered from host memory): one FIFO gather per prompt, started when a slot is free
-    for it, ahead of its first prompt chunk. Devices without it deliver at once."""
+    """The baseline engine's side of the host's prompt-row gather (``host_gather.py``):
+    one gather per waiting prompt a free slot can take, ahead of its first chunk."""
 
     def __init__(self, device: DeviceModel) -> None:
-        self.cost = getattr(device, "prompt_ready_ms", None)
-        self.free_ms = 0.0
+        self.host = HostGather(device)
 
     def start(self, waiting: Sequence[Seq], free_slots: int, now: float) -> None:
-        if self.cost is None:
+        if not self.host.delivers:
             return
         for s in list(waiting)[: max(0, free_slots)]:
             if s.ready_ms is None:
-                self.free_ms = max(now, self.free_ms) + self.cost(s.request.prompt_tokens)
-                s.ready_ms = self.free_ms
+                s.ready_ms = self.host.gather(s.record, s.request.prompt_tokens, now)
 
     def is_ready(self, s: Seq, now: float) -> bool:
         """Its prompt rows are on the device. A request whose gather has not started is
         not (issue 39: it was taken as ready, so requests beyond the free slots ran with
         no gather while those being gathered waited)."""
-        if self.cost is None:
+        if not self.host.delivers:
             return True
         return s.ready_ms is not None and s.ready_ms <= now
 

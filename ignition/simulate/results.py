@@ -19,6 +19,9 @@ class RequestRecord:
     output_tokens: int
     admitted_ms: float | None = None
     prompt_start_ms: float | None = None  # start of the first frame that consumed its prompt
+    # the host's gather of its prompt rows, (start, rows on the device), on a device with
+    # ``prompt_ready_ms``; None where it needs none (what ``host_chain`` reads)
+    prompt_rows_ms: tuple[float, float] | None = None
     first_output_ms: float | None = None
     finish_ms: float | None = None
     deliveries: list[tuple[float, int]] = field(default_factory=list)

@@ -25,6 +25,7 @@ from ignition.simulate import jit_queue, sim_report, trace_frames
 from ignition.simulate.acceptance import COPIES, MAX_DEPTH, Round, draw_round
 from ignition.simulate.cost_what_ifs import estimate_at_ready_rows, ple_stall_ns
 from ignition.simulate.engine import LateWatch
+from ignition.simulate.host_gather import HostGather
 from ignition.simulate.results import RequestRecord, RunResult
 from ignition.simulate.scenario import Scenario
 from ignition.simulate.sim_durations import duration_ms, nominal_ns, sample_ns
@@ -76,7 +77,11 @@ class Simulation:
         self.jit_lead_ns: int | None = None
         self.jit_wake_ns: int | None = None  # also wakes on the completion, plans in this
         self.plan_at_ns = 0
-        self.host_free_ns = 0  # the host's prompt-row gather is busy until then
+        self.host = HostGather(scenario.durations)  # the prompt-row gather (host_gather.py)
+        # What-if admission (``prompt-pairs``): with two slots free, the next two prompts'
+        # rows are gathered back to back and the first is held until the second's are
+        # ready, so both can share one frame (a hold rule that foresees row readiness).
+        self.prompt_pairs = False
         # What-ifs on the cost model's view (cost_what_ifs.py): estimates at the rows a
         # program could carry now; the PLE gather reported as a readiness stall.
         self.row_oracle = False
@@ -98,6 +103,8 @@ class Simulation:
             while pending and pending[0].arrival_ns <= now:
                 if not self.scheduler.can_admit():
                     break
+                if self.prompt_pairs:
+                    self._gather_pair(pending, now)
                 if self._prompt_ready_ns(pending[0], now) > now:
                     break  # its prompt rows are still being gathered on the host
                 self._admit(pending.pop(0))
@@ -166,14 +173,23 @@ class Simulation:
         ``prompt_ready_ms`` (PLE rows gathered on the host) delivers them one prompt after
         another, each gather starting once a slot is free for it."""
         if stream.ready_ns is None:
-            cost = getattr(self.scenario.durations, "prompt_ready_ms", None)
-            if cost is None:
+            if not self.host.delivers:
                 return now
-            self.host_free_ns = max(now, self.host_free_ns) + round(
-                cost(stream.request.prompt_tokens) * NS_PER_MS
-            )
-            stream.ready_ns = self.host_free_ns
+            r = stream.request
+            ready_ms = self.host.gather(stream.record, r.prompt_tokens, now / NS_PER_MS)
+            stream.ready_ns = round(ready_ms * NS_PER_MS)
         return stream.ready_ns
+
+    def _gather_pair(self, pending: list[Stream], now: int) -> None:
+        """The ``prompt-pairs`` what-if: the head and the next arrived prompt gathered
+        together when two slots are free; the head is ready with the second."""
+        head = pending[0]
+        if head.ready_ns is not None or len(pending) < 2 or pending[1].arrival_ns > now:
+            return
+        if self.scheduler.usage().num_free_slots < 2:
+            return
+        self._prompt_ready_ns(head, now)
+        head.ready_ns = self._prompt_ready_ns(pending[1], now)
 
     def _admit(self, stream: Stream) -> None:
         r = stream.request

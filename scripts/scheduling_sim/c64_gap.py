@@ -1,9 +1,9 @@
 """Where random tokens at c = 64 (4x H100) spend their device time, per policy (issue 39).
 
     python -m scripts.scheduling_sim.c64_gap [--policies helios,vllm-padded] [--concurrency 64]
-        [--frames]
+        [--frames] [--seed 0]
 
-The run is the study's (``realworld._random_run``: 5 x c requests of 1,024 prompt and
+The run is the study's (``realworld._random_run`` at ``--seed``: 5 x c requests of 1,024 prompt and
 256 output tokens at time zero, c slots). Both Helios and the baselines keep the device
 busy from the first prompt's host gather to the end, so output tok/s follows the device
 time spent on the same work. Each frame is compared with a *reference*: the device
@@ -29,7 +29,7 @@ from ignition.simulate.devices import DeviceModel, Execution
 from ignition.simulate.harness import run_policy
 from ignition.simulate.metrics import measure
 from ignition.simulate.results import ORDINARY, ExecutionRecord
-from scripts.scheduling_sim.realworld import random_workload, setup_for
+from scripts.scheduling_sim.realworld import random_setup, random_workload
 
 CONTEXT = 1150  # cached tokens per row: the 1,024-token prompt plus half of 256 outputs
 CATEGORIES = ("prompt", "64-token chunk", "width > 1", "width 1")
@@ -67,9 +67,9 @@ def category(e: ExecutionRecord) -> str:
     return "width > 1" if e.width > 1 else "width 1"
 
 
-def report(name: str, concurrency: int, frames: bool = False) -> list[str]:
-    setup = setup_for("qwen38-flash-next-4xh100", concurrency, 128 if concurrency > 32 else 32)
-    run = run_policy(name, random_workload(concurrency), setup)
+def report(name: str, concurrency: int, frames: bool = False, seed: int = 0) -> list[str]:
+    setup = random_setup(concurrency, seed)
+    run = run_policy(name, random_workload(concurrency, seed), setup)
     busy = sum(e.device_ms for e in run.executions)
     rounds = sum(e.decoders for e in run.executions)
     lines = [
@@ -101,13 +101,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--policies", default="helios,vllm-padded")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--frames", action="store_true", help="list exploration frames")
+    parser.add_argument("--seed", type=int, default=0, help="the workload's and simulator's")
     args = parser.parse_args(argv)
     if args.concurrency < 1:
         parser.error(f"--concurrency {args.concurrency}: must be >= 1")
     print("| policy | device time |")
     print("|---|---|")
     for name in (p.strip() for p in args.policies.split(",") if p.strip()):
-        print("\n".join(report(name, args.concurrency, args.frames)))
+        print("\n".join(report(name, args.concurrency, args.frames, args.seed)))
     return 0
 
 

@@ -38,6 +38,7 @@ from scripts.scheduling_sim.realworld import (
     Plan,
     conv_workload,
     long_prompt_workload,
+    random_setup,
     random_workload,
     setup_for,
 )
@@ -75,11 +76,12 @@ def scenario_run(file: str) -> dict:
 
 
 def _request(x) -> dict:
-    """A request's record; its round and row counts (issue 40's width columns) came after
-    the recorded digests and follow from the decisions and draws the rest holds."""
+    """A request's record; its round and row counts (issue 40's width columns) and its
+    prompt-row gather (issue 39, session 17) came after the recorded digests and follow
+    from the decisions and draws the rest holds."""
     out = asdict(x)
-    out.pop("rounds", None)
-    out.pop("verified_rows", None)
+    for later in ("rounds", "verified_rows", "prompt_rows_ms"):
+        out.pop(later, None)
     return out
 
 
@@ -116,13 +118,9 @@ def cases(preset: str = "") -> dict[str, Callable[[], dict]]:
         ),
         "conv-h200-helios+chunk1024": lambda: helios_run("helios+chunk1024", conv(0.5), h200),
         "conv-h200-helios+throughput": lambda: helios_run("helios+throughput", conv(0.7), h200),
-        "random-c8-helios": lambda: helios_run(
-            "helios", random_workload(8), setup_for("qwen38-flash-next-4xh100", 8, 32)
-        ),
+        "random-c8-helios": lambda: helios_run("helios", random_workload(8), random_setup(8)),
         "random-c64-helios": lambda: helios_run(
-            "helios",
-            random_workload(64)[:96],
-            setup_for("qwen38-flash-next-4xh100", 64, 128),
+            "helios", random_workload(64)[:96], random_setup(64)
         ),
         "long-h200-helios": lambda: helios_run(
             "helios", long_prompt_workload(long_plan, 0.5), h200

@@ -78,8 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for row in pool_map(long_row, [(n,) for n in names], args.jobs):
                 print(row)
         elif args.random:
-            calls = [(c, r, n) for n in names for c, r in ((8, 32), (64, 128))]
-            for (c, _, n), got in zip(calls, pool_map(_random_run, calls, args.jobs)):
+            calls = [(c, n) for n in names for c in (8, 64)]
+            for (c, n), got in zip(calls, pool_map(_random_run, calls, args.jobs)):
                 print(f"| `{n}` | c = {c} | {got:,.0f} tok/s |")
         elif args.at > 0:
             for row in pool_map(at_row, [(args.conv[0], args.at, n) for n in names], args.jobs):

@@ -14,27 +14,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from dataclasses import replace
 
 from ignition.simulate.harness import helios_simulation
 from scripts.scheduling_sim.realworld import (
     SeedMean,
     _random_run,
     pool_map,
+    random_setup,
     random_workload,
-    setup_for,
 )
-
-PROFILE = "qwen38-flash-next-4xh100"
-
-
-def _setup(c: int, seed: int):
-    return replace(setup_for(PROFILE, c, 32 if c <= 8 else 128), seed=seed)  # as the study
 
 
 def waits(policy: str, c: int, seed: int) -> tuple[float, float]:
     """A Helios run's mean ready -> first prompt chunk (ms) and device idle (ms)."""
-    sim = helios_simulation(random_workload(c, seed=seed), _setup(c, seed), policy)
+    sim = helios_simulation(random_workload(c, seed=seed), random_setup(c, seed), policy)
     spans: list[tuple[int, int]] = []
     complete = sim._complete
 
@@ -69,7 +62,7 @@ def seed_list(text: str) -> list[int]:
 
 def tokens_per_s(policy: str, c: int, seed: int) -> float:
     """The study's run (``realworld._random_run``) at ``seed``."""
-    return _random_run(c, 32 if c <= 8 else 128, policy, seed)
+    return _random_run(c, policy, seed)
 
 
 def main() -> None:

@@ -151,16 +151,24 @@ def setup_for(profile: str, slots: int, envelope: int) -> Setup:
     )
 
 
+def random_setup(c: int, seed: int = 0) -> Setup:
+    """The random-token runs' setup at concurrency ``c`` (the study's and every script's
+    that reproduces it): 4x H100, ``c`` slots, the speculative envelope 32 up to c = 8
+    and 128 above, ``seed`` for the simulator's noise."""
+    envelope = 32 if c <= 8 else 128
+    return replace(setup_for("qwen38-flash-next-4xh100", c, envelope), seed=seed)
+
+
 def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _random_run(c: int, envelope: int, name: str, seed: int = 0) -> float:
+def _random_run(c: int, name: str, seed: int = 0) -> float:
     """One closed-loop run of vLLM's recipe benchmark: output tokens/s (a pool job);
     ``seed`` draws the requests' acceptance and the simulator's noise."""
     t = time.time()
-    setup = replace(setup_for("qwen38-flash-next-4xh100", c, envelope), seed=seed)
-    got = measure(run_policy(name, random_workload(c, seed), setup)).output_tokens_per_s
+    got = measure(run_policy(name, random_workload(c, seed), random_setup(c, seed)))
+    got = got.output_tokens_per_s
     if seed == 0:
         _log(f"random c={c} {name}: {got:.0f} tok/s at seed 0 ({time.time() - t:.0f} s)")
     return got
@@ -205,14 +213,9 @@ def study_random(plan: Plan, jobs: int = 1) -> tuple[list[str], dict]:
         "|---|---|---|---|",
     ]
     names = (*HELIOS_ROWS, *(_b8192(p) for p in plan.baselines))
-    calls = [
-        (c, envelope, name, seed)
-        for c, envelope in ((8, 32), (64, 128))
-        for name in names
-        for seed in plan.random_seeds(c)
-    ]
+    calls = [(c, name, seed) for c in (8, 64) for name in names for seed in plan.random_seeds(c)]
     runs: dict[tuple[int, str], list[float]] = {}
-    for (c, _, name, _), got in zip(calls, pool_map(_random_run, calls, jobs), strict=True):
+    for (c, name, _), got in zip(calls, pool_map(_random_run, calls, jobs), strict=True):
         runs.setdefault((c, name), []).append(got)
     result = {}
     for c in (8, 64):
