@@ -128,3 +128,28 @@ def _long_result():
         "helios": (metrics(60, 1), metrics(60, 1)),
         "vllm-padded": (metrics(60, 1), metrics(60, 1)),
     }
+
+
+def test_the_random_rows_run_every_policy_at_every_seed_and_average_them(monkeypatch):
+    seen = []
+
+    def fake_run(c: int, name: str, seed: int) -> float:
+        seen.append((c, name, seed))
+        return 1000.0 + c + seed + (5.0 if name == "helios" else 0.0)
+
+    monkeypatch.setattr(realworld, "_random_run", fake_run)
+    plan = Plan(True)
+    lines, result = realworld.study_random(plan, jobs=1)
+    for c in (8, 64):
+        seeds = plan.random_seeds(c)
+        assert [s for cc, n, s in seen if cc == c and n == "helios"] == list(seeds)
+        mean_seed = sum(seeds) / len(seeds)
+        assert result[c]["helios"].mean == pytest.approx(1005.0 + c + mean_seed)
+        assert result[c]["plain"].mean == pytest.approx(1000.0 + c + mean_seed)
+    assert any(line.startswith("| 64 | `helios` |") for line in lines)
+
+
+def test_the_random_setup_is_the_studys_envelope_and_seed():
+    assert realworld.random_setup(8).speculative_token_capacity == 32
+    assert realworld.random_setup(64, seed=3).speculative_token_capacity == 128
+    assert realworld.random_setup(64, seed=3).seed == 3
