@@ -226,9 +226,10 @@ def helios_simulation(
     sim.row_oracle = "row-oracle" in variants
     sim.ple_stall = "ple-stall" in variants
     sim.prompt_pairs = "prompt-pairs" in variants
-    for variant, ledger in (("no-refresh", "refresh"), ("no-learning", "learning")):
-        if variant in variants:  # what-if: that exploration ledger never earns credit
-            getattr(sim.scheduler.books, ledger).numerator = 0
+    if "no-refresh" in variants:  # what-if: the timing-refresh ledger never earns credit
+        sim.scheduler.refresh.numerator = 0
+    if "no-learning" in variants:  # what-if: the acceptance-learning ledger neither
+        sim.scheduler.learning.numerator = 0
     if "late-queue" in variants:
         sim.queue_lead_ns = LATE_QUEUE_LEAD_NS
     if "jit-queue" in variants or "jit-wake" in variants:
