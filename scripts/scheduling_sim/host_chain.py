@@ -15,7 +15,8 @@ between one gather's end and the next one's start (no slot was free, or nothing 
 and ``tail`` the time from the last prompt's rows being ready to the last token. Per
 policy, means over the seeds: output tok/s, the three terms, the device's busy share,
 the mean wait from rows ready to the prompt's first frame, prompt frames, and prompts per
-prompt frame; ``--waits`` adds how the rows-ready -> first-frame waits spread, at the first
+prompt frame; then each policy's host idle and tail against the first policy's, seed by
+seed; ``--waits`` adds how the rows-ready -> first-frame waits spread, at the first
 seed. Numbers are simulated.
 """
 
@@ -29,7 +30,7 @@ from ignition.simulate.harness import run_policy
 from ignition.simulate.metrics import measure
 from ignition.simulate.results import RunResult
 from scripts.scheduling_sim.random_seeds import seed_list
-from scripts.scheduling_sim.realworld import pool_map, random_setup, random_workload
+from scripts.scheduling_sim.realworld import SeedMean, pool_map, random_setup, random_workload
 
 COLUMNS = (
     "tok/s",
@@ -134,6 +135,29 @@ def table(names: Sequence[str], c: int, seeds: Sequence[int], jobs: int = 1) -> 
             f"{mean[6]:.0f}",
             f"{mean[7]:.2f}",
         )
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    if len(seeds) > 1 and len(names) > 1:
+        lines += paired(names, chains, len(seeds))
+    return lines
+
+
+def paired(names: Sequence[str], chains: Sequence[Chain], count: int) -> list[str]:
+    """Each policy against the first, seed by seed: host idle and tail differences (ms),
+    mean +- standard error (the seeds' noise is shared, so pairs resolve what means cannot)."""
+    first = chains[:count]
+    lines = [
+        "",
+        f"Against `{names[0]}`, seed by seed (ms, mean +- standard error):",
+        "",
+        "| policy | host idle | tail |",
+        "|---|---|---|",
+    ]
+    for i, name in enumerate(names[1:], start=1):
+        own = chains[i * count : (i + 1) * count]
+        cells = []
+        for term in ("host_idle_ms", "tail_ms"):
+            got = SeedMean.of([getattr(a, term) - getattr(b, term) for a, b in zip(own, first)])
+            cells.append(f"{got.mean:+.0f} +- {got.se:.0f}")
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     return lines
 

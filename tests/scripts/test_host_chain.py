@@ -22,7 +22,7 @@ def test_the_table_has_a_row_per_policy_with_every_column():
     lines = host_chain.table(["helios", "vllm-padded"], 8, [0, 1])
     assert "seeds 0, 1." in lines[0]
     assert host_chain.seed_text([0, 1, 2, 3]) == "0-3"
-    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[-2:]]
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[4:6]]
     assert [r[0] for r in rows] == ["`helios`", "`vllm-padded`"]
     assert all(len(r) == 1 + len(host_chain.COLUMNS) for r in rows)
     assert all(float(r[-1]) == 1.0 for r in rows)  # one prompt per prompt frame at c = 8
@@ -32,3 +32,12 @@ def test_a_bad_concurrency_is_one_line(capsys):
     with pytest.raises(SystemExit):
         host_chain.main(["helios", "-c", "0"])
     assert "--concurrency 0: must be >= 1" in capsys.readouterr().err
+
+
+def test_the_paired_differences_are_each_seeds_difference_averaged():
+    a = host_chain.run_chain("helios", 8, 0), host_chain.run_chain("helios", 8, 1)
+    b = host_chain.run_chain("vllm-k1-padded", 8, 0), host_chain.run_chain("vllm-k1-padded", 8, 1)
+    lines = host_chain.paired(["helios", "vllm-k1-padded"], [*a, *b], 2)
+    cells = [c.strip() for c in lines[-1].split("|")[1:-1]]
+    idle = sum(y.host_idle_ms - x.host_idle_ms for x, y in zip(a, b)) / 2
+    assert cells[0] == "`vllm-k1-padded`" and cells[1].startswith(f"{idle:+.0f} +- ")
