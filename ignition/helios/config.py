@@ -61,6 +61,10 @@ class PolicyConfig:
     # issue 39 ("Speculation within the TBT target"): a speculative frame carrying no
     # prompt whose estimate exceeds tbt_target_ms is rejected (ordinary and probes alike)
     speculation_within_target: bool = False
+    # issue 39 ("Refresh what could win"): funded timing refresh displaces the winner only
+    # with a stale alternative whose score at its fastest recent sample would beat it
+    # (decide/refresh.py); off: any stale alternative, the seed's rule
+    refresh_could_win: bool = False
     # the start of a request without token history (NEWCOMER_RULE_NAMES); the other
     # rules are kept for before/after studies (scripts/scheduling_sim)
     newcomer_rule: str = "balanced"
@@ -162,7 +166,8 @@ def objective() -> PolicyConfig:
     winning mixed frame at the width its decoders earn most net of the generation rate
     (decide/mixed_width.py), and probe optimism bounded by the request's population over
     its last 1,024 observations (state/acceptance.py), and no speculative frame past the
-    TBT target (decide/chunk_target.py)."""
+    TBT target (decide/chunk_target.py), and timing refresh only of alternatives that
+    could win (decide/refresh.py)."""
     return replace(
         flat_cadence(),
         cadence_ramp=OBJECTIVE_CADENCE_RAMP,
@@ -171,6 +176,7 @@ def objective() -> PolicyConfig:
         population_bounded_optimism=True,
         population_bound_memory=POPULATION_BOUND_MEMORY,
         speculation_within_target=True,
+        refresh_could_win=True,
     )
 
 

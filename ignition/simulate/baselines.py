@@ -126,6 +126,11 @@ HELIOS_VARIANTS = {
     "decide/chunk_target.py)",
     "wide-past-target": "speculative frames carrying no prompt are not bound by the TBT "
     "target (PolicyConfig.speculation_within_target = false; the rule before it)",
+    "refresh-any": "timing refresh may run any stale alternative, the oldest first "
+    "(PolicyConfig.refresh_could_win = false; the seed's rule)",
+    "refresh-could-win": "timing refresh runs only a stale alternative whose score at its "
+    "fastest recent sample beats the winner (PolicyConfig.refresh_could_win = true; "
+    "decide/refresh.py)",
     "l1": "load-time selection: one prompt lane per program (the seed's prefill and mixed "
     "programs; issue 39's L = 1)",
 }

@@ -118,6 +118,8 @@ RULE_SWITCHES: dict[str, dict[str, object]] = {
     "moving-bound": {"population_bound_memory": 0.0},
     "spec-target": {"speculation_within_target": True},
     "wide-past-target": {"speculation_within_target": False},
+    "refresh-any": {"refresh_could_win": False},
+    "refresh-could-win": {"refresh_could_win": True},
 }
 
 

@@ -64,6 +64,7 @@ def test_the_ramp_rises_with_age_to_the_target():
         population_bounded_optimism=True,
         population_bound_memory=1024.0,
         speculation_within_target=True,
+        refresh_could_win=True,
     )
 
 

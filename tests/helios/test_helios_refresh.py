@@ -24,7 +24,7 @@ from ignition.helios import (
     SelectionReason,
 )
 from ignition.helios.decide.refresh import CREDIT_CAP_NS, choose_refresh, timing_refresh_ledger
-from ignition.helios.decide.utility import Candidate
+from ignition.helios.decide.utility import Candidate, Decision
 from ignition.helios.state.cost import CostModel, Freshness
 
 
@@ -282,6 +282,21 @@ def test_stale_alternatives_go_oldest_first_by_the_later_of_observation_and_atte
     assert choose_refresh(winner, [winner, a, b, c], costs) is c  # equal times: higher value
     costs.note_attempt(decode(4), 6 * MS)
     assert choose_refresh(winner, [winner, a, b, c], costs) is a
+
+
+def test_with_refresh_could_win_only_an_alternative_that_could_beat_the_winner_runs():
+    costs = CostModel(ttl_ns=10 * MS)
+    winner = _candidate(decode(8), 9.0, Freshness.FRESH)
+    slow, fast = _candidate(decode(1), 5.0), _candidate(decode(2), 5.0)
+    costs.seed(decode(1), MS, now_ns=0)  # the older: the seed's rule refreshes it first
+    costs.seed(decode(2), MS, now_ns=MS)
+    costs.entry(decode(2)).samples.appendleft(MS // 2)  # once ran in half: 10 per ms > 9
+    could_win = Decision(0.0, 0, 0.0, 0.0, refresh_could_win=True)
+    assert choose_refresh(winner, [winner, slow, fast], costs) is slow
+    assert choose_refresh(winner, [winner, slow, fast], costs, could_win) is fast
+    assert choose_refresh(winner, [winner, slow], costs, could_win) is None
+    seeds_rule = Decision(0.0, 0, 0.0, 0.0)  # the flag off: any stale alternative
+    assert choose_refresh(winner, [winner, slow, fast], costs, seeds_rule) is slow
 
 
 def test_an_unknown_winner_is_discovery_and_no_refresh_displaces_it():

@@ -2,10 +2,12 @@
 
 ``bounds.stale_alternative`` must return what ``refresh.choose_refresh`` picks from the
 exhaustive candidates (``decide.selector.Exhaustive``): the oldest refresh key first, then
-the best ranked, pruned candidates left out, the winner's own cost entry excluded."""
+the best ranked, pruned candidates left out, the winner's own cost entry excluded, and
+with ``refresh_could_win`` only alternatives that could beat the winner."""
 
 from __future__ import annotations
 
+import pytest
 from exploration_helpers import MS, Runner
 from helios_helpers import decode, floor_ms, mixed, prefill, request, scheduler, spec
 
@@ -25,7 +27,7 @@ def _exhaustive_and_lazy(s):
     winner = select(every)
     if winner is None or winner.is_indeterminate:
         return None
-    expected = choose_refresh(winner, every, s.costs)
+    expected = choose_refresh(winner, every, s.costs, decision)
     index = CatalogIndex(s.descriptors)
     lazy = stale_alternative(
         active_descriptors(index, population),
@@ -35,7 +37,7 @@ def _exhaustive_and_lazy(s):
         s.now_ns,
         s.speculation,
         index,
-        winner.descriptor.cost_key(),
+        winner,
     )
     return expected, lazy
 
@@ -44,7 +46,8 @@ def _identity(c):
     return None if c is None else (c.descriptor, c.work_key, c.score)
 
 
-def test_the_stale_alternative_is_choose_refreshs_pick_from_every_candidate():
+@pytest.mark.parametrize("could_win", [False, True])
+def test_the_stale_alternative_is_choose_refreshs_pick_from_every_candidate(could_win):
     programs = [
         prefill(64),
         prefill(256),
@@ -56,14 +59,19 @@ def test_the_stale_alternative_is_choose_refreshs_pick_from_every_candidate():
         mixed(4, 64),
         mixed(8, 64),
     ]
-    s = scheduler(programs, floor_ms, policy=PolicyConfig(estimate_ttl_ns=30 * MS))
+    policy = PolicyConfig(estimate_ttl_ns=30 * MS, refresh_could_win=could_win)
+    s = scheduler(programs, floor_ms, policy=policy)
     runner = Runner(s)
     runner.decoding(6, output=400)
     found = 0
     for step in range(60):
         if step % 15 == 0:
             s.admit(request(64 + 16 * step, 200))  # prompts keep prefill and mixed in play
-        if any(s.costs.freshness(d, s.now_ns) is Freshness.STALE for d in s.descriptors):
+        stale = [d for d in s.descriptors if s.costs.freshness(d, s.now_ns) is Freshness.STALE]
+        if stale:
+            if could_win:  # every other stale program once ran fast: only those could win
+                for d in stale[::2]:
+                    s.costs.entry(d).samples.appendleft(1)  # the median estimate stays
             got = _exhaustive_and_lazy(s)
             if got is not None:
                 expected, (decided, alternative) = got

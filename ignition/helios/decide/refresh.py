@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ignition.helios.decide.utility import Candidate, compare
+from ignition.helios.decide.utility import Candidate, Decision, compare
 from ignition.helios.plans import ExecutionClass
 from ignition.helios.reports import ExecutionTiming
 from ignition.helios.state.cost import CostModel, Freshness
@@ -159,10 +159,29 @@ def refresh_key(c: Candidate, costs: CostModel) -> int:
     return max(entry.last_observation_ns, entry.last_attempt_ns)
 
 
+def could_win(c: Candidate, winner: Candidate, costs: CostModel, decision: Decision) -> bool:
+    """Whether a stale alternative could beat the ordinary ``winner`` if refreshed: its
+    score scaled by its estimate over the fastest sample in the estimate's window (the
+    estimate is their median) at least the winner's. A score is value per time net of
+    terms that grow with the duration, so the scaled score is a low estimate of the score
+    at the fastest duration (a rejected or losing score stays as it is). Always true
+    without ``decision.refresh_could_win`` (the seed's rule: any stale alternative)."""
+    if not decision.refresh_could_win:
+        return True
+    samples = costs.entry(c.descriptor).samples
+    fastest_ns = max(1, min(min(samples, default=c.duration_ns), c.duration_ns))
+    optimistic = c.score * c.duration_ns / fastest_ns if c.score > 0 else c.score
+    return optimistic >= winner.score
+
+
 def choose_refresh(
-    winner: Candidate, candidates: Sequence[Candidate], costs: CostModel
+    winner: Candidate,
+    candidates: Sequence[Candidate],
+    costs: CostModel,
+    decision: Decision | None = None,
 ) -> Candidate | None:
-    """The stale alternative that full credit lets displace the ordinary measured winner."""
+    """The stale alternative that full credit lets displace the ordinary measured winner
+    (with ``decision``: only one that :func:`could_win`)."""
     if winner.is_indeterminate:
         return None  # initial discovery runs first and is accounted separately
     own = winner.descriptor.cost_key()
@@ -170,6 +189,8 @@ def choose_refresh(
     best_key = 0
     for c in candidates:
         if c.freshness is not Freshness.STALE or c.descriptor.cost_key() == own:
+            continue
+        if decision is not None and not could_win(c, winner, costs, decision):
             continue
         key = refresh_key(c, costs)
         if best is None or key < best_key or (key == best_key and compare(c, best) < 0):

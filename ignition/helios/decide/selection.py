@@ -76,7 +76,7 @@ def execution_class(
     if s.own_freshness(winner) is Freshness.UNKNOWN:
         return Selection(winner, decision, ExecutionClass.DISCOVERY)
     if s.refresh_open:
-        stale = choose_refresh(winner, stale_pool(), s.costs)
+        stale = choose_refresh(winner, stale_pool(), s.costs, decision)
         if stale is not None:
             return Selection(stale, decision, ExecutionClass.TIMING_REFRESH, s.refresh_balance_ns)
     if not s.learning_open:

@@ -120,6 +120,7 @@ class Decision:
     prompt_runs: bool = False  # PolicyConfig.prompt_runs (decide/prompt_runs.py)
     # PolicyConfig.speculation_within_target (decide/chunk_target.py)
     speculation_within_target: bool = False
+    refresh_could_win: bool = False  # PolicyConfig.refresh_could_win (decide/refresh.py)
     # PolicyConfig.cadence_ramp (decide/cadence_ramp.py): the decoders' weight in the
     # waiting cost, the sum of their ramps; None: the number of active decoders
     decoder_age_weight: float | None = None

@@ -9,6 +9,7 @@ from ignition.components.descriptor import Descriptor
 from ignition.components.program_kinds import GraphKind
 from ignition.helios.config import SpeculationMode
 from ignition.helios.decide.policy import candidates_for, prune_dominated
+from ignition.helios.decide.refresh import could_win
 from ignition.helios.decide.utility import RELATIVE_TIE, Candidate, Decision
 from ignition.helios.fast.catalog_index import CatalogIndex
 from ignition.helios.fast.tables import Tables
@@ -141,11 +142,12 @@ def stale_alternative(
     now_ns: int,
     mode: SpeculationMode,
     index: CatalogIndex,
-    own_key: tuple,
+    winner: Candidate,
 ) -> tuple[bool, Candidate | None]:
     """The inference candidate ``refresh.choose_refresh`` picks from ``all_candidates``:
-    stale, of another cost entry than ``own_key`` (the winner's), not pruned; the oldest
-    ``refresh_key`` first, then the best ranked."""
+    stale, of another cost entry than the ordinary ``winner``'s, not pruned, one that
+    ``refresh.could_win``; the oldest ``refresh_key`` first, then the best ranked."""
+    own_key = winner.descriptor.cost_key()
     bounds = _score_bounds(shapes, tables, costs, decision, now_ns, stale=True)
     groups: dict[int, list[tuple[float, int]]] = {}
     for position, (d, _) in enumerate(shapes):
@@ -177,7 +179,7 @@ def stale_alternative(
             ):
                 break
             for c in _evaluate(shapes[position], tables, costs, decision, now_ns, mode):
-                if survives(c):
+                if survives(c) and could_win(c, winner, costs, decision):
                     found.append(c)
                     if best is None or c.score > best.score:
                         best = c

@@ -361,6 +361,7 @@ def build_population(
         left_out=policy.left_out,
         prompt_runs=policy.prompt_runs,
         speculation_within_target=policy.speculation_within_target,
+        refresh_could_win=policy.refresh_could_win,
         decoder_age_weight=cadence_ramp.age_weight(policy, (*decoders, *pending)),
     )
     population = Population(tuple(prompts), tuple(decoders), tuple(pending), terminal)

@@ -112,7 +112,7 @@ class Bounded:
             return None
 
         def stale_pool() -> list[Candidate]:
-            decided, alternative = stale_alternative(*inputs, winner.descriptor.cost_key())
+            decided, alternative = stale_alternative(*inputs, winner)
             if decided:
                 pool = [alternative] if alternative is not None else []
             else:  # a tie inside the oldest key: every stale shape, in the list order
