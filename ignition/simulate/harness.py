@@ -230,7 +230,7 @@ def helios_simulation(
     sim.prompt_pairs = "prompt-pairs" in variants
     if "no-refresh" in variants:  # what-if: the timing-refresh ledger never earns credit
         sim.scheduler.refresh.numerator = 0
-    if "no-learning" in variants:  # what-if: the acceptance-learning ledger neither
+    if "no-learning" in variants:  # what-if: the acceptance-learning ledger never earns
         sim.scheduler.learning.numerator = 0
     if "late-queue" in variants:
         sim.queue_lead_ns = LATE_QUEUE_LEAD_NS

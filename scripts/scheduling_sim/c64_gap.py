@@ -3,17 +3,17 @@
     python -m scripts.scheduling_sim.c64_gap [--policies helios,vllm-padded] [--concurrency 64]
         [--frames] [--seed 0]
 
-The run is the study's (``realworld._random_run`` at ``--seed``: 5 x c requests of 1,024 prompt and
-256 output tokens at time zero, c slots). Both Helios and the baselines keep the device
+The run is the study's (``realworld.random_run`` at ``--seed``: 5 x c requests of 1,024
+prompt and 256 output tokens at time zero, c slots). Both Helios and the baselines keep the device
 busy from the first prompt's host gather to the end, so output tok/s follows the device
 time spent on the same work. Each frame is compared with a *reference*: the device
 model's duration of the same decoders at width one and the same prompt tokens, padded to
 vLLM's capture sizes (what ``vllm-padded`` pays), every row at 1,150 cached tokens (the
 prompt plus half the output). Categories: ``prompt`` (frames carrying more than 64 prompt
-tokens), ``64-token chunk`` (the TBT rule's smallest chunk), ``width > 1`` (speculative rounds; their reference
-is the same decoders at width one, so the excess buys the rounds saved), ``width 1``
-(generation frames; the excess is batch-bucket padding). ``rounds`` counts decoder rows
-served; fewer than the baseline's are accepted drafts. ``--frames`` also lists every
+tokens), ``64-token chunk`` (the TBT rule's smallest chunk), ``width > 1`` (speculative
+rounds; their reference is the same decoders at width one, so the excess buys the rounds
+saved), ``width 1`` (generation frames; the excess is batch-bucket padding). ``rounds``
+counts decoder rows served; fewer than the baseline's are accepted drafts. ``--frames`` also lists every
 exploration frame (acceptance learning, timing refresh) with its start, program, decoders
 and excess. Numbers are simulated.
 """
@@ -26,10 +26,9 @@ from collections.abc import Sequence
 from ignition.components.program_kinds import GraphKind
 from ignition.simulate.capture import vllm_capture_sizes
 from ignition.simulate.devices import DeviceModel, Execution
-from ignition.simulate.harness import run_policy
 from ignition.simulate.metrics import measure
 from ignition.simulate.results import ORDINARY, ExecutionRecord
-from scripts.scheduling_sim.realworld import random_setup, random_workload
+from scripts.scheduling_sim.realworld import random_run, random_setup
 
 CONTEXT = 1150  # cached tokens per row: the 1,024-token prompt plus half of 256 outputs
 CATEGORIES = ("prompt", "64-token chunk", "width > 1", "width 1")
@@ -69,7 +68,7 @@ def category(e: ExecutionRecord) -> str:
 
 def report(name: str, concurrency: int, frames: bool = False, seed: int = 0) -> list[str]:
     setup = random_setup(concurrency, seed)
-    run = run_policy(name, random_workload(concurrency, seed), setup)
+    run = random_run(concurrency, name, seed)
     busy = sum(e.device_ms for e in run.executions)
     rounds = sum(e.decoders for e in run.executions)
     lines = [

@@ -26,11 +26,10 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ignition.simulate.harness import run_policy
 from ignition.simulate.metrics import measure
 from ignition.simulate.results import RunResult
 from scripts.scheduling_sim.random_seeds import seed_list
-from scripts.scheduling_sim.realworld import SeedMean, pool_map, random_setup, random_workload
+from scripts.scheduling_sim.realworld import SeedMean, pool_map, random_run
 
 COLUMNS = (
     "tok/s",
@@ -55,9 +54,13 @@ class Chain:
     tail_ms: float
     end_ms: float
     device_busy: float  # share of the end the device ran frames
-    ready_to_prompt_ms: float  # mean, rows ready -> first frame consuming the prompt
+    waits_ms: tuple[float, ...]  # per request, rows ready -> first frame consuming them
     prompt_frames: int
     prompts_per_frame: float
+
+    @property
+    def ready_to_prompt_ms(self) -> float:
+        return sum(self.waits_ms) / len(self.waits_ms)
 
     def row(self) -> tuple[float, ...]:
         return (
@@ -84,7 +87,7 @@ def chain_of(run: RunResult) -> Chain:
     pairs = zip(gathers, gathers[1:])
     idle = sum(max(0.0, start - prev_end) for (_, prev_end), (start, _) in pairs)
     last_ready = max(end for _, end in gathers)
-    waits = [r.prompt_start_ms - r.prompt_rows_ms[1] for r in run.requests]
+    waits = tuple(r.prompt_start_ms - r.prompt_rows_ms[1] for r in run.requests)
     prompt_frames = [e for e in run.executions if e.prompt_tokens > 0]
     whole = sum(1 for r in run.requests if r.prompt_start_ms is not None)
     return Chain(
@@ -95,7 +98,7 @@ def chain_of(run: RunResult) -> Chain:
         tail_ms=run.end_ms - last_ready,
         end_ms=run.end_ms,
         device_busy=sum(e.device_ms for e in run.executions) / run.end_ms,
-        ready_to_prompt_ms=sum(waits) / len(waits),
+        waits_ms=waits,
         prompt_frames=len(prompt_frames),
         prompts_per_frame=whole / len(prompt_frames) if prompt_frames else 0.0,
     )
@@ -103,7 +106,12 @@ def chain_of(run: RunResult) -> Chain:
 
 def run_chain(name: str, c: int, seed: int) -> Chain:
     """The study's run of ``name`` at concurrency ``c`` and ``seed`` (a pool job)."""
-    return chain_of(run_policy(name, random_workload(c, seed), random_setup(c, seed)))
+    return chain_of(random_run(c, name, seed))
+
+
+def run_chains(names: Sequence[str], c: int, seeds: Sequence[int], jobs: int = 1) -> list[Chain]:
+    """Every policy's runs, policy by policy, each over ``seeds`` in order."""
+    return pool_map(run_chain, [(n, c, s) for n in names for s in seeds], jobs)
 
 
 def seed_text(seeds: Sequence[int]) -> str:
@@ -113,9 +121,8 @@ def seed_text(seeds: Sequence[int]) -> str:
     return ", ".join(map(str, seeds))
 
 
-def table(names: Sequence[str], c: int, seeds: Sequence[int], jobs: int = 1) -> list[str]:
-    calls = [(n, c, s) for n in names for s in seeds]
-    chains = pool_map(run_chain, calls, jobs)
+def table(names: Sequence[str], c: int, seeds: Sequence[int], chains: Sequence[Chain]) -> list[str]:
+    """The means of ``run_chains(names, c, seeds)`` and the pairs against the first policy."""
     lines = [
         f"Random tokens, 4x H100, c = {c}: means over seeds {seed_text(seeds)}.",
         "",
@@ -165,12 +172,10 @@ def paired(names: Sequence[str], chains: Sequence[Chain], count: int) -> list[st
 WAIT_BINS_MS = (0, 5, 10, 20, 30, 40, 50, 60, 80)
 
 
-def wait_histogram(name: str, c: int, seed: int) -> str:
-    """How many prompts waited how long from rows ready to their first frame (one run)."""
-    run = run_policy(name, random_workload(c, seed), random_setup(c, seed))
-    waits = [r.prompt_start_ms - r.prompt_rows_ms[1] for r in run.requests]
+def wait_histogram(name: str, chain: Chain) -> str:
+    """How many prompts of one run waited how long from rows ready to their first frame."""
     edges = (*WAIT_BINS_MS, float("inf"))
-    counts = [sum(lo <= w < hi for w in waits) for lo, hi in zip(edges, edges[1:])]
+    counts = [sum(lo <= w < hi for w in chain.waits_ms) for lo, hi in zip(edges, edges[1:])]
     cells = ", ".join(f"{lo}-: {n}" for lo, n in zip(WAIT_BINS_MS, counts))
     return f"| `{name}` | {cells} |"
 
@@ -188,12 +193,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.concurrency < 1:
         parser.error(f"--concurrency {args.concurrency}: must be >= 1")
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
-    print("\n".join(table(names, args.concurrency, args.seeds, args.jobs)))
+    chains = run_chains(names, args.concurrency, args.seeds, args.jobs)
+    print("\n".join(table(names, args.concurrency, args.seeds, chains)))
     if args.waits:
         print(f"\nRows ready -> first frame, prompts per bin (ms), seed {args.seeds[0]}:\n")
         print("| policy | prompts |\n|---|---|")
-        for name in names:
-            print(wait_histogram(name, args.concurrency, args.seeds[0]))
+        for i, name in enumerate(names):
+            print(wait_histogram(name, chains[i * len(args.seeds)]))
     return 0
 
 

@@ -45,6 +45,7 @@ from ignition.simulate.calibration import calibration_table, markdown, random_re
 from ignition.simulate.devices import DeviceError, device_from_spec
 from ignition.simulate.harness import Setup, run_policy
 from ignition.simulate.metrics import Metrics, measure
+from ignition.simulate.results import RunResult
 from ignition.simulate.search import SLO, search
 from ignition.simulate.workloads import SimRequest, WorkloadError, load_trace, with_tasks
 from ignition.simulate import traces
@@ -163,12 +164,16 @@ def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def random_run(c: int, name: str, seed: int = 0) -> RunResult:
+    """One closed-loop run of vLLM's recipe benchmark at concurrency ``c``; ``seed`` draws
+    the requests' acceptance and the simulator's noise."""
+    return run_policy(name, random_workload(c, seed), random_setup(c, seed))
+
+
 def _random_run(c: int, name: str, seed: int = 0) -> float:
-    """One closed-loop run of vLLM's recipe benchmark: output tokens/s (a pool job);
-    ``seed`` draws the requests' acceptance and the simulator's noise."""
+    """:func:`random_run`'s output tokens/s (a pool job)."""
     t = time.time()
-    got = measure(run_policy(name, random_workload(c, seed), random_setup(c, seed)))
-    got = got.output_tokens_per_s
+    got = measure(random_run(c, name, seed)).output_tokens_per_s
     if seed == 0:
         _log(f"random c={c} {name}: {got:.0f} tok/s at seed 0 ({time.time() - t:.0f} s)")
     return got

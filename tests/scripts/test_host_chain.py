@@ -19,13 +19,18 @@ def test_the_terms_add_up_to_the_end():
 
 
 def test_the_table_has_a_row_per_policy_with_every_column():
-    lines = host_chain.table(["helios", "vllm-padded"], 8, [0, 1])
+    names = ["helios", "vllm-padded"]
+    chains = host_chain.run_chains(names, 8, [0, 1])
+    lines = host_chain.table(names, 8, [0, 1], chains)
     assert "seeds 0, 1." in lines[0]
     assert host_chain.seed_text([0, 1, 2, 3]) == "0-3"
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[4:6]]
     assert [r[0] for r in rows] == ["`helios`", "`vllm-padded`"]
     assert all(len(r) == 1 + len(host_chain.COLUMNS) for r in rows)
     assert all(float(r[-1]) == 1.0 for r in rows)  # one prompt per prompt frame at c = 8
+    histogram = host_chain.wait_histogram("helios", chains[0])
+    counts = [int(cell.split(": ")[1]) for cell in histogram.split("|")[2].split(", ")]
+    assert sum(counts) == len(chains[0].waits_ms) == 40  # every prompt in one bin
 
 
 def test_a_bad_concurrency_is_one_line(capsys):
